@@ -1,0 +1,315 @@
+/* cln_activation.h - the MLP activations, written once for the host (C11) and OpenCL C 1.2.
+ *
+ * Every function here is branch-free element-wise arithmetic in the state precision `real`:
+ * only +, -, *, /, comparisons feeding ternary selects, and bit casts (CLN_AS_BITS/CLN_AS_REAL).
+ * No libm call, no data-dependent loop, so GCC vectorises a host loop over them and an OpenCL
+ * device evaluates exactly the same operation sequence. With contraction disabled on both sides
+ * (see cln_prelude.h), an IEEE-conforming device returns the same bits as the host.
+ *
+ * The polynomial coefficients below are near-minimax fits (Chebyshev interpolation in
+ * 60-digit arithmetic, then rounded to the state precision) made for this file; each block says
+ * its interval and the measured relative error of the rounded polynomial on it.
+ *
+ * Accuracy measured by tests/test_activation.c against a higher-precision libm (double for
+ * float, long double for double), in ulps of the reference where the result is normal:
+ * see that file's bounds and the numbers it prints.
+ *
+ * Inputs: every real, including +-0, +-inf, NaN (propagated) and subnormals.
+ */
+#ifndef CLN_ACTIVATION_H
+#define CLN_ACTIVATION_H
+
+#include "cln_prelude.h"
+
+/* Activation codes; they equal enum clnode_activation in include/clnode/model.h. */
+#define CLN_ACT_IDENTITY 0
+#define CLN_ACT_RELU 1
+#define CLN_ACT_TANH 2
+#define CLN_ACT_SIGMOID 3
+#define CLN_ACT_SOFTPLUS 4
+#define CLN_ACT_SILU 5
+#define CLN_ACT_GELU 6
+
+#define CLN_INF_ ((real)INFINITY)
+
+/* c ? a : b for c = 0 or 1, as bit masks. Every select in this file goes through it rather than
+ * through ?: because GCC gimplifies ?: into branches, and under the default -ftrapping-math it
+ * then neither speculates the floating-point operations that end up inside them nor if-converts
+ * the loop, so the loop would not vectorise (measured with GCC 12: 1 of 7 loops vectorised with
+ * ?:, 7 of 7 with this). OpenCL compilers turn it into their select either way. */
+CLN_INLINE real cln_select_(cln_int c, real a, real b)
+{
+    cln_rbits mask = -(cln_rbits)c;
+    return CLN_AS_REAL((CLN_AS_BITS(a) & mask) | (CLN_AS_BITS(b) & ~mask));
+}
+
+/* -|x| (NaN stays NaN) and |a| with the sign of b, by the sign bit. */
+CLN_INLINE real cln_negabs_(real x)
+{
+    return CLN_AS_REAL(CLN_AS_BITS(x) | CLN_AS_BITS(CLN_R(-0.0)));
+}
+
+CLN_INLINE real cln_copysign_(real a, real b)
+{
+    cln_rbits sign = CLN_AS_BITS(CLN_R(-0.0));
+    return CLN_AS_REAL((CLN_AS_BITS(a) & ~sign) | (CLN_AS_BITS(b) & sign));
+}
+
+#if CLN_PRECISION == 64
+/* ---------------------------------------------------------------- double constants */
+#define CLN_EXP_LO_ CLN_R(-760.0) /* 760 e^-760 < 2^-1075: rounds to 0 */
+/* The largest double whose exp is finite; exp(x) = inf above. */
+#define CLN_EXP_HI_ CLN_R(709.782712893383973096)
+#define CLN_EXP_SHIFT_ CLN_R(6755399441055744.0) /* 1.5 * 2^52 */
+#define CLN_EXP_BIAS_ 1023
+#define CLN_EXP_MANT_ 52
+#define CLN_LOG2E_ CLN_R(1.4426950408889634)
+/* Cody-Waite: ln2 = HI + LO, HI with 32 significant bits so that n * HI is exact for |n| < 2^21
+ * (fdlibm's split). */
+#define CLN_LN2_CW_HI_ CLN_R(6.93147180369123816490e-01)
+#define CLN_LN2_CW_LO_ CLN_R(1.90821492927058770002e-10)
+/* ln2 = HI + LO with HI the correctly rounded ln2 (used once, with k = 1, in cln_log1p). */
+#define CLN_LN2_HI_ CLN_R(0.6931471805599453)
+#define CLN_LN2_LO_ CLN_R(2.3190468138462996e-17)
+/* tanh: odd polynomial below this |x|, exp formula above. */
+#define CLN_TANH_SMALL_ CLN_R(0.625)
+/* sigmoid(x) = exp(x) to within 3e-20 (relative) below -SIG_TAIL. */
+#define CLN_SIG_TAIL_ CLN_R(45.0)
+
+/* e^r = 1 + r + r^2 Q(r), |r| <= 1.002 ln2/2; max relative error 1.7e-17 (0.15 eps). */
+#define CLN_EXP_Q_(r)                                                                              \
+    (CLN_R(0.5000000000000001) +                                                                   \
+     (r) * (CLN_R(0.16666666666666669) +                                                           \
+            (r) * (CLN_R(0.04166666666662348) +                                                    \
+                   (r) * (CLN_R(0.008333333333330011) +                                            \
+                          (r) * (CLN_R(0.0013888888917538296) +                                    \
+                                 (r) * (CLN_R(0.00019841269863303223) +                            \
+                                        (r) * (CLN_R(2.4801520792572694e-05) +                     \
+                                               (r) * (CLN_R(2.75572680728901e-06) +                \
+                                                      (r) * (CLN_R(2.762032742826824e-07) +        \
+                                                             (r) * CLN_R(2.5100569275813683e-08))))))))))
+
+/* 2 atanh(s) = 2s + s w L(w), w = s^2 <= 1.001 * 0.04; max relative error 6.8e-19. */
+#define CLN_LOG_L_(w)                                                                              \
+    (CLN_R(0.6666666666666666) +                                                                   \
+     (w) * (CLN_R(0.40000000000007857) +                                                           \
+            (w) * (CLN_R(0.28571428567313983) +                                                    \
+                   (w) * (CLN_R(0.222222230420118) +                                               \
+                          (w) * (CLN_R(0.181817381241429) +                                        \
+                                 (w) * (CLN_R(0.15388847907331235) +                               \
+                                        (w) * (CLN_R(0.13210099817863546) +                        \
+                                               (w) * CLN_R(0.13606021262798104))))))))
+
+/* tanh(x) = x + x z P(z), z = x^2, |x| <= 0.625; max relative error 8.0e-18 (0.07 eps). */
+#define CLN_TANH_P_(z)                                                                             \
+    (CLN_R(-0.3333333333333333) +                                                                  \
+     (z) * (CLN_R(0.13333333333333042) +                                                           \
+            (z) * (CLN_R(-0.05396825396789699) +                                                   \
+                   (z) * (CLN_R(0.021869488519008305) +                                            \
+                          (z) * (CLN_R(-0.008863235103240878) +                                    \
+                                 (z) * (CLN_R(0.0035921217511549622) +                             \
+                                        (z) * (CLN_R(-0.0014557754120478055) +                     \
+                                               (z) * (CLN_R(0.0005896606577757043) +               \
+                                                      (z) * (CLN_R(-0.0002375906496055562) +       \
+                                                             (z) * (CLN_R(9.257116129556769e-05) + \
+                                                                    (z) * (CLN_R(-3.12011014257974e-05) + \
+                                                                           (z) * CLN_R(6.485163482793113e-06))))))))))))
+
+#else
+/* ---------------------------------------------------------------- float constants
+ * (every literal is an exact float, so (float)literal is the same in C and OpenCL C) */
+#define CLN_EXP_LO_ CLN_R(-150.0) /* 150 e^-150 < 2^-150: rounds to 0 */
+/* The largest float whose exp is finite; exp(x) = inf above. */
+#define CLN_EXP_HI_ CLN_R(88.72283172607421875)
+#define CLN_EXP_SHIFT_ CLN_R(12582912.0) /* 1.5 * 2^23 */
+#define CLN_EXP_BIAS_ 127
+#define CLN_EXP_MANT_ 23
+#define CLN_LOG2E_ CLN_R(1.4426950216293335)
+/* Cody-Waite: HI = 355/512 has 9 significant bits, so n * HI is exact for |n| < 2^15. */
+#define CLN_LN2_CW_HI_ CLN_R(0.693359375)
+#define CLN_LN2_CW_LO_ CLN_R(-0.00021219444170128554)
+#define CLN_LN2_HI_ CLN_R(0.6931471824645996)
+#define CLN_LN2_LO_ CLN_R(-1.9046542121259336e-09)
+#define CLN_TANH_SMALL_ CLN_R(0.625)
+/* sigmoid(x) = exp(x) to within 4e-11 (relative) below -SIG_TAIL. */
+#define CLN_SIG_TAIL_ CLN_R(24.0)
+
+/* e^r = 1 + r + r^2 Q(r), |r| <= 1.002 ln2/2; max relative error 1.0e-8 (0.17 eps). */
+#define CLN_EXP_Q_(r)                                                                              \
+    (CLN_R(0.5) +                                                                                  \
+     (r) * (CLN_R(0.16666576266288757) +                                                           \
+            (r) * (CLN_R(0.04166655242443085) +                                                    \
+                   (r) * (CLN_R(0.008363292552530766) + (r) * CLN_R(0.0013926326064392924)))))
+
+/* 2 atanh(s) = 2s + s w L(w), w = s^2 <= 1.001 * 0.04; max relative error 4.9e-10. */
+#define CLN_LOG_L_(w)                                                                              \
+    (CLN_R(0.6666666865348816) +                                                                   \
+     (w) * (CLN_R(0.4000031352043152) +                                                            \
+            (w) * (CLN_R(0.28532665967941284) + (w) * CLN_R(0.23748943209648132))))
+
+/* tanh(x) = x + x z P(z), z = x^2, |x| <= 0.625; max relative error 4.2e-9 (0.07 eps). */
+#define CLN_TANH_P_(z)                                                                             \
+    (CLN_R(-0.3333333432674408) +                                                                  \
+     (z) * (CLN_R(0.13333304226398468) +                                                           \
+            (z) * (CLN_R(-0.053959257900714874) +                                                  \
+                   (z) * (CLN_R(0.02176891826093197) +                                             \
+                          (z) * (CLN_R(-0.008343945257365704) + (z) * CLN_R(0.002292744815349579))))))
+#endif
+
+/* m * exp(x) for every real x and every m with |m| <= 2^16 (m = 1 is plain exp).
+ *
+ * Range reduction (Cody & Waite 1980; Tang 1989 without the table): x = n ln2 + r with
+ * n = rint(x / ln2), |r| <= ln2/2. rint is the add-and-subtract of 1.5 * 2^p (p = mantissa bits),
+ * which rounds to nearest in the default rounding mode and leaves n in the low bits of the sum,
+ * so no float<->int conversion is needed (there is none for 64-bit lanes in SSE2/AVX2); the split
+ * n = n1 + n2, n1 = rint(n/2), is done the same way. r = (x - n HI) - n LO, the first difference
+ * exact. e^r = 1 + (r + r^2 Q(r)), Q a near-minimax polynomial (table above).
+ * Then m e^x = ((m e^r) 2^n2) 2^n1: both powers are normal numbers for every clamped x, so a
+ * result in the subnormal range is rounded once, by the last product, and underflows there
+ * naturally. Overflow (x > HI, the last x with a finite e^x) is a select of inf: an overflowing
+ * product of constants on a jump-threaded path would not be folded (-ftrapping-math) and would
+ * keep GCC from vectorising the loop. Scaling by m before 2^n lets x e^x (silu, gelu)
+ * keep full precision where e^x alone would already be subnormal. x is clamped to [LO, HI]
+ * first; NaN is carried around the arithmetic and
+ * returned unchanged. */
+CLN_INLINE real cln_mulexp_(real m, real x)
+{
+    real xc = cln_select_(x > CLN_EXP_LO_, x, CLN_EXP_LO_);
+    xc = cln_select_(xc < CLN_EXP_HI_, xc, CLN_EXP_HI_);
+    real t = xc * CLN_LOG2E_ + CLN_EXP_SHIFT_;
+    real n = t - CLN_EXP_SHIFT_;
+    real t1 = n * CLN_R(0.5) + CLN_EXP_SHIFT_;
+    real n1 = t1 - CLN_EXP_SHIFT_;
+    real t2 = (n - n1) + CLN_EXP_SHIFT_;
+    real r = (xc - n * CLN_LN2_CW_HI_) - n * CLN_LN2_CW_LO_;
+    real p = CLN_R(1.0) + (r + (r * r) * CLN_EXP_Q_(r));
+    cln_rbits i1 = CLN_AS_BITS(t1) - CLN_AS_BITS(CLN_EXP_SHIFT_) + CLN_EXP_BIAS_;
+    cln_rbits i2 = CLN_AS_BITS(t2) - CLN_AS_BITS(CLN_EXP_SHIFT_) + CLN_EXP_BIAS_;
+    real y = ((m * p) * CLN_AS_REAL(i2 << CLN_EXP_MANT_)) * CLN_AS_REAL(i1 << CLN_EXP_MANT_);
+    y = cln_select_(x > CLN_EXP_HI_, CLN_INF_, y);
+    return cln_select_(x == x, y, x);
+}
+
+/* exp(x) for every real x. */
+CLN_INLINE real cln_exp(real x)
+{
+    return cln_mulexp_(CLN_R(1.0), x);
+}
+
+/* log(1 + u) for 0 <= u <= 1 (all that softplus needs), exact-ish for tiny u.
+ *
+ * 1 + u = 2^k (1 + f) with the reduction done exactly: k = 0, f = u for u < 1/2, and k = 1,
+ * f = (u - 1)/2 in [-1/4, 0] for u >= 1/2 (u - 1 is exact by Sterbenz). No rounded 1 + u is ever
+ * formed, so no correction term is needed and subnormal u is returned unchanged.
+ * log(1 + f) = 2 atanh(s), s = f / (2 + f), |s| <= 1/5, evaluated in the fdlibm form
+ * log(1 + f) = f - (h - s (h + R)), h = f^2/2, R = s^2 L(s^2) ~ 2 atanh(s)/s - 2, where the
+ * rounding errors of s and R are damped by s. The k ln2 term is added last, ln2 split in two. */
+CLN_INLINE real cln_log1p(real u)
+{
+    cln_int big = u >= CLN_R(0.5);
+    real f = cln_select_(big, (u - CLN_R(1.0)) * CLN_R(0.5), u);
+    real k = cln_select_(big, CLN_R(1.0), CLN_R(0.0));
+    real s = f / (CLN_R(2.0) + f);
+    real w = s * s;
+    real R = w * CLN_LOG_L_(w);
+    real h = CLN_R(0.5) * (f * f);
+    return k * CLN_LN2_HI_ - ((h - (s * (h + R) + k * CLN_LN2_LO_)) - f);
+}
+
+/* softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): jax.nn.softplus, i.e.
+ * jnp.logaddexp(x, 0). The argument of log1p is in [0, 1]. */
+CLN_INLINE real cln_softplus(real x)
+{
+    real m = cln_select_(x > CLN_R(0.0), x, CLN_R(0.0));
+    real a = cln_negabs_(x);
+    return m + cln_log1p(cln_exp(a));
+}
+
+/* m sigmoid(w) = m / (1 + e^-w), the common core of sigmoid, silu and gelu.
+ * For w >= -T the quotient is accurate for both signs (e^-w may be large but stays finite, and
+ * m / (1 + e^-w) rounds once where m * sigmoid(w) would round twice). Below -T, 1 + e^w rounds to
+ * 1 and m sigmoid(w) = m e^w (relative difference < e^-T, far below an ulp), computed by
+ * cln_mulexp_ so that the subnormal tail is right instead of m / inf = 0. One exp either way.
+ * Below LO the result is the signed zero it underflows to, also for m = +-inf. */
+CLN_INLINE real cln_mulsigmoid_(real m, real w)
+{
+    cln_int tail = w < -CLN_SIG_TAIL_;
+    real e = cln_mulexp_(cln_select_(tail, m, CLN_R(1.0)), cln_select_(tail, w, -w));
+    real q = m / (CLN_R(1.0) + e);
+    return cln_select_(w < CLN_EXP_LO_, cln_copysign_(CLN_R(0.0), m), cln_select_(tail, e, q));
+}
+
+/* sigmoid(x) = 1 / (1 + e^-x) (jax.nn.sigmoid), stable for both signs. */
+CLN_INLINE real cln_sigmoid(real x)
+{
+    return cln_mulsigmoid_(CLN_R(1.0), x);
+}
+
+/* tanh(x): for |x| < 0.625 the odd polynomial x + x z P(z) (no cancellation near 0, exact for
+ * subnormals); above, sign(x) (1 - 2 / (e^2|x| + 1)), which saturates to +-1 (e^2|x| = inf). */
+CLN_INLINE real cln_tanh(real x)
+{
+    real a = -cln_negabs_(x);
+    real z = x * x;
+    real small = x + x * (z * CLN_TANH_P_(z));
+    real big = CLN_R(1.0) - CLN_R(2.0) / (cln_exp(a + a) + CLN_R(1.0));
+    return cln_select_(a < CLN_TANH_SMALL_, small, cln_copysign_(big, x));
+}
+
+/* silu(x) = x sigmoid(x) (jax.nn.silu), computed as x / (1 + e^-x) (x e^x in the far negative
+ * tail, so that results stay accurate where sigmoid(x) alone is subnormal). silu(-inf) is the
+ * limit -0 rather than -inf * 0 = NaN. */
+CLN_INLINE real cln_silu(real x)
+{
+    return cln_mulsigmoid_(x, x);
+}
+
+/* gelu(x), tanh approximation as jax.nn.gelu(approximate=True):
+ *   0.5 x (1 + tanh(v)),  v = sqrt(2/pi) (x + 0.044715 x^3),
+ * with x^3 = (x x) x and both constants rounded to the state precision as JAX does. Evaluated
+ * through the identity 0.5 (1 + tanh(v)) = sigmoid(2 v): the same function without the
+ * cancellation of 1 + tanh(v) for x < 0 (2 v is exact doubling of the same rounded v).
+ * gelu(-inf) is the limit -0. Note that for x < 0 the function is ill-conditioned in v (relative
+ * condition number about 2|v|), so the roundings of v itself dominate the error there, exactly
+ * as in any float evaluation of the formula (JAX's included). */
+CLN_INLINE real cln_gelu(real x)
+{
+    real v = CLN_R(0.7978845608028654) * (x + CLN_R(0.044715) * ((x * x) * x));
+    return cln_mulsigmoid_(x, v + v);
+}
+
+/* relu(x) = max(x, 0); NaN propagates (x < 0 is false for NaN). */
+CLN_INLINE real cln_relu(real x)
+{
+    return cln_select_(x < CLN_R(0.0), CLN_R(0.0), x);
+}
+
+CLN_INLINE real cln_identity(real x)
+{
+    return x;
+}
+
+/* The activation with code `act` (CLN_ACT_*); an unknown code acts as the identity (the model
+ * loader rejects unknown names before any code reaches this point). For loops, switch once
+ * outside the loop and call the function directly, so that the loop vectorises. */
+CLN_INLINE real cln_activate(cln_int act, real x)
+{
+    switch (act) {
+    case CLN_ACT_RELU:
+        return cln_relu(x);
+    case CLN_ACT_TANH:
+        return cln_tanh(x);
+    case CLN_ACT_SIGMOID:
+        return cln_sigmoid(x);
+    case CLN_ACT_SOFTPLUS:
+        return cln_softplus(x);
+    case CLN_ACT_SILU:
+        return cln_silu(x);
+    case CLN_ACT_GELU:
+        return cln_gelu(x);
+    default:
+        return cln_identity(x);
+    }
+}
+
+#endif /* CLN_ACTIVATION_H */

@@ -1,0 +1,88 @@
+/* cln_prelude.h - makes the shared arithmetic headers valid both as C99/C11 and as OpenCL C.
+ *
+ * Every header under cl/ includes this first. It defines:
+ *   real            the state precision (float when CLN_PRECISION == 32, double when 64);
+ *   CLN_GLOBAL      the address-space qualifier of buffers (__global in OpenCL C, empty in C);
+ *   CLN_CONST       the qualifier of read-only buffers;
+ *   CLN_FN(name)    the precision-suffixed name of a shared function (name_f32 / name_f64), so the
+ *                   host can include a header once per precision in one program;
+ *   CLN_INLINE      the storage class of shared functions;
+ *   CLN_R(x)        a literal in the state precision (the constant is written once, in double, and
+ *                   rounded to real exactly like a weakly typed Python float is in JAX);
+ *   cln_int         a 32-bit signed integer (int in both languages);
+ * and the type-generic maths functions (exp, log1p, sqrt, pow, fabs, fmin, fmax, isnan, isinf,
+ * nextafter) that OpenCL C provides as overloads and C provides through <tgmath.h>.
+ *
+ * Contraction of a*b+c into an FMA is disabled on both sides, so that every backend rounds the
+ * stage combinations the same way. (In C the library is compiled with -ffp-contract=off.)
+ */
+#ifndef CLN_PRELUDE_H
+#define CLN_PRELUDE_H
+
+#ifndef CLN_PRECISION
+#define CLN_PRECISION 32
+#endif
+
+#ifdef __OPENCL_VERSION__
+/* ---------------------------------------------------------------- OpenCL C */
+#pragma OPENCL FP_CONTRACT OFF
+#if CLN_PRECISION == 64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double real;
+typedef long cln_rbits; /* integer of the same width as real */
+#define CLN_AS_BITS(x) as_long(x)
+#define CLN_AS_REAL(b) as_double(b)
+#else
+typedef float real;
+typedef int cln_rbits;
+#define CLN_AS_BITS(x) as_int(x)
+#define CLN_AS_REAL(b) as_float(b)
+#endif
+#define CLN_GLOBAL __global
+#define CLN_CONST __global const
+#define CLN_INLINE inline
+typedef int cln_int;
+typedef long cln_long;
+
+#else
+/* ---------------------------------------------------------------- C */
+#include <stdint.h>
+#include <string.h>
+#include <tgmath.h>
+#if CLN_PRECISION == 64
+typedef double real;
+typedef int64_t cln_rbits;
+#else
+typedef float real;
+typedef int32_t cln_rbits;
+#endif
+#define CLN_GLOBAL
+#define CLN_CONST const
+#define CLN_INLINE static inline
+typedef int32_t cln_int;
+typedef int64_t cln_long;
+static inline cln_rbits cln_as_bits_(real x)
+{
+    cln_rbits b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+static inline real cln_as_real_(cln_rbits b)
+{
+    real x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+#define CLN_AS_BITS(x) cln_as_bits_(x)
+#define CLN_AS_REAL(b) cln_as_real_(b)
+#endif
+
+#define CLN_R(x) ((real)(x))
+
+#if CLN_PRECISION == 64
+#define CLN_FN(name) name##_f64
+#else
+#define CLN_FN(name) name##_f32
+#endif
+
+#endif /* CLN_PRELUDE_H */

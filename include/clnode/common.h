@@ -1,0 +1,107 @@
+/* clnode/common.h - export macro, version, status codes, precisions and the logger type.
+ *
+ * Everything here is plain data and free functions; no handle is needed to use it.
+ * Thread-safety: every function in this header is thread-safe.
+ */
+#ifndef CLNODE_COMMON_H
+#define CLNODE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clnode/version.h"
+
+#if defined(CLNODE_STATIC_DEFINE)
+#define CLNODE_API
+#elif defined(_WIN32)
+#if defined(CLNODE_BUILDING)
+#define CLNODE_API __declspec(dllexport)
+#else
+#define CLNODE_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define CLNODE_API __attribute__((visibility("default")))
+#else
+#define CLNODE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: 0 is success, errors are negative. One list expands to the enum, the names and
+ * the messages, so the three can never disagree. */
+#define CLNODE_STATUS_LIST(X)                                                                      \
+    X(CLNODE_OK, 0, "success")                                                                    \
+    X(CLNODE_ERR_INVALID_ARGUMENT, -1, "invalid argument")                                        \
+    X(CLNODE_ERR_OUT_OF_MEMORY, -2, "out of host memory")                                         \
+    X(CLNODE_ERR_IO, -3, "file input/output error")                                               \
+    X(CLNODE_ERR_BAD_MODEL, -4, "malformed or unsupported model")                                 \
+    X(CLNODE_ERR_NONFINITE_INPUT, -5, "non-finite value in the input")                            \
+    X(CLNODE_ERR_UNSUPPORTED, -6, "operation not supported by this backend or device")            \
+    X(CLNODE_ERR_NO_DEVICE, -7, "no such device")                                                 \
+    X(CLNODE_ERR_DEVICE, -8, "device or driver error")                                            \
+    X(CLNODE_ERR_DEVICE_MEMORY, -9, "out of device memory")                                       \
+    X(CLNODE_ERR_BUILD, -10, "kernel build failed")                                               \
+    X(CLNODE_ERR_NO_FP64, -11, "the device has no double-precision support")                      \
+    X(CLNODE_ERR_BLAS, -12, "BLAS library error")                                                 \
+    X(CLNODE_ERR_PRECISION, -13, "the tolerance is below what the device arithmetic resolves")   \
+    X(CLNODE_ERR_INTERNAL, -14, "internal error")
+
+typedef enum clnode_status {
+#define CLNODE_X_ENUM(name, value, msg) name = value,
+    CLNODE_STATUS_LIST(CLNODE_X_ENUM)
+#undef CLNODE_X_ENUM
+} clnode_status;
+
+/* Returns the symbolic name of a status ("CLNODE_ERR_IO"), or "CLNODE_UNKNOWN_STATUS".
+ * The string is static; never NULL. */
+CLNODE_API const char *clnode_status_name(clnode_status status);
+
+/* Returns a short English message for a status ("file input/output error"). The string is static;
+ * never NULL. The detailed message of the last failure is clnode_context_last_error(). */
+CLNODE_API const char *clnode_status_string(clnode_status status);
+
+/* Returns the library's version as "MAJOR.MINOR.PATCH" (the version of the library actually
+ * loaded, which may differ from CLNODE_VERSION_STRING seen at compile time). */
+CLNODE_API const char *clnode_version_string(void);
+
+/* Returns CLNODE_VERSION_NUMBER of the library actually loaded. */
+CLNODE_API unsigned clnode_version_number(void);
+
+/* State (and time) precision of a solve. */
+typedef enum clnode_precision {
+    CLNODE_FP32 = 32, /* IEEE binary32; the default, as JAX and PyTorch use */
+    CLNODE_FP64 = 64, /* IEEE binary64; needs cl_khr_fp64 on OpenCL devices */
+} clnode_precision;
+
+/* Returns "fp32" or "fp64" (or "unknown"). */
+CLNODE_API const char *clnode_precision_name(clnode_precision precision);
+
+/* Precision of the vector field's matrix products. */
+typedef enum clnode_gemm_mode {
+    CLNODE_GEMM_STRICT = 0, /* IEEE arithmetic in the state precision (default) */
+    CLNODE_GEMM_TF32 = 1,   /* TF32 inputs (10-bit mantissa), fp32 accumulation; fp32 only */
+} clnode_gemm_mode;
+
+/* Returns "strict" or "tf32" (or "unknown"). */
+CLNODE_API const char *clnode_gemm_mode_name(clnode_gemm_mode mode);
+
+/* Log levels, most severe first. */
+typedef enum clnode_log_level {
+    CLNODE_LOG_ERROR = 0,
+    CLNODE_LOG_WARN = 1,
+    CLNODE_LOG_INFO = 2,
+    CLNODE_LOG_DEBUG = 3,
+} clnode_log_level;
+
+/* A logger callback. `message` is one line without a trailing newline, valid only during the
+ * call. The callback may be called from any thread that calls into the library with the context
+ * that holds it. */
+typedef void (*clnode_log_fn)(void *user, clnode_log_level level, const char *message);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_COMMON_H */

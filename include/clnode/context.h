@@ -1,0 +1,68 @@
+/* clnode/context.h - the context: one compute device, its logger and its last error.
+ *
+ * Every object of the library is created with a context. A context is bound to one device of one
+ * backend ("host", "opencl:0", ...) for its whole life; it owns that device's handles and caches.
+ * Thread-safety: a context and everything created from it may be used by one thread at a time.
+ * Different contexts are independent.
+ */
+#ifndef CLNODE_CONTEXT_H
+#define CLNODE_CONTEXT_H
+
+#include "clnode/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clnode_context clnode_context;
+
+typedef struct clnode_context_options {
+    /* Device to use: "host", "opencl:0", "opencl:pocl", "cuda:0", ... NULL (default) means the
+     * environment variable CLNODE_DEVICE if set, else "host". */
+    const char *device;
+    /* Logger; NULL (default) discards every message. */
+    clnode_log_fn log;
+    void *log_user;
+    /* Most verbose level passed to the logger; default CLNODE_LOG_WARN. */
+    clnode_log_level log_level;
+} clnode_context_options;
+
+/* Fills `opts` with the documented defaults. `opts` must not be NULL. */
+CLNODE_API void clnode_context_default_options(clnode_context_options *opts);
+
+/* Creates a context bound to the device named in `opts` (NULL: all defaults).
+ * Returns CLNODE_OK and stores the new context in *out, or an error and stores NULL:
+ * CLNODE_ERR_NO_DEVICE for an unknown or absent device (the message lists what exists),
+ * CLNODE_ERR_UNSUPPORTED for a backend this build lacks, CLNODE_ERR_OUT_OF_MEMORY.
+ * On failure the message is passed to the logger of `opts` (there is no context to hold it).
+ * Blocking: may initialise a device driver. */
+CLNODE_API clnode_status clnode_context_create(const clnode_context_options *opts,
+                                               clnode_context **out);
+
+/* Destroys the context and sets *ctx to NULL. Accepts NULL and a pointer to NULL. Every object
+ * created with the context must have been destroyed first. */
+CLNODE_API void clnode_context_destroy(clnode_context **ctx);
+
+/* The detailed message of the last failure of a call made with this context ("" if none).
+ * Valid until the next call with the context. */
+CLNODE_API const char *clnode_context_last_error(const clnode_context *ctx);
+
+/* The raw code of the lower layer behind the last failure (an OpenCL cl_int, a CLBlast or cuBLAS
+ * status), or 0 when the failure did not come from such a layer. */
+CLNODE_API long clnode_context_last_native_error(const clnode_context *ctx);
+
+/* The backend of the context: "host", "opencl" or "cuda". Static string. */
+CLNODE_API const char *clnode_context_backend(const clnode_context *ctx);
+
+/* A human-readable device name ("host (OpenBLAS 0.3.21, 2 threads)", "pthread-skylake (PoCL)").
+ * Valid for the life of the context. */
+CLNODE_API const char *clnode_context_device(const clnode_context *ctx);
+
+/* Whether the device can solve in the given precision (1) or not (0). */
+CLNODE_API int clnode_context_supports(const clnode_context *ctx, clnode_precision precision);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_CONTEXT_H */

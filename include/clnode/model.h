@@ -1,0 +1,98 @@
+/* clnode/model.h - the vector field: a multilayer perceptron dy/dt = MLP(y) (or MLP([y, t])).
+ *
+ * Layer i computes h_{i+1} = act_i(W_i h_i + b_i) with W_i of shape out_i x in_i (row-major, the
+ * layout of torch.nn.Linear and equinox.nn.Linear). Every layer but the last uses `activation`;
+ * the last uses `final_activation`. A model with one layer and the identity activation is the
+ * linear ODE dy/dt = W y + b.
+ *
+ * A model keeps its parameters in float64 on the host; each solve converts them to the state
+ * precision of that solve. A model is immutable once created and may be shared by solves made
+ * one at a time.
+ */
+#ifndef CLNODE_MODEL_H
+#define CLNODE_MODEL_H
+
+#include "clnode/common.h"
+#include "clnode/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clnode_model clnode_model;
+
+typedef enum clnode_activation {
+    CLNODE_ACT_IDENTITY = 0,
+    CLNODE_ACT_RELU = 1,
+    CLNODE_ACT_TANH = 2,
+    CLNODE_ACT_SIGMOID = 3,
+    CLNODE_ACT_SOFTPLUS = 4, /* log(1 + e^x), as jax.nn.softplus */
+    CLNODE_ACT_SILU = 5,     /* x * sigmoid(x) */
+    CLNODE_ACT_GELU = 6,     /* tanh approximation, as jax.nn.gelu's default */
+} clnode_activation;
+
+/* "identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu"; "unknown" otherwise. */
+CLNODE_API const char *clnode_activation_name(clnode_activation act);
+
+/* Parses a name as above. Returns CLNODE_OK or CLNODE_ERR_INVALID_ARGUMENT. */
+CLNODE_API clnode_status clnode_activation_from_name(const char *name, clnode_activation *out);
+
+/* Description of an MLP built from arrays. Nothing is retained: the arrays are copied. */
+typedef struct clnode_model_desc {
+    size_t num_layers;        /* >= 1 */
+    const size_t *sizes;      /* num_layers + 1 widths: in, hidden..., out */
+    const double *const *weights; /* num_layers arrays; weights[i] is sizes[i+1] x sizes[i] */
+    const double *const *biases;  /* NULL (no biases) or num_layers arrays (NULL entry: none) */
+    clnode_activation activation;       /* between layers */
+    clnode_activation final_activation; /* after the last layer */
+    int time_input; /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1) */
+} clnode_model_desc;
+
+/* Creates a model from arrays. Errors: CLNODE_ERR_INVALID_ARGUMENT (inconsistent sizes: the
+ * output width must equal the state dimension, sizes[0] == out (+1 with time_input)),
+ * CLNODE_ERR_NONFINITE_INPUT (a NaN or infinite parameter; the message names it),
+ * CLNODE_ERR_OUT_OF_MEMORY. */
+CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *desc,
+                                             clnode_model **out);
+
+/* Loads a safetensors file: tensors F32 or F64 named "layers.<i>.weight"/"layers.<i>.bias"
+ * (equinox) or "<i>.weight"/"<i>.bias" (torch.nn.Sequential, where non-Linear modules leave gaps
+ * in the numbering); string metadata "activation", "final_activation" (default "identity") and
+ * "time_input" ("true"/"false", default "false"). Every length, offset, dtype and shape is
+ * checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message naming the problem, an
+ * unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
+CLNODE_API clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *path,
+                                                       clnode_model **out);
+
+/* The same from bytes in memory (`data` is not retained). */
+CLNODE_API clnode_status clnode_model_load_safetensors_memory(clnode_context *ctx,
+                                                              const void *data, size_t size,
+                                                              clnode_model **out);
+
+/* The built-in seed model: eqx.nn.MLP(10 -> 100 -> 100 -> 10, softplus, PRNGKey(42)), the model of
+ * the original TF32 failure report. Embedded in the library; also installed as
+ * share/clnode/seed.safetensors. */
+CLNODE_API clnode_status clnode_model_create_seed(clnode_context *ctx, clnode_model **out);
+
+/* Destroys a model and sets *model to NULL. Accepts NULL and a pointer to NULL. */
+CLNODE_API void clnode_model_destroy(clnode_model **model);
+
+/* State dimension N (the output width). */
+CLNODE_API size_t clnode_model_dim(const clnode_model *model);
+/* Number of Linear layers. */
+CLNODE_API size_t clnode_model_num_layers(const clnode_model *model);
+/* Input and output width of layer i (0-based); 0 if i is out of range. */
+CLNODE_API size_t clnode_model_layer_in(const clnode_model *model, size_t i);
+CLNODE_API size_t clnode_model_layer_out(const clnode_model *model, size_t i);
+/* Read-only parameters of layer i (row-major out x in) and its bias (NULL when absent). */
+CLNODE_API const double *clnode_model_weight(const clnode_model *model, size_t i);
+CLNODE_API const double *clnode_model_bias(const clnode_model *model, size_t i);
+CLNODE_API clnode_activation clnode_model_activation(const clnode_model *model);
+CLNODE_API clnode_activation clnode_model_final_activation(const clnode_model *model);
+CLNODE_API int clnode_model_time_input(const clnode_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_MODEL_H */

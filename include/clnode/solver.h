@@ -1,0 +1,131 @@
+/* clnode/solver.h - solving a batch of initial value problems dy/dt = MLP(y) from t0 to t1.
+ *
+ * Semantics follow diffrax 0.7.2 (diffeqsolve + PIDController + SaveAt) under jax.vmap: every
+ * trajectory of a batch has its own step sizes, accept/reject decisions, controller history and
+ * counters; a finished or failed trajectory is frozen and does not disturb the others.
+ */
+#ifndef CLNODE_SOLVER_H
+#define CLNODE_SOLVER_H
+
+#include "clnode/common.h"
+#include "clnode/context.h"
+#include "clnode/method.h"
+#include "clnode/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Progress callback, called between groups of steps (never per step) when a solve has run for
+ * about a second or more. `fraction` is the smallest fraction of [t0, t1] covered by any active
+ * trajectory. Return 0 to continue, non-zero to cancel (clnode_solve then returns
+ * CLNODE_ERR_INVALID_ARGUMENT with the message "cancelled"). */
+typedef int (*clnode_progress_fn)(void *user, size_t active, size_t batch, double fraction,
+                                  long steps_taken);
+
+typedef struct clnode_solve_options {
+    const clnode_method *method; /* default clnode_method_tsit5 */
+    clnode_precision precision;  /* default CLNODE_FP32 */
+    clnode_gemm_mode gemm_mode;  /* default CLNODE_GEMM_STRICT */
+    double t0;                   /* default 0 */
+    double t1;                   /* default 1; t1 < t0 integrates backwards */
+    double dt0;   /* first step size, same sign as t1 - t0; 0 (default) means 0.01 * sign,
+                     what diffrax 0.7.2 uses for dt0=None */
+    int constant_step; /* 0 (default): PID controller; 1: constant steps of dt0 */
+    double rtol;       /* default 1e-3 */
+    double atol;       /* default 1e-6 */
+    double pcoeff;     /* default 0 */
+    double icoeff;     /* default 1 */
+    double dcoeff;     /* default 0 */
+    double dtmin;      /* default 0: none; otherwise a positive lower bound on |dt| */
+    double dtmax;      /* default 0: none; otherwise a positive upper bound on |dt| */
+    int force_dtmin;   /* default 1: at dtmin, accept the step anyway; 0: end with dt_min_reached */
+    double factormin;  /* default 0.2 */
+    double factormax;  /* default 10 */
+    double safety;     /* default 0.9 */
+    long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory */
+    int save_t0;       /* default 0: save (t0, y0) */
+    int save_t1;       /* default 1: save (t1, y(t1)) */
+    int save_steps;    /* default 0: save the end of every accepted step */
+    const double *save_ts; /* default NULL: n_save_ts times inside [t0, t1], monotone in the
+                              direction of integration, saved through the dense output */
+    size_t n_save_ts;
+    clnode_progress_fn progress; /* default NULL */
+    void *progress_user;
+} clnode_solve_options;
+
+/* Fills `opts` with the documented defaults. */
+CLNODE_API void clnode_solve_default_options(clnode_solve_options *opts);
+
+/* Outcome of one trajectory. */
+typedef enum clnode_result {
+    CLNODE_RESULT_SUCCESS = 0,
+    CLNODE_RESULT_MAX_STEPS_REACHED = 1,
+    CLNODE_RESULT_DT_MIN_REACHED = 2,   /* only with force_dtmin = 0 */
+    CLNODE_RESULT_NONFINITE = 3,        /* the vector field is not finite at the current state */
+    CLNODE_RESULT_PRECISION_FLOOR = 4,  /* reserved for the precision guard */
+} clnode_result;
+
+/* "success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor". */
+CLNODE_API const char *clnode_result_name(clnode_result result);
+
+typedef struct clnode_trajectory_stats {
+    clnode_result result;
+    long num_steps;     /* attempts: num_accepted + num_rejected */
+    long num_accepted;
+    long num_rejected;
+    long num_rhs_evals; /* vector-field evaluations made for this trajectory */
+    double t_final;     /* where the trajectory stopped (t1 on success) */
+} clnode_trajectory_stats;
+
+typedef struct clnode_solution clnode_solution;
+
+/* Kinds of saved points. */
+typedef enum clnode_save_kind {
+    CLNODE_SAVE_T0 = 0,
+    CLNODE_SAVE_TS = 1,
+    CLNODE_SAVE_STEPS = 2,
+    CLNODE_SAVE_T1 = 3,
+} clnode_save_kind;
+
+/* Solves `batch` trajectories of `model` from the initial states y0 (batch x dim, row-major,
+ * converted to the state precision) on the context's device.
+ * Returns CLNODE_OK when the solve ran, even if some trajectories did not succeed (see their
+ * stats); *out then holds the solution. Errors (nothing is stored in *out):
+ * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
+ * save_ts outside [t0, t1] or not monotone, euler with the PID controller, ...; the message says
+ * which), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
+ * (precision or GEMM mode not available on the device), CLNODE_ERR_OUT_OF_MEMORY,
+ * CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE, CLNODE_ERR_BLAS.
+ * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once. */
+CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
+                                      const clnode_solve_options *opts, size_t batch,
+                                      const double *y0, clnode_solution **out);
+
+/* Destroys a solution and sets *sol to NULL. Accepts NULL and a pointer to NULL. */
+CLNODE_API void clnode_solution_destroy(clnode_solution **sol);
+
+CLNODE_API size_t clnode_solution_batch(const clnode_solution *sol);
+CLNODE_API size_t clnode_solution_dim(const clnode_solution *sol);
+
+/* Statistics of trajectory `traj` (< batch). Returns CLNODE_ERR_INVALID_ARGUMENT if out of range. */
+CLNODE_API clnode_status clnode_solution_stats(const clnode_solution *sol, size_t traj,
+                                               clnode_trajectory_stats *stats);
+
+/* The final state of trajectory `traj` (dim values, valid for the life of the solution), or NULL
+ * if traj is out of range. */
+CLNODE_API const double *clnode_solution_y_final(const clnode_solution *sol, size_t traj);
+
+/* Saved points of one kind for trajectory `traj`: *n points, times in *ts and states (n x dim,
+ * row-major) in *ys, valid for the life of the solution. Points that were requested but never
+ * reached (a trajectory that failed early) are absent: *n counts only the points written.
+ * Returns CLNODE_ERR_INVALID_ARGUMENT if traj is out of range. */
+CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_t traj,
+                                               clnode_save_kind kind, size_t *n,
+                                               const double **ts, const double **ys);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_SOLVER_H */

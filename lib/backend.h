@@ -1,0 +1,85 @@
+/* backend.h - the interface every compute backend implements (content + ops, as SUNDIALS'
+ * N_Vector): buffers, the vector field's two building blocks (GEMM, bias + activation) and the
+ * three solver passes of cl/cln_step.h. The driver (solver.c) is written once against it and never
+ * asks which backend it runs on.
+ *
+ * All operations are enqueued in order on the backend's single stream; only buf_read and
+ * count_active wait for the device. Element offsets and leading dimensions count elements of the
+ * solve's precision.
+ */
+#ifndef CLN_BACKEND_H
+#define CLN_BACKEND_H
+
+#include "internal.h"
+
+typedef struct cln_buf cln_buf; /* backend-defined */
+
+/* Everything a solve keeps on the device, allocated once per solve by the driver. */
+typedef struct cln_solve_dev {
+    clnode_precision prec;
+    clnode_gemm_mode gemm_mode;
+    size_t esize; /* sizeof(real) */
+    size_t B;     /* rows of every batch buffer: the batch padded to the backend's row_align */
+    size_t Breal; /* trajectories actually solved (the padding rows start frozen) */
+    size_t N, ldz, stages;
+    size_t num_layers;
+    const size_t *sizes; /* num_layers + 1 */
+    int act[CLN_MAX_LAYERS];
+    cln_buf *W[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS]; /* bias[i] may be NULL */
+    cln_buf *Y, *F, *Z, *H[2];
+    cln_buf *CR, *CI, *RS, *IS;
+    cln_buf *TS, *TSOUT, *STT, *STY; /* may be 1-element placeholders when unused */
+    void *be_data;                   /* the backend's own per-solve state */
+} cln_solve_dev;
+
+typedef struct cln_backend_ops {
+    const char *name; /* "host", "opencl", "cuda" */
+    void (*destroy)(cln_backend *be);
+    int (*supports)(const cln_backend *be, clnode_precision prec);
+
+    clnode_status (*buf_alloc)(cln_backend *be, size_t bytes, cln_buf **out);
+    void (*buf_free)(cln_backend *be, cln_buf *buf); /* accepts NULL */
+    clnode_status (*buf_write)(cln_backend *be, cln_buf *buf, size_t offset_bytes, size_t bytes,
+                               const void *src);
+    clnode_status (*buf_read)(cln_backend *be, cln_buf *buf, size_t offset_bytes, size_t bytes,
+                              void *dst);
+
+    /* C[m x n] = A[m x k] . B[n x k]^T in precision `prec` and GEMM mode `mode` (row-major,
+     * offsets and leading dimensions in elements). m, n or k may be 0. */
+    clnode_status (*gemm)(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode, size_t m,
+                          size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda, cln_buf *Bm,
+                          size_t b_off, size_t ldb, cln_buf *C, size_t c_off, size_t ldc);
+    /* C[i][j] = act(C[i][j] + bias[j]) for an m x n block (bias may be NULL). */
+    clnode_status (*bias_act)(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                              size_t ldc, size_t m, size_t n, cln_buf *bias, int act);
+
+    /* Per-solve set-up (kernels, arguments) after the driver allocated and filled sd; and its
+     * release (accepts a half-built sd). */
+    clnode_status (*solve_begin)(cln_backend *be, cln_solve_dev *sd);
+    void (*solve_end)(cln_backend *be, cln_solve_dev *sd);
+    /* cln_init_traj for every trajectory. */
+    clnode_status (*init)(cln_backend *be, cln_solve_dev *sd);
+    /* cln_stage_elem of stage i for every (trajectory, column < ldz). */
+    clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, int i);
+    /* cln_finish_traj for every trajectory. */
+    clnode_status (*finish)(cln_backend *be, cln_solve_dev *sd);
+    /* Waits for the queue and counts the trajectories not yet frozen; the only read-back made
+     * while a solve runs. */
+    clnode_status (*count_active)(cln_backend *be, cln_solve_dev *sd, size_t *active);
+} cln_backend_ops;
+
+struct cln_backend {
+    const cln_backend_ops *ops;
+    clnode_context *ctx;   /* for errors and logging */
+    char device_name[256];
+    long group_steps;      /* steps enqueued between two active-count read-backs */
+    size_t row_align;      /* the driver pads the batch to a multiple of this many rows */
+    long syncs;            /* host-device synchronisations so far (statistics) */
+};
+
+/* Backend constructors: `spec` is the part after "backend:" (may be ""). */
+clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
+clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
+clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
+
+#endif /* CLN_BACKEND_H */

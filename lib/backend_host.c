@@ -1,0 +1,226 @@
+/* backend_host.c - the host backend: OpenBLAS GEMMs plus the shared arithmetic of cl/ in C loops.
+ * It is also the float64 reference every other backend is compared with. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "backend.h"
+#include "cln_layout.h"
+#include "host_math.h"
+
+struct cln_buf {
+    size_t size;
+    unsigned char *p;
+};
+
+/* Rows of every OpenBLAS call (see host_gemm). */
+#define CLN_HOST_ROWS 16
+
+typedef struct host_backend {
+    cln_backend base;
+} host_backend;
+
+static void host_destroy(cln_backend *be)
+{
+    free(be);
+}
+
+static int host_supports(const cln_backend *be, clnode_precision prec)
+{
+    (void)be;
+    return prec == CLNODE_FP32 || prec == CLNODE_FP64;
+}
+
+static clnode_status host_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
+{
+    *out = NULL;
+    cln_buf *b = calloc(1, sizeof *b);
+    if (!b)
+        return cln_fail(be->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a buffer handle");
+    /* calloc: unused parts of the save buffers read back as zeros, never as garbage */
+    b->p = calloc(bytes ? bytes : 1, 1);
+    if (!b->p) {
+        free(b);
+        return cln_fail(be->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes on the host",
+                        bytes);
+    }
+    b->size = bytes;
+    *out = b;
+    return CLNODE_OK;
+}
+
+static void host_buf_free(cln_backend *be, cln_buf *b)
+{
+    (void)be;
+    if (b)
+        free(b->p);
+    free(b);
+}
+
+static clnode_status host_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes,
+                                    const void *src)
+{
+    CLN_CHECK(be->ctx, off <= b->size && bytes <= b->size - off, CLNODE_ERR_INTERNAL,
+              "host buffer write out of range (%zu + %zu > %zu)", off, bytes, b->size);
+    if (bytes)
+        memcpy(b->p + off, src, bytes);
+    return CLNODE_OK;
+}
+
+static clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes,
+                                   void *dst)
+{
+    CLN_CHECK(be->ctx, off <= b->size && bytes <= b->size - off, CLNODE_ERR_INTERNAL,
+              "host buffer read out of range (%zu + %zu > %zu)", off, bytes, b->size);
+    if (bytes)
+        memcpy(dst, b->p + off, bytes);
+    return CLNODE_OK;
+}
+
+#define HOST_F32(buf, off) ((float *)(void *)(buf)->p + (off))
+#define HOST_F64(buf, off) ((double *)(void *)(buf)->p + (off))
+
+static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
+                               size_t m, size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda,
+                               cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
+                               size_t ldc)
+{
+    CLN_CHECK(be->ctx, mode == CLNODE_GEMM_STRICT, CLNODE_ERR_UNSUPPORTED,
+              "GEMM mode %s is not available on the host backend", clnode_gemm_mode_name(mode));
+    if (m == 0 || n == 0)
+        return CLNODE_OK;
+    /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
+     * small-matrix and edge kernels sum in other orders; measured on the seed shapes), which
+     * would make a trajectory's steps depend on its batch. Every call therefore has exactly
+     * CLN_HOST_ROWS rows: the same kernel path for every row, whatever the batch. */
+    CLN_CHECK(be->ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
+              "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
+    for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
+        if (prec == CLNODE_FP32)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
+                        (blasint)k, 1.0f, HOST_F32(A, a_off + r * lda), (blasint)lda,
+                        HOST_F32(Bm, b_off), (blasint)ldb, 0.0f, HOST_F32(C, c_off + r * ldc),
+                        (blasint)ldc);
+        else
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
+                        (blasint)k, 1.0, HOST_F64(A, a_off + r * lda), (blasint)lda,
+                        HOST_F64(Bm, b_off), (blasint)ldb, 0.0, HOST_F64(C, c_off + r * ldc),
+                        (blasint)ldc);
+    }
+    return CLNODE_OK;
+}
+
+static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                                   size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
+{
+    (void)be;
+    if (sd->prec == CLNODE_FP32)
+        cln_host_bias_act_f32(HOST_F32(C, c_off), ldc, m, n, bias ? HOST_F32(bias, 0) : NULL, act);
+    else
+        cln_host_bias_act_f64(HOST_F64(C, c_off), ldc, m, n, bias ? HOST_F64(bias, 0) : NULL, act);
+    return CLNODE_OK;
+}
+
+static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
+{
+    (void)be;
+    (void)sd;
+    return CLNODE_OK;
+}
+
+static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
+{
+    (void)be;
+    (void)sd;
+}
+
+#define HOST_I32(buf) ((int32_t *)(void *)(buf)->p)
+
+static clnode_status host_init(cln_backend *be, cln_solve_dev *sd)
+{
+    (void)be;
+    if (sd->prec == CLNODE_FP32)
+        cln_host_init_f32(sd->B, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS));
+    else
+        cln_host_init_f64(sd->B, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0), HOST_I32(sd->IS));
+    return CLNODE_OK;
+}
+
+static clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i)
+{
+    (void)be;
+    if (sd->prec == CLNODE_FP32)
+        cln_host_stage_f32(i, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
+                           HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
+                           HOST_F32(sd->Z, 0));
+    else
+        cln_host_stage_f64(i, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
+                           HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
+                           HOST_F64(sd->Z, 0));
+    return CLNODE_OK;
+}
+
+static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
+{
+    (void)be;
+    if (sd->prec == CLNODE_FP32)
+        cln_host_finish_f32(HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
+                            HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
+                            HOST_F32(sd->Z, 0), HOST_F32(sd->TS, 0), HOST_F32(sd->TSOUT, 0),
+                            HOST_F32(sd->STT, 0), HOST_F32(sd->STY, 0));
+    else
+        cln_host_finish_f64(HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
+                            HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
+                            HOST_F64(sd->Z, 0), HOST_F64(sd->TS, 0), HOST_F64(sd->TSOUT, 0),
+                            HOST_F64(sd->STT, 0), HOST_F64(sd->STY, 0));
+    return CLNODE_OK;
+}
+
+static clnode_status host_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
+{
+    (void)be;
+    const int32_t *is = HOST_I32(sd->IS);
+    size_t n = 0;
+    for (size_t b = 0; b < sd->B; ++b)
+        n += is[b * CLN_IS_COUNT + CLN_IS_DONE] == 0;
+    *active = n;
+    return CLNODE_OK;
+}
+
+static const cln_backend_ops host_ops = {
+    .name = "host",
+    .destroy = host_destroy,
+    .supports = host_supports,
+    .buf_alloc = host_buf_alloc,
+    .buf_free = host_buf_free,
+    .buf_write = host_buf_write,
+    .buf_read = host_buf_read,
+    .gemm = host_gemm,
+    .bias_act = host_bias_act,
+    .solve_begin = host_solve_begin,
+    .solve_end = host_solve_end,
+    .init = host_init,
+    .stage = host_stage,
+    .finish = host_finish,
+    .count_active = host_count_active,
+};
+
+clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
+{
+    *out = NULL;
+    CLN_CHECK(ctx, spec[0] == '\0' || strcmp(spec, "0") == 0 || strcmp(spec, "cpu") == 0,
+              CLNODE_ERR_NO_DEVICE, "unknown host device \"host:%s\" (the host has one device: \"host\")",
+              spec);
+    host_backend *hb = calloc(1, sizeof *hb);
+    CLN_CHECK(ctx, hb, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host backend");
+    hb->base.ops = &host_ops;
+    hb->base.ctx = ctx;
+    hb->base.group_steps = 1; /* reading the active count costs nothing here */
+    hb->base.row_align = CLN_HOST_ROWS;
+    snprintf(hb->base.device_name, sizeof hb->base.device_name, "host CPU (OpenBLAS, %d threads)",
+             openblas_get_num_threads());
+    *out = &hb->base;
+    return CLNODE_OK;
+}

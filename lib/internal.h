@@ -1,0 +1,79 @@
+/* internal.h - what every library source shares: the context internals, error reporting and the
+ * check macros. Not installed. */
+#ifndef CLN_INTERNAL_H
+#define CLN_INTERNAL_H
+
+#include <stddef.h>
+
+#include "clnode.h"
+
+typedef struct cln_backend cln_backend;
+
+struct clnode_context {
+    clnode_log_fn log;
+    void *log_user;
+    clnode_log_level log_level;
+    cln_backend *backend; /* the device this context is bound to */
+    long last_native;
+    char last_error[1024];
+};
+
+/* Logs a message through the context's logger (printf-style). ctx may be NULL. */
+void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records `status` with a formatted message as the context's last error, logs it at ERROR level
+ * with the source location, and returns `status`. ctx may be NULL (then it is only returned). */
+clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char *file, int line,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define cln_fail(ctx, status, ...) cln_fail_at((ctx), (status), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Clears the last error (called at the start of each public entry point). */
+void cln_clear_error(clnode_context *ctx);
+
+/* Returns from the enclosing function with `status` and a message if `cond` is false. */
+#define CLN_CHECK(ctx, cond, status, ...)                                                          \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return cln_fail((ctx), (status), __VA_ARGS__);                                         \
+    } while (0)
+
+/* Evaluates an expression returning clnode_status; on failure stores it in `st` and jumps to
+ * `fail` (the one cleanup label of a constructor). */
+#define CLN_TRY(st, expr)                                                                          \
+    do {                                                                                           \
+        (st) = (expr);                                                                             \
+        if ((st) != CLNODE_OK)                                                                     \
+            goto fail;                                                                             \
+    } while (0)
+
+/* Overflow-checked size arithmetic: returns 0 on overflow, 1 otherwise. */
+static inline int cln_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > (size_t)-1 / a)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+static inline int cln_add_size(size_t a, size_t b, size_t *out)
+{
+    if (b > (size_t)-1 - a)
+        return 0;
+    *out = a + b;
+    return 1;
+}
+
+/* ---- the model (lib/model.c) ---- */
+#define CLN_MAX_LAYERS 64
+
+struct clnode_model {
+    size_t num_layers;
+    size_t sizes[CLN_MAX_LAYERS + 1];
+    double *weights[CLN_MAX_LAYERS]; /* sizes[i+1] x sizes[i], row-major, owned */
+    double *biases[CLN_MAX_LAYERS];  /* sizes[i+1] or NULL, owned */
+    clnode_activation activation;
+    clnode_activation final_activation;
+    int time_input;
+};
+
+#endif /* CLN_INTERNAL_H */

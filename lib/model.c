@@ -1,0 +1,171 @@
+/* model.c - MLP vector fields built from arrays, their accessors, and the embedded seed model. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const cln_act_names[] = {"identity", "relu", "tanh", "sigmoid",
+                                            "softplus", "silu", "gelu"};
+
+const char *clnode_activation_name(clnode_activation act)
+{
+    if ((unsigned)act < sizeof cln_act_names / sizeof cln_act_names[0])
+        return cln_act_names[act];
+    return "unknown";
+}
+
+clnode_status clnode_activation_from_name(const char *name, clnode_activation *out)
+{
+    if (!name || !out)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < sizeof cln_act_names / sizeof cln_act_names[0]; ++i) {
+        if (strcmp(name, cln_act_names[i]) == 0) {
+            *out = (clnode_activation)i;
+            return CLNODE_OK;
+        }
+    }
+    return CLNODE_ERR_INVALID_ARGUMENT;
+}
+
+static int cln_act_valid(clnode_activation a)
+{
+    return (unsigned)a < sizeof cln_act_names / sizeof cln_act_names[0];
+}
+
+void clnode_model_destroy(clnode_model **pm)
+{
+    if (!pm || !*pm)
+        return;
+    clnode_model *m = *pm;
+    for (size_t i = 0; i < m->num_layers; ++i) {
+        free(m->weights[i]);
+        free(m->biases[i]);
+    }
+    free(m);
+    *pm = NULL;
+}
+
+/* Copies n doubles after checking they are finite; `what` names them in the error. */
+static clnode_status cln_copy_finite(clnode_context *ctx, const double *src, size_t n,
+                                     const char *what, size_t layer, double **dst)
+{
+    for (size_t i = 0; i < n; ++i)
+        CLN_CHECK(ctx, isfinite(src[i]), CLNODE_ERR_NONFINITE_INPUT,
+                  "model layer %zu %s: element %zu is %g (parameters must be finite)", layer, what,
+                  i, src[i]);
+    *dst = malloc(n ? n * sizeof(double) : 1);
+    CLN_CHECK(ctx, *dst, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu model parameters", n);
+    if (n)
+        memcpy(*dst, src, n * sizeof(double));
+    return CLNODE_OK;
+}
+
+clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *d,
+                                  clnode_model **out)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_model_create: out is NULL");
+    *out = NULL;
+    CLN_CHECK(ctx, d && d->sizes && d->weights, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_model_create: missing description, sizes or weights");
+    CLN_CHECK(ctx, d->num_layers >= 1 && d->num_layers <= CLN_MAX_LAYERS,
+              CLNODE_ERR_INVALID_ARGUMENT, "a model needs 1 to %d layers, not %zu", CLN_MAX_LAYERS,
+              d->num_layers);
+    CLN_CHECK(ctx, cln_act_valid(d->activation) && cln_act_valid(d->final_activation),
+              CLNODE_ERR_INVALID_ARGUMENT, "unknown activation code %d or %d", (int)d->activation,
+              (int)d->final_activation);
+    for (size_t i = 0; i <= d->num_layers; ++i)
+        CLN_CHECK(ctx, d->sizes[i] >= 1 && d->sizes[i] <= (1u << 24), CLNODE_ERR_INVALID_ARGUMENT,
+                  "layer width %zu is %zu (must be 1 to 16777216)", i, d->sizes[i]);
+    const size_t n_out = d->sizes[d->num_layers];
+    const size_t want_in = n_out + (d->time_input ? 1 : 0);
+    CLN_CHECK(ctx, d->sizes[0] == want_in, CLNODE_ERR_INVALID_ARGUMENT,
+              "the model maps %zu inputs to %zu outputs; a vector field of dimension %zu needs "
+              "%zu inputs%s",
+              d->sizes[0], n_out, n_out, want_in, d->time_input ? " (state and time)" : "");
+
+    clnode_status st = CLNODE_OK;
+    clnode_model *m = calloc(1, sizeof *m);
+    CLN_CHECK(ctx, m, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a model");
+    m->num_layers = d->num_layers;
+    memcpy(m->sizes, d->sizes, (d->num_layers + 1) * sizeof(size_t));
+    m->activation = d->activation;
+    m->final_activation = d->final_activation;
+    m->time_input = d->time_input ? 1 : 0;
+    for (size_t i = 0; i < d->num_layers; ++i) {
+        size_t nw;
+        if (!cln_mul_size(d->sizes[i], d->sizes[i + 1], &nw)) {
+            st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "layer %zu is too large", i);
+            goto fail;
+        }
+        if (!d->weights[i]) {
+            st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "layer %zu has no weights", i);
+            goto fail;
+        }
+        CLN_TRY(st, cln_copy_finite(ctx, d->weights[i], nw, "weight", i, &m->weights[i]));
+        if (d->biases && d->biases[i])
+            CLN_TRY(st, cln_copy_finite(ctx, d->biases[i], d->sizes[i + 1], "bias", i,
+                                        &m->biases[i]));
+    }
+    *out = m;
+    return CLNODE_OK;
+fail:
+    clnode_model_destroy(&m);
+    return st;
+}
+
+/* The seed model's safetensors bytes, embedded at build time (lib/models/seed.safetensors). */
+extern const unsigned char cln_seed_safetensors[];
+extern const size_t cln_seed_safetensors_size;
+
+clnode_status clnode_model_create_seed(clnode_context *ctx, clnode_model **out)
+{
+    return clnode_model_load_safetensors_memory(ctx, cln_seed_safetensors,
+                                                cln_seed_safetensors_size, out);
+}
+
+size_t clnode_model_dim(const clnode_model *m)
+{
+    return m->sizes[m->num_layers];
+}
+
+size_t clnode_model_num_layers(const clnode_model *m)
+{
+    return m->num_layers;
+}
+
+size_t clnode_model_layer_in(const clnode_model *m, size_t i)
+{
+    return i < m->num_layers ? m->sizes[i] : 0;
+}
+
+size_t clnode_model_layer_out(const clnode_model *m, size_t i)
+{
+    return i < m->num_layers ? m->sizes[i + 1] : 0;
+}
+
+const double *clnode_model_weight(const clnode_model *m, size_t i)
+{
+    return i < m->num_layers ? m->weights[i] : NULL;
+}
+
+const double *clnode_model_bias(const clnode_model *m, size_t i)
+{
+    return i < m->num_layers ? m->biases[i] : NULL;
+}
+
+clnode_activation clnode_model_activation(const clnode_model *m)
+{
+    return m->activation;
+}
+
+clnode_activation clnode_model_final_activation(const clnode_model *m)
+{
+    return m->final_activation;
+}
+
+int clnode_model_time_input(const clnode_model *m)
+{
+    return m->time_input;
+}

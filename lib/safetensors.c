@@ -1,0 +1,827 @@
+/* safetensors.c - loading an MLP vector field from a safetensors file (DESIGN.md §5).
+ *
+ * Layout (https://github.com/huggingface/safetensors): an unsigned 64-bit little-endian header
+ * length L, L bytes of UTF-8 JSON, then the data section. The JSON object maps each tensor name to
+ * {"dtype", "shape", "data_offsets": [begin, end]} with offsets relative to the data section, plus
+ * an optional "__metadata__" object of strings. The tensors must index the data section fully:
+ * no overlap, no hole, no unused byte at the end (as the reference implementation requires).
+ *
+ * The file is hostile until proven otherwise: every length, offset, shape and dtype is checked
+ * before any byte of the data section is read, and the payload is decoded byte by byte in
+ * little-endian order, so neither alignment nor host byte order matters.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* The reference implementation's limit on the JSON header (safetensors MAX_HEADER_SIZE). */
+#define CLN_ST_MAX_HEADER 100000000u
+/* The largest file the path variant reads into memory. */
+#define CLN_ST_MAX_FILE                                                                            \
+    ((uint64_t)SIZE_MAX / 2 < ((uint64_t)4 << 30) ? (size_t)(SIZE_MAX / 2)                         \
+                                                  : (size_t)((uint64_t)4 << 30))
+/* Our schema nests three deep (object > tensor object > shape array); anything much deeper is
+ * not a model and only costs parser recursion. */
+#define CLN_ST_MAX_DEPTH 8
+/* A layer has at most a weight and a bias, so more tensors than this means too many layers. */
+#define CLN_ST_MAX_TENSORS (2 * CLN_MAX_LAYERS)
+/* Longest part of a name from the file quoted in a message. */
+#define CLN_ST_SHOW 96
+
+typedef enum cln_st_scheme {
+    CLN_ST_SCHEME_NONE = 0,
+    CLN_ST_SCHEME_EQUINOX, /* layers.<i>.weight */
+    CLN_ST_SCHEME_TORCH,   /* <i>.weight */
+} cln_st_scheme;
+
+typedef struct cln_st_tensor {
+    const char *name;     /* key in the parsed JSON tree (owned by the tree) */
+    unsigned long index;  /* layer index taken from the name */
+    int is_bias;          /* 1: "<i>.bias", 0: "<i>.weight" */
+    int is_f64;           /* 1: F64, 0: F32 */
+    size_t rank;          /* number of dimensions */
+    size_t dims[2];       /* the first two dimensions (the only ones a layer may have) */
+    size_t numel;         /* product of all dimensions */
+    size_t begin, end;    /* byte range in the data section */
+} cln_st_tensor;
+
+typedef struct cln_st_loader {
+    clnode_context *ctx;
+    char src[CLN_ST_SHOW + 32]; /* "model file '<path>'" or "model buffer", for messages */
+    const unsigned char *data;  /* the data section */
+    size_t data_size;
+    cln_st_tensor tensors[CLN_ST_MAX_TENSORS];
+    size_t num_tensors;
+    cln_st_scheme scheme;
+    const char *scheme_first; /* the tensor that fixed the naming scheme */
+} cln_st_loader;
+
+/* Copies at most CLN_ST_SHOW bytes of `s` into `dst` (CLN_ST_SHOW + 4 bytes) with control
+ * characters replaced, so a hostile name can neither flood nor break a one-line message. */
+static const char *cln_st_show(char *dst, const char *s)
+{
+    size_t i = 0;
+    for (; s[i] != '\0' && i < CLN_ST_SHOW; i++) {
+        unsigned char c = (unsigned char)s[i];
+        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    if (s[i] != '\0') {
+        memcpy(dst + i, "...", 3);
+        i += 3;
+    }
+    dst[i] = '\0';
+    return dst;
+}
+
+static uint64_t cln_st_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t cln_st_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The payload is IEEE binary32/binary64; the decode below reinterprets the bits. */
+_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE float and double expected");
+
+static double cln_st_element(const unsigned char *p, int is_f64)
+{
+    if (is_f64) {
+        uint64_t bits = cln_st_le64(p);
+        double d;
+        memcpy(&d, &bits, sizeof d);
+        return d;
+    }
+    uint32_t bits = cln_st_le32(p);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return (double)f; /* exact: every binary32 value is a binary64 value */
+}
+
+/* A pass over the header text that json-c has no hook for. json-c keeps the last of repeated
+ * keys and cuts keys at an escaped NUL, both silently; counting the colons outside strings gives
+ * the number of key/value pairs written, which the caller compares with what the parser kept.
+ * json-c also accepts single-quoted strings even in strict mode; they are not JSON and would
+ * hide colons from the count, so they are refused here. */
+static clnode_status cln_st_scan_header(cln_st_loader *L, const char *h, size_t n, size_t *pairs)
+{
+    size_t colons = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = h[i];
+        if (!in_string) {
+            if (c == '"')
+                in_string = 1;
+            else if (c == ':')
+                colons++;
+            else if (c == '\'')
+                return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                                "%s: JSON header has a single-quoted string at byte %zu", L->src,
+                                i);
+            continue;
+        }
+        if (c == '"') {
+            in_string = 0;
+        } else if (c == '\\' && i + 1 < n) {
+            i++;
+            if ((h[i] == 'u' || h[i] == 'U') && i + 4 < n && h[i + 1] == '0' && h[i + 2] == '0' &&
+                h[i + 3] == '0' && h[i + 4] == '0')
+                return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                                "%s: JSON header has an escaped NUL character at byte %zu", L->src,
+                                i - 1);
+        }
+    }
+    *pairs = colons;
+    return CLNODE_OK;
+}
+
+/* Number of key/value pairs in all objects of a parsed tree (depth bounded by the tokener). */
+static size_t cln_st_count_pairs(json_object *o)
+{
+    size_t count = 0;
+    if (json_object_is_type(o, json_type_object)) {
+        struct json_object_iterator it = json_object_iter_begin(o);
+        struct json_object_iterator end = json_object_iter_end(o);
+        for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
+            count += 1 + cln_st_count_pairs(json_object_iter_peek_value(&it));
+    } else if (json_object_is_type(o, json_type_array)) {
+        size_t n = json_object_array_length(o);
+        for (size_t i = 0; i < n; i++)
+            count += cln_st_count_pairs(json_object_array_get_idx(o, i));
+    }
+    return count;
+}
+
+/* Parses "<digits>" + suffix at `s`: the index (no sign, no leading zero, at most 9 digits) and
+ * whether the suffix is ".bias" or ".weight". Returns 0 if `s` is not of that form. */
+static int cln_st_parse_index(const char *s, unsigned long *index, int *is_bias)
+{
+    size_t digits = 0;
+    unsigned long v = 0;
+    while (s[digits] >= '0' && s[digits] <= '9') {
+        if (digits == 9)
+            return 0;
+        v = v * 10 + (unsigned long)(s[digits] - '0');
+        digits++;
+    }
+    if (digits == 0 || (digits > 1 && s[0] == '0'))
+        return 0;
+    if (strcmp(s + digits, ".weight") == 0)
+        *is_bias = 0;
+    else if (strcmp(s + digits, ".bias") == 0)
+        *is_bias = 1;
+    else
+        return 0;
+    *index = v;
+    return 1;
+}
+
+static const char *cln_st_scheme_name(cln_st_scheme s)
+{
+    return s == CLN_ST_SCHEME_EQUINOX ? "equinox ('layers.<i>.weight')"
+                                      : "torch.nn.Sequential ('<i>.weight')";
+}
+
+/* Reads a non-negative JSON integer into a size_t; `what` and `tensor` name it in messages. */
+static clnode_status cln_st_get_size(cln_st_loader *L, json_object *v, const char *what,
+                                     size_t pos, const char *tensor, size_t *out)
+{
+    char show[CLN_ST_SHOW + 4];
+    if (!json_object_is_type(v, json_type_int))
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: %s[%zu] of tensor '%s' is %s, not an integer", L->src, what, pos,
+                        cln_st_show(show, tensor), json_type_to_name(json_object_get_type(v)));
+    int64_t s = json_object_get_int64(v);
+    if (s < 0)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: %s[%zu] of tensor '%s' is negative (%lld)", L->src, what, pos,
+                        cln_st_show(show, tensor), (long long)s);
+    uint64_t u = json_object_get_uint64(v);
+    if (u > SIZE_MAX)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: %s[%zu] of tensor '%s' is too large (%llu)", L->src, what, pos,
+                        cln_st_show(show, tensor), (unsigned long long)u);
+    *out = (size_t)u;
+    return CLNODE_OK;
+}
+
+/* Looks up a required member of a tensor entry with the expected type. */
+static clnode_status cln_st_member(cln_st_loader *L, json_object *entry, const char *tensor,
+                                   const char *key, json_type type, json_object **out)
+{
+    char show[CLN_ST_SHOW + 4];
+    if (!json_object_object_get_ex(entry, key, out))
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' has no \"%s\"", L->src,
+                        cln_st_show(show, tensor), key);
+    if (!json_object_is_type(*out, type))
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: \"%s\" of tensor '%s' is %s, not %s %s", L->src, key,
+                        cln_st_show(show, tensor), json_type_to_name(json_object_get_type(*out)),
+                        type == json_type_array ? "an" : "a", json_type_to_name(type));
+    return CLNODE_OK;
+}
+
+/* Checks one tensor entry (name, dtype, shape, offsets) and records it. */
+static clnode_status cln_st_add_tensor(cln_st_loader *L, const char *name, json_object *entry)
+{
+    static const char *const other_dtypes[] = {"BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
+                                               "I16",  "U16", "F16", "BF16",    "I32",
+                                               "U32",  "I64", "U64", "F8_E8M0", "F4",
+                                               "F6_E2M3", "F6_E3M2", "C64"};
+    char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4];
+    clnode_status st;
+    cln_st_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = name;
+
+    /* The name: one of the two schemes, never both in one file. */
+    cln_st_scheme scheme = CLN_ST_SCHEME_NONE;
+    if (strncmp(name, "layers.", 7) == 0 && cln_st_parse_index(name + 7, &t.index, &t.is_bias))
+        scheme = CLN_ST_SCHEME_EQUINOX;
+    else if (cln_st_parse_index(name, &t.index, &t.is_bias))
+        scheme = CLN_ST_SCHEME_TORCH;
+    if (scheme == CLN_ST_SCHEME_NONE)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: unexpected tensor '%s': expected 'layers.<i>.weight' and "
+                        "'layers.<i>.bias' (equinox) or '<i>.weight' and '<i>.bias' "
+                        "(torch.nn.Sequential)",
+                        L->src, cln_st_show(show, name));
+    if (L->scheme == CLN_ST_SCHEME_NONE) {
+        L->scheme = scheme;
+        L->scheme_first = name;
+    } else if (scheme != L->scheme) {
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: mixed naming schemes: tensor '%s' uses %s naming but '%s' uses %s",
+                        L->src, cln_st_show(show, name), cln_st_scheme_name(scheme),
+                        cln_st_show(show2, L->scheme_first), cln_st_scheme_name(L->scheme));
+    }
+    if (L->num_tensors == CLN_ST_MAX_TENSORS)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: more than %d tensors, so more than the limit of %d layers", L->src,
+                        CLN_ST_MAX_TENSORS, CLN_MAX_LAYERS);
+
+    if (!json_object_is_type(entry, json_type_object))
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: entry of tensor '%s' is %s, not an object",
+                        L->src, cln_st_show(show, name),
+                        json_type_to_name(json_object_get_type(entry)));
+
+    /* dtype */
+    json_object *jdtype, *jshape, *joffsets;
+    if ((st = cln_st_member(L, entry, name, "dtype", json_type_string, &jdtype)) != CLNODE_OK)
+        return st;
+    const char *dtype = json_object_get_string(jdtype);
+    if (strcmp(dtype, "F32") == 0) {
+        t.is_f64 = 0;
+    } else if (strcmp(dtype, "F64") == 0) {
+        t.is_f64 = 1;
+    } else {
+        for (size_t i = 0; i < sizeof other_dtypes / sizeof other_dtypes[0]; i++)
+            if (strcmp(dtype, other_dtypes[i]) == 0)
+                return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                                "%s: tensor '%s' has dtype %s; only F32 and F64 are supported "
+                                "(convert the parameters to float32 or float64 before saving)",
+                                L->src, cln_st_show(show, name), dtype);
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' has unknown dtype '%s'",
+                        L->src, cln_st_show(show, name), cln_st_show(show2, dtype));
+    }
+    size_t elem = t.is_f64 ? 8 : 4;
+
+    /* shape */
+    if ((st = cln_st_member(L, entry, name, "shape", json_type_array, &jshape)) != CLNODE_OK)
+        return st;
+    t.rank = json_object_array_length(jshape);
+    t.numel = 1;
+    for (size_t i = 0; i < t.rank; i++) {
+        size_t d;
+        if ((st = cln_st_get_size(L, json_object_array_get_idx(jshape, i), "shape", i, name, &d)) !=
+            CLNODE_OK)
+            return st;
+        if (i < 2)
+            t.dims[i] = d;
+        if (!cln_mul_size(t.numel, d, &t.numel))
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: shape of tensor '%s' has too many elements (the product of its "
+                            "dimensions overflows)",
+                            L->src, cln_st_show(show, name));
+    }
+    size_t nbytes;
+    if (!cln_mul_size(t.numel, elem, &nbytes))
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: shape of tensor '%s' has too many elements (%zu elements of %s "
+                        "overflow the byte count)",
+                        L->src, cln_st_show(show, name), t.numel, dtype);
+
+    /* data_offsets */
+    if ((st = cln_st_member(L, entry, name, "data_offsets", json_type_array, &joffsets)) !=
+        CLNODE_OK)
+        return st;
+    if (json_object_array_length(joffsets) != 2)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: \"data_offsets\" of tensor '%s' has %zu entries, expected 2 "
+                        "([begin, end])",
+                        L->src, cln_st_show(show, name), json_object_array_length(joffsets));
+    if ((st = cln_st_get_size(L, json_object_array_get_idx(joffsets, 0), "data_offsets", 0, name,
+                              &t.begin)) != CLNODE_OK ||
+        (st = cln_st_get_size(L, json_object_array_get_idx(joffsets, 1), "data_offsets", 1, name,
+                              &t.end)) != CLNODE_OK)
+        return st;
+    if (t.begin > t.end)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: data_offsets of tensor '%s' are reversed (begin %zu > end %zu)",
+                        L->src, cln_st_show(show, name), t.begin, t.end);
+    if (t.end > L->data_size)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: tensor '%s' ends at byte %zu, beyond the data section of %zu bytes",
+                        L->src, cln_st_show(show, name), t.end, L->data_size);
+    if (t.end - t.begin != nbytes)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: tensor '%s' spans %zu bytes in data_offsets but its %zu elements of "
+                        "%s need %zu",
+                        L->src, cln_st_show(show, name), t.end - t.begin, t.numel, dtype, nbytes);
+
+    L->tensors[L->num_tensors++] = t;
+    return CLNODE_OK;
+}
+
+static int cln_st_cmp_offset(const void *a, const void *b)
+{
+    const cln_st_tensor *x = *(const cln_st_tensor *const *)a;
+    const cln_st_tensor *y = *(const cln_st_tensor *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+static int cln_st_cmp_layer(const void *a, const void *b)
+{
+    const cln_st_tensor *x = a, *y = b;
+    if (x->index != y->index)
+        return x->index < y->index ? -1 : 1;
+    return x->is_bias - y->is_bias;
+}
+
+/* The tensors must cover the data section exactly once, like the reference implementation
+ * requires ("the byte buffer needs to be entirely indexed, and cannot contain holes"). */
+static clnode_status cln_st_check_coverage(cln_st_loader *L)
+{
+    char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4];
+    const cln_st_tensor *order[CLN_ST_MAX_TENSORS];
+    for (size_t i = 0; i < L->num_tensors; i++)
+        order[i] = &L->tensors[i];
+    qsort(order, L->num_tensors, sizeof order[0], cln_st_cmp_offset);
+    size_t covered = 0;
+    const cln_st_tensor *prev = NULL;
+    for (size_t i = 0; i < L->num_tensors; i++) {
+        const cln_st_tensor *t = order[i];
+        if (t->begin < covered)
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: tensors '%s' (bytes %zu..%zu) and '%s' (bytes %zu..%zu) overlap "
+                            "in the data section",
+                            L->src, cln_st_show(show, prev->name), prev->begin, prev->end,
+                            cln_st_show(show2, t->name), t->begin, t->end);
+        if (t->begin > covered)
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: hole in the data section: bytes %zu..%zu belong to no tensor "
+                            "(before '%s')",
+                            L->src, covered, t->begin, cln_st_show(show, t->name));
+        covered = t->end;
+        prev = t;
+    }
+    if (covered != L->data_size)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: %zu unused bytes at the end of the data section (tensors end at "
+                        "byte %zu of %zu)",
+                        L->src, L->data_size - covered, covered, L->data_size);
+    return CLNODE_OK;
+}
+
+/* Reads a string entry of "__metadata__" (NULL object or absent key: *out = NULL). */
+static const char *cln_st_meta(json_object *meta, const char *key)
+{
+    json_object *v;
+    if (meta == NULL || !json_object_object_get_ex(meta, key, &v))
+        return NULL;
+    return json_object_get_string(v); /* every value was checked to be a string */
+}
+
+static clnode_status cln_st_meta_activation(cln_st_loader *L, json_object *meta, const char *key,
+                                            const char *fallback, size_t num_layers,
+                                            clnode_activation *out)
+{
+    char show[CLN_ST_SHOW + 4];
+    const char *name = cln_st_meta(meta, key);
+    if (name == NULL) {
+        if (fallback == NULL)
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: no \"%s\" in __metadata__; a model of %zu layers needs one "
+                            "(identity, relu, tanh, sigmoid, softplus, silu or gelu)",
+                            L->src, key, num_layers);
+        name = fallback;
+    }
+    if (clnode_activation_from_name(name, out) != CLNODE_OK)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: __metadata__ \"%s\" is '%s', not one of identity, relu, tanh, "
+                        "sigmoid, softplus, silu, gelu",
+                        L->src, key, cln_st_show(show, name));
+    return CLNODE_OK;
+}
+
+/* Decodes one tensor into a new float64 array, refusing NaN and infinities. */
+static clnode_status cln_st_decode(cln_st_loader *L, const cln_st_tensor *t, double **out)
+{
+    char show[CLN_ST_SHOW + 4];
+    size_t bytes;
+    if (!cln_mul_size(t->numel, sizeof(double), &bytes))
+        return cln_fail(L->ctx, CLNODE_ERR_OUT_OF_MEMORY, "%s: tensor '%s' is too large",
+                        L->src, cln_st_show(show, t->name));
+    double *v = malloc(bytes);
+    if (v == NULL)
+        return cln_fail(L->ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate %zu bytes for tensor '%s'", L->src, bytes,
+                        cln_st_show(show, t->name));
+    const unsigned char *p = L->data + t->begin;
+    size_t elem = t->is_f64 ? 8 : 4;
+    for (size_t i = 0; i < t->numel; i++) {
+        v[i] = cln_st_element(p + i * elem, t->is_f64);
+        if (!isfinite(v[i])) {
+            const char *what = isnan(v[i]) ? "NaN" : v[i] > 0 ? "+inf" : "-inf";
+            free(v);
+            if (t->rank == 2)
+                return cln_fail(L->ctx, CLNODE_ERR_NONFINITE_INPUT,
+                                "%s: tensor '%s' element %zu (row %zu, column %zu) is %s",
+                                L->src, cln_st_show(show, t->name), i, i / t->dims[1],
+                                i % t->dims[1], what);
+            return cln_fail(L->ctx, CLNODE_ERR_NONFINITE_INPUT, "%s: tensor '%s' element %zu is %s",
+                            L->src, cln_st_show(show, t->name), i, what);
+        }
+    }
+    *out = v;
+    return CLNODE_OK;
+}
+
+/* The shape of a tensor as "[a, b]" (first two dimensions, "..." beyond) for messages. */
+static const char *cln_st_shape_str(char *dst, size_t cap, const cln_st_tensor *t)
+{
+    if (t->rank == 0)
+        snprintf(dst, cap, "[]");
+    else if (t->rank == 1)
+        snprintf(dst, cap, "[%zu]", t->dims[0]);
+    else
+        snprintf(dst, cap, "[%zu, %zu%s]", t->dims[0], t->dims[1], t->rank > 2 ? ", ..." : "");
+    return dst;
+}
+
+static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes, size_t size,
+                                 const char *path, clnode_model **out)
+{
+    char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4], shape[64];
+    clnode_status st = CLNODE_OK;
+    json_tokener *tok = NULL;
+    json_object *root = NULL, *meta = NULL;
+    double *weights[CLN_MAX_LAYERS] = {0};
+    double *biases[CLN_MAX_LAYERS] = {0};
+    const cln_st_tensor *lw[CLN_MAX_LAYERS], *lb[CLN_MAX_LAYERS];
+    size_t sizes[CLN_MAX_LAYERS + 1];
+    size_t num_layers = 0;
+
+    cln_st_loader *L = calloc(1, sizeof *L);
+    if (L == NULL)
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the safetensors loader");
+    L->ctx = ctx;
+    if (path != NULL)
+        snprintf(L->src, sizeof L->src, "model file '%s'", cln_st_show(show, path));
+    else
+        snprintf(L->src, sizeof L->src, "model buffer");
+
+    /* The header length and the header. */
+    if (size < 8) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: only %zu bytes, shorter than the 8-byte header length", L->src, size);
+        goto fail;
+    }
+    uint64_t hlen = cln_st_le64(bytes);
+    if (hlen == 0) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: header length is 0", L->src);
+        goto fail;
+    }
+    if (hlen > CLN_ST_MAX_HEADER) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: header length %llu exceeds the limit of %u bytes", L->src,
+                      (unsigned long long)hlen, CLN_ST_MAX_HEADER);
+        goto fail;
+    }
+    if (hlen > size - 8) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: header length %llu runs past the end (only %zu bytes follow the "
+                      "length field)",
+                      L->src, (unsigned long long)hlen, size - 8);
+        goto fail;
+    }
+    const char *header = (const char *)bytes + 8;
+    size_t header_len = (size_t)hlen;
+    L->data = bytes + 8 + header_len;
+    L->data_size = size - 8 - header_len;
+
+    const char *nul = memchr(header, '\0', header_len);
+    if (nul != NULL) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON header has a NUL byte at byte %zu",
+                      L->src, (size_t)(nul - header));
+        goto fail;
+    }
+    size_t pairs_written = 0;
+    CLN_TRY(st, cln_st_scan_header(L, header, header_len, &pairs_written));
+
+    tok = json_tokener_new_ex(CLN_ST_MAX_DEPTH);
+    if (tok == NULL) {
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "%s: cannot allocate a JSON parser", L->src);
+        goto fail;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    /* The exact length (at most CLN_ST_MAX_HEADER, so it fits an int): the header is not NUL
+     * terminated, and a complete object needs no terminator. */
+    root = json_tokener_parse_ex(tok, header, (int)header_len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    if (root == NULL) {
+        if (jerr == json_tokener_continue)
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                          "%s: JSON header is incomplete (it ends inside a value after %zu "
+                          "bytes)",
+                          L->src, header_len);
+        else
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON parse error at byte %zu: %s",
+                          L->src, json_tokener_get_parse_end(tok), json_tokener_error_desc(jerr));
+        goto fail;
+    }
+    if (json_tokener_get_parse_end(tok) != header_len) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: JSON header has trailing characters after byte %zu", L->src,
+                      json_tokener_get_parse_end(tok));
+        goto fail;
+    }
+    if (!json_object_is_type(root, json_type_object)) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON header is %s, not an object", L->src,
+                      json_type_to_name(json_object_get_type(root)));
+        goto fail;
+    }
+    size_t pairs_kept = cln_st_count_pairs(root);
+    if (pairs_kept != pairs_written) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: JSON header has duplicate keys (%zu key/value pairs written, %zu "
+                      "distinct)",
+                      L->src, pairs_written, pairs_kept);
+        goto fail;
+    }
+
+    /* Every entry: "__metadata__" or a tensor of a layer. */
+    struct json_object_iterator it = json_object_iter_begin(root);
+    struct json_object_iterator it_end = json_object_iter_end(root);
+    for (; !json_object_iter_equal(&it, &it_end); json_object_iter_next(&it)) {
+        const char *key = json_object_iter_peek_name(&it);
+        json_object *val = json_object_iter_peek_value(&it);
+        if (strcmp(key, "__metadata__") == 0) {
+            meta = val;
+            continue;
+        }
+        CLN_TRY(st, cln_st_add_tensor(L, key, val));
+    }
+    if (meta != NULL) {
+        if (!json_object_is_type(meta, json_type_object)) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: __metadata__ is %s, not an object",
+                          L->src, json_type_to_name(json_object_get_type(meta)));
+            goto fail;
+        }
+        struct json_object_iterator mi = json_object_iter_begin(meta);
+        struct json_object_iterator mi_end = json_object_iter_end(meta);
+        for (; !json_object_iter_equal(&mi, &mi_end); json_object_iter_next(&mi)) {
+            json_object *v = json_object_iter_peek_value(&mi);
+            if (!json_object_is_type(v, json_type_string)) {
+                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                              "%s: __metadata__ value of '%s' is %s, not a string", L->src,
+                              cln_st_show(show, json_object_iter_peek_name(&mi)),
+                              json_type_to_name(json_object_get_type(v)));
+                goto fail;
+            }
+        }
+    }
+    if (L->num_tensors == 0) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: no tensors; a model needs at least one layer",
+                      L->src);
+        goto fail;
+    }
+    CLN_TRY(st, cln_st_check_coverage(L));
+
+    /* Layers in index order (torch.nn.Sequential leaves gaps for activation modules). */
+    qsort(L->tensors, L->num_tensors, sizeof L->tensors[0], cln_st_cmp_layer);
+    for (size_t i = 0; i < L->num_tensors;) {
+        const cln_st_tensor *w = &L->tensors[i], *b = NULL;
+        if (w->is_bias) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                          "%s: tensor '%s' is the bias of layer index %lu, which has no weight",
+                          L->src, cln_st_show(show, w->name), w->index);
+            goto fail;
+        }
+        i++;
+        if (i < L->num_tensors && L->tensors[i].index == w->index) {
+            b = &L->tensors[i];
+            if (!b->is_bias) { /* cannot happen after json-c's de-duplication; kept as a guard */
+                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' appears twice", L->src,
+                              cln_st_show(show, b->name));
+                goto fail;
+            }
+            i++;
+        }
+        if (num_layers == CLN_MAX_LAYERS) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: more than the limit of %d layers",
+                          L->src, CLN_MAX_LAYERS);
+            goto fail;
+        }
+        if (w->rank != 2) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                          "%s: weight '%s' has shape %s of %zu dimensions, expected 2 (out x in)",
+                          L->src, cln_st_show(show, w->name),
+                          cln_st_shape_str(shape, sizeof shape, w), w->rank);
+            goto fail;
+        }
+        if (w->dims[0] == 0 || w->dims[1] == 0) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: weight '%s' has an empty shape %s",
+                          L->src, cln_st_show(show, w->name),
+                          cln_st_shape_str(shape, sizeof shape, w));
+            goto fail;
+        }
+        if (b != NULL && b->rank != 1) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                          "%s: bias '%s' has shape %s of %zu dimensions, expected 1", L->src,
+                          cln_st_show(show, b->name), cln_st_shape_str(shape, sizeof shape, b),
+                          b->rank);
+            goto fail;
+        }
+        if (b != NULL && b->dims[0] != w->dims[0]) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                          "%s: bias '%s' has %zu entries but weight '%s' has %zu rows", L->src,
+                          cln_st_show(show, b->name), b->dims[0], cln_st_show(show2, w->name),
+                          w->dims[0]);
+            goto fail;
+        }
+        if (num_layers > 0 && w->dims[1] != sizes[num_layers]) {
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                          "%s: layers do not chain: weight '%s' (shape %s) takes %zu inputs but "
+                          "the previous layer '%s' gives %zu outputs",
+                          L->src, cln_st_show(show, w->name),
+                          cln_st_shape_str(shape, sizeof shape, w), w->dims[1],
+                          cln_st_show(show2, lw[num_layers - 1]->name), sizes[num_layers]);
+            goto fail;
+        }
+        if (num_layers == 0)
+            sizes[0] = w->dims[1];
+        sizes[num_layers + 1] = w->dims[0];
+        lw[num_layers] = w;
+        lb[num_layers] = b;
+        num_layers++;
+    }
+
+    /* Metadata: unknown keys are ignored (writers add their own, e.g. "format": "pt"). */
+    clnode_model_desc desc;
+    memset(&desc, 0, sizeof desc);
+    CLN_TRY(st, cln_st_meta_activation(L, meta, "activation", num_layers == 1 ? "identity" : NULL,
+                                       num_layers, &desc.activation));
+    CLN_TRY(st, cln_st_meta_activation(L, meta, "final_activation", "identity", num_layers,
+                                       &desc.final_activation));
+    const char *time_input = cln_st_meta(meta, "time_input");
+    if (time_input == NULL || strcmp(time_input, "false") == 0) {
+        desc.time_input = 0;
+    } else if (strcmp(time_input, "true") == 0) {
+        desc.time_input = 1;
+    } else {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: __metadata__ \"time_input\" is '%s', expected 'true' or 'false'",
+                      L->src, cln_st_show(show, time_input));
+        goto fail;
+    }
+
+    /* The parameters, converted to float64 (exactly) and checked finite. */
+    for (size_t k = 0; k < num_layers; k++) {
+        CLN_TRY(st, cln_st_decode(L, lw[k], &weights[k]));
+        if (lb[k] != NULL)
+            CLN_TRY(st, cln_st_decode(L, lb[k], &biases[k]));
+    }
+    desc.num_layers = num_layers;
+    desc.sizes = sizes;
+    desc.weights = (const double *const *)weights;
+    desc.biases = (const double *const *)biases;
+    st = clnode_model_create(ctx, &desc, out);
+    if (st == CLNODE_ERR_INVALID_ARGUMENT) {
+        char why[sizeof ctx->last_error];
+        snprintf(why, sizeof why, "%s", ctx != NULL ? ctx->last_error : "");
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: the dimensions do not make a vector field (input width %zu, output "
+                      "width %zu, time_input %s): %s",
+                      L->src, sizes[0], sizes[num_layers], desc.time_input ? "true" : "false",
+                      why);
+    }
+
+fail:
+    for (size_t k = 0; k < CLN_MAX_LAYERS; k++) {
+        free(weights[k]);
+        free(biases[k]);
+    }
+    json_object_put(root);
+    if (tok != NULL)
+        json_tokener_free(tok);
+    free(L);
+    return st;
+}
+
+clnode_status clnode_model_load_safetensors_memory(clnode_context *ctx, const void *data,
+                                                   size_t size, clnode_model **out)
+{
+    cln_clear_error(ctx);
+    if (out == NULL)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (data == NULL && size != 0)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "data is NULL but size is %zu", size);
+    return cln_st_load(ctx, data, size, NULL, out);
+}
+
+clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *path,
+                                            clnode_model **out)
+{
+    char show[CLN_ST_SHOW + 4];
+    cln_clear_error(ctx);
+    if (out == NULL)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (path == NULL)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "path is NULL");
+
+    clnode_status st = CLNODE_OK;
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return cln_fail(ctx, CLNODE_ERR_IO, "cannot open model file '%s': %s",
+                        cln_st_show(show, path), strerror(errno));
+    /* Read to the end rather than trusting a size from the file system: it works on pipes and
+     * needs nothing beyond C11. One byte past the limit tells a too-large file. */
+    for (;;) {
+        if (len == cap) {
+            if (cap > CLN_ST_MAX_FILE) {
+                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                              "model file '%s' is larger than the limit of %zu bytes",
+                              cln_st_show(show, path), (size_t)CLN_ST_MAX_FILE);
+                goto fail;
+            }
+            size_t grown = cap == 0 ? (size_t)1 << 16 : cap * 2;
+            if (grown > CLN_ST_MAX_FILE + 1 || grown < cap)
+                grown = CLN_ST_MAX_FILE + 1;
+            unsigned char *p = realloc(buf, grown);
+            if (p == NULL) {
+                st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                              "cannot allocate %zu bytes to read model file '%s'", grown,
+                              cln_st_show(show, path));
+                goto fail;
+            }
+            buf = p;
+            cap = grown;
+        }
+        size_t want = cap - len;
+        errno = 0;
+        size_t got = fread(buf + len, 1, want, f);
+        len += got;
+        if (got < want) {
+            if (ferror(f)) {
+                int err = errno;
+                st = cln_fail(ctx, CLNODE_ERR_IO, "cannot read model file '%s': %s",
+                              cln_st_show(show, path), err != 0 ? strerror(err) : "read error");
+                goto fail;
+            }
+            break; /* end of file */
+        }
+    }
+    if (len > CLN_ST_MAX_FILE) {
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "model file '%s' is larger than the limit of %zu bytes",
+                      cln_st_show(show, path), (size_t)CLN_ST_MAX_FILE);
+        goto fail;
+    }
+    st = cln_st_load(ctx, buf, len, path, out);
+
+fail:
+    free(buf);
+    fclose(f);
+    return st;
+}
