@@ -73,8 +73,8 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_LN2_LO_ CLN_R(2.3190468138462996e-17)
 /* tanh: odd polynomial below this |x|, exp formula above. */
 #define CLN_TANH_SMALL_ CLN_R(0.625)
-/* sigmoid(x) = exp(x) to within 3e-20 (relative) below -SIG_TAIL. */
-#define CLN_SIG_TAIL_ CLN_R(45.0)
+/* sigmoid(x) = exp(x) to within 1e-19 (relative) below -SIG_TAIL. */
+#define CLN_SIG_TAIL_ CLN_R(44.0)
 
 /* e^r = 1 + r + r^2 Q(r), |r| <= 1.002 ln2/2; max relative error 1.7e-17 (0.15 eps). */
 #define CLN_EXP_Q_(r)                                                                              \
@@ -156,24 +156,32 @@ CLN_INLINE real cln_copysign_(real a, real b)
                           (z) * (CLN_R(-0.008343945257365704) + (z) * CLN_R(0.002292744815349579))))))
 #endif
 
-/* m * exp(x) for every real x and every m with |m| <= 2^16 (m = 1 is plain exp).
+/* exp(x) as e^x = (p s2) s1 with p = ph + pl carried in two parts; cln_exp and the functions
+ * below combine them.
  *
  * Range reduction (Cody & Waite 1980; Tang 1989 without the table): x = n ln2 + r with
  * n = rint(x / ln2), |r| <= ln2/2. rint is the add-and-subtract of 1.5 * 2^p (p = mantissa bits),
  * which rounds to nearest in the default rounding mode and leaves n in the low bits of the sum,
  * so no float<->int conversion is needed (there is none for 64-bit lanes in SSE2/AVX2); the split
- * n = n1 + n2, n1 = rint(n/2), is done the same way. r = (x - n HI) - n LO, the first difference
- * exact. e^r = 1 + (r + r^2 Q(r)), Q a near-minimax polynomial (table above).
- * Then m e^x = ((m e^r) 2^n2) 2^n1: both powers are normal numbers for every clamped x, so a
- * result in the subnormal range is rounded once, by the last product, and underflows there
- * naturally. Overflow (x > HI, the last x with a finite e^x) is a select of inf: an overflowing
- * product of constants on a jump-threaded path would not be folded (-ftrapping-math) and would
- * keep GCC from vectorising the loop. Scaling by m before 2^n lets x e^x (silu, gelu)
- * keep full precision where e^x alone would already be subnormal. x is clamped to [LO, HI]
- * first; NaN is carried around the arithmetic and
- * returned unchanged. */
-CLN_INLINE real cln_mulexp_(real m, real x)
+ * n = n1 + n2, n1 = rint(n/2), is done the same way. rh = x - n HI is exact, rl = -n LO.
+ * e^r = 1 + r + r^2 Q(r), Q a near-minimax polynomial (table above). Without an FMA the plain
+ * evaluation would stack three roundings (r, r + r^2 Q, 1 + ...: up to 1.04 ulp measured), and
+ * sigmoid, silu and tanh add two more of their own; so the sums are done error-free (Knuth's
+ * TwoSum for rh + rl, whose magnitudes are unordered; Dekker's Fast2Sum where the first operand
+ * is the larger) and the rounding errors are carried in pl, |pl| <~ ulp(ph). Only the rounding
+ * of the small term r^2 Q (and of rl) is left, a few hundredths of an ulp.
+ * s1 = 2^n1 and s2 = 2^n2 are both normal numbers for every clamped x, so a product that lands in
+ * the subnormal range is rounded once, by the last multiplication, and underflows there
+ * naturally. x is clamped to [LO, HI], HI the last x with a finite e^x; the callers select inf
+ * above HI and NaN for NaN. (A select of inf rather than an overflowing product because a product
+ * of constants on a jump-threaded path would not be folded under -ftrapping-math.) */
+typedef struct {
+    real ph, pl, s1, s2;
+} cln_exp_parts_;
+
+CLN_INLINE cln_exp_parts_ cln_exp_parts_of_(real x)
 {
+    cln_exp_parts_ e;
     real xc = cln_select_(x > CLN_EXP_LO_, x, CLN_EXP_LO_);
     xc = cln_select_(xc < CLN_EXP_HI_, xc, CLN_EXP_HI_);
     real t = xc * CLN_LOG2E_ + CLN_EXP_SHIFT_;
@@ -181,19 +189,50 @@ CLN_INLINE real cln_mulexp_(real m, real x)
     real t1 = n * CLN_R(0.5) + CLN_EXP_SHIFT_;
     real n1 = t1 - CLN_EXP_SHIFT_;
     real t2 = (n - n1) + CLN_EXP_SHIFT_;
-    real r = (xc - n * CLN_LN2_CW_HI_) - n * CLN_LN2_CW_LO_;
-    real p = CLN_R(1.0) + (r + (r * r) * CLN_EXP_Q_(r));
+    real rh = xc - n * CLN_LN2_CW_HI_;
+    real rl = -(n * CLN_LN2_CW_LO_);
+    real r = rh + rl; /* TwoSum: r + re = rh + rl exactly */
+    real rv = r - rh;
+    real re = (rh - (r - rv)) + (rl - rv);
+    real u = re + (r * r) * CLN_EXP_Q_(r);
+    real sum = r + u; /* Fast2Sum, |r| >= |u| */
+    real se = u - (sum - r);
+    e.ph = CLN_R(1.0) + sum; /* Fast2Sum, 1 >= |sum| */
+    e.pl = ((CLN_R(1.0) - e.ph) + sum) + se;
     cln_rbits i1 = CLN_AS_BITS(t1) - CLN_AS_BITS(CLN_EXP_SHIFT_) + CLN_EXP_BIAS_;
     cln_rbits i2 = CLN_AS_BITS(t2) - CLN_AS_BITS(CLN_EXP_SHIFT_) + CLN_EXP_BIAS_;
-    real y = ((m * p) * CLN_AS_REAL(i2 << CLN_EXP_MANT_)) * CLN_AS_REAL(i1 << CLN_EXP_MANT_);
+    e.s1 = CLN_AS_REAL(i1 << CLN_EXP_MANT_);
+    e.s2 = CLN_AS_REAL(i2 << CLN_EXP_MANT_);
+    return e;
+}
+
+/* m e^x = ((m p) s2) s1, for |m| <= 2^16 (m = 1 is plain exp): scaling by m before the powers
+ * of two keeps x e^x (silu, gelu) at full precision where e^x alone is already subnormal. */
+CLN_INLINE real cln_mulexp_(real m, real x)
+{
+    cln_exp_parts_ e = cln_exp_parts_of_(x);
+    real y = ((m * (e.ph + e.pl)) * e.s2) * e.s1;
     y = cln_select_(x > CLN_EXP_HI_, CLN_INF_, y);
     return cln_select_(x == x, y, x);
 }
 
-/* exp(x) for every real x. */
+/* exp(x) for every real x, +-inf and NaN included. */
 CLN_INLINE real cln_exp(real x)
 {
     return cln_mulexp_(CLN_R(1.0), x);
+}
+
+/* 1 + e^x rounded once (x <= HI; NaN gives NaN): the exact sum 1 + ph' + pl' (the parts scaled
+ * by 2^n) formed with TwoSum, since e^x may be smaller or larger than 1. */
+CLN_INLINE real cln_one_plus_exp_(real x)
+{
+    cln_exp_parts_ e = cln_exp_parts_of_(x);
+    real eh = (e.ph * e.s2) * e.s1;
+    real el = (e.pl * e.s2) * e.s1;
+    real d = CLN_R(1.0) + eh;
+    real dv = d - eh;
+    real de = (eh - (d - dv)) + (CLN_R(1.0) - dv);
+    return cln_select_(x == x, d + (de + el), x);
 }
 
 /* log(1 + u) for 0 <= u <= 1 (all that softplus needs), exact-ish for tiny u.
@@ -225,18 +264,19 @@ CLN_INLINE real cln_softplus(real x)
     return m + cln_log1p(cln_exp(a));
 }
 
-/* m sigmoid(w) = m / (1 + e^-w), the common core of sigmoid, silu and gelu.
- * For w >= -T the quotient is accurate for both signs (e^-w may be large but stays finite, and
- * m / (1 + e^-w) rounds once where m * sigmoid(w) would round twice). Below -T, 1 + e^w rounds to
- * 1 and m sigmoid(w) = m e^w (relative difference < e^-T, far below an ulp), computed by
- * cln_mulexp_ so that the subnormal tail is right instead of m / inf = 0. One exp either way.
- * Below LO the result is the signed zero it underflows to, also for m = +-inf. */
+/* m sigmoid(w) = m / (1 + e^-w), the common core of sigmoid, silu and gelu, with one exp.
+ * For w >= -T the quotient has two roundings, 1 + e^-w (see cln_one_plus_exp_) and the division,
+ * for both signs of w (e^-w may be large but stays finite). Below -T, 1 + e^w rounds to 1 and
+ * m sigmoid(w) = m e^w (relative difference < e^-T, far below an ulp), computed by cln_mulexp_
+ * so that the subnormal tail is right instead of m / inf = 0. Below LO the result is the signed
+ * zero it underflows to, also for m = +-inf (rather than inf * 0 = NaN). NaN propagates. */
 CLN_INLINE real cln_mulsigmoid_(real m, real w)
 {
     cln_int tail = w < -CLN_SIG_TAIL_;
-    real e = cln_mulexp_(cln_select_(tail, m, CLN_R(1.0)), cln_select_(tail, w, -w));
-    real q = m / (CLN_R(1.0) + e);
-    return cln_select_(w < CLN_EXP_LO_, cln_copysign_(CLN_R(0.0), m), cln_select_(tail, e, q));
+    real e = cln_mulexp_(cln_select_(tail, m, CLN_R(1.0)), w);
+    real q = m / cln_one_plus_exp_(-w);
+    q = cln_select_(tail, e, q);
+    return cln_select_(w < CLN_EXP_LO_, cln_copysign_(CLN_R(0.0), m), q);
 }
 
 /* sigmoid(x) = 1 / (1 + e^-x) (jax.nn.sigmoid), stable for both signs. */
@@ -250,10 +290,10 @@ CLN_INLINE real cln_sigmoid(real x)
 CLN_INLINE real cln_tanh(real x)
 {
     real a = -cln_negabs_(x);
-    real z = x * x;
-    real small = x + x * (z * CLN_TANH_P_(z));
-    real big = CLN_R(1.0) - CLN_R(2.0) / (cln_exp(a + a) + CLN_R(1.0));
-    return cln_select_(a < CLN_TANH_SMALL_, small, cln_copysign_(big, x));
+    real z = a * a;
+    real small = a + a * (z * CLN_TANH_P_(z));
+    real big = CLN_R(1.0) - CLN_R(2.0) / cln_one_plus_exp_(a + a);
+    return cln_copysign_(cln_select_(a < CLN_TANH_SMALL_, small, big), x);
 }
 
 /* silu(x) = x sigmoid(x) (jax.nn.silu), computed as x / (1 + e^-x) (x e^x in the far negative

@@ -82,4 +82,17 @@ clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln
 clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
 clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
 
+/* Lists every OpenCL device (all platforms, in the order of the "opencl:N" indices) for tools:
+ * one call of `cb` per device with its platform name, device name, vendor, driver version,
+ * OpenCL C version ("x.y"), compute units, global memory in bytes and whether it has cl_khr_fp64.
+ * Returns CLNODE_OK, also with zero calls when there is no OpenCL platform; an error status when
+ * the OpenCL runtime fails. Only in builds with the OpenCL backend (CLNODE_HAVE_OPENCL). */
+clnode_status cln_opencl_list(clnode_context *ctx,
+                              void (*cb)(void *user, size_t index, const char *platform,
+                                         const char *device, const char *vendor,
+                                         const char *driver_version, const char *opencl_c_version,
+                                         unsigned compute_units, unsigned long long global_mem,
+                                         int has_fp64),
+                              void *user);
+
 #endif /* CLN_BACKEND_H */

@@ -42,14 +42,14 @@ typedef enum cln_st_scheme {
 } cln_st_scheme;
 
 typedef struct cln_st_tensor {
-    const char *name;     /* key in the parsed JSON tree (owned by the tree) */
-    unsigned long index;  /* layer index taken from the name */
-    int is_bias;          /* 1: "<i>.bias", 0: "<i>.weight" */
-    int is_f64;           /* 1: F64, 0: F32 */
-    size_t rank;          /* number of dimensions */
-    size_t dims[2];       /* the first two dimensions (the only ones a layer may have) */
-    size_t numel;         /* product of all dimensions */
-    size_t begin, end;    /* byte range in the data section */
+    const char *name;    /* key in the parsed JSON tree (owned by the tree) */
+    unsigned long index; /* layer index taken from the name */
+    int is_bias;         /* 1: "<i>.bias", 0: "<i>.weight" */
+    int is_f64;          /* 1: F64, 0: F32 */
+    size_t rank;         /* number of dimensions */
+    size_t dims[2];      /* the first two dimensions (the only ones a layer may have) */
+    size_t numel;        /* product of all dimensions */
+    size_t begin, end;   /* byte range in the data section */
 } cln_st_tensor;
 
 typedef struct cln_st_loader {
@@ -195,8 +195,8 @@ static const char *cln_st_scheme_name(cln_st_scheme s)
 }
 
 /* Reads a non-negative JSON integer into a size_t; `what` and `tensor` name it in messages. */
-static clnode_status cln_st_get_size(cln_st_loader *L, json_object *v, const char *what,
-                                     size_t pos, const char *tensor, size_t *out)
+static clnode_status cln_st_get_size(cln_st_loader *L, json_object *v, const char *what, size_t pos,
+                                     const char *tensor, size_t *out)
 {
     char show[CLN_ST_SHOW + 4];
     if (!json_object_is_type(v, json_type_int))
@@ -226,9 +226,9 @@ static clnode_status cln_st_member(cln_st_loader *L, json_object *entry, const c
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' has no \"%s\"", L->src,
                         cln_st_show(show, tensor), key);
     if (!json_object_is_type(*out, type))
-        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
-                        "%s: \"%s\" of tensor '%s' is %s, not %s %s", L->src, key,
-                        cln_st_show(show, tensor), json_type_to_name(json_object_get_type(*out)),
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: \"%s\" of tensor '%s' is %s, not %s %s",
+                        L->src, key, cln_st_show(show, tensor),
+                        json_type_to_name(json_object_get_type(*out)),
                         type == json_type_array ? "an" : "a", json_type_to_name(type));
     return CLNODE_OK;
 }
@@ -236,10 +236,9 @@ static clnode_status cln_st_member(cln_st_loader *L, json_object *entry, const c
 /* Checks one tensor entry (name, dtype, shape, offsets) and records it. */
 static clnode_status cln_st_add_tensor(cln_st_loader *L, const char *name, json_object *entry)
 {
-    static const char *const other_dtypes[] = {"BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
-                                               "I16",  "U16", "F16", "BF16",    "I32",
-                                               "U32",  "I64", "U64", "F8_E8M0", "F4",
-                                               "F6_E2M3", "F6_E3M2", "C64"};
+    static const char *const other_dtypes[] = {
+        "BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16",     "F16",     "BF16",
+        "I32",  "U32", "I64", "U64",     "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
     char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4];
     clnode_status st;
     cln_st_tensor t;
@@ -273,9 +272,9 @@ static clnode_status cln_st_add_tensor(cln_st_loader *L, const char *name, json_
                         CLN_ST_MAX_TENSORS, CLN_MAX_LAYERS);
 
     if (!json_object_is_type(entry, json_type_object))
-        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: entry of tensor '%s' is %s, not an object",
-                        L->src, cln_st_show(show, name),
-                        json_type_to_name(json_object_get_type(entry)));
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: entry of tensor '%s' is %s, not an object", L->src,
+                        cln_st_show(show, name), json_type_to_name(json_object_get_type(entry)));
 
     /* dtype */
     json_object *jdtype, *jshape, *joffsets;
@@ -446,8 +445,8 @@ static clnode_status cln_st_decode(cln_st_loader *L, const cln_st_tensor *t, dou
     char show[CLN_ST_SHOW + 4];
     size_t bytes;
     if (!cln_mul_size(t->numel, sizeof(double), &bytes))
-        return cln_fail(L->ctx, CLNODE_ERR_OUT_OF_MEMORY, "%s: tensor '%s' is too large",
-                        L->src, cln_st_show(show, t->name));
+        return cln_fail(L->ctx, CLNODE_ERR_OUT_OF_MEMORY, "%s: tensor '%s' is too large", L->src,
+                        cln_st_show(show, t->name));
     double *v = malloc(bytes);
     if (v == NULL)
         return cln_fail(L->ctx, CLNODE_ERR_OUT_OF_MEMORY,
@@ -462,9 +461,9 @@ static clnode_status cln_st_decode(cln_st_loader *L, const cln_st_tensor *t, dou
             free(v);
             if (t->rank == 2)
                 return cln_fail(L->ctx, CLNODE_ERR_NONFINITE_INPUT,
-                                "%s: tensor '%s' element %zu (row %zu, column %zu) is %s",
-                                L->src, cln_st_show(show, t->name), i, i / t->dims[1],
-                                i % t->dims[1], what);
+                                "%s: tensor '%s' element %zu (row %zu, column %zu) is %s", L->src,
+                                cln_st_show(show, t->name), i, i / t->dims[1], i % t->dims[1],
+                                what);
             return cln_fail(L->ctx, CLNODE_ERR_NONFINITE_INPUT, "%s: tensor '%s' element %zu is %s",
                             L->src, cln_st_show(show, t->name), i, what);
         }
@@ -562,8 +561,8 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
                           "bytes)",
                           L->src, header_len);
         else
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON parse error at byte %zu: %s",
-                          L->src, json_tokener_get_parse_end(tok), json_tokener_error_desc(jerr));
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON parse error at byte %zu: %s", L->src,
+                          json_tokener_get_parse_end(tok), json_tokener_error_desc(jerr));
         goto fail;
     }
     if (json_tokener_get_parse_end(tok) != header_len) {
@@ -645,8 +644,8 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
             i++;
         }
         if (num_layers == CLN_MAX_LAYERS) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: more than the limit of %d layers",
-                          L->src, CLN_MAX_LAYERS);
+            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: more than the limit of %d layers", L->src,
+                          CLN_MAX_LAYERS);
             goto fail;
         }
         if (w->rank != 2) {
@@ -657,9 +656,9 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
             goto fail;
         }
         if (w->dims[0] == 0 || w->dims[1] == 0) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: weight '%s' has an empty shape %s",
-                          L->src, cln_st_show(show, w->name),
-                          cln_st_shape_str(shape, sizeof shape, w));
+            st =
+                cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: weight '%s' has an empty shape %s", L->src,
+                         cln_st_show(show, w->name), cln_st_shape_str(shape, sizeof shape, w));
             goto fail;
         }
         if (b != NULL && b->rank != 1) {
@@ -707,8 +706,8 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
         desc.time_input = 1;
     } else {
         st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: __metadata__ \"time_input\" is '%s', expected 'true' or 'false'",
-                      L->src, cln_st_show(show, time_input));
+                      "%s: __metadata__ \"time_input\" is '%s', expected 'true' or 'false'", L->src,
+                      cln_st_show(show, time_input));
         goto fail;
     }
 
@@ -729,8 +728,7 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
         st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
                       "%s: the dimensions do not make a vector field (input width %zu, output "
                       "width %zu, time_input %s): %s",
-                      L->src, sizes[0], sizes[num_layers], desc.time_input ? "true" : "false",
-                      why);
+                      L->src, sizes[0], sizes[num_layers], desc.time_input ? "true" : "false", why);
     }
 
 fail:

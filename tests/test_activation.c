@@ -43,10 +43,13 @@ enum { IDENTITY, RELU, TANH, SIGMOID, SOFTPLUS, SILU, GELU, N_ACT, EXP = N_ACT, 
 static const char *const fn_name[N_FN] = {"identity", "relu", "tanh", "sigmoid", "softplus",
                                           "silu",     "gelu", "exp",  "log1p[0,1]"};
 
-/* Maximum error in ulps (measured values in the comments: GCC 12, x86-64). */
-static const double bound_f32[N_FN] = {0, 0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.5, 1.5};
-static const double bound_f64[N_FN] = {0, 0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.5, 1.5};
-#define GELU_BASE 2.0
+/* Maximum error in ulps. Measured with GCC 12 on x86-64 (this sweep and these random points):
+ *          tanh  sigmoid softplus silu  gelu(excess) exp   log1p
+ *   f32    1.12  1.56    1.46     1.49  1.49         0.78  0.83
+ *   f64    1.12  1.55    1.47     1.48  1.48         0.76  0.88   */
+static const double bound_f32[N_FN] = {0, 0, 1.75, 1.75, 1.75, 1.75, 1.75, 1.0, 1.0};
+static const double bound_f64[N_FN] = {0, 0, 1.75, 1.75, 1.75, 1.75, 1.75, 1.0, 1.0};
+#define GELU_BASE 1.75
 #define GELU_COND 4.0
 
 typedef struct {
@@ -428,7 +431,7 @@ static void test_specials_f64(void **state)
     EXPECT_SAME(exp_f64(710.0), inf);
     EXPECT_SAME(exp_f64(-746.0), 0.0);
     EXPECT_CLOSE(exp_f64(-744.0), (double)expl(-744.0L), 1.0, ulp_of_f64d);
-    EXPECT_CLOSE(exp_f64(709.78), (double)expl(709.78L), 1.5, ulp_of_f64d);
+    EXPECT_CLOSE(exp_f64(709.78), (double)expl((long double)709.78), 1.0, ulp_of_f64d);
     EXPECT_SAME(log1p01_f64(dmin), dmin);
     EXPECT_SAME(log1p01_f64(1.0), ln2);
 }

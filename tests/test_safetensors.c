@@ -94,8 +94,7 @@ static void tb_put_le(tb_buf *b, uint64_t v, size_t bytes)
 /* Writes a safetensors file: tensors in the given order, data packed in the same order, then the
  * metadata pairs (key, value, key, value, ..., NULL; `meta` NULL: no __metadata__). The header is
  * padded with spaces to a multiple of 8 as the reference writer does. Returns a malloc'd buffer. */
-static unsigned char *tb_build(const tb_tensor *ts, size_t n, const char *const *meta,
-                               size_t *size)
+static unsigned char *tb_build(const tb_tensor *ts, size_t n, const char *const *meta, size_t *size)
 {
     tb_buf json = {0}, data = {0}, out = {0};
     tb_printf(&json, "{");
@@ -207,8 +206,7 @@ static void built_case_at(const tb_tensor *ts, size_t n, const char *const *meta
     expect_fail_at(b, size, want, needle, line);
     free(b);
 }
-#define built_case(ts, n, meta, want, needle)                                                      \
-    built_case_at(ts, n, meta, want, needle, __LINE__)
+#define built_case(ts, n, meta, want, needle) built_case_at(ts, n, meta, want, needle, __LINE__)
 
 /* Asserts that layer `i` of `m` holds exactly the values of `w` and `b` (b NULL: no bias). */
 static void check_layer(const clnode_model *m, size_t i, const tb_tensor *w, const tb_tensor *b)
@@ -269,8 +267,8 @@ static const tb_tensor eqx3[] = {
     {"layers.2.weight", "F32", 2, {3, 5, 0}, NULL, 5},
     {"layers.2.bias", "F32", 1, {3, 0, 0}, NULL, 6},
 };
-static const char *const eqx3_meta[] = {"activation", "tanh", "final_activation", "softplus",
-                                        "format", "pt", NULL};
+static const char *const eqx3_meta[] = {
+    "activation", "tanh", "final_activation", "softplus", "format", "pt", NULL};
 
 static void check_eqx3(const clnode_model *m)
 {
@@ -366,15 +364,12 @@ static void test_mixed_dtypes(void **state)
 static void test_torch_gaps(void **state)
 {
     (void)state;
-    /* nn.Sequential(Linear, Softplus, Linear, Softplus, Linear): indices 0, 2, 4; written out of
-     * order, 4 before 2 (so "4" < "2" in neither string nor data order decides anything). */
+    /* nn.Sequential(Linear, Softplus, Linear, Softplus, Linear): indices 0, 2, 4, written with 4
+     * before 2 in both the header and the data, so only the numeric index can give the order. */
     static const tb_tensor ts[] = {
-        {"4.bias", "F32", 1, {2, 0, 0}, NULL, 15},
-        {"0.weight", "F32", 2, {6, 2, 0}, NULL, 10},
-        {"4.weight", "F32", 2, {2, 7, 0}, NULL, 14},
-        {"2.weight", "F32", 2, {7, 6, 0}, NULL, 12},
-        {"0.bias", "F32", 1, {6, 0, 0}, NULL, 11},
-        {"2.bias", "F32", 1, {7, 0, 0}, NULL, 13},
+        {"4.bias", "F32", 1, {2, 0, 0}, NULL, 15},   {"0.weight", "F32", 2, {6, 2, 0}, NULL, 10},
+        {"4.weight", "F32", 2, {2, 7, 0}, NULL, 14}, {"2.weight", "F32", 2, {7, 6, 0}, NULL, 12},
+        {"0.bias", "F32", 1, {6, 0, 0}, NULL, 11},   {"2.bias", "F32", 1, {7, 0, 0}, NULL, 13},
     };
     static const char *const meta[] = {"format", "pt", "activation", "softplus", NULL};
     size_t size;
@@ -495,7 +490,8 @@ static void test_bad_json(void **state)
              4, CLNODE_ERR_BAD_MODEL, "escaped NUL character");
     raw_case("{" W00 ",}", 4, CLNODE_ERR_BAD_MODEL, "JSON parse error at byte");
     raw_case("{" W00 "} x", 4, CLNODE_ERR_BAD_MODEL, "JSON parse error");
-    raw_case("{\"layers.0.weight\":{\"dtype\":", 4, CLNODE_ERR_BAD_MODEL, "JSON header is incomplete");
+    raw_case("{\"layers.0.weight\":{\"dtype\":", 4, CLNODE_ERR_BAD_MODEL,
+             "JSON header is incomplete");
     raw_case("[1, 2]", 0, CLNODE_ERR_BAD_MODEL, "JSON header is array, not an object");
     raw_case("\"x\" ", 0, CLNODE_ERR_BAD_MODEL, "JSON header is string, not an object");
     raw_case("{" W00 "," W00 "}", 4, CLNODE_ERR_BAD_MODEL, "duplicate keys");
@@ -522,8 +518,8 @@ static void test_bad_entries(void **state)
              "\"dtype\" of tensor 'layers.0.weight' is int, not a string");
     raw_case("{\"layers.0.weight\":{\"dtype\":\"F16\",\"shape\":[1,1],\"data_offsets\":[0,2]}}", 2,
              B, "tensor 'layers.0.weight' has dtype F16; only F32 and F64 are supported");
-    raw_case("{\"layers.0.weight\":{\"dtype\":\"BF16\",\"shape\":[1,1],\"data_offsets\":[0,2]}}",
-             2, B, "tensor 'layers.0.weight' has dtype BF16; only F32 and F64");
+    raw_case("{\"layers.0.weight\":{\"dtype\":\"BF16\",\"shape\":[1,1],\"data_offsets\":[0,2]}}", 2,
+             B, "tensor 'layers.0.weight' has dtype BF16; only F32 and F64");
     raw_case("{\"layers.0.weight\":{\"dtype\":\"I64\",\"shape\":[1,1],\"data_offsets\":[0,8]}}", 8,
              B, "has dtype I64; only F32");
     raw_case("{\"layers.0.weight\":{\"dtype\":\"f32\",\"shape\":[1,1],\"data_offsets\":[0,4]}}", 4,
@@ -570,10 +566,12 @@ static void test_bad_layout(void **state)
     (void)state;
     const clnode_status B = CLNODE_ERR_BAD_MODEL;
     raw_case("{" W00 ",\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}",
-             6, B, "tensors 'layers.0.weight' (bytes 0..4) and 'layers.0.bias' (bytes 2..6) overlap");
+             6, B,
+             "tensors 'layers.0.weight' (bytes 0..4) and 'layers.0.bias' (bytes 2..6) overlap");
     raw_case("{" W00 ",\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
              4, B, "overlap in the data section");
-    raw_case("{" W00 ",\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+    raw_case("{" W00
+             ",\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
              12, B, "hole in the data section: bytes 4..8 belong to no tensor");
     raw_case("{\"layers.0.weight\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[4,8]}}", 8,
              B, "hole in the data section: bytes 0..4");
@@ -587,9 +585,9 @@ static void test_bad_names(void **state)
     (void)state;
     const clnode_status B = CLNODE_ERR_BAD_MODEL;
     static const char *const fmt[] = {
-        "encoder.weight", "layers.0.kernel", "layers.01.weight", "layers.-1.weight",
-        "layers.0.weight.x", "0.Weight", "model.0.weight", "1234567890.weight", "layers..weight",
-        " 0.weight",
+        "encoder.weight",    "layers.0.kernel", "layers.01.weight", "layers.-1.weight",
+        "layers.0.weight.x", "0.Weight",        "model.0.weight",   "1234567890.weight",
+        "layers..weight",    " 0.weight",
     };
     for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
         char json[256], needle[64];
@@ -643,7 +641,8 @@ static void test_bad_shapes(void **state)
     {
         static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {2, 2, 0}, NULL, 1},
                                        {"layers.0.bias", "F32", 2, {1, 2, 0}, NULL, 2}};
-        built_case(ts, 2, NULL, B, "bias 'layers.0.bias' has shape [1, 2] of 2 dimensions, expected 1");
+        built_case(ts, 2, NULL, B,
+                   "bias 'layers.0.bias' has shape [1, 2] of 2 dimensions, expected 1");
     }
     {
         static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {2, 2, 0}, NULL, 1},
@@ -667,8 +666,9 @@ static void test_bad_shapes(void **state)
     {
         /* Output 3, input 2: not a vector field. */
         static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {3, 2, 0}, NULL, 1}};
-        built_case(ts, 1, NULL, B, "do not make a vector field (input width 2, output width 3, "
-                                   "time_input false)");
+        built_case(ts, 1, NULL, B,
+                   "do not make a vector field (input width 2, output width 3, "
+                   "time_input false)");
     }
     {
         static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {3, 3, 0}, NULL, 1}};
@@ -740,7 +740,8 @@ static void test_nonfinite(void **state)
     built_case(ts, 1, NULL, CLNODE_ERR_NONFINITE_INPUT, "element 8 (row 2, column 2) is -inf");
     static const double bias[] = {0.0, INFINITY, 1.0};
     w[8] = 0.0;
-    tb_tensor tb[] = {{"0.weight", "F32", 2, {3, 3, 0}, w, 0}, {"0.bias", "F32", 1, {3, 0, 0}, bias, 0}};
+    tb_tensor tb[] = {{"0.weight", "F32", 2, {3, 3, 0}, w, 0},
+                      {"0.bias", "F32", 1, {3, 0, 0}, bias, 0}};
     built_case(tb, 2, NULL, CLNODE_ERR_NONFINITE_INPUT, "tensor '0.bias' element 1 is +inf");
     /* A finite F64 beyond the float range is fine (kept in float64). */
     w[0] = 1e300;
@@ -765,8 +766,8 @@ static void test_truncation_sweep(void **state)
         clnode_model *m = NULL;
         clnode_status st = load_mem(b, n, &m);
         if (st != CLNODE_ERR_BAD_MODEL || m != NULL) {
-            print_error("prefix of %zu of %zu bytes: %s \"%s\"\n", n, size,
-                        clnode_status_name(st), clnode_context_last_error(g_ctx));
+            print_error("prefix of %zu of %zu bytes: %s \"%s\"\n", n, size, clnode_status_name(st),
+                        clnode_context_last_error(g_ctx));
             fail();
         }
         assert_true(strlen(clnode_context_last_error(g_ctx)) > 0);
@@ -786,8 +787,8 @@ static uint64_t rng_next(uint64_t *s)
 static void test_fuzz_header(void **state)
 {
     (void)state;
-    static const unsigned char interesting[] = {'"', ':', ',', '{', '}', '[', ']', '0', '9', '-',
-                                                '.', 'e', '\\', ' ', 0x00, 0xff, 0x80, '\''};
+    static const unsigned char interesting[] = {'"', ':', ',', '{',  '}', '[',  ']',  '0',  '9',
+                                                '-', '.', 'e', '\\', ' ', 0x00, 0xff, 0x80, '\''};
     size_t size;
     unsigned char *base = tb_build(eqx3, 6, eqx3_meta, &size);
     size_t header_end = 8 + (size_t)base[0] + ((size_t)base[1] << 8);
@@ -899,6 +900,36 @@ static void test_seed_file(void **state)
 #endif
 }
 
+/* The seed model embedded in the library goes through the same loader. */
+static void test_seed_embedded(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    clnode_status st = clnode_model_create_seed(g_ctx, &m);
+    if (st != CLNODE_OK)
+        print_error("%s\n", clnode_context_last_error(g_ctx));
+    assert_int_equal(st, CLNODE_OK);
+    assert_int_equal(clnode_model_num_layers(m), 3);
+    assert_int_equal(clnode_model_layer_in(m, 0), 10);
+    assert_int_equal(clnode_model_dim(m), 10);
+    assert_int_equal(clnode_model_activation(m), CLNODE_ACT_SOFTPLUS);
+#ifdef CLN_SOURCE_ROOT
+    clnode_model *f = NULL;
+    if (clnode_model_load_safetensors(g_ctx, CLN_SOURCE_ROOT "/lib/models/seed.safetensors", &f) ==
+        CLNODE_OK) {
+        for (size_t i = 0; i < 3; i++) {
+            size_t nw = clnode_model_layer_in(m, i) * clnode_model_layer_out(m, i);
+            assert_memory_equal(clnode_model_weight(m, i), clnode_model_weight(f, i),
+                                nw * sizeof(double));
+            assert_memory_equal(clnode_model_bias(m, i), clnode_model_bias(f, i),
+                                clnode_model_layer_out(m, i) * sizeof(double));
+        }
+        clnode_model_destroy(&f);
+    }
+#endif
+    clnode_model_destroy(&m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -935,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_fuzz_header),
         cmocka_unit_test(test_io_errors),
         cmocka_unit_test(test_seed_file),
+        cmocka_unit_test(test_seed_embedded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

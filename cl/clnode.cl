@@ -1,0 +1,103 @@
+/* clnode.cl - the OpenCL kernels of the solver: thin wrappers that map a work-item to one call of
+ * the shared arithmetic of cln_step.h and cln_activation.h (the host backend runs the same calls in
+ * loops, lib/host_math.inc).
+ *
+ * Specialisation: CLN_PRECISION = 32 (default, see cln_prelude.h) or 64, set with -D when the
+ * program is built (once per device and precision). Needs OpenCL C 1.2; cl_khr_fp64 for 64.
+ *
+ * Every kernel bounds-checks its ids: the host rounds the global sizes up to a multiple of the
+ * work-group size, so no divisibility of B, N or the layer widths is assumed.
+ *
+ * Offsets, leading dimensions and sizes are passed as ulong/int (size_t cannot be a kernel
+ * argument) and count elements of `real`.
+ */
+#include "cln_step.h"
+
+#include "cln_activation.h"
+
+/* cln_init: one work-item per trajectory.
+ *   get_global_id(0) = b, trajectory (row), 0 <= b < CI[CLN_CI_B]. */
+__kernel void cln_init(__global const real *CR, __global const int *CI, __global real *RS,
+                       __global int *IS)
+{
+    const size_t b = get_global_id(0);
+    if (b >= (size_t)CI[CLN_CI_B])
+        return;
+    cln_init_traj(b, CR, CI, RS, IS);
+}
+
+/* cln_stage: the stage argument Z of stage i, one work-item per (trajectory, column).
+ *   get_global_id(0) = n, column of Z, 0 <= n < CI[CLN_CI_LDZ] (fastest: Z and Y rows are
+ *                      contiguous);
+ *   get_global_id(1) = b, trajectory, 0 <= b < CI[CLN_CI_B].
+ * Frozen rows (IS done flag) are skipped, exactly as the host loop does: they keep their last
+ * stage argument. */
+__kernel void cln_stage(int i, __global const real *CR, __global const int *CI,
+                        __global const real *RS, __global const int *IS, __global const real *Y,
+                        __global const real *F, __global real *Z)
+{
+    const int n = (int)get_global_id(0);
+    const size_t b = get_global_id(1);
+    if (n >= CI[CLN_CI_LDZ] || b >= (size_t)CI[CLN_CI_B])
+        return;
+    if (IS[b * CLN_IS_COUNT + CLN_IS_DONE])
+        return;
+    cln_stage_elem(i, b, n, CR, CI, RS, Y, F, Z);
+}
+
+/* cln_finish: error estimate, norm, controller, saving and freezing, one work-item per
+ * trajectory (the norm is a sequential sum over the row, as on the host).
+ *   get_global_id(0) = b, trajectory, 0 <= b < CI[CLN_CI_B]. */
+__kernel void cln_finish(__global const real *CR, __global const int *CI, __global real *RS,
+                         __global int *IS, __global real *Y, __global real *F,
+                         __global const real *Z, __global const real *TS, __global real *TSOUT,
+                         __global real *STT, __global real *STY)
+{
+    const size_t b = get_global_id(0);
+    if (b >= (size_t)CI[CLN_CI_B])
+        return;
+    cln_finish_traj(b, CR, CI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
+}
+
+/* cln_bias_act: C[i][j] = act(C[i][j] + bias[j]) on an m x n block of C starting at element
+ * c_off with leading dimension ldc; the sum is formed exactly as the host loop forms it
+ * (x + 0 without bias).
+ *   get_global_id(0) = j, column, 0 <= j < n (fastest: rows are contiguous);
+ *   get_global_id(1) = i, row, 0 <= i < m.
+ * has_bias = 0: `bias` is not read (any buffer may be passed). act: a CLN_ACT_* code; the switch
+ * is uniform over the NDRange. */
+__kernel void cln_bias_act(__global real *C, ulong c_off, ulong ldc, int m, int n,
+                           __global const real *bias, int has_bias, int act)
+{
+    const int j = (int)get_global_id(0);
+    const int i = (int)get_global_id(1);
+    if (j >= n || i >= m)
+        return;
+    __global real *c = C + c_off + (ulong)i * ldc + (ulong)j;
+    const real x = *c + (has_bias ? bias[j] : CLN_R(0.0));
+    *c = cln_activate(act, x);
+}
+
+/* cln_count_active: out[0] = number of trajectories b < B with IS[b][CLN_IS_DONE] == 0.
+ * Launched as ONE work-group of get_local_size(0) work-items, a power of two, with `scratch`
+ * holding that many ints:
+ *   get_local_id(0) = l counts rows l, l + L, l + 2L, ... (L = local size), then a tree
+ *   reduction in local memory; work-item 0 writes the total. */
+__kernel void cln_count_active(__global const int *IS, int B, __global int *out,
+                               __local int *scratch)
+{
+    const int l = (int)get_local_id(0);
+    const int L = (int)get_local_size(0);
+    int cnt = 0;
+    for (int b = l; b < B; b += L)
+        cnt += IS[(size_t)b * CLN_IS_COUNT + CLN_IS_DONE] == 0;
+    scratch[l] = cnt;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = L / 2; s > 0; s /= 2) {
+        if (l < s)
+            scratch[l] += scratch[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0)
+        out[0] = scratch[0];
+}

@@ -1,0 +1,161 @@
+/* test_method.c - the Butcher tableaux: consistency, order conditions of the solution and of the
+ * embedded method (Hairer, Norsett & Wanner, Solving ODEs I, II.2), FSAL/SSAL flags. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "clnode.h"
+
+#define A(m, i, j) ((m)->a[(i) * (m)->stages + (j)])
+
+/* sum_i w_i phi_i for the rooted trees up to order 5 that the conditions below use. */
+static double sum_b(const double *w, const double *phi, int s)
+{
+    double acc = 0;
+    for (int i = 0; i < s; ++i)
+        acc += w[i] * phi[i];
+    return acc;
+}
+
+/* The order conditions of order q = 1..5 for the weights w (the 17 trees up to order 5 would be
+ * complete; these 9 are the ones every explicit pair must meet and detect a wrong coefficient). */
+static int order_reached(const clnode_method *m, const double *w, double tol)
+{
+    const int s = m->stages;
+    double c[16], ac[16], ac2[16], aac[16], one[16];
+    for (int i = 0; i < s; ++i) {
+        c[i] = m->c[i];
+        one[i] = 1.0;
+    }
+    for (int i = 0; i < s; ++i) {
+        ac[i] = ac2[i] = 0;
+        for (int j = 0; j < s; ++j) {
+            ac[i] += A(m, i, j) * c[j];
+            ac2[i] += A(m, i, j) * c[j] * c[j];
+        }
+    }
+    for (int i = 0; i < s; ++i) {
+        aac[i] = 0;
+        for (int j = 0; j < s; ++j)
+            aac[i] += A(m, i, j) * ac[j];
+    }
+    double c2[16], c3[16], c4[16], cac[16];
+    for (int i = 0; i < s; ++i) {
+        c2[i] = c[i] * c[i];
+        c3[i] = c2[i] * c[i];
+        c4[i] = c3[i] * c[i];
+        cac[i] = c[i] * ac[i];
+    }
+    int p = 0;
+    if (fabs(sum_b(w, one, s) - 1.0) < tol)
+        p = 1;
+    else
+        return p;
+    if (fabs(sum_b(w, c, s) - 0.5) < tol)
+        p = 2;
+    else
+        return p;
+    if (fabs(sum_b(w, c2, s) - 1.0 / 3) < tol && fabs(sum_b(w, ac, s) - 1.0 / 6) < tol)
+        p = 3;
+    else
+        return p;
+    if (fabs(sum_b(w, c3, s) - 0.25) < tol && fabs(sum_b(w, cac, s) - 1.0 / 8) < tol &&
+        fabs(sum_b(w, ac2, s) - 1.0 / 12) < tol && fabs(sum_b(w, aac, s) - 1.0 / 24) < tol)
+        p = 4;
+    else
+        return p;
+    if (fabs(sum_b(w, c4, s) - 0.2) < tol)
+        p = 5;
+    return p;
+}
+
+static void test_tableaux(void **state)
+{
+    (void)state;
+    const char *names[] = {"tsit5", "dopri5", "bosh3", "heun", "euler"};
+    for (size_t k = 0; k < 5; ++k) {
+        const clnode_method *m = clnode_method_by_name(names[k]);
+        assert_non_null(m);
+        assert_string_equal(m->name, names[k]);
+        const int s = m->stages;
+        assert_true(s >= 1 && s <= CLNODE_MAX_STAGES);
+        assert_true(m->c[0] == 0.0);
+        for (int i = 0; i < s; ++i) {
+            double row = 0;
+            for (int j = 0; j < s; ++j) {
+                if (j >= i)
+                    assert_true(A(m, i, j) == 0.0); /* explicit */
+                row += A(m, i, j);
+            }
+            assert_true(fabs(row - m->c[i]) < 1e-14); /* row sums are the nodes */
+        }
+        /* the solution weights reach the method's order (Tsit5 only to 1e-12: its
+         * coefficients are given to 16 digits, and it satisfies the conditions that way) */
+        const int p = order_reached(m, m->b, 1e-12);
+        assert_true(p >= m->order);
+        if (m->adaptive) {
+            assert_non_null(m->b_error);
+            double se = 0, bh[16];
+            for (int i = 0; i < s; ++i) {
+                se += m->b_error[i];
+                bh[i] = m->b[i] - m->b_error[i];
+            }
+            assert_true(fabs(se) < 1e-14);
+            /* the embedded method has order p - 1 exactly (not p) */
+            const int ph = order_reached(m, bh, 1e-12);
+            assert_int_equal(ph, m->order - 1);
+        } else {
+            assert_null(m->b_error);
+        }
+        /* FSAL: the last row of a equals b and b_s = 0 */
+        if (m->fsal) {
+            assert_true(m->b[s - 1] == 0.0);
+            for (int j = 0; j < s; ++j)
+                assert_true(A(m, s - 1, j) == m->b[j]);
+            assert_true(m->c[s - 1] == 1.0);
+        }
+        print_message("  %-6s %d stages, order %d (conditions met to order %d)\n", m->name, s,
+                      m->order, p);
+    }
+    assert_null(clnode_method_by_name("rk4"));
+    assert_null(clnode_method_by_name(NULL));
+    assert_ptr_equal(clnode_method_by_name("tsit5"), clnode_method_tsit5);
+}
+
+/* The reference's float32 error weights of Tsit5 are the double values rounded once. */
+static void test_tsit5_error_weights(void **state)
+{
+    (void)state;
+    const float ref[7] = {0.0017800111090764403f, 0.0008164344471879303f,
+                          -0.007880877703428268f, 0.14471100270748138f,
+                          -0.5823571681976318f,   0.4580821096897125f,
+                          -0.01515151560306549f};
+    for (int i = 0; i < 7; ++i)
+        assert_true((float)clnode_method_tsit5->b_error[i] == ref[i]);
+}
+
+static void test_status_strings(void **state)
+{
+    (void)state;
+    assert_string_equal(clnode_status_name(CLNODE_OK), "CLNODE_OK");
+    assert_string_equal(clnode_status_string(CLNODE_ERR_IO), "file input/output error");
+    assert_string_equal(clnode_status_name((clnode_status)-999), "CLNODE_UNKNOWN_STATUS");
+    assert_string_equal(clnode_version_string(), CLNODE_VERSION_STRING);
+    assert_int_equal(clnode_version_number(), CLNODE_VERSION_NUMBER);
+    assert_string_equal(clnode_result_name(CLNODE_RESULT_MAX_STEPS_REACHED), "max_steps_reached");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tableaux),
+        cmocka_unit_test(test_tsit5_error_weights),
+        cmocka_unit_test(test_status_strings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what is missing, builds with warnings as errors,
+# runs every suite (unit, backend conformance on host and each OpenCL device, ...), then builds
+# again under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tools/env.sh
+tools/install-deps.sh
+run() {
+  local dir=$1; shift
+  if [ ! -d "$dir" ]; then
+    meson setup "$dir" -Dwerror=true "$@"
+  fi
+  ninja -C "$dir"
+  meson test -C "$dir" --print-errorlogs --num-processes 1
+}
+echo "== release build =="
+run build-ci --buildtype=debugoptimized
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
+# OpenCL drivers are not built with the sanitizers; LeakSanitizer would report their caches.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  run build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
