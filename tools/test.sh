@@ -16,6 +16,8 @@ run() {
 }
 echo "== release build =="
 run build-ci --buildtype=debugoptimized
+echo "== a program outside the tree, built with pkg-config against the installed library =="
+tests/install/check.sh build-ci
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # OpenCL drivers are not built with the sanitizers; LeakSanitizer would report their caches.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
