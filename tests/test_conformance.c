@@ -214,7 +214,10 @@ static void test_convergence_order(void **state)
 
 typedef struct parity_tally {
     int cases, exact, within2;
-    double max_rel_final, max_rel_saved;
+    double max_rel_final;   /* the state at t1 */
+    double max_rel_ts;      /* dense output at requested times */
+    double max_rel_steps;   /* states at the ends of accepted steps */
+    double max_rel_step_t;  /* the times of those ends */
     int worst_diff;
 } parity_tally;
 
@@ -319,7 +322,7 @@ static void run_parity_file(const char *file, parity_tally *t, clnode_precision 
                  * for saved steps, the step ending at that time if the sequences agree there */
                 size_t k = n;
                 for (size_t q = 0; q < n; ++q) {
-                    if (fabs(sts[q] - tref) <= 1e-6 * fmax(1.0, fabs(tref))) {
+                    if (fabs(sts[q] - tref) <= 1e-5 * fmax(1.0, fabs(tref))) {
                         k = q;
                         break;
                     }
@@ -344,9 +347,16 @@ static void run_parity_file(const char *file, parity_tally *t, clnode_precision 
                 if (last)
                     t->max_rel_final = fmax(t->max_rel_final, worst);
                 /* values along different step sequences differ by the local errors; only
-                 * matching sequences are held to the saved-value bound */
-                if (st.num_steps == ref_steps && st.num_accepted == ref_acc)
-                    t->max_rel_saved = fmax(t->max_rel_saved, worst);
+                 * matching sequences are held to the saved-value bounds */
+                if (st.num_steps == ref_steps && st.num_accepted == ref_acc) {
+                    if (steps_mode) {
+                        t->max_rel_steps = fmax(t->max_rel_steps, worst);
+                        t->max_rel_step_t =
+                            fmax(t->max_rel_step_t, fabs(sts[k] - tref) / fmax(fabs(tref), 1e-3));
+                    } else {
+                        t->max_rel_ts = fmax(t->max_rel_ts, worst);
+                    }
+                }
             }
         }
         clnode_solution_destroy(&s);
@@ -365,10 +375,19 @@ static void test_diffrax_parity_fp64(void **state)
     run_parity_file("seed-fp64.json", &t, CLNODE_FP64);
     run_parity_file("tanh64-fp64.json", &t, CLNODE_FP64);
     print_message("  fp64: %d/%d trajectories with diffrax's exact step counts; max relative "
-                  "deviation of saved values %.3g (final %.3g)\n",
-                  t.exact, t.cases, t.max_rel_saved, t.max_rel_final);
+                  "deviation: final states %.3g, dense output at ts %.3g, accepted-step ends "
+                  "%.3g in time and %.3g in value\n",
+                  t.exact, t.cases, t.max_rel_final, t.max_rel_ts, t.max_rel_step_t,
+                  t.max_rel_steps);
     assert_int_equal(t.exact, t.cases);
-    assert_true(t.max_rel_saved <= 1e-9);
+    assert_true(t.max_rel_final <= 1e-9);
+    assert_true(t.max_rel_ts <= 1e-9);
+    /* Where the error estimate is far below the tolerance (the first steps from y0), E itself is
+     * a difference of rounding-sized terms even in float64: it agrees with diffrax to ~1e-6, so
+     * the growth factor 0.9 E^-1/5 and the step ends agree to ~2e-7. The states at those ends
+     * differ accordingly (y' dt); the states at fixed times above agree to 1e-14. */
+    assert_true(t.max_rel_step_t <= 1e-6);
+    assert_true(t.max_rel_steps <= 1e-6);
 }
 
 static void test_diffrax_parity_fp32(void **state)
@@ -378,8 +397,9 @@ static void test_diffrax_parity_fp32(void **state)
     run_parity_file("seed-fp32.json", &t, CLNODE_FP32);
     run_parity_file("tanh64-fp32.json", &t, CLNODE_FP32);
     print_message("  fp32: %d/%d trajectories with diffrax's exact step counts, %d within 2 "
-                  "(worst %d); max relative deviation of final values %.3g\n",
-                  t.exact, t.cases, t.within2, t.worst_diff, t.max_rel_final);
+                  "(worst %d); max relative deviation of final values %.3g (dense output at ts "
+                  "%.3g where the step counts agree)\n",
+                  t.exact, t.cases, t.within2, t.worst_diff, t.max_rel_final, t.max_rel_ts);
     /* In float32 the first steps of these problems are decided by rounding noise: the error
      * estimate of a 0.02 step from y0 = 0 is ~1e-9 against atol 1e-6, so E (and the step growth
      * 0.9 E^-1/5) is set by how the GEMMs and stage sums round. diffrax itself takes 14 steps at
