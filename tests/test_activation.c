@@ -83,7 +83,7 @@ static void stats_report(const err_stats *s, const char *prec, const double *bou
     for (int fn = 0; fn < N_FN; fn++)
         print_message("%s %-10s max %.3f ulp (bound %.2f) at x = %.9g\n", prec, fn_name[fn],
                       s->max_ulp[fn], bound[fn], s->at[fn]);
-    print_message("%s gelu on x >= 0: max %.3f ulp; above is the excess over %.1f + %.1f cond(x)\n",
+    print_message("%s gelu on x >= 0: max %.3f ulp; above is the excess over %.2f + %.2f cond(x)\n",
                   prec, s->gelu_pos_max, GELU_BASE, GELU_COND);
     for (int fn = 0; fn < N_FN; fn++) {
         if (!(s->max_ulp[fn] <= bound[fn]))
