@@ -1,5 +1,7 @@
-/* backend_host.c - the host backend: OpenBLAS GEMMs plus the shared arithmetic of cl/ in C loops.
- * It is also the float64 reference every other backend is compared with. */
+/* backend_host.c - the host backend: the shared arithmetic of cl/ in C loops, and GEMMs either
+ * ordered (lib/host_gemm.c: every element summed in order with fma, as CLBlast's kernels do; the
+ * default device "host") or through OpenBLAS ("host:openblas"). It is also the float64 reference
+ * every other backend is compared with. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 
 #include "backend.h"
 #include "cln_layout.h"
+#include "host_gemm.h"
 #include "host_math.h"
 
 struct cln_buf {
@@ -20,11 +23,31 @@ struct cln_buf {
 
 typedef struct host_backend {
     cln_backend base;
+    int openblas;      /* 1: OpenBLAS in blocks of CLN_HOST_ROWS rows; 0: ordered GEMM */
+    cln_gemm_isa isa;  /* kernel of the ordered GEMM */
+    void *scratch;     /* the transposed B of the ordered GEMM */
+    size_t scratch_cap;
 } host_backend;
 
 static void host_destroy(cln_backend *be)
 {
-    free(be);
+    host_backend *hb = (host_backend *)be;
+    free(hb->scratch);
+    free(hb);
+}
+
+/* Makes the ordered GEMM's scratch hold `bytes`; grows only when a larger layer is first seen
+ * (solve_begin sizes it for the whole model, so steps never allocate). */
+static clnode_status host_scratch(host_backend *hb, size_t bytes)
+{
+    if (bytes <= hb->scratch_cap)
+        return CLNODE_OK;
+    void *p = realloc(hb->scratch, bytes);
+    CLN_CHECK(hb->base.ctx, p, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of GEMM scratch",
+              bytes);
+    hb->scratch = p;
+    hb->scratch_cap = bytes;
+    return CLNODE_OK;
 }
 
 static int host_supports(const cln_backend *be, clnode_precision prec)
@@ -91,6 +114,23 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
               "GEMM mode %s is not available on the host backend", clnode_gemm_mode_name(mode));
     if (m == 0 || n == 0)
         return CLNODE_OK;
+    host_backend *hb = (host_backend *)be;
+    if (!hb->openblas) {
+        const size_t esize = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+        size_t bytes;
+        CLN_CHECK(be->ctx, cln_mul_size(n, k ? k : 1, &bytes) && cln_mul_size(bytes, esize, &bytes),
+                  CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu x %zu is too large", n, k);
+        clnode_status st = host_scratch(hb, bytes);
+        if (st != CLNODE_OK)
+            return st;
+        if (prec == CLNODE_FP32)
+            cln_gemm_ordered_f32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off), ldb,
+                                 HOST_F32(C, c_off), ldc, hb->scratch);
+        else
+            cln_gemm_ordered_f64(hb->isa, m, n, k, HOST_F64(A, a_off), lda, HOST_F64(Bm, b_off), ldb,
+                                 HOST_F64(C, c_off), ldc, hb->scratch);
+        return CLNODE_OK;
+    }
     /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
      * small-matrix and edge kernels sum in other orders; measured on the seed shapes), which
      * would make a trajectory's steps depend on its batch. Every call therefore has exactly
@@ -125,9 +165,11 @@ static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *
 
 static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
 {
-    (void)be;
-    (void)sd;
-    return CLNODE_OK;
+    size_t most = 0;
+    for (size_t l = 0; l < sd->num_layers; ++l)
+        if (sd->sizes[l] * sd->sizes[l + 1] > most)
+            most = sd->sizes[l] * sd->sizes[l + 1];
+    return host_scratch((host_backend *)be, most * sd->esize);
 }
 
 static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
@@ -210,17 +252,28 @@ static const cln_backend_ops host_ops = {
 clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
 {
     *out = NULL;
-    CLN_CHECK(ctx, spec[0] == '\0' || strcmp(spec, "0") == 0 || strcmp(spec, "cpu") == 0,
-              CLNODE_ERR_NO_DEVICE, "unknown host device \"host:%s\" (the host has one device: \"host\")",
+    const int openblas = strcmp(spec, "openblas") == 0;
+    CLN_CHECK(ctx, openblas || spec[0] == '\0' || strcmp(spec, "0") == 0 || strcmp(spec, "cpu") == 0,
+              CLNODE_ERR_NO_DEVICE,
+              "unknown host device \"host:%s\" (the host offers \"host\", the ordered GEMM, and "
+              "\"host:openblas\")",
               spec);
     host_backend *hb = calloc(1, sizeof *hb);
     CLN_CHECK(ctx, hb, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host backend");
     hb->base.ops = &host_ops;
     hb->base.ctx = ctx;
     hb->base.group_steps = 1; /* reading the active count costs nothing here */
-    hb->base.row_align = CLN_HOST_ROWS;
-    snprintf(hb->base.device_name, sizeof hb->base.device_name, "host CPU (OpenBLAS, %d threads)",
-             openblas_get_num_threads());
+    hb->openblas = openblas;
+    hb->isa = cln_gemm_best_isa();
+    hb->base.row_align = openblas ? CLN_HOST_ROWS : 1;
+    if (openblas)
+        snprintf(hb->base.device_name, sizeof hb->base.device_name,
+                 "host CPU (OpenBLAS GEMM in %d-row blocks, %d threads)", CLN_HOST_ROWS,
+                 openblas_get_num_threads());
+    else
+        snprintf(hb->base.device_name, sizeof hb->base.device_name,
+                 "host CPU (ordered FMA GEMM, %s, %d threads)", cln_gemm_isa_name(hb->isa),
+                 cln_host_threads());
     *out = &hb->base;
     return CLNODE_OK;
 }

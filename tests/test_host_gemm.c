@@ -1,0 +1,98 @@
+/* test_host_gemm.c - the host's ordered GEMM: every kernel (portable, AVX2+FMA, AVX-512) gives
+ * exactly the sequential-fma sum of each element, for every shape (tails of every width), every
+ * row position and every batch size; threads change nothing. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "host_gemm.h"
+
+static uint32_t rng = 2024u;
+static double urand(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (double)(rng >> 8) / 16777216.0 - 0.5;
+}
+
+static int isa_available(cln_gemm_isa isa)
+{
+    return isa <= cln_gemm_best_isa();
+}
+
+#define CHECK_SHAPES(T, SFX, FMA)                                                                  \
+    static void check_##SFX(cln_gemm_isa isa)                                                      \
+    {                                                                                              \
+        const size_t shapes[][3] = {{1, 100, 10},  {2, 100, 100}, {7, 10, 100}, {64, 100, 10},     \
+                                    {65, 33, 17},  {3, 1, 1},     {5, 31, 3},   {9, 47, 64},       \
+                                    {130, 16, 8},  {1, 7, 0},     {300, 100, 100}};                 \
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {                            \
+            const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];                     \
+            const size_t lda = k + 3, ldb = k + 1, ldc = n + 2; /* padded leading dimensions */    \
+            T *A = calloc(m * lda + 1, sizeof(T)), *B = calloc(n * ldb + 1, sizeof(T));            \
+            T *C = calloc(m * ldc + 1, sizeof(T)), *Bt = calloc(n * k + 1, sizeof(T));             \
+            T *one = calloc(ldc + 1, sizeof(T));                                                   \
+            assert_true(A && B && C && Bt && one);                                                 \
+            for (size_t i = 0; i < m * lda; ++i)                                                   \
+                A[i] = (T)(4 * urand());                                                           \
+            for (size_t i = 0; i < n * ldb; ++i)                                                   \
+                B[i] = (T)(0.5 * urand());                                                         \
+            for (size_t i = 0; i < m * ldc; ++i)                                                   \
+                C[i] = (T)NAN; /* beta = 0: nothing of C is read */                                \
+            cln_gemm_ordered_##SFX(isa, m, n, k, A, lda, B, ldb, C, ldc, Bt);                      \
+            for (size_t i = 0; i < m; ++i) {                                                       \
+                for (size_t j = 0; j < n; ++j) {                                                   \
+                    T acc = 0;                                                                     \
+                    for (size_t kk = 0; kk < k; ++kk)                                              \
+                        acc = FMA(A[i * lda + kk], B[j * ldb + kk], acc);                          \
+                    if (memcmp(&acc, &C[i * ldc + j], sizeof acc) != 0)                            \
+                        fail_msg("%s %s m=%zu n=%zu k=%zu: C[%zu][%zu] = %.17g, sequential fma "   \
+                                 "gives %.17g",                                                    \
+                                 #SFX, cln_gemm_isa_name(isa), m, n, k, i, j,                      \
+                                 (double)C[i * ldc + j], (double)acc);                             \
+                }                                                                                  \
+                /* the padding between rows is untouched */                                        \
+                for (size_t j = n; j < ldc && i + 1 < m; ++j)                                      \
+                    assert_true(isnan(C[i * ldc + j]));                                            \
+            }                                                                                      \
+            /* a row alone gives the same bits as inside the batch */                              \
+            if (m > 1) {                                                                           \
+                const size_t r = m / 2;                                                            \
+                cln_gemm_ordered_##SFX(isa, 1, n, k, A + r * lda, lda, B, ldb, one, ldc, Bt);      \
+                assert_memory_equal(one, C + r * ldc, n * sizeof(T));                              \
+            }                                                                                      \
+            free(A);                                                                               \
+            free(B);                                                                               \
+            free(C);                                                                               \
+            free(Bt);                                                                              \
+            free(one);                                                                             \
+        }                                                                                          \
+    }
+CHECK_SHAPES(float, f32, fmaf)
+CHECK_SHAPES(double, f64, fma)
+
+static void test_kernels(void **state)
+{
+    (void)state;
+    const cln_gemm_isa all[] = {CLN_GEMM_PORTABLE, CLN_GEMM_AVX2, CLN_GEMM_AVX512};
+    for (size_t i = 0; i < 3; ++i) {
+        if (!isa_available(all[i])) {
+            print_message("  %s: not on this CPU\n", cln_gemm_isa_name(all[i]));
+            continue;
+        }
+        check_f32(all[i]);
+        check_f64(all[i]);
+        print_message("  %s: bit-identical to sequential fma\n", cln_gemm_isa_name(all[i]));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_kernels)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
