@@ -13,8 +13,12 @@
  * and the type-generic maths functions (exp, log1p, sqrt, pow, fabs, fmin, fmax, isnan, isinf,
  * nextafter) that OpenCL C provides as overloads and C provides through <tgmath.h>.
  *
- * Contraction of a*b+c into an FMA is disabled on both sides, so that every backend rounds the
- * stage combinations the same way. (In C the library is compiled with -ffp-contract=off.)
+ * Contraction of a*b+c into an FMA is disabled on every side, so that every backend rounds the
+ * stage combinations the same way. (In C the library is compiled with -ffp-contract=off; CUDA
+ * sources with NVRTC's or nvcc's --fmad=false.)
+ *
+ * Three dialects: OpenCL C (__OPENCL_VERSION__), CUDA C++ compiled by NVRTC (__CUDACC_RTC__) or
+ * nvcc (__CUDACC__), and C.
  */
 #ifndef CLN_PRELUDE_H
 #define CLN_PRELUDE_H
@@ -43,6 +47,31 @@ typedef int cln_rbits;
 #define CLN_INLINE inline
 typedef int cln_int;
 typedef long cln_long;
+
+#elif defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/* ---------------------------------------------------------------- CUDA C++ (NVRTC or nvcc)
+ * No header is included: NVRTC has none, and the maths functions (sqrt, pow, fabs, fmax, isnan,
+ * isinf, ...) are CUDA's built-in overloads for float and double. Compile with --fmad=false (no
+ * contraction), --ftz=false, --prec-div=true and --prec-sqrt=true (IEEE division and sqrt). */
+#if CLN_PRECISION == 64
+typedef double real;
+typedef long long cln_rbits;
+#define CLN_AS_BITS(x) __double_as_longlong(x)
+#define CLN_AS_REAL(b) __longlong_as_double(b)
+#else
+typedef float real;
+typedef int cln_rbits;
+#define CLN_AS_BITS(x) __float_as_int(x)
+#define CLN_AS_REAL(b) __int_as_float(b)
+#endif
+#define CLN_GLOBAL
+#define CLN_CONST const
+#define CLN_INLINE __device__ static inline
+typedef int cln_int;
+typedef long long cln_long;
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000) /* float +inf, as CUDART_INF_F */
+#endif
 
 #else
 /* ---------------------------------------------------------------- C */

@@ -95,4 +95,13 @@ clnode_status cln_opencl_list(clnode_context *ctx,
                                          int has_fp64),
                               void *user);
 
+/* Lists every CUDA device (in the order of the "cuda:N" indices) for tools: one call of `cb` per
+ * device with its name, compute capability and global memory in bytes. Returns CLNODE_OK, also
+ * with zero calls when there is no NVIDIA driver or no device; an error status when the CUDA
+ * runtime fails otherwise. Only in builds with the CUDA backend (CLNODE_HAVE_CUDA). */
+clnode_status cln_cuda_list(clnode_context *ctx,
+                            void (*cb)(void *user, int index, const char *name, int cc_major,
+                                       int cc_minor, unsigned long long mem_bytes),
+                            void *user);
+
 #endif /* CLN_BACKEND_H */

@@ -1,0 +1,107 @@
+/* clnode_cuda.cu - the CUDA kernels of the solver: thin wrappers that map a thread to one call of
+ * the shared arithmetic of cln_step.h and cln_activation.h, exactly as cl/clnode.cl does for
+ * OpenCL and lib/host_math.inc does in host loops.
+ *
+ * Compiled at run time by NVRTC (lib/backend_cuda.c), once per (device, precision), from the text
+ * embedded into the library by tools/embed.py (local includes inlined), with
+ *   -DCLN_PRECISION=32|64 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true
+ * and no fast-math option. It also compiles with nvcc (-Icl --fmad=false).
+ *
+ * Work mapping: every kernel but cln_count_active is one-dimensional over a flat 64-bit index
+ *   g = blockIdx.x * blockDim.x + threadIdx.x
+ * split into (row, column) as the host loops nest them (row outer, column inner), so no grid
+ * dimension but x is used and no divisibility of B, N or the layer widths is assumed: every
+ * kernel bounds-checks g (the host rounds the grid up to whole blocks).
+ *
+ * Offsets and leading dimensions are unsigned long long and count elements of `real`. */
+#include "cln_step.h"
+
+#include "cln_activation.h"
+
+/* Threads of cln_count_active's single block (a power of two). */
+#define CLN_COUNT_THREADS 256
+
+__device__ static inline unsigned long long cln_gid(void)
+{
+    return (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+/* cln_init: g = b, trajectory (row), 0 <= b < CI[CLN_CI_B]. */
+extern "C" __global__ void cln_init(const real *CR, const int *CI, real *RS, int *IS)
+{
+    const unsigned long long b = cln_gid();
+    if (b >= (unsigned long long)CI[CLN_CI_B])
+        return;
+    cln_init_traj((size_t)b, CR, CI, RS, IS);
+}
+
+/* cln_stage: the stage argument Z of stage i.
+ *   g = b * ldz + n: b trajectory (0 <= b < CI[CLN_CI_B]), n column of Z (0 <= n < ldz =
+ *   CI[CLN_CI_LDZ]); consecutive threads walk a row of Z and Y.
+ * Frozen rows (IS done flag) are skipped, exactly as the host loop does: they keep their last
+ * stage argument. */
+extern "C" __global__ void cln_stage(int i, const real *CR, const int *CI, const real *RS,
+                                     const int *IS, const real *Y, const real *F, real *Z)
+{
+    const unsigned long long g = cln_gid();
+    const unsigned long long ldz = (unsigned long long)CI[CLN_CI_LDZ];
+    if (g >= (unsigned long long)CI[CLN_CI_B] * ldz)
+        return;
+    const size_t b = (size_t)(g / ldz);
+    const int n = (int)(g % ldz);
+    if (IS[b * CLN_IS_COUNT + CLN_IS_DONE])
+        return;
+    cln_stage_elem(i, b, n, CR, CI, RS, Y, F, Z);
+}
+
+/* cln_finish: error estimate, norm, controller, saving and freezing.
+ *   g = b, trajectory, 0 <= b < CI[CLN_CI_B]; the norm is a sequential sum over the row, as on
+ *   the host. */
+extern "C" __global__ void cln_finish(const real *CR, const int *CI, real *RS, int *IS, real *Y,
+                                      real *F, const real *Z, const real *TS, real *TSOUT,
+                                      real *STT, real *STY)
+{
+    const unsigned long long b = cln_gid();
+    if (b >= (unsigned long long)CI[CLN_CI_B])
+        return;
+    cln_finish_traj((size_t)b, CR, CI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
+}
+
+/* cln_bias_act: C[i][j] = act(C[i][j] + bias[j]) on an m x n block of C starting at element
+ * c_off with leading dimension ldc; the sum is formed exactly as the host loop forms it (x + 0
+ * without bias).
+ *   g = i * n + j: i row (0 <= i < m), j column (0 <= j < n).
+ * has_bias = 0: `bias` is not read (may be NULL). act: a CLN_ACT_* code, uniform over the grid. */
+extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsigned long long ldc,
+                                        int m, int n, const real *bias, int has_bias, int act)
+{
+    const unsigned long long g = cln_gid();
+    if (g >= (unsigned long long)m * (unsigned long long)n)
+        return;
+    const unsigned long long i = g / (unsigned long long)n;
+    const int j = (int)(g % (unsigned long long)n);
+    real *c = C + c_off + i * ldc + (unsigned long long)j;
+    const real x = *c + (has_bias ? bias[j] : CLN_R(0.0));
+    *c = cln_activate(act, x);
+}
+
+/* cln_count_active: out[0] = number of trajectories b < B with IS[b][CLN_IS_DONE] == 0.
+ * Launched as ONE block of CLN_COUNT_THREADS threads: thread l counts rows l, l + L, l + 2L, ...
+ * (L = CLN_COUNT_THREADS), then a tree reduction in shared memory; thread 0 writes the total. */
+extern "C" __global__ void cln_count_active(const int *IS, int B, int *out)
+{
+    __shared__ int scratch[CLN_COUNT_THREADS];
+    const int l = (int)threadIdx.x;
+    int cnt = 0;
+    for (long long b = l; b < (long long)B; b += CLN_COUNT_THREADS)
+        cnt += IS[(size_t)b * CLN_IS_COUNT + CLN_IS_DONE] == 0;
+    scratch[l] = cnt;
+    __syncthreads();
+    for (int s = CLN_COUNT_THREADS / 2; s > 0; s /= 2) {
+        if (l < s)
+            scratch[l] += scratch[l + s];
+        __syncthreads();
+    }
+    if (l == 0)
+        out[0] = scratch[0];
+}
