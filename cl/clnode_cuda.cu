@@ -85,6 +85,34 @@ extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsig
     *c = cln_activate(act, x);
 }
 
+/* cln_gemm_ordered: C[i][j] = sum_k A[i][k] B[j][k] for an m x n block, each element summed in
+ * order k = 0, 1, ... with fma from 0: the host's ordered GEMM (lib/host_gemm.c) and CLBlast's
+ * per-work-item sum, so strict GEMMs round alike on every backend.
+ *   g = i * n + j: i row of C (0 <= i < m), j column (0 <= j < n).
+ * Offsets and leading dimensions in elements; k may be 0 (C = 0). */
+extern "C" __global__ void cln_gemm_ordered(const real *A, unsigned long long a_off,
+                                            unsigned long long lda, const real *B,
+                                            unsigned long long b_off, unsigned long long ldb,
+                                            real *C, unsigned long long c_off,
+                                            unsigned long long ldc, int m, int n, int k)
+{
+    const unsigned long long g = cln_gid();
+    if (g >= (unsigned long long)m * (unsigned long long)n)
+        return;
+    const unsigned long long i = g / (unsigned long long)n;
+    const unsigned long long j = g % (unsigned long long)n;
+    const real *a = A + a_off + i * lda;
+    const real *b = B + b_off + j * ldb;
+    real acc = CLN_R(0.0);
+    for (int kk = 0; kk < k; ++kk)
+#if CLN_PRECISION == 64
+        acc = fma(a[kk], b[kk], acc);
+#else
+        acc = fmaf(a[kk], b[kk], acc);
+#endif
+    C[c_off + i * ldc + j] = acc;
+}
+
 /* cln_count_active: out[0] = number of trajectories b < B with IS[b][CLN_IS_DONE] == 0.
  * Launched as ONE block of CLN_COUNT_THREADS threads: thread l counts rows l, l + L, l + 2L, ...
  * (L = CLN_COUNT_THREADS), then a tree reduction in shared memory; thread 0 writes the total. */

@@ -3,7 +3,7 @@
  * compiled at run time by NVRTC) on one stream.
  *
  * Device selection (cln_cuda_backend_create's spec): "" or a device ordinal "0".."N" in the CUDA
- * runtime's order (CUDA_VISIBLE_DEVICES applies).
+ * runtime's order (CUDA_VISIBLE_DEVICES applies), optionally followed by ":cublas".
  *
  * API choice: the CUDA *runtime* API (libcudart) with its library-management calls
  * (cudaLibraryLoadData, cudaLibraryGetKernel, cudaLaunchKernel on the kernel handle, CUDA >= 12.0),
@@ -20,6 +20,11 @@
  * newest architecture NVRTC knows when the device is newer than this NVRTC (the driver then
  * JIT-compiles it). Build logs go to the logger.
  *
+ * GEMM engines. Strict GEMMs run by default in cln_gemm_ordered (cl/clnode_cuda.cu): every element
+ * summed in order with fma, the same sums as the host's ordered GEMM and CLBlast's kernel, so a
+ * CUDA device takes the same steps as the host, bit for bit. "cuda:N:cublas" runs them through
+ * cuBLAS instead (its kernels choose their own summation order, possibly per batch size), and the
+ * tf32 mode always uses cuBLAS's tensor cores:
  * GEMM precision (cuBLAS, row-major C = A . B^T computed as the column-major C^T = B . A^T):
  *   strict fp32  cublasGemmEx, CUBLAS_COMPUTE_32F_PEDANTIC, handle in CUBLAS_PEDANTIC_MATH;
  *   strict fp64  CUBLAS_COMPUTE_64F_PEDANTIC, CUBLAS_PEDANTIC_MATH;
@@ -61,8 +66,8 @@ struct cln_buf {
 /* The kernels of one (device, precision) program and their block sizes. */
 typedef struct cu_program {
     cudaLibrary_t lib;
-    cudaKernel_t init, stage, finish, bias_act, count;
-    unsigned t_rows, t_stage, t_bias; /* threads per block */
+    cudaKernel_t init, stage, finish, bias_act, count, gemm;
+    unsigned t_rows, t_stage, t_bias, t_gemm; /* threads per block */
 } cu_program;
 
 /* Threads of cln_count_active's one block: CLN_COUNT_THREADS in cl/clnode_cuda.cu. */
@@ -80,6 +85,7 @@ typedef struct cuda_backend {
     cublasMath_t math; /* the handle's current math mode */
     int tf32_off;      /* NVIDIA_TF32_OVERRIDE=0: cuBLAS computes the tf32 mode in full fp32 */
     int tf32_noted;    /* the tf32 caveat was logged */
+    int cublas_strict; /* "cuda:N:cublas": strict GEMMs through cuBLAS (pedantic), not ordered */
     cu_program prog[2]; /* [0] fp32, [1] fp64; built on first use */
     int *count_dev;     /* one int: count_active's result on the device */
     int *count_host;    /* ... and its pinned host copy */
@@ -434,7 +440,8 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
               {&p->stage, "cln_stage"},
               {&p->finish, "cln_finish"},
               {&p->bias_act, "cln_bias_act"},
-              {&p->count, "cln_count_active"}};
+              {&p->count, "cln_count_active"},
+              {&p->gemm, "cln_gemm_ordered"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = cudaLibraryGetKernel(ks[i].k, p->lib, ks[i].name);
         if (e != cudaSuccess) {
@@ -453,6 +460,7 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     CLN_TRY(st, cu_threads(ctx, p->stage, CU_THREADS, "cln_stage", &p->t_stage));
     CLN_TRY(st, cu_threads(ctx, p->bias_act, CU_THREADS, "cln_bias_act", &p->t_bias));
     CLN_TRY(st, cu_threads(ctx, p->count, CU_COUNT_THREADS, "cln_count_active", &t_count));
+    CLN_TRY(st, cu_threads(ctx, p->gemm, CU_THREADS, "cln_gemm_ordered", &p->t_gemm));
     if (t_count != CU_COUNT_THREADS) {
         st = cln_fail(ctx, CLNODE_ERR_BUILD,
                       "cln_count_active allows %u threads per block, needs %u", t_count,
@@ -597,6 +605,11 @@ static clnode_status cu_set_math(cuda_backend *cb, cublasMath_t math)
     return CLNODE_OK;
 }
 
+static clnode_status cu_blocks(clnode_context *ctx, unsigned long long items, unsigned threads,
+                               unsigned *out);
+static clnode_status cu_launch(cln_backend *be, cudaKernel_t k, unsigned blocks, unsigned threads,
+                               void **args, const char *name);
+
 static clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
                              size_t m, size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda,
                              cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
@@ -626,6 +639,22 @@ static clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm
     if (k == 0) { /* an empty sum: C = 0, as cblas with beta = 0 */
         CU_CHECK(ctx, cudaMemset2DAsync(c, ldc * es, 0, n * es, m, cb->stream));
         return CLNODE_OK;
+    }
+    if (mode == CLNODE_GEMM_STRICT && !cb->cublas_strict) {
+        /* the ordered GEMM: the same sums, in the same order, as the host and CLBlast */
+        cu_program *p = NULL;
+        st = cu_program_get(cb, prec, &p);
+        if (st != CLNODE_OK)
+            return st;
+        void *pa = A->p, *pb = Bm->p, *pc = C->p;
+        unsigned long long ao = a_off, bo = b_off, co = c_off, la = lda, lb = ldb, lc = ldc;
+        int mi = (int)m, ni = (int)n, ki = (int)k;
+        void *args[] = {&pa, &ao, &la, &pb, &bo, &lb, &pc, &co, &lc, &mi, &ni, &ki};
+        unsigned blocks = 0;
+        st = cu_blocks(ctx, (unsigned long long)m * n, p->t_gemm, &blocks);
+        if (st != CLNODE_OK)
+            return st;
+        return cu_launch(be, p->gemm, blocks, p->t_gemm, args, "cln_gemm_ordered");
     }
     const void *a = (const unsigned char *)A->p + a_off * es;
     const void *b = (const unsigned char *)Bm->p + b_off * es;
@@ -900,10 +929,21 @@ clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln
     *out = NULL;
     spec = spec ? spec : "";
     long index = 0;
-    CLN_CHECK(ctx, strspn(spec, "0123456789") == strlen(spec) && strlen(spec) < 10,
-              CLNODE_ERR_NO_DEVICE, "unknown CUDA device \"cuda:%s\": expected cuda or cuda:N",
-              spec);
-    if (spec[0])
+    /* "N", "N:cublas" or "cublas": the device ordinal and the engine of strict GEMMs */
+    const char *engine = strchr(spec, ':');
+    const size_t num_len = engine ? (size_t)(engine - spec) : strlen(spec);
+    int cublas_strict = 0;
+    if (!engine && strcmp(spec, "cublas") == 0) {
+        cublas_strict = 1;
+        spec = "";
+    } else if (engine) {
+        CLN_CHECK(ctx, strcmp(engine + 1, "cublas") == 0, CLNODE_ERR_NO_DEVICE,
+                  "unknown CUDA GEMM engine \"%s\": expected cuda:N or cuda:N:cublas", engine + 1);
+        cublas_strict = 1;
+    }
+    CLN_CHECK(ctx, strspn(spec, "0123456789") >= num_len && num_len < 10, CLNODE_ERR_NO_DEVICE,
+              "unknown CUDA device \"cuda:%s\": expected cuda, cuda:N or cuda:N:cublas", spec);
+    if (num_len)
         index = atol(spec);
 
     int count = 0;
@@ -935,6 +975,7 @@ clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln
     cb->base.group_steps = 8;
     cb->base.row_align = 1;
     cb->dev = (int)index;
+    cb->cublas_strict = cublas_strict;
     cb->math = CUBLAS_DEFAULT_MATH; /* a new handle's mode; set to pedantic below */
 
     /* before the first cuBLAS handle of this backend */
@@ -952,8 +993,10 @@ clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln
         cudaDriverGetVersion(&drv);
         cudaRuntimeGetVersion(&rt);
         snprintf(cb->base.device_name, sizeof cb->base.device_name,
-                 "%.180s (CUDA %d.%d, sm_%d%d, %llu GiB)", prop.name, drv / 1000, (drv % 1000) / 10,
-                 prop.major, prop.minor, (unsigned long long)(prop.totalGlobalMem >> 30));
+                 "%.160s (CUDA %d.%d, sm_%d%d, %llu GiB, %s GEMM)", prop.name, drv / 1000,
+                 (drv % 1000) / 10, prop.major, prop.minor,
+                 (unsigned long long)(prop.totalGlobalMem >> 30),
+                 cublas_strict ? "cuBLAS pedantic" : "ordered FMA");
         cln_log(ctx, CLNODE_LOG_INFO,
                 "CUDA device %d: %s; %d SMs; driver CUDA %d.%d, runtime %d.%d", cb->dev,
                 cb->base.device_name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,

@@ -324,8 +324,10 @@ int tool_problem_open(tool_problem *pb, const char *prog, clnode_context **ctx,
     *model = NULL;
     *y0 = NULL;
     const char *spec = NULL;
-    if (pb->device && strchr(pb->device, ':') && !pb->backend)
-        spec = pb->device;
+    if (pb->device && !pb->backend &&
+        (strchr(pb->device, ':') || strcmp(pb->device, "host") == 0 ||
+         strcmp(pb->device, "opencl") == 0 || strcmp(pb->device, "cuda") == 0))
+        spec = pb->device; /* a full device name */
     else if (pb->backend || pb->device) {
         const char *backend = pb->backend ? pb->backend : "opencl";
         if (pb->device && strcmp(backend, "host") != 0)
