@@ -27,6 +27,7 @@
 #define CLN_STEP_H
 
 #include "cln_prelude.h"
+#include "cln_activation.h" /* cln_pow_pos */
 
 #include "cln_layout.h"
 
@@ -239,9 +240,11 @@ CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST real *CR, CLN_CONST cln_int 
         if (CI[CLN_CI_HAS_DTMIN])
             keep |= is[CLN_IS_AT_DTMIN];
         const real inv = CLN_R(1.0) / E;
-        const real f1 = CI[CLN_CI_COEFF1_ZERO] ? CLN_R(1.0) : pow(inv, CR[CLN_CR_COEFF1]);
-        const real f2 = CI[CLN_CI_COEFF2_ZERO] ? CLN_R(1.0) : pow(rs[CLN_RS_INV1], CR[CLN_CR_COEFF2]);
-        const real f3 = CI[CLN_CI_COEFF3_ZERO] ? CLN_R(1.0) : pow(rs[CLN_RS_INV2], CR[CLN_CR_COEFF3]);
+        const real f1 = CI[CLN_CI_COEFF1_ZERO] ? CLN_R(1.0) : cln_pow_pos(inv, CR[CLN_CR_COEFF1]);
+        const real f2 =
+            CI[CLN_CI_COEFF2_ZERO] ? CLN_R(1.0) : cln_pow_pos(rs[CLN_RS_INV1], CR[CLN_CR_COEFF2]);
+        const real f3 =
+            CI[CLN_CI_COEFF3_ZERO] ? CLN_R(1.0) : cln_pow_pos(rs[CLN_RS_INV2], CR[CLN_CR_COEFF3]);
         real factor = CR[CLN_CR_SAFETY] * f1 * f2 * f3;
         const real lo = keep ? CLN_R(1.0) : CR[CLN_CR_FACTORMIN];
         const real hi = keep ? CR[CLN_CR_FACTORMAX] : CR[CLN_CR_SAFETY];

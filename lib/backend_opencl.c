@@ -738,6 +738,9 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     clnode_status st = ocl_program_get(ob, sd->prec, &p);
     if (st != CLNODE_OK)
         return st;
+    /* again for every solve: CLBlastClearCache (another context's destroy) drops overrides */
+    ob->gemm_tuned[sd->prec == CLNODE_FP64] = 0;
+    ocl_force_direct_gemm(ob, sd->prec);
     ocl_solve *os = calloc(1, sizeof *os);
     CLN_CHECK(ctx, os, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL solve state");
     sd->be_data = os; /* released by solve_end, or below on failure */

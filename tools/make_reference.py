@@ -9,7 +9,8 @@ How to run (from anywhere; paths are taken relative to the repository root):
 The first run creates a virtual environment at ``.venv-reference`` in the repository root
 (override with the environment variable ``CLNODE_REF_VENV``), installs the pinned CPU-only
 packages of ``tools/requirements-reference.txt`` from PyPI into it and re-executes itself there.
-Later runs reuse it (it is reinstalled only when the requirements file changes).
+Later runs reuse it (it is reinstalled only when the requirements file changes).  The pinned
+JAX needs Python 3.11 or newer.  A full run takes about 10 minutes on two CPU cores.
 
 What it writes (all files are overwritten; the output is deterministic):
 
@@ -460,7 +461,7 @@ def summarize(models: list[str]) -> None:
     cols = [(y, b) for y in Y0_NAMES for b in BATCHES]
     print(f"{'model':7s} {'prec':4s} {'method':6s} {'rtol':>5s} {'atol':>5s}  " +
           "  ".join(f"{y}/b{b}".rjust(11) for y, b in cols))
-    failures = []
+    failures = {}
     for model in models:
         for precision in PRECISIONS:
             path = out_json_path(model, precision)
@@ -471,13 +472,14 @@ def summarize(models: list[str]) -> None:
                        case["batch"])
                 steps = [t["num_steps"] for t in case["trajectories"]]
                 table.setdefault(key, {})[case["save"]] = steps
-                for i, t in enumerate(case["trajectories"]):
+                for t in case["trajectories"]:
                     if t["result"] != "success":
-                        failures.append(f"{model} {precision} {case['method']} "
-                                        f"rtol={case['rtol']:g} atol={case['atol']:g} "
-                                        f"y0={case['y0_name']} batch={case['batch']} "
-                                        f"save={case['save']} traj={i}: {t['result']} "
-                                        f"after {t['num_steps']} steps")
+                        # Grouped per configuration: y0, batch and save are listed together.
+                        group = (model, precision, case["method"], case["rtol"], case["atol"],
+                                 t["result"])
+                        entry = failures.setdefault(group, {"count": 0, "where": set()})
+                        entry["count"] += 1
+                        entry["where"].add(f"{case['y0_name']}/b{case['batch']}/{case['save']}")
             for method in METHODS:
                 for rtol, atol in TOLERANCES:
                     cells = []
@@ -491,9 +493,10 @@ def summarize(models: list[str]) -> None:
                           "  ".join(cells))
     print()
     if failures:
-        print("Trajectories that did not succeed:")
-        for line in failures:
-            print("  " + line)
+        print("Trajectories that did not succeed (y0/batch/save):")
+        for (model, precision, method, rtol, atol, result), entry in failures.items():
+            print(f"  {model} {precision} {method} rtol={rtol:g} atol={atol:g}: {result} in "
+                  f"{entry['count']} trajectories ({', '.join(sorted(entry['where']))})")
     else:
         print("Every trajectory ended in success.")
 
@@ -517,6 +520,8 @@ def main() -> int:
         worker(args.worker, models)
         return 0
 
+    if sys.version_info < (3, 11):
+        sys.exit("make_reference.py: the pinned jax needs Python >= 3.11")
     venv = venv_dir()
     if not args.no_venv and not running_in(venv):
         python = ensure_venv(venv)
