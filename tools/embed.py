@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def c_bytes(data):
