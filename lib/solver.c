@@ -17,6 +17,7 @@ extern const double cln_dopri5_cmid[7];
 
 struct clnode_solution {
     size_t B, N;
+    long syncs; /* host-device synchronisations made by the solve */
     clnode_trajectory_stats *stats; /* B */
     double *y_final;                /* B x N */
     size_t cap[4];                  /* points per trajectory, per clnode_save_kind */
@@ -90,6 +91,11 @@ size_t clnode_solution_batch(const clnode_solution *s)
 size_t clnode_solution_dim(const clnode_solution *s)
 {
     return s->N;
+}
+
+long clnode_solution_syncs(const clnode_solution *s)
+{
+    return s->syncs;
 }
 
 clnode_status clnode_solution_stats(const clnode_solution *s, size_t traj,
@@ -619,6 +625,7 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     }
     CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, y0, batch * N)); /* padding rows stay zero */
 
+    const long syncs0 = be->syncs;
     CLN_TRY(st, be->ops->solve_begin(be, sd));
     r.begun = 1;
     CLN_TRY(st, be->ops->init(be, sd));
@@ -663,6 +670,7 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
         }
     }
     CLN_TRY(st, cln_collect(&r, y0, dir, out));
+    (*out)->syncs = be->syncs - syncs0;
     cln_release(&r);
     return CLNODE_OK;
 fail:

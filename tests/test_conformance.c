@@ -226,6 +226,52 @@ static double rel_err(double a, double b, double floor)
     return fabs(a - b) / fmax(fabs(b), floor);
 }
 
+/* One case of a reference file as solve options and initial states (y0 is allocated). */
+typedef struct ref_case {
+    clnode_solve_options o;
+    double ts[64];
+    double *y0;
+    size_t B;
+    const char *method, *save;
+} ref_case;
+
+static void load_case(json_object *cs, size_t N, clnode_precision prec, ref_case *rc)
+{
+    rc->method = json_object_get_string(json_object_object_get(cs, "method"));
+    rc->save = json_object_get_string(json_object_object_get(cs, "save"));
+    json_object *trajs = json_object_object_get(cs, "trajectories");
+    rc->B = json_object_array_length(trajs);
+    clnode_solve_options *o = &rc->o;
+    clnode_solve_default_options(o);
+    o->method = clnode_method_by_name(rc->method);
+    assert_non_null(o->method);
+    o->precision = prec;
+    o->rtol = json_object_get_double(json_object_object_get(cs, "rtol"));
+    o->atol = json_object_get_double(json_object_object_get(cs, "atol"));
+    o->t0 = json_object_get_double(json_object_object_get(cs, "t0"));
+    o->t1 = json_object_get_double(json_object_object_get(cs, "t1"));
+    o->dt0 = json_object_get_double(json_object_object_get(cs, "dt0"));
+    o->max_steps = json_object_get_int(json_object_object_get(cs, "max_steps"));
+    if (strcmp(rc->save, "ts") == 0) {
+        json_object *sts = json_object_object_get(cs, "save_ts");
+        const size_t nts = json_object_array_length(sts);
+        assert_true(nts <= 64);
+        for (size_t j = 0; j < nts; ++j)
+            rc->ts[j] = json_object_get_double(json_object_array_get_idx(sts, j));
+        o->save_ts = rc->ts;
+        o->n_save_ts = nts;
+    } else {
+        o->save_steps = 1;
+    }
+    rc->y0 = calloc(rc->B * N, sizeof(double));
+    assert_non_null(rc->y0);
+    for (size_t b = 0; b < rc->B; ++b) {
+        json_object *ty = json_object_object_get(json_object_array_get_idx(trajs, b), "y0");
+        for (size_t n = 0; n < N; ++n)
+            rc->y0[b * N + n] = json_object_get_double(json_object_array_get_idx(ty, n));
+    }
+}
+
 /* Runs every case of one reference file and tallies agreement. */
 static void run_parity_file(const char *file, parity_tally *t, clnode_precision prec)
 {
@@ -244,41 +290,13 @@ static void run_parity_file(const char *file, parity_tally *t, clnode_precision 
     const size_t nc = json_object_array_length(cases);
     for (size_t c = 0; c < nc; ++c) {
         json_object *cs = json_object_array_get_idx(cases, c);
-        const char *method = json_object_get_string(json_object_object_get(cs, "method"));
-        const char *save = json_object_get_string(json_object_object_get(cs, "save"));
+        ref_case rc;
+        load_case(cs, N, prec, &rc);
+        const char *method = rc.method, *save = rc.save;
         json_object *trajs = json_object_object_get(cs, "trajectories");
-        const size_t B = json_object_array_length(trajs);
-        clnode_solve_options o;
-        clnode_solve_default_options(&o);
-        o.method = clnode_method_by_name(method);
-        assert_non_null(o.method);
-        o.precision = prec;
-        o.rtol = json_object_get_double(json_object_object_get(cs, "rtol"));
-        o.atol = json_object_get_double(json_object_object_get(cs, "atol"));
-        o.t0 = json_object_get_double(json_object_object_get(cs, "t0"));
-        o.t1 = json_object_get_double(json_object_object_get(cs, "t1"));
-        o.dt0 = json_object_get_double(json_object_object_get(cs, "dt0"));
-        o.max_steps = json_object_get_int(json_object_object_get(cs, "max_steps"));
-        double ts[64];
-        size_t nts = 0;
-        if (strcmp(save, "ts") == 0) {
-            json_object *sts = json_object_object_get(cs, "save_ts");
-            nts = json_object_array_length(sts);
-            assert_true(nts <= 64);
-            for (size_t j = 0; j < nts; ++j)
-                ts[j] = json_object_get_double(json_object_array_get_idx(sts, j));
-            o.save_ts = ts;
-            o.n_save_ts = nts;
-        } else {
-            o.save_steps = 1;
-        }
-        double *y0 = calloc(B * N, sizeof(double));
-        assert_non_null(y0);
-        for (size_t b = 0; b < B; ++b) {
-            json_object *ty = json_object_object_get(json_object_array_get_idx(trajs, b), "y0");
-            for (size_t n = 0; n < N; ++n)
-                y0[b * N + n] = json_object_get_double(json_object_array_get_idx(ty, n));
-        }
+        const size_t B = rc.B;
+        clnode_solve_options o = rc.o;
+        double *y0 = rc.y0;
         clnode_solution *s = solve(m, &o, B, y0);
         for (size_t b = 0; b < B; ++b) {
             json_object *tr = json_object_array_get_idx(trajs, b);
@@ -500,6 +518,10 @@ static void test_seed_problem(void **state)
                 steps1 = st.num_steps;
             assert_int_equal(st.num_steps, steps1);
         }
+        /* no read-back per step: at most one per four steps, plus set-up and results */
+        print_message("  seed problem, batch %zu: %ld host-device synchronisations for %ld steps\n",
+                      sizes[k], clnode_solution_syncs(s), steps1);
+        assert_true(clnode_solution_syncs(s) <= steps1 / 4 + 6);
         clnode_solution_destroy(&s);
     }
     print_message("  seed problem: %ld steps at batch 1, 2 and 1000\n", steps1);
@@ -714,6 +736,99 @@ static void test_dt_bounds(void **state)
     clnode_model_destroy(&m);
 }
 
+/* ---- agreement with the host backend ---- */
+
+typedef struct host_tally {
+    int trajs, same_steps, identical;
+    double max_rel_final;
+} host_tally;
+
+/* Every case of a reference file on this device and on the host: step counts and final states. */
+static void run_host_file(clnode_context *host, const char *file, clnode_precision prec,
+                          host_tally *t)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/diffrax/%s", CLN_SOURCE_ROOT, file);
+    json_object *root = json_object_from_file(path);
+    if (!root)
+        fail_msg("cannot read %s", path);
+    char model_path[1024];
+    snprintf(model_path, sizeof model_path, "%s/%s", CLN_SOURCE_ROOT,
+             json_object_get_string(json_object_object_get(root, "model_file")));
+    clnode_model *m = NULL, *mh = NULL;
+    assert_ok(clnode_model_load_safetensors(g_ctx, model_path, &m));
+    assert_int_equal(clnode_model_load_safetensors(host, model_path, &mh), CLNODE_OK);
+    const size_t N = clnode_model_dim(m);
+    json_object *cases = json_object_object_get(root, "cases");
+    for (size_t c = 0; c < json_object_array_length(cases); ++c) {
+        ref_case rc;
+        load_case(json_object_array_get_idx(cases, c), N, prec, &rc);
+        clnode_solution *s = solve(m, &rc.o, rc.B, rc.y0), *sh = NULL;
+        assert_int_equal(clnode_solve(host, mh, &rc.o, rc.B, rc.y0, &sh), CLNODE_OK);
+        for (size_t b = 0; b < rc.B; ++b) {
+            const clnode_trajectory_stats a = stats_of(s, b);
+            clnode_trajectory_stats h;
+            assert_int_equal(clnode_solution_stats(sh, b, &h), CLNODE_OK);
+            t->trajs++;
+            if (a.num_steps == h.num_steps && a.num_accepted == h.num_accepted) {
+                t->same_steps++;
+            } else {
+                print_message("  %s %s rtol %g traj %zu: %ld steps (%ld accepted) here, %ld (%ld) "
+                              "on the host\n",
+                              file, rc.method, rc.o.rtol, b, a.num_steps, a.num_accepted,
+                              h.num_steps, h.num_accepted);
+            }
+            const double *y = clnode_solution_y_final(s, b), *yh = clnode_solution_y_final(sh, b);
+            if (memcmp(y, yh, N * sizeof(double)) == 0)
+                t->identical++;
+            double scale = 0, worst = 0;
+            for (size_t j = 0; j < N; ++j)
+                scale = fmax(scale, fabs(yh[j]));
+            for (size_t j = 0; j < N; ++j)
+                worst = fmax(worst, rel_err(y[j], yh[j], fmax(scale, 1e-3)));
+            t->max_rel_final = fmax(t->max_rel_final, worst);
+        }
+        clnode_solution_destroy(&s);
+        clnode_solution_destroy(&sh);
+        free(rc.y0);
+    }
+    clnode_model_destroy(&m);
+    clnode_model_destroy(&mh);
+    json_object_put(root);
+}
+
+/* On a device other than the host: the whole reference matrix against the host backend. */
+static void test_agreement_with_host(void **state)
+{
+    (void)state;
+    if (strcmp(clnode_context_backend(g_ctx), "host") == 0)
+        skip();
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    clnode_context *host = NULL;
+    assert_int_equal(clnode_context_create(&co, &host), CLNODE_OK);
+    for (int p = 0; p < 2; ++p) {
+        if (p == 1 && !have_fp64())
+            continue;
+        host_tally t = {0};
+        const clnode_precision prec = p ? CLNODE_FP64 : CLNODE_FP32;
+        run_host_file(host, p ? "seed-fp64.json" : "seed-fp32.json", prec, &t);
+        run_host_file(host, p ? "tanh64-fp64.json" : "tanh64-fp32.json", prec, &t);
+        print_message("  %s against the host: %d/%d trajectories with the same steps, %d with "
+                      "bit-identical final states, max relative deviation %.3g\n",
+                      p ? "fp64" : "fp32", t.same_steps, t.trajs, t.identical, t.max_rel_final);
+        if (p) {
+            assert_int_equal(t.same_steps, t.trajs);
+            assert_true(t.max_rel_final <= 1e-12);
+        } else {
+            assert_true(t.same_steps * 100 >= t.trajs * 95);
+            assert_true(t.max_rel_final <= 1e-5 || t.same_steps < t.trajs);
+        }
+    }
+    clnode_context_destroy(&host);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -751,6 +866,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_diffrax_parity_fp64),
         cmocka_unit_test(test_diffrax_parity_fp32),
+        cmocka_unit_test(test_agreement_with_host),
     };
     const int failed = cmocka_run_group_tests(tests, setup, NULL);
     clnode_context_destroy(&g_ctx);
