@@ -1,50 +1,108 @@
 /* clnode-bench - throughput of the seed problem against the bare GEMMs it contains.
  *
- * For each batch size B: one full seed solve (tsit5, fp32, rtol 1e-4, atol 1e-6, t in [0, 50],
- * distinct y0 per trajectory) timed on the chosen device, then in the same run a bare loop of
- * exactly the GEMMs that solve performs (the same shapes, the same count, one cblas_sgemm per
- * layer over all B rows, no solver work), and their ratio. It also prints microseconds per step,
- * the peak resident memory, and the host-device synchronisations of the solve. Ratios, not
- * absolute times, are the result: both are measured in one process on one machine.
+ * For each device and batch size B: one full seed solve (tsit5, fp32, rtol 1e-4, atol 1e-6,
+ * t in [0, 50], distinct y0 per trajectory), then, in the same run, a bare loop of exactly the
+ * GEMMs that solve performs (the same shapes and count, no solver work) through the same
+ * backend's GEMM (the ordered GEMM on "host", CLBlast on OpenCL, ...), and for reference the same
+ * loop through OpenBLAS's cblas_sgemm. It prints microseconds per step, the achieved GEMM rate of
+ * the solve as a ratio to the bare loop, the host-device synchronisations of the solve, and the
+ * ratio of each device's time to the host's. Ratios, not absolute times, are the result: all are
+ * measured in one process on one machine.
  *
- *   clnode-bench [--device SPEC] [--batches 1,64,4096] [--repeat N] */
+ *   clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include <cblas.h>
 
+#include "backend.h"
 #include "clnode.h"
 #include "tool_common.h"
 
-static long peak_rss_kib(void)
+/* The bare loop through the device's own GEMM op: `evals` right-hand sides of B rows through
+ * the model's layers (fp32), then one wait for the device. Returns seconds, or < 0 on error. */
+static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, size_t B,
+                                   long evals)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
+    cln_backend *be = ctx->backend;
+    const size_t L = clnode_model_num_layers(m);
+    size_t maxw = 1;
+    for (size_t l = 0; l <= L; ++l) {
+        const size_t w = l < L ? clnode_model_layer_in(m, l) : clnode_model_layer_out(m, L - 1);
+        maxw = w > maxw ? w : maxw;
+    }
+    cln_buf *H[2] = {NULL, NULL}, *W[CLN_MAX_LAYERS] = {NULL};
+    double dt = -1;
+    float *tmp = calloc(B * maxw, sizeof(float));
+    if (!tmp)
+        return -1;
+    for (size_t i = 0; i < B * maxw; ++i)
+        tmp[i] = 0.01f * (float)(i % 97);
+    if (be->ops->buf_alloc(be, B * maxw * sizeof(float), &H[0]) ||
+        be->ops->buf_alloc(be, B * maxw * sizeof(float), &H[1]) ||
+        be->ops->buf_write(be, H[0], 0, B * maxw * sizeof(float), tmp))
+        goto done;
+    for (size_t l = 0; l < L; ++l) {
+        const size_t n = clnode_model_layer_in(m, l) * clnode_model_layer_out(m, l);
+        float *w = malloc(n * sizeof(float));
+        if (!w)
+            goto done;
+        for (size_t i = 0; i < n; ++i)
+            w[i] = (float)clnode_model_weight(m, l)[i];
+        const int bad = be->ops->buf_alloc(be, n * sizeof(float), &W[l]) ||
+                        be->ops->buf_write(be, W[l], 0, n * sizeof(float), w);
+        free(w);
+        if (bad)
+            goto done;
+    }
+    /* the alignment the solver would use (OpenBLAS works in fixed blocks) */
+    const size_t rows = (B + be->row_align - 1) / be->row_align * be->row_align;
+    if (rows > B)
+        goto done;
+    const double t0 = tool_now();
+    for (long e = 0; e < evals; ++e) {
+        for (size_t l = 0; l < L; ++l) {
+            const size_t k = clnode_model_layer_in(m, l), n = clnode_model_layer_out(m, l);
+            if (be->ops->gemm(be, CLNODE_FP32, CLNODE_GEMM_STRICT, rows, n, k, H[l % 2], 0, k, W[l],
+                              0, k, H[(l + 1) % 2], 0, n))
+                goto done;
+        }
+    }
+    if (be->ops->buf_read(be, H[0], 0, sizeof(float), tmp)) /* waits for the queue */
+        goto done;
+    dt = tool_now() - t0;
+done:
+    for (size_t l = 0; l < L; ++l)
+        be->ops->buf_free(be, W[l]);
+    be->ops->buf_free(be, H[0]);
+    be->ops->buf_free(be, H[1]);
+    free(tmp);
+    return dt;
 }
 
-/* The bare GEMM loop: `evals` right-hand sides of B rows through the model's layers. */
-static double bare_gemm_seconds(const clnode_model *m, size_t B, long evals)
+/* The same loop through OpenBLAS, one cblas_sgemm per layer over all B rows. */
+static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
 {
     const size_t L = clnode_model_num_layers(m);
     size_t maxw = 1;
     for (size_t l = 0; l < L; ++l) {
-        if (clnode_model_layer_in(m, l) > maxw)
-            maxw = clnode_model_layer_in(m, l);
-        if (clnode_model_layer_out(m, l) > maxw)
-            maxw = clnode_model_layer_out(m, l);
+        maxw = clnode_model_layer_in(m, l) > maxw ? clnode_model_layer_in(m, l) : maxw;
+        maxw = clnode_model_layer_out(m, l) > maxw ? clnode_model_layer_out(m, l) : maxw;
     }
     float *H0 = calloc(B * maxw, sizeof(float)), *H1 = calloc(B * maxw, sizeof(float));
-    float *W[64] = {0};
+    float *W[CLN_MAX_LAYERS] = {0};
+    double dt = -1;
+    if (!H0 || !H1)
+        goto done;
     for (size_t l = 0; l < L; ++l) {
         const size_t n = clnode_model_layer_in(m, l) * clnode_model_layer_out(m, l);
-        W[l] = malloc(n * sizeof(float));
-        for (size_t i = 0; W[l] && i < n; ++i)
+        if (!(W[l] = malloc(n * sizeof(float))))
+            goto done;
+        for (size_t i = 0; i < n; ++i)
             W[l][i] = (float)clnode_model_weight(m, l)[i];
     }
-    for (size_t i = 0; H0 && i < B * maxw; ++i)
+    for (size_t i = 0; i < B * maxw; ++i)
         H0[i] = 0.01f * (float)(i % 97);
     const double t0 = tool_now();
     for (long e = 0; e < evals; ++e) {
@@ -58,7 +116,8 @@ static double bare_gemm_seconds(const clnode_model *m, size_t B, long evals)
             out = t;
         }
     }
-    const double dt = tool_now() - t0;
+    dt = tool_now() - t0;
+done:
     for (size_t l = 0; l < L; ++l)
         free(W[l]);
     free(H0);
@@ -66,109 +125,145 @@ static double bare_gemm_seconds(const clnode_model *m, size_t B, long evals)
     return dt;
 }
 
+static size_t parse_list(const char *s, char out[][64], size_t max)
+{
+    size_t n = 0;
+    while (*s && n < max) {
+        size_t len = strcspn(s, ",");
+        if (len >= 64)
+            len = 63;
+        memcpy(out[n], s, len);
+        out[n][len] = '\0';
+        if (len)
+            ++n;
+        s += strcspn(s, ",");
+        if (*s == ',')
+            ++s;
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    const char *device = NULL;
-    size_t batches[16] = {1, 64, 4096};
-    size_t nb = 3;
+    char devices[16][64] = {"host"};
+    size_t nd = 1;
+    char batch_s[16][64];
+    size_t nb = parse_list("1,64,4096", batch_s, 16);
     int repeat = 3;
     for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            device = argv[++i];
+        if ((strcmp(argv[i], "--devices") == 0 || strcmp(argv[i], "--device") == 0) &&
+            i + 1 < argc) {
+            nd = parse_list(argv[++i], devices, 16);
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
-            nb = 0;
-            char *save = NULL, *copy = strdup(argv[++i]);
-            for (char *t = strtok_r(copy, ",", &save); t && nb < 16; t = strtok_r(NULL, ",", &save))
-                batches[nb++] = (size_t)strtoul(t, NULL, 10);
-            free(copy);
+            nb = parse_list(argv[++i], batch_s, 16);
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             repeat = atoi(argv[++i]);
+            repeat = repeat < 1 ? 1 : repeat;
         } else {
-            fprintf(stderr, "usage: clnode-bench [--device SPEC] [--batches 1,64,4096] "
-                            "[--repeat N]\n");
+            fprintf(stderr, "usage: clnode-bench [--devices host,opencl:0,...] [--batches "
+                            "1,64,4096] [--repeat N]\n");
             return 2;
         }
     }
-    clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = device;
-    co.log = tool_log;
-    co.log_user = (void *)"clnode-bench";
-    clnode_context *ctx = NULL;
-    clnode_model *m = NULL;
-    if (clnode_context_create(&co, &ctx) != CLNODE_OK)
-        return 2;
-    if (clnode_model_create_seed(ctx, &m) != CLNODE_OK) {
-        fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
-        clnode_context_destroy(&ctx);
-        return 2;
-    }
-    const size_t N = clnode_model_dim(m);
-    double flops_per_eval_row = 0;
-    for (size_t l = 0; l < clnode_model_num_layers(m); ++l)
-        flops_per_eval_row +=
-            2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
-    printf("clnode-bench: seed model, tsit5, fp32, rtol 1e-4, atol 1e-6, t in [0, 50] on %s: %s\n",
-           clnode_context_backend(ctx), clnode_context_device(ctx));
-    printf("%6s %8s %8s %12s %12s %12s %10s %10s %9s\n", "batch", "steps", "rhs", "solve ms",
-           "us/step", "GEMM GF/s", "bare GF/s", "ratio", "peak MiB");
+    double host_us[16] = {0};
     int rc = 0;
-    for (size_t k = 0; k < nb; ++k) {
-        const size_t B = batches[k];
-        double *y0 = malloc(B * N * sizeof(double));
-        if (!y0) {
+    printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, fp32, rtol 1e-4, "
+           "atol 1e-6, t in [0, 50]; best of %d\n", repeat);
+    for (size_t d = 0; d < nd && rc == 0; ++d) {
+        clnode_context_options co;
+        clnode_context_default_options(&co);
+        co.device = devices[d];
+        co.log = tool_log;
+        co.log_user = (void *)"clnode-bench";
+        clnode_context *ctx = NULL;
+        clnode_model *m = NULL;
+        if (clnode_context_create(&co, &ctx) != CLNODE_OK) {
             rc = 2;
             break;
         }
-        for (size_t i = 0; i < B * N; ++i)
-            y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
-        clnode_solve_options o;
-        clnode_solve_default_options(&o);
-        o.t0 = 0;
-        o.t1 = 50;
-        o.dt0 = 0.02;
-        o.rtol = 1e-4;
-        o.atol = 1e-6;
-        double best = 1e30;
-        long max_steps = 0, max_rhs = 0;
-        for (int r = 0; r < repeat; ++r) {
-            clnode_solution *s = NULL;
-            const double t0 = tool_now();
-            if (clnode_solve(ctx, m, &o, B, y0, &s) != CLNODE_OK) {
-                fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
-                rc = 1;
+        if (clnode_model_create_seed(ctx, &m) != CLNODE_OK) {
+            fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
+            clnode_context_destroy(&ctx);
+            rc = 2;
+            break;
+        }
+        const size_t N = clnode_model_dim(m);
+        double flops_row = 0;
+        for (size_t l = 0; l < clnode_model_num_layers(m); ++l)
+            flops_row += 2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
+        printf("\n%s: %s\n", devices[d], clnode_context_device(ctx));
+        printf("%6s %6s %6s %10s %10s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
+               "solve ms", "us/step", "GEMM GF/s", "bare GF/s", "vs bare", "cblas GF/s", "syncs",
+               "vs host");
+        for (size_t k = 0; k < nb; ++k) {
+            const size_t B = (size_t)strtoul(batch_s[k], NULL, 10);
+            double *y0 = malloc((B ? B : 1) * N * sizeof(double));
+            if (!y0 || !B) {
+                free(y0);
+                rc = 2;
                 break;
             }
-            const double dt = tool_now() - t0;
-            if (dt < best)
-                best = dt;
-            max_steps = max_rhs = 0;
-            for (size_t b = 0; b < B; ++b) {
-                clnode_trajectory_stats st;
-                clnode_solution_stats(s, b, &st);
-                if (st.num_steps > max_steps)
-                    max_steps = st.num_steps;
-                if (st.num_rhs_evals > max_rhs)
-                    max_rhs = st.num_rhs_evals;
+            for (size_t i = 0; i < B * N; ++i)
+                y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
+            clnode_solve_options o;
+            clnode_solve_default_options(&o);
+            o.t0 = 0;
+            o.t1 = 50;
+            o.dt0 = 0.02;
+            o.rtol = 1e-4;
+            o.atol = 1e-6;
+            double best = 1e30;
+            long steps = 0, rhs = 0, syncs = 0;
+            for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
+                clnode_solution *s = NULL;
+                const double t0 = tool_now();
+                if (clnode_solve(ctx, m, &o, B, y0, &s) != CLNODE_OK) {
+                    fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
+                    rc = 1;
+                    break;
+                }
+                const double dt = tool_now() - t0;
+                if (r > 0 && dt < best)
+                    best = dt;
+                steps = rhs = 0;
+                for (size_t b = 0; b < B; ++b) {
+                    clnode_trajectory_stats st;
+                    clnode_solution_stats(s, b, &st);
+                    steps = st.num_steps > steps ? st.num_steps : steps;
+                    rhs = st.num_rhs_evals > rhs ? st.num_rhs_evals : rhs;
+                }
+                syncs = clnode_solution_syncs(s);
+                clnode_solution_destroy(&s);
             }
-            clnode_solution_destroy(&s);
+            if (rc) {
+                free(y0);
+                break;
+            }
+            /* the solve evaluates the whole batch `rhs` times (finished rows ride along) */
+            double bare = 1e30, cb = 1e30;
+            for (int r = 0; r < repeat; ++r) {
+                const double t = bare_backend_seconds(ctx, m, B, rhs);
+                const double c = bare_cblas_seconds(m, B, rhs);
+                bare = t >= 0 && t < bare ? t : bare;
+                cb = c >= 0 && c < cb ? c : cb;
+            }
+            const double flops = flops_row * (double)B * (double)rhs;
+            const double us = 1e6 * best / (double)steps;
+            if (d == 0 && k < 16)
+                host_us[k] = us;
+            char vs_host[32] = "-";
+            if (d > 0 && k < 16 && host_us[k] > 0)
+                snprintf(vs_host, sizeof vs_host, "%.2fx", us / host_us[k]);
+            printf("%6zu %6ld %6ld %10.2f %10.1f %9.2f %9.2f %7.0f%% %9.2f %7ld %9s\n", B, steps,
+                   rhs, 1e3 * best, us, flops / best / 1e9, flops / bare / 1e9, 100.0 * bare / best,
+                   flops / cb / 1e9, syncs, vs_host);
+            free(y0);
         }
-        if (rc)
-            break;
-        /* the solve evaluates the whole batch max_rhs times (finished rows ride along) */
-        double bare = 1e30;
-        for (int r = 0; r < repeat; ++r) {
-            const double t = bare_gemm_seconds(m, B, max_rhs);
-            if (t < bare)
-                bare = t;
-        }
-        const double flops = flops_per_eval_row * (double)B * (double)max_rhs;
-        printf("%6zu %8ld %8ld %12.2f %12.1f %12.2f %10.2f %9.0f%% %9.1f\n", B, max_steps, max_rhs,
-               1e3 * best, 1e6 * best / (double)max_steps, flops / best / 1e9,
-               flops / bare / 1e9, 100.0 * bare / best, (double)peak_rss_kib() / 1024.0);
-        free(y0);
+        clnode_model_destroy(&m);
+        clnode_context_destroy(&ctx);
     }
-    clnode_model_destroy(&m);
-    clnode_context_destroy(&ctx);
+    if (nd > 1)
+        printf("\n\"vs host\": the device's time per step over the first device's (%s).\n",
+               devices[0]);
     return rc;
 }
