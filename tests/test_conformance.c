@@ -226,6 +226,19 @@ static double rel_err(double a, double b, double floor)
     return fabs(a - b) / fmax(fabs(b), floor);
 }
 
+/* Reads a reference file of tests/data/diffrax and the path of its model. */
+static json_object *open_reference(const char *file, char *model_path, size_t size)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/diffrax/%s", CLN_SOURCE_ROOT, file);
+    json_object *root = json_object_from_file(path);
+    if (!root)
+        fail_msg("cannot read %s", path);
+    snprintf(model_path, size, "%s/%s", CLN_SOURCE_ROOT,
+             json_object_get_string(json_object_object_get(root, "model_file")));
+    return root;
+}
+
 /* One case of a reference file as solve options and initial states (y0 is allocated). */
 typedef struct ref_case {
     clnode_solve_options o;
@@ -275,14 +288,8 @@ static void load_case(json_object *cs, size_t N, clnode_precision prec, ref_case
 /* Runs every case of one reference file and tallies agreement. */
 static void run_parity_file(const char *file, parity_tally *t, clnode_precision prec)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/diffrax/%s", CLN_SOURCE_ROOT, file);
-    json_object *root = json_object_from_file(path);
-    if (!root)
-        fail_msg("cannot read %s", path);
     char model_path[1024];
-    snprintf(model_path, sizeof model_path, "%s/%s", CLN_SOURCE_ROOT,
-             json_object_get_string(json_object_object_get(root, "model_file")));
+    json_object *root = open_reference(file, model_path, sizeof model_path);
     clnode_model *m = NULL;
     assert_ok(clnode_model_load_safetensors(g_ctx, model_path, &m));
     const size_t N = clnode_model_dim(m);
@@ -747,14 +754,8 @@ typedef struct host_tally {
 static void run_host_file(clnode_context *host, const char *file, clnode_precision prec,
                           host_tally *t)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/diffrax/%s", CLN_SOURCE_ROOT, file);
-    json_object *root = json_object_from_file(path);
-    if (!root)
-        fail_msg("cannot read %s", path);
     char model_path[1024];
-    snprintf(model_path, sizeof model_path, "%s/%s", CLN_SOURCE_ROOT,
-             json_object_get_string(json_object_object_get(root, "model_file")));
+    json_object *root = open_reference(file, model_path, sizeof model_path);
     clnode_model *m = NULL, *mh = NULL;
     assert_ok(clnode_model_load_safetensors(g_ctx, model_path, &m));
     assert_int_equal(clnode_model_load_safetensors(host, model_path, &mh), CLNODE_OK);
