@@ -211,27 +211,35 @@ if [ -n "$BUILD" ]; then
     S="$BUILD/tools/clnode-solve"
     BENCH="$BUILD/tools/clnode-bench"
 
+    DEVS="$BUILD/tools/clnode-devices"
+    CMP="$BUILD/tools/clnode-compare"
+    # clnode-compare --plot finds its script through the source root compiled into it
+    PROBE="$BUILD/tests/test_probe"
+
+    # what each device's GEMMs really compute, then the seed problem on every device and mode
+    step "clnode-devices" 120 "$DEVS"
+    step "clnode-devices --json" 120 bash -c "'$DEVS' --json > '$OUT/devices.json'"
+    step "clnode-compare (seed, every device, plot)" 240 "$CMP" --plot "$OUT/compare.png"
+    step "clnode-compare --json" 240 bash -c "'$CMP' --json > '$OUT/compare.json'"
+    # diffrax itself on this GPU: the original failure (TF32 under JAX's default precision)
+    if python3 -c 'import jax, diffrax, safetensors' 2>/dev/null; then
+        step "diffrax seed on the GPU (default vs highest matmul precision)" 150 \
+            env PYTHONUNBUFFERED=1 python3 "$ROOT/tools/diffrax_seed.py" --json "$OUT/diffrax_seed.json"
+    fi
     step "conformance cuda" 300 "$T" cuda
+    [ -x "$PROBE" ] && step "probe tests cuda" 120 "$PROBE" cuda
     for p in fp32 fp64; do
         for b in 1 2 1000; do
-            step "seed solve cuda $p batch $b" 120 "$S" --backend cuda --precision "$p" --batch "$b"
+            step "seed solve cuda $p batch $b" 60 "$S" --backend cuda --precision "$p" --batch "$b"
         done
     done
-    # reference: the host at the seed's failing batch size
-    step "seed solve host fp32 batch 2" 120 "$S" --backend host --precision fp32 --batch 2
-    # the opt-in TF32 mode, if this clnode-solve has an option for it
-    GEMM_OPT=$("$S" --help 2>/dev/null | grep -o -- '--gemm[a-z-]*' | head -1)
-    if [ -n "$GEMM_OPT" ]; then
-        step "seed solve cuda fp32 batch 2 tf32" 120 "$S" --backend cuda --precision fp32 --batch 2 \
-            "$GEMM_OPT" tf32
-        step "seed solve cuda fp32 batch 2 tf32, NVIDIA_TF32_OVERRIDE=0" 120 env NVIDIA_TF32_OVERRIDE=0 \
-            "$S" --backend cuda --precision fp32 --batch 2 "$GEMM_OPT" tf32
-    fi
+    step "seed solve cuda fp32 batch 2 tf32" 60 "$S" --backend cuda --precision fp32 --batch 2 \
+        --gemm-precision tf32
+    step "seed solve cuda:0:cublas fp32 batch 1, 2, 1000" 60 bash -c "for b in 1 2 1000; do \
+        '$S' --device cuda:0:cublas --batch \$b --json | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j[\"batch\"], sorted({t[\"num_steps\"] for t in j[\"trajectories\"]}))'; done"
     step "conformance opencl:nvidia" 300 "$T" opencl:nvidia
-    step "seed solve opencl:nvidia fp32 batch 2" 120 "$S" --device opencl:nvidia --precision fp32 --batch 2
-    step "seed solve opencl:nvidia fp64 batch 1000" 120 "$S" --device opencl:nvidia --precision fp64 --batch 1000
-    step "clnode-bench cuda" 300 "$BENCH" --device cuda
-    step "clnode-bench opencl:nvidia" 240 "$BENCH" --device opencl:nvidia
+    step "clnode-bench host, cuda, cuda:0:cublas, opencl:nvidia" 240 "$BENCH" \
+        --devices host,cuda,cuda:0:cublas,opencl:nvidia --batches 1,64,4096 --repeat 2
 fi
 
 say ""

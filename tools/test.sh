@@ -7,18 +7,18 @@ cd "$(dirname "$0")/.."
 . tools/env.sh
 tools/install-deps.sh
 run() {
-  local dir=$1; shift
+  local dir=$1 mult=$2; shift 2
   if [ ! -d "$dir" ]; then
     meson setup "$dir" -Dwerror=true "$@"
   fi
   ninja -C "$dir"
-  meson test -C "$dir" --print-errorlogs --num-processes 1
+  meson test -C "$dir" --print-errorlogs --num-processes 1 --timeout-multiplier "$mult"
 }
 echo "== release build =="
-run build-ci --buildtype=debugoptimized
+run build-ci 1 --buildtype=debugoptimized
 echo "== a program outside the tree, built with pkg-config against the installed library =="
 tests/install/check.sh build-ci
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # OpenCL drivers are not built with the sanitizers; LeakSanitizer would report their caches.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  run build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
+  run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
