@@ -49,14 +49,17 @@
 #define CLN_CI_COEFF3_ZERO 16
 #define CLN_CI_TIME_INPUT 17
 #define CLN_CI_BREAL 18 /* trajectories solved; rows from here on are padding */
-#define CLN_CI_COUNT 19
+#define CLN_CI_FLOOR_DETECT 19 /* 1: end trajectories stuck at the rounding floor */
+#define CLN_CI_COUNT 20
 
 /* ---- per-trajectory state ---- */
 #define CLN_RS_T 0    /* tau_prev: start of the next attempt */
 #define CLN_RS_TN 1   /* tau_next: end of the next attempt */
 #define CLN_RS_INV1 2 /* controller history: 1/E of the last accepted step */
 #define CLN_RS_INV2 3 /* ... and of the one before */
-#define CLN_RS_COUNT 4
+#define CLN_RS_EREJ 4 /* floor detector: E of the last attempt when it was rejected */
+#define CLN_RS_HREJ 5 /* ... and its step size; 0 when the last attempt was accepted */
+#define CLN_RS_COUNT 6
 
 #define CLN_IS_DONE 0 /* frozen: finished or failed */
 #define CLN_IS_RESULT 1
@@ -66,13 +69,21 @@
 #define CLN_IS_AT_DTMIN 5
 #define CLN_IS_NTS 6    /* save times written so far */
 #define CLN_IS_NSTEPS_SAVED 7
-#define CLN_IS_COUNT 8
+#define CLN_IS_FLOOR 8  /* floor detector: evidence that E is rounding noise (see cln_step.h) */
+#define CLN_IS_COUNT 9
 
 /* results, as clnode_result */
 #define CLN_RESULT_SUCCESS 0
 #define CLN_RESULT_MAX_STEPS 1
 #define CLN_RESULT_DT_MIN 2
 #define CLN_RESULT_NONFINITE 3
+#define CLN_RESULT_PRECISION_FLOOR 4
+
+/* the rounding-floor detector (cln_finish_traj): each rejection whose E did not fall although
+ * dt shrank adds CLN_FLOOR_EVENT, each accepted step takes 1 away; the trajectory ends at
+ * CLN_FLOOR_LIMIT (three such rejections close together) */
+#define CLN_FLOOR_EVENT 8
+#define CLN_FLOOR_LIMIT 24
 
 /* interpolants, as clnode_interpolation */
 #define CLN_INTERP_LINEAR 0

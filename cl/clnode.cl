@@ -14,6 +14,7 @@
 #include "cln_step.h"
 
 #include "cln_activation.h"
+#include "cln_tf32.h"
 
 /* cln_init: one work-item per trajectory.
  *   get_global_id(0) = b, trajectory (row), 0 <= b < CI[CLN_CI_B]. */
@@ -100,4 +101,20 @@ __kernel void cln_count_active(__global const int *IS, int B, __global int *out,
     }
     if (l == 0)
         out[0] = scratch[0];
+}
+
+/* cln_tf32: the operand rounding of the tf32 GEMM emulation (cl/cln_tf32.h):
+ * dst[i][j] = TF32(src[src_off + i * lds + j]) for a rows x cols block, dst packed (leading
+ * dimension cols). Always float, whatever CLN_PRECISION (tf32 applies to fp32 solves only).
+ *   get_global_id(0) = j, column, 0 <= j < cols (fastest: rows are contiguous);
+ *   get_global_id(1) = i, row, 0 <= i < rows. */
+__kernel void cln_tf32(__global const float *src, ulong src_off, ulong lds, int rows, int cols,
+                       __global float *dst)
+{
+    const int j = (int)get_global_id(0);
+    const int i = (int)get_global_id(1);
+    if (j >= cols || i >= rows)
+        return;
+    const float x = src[src_off + (ulong)i * lds + (ulong)j];
+    dst[(ulong)i * (ulong)cols + (ulong)j] = cln_tf32_round(x);
 }

@@ -6,8 +6,10 @@
 
 #include "clnode/common.h"
 #include "clnode/context.h"
+#include "clnode/devices.h"
 #include "clnode/method.h"
 #include "clnode/model.h"
+#include "clnode/probe.h"
 #include "clnode/solver.h"
 
 #endif /* CLNODE_H */

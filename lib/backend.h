@@ -66,6 +66,10 @@ typedef struct cln_backend_ops {
     /* Waits for the queue and counts the trajectories not yet frozen; the only read-back made
      * while a solve runs. */
     clnode_status (*count_active)(cln_backend *be, cln_solve_dev *sd, size_t *active);
+
+    /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
+     * fields it cannot tell are left at -1. */
+    void (*facts)(const cln_backend *be, clnode_device_facts *out);
 } cln_backend_ops;
 
 struct cln_backend {

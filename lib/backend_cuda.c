@@ -857,6 +857,18 @@ static clnode_status cu_count_active(cln_backend *be, cln_solve_dev *sd, size_t 
     return CLNODE_OK;
 }
 
+/* NVIDIA GPUs: IEEE fp64 and fp32 FMA; the kernels are compiled with --ftz=false and
+ * --prec-div=true --prec-sqrt=true (cl/cln_prelude.h), so denormals are kept and division and
+ * sqrt are correctly rounded. */
+static void cu_facts(const cln_backend *be, clnode_device_facts *out)
+{
+    (void)be;
+    out->fp64 = 1;
+    out->fma = 1;
+    out->denormals = 1;
+    out->correctly_rounded_div_sqrt = 1;
+}
+
 static const cln_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
@@ -873,6 +885,7 @@ static const cln_backend_ops cuda_ops = {
     .stage = cu_stage,
     .finish = cu_finish,
     .count_active = cu_count_active,
+    .facts = cu_facts,
 };
 
 /* ---- devices ---- */

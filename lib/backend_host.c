@@ -25,29 +25,42 @@ typedef struct host_backend {
     cln_backend base;
     int openblas;      /* 1: OpenBLAS in blocks of CLN_HOST_ROWS rows; 0: ordered GEMM */
     cln_gemm_isa isa;  /* kernel of the ordered GEMM */
-    void *scratch;     /* the transposed B of the ordered GEMM */
+    void *scratch;     /* the transposed B of the ordered GEMM (TF32-rounded in tf32 mode) */
     size_t scratch_cap;
+    void *scratch_a;   /* tf32 mode: A rounded to TF32 */
+    size_t scratch_a_cap;
 } host_backend;
 
 static void host_destroy(cln_backend *be)
 {
     host_backend *hb = (host_backend *)be;
     free(hb->scratch);
+    free(hb->scratch_a);
     free(hb);
 }
 
-/* Makes the ordered GEMM's scratch hold `bytes`; grows only when a larger layer is first seen
- * (solve_begin sizes it for the whole model, so steps never allocate). */
-static clnode_status host_scratch(host_backend *hb, size_t bytes)
+/* Makes a grow-only GEMM scratch hold `bytes`; it grows only when a larger product is first seen
+ * (solve_begin sizes both for the whole model, so steps never allocate). */
+static clnode_status host_grow(host_backend *hb, void **buf, size_t *cap, size_t bytes)
 {
-    if (bytes <= hb->scratch_cap)
+    if (bytes <= *cap)
         return CLNODE_OK;
-    void *p = realloc(hb->scratch, bytes);
+    void *p = realloc(*buf, bytes);
     CLN_CHECK(hb->base.ctx, p, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of GEMM scratch",
               bytes);
-    hb->scratch = p;
-    hb->scratch_cap = bytes;
+    *buf = p;
+    *cap = bytes;
     return CLNODE_OK;
+}
+
+static clnode_status host_scratch(host_backend *hb, size_t bytes)
+{
+    return host_grow(hb, &hb->scratch, &hb->scratch_cap, bytes);
+}
+
+static clnode_status host_scratch_a(host_backend *hb, size_t bytes)
+{
+    return host_grow(hb, &hb->scratch_a, &hb->scratch_a_cap, bytes);
 }
 
 static int host_supports(const cln_backend *be, clnode_precision prec)
@@ -110,20 +123,35 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
                                cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
                                size_t ldc)
 {
-    CLN_CHECK(be->ctx, mode == CLNODE_GEMM_STRICT, CLNODE_ERR_UNSUPPORTED,
-              "GEMM mode %s is not available on the host backend", clnode_gemm_mode_name(mode));
+    CLN_CHECK(be->ctx,
+              mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
+              CLNODE_ERR_UNSUPPORTED, "GEMM mode %s is not available in %s on the host backend",
+              clnode_gemm_mode_name(mode), clnode_precision_name(prec));
     if (m == 0 || n == 0)
         return CLNODE_OK;
     host_backend *hb = (host_backend *)be;
-    if (!hb->openblas) {
-        const size_t esize = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
-        size_t bytes;
+    const int tf32 = mode == CLNODE_GEMM_TF32;
+    const size_t esize = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    if (!hb->openblas || tf32) {
+        /* scratch: B transposed (ordered GEMM) or B rounded (OpenBLAS tf32), and A rounded */
+        size_t bytes, abytes = 0;
         CLN_CHECK(be->ctx, cln_mul_size(n, k ? k : 1, &bytes) && cln_mul_size(bytes, esize, &bytes),
                   CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu x %zu is too large", n, k);
+        CLN_CHECK(be->ctx,
+                  !tf32 || (cln_mul_size(m, k ? k : 1, &abytes) &&
+                            cln_mul_size(abytes, esize, &abytes)),
+                  CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu x %zu is too large", m, k);
         clnode_status st = host_scratch(hb, bytes);
+        if (st == CLNODE_OK && tf32)
+            st = host_scratch_a(hb, abytes);
         if (st != CLNODE_OK)
             return st;
-        if (prec == CLNODE_FP32)
+    }
+    if (!hb->openblas) {
+        if (tf32)
+            cln_gemm_ordered_tf32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off),
+                                  ldb, HOST_F32(C, c_off), ldc, hb->scratch, hb->scratch_a);
+        else if (prec == CLNODE_FP32)
             cln_gemm_ordered_f32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off), ldb,
                                  HOST_F32(C, c_off), ldc, hb->scratch);
         else
@@ -137,6 +165,16 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
      * CLN_HOST_ROWS rows: the same kernel path for every row, whatever the batch. */
     CLN_CHECK(be->ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
               "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
+    if (tf32) { /* OpenBLAS on TF32-rounded copies: fp32 accumulation in OpenBLAS's order */
+        cln_tf32_round_rows(m, k, HOST_F32(A, a_off), lda, hb->scratch_a, k);
+        cln_tf32_round_rows(n, k, HOST_F32(Bm, b_off), ldb, hb->scratch, k);
+        for (size_t r = 0; r < m; r += CLN_HOST_ROWS)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
+                        (blasint)k, 1.0f, (const float *)hb->scratch_a + r * k, (blasint)k,
+                        hb->scratch, (blasint)k, 0.0f, HOST_F32(C, c_off + r * ldc),
+                        (blasint)ldc);
+        return CLNODE_OK;
+    }
     for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
         if (prec == CLNODE_FP32)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
@@ -165,11 +203,18 @@ static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *
 
 static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
 {
-    size_t most = 0;
-    for (size_t l = 0; l < sd->num_layers; ++l)
+    host_backend *hb = (host_backend *)be;
+    size_t most = 0, widest = 0;
+    for (size_t l = 0; l < sd->num_layers; ++l) {
         if (sd->sizes[l] * sd->sizes[l + 1] > most)
             most = sd->sizes[l] * sd->sizes[l + 1];
-    return host_scratch((host_backend *)be, most * sd->esize);
+        if (sd->sizes[l] > widest)
+            widest = sd->sizes[l];
+    }
+    clnode_status st = host_scratch(hb, most * sd->esize);
+    if (st == CLNODE_OK && sd->gemm_mode == CLNODE_GEMM_TF32)
+        st = host_scratch_a(hb, sd->B * widest * sd->esize); /* the rounded A of every layer */
+    return st;
 }
 
 static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
@@ -231,6 +276,24 @@ static clnode_status host_count_active(cln_backend *be, cln_solve_dev *sd, size_
     return CLNODE_OK;
 }
 
+/* The host computes with the CPU's IEEE arithmetic: fp64, denormals (the library never sets
+ * flush-to-zero) and correctly rounded division and sqrt always; FMA as the CPU reports it. */
+static void host_facts(const cln_backend *be, clnode_device_facts *out)
+{
+    (void)be;
+    out->fp64 = 1;
+    out->denormals = 1;
+    out->correctly_rounded_div_sqrt = 1;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    __builtin_cpu_init();
+    out->fma = __builtin_cpu_supports("fma") ? 1 : 0;
+#elif defined(__aarch64__)
+    out->fma = 1; /* part of the ARMv8 base instruction set */
+#else
+    out->fma = -1;
+#endif
+}
+
 static const cln_backend_ops host_ops = {
     .name = "host",
     .destroy = host_destroy,
@@ -247,6 +310,7 @@ static const cln_backend_ops host_ops = {
     .stage = host_stage,
     .finish = host_finish,
     .count_active = host_count_active,
+    .facts = host_facts,
 };
 
 clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)

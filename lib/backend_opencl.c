@@ -37,7 +37,8 @@ struct cln_buf {
 /* The kernels of one (device, precision) program. */
 typedef struct ocl_program {
     cl_program prog;
-    cl_kernel init, stage, finish, bias_act, count;
+    cl_kernel init, stage, finish, bias_act, count, tf32;
+    size_t lim_tf32; /* work-group size limit of cln_tf32 */
 } ocl_program;
 
 /* Work-items per work-group we aim for (rounded down to what a kernel allows). */
@@ -51,11 +52,17 @@ typedef struct opencl_backend {
     cl_command_queue queue;
     int has_fp64;
     int cr_divsqrt;      /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in the single FP config */
+    int fp_config_known; /* CL_DEVICE_SINGLE_FP_CONFIG could be read */
+    cl_device_fp_config fp_config;
     size_t max_item[3];  /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
     size_t max_wg;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     ocl_program prog[2]; /* [0] fp32, [1] fp64; built on first use */
     int gemm_tuned[2];   /* the direct-GEMM override was applied (or attempted) */
     cl_mem count_buf;    /* one int: count_active's result */
+    /* tf32 mode: the TF32-rounded operands the CLBlast GEMM reads; grow-only, sized at
+     * solve_begin for the whole model (or at a first GEMM outside a solve) */
+    cl_mem tf32_buf[2];  /* [0] A, [1] B */
+    size_t tf32_cap[2];  /* bytes */
 } opencl_backend;
 
 /* Per-solve state (sd->be_data). */
@@ -170,6 +177,9 @@ static clnode_status ocl_status(cl_int e, clnode_status other)
         if (ocl_e_ != CL_SUCCESS)                                                                  \
             return OCL_FAIL((ctx), ocl_e_, #expr);                                                 \
     } while (0)
+
+/* Sets kernel argument i to the value v (returns on failure). */
+#define OCL_ARG(ctx, k, i, v) OCL_CHECK((ctx), clSetKernelArg((k), (i), sizeof(v), &(v)))
 
 /* ---- device enumeration ---- */
 
@@ -394,7 +404,7 @@ static int ocl_select_one(void *user, size_t index, const ocl_dev_info *info)
 
 static void ocl_program_release(ocl_program *p)
 {
-    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->bias_act, &p->count};
+    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->bias_act, &p->count, &p->tf32};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         if (*ks[i])
             clReleaseKernel(*ks[i]);
@@ -419,6 +429,9 @@ static void ocl_destroy(cln_backend *be)
         ocl_program_release(&ob->prog[i]);
     if (ob->count_buf)
         clReleaseMemObject(ob->count_buf);
+    for (int i = 0; i < 2; ++i)
+        if (ob->tf32_buf[i])
+            clReleaseMemObject(ob->tf32_buf[i]);
     if (ob->queue)
         clReleaseCommandQueue(ob->queue);
     if (ob->context)
@@ -517,6 +530,62 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
                 (int)s);
 }
 
+static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec,
+                                     ocl_program **out);
+static size_t ocl_wg_limit(opencl_backend *ob, cl_kernel k, size_t cap);
+static size_t ocl_round_up(size_t x, size_t m);
+static void ocl_local_2d(opencl_backend *ob, size_t limit, size_t nx, size_t l[2]);
+
+/* Makes tf32 scratch `which` (0: A, 1: B) hold `bytes`; grows only when a larger product is first
+ * seen, so steps never allocate. */
+static clnode_status ocl_tf32_scratch(opencl_backend *ob, int which, size_t bytes)
+{
+    if (bytes <= ob->tf32_cap[which])
+        return CLNODE_OK;
+    if (ob->tf32_buf[which])
+        clReleaseMemObject(ob->tf32_buf[which]);
+    ob->tf32_buf[which] = NULL;
+    ob->tf32_cap[which] = 0;
+    cl_int e = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(ob->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
+    if (!mem || e != CL_SUCCESS)
+        return OCL_FAIL(ob->base.ctx, e, "clCreateBuffer(tf32 scratch)");
+    ob->tf32_buf[which] = mem;
+    ob->tf32_cap[which] = bytes;
+    return CLNODE_OK;
+}
+
+/* Enqueues the TF32 rounding of a rows x cols block of `src` (element offset off, leading
+ * dimension ld) into tf32 scratch `which`, packed. */
+static clnode_status ocl_tf32_round(opencl_backend *ob, ocl_program *p, cln_buf *src, size_t off,
+                                    size_t ld, size_t rows, size_t cols, int which)
+{
+    clnode_context *ctx = ob->base.ctx;
+    CLN_CHECK(ctx, rows <= INT32_MAX && cols <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
+              "tf32 operand %zu x %zu is too large", rows, cols);
+    clnode_status st = ocl_tf32_scratch(ob, which, rows * cols * sizeof(float));
+    if (st != CLNODE_OK)
+        return st;
+    if (!p->lim_tf32)
+        p->lim_tf32 = ocl_wg_limit(ob, p->tf32, OCL_WG);
+    const cl_ulong o = off, l = ld;
+    const cl_int r = (cl_int)rows, c = (cl_int)cols;
+    OCL_ARG(ctx, p->tf32, 0, src->mem);
+    OCL_ARG(ctx, p->tf32, 1, o);
+    OCL_ARG(ctx, p->tf32, 2, l);
+    OCL_ARG(ctx, p->tf32, 3, r);
+    OCL_ARG(ctx, p->tf32, 4, c);
+    OCL_ARG(ctx, p->tf32, 5, ob->tf32_buf[which]);
+    size_t lw[2], g[2];
+    ocl_local_2d(ob, p->lim_tf32, cols, lw);
+    g[0] = ocl_round_up(cols, lw[0]);
+    g[1] = ocl_round_up(rows, lw[1]);
+    const cl_int e = clEnqueueNDRangeKernel(ob->queue, p->tf32, 2, NULL, g, lw, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_tf32)");
+    return CLNODE_OK;
+}
+
 static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
                               size_t m, size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda,
                               cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
@@ -524,8 +593,10 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT, CLNODE_ERR_UNSUPPORTED,
-              "GEMM mode %s is not available on the OpenCL backend", clnode_gemm_mode_name(mode));
+    CLN_CHECK(ctx,
+              mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
+              CLNODE_ERR_UNSUPPORTED, "GEMM mode %s is not available in %s on the OpenCL backend",
+              clnode_gemm_mode_name(mode), clnode_precision_name(prec));
     CLN_CHECK(ctx, prec == CLNODE_FP32 || (prec == CLNODE_FP64 && ob->has_fp64),
               prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
               "device %s cannot multiply in %s", be->device_name, clnode_precision_name(prec));
@@ -542,10 +613,27 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         return CLNODE_OK;
     }
     ocl_force_direct_gemm(ob, prec);
+    cl_mem amem = A->mem, bmem = Bm->mem;
+    if (mode == CLNODE_GEMM_TF32) {
+        /* the emulation: both operands rounded to TF32 on the device, then CLBlast's fp32 GEMM
+         * (its sequential fp32 accumulation) on the rounded copies */
+        ocl_program *p = NULL;
+        clnode_status st = ocl_program_get(ob, CLNODE_FP32, &p);
+        if (st == CLNODE_OK)
+            st = ocl_tf32_round(ob, p, A, a_off, lda, m, k, 0);
+        if (st == CLNODE_OK)
+            st = ocl_tf32_round(ob, p, Bm, b_off, ldb, n, k, 1);
+        if (st != CLNODE_OK)
+            return st;
+        amem = ob->tf32_buf[0];
+        bmem = ob->tf32_buf[1];
+        a_off = b_off = 0;
+        lda = ldb = k;
+    }
     CLBlastStatusCode s;
     if (prec == CLNODE_FP32)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
-                         1.0f, A->mem, a_off, lda, Bm->mem, b_off, ldb, 0.0f, C->mem, c_off, ldc,
+                         1.0f, amem, a_off, lda, bmem, b_off, ldb, 0.0f, C->mem, c_off, ldc,
                          &ob->queue, NULL);
     else
         s = CLBlastDgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
@@ -636,7 +724,8 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
               {&p->stage, "cln_stage"},
               {&p->finish, "cln_finish"},
               {&p->bias_act, "cln_bias_act"},
-              {&p->count, "cln_count_active"}};
+              {&p->count, "cln_count_active"},
+              {&p->tf32, "cln_tf32"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
         if (!*ks[i].k || e != CL_SUCCESS) {
@@ -703,8 +792,6 @@ static void ocl_local_2d(opencl_backend *ob, size_t limit, size_t nx, size_t l[2
     l[1] = ly ? ly : 1;
 }
 
-#define OCL_ARG(ctx, k, i, v) OCL_CHECK((ctx), clSetKernelArg((k), (i), sizeof(v), &(v)))
-
 static clnode_status ocl_set_arg(clnode_context *ctx, cl_kernel k, cl_uint i, size_t size,
                                  const void *v, const char *kernel)
 {
@@ -759,6 +846,21 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     os->g_stage[1] = ocl_round_up(sd->B, os->l_stage[1]);
     os->lim_bias = ocl_wg_limit(ob, p->bias_act, OCL_WG);
     os->l_count = ocl_wg_limit(ob, p->count, 256);
+    if (sd->gemm_mode == CLNODE_GEMM_TF32) { /* the rounded operands of every layer, now */
+        size_t most = 0, widest = 0;
+        for (size_t l = 0; l < sd->num_layers; ++l) {
+            if (sd->sizes[l] * sd->sizes[l + 1] > most)
+                most = sd->sizes[l] * sd->sizes[l + 1];
+            if (sd->sizes[l] > widest)
+                widest = sd->sizes[l];
+        }
+        CLN_TRY(st, ocl_tf32_scratch(ob, 0, sd->B * widest * sizeof(float)));
+        CLN_TRY(st, ocl_tf32_scratch(ob, 1, most * sizeof(float)));
+        ocl_program *p32 = NULL;
+        CLN_TRY(st, ocl_program_get(ob, CLNODE_FP32, &p32));
+        if (!p32->lim_tf32)
+            p32->lim_tf32 = ocl_wg_limit(ob, p32->tf32, OCL_WG);
+    }
 
     /* every argument that stays for the whole solve, once */
     SB_ARG(p->init, 0, sd->CR->mem);
@@ -879,6 +981,18 @@ static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t
     return CLNODE_OK;
 }
 
+/* As the driver reports them: CL_DEVICE_SINGLE_FP_CONFIG and cl_khr_fp64. */
+static void ocl_facts(const cln_backend *be, clnode_device_facts *out)
+{
+    const opencl_backend *ob = (const opencl_backend *)(const void *)be;
+    out->fp64 = ob->has_fp64;
+    if (!ob->fp_config_known)
+        return;
+    out->fma = (ob->fp_config & CL_FP_FMA) != 0;
+    out->denormals = (ob->fp_config & CL_FP_DENORM) != 0;
+    out->correctly_rounded_div_sqrt = (ob->fp_config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+}
+
 static const cln_backend_ops opencl_ops = {
     .name = "opencl",
     .destroy = ocl_destroy,
@@ -895,6 +1009,7 @@ static const cln_backend_ops opencl_ops = {
     .stage = ocl_stage,
     .finish = ocl_finish,
     .count_active = ocl_count_active,
+    .facts = ocl_facts,
 };
 
 clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
@@ -944,8 +1059,12 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
                  sel.chosen.name, sel.chosen.platform_name, clc);
     }
     cl_device_fp_config fp = 0;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS)
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==
+        CL_SUCCESS) {
         ob->cr_divsqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+        ob->fp_config = fp;
+        ob->fp_config_known = 1;
+    }
     ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
     if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof ob->max_item,
                         ob->max_item, NULL) != CL_SUCCESS)

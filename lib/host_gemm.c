@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cln_tf32.h"
 #include "host_gemm.h"
 
 #ifdef _OPENMP
@@ -312,15 +313,11 @@ const char *cln_gemm_isa_name(cln_gemm_isa isa)
 /* Rows per thread below which one thread does the whole product. */
 #define CLN_GEMM_ROWS_PER_THREAD 64
 
+/* The product on an already transposed Bt (k x n). */
 #define CLN_GEMM_DRIVER(T, SFX)                                                                    \
-    void cln_gemm_ordered_##SFX(cln_gemm_isa isa, size_t m, size_t n, size_t k, const T *A,        \
-                                size_t lda, const T *B, size_t ldb, T *C, size_t ldc, T *Bt)       \
+    static void gemm_run_##SFX(cln_gemm_isa isa, size_t m, size_t n, size_t k, const T *A,         \
+                               size_t lda, T *C, size_t ldc, const T *Bt)                          \
     {                                                                                              \
-        if (m == 0 || n == 0)                                                                      \
-            return;                                                                                \
-        for (size_t j = 0; j < n; ++j)                                                             \
-            for (size_t kk = 0; kk < k; ++kk)                                                      \
-                Bt[kk * n + j] = B[j * ldb + kk];                                                  \
         gemm_##SFX##_fn fn = gemm_ref_##T;                                                         \
         CLN_GEMM_PICK_##SFX                                                                        \
         const long nth = (long)(m / CLN_GEMM_ROWS_PER_THREAD);                                     \
@@ -359,3 +356,49 @@ const char *cln_gemm_isa_name(cln_gemm_isa isa)
 
 CLN_GEMM_DRIVER(float, f32)
 CLN_GEMM_DRIVER(double, f64)
+
+void cln_gemm_ordered_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A,
+                          size_t lda, const float *B, size_t ldb, float *C, size_t ldc, float *Bt)
+{
+    if (m == 0 || n == 0)
+        return;
+    for (size_t j = 0; j < n; ++j)
+        for (size_t kk = 0; kk < k; ++kk)
+            Bt[kk * n + j] = B[j * ldb + kk];
+    gemm_run_f32(isa, m, n, k, A, lda, C, ldc, Bt);
+}
+
+void cln_gemm_ordered_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A,
+                          size_t lda, const double *B, size_t ldb, double *C, size_t ldc,
+                          double *Bt)
+{
+    if (m == 0 || n == 0)
+        return;
+    for (size_t j = 0; j < n; ++j)
+        for (size_t kk = 0; kk < k; ++kk)
+            Bt[kk * n + j] = B[j * ldb + kk];
+    gemm_run_f64(isa, m, n, k, A, lda, C, ldc, Bt);
+}
+
+/* The tf32 emulation: both operands rounded to TF32 (cl/cln_tf32.h) on their way into the
+ * scratch (B while it is transposed, A into At), then the same ordered fp32 accumulation. */
+void cln_gemm_ordered_tf32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A,
+                           size_t lda, const float *B, size_t ldb, float *C, size_t ldc, float *Bt,
+                           float *At)
+{
+    if (m == 0 || n == 0)
+        return;
+    for (size_t j = 0; j < n; ++j)
+        for (size_t kk = 0; kk < k; ++kk)
+            Bt[kk * n + j] = cln_tf32_round(B[j * ldb + kk]);
+    cln_tf32_round_rows(m, k, A, lda, At, k);
+    gemm_run_f32(isa, m, n, k, At, k, C, ldc, Bt);
+}
+
+void cln_tf32_round_rows(size_t rows, size_t cols, const float *src, size_t lds, float *dst,
+                         size_t ldd)
+{
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j)
+            dst[i * ldd + j] = cln_tf32_round(src[i * lds + j]);
+}

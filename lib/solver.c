@@ -6,12 +6,14 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "backend.h"
 #include "cln_layout.h"
+#include "probe_internal.h"
 
 extern const double cln_dopri5_cmid[7];
 
@@ -65,6 +67,7 @@ void clnode_solve_default_options(clnode_solve_options *o)
     o->n_save_ts = 0;
     o->progress = NULL;
     o->progress_user = NULL;
+    o->precision_guard = CLNODE_GUARD_WARN;
 }
 
 void clnode_solution_destroy(clnode_solution **ps)
@@ -145,6 +148,11 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
               CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)o->gemm_mode);
     CLN_CHECK(ctx, !(o->gemm_mode == CLNODE_GEMM_TF32 && o->precision == CLNODE_FP64),
               CLNODE_ERR_INVALID_ARGUMENT, "the tf32 GEMM mode applies to fp32 solves only");
+    CLN_CHECK(ctx,
+              o->precision_guard == CLNODE_GUARD_WARN ||
+                  o->precision_guard == CLNODE_GUARD_REFUSE ||
+                  o->precision_guard == CLNODE_GUARD_OFF,
+              CLNODE_ERR_INVALID_ARGUMENT, "unknown precision guard %d", (int)o->precision_guard);
     CLN_CHECK(ctx, isfinite(o->t0) && isfinite(o->t1), CLNODE_ERR_INVALID_ARGUMENT,
               "t0 = %g and t1 = %g must be finite", o->t0, o->t1);
     CLN_CHECK(ctx, isfinite(o->dt0), CLNODE_ERR_INVALID_ARGUMENT, "dt0 = %g must be finite",
@@ -403,6 +411,65 @@ static void cln_fill_constants(const cln_run *r, double dir, double tau0, double
     CI[CLN_CI_COEFF2_ZERO] = coeff2 == 0.0;
     CI[CLN_CI_COEFF3_ZERO] = coeff3 == 0.0;
     CI[CLN_CI_TIME_INPUT] = r->model->time_input;
+    CI[CLN_CI_FLOOR_DETECT] = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF;
+}
+
+/* The guard before a solve: rtol against the measured unit roundoff of the device's GEMM in the
+ * solve's precision and mode (probed once per context). Warns, or refuses with
+ * CLNODE_ERR_PRECISION, when rtol < CLNODE_GUARD_FACTOR u. */
+static clnode_status cln_guard_tolerance(clnode_context *ctx, const clnode_solve_options *o)
+{
+    if (o->constant_step || o->precision_guard == CLNODE_GUARD_OFF)
+        return CLNODE_OK;
+    const clnode_probe_result *pr = NULL;
+    const clnode_status st = cln_probe_cached(ctx, o->precision, o->gemm_mode, &pr);
+    if (st != CLNODE_OK)
+        return st;
+    const double floor = CLNODE_GUARD_FACTOR * pr->unit_roundoff;
+    if (o->rtol >= floor)
+        return CLNODE_OK;
+    if (o->precision_guard == CLNODE_GUARD_REFUSE)
+        return cln_fail(ctx, CLNODE_ERR_PRECISION,
+                        "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, "
+                        "unit roundoff %.3g; rtol must be at least %g u = %.3g)",
+                        o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
+                        clnode_gemm_mode_name(o->gemm_mode), clnode_gemm_class_name(pr->gemm_class),
+                        pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
+    cln_log(ctx, CLNODE_LOG_WARN,
+            "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, unit "
+            "roundoff %.3g; rtol should be at least %g u = %.3g): expect many more steps, or "
+            "trajectories ending with precision_floor",
+            o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
+            clnode_gemm_mode_name(o->gemm_mode), clnode_gemm_class_name(pr->gemm_class),
+            pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
+    return CLNODE_OK;
+}
+
+/* One warning per solve that ended trajectories at the rounding floor. */
+static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
+                             const clnode_solution *s)
+{
+    size_t hit = 0, first = 0;
+    for (size_t b = s->B; b-- > 0;)
+        if (s->stats[b].result == CLNODE_RESULT_PRECISION_FLOOR) {
+            ++hit;
+            first = b;
+        }
+    if (!hit)
+        return;
+    const int pi = o->precision == CLNODE_FP64, mi = o->gemm_mode == CLNODE_GEMM_TF32;
+    char measured[96] = "";
+    if (ctx->probe_done[pi][mi])
+        snprintf(measured, sizeof measured, " (measured %s, unit roundoff %.3g)",
+                 clnode_gemm_class_name(ctx->probe[pi][mi].gemm_class),
+                 ctx->probe[pi][mi].unit_roundoff);
+    cln_log(ctx, CLNODE_LOG_WARN,
+            "precision_floor: %zu of %zu trajectories (the first: %zu, at t = %g) stopped with "
+            "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
+            "is below what this arithmetic resolves; use GEMM mode strict, fp64, or a larger rtol",
+            hit, s->B, first, s->stats[first].t_final, ctx->backend->device_name,
+            clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode), measured,
+            o->rtol);
 }
 
 /* Allocates the solution and reads every result back (one transfer per buffer). */
@@ -527,6 +594,9 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                                                              : CLNODE_ERR_UNSUPPORTED,
                         "device %s cannot solve in %s", be->device_name,
                         clnode_precision_name(opts->precision));
+    st = cln_guard_tolerance(ctx, opts);
+    if (st != CLNODE_OK)
+        return st;
 
     cln_run r;
     memset(&r, 0, sizeof r);
@@ -671,6 +741,7 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     }
     CLN_TRY(st, cln_collect(&r, y0, dir, out));
     (*out)->syncs = be->syncs - syncs0;
+    cln_report_floor(ctx, opts, *out);
     cln_release(&r);
     return CLNODE_OK;
 fail:

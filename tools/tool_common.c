@@ -176,6 +176,33 @@ int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
             fprintf(stderr, "%s: --precision expects fp32 or fp64, not \"%s\"\n", prog, v);
             return 2;
         }
+    } else if (strcmp(a, "--gemm-precision") == 0) {
+        const char *v = tool_need(argc, argv, i);
+        if (!v)
+            return 2;
+        if (strcmp(v, "strict") == 0)
+            o->gemm_mode = CLNODE_GEMM_STRICT;
+        else if (strcmp(v, "tf32") == 0)
+            o->gemm_mode = CLNODE_GEMM_TF32;
+        else {
+            fprintf(stderr, "%s: --gemm-precision expects strict or tf32, not \"%s\"\n", prog, v);
+            return 2;
+        }
+    } else if (strcmp(a, "--precision-guard") == 0) {
+        const char *v = tool_need(argc, argv, i);
+        if (!v)
+            return 2;
+        if (strcmp(v, "warn") == 0)
+            o->precision_guard = CLNODE_GUARD_WARN;
+        else if (strcmp(v, "refuse") == 0)
+            o->precision_guard = CLNODE_GUARD_REFUSE;
+        else if (strcmp(v, "off") == 0)
+            o->precision_guard = CLNODE_GUARD_OFF;
+        else {
+            fprintf(stderr, "%s: --precision-guard expects warn, refuse or off, not \"%s\"\n",
+                    prog, v);
+            return 2;
+        }
     } else if (strcmp(a, "--batch") == 0) {
         const char *v = tool_need(argc, argv, i);
         if (!v)
@@ -504,4 +531,14 @@ void tool_print_summary(FILE *f, const tool_problem *pb, const clnode_context *c
     }
     fprintf(f, "%zu/%zu trajectories succeeded; steps per trajectory %ld..%ld; %.3f s\n", ok, batch,
             min_steps, max_steps, wall);
+}
+
+void tool_json_str(FILE *f, const char *s)
+{
+    json_str(f, s);
+}
+
+void tool_json_num(FILE *f, double x)
+{
+    json_num(f, x);
 }

@@ -47,4 +47,8 @@ void tool_print_summary(FILE *f, const tool_problem *pb, const clnode_context *c
                         const clnode_model *model, const clnode_solution *sol, size_t batch,
                         double wall);
 
+/* JSON output: a string with escapes, and a number (%.17g; null when not finite). */
+void tool_json_str(FILE *f, const char *s);
+void tool_json_num(FILE *f, double x);
+
 #endif /* CLNODE_TOOL_COMMON_H */

@@ -23,6 +23,27 @@ extern "C" {
 typedef int (*clnode_progress_fn)(void *user, size_t active, size_t batch, double fraction,
                                   long steps_taken);
 
+/* What a solve does about a tolerance below what the device's arithmetic resolves. */
+typedef enum clnode_precision_guard {
+    /* Before the solve, compare rtol with the unit roundoff u measured by the GEMM probe of
+     * (device, precision, GEMM mode) (clnode/probe.h; run once per context and cached): warn
+     * through the logger when rtol < CLNODE_GUARD_FACTOR u. While it runs, end a trajectory
+     * whose error estimate is stuck at the rounding floor with CLNODE_RESULT_PRECISION_FLOOR,
+     * and log one warning per solve naming the device, the GEMM mode and the count. */
+    CLNODE_GUARD_WARN = 0,
+    /* As WARN, but refuse the solve (CLNODE_ERR_PRECISION) instead of warning before it. */
+    CLNODE_GUARD_REFUSE = 1,
+    /* No probe, no check, no floor detection: exactly diffrax's step sequence, whatever the
+     * arithmetic does. */
+    CLNODE_GUARD_OFF = 2,
+} clnode_precision_guard;
+
+/* rtol below this many unit roundoffs of the GEMM is below what the arithmetic resolves. On the
+ * seed problem the step count blows up at rtol ~ 2 u (fp32: 127 steps at rtol 1e-7 = 1.7 u
+ * against 40 in fp64; tf32: 42 steps at 0.6 u, 148 at 0.2 u, against 11-12 strict) and is
+ * still normal at 5 u; 16 keeps a margin of 3 to 8 above that knee. */
+#define CLNODE_GUARD_FACTOR 16.0
+
 typedef struct clnode_solve_options {
     const clnode_method *method; /* default clnode_method_tsit5 */
     clnode_precision precision;  /* default CLNODE_FP32 */
@@ -52,6 +73,7 @@ typedef struct clnode_solve_options {
     size_t n_save_ts;
     clnode_progress_fn progress; /* default NULL */
     void *progress_user;
+    clnode_precision_guard precision_guard; /* default CLNODE_GUARD_WARN */
 } clnode_solve_options;
 
 /* Fills `opts` with the documented defaults. */
@@ -63,7 +85,9 @@ typedef enum clnode_result {
     CLNODE_RESULT_MAX_STEPS_REACHED = 1,
     CLNODE_RESULT_DT_MIN_REACHED = 2,   /* only with force_dtmin = 0 */
     CLNODE_RESULT_NONFINITE = 3,        /* the vector field is not finite at the current state */
-    CLNODE_RESULT_PRECISION_FLOOR = 4,  /* reserved for the precision guard */
+    CLNODE_RESULT_PRECISION_FLOOR = 4,  /* the error estimate is rounding noise: it rose while
+                                           dt shrank, again and again (see
+                                           clnode_precision_guard) */
 } clnode_result;
 
 /* "success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor". */
@@ -95,9 +119,12 @@ typedef enum clnode_save_kind {
  * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
  * save_ts outside [t0, t1] or not monotone, euler with the PID controller, ...; the message says
  * which), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
- * (precision or GEMM mode not available on the device), CLNODE_ERR_OUT_OF_MEMORY,
- * CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE, CLNODE_ERR_BLAS.
- * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once. */
+ * (precision or GEMM mode not available on the device), CLNODE_ERR_PRECISION (rtol below what
+ * the device's GEMM resolves, with precision_guard = CLNODE_GUARD_REFUSE),
+ * CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE, CLNODE_ERR_BLAS.
+ * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once. The first
+ * adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a few small
+ * GEMMs) unless precision_guard is CLNODE_GUARD_OFF. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                                       const clnode_solve_options *opts, size_t batch,
                                       const double *y0, clnode_solution **out);
