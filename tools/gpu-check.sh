@@ -219,8 +219,8 @@ if [ -n "$BUILD" ]; then
     # what each device's GEMMs really compute, then the seed problem on every device and mode
     step "clnode-devices" 120 "$DEVS"
     step "clnode-devices --json" 120 bash -c "'$DEVS' --json > '$OUT/devices.json'"
+    # (the plot's data, FILE.png.json, holds the comparison as JSON)
     step "clnode-compare (seed, every device, plot)" 240 "$CMP" --plot "$OUT/compare.png"
-    step "clnode-compare --json" 240 bash -c "'$CMP' --json > '$OUT/compare.json'"
     # diffrax itself on this GPU: the original failure (TF32 under JAX's default precision)
     if python3 -c 'import jax, diffrax, safetensors' 2>/dev/null; then
         step "diffrax seed on the GPU (default vs highest matmul precision)" 150 \
