@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "clnode/opencl.h"
 #include "cln_activation.h"
 #include "cln_layout.h"
 
@@ -1012,6 +1013,10 @@ static const cln_backend_ops opencl_ops = {
     .facts = ocl_facts,
 };
 
+static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
+                               cl_context adopt_ctx, cl_command_queue adopt_queue,
+                               cln_backend **out);
+
 clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
 {
     *out = NULL;
@@ -1043,20 +1048,31 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
                         "no OpenCL device matches \"opencl:%s\"; devices: %s", sel.spec, sel.seen);
     }
 
+    return ocl_setup(ctx, &sel.chosen, NULL, NULL, out);
+}
+
+/* The backend on the device `chosen`: in a new context and in-order queue, or in the caller's
+ * (adopt_ctx and adopt_queue, retained here and released by ocl_destroy, never owned). */
+static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
+                               cl_context adopt_ctx, cl_command_queue adopt_queue,
+                               cln_backend **out)
+{
+    *out = NULL;
+    clnode_status st = CLNODE_OK;
     opencl_backend *ob = calloc(1, sizeof *ob);
     CLN_CHECK(ctx, ob, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL backend");
     ob->base.ops = &opencl_ops;
     ob->base.ctx = ctx;
     ob->base.group_steps = 8;
     ob->base.row_align = 1;
-    ob->platform = sel.chosen.platform;
-    ob->device = sel.chosen.device;
-    ob->has_fp64 = sel.chosen.fp64;
+    ob->platform = chosen->platform;
+    ob->device = chosen->device;
+    ob->has_fp64 = chosen->fp64;
     {
         char clc[16];
-        ocl_clc_version(sel.chosen.clc, clc, sizeof clc);
+        ocl_clc_version(chosen->clc, clc, sizeof clc);
         snprintf(ob->base.device_name, sizeof ob->base.device_name, "%.120s (%.100s, OpenCL C %.8s)",
-                 sel.chosen.name, sel.chosen.platform_name, clc);
+                 chosen->name, chosen->platform_name, clc);
     }
     cl_device_fp_config fp = 0;
     if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==
@@ -1075,19 +1091,35 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
         ob->max_wg = 1;
 
     cl_int e = CL_SUCCESS;
-    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
-                                           (cl_context_properties)ob->platform, 0};
-    ob->context = clCreateContext(props, 1, &ob->device, NULL, NULL, &e);
-    if (!ob->context || e != CL_SUCCESS) {
-        ob->context = NULL;
-        st = OCL_FAIL(ctx, e, "clCreateContext");
-        goto fail;
+    if (adopt_ctx) {
+        e = clRetainContext(adopt_ctx);
+        if (e != CL_SUCCESS) {
+            st = OCL_FAIL(ctx, e, "clRetainContext(the caller's context)");
+            goto fail;
+        }
+        ob->context = adopt_ctx;
+        e = clRetainCommandQueue(adopt_queue);
+        if (e != CL_SUCCESS) {
+            st = OCL_FAIL(ctx, e, "clRetainCommandQueue(the caller's queue)");
+            goto fail;
+        }
+        ob->queue = adopt_queue;
     }
-    ob->queue = clCreateCommandQueue(ob->context, ob->device, 0, &e); /* in order */
-    if (!ob->queue || e != CL_SUCCESS) {
-        ob->queue = NULL;
-        st = OCL_FAIL(ctx, e, "clCreateCommandQueue");
-        goto fail;
+    if (!ob->context) {
+        const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                               (cl_context_properties)ob->platform, 0};
+        ob->context = clCreateContext(props, 1, &ob->device, NULL, NULL, &e);
+        if (!ob->context || e != CL_SUCCESS) {
+            ob->context = NULL;
+            st = OCL_FAIL(ctx, e, "clCreateContext");
+            goto fail;
+        }
+        ob->queue = clCreateCommandQueue(ob->context, ob->device, 0, &e); /* in order */
+        if (!ob->queue || e != CL_SUCCESS) {
+            ob->queue = NULL;
+            st = OCL_FAIL(ctx, e, "clCreateCommandQueue");
+            goto fail;
+        }
     }
     ob->count_buf = clCreateBuffer(ob->context, CL_MEM_READ_WRITE, sizeof(cl_int), NULL, &e);
     if (!ob->count_buf || e != CL_SUCCESS) {
@@ -1102,4 +1134,51 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
 fail:
     ocl_destroy(&ob->base);
     return st;
+}
+
+/* ---- adopting the caller's context and queue (include/clnode/opencl.h) ---- */
+
+typedef struct ocl_adopt {
+    cl_context context;
+    cl_device_id device;
+    cl_command_queue queue;
+} ocl_adopt;
+
+static clnode_status ocl_adopt_make(clnode_context *ctx, void *user, cln_backend **out)
+{
+    const ocl_adopt *a = user;
+    CLN_CHECK(ctx, a->context && a->device && a->queue, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_context_create_opencl needs a context, a device and a queue");
+    /* the queue must belong to that context and device, and execute in order: the solver
+     * enqueues dependent kernels without events */
+    cl_context qctx = NULL;
+    cl_device_id qdev = NULL;
+    cl_command_queue_properties qprops = 0;
+    cl_int e = clGetCommandQueueInfo(a->queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
+    if (e == CL_SUCCESS)
+        e = clGetCommandQueueInfo(a->queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
+    if (e == CL_SUCCESS)
+        e = clGetCommandQueueInfo(a->queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+    if (e != CL_SUCCESS)
+        return OCL_FAIL(ctx, e, "clGetCommandQueueInfo(the caller's queue)");
+    CLN_CHECK(ctx, qctx == a->context && qdev == a->device, CLNODE_ERR_INVALID_ARGUMENT,
+              "the command queue given to clnode_context_create_opencl belongs to another "
+              "context or device");
+    CLN_CHECK(ctx, !(qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE), CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode needs an in-order command queue (the caller's is out of order)");
+    cl_platform_id plat = NULL;
+    e = clGetDeviceInfo(a->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
+    if (e != CL_SUCCESS)
+        return OCL_FAIL(ctx, e, "clGetDeviceInfo(CL_DEVICE_PLATFORM)");
+    ocl_dev_info info;
+    ocl_fill_info(plat, a->device, &info);
+    return ocl_setup(ctx, &info, a->context, a->queue, out);
+}
+
+clnode_status clnode_context_create_opencl(const clnode_context_options *opts, cl_context context,
+                                           cl_device_id device, cl_command_queue queue,
+                                           clnode_context **out)
+{
+    ocl_adopt a = {context, device, queue};
+    return cln_context_create_with(opts, ocl_adopt_make, &a, out);
 }

@@ -134,7 +134,8 @@ static const struct {
 #endif
 };
 
-clnode_status clnode_context_create(const clnode_context_options *opts, clnode_context **out)
+clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
+                                     void *user, clnode_context **out)
 {
     clnode_context_options defaults;
     if (!opts) {
@@ -153,8 +154,21 @@ clnode_status clnode_context_create(const clnode_context_options *opts, clnode_c
     ctx->log = opts->log;
     ctx->log_user = opts->log_user;
     ctx->log_level = opts->log_level;
+    clnode_status st = make(ctx, user, &ctx->backend);
+    if (st != CLNODE_OK) {
+        clnode_context_destroy(&ctx);
+        return st;
+    }
+    cln_log(ctx, CLNODE_LOG_INFO, "context on %s: %s", ctx->backend->ops->name,
+            ctx->backend->device_name);
+    *out = ctx;
+    return CLNODE_OK;
+}
 
-    const char *spec = opts->device;
+/* The backend named by a device string (opts->device, $CLNODE_DEVICE or "host"). */
+static clnode_status cln_backend_from_spec(clnode_context *ctx, void *user, cln_backend **out)
+{
+    const char *spec = user;
     if (!spec || !spec[0])
         spec = getenv("CLNODE_DEVICE");
     if (!spec || !spec[0])
@@ -162,35 +176,32 @@ clnode_status clnode_context_create(const clnode_context_options *opts, clnode_c
     const char *colon = strchr(spec, ':');
     size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *rest = colon ? colon + 1 : "";
-
-    clnode_status st = CLNODE_ERR_NO_DEVICE;
     size_t i;
     for (i = 0; i < sizeof cln_backends / sizeof cln_backends[0]; ++i) {
         if (strlen(cln_backends[i].name) == name_len &&
             strncmp(cln_backends[i].name, spec, name_len) == 0)
             break;
     }
-    if (i == sizeof cln_backends / sizeof cln_backends[0]) {
-        st = cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
-                      "unknown device \"%s\": expected host, opencl[:N|:NAME|:gpu|:cpu] or "
-                      "cuda[:N]",
-                      spec);
-        goto fail;
-    }
-    if (!cln_backends[i].create) {
-        st = cln_fail(ctx, CLNODE_ERR_UNSUPPORTED,
-                      "device \"%s\": this build of clnode has no %s backend", spec,
-                      cln_backends[i].name);
-        goto fail;
-    }
-    CLN_TRY(st, cln_backends[i].create(ctx, rest, &ctx->backend));
-    cln_log(ctx, CLNODE_LOG_INFO, "context on %s: %s", ctx->backend->ops->name,
-            ctx->backend->device_name);
-    *out = ctx;
-    return CLNODE_OK;
-fail:
-    clnode_context_destroy(&ctx);
-    return st;
+    if (i == sizeof cln_backends / sizeof cln_backends[0])
+        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
+                        "unknown device \"%s\": expected host, opencl[:N|:NAME|:gpu|:cpu] or "
+                        "cuda[:N]",
+                        spec);
+    if (!cln_backends[i].create)
+        return cln_fail(ctx, CLNODE_ERR_UNSUPPORTED,
+                        "device \"%s\": this build of clnode has no %s backend", spec,
+                        cln_backends[i].name);
+    return cln_backends[i].create(ctx, rest, out);
+}
+
+clnode_status clnode_context_create(const clnode_context_options *opts, clnode_context **out)
+{
+    const char *spec = opts ? opts->device : NULL;
+    if (!spec || !spec[0])
+        spec = getenv("CLNODE_DEVICE");
+    if (!spec || !spec[0])
+        spec = "host";
+    return cln_context_create_with(opts, cln_backend_from_spec, (void *)spec, out);
 }
 
 void clnode_context_destroy(clnode_context **pctx)

@@ -21,6 +21,12 @@ struct clnode_context {
     char last_error[1024];
 };
 
+/* Creates a context whose backend `make` builds (the device-string constructor and the adopting
+ * constructors of backends share it). On failure everything is released and *out is NULL. */
+typedef clnode_status (*cln_backend_factory)(clnode_context *ctx, void *user, cln_backend **out);
+clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
+                                     void *user, clnode_context **out);
+
 /* Logs a message through the context's logger (printf-style). ctx may be NULL. */
 void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

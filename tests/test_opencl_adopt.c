@@ -1,0 +1,130 @@
+/* test_opencl_adopt.c - clnode inside an application that owns its OpenCL context and queue:
+ * the solve runs on the caller's queue and gives the host's steps and bits; the caller's objects
+ * survive the clnode context; a queue that does not fit is refused. Skipped (77) without an
+ * OpenCL device. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "clnode.h"
+#include "clnode/opencl.h"
+
+static cl_platform_id g_plat;
+static cl_device_id g_dev;
+
+static clnode_solution *seed_solve(clnode_context *ctx, size_t batch)
+{
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.t0 = 0;
+    o.t1 = 50;
+    o.dt0 = 0.02;
+    o.rtol = 1e-4;
+    o.atol = 1e-6;
+    double y0[20] = {0};
+    clnode_solution *s = NULL;
+    clnode_status st = clnode_solve(ctx, m, &o, batch, y0, &s);
+    if (st != CLNODE_OK)
+        fail_msg("solve: %s", clnode_context_last_error(ctx));
+    clnode_model_destroy(&m);
+    return s;
+}
+
+static void test_adopt(void **state)
+{
+    (void)state;
+    cl_int e;
+    cl_context cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
+    assert_int_equal(e, CL_SUCCESS);
+    cl_command_queue q = clCreateCommandQueue(cctx, g_dev, 0, &e);
+    assert_int_equal(e, CL_SUCCESS);
+
+    clnode_context *ctx = NULL, *host = NULL;
+    assert_int_equal(clnode_context_create_opencl(NULL, cctx, g_dev, q, &ctx), CLNODE_OK);
+    assert_string_equal(clnode_context_backend(ctx), "opencl");
+    clnode_context_options ho;
+    clnode_context_default_options(&ho);
+    ho.device = "host";
+    assert_int_equal(clnode_context_create(&ho, &host), CLNODE_OK);
+    clnode_solution *s = seed_solve(ctx, 2), *sh = seed_solve(host, 2);
+    for (size_t b = 0; b < 2; ++b) {
+        clnode_trajectory_stats a, h;
+        assert_int_equal(clnode_solution_stats(s, b, &a), CLNODE_OK);
+        assert_int_equal(clnode_solution_stats(sh, b, &h), CLNODE_OK);
+        assert_int_equal(a.result, CLNODE_RESULT_SUCCESS);
+        assert_int_equal(a.num_steps, h.num_steps);
+        assert_memory_equal(clnode_solution_y_final(s, b), clnode_solution_y_final(sh, b),
+                            10 * sizeof(double));
+    }
+    clnode_solution_destroy(&s);
+    clnode_solution_destroy(&sh);
+    clnode_context_destroy(&ctx);
+    clnode_context_destroy(&host);
+
+    /* the caller's objects are still the caller's: usable after clnode let go */
+    cl_mem buf = clCreateBuffer(cctx, CL_MEM_READ_WRITE, 64, NULL, &e);
+    assert_int_equal(e, CL_SUCCESS);
+    const int pattern = 7;
+    assert_int_equal(clEnqueueFillBuffer(q, buf, &pattern, sizeof pattern, 0, 64, 0, NULL, NULL),
+                     CL_SUCCESS);
+    assert_int_equal(clFinish(q), CL_SUCCESS);
+    clReleaseMemObject(buf);
+    /* clnode released what it retained: the queue is the caller's alone, and the context has the
+     * caller's reference and its queue's */
+    cl_uint refs = 0;
+    assert_int_equal(clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof refs, &refs, NULL),
+                     CL_SUCCESS);
+    assert_int_equal(refs, 1);
+    assert_int_equal(clGetContextInfo(cctx, CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL),
+                     CL_SUCCESS);
+    assert_int_equal(refs, 2);
+    clReleaseCommandQueue(q);
+    clReleaseContext(cctx);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    cl_int e;
+    cl_context cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
+    assert_int_equal(e, CL_SUCCESS);
+    clnode_context *ctx = NULL;
+    assert_int_equal(clnode_context_create_opencl(NULL, cctx, g_dev, NULL, &ctx),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_null(ctx);
+    cl_command_queue_properties props = 0;
+    assert_int_equal(clGetDeviceInfo(g_dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props, NULL),
+                     CL_SUCCESS);
+    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) {
+        cl_command_queue oq =
+            clCreateCommandQueue(cctx, g_dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &e);
+        assert_int_equal(e, CL_SUCCESS);
+        assert_int_equal(clnode_context_create_opencl(NULL, cctx, g_dev, oq, &ctx),
+                         CLNODE_ERR_INVALID_ARGUMENT);
+        assert_null(ctx);
+        clReleaseCommandQueue(oq);
+    }
+    clReleaseContext(cctx);
+}
+
+int main(void)
+{
+    cl_uint n = 0;
+    if (clGetPlatformIDs(1, &g_plat, &n) != CL_SUCCESS || n == 0 ||
+        clGetDeviceIDs(g_plat, CL_DEVICE_TYPE_ALL, 1, &g_dev, NULL) != CL_SUCCESS) {
+        printf("no OpenCL device: skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_adopt),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
