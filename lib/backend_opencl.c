@@ -455,6 +455,16 @@ static clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
     CLN_CHECK(ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a buffer handle");
     const size_t size = bytes ? bytes : 1;
     cl_int e = CL_SUCCESS;
+    cl_ulong max_alloc = 0;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc,
+                        NULL) == CL_SUCCESS &&
+        max_alloc > 0 && (cl_ulong)size > max_alloc) {
+        free(b);
+        return cln_fail(ctx, CLNODE_ERR_DEVICE_MEMORY,
+                        "a buffer of %zu bytes exceeds the largest allocation of %s (%llu bytes): "
+                        "use a smaller batch",
+                        size, be->device_name, (unsigned long long)max_alloc);
+    }
     b->mem = clCreateBuffer(ob->context, CL_MEM_READ_WRITE, size, NULL, &e);
     if (!b->mem || e != CL_SUCCESS) {
         free(b);

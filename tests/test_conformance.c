@@ -830,6 +830,86 @@ static void test_agreement_with_host(void **state)
     clnode_context_destroy(&host);
 }
 
+/* A model that takes time: y' = t (one layer on [y, t] with weights (0, 1)), so
+ * y(t) = y0 + (t^2 - t0^2) / 2, forward and backward, with dense output. */
+static void test_time_input(void **state)
+{
+    (void)state;
+    if (!have_fp64())
+        skip();
+    size_t sizes[2] = {2, 1};
+    const double W[2] = {0.0, 1.0};
+    const double *ws[1] = {W};
+    clnode_model_desc d = {1, sizes, ws, NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY, 1};
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    assert_int_equal(clnode_model_time_input(m), 1);
+    for (int dir = 1; dir >= -1; dir -= 2) {
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = CLNODE_FP64;
+        o.t0 = dir > 0 ? 0.0 : 3.0;
+        o.t1 = dir > 0 ? 3.0 : -1.0;
+        o.dt0 = dir * 0.1;
+        o.rtol = 1e-10;
+        o.atol = 1e-12;
+        double ts[3] = {o.t0, 0.5 * (o.t0 + o.t1), o.t1};
+        o.save_ts = ts;
+        o.n_save_ts = 3;
+        clnode_solution *s = solve(m, &o, 1, (const double[]){1.0});
+        assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+        const double exact = 1.0 + 0.5 * (o.t1 * o.t1 - o.t0 * o.t0);
+        assert_close(clnode_solution_y_final(s, 0)[0], exact, 1e-12, 1e-12);
+        size_t n;
+        const double *sys;
+        assert_ok(clnode_solution_saved(s, 0, CLNODE_SAVE_TS, &n, NULL, &sys));
+        assert_int_equal(n, 3);
+        for (size_t j = 0; j < 3; ++j)
+            assert_close(sys[j], 1.0 + 0.5 * (ts[j] * ts[j] - o.t0 * o.t0), 1e-12, 1e-12);
+        clnode_solution_destroy(&s);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* A batch whose buffers cannot exist on the device: a clear error, nothing leaked, and the
+ * context still solves afterwards. (A 1 -> 2^24 -> 1 model at batch 65536 needs 4 TiB of hidden
+ * activations.) */
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    const size_t wide = (size_t)1 << 24;
+    size_t sizes[3] = {1, wide, 1};
+    double *w0 = calloc(wide, sizeof(double)), *w1 = calloc(wide, sizeof(double));
+    assert_true(w0 && w1);
+    const double *ws[2] = {w0, w1};
+    clnode_model_desc d = {2, sizes, ws, NULL, CLNODE_ACT_TANH, CLNODE_ACT_IDENTITY, 0};
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    free(w0);
+    free(w1);
+    const size_t B = 65536;
+    double *y0 = calloc(B, sizeof(double));
+    assert_non_null(y0);
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    clnode_solution *s = NULL;
+    const clnode_status st = clnode_solve(g_ctx, m, &o, B, y0, &s);
+    print_message("  batch %zu of a 2^24-wide model: %s: %s\n", B, clnode_status_name(st),
+                  clnode_context_last_error(g_ctx));
+    assert_true(st == CLNODE_ERR_OUT_OF_MEMORY || st == CLNODE_ERR_DEVICE_MEMORY);
+    assert_null(s);
+    assert_true(strlen(clnode_context_last_error(g_ctx)) > 0);
+    free(y0);
+    clnode_model_destroy(&m);
+    /* the context is intact */
+    const double W[1] = {-1};
+    m = linear_model(1, W, NULL);
+    s = solve(m, &o, 1, (const double[]){1.0});
+    assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -863,6 +943,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_empty_interval),
         cmocka_unit_test(test_nonfinite_vector_field),
         cmocka_unit_test(test_dt_bounds),
+        cmocka_unit_test(test_time_input),
+        cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_seed_problem),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_diffrax_parity_fp64),
