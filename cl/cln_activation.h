@@ -72,6 +72,8 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_EXP_SHIFT_ CLN_R(6755399441055744.0) /* 1.5 * 2^52 */
 #define CLN_EXP_BIAS_ 1023
 #define CLN_EXP_MANT_ 52
+#define CLN_MIN_NORMAL_ CLN_R(2.2250738585072014e-308) /* DBL_MIN */
+#define CLN_LOG1P_SMALL_ CLN_R(8.673617379884035e-19) /* 2^-60: log1p(u) rounds to u below */
 /* cln_pow_pos: subnormals are scaled by 2^54 (an exact product) before the exponent is read */
 #define CLN_POW_SUBN_BITS_ 54
 #define CLN_POW_SUBN_SCALE_ 18014398509481984.0 /* 2^54 */
@@ -137,6 +139,8 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_EXP_SHIFT_ CLN_R(12582912.0) /* 1.5 * 2^23 */
 #define CLN_EXP_BIAS_ 127
 #define CLN_EXP_MANT_ 23
+#define CLN_MIN_NORMAL_ CLN_R(1.17549435082228750797e-38) /* FLT_MIN */
+#define CLN_LOG1P_SMALL_ CLN_R(9.313225746154785e-10) /* 2^-30: log1p(u) rounds to u below */
 #define CLN_POW_SUBN_BITS_ 25
 #define CLN_POW_SUBN_SCALE_ 33554432.0 /* 2^25 */
 #define CLN_POW_MIN_NORMAL_SCALED_ 3.9443045261050590271e-31 /* 2^-126 * 2^25 */
@@ -171,6 +175,16 @@ CLN_INLINE real cln_copysign_(real a, real b)
                    (z) * (CLN_R(0.02176891826093197) +                                             \
                           (z) * (CLN_R(-0.008343945257365704) + (z) * CLN_R(0.002292744815349579))))))
 #endif
+
+/* Subnormal activations are flushed to (signed) zero. They carry nothing a sum of normal terms
+ * can see, but a GEMM that reads them runs many times slower on x86 CPUs (every FMA with a
+ * subnormal input takes a microcode assist: the seed solve at batch 4096 ran 3x slower), and
+ * flushing here, in the shared code, gives every backend the same zeros. (XLA on CPUs, under
+ * JAX, also runs with subnormals flushed.) */
+CLN_INLINE real cln_ftz_(real r)
+{
+    return cln_select_(-cln_negabs_(r) < CLN_MIN_NORMAL_, cln_copysign_(CLN_R(0.0), r), r);
+}
 
 /* exp(x) as e^x = (p s2) s1 with p = ph + pl carried in two parts; cln_exp and the functions
  * below combine them.
@@ -261,6 +275,13 @@ CLN_INLINE real cln_one_plus_exp_(real x)
  * rounding errors of s and R are damped by s. The k ln2 term is added last, ln2 split in two. */
 CLN_INLINE real cln_log1p(real u)
 {
+    /* Below 2^-30 (2^-60 in double) log1p(u) = u (the next term, -u^2/2, is under half an
+     * ulp), and evaluating the polynomial there would underflow s^2 and f^2 into subnormals,
+     * which cost a microcode assist per operation on x86 (softplus of x < -20 in the seed solve
+     * ran 5x slower): the polynomial sees a clamped argument and u is returned. */
+    const cln_int small = u < CLN_LOG1P_SMALL_;
+    const real u0 = u;
+    u = cln_select_(small, CLN_LOG1P_SMALL_, u);
     cln_int big = u >= CLN_R(0.5);
     real f = cln_select_(big, (u - CLN_R(1.0)) * CLN_R(0.5), u);
     real k = cln_select_(big, CLN_R(1.0), CLN_R(0.0));
@@ -268,7 +289,7 @@ CLN_INLINE real cln_log1p(real u)
     real w = s * s;
     real R = w * CLN_LOG_L_(w);
     real h = CLN_R(0.5) * (f * f);
-    return k * CLN_LN2_HI_ - ((h - (s * (h + R) + k * CLN_LN2_LO_)) - f);
+    return cln_select_(small, u0, k * CLN_LN2_HI_ - ((h - (s * (h + R) + k * CLN_LN2_LO_)) - f));
 }
 
 /* x^y for x >= 0 (+inf included) and finite y: the step-size controller's (1/E)^coeff.
@@ -311,7 +332,7 @@ CLN_INLINE real cln_softplus(real x)
 {
     real m = cln_select_(x > CLN_R(0.0), x, CLN_R(0.0));
     real a = cln_negabs_(x);
-    return m + cln_log1p(cln_exp(a));
+    return cln_ftz_(m + cln_log1p(cln_exp(a)));
 }
 
 /* m sigmoid(w) = m / (1 + e^-w), the common core of sigmoid, silu and gelu, with one exp.
@@ -326,7 +347,7 @@ CLN_INLINE real cln_mulsigmoid_(real m, real w)
     real e = cln_mulexp_(cln_select_(tail, m, CLN_R(1.0)), w);
     real q = m / cln_one_plus_exp_(-w);
     q = cln_select_(tail, e, q);
-    return cln_select_(w < CLN_EXP_LO_, cln_copysign_(CLN_R(0.0), m), q);
+    return cln_ftz_(cln_select_(w < CLN_EXP_LO_, cln_copysign_(CLN_R(0.0), m), q));
 }
 
 /* sigmoid(x) = 1 / (1 + e^-x) (jax.nn.sigmoid), stable for both signs. */
@@ -343,7 +364,7 @@ CLN_INLINE real cln_tanh(real x)
     real z = a * a;
     real small = a + a * (z * CLN_TANH_P_(z));
     real big = CLN_R(1.0) - CLN_R(2.0) / cln_one_plus_exp_(a + a);
-    return cln_copysign_(cln_select_(a < CLN_TANH_SMALL_, small, big), x);
+    return cln_ftz_(cln_copysign_(cln_select_(a < CLN_TANH_SMALL_, small, big), x));
 }
 
 /* silu(x) = x sigmoid(x) (jax.nn.silu), computed as x / (1 + e^-x) (x e^x in the far negative
@@ -371,7 +392,7 @@ CLN_INLINE real cln_gelu(real x)
 /* relu(x) = max(x, 0); NaN propagates (x < 0 is false for NaN). */
 CLN_INLINE real cln_relu(real x)
 {
-    return cln_select_(x < CLN_R(0.0), CLN_R(0.0), x);
+    return cln_ftz_(cln_select_(x < CLN_R(0.0), CLN_R(0.0), x));
 }
 
 CLN_INLINE real cln_identity(real x)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cblas.h>
 
@@ -32,16 +33,20 @@ static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, s
         const size_t w = l < L ? clnode_model_layer_in(m, l) : clnode_model_layer_out(m, L - 1);
         maxw = w > maxw ? w : maxw;
     }
-    cln_buf *H[2] = {NULL, NULL}, *W[CLN_MAX_LAYERS] = {NULL};
+    /* the rows the solver computes: the batch padded to the backend's alignment (OpenBLAS
+     * works in fixed blocks) */
+    const size_t rows = (B + be->row_align - 1) / be->row_align * be->row_align;
+    cln_buf *H[3] = {NULL, NULL, NULL}, *W[CLN_MAX_LAYERS] = {NULL};
     double dt = -1;
-    float *tmp = calloc(B * maxw, sizeof(float));
+    float *tmp = calloc(rows * maxw, sizeof(float));
     if (!tmp)
         return -1;
-    for (size_t i = 0; i < B * maxw; ++i)
+    for (size_t i = 0; i < rows * maxw; ++i)
         tmp[i] = 0.01f * (float)(i % 97);
-    if (be->ops->buf_alloc(be, B * maxw * sizeof(float), &H[0]) ||
-        be->ops->buf_alloc(be, B * maxw * sizeof(float), &H[1]) ||
-        be->ops->buf_write(be, H[0], 0, B * maxw * sizeof(float), tmp))
+    if (be->ops->buf_alloc(be, rows * maxw * sizeof(float), &H[0]) ||
+        be->ops->buf_alloc(be, rows * maxw * sizeof(float), &H[1]) ||
+        be->ops->buf_alloc(be, rows * maxw * sizeof(float), &H[2]) ||
+        be->ops->buf_write(be, H[0], 0, rows * maxw * sizeof(float), tmp))
         goto done;
     for (size_t l = 0; l < L; ++l) {
         const size_t n = clnode_model_layer_in(m, l) * clnode_model_layer_out(m, l);
@@ -56,16 +61,16 @@ static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, s
         if (bad)
             goto done;
     }
-    /* the alignment the solver would use (OpenBLAS works in fixed blocks) */
-    const size_t rows = (B + be->row_align - 1) / be->row_align * be->row_align;
-    if (rows > B)
-        goto done;
     const double t0 = tool_now();
+    /* every evaluation starts from the same input H[0] and ping-pongs between H[1] and H[2]:
+     * chaining evaluations without activations would shrink the values into the subnormal
+     * range, where FMAs are many times slower */
     for (long e = 0; e < evals; ++e) {
         for (size_t l = 0; l < L; ++l) {
             const size_t k = clnode_model_layer_in(m, l), n = clnode_model_layer_out(m, l);
-            if (be->ops->gemm(be, CLNODE_FP32, CLNODE_GEMM_STRICT, rows, n, k, H[l % 2], 0, k, W[l],
-                              0, k, H[(l + 1) % 2], 0, n))
+            cln_buf *in = l == 0 ? H[0] : H[1 + (l + 1) % 2], *out = H[1 + l % 2];
+            if (be->ops->gemm(be, CLNODE_FP32, CLNODE_GEMM_STRICT, rows, n, k, in, 0, k, W[l], 0, k,
+                              out, 0, n))
                 goto done;
         }
     }
@@ -75,8 +80,8 @@ static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, s
 done:
     for (size_t l = 0; l < L; ++l)
         be->ops->buf_free(be, W[l]);
-    be->ops->buf_free(be, H[0]);
-    be->ops->buf_free(be, H[1]);
+    for (int i = 0; i < 3; ++i)
+        be->ops->buf_free(be, H[i]);
     free(tmp);
     return dt;
 }
@@ -91,9 +96,10 @@ static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
         maxw = clnode_model_layer_out(m, l) > maxw ? clnode_model_layer_out(m, l) : maxw;
     }
     float *H0 = calloc(B * maxw, sizeof(float)), *H1 = calloc(B * maxw, sizeof(float));
+    float *H2 = calloc(B * maxw, sizeof(float));
     float *W[CLN_MAX_LAYERS] = {0};
     double dt = -1;
-    if (!H0 || !H1)
+    if (!H0 || !H1 || !H2)
         goto done;
     for (size_t l = 0; l < L; ++l) {
         const size_t n = clnode_model_layer_in(m, l) * clnode_model_layer_out(m, l);
@@ -105,15 +111,13 @@ static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
     for (size_t i = 0; i < B * maxw; ++i)
         H0[i] = 0.01f * (float)(i % 97);
     const double t0 = tool_now();
-    for (long e = 0; e < evals; ++e) {
-        float *in = H0, *out = H1;
+    for (long e = 0; e < evals; ++e) { /* from the same input each time, as above */
         for (size_t l = 0; l < L; ++l) {
             const int k = (int)clnode_model_layer_in(m, l), n = (int)clnode_model_layer_out(m, l);
+            const float *in = l == 0 ? H0 : (l % 2 ? H1 : H2);
+            float *out = l % 2 ? H2 : H1;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, n, k, 1.0f, in, k, W[l], k,
                         0.0f, out, n);
-            float *t = in;
-            in = out;
-            out = t;
         }
     }
     dt = tool_now() - t0;
@@ -122,7 +126,15 @@ done:
         free(W[l]);
     free(H0);
     free(H1);
+    free(H2);
     return dt;
+}
+
+/* Lets the worker threads of the last phase go to sleep. */
+static void settle(void)
+{
+    const struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
 }
 
 static size_t parse_list(const char *s, char out[][64], size_t max)
@@ -239,14 +251,21 @@ int main(int argc, char **argv)
                 free(y0);
                 break;
             }
-            /* the solve evaluates the whole batch `rhs` times (finished rows ride along) */
+            /* the solve evaluates the whole batch `rhs` times (finished rows ride along). Each
+             * kind of loop runs in its own phase, after a pause: OpenMP's and OpenBLAS's worker
+             * threads spin for a while after their last call, and would slow the other's. */
             double bare = 1e30, cb = 1e30;
+            settle();
             for (int r = 0; r < repeat; ++r) {
                 const double t = bare_backend_seconds(ctx, m, B, rhs);
-                const double c = bare_cblas_seconds(m, B, rhs);
                 bare = t >= 0 && t < bare ? t : bare;
+            }
+            settle();
+            for (int r = 0; r < repeat; ++r) {
+                const double c = bare_cblas_seconds(m, B, rhs);
                 cb = c >= 0 && c < cb ? c : cb;
             }
+            settle();
             const double flops = flops_row * (double)B * (double)rhs;
             const double us = 1e6 * best / (double)steps;
             if (d == 0 && k < 16)
