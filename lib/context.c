@@ -91,8 +91,12 @@ clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char 
     va_start(ap, fmt);
     vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
     va_end(ap);
-    cln_log(ctx, CLNODE_LOG_ERROR, "%s (%s) [%s:%d]", ctx->last_error, clnode_status_name(status),
-            file, line);
+    /* the source location is for whoever debugs clnode: only at the debug level */
+    if (ctx->log_level >= CLNODE_LOG_DEBUG)
+        cln_log(ctx, CLNODE_LOG_ERROR, "%s (%s) [%s:%d]", ctx->last_error,
+                clnode_status_name(status), file, line);
+    else
+        cln_log(ctx, CLNODE_LOG_ERROR, "%s", ctx->last_error);
     return status;
 }
 

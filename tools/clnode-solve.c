@@ -128,8 +128,7 @@ int main(int argc, char **argv)
     const double wall = tool_now() - t_start;
     if (ps.shown)
         fputs("\n", stderr);
-    if (st != CLNODE_OK) {
-        fprintf(stderr, "clnode-solve: %s\n", clnode_context_last_error(ctx));
+    if (st != CLNODE_OK) { /* the context's logger has printed why, on one line */
         rc = st == CLNODE_ERR_INVALID_ARGUMENT || st == CLNODE_ERR_NONFINITE_INPUT ? 2 : 1;
         goto done;
     }
