@@ -6,7 +6,9 @@
  *   CLN_CONST       the qualifier of read-only buffers;
  *   CLN_FN(name)    the precision-suffixed name of a shared function (name_f32 / name_f64), so the
  *                   host can include a header once per precision in one program;
- *   CLN_INLINE      the storage class of shared functions;
+ *   CLN_INLINE      the storage class of shared functions (always inlined in OpenCL C: PoCL
+ *                   left plain `inline` functions as calls, and a work-item loop with a call in
+ *                   it is not vectorised: tanh in a kernel took 12.7 ns per element, 2.6 inlined);
  *   CLN_R(x)        a literal in the state precision (the constant is written once, in double, and
  *                   rounded to real exactly like a weakly typed Python float is in JAX);
  *   cln_int         a 32-bit signed integer (int in both languages);
@@ -44,7 +46,7 @@ typedef int cln_rbits;
 #endif
 #define CLN_GLOBAL __global
 #define CLN_CONST __global const
-#define CLN_INLINE inline
+#define CLN_INLINE static inline __attribute__((always_inline))
 typedef int cln_int;
 typedef long cln_long;
 
