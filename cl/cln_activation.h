@@ -73,10 +73,10 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_EXP_BIAS_ 1023
 #define CLN_EXP_MANT_ 52
 #define CLN_MIN_NORMAL_ CLN_R(2.2250738585072014e-308) /* DBL_MIN */
-#define CLN_LOG1P_SMALL_ CLN_R(8.673617379884035e-19) /* 2^-60: log1p(u) rounds to u below */
+#define CLN_LOG1P_SMALL_ CLN_R(8.673617379884035e-19)  /* 2^-60: log1p(u) rounds to u below */
 /* cln_pow_pos: subnormals are scaled by 2^54 (an exact product) before the exponent is read */
 #define CLN_POW_SUBN_BITS_ 54
-#define CLN_POW_SUBN_SCALE_ 18014398509481984.0 /* 2^54 */
+#define CLN_POW_SUBN_SCALE_ 18014398509481984.0              /* 2^54 */
 #define CLN_POW_MIN_NORMAL_SCALED_ 4.008336720017945555e-292 /* 2^-1022 * 2^54 */
 #define CLN_LOG2E_ CLN_R(1.4426950408889634)
 /* Cody-Waite: ln2 = HI + LO, HI with 32 significant bits so that n * HI is exact for |n| < 2^21
@@ -92,6 +92,8 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_SIG_TAIL_ CLN_R(44.0)
 
 /* e^r = 1 + r + r^2 Q(r), |r| <= 1.002 ln2/2; max relative error 1.7e-17 (0.15 eps). */
+/* The Horner forms are laid out by hand. */
+/* clang-format off */
 #define CLN_EXP_Q_(r)                                                                              \
     (CLN_R(0.5000000000000001) +                                                                   \
      (r) * (CLN_R(0.16666666666666669) +                                                           \
@@ -129,6 +131,7 @@ CLN_INLINE real cln_copysign_(real a, real b)
                                                              (z) * (CLN_R(9.257116129556769e-05) + \
                                                                     (z) * (CLN_R(-3.12011014257974e-05) + \
                                                                            (z) * CLN_R(6.485163482793113e-06))))))))))))
+/* clang-format on */
 
 #else
 /* ---------------------------------------------------------------- float constants
@@ -140,9 +143,9 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_EXP_BIAS_ 127
 #define CLN_EXP_MANT_ 23
 #define CLN_MIN_NORMAL_ CLN_R(1.17549435082228750797e-38) /* FLT_MIN */
-#define CLN_LOG1P_SMALL_ CLN_R(9.313225746154785e-10) /* 2^-30: log1p(u) rounds to u below */
+#define CLN_LOG1P_SMALL_ CLN_R(9.313225746154785e-10)     /* 2^-30: log1p(u) rounds to u below */
 #define CLN_POW_SUBN_BITS_ 25
-#define CLN_POW_SUBN_SCALE_ 33554432.0 /* 2^25 */
+#define CLN_POW_SUBN_SCALE_ 33554432.0                       /* 2^25 */
 #define CLN_POW_MIN_NORMAL_SCALED_ 3.9443045261050590271e-31 /* 2^-126 * 2^25 */
 #define CLN_LOG2E_ CLN_R(1.4426950216293335)
 /* Cody-Waite: HI = 355/512 has 9 significant bits, so n * HI is exact for |n| < 2^15. */
@@ -155,6 +158,8 @@ CLN_INLINE real cln_copysign_(real a, real b)
 #define CLN_SIG_TAIL_ CLN_R(24.0)
 
 /* e^r = 1 + r + r^2 Q(r), |r| <= 1.002 ln2/2; max relative error 1.0e-8 (0.17 eps). */
+/* The Horner forms are laid out by hand. */
+/* clang-format off */
 #define CLN_EXP_Q_(r)                                                                              \
     (CLN_R(0.5) +                                                                                  \
      (r) * (CLN_R(0.16666576266288757) +                                                           \
@@ -174,6 +179,7 @@ CLN_INLINE real cln_copysign_(real a, real b)
             (z) * (CLN_R(-0.053959257900714874) +                                                  \
                    (z) * (CLN_R(0.02176891826093197) +                                             \
                           (z) * (CLN_R(-0.008343945257365704) + (z) * CLN_R(0.002292744815349579))))))
+/* clang-format on */
 #endif
 
 /* Subnormal activations are flushed to (signed) zero. They carry nothing a sum of normal terms
@@ -303,7 +309,8 @@ CLN_INLINE real cln_log1p(real u)
  * by the sign of y; NaN gives NaN. */
 CLN_INLINE real cln_pow_pos(real x, real y)
 {
-    const cln_int sub = x < CLN_R(1.0) / CLN_R(CLN_POW_SUBN_SCALE_) * CLN_R(CLN_POW_MIN_NORMAL_SCALED_);
+    const cln_int sub =
+        x < CLN_R(1.0) / CLN_R(CLN_POW_SUBN_SCALE_) * CLN_R(CLN_POW_MIN_NORMAL_SCALED_);
     const real xs = cln_select_(sub, x * CLN_R(CLN_POW_SUBN_SCALE_), x);
     const cln_rbits bits = CLN_AS_BITS(xs);
     const cln_rbits mant_mask = (((cln_rbits)1) << CLN_EXP_MANT_) - 1;

@@ -18,15 +18,15 @@
 #define CLN_CR_COEFF3 9 /* dcoeff / error_order */
 #define CLN_CR_DTMIN 10
 #define CLN_CR_DTMAX 11
-#define CLN_CR_DIR 12     /* +1 or -1 */
-#define CLN_CR_SQRT_N 13  /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */
+#define CLN_CR_DIR 12    /* +1 or -1 */
+#define CLN_CR_SQRT_N 13 /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */
 #define CLN_CR_TAU0 14
-#define CLN_CR_DT0 15     /* |dt0| after dtmin/dtmax clipping */
-#define CLN_CR_A 16                                         /* s x s, row-major, stride 8 */
+#define CLN_CR_DT0 15                                         /* |dt0| after dtmin/dtmax clipping */
+#define CLN_CR_A 16                                           /* s x s, row-major, stride 8 */
 #define CLN_CR_B (CLN_CR_A + CLN_MAX_STAGES * CLN_MAX_STAGES) /* solution weights */
-#define CLN_CR_E (CLN_CR_B + CLN_MAX_STAGES)                /* error weights b - b_hat */
-#define CLN_CR_C (CLN_CR_E + CLN_MAX_STAGES)                /* nodes */
-#define CLN_CR_CMID (CLN_CR_C + CLN_MAX_STAGES)             /* dopri5 midpoint weights */
+#define CLN_CR_E (CLN_CR_B + CLN_MAX_STAGES)                  /* error weights b - b_hat */
+#define CLN_CR_C (CLN_CR_E + CLN_MAX_STAGES)                  /* nodes */
+#define CLN_CR_CMID (CLN_CR_C + CLN_MAX_STAGES)               /* dopri5 midpoint weights */
 #define CLN_CR_COUNT (CLN_CR_CMID + CLN_MAX_STAGES)
 
 /* ---- per-solve integer constants CI[] ---- */
@@ -48,7 +48,7 @@
 #define CLN_CI_COEFF2_ZERO 15
 #define CLN_CI_COEFF3_ZERO 16
 #define CLN_CI_TIME_INPUT 17
-#define CLN_CI_BREAL 18 /* trajectories solved; rows from here on are padding */
+#define CLN_CI_BREAL 18        /* trajectories solved; rows from here on are padding */
 #define CLN_CI_FLOOR_DETECT 19 /* 1: end trajectories stuck at the rounding floor */
 #define CLN_CI_COUNT 20
 
@@ -67,9 +67,9 @@
 #define CLN_IS_NACC 3
 #define CLN_IS_NREJ 4
 #define CLN_IS_AT_DTMIN 5
-#define CLN_IS_NTS 6    /* save times written so far */
+#define CLN_IS_NTS 6 /* save times written so far */
 #define CLN_IS_NSTEPS_SAVED 7
-#define CLN_IS_FLOOR 8  /* floor detector: evidence that E is rounding noise (see cln_step.h) */
+#define CLN_IS_FLOOR 8 /* floor detector: evidence that E is rounding noise (see cln_step.h) */
 #define CLN_IS_COUNT 9
 
 /* results, as clnode_result */

@@ -79,7 +79,8 @@ CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST real *C
     const real hd = CR[CLN_CR_DIR] * (tn - t);
     real acc = CLN_R(0.0);
     for (cln_int j = 0; j < i; ++j)
-        acc += CR[CLN_CR_A + i * CLN_MAX_STAGES + j] * (hd * F[((size_t)j * B + b) * (size_t)N + (size_t)n]);
+        acc += CR[CLN_CR_A + i * CLN_MAX_STAGES + j] *
+               (hd * F[((size_t)j * B + b) * (size_t)N + (size_t)n]);
     const real y = Y[b * (size_t)N + (size_t)n];
     Z[b * ldz + (size_t)n] = i == 0 ? y : y + acc;
 }
@@ -99,7 +100,8 @@ CLN_INLINE real cln_interp_tsit5(real th, real y0, const real *k)
            (th - CLN_R(0.61620406037800089)) * t2;
     w[4] = CLN_R(47.37952196281928122) * (th - CLN_R(1.203071208372362603)) *
            (th - CLN_R(0.658047292653547382)) * t2;
-    w[5] = CLN_R(-34.87065786149660974) * (th - CLN_R(1.2)) * (th - CLN_R(0.666666666666666667)) * t2;
+    w[5] =
+        CLN_R(-34.87065786149660974) * (th - CLN_R(1.2)) * (th - CLN_R(0.666666666666666667)) * t2;
     w[6] = CLN_R(2.5) * (th - CLN_R(1.0)) * (th - CLN_R(0.6)) * t2;
     real acc = CLN_R(0.0);
     for (int i = 0; i < 7; ++i)
@@ -130,8 +132,8 @@ CLN_INLINE real cln_interpolate(cln_int kind, CLN_CONST real *CR, cln_int s, rea
         const real a = CLN_R(2.0) * (f1 - f0) - CLN_R(8.0) * (y1 + y0) + CLN_R(16.0) * ymid;
         const real bb = CLN_R(5.0) * f0 - CLN_R(3.0) * f1 + CLN_R(18.0) * y0 + CLN_R(14.0) * y1 -
                         CLN_R(32.0) * ymid;
-        const real c = f1 - CLN_R(4.0) * f0 - CLN_R(11.0) * y0 - CLN_R(5.0) * y1 +
-                       CLN_R(16.0) * ymid;
+        const real c =
+            f1 - CLN_R(4.0) * f0 - CLN_R(11.0) * y0 - CLN_R(5.0) * y1 + CLN_R(16.0) * ymid;
         return cln_polyval5(a, bb, c, f0, y0, th);
     }
     if (kind == CLN_INTERP_HERMITE) {
@@ -216,8 +218,7 @@ CLN_INLINE void cln_floor_detect(CLN_GLOBAL real *rs, CLN_GLOBAL cln_int *is, in
 CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST real *CR, CLN_CONST cln_int *CI,
                                 CLN_GLOBAL real *RS, CLN_GLOBAL cln_int *IS, CLN_GLOBAL real *Y,
                                 CLN_GLOBAL real *F, CLN_CONST real *Z, CLN_CONST real *TS,
-                                CLN_GLOBAL real *TSOUT, CLN_GLOBAL real *STT,
-                                CLN_GLOBAL real *STY)
+                                CLN_GLOBAL real *TSOUT, CLN_GLOBAL real *STT, CLN_GLOBAL real *STY)
 {
     CLN_GLOBAL cln_int *is = IS + b * CLN_IS_COUNT;
     if (is[CLN_IS_DONE])

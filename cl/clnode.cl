@@ -69,17 +69,17 @@ __kernel void cln_finish(__global const real *CR, __global const int *CI, __glob
  * One kernel per activation rather than a switch on a code: with every activation inlined into
  * one body, PoCL's work-group vectoriser gave up and ran it scalar (softplus: 13.5 ns per element
  * on a 4096 x 100 block, 3.0 ns as its own kernel), and each kernel stays small. */
-#define CLN_BIAS_ACT_KERNEL(name, fn)                                                          \
-    __kernel void name(__global real *C, ulong c_off, ulong ldc, int m, int n,                  \
-                       __global const real *bias, int has_bias)                                 \
-    {                                                                                          \
-        const int j = (int)get_global_id(0);                                                   \
-        const int i = (int)get_global_id(1);                                                   \
-        if (j >= n || i >= m)                                                                  \
-            return;                                                                            \
-        __global real *c = C + c_off + (ulong)i * ldc + (ulong)j;                              \
-        const real x = *c + (has_bias ? bias[j] : CLN_R(0.0));                                 \
-        *c = fn(x);                                                                            \
+#define CLN_BIAS_ACT_KERNEL(name, fn)                                                              \
+    __kernel void name(__global real *C, ulong c_off, ulong ldc, int m, int n,                     \
+                       __global const real *bias, int has_bias)                                    \
+    {                                                                                              \
+        const int j = (int)get_global_id(0);                                                       \
+        const int i = (int)get_global_id(1);                                                       \
+        if (j >= n || i >= m)                                                                      \
+            return;                                                                                \
+        __global real *c = C + c_off + (ulong)i * ldc + (ulong)j;                                  \
+        const real x = *c + (has_bias ? bias[j] : CLN_R(0.0));                                     \
+        *c = fn(x);                                                                                \
     }
 
 /* In CLN_ACT_* order: lib/backend_opencl.c creates them by these names. */

@@ -74,11 +74,11 @@ typedef struct cln_backend_ops {
 
 struct cln_backend {
     const cln_backend_ops *ops;
-    clnode_context *ctx;   /* for errors and logging */
+    clnode_context *ctx; /* for errors and logging */
     char device_name[256];
-    long group_steps;      /* steps enqueued between two active-count read-backs */
-    size_t row_align;      /* the driver pads the batch to a multiple of this many rows */
-    long syncs;            /* host-device synchronisations so far (statistics) */
+    long group_steps; /* steps enqueued between two active-count read-backs */
+    size_t row_align; /* the driver pads the batch to a multiple of this many rows */
+    long syncs;       /* host-device synchronisations so far (statistics) */
 };
 
 /* Backend constructors: `spec` is the part after "backend:" (may be ""). */

@@ -82,10 +82,10 @@ typedef struct cuda_backend {
     int cc_major, cc_minor;
     cudaStream_t stream;
     cublasHandle_t blas;
-    cublasMath_t math; /* the handle's current math mode */
-    int tf32_off;      /* NVIDIA_TF32_OVERRIDE=0: cuBLAS computes the tf32 mode in full fp32 */
-    int tf32_noted;    /* the tf32 caveat was logged */
-    int cublas_strict; /* "cuda:N:cublas": strict GEMMs through cuBLAS (pedantic), not ordered */
+    cublasMath_t math;  /* the handle's current math mode */
+    int tf32_off;       /* NVIDIA_TF32_OVERRIDE=0: cuBLAS computes the tf32 mode in full fp32 */
+    int tf32_noted;     /* the tf32 caveat was logged */
+    int cublas_strict;  /* "cuda:N:cublas": strict GEMMs through cuBLAS (pedantic), not ordered */
     cu_program prog[2]; /* [0] fp32, [1] fp64; built on first use */
     int *count_dev;     /* one int: count_active's result on the device */
     int *count_host;    /* ... and its pinned host copy */
@@ -246,8 +246,10 @@ static void cu_sanitize_env(clnode_context *ctx, cuda_backend *cb)
         unsetenv("NVIDIA_TF32_OVERRIDE");
     }
     static const char *const vars[] = {
-        "CUBLAS_EMULATE_SINGLE_PRECISION",      "CUBLAS_EMULATE_DOUBLE_PRECISION",
-        "CUBLAS_EMULATION_STRATEGY",            "CUBLAS_EMULATION_SPECIAL_VALUES_SUPPORT_MASK",
+        "CUBLAS_EMULATE_SINGLE_PRECISION",
+        "CUBLAS_EMULATE_DOUBLE_PRECISION",
+        "CUBLAS_EMULATION_STRATEGY",
+        "CUBLAS_EMULATION_SPECIAL_VALUES_SUPPORT_MASK",
         "CUBLAS_FIXEDPOINT_EMULATION_MANTISSA_BIT_COUNT",
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) {
@@ -293,8 +295,8 @@ static int cu_pick_arch(int cc_major, int cc_minor, int *is_cubin)
 
 /* Compiles the embedded kernels for (architecture, precision). On success *image (malloc'ed,
  * the caller frees) holds a CUBIN or a NUL-terminated PTX text. */
-static clnode_status cu_compile(clnode_context *ctx, const char *device, int cc_major,
-                                int cc_minor, clnode_precision prec, char **image)
+static clnode_status cu_compile(clnode_context *ctx, const char *device, int cc_major, int cc_minor,
+                                clnode_precision prec, char **image)
 {
     *image = NULL;
     clnode_status st = CLNODE_OK;
@@ -308,20 +310,19 @@ static clnode_status cu_compile(clnode_context *ctx, const char *device, int cc_
               device, cc_major, cc_minor);
     char opt_prec[32], opt_arch[48];
     snprintf(opt_prec, sizeof opt_prec, "-DCLN_PRECISION=%d", prec == CLNODE_FP64 ? 64 : 32);
-    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s_%d", cubin ? "sm" : "compute",
-             arch);
+    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s_%d", cubin ? "sm" : "compute", arch);
     /* IEEE add/mul/div/sqrt without contraction or flushing, as the host and OpenCL kernels */
-    const char *opts[] = {opt_prec,         opt_arch,          "--fmad=false",
-                          "--ftz=false",    "--prec-div=true", "--prec-sqrt=true"};
+    const char *opts[] = {opt_prec,      opt_arch,          "--fmad=false",
+                          "--ftz=false", "--prec-div=true", "--prec-sqrt=true"};
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
 
-    nvrtcResult r = nvrtcCreateProgram(&prog, cln_cuda_kernel_source, "clnode_cuda.cu", 0, NULL,
-                                       NULL);
+    nvrtcResult r =
+        nvrtcCreateProgram(&prog, cln_cuda_kernel_source, "clnode_cuda.cu", 0, NULL, NULL);
     if (r != NVRTC_SUCCESS) {
         prog = NULL;
         ctx->last_native = (long)r;
-        st = cln_fail(ctx, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLNODE_ERR_OUT_OF_MEMORY
-                                                          : CLNODE_ERR_BUILD,
+        st = cln_fail(ctx,
+                      r == NVRTC_ERROR_OUT_OF_MEMORY ? CLNODE_ERR_OUT_OF_MEMORY : CLNODE_ERR_BUILD,
                       "nvrtcCreateProgram failed: %s (%d)", nvrtcGetErrorString(r), (int)r);
         goto fail;
     }
@@ -422,8 +423,8 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
         return CLNODE_OK;
     }
     char *image = NULL;
-    clnode_status st = cu_compile(ctx, cb->base.device_name, cb->cc_major, cb->cc_minor, prec,
-                                  &image);
+    clnode_status st =
+        cu_compile(ctx, cb->base.device_name, cb->cc_major, cb->cc_minor, prec, &image);
     if (st != CLNODE_OK)
         return st;
     {
@@ -436,12 +437,9 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     struct {
         cudaKernel_t *k;
         const char *name;
-    } ks[] = {{&p->init, "cln_init"},
-              {&p->stage, "cln_stage"},
-              {&p->finish, "cln_finish"},
-              {&p->bias_act, "cln_bias_act"},
-              {&p->count, "cln_count_active"},
-              {&p->gemm, "cln_gemm_ordered"}};
+    } ks[] = {{&p->init, "cln_init"},          {&p->stage, "cln_stage"},
+              {&p->finish, "cln_finish"},      {&p->bias_act, "cln_bias_act"},
+              {&p->count, "cln_count_active"}, {&p->gemm, "cln_gemm_ordered"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = cudaLibraryGetKernel(ks[i].k, p->lib, ks[i].name);
         if (e != cudaSuccess) {
@@ -586,8 +584,7 @@ static clnode_status cu_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t
 }
 
 /* Whether elements [off, off + (rows - 1) ld + cols) of a buffer of `size` bytes exist. */
-static int cu_block_fits(size_t size, size_t esize, size_t off, size_t rows, size_t cols,
-                         size_t ld)
+static int cu_block_fits(size_t size, size_t esize, size_t off, size_t rows, size_t cols, size_t ld)
 {
     size_t last, end, bytes;
     if (rows == 0 || cols == 0)
@@ -622,15 +619,17 @@ static clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm
               clnode_gemm_mode_name(mode), clnode_precision_name(prec));
     if (m == 0 || n == 0)
         return CLNODE_OK;
-    CLN_CHECK(ctx, m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
-                       ldb <= INT_MAX && ldc <= INT_MAX && lda >= k && ldb >= k && ldc >= n,
+    CLN_CHECK(ctx,
+              m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
+                  ldc <= INT_MAX && lda >= k && ldb >= k && ldc >= n,
               CLNODE_ERR_INVALID_ARGUMENT,
               "GEMM %zu x %zu x %zu (lda %zu, ldb %zu, ldc %zu) is outside cuBLAS's int range", m,
               n, k, lda, ldb, ldc);
     const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
-    CLN_CHECK(ctx, cu_block_fits(A->size, es, a_off, m, k, lda) &&
-                       cu_block_fits(Bm->size, es, b_off, n, k, ldb) &&
-                       cu_block_fits(C->size, es, c_off, m, n, ldc),
+    CLN_CHECK(ctx,
+              cu_block_fits(A->size, es, a_off, m, k, lda) &&
+                  cu_block_fits(Bm->size, es, b_off, n, k, ldb) &&
+                  cu_block_fits(C->size, es, c_off, m, n, ldc),
               CLNODE_ERR_INTERNAL, "GEMM %zu x %zu x %zu reaches past its buffers", m, n, k);
     clnode_status st = cu_bind(cb);
     if (st != CLNODE_OK)
@@ -692,12 +691,12 @@ static clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm
     /* row-major C[m x n] = A[m x k] . B[n x k]^T  <=>  column-major C^T[n x m] = B . A^T:
      * B is a column-major k x n matrix (ld ldb) used transposed, A a k x m one (ld lda). */
     const cublasStatus_t s = cublasGemmEx(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m,
-                                          (int)k, alpha, b, type, (int)ldb, a, type, (int)lda,
-                                          beta, c, type, (int)ldc, compute, CUBLAS_GEMM_DEFAULT);
+                                          (int)k, alpha, b, type, (int)ldb, a, type, (int)lda, beta,
+                                          c, type, (int)ldc, compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
         ctx->last_native = (long)s;
         return cln_fail(ctx,
-                        s == CUBLAS_STATUS_ALLOC_FAILED     ? CLNODE_ERR_DEVICE_MEMORY
+                        s == CUBLAS_STATUS_ALLOC_FAILED    ? CLNODE_ERR_DEVICE_MEMORY
                         : s == CUBLAS_STATUS_NOT_SUPPORTED ? CLNODE_ERR_UNSUPPORTED
                                                            : CLNODE_ERR_BLAS,
                         "cublasGemmEx(%s, %s, %zu x %zu x %zu) failed: %s (cuBLAS status %d)",
@@ -786,8 +785,8 @@ static clnode_status cu_solve_begin(cln_backend *be, cln_solve_dev *sd)
 
     CLN_TRY(st, cu_blocks(ctx, sd->B, p->t_rows, &cs->g_rows));
     CLN_TRY(st, cu_blocks(ctx, (unsigned long long)sd->B * sd->ldz, p->t_stage, &cs->g_stage));
-    cln_log(ctx, CLNODE_LOG_DEBUG, "CUDA solve: B=%zu ldz=%zu; rows %u x %u, stage %u x %u",
-            sd->B, sd->ldz, cs->g_rows, p->t_rows, cs->g_stage, p->t_stage);
+    cln_log(ctx, CLNODE_LOG_DEBUG, "CUDA solve: B=%zu ldz=%zu; rows %u x %u, stage %u x %u", sd->B,
+            sd->ldz, cs->g_rows, p->t_rows, cs->g_stage, p->t_stage);
     return CLNODE_OK;
 fail:
     cu_solve_end(be, sd);
@@ -823,8 +822,9 @@ static clnode_status cu_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C,
         return CLNODE_OK;
     CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX && ldc >= n, CLNODE_ERR_INVALID_ARGUMENT,
               "bias_act block %zu x %zu (ldc %zu) is out of range", m, n, ldc);
-    CLN_CHECK(ctx, cu_block_fits(C->size, sd->esize, c_off, m, n, ldc) &&
-                       (!bias || cu_block_fits(bias->size, sd->esize, 0, 1, n, n)),
+    CLN_CHECK(ctx,
+              cu_block_fits(C->size, sd->esize, c_off, m, n, ldc) &&
+                  (!bias || cu_block_fits(bias->size, sd->esize, 0, 1, n, n)),
               CLNODE_ERR_INTERNAL, "bias_act block %zu x %zu reaches past its buffers", m, n);
     void *c = C->p, *b = bias ? bias->p : NULL; /* not read without bias */
     unsigned long long off = c_off, ld = ldc;
@@ -1035,8 +1035,10 @@ clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln
         cb->math = mm;
         int ver = 0;
         if (cublasGetVersion(cb->blas, &ver) == CUBLAS_STATUS_SUCCESS)
-            cln_log(ctx, CLNODE_LOG_INFO, "cuBLAS %d.%d.%d, pedantic math (strict GEMMs in IEEE "
-                    "fp32/fp64)", ver / 10000, (ver / 100) % 100, ver % 100);
+            cln_log(ctx, CLNODE_LOG_INFO,
+                    "cuBLAS %d.%d.%d, pedantic math (strict GEMMs in IEEE "
+                    "fp32/fp64)",
+                    ver / 10000, (ver / 100) % 100, ver % 100);
     }
     *out = &cb->base;
     return CLNODE_OK;

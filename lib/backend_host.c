@@ -23,11 +23,11 @@ struct cln_buf {
 
 typedef struct host_backend {
     cln_backend base;
-    int openblas;      /* 1: OpenBLAS in blocks of CLN_HOST_ROWS rows; 0: ordered GEMM */
-    cln_gemm_isa isa;  /* kernel of the ordered GEMM */
-    void *scratch;     /* the transposed B of the ordered GEMM (TF32-rounded in tf32 mode) */
+    int openblas;     /* 1: OpenBLAS in blocks of CLN_HOST_ROWS rows; 0: ordered GEMM */
+    cln_gemm_isa isa; /* kernel of the ordered GEMM */
+    void *scratch;    /* the transposed B of the ordered GEMM (TF32-rounded in tf32 mode) */
     size_t scratch_cap;
-    void *scratch_a;   /* tf32 mode: A rounded to TF32 */
+    void *scratch_a; /* tf32 mode: A rounded to TF32 */
     size_t scratch_a_cap;
 } host_backend;
 
@@ -46,8 +46,8 @@ static clnode_status host_grow(host_backend *hb, void **buf, size_t *cap, size_t
     if (bytes <= *cap)
         return CLNODE_OK;
     void *p = realloc(*buf, bytes);
-    CLN_CHECK(hb->base.ctx, p, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of GEMM scratch",
-              bytes);
+    CLN_CHECK(hb->base.ctx, p, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate %zu bytes of GEMM scratch", bytes);
     *buf = p;
     *cap = bytes;
     return CLNODE_OK;
@@ -105,8 +105,7 @@ static clnode_status host_buf_write(cln_backend *be, cln_buf *b, size_t off, siz
     return CLNODE_OK;
 }
 
-static clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes,
-                                   void *dst)
+static clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes, void *dst)
 {
     CLN_CHECK(be->ctx, off <= b->size && bytes <= b->size - off, CLNODE_ERR_INTERNAL,
               "host buffer read out of range (%zu + %zu > %zu)", off, bytes, b->size);
@@ -138,8 +137,8 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         CLN_CHECK(be->ctx, cln_mul_size(n, k ? k : 1, &bytes) && cln_mul_size(bytes, esize, &bytes),
                   CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu x %zu is too large", n, k);
         CLN_CHECK(be->ctx,
-                  !tf32 || (cln_mul_size(m, k ? k : 1, &abytes) &&
-                            cln_mul_size(abytes, esize, &abytes)),
+                  !tf32 ||
+                      (cln_mul_size(m, k ? k : 1, &abytes) && cln_mul_size(abytes, esize, &abytes)),
                   CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu x %zu is too large", m, k);
         clnode_status st = host_scratch(hb, bytes);
         if (st == CLNODE_OK && tf32)
@@ -152,11 +151,11 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
             cln_gemm_ordered_tf32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off),
                                   ldb, HOST_F32(C, c_off), ldc, hb->scratch, hb->scratch_a);
         else if (prec == CLNODE_FP32)
-            cln_gemm_ordered_f32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off), ldb,
-                                 HOST_F32(C, c_off), ldc, hb->scratch);
+            cln_gemm_ordered_f32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off),
+                                 ldb, HOST_F32(C, c_off), ldc, hb->scratch);
         else
-            cln_gemm_ordered_f64(hb->isa, m, n, k, HOST_F64(A, a_off), lda, HOST_F64(Bm, b_off), ldb,
-                                 HOST_F64(C, c_off), ldc, hb->scratch);
+            cln_gemm_ordered_f64(hb->isa, m, n, k, HOST_F64(A, a_off), lda, HOST_F64(Bm, b_off),
+                                 ldb, HOST_F64(C, c_off), ldc, hb->scratch);
         return CLNODE_OK;
     }
     /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
@@ -171,8 +170,7 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         for (size_t r = 0; r < m; r += CLN_HOST_ROWS)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
                         (blasint)k, 1.0f, (const float *)hb->scratch_a + r * k, (blasint)k,
-                        hb->scratch, (blasint)k, 0.0f, HOST_F32(C, c_off + r * ldc),
-                        (blasint)ldc);
+                        hb->scratch, (blasint)k, 0.0f, HOST_F32(C, c_off + r * ldc), (blasint)ldc);
         return CLNODE_OK;
     }
     for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
@@ -229,9 +227,11 @@ static clnode_status host_init(cln_backend *be, cln_solve_dev *sd)
 {
     (void)be;
     if (sd->prec == CLNODE_FP32)
-        cln_host_init_f32(sd->B, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS));
+        cln_host_init_f32(sd->B, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
+                          HOST_I32(sd->IS));
     else
-        cln_host_init_f64(sd->B, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0), HOST_I32(sd->IS));
+        cln_host_init_f64(sd->B, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
+                          HOST_I32(sd->IS));
     return CLNODE_OK;
 }
 
@@ -317,7 +317,8 @@ clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln
 {
     *out = NULL;
     const int openblas = strcmp(spec, "openblas") == 0;
-    CLN_CHECK(ctx, openblas || spec[0] == '\0' || strcmp(spec, "0") == 0 || strcmp(spec, "cpu") == 0,
+    CLN_CHECK(ctx,
+              openblas || spec[0] == '\0' || strcmp(spec, "0") == 0 || strcmp(spec, "cpu") == 0,
               CLNODE_ERR_NO_DEVICE,
               "unknown host device \"host:%s\" (the host offers \"host\", the ordered GEMM, and "
               "\"host:openblas\")",

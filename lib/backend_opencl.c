@@ -39,16 +39,16 @@ struct cln_buf {
  * each. */
 #define OCL_NUM_ACT 7
 static const char *const ocl_bias_act_names[OCL_NUM_ACT] = {
-    "cln_bias_act_identity", "cln_bias_act_relu",     "cln_bias_act_tanh", "cln_bias_act_sigmoid",
+    "cln_bias_act_identity", "cln_bias_act_relu", "cln_bias_act_tanh", "cln_bias_act_sigmoid",
     "cln_bias_act_softplus", "cln_bias_act_silu", "cln_bias_act_gelu"};
 
 /* The kernels of one (device, precision) program. */
 typedef struct ocl_program {
     cl_program prog;
     cl_kernel init, stage, finish, count, tf32;
-    cl_kernel bias_act[OCL_NUM_ACT];  /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
-    size_t lim_bias[OCL_NUM_ACT];     /* their work-group size limits */
-    size_t lim_tf32; /* work-group size limit of cln_tf32 */
+    cl_kernel bias_act[OCL_NUM_ACT]; /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
+    size_t lim_bias[OCL_NUM_ACT];    /* their work-group size limits */
+    size_t lim_tf32;                 /* work-group size limit of cln_tf32 */
     size_t wg_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE (of cln_stage), >= 1 */
 } ocl_program;
 
@@ -72,16 +72,16 @@ typedef struct opencl_backend {
     cl_mem count_buf;    /* one int: count_active's result */
     /* tf32 mode: the TF32-rounded operands the CLBlast GEMM reads; grow-only, sized at
      * solve_begin for the whole model (or at a first GEMM outside a solve) */
-    cl_mem tf32_buf[2];  /* [0] A, [1] B */
-    size_t tf32_cap[2];  /* bytes */
+    cl_mem tf32_buf[2]; /* [0] A, [1] B */
+    size_t tf32_cap[2]; /* bytes */
 } opencl_backend;
 
 /* Per-solve state (sd->be_data). */
 typedef struct ocl_solve {
     ocl_program *p;
-    size_t g_rows, l_rows;     /* 1-D NDRange over trajectories */
+    size_t g_rows, l_rows; /* 1-D NDRange over trajectories */
     size_t g_stage[2], l_stage[2];
-    size_t l_count;            /* count_active's single work-group */
+    size_t l_count; /* count_active's single work-group */
     cl_int B;
 } ocl_solve;
 
@@ -177,7 +177,7 @@ static clnode_status ocl_status(cl_int e, clnode_status other)
 /* Records a failed OpenCL call: raw code in ctx->last_native, message naming the call. */
 #define OCL_FAIL(ctx, err, call)                                                                   \
     (((ctx) ? (void)((ctx)->last_native = (long)(err)) : (void)0),                                 \
-     cln_fail((ctx), ocl_status((err), CLNODE_ERR_DEVICE), "%s failed: %s (%d)", (call),            \
+     cln_fail((ctx), ocl_status((err), CLNODE_ERR_DEVICE), "%s failed: %s (%d)", (call),           \
               ocl_err_name(err), (int)(err)))
 
 /* Returns from the enclosing function when an OpenCL call fails. */
@@ -202,7 +202,7 @@ typedef struct ocl_dev_info {
     char name[128];
     char vendor[128];
     char driver[64];
-    char clc[64];      /* CL_DEVICE_OPENCL_C_VERSION, e.g. "OpenCL C 1.2 pocl" */
+    char clc[64]; /* CL_DEVICE_OPENCL_C_VERSION, e.g. "OpenCL C 1.2 pocl" */
     cl_uint units;
     cl_ulong mem;
     int fp64;
@@ -363,11 +363,11 @@ clnode_status cln_opencl_list(clnode_context *ctx,
 /* Device selection: what the spec asks for, and what exists (for the error message). */
 typedef struct ocl_select {
     const char *spec;
-    long index;             /* >= 0: a global index */
-    cl_device_type type;    /* != 0: first device of that type */
+    long index;          /* >= 0: a global index */
+    cl_device_type type; /* != 0: first device of that type */
     int found;
     ocl_dev_info chosen;
-    char seen[768];         /* "0: name (platform); 1: ..." */
+    char seen[768]; /* "0: name (platform); 1: ..." */
 } ocl_select;
 
 /* Case-insensitive substring test. */
@@ -544,10 +544,9 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
     ob->gemm_tuned[pi] = 1;
     const char *names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
     const size_t values[] = {4096}; /* m n k < 4096^3: every MLP-sized product */
-    CLBlastStatusCode s =
-        CLBlastOverrideParameters(ob->device, "GemmRoutine",
-                                  pi ? CLBlastPrecisionDouble : CLBlastPrecisionSingle, 1, names,
-                                  values);
+    CLBlastStatusCode s = CLBlastOverrideParameters(
+        ob->device, "GemmRoutine", pi ? CLBlastPrecisionDouble : CLBlastPrecisionSingle, 1, names,
+        values);
     if (s != CLBlastSuccess)
         cln_log(ob->base.ctx, CLNODE_LOG_WARN,
                 "CLBlastOverrideParameters(GemmRoutine, XGEMM_MIN_INDIRECT_SIZE) failed (%d); "
@@ -555,8 +554,7 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
                 (int)s);
 }
 
-static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec,
-                                     ocl_program **out);
+static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out);
 static size_t ocl_wg_limit(opencl_backend *ob, cl_kernel k, size_t cap);
 static size_t ocl_round_up(size_t x, size_t m);
 static void ocl_local_2d(const opencl_backend *ob, const ocl_program *p, size_t limit, size_t nx,
@@ -619,8 +617,7 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx,
-              mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
+    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
               CLNODE_ERR_UNSUPPORTED, "GEMM mode %s is not available in %s on the OpenCL backend",
               clnode_gemm_mode_name(mode), clnode_precision_name(prec));
     CLN_CHECK(ctx, prec == CLNODE_FP32 || (prec == CLNODE_FP64 && ob->has_fp64),
@@ -671,8 +668,8 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         if (s == CLBlastNoDoublePrecision)
             st = CLNODE_ERR_NO_FP64;
         return cln_fail(ctx, st, "CLBlast%cgemm(%zu x %zu x %zu) failed: CLBlast status %d%s%s",
-                        prec == CLNODE_FP32 ? 'S' : 'D', m, n, k, (int)s,
-                        s > -1000 ? " " : "", s > -1000 ? ocl_err_name((cl_int)s) : "");
+                        prec == CLNODE_FP32 ? 'S' : 'D', m, n, k, (int)s, s > -1000 ? " " : "",
+                        s > -1000 ? ocl_err_name((cl_int)s) : "");
     }
     return CLNODE_OK;
 }
@@ -732,8 +729,9 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
             cln_log(ctx, CLNODE_LOG_ERROR, "OpenCL build log (%s, %s):\n%s", ob->base.device_name,
                     opts, log);
         ctx->last_native = be_;
-        st = cln_fail(ctx, be_ == CL_BUILD_PROGRAM_FAILURE ? CLNODE_ERR_BUILD
-                                                            : ocl_status(be_, CLNODE_ERR_BUILD),
+        st = cln_fail(ctx,
+                      be_ == CL_BUILD_PROGRAM_FAILURE ? CLNODE_ERR_BUILD
+                                                      : ocl_status(be_, CLNODE_ERR_BUILD),
                       "clBuildProgram(%s) failed: %s (%d)%s%.600s", opts, ocl_err_name(be_),
                       (int)be_, log ? "; log: " : "", log ? log : "");
         goto fail;
@@ -760,8 +758,9 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
         if (!*ks[i].k || e != CL_SUCCESS) {
             *ks[i].k = NULL;
             ctx->last_native = e;
-            st = cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD), "clCreateKernel(%s) failed: %s (%d)",
-                          ks[i].name, ocl_err_name(e), (int)e);
+            st =
+                cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD), "clCreateKernel(%s) failed: %s (%d)",
+                         ks[i].name, ocl_err_name(e), (int)e);
             goto fail;
         }
     }
@@ -916,7 +915,7 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     SB_ARG(p->stage, 6, sd->F->mem);
     SB_ARG(p->stage, 7, sd->Z->mem);
 
-    cl_mem fin[] = {sd->CR->mem, sd->CI->mem, sd->RS->mem, sd->IS->mem,  sd->Y->mem,  sd->F->mem,
+    cl_mem fin[] = {sd->CR->mem, sd->CI->mem, sd->RS->mem,    sd->IS->mem,  sd->Y->mem,  sd->F->mem,
                     sd->Z->mem,  sd->TS->mem, sd->TSOUT->mem, sd->STT->mem, sd->STY->mem};
     for (cl_uint i = 0; i < sizeof fin / sizeof fin[0]; ++i)
         SB_ARG(p->finish, i, fin[i]);
@@ -924,11 +923,12 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     SB_ARG(p->count, 0, sd->IS->mem);
     SB_ARG(p->count, 1, os->B);
     SB_ARG(p->count, 2, ob->count_buf);
-    CLN_TRY(st, ocl_set_arg(ctx, p->count, 3, os->l_count * sizeof(cl_int), NULL, "cln_count_active"));
+    CLN_TRY(st,
+            ocl_set_arg(ctx, p->count, 3, os->l_count * sizeof(cl_int), NULL, "cln_count_active"));
     cln_log(ctx, CLNODE_LOG_DEBUG,
-            "OpenCL solve: B=%zu ldz=%zu; rows %zu/%zu, stage %zux%zu/%zux%zu, count %zu",
-            sd->B, sd->ldz, os->g_rows, os->l_rows, os->g_stage[0], os->g_stage[1],
-            os->l_stage[0], os->l_stage[1], os->l_count);
+            "OpenCL solve: B=%zu ldz=%zu; rows %zu/%zu, stage %zux%zu/%zux%zu, count %zu", sd->B,
+            sd->ldz, os->g_rows, os->l_rows, os->g_stage[0], os->g_stage[1], os->l_stage[0],
+            os->l_stage[1], os->l_count);
     return CLNODE_OK;
 fail:
     ocl_solve_end(be, sd);
@@ -1108,8 +1108,8 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
     {
         char clc[16];
         ocl_clc_version(chosen->clc, clc, sizeof clc);
-        snprintf(ob->base.device_name, sizeof ob->base.device_name, "%.120s (%.100s, OpenCL C %.8s)",
-                 chosen->name, chosen->platform_name, clc);
+        snprintf(ob->base.device_name, sizeof ob->base.device_name,
+                 "%.120s (%.100s, OpenCL C %.8s)", chosen->name, chosen->platform_name, clc);
     }
     cl_device_fp_config fp = 0;
     if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==

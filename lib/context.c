@@ -45,8 +45,10 @@ unsigned clnode_version_number(void)
 const char *clnode_precision_name(clnode_precision precision)
 {
     switch (precision) {
-    case CLNODE_FP32: return "fp32";
-    case CLNODE_FP64: return "fp64";
+    case CLNODE_FP32:
+        return "fp32";
+    case CLNODE_FP64:
+        return "fp64";
     }
     return "unknown";
 }
@@ -54,8 +56,10 @@ const char *clnode_precision_name(clnode_precision precision)
 const char *clnode_gemm_mode_name(clnode_gemm_mode mode)
 {
     switch (mode) {
-    case CLNODE_GEMM_STRICT: return "strict";
-    case CLNODE_GEMM_TF32: return "tf32";
+    case CLNODE_GEMM_STRICT:
+        return "strict";
+    case CLNODE_GEMM_TF32:
+        return "tf32";
     }
     return "unknown";
 }
@@ -139,7 +143,7 @@ static const struct {
 };
 
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
-                                     void *user, clnode_context **out)
+                                      void *user, clnode_context **out)
 {
     clnode_context_options defaults;
     if (!opts) {

@@ -14,7 +14,9 @@
 #include "clnode/devices.h"
 #include "internal.h"
 
-enum { CLN_NUM_BACKENDS = 3 };
+enum {
+    CLN_NUM_BACKENDS = 3
+};
 
 struct clnode_device_list {
     clnode_device_info *devs;
@@ -173,8 +175,7 @@ static void cuda_one(void *user, int index, const char *name, int cc_major, int 
 }
 #endif
 
-clnode_status clnode_device_list_create(clnode_log_fn log, void *log_user,
-                                        clnode_device_list **out)
+clnode_status clnode_device_list_create(clnode_log_fn log, void *log_user, clnode_device_list **out)
 {
     if (!out)
         return CLNODE_ERR_INVALID_ARGUMENT;

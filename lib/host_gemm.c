@@ -2,12 +2,12 @@
  * sequentially over k with fused multiply-adds, acc = fma(a_ik, b_jk, acc) for k = 0, 1, ...,
  * starting from 0.
  *
- * That order is what CLBlast's direct GEMM kernel computes in each work-item (measured bit-identical
- * on PoCL for the MLP shapes, fp32 and fp64; NVIDIA's OpenCL contracts its `c += a*b` into the same
- * fma), so the host and OpenCL devices round every product the same way and take the same steps.
- * It also makes a row's result independent of the batch: no blocking, splitting or edge kernel
- * changes the order of any element's sum. Vectorisation runs across output columns (each lane is
- * one element with its own sequential sum), so it does not change the order either.
+ * That order is what CLBlast's direct GEMM kernel computes in each work-item (measured
+ * bit-identical on PoCL for the MLP shapes, fp32 and fp64; NVIDIA's OpenCL contracts its `c += a*b`
+ * into the same fma), so the host and OpenCL devices round every product the same way and take the
+ * same steps. It also makes a row's result independent of the batch: no blocking, splitting or edge
+ * kernel changes the order of any element's sum. Vectorisation runs across output columns (each
+ * lane is one element with its own sequential sum), so it does not change the order either.
  *
  * B is transposed once per call into a scratch (n x k -> k x n) so the lanes read contiguous
  * memory; rows are shared between threads (OpenMP) when the batch is large, which again changes
@@ -271,8 +271,8 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2_double(size_t m0, size
 
 typedef void (*gemm_f32_fn)(size_t, size_t, size_t, size_t, const float *, size_t, const float *,
                             float *, size_t);
-typedef void (*gemm_f64_fn)(size_t, size_t, size_t, size_t, const double *, size_t,
-                            const double *, double *, size_t);
+typedef void (*gemm_f64_fn)(size_t, size_t, size_t, size_t, const double *, size_t, const double *,
+                            double *, size_t);
 
 static cln_gemm_isa isa_selected(void)
 {
@@ -303,9 +303,12 @@ cln_gemm_isa cln_gemm_best_isa(void)
 const char *cln_gemm_isa_name(cln_gemm_isa isa)
 {
     switch (isa) {
-    case CLN_GEMM_AVX512: return "AVX-512";
-    case CLN_GEMM_AVX2: return "AVX2+FMA";
-    case CLN_GEMM_PORTABLE: return "portable fma()";
+    case CLN_GEMM_AVX512:
+        return "AVX-512";
+    case CLN_GEMM_AVX2:
+        return "AVX2+FMA";
+    case CLN_GEMM_PORTABLE:
+        return "portable fma()";
     }
     return "unknown";
 }
@@ -319,15 +322,14 @@ const char *cln_gemm_isa_name(cln_gemm_isa isa)
                                size_t lda, T *C, size_t ldc, const T *Bt)                          \
     {                                                                                              \
         gemm_##SFX##_fn fn = gemm_ref_##T;                                                         \
-        CLN_GEMM_PICK_##SFX                                                                        \
-        const long nth = (long)(m / CLN_GEMM_ROWS_PER_THREAD);                                     \
+        CLN_GEMM_PICK_##SFX const long nth = (long)(m / CLN_GEMM_ROWS_PER_THREAD);                 \
         if (nth <= 1) {                                                                            \
             fn(0, m, n, k, A, lda, Bt, C, ldc);                                                    \
             return;                                                                                \
         }                                                                                          \
         CLN_GEMM_PARALLEL                                                                          \
         for (long t = 0; t < nth; ++t) {                                                           \
-            const size_t r0 = m * (size_t)t / (size_t)nth, r1 = m * (size_t)(t + 1) / (size_t)nth;  \
+            const size_t r0 = m * (size_t)t / (size_t)nth, r1 = m * (size_t)(t + 1) / (size_t)nth; \
             fn(r0, r1, n, k, A, lda, Bt, C, ldc);                                                  \
         }                                                                                          \
     }

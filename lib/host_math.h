@@ -8,8 +8,7 @@
 #define CLN_HOST_MATH_DECLARE(real, sfx)                                                           \
     void cln_host_bias_act_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *bias,        \
                                  int act);                                                         \
-    void cln_host_init_##sfx(size_t B, const real *CR, const int32_t *CI, real *RS,             \
-                             int32_t *IS);                     \
+    void cln_host_init_##sfx(size_t B, const real *CR, const int32_t *CI, real *RS, int32_t *IS);  \
     void cln_host_stage_##sfx(int i, const real *CR, const int32_t *CI, const real *RS,            \
                               const int32_t *IS, const real *Y, const real *F, real *Z);           \
     void cln_host_finish_##sfx(const real *CR, const int32_t *CI, real *RS, int32_t *IS, real *Y,  \

@@ -25,7 +25,7 @@ struct clnode_context {
  * constructors of backends share it). On failure everything is released and *out is NULL. */
 typedef clnode_status (*cln_backend_factory)(clnode_context *ctx, void *user, cln_backend **out);
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
-                                     void *user, clnode_context **out);
+                                      void *user, clnode_context **out);
 
 /* Logs a message through the context's logger (printf-style). ctx may be NULL. */
 void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)

@@ -105,8 +105,8 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
         }
         CLN_TRY(st, cln_copy_finite(ctx, d->weights[i], nw, "weight", i, &m->weights[i]));
         if (d->biases && d->biases[i])
-            CLN_TRY(st, cln_copy_finite(ctx, d->biases[i], d->sizes[i + 1], "bias", i,
-                                        &m->biases[i]));
+            CLN_TRY(st,
+                    cln_copy_finite(ctx, d->biases[i], d->sizes[i + 1], "bias", i, &m->biases[i]));
     }
     *out = m;
     return CLNODE_OK;

@@ -31,7 +31,7 @@
 #include "probe_internal.h"
 
 /* Shapes of the probes. */
-#define PR_ID_M 64   /* identity: A (64 x 100) . I (100 x 100); I (64 x 64) . B^T (B 100 x 64) */
+#define PR_ID_M 64 /* identity: A (64 x 100) . I (100 x 100); I (64 x 64) . B^T (B 100 x 64) */
 #define PR_ID_K 100
 #define PR_OUTER 256 /* outer product 256 x 256 x 1 */
 #define PR_RAND_M 64 /* the seed MLP's layers at 64 rows */
@@ -43,14 +43,22 @@ static const size_t pr_rand_shapes[3][2] = {{10, 100}, {100, 100}, {100, 10}}; /
 const char *clnode_gemm_class_name(clnode_gemm_class c)
 {
     switch (c) {
-    case CLNODE_GEMM_CLASS_UNKNOWN: return "unknown";
-    case CLNODE_GEMM_CLASS_FP64: return "fp64";
-    case CLNODE_GEMM_CLASS_FP32: return "fp32";
-    case CLNODE_GEMM_CLASS_TF32X3: return "3xtf32-like";
-    case CLNODE_GEMM_CLASS_BF16X3: return "bf16x3-like";
-    case CLNODE_GEMM_CLASS_TF32: return "tf32-like";
-    case CLNODE_GEMM_CLASS_FP16: return "fp16-like";
-    case CLNODE_GEMM_CLASS_BF16: return "bf16-like";
+    case CLNODE_GEMM_CLASS_UNKNOWN:
+        return "unknown";
+    case CLNODE_GEMM_CLASS_FP64:
+        return "fp64";
+    case CLNODE_GEMM_CLASS_FP32:
+        return "fp32";
+    case CLNODE_GEMM_CLASS_TF32X3:
+        return "3xtf32-like";
+    case CLNODE_GEMM_CLASS_BF16X3:
+        return "bf16x3-like";
+    case CLNODE_GEMM_CLASS_TF32:
+        return "tf32-like";
+    case CLNODE_GEMM_CLASS_FP16:
+        return "fp16-like";
+    case CLNODE_GEMM_CLASS_BF16:
+        return "bf16-like";
     }
     return "unknown";
 }
@@ -204,8 +212,8 @@ static clnode_status pr_identity(pr_work *w, cln_probe_gemm_fn gemm, void *user,
     return CLNODE_OK;
 }
 
-static clnode_status pr_outer(pr_work *w, cln_probe_gemm_fn gemm, void *user,
-                              clnode_precision prec, uint64_t *seed, clnode_probe_result *r)
+static clnode_status pr_outer(pr_work *w, cln_probe_gemm_fn gemm, void *user, clnode_precision prec,
+                              uint64_t *seed, clnode_probe_result *r)
 {
     const int fp64 = w->fp64;
     const size_t m = PR_OUTER, n = PR_OUTER;
@@ -296,8 +304,8 @@ static clnode_status pr_range_and_subnormals(pr_work *w, cln_probe_gemm_fn gemm,
     st = gemm(user, prec, 2, 2, 1, w->A, w->B, w->C);
     if (st != CLNODE_OK)
         return st;
-    r->denormals = pr_get(w->C, fp64, 0) == ldexp(1.0, -2 * e1) &&
-                   pr_get(w->C, fp64, 3) == ldexp(1.0, -e2);
+    r->denormals =
+        pr_get(w->C, fp64, 0) == ldexp(1.0, -2 * e1) && pr_get(w->C, fp64, 3) == ldexp(1.0, -e2);
     return CLNODE_OK;
 }
 
@@ -443,8 +451,8 @@ static clnode_status pr_check(clnode_context *ctx, clnode_precision prec, clnode
               "unknown precision %d", (int)prec);
     CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || mode == CLNODE_GEMM_TF32,
               CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)mode);
-    CLN_CHECK(ctx, !(mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP64),
-              CLNODE_ERR_INVALID_ARGUMENT, "the tf32 GEMM mode applies to fp32 only");
+    CLN_CHECK(ctx, !(mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP64), CLNODE_ERR_INVALID_ARGUMENT,
+              "the tf32 GEMM mode applies to fp32 only");
     cln_backend *be = ctx->backend;
     CLN_CHECK(ctx, be->ops->supports(be, prec),
               prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
@@ -468,11 +476,10 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
         cln_log(ctx, CLNODE_LOG_INFO,
                 "GEMM probe on %s, %s %s: identity %ld mismatches (%.1f bits), outer %ld "
                 "mismatches, random %.1f bits, range %s, subnormals %s: %s, unit roundoff %.3g",
-                ctx->backend->device_name, clnode_precision_name(prec),
-                clnode_gemm_mode_name(mode), r->identity_mismatches, r->identity_bits,
-                r->outer_mismatches, r->random_bits, r->range_ok ? "ok" : "overflows",
-                r->denormals ? "kept" : "flushed", clnode_gemm_class_name(r->gemm_class),
-                r->unit_roundoff);
+                ctx->backend->device_name, clnode_precision_name(prec), clnode_gemm_mode_name(mode),
+                r->identity_mismatches, r->identity_bits, r->outer_mismatches, r->random_bits,
+                r->range_ok ? "ok" : "overflows", r->denormals ? "kept" : "flushed",
+                clnode_gemm_class_name(r->gemm_class), r->unit_roundoff);
     }
     *out = r;
     return CLNODE_OK;

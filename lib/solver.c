@@ -19,7 +19,7 @@ extern const double cln_dopri5_cmid[7];
 
 struct clnode_solution {
     size_t B, N;
-    long syncs; /* host-device synchronisations made by the solve */
+    long syncs;                     /* host-device synchronisations made by the solve */
     clnode_trajectory_stats *stats; /* B */
     double *y_final;                /* B x N */
     size_t cap[4];                  /* points per trajectory, per clnode_save_kind */
@@ -185,8 +185,7 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
         CLN_CHECK(ctx, o->dtmax >= 0.0 && isfinite(o->dtmax), CLNODE_ERR_INVALID_ARGUMENT,
                   "dtmax = %g must be finite and non-negative (0: none)", o->dtmax);
         CLN_CHECK(ctx, !(o->dtmin > 0.0 && o->dtmax > 0.0 && o->dtmin > o->dtmax),
-                  CLNODE_ERR_INVALID_ARGUMENT, "dtmin = %g exceeds dtmax = %g", o->dtmin,
-                  o->dtmax);
+                  CLNODE_ERR_INVALID_ARGUMENT, "dtmin = %g exceeds dtmax = %g", o->dtmin, o->dtmax);
     }
     CLN_CHECK(ctx, o->n_save_ts == 0 || o->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
               "%zu save times but no array", o->n_save_ts);
@@ -195,8 +194,8 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
     for (size_t j = 0; j < o->n_save_ts; ++j) {
         const double t = o->save_ts[j];
         CLN_CHECK(ctx, isfinite(t) && dir * t >= dir * o->t0 && dir * t <= dir * o->t1,
-                  CLNODE_ERR_INVALID_ARGUMENT, "save time %zu (%g) lies outside [t0, t1] = [%g, %g]",
-                  j, t, o->t0, o->t1);
+                  CLNODE_ERR_INVALID_ARGUMENT,
+                  "save time %zu (%g) lies outside [t0, t1] = [%g, %g]", j, t, o->t0, o->t1);
         CLN_CHECK(ctx, j == 0 || dir * t >= dir * o->save_ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
                   "save times must be monotone in the direction of integration (time %zu = %g "
                   "after %g)",
@@ -213,8 +212,8 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
 /* ---- precision-dependent conversions (set-up and read-back only) ---- */
 
 /* Rounds `n` doubles to the solve's precision and writes them at element `off` of buf. */
-static clnode_status cln_upload(cln_backend *be, const cln_solve_dev *sd, cln_buf *buf,
-                                size_t off, const double *src, size_t n)
+static clnode_status cln_upload(cln_backend *be, const cln_solve_dev *sd, cln_buf *buf, size_t off,
+                                const double *src, size_t n)
 {
     if (n == 0)
         return CLNODE_OK;
@@ -299,8 +298,8 @@ static void cln_release(cln_run *r)
         be->ops->buf_free(be, sd->W[i]);
         be->ops->buf_free(be, sd->bias[i]);
     }
-    cln_buf **all[] = {&sd->Y,  &sd->F,  &sd->Z,  &sd->H[0], &sd->H[1], &sd->CR,  &sd->CI,
-                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT, &sd->STY};
+    cln_buf **all[] = {&sd->Y,  &sd->F,  &sd->Z,  &sd->H[0],  &sd->H[1], &sd->CR, &sd->CI,
+                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT,  &sd->STY};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         be->ops->buf_free(be, *all[i]);
         *all[i] = NULL;
@@ -496,8 +495,8 @@ static clnode_status cln_collect(cln_run *r, const double *y0, double dir, clnod
     rs = malloc(B * CLN_RS_COUNT * sizeof(double));
     is = malloc(B * CLN_IS_COUNT * sizeof(int32_t));
     if (!s->stats || !s->y_final || !rs || !is) {
-        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution of %zu x %zu",
-                      B, N);
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution of %zu x %zu", B,
+                      N);
         goto fail;
     }
     for (int k = 0; k < 4; ++k) {
@@ -518,8 +517,8 @@ static clnode_status cln_collect(cln_run *r, const double *y0, double dir, clnod
     CLN_TRY(st, r->be->ops->buf_read(r->be, sd->IS, 0, B * CLN_IS_COUNT * sizeof(int32_t), is));
     CLN_TRY(st, cln_download(r->be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
-        CLN_TRY(st, cln_download(r->be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS],
-                                 B * o->n_save_ts * N));
+        CLN_TRY(st,
+                cln_download(r->be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS], B * o->n_save_ts * N));
     if (s->cap[CLNODE_SAVE_STEPS]) {
         CLN_TRY(st, cln_download(r->be, sd, sd->STT, 0, s->ts[CLNODE_SAVE_STEPS],
                                  B * (size_t)o->max_steps));
@@ -533,8 +532,8 @@ static clnode_status cln_collect(cln_run *r, const double *y0, double dir, clnod
         t->num_steps = ib[CLN_IS_NSTEPS];
         t->num_accepted = ib[CLN_IS_NACC];
         t->num_rejected = ib[CLN_IS_NREJ];
-        t->num_rhs_evals = m->fsal ? 1 + (long)(m->stages - 1) * t->num_steps
-                                   : (long)m->stages * t->num_steps;
+        t->num_rhs_evals =
+            m->fsal ? 1 + (long)(m->stages - 1) * t->num_steps : (long)m->stages * t->num_steps;
         t->t_final = dir * rs[b * CLN_RS_COUNT + CLN_RS_T];
         if (s->cap[CLNODE_SAVE_T0]) {
             s->count[CLNODE_SAVE_T0][b] = 1;
@@ -590,10 +589,10 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
         return st;
     cln_backend *be = ctx->backend;
     if (!be->ops->supports(be, opts->precision))
-        return cln_fail(ctx, opts->precision == CLNODE_FP64 ? CLNODE_ERR_NO_FP64
-                                                             : CLNODE_ERR_UNSUPPORTED,
-                        "device %s cannot solve in %s", be->device_name,
-                        clnode_precision_name(opts->precision));
+        return cln_fail(
+            ctx, opts->precision == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
+            "device %s cannot solve in %s", be->device_name,
+            clnode_precision_name(opts->precision));
     st = cln_guard_tolerance(ctx, opts);
     if (st != CLNODE_OK)
         return st;
@@ -619,8 +618,8 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     sd->sizes = model->sizes;
     size_t maxw = 1;
     for (size_t l = 0; l < model->num_layers; ++l) {
-        sd->act[l] = (int)(l + 1 == model->num_layers ? model->final_activation
-                                                       : model->activation);
+        sd->act[l] =
+            (int)(l + 1 == model->num_layers ? model->final_activation : model->activation);
         if (model->sizes[l + 1] > maxw)
             maxw = model->sizes[l + 1];
     }
@@ -724,8 +723,8 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                     /* one trajectory's time is enough for a progress figure on large batches;
                      * read the first active one cheaply: scan at most 64 rows */
                     for (size_t b = 0; b < B && b < 64; ++b) {
-                        CLN_TRY(st, cln_download(be, sd, sd->RS, b * CLN_RS_COUNT, rs4,
-                                                 CLN_RS_COUNT));
+                        CLN_TRY(st,
+                                cln_download(be, sd, sd->RS, b * CLN_RS_COUNT, rs4, CLN_RS_COUNT));
                         if (rs4[CLN_RS_T] < tmin)
                             tmin = rs4[CLN_RS_T];
                     }

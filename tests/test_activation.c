@@ -3,10 +3,10 @@
  * float: a sweep of every 256th bit pattern in [-100, 100] (about 8.7 million inputs) against a
  * double-precision libm reference. double: a million pseudo-random inputs against a long double
  * (x87 extended, 64-bit mantissa) libm reference. With CLNODE_TEST_FULL=1 in the environment:
- * every 64th pattern (35 million) and 4.2 million random doubles (about 30 s optimised). Errors are in ulps of the reference
- * (the ulp of the reference's binade; 2^-149 / 2^-1074 in the subnormal range), and each
- * function's maximum must stay within the bound stated in bound_f32 / bound_f64. The measured
- * maxima are printed so that they can be quoted.
+ * every 64th pattern (35 million) and 4.2 million random doubles (about 30 s optimised). Errors are
+ * in ulps of the reference (the ulp of the reference's binade; 2^-149 / 2^-1074 in the subnormal
+ * range), and each function's maximum must stay within the bound stated in bound_f32 / bound_f64.
+ * The measured maxima are printed so that they can be quoted.
  *
  * gelu is ill-conditioned for x < 0 (relative condition number about |w| (1 - sigmoid(w)) with
  * respect to its inner argument w = 2 sqrt(2/pi) (x + 0.044715 x^3)), so the three roundings of
@@ -40,8 +40,20 @@ double exp_f64(double x);
 double log1p01_f64(double u);
 void act_array_f64(int act, const double *x, double *y, size_t n);
 
-enum { IDENTITY, RELU, TANH, SIGMOID, SOFTPLUS, SILU, GELU, N_ACT, EXP = N_ACT, LOG1P, N_FN };
-static const char *const fn_name[N_FN] = {"identity", "relu", "tanh", "sigmoid", "softplus",
+enum {
+    IDENTITY,
+    RELU,
+    TANH,
+    SIGMOID,
+    SOFTPLUS,
+    SILU,
+    GELU,
+    N_ACT,
+    EXP = N_ACT,
+    LOG1P,
+    N_FN
+};
+static const char *const fn_name[N_FN] = {"identity", "relu", "tanh", "sigmoid",   "softplus",
                                           "silu",     "gelu", "exp",  "log1p[0,1]"};
 
 /* Maximum error in ulps. Measured with GCC 12 on x86-64 (this sweep and these random points):
@@ -87,8 +99,8 @@ static void stats_report(const err_stats *s, const char *prec, const double *bou
                   prec, s->gelu_pos_max, GELU_BASE, GELU_COND);
     for (int fn = 0; fn < N_FN; fn++) {
         if (!(s->max_ulp[fn] <= bound[fn]))
-            fail_msg("%s %s: %.3f ulp at x = %.17g exceeds %.2f", prec, fn_name[fn],
-                     s->max_ulp[fn], s->at[fn], bound[fn]);
+            fail_msg("%s %s: %.3f ulp at x = %.17g exceeds %.2f", prec, fn_name[fn], s->max_ulp[fn],
+                     s->at[fn], bound[fn]);
     }
 }
 
@@ -257,8 +269,8 @@ static void check_f64(err_stats *s, const double *x, size_t n)
         long double xl = x[i];
         long double sg = sigmoid_l(xl);
         long double sp = (xl > 0 ? xl : 0.0L) + log1pl(expl(-fabsl(xl)));
-        long double w = 2.0L * (long double)0.7978845608028654 *
-                        (xl + (long double)0.044715 * (xl * xl * xl));
+        long double w =
+            2.0L * (long double)0.7978845608028654 * (xl + (long double)0.044715 * (xl * xl * xl));
         stats_add(s, IDENTITY, ulps_f64(y[IDENTITY][i], xl), x[i]);
         stats_add(s, RELU, ulps_f64(y[RELU][i], xl < 0 ? 0.0L : xl), x[i]);
         stats_add(s, TANH, ulps_f64(y[TANH][i], tanhl(xl)), x[i]);
@@ -320,7 +332,7 @@ static void test_random_f64(void **state)
 #define EXPECT_CLOSE(got, want, ulps, ulpfn)                                                       \
     do {                                                                                           \
         double g_ = (got), w_ = (want);                                                            \
-        if (!(fabs(g_ - w_) <= (ulps) * ulpfn(w_)))                                                \
+        if (!(fabs(g_ - w_) <= (ulps)*ulpfn(w_)))                                                  \
             fail_msg("%s = %.17g, expected %.17g", #got, g_, w_);                                  \
     } while (0)
 
@@ -459,7 +471,9 @@ static void test_specials_f64(void **state)
 static void test_array_matches_scalar(void **state)
 {
     (void)state;
-    enum { N = 1003 }; /* not a multiple of any vector width: exercises the epilogue */
+    enum {
+        N = 1003
+    }; /* not a multiple of any vector width: exercises the epilogue */
     static float xf[N], yf[N];
     static double xd[N], yd[N];
     for (int i = 0; i < N; i++) {
@@ -488,10 +502,8 @@ static void test_array_matches_scalar(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_specials_f32),
-        cmocka_unit_test(test_specials_f64),
-        cmocka_unit_test(test_array_matches_scalar),
-        cmocka_unit_test(test_sweep_f32),
+        cmocka_unit_test(test_specials_f32),         cmocka_unit_test(test_specials_f64),
+        cmocka_unit_test(test_array_matches_scalar), cmocka_unit_test(test_sweep_f32),
         cmocka_unit_test(test_random_f64),
     };
     return cmocka_run_group_tests_name("activation", tests, NULL, NULL);

@@ -30,8 +30,8 @@ static clnode_context *g_ctx;
 #define assert_close(a, b, rtol, atol)                                                             \
     do {                                                                                           \
         const double a_ = (a), b_ = (b);                                                           \
-        if (!(fabs(a_ - b_) <= (atol) + (rtol) * fabs(b_)))                                        \
-            fail_msg("%s = %.17g and %s = %.17g differ by %.3g (allowed %.3g + %.3g * |b|)", #a,  \
+        if (!(fabs(a_ - b_) <= (atol) + (rtol)*fabs(b_)))                                          \
+            fail_msg("%s = %.17g and %s = %.17g differ by %.3g (allowed %.3g + %.3g * |b|)", #a,   \
                      a_, #b, b_, fabs(a_ - b_), (double)(atol), (double)(rtol));                   \
     } while (0)
 
@@ -39,7 +39,7 @@ static clnode_context *g_ctx;
     do {                                                                                           \
         clnode_status st_ = (expr);                                                                \
         if (st_ != CLNODE_OK)                                                                      \
-            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                          \
+            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
                      clnode_context_last_error(g_ctx));                                            \
     } while (0)
 
@@ -51,8 +51,8 @@ static clnode_model *linear_model(size_t n, const double *W, const double *bias)
     size_t sizes[2] = {n, n};
     const double *ws[1] = {W};
     const double *bs[1] = {bias};
-    clnode_model_desc d = {1, sizes, ws, bias ? bs : NULL, CLNODE_ACT_IDENTITY,
-                           CLNODE_ACT_IDENTITY, 0};
+    clnode_model_desc d = {1, sizes, ws, bias ? bs : NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY,
+                           0};
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     return m;
@@ -214,10 +214,10 @@ static void test_convergence_order(void **state)
 
 typedef struct parity_tally {
     int cases, exact, within2;
-    double max_rel_final;   /* the state at t1 */
-    double max_rel_ts;      /* dense output at requested times */
-    double max_rel_steps;   /* states at the ends of accepted steps */
-    double max_rel_step_t;  /* the times of those ends */
+    double max_rel_final;  /* the state at t1 */
+    double max_rel_ts;     /* dense output at requested times */
+    double max_rel_steps;  /* states at the ends of accepted steps */
+    double max_rel_step_t; /* the times of those ends */
     int worst_diff;
 } parity_tally;
 
@@ -335,9 +335,9 @@ static void run_parity_file(const char *file, parity_tally *t, clnode_precision 
             json_object *ridx = json_object_object_get(tr, "ys_index");
             size_t n;
             const double *sts, *sys;
-            assert_ok(clnode_solution_saved(s, b, strcmp(save, "ts") == 0 ? CLNODE_SAVE_TS
-                                                                         : CLNODE_SAVE_STEPS,
-                                            &n, &sts, &sys));
+            assert_ok(clnode_solution_saved(
+                s, b, strcmp(save, "ts") == 0 ? CLNODE_SAVE_TS : CLNODE_SAVE_STEPS, &n, &sts,
+                &sys));
             const size_t nrows = json_object_array_length(rys);
             const int steps_mode = strcmp(save, "ts") != 0;
             for (size_t r = 0; r < nrows; ++r) {
@@ -362,7 +362,8 @@ static void run_parity_file(const char *file, parity_tally *t, clnode_precision 
                 double worst = 0;
                 double scale = 0;
                 for (size_t j = 0; j < N; ++j)
-                    scale = fmax(scale, fabs(json_object_get_double(json_object_array_get_idx(row, j))));
+                    scale = fmax(scale,
+                                 fabs(json_object_get_double(json_object_array_get_idx(row, j))));
                 for (size_t j = 0; j < N; ++j) {
                     const double ref = json_object_get_double(json_object_array_get_idx(row, j));
                     /* relative to the state's magnitude: components crossing zero are compared
@@ -482,8 +483,7 @@ static void test_batch_invariance(void **state)
                 if (probe[k] >= B)
                     continue;
                 clnode_trajectory_stats st = stats_of(s, probe[k]);
-                if (st.num_steps != alone[k].num_steps ||
-                    st.num_accepted != alone[k].num_accepted)
+                if (st.num_steps != alone[k].num_steps || st.num_accepted != alone[k].num_accepted)
                     fail_msg("%s batch %zu trajectory %zu: %ld steps (%ld accepted), alone %ld "
                              "(%ld)",
                              p ? "fp64" : "fp32", B, probe[k], st.num_steps, st.num_accepted,
@@ -562,9 +562,9 @@ static void test_bad_inputs(void **state)
         double rtol, atol, dt0, t0, t1;
         const char *msg;
     } bad[] = {
-        {0.0, 1e-6, 0.1, 0, 1, "rtol"},    {-1e-3, 1e-6, 0.1, 0, 1, "rtol"},
-        {1e-3, 0.0, 0.1, 0, 1, "atol"},    {1e-3, -1.0, 0.1, 0, 1, "atol"},
-        {NAN, 1e-6, 0.1, 0, 1, "rtol"},    {1e-3, 1e-6, -0.1, 0, 1, "wrong sign"},
+        {0.0, 1e-6, 0.1, 0, 1, "rtol"},        {-1e-3, 1e-6, 0.1, 0, 1, "rtol"},
+        {1e-3, 0.0, 0.1, 0, 1, "atol"},        {1e-3, -1.0, 0.1, 0, 1, "atol"},
+        {NAN, 1e-6, 0.1, 0, 1, "rtol"},        {1e-3, 1e-6, -0.1, 0, 1, "wrong sign"},
         {1e-3, 1e-6, 0.1, 1, 0, "wrong sign"}, {1e-3, 1e-6, 0.1, 0, INFINITY, "finite"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {

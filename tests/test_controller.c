@@ -181,7 +181,7 @@ static void test_end_of_interval(void **state)
     rig_init(&r, 96.0, 3.5, 1.0); /* reject, factor 0.9: 96 + 3.15 = 99.15 < floor */
     rig_step(&r);
     assert_true(fabs(r.RS[CLN_RS_TN] - 99.15) < 1e-12);
-    rig_init(&r, 96.0, 4.0, 1.0); /* reject: 96 + 3.6 = 99.6 ... */
+    rig_init(&r, 96.0, 4.0, 1.0);   /* reject: 96 + 3.6 = 99.6 ... */
     r.CR[CLN_CR_CLIP_FLOOR] = 99.5; /* ... beyond the floor: midpoint 98 */
     rig_step(&r);
     assert_true(r.RS[CLN_RS_TN] == 98.0);
@@ -275,11 +275,16 @@ static void test_pow(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_accept_factor),     cmocka_unit_test(test_accept_never_shrinks),
-        cmocka_unit_test(test_factormax),         cmocka_unit_test(test_reject),
-        cmocka_unit_test(test_nan_error_rejects), cmocka_unit_test(test_pid_history),
-        cmocka_unit_test(test_end_of_interval),   cmocka_unit_test(test_dtmax_dtmin),
-        cmocka_unit_test(test_max_steps),         cmocka_unit_test(test_scale_uses_y0_when_y1_is_nan),
+        cmocka_unit_test(test_accept_factor),
+        cmocka_unit_test(test_accept_never_shrinks),
+        cmocka_unit_test(test_factormax),
+        cmocka_unit_test(test_reject),
+        cmocka_unit_test(test_nan_error_rejects),
+        cmocka_unit_test(test_pid_history),
+        cmocka_unit_test(test_end_of_interval),
+        cmocka_unit_test(test_dtmax_dtmin),
+        cmocka_unit_test(test_max_steps),
+        cmocka_unit_test(test_scale_uses_y0_when_y1_is_nan),
         cmocka_unit_test(test_pow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

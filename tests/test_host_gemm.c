@@ -28,16 +28,16 @@ static int isa_available(cln_gemm_isa isa)
 #define CHECK_SHAPES(T, SFX, FMA)                                                                  \
     static void check_##SFX(cln_gemm_isa isa)                                                      \
     {                                                                                              \
-        const size_t shapes[][3] = {{1, 100, 10},  {2, 100, 100}, {7, 10, 100}, {64, 100, 10},     \
-                                    {65, 33, 17},  {3, 1, 1},     {5, 31, 3},   {9, 47, 64},       \
-                                    {130, 16, 8},  {1, 7, 0},     {300, 100, 100}};                 \
+        const size_t shapes[][3] = {{1, 100, 10}, {2, 100, 100}, {7, 10, 100},   {64, 100, 10},    \
+                                    {65, 33, 17}, {3, 1, 1},     {5, 31, 3},     {9, 47, 64},      \
+                                    {130, 16, 8}, {1, 7, 0},     {300, 100, 100}};                 \
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {                            \
             const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];                     \
             const size_t lda = k + 3, ldb = k + 1, ldc = n + 2; /* padded leading dimensions */    \
             T *A = calloc(m * lda + 1, sizeof(T)), *B = calloc(n * ldb + 1, sizeof(T));            \
             T *C = calloc(m * ldc + 1, sizeof(T)), *Bt = calloc(n * k + 1, sizeof(T));             \
             T *one = calloc(ldc + 1, sizeof(T));                                                   \
-            assert_true(A && B && C && Bt && one);                                                 \
+            assert_true(A &&B &&C &&Bt &&one);                                                     \
             for (size_t i = 0; i < m * lda; ++i)                                                   \
                 A[i] = (T)(4 * urand());                                                           \
             for (size_t i = 0; i < n * ldb; ++i)                                                   \

@@ -131,9 +131,8 @@ static void test_tableaux(void **state)
 static void test_tsit5_error_weights(void **state)
 {
     (void)state;
-    const float ref[7] = {0.0017800111090764403f, 0.0008164344471879303f,
-                          -0.007880877703428268f, 0.14471100270748138f,
-                          -0.5823571681976318f,   0.4580821096897125f,
+    const float ref[7] = {0.0017800111090764403f, 0.0008164344471879303f, -0.007880877703428268f,
+                          0.14471100270748138f,   -0.5823571681976318f,   0.4580821096897125f,
                           -0.01515151560306549f};
     for (int i = 0; i < 7; ++i)
         assert_true((float)clnode_method_tsit5->b_error[i] == ref[i]);

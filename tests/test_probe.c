@@ -41,21 +41,21 @@ static void capture_log(void *user, clnode_log_level level, const char *msg)
     do {                                                                                           \
         clnode_status st_ = (expr);                                                                \
         if (st_ != CLNODE_OK)                                                                      \
-            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                          \
+            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
                      clnode_context_last_error(g_ctx));                                            \
     } while (0)
 
 /* ---- emulated GEMMs ---- */
 
 typedef enum emu_kind {
-    EMU_FP32,      /* sequential fmaf: IEEE fp32 */
-    EMU_FP64,      /* sequential fma: IEEE fp64 */
-    EMU_TF32,      /* operands through cln_tf32_round (RNE), fp32 accumulation */
+    EMU_FP32,       /* sequential fmaf: IEEE fp32 */
+    EMU_FP64,       /* sequential fma: IEEE fp64 */
+    EMU_TF32,       /* operands through cln_tf32_round (RNE), fp32 accumulation */
     EMU_TF32_TRUNC, /* operands truncated to 10 mantissa bits (raw mma without conversion) */
-    EMU_BF16,      /* operands rounded to bf16 (8-bit significand), fp32 accumulation */
-    EMU_BF16X3,    /* a = hi + lo in bf16; lo hi + hi lo + hi hi, fp32 accumulation */
-    EMU_TF32X3,    /* a = big + small in TF32; small big + big small + big big (CUTLASS 3xTF32) */
-    EMU_FP16,      /* operands and result in fp16 (11-bit significand, range 65504), fp32 sums */
+    EMU_BF16,       /* operands rounded to bf16 (8-bit significand), fp32 accumulation */
+    EMU_BF16X3,     /* a = hi + lo in bf16; lo hi + hi lo + hi hi, fp32 accumulation */
+    EMU_TF32X3,     /* a = big + small in TF32; small big + big small + big big (CUTLASS 3xTF32) */
+    EMU_FP16,       /* operands and result in fp16 (11-bit significand, range 65504), fp32 sums */
 } emu_kind;
 
 static float bits_to_f(uint32_t u)
@@ -132,9 +132,15 @@ static clnode_status emu_gemm(void *user, clnode_precision prec, size_t m, size_
             for (size_t kk = 0; kk < k; ++kk) {
                 const float a = A[i * k + kk], b = B[j * k + kk];
                 switch (kind) {
-                case EMU_TF32: acc = fmaf(cln_tf32_round(a), cln_tf32_round(b), acc); break;
-                case EMU_TF32_TRUNC: acc = fmaf(trunc_tf32(a), trunc_tf32(b), acc); break;
-                case EMU_BF16: acc = fmaf(round_bf16(a), round_bf16(b), acc); break;
+                case EMU_TF32:
+                    acc = fmaf(cln_tf32_round(a), cln_tf32_round(b), acc);
+                    break;
+                case EMU_TF32_TRUNC:
+                    acc = fmaf(trunc_tf32(a), trunc_tf32(b), acc);
+                    break;
+                case EMU_BF16:
+                    acc = fmaf(round_bf16(a), round_bf16(b), acc);
+                    break;
                 case EMU_BF16X3: {
                     const float ah = round_bf16(a), al = round_bf16(a - ah);
                     const float bh = round_bf16(b), bl = round_bf16(b - bh);
@@ -151,8 +157,12 @@ static clnode_status emu_gemm(void *user, clnode_precision prec, size_t m, size_
                     acc = fmaf(ab, bb, acc);
                     break;
                 }
-                case EMU_FP16: acc = fmaf(round_fp16(a), round_fp16(b), acc); break;
-                default: acc = fmaf(a, b, acc); break;
+                case EMU_FP16:
+                    acc = fmaf(round_fp16(a), round_fp16(b), acc);
+                    break;
+                default:
+                    acc = fmaf(a, b, acc);
+                    break;
                 }
             }
             C[i * n + j] = kind == EMU_FP16 ? round_fp16(acc) : acc;
@@ -199,8 +209,8 @@ static void test_injected(void **state)
                      clnode_gemm_class_name(r.gemm_class), clnode_gemm_class_name(cases[i].want));
         assert_true(r.unit_roundoff <= cases[i].umax && r.unit_roundoff > cases[i].umax / 4);
         assert_int_equal(r.precision, cases[i].prec);
-        const int full = cases[i].want == CLNODE_GEMM_CLASS_FP32 ||
-                         cases[i].want == CLNODE_GEMM_CLASS_FP64;
+        const int full =
+            cases[i].want == CLNODE_GEMM_CLASS_FP32 || cases[i].want == CLNODE_GEMM_CLASS_FP64;
         assert_int_equal(r.identity_exact, full);
         assert_int_equal(r.outer_exact, full);
         assert_int_equal(r.range_ok, kind != EMU_FP16);
@@ -444,10 +454,8 @@ int main(int argc, char **argv)
     }
     printf("probe suite on %s: %s\n", clnode_context_backend(g_ctx), clnode_context_device(g_ctx));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_injected),
-        cmocka_unit_test(test_tf32_rounding),
-        cmocka_unit_test(test_device),
-        cmocka_unit_test(test_seed_tf32),
+        cmocka_unit_test(test_injected), cmocka_unit_test(test_tf32_rounding),
+        cmocka_unit_test(test_device),   cmocka_unit_test(test_seed_tf32),
         cmocka_unit_test(test_guard),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -804,10 +804,18 @@ static void test_fuzz_header(void **state)
             /* Mostly the header (length field included); now and then the data. */
             size_t pos = (r & 15) ? (size_t)((r >> 8) % header_end) : (size_t)((r >> 8) % size);
             switch ((r >> 4) & 3) {
-            case 0: b[pos] ^= (unsigned char)(1u << ((r >> 40) & 7)); break;
-            case 1: b[pos] = interesting[(r >> 40) % sizeof interesting]; break;
-            case 2: b[pos] = (unsigned char)(r >> 48); break;
-            default: b[pos] = (unsigned char)('0' + (r >> 40) % 10); break;
+            case 0:
+                b[pos] ^= (unsigned char)(1u << ((r >> 40) & 7));
+                break;
+            case 1:
+                b[pos] = interesting[(r >> 40) % sizeof interesting];
+                break;
+            case 2:
+                b[pos] = (unsigned char)(r >> 48);
+                break;
+            default:
+                b[pos] = (unsigned char)('0' + (r >> 40) % 10);
+                break;
             }
         }
         size_t n = (iter % 7 == 0) ? (size_t)(rng_next(&seed) % (size + 1)) : size;

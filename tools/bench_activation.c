@@ -15,7 +15,12 @@
 void act_array_f32(int act, const float *x, float *y, size_t n);
 void act_array_f64(int act, const double *x, double *y, size_t n);
 
-enum { ROWS = 4096, COLS = 100, N = ROWS * COLS, ACT_SOFTPLUS = 4 };
+enum {
+    ROWS = 4096,
+    COLS = 100,
+    N = ROWS * COLS,
+    ACT_SOFTPLUS = 4
+};
 
 static double now_ns(void)
 {

@@ -23,8 +23,7 @@
 
 /* The bare loop through the device's own GEMM op: `evals` right-hand sides of B rows through
  * the model's layers (fp32), then one wait for the device. Returns seconds, or < 0 on error. */
-static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, size_t B,
-                                   long evals)
+static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, size_t B, long evals)
 {
     cln_backend *be = ctx->backend;
     const size_t L = clnode_model_num_layers(m);
@@ -180,7 +179,8 @@ int main(int argc, char **argv)
     double host_us[16] = {0};
     int rc = 0;
     printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, fp32, rtol 1e-4, "
-           "atol 1e-6, t in [0, 50]; best of %d\n", repeat);
+           "atol 1e-6, t in [0, 50]; best of %d\n",
+           repeat);
     for (size_t d = 0; d < nd && rc == 0; ++d) {
         clnode_context_options co;
         clnode_context_default_options(&co);
@@ -202,7 +202,8 @@ int main(int argc, char **argv)
         const size_t N = clnode_model_dim(m);
         double flops_row = 0;
         for (size_t l = 0; l < clnode_model_num_layers(m); ++l)
-            flops_row += 2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
+            flops_row +=
+                2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
         printf("\n%s: %s\n", devices[d], clnode_context_device(ctx));
         printf("%6s %6s %6s %10s %10s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
                "solve ms", "us/step", "GEMM GF/s", "bare GF/s", "vs bare", "cblas GF/s", "syncs",

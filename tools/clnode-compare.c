@@ -52,14 +52,14 @@ typedef struct row {
     clnode_solution *sol[MAX_BATCHES];
     /* derived */
     long steps_min[MAX_BATCHES], steps_max[MAX_BATCHES];
-    int batch_invariant;  /* every copy of each trajectory took the same steps */
+    int batch_invariant; /* every copy of each trajectory took the same steps */
     int all_success;
-    int inflated;         /* more than twice the reference's steps */
+    int inflated; /* more than twice the reference's steps */
     char results[160];
     double max_dev;
-    int bit_identical;    /* to the "host" row of the same precision and mode: 1, 0, -1 n/a */
+    int bit_identical; /* to the "host" row of the same precision and mode: 1, 0, -1 n/a */
     int is_reference;
-    int fails;            /* a strict row that disagrees */
+    int fails; /* a strict row that disagrees */
     char verdict[160];
 } row;
 
@@ -68,13 +68,13 @@ typedef struct compare {
     size_t batches[MAX_BATCHES], nb;
     char *devices[MAX_DEVICES];
     size_t ndev;
-    int want_prec[2];     /* fp32, fp64 */
-    int want_mode[2];     /* strict, tf32 */
-    double tolerance;     /* 0: scaled from rtol */
+    int want_prec[2]; /* fp32, fp64 */
+    int want_mode[2]; /* strict, tf32 */
+    double tolerance; /* 0: scaled from rtol */
     int json, progress;
     const char *plot;
     /* problem */
-    double *y0base;       /* R x N */
+    double *y0base; /* R x N */
     size_t R, N;
     double *ts;
     size_t n_ts;
@@ -215,8 +215,7 @@ static int parse_args(compare *c, int argc, char **argv)
             char *end;
             c->tolerance = strtod(v, &end);
             if (*end || !(c->tolerance > 0) || !isfinite(c->tolerance)) {
-                fprintf(stderr, "%s: --tolerance expects a positive number, not \"%s\"\n", prog,
-                        v);
+                fprintf(stderr, "%s: --tolerance expects a positive number, not \"%s\"\n", prog, v);
                 return 2;
             }
         } else if (strcmp(a, "--json") == 0) {
@@ -336,8 +335,8 @@ static row *new_row(compare *c)
     return r;
 }
 
-static void progress_msg(const compare *c, const char *spec, clnode_precision p,
-                         clnode_gemm_mode m, const char *what)
+static void progress_msg(const compare *c, const char *spec, clnode_precision p, clnode_gemm_mode m,
+                         const char *what)
 {
     if (!c->progress)
         return;
@@ -467,8 +466,8 @@ static void judge(compare *c, row *r)
         if (strcmp(c->rows[i].spec, "host") == 0 && c->rows[i].prec == r->prec &&
             c->rows[i].mode == r->mode)
             host = &c->rows[i];
-    r->is_reference = strcmp(r->spec, "host") == 0 && r->prec == CLNODE_FP64 &&
-                      r->mode == CLNODE_GEMM_STRICT;
+    r->is_reference =
+        strcmp(r->spec, "host") == 0 && r->prec == CLNODE_FP64 && r->mode == CLNODE_GEMM_STRICT;
     r->batch_invariant = 1;
     r->all_success = 1;
     r->bit_identical = host && host != r ? 1 : -1;
@@ -506,8 +505,8 @@ static void judge(compare *c, row *r)
             }
             if (st.num_steps > 2 * rs.num_steps && st.num_steps > rs.num_steps + 5)
                 r->inflated = 1;
-            const double d = fmax(kind_dev(c, s, i, CLNODE_SAVE_TS),
-                                  kind_dev(c, s, i, CLNODE_SAVE_T1));
+            const double d =
+                fmax(kind_dev(c, s, i, CLNODE_SAVE_TS), kind_dev(c, s, i, CLNODE_SAVE_T1));
             if (!(d <= r->max_dev))
                 r->max_dev = d;
             if (r->bit_identical == 1) {
@@ -537,11 +536,12 @@ static void judge(compare *c, row *r)
     }
     if (!r->all_success) {
         snprintf(r->verdict, sizeof r->verdict, "%s%s", strict ? "FAILED: " : "",
-                 nres[CLNODE_RESULT_PRECISION_FLOOR] ? "precision_floor" : "not every trajectory "
-                                                                         "succeeded");
+                 nres[CLNODE_RESULT_PRECISION_FLOOR] ? "precision_floor"
+                                                     : "not every trajectory "
+                                                       "succeeded");
         if (!strict)
-            snprintf(r->verdict + strlen(r->verdict), sizeof r->verdict - strlen(r->verdict),
-                     "%s", tag);
+            snprintf(r->verdict + strlen(r->verdict), sizeof r->verdict - strlen(r->verdict), "%s",
+                     tag);
         r->fails = strict;
         return;
     }
@@ -655,7 +655,8 @@ static void print_table(const compare *c)
            "its deviation exceeds the tolerance;\n  tf32 rows are expected to differ and never "
            "fail the run. Otherwise: \"bit-identical to host\" when\n  steps and saved values "
            "equal the host row of the same precision and mode bit for bit, \"agrees\" when\n  "
-           "the deviation is within a tenth of the tolerance, \"differs within tolerance\" up to the tolerance.\n");
+           "the deviation is within a tenth of the tolerance, \"differs within tolerance\" up to "
+           "the tolerance.\n");
 }
 
 static void json_row(const compare *c, const row *r, int first)
@@ -702,8 +703,9 @@ static void json_row(const compare *c, const row *r, int first)
     tool_json_num(stdout, r->max_dev);
     printf(", \"tolerance\": ");
     tool_json_num(stdout, row_tolerance(c, r->prec));
-    printf(", \"bit_identical_to_host\": %s, \"verdict\": ",
-           r->bit_identical < 0 ? "null" : r->bit_identical ? "true" : "false");
+    printf(", \"bit_identical_to_host\": %s, \"verdict\": ", r->bit_identical < 0 ? "null"
+                                                             : r->bit_identical   ? "true"
+                                                                                  : "false");
     tool_json_str(stdout, r->verdict);
     printf(", \"fails\": %s}", r->fails ? "true" : "false");
 }
@@ -828,8 +830,7 @@ static int write_plot_json(const compare *c, const char *path)
         tool_json_str(f, r->verdict);
         clnode_trajectory_stats st;
         clnode_solution_stats(r->sol[0], 0, &st);
-        fprintf(f, ", \"num_steps\": %ld, \"num_accepted\": %ld, ", st.num_steps,
-                st.num_accepted);
+        fprintf(f, ", \"num_steps\": %ld, \"num_accepted\": %ld, ", st.num_steps, st.num_accepted);
         clnode_solution_saved(r->sol[0], 0, CLNODE_SAVE_STEPS, &n, &ts, &ys);
         json_points(f, &o->t0, c->y0base, ts, ys, n, c->N);
         fputc('}', f);
@@ -864,8 +865,9 @@ static int plot_check(void)
     if (rc == 0)
         return 0;
     if (rc != 2)
-        fprintf(stderr, "%s: cannot run %s (status %d); --plot needs python3 with matplotlib: "
-                        "python3 -m pip install matplotlib\n",
+        fprintf(stderr,
+                "%s: cannot run %s (status %d); --plot needs python3 with matplotlib: "
+                "python3 -m pip install matplotlib\n",
                 prog, CLN_PLOT_SCRIPT, rc);
     return 2;
 }
@@ -897,9 +899,8 @@ static int reference(compare *c)
         return 2;
     snprintf(c->ref_device, sizeof c->ref_device, "%s", clnode_context_device(ctx));
     snprintf(c->model_desc, sizeof c->model_desc, "%s (%zu layers, dim %zu, %s)",
-             c->pb.model_path ? c->pb.model_path : "seed model",
-             clnode_model_num_layers(model), c->N,
-             clnode_activation_name(clnode_model_activation(model)));
+             c->pb.model_path ? c->pb.model_path : "seed model", clnode_model_num_layers(model),
+             c->N, clnode_activation_name(clnode_model_activation(model)));
     if (!c->ts) {
         c->n_ts = N_DEFAULT_TS;
         c->ts = malloc(c->n_ts * sizeof(double));
@@ -907,8 +908,8 @@ static int reference(compare *c)
             goto oom;
         for (size_t k = 0; k < c->n_ts; ++k)
             c->ts[k] = k + 1 == c->n_ts ? c->pb.opts.t1
-                                         : c->pb.opts.t0 + (c->pb.opts.t1 - c->pb.opts.t0) *
-                                                               (double)k / (double)(c->n_ts - 1);
+                                        : c->pb.opts.t0 + (c->pb.opts.t1 - c->pb.opts.t0) *
+                                                              (double)k / (double)(c->n_ts - 1);
     }
     progress_msg(c, "host", CLNODE_FP64, CLNODE_GEMM_STRICT, "reference");
     clnode_status st = solve_batch(c, ctx, model, CLNODE_FP64, CLNODE_GEMM_STRICT, 1, &c->ref);

@@ -29,12 +29,12 @@ static const struct {
 
 typedef struct dev_report {
     const clnode_device_info *info;
-    char open_error[512];     /* the context could not be created */
-    char last_log[512];       /* the last error its logger saw */
+    char open_error[512]; /* the context could not be created */
+    char last_log[512];   /* the last error its logger saw */
     clnode_status facts_status;
     clnode_device_facts facts;
     char facts_error[256];
-    int probed[NCOMBOS];      /* 0: not run, 1: ran (see status) */
+    int probed[NCOMBOS]; /* 0: not run, 1: ran (see status) */
     clnode_status probe_status[NCOMBOS];
     clnode_probe_result probe[NCOMBOS];
     char probe_error[NCOMBOS][256];
@@ -139,10 +139,11 @@ static void print_json(const clnode_device_list *l, const dev_report *reps, size
     for (size_t i = 0; i < n; ++i) {
         const dev_report *r = &reps[i];
         const clnode_device_info *d = r->info;
-        static const char *const keys[] = {"spec", "backend", "engine", "name", "vendor",
-                                           "platform", "driver_version", "opencl_c_version"};
-        const char *vals[] = {d->spec,     d->backend,  d->engine,         d->name,
-                              d->vendor,   d->platform, d->driver_version, d->opencl_c_version};
+        static const char *const keys[] = {"spec",           "backend",         "engine",
+                                           "name",           "vendor",          "platform",
+                                           "driver_version", "opencl_c_version"};
+        const char *vals[] = {d->spec,   d->backend,  d->engine,         d->name,
+                              d->vendor, d->platform, d->driver_version, d->opencl_c_version};
         printf("%s\n  {", i ? "," : "");
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; ++k) {
             printf("%s\"%s\": ", k ? ", " : "", keys[k]);
@@ -166,7 +167,9 @@ static void print_json(const clnode_device_list *l, const dev_report *reps, size
             printf("{");
             for (size_t k = 0; k < 4; ++k)
                 printf("%s\"%s\": %s", k ? ", " : "", fk[k],
-                       v[k] < 0 ? "null" : v[k] ? "true" : "false");
+                       v[k] < 0 ? "null"
+                       : v[k]   ? "true"
+                                : "false");
             printf("}");
         } else {
             printf("null");
@@ -233,8 +236,8 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
     printf("\nDevices (host and CUDA devices appear once per GEMM engine)\n");
     tool_table_init(&t, 9);
     r0 = tool_table_row(&t);
-    const char *h2[] = {"device", "engine", "name", "vendor", "driver", "OpenCL C",
-                        "units", "memory", "fp64"};
+    const char *h2[] = {"device",   "engine", "name",   "vendor", "driver",
+                        "OpenCL C", "units",  "memory", "fp64"};
     for (size_t c = 0; c < 9; ++c)
         tool_table_set(&t, r0, c, "%s", h2[c]);
     for (size_t i = 0; i < n; ++i) {
@@ -299,8 +302,8 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
            "data; range = products past 65504 stay finite\n");
     tool_table_init(&t, 9);
     r0 = tool_table_row(&t);
-    const char *h4[] = {"device", "precision", "GEMM", "identity", "outer", "bits", "range",
-                        "class", "unit roundoff"};
+    const char *h4[] = {"device", "precision", "GEMM",  "identity",     "outer",
+                        "bits",   "range",     "class", "unit roundoff"};
     for (size_t c = 0; c < 9; ++c)
         tool_table_set(&t, r0, c, "%s", h4[c]);
     for (size_t i = 0; i < n; ++i) {
@@ -344,11 +347,10 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
     tool_table_free(&t);
     for (size_t i = 0; i < n; ++i)
         for (size_t c = 0; c < NCOMBOS; ++c)
-            if (!reps[i].open_error[0] && reps[i].probed[c] &&
-                reps[i].probe_status[c] != CLNODE_OK)
+            if (!reps[i].open_error[0] && reps[i].probed[c] && reps[i].probe_status[c] != CLNODE_OK)
                 printf("  %s %s %s: %s\n", reps[i].info->spec,
-                       clnode_precision_name(combos[c].prec),
-                       clnode_gemm_mode_name(combos[c].mode), reps[i].probe_error[c]);
+                       clnode_precision_name(combos[c].prec), clnode_gemm_mode_name(combos[c].mode),
+                       reps[i].probe_error[c]);
 }
 
 int main(int argc, char **argv)

@@ -151,8 +151,8 @@ int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
             return 2;
         o->method = clnode_method_by_name(v);
         if (!o->method) {
-            fprintf(stderr, "%s: unknown method \"%s\" (tsit5, dopri5, bosh3, heun, euler)\n",
-                    prog, v);
+            fprintf(stderr, "%s: unknown method \"%s\" (tsit5, dopri5, bosh3, heun, euler)\n", prog,
+                    v);
             return 2;
         }
     } else if (strcmp(a, "--constant-step") == 0) {
@@ -199,8 +199,8 @@ int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
         else if (strcmp(v, "off") == 0)
             o->precision_guard = CLNODE_GUARD_OFF;
         else {
-            fprintf(stderr, "%s: --precision-guard expects warn, refuse or off, not \"%s\"\n",
-                    prog, v);
+            fprintf(stderr, "%s: --precision-guard expects warn, refuse or off, not \"%s\"\n", prog,
+                    v);
             return 2;
         }
     } else if (strcmp(a, "--batch") == 0) {
@@ -236,8 +236,8 @@ int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
             o->save_ts = pb->ts;
             o->n_save_ts = pb->n_ts;
         } else {
-            fprintf(stderr, "%s: --save expects steps, t0, t1 or ts:T1,T2,..., not \"%s\"\n",
-                    prog, v);
+            fprintf(stderr, "%s: --save expects steps, t0, t1 or ts:T1,T2,..., not \"%s\"\n", prog,
+                    v);
             return 2;
         }
     } else if (strcmp(a, "--backend") == 0) {
@@ -319,8 +319,8 @@ static int read_y0_file(const char *prog, const char *path, size_t N, double **o
         if (rc)
             break;
         if (k != N) {
-            fprintf(stderr, "%s: %s:%zu: %zu values, but the model's state has %zu\n", prog,
-                    path, line_no, k, N);
+            fprintf(stderr, "%s: %s:%zu: %zu values, but the model's state has %zu\n", prog, path,
+                    line_no, k, N);
             rc = 2;
             break;
         }
@@ -468,15 +468,17 @@ void tool_json_solution(FILE *f, const tool_problem *pb, const clnode_context *c
     json_num(f, o->t1);
     fputs(", \"dt0\": ", f);
     json_num(f, o->dt0);
-    fprintf(f, ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
+    fprintf(f,
+            ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
             batch, N);
     json_num(f, wall);
     fputs(", \"trajectories\": [", f);
     for (size_t b = 0; b < batch; ++b) {
         clnode_trajectory_stats s;
         clnode_solution_stats(sol, b, &s);
-        fprintf(f, "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
-                   "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
+        fprintf(f,
+                "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
+                "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
                 b ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
                 s.num_rejected, s.num_rhs_evals);
         json_num(f, s.t_final);
@@ -521,8 +523,9 @@ void tool_print_summary(FILE *f, const tool_problem *pb, const clnode_context *c
         if (s.num_steps > max_steps)
             max_steps = s.num_steps;
         if (b < 4 || b + 1 == batch) {
-            fprintf(f, "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
-                       "t = %g, y[0] = %.9g\n",
+            fprintf(f,
+                    "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
+                    "t = %g, y[0] = %.9g\n",
                     b, clnode_result_name(s.result), s.num_steps, s.num_accepted, s.num_rejected,
                     s.num_rhs_evals, s.t_final, clnode_solution_y_final(sol, b)[0]);
         } else if (b == 4) {

@@ -13,11 +13,11 @@ typedef struct tool_problem {
     const char *backend;    /* NULL: default */
     const char *device;     /* NULL: default */
     char device_spec[256];
-    double *y0;             /* --y0 values, or NULL */
+    double *y0; /* --y0 values, or NULL */
     size_t y0_len;
     const char *y0_file;
-    long batch;             /* 0: not given */
-    double *ts;             /* --save ts: times */
+    long batch; /* 0: not given */
+    double *ts; /* --save ts: times */
     size_t n_ts;
     int save_given;
 } tool_problem;

@@ -32,20 +32,20 @@ extern "C" {
 /* Status codes: 0 is success, errors are negative. One list expands to the enum, the names and
  * the messages, so the three can never disagree. */
 #define CLNODE_STATUS_LIST(X)                                                                      \
-    X(CLNODE_OK, 0, "success")                                                                    \
-    X(CLNODE_ERR_INVALID_ARGUMENT, -1, "invalid argument")                                        \
-    X(CLNODE_ERR_OUT_OF_MEMORY, -2, "out of host memory")                                         \
-    X(CLNODE_ERR_IO, -3, "file input/output error")                                               \
-    X(CLNODE_ERR_BAD_MODEL, -4, "malformed or unsupported model")                                 \
-    X(CLNODE_ERR_NONFINITE_INPUT, -5, "non-finite value in the input")                            \
-    X(CLNODE_ERR_UNSUPPORTED, -6, "operation not supported by this backend or device")            \
-    X(CLNODE_ERR_NO_DEVICE, -7, "no such device")                                                 \
-    X(CLNODE_ERR_DEVICE, -8, "device or driver error")                                            \
-    X(CLNODE_ERR_DEVICE_MEMORY, -9, "out of device memory")                                       \
-    X(CLNODE_ERR_BUILD, -10, "kernel build failed")                                               \
-    X(CLNODE_ERR_NO_FP64, -11, "the device has no double-precision support")                      \
-    X(CLNODE_ERR_BLAS, -12, "BLAS library error")                                                 \
-    X(CLNODE_ERR_PRECISION, -13, "the tolerance is below what the device arithmetic resolves")   \
+    X(CLNODE_OK, 0, "success")                                                                     \
+    X(CLNODE_ERR_INVALID_ARGUMENT, -1, "invalid argument")                                         \
+    X(CLNODE_ERR_OUT_OF_MEMORY, -2, "out of host memory")                                          \
+    X(CLNODE_ERR_IO, -3, "file input/output error")                                                \
+    X(CLNODE_ERR_BAD_MODEL, -4, "malformed or unsupported model")                                  \
+    X(CLNODE_ERR_NONFINITE_INPUT, -5, "non-finite value in the input")                             \
+    X(CLNODE_ERR_UNSUPPORTED, -6, "operation not supported by this backend or device")             \
+    X(CLNODE_ERR_NO_DEVICE, -7, "no such device")                                                  \
+    X(CLNODE_ERR_DEVICE, -8, "device or driver error")                                             \
+    X(CLNODE_ERR_DEVICE_MEMORY, -9, "out of device memory")                                        \
+    X(CLNODE_ERR_BUILD, -10, "kernel build failed")                                                \
+    X(CLNODE_ERR_NO_FP64, -11, "the device has no double-precision support")                       \
+    X(CLNODE_ERR_BLAS, -12, "BLAS library error")                                                  \
+    X(CLNODE_ERR_PRECISION, -13, "the tolerance is below what the device arithmetic resolves")     \
     X(CLNODE_ERR_INTERNAL, -14, "internal error")
 
 typedef enum clnode_status {

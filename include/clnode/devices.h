@@ -17,20 +17,20 @@ extern "C" {
 /* One way to run a solve: a device together with the engine of its strict GEMMs. The host and
  * each CUDA device appear twice ("host" and "host:openblas", "cuda:N" and "cuda:N:cublas"). */
 typedef struct clnode_device_info {
-    char spec[64];              /* the device string: "host", "host:openblas", "opencl:0",
-                                   "cuda:0", "cuda:0:cublas" */
-    char backend[16];           /* "host", "opencl" or "cuda" */
-    char engine[64];            /* the strict GEMM: "ordered FMA GEMM", "OpenBLAS", "CLBlast",
-                                   "cuBLAS (pedantic)" */
-    char name[256];             /* device (host: the CPU model), "" if unknown */
-    char vendor[256];           /* "" if unknown */
-    char platform[256];         /* the OpenCL platform; "" for other backends */
-    char driver_version[128];   /* OpenCL driver version; "" if unknown */
-    char opencl_c_version[32];  /* "1.2" for OpenCL devices, "" otherwise */
-    int cc_major, cc_minor;     /* CUDA compute capability; 0 for other backends */
-    unsigned compute_units;     /* OpenCL compute units, host logical CPUs; 0 if unknown */
+    char spec[64];                 /* the device string: "host", "host:openblas", "opencl:0",
+                                      "cuda:0", "cuda:0:cublas" */
+    char backend[16];              /* "host", "opencl" or "cuda" */
+    char engine[64];               /* the strict GEMM: "ordered FMA GEMM", "OpenBLAS", "CLBlast",
+                                      "cuBLAS (pedantic)" */
+    char name[256];                /* device (host: the CPU model), "" if unknown */
+    char vendor[256];              /* "" if unknown */
+    char platform[256];            /* the OpenCL platform; "" for other backends */
+    char driver_version[128];      /* OpenCL driver version; "" if unknown */
+    char opencl_c_version[32];     /* "1.2" for OpenCL devices, "" otherwise */
+    int cc_major, cc_minor;        /* CUDA compute capability; 0 for other backends */
+    unsigned compute_units;        /* OpenCL compute units, host logical CPUs; 0 if unknown */
     unsigned long long global_mem; /* bytes (host: physical memory); 0 if unknown */
-    int fp64;                   /* 1 if float64 solves are possible on it */
+    int fp64;                      /* 1 if float64 solves are possible on it */
 } clnode_device_info;
 
 /* What became of one backend when the devices were listed. */
@@ -62,14 +62,14 @@ CLNODE_API size_t clnode_device_list_count(const clnode_device_list *list);
 
 /* Device i (< count), valid for the life of the list; NULL if out of range. */
 CLNODE_API const clnode_device_info *clnode_device_list_get(const clnode_device_list *list,
-                                                           size_t i);
+                                                            size_t i);
 
 /* Number of backends described (3; 0 for NULL). */
 CLNODE_API size_t clnode_device_list_num_backends(const clnode_device_list *list);
 
 /* Backend i (< num_backends), valid for the life of the list; NULL if out of range. */
 CLNODE_API const clnode_backend_info *clnode_device_list_backend(const clnode_device_list *list,
-                                                                size_t i);
+                                                                 size_t i);
 
 #ifdef __cplusplus
 }

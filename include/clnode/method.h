@@ -23,17 +23,17 @@ typedef enum clnode_interpolation {
 } clnode_interpolation;
 
 typedef struct clnode_method {
-    const char *name;     /* "tsit5", ... */
-    int stages;           /* s */
-    int order;            /* p of the solution */
-    int error_order;      /* exponent divisor of the controller (diffrax: = order for ODEs) */
-    int fsal;             /* first-same-as-last: f(t1, y1) is the last stage */
-    int ssal;             /* solution-same-as-last: y1 is the last stage's argument */
-    int adaptive;         /* has an embedded error estimate */
-    const double *c;      /* s nodes (c[0] == 0) */
-    const double *a;      /* s x s, strictly lower triangular, row-major */
-    const double *b;      /* s solution weights */
-    const double *b_error;/* s weights of the error estimate, b - b_hat (NULL if !adaptive) */
+    const char *name;      /* "tsit5", ... */
+    int stages;            /* s */
+    int order;             /* p of the solution */
+    int error_order;       /* exponent divisor of the controller (diffrax: = order for ODEs) */
+    int fsal;              /* first-same-as-last: f(t1, y1) is the last stage */
+    int ssal;              /* solution-same-as-last: y1 is the last stage's argument */
+    int adaptive;          /* has an embedded error estimate */
+    const double *c;       /* s nodes (c[0] == 0) */
+    const double *a;       /* s x s, strictly lower triangular, row-major */
+    const double *b;       /* s solution weights */
+    const double *b_error; /* s weights of the error estimate, b - b_hat (NULL if !adaptive) */
     clnode_interpolation interpolation;
     const char *citation;
 } clnode_method;

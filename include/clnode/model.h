@@ -39,11 +39,11 @@ CLNODE_API clnode_status clnode_activation_from_name(const char *name, clnode_ac
 
 /* Description of an MLP built from arrays. Nothing is retained: the arrays are copied. */
 typedef struct clnode_model_desc {
-    size_t num_layers;        /* >= 1 */
-    const size_t *sizes;      /* num_layers + 1 widths: in, hidden..., out */
+    size_t num_layers;            /* >= 1 */
+    const size_t *sizes;          /* num_layers + 1 widths: in, hidden..., out */
     const double *const *weights; /* num_layers arrays; weights[i] is sizes[i+1] x sizes[i] */
     const double *const *biases;  /* NULL (no biases) or num_layers arrays (NULL entry: none) */
-    clnode_activation activation;       /* between layers */
+    clnode_activation activation; /* between layers */
     clnode_activation final_activation; /* after the last layer */
     int time_input; /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1) */
 } clnode_model_desc;
@@ -65,9 +65,8 @@ CLNODE_API clnode_status clnode_model_load_safetensors(clnode_context *ctx, cons
                                                        clnode_model **out);
 
 /* The same from bytes in memory (`data` is not retained). */
-CLNODE_API clnode_status clnode_model_load_safetensors_memory(clnode_context *ctx,
-                                                              const void *data, size_t size,
-                                                              clnode_model **out);
+CLNODE_API clnode_status clnode_model_load_safetensors_memory(clnode_context *ctx, const void *data,
+                                                              size_t size, clnode_model **out);
 
 /* The built-in seed model: eqx.nn.MLP(10 -> 100 -> 100 -> 10, softplus, PRNGKey(42)), the model of
  * the original TF32 failure report. Embedded in the library; also installed as

@@ -26,8 +26,7 @@ extern "C" {
  * clnode_context_last_native_error), CLNODE_ERR_OUT_OF_MEMORY. Blocking: queries the device. */
 CLNODE_API clnode_status clnode_context_create_opencl(const clnode_context_options *opts,
                                                       cl_context context, cl_device_id device,
-                                                      cl_command_queue queue,
-                                                      clnode_context **out);
+                                                      cl_command_queue queue, clnode_context **out);
 
 #ifdef __cplusplus
 }

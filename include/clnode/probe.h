@@ -23,32 +23,33 @@ extern "C" {
 /* What the GEMM behaves like. */
 typedef enum clnode_gemm_class {
     CLNODE_GEMM_CLASS_UNKNOWN = 0,
-    CLNODE_GEMM_CLASS_FP64 = 1,    /* full IEEE binary64 */
-    CLNODE_GEMM_CLASS_FP32 = 2,    /* full IEEE binary32 */
-    CLNODE_GEMM_CLASS_TF32X3 = 3,  /* 3xTF32-like: ~fp32 accuracy, 1-ulp mismatches */
-    CLNODE_GEMM_CLASS_BF16X3 = 4,  /* bf16x3-like: ~17 bits */
-    CLNODE_GEMM_CLASS_TF32 = 5,    /* TF32-like: ~10-11 bits, fp32 range */
-    CLNODE_GEMM_CLASS_FP16 = 6,    /* fp16-like: ~10-11 bits, overflows past 65504 */
-    CLNODE_GEMM_CLASS_BF16 = 7,    /* bf16-like: ~8 bits */
+    CLNODE_GEMM_CLASS_FP64 = 1,   /* full IEEE binary64 */
+    CLNODE_GEMM_CLASS_FP32 = 2,   /* full IEEE binary32 */
+    CLNODE_GEMM_CLASS_TF32X3 = 3, /* 3xTF32-like: ~fp32 accuracy, 1-ulp mismatches */
+    CLNODE_GEMM_CLASS_BF16X3 = 4, /* bf16x3-like: ~17 bits */
+    CLNODE_GEMM_CLASS_TF32 = 5,   /* TF32-like: ~10-11 bits, fp32 range */
+    CLNODE_GEMM_CLASS_FP16 = 6,   /* fp16-like: ~10-11 bits, overflows past 65504 */
+    CLNODE_GEMM_CLASS_BF16 = 7,   /* bf16-like: ~8 bits */
 } clnode_gemm_class;
 
-/* "fp64", "fp32", "3xtf32-like", "bf16x3-like", "tf32-like", "fp16-like", "bf16-like", "unknown". */
+/* "fp64", "fp32", "3xtf32-like", "bf16x3-like", "tf32-like", "fp16-like", "bf16-like", "unknown".
+ */
 CLNODE_API const char *clnode_gemm_class_name(clnode_gemm_class c);
 
 typedef struct clnode_probe_result {
     clnode_precision precision;
     clnode_gemm_mode gemm_mode;
-    int identity_exact;          /* 1 if A . I == A and I . B == B bit for bit */
-    double identity_bits;        /* effective bits seen by the identity test (53/24 when exact) */
-    long identity_mismatches;    /* entries that differ */
-    int outer_exact;             /* 1 if every k = 1 product is correctly rounded */
+    int identity_exact;       /* 1 if A . I == A and I . B == B bit for bit */
+    double identity_bits;     /* effective bits seen by the identity test (53/24 when exact) */
+    long identity_mismatches; /* entries that differ */
+    int outer_exact;          /* 1 if every k = 1 product is correctly rounded */
     long outer_mismatches;
-    double random_bits;          /* effective mantissa bits on random MLP-shaped data */
-    int range_ok;                /* 1 if products past 65504 stay finite */
-    int denormals;               /* measured: 1 if subnormal operands and subnormal products
-                                    come out exactly, 0 if flushed or altered */
+    double random_bits; /* effective mantissa bits on random MLP-shaped data */
+    int range_ok;       /* 1 if products past 65504 stay finite */
+    int denormals;      /* measured: 1 if subnormal operands and subnormal products
+                           come out exactly, 0 if flushed or altered */
     clnode_gemm_class gemm_class;
-    double unit_roundoff;        /* 2^-bits of the class: what rtol is compared with */
+    double unit_roundoff; /* 2^-bits of the class: what rtol is compared with */
 } clnode_probe_result;
 
 /* Probes the GEMM of the context's device in `precision` and `mode`. Blocking; a few small GEMMs

@@ -50,8 +50,8 @@ typedef struct clnode_solve_options {
     clnode_gemm_mode gemm_mode;  /* default CLNODE_GEMM_STRICT */
     double t0;                   /* default 0 */
     double t1;                   /* default 1; t1 < t0 integrates backwards */
-    double dt0;   /* first step size, same sign as t1 - t0; 0 (default) means 0.01 * sign,
-                     what diffrax 0.7.2 uses for dt0=None */
+    double dt0;        /* first step size, same sign as t1 - t0; 0 (default) means 0.01 * sign,
+                          what diffrax 0.7.2 uses for dt0=None */
     int constant_step; /* 0 (default): PID controller; 1: constant steps of dt0 */
     double rtol;       /* default 1e-3 */
     double atol;       /* default 1e-6 */
@@ -83,11 +83,11 @@ CLNODE_API void clnode_solve_default_options(clnode_solve_options *opts);
 typedef enum clnode_result {
     CLNODE_RESULT_SUCCESS = 0,
     CLNODE_RESULT_MAX_STEPS_REACHED = 1,
-    CLNODE_RESULT_DT_MIN_REACHED = 2,   /* only with force_dtmin = 0 */
-    CLNODE_RESULT_NONFINITE = 3,        /* the vector field is not finite at the current state */
-    CLNODE_RESULT_PRECISION_FLOOR = 4,  /* the error estimate is rounding noise: it rose while
-                                           dt shrank, again and again (see
-                                           clnode_precision_guard) */
+    CLNODE_RESULT_DT_MIN_REACHED = 2,  /* only with force_dtmin = 0 */
+    CLNODE_RESULT_NONFINITE = 3,       /* the vector field is not finite at the current state */
+    CLNODE_RESULT_PRECISION_FLOOR = 4, /* the error estimate is rounding noise: it rose while
+                                          dt shrank, again and again (see
+                                          clnode_precision_guard) */
 } clnode_result;
 
 /* "success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor". */
@@ -95,7 +95,7 @@ CLNODE_API const char *clnode_result_name(clnode_result result);
 
 typedef struct clnode_trajectory_stats {
     clnode_result result;
-    long num_steps;     /* attempts: num_accepted + num_rejected */
+    long num_steps; /* attempts: num_accepted + num_rejected */
     long num_accepted;
     long num_rejected;
     long num_rhs_evals; /* vector-field evaluations made for this trajectory */
@@ -139,7 +139,8 @@ CLNODE_API size_t clnode_solution_dim(const clnode_solution *sol);
  * steps, and the results at the end); 0 on the host, where nothing needs waiting for. */
 CLNODE_API long clnode_solution_syncs(const clnode_solution *sol);
 
-/* Statistics of trajectory `traj` (< batch). Returns CLNODE_ERR_INVALID_ARGUMENT if out of range. */
+/* Statistics of trajectory `traj` (< batch). Returns CLNODE_ERR_INVALID_ARGUMENT if out of range.
+ */
 CLNODE_API clnode_status clnode_solution_stats(const clnode_solution *sol, size_t traj,
                                                clnode_trajectory_stats *stats);
 
@@ -152,8 +153,8 @@ CLNODE_API const double *clnode_solution_y_final(const clnode_solution *sol, siz
  * reached (a trajectory that failed early) are absent: *n counts only the points written.
  * Returns CLNODE_ERR_INVALID_ARGUMENT if traj is out of range. */
 CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_t traj,
-                                               clnode_save_kind kind, size_t *n,
-                                               const double **ts, const double **ys);
+                                               clnode_save_kind kind, size_t *n, const double **ts,
+                                               const double **ys);
 
 #ifdef __cplusplus
 }
