@@ -180,16 +180,17 @@ static clnode_status ocl_status(cl_int e, clnode_status other)
      cln_fail((ctx), ocl_status((err), CLNODE_ERR_DEVICE), "%s failed: %s (%d)", (call),           \
               ocl_err_name(err), (int)(err)))
 
-/* Returns from the enclosing function when an OpenCL call fails. */
-#define OCL_CHECK(ctx, expr)                                                                       \
+/* Returns from the enclosing function when an OpenCL call fails; `what` names it for the user. */
+#define OCL_CHECK(ctx, what, expr)                                                                 \
     do {                                                                                           \
         cl_int ocl_e_ = (expr);                                                                    \
         if (ocl_e_ != CL_SUCCESS)                                                                  \
-            return OCL_FAIL((ctx), ocl_e_, #expr);                                                 \
+            return OCL_FAIL((ctx), ocl_e_, (what));                                                \
     } while (0)
 
 /* Sets kernel argument i to the value v (returns on failure). */
-#define OCL_ARG(ctx, k, i, v) OCL_CHECK((ctx), clSetKernelArg((k), (i), sizeof(v), &(v)))
+#define OCL_ARG(ctx, k, i, v)                                                                      \
+    OCL_CHECK((ctx), "clSetKernelArg(" #v ")", clSetKernelArg((k), (i), sizeof(v), &(v)))
 
 /* ---- device enumeration ---- */
 
@@ -515,8 +516,9 @@ static clnode_status ocl_buf_write(cln_backend *be, cln_buf *b, size_t off, size
     CLN_CHECK(be->ctx, off <= b->size && bytes <= b->size - off, CLNODE_ERR_INTERNAL,
               "OpenCL buffer write out of range (%zu + %zu > %zu)", off, bytes, b->size);
     if (bytes)
-        OCL_CHECK(be->ctx, clEnqueueWriteBuffer(ocl(be)->queue, b->mem, CL_TRUE, off, bytes, src, 0,
-                                                NULL, NULL));
+        OCL_CHECK(
+            be->ctx, "clEnqueueWriteBuffer (host to device)",
+            clEnqueueWriteBuffer(ocl(be)->queue, b->mem, CL_TRUE, off, bytes, src, 0, NULL, NULL));
     return CLNODE_OK;
 }
 
@@ -526,8 +528,9 @@ static clnode_status ocl_buf_read(cln_backend *be, cln_buf *b, size_t off, size_
               "OpenCL buffer read out of range (%zu + %zu > %zu)", off, bytes, b->size);
     if (bytes) {
         be->syncs++;
-        OCL_CHECK(be->ctx, clEnqueueReadBuffer(ocl(be)->queue, b->mem, CL_TRUE, off, bytes, dst, 0,
-                                               NULL, NULL));
+        OCL_CHECK(
+            be->ctx, "clEnqueueReadBuffer (device to host)",
+            clEnqueueReadBuffer(ocl(be)->queue, b->mem, CL_TRUE, off, bytes, dst, 0, NULL, NULL));
     }
     return CLNODE_OK;
 }
@@ -631,8 +634,9 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         const size_t rows = ldc == n ? 1 : m;
         const size_t len = (ldc == n ? m * n : n) * es;
         for (size_t r = 0; r < rows; ++r)
-            OCL_CHECK(ctx, clEnqueueFillBuffer(ob->queue, C->mem, &zero, 1, (c_off + r * ldc) * es,
-                                               len, 0, NULL, NULL));
+            OCL_CHECK(ctx, "clEnqueueFillBuffer (GEMM with k = 0)",
+                      clEnqueueFillBuffer(ob->queue, C->mem, &zero, 1, (c_off + r * ldc) * es, len,
+                                          0, NULL, NULL));
         return CLNODE_OK;
     }
     ocl_force_direct_gemm(ob, prec);
@@ -1011,8 +1015,9 @@ static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t
         return st;
     cl_int n = 0;
     be->syncs++;
-    OCL_CHECK(be->ctx, clEnqueueReadBuffer(ob->queue, ob->count_buf, CL_TRUE, 0, sizeof n, &n, 0,
-                                           NULL, NULL));
+    OCL_CHECK(
+        be->ctx, "clEnqueueReadBuffer (active-trajectory count)",
+        clEnqueueReadBuffer(ob->queue, ob->count_buf, CL_TRUE, 0, sizeof n, &n, 0, NULL, NULL));
     CLN_CHECK(be->ctx, n >= 0 && (size_t)n <= sd->B, CLNODE_ERR_INTERNAL,
               "active count %d out of range (batch %zu)", (int)n, sd->B);
     *active = (size_t)n;

@@ -121,7 +121,10 @@ typedef enum clnode_save_kind {
  * which), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
  * (precision or GEMM mode not available on the device), CLNODE_ERR_PRECISION (rtol below what
  * the device's GEMM resolves, with precision_guard = CLNODE_GUARD_REFUSE),
- * CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE, CLNODE_ERR_BLAS.
+ * CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a failed driver call:
+ * the message names it, clnode_context_last_native_error has its code), CLNODE_ERR_BLAS,
+ * CLNODE_ERR_BUILD (the device's compiler rejected the kernels; the build log goes to the
+ * logger). After any of these the context stays usable: nothing of a failed solve is cached.
  * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once. The first
  * adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a few small
  * GEMMs) unless precision_guard is CLNODE_GUARD_OFF. */
