@@ -3,7 +3,7 @@
 #ifndef CLN_LAYOUT_H
 #define CLN_LAYOUT_H
 
-#define CLN_MAX_STAGES 8
+#define CLN_MAX_STAGES 16
 
 /* ---- per-solve real constants CR[] ---- */
 #define CLN_CR_TAU1 0       /* direction * t1 */
@@ -21,13 +21,16 @@
 #define CLN_CR_DIR 12    /* +1 or -1 */
 #define CLN_CR_SQRT_N 13 /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */
 #define CLN_CR_TAU0 14
-#define CLN_CR_DT0 15                                         /* |dt0| after dtmin/dtmax clipping */
-#define CLN_CR_A 16                                           /* s x s, row-major, stride 8 */
+#define CLN_CR_DT0 15 /* |dt0| after dtmin/dtmax clipping */
+#define CLN_CR_A 16   /* s x s, row-major, stride CLN_MAX_STAGES */
 #define CLN_CR_B (CLN_CR_A + CLN_MAX_STAGES * CLN_MAX_STAGES) /* solution weights */
 #define CLN_CR_E (CLN_CR_B + CLN_MAX_STAGES)                  /* error weights b - b_hat */
 #define CLN_CR_C (CLN_CR_E + CLN_MAX_STAGES)                  /* nodes */
 #define CLN_CR_CMID (CLN_CR_C + CLN_MAX_STAGES)               /* dopri5 midpoint weights */
-#define CLN_CR_COUNT (CLN_CR_CMID + CLN_MAX_STAGES)
+/* dopri8 dense output: per stage the 6 coefficients of P_i, highest degree first */
+#define CLN_CR_DENSE (CLN_CR_CMID + CLN_MAX_STAGES)
+#define CLN_DENSE_COEFFS 6
+#define CLN_CR_COUNT (CLN_CR_DENSE + CLN_MAX_STAGES * CLN_DENSE_COEFFS)
 
 /* ---- per-solve integer constants CI[] ---- */
 #define CLN_CI_B 0 /* rows of the batch buffers (>= the trajectories solved) */
@@ -90,5 +93,6 @@
 #define CLN_INTERP_HERMITE 1
 #define CLN_INTERP_DOPRI5 2
 #define CLN_INTERP_TSIT5 3
+#define CLN_INTERP_DOPRI8 4
 
 #endif /* CLN_LAYOUT_H */

@@ -122,6 +122,17 @@ CLN_INLINE real cln_interpolate(cln_int kind, CLN_CONST real *CR, cln_int s, rea
 {
     if (kind == CLN_INTERP_TSIT5)
         return cln_interp_tsit5(th, y0, k);
+    if (kind == CLN_INTERP_DOPRI8) {
+        /* y0 + sum_i (theta P_i(theta)) k_i, P_i by Horner from the highest degree as jnp.polyval
+         * (its first step, 0 * theta + c_0, is c_0 exactly for finite theta) */
+        real acc = CLN_R(0.0);
+        for (cln_int i = 0; i < s; ++i) {
+            CLN_CONST real *c = CR + CLN_CR_DENSE + i * CLN_DENSE_COEFFS;
+            const real p = ((((c[0] * th + c[1]) * th + c[2]) * th + c[3]) * th + c[4]) * th + c[5];
+            acc += (p * th) * k[i];
+        }
+        return y0 + acc;
+    }
     if (kind == CLN_INTERP_DOPRI5) {
         /* fourth-order polynomial through y0, y1 and a midpoint value (Shampine 1986) */
         real acc = CLN_R(0.0);

@@ -16,6 +16,7 @@
 #include "probe_internal.h"
 
 extern const double cln_dopri5_cmid[7];
+extern const double cln_dopri8_dense[14 * 6];
 
 struct clnode_solution {
     size_t B, N;
@@ -139,6 +140,20 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
     CLN_CHECK(ctx, o->method->stages >= 1 && o->method->stages <= CLN_MAX_STAGES,
               CLNODE_ERR_INVALID_ARGUMENT, "method %s has %d stages (1 to %d supported)",
               o->method->name, o->method->stages, CLN_MAX_STAGES);
+    {
+        /* the dopri5 and dopri8 interpolants carry coefficients for those tableaux only */
+        const clnode_interpolation in = o->method->interpolation;
+        CLN_CHECK(ctx,
+                  (in == CLNODE_INTERP_LINEAR || in == CLNODE_INTERP_HERMITE ||
+                   in == CLNODE_INTERP_TSIT5 || in == CLNODE_INTERP_DOPRI5 ||
+                   in == CLNODE_INTERP_DOPRI8) &&
+                      (in != CLNODE_INTERP_TSIT5 || o->method->stages == 7) &&
+                      (in != CLNODE_INTERP_DOPRI5 || o->method->stages == 7) &&
+                      (in != CLNODE_INTERP_DOPRI8 || o->method->stages == 14),
+                  CLNODE_ERR_INVALID_ARGUMENT,
+                  "method %s: interpolation %d does not fit a tableau of %d stages",
+                  o->method->name, (int)in, o->method->stages);
+    }
     CLN_CHECK(ctx, batch >= 1 && batch <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "batch size %zu is out of range (1 to %d)", batch, INT32_MAX);
     CLN_CHECK(ctx, y0, CLNODE_ERR_INVALID_ARGUMENT, "no initial states");
@@ -390,6 +405,9 @@ static void cln_fill_constants(const cln_run *r, double dir, double tau0, double
         CR[CLN_CR_C + i] = m->c[i];
         if (m->interpolation == CLNODE_INTERP_DOPRI5 && i < 7)
             CR[CLN_CR_CMID + i] = cln_dopri5_cmid[i];
+        if (m->interpolation == CLNODE_INTERP_DOPRI8 && i < 14)
+            for (int d = 0; d < CLN_DENSE_COEFFS; ++d)
+                CR[CLN_CR_DENSE + i * CLN_DENSE_COEFFS + d] = cln_dopri8_dense[i * 6 + d];
     }
     CI[CLN_CI_B] = (int32_t)sd->B;
     CI[CLN_CI_BREAL] = (int32_t)sd->Breal;

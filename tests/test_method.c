@@ -77,8 +77,8 @@ static int order_reached(const clnode_method *m, const double *w, double tol)
 static void test_tableaux(void **state)
 {
     (void)state;
-    const char *names[] = {"tsit5", "dopri5", "bosh3", "heun", "euler"};
-    for (size_t k = 0; k < 5; ++k) {
+    const char *names[] = {"tsit5", "dopri5", "dopri8", "bosh3", "heun", "euler"};
+    for (size_t k = 0; k < 6; ++k) {
         const clnode_method *m = clnode_method_by_name(names[k]);
         assert_non_null(m);
         assert_string_equal(m->name, names[k]);
@@ -97,7 +97,7 @@ static void test_tableaux(void **state)
         /* the solution weights reach the method's order (Tsit5 only to 1e-12: its
          * coefficients are given to 16 digits, and it satisfies the conditions that way) */
         const int p = order_reached(m, m->b, 1e-12);
-        assert_true(p >= m->order);
+        assert_true(p >= (m->order < 5 ? m->order : 5)); /* conditions checked up to order 5 */
         if (m->adaptive) {
             assert_non_null(m->b_error);
             double se = 0, bh[16];
@@ -108,7 +108,7 @@ static void test_tableaux(void **state)
             assert_true(fabs(se) < 1e-14);
             /* the embedded method has order p - 1 exactly (not p) */
             const int ph = order_reached(m, bh, 1e-12);
-            assert_int_equal(ph, m->order - 1);
+            assert_int_equal(ph, m->order - 1 < 5 ? m->order - 1 : 5);
         } else {
             assert_null(m->b_error);
         }

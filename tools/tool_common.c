@@ -151,7 +151,8 @@ int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
             return 2;
         o->method = clnode_method_by_name(v);
         if (!o->method) {
-            fprintf(stderr, "%s: unknown method \"%s\" (tsit5, dopri5, bosh3, heun, euler)\n", prog,
+            fprintf(stderr,
+                    "%s: unknown method \"%s\" (tsit5, dopri5, dopri8, bosh3, heun, euler)\n", prog,
                     v);
             return 2;
         }

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define CLNODE_MAX_STAGES 8
+#define CLNODE_MAX_STAGES 16
 
 /* Dense-output interpolants, one per family. */
 typedef enum clnode_interpolation {
@@ -20,6 +20,7 @@ typedef enum clnode_interpolation {
     CLNODE_INTERP_HERMITE = 1, /* cubic Hermite from k_first and k_last (bosh3, heun) */
     CLNODE_INTERP_DOPRI5 = 2,  /* fourth-order polynomial through a midpoint (dopri5) */
     CLNODE_INTERP_TSIT5 = 3,   /* Tsitouras' fourth-order polynomial (tsit5) */
+    CLNODE_INTERP_DOPRI8 = 4,  /* seventh-order polynomials of Bogacki & Shampine (1990) (dopri8) */
 } clnode_interpolation;
 
 typedef struct clnode_method {
@@ -46,10 +47,13 @@ CLNODE_API extern const clnode_method *const clnode_method_dopri5;
 CLNODE_API extern const clnode_method *const clnode_method_bosh3;
 /* Heun 2(1). */
 CLNODE_API extern const clnode_method *const clnode_method_heun;
+/* Dormand-Prince 8(7), Prince & Dormand (1981): 14 stages, FSAL. */
+CLNODE_API extern const clnode_method *const clnode_method_dopri8;
 /* Explicit Euler (constant steps only). */
 CLNODE_API extern const clnode_method *const clnode_method_euler;
 
-/* Finds a method by name ("tsit5", "dopri5", "bosh3", "heun", "euler"); NULL if unknown. */
+/* Finds a method by name ("tsit5", "dopri5", "dopri8", "bosh3", "heun", "euler"); NULL if
+ * unknown. */
 CLNODE_API const clnode_method *clnode_method_by_name(const char *name);
 
 #ifdef __cplusplus
