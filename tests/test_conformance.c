@@ -123,8 +123,9 @@ static void test_harmonic_oscillator(void **state)
     clnode_model *m = linear_model(2, W, NULL);
     const double y0[2] = {1.0, 0.0};
     const clnode_method *methods[] = {clnode_method_tsit5, clnode_method_dopri5,
-                                      clnode_method_bosh3, clnode_method_heun};
-    for (size_t k = 0; k < 4; ++k) {
+                                      clnode_method_bosh3, clnode_method_heun,
+                                      clnode_method_dopri8};
+    for (size_t k = 0; k < 5; ++k) {
         for (int dir = 1; dir >= -1; dir -= 2) {
             clnode_solve_options o;
             clnode_solve_default_options(&o);
@@ -134,7 +135,7 @@ static void test_harmonic_oscillator(void **state)
             o.t1 = dir * 10.0;
             o.dt0 = dir * 0.01;
             /* tolerances the low-order methods reach in a reasonable number of steps */
-            const double tols[4] = {1e-9, 1e-9, 1e-8, 1e-6};
+            const double tols[5] = {1e-9, 1e-9, 1e-8, 1e-6, 1e-11};
             o.rtol = tols[k];
             o.atol = tols[k] * 1e-2;
             double ts[5] = {0.0, dir * 1.0, dir * 2.5, dir * 7.0, dir * 10.0};
@@ -157,7 +158,7 @@ static void test_harmonic_oscillator(void **state)
             for (size_t j = 0; j < n; ++j) {
                 assert_true(sts[j] == ts[j]);
                 /* the interpolants are of lower order than the steps: a looser bound */
-                const double itol = k < 2 ? 1e-6 : 1e3 * tols[k];
+                const double itol = k < 2 ? 1e-6 : k == 4 ? 1e-9 : 1e3 * tols[k];
                 assert_close(sys[2 * j], cos(ts[j]), 0, itol);
                 assert_close(sys[2 * j + 1], -sin(ts[j]), 0, itol);
             }
@@ -180,11 +181,13 @@ static void test_convergence_order(void **state)
     const double T = 2.0;
     const double e = exp(-0.5 * T), c = cos(2.0 * T), sn = sin(2.0 * T);
     const double exact[2] = {e * (c * y0[0] + sn * y0[1]), e * (-sn * y0[0] + c * y0[1])};
-    const clnode_method *methods[] = {clnode_method_euler, clnode_method_heun, clnode_method_bosh3,
-                                      clnode_method_dopri5, clnode_method_tsit5};
-    for (size_t k = 0; k < 5; ++k) {
+    const clnode_method *methods[] = {clnode_method_euler, clnode_method_heun,
+                                      clnode_method_bosh3, clnode_method_dopri5,
+                                      clnode_method_tsit5, clnode_method_dopri8};
+    for (size_t k = 0; k < 6; ++k) {
         double err[2];
-        const double hs[2] = {T / 40, T / 80};
+        /* dopri8 with larger steps: at T/80 its error would be near fp64 rounding */
+        const double hs[2] = {k == 5 ? T / 10 : T / 40, k == 5 ? T / 20 : T / 80};
         for (int r = 0; r < 2; ++r) {
             clnode_solve_options o;
             clnode_solve_default_options(&o);
@@ -205,7 +208,64 @@ static void test_convergence_order(void **state)
         const double order = log2(err[0] / err[1]);
         print_message("  %-6s constant-step order %.3f (expected %d)\n", methods[k]->name, order,
                       methods[k]->order);
-        assert_true(fabs(order - methods[k]->order) < 0.25);
+        /* dopri8: see test_convergence_order_nonlinear */
+        assert_true(fabs(order - methods[k]->order) < (k == 5 ? 1.25 : 0.25));
+    }
+    clnode_model_destroy(&m);
+}
+
+/* Convergence order on a nonlinear field, y' = W2 tanh(W1 y + b1) + b2 (2 -> 8 -> 2), against the
+ * same method with 16 times smaller steps: a linear problem only tests the stability polynomial,
+ * which for dopri8 matches e^z to 0.13% in the z^9 term as well, so there it shows order 9. */
+static void test_convergence_order_nonlinear(void **state)
+{
+    (void)state;
+    if (!have_fp64())
+        skip();
+    double W1[16], b1[8], W2[16], b2[2] = {0.1, -0.2};
+    for (int i = 0; i < 16; ++i) { /* fixed, well-scaled weights */
+        W1[i] = 0.9 * sin(1.7 * i + 0.3);
+        W2[i] = 0.8 * cos(2.3 * i + 0.1);
+    }
+    for (int i = 0; i < 8; ++i)
+        b1[i] = 0.3 * sin(0.7 * i);
+    const size_t sizes[3] = {2, 8, 2};
+    const double *ws[2] = {W1, W2}, *bs[2] = {b1, b2};
+    clnode_model_desc d = {2, sizes, ws, bs, CLNODE_ACT_TANH, CLNODE_ACT_IDENTITY, 0};
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    const double y0[2] = {0.5, -1.0};
+    const double T = 2.0;
+    const clnode_method *methods[] = {clnode_method_heun, clnode_method_bosh3, clnode_method_dopri5,
+                                      clnode_method_tsit5, clnode_method_dopri8};
+    const double h0[] = {T / 64, T / 32, T / 32, T / 32, T / 4};
+    for (size_t k = 0; k < sizeof methods / sizeof methods[0]; ++k) {
+        double y[3][2];
+        const double hs[3] = {h0[k], h0[k] / 2, h0[k] / 16};
+        for (int r = 0; r < 3; ++r) {
+            clnode_solve_options o;
+            clnode_solve_default_options(&o);
+            o.method = methods[k];
+            o.precision = CLNODE_FP64;
+            o.constant_step = 1;
+            o.t0 = 0;
+            o.t1 = T;
+            o.dt0 = hs[r];
+            o.max_steps = 100000;
+            clnode_solution *s = solve(m, &o, 1, y0);
+            assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+            memcpy(y[r], clnode_solution_y_final(s, 0), sizeof y[r]);
+            clnode_solution_destroy(&s);
+        }
+        const double e0 = hypot(y[0][0] - y[2][0], y[0][1] - y[2][1]);
+        const double e1 = hypot(y[1][0] - y[2][0], y[1][1] - y[2][1]);
+        const double order = log2(e0 / e1);
+        print_message(
+            "  %-6s nonlinear constant-step order %.3f (expected %d; errors %.2e, %.2e)\n",
+            methods[k]->name, order, methods[k]->order, e0, e1);
+        /* above p by up to 0.6: tsit5's leading error coefficient is small (it is tuned to be),
+         * so the next term still shows at these steps (5.46) */
+        assert_true(order > methods[k]->order - 0.3 && order < methods[k]->order + 0.6);
     }
     clnode_model_destroy(&m);
 }
@@ -286,7 +346,9 @@ static void load_case(json_object *cs, size_t N, clnode_precision prec, ref_case
 }
 
 /* Runs every case of one reference file and tallies agreement. */
-static void run_parity_file(const char *file, parity_tally *t, clnode_precision prec)
+/* Tallies the cases of `file` into t, dopri8's into t8. */
+static void run_parity_file(const char *file, parity_tally *t_rest, parity_tally *t8,
+                            clnode_precision prec)
 {
     char model_path[1024];
     json_object *root = open_reference(file, model_path, sizeof model_path);
@@ -300,6 +362,7 @@ static void run_parity_file(const char *file, parity_tally *t, clnode_precision 
         ref_case rc;
         load_case(cs, N, prec, &rc);
         const char *method = rc.method, *save = rc.save;
+        parity_tally *t = strcmp(method, "dopri8") == 0 ? t8 : t_rest;
         json_object *trajs = json_object_object_get(cs, "trajectories");
         const size_t B = rc.B;
         clnode_solve_options o = rc.o;
@@ -397,31 +460,42 @@ static void test_diffrax_parity_fp64(void **state)
     (void)state;
     if (!have_fp64())
         skip();
-    parity_tally t = {0};
-    run_parity_file("seed-fp64.json", &t, CLNODE_FP64);
-    run_parity_file("tanh64-fp64.json", &t, CLNODE_FP64);
-    print_message("  fp64: %d/%d trajectories with diffrax's exact step counts; max relative "
-                  "deviation: final states %.3g, dense output at ts %.3g, accepted-step ends "
-                  "%.3g in time and %.3g in value\n",
-                  t.exact, t.cases, t.max_rel_final, t.max_rel_ts, t.max_rel_step_t,
-                  t.max_rel_steps);
-    assert_int_equal(t.exact, t.cases);
-    assert_true(t.max_rel_final <= 1e-9);
-    assert_true(t.max_rel_ts <= 1e-9);
-    /* Where the error estimate is far below the tolerance (the first steps from y0), E itself is
-     * a difference of rounding-sized terms even in float64: it agrees with diffrax to ~1e-6, so
-     * the growth factor 0.9 E^-1/5 and the step ends agree to ~2e-7. The states at those ends
-     * differ accordingly (y' dt); the states at fixed times above agree to 1e-14. */
-    assert_true(t.max_rel_step_t <= 1e-6);
-    assert_true(t.max_rel_steps <= 1e-6);
+    parity_tally tt[2] = {{0}, {0}};
+    run_parity_file("seed-fp64.json", &tt[0], &tt[1], CLNODE_FP64);
+    run_parity_file("tanh64-fp64.json", &tt[0], &tt[1], CLNODE_FP64);
+    for (int i = 0; i < 2; ++i) {
+        const parity_tally t = tt[i];
+        print_message("  fp64 %s: %d/%d trajectories with diffrax's exact step counts; max "
+                      "relative deviation: final states %.3g, dense output at ts %.3g, "
+                      "accepted-step ends %.3g in time and %.3g in value\n",
+                      i ? "dopri8" : "tsit5, dopri5, bosh3, heun", t.exact, t.cases,
+                      t.max_rel_final, t.max_rel_ts, t.max_rel_step_t, t.max_rel_steps);
+    }
+    for (int i = 0; i < 2; ++i) {
+        const parity_tally t = tt[i];
+        assert_true(t.cases > 0);
+        assert_int_equal(t.exact, t.cases);
+        assert_true(t.max_rel_final <= 1e-9);
+        assert_true(t.max_rel_ts <= 1e-9);
+        /* Where the error estimate is far below the tolerance (the first steps from y0), E itself
+         * is a difference of rounding-sized terms even in float64: it agrees with diffrax to ~1e-6,
+         * so the growth factor 0.9 E^-1/5 and the step ends agree to ~2e-7. The states at those
+         * ends differ accordingly (y' dt); the states at fixed times above agree to 1e-14. */
+        assert_true(t.max_rel_step_t <= 1e-6);
+        assert_true(t.max_rel_steps <= 1e-6);
+    }
 }
 
 static void test_diffrax_parity_fp32(void **state)
 {
     (void)state;
-    parity_tally t = {0};
-    run_parity_file("seed-fp32.json", &t, CLNODE_FP32);
-    run_parity_file("tanh64-fp32.json", &t, CLNODE_FP32);
+    parity_tally t = {0}, t8 = {0};
+    run_parity_file("seed-fp32.json", &t, &t8, CLNODE_FP32);
+    run_parity_file("tanh64-fp32.json", &t, &t8, CLNODE_FP32);
+    print_message("  fp32 dopri8: %d/%d trajectories with diffrax's exact step counts, %d within 2 "
+                  "(worst %d); max relative deviation of final values %.3g (dense output at ts "
+                  "%.3g where the step counts agree)\n",
+                  t8.exact, t8.cases, t8.within2, t8.worst_diff, t8.max_rel_final, t8.max_rel_ts);
     print_message("  fp32: %d/%d trajectories with diffrax's exact step counts, %d within 2 "
                   "(worst %d); max relative deviation of final values %.3g (dense output at ts "
                   "%.3g where the step counts agree)\n",
@@ -431,6 +505,14 @@ static void test_diffrax_parity_fp32(void **state)
      * 0.9 E^-1/5) is set by how the GEMMs and stage sums round. diffrax itself takes 14 steps at
      * batch 1 and 15 at batch 2 on the seed problem. These bounds are what clnode achieves with
      * its batch-invariant GEMM; the note of the foundation issue lists the differing cases. */
+    /* dopri8 in float32: an eighth-order error estimate over 14 stages is rounding noise on
+     * these problems at every tolerance tested; diffrax's own step counts differ by up to 14
+     * between batch 1 and batch 2 (tanh64, rtol 1e-6). Its final values agree closely. */
+    assert_true(t8.cases > 0);
+    assert_true(t8.exact * 100 >= t8.cases * 20);
+    assert_true(t8.within2 * 100 >= t8.cases * 60);
+    assert_true(t8.worst_diff <= 16);
+    assert_true(t8.max_rel_final <= 2e-4);
     assert_true(t.exact * 100 >= t.cases * 70);
     assert_true(t.within2 * 100 >= t.cases * 90);
     assert_true(t.worst_diff <= 8);
@@ -938,6 +1020,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exponential_decay),
         cmocka_unit_test(test_harmonic_oscillator),
         cmocka_unit_test(test_convergence_order),
+        cmocka_unit_test(test_convergence_order_nonlinear),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_max_steps_per_trajectory),
         cmocka_unit_test(test_empty_interval),

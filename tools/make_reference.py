@@ -22,7 +22,7 @@ What it writes (all files are overwritten; the output is deterministic):
   Both hold float32 tensors ``layers.<i>.weight`` (out x in) and ``layers.<i>.bias`` with the
   string metadata ``activation``, ``final_activation`` and ``producer``.
 * ``tests/data/diffrax/<model>-<fp32|fp64>.json`` -- diffrax's step counts, results and
-  trajectories for methods {tsit5, dopri5, bosh3, heun} x (rtol, atol) in {(1e-3, 1e-6),
+  trajectories for methods {tsit5, dopri5, bosh3, heun, dopri8} x (rtol, atol) in {(1e-3, 1e-6),
   (1e-4, 1e-6), (1e-6, 1e-9)} x y0 in {zero, ramp} x batch in {1, 2} x SaveAt {steps, ts},
   with t in [0, 50], dt0 = 0.02, PIDController defaults otherwise, max_steps = 4096,
   throw=False and "highest" default matmul precision.  fp64 uses the same float32 weights
@@ -63,7 +63,7 @@ MODELS = {
 STATE_SIZE = 10
 
 # The solve matrix.
-METHODS = ("tsit5", "dopri5", "bosh3", "heun")
+METHODS = ("tsit5", "dopri5", "bosh3", "heun", "dopri8")
 TOLERANCES = ((1e-3, 1e-6), (1e-4, 1e-6), (1e-6, 1e-9))
 PRECISIONS = ("fp32", "fp64")
 Y0_NAMES = ("zero", "ramp")
@@ -258,7 +258,7 @@ def make_solve(mlp, method: str, rtol: float, atol: float, save: str, dtype, dt0
     import numpy as np
 
     solver = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "bosh3": diffrax.Bosh3,
-              "heun": diffrax.Heun}[method]()
+              "heun": diffrax.Heun, "dopri8": diffrax.Dopri8}[method]()
     term = diffrax.ODETerm(lambda t, y, args: mlp(y))
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
     if save == "steps":
