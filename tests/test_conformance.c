@@ -168,6 +168,27 @@ static void test_harmonic_oscillator(void **state)
     clnode_model_destroy(&m);
 }
 
+/* The 2-dimensional state at t1 after constant steps of h from t = 0 in fp64 (no rejections). */
+static void constant_step_final(const clnode_model *m, const clnode_method *method, double t1,
+                                double h, const double *y0, double out[2])
+{
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.method = method;
+    o.precision = CLNODE_FP64;
+    o.constant_step = 1;
+    o.t0 = 0;
+    o.t1 = t1;
+    o.dt0 = h;
+    o.max_steps = 100000;
+    clnode_solution *s = solve(m, &o, 1, y0);
+    clnode_trajectory_stats st = stats_of(s, 0);
+    assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
+    assert_int_equal(st.num_rejected, 0);
+    memcpy(out, clnode_solution_y_final(s, 0), 2 * sizeof(double));
+    clnode_solution_destroy(&s);
+}
+
 /* Convergence order with constant steps: the global error at t = 2 of y' = A y must fall as h^p. */
 static void test_convergence_order(void **state)
 {
@@ -189,21 +210,9 @@ static void test_convergence_order(void **state)
         /* dopri8 with larger steps: at T/80 its error would be near fp64 rounding */
         const double hs[2] = {k == 5 ? T / 10 : T / 40, k == 5 ? T / 20 : T / 80};
         for (int r = 0; r < 2; ++r) {
-            clnode_solve_options o;
-            clnode_solve_default_options(&o);
-            o.method = methods[k];
-            o.precision = CLNODE_FP64;
-            o.constant_step = 1;
-            o.t0 = 0;
-            o.t1 = T;
-            o.dt0 = hs[r];
-            clnode_solution *s = solve(m, &o, 1, y0);
-            clnode_trajectory_stats st = stats_of(s, 0);
-            assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
-            assert_int_equal(st.num_rejected, 0);
-            const double *y = clnode_solution_y_final(s, 0);
+            double y[2];
+            constant_step_final(m, methods[k], T, hs[r], y0, y);
             err[r] = hypot(y[0] - exact[0], y[1] - exact[1]);
-            clnode_solution_destroy(&s);
         }
         const double order = log2(err[0] / err[1]);
         print_message("  %-6s constant-step order %.3f (expected %d)\n", methods[k]->name, order,
@@ -242,21 +251,8 @@ static void test_convergence_order_nonlinear(void **state)
     for (size_t k = 0; k < sizeof methods / sizeof methods[0]; ++k) {
         double y[3][2];
         const double hs[3] = {h0[k], h0[k] / 2, h0[k] / 16};
-        for (int r = 0; r < 3; ++r) {
-            clnode_solve_options o;
-            clnode_solve_default_options(&o);
-            o.method = methods[k];
-            o.precision = CLNODE_FP64;
-            o.constant_step = 1;
-            o.t0 = 0;
-            o.t1 = T;
-            o.dt0 = hs[r];
-            o.max_steps = 100000;
-            clnode_solution *s = solve(m, &o, 1, y0);
-            assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
-            memcpy(y[r], clnode_solution_y_final(s, 0), sizeof y[r]);
-            clnode_solution_destroy(&s);
-        }
+        for (int r = 0; r < 3; ++r)
+            constant_step_final(m, methods[k], T, hs[r], y0, y[r]);
         const double e0 = hypot(y[0][0] - y[2][0], y[0][1] - y[2][1]);
         const double e1 = hypot(y[1][0] - y[2][0], y[1][1] - y[2][1]);
         const double order = log2(e0 / e1);
