@@ -108,4 +108,13 @@ clnode_status cln_cuda_list(clnode_context *ctx,
                                        int cc_minor, unsigned long long mem_bytes),
                             void *user);
 
+/* Compiles the embedded CUDA kernels (cl/clnode_cuda.cu) through NVRTC as the CUDA backend does
+ * for a device of compute capability cc_major.cc_minor: a CUBIN when NVRTC knows that
+ * architecture (*is_cubin = 1), else PTX for the newest one below it (NUL-terminated text). Needs
+ * no GPU and no driver. *image is malloc'ed (the caller frees it). Errors: CLNODE_ERR_BUILD (with
+ * the NVRTC log in the message), CLNODE_ERR_OUT_OF_MEMORY. Only in builds with the CUDA backend
+ * (CLNODE_HAVE_CUDA). */
+clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_major, int cc_minor,
+                               clnode_precision prec, char **image, size_t *size, int *is_cubin);
+
 #endif /* CLN_BACKEND_H */

@@ -293,12 +293,14 @@ static int cu_pick_arch(int cc_major, int cc_minor, int *is_cubin)
     return best;
 }
 
-/* Compiles the embedded kernels for (architecture, precision). On success *image (malloc'ed,
- * the caller frees) holds a CUBIN or a NUL-terminated PTX text. */
-static clnode_status cu_compile(clnode_context *ctx, const char *device, int cc_major, int cc_minor,
-                                clnode_precision prec, char **image)
+/* Compiles the embedded kernels for (architecture, precision): see lib/backend.h. */
+clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_major, int cc_minor,
+                               clnode_precision prec, char **image, size_t *image_size,
+                               int *is_cubin)
 {
     *image = NULL;
+    *image_size = 0;
+    *is_cubin = 0;
     clnode_status st = CLNODE_OK;
     nvrtcProgram prog = NULL;
     char *log = NULL;
@@ -370,6 +372,8 @@ static clnode_status cu_compile(clnode_context *ctx, const char *device, int cc_
     }
     cln_log(ctx, CLNODE_LOG_INFO, "NVRTC compiled the CUDA kernels for %s (%s %s, %zu-byte %s)",
             device, opt_prec, opt_arch, size, cubin ? "CUBIN" : "PTX");
+    *image_size = size;
+    *is_cubin = cubin;
     free(log);
     nvrtcDestroyProgram(&prog);
     return CLNODE_OK;
@@ -423,8 +427,10 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
         return CLNODE_OK;
     }
     char *image = NULL;
-    clnode_status st =
-        cu_compile(ctx, cb->base.device_name, cb->cc_major, cb->cc_minor, prec, &image);
+    size_t image_size = 0;
+    int is_cubin = 0;
+    clnode_status st = cln_cuda_compile(ctx, cb->base.device_name, cb->cc_major, cb->cc_minor, prec,
+                                        &image, &image_size, &is_cubin);
     if (st != CLNODE_OK)
         return st;
     {

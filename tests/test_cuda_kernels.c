@@ -1,0 +1,120 @@
+/* test_cuda_kernels.c - the CUDA kernels compile: cl/clnode_cuda.cu (with the shared cl/ headers)
+ * goes through NVRTC exactly as the CUDA backend compiles it for a device, in fp32 and fp64, for
+ * an architecture NVRTC knows (a CUBIN) and for one newer than it knows (PTX for the newest below),
+ * and every kernel the backend looks up is in the result. NVRTC needs no GPU and no driver, so
+ * this runs wherever the CUDA toolkit is installed; the CUDA conformance suite needs a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend.h"
+#include "clnode.h"
+
+static clnode_context *g_ctx;
+
+/* The kernels lib/backend_cuda.c creates, by name. */
+static const char *const kernel_names[] = {"cln_init",     "cln_stage",        "cln_finish",
+                                           "cln_bias_act", "cln_count_active", "cln_gemm_ordered"};
+
+/* Whether `name` is a symbol of the image: a NUL-terminated string in a CUBIN's string table, an
+ * ".entry name(" in PTX. */
+static int has_kernel(const char *image, size_t size, int is_cubin, const char *name)
+{
+    char pat[64];
+    if (is_cubin)
+        snprintf(pat, sizeof pat, "%c%s", '\0', name);
+    else
+        snprintf(pat, sizeof pat, ".entry %s(", name);
+    const size_t n = is_cubin ? strlen(name) + 2 : strlen(pat); /* with the NULs around it */
+    for (size_t i = 0; i + n <= size; ++i)
+        if (memcmp(image + i, pat, n) == 0)
+            return 1;
+    return 0;
+}
+
+static void compile_and_check(int cc_major, int cc_minor, clnode_precision prec, int want_cubin)
+{
+    char *image = NULL;
+    size_t size = 0;
+    int is_cubin = -1;
+    const clnode_status st =
+        cln_cuda_compile(g_ctx, "test device", cc_major, cc_minor, prec, &image, &size, &is_cubin);
+    if (st != CLNODE_OK)
+        fail_msg("compute capability %d.%d, %s: %s: %s", cc_major, cc_minor,
+                 clnode_precision_name(prec), clnode_status_name(st),
+                 clnode_context_last_error(g_ctx));
+    assert_non_null(image);
+    assert_true(size > 0);
+    assert_int_equal(is_cubin, want_cubin);
+    if (is_cubin)
+        assert_memory_equal(image, "\177ELF", 4);
+    else
+        assert_non_null(strstr(image, ".version"));
+    for (size_t i = 0; i < sizeof kernel_names / sizeof kernel_names[0]; ++i)
+        if (!has_kernel(image, size, is_cubin, kernel_names[i]))
+            fail_msg("%s is not in the %s for %d.%d", kernel_names[i], is_cubin ? "CUBIN" : "PTX",
+                     cc_major, cc_minor);
+    if (prec == CLNODE_FP64 && !is_cubin)
+        assert_non_null(strstr(image, ".f64")); /* double arithmetic, not float */
+    print_message("  %d.%d %s: %zu-byte %s with all %zu kernels\n", cc_major, cc_minor,
+                  clnode_precision_name(prec), size, is_cubin ? "CUBIN" : "PTX",
+                  sizeof kernel_names / sizeof kernel_names[0]);
+    free(image);
+}
+
+static void test_known_architectures(void **state)
+{
+    (void)state;
+    /* Ampere and Hopper: NVRTC 12 knows both and emits device code directly */
+    for (int p = 0; p < 2; ++p) {
+        compile_and_check(8, 0, p ? CLNODE_FP64 : CLNODE_FP32, 1);
+        compile_and_check(9, 0, p ? CLNODE_FP64 : CLNODE_FP32, 1);
+    }
+}
+
+static void test_future_architecture(void **state)
+{
+    (void)state;
+    /* a device newer than this NVRTC: PTX for the newest architecture it knows, JIT-compiled by
+     * the driver */
+    compile_and_check(99, 0, CLNODE_FP32, 0);
+    compile_and_check(99, 0, CLNODE_FP64, 0);
+}
+
+static void test_too_old(void **state)
+{
+    (void)state;
+    char *image = (char *)"sentinel";
+    size_t size = 1;
+    int is_cubin = 1;
+    const clnode_status st =
+        cln_cuda_compile(g_ctx, "old device", 1, 0, CLNODE_FP32, &image, &size, &is_cubin);
+    assert_int_equal(st, CLNODE_ERR_BUILD);
+    assert_null(image);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "compute capability 1.0"));
+}
+
+int main(void)
+{
+    clnode_context_options o;
+    clnode_context_default_options(&o);
+    o.device = "host";
+    if (clnode_context_create(&o, &g_ctx) != CLNODE_OK) {
+        fprintf(stderr, "cannot create a host context\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_known_architectures),
+        cmocka_unit_test(test_future_architecture),
+        cmocka_unit_test(test_too_old),
+    };
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clnode_context_destroy(&g_ctx);
+    return rc;
+}
