@@ -38,6 +38,7 @@ struct cln_buf {
 /* The activations, CLN_ACT_IDENTITY .. CLN_ACT_GELU (cl/cln_activation.h), one bias_act kernel
  * each. */
 #define OCL_NUM_ACT 7
+_Static_assert(OCL_NUM_ACT == CLNODE_ACT_GELU + 1, "one bias_act kernel per activation");
 static const char *const ocl_bias_act_names[OCL_NUM_ACT] = {
     "cln_bias_act_identity", "cln_bias_act_relu", "cln_bias_act_tanh", "cln_bias_act_sigmoid",
     "cln_bias_act_softplus", "cln_bias_act_silu", "cln_bias_act_gelu"};
@@ -49,7 +50,8 @@ typedef struct ocl_program {
     cl_kernel bias_act[OCL_NUM_ACT]; /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
     size_t lim_bias[OCL_NUM_ACT];    /* their work-group size limits */
     size_t lim_tf32;                 /* work-group size limit of cln_tf32 */
-    size_t wg_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE (of cln_stage), >= 1 */
+    size_t wg_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE of cln_stage, >= 1; used
+                           for every 2-D kernel (it is the warp or vector width of the device) */
 } ocl_program;
 
 /* Work-items per work-group we aim for (rounded down to what a kernel allows). */

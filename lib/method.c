@@ -271,7 +271,7 @@ const double cln_dopri5_cmid[7] = {
  * y0 + sum_i theta P_i(theta) k_i, P_i of degree 5, coefficients highest degree first, a stage per
  * line. */
 /* clang-format off */
-const double cln_dopri8_dense[14 * 6] = {
+const double cln_dopri8_dense[14 * 6] = { /* 6: CLN_DENSE_COEFFS */
     -6.34483493928604, 22.139650499809406, -30.061056828966645, 19.999006933368396, -6.6910181737837595, 1.0,
     0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0,

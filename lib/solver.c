@@ -16,7 +16,7 @@
 #include "probe_internal.h"
 
 extern const double cln_dopri5_cmid[7];
-extern const double cln_dopri8_dense[14 * 6];
+extern const double cln_dopri8_dense[14 * CLN_DENSE_COEFFS]; /* lib/method.c */
 
 struct clnode_solution {
     size_t B, N;
@@ -407,7 +407,8 @@ static void cln_fill_constants(const cln_run *r, double dir, double tau0, double
             CR[CLN_CR_CMID + i] = cln_dopri5_cmid[i];
         if (m->interpolation == CLNODE_INTERP_DOPRI8 && i < 14)
             for (int d = 0; d < CLN_DENSE_COEFFS; ++d)
-                CR[CLN_CR_DENSE + i * CLN_DENSE_COEFFS + d] = cln_dopri8_dense[i * 6 + d];
+                CR[CLN_CR_DENSE + i * CLN_DENSE_COEFFS + d] =
+                    cln_dopri8_dense[i * CLN_DENSE_COEFFS + d];
     }
     CI[CLN_CI_B] = (int32_t)sd->B;
     CI[CLN_CI_BREAL] = (int32_t)sd->Breal;

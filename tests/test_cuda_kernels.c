@@ -22,20 +22,28 @@ static clnode_context *g_ctx;
 static const char *const kernel_names[] = {"cln_init",     "cln_stage",        "cln_finish",
                                            "cln_bias_act", "cln_count_active", "cln_gemm_ordered"};
 
-/* Whether `name` is a symbol of the image: a NUL-terminated string in a CUBIN's string table, an
- * ".entry name(" in PTX. */
-static int has_kernel(const char *image, size_t size, int is_cubin, const char *name)
+static int contains(const char *image, size_t size, const char *pat, size_t n)
 {
-    char pat[64];
-    if (is_cubin)
-        snprintf(pat, sizeof pat, "%c%s", '\0', name);
-    else
-        snprintf(pat, sizeof pat, ".entry %s(", name);
-    const size_t n = is_cubin ? strlen(name) + 2 : strlen(pat); /* with the NULs around it */
     for (size_t i = 0; i + n <= size; ++i)
         if (memcmp(image + i, pat, n) == 0)
             return 1;
     return 0;
+}
+
+/* Whether `name` is a kernel of the image: in a CUBIN its symbol ("\0name\0" in a string table)
+ * or its section (".text.name"), in PTX an ".entry name(". */
+static int has_kernel(const char *image, size_t size, int is_cubin, const char *name)
+{
+    char pat[64];
+    if (!is_cubin) {
+        snprintf(pat, sizeof pat, ".entry %s(", name);
+        return contains(image, size, pat, strlen(pat));
+    }
+    snprintf(pat, sizeof pat, "%c%s", '\0', name);
+    if (contains(image, size, pat, strlen(name) + 2)) /* with the NULs around it */
+        return 1;
+    snprintf(pat, sizeof pat, ".text.%s", name);
+    return contains(image, size, pat, strlen(pat) + 1);
 }
 
 static void compile_and_check(int cc_major, int cc_minor, clnode_precision prec, int want_cubin)

@@ -155,11 +155,20 @@ CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id device, cl_device_i
         g_fault.fired++;
     } else if (param == CL_DEVICE_DOUBLE_FP_CONFIG && size >= sizeof(cl_device_fp_config)) {
         *(cl_device_fp_config *)value = 0;
-    } else if (param == CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE ||
-               param == CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE) {
+    } else if ((param == CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE ||
+                param == CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE) &&
+               size >= sizeof(cl_uint)) {
         *(cl_uint *)value = 0;
     }
     return e;
+}
+
+/* After each test, also one that failed an assertion with a fault armed. */
+static int disarm(void **state)
+{
+    (void)state;
+    arm(FAULT_NONE, 0, CL_SUCCESS);
+    return 0;
 }
 
 /* ---- solving ---- */
@@ -255,7 +264,7 @@ static void test_build_failure(void **state)
     s = NULL;
     st = seed_solve(ctx, CLNODE_FP32, &s);
     assert_true(g_fault.fired > 0);
-    assert_failed(ctx, st, s, CLNODE_ERR_BLAS, CLNODE_ERR_BUILD, "failed");
+    assert_failed(ctx, st, s, CLNODE_ERR_BLAS, CLNODE_ERR_BLAS, "CLBlast");
     assert_recovers(ctx, CLNODE_FP32);
     clnode_context_destroy(&ctx);
 }
@@ -279,7 +288,7 @@ static void test_lost_device(void **state)
             break;
         }
         /* CL_OUT_OF_RESOURCES maps to device memory; a CLBlast launch reports through CLBlast */
-        assert_failed(ctx, st, s, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_BLAS, "failed");
+        assert_failed(ctx, st, s, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_BLAS, "CL_OUT_OF_RESOURCES");
         assert_int_equal(clnode_context_last_native_error(ctx), CL_OUT_OF_RESOURCES);
         assert_recovers(ctx, CLNODE_FP32);
     }
@@ -288,7 +297,7 @@ static void test_lost_device(void **state)
     arm(FAULT_ENQUEUE, 0, CL_DEVICE_NOT_AVAILABLE);
     clnode_solution *s = NULL;
     const clnode_status st = seed_solve(fresh, CLNODE_FP32, &s);
-    assert_failed(fresh, st, s, CLNODE_ERR_DEVICE, CLNODE_ERR_BLAS, "failed");
+    assert_failed(fresh, st, s, CLNODE_ERR_DEVICE, CLNODE_ERR_BLAS, "CL_DEVICE_NOT_AVAILABLE");
     assert_recovers(fresh, CLNODE_FP32);
     clnode_context_destroy(&fresh);
     clnode_context_destroy(&ctx);
@@ -368,9 +377,11 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_build_failure), cmocka_unit_test(test_lost_device),
-        cmocka_unit_test(test_read_failure),  cmocka_unit_test(test_buffer_failure),
-        cmocka_unit_test(test_no_fp64),
+        cmocka_unit_test_teardown(test_build_failure, disarm),
+        cmocka_unit_test_teardown(test_lost_device, disarm),
+        cmocka_unit_test_teardown(test_read_failure, disarm),
+        cmocka_unit_test_teardown(test_buffer_failure, disarm),
+        cmocka_unit_test_teardown(test_no_fp64, disarm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,7 @@ typedef enum clnode_interpolation {
     CLNODE_INTERP_HERMITE = 1, /* cubic Hermite from k_first and k_last (bosh3, heun) */
     CLNODE_INTERP_DOPRI5 = 2,  /* fourth-order polynomial through a midpoint (dopri5) */
     CLNODE_INTERP_TSIT5 = 3,   /* Tsitouras' fourth-order polynomial (tsit5) */
-    CLNODE_INTERP_DOPRI8 = 4,  /* seventh-order polynomials of Bogacki & Shampine (1990) (dopri8) */
+    CLNODE_INTERP_DOPRI8 = 4,  /* degree-6 polynomials, Bogacki & Shampine (1990) (dopri8) */
 } clnode_interpolation;
 
 typedef struct clnode_method {
