@@ -24,6 +24,8 @@ typedef struct cln_solve_dev {
     size_t N, ldz, stages;
     size_t num_layers;
     const size_t *sizes; /* num_layers + 1 */
+    size_t max_in;       /* the widest layer input, max sizes[l] for l < num_layers */
+    size_t max_weights;  /* the largest weight matrix, max sizes[l] * sizes[l + 1] */
     int act[CLN_MAX_LAYERS];
     cln_buf *W[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS]; /* bias[i] may be NULL */
     cln_buf *Y, *F, *Z, *H[2];

@@ -202,16 +202,9 @@ static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *
 static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
 {
     host_backend *hb = (host_backend *)be;
-    size_t most = 0, widest = 0;
-    for (size_t l = 0; l < sd->num_layers; ++l) {
-        if (sd->sizes[l] * sd->sizes[l + 1] > most)
-            most = sd->sizes[l] * sd->sizes[l + 1];
-        if (sd->sizes[l] > widest)
-            widest = sd->sizes[l];
-    }
-    clnode_status st = host_scratch(hb, most * sd->esize);
+    clnode_status st = host_scratch(hb, sd->max_weights * sd->esize);
     if (st == CLNODE_OK && sd->gemm_mode == CLNODE_GEMM_TF32)
-        st = host_scratch_a(hb, sd->B * widest * sd->esize); /* the rounded A of every layer */
+        st = host_scratch_a(hb, sd->B * sd->max_in * sd->esize); /* the rounded A of every layer */
     return st;
 }
 

@@ -890,15 +890,8 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     os->g_stage[1] = ocl_round_up(sd->B, os->l_stage[1]);
     os->l_count = ocl_wg_limit(ob, p->count, 256);
     if (sd->gemm_mode == CLNODE_GEMM_TF32) { /* the rounded operands of every layer, now */
-        size_t most = 0, widest = 0;
-        for (size_t l = 0; l < sd->num_layers; ++l) {
-            if (sd->sizes[l] * sd->sizes[l + 1] > most)
-                most = sd->sizes[l] * sd->sizes[l + 1];
-            if (sd->sizes[l] > widest)
-                widest = sd->sizes[l];
-        }
-        CLN_TRY(st, ocl_tf32_scratch(ob, 0, sd->B * widest * sizeof(float)));
-        CLN_TRY(st, ocl_tf32_scratch(ob, 1, most * sizeof(float)));
+        CLN_TRY(st, ocl_tf32_scratch(ob, 0, sd->B * sd->max_in * sizeof(float)));
+        CLN_TRY(st, ocl_tf32_scratch(ob, 1, sd->max_weights * sizeof(float)));
         ocl_program *p32 = NULL;
         CLN_TRY(st, ocl_program_get(ob, CLNODE_FP32, &p32));
         if (!p32->lim_tf32)

@@ -39,6 +39,16 @@ const char *clnode_result_name(clnode_result r)
     return "unknown";
 }
 
+void clnode_solve_seed_options(clnode_solve_options *o)
+{
+    clnode_solve_default_options(o);
+    o->t0 = 0.0;
+    o->t1 = 50.0;
+    o->dt0 = 0.02;
+    o->rtol = 1e-4;
+    o->atol = 1e-6;
+}
+
 void clnode_solve_default_options(clnode_solve_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -636,11 +646,16 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     sd->num_layers = model->num_layers;
     sd->sizes = model->sizes;
     size_t maxw = 1;
+    sd->max_in = sd->max_weights = 0;
     for (size_t l = 0; l < model->num_layers; ++l) {
         sd->act[l] =
             (int)(l + 1 == model->num_layers ? model->final_activation : model->activation);
         if (model->sizes[l + 1] > maxw)
             maxw = model->sizes[l + 1];
+        if (model->sizes[l] > sd->max_in)
+            sd->max_in = model->sizes[l];
+        if (model->sizes[l] * model->sizes[l + 1] > sd->max_weights)
+            sd->max_weights = model->sizes[l] * model->sizes[l + 1];
     }
 
     /* times in the direction-normalised variable tau = dir * t, in the state precision */

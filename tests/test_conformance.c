@@ -538,13 +538,8 @@ static void test_batch_invariance(void **state)
         if (p == 1 && !have_fp64())
             continue;
         clnode_solve_options o;
-        clnode_solve_default_options(&o);
+        clnode_solve_seed_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
-        o.t0 = 0;
-        o.t1 = 50;
-        o.dt0 = 0.02;
-        o.rtol = 1e-4;
-        o.atol = 1e-6;
         /* the reference: a few trajectories solved alone */
         const size_t probe[] = {0, 1, 6, 63, 500, 999};
         clnode_trajectory_stats alone[6];
@@ -585,12 +580,7 @@ static void test_seed_problem(void **state)
     clnode_model *m = NULL;
     assert_ok(clnode_model_create_seed(g_ctx, &m));
     clnode_solve_options o;
-    clnode_solve_default_options(&o);
-    o.t0 = 0;
-    o.t1 = 50;
-    o.dt0 = 0.02;
-    o.rtol = 1e-4;
-    o.atol = 1e-6;
+    clnode_solve_seed_options(&o);
     double *y0 = calloc(1000 * 10, sizeof(double));
     assert_non_null(y0);
     long steps1 = -1;

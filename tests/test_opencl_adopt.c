@@ -22,12 +22,7 @@ static clnode_solution *seed_solve(clnode_context *ctx, size_t batch)
     clnode_model *m = NULL;
     assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
     clnode_solve_options o;
-    clnode_solve_default_options(&o);
-    o.t0 = 0;
-    o.t1 = 50;
-    o.dt0 = 0.02;
-    o.rtol = 1e-4;
-    o.atol = 1e-6;
+    clnode_solve_seed_options(&o);
     double y0[20] = {0};
     clnode_solution *s = NULL;
     clnode_status st = clnode_solve(ctx, m, &o, batch, y0, &s);

@@ -193,13 +193,8 @@ static clnode_status seed_solve(clnode_context *ctx, clnode_precision prec, clno
     if (st != CLNODE_OK)
         return st;
     clnode_solve_options o;
-    clnode_solve_default_options(&o);
+    clnode_solve_seed_options(&o);
     o.precision = prec;
-    o.t0 = 0;
-    o.t1 = 50;
-    o.dt0 = 0.02;
-    o.rtol = 1e-4;
-    o.atol = 1e-6;
     const double y0[20] = {0};
     *out = NULL;
     st = clnode_solve(ctx, m, &o, 2, y0, out);

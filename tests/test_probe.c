@@ -306,12 +306,7 @@ static void test_device(void **state)
 
 static void seed_options(clnode_solve_options *o, clnode_gemm_mode mode)
 {
-    clnode_solve_default_options(o);
-    o->t0 = 0;
-    o->t1 = 50;
-    o->dt0 = 0.02;
-    o->rtol = 1e-4;
-    o->atol = 1e-6;
+    clnode_solve_seed_options(o);
     o->gemm_mode = mode;
 }
 

@@ -219,12 +219,7 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < B * N; ++i)
                 y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
             clnode_solve_options o;
-            clnode_solve_default_options(&o);
-            o.t0 = 0;
-            o.t1 = 50;
-            o.dt0 = 0.02;
-            o.rtol = 1e-4;
-            o.atol = 1e-6;
+            clnode_solve_seed_options(&o);
             double best = 1e30;
             long steps = 0, rhs = 0, syncs = 0;
             for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */

@@ -23,12 +23,7 @@ void tool_log(void *user, clnode_log_level level, const char *msg)
 void tool_problem_defaults(tool_problem *pb)
 {
     memset(pb, 0, sizeof *pb);
-    clnode_solve_default_options(&pb->opts);
-    pb->opts.t0 = 0.0;
-    pb->opts.t1 = 50.0;
-    pb->opts.dt0 = 0.02;
-    pb->opts.rtol = 1e-4;
-    pb->opts.atol = 1e-6;
+    clnode_solve_seed_options(&pb->opts);
 }
 
 void tool_problem_free(tool_problem *pb)
