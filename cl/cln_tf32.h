@@ -1,6 +1,6 @@
 /* cln_tf32.h - rounding a float32 to TF32 (NVIDIA's "tensor float 32": 1 sign bit, 8 exponent
  * bits, 10 explicit mantissa bits), written once for the tf32 GEMM emulation of every backend:
- * the host's ordered GEMM (lib/host_gemm.c) and the OpenCL rounding kernel (cl/clnode.cl) call
+ * the host's ordered GEMM (lib/backends/host/host_gemm.c) and the OpenCL rounding kernel (cl/clnode.cl) call
  * the same function. CUDA needs none: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 rounds natively.
  *
  * Rounding: to nearest, ties to even, on the bit pattern, as cuBLAS converts its inputs ("input

@@ -1,6 +1,6 @@
 /* clnode.cl - the OpenCL kernels of the solver: thin wrappers that map a work-item to one call of
  * the shared arithmetic of cln_step.h and cln_activation.h (the host backend runs the same calls in
- * loops, lib/host_math.inc).
+ * loops, lib/backends/host/host_math.inc).
  *
  * Specialisation: CLN_PRECISION = 32 (default, see cln_prelude.h) or 64, set with -D when the
  * program is built (once per device and precision). Needs OpenCL C 1.2; cl_khr_fp64 for 64.
@@ -82,7 +82,7 @@ __kernel void cln_finish(__global const real *CR, __global const int *CI, __glob
         *c = fn(x);                                                                                \
     }
 
-/* In CLN_ACT_* order: lib/backend_opencl.c creates them by these names. */
+/* In CLN_ACT_* order: lib/backends/opencl/opencl.c creates them by these names. */
 CLN_BIAS_ACT_KERNEL(cln_bias_act_identity, cln_identity)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_relu, cln_relu)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_tanh, cln_tanh)

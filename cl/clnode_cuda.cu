@@ -1,8 +1,8 @@
 /* clnode_cuda.cu - the CUDA kernels of the solver: thin wrappers that map a thread to one call of
  * the shared arithmetic of cln_step.h and cln_activation.h, exactly as cl/clnode.cl does for
- * OpenCL and lib/host_math.inc does in host loops.
+ * OpenCL and lib/backends/host/host_math.inc does in host loops.
  *
- * Compiled at run time by NVRTC (lib/backend_cuda.c), once per (device, precision), from the text
+ * Compiled at run time by NVRTC (lib/backends/cuda/cuda.c), once per (device, precision), from the text
  * embedded into the library by tools/embed.py (local includes inlined), with
  *   -DCLN_PRECISION=32|64 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true
  * and no fast-math option. It also compiles with nvcc (-Icl --fmad=false).
@@ -86,7 +86,7 @@ extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsig
 }
 
 /* cln_gemm_ordered: C[i][j] = sum_k A[i][k] B[j][k] for an m x n block, each element summed in
- * order k = 0, 1, ... with fma from 0: the host's ordered GEMM (lib/host_gemm.c) and CLBlast's
+ * order k = 0, 1, ... with fma from 0: the host's ordered GEMM (lib/backends/host/host_gemm.c) and CLBlast's
  * per-work-item sum, so strict GEMMs round alike on every backend.
  *   g = i * n + j: i row of C (0 <= i < m), j column (0 <= j < n).
  * Offsets and leading dimensions in elements; k may be 0 (C = 0). */

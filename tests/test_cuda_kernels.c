@@ -13,12 +13,12 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "clnode.h"
 
 static clnode_context *g_ctx;
 
-/* The kernels lib/backend_cuda.c creates, by name. */
+/* The kernels lib/backends/cuda/cuda.c creates, by name. */
 static const char *const kernel_names[] = {"cln_init",     "cln_stage",        "cln_finish",
                                            "cln_bias_act", "cln_count_active", "cln_gemm_ordered"};
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "host_gemm.h"
+#include "backends/host/host_gemm.h"
 
 static uint32_t rng = 2024u;
 static double urand(void)

@@ -21,7 +21,7 @@
 
 #include "clnode.h"
 #include "cln_tf32.h"
-#include "probe_internal.h"
+#include "precision/probe_internal.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;

@@ -884,7 +884,7 @@ static void test_seed_file(void **state)
 #ifndef CLN_SOURCE_ROOT
     skip();
 #else
-    const char *path = CLN_SOURCE_ROOT "/lib/models/seed.safetensors";
+    const char *path = CLN_SOURCE_ROOT "/lib/model/seed.safetensors";
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         skip();
@@ -923,7 +923,7 @@ static void test_seed_embedded(void **state)
     assert_int_equal(clnode_model_activation(m), CLNODE_ACT_SOFTPLUS);
 #ifdef CLN_SOURCE_ROOT
     clnode_model *f = NULL;
-    if (clnode_model_load_safetensors(g_ctx, CLN_SOURCE_ROOT "/lib/models/seed.safetensors", &f) ==
+    if (clnode_model_load_safetensors(g_ctx, CLN_SOURCE_ROOT "/lib/model/seed.safetensors", &f) ==
         CLNODE_OK) {
         for (size_t i = 0; i < 3; i++) {
             size_t nw = clnode_model_layer_in(m, i) * clnode_model_layer_out(m, i);

@@ -17,7 +17,7 @@
 
 #include <cblas.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "clnode.h"
 #include "tool_common.h"
 

@@ -14,7 +14,7 @@ JAX needs Python 3.11 or newer.  A full run takes about 10 minutes on two CPU co
 
 What it writes (all files are overwritten; the output is deterministic):
 
-* ``lib/models/seed.safetensors`` -- the seed model of DESIGN.md section 1,
+* ``lib/model/seed.safetensors`` -- the seed model of DESIGN.md section 1,
   ``eqx.nn.MLP(10, 10, width_size=100, depth=2, activation=softplus, key=PRNGKey(42))``.
   The C build embeds this file.
 * ``tests/data/models/tanh64.safetensors`` --
@@ -56,7 +56,7 @@ GENERATOR = "tools/make_reference.py"
 # The two models, in export order: the seed model comes first because the C build embeds it.
 MODELS = {
     "seed": {"width": 100, "depth": 2, "activation": "softplus", "seed": 42,
-             "path": "lib/models/seed.safetensors"},
+             "path": "lib/model/seed.safetensors"},
     "tanh64": {"width": 64, "depth": 3, "activation": "tanh", "seed": 7,
                "path": "tests/data/models/tanh64.safetensors"},
 }

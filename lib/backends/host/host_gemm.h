@@ -1,4 +1,4 @@
-/* host_gemm.h - the host's ordered GEMM (lib/host_gemm.c). */
+/* host_gemm.h - the host's ordered GEMM (lib/backends/host/host_gemm.c). */
 #ifndef CLN_HOST_GEMM_H
 #define CLN_HOST_GEMM_H
 

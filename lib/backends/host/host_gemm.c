@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cln_tf32.h"
-#include "host_gemm.h"
+#include "backends/host/host_gemm.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -10,7 +10,7 @@
 #ifndef CLN_BACKEND_H
 #define CLN_BACKEND_H
 
-#include "internal.h"
+#include "core/internal.h"
 
 typedef struct cln_buf cln_buf; /* backend-defined */
 

@@ -1,4 +1,4 @@
-/* probe_internal.h - the GEMM precision probes' internals (lib/probe.c), exposed so that the
+/* probe_internal.h - the GEMM precision probes' internals (lib/precision/probe.c), exposed so that the
  * tests can run the same measurement and classification on injected (emulated) GEMMs.
  * Not installed. */
 #ifndef CLN_PROBE_INTERNAL_H
@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 /* One GEMM as the probes need it: C[m x n] = A[m x k] . B[n x k]^T with packed row-major host
  * arrays (leading dimensions k, k and n) of float (CLNODE_FP32) or double (CLNODE_FP64). */

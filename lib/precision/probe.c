@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "probe_internal.h"
+#include "backends/backend.h"
+#include "precision/probe_internal.h"
 
 /* Shapes of the probes. */
 #define PR_ID_M 64 /* identity: A (64 x 100) . I (100 x 100); I (64 x 64) . B^T (B 100 x 64) */

@@ -1,4 +1,4 @@
-/* backend_opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
+/* opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
  * shared arithmetic of cl/, embedded into the library at build time) on one in-order queue.
  *
  * Device selection (cln_opencl_backend_create's spec): "" or a global index "0".."N" over every
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "clnode/opencl.h"
 #include "cln_activation.h"
 #include "cln_layout.h"

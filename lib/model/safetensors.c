@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 /* The reference implementation's limit on the JSON header (safetensors MAX_HEADER_SIZE). */
 #define CLN_ST_MAX_HEADER 100000000u

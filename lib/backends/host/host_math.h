@@ -1,4 +1,4 @@
-/* host_math.h - the per-precision loops of the host backend (lib/host_math.inc). */
+/* host_math.h - the per-precision loops of the host backend (lib/backends/host/host_math.inc). */
 #ifndef CLN_HOST_MATH_H
 #define CLN_HOST_MATH_H
 

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 /* ---- Tsit5: Ch. Tsitouras, "Runge-Kutta pairs of order 5(4) satisfying only the first column
  * simplifying assumption", Computers & Mathematics with Applications 62 (2011) 770-775. ---- */

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "cln_layout.h"
-#include "probe_internal.h"
+#include "precision/probe_internal.h"
 
 extern const double cln_dopri5_cmid[7];
-extern const double cln_dopri8_dense[14 * CLN_DENSE_COEFFS]; /* lib/method.c */
+extern const double cln_dopri8_dense[14 * CLN_DENSE_COEFFS]; /* lib/solver/method.c */
 
 struct clnode_solution {
     size_t B, N;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 static const char *const cln_act_names[] = {"identity", "relu", "tanh", "sigmoid",
                                             "softplus", "silu", "gelu"};
@@ -115,7 +115,7 @@ fail:
     return st;
 }
 
-/* The seed model's safetensors bytes, embedded at build time (lib/models/seed.safetensors). */
+/* The seed model's safetensors bytes, embedded at build time (lib/model/seed.safetensors). */
 extern const unsigned char cln_seed_safetensors[];
 extern const size_t cln_seed_safetensors_size;
 

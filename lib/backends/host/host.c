@@ -1,5 +1,5 @@
-/* backend_host.c - the host backend: the shared arithmetic of cl/ in C loops, and GEMMs either
- * ordered (lib/host_gemm.c: every element summed in order with fma, as CLBlast's kernels do; the
+/* host.c - the host backend: the shared arithmetic of cl/ in C loops, and GEMMs either
+ * ordered (lib/backends/host/host_gemm.c: every element summed in order with fma, as CLBlast's kernels do; the
  * default device "host") or through OpenBLAS ("host:openblas"). It is also the float64 reference
  * every other backend is compared with. */
 #include <stdio.h>
@@ -8,10 +8,10 @@
 
 #include <cblas.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "cln_layout.h"
-#include "host_gemm.h"
-#include "host_math.h"
+#include "backends/host/host_gemm.h"
+#include "backends/host/host_math.h"
 
 struct cln_buf {
     size_t size;

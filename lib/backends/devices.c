@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "clnode/devices.h"
-#include "internal.h"
+#include "core/internal.h"
 
 enum {
     CLN_NUM_BACKENDS = 3
