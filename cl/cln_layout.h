@@ -1,79 +1,94 @@
-/* cln_layout.h - indices of the solver's constant and state arrays, shared by cl/cln_step.h, the
- * kernels and the driver. Plain preprocessor constants, valid in C and OpenCL C. */
+/* cln_layout.h - the layout of the solver's constant and state buffers, shared by cl/cln_step.h,
+ * the kernels and the driver: documented structs instead of index lists, valid in C, OpenCL C 1.2
+ * and CUDA C++.
+ *
+ * Layout rule: every struct holds members of ONE scalar type only (all real, or all int), so no
+ * padding can arise and a struct has the layout of an array of that scalar in every dialect. The
+ * real structs are written once as a macro of their scalar type R: the kernels read them with
+ * R = real (the state precision); the driver fills them with R = double and rounds them member
+ * by member to the state precision when it uploads them (as an array of doubles, which they are
+ * laid out as). The int structs use int, 32 bits in all three dialects.
+ *
+ * Buffers (B trajectories):
+ *   K   one cln_consts         per-solve real constants (times, controller, method)
+ *   KI  one cln_iconsts        per-solve integer constants (sizes, switches)
+ *   RS  B cln_rstate           per-trajectory real state (the next attempt, controller history)
+ *   IS  B cln_istate           per-trajectory integer state (flags and counters)
+ */
 #ifndef CLN_LAYOUT_H
 #define CLN_LAYOUT_H
 
 #define CLN_MAX_STAGES 16
-
-/* ---- per-solve real constants CR[] ---- */
-#define CLN_CR_TAU1 0       /* direction * t1 */
-#define CLN_CR_CLIP_FLOOR 1 /* tau1 stepped down by 100 ulp */
-#define CLN_CR_RTOL 2
-#define CLN_CR_ATOL 3
-#define CLN_CR_SAFETY 4
-#define CLN_CR_FACTORMIN 5
-#define CLN_CR_FACTORMAX 6
-#define CLN_CR_COEFF1 7 /* (icoeff + pcoeff + dcoeff) / error_order */
-#define CLN_CR_COEFF2 8 /* -(pcoeff + 2 dcoeff) / error_order */
-#define CLN_CR_COEFF3 9 /* dcoeff / error_order */
-#define CLN_CR_DTMIN 10
-#define CLN_CR_DTMAX 11
-#define CLN_CR_DIR 12    /* +1 or -1 */
-#define CLN_CR_SQRT_N 13 /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */
-#define CLN_CR_TAU0 14
-#define CLN_CR_DT0 15 /* |dt0| after dtmin/dtmax clipping */
-#define CLN_CR_A 16   /* s x s, row-major, stride CLN_MAX_STAGES */
-#define CLN_CR_B (CLN_CR_A + CLN_MAX_STAGES * CLN_MAX_STAGES) /* solution weights */
-#define CLN_CR_E (CLN_CR_B + CLN_MAX_STAGES)                  /* error weights b - b_hat */
-#define CLN_CR_C (CLN_CR_E + CLN_MAX_STAGES)                  /* nodes */
-#define CLN_CR_CMID (CLN_CR_C + CLN_MAX_STAGES)               /* dopri5 midpoint weights */
-/* dopri8 dense output: per stage the 6 coefficients of P_i, highest degree first */
-#define CLN_CR_DENSE (CLN_CR_CMID + CLN_MAX_STAGES)
+/* Dense-output coefficients per stage (cln_consts.dense; clnode_method.dense). */
 #define CLN_DENSE_COEFFS 6
-#define CLN_CR_COUNT (CLN_CR_DENSE + CLN_MAX_STAGES * CLN_DENSE_COEFFS)
 
-/* ---- per-solve integer constants CI[] ---- */
-#define CLN_CI_B 0 /* rows of the batch buffers (>= the trajectories solved) */
-#define CLN_CI_N 1
-#define CLN_CI_LDZ 2
-#define CLN_CI_STAGES 3
-#define CLN_CI_FSAL 4
-#define CLN_CI_SSAL 5
-#define CLN_CI_ADAPTIVE 6 /* 0: constant steps of dt0 */
-#define CLN_CI_INTERP 7   /* clnode_interpolation */
-#define CLN_CI_MAX_STEPS 8
-#define CLN_CI_HAS_DTMIN 9
-#define CLN_CI_HAS_DTMAX 10
-#define CLN_CI_FORCE_DTMIN 11
-#define CLN_CI_SAVE_STEPS 12
-#define CLN_CI_N_TS 13
-#define CLN_CI_COEFF1_ZERO 14
-#define CLN_CI_COEFF2_ZERO 15
-#define CLN_CI_COEFF3_ZERO 16
-#define CLN_CI_TIME_INPUT 17
-#define CLN_CI_BREAL 18        /* trajectories solved; rows from here on are padding */
-#define CLN_CI_FLOOR_DETECT 19 /* 1: end trajectories stuck at the rounding floor */
-#define CLN_CI_COUNT 20
+/* Per-solve real constants. Times are in the direction-normalised variable tau = dir * t. */
+#define CLN_CONSTS_STRUCT(R)                                                                       \
+    struct {                                                                                       \
+        R tau0;       /* start of the interval */                                                  \
+        R tau1;       /* end of the interval */                                                    \
+        R clip_floor; /* tau1 stepped down by 100 ulp (diffrax's t1_clip_floor) */                 \
+        R dt0;        /* |dt0| after dtmin/dtmax clipping */                                       \
+        R dir;        /* direction of integration, +1 or -1 */                                     \
+        R sqrt_n;     /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */            \
+        /* the PID controller (diffrax's PIDController) */                                         \
+        R rtol, atol;                                                                              \
+        R safety, factormin, factormax;                                                            \
+        R coeff1; /* (icoeff + pcoeff + dcoeff) / error_order: exponent of 1/E */                  \
+        R coeff2; /* -(pcoeff + 2 dcoeff) / error_order: exponent of the previous 1/E */           \
+        R coeff3; /* dcoeff / error_order: exponent of the one before */                           \
+        R dtmin, dtmax;                                                                            \
+        /* the method, from its descriptor (clnode_method), stage rows of CLN_MAX_STAGES */        \
+        R a[CLN_MAX_STAGES][CLN_MAX_STAGES];       /* a[i][j], j < i */                            \
+        R b[CLN_MAX_STAGES];                       /* solution weights */                          \
+        R e[CLN_MAX_STAGES];                       /* error weights b - b_hat */                   \
+        R c[CLN_MAX_STAGES];                       /* nodes */                                     \
+        R dense[CLN_MAX_STAGES][CLN_DENSE_COEFFS]; /* dense output, as KI.dense_form reads it */   \
+    }
 
-/* ---- per-trajectory state ---- */
-#define CLN_RS_T 0    /* tau_prev: start of the next attempt */
-#define CLN_RS_TN 1   /* tau_next: end of the next attempt */
-#define CLN_RS_INV1 2 /* controller history: 1/E of the last accepted step */
-#define CLN_RS_INV2 3 /* ... and of the one before */
-#define CLN_RS_EREJ 4 /* floor detector: E of the last attempt when it was rejected */
-#define CLN_RS_HREJ 5 /* ... and its step size; 0 when the last attempt was accepted */
-#define CLN_RS_COUNT 6
+/* Per-solve integer constants. */
+typedef struct cln_iconsts {
+    int B;          /* rows of the batch buffers (>= the trajectories solved) */
+    int Breal;      /* trajectories solved; rows from here on are padding */
+    int N;          /* components of the state */
+    int ldz;        /* row length of Z: N, + 1 when the model takes t */
+    int stages;     /* s */
+    int fsal;       /* the method's first stage is the last one of the previous step */
+    int ssal;       /* the method's solution is its last stage argument */
+    int adaptive;   /* 0: constant steps of dt0 */
+    int dense_form; /* clnode_interpolation: how the dense coefficients are evaluated */
+    int max_steps;
+    int has_dtmin, has_dtmax, force_dtmin;
+    int save_steps;   /* save every accepted step */
+    int n_ts;         /* requested save times */
+    int coeff1_zero;  /* coeff1 == 0: the controller skips that power */
+    int coeff2_zero;  /* coeff2 == 0 */
+    int coeff3_zero;  /* coeff3 == 0 */
+    int time_input;   /* the model takes t as an extra input column */
+    int floor_detect; /* 1: end trajectories stuck at the rounding floor */
+} cln_iconsts;
 
-#define CLN_IS_DONE 0 /* frozen: finished or failed */
-#define CLN_IS_RESULT 1
-#define CLN_IS_NSTEPS 2
-#define CLN_IS_NACC 3
-#define CLN_IS_NREJ 4
-#define CLN_IS_AT_DTMIN 5
-#define CLN_IS_NTS 6 /* save times written so far */
-#define CLN_IS_NSTEPS_SAVED 7
-#define CLN_IS_FLOOR 8 /* floor detector: evidence that E is rounding noise (see cln_step.h) */
-#define CLN_IS_COUNT 9
+/* Per-trajectory real state. */
+#define CLN_RSTATE_STRUCT(R)                                                                       \
+    struct {                                                                                       \
+        R t;    /* tau_prev: start of the next attempt */                                          \
+        R tn;   /* tau_next: end of the next attempt */                                            \
+        R inv1; /* controller history: 1/E of the last accepted step */                            \
+        R inv2; /* ... and of the one before */                                                    \
+        R erej; /* floor detector: E of the last attempt when it was rejected */                   \
+        R hrej; /* ... and its step size; 0 when the last attempt was accepted */                  \
+    }
+
+/* Per-trajectory integer state. */
+typedef struct cln_istate {
+    int done;   /* frozen: finished or failed */
+    int result; /* CLN_RESULT_* */
+    int nsteps, nacc, nrej;
+    int at_dtmin;     /* the last step was held at dtmin */
+    int nts;          /* save times written so far */
+    int nsteps_saved; /* accepted steps saved so far */
+    int floor;        /* floor detector: evidence that E is rounding noise (cln_floor_detect) */
+} cln_istate;
 
 /* results, as clnode_result */
 #define CLN_RESULT_SUCCESS 0
@@ -82,17 +97,17 @@
 #define CLN_RESULT_NONFINITE 3
 #define CLN_RESULT_PRECISION_FLOOR 4
 
-/* the rounding-floor detector (cln_finish_traj): each rejection whose E did not fall although
+/* the rounding-floor detector (cln_floor_detect): each rejection whose E did not fall although
  * dt shrank adds CLN_FLOOR_EVENT, each accepted step takes 1 away; the trajectory ends at
  * CLN_FLOOR_LIMIT (three such rejections close together) */
 #define CLN_FLOOR_EVENT 8
 #define CLN_FLOOR_LIMIT 24
 
-/* interpolants, as clnode_interpolation */
-#define CLN_INTERP_LINEAR 0
-#define CLN_INTERP_HERMITE 1
-#define CLN_INTERP_DOPRI5 2
-#define CLN_INTERP_TSIT5 3
-#define CLN_INTERP_DOPRI8 4
+/* dense-output forms, as clnode_interpolation */
+#define CLN_DENSE_LINEAR 0
+#define CLN_DENSE_HERMITE 1
+#define CLN_DENSE_MIDPOINT 2
+#define CLN_DENSE_TSIT5 3
+#define CLN_DENSE_POLYNOMIAL 4
 
 #endif /* CLN_LAYOUT_H */

@@ -4,9 +4,15 @@
  *   cln_init_traj   once per trajectory before the first step;
  *   cln_stage_elem  once per (trajectory, component) for each stage i: the stage argument
  *                   z_i = y + sum_{j<i} a_ij k_j (and the stage time when the model takes t);
- *   cln_finish_traj once per trajectory after the last stage: error estimate, scaled RMS norm,
- *                   PID controller, end-of-interval clipping, saving and freezing.
+ *   cln_finish_traj once per trajectory after the last stage.
  * The vector field (GEMMs, bias + activation) is evaluated between stages by the backend.
+ *
+ * cln_finish_traj is a composition of layers that are usable and tested on their own
+ * (tests/test_controller.c), in the order GSL's odeiv2 and diffrax keep them apart:
+ *   error      cln_error_estimate, cln_scaled_error, cln_rms -> cln_error_norm
+ *   control    cln_pid_factor, cln_limit_dt, cln_shift_history, cln_floor_detect -> cln_control
+ *   step end   cln_clip_to_end, cln_save_dense (cln_interpolate), cln_accept, cln_save_step,
+ *              cln_freeze
  *
  * Semantics: diffrax 0.7.2 (diffeqsolve + PIDController + SaveAt), see
  * shared/reference/diffrax-semantics.md. Times are kept in the state precision in the
@@ -14,14 +20,14 @@
  * vector field is evaluated at t = direction * tau and k_i = (direction * h) * f_i with
  * h = tau_next - tau_prev > 0, exactly what diffrax's WrapTerm does for backward integration.
  *
- * Buffer layouts (B trajectories, N components, s stages, row-major):
+ * Buffer layouts (B trajectories, N components, s stages, row-major; structs in cln_layout.h):
  *   Y  [B][N]          current accepted state
  *   F  [s][B][N]       stage derivatives f_i (k_i = h f_i is formed on the fly)
  *   Z  [B][ldz]        stage argument, ldz = N (+1 when the model takes t: Z[b][N] = t_i)
- *   RS [B][CLN_RS_COUNT] per-trajectory real state, IS [B][CLN_IS_COUNT] integer state
- *   CR, CI             per-solve real and integer constants (CLN_CR_*, CLN_CI_*)
+ *   RS [B] cln_rstate, IS [B] cln_istate   per-trajectory state
+ *   K  cln_consts, KI cln_iconsts          per-solve constants
  *   TS [n_ts]          requested save times as tau (increasing), TSOUT [B][n_ts][N]
- *   STT [B][max_steps], STY [B][max_steps][N]   saved accepted steps (when CI_SAVE_STEPS)
+ *   STT [B][max_steps], STY [B][max_steps][N]   saved accepted steps (when KI.save_steps)
  */
 #ifndef CLN_STEP_H
 #define CLN_STEP_H
@@ -31,25 +37,31 @@
 
 #include "cln_layout.h"
 
+typedef CLN_CONSTS_STRUCT(real) cln_consts;
+typedef CLN_RSTATE_STRUCT(real) cln_rstate;
+
 /* First attempt: [tau0, min(tau0 + dt0, tau1)] (diffrax applies no 100-ulp snap here). */
-CLN_INLINE void cln_init_traj(size_t b, CLN_CONST real *CR, CLN_CONST cln_int *CI,
-                              CLN_GLOBAL real *RS, CLN_GLOBAL cln_int *IS)
+CLN_INLINE void cln_init_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
+                              CLN_GLOBAL cln_rstate *RS, CLN_GLOBAL cln_istate *IS)
 {
-    const real tau0 = CR[CLN_CR_TAU0];
-    const real tau1 = CR[CLN_CR_TAU1];
-    const real tn = tau0 + CR[CLN_CR_DT0];
-    CLN_GLOBAL real *rs = RS + b * CLN_RS_COUNT;
-    CLN_GLOBAL cln_int *is = IS + b * CLN_IS_COUNT;
-    rs[CLN_RS_T] = tau0;
-    rs[CLN_RS_TN] = tn < tau1 ? tn : tau1;
-    rs[CLN_RS_INV1] = CLN_R(1.0);
-    rs[CLN_RS_INV2] = CLN_R(1.0);
-    rs[CLN_RS_EREJ] = CLN_R(0.0);
-    rs[CLN_RS_HREJ] = CLN_R(0.0);
-    for (int k = 0; k < CLN_IS_COUNT; ++k)
-        is[k] = 0;
+    const real tau0 = K->tau0;
+    const real tau1 = K->tau1;
+    const real tn = tau0 + K->dt0;
+    CLN_GLOBAL cln_rstate *rs = RS + b;
+    CLN_GLOBAL cln_istate *is = IS + b;
+    rs->t = tau0;
+    rs->tn = tn < tau1 ? tn : tau1;
+    rs->inv1 = CLN_R(1.0);
+    rs->inv2 = CLN_R(1.0);
+    rs->erej = CLN_R(0.0);
+    rs->hrej = CLN_R(0.0);
+    is->result = CLN_RESULT_SUCCESS;
+    is->nsteps = is->nacc = is->nrej = 0;
+    is->at_dtmin = 0;
+    is->nts = is->nsteps_saved = 0;
+    is->floor = 0;
     /* t0 == t1: the loop body never runs (num_steps = 0); padding rows never run */
-    is[CLN_IS_DONE] = !(tau0 < tau1) || b >= (size_t)CI[CLN_CI_BREAL];
+    is->done = !(tau0 < tau1) || b >= (size_t)KI->Breal;
 }
 
 /* Time of stage i: tau_next exactly when c_i == 1 ("no floating point error"), else
@@ -63,49 +75,64 @@ CLN_INLINE real cln_stage_time(real c, real t, real tn)
  *   z = y + sum_{j<i} a_ij k_j,  k_j = (direction h) f_j,
  * summed in order j = 0, 1, ... and added to y last, as diffrax's tensordot then add.
  * Column n == N (models taking t) receives the stage time direction * tau_i. */
-CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST real *CR,
-                               CLN_CONST cln_int *CI, CLN_CONST real *RS, CLN_CONST real *Y,
-                               CLN_CONST real *F, CLN_GLOBAL real *Z)
+CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST cln_consts *K,
+                               CLN_CONST cln_iconsts *KI, CLN_CONST cln_rstate *RS,
+                               CLN_CONST real *Y, CLN_CONST real *F, CLN_GLOBAL real *Z)
 {
-    const size_t B = (size_t)CI[CLN_CI_B];
-    const cln_int N = CI[CLN_CI_N];
-    const size_t ldz = (size_t)CI[CLN_CI_LDZ];
-    const real t = RS[b * CLN_RS_COUNT + CLN_RS_T];
-    const real tn = RS[b * CLN_RS_COUNT + CLN_RS_TN];
+    const size_t B = (size_t)KI->B;
+    const cln_int N = KI->N;
+    const size_t ldz = (size_t)KI->ldz;
+    const real t = RS[b].t;
+    const real tn = RS[b].tn;
     if (n == N) {
-        Z[b * ldz + (size_t)n] = CR[CLN_CR_DIR] * cln_stage_time(CR[CLN_CR_C + i], t, tn);
+        Z[b * ldz + (size_t)n] = K->dir * cln_stage_time(K->c[i], t, tn);
         return;
     }
-    const real hd = CR[CLN_CR_DIR] * (tn - t);
+    const real hd = K->dir * (tn - t);
     real acc = CLN_R(0.0);
     for (cln_int j = 0; j < i; ++j)
-        acc += CR[CLN_CR_A + i * CLN_MAX_STAGES + j] *
-               (hd * F[((size_t)j * B + b) * (size_t)N + (size_t)n]);
+        acc += K->a[i][j] * (hd * F[((size_t)j * B + b) * (size_t)N + (size_t)n]);
     const real y = Y[b * (size_t)N + (size_t)n];
     Z[b * ldz + (size_t)n] = i == 0 ? y : y + acc;
 }
 
-/* Tsitouras (2011) dense output as diffrax writes it: y(theta) = y0 + sum_i b_i(theta) k_i with
- * the polynomials in factored form, evaluated left to right. */
-CLN_INLINE real cln_interp_tsit5(real th, real y0, const real *k)
+/* ---- dense output: y(theta) over an accepted step from y0, y1 and k_0..k_{s-1}, in the form
+ * that KI.dense_form names, with the method's coefficients d = K.dense (one row per stage).
+ * Each form keeps diffrax's order of evaluation, so the forms are not merged into one. ---- */
+
+/* Tsitouras (2011) as diffrax writes it: y0 + sum_i b_i(theta) k_i with the seven polynomials in
+ * factored form, evaluated left to right:
+ *   b_0 = d00 th (th - d01) (th^2 - d02 th + d03)
+ *   b_i = di0 th^2 (th^2 - di1 th + di2)      i = 1, 2
+ *   b_i = di0 (th - di1) (th - di2) th^2      i = 3..6 */
+CLN_INLINE real cln_dense_tsit5(CLN_CONST cln_consts *K, real th, real y0, const real *k)
 {
     const real t2 = th * th;
     real w[7];
-    w[0] = CLN_R(-1.0530884977290216) * th * (th - CLN_R(1.3299890189751412)) *
-           (t2 - CLN_R(1.4364028541716351) * th + CLN_R(0.7139816917074209));
-    w[1] = CLN_R(0.1017) * t2 * (t2 - CLN_R(2.1966568338249754) * th + CLN_R(1.2949852507374631));
-    w[2] = CLN_R(2.490627285651252793) * t2 *
-           (t2 - CLN_R(2.38535645472061657) * th + CLN_R(1.57803468208092486));
-    w[3] = CLN_R(-16.54810288924490272) * (th - CLN_R(1.21712927295533244)) *
-           (th - CLN_R(0.61620406037800089)) * t2;
-    w[4] = CLN_R(47.37952196281928122) * (th - CLN_R(1.203071208372362603)) *
-           (th - CLN_R(0.658047292653547382)) * t2;
-    w[5] =
-        CLN_R(-34.87065786149660974) * (th - CLN_R(1.2)) * (th - CLN_R(0.666666666666666667)) * t2;
-    w[6] = CLN_R(2.5) * (th - CLN_R(1.0)) * (th - CLN_R(0.6)) * t2;
+    w[0] =
+        K->dense[0][0] * th * (th - K->dense[0][1]) * (t2 - K->dense[0][2] * th + K->dense[0][3]);
+    for (int i = 1; i < 3; ++i)
+        w[i] = K->dense[i][0] * t2 * (t2 - K->dense[i][1] * th + K->dense[i][2]);
+    for (int i = 3; i < 7; ++i)
+        w[i] = K->dense[i][0] * (th - K->dense[i][1]) * (th - K->dense[i][2]) * t2;
     real acc = CLN_R(0.0);
     for (int i = 0; i < 7; ++i)
         acc += w[i] * k[i];
+    return y0 + acc;
+}
+
+/* y0 + sum_i (theta P_i(theta)) k_i, P_i of degree 5 with coefficients d_i0 (highest degree) to
+ * d_i5, by Horner as jnp.polyval (Bogacki & Shampine (1990) for dopri8; its first step,
+ * 0 * theta + c_0, is c_0 exactly for finite theta). */
+CLN_INLINE real cln_dense_polynomial(CLN_CONST cln_consts *K, cln_int s, real th, real y0,
+                                     const real *k)
+{
+    real acc = CLN_R(0.0);
+    for (cln_int i = 0; i < s; ++i) {
+        CLN_CONST real *c = K->dense[i];
+        const real p = ((((c[0] * th + c[1]) * th + c[2]) * th + c[3]) * th + c[4]) * th + c[5];
+        acc += (p * th) * k[i];
+    }
     return y0 + acc;
 }
 
@@ -116,46 +143,49 @@ CLN_INLINE real cln_polyval5(real c4, real c3, real c2, real c1, real c0, real x
     return (((c4 * x + c3) * x + c2) * x + c1) * x + c0;
 }
 
+/* Fourth-order polynomial through y0, y1, the end slopes k_0 and k_{s-1} and a midpoint value
+ * y0 + sum_i d_i0 k_i (Shampine (1986) for dopri5). */
+CLN_INLINE real cln_dense_midpoint(CLN_CONST cln_consts *K, cln_int s, real th, real y0, real y1,
+                                   const real *k)
+{
+    real acc = CLN_R(0.0);
+    for (cln_int i = 0; i < s; ++i)
+        acc += K->dense[i][0] * k[i];
+    const real ymid = y0 + acc;
+    const real f0 = k[0], f1 = k[s - 1];
+    const real a = CLN_R(2.0) * (f1 - f0) - CLN_R(8.0) * (y1 + y0) + CLN_R(16.0) * ymid;
+    const real bb = CLN_R(5.0) * f0 - CLN_R(3.0) * f1 + CLN_R(18.0) * y0 + CLN_R(14.0) * y1 -
+                    CLN_R(32.0) * ymid;
+    const real c = f1 - CLN_R(4.0) * f0 - CLN_R(11.0) * y0 - CLN_R(5.0) * y1 + CLN_R(16.0) * ymid;
+    return cln_polyval5(a, bb, c, f0, y0, th);
+}
+
+/* Cubic Hermite through (y0, k_0) and (y1, k_{s-1}): k_{s-1} is f(t1, y1) h for FSAL methods
+ * (bosh3) and heun's second stage. */
+CLN_INLINE real cln_dense_hermite(cln_int s, real th, real y0, real y1, const real *k)
+{
+    const real k0 = k[0], k1 = k[s - 1];
+    const real c3 = k0 + k1 + CLN_R(2.0) * y0 - CLN_R(2.0) * y1;
+    const real c2 = CLN_R(-2.0) * k0 - k1 - CLN_R(3.0) * y0 + CLN_R(3.0) * y1;
+    return cln_polyval5(CLN_R(0.0), c3, c2, k0, y0, th);
+}
+
 /* Dense output of one component over the accepted step [tau_prev, tau_next]. */
-CLN_INLINE real cln_interpolate(cln_int kind, CLN_CONST real *CR, cln_int s, real th, real y0,
+CLN_INLINE real cln_interpolate(CLN_CONST cln_consts *K, cln_int form, cln_int s, real th, real y0,
                                 real y1, const real *k)
 {
-    if (kind == CLN_INTERP_TSIT5)
-        return cln_interp_tsit5(th, y0, k);
-    if (kind == CLN_INTERP_DOPRI8) {
-        /* y0 + sum_i (theta P_i(theta)) k_i, P_i by Horner from the highest degree as jnp.polyval
-         * (its first step, 0 * theta + c_0, is c_0 exactly for finite theta) */
-        real acc = CLN_R(0.0);
-        for (cln_int i = 0; i < s; ++i) {
-            CLN_CONST real *c = CR + CLN_CR_DENSE + i * CLN_DENSE_COEFFS;
-            const real p = ((((c[0] * th + c[1]) * th + c[2]) * th + c[3]) * th + c[4]) * th + c[5];
-            acc += (p * th) * k[i];
-        }
-        return y0 + acc;
-    }
-    if (kind == CLN_INTERP_DOPRI5) {
-        /* fourth-order polynomial through y0, y1 and a midpoint value (Shampine 1986) */
-        real acc = CLN_R(0.0);
-        for (cln_int i = 0; i < s; ++i)
-            acc += CR[CLN_CR_CMID + i] * k[i];
-        const real ymid = y0 + acc;
-        const real f0 = k[0], f1 = k[s - 1];
-        const real a = CLN_R(2.0) * (f1 - f0) - CLN_R(8.0) * (y1 + y0) + CLN_R(16.0) * ymid;
-        const real bb = CLN_R(5.0) * f0 - CLN_R(3.0) * f1 + CLN_R(18.0) * y0 + CLN_R(14.0) * y1 -
-                        CLN_R(32.0) * ymid;
-        const real c =
-            f1 - CLN_R(4.0) * f0 - CLN_R(11.0) * y0 - CLN_R(5.0) * y1 + CLN_R(16.0) * ymid;
-        return cln_polyval5(a, bb, c, f0, y0, th);
-    }
-    if (kind == CLN_INTERP_HERMITE) {
-        /* cubic Hermite through (y0, k0) and (y1, k1), k1 the last stage (FSAL) or k_2 (heun) */
-        const real k0 = k[0], k1 = k[s - 1];
-        const real c3 = k0 + k1 + CLN_R(2.0) * y0 - CLN_R(2.0) * y1;
-        const real c2 = CLN_R(-2.0) * k0 - k1 - CLN_R(3.0) * y0 + CLN_R(3.0) * y1;
-        return cln_polyval5(CLN_R(0.0), c3, c2, k0, y0, th);
-    }
-    return y0 + (y1 - y0) * th;
+    if (form == CLN_DENSE_TSIT5)
+        return cln_dense_tsit5(K, th, y0, k);
+    if (form == CLN_DENSE_POLYNOMIAL)
+        return cln_dense_polynomial(K, s, th, y0, k);
+    if (form == CLN_DENSE_MIDPOINT)
+        return cln_dense_midpoint(K, s, th, y0, y1, k);
+    if (form == CLN_DENSE_HERMITE)
+        return cln_dense_hermite(s, th, y0, y1, k);
+    return y0 + (y1 - y0) * th; /* CLN_DENSE_LINEAR */
 }
+
+/* ---- one row of a trajectory's stages ---- */
 
 /* Whether a row of the stage derivatives holds a NaN or infinity. */
 CLN_INLINE int cln_row_nonfinite(CLN_CONST real *f, cln_int N)
@@ -176,15 +206,114 @@ CLN_INLINE void cln_load_k(real *k, CLN_CONST real *F, size_t B, cln_int N, cln_
 
 /* y1 of component n: the last stage argument for SSAL tableaux (Z holds it), else
  * y + sum_j b_j k_j. */
-CLN_INLINE real cln_y1(CLN_CONST real *CR, cln_int ssal, cln_int s, real y, const real *k,
+CLN_INLINE real cln_y1(CLN_CONST cln_consts *K, cln_int ssal, cln_int s, real y, const real *k,
                        CLN_CONST real *zrow, cln_int n)
 {
     if (ssal)
         return zrow[n];
     real acc = CLN_R(0.0);
     for (cln_int j = 0; j < s; ++j)
-        acc += CR[CLN_CR_B + j] * k[j];
+        acc += K->b[j] * k[j];
     return y + acc;
+}
+
+/* ---- the error norm ---- */
+
+/* y_err of one component: sum_j e_j k_j with e = b - b_hat, in stage order (never y1 - y1_hat). */
+CLN_INLINE real cln_error_estimate(CLN_CONST cln_consts *K, cln_int s, const real *k)
+{
+    real err = CLN_R(0.0);
+    for (cln_int j = 0; j < s; ++j)
+        err += K->e[j] * k[j];
+    return err;
+}
+
+/* One component of the scaled error: y_err / (atol + rtol max(|y0|, |y1|)), a NaN y_err counting
+ * as +inf. */
+CLN_INLINE real cln_scaled_error(real err, real y0, real y1, real atol, real rtol)
+{
+    if (isnan(err))
+        err = (real)INFINITY;
+    const real ymax = fmax(fabs(y0), fabs(y1));
+    return err / (atol + ymax * rtol);
+}
+
+/* The RMS norm sqrt(sum) / sqrt(N) from the sum of squares, as lineax's rms_norm; one component:
+ * |last| (its square root of a square). */
+CLN_INLINE real cln_rms(real sum, real last, cln_int N, real sqrt_n)
+{
+    return N == 1 ? fabs(last) : sqrt(sum) / sqrt_n;
+}
+
+/* E of trajectory b's attempt: the RMS of the scaled errors over its N components. Two passes:
+ * when any component of y1 is NaN, y0 alone sets the scale of every component (diffrax). */
+CLN_INLINE real cln_error_norm(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                               CLN_CONST real *y, CLN_CONST real *F, CLN_CONST real *zrow, real hd)
+{
+    const size_t B = (size_t)KI->B;
+    const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal;
+    real k[CLN_MAX_STAGES];
+    int y1_nan = 0;
+    for (cln_int n = 0; n < N; ++n) {
+        cln_load_k(k, F, B, N, s, b, n, hd);
+        y1_nan |= isnan(cln_y1(K, ssal, s, y[n], k, zrow, n));
+    }
+    real sum = CLN_R(0.0), last = CLN_R(0.0);
+    for (cln_int n = 0; n < N; ++n) {
+        cln_load_k(k, F, B, N, s, b, n, hd);
+        const real err = cln_error_estimate(K, s, k);
+        const real y1 = y1_nan ? y[n] : cln_y1(K, ssal, s, y[n], k, zrow, n);
+        const real sc = cln_scaled_error(err, y[n], y1, K->atol, K->rtol);
+        last = sc;
+        sum += sc * sc;
+    }
+    return cln_rms(sum, last, N, K->sqrt_n);
+}
+
+/* ---- the PID controller ---- */
+
+/* The step-size factor of diffrax's PIDController from inv = 1/E and the history inv1, inv2:
+ * safety inv^coeff1 inv1^coeff2 inv2^coeff3 (a zero coefficient skips its power), clipped to
+ * [1, factormax] when the step is kept and to [factormin, safety] when it is rejected. */
+CLN_INLINE real cln_pid_factor(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, real inv,
+                               real inv1, real inv2, int keep)
+{
+    const real f1 = KI->coeff1_zero ? CLN_R(1.0) : cln_pow_pos(inv, K->coeff1);
+    const real f2 = KI->coeff2_zero ? CLN_R(1.0) : cln_pow_pos(inv1, K->coeff2);
+    const real f3 = KI->coeff3_zero ? CLN_R(1.0) : cln_pow_pos(inv2, K->coeff3);
+    const real factor = K->safety * f1 * f2 * f3;
+    const real lo = keep ? CLN_R(1.0) : K->factormin;
+    const real hi = keep ? K->factormax : K->safety;
+    return factor < hi ? (factor > lo ? factor : lo) : hi; /* jnp.clip */
+}
+
+/* The next step size h * factor within dtmax and dtmin (diffrax): below dtmin the trajectory
+ * fails with dt_min_reached unless force_dtmin; a step held at dtmin stays there while the
+ * factor is 1; is->at_dtmin records whether the new step is held at dtmin. */
+CLN_INLINE real cln_limit_dt(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
+                             CLN_GLOBAL cln_istate *is, real h, real factor)
+{
+    real dt = h * factor;
+    if (KI->has_dtmax)
+        dt = dt < K->dtmax ? dt : K->dtmax;
+    if (KI->has_dtmin) {
+        const real dtmin = K->dtmin;
+        if (!KI->force_dtmin && dt < dtmin)
+            is->result = CLN_RESULT_DT_MIN;
+        if (is->at_dtmin && factor == CLN_R(1.0))
+            dt = dtmin;
+        is->at_dtmin = dt <= dtmin;
+        dt = dt > dtmin ? dt : dtmin;
+    }
+    return dt;
+}
+
+/* After an accepted step: the history moves on by one; a zero or infinite 1/E must not poison
+ * it (it stores 1 instead). */
+CLN_INLINE void cln_shift_history(CLN_GLOBAL cln_rstate *rs, real inv)
+{
+    rs->inv2 = rs->inv1;
+    rs->inv1 = (inv == CLN_R(0.0) || isinf(inv)) ? CLN_R(1.0) : inv;
 }
 
 /* The rounding-floor detector, after the controller's decision on an attempt of size h with
@@ -201,178 +330,183 @@ CLN_INLINE real cln_y1(CLN_CONST real *CR, cln_int ssal, cln_int s, real y, cons
  * problem of the conformance suite (424 solves), including an fp64 diffrax case where E falls
  * only slowly across four rejections and fp32 runs at rtol 1e-6 (16 u). Steps held at dtmin do not
  * shrink and never count; a non-finite E is a different failure and never counts either. */
-CLN_INLINE void cln_floor_detect(CLN_GLOBAL real *rs, CLN_GLOBAL cln_int *is, int keep, real h,
-                                 real E)
+CLN_INLINE void cln_floor_detect(CLN_GLOBAL cln_rstate *rs, CLN_GLOBAL cln_istate *is, int keep,
+                                 real h, real E)
 {
     if (keep) {
-        rs[CLN_RS_HREJ] = CLN_R(0.0);
-        if (is[CLN_IS_FLOOR] > 0)
-            is[CLN_IS_FLOOR] -= 1;
+        rs->hrej = CLN_R(0.0);
+        if (is->floor > 0)
+            is->floor -= 1;
         return;
     }
-    const real hprev = rs[CLN_RS_HREJ];
-    if (hprev > CLN_R(0.0) && h < hprev && !isinf(E) && !isnan(E) && E >= rs[CLN_RS_EREJ]) {
-        is[CLN_IS_FLOOR] += CLN_FLOOR_EVENT;
-        if (is[CLN_IS_FLOOR] >= CLN_FLOOR_LIMIT && is[CLN_IS_RESULT] == CLN_RESULT_SUCCESS)
-            is[CLN_IS_RESULT] = CLN_RESULT_PRECISION_FLOOR;
+    const real hprev = rs->hrej;
+    if (hprev > CLN_R(0.0) && h < hprev && !isinf(E) && !isnan(E) && E >= rs->erej) {
+        is->floor += CLN_FLOOR_EVENT;
+        if (is->floor >= CLN_FLOOR_LIMIT && is->result == CLN_RESULT_SUCCESS)
+            is->result = CLN_RESULT_PRECISION_FLOOR;
     }
-    rs[CLN_RS_EREJ] = E;
-    rs[CLN_RS_HREJ] = h;
+    rs->erej = E;
+    rs->hrej = h;
 }
 
-/* Everything after the stages of one attempt, for trajectory b (diffrax's loop body):
- * error estimate y_err = sum_j e_j k_j (NaN -> +inf), scaled RMS norm
- * E = sqrt(sum_i (y_err_i / (atol + rtol max(|y0_i|, |y1_i|)))^2) / sqrt(N), acceptance E < 1,
- * the PID factor safety (1/E)^coeff1 (1/E_prev)^coeff2 (1/E_prevprev)^coeff3 clipped to
- * [1, factormax] on acceptance and [factormin, safety] on rejection, dtmin/dtmax, the next
- * interval with the end-of-interval rule, saving, FSAL, counters and freezing. */
-CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST real *CR, CLN_CONST cln_int *CI,
-                                CLN_GLOBAL real *RS, CLN_GLOBAL cln_int *IS, CLN_GLOBAL real *Y,
-                                CLN_GLOBAL real *F, CLN_CONST real *Z, CLN_CONST real *TS,
-                                CLN_GLOBAL real *TSOUT, CLN_GLOBAL real *STT, CLN_GLOBAL real *STY)
+/* The adaptive controller on trajectory b's attempt of size h (hd = direction * h): the error
+ * norm E, acceptance (E < 1, or held at dtmin), the PID factor, the next step size *dt, the
+ * history and the floor detector. Returns whether the step is kept. */
+CLN_INLINE int cln_control(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                           CLN_GLOBAL cln_rstate *rs, CLN_GLOBAL cln_istate *is, CLN_CONST real *y,
+                           CLN_CONST real *F, CLN_CONST real *zrow, real h, real hd, real *dt)
 {
-    CLN_GLOBAL cln_int *is = IS + b * CLN_IS_COUNT;
-    if (is[CLN_IS_DONE])
+    const real E = cln_error_norm(K, KI, b, y, F, zrow, hd);
+    int keep = E < CLN_R(1.0);
+    if (KI->has_dtmin)
+        keep |= is->at_dtmin;
+    const real inv = CLN_R(1.0) / E;
+    const real factor = cln_pid_factor(K, KI, inv, rs->inv1, rs->inv2, keep);
+    *dt = cln_limit_dt(K, KI, is, h, factor);
+    if (keep)
+        cln_shift_history(rs, inv);
+    if (KI->floor_detect)
+        cln_floor_detect(rs, is, keep, h, E);
+    return keep;
+}
+
+/* ---- the end of a step ---- */
+
+/* The next attempt [*tprev, *tnext] after an attempt [t, tn] and the next step size dt
+ * (diffrax's _clip_to_end): it starts at tn when the step is kept, else again at t; an end
+ * beyond clip_floor (tau1 minus 100 ulp) becomes tau1 when the step is kept, else the midpoint
+ * of what remains. */
+CLN_INLINE void cln_clip_to_end(CLN_CONST cln_consts *K, int keep, real t, real tn, real dt,
+                                real *tprev, real *tnext)
+{
+    const real tau1 = K->tau1;
+    const real next_t0 = keep ? tn : t;
+    const real next_t1 = next_t0 + dt;
+    const real tp = next_t0 < tau1 ? next_t0 : tau1;
+    real tx = next_t1;
+    if (next_t1 > K->clip_floor)
+        tx = keep ? tau1 : tp + CLN_R(0.5) * (tau1 - tp);
+    *tprev = tp;
+    *tnext = tx;
+}
+
+/* Dense output at the requested times inside the accepted step [t, tn], before y moves on:
+ * rows is->nts, ... of TSOUT[b] while TS[j] <= tn. */
+CLN_INLINE void cln_save_dense(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                               CLN_GLOBAL cln_istate *is, CLN_CONST real *y, CLN_CONST real *F,
+                               CLN_CONST real *zrow, CLN_CONST real *TS, CLN_GLOBAL real *TSOUT,
+                               real t, real tn, real hd)
+{
+    const size_t B = (size_t)KI->B;
+    const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal, nts = KI->n_ts;
+    real k[CLN_MAX_STAGES];
+    cln_int j = is->nts;
+    for (; j < nts && TS[j] <= tn; ++j) {
+        const real th = tn == t ? CLN_R(0.0) : (TS[j] - t) / (tn - t);
+        CLN_GLOBAL real *out = TSOUT + (b * (size_t)nts + (size_t)j) * (size_t)N;
+        for (cln_int n = 0; n < N; ++n) {
+            cln_load_k(k, F, B, N, s, b, n, hd);
+            const real y1 = cln_y1(K, ssal, s, y[n], k, zrow, n);
+            out[n] = cln_interpolate(K, KI->dense_form, s, th, y[n], y1, k);
+        }
+    }
+    is->nts = j;
+}
+
+/* Accepts the step: y <- y1 and, for FSAL methods, f_0 <- f_last (the next step's first
+ * stage). */
+CLN_INLINE void cln_accept(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                           CLN_GLOBAL real *y, CLN_GLOBAL real *F, CLN_CONST real *zrow, real hd)
+{
+    const size_t B = (size_t)KI->B;
+    const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal;
+    real k[CLN_MAX_STAGES];
+    for (cln_int n = 0; n < N; ++n) {
+        cln_load_k(k, F, B, N, s, b, n, hd);
+        y[n] = cln_y1(K, ssal, s, y[n], k, zrow, n);
+        if (KI->fsal)
+            F[b * (size_t)N + (size_t)n] = F[((size_t)(s - 1) * B + b) * (size_t)N + (size_t)n];
+    }
+}
+
+/* Saves the accepted step's end: t = direction * tau and y (already moved on). */
+CLN_INLINE void cln_save_step(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                              CLN_GLOBAL cln_istate *is, real tau, CLN_CONST real *y,
+                              CLN_GLOBAL real *STT, CLN_GLOBAL real *STY)
+{
+    const cln_int N = KI->N;
+    const size_t m = (size_t)is->nsteps_saved;
+    const size_t ms = (size_t)KI->max_steps;
+    STT[b * ms + m] = K->dir * tau;
+    for (cln_int n = 0; n < N; ++n)
+        STY[(b * ms + m) * (size_t)N + (size_t)n] = y[n];
+    is->nsteps_saved = (cln_int)(m + 1);
+}
+
+/* diffrax's loop condition: the trajectory goes on while tprev < tau1, it has not failed, and
+ * num_steps < max_steps; otherwise it is frozen. */
+CLN_INLINE void cln_freeze(CLN_CONST cln_iconsts *KI, CLN_GLOBAL cln_istate *is, real tprev,
+                           real tau1)
+{
+    if (!(tprev < tau1)) {
+        is->done = 1;
+    } else if (is->result != CLN_RESULT_SUCCESS) {
+        is->done = 1;
+    } else if (is->nsteps >= KI->max_steps) {
+        is->result = CLN_RESULT_MAX_STEPS;
+        is->done = 1;
+    }
+}
+
+/* Everything after the stages of one attempt, for trajectory b (diffrax's loop body): a
+ * non-finite vector field at the current state ends the trajectory; otherwise the controller
+ * (or the constant step dt0), the next interval, the counters, and on acceptance dense output,
+ * y1, FSAL and the saved step; then freezing. */
+CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
+                                CLN_GLOBAL cln_rstate *RS, CLN_GLOBAL cln_istate *IS,
+                                CLN_GLOBAL real *Y, CLN_GLOBAL real *F, CLN_CONST real *Z,
+                                CLN_CONST real *TS, CLN_GLOBAL real *TSOUT, CLN_GLOBAL real *STT,
+                                CLN_GLOBAL real *STY)
+{
+    CLN_GLOBAL cln_istate *is = IS + b;
+    if (is->done)
         return;
-    CLN_GLOBAL real *rs = RS + b * CLN_RS_COUNT;
-    const size_t B = (size_t)CI[CLN_CI_B];
-    const cln_int N = CI[CLN_CI_N];
-    const cln_int s = CI[CLN_CI_STAGES];
-    const cln_int ssal = CI[CLN_CI_SSAL];
-    const size_t ldz = (size_t)CI[CLN_CI_LDZ];
+    CLN_GLOBAL cln_rstate *rs = RS + b;
+    const cln_int N = KI->N;
     CLN_GLOBAL real *y = Y + b * (size_t)N;
-    CLN_CONST real *zrow = Z + b * ldz;
+    CLN_CONST real *zrow = Z + b * (size_t)KI->ldz;
 
     /* the vector field at the current state (stage 1) is not finite: no step can succeed */
     if (cln_row_nonfinite(F + b * (size_t)N, N)) {
-        is[CLN_IS_RESULT] = CLN_RESULT_NONFINITE;
-        is[CLN_IS_DONE] = 1;
+        is->result = CLN_RESULT_NONFINITE;
+        is->done = 1;
         return;
     }
 
-    const real t = rs[CLN_RS_T];
-    const real tn = rs[CLN_RS_TN];
+    const real t = rs->t;
+    const real tn = rs->tn;
     const real h = tn - t;
-    const real hd = CR[CLN_CR_DIR] * h;
-    const real tau1 = CR[CLN_CR_TAU1];
-    real k[CLN_MAX_STAGES];
-
+    const real hd = K->dir * h;
+    real dt = K->dt0;
     int keep = 1;
-    real dt = h;
-    if (CI[CLN_CI_ADAPTIVE]) {
-        /* pass 1: is any component of y1 NaN? then y0 is used for the scale */
-        int y1_nan = 0;
-        for (cln_int n = 0; n < N; ++n) {
-            cln_load_k(k, F, B, N, s, b, n, hd);
-            y1_nan |= isnan(cln_y1(CR, ssal, s, y[n], k, zrow, n));
-        }
-        /* pass 2: scaled error and its sum of squares */
-        const real atol = CR[CLN_CR_ATOL], rtol = CR[CLN_CR_RTOL];
-        real sum = CLN_R(0.0), last = CLN_R(0.0);
-        for (cln_int n = 0; n < N; ++n) {
-            cln_load_k(k, F, B, N, s, b, n, hd);
-            real err = CLN_R(0.0);
-            for (cln_int j = 0; j < s; ++j)
-                err += CR[CLN_CR_E + j] * k[j];
-            if (isnan(err))
-                err = (real)INFINITY;
-            const real y1 = y1_nan ? y[n] : cln_y1(CR, ssal, s, y[n], k, zrow, n);
-            const real ymax = fmax(fabs(y[n]), fabs(y1));
-            const real sc = err / (atol + ymax * rtol);
-            last = sc;
-            sum += sc * sc;
-        }
-        const real E = N == 1 ? fabs(last) : sqrt(sum) / CR[CLN_CR_SQRT_N];
-        keep = E < CLN_R(1.0);
-        if (CI[CLN_CI_HAS_DTMIN])
-            keep |= is[CLN_IS_AT_DTMIN];
-        const real inv = CLN_R(1.0) / E;
-        const real f1 = CI[CLN_CI_COEFF1_ZERO] ? CLN_R(1.0) : cln_pow_pos(inv, CR[CLN_CR_COEFF1]);
-        const real f2 =
-            CI[CLN_CI_COEFF2_ZERO] ? CLN_R(1.0) : cln_pow_pos(rs[CLN_RS_INV1], CR[CLN_CR_COEFF2]);
-        const real f3 =
-            CI[CLN_CI_COEFF3_ZERO] ? CLN_R(1.0) : cln_pow_pos(rs[CLN_RS_INV2], CR[CLN_CR_COEFF3]);
-        real factor = CR[CLN_CR_SAFETY] * f1 * f2 * f3;
-        const real lo = keep ? CLN_R(1.0) : CR[CLN_CR_FACTORMIN];
-        const real hi = keep ? CR[CLN_CR_FACTORMAX] : CR[CLN_CR_SAFETY];
-        factor = factor < hi ? (factor > lo ? factor : lo) : hi; /* jnp.clip */
-        dt = h * factor;
-        if (CI[CLN_CI_HAS_DTMAX])
-            dt = dt < CR[CLN_CR_DTMAX] ? dt : CR[CLN_CR_DTMAX];
-        if (CI[CLN_CI_HAS_DTMIN]) {
-            const real dtmin = CR[CLN_CR_DTMIN];
-            if (!CI[CLN_CI_FORCE_DTMIN] && dt < dtmin)
-                is[CLN_IS_RESULT] = CLN_RESULT_DT_MIN;
-            if (is[CLN_IS_AT_DTMIN] && factor == CLN_R(1.0))
-                dt = dtmin;
-            is[CLN_IS_AT_DTMIN] = dt <= dtmin;
-            dt = dt > dtmin ? dt : dtmin;
-        }
-        if (keep) {
-            /* a zero or infinite error must not poison the PI/PID history */
-            rs[CLN_RS_INV2] = rs[CLN_RS_INV1];
-            rs[CLN_RS_INV1] = (inv == CLN_R(0.0) || isinf(inv)) ? CLN_R(1.0) : inv;
-        }
-        if (CI[CLN_CI_FLOOR_DETECT])
-            cln_floor_detect(rs, is, keep, h, E);
-    } else {
-        dt = CR[CLN_CR_DT0];
-    }
+    if (KI->adaptive)
+        keep = cln_control(K, KI, b, rs, is, y, F, zrow, h, hd, &dt);
+    real tprev, tnext;
+    cln_clip_to_end(K, keep, t, tn, dt, &tprev, &tnext);
 
-    /* next interval, then diffrax's _clip_to_end */
-    const real next_t0 = keep ? tn : t;
-    const real next_t1 = next_t0 + dt;
-    const real tprev = next_t0 < tau1 ? next_t0 : tau1;
-    real tnext = next_t1;
-    if (next_t1 > CR[CLN_CR_CLIP_FLOOR])
-        tnext = keep ? tau1 : tprev + CLN_R(0.5) * (tau1 - tprev);
-
-    is[CLN_IS_NSTEPS] += 1;
+    is->nsteps += 1;
     if (keep) {
-        is[CLN_IS_NACC] += 1;
-        /* dense output at the requested times inside this step, before y moves on */
-        const cln_int nts = CI[CLN_CI_N_TS];
-        cln_int j = is[CLN_IS_NTS];
-        for (; j < nts && TS[j] <= tn; ++j) {
-            const real th = tn == t ? CLN_R(0.0) : (TS[j] - t) / (tn - t);
-            CLN_GLOBAL real *out = TSOUT + (b * (size_t)nts + (size_t)j) * (size_t)N;
-            for (cln_int n = 0; n < N; ++n) {
-                cln_load_k(k, F, B, N, s, b, n, hd);
-                const real y1 = cln_y1(CR, ssal, s, y[n], k, zrow, n);
-                out[n] = cln_interpolate(CI[CLN_CI_INTERP], CR, s, th, y[n], y1, k);
-            }
-        }
-        is[CLN_IS_NTS] = j;
-        /* accept: y <- y1, FSAL f0 <- f_last */
-        for (cln_int n = 0; n < N; ++n) {
-            cln_load_k(k, F, B, N, s, b, n, hd);
-            y[n] = cln_y1(CR, ssal, s, y[n], k, zrow, n);
-            if (CI[CLN_CI_FSAL])
-                F[b * (size_t)N + (size_t)n] = F[((size_t)(s - 1) * B + b) * (size_t)N + (size_t)n];
-        }
-        if (CI[CLN_CI_SAVE_STEPS]) {
-            const size_t m = (size_t)is[CLN_IS_NSTEPS_SAVED];
-            const size_t ms = (size_t)CI[CLN_CI_MAX_STEPS];
-            STT[b * ms + m] = CR[CLN_CR_DIR] * tprev;
-            for (cln_int n = 0; n < N; ++n)
-                STY[(b * ms + m) * (size_t)N + (size_t)n] = y[n];
-            is[CLN_IS_NSTEPS_SAVED] = (cln_int)(m + 1);
-        }
+        is->nacc += 1;
+        cln_save_dense(K, KI, b, is, y, F, zrow, TS, TSOUT, t, tn, hd);
+        cln_accept(K, KI, b, y, F, zrow, hd);
+        if (KI->save_steps)
+            cln_save_step(K, KI, b, is, tprev, y, STT, STY);
     } else {
-        is[CLN_IS_NREJ] += 1;
+        is->nrej += 1;
     }
-    rs[CLN_RS_T] = tprev;
-    rs[CLN_RS_TN] = tnext;
-
-    /* diffrax's loop condition: tprev < t1, successful, and num_steps < max_steps */
-    if (!(tprev < tau1)) {
-        is[CLN_IS_DONE] = 1;
-    } else if (is[CLN_IS_RESULT] != CLN_RESULT_SUCCESS) {
-        is[CLN_IS_DONE] = 1;
-    } else if (is[CLN_IS_NSTEPS] >= CI[CLN_CI_MAX_STEPS]) {
-        is[CLN_IS_RESULT] = CLN_RESULT_MAX_STEPS;
-        is[CLN_IS_DONE] = 1;
-    }
+    rs->t = tprev;
+    rs->tn = tnext;
+    cln_freeze(KI, is, tprev, K->tau1);
 }
 
 #endif /* CLN_STEP_H */

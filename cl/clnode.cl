@@ -17,47 +17,47 @@
 #include "cln_tf32.h"
 
 /* cln_init: one work-item per trajectory.
- *   get_global_id(0) = b, trajectory (row), 0 <= b < CI[CLN_CI_B]. */
-__kernel void cln_init(__global const real *CR, __global const int *CI, __global real *RS,
-                       __global int *IS)
+ *   get_global_id(0) = b, trajectory (row), 0 <= b < KI->B. */
+__kernel void cln_init(__global const cln_consts *K, __global const cln_iconsts *KI,
+                       __global cln_rstate *RS, __global cln_istate *IS)
 {
     const size_t b = get_global_id(0);
-    if (b >= (size_t)CI[CLN_CI_B])
+    if (b >= (size_t)KI->B)
         return;
-    cln_init_traj(b, CR, CI, RS, IS);
+    cln_init_traj(b, K, KI, RS, IS);
 }
 
 /* cln_stage: the stage argument Z of stage i, one work-item per (trajectory, column).
- *   get_global_id(0) = n, column of Z, 0 <= n < CI[CLN_CI_LDZ] (fastest: Z and Y rows are
+ *   get_global_id(0) = n, column of Z, 0 <= n < KI->ldz (fastest: Z and Y rows are
  *                      contiguous);
- *   get_global_id(1) = b, trajectory, 0 <= b < CI[CLN_CI_B].
+ *   get_global_id(1) = b, trajectory, 0 <= b < KI->B.
  * Frozen rows (IS done flag) are skipped, exactly as the host loop does: they keep their last
  * stage argument. */
-__kernel void cln_stage(int i, __global const real *CR, __global const int *CI,
-                        __global const real *RS, __global const int *IS, __global const real *Y,
-                        __global const real *F, __global real *Z)
+__kernel void cln_stage(int i, __global const cln_consts *K, __global const cln_iconsts *KI,
+                        __global const cln_rstate *RS, __global const cln_istate *IS,
+                        __global const real *Y, __global const real *F, __global real *Z)
 {
     const int n = (int)get_global_id(0);
     const size_t b = get_global_id(1);
-    if (n >= CI[CLN_CI_LDZ] || b >= (size_t)CI[CLN_CI_B])
+    if (n >= KI->ldz || b >= (size_t)KI->B)
         return;
-    if (IS[b * CLN_IS_COUNT + CLN_IS_DONE])
+    if (IS[b].done)
         return;
-    cln_stage_elem(i, b, n, CR, CI, RS, Y, F, Z);
+    cln_stage_elem(i, b, n, K, KI, RS, Y, F, Z);
 }
 
 /* cln_finish: error estimate, norm, controller, saving and freezing, one work-item per
  * trajectory (the norm is a sequential sum over the row, as on the host).
- *   get_global_id(0) = b, trajectory, 0 <= b < CI[CLN_CI_B]. */
-__kernel void cln_finish(__global const real *CR, __global const int *CI, __global real *RS,
-                         __global int *IS, __global real *Y, __global real *F,
-                         __global const real *Z, __global const real *TS, __global real *TSOUT,
-                         __global real *STT, __global real *STY)
+ *   get_global_id(0) = b, trajectory, 0 <= b < KI->B. */
+__kernel void cln_finish(__global const cln_consts *K, __global const cln_iconsts *KI,
+                         __global cln_rstate *RS, __global cln_istate *IS, __global real *Y,
+                         __global real *F, __global const real *Z, __global const real *TS,
+                         __global real *TSOUT, __global real *STT, __global real *STY)
 {
     const size_t b = get_global_id(0);
-    if (b >= (size_t)CI[CLN_CI_B])
+    if (b >= (size_t)KI->B)
         return;
-    cln_finish_traj(b, CR, CI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
+    cln_finish_traj(b, K, KI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
 }
 
 /* cln_bias_act_<activation>: C[i][j] = act(C[i][j] + bias[j]) on an m x n block of C starting at
@@ -91,19 +91,19 @@ CLN_BIAS_ACT_KERNEL(cln_bias_act_softplus, cln_softplus)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_silu, cln_silu)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_gelu, cln_gelu)
 
-/* cln_count_active: out[0] = number of trajectories b < B with IS[b][CLN_IS_DONE] == 0.
+/* cln_count_active: out[0] = number of trajectories b < B with IS[b].done == 0.
  * Launched as ONE work-group of get_local_size(0) work-items, a power of two, with `scratch`
  * holding that many ints:
  *   get_local_id(0) = l counts rows l, l + L, l + 2L, ... (L = local size), then a tree
  *   reduction in local memory; work-item 0 writes the total. */
-__kernel void cln_count_active(__global const int *IS, int B, __global int *out,
+__kernel void cln_count_active(__global const cln_istate *IS, int B, __global int *out,
                                __local int *scratch)
 {
     const int l = (int)get_local_id(0);
     const int L = (int)get_local_size(0);
     int cnt = 0;
     for (int b = l; b < B; b += L)
-        cnt += IS[(size_t)b * CLN_IS_COUNT + CLN_IS_DONE] == 0;
+        cnt += IS[b].done == 0;
     scratch[l] = cnt;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = L / 2; s > 0; s /= 2) {

@@ -2,8 +2,8 @@
  * the shared arithmetic of cln_step.h and cln_activation.h, exactly as cl/clnode.cl does for
  * OpenCL and lib/backends/host/host_math.inc does in host loops.
  *
- * Compiled at run time by NVRTC (lib/backends/cuda/cuda.c), once per (device, precision), from the text
- * embedded into the library by tools/embed.py (local includes inlined), with
+ * Compiled at run time by NVRTC (lib/backends/cuda/cuda.c), once per (device, precision), from the
+ * text embedded into the library by tools/embed.py (local includes inlined), with
  *   -DCLN_PRECISION=32|64 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true
  * and no fast-math option. It also compiles with nvcc (-Icl --fmad=false).
  *
@@ -26,45 +26,47 @@ __device__ static inline unsigned long long cln_gid(void)
     return (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
 }
 
-/* cln_init: g = b, trajectory (row), 0 <= b < CI[CLN_CI_B]. */
-extern "C" __global__ void cln_init(const real *CR, const int *CI, real *RS, int *IS)
+/* cln_init: g = b, trajectory (row), 0 <= b < KI->B. */
+extern "C" __global__ void cln_init(const cln_consts *K, const cln_iconsts *KI, cln_rstate *RS,
+                                    cln_istate *IS)
 {
     const unsigned long long b = cln_gid();
-    if (b >= (unsigned long long)CI[CLN_CI_B])
+    if (b >= (unsigned long long)KI->B)
         return;
-    cln_init_traj((size_t)b, CR, CI, RS, IS);
+    cln_init_traj((size_t)b, K, KI, RS, IS);
 }
 
 /* cln_stage: the stage argument Z of stage i.
- *   g = b * ldz + n: b trajectory (0 <= b < CI[CLN_CI_B]), n column of Z (0 <= n < ldz =
- *   CI[CLN_CI_LDZ]); consecutive threads walk a row of Z and Y.
+ *   g = b * ldz + n: b trajectory (0 <= b < KI->B), n column of Z (0 <= n < ldz =
+ *   KI->ldz); consecutive threads walk a row of Z and Y.
  * Frozen rows (IS done flag) are skipped, exactly as the host loop does: they keep their last
  * stage argument. */
-extern "C" __global__ void cln_stage(int i, const real *CR, const int *CI, const real *RS,
-                                     const int *IS, const real *Y, const real *F, real *Z)
+extern "C" __global__ void cln_stage(int i, const cln_consts *K, const cln_iconsts *KI,
+                                     const cln_rstate *RS, const cln_istate *IS, const real *Y,
+                                     const real *F, real *Z)
 {
     const unsigned long long g = cln_gid();
-    const unsigned long long ldz = (unsigned long long)CI[CLN_CI_LDZ];
-    if (g >= (unsigned long long)CI[CLN_CI_B] * ldz)
+    const unsigned long long ldz = (unsigned long long)KI->ldz;
+    if (g >= (unsigned long long)KI->B * ldz)
         return;
     const size_t b = (size_t)(g / ldz);
     const int n = (int)(g % ldz);
-    if (IS[b * CLN_IS_COUNT + CLN_IS_DONE])
+    if (IS[b].done)
         return;
-    cln_stage_elem(i, b, n, CR, CI, RS, Y, F, Z);
+    cln_stage_elem(i, b, n, K, KI, RS, Y, F, Z);
 }
 
 /* cln_finish: error estimate, norm, controller, saving and freezing.
- *   g = b, trajectory, 0 <= b < CI[CLN_CI_B]; the norm is a sequential sum over the row, as on
+ *   g = b, trajectory, 0 <= b < KI->B; the norm is a sequential sum over the row, as on
  *   the host. */
-extern "C" __global__ void cln_finish(const real *CR, const int *CI, real *RS, int *IS, real *Y,
-                                      real *F, const real *Z, const real *TS, real *TSOUT,
-                                      real *STT, real *STY)
+extern "C" __global__ void cln_finish(const cln_consts *K, const cln_iconsts *KI, cln_rstate *RS,
+                                      cln_istate *IS, real *Y, real *F, const real *Z,
+                                      const real *TS, real *TSOUT, real *STT, real *STY)
 {
     const unsigned long long b = cln_gid();
-    if (b >= (unsigned long long)CI[CLN_CI_B])
+    if (b >= (unsigned long long)KI->B)
         return;
-    cln_finish_traj((size_t)b, CR, CI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
+    cln_finish_traj((size_t)b, K, KI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
 }
 
 /* cln_bias_act: C[i][j] = act(C[i][j] + bias[j]) on an m x n block of C starting at element
@@ -86,10 +88,10 @@ extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsig
 }
 
 /* cln_gemm_ordered: C[i][j] = sum_k A[i][k] B[j][k] for an m x n block, each element summed in
- * order k = 0, 1, ... with fma from 0: the host's ordered GEMM (lib/backends/host/host_gemm.c) and CLBlast's
- * per-work-item sum, so strict GEMMs round alike on every backend.
- *   g = i * n + j: i row of C (0 <= i < m), j column (0 <= j < n).
- * Offsets and leading dimensions in elements; k may be 0 (C = 0). */
+ * order k = 0, 1, ... with fma from 0: the host's ordered GEMM (lib/backends/host/host_gemm.c) and
+ * CLBlast's per-work-item sum, so strict GEMMs round alike on every backend. g = i * n + j: i row
+ * of C (0 <= i < m), j column (0 <= j < n). Offsets and leading dimensions in elements; k may be 0
+ * (C = 0). */
 extern "C" __global__ void cln_gemm_ordered(const real *A, unsigned long long a_off,
                                             unsigned long long lda, const real *B,
                                             unsigned long long b_off, unsigned long long ldb,
@@ -113,16 +115,16 @@ extern "C" __global__ void cln_gemm_ordered(const real *A, unsigned long long a_
     C[c_off + i * ldc + j] = acc;
 }
 
-/* cln_count_active: out[0] = number of trajectories b < B with IS[b][CLN_IS_DONE] == 0.
+/* cln_count_active: out[0] = number of trajectories b < B with IS[b].done == 0.
  * Launched as ONE block of CLN_COUNT_THREADS threads: thread l counts rows l, l + L, l + 2L, ...
  * (L = CLN_COUNT_THREADS), then a tree reduction in shared memory; thread 0 writes the total. */
-extern "C" __global__ void cln_count_active(const int *IS, int B, int *out)
+extern "C" __global__ void cln_count_active(const cln_istate *IS, int B, int *out)
 {
     __shared__ int scratch[CLN_COUNT_THREADS];
     const int l = (int)threadIdx.x;
     int cnt = 0;
     for (long long b = l; b < (long long)B; b += CLN_COUNT_THREADS)
-        cnt += IS[(size_t)b * CLN_IS_COUNT + CLN_IS_DONE] == 0;
+        cnt += IS[b].done == 0;
     scratch[l] = cnt;
     __syncthreads();
     for (int s = CLN_COUNT_THREADS / 2; s > 0; s /= 2) {

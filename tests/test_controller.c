@@ -1,8 +1,7 @@
-/* test_controller.c - the PID controller and step rules of cl/cln_step.h, one by one, in float64
- * (diffrax 0.7.2: PIDController.adapt_step_size and _integrate._clip_to_end).
- *
- * A two-stage tableau with error weights (1/2, -1/2) and one component lets each test choose the
- * error estimate exactly: with h = 1, f_0 = 0 and f_1 = -2 e, y_err = e. */
+/* test_controller.c - the layers of the step in cl/cln_step.h, each called on its own, in float64
+ * (diffrax 0.7.2: PIDController.adapt_step_size and _integrate._clip_to_end): the error norm, the
+ * PID factor, the dtmin/dtmax limits, clipping to the end of the interval, accept/FSAL, the saves,
+ * freezing; then a few whole steps of cln_finish_traj, their composition. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,235 +14,406 @@
 #define CLN_PRECISION 64
 #include "cln_step.h"
 
-typedef struct rig {
-    double CR[CLN_CR_COUNT];
-    int32_t CI[CLN_CI_COUNT];
-    double RS[CLN_RS_COUNT];
-    int32_t IS[CLN_IS_COUNT];
-    double Y[1], F[2], Z[1], TS[4], TSOUT[4], STT[8], STY[8];
-} rig;
-
-/* t in [0, 100], one trajectory at tau_prev = t, tau_next = t + h, atol 1, rtol 0, y = 0. */
-static void rig_init(rig *r, double t, double h, double err)
+/* A controller as diffrax's default PIDController (icoeff 1) for a method of error order 2,
+ * atol 1, rtol 0, on the interval [0, 100], one component. */
+static void consts_init(cln_consts *K, cln_iconsts *KI)
 {
-    memset(r, 0, sizeof *r);
-    r->CR[CLN_CR_TAU1] = 100.0;
-    r->CR[CLN_CR_CLIP_FLOOR] = 100.0 - 1e-9;
-    r->CR[CLN_CR_RTOL] = 0.0;
-    r->CR[CLN_CR_ATOL] = 1.0;
-    r->CR[CLN_CR_SAFETY] = 0.9;
-    r->CR[CLN_CR_FACTORMIN] = 0.2;
-    r->CR[CLN_CR_FACTORMAX] = 10.0;
-    r->CR[CLN_CR_COEFF1] = 1.0 / 2; /* icoeff 1, error order 2 */
-    r->CR[CLN_CR_DIR] = 1.0;
-    r->CR[CLN_CR_SQRT_N] = 1.0;
-    r->CR[CLN_CR_B + 0] = 0.5;
-    r->CR[CLN_CR_B + 1] = 0.5;
-    r->CR[CLN_CR_E + 0] = 0.5;
-    r->CR[CLN_CR_E + 1] = -0.5;
-    r->CR[CLN_CR_C + 1] = 1.0;
-    r->CI[CLN_CI_B] = 1;
-    r->CI[CLN_CI_BREAL] = 1;
-    r->CI[CLN_CI_N] = 1;
-    r->CI[CLN_CI_LDZ] = 1;
-    r->CI[CLN_CI_STAGES] = 2;
-    r->CI[CLN_CI_ADAPTIVE] = 1;
-    r->CI[CLN_CI_INTERP] = CLN_INTERP_HERMITE;
-    r->CI[CLN_CI_MAX_STEPS] = 4096;
-    r->CI[CLN_CI_COEFF2_ZERO] = 1;
-    r->CI[CLN_CI_COEFF3_ZERO] = 1;
-    r->RS[CLN_RS_T] = t;
-    r->RS[CLN_RS_TN] = t + h;
-    r->RS[CLN_RS_INV1] = 1.0;
-    r->RS[CLN_RS_INV2] = 1.0;
-    r->F[0] = 0.0;
-    r->F[1] = -2.0 * err / h;
+    memset(K, 0, sizeof *K);
+    memset(KI, 0, sizeof *KI);
+    K->tau1 = 100.0;
+    K->clip_floor = 100.0 - 1e-9;
+    K->dir = 1.0;
+    K->sqrt_n = 1.0;
+    K->atol = 1.0;
+    K->safety = 0.9;
+    K->factormin = 0.2;
+    K->factormax = 10.0;
+    K->coeff1 = 1.0 / 2;
+    KI->coeff2_zero = 1;
+    KI->coeff3_zero = 1;
+    KI->B = KI->Breal = 1;
+    KI->N = KI->ldz = 1;
+    KI->max_steps = 4096;
 }
 
-static void rig_step(rig *r)
+/* Heun's tableau with Euler embedded: with h = 1, f_0 = 0 and f_1 = -2 e, y_err = e exactly and
+ * y1 = y - e. */
+static void heun_tableau(cln_consts *K, cln_iconsts *KI)
 {
-    cln_finish_traj(0, r->CR, r->CI, r->RS, r->IS, r->Y, r->F, r->Z, r->TS, r->TSOUT, r->STT,
-                    r->STY);
+    K->a[1][0] = 1.0;
+    K->b[0] = K->b[1] = 0.5;
+    K->e[0] = 0.5;
+    K->e[1] = -0.5;
+    K->c[1] = 1.0;
+    KI->stages = 2;
+    KI->adaptive = 1;
+    KI->dense_form = CLN_DENSE_HERMITE;
 }
 
-static void test_accept_factor(void **state)
+static int close_to(double x, double ref, double tol)
+{
+    if (fabs(x - ref) <= tol)
+        return 1;
+    print_message("  %.17g, expected %.17g (tolerance %g)\n", x, ref, tol);
+    return 0;
+}
+
+/* ---- the error norm ---- */
+
+static void test_scaled_error(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 0.25); /* E = 0.25: factor 0.9 * 4^(1/2) = 1.8 */
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NACC], 1);
-    assert_int_equal(r.IS[CLN_IS_NSTEPS], 1);
-    assert_true(r.RS[CLN_RS_T] == 1.0);
-    assert_true(fabs(r.RS[CLN_RS_TN] - (1.0 + 0.9 * 2.0)) < 1e-15);
-    assert_true(r.RS[CLN_RS_INV1] == 4.0); /* history shifts on acceptance */
-    assert_true(r.RS[CLN_RS_INV2] == 1.0);
-    assert_true(r.Y[0] == 1.0 * 0.5 * r.F[1]); /* y1 = y + h (f0 + f1) / 2 */
+    assert_true(cln_scaled_error(3.0, 1.0, -4.0, 1.0, 0.5) == 1.0); /* 3 / (1 + 4 * 0.5) */
+    assert_true(cln_scaled_error(-3.0, 2.0, 0.0, 1.0, 0.5) == -1.5);
+    assert_true(isinf(cln_scaled_error(NAN, 1.0, 1.0, 1.0, 0.5))); /* NaN counts as +inf */
+    assert_true(cln_scaled_error(NAN, 1.0, 1.0, 1.0, 0.5) > 0);
 }
 
-static void test_accept_never_shrinks(void **state)
+static void test_rms(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 0.9); /* 0.9 / sqrt(0.9) < 1: clipped up to 1 */
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NACC], 1);
-    assert_true(r.RS[CLN_RS_TN] - r.RS[CLN_RS_T] == 1.0);
+    assert_true(cln_rms(25.0, -3.0, 2, sqrt(2.0)) == 5.0 / sqrt(2.0));
+    assert_true(cln_rms(9.0, -3.0, 1, 1.0) == 3.0); /* one component: |s|, not sqrt(s^2) */
+    assert_true(cln_rms(INFINITY, 1.0, 3, sqrt(3.0)) == INFINITY);
 }
 
-static void test_factormax(void **state)
+/* E over two components of a heun step from y = (1, -2) with h = 1: y_err_n = (f0 - f1) / 2,
+ * the scale atol + rtol max(|y0|, |y1|). */
+static void test_error_norm(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 1e-8);
-    rig_step(&r);
-    assert_true(r.RS[CLN_RS_TN] - r.RS[CLN_RS_T] == 10.0);
-    /* E = 0: 1/E = inf, the factor is factormax and the history stores 1, not inf */
-    rig_init(&r, 0.0, 1.0, 0.0);
-    rig_step(&r);
-    assert_true(r.RS[CLN_RS_TN] - r.RS[CLN_RS_T] == 10.0);
-    assert_true(r.RS[CLN_RS_INV1] == 1.0);
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    heun_tableau(&K, &KI);
+    KI.N = KI.ldz = 2;
+    K.sqrt_n = sqrt(2.0);
+    K.rtol = 0.5;
+    const double y[2] = {1.0, -2.0};
+    const double F[4] = {0.0, 2.0, -4.0, 6.0}; /* f_0 = (0, 2), f_1 = (-4, 6) */
+    const double z[2] = {0, 0};
+    /* y_err = (2, -2), y1 = (-1, 2): scales 1 + 0.5 * 1 = 1.5 and 1 + 0.5 * 2 = 2 */
+    const double s0 = 2.0 / 1.5, s1 = -2.0 / 2.0;
+    const double E = cln_error_norm(&K, &KI, 0, y, F, z, 1.0);
+    assert_true(E == sqrt(s0 * s0 + s1 * s1) / sqrt(2.0));
+    /* one component: |s| */
+    KI.N = KI.ldz = 1;
+    assert_true(cln_error_norm(&K, &KI, 0, y, F, z, 1.0) == fabs(0.5 * 0.0 - 0.5 * 2.0) / 2.0);
 }
 
-static void test_reject(void **state)
+/* A NaN anywhere in y1 makes y0 alone set every component's scale (diffrax). */
+static void test_error_norm_nan_y1(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 2.0, 1.0, 4.0); /* E = 4: 0.9 * 0.5 = 0.45 */
-    r.RS[CLN_RS_INV1] = 3.0;
-    r.Y[0] = 7.0;
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NREJ], 1);
-    assert_int_equal(r.IS[CLN_IS_NACC], 0);
-    assert_true(r.RS[CLN_RS_T] == 2.0); /* retry from the same point */
-    assert_true(fabs(r.RS[CLN_RS_TN] - (2.0 + 0.45)) < 1e-15);
-    assert_true(r.RS[CLN_RS_INV1] == 3.0); /* history unchanged */
-    assert_true(r.Y[0] == 7.0);            /* state unchanged */
-    /* a huge error: factormin */
-    rig_init(&r, 2.0, 1.0, 1e6);
-    rig_step(&r);
-    assert_true(fabs(r.RS[CLN_RS_TN] - 2.2) < 1e-15);
-    /* E just above 1: capped at safety, not 1 */
-    rig_init(&r, 2.0, 1.0, 1.0);
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NREJ], 1); /* E < 1 is strict */
-    assert_true(fabs(r.RS[CLN_RS_TN] - 2.9) < 1e-15);
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    heun_tableau(&K, &KI);
+    KI.N = KI.ldz = 2;
+    K.sqrt_n = sqrt(2.0);
+    K.rtol = 1.0;
+    K.atol = 1e-300;
+    K.b[0] = NAN; /* y1 = NaN, y_err finite */
+    const double y[2] = {100.0, 50.0};
+    const double F[4] = {0.0, 0.0, -100.0, -50.0}; /* y_err = (50, 25) */
+    const double z[2] = {0, 0};
+    const double E = cln_error_norm(&K, &KI, 0, y, F, z, 1.0);
+    assert_true(close_to(E, 0.5, 1e-15)); /* 50 / 100 and 25 / 50 */
 }
 
-static void test_nan_error_rejects(void **state)
+/* ---- the PID controller ---- */
+
+static void test_pid_factor_accept(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 0.5);
-    r.F[1] = NAN;
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NREJ], 1);
-    assert_true(fabs(r.RS[CLN_RS_TN] - 0.2) < 1e-15); /* E = inf: factormin */
-    assert_int_equal(r.IS[CLN_IS_DONE], 0);
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    /* E = 0.25: 0.9 * 4^(1/2) = 1.8 */
+    assert_true(close_to(cln_pid_factor(&K, &KI, 4.0, 1.0, 1.0, 1), 1.8, 1e-15));
+    /* E = 0.9 < 1: 0.9 / sqrt(0.9) < 1 is clipped up to 1, an accepted step never shrinks */
+    assert_true(cln_pid_factor(&K, &KI, 1.0 / 0.9, 1.0, 1.0, 1) == 1.0);
+    /* tiny or zero E: factormax */
+    assert_true(cln_pid_factor(&K, &KI, 1e8, 1.0, 1.0, 1) == 10.0);
+    assert_true(cln_pid_factor(&K, &KI, INFINITY, 1.0, 1.0, 1) == 10.0);
 }
 
+static void test_pid_factor_reject(void **state)
+{
+    (void)state;
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    assert_true(close_to(cln_pid_factor(&K, &KI, 0.25, 1.0, 1.0, 0), 0.45, 1e-15)); /* E = 4 */
+    assert_true(cln_pid_factor(&K, &KI, 1e-6, 1.0, 1.0, 0) == 0.2);                 /* factormin */
+    assert_true(cln_pid_factor(&K, &KI, 0.0, 1.0, 1.0, 0) == 0.2);                  /* E = inf */
+    /* E = 1 is rejected (E < 1 is strict) and capped at safety, not 1 */
+    assert_true(cln_pid_factor(&K, &KI, 1.0, 1.0, 1.0, 0) == 0.9);
+}
+
+/* pcoeff 0.2, icoeff 0.4, dcoeff 0.1 with error order 2: the history enters with its exponents. */
 static void test_pid_history(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 0.25);
-    /* pcoeff 0.2, icoeff 0.4, dcoeff 0.1 with error order 2 */
-    r.CR[CLN_CR_COEFF1] = (0.4 + 0.2 + 0.1) / 2;
-    r.CR[CLN_CR_COEFF2] = -(0.2 + 2 * 0.1) / 2;
-    r.CR[CLN_CR_COEFF3] = 0.1 / 2;
-    r.CI[CLN_CI_COEFF2_ZERO] = 0;
-    r.CI[CLN_CI_COEFF3_ZERO] = 0;
-    r.RS[CLN_RS_INV1] = 2.0;
-    r.RS[CLN_RS_INV2] = 0.5;
-    rig_step(&r);
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    K.coeff1 = (0.4 + 0.2 + 0.1) / 2;
+    K.coeff2 = -(0.2 + 2 * 0.1) / 2;
+    K.coeff3 = 0.1 / 2;
+    KI.coeff2_zero = KI.coeff3_zero = 0;
     const double factor = 0.9 * pow(4.0, 0.35) * pow(2.0, -0.2) * pow(0.5, 0.05);
-    assert_true(fabs((r.RS[CLN_RS_TN] - r.RS[CLN_RS_T]) - factor) < 1e-15);
-    assert_true(r.RS[CLN_RS_INV1] == 4.0 && r.RS[CLN_RS_INV2] == 2.0);
+    assert_true(close_to(cln_pid_factor(&K, &KI, 4.0, 2.0, 0.5, 1), factor, 1e-15));
+    /* a zero coefficient skips its power: an infinite history is then harmless */
+    KI.coeff3_zero = 1;
+    const double f2 = 0.9 * pow(4.0, 0.35) * pow(2.0, -0.2);
+    assert_true(close_to(cln_pid_factor(&K, &KI, 4.0, 2.0, INFINITY, 1), f2, 1e-15));
+
+    cln_rstate rs = {.inv1 = 2.0, .inv2 = 0.5};
+    cln_shift_history(&rs, 4.0);
+    assert_true(rs.inv1 == 4.0 && rs.inv2 == 2.0);
+    cln_shift_history(&rs, INFINITY); /* E = 0: the history stores 1, not inf */
+    assert_true(rs.inv1 == 1.0 && rs.inv2 == 4.0);
+    cln_shift_history(&rs, 0.0); /* E = inf */
+    assert_true(rs.inv1 == 1.0 && rs.inv2 == 1.0);
 }
 
-static void test_end_of_interval(void **state)
+static void test_limit_dt(void **state)
 {
     (void)state;
-    rig r;
-    /* accepted step whose proposal passes t1 - 100 ulp: snapped to t1 */
-    rig_init(&r, 90.0, 5.0, 0.25);
-    rig_step(&r);
-    assert_true(r.RS[CLN_RS_T] == 95.0);
-    assert_true(r.RS[CLN_RS_TN] == 100.0);
-    rig_step(&r); /* the last step (same error estimate) ends exactly at t1: frozen */
-    assert_true(r.RS[CLN_RS_T] == 100.0);
-    assert_int_equal(r.IS[CLN_IS_DONE], 1);
-    assert_int_equal(r.IS[CLN_IS_RESULT], CLN_RESULT_SUCCESS);
-    const int32_t steps = r.IS[CLN_IS_NSTEPS];
-    rig_step(&r); /* a frozen trajectory does not move or count */
-    assert_int_equal(r.IS[CLN_IS_NSTEPS], steps);
-    /* rejected step whose proposal passes t1: the midpoint of what remains */
-    rig_init(&r, 96.0, 3.5, 1.0); /* reject, factor 0.9: 96 + 3.15 = 99.15 < floor */
-    rig_step(&r);
-    assert_true(fabs(r.RS[CLN_RS_TN] - 99.15) < 1e-12);
-    rig_init(&r, 96.0, 4.0, 1.0);   /* reject: 96 + 3.6 = 99.6 ... */
-    r.CR[CLN_CR_CLIP_FLOOR] = 99.5; /* ... beyond the floor: midpoint 98 */
-    rig_step(&r);
-    assert_true(r.RS[CLN_RS_TN] == 98.0);
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    cln_istate is = {0};
+    assert_true(cln_limit_dt(&K, &KI, &is, 2.0, 10.0) == 20.0); /* no limits */
+    KI.has_dtmax = 1;
+    K.dtmax = 3.0;
+    assert_true(cln_limit_dt(&K, &KI, &is, 2.0, 10.0) == 3.0);
+    /* dtmin, forced: never below dtmin, and held there */
+    KI.has_dtmin = 1;
+    KI.force_dtmin = 1;
+    K.dtmin = 0.5;
+    assert_true(cln_limit_dt(&K, &KI, &is, 1.0, 0.2) == 0.5);
+    assert_int_equal(is.at_dtmin, 1);
+    assert_int_equal(is.result, CLN_RESULT_SUCCESS);
+    /* held at dtmin and accepted with factor 1: stays at dtmin */
+    assert_true(cln_limit_dt(&K, &KI, &is, 0.5, 1.0) == 0.5);
+    assert_int_equal(is.at_dtmin, 1);
+    /* growing again: released */
+    assert_true(cln_limit_dt(&K, &KI, &is, 0.5, 2.0) == 1.0);
+    assert_int_equal(is.at_dtmin, 0);
+    /* dtmin, not forced: dt_min_reached */
+    KI.force_dtmin = 0;
+    cln_limit_dt(&K, &KI, &is, 1.0, 0.2);
+    assert_int_equal(is.result, CLN_RESULT_DT_MIN);
 }
 
-static void test_dtmax_dtmin(void **state)
+/* cln_control: E from the stages, acceptance, the next step, the history. */
+static void test_control(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 1e-8);
-    r.CI[CLN_CI_HAS_DTMAX] = 1;
-    r.CR[CLN_CR_DTMAX] = 3.0;
-    rig_step(&r);
-    assert_true(r.RS[CLN_RS_TN] - r.RS[CLN_RS_T] == 3.0);
-    /* dtmin, forced: a rejected step is not shrunk below dtmin, and at dtmin the next attempt is
-     * accepted whatever its error */
-    rig_init(&r, 0.0, 1.0, 1e3);
-    r.CI[CLN_CI_HAS_DTMIN] = 1;
-    r.CI[CLN_CI_FORCE_DTMIN] = 1;
-    r.CR[CLN_CR_DTMIN] = 0.5;
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NREJ], 1);
-    assert_true(r.RS[CLN_RS_TN] - r.RS[CLN_RS_T] == 0.5);
-    assert_int_equal(r.IS[CLN_IS_AT_DTMIN], 1);
-    r.F[1] = -2.0 * 1e3 / 0.5;
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NACC], 1);
-    /* dtmin, not forced: dt_min_reached ends the trajectory */
-    rig_init(&r, 0.0, 1.0, 1e3);
-    r.CI[CLN_CI_HAS_DTMIN] = 1;
-    r.CI[CLN_CI_FORCE_DTMIN] = 0;
-    r.CR[CLN_CR_DTMIN] = 0.5;
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_RESULT], CLN_RESULT_DT_MIN);
-    assert_int_equal(r.IS[CLN_IS_DONE], 1);
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    heun_tableau(&K, &KI);
+    cln_rstate rs = {.t = 0.0, .tn = 1.0, .inv1 = 3.0, .inv2 = 1.0};
+    cln_istate is = {0};
+    const double y[1] = {0.0}, z[1] = {0.0};
+    double F[2] = {0.0, -2.0 * 4.0}; /* y_err = 4: rejected, factor 0.45 */
+    double dt = 0;
+    assert_int_equal(cln_control(&K, &KI, 0, &rs, &is, y, F, z, 1.0, 1.0, &dt), 0);
+    assert_true(close_to(dt, 0.45, 1e-15));
+    assert_true(rs.inv1 == 3.0); /* history unchanged on rejection */
+    F[1] = -2.0 * 0.25;          /* y_err = 0.25: accepted, factor 1.8 */
+    assert_int_equal(cln_control(&K, &KI, 0, &rs, &is, y, F, z, 1.0, 1.0, &dt), 1);
+    assert_true(close_to(dt, 1.8, 1e-15));
+    assert_true(rs.inv1 == 4.0 && rs.inv2 == 3.0);
+    /* held at dtmin: accepted whatever its error */
+    KI.has_dtmin = KI.force_dtmin = 1;
+    K.dtmin = 1.0;
+    is.at_dtmin = 1;
+    F[1] = -2.0 * 1e3;
+    assert_int_equal(cln_control(&K, &KI, 0, &rs, &is, y, F, z, 1.0, 1.0, &dt), 1);
+    assert_true(dt == 1.0);
 }
 
-static void test_max_steps(void **state)
+/* ---- the end of a step ---- */
+
+static void test_clip_to_end(void **state)
 {
     (void)state;
-    rig r;
-    rig_init(&r, 0.0, 1.0, 4.0);
-    r.CI[CLN_CI_MAX_STEPS] = 3;
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    double tp, tx;
+    cln_clip_to_end(&K, 1, 10.0, 12.0, 3.0, &tp, &tx); /* accepted: from tn */
+    assert_true(tp == 12.0 && tx == 15.0);
+    cln_clip_to_end(&K, 0, 10.0, 12.0, 1.5, &tp, &tx); /* rejected: again from t */
+    assert_true(tp == 10.0 && tx == 11.5);
+    /* accepted, the proposal passes t1 - 100 ulp: snapped to t1 */
+    cln_clip_to_end(&K, 1, 90.0, 95.0, 9.0, &tp, &tx);
+    assert_true(tp == 95.0 && tx == 100.0);
+    /* rejected, the proposal passes the floor: the midpoint of what remains */
+    K.clip_floor = 99.5;
+    cln_clip_to_end(&K, 0, 96.0, 100.0, 3.6, &tp, &tx);
+    assert_true(tp == 96.0 && tx == 98.0);
+    cln_clip_to_end(&K, 0, 96.0, 99.5, 3.15, &tp, &tx); /* 99.15 is below the floor: kept */
+    assert_true(close_to(tx, 99.15, 1e-12));
+    /* the step that reached t1 */
+    cln_clip_to_end(&K, 1, 95.0, 100.0, 9.0, &tp, &tx);
+    assert_true(tp == 100.0 && tx == 100.0);
+}
+
+static void test_accept_fsal(void **state)
+{
+    (void)state;
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    heun_tableau(&K, &KI);
+    KI.N = KI.ldz = 2;
+    double y[2] = {1.0, 2.0};
+    double F[4] = {1.0, 2.0, 3.0, 4.0};
+    const double z[2] = {7.0, 8.0};
+    cln_accept(&K, &KI, 0, y, F, z, 2.0); /* y1 = y + 2 (f0 + f1) / 2 */
+    assert_true(y[0] == 5.0 && y[1] == 8.0);
+    assert_true(F[0] == 1.0 && F[1] == 2.0); /* not FSAL: f_0 is recomputed */
+    KI.fsal = 1;
+    KI.ssal = 1; /* y1 is the last stage argument */
+    cln_accept(&K, &KI, 0, y, F, z, 2.0);
+    assert_true(y[0] == 7.0 && y[1] == 8.0);
+    assert_true(F[0] == 3.0 && F[1] == 4.0); /* f_0 <- f_last */
+}
+
+static void test_save_dense_and_step(void **state)
+{
+    (void)state;
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    heun_tableau(&K, &KI);
+    KI.dense_form = CLN_DENSE_LINEAR;
+    KI.n_ts = 3;
+    KI.max_steps = 4;
+    cln_istate is = {0};
+    const double y[1] = {1.0}, z[1] = {0.0}, F[2] = {2.0, 2.0}; /* y1 = 1 + 2 h */
+    const double TS[3] = {0.5, 1.0, 3.0};
+    double TSOUT[3] = {-1, -1, -1};
+    cln_save_dense(&K, &KI, 0, &is, y, F, z, TS, TSOUT, 0.0, 2.0, 2.0); /* step [0, 2] */
+    assert_int_equal(is.nts, 2);                     /* 3.0 lies beyond the step */
+    assert_true(TSOUT[0] == 2.0 && TSOUT[1] == 3.0); /* y1 = 5: 1 + 4 theta */
+    assert_true(TSOUT[2] == -1);
+    double STT[4] = {0}, STY[4] = {0};
+    K.dir = -1.0;
+    cln_save_step(&K, &KI, 0, &is, 2.0, y, STT, STY);
+    cln_save_step(&K, &KI, 0, &is, 3.0, y, STT, STY);
+    assert_int_equal(is.nsteps_saved, 2);
+    assert_true(STT[0] == -2.0 && STT[1] == -3.0 && STY[1] == 1.0); /* t = dir * tau */
+}
+
+static void test_freeze(void **state)
+{
+    (void)state;
+    cln_iconsts KI = {.max_steps = 3};
+    cln_istate is = {.nsteps = 1};
+    cln_freeze(&KI, &is, 50.0, 100.0);
+    assert_int_equal(is.done, 0);
+    cln_freeze(&KI, &is, 100.0, 100.0); /* reached t1 */
+    assert_int_equal(is.done, 1);
+    assert_int_equal(is.result, CLN_RESULT_SUCCESS);
+    is = (cln_istate){.nsteps = 1, .result = CLN_RESULT_DT_MIN}; /* failed */
+    cln_freeze(&KI, &is, 50.0, 100.0);
+    assert_int_equal(is.done, 1);
+    assert_int_equal(is.result, CLN_RESULT_DT_MIN);
+    is = (cln_istate){.nsteps = 3}; /* out of steps */
+    cln_freeze(&KI, &is, 50.0, 100.0);
+    assert_int_equal(is.done, 1);
+    assert_int_equal(is.result, CLN_RESULT_MAX_STEPS);
+}
+
+/* ---- whole steps: cln_finish_traj composes the layers ---- */
+
+typedef struct traj {
+    cln_consts K;
+    cln_iconsts KI;
+    cln_rstate RS;
+    cln_istate IS;
+    double Y[1], F[2], Z[1], TS[1], TSOUT[1], STT[1], STY[1];
+} traj;
+
+/* A heun step [t, t + h] from y = 0 whose error estimate is err. */
+static void traj_init(traj *r, double t, double h, double err)
+{
+    memset(r, 0, sizeof *r);
+    consts_init(&r->K, &r->KI);
+    heun_tableau(&r->K, &r->KI);
+    r->RS = (cln_rstate){.t = t, .tn = t + h, .inv1 = 1.0, .inv2 = 1.0};
+    r->F[1] = -2.0 * err / h;
+}
+
+static void traj_step(traj *r)
+{
+    cln_finish_traj(0, &r->K, &r->KI, &r->RS, &r->IS, r->Y, r->F, r->Z, r->TS, r->TSOUT, r->STT,
+                    r->STY);
+}
+
+static void test_steps_to_the_end(void **state)
+{
+    (void)state;
+    traj r;
+    traj_init(&r, 90.0, 5.0, 0.25);
+    traj_step(&r);
+    assert_int_equal(r.IS.nacc, 1);
+    assert_true(r.RS.t == 95.0 && r.RS.tn == 100.0);
+    assert_true(close_to(r.Y[0], -0.25, 1e-16)); /* y1 = y + h (f0 + f1) / 2 */
+    traj_step(&r);                               /* the last step ends exactly at t1: frozen */
+    assert_true(r.RS.t == 100.0);
+    assert_int_equal(r.IS.done, 1);
+    assert_int_equal(r.IS.result, CLN_RESULT_SUCCESS);
+    const int nsteps = r.IS.nsteps;
+    traj_step(&r); /* a frozen trajectory does not move or count */
+    assert_int_equal(r.IS.nsteps, nsteps);
+    /* rejected: retried from the same point, y and the counters of acceptance unchanged */
+    traj_init(&r, 2.0, 1.0, 4.0);
+    r.Y[0] = 7.0;
+    traj_step(&r);
+    assert_int_equal(r.IS.nrej, 1);
+    assert_int_equal(r.IS.nacc, 0);
+    assert_true(r.RS.t == 2.0 && close_to(r.RS.tn, 2.45, 1e-15));
+    assert_true(r.Y[0] == 7.0);
+}
+
+static void test_steps_nonfinite_and_max_steps(void **state)
+{
+    (void)state;
+    traj r;
+    /* a NaN error estimate rejects (E = inf: factormin), the trajectory goes on */
+    traj_init(&r, 0.0, 1.0, 0.5);
+    r.F[1] = NAN;
+    traj_step(&r);
+    assert_int_equal(r.IS.nrej, 1);
+    assert_true(close_to(r.RS.tn, 0.2, 1e-15));
+    assert_int_equal(r.IS.done, 0);
+    /* a non-finite f(t, y) ends it */
+    r.F[0] = INFINITY;
+    traj_step(&r);
+    assert_int_equal(r.IS.result, CLN_RESULT_NONFINITE);
+    assert_int_equal(r.IS.done, 1);
+    /* max_steps attempts, then max_steps_reached */
+    traj_init(&r, 0.0, 1.0, 4.0);
+    r.KI.max_steps = 3;
     for (int i = 0; i < 5; ++i)
-        rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NSTEPS], 3);
-    assert_int_equal(r.IS[CLN_IS_RESULT], CLN_RESULT_MAX_STEPS);
-    assert_int_equal(r.IS[CLN_IS_DONE], 1);
-}
-
-static void test_scale_uses_y0_when_y1_is_nan(void **state)
-{
-    (void)state;
-    rig r;
-    /* rtol 1, atol tiny, y0 = 100: scale 100 when y1 is NaN (y0 replaces it), so E = err/100 */
-    rig_init(&r, 0.0, 1.0, 50.0);
-    r.CR[CLN_CR_RTOL] = 1.0;
-    r.CR[CLN_CR_ATOL] = 1e-300;
-    r.Y[0] = 100.0;
-    r.CR[CLN_CR_B + 0] = NAN; /* y1 = NaN, y_err finite */
-    rig_step(&r);
-    assert_int_equal(r.IS[CLN_IS_NACC], 1); /* E = 0.5 */
+        traj_step(&r);
+    assert_int_equal(r.IS.nsteps, 3);
+    assert_int_equal(r.IS.result, CLN_RESULT_MAX_STEPS);
+    assert_int_equal(r.IS.done, 1);
+    /* constant steps: dt0 whatever the error */
+    traj_init(&r, 0.0, 1.0, 1e6);
+    r.KI.adaptive = 0;
+    r.K.dt0 = 0.75;
+    traj_step(&r);
+    assert_int_equal(r.IS.nacc, 1);
+    assert_true(r.RS.t == 1.0 && r.RS.tn == 1.75);
 }
 
 /* The controller's own power function: a few ulp of libm's pow where the factor is not clipped,
@@ -275,16 +445,21 @@ static void test_pow(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_accept_factor),
-        cmocka_unit_test(test_accept_never_shrinks),
-        cmocka_unit_test(test_factormax),
-        cmocka_unit_test(test_reject),
-        cmocka_unit_test(test_nan_error_rejects),
+        cmocka_unit_test(test_scaled_error),
+        cmocka_unit_test(test_rms),
+        cmocka_unit_test(test_error_norm),
+        cmocka_unit_test(test_error_norm_nan_y1),
+        cmocka_unit_test(test_pid_factor_accept),
+        cmocka_unit_test(test_pid_factor_reject),
         cmocka_unit_test(test_pid_history),
-        cmocka_unit_test(test_end_of_interval),
-        cmocka_unit_test(test_dtmax_dtmin),
-        cmocka_unit_test(test_max_steps),
-        cmocka_unit_test(test_scale_uses_y0_when_y1_is_nan),
+        cmocka_unit_test(test_limit_dt),
+        cmocka_unit_test(test_control),
+        cmocka_unit_test(test_clip_to_end),
+        cmocka_unit_test(test_accept_fsal),
+        cmocka_unit_test(test_save_dense_and_step),
+        cmocka_unit_test(test_freeze),
+        cmocka_unit_test(test_steps_to_the_end),
+        cmocka_unit_test(test_steps_nonfinite_and_max_steps),
         cmocka_unit_test(test_pow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

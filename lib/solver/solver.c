@@ -15,9 +15,6 @@
 #include "cln_layout.h"
 #include "precision/probe_internal.h"
 
-extern const double cln_dopri5_cmid[7];
-extern const double cln_dopri8_dense[14 * CLN_DENSE_COEFFS]; /* lib/solver/method.c */
-
 struct clnode_solution {
     size_t B, N;
     long syncs;                     /* host-device synchronisations made by the solve */
@@ -142,28 +139,39 @@ clnode_status clnode_solution_saved(const clnode_solution *s, size_t traj, clnod
 
 /* ---- validation ---- */
 
-static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
-                                  const clnode_solve_options *o, size_t batch, const double *y0)
+/* What each dense-output form reads besides y0, y1 and the k_i (cl/cln_step.h): whether it needs
+ * the method's coefficients, and the number of stages its shape is written for (0: any). */
+static const struct {
+    int coeffs, stages;
+} cln_dense_forms[] = {
+    [CLNODE_INTERP_LINEAR] = {0, 0},     [CLNODE_INTERP_HERMITE] = {0, 0},
+    [CLNODE_INTERP_MIDPOINT] = {1, 0},   [CLNODE_INTERP_TSIT5] = {1, 7},
+    [CLNODE_INTERP_POLYNOMIAL] = {1, 0},
+};
+
+/* The method descriptor fits the kernels: stage count and dense-output form. */
+static clnode_status cln_validate_method(clnode_context *ctx, const clnode_method *m)
 {
-    CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
-    CLN_CHECK(ctx, o->method, CLNODE_ERR_INVALID_ARGUMENT, "no method");
-    CLN_CHECK(ctx, o->method->stages >= 1 && o->method->stages <= CLN_MAX_STAGES,
-              CLNODE_ERR_INVALID_ARGUMENT, "method %s has %d stages (1 to %d supported)",
-              o->method->name, o->method->stages, CLN_MAX_STAGES);
-    {
-        /* the dopri5 and dopri8 interpolants carry coefficients for those tableaux only */
-        const clnode_interpolation in = o->method->interpolation;
-        CLN_CHECK(ctx,
-                  (in == CLNODE_INTERP_LINEAR || in == CLNODE_INTERP_HERMITE ||
-                   in == CLNODE_INTERP_TSIT5 || in == CLNODE_INTERP_DOPRI5 ||
-                   in == CLNODE_INTERP_DOPRI8) &&
-                      (in != CLNODE_INTERP_TSIT5 || o->method->stages == 7) &&
-                      (in != CLNODE_INTERP_DOPRI5 || o->method->stages == 7) &&
-                      (in != CLNODE_INTERP_DOPRI8 || o->method->stages == 14),
-                  CLNODE_ERR_INVALID_ARGUMENT,
-                  "method %s: interpolation %d does not fit a tableau of %d stages",
-                  o->method->name, (int)in, o->method->stages);
-    }
+    CLN_CHECK(ctx, m, CLNODE_ERR_INVALID_ARGUMENT, "no method");
+    CLN_CHECK(ctx, m->stages >= 1 && m->stages <= CLN_MAX_STAGES, CLNODE_ERR_INVALID_ARGUMENT,
+              "method %s has %d stages (1 to %d supported)", m->name, m->stages, CLN_MAX_STAGES);
+    const unsigned form = (unsigned)m->interpolation;
+    const size_t nforms = sizeof cln_dense_forms / sizeof cln_dense_forms[0];
+    CLN_CHECK(ctx, form < nforms, CLNODE_ERR_INVALID_ARGUMENT,
+              "method %s: unknown interpolation %d", m->name, (int)m->interpolation);
+    CLN_CHECK(ctx, !cln_dense_forms[form].coeffs || m->dense, CLNODE_ERR_INVALID_ARGUMENT,
+              "method %s: interpolation %d needs dense-output coefficients", m->name, (int)form);
+    CLN_CHECK(ctx, !cln_dense_forms[form].stages || cln_dense_forms[form].stages == m->stages,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "method %s: interpolation %d does not fit a tableau of %d stages", m->name, (int)form,
+              m->stages);
+    return CLNODE_OK;
+}
+
+/* Precision, GEMM mode, guard, the interval and the step budget. */
+static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solve_options *o,
+                                          size_t batch, const double *y0)
+{
     CLN_CHECK(ctx, batch >= 1 && batch <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "batch size %zu is out of range (1 to %d)", batch, INT32_MAX);
     CLN_CHECK(ctx, y0, CLNODE_ERR_INVALID_ARGUMENT, "no initial states");
@@ -187,31 +195,45 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
               o->t1);
     CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "max_steps = %ld is out of range (1 to %d)", o->max_steps, INT32_MAX);
+    return CLNODE_OK;
+}
+
+/* The step-size controller's options (adaptive solves), or dt0 (constant steps). */
+static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_solve_options *o)
+{
     if (o->constant_step) {
         CLN_CHECK(ctx, o->dt0 != 0.0 || o->t0 == o->t1, CLNODE_ERR_INVALID_ARGUMENT,
                   "constant steps need a non-zero dt0");
-    } else {
-        CLN_CHECK(ctx, o->method->adaptive, CLNODE_ERR_INVALID_ARGUMENT,
-                  "method %s has no error estimate: use constant steps", o->method->name);
-        CLN_CHECK(ctx, isfinite(o->rtol) && o->rtol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
-                  "rtol = %g must be positive and finite", o->rtol);
-        CLN_CHECK(ctx, isfinite(o->atol) && o->atol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
-                  "atol = %g must be positive and finite", o->atol);
-        CLN_CHECK(ctx, isfinite(o->pcoeff) && isfinite(o->icoeff) && isfinite(o->dcoeff),
-                  CLNODE_ERR_INVALID_ARGUMENT, "pcoeff, icoeff and dcoeff must be finite");
-        CLN_CHECK(ctx, o->factormin > 0.0 && o->factormin <= 1.0, CLNODE_ERR_INVALID_ARGUMENT,
-                  "factormin = %g must lie in (0, 1]", o->factormin);
-        CLN_CHECK(ctx, o->factormax >= 1.0 && isfinite(o->factormax), CLNODE_ERR_INVALID_ARGUMENT,
-                  "factormax = %g must be finite and at least 1", o->factormax);
-        CLN_CHECK(ctx, o->safety > 0.0 && o->safety <= 1.0, CLNODE_ERR_INVALID_ARGUMENT,
-                  "safety = %g must lie in (0, 1]", o->safety);
-        CLN_CHECK(ctx, o->dtmin >= 0.0 && isfinite(o->dtmin), CLNODE_ERR_INVALID_ARGUMENT,
-                  "dtmin = %g must be finite and non-negative (0: none)", o->dtmin);
-        CLN_CHECK(ctx, o->dtmax >= 0.0 && isfinite(o->dtmax), CLNODE_ERR_INVALID_ARGUMENT,
-                  "dtmax = %g must be finite and non-negative (0: none)", o->dtmax);
-        CLN_CHECK(ctx, !(o->dtmin > 0.0 && o->dtmax > 0.0 && o->dtmin > o->dtmax),
-                  CLNODE_ERR_INVALID_ARGUMENT, "dtmin = %g exceeds dtmax = %g", o->dtmin, o->dtmax);
+        return CLNODE_OK;
     }
+    CLN_CHECK(ctx, o->method->adaptive, CLNODE_ERR_INVALID_ARGUMENT,
+              "method %s has no error estimate: use constant steps", o->method->name);
+    CLN_CHECK(ctx, isfinite(o->rtol) && o->rtol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
+              "rtol = %g must be positive and finite", o->rtol);
+    CLN_CHECK(ctx, isfinite(o->atol) && o->atol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
+              "atol = %g must be positive and finite", o->atol);
+    CLN_CHECK(ctx, isfinite(o->pcoeff) && isfinite(o->icoeff) && isfinite(o->dcoeff),
+              CLNODE_ERR_INVALID_ARGUMENT, "pcoeff, icoeff and dcoeff must be finite");
+    CLN_CHECK(ctx, o->factormin > 0.0 && o->factormin <= 1.0, CLNODE_ERR_INVALID_ARGUMENT,
+              "factormin = %g must lie in (0, 1]", o->factormin);
+    CLN_CHECK(ctx, o->factormax >= 1.0 && isfinite(o->factormax), CLNODE_ERR_INVALID_ARGUMENT,
+              "factormax = %g must be finite and at least 1", o->factormax);
+    CLN_CHECK(ctx, o->safety > 0.0 && o->safety <= 1.0, CLNODE_ERR_INVALID_ARGUMENT,
+              "safety = %g must lie in (0, 1]", o->safety);
+    CLN_CHECK(ctx, o->dtmin >= 0.0 && isfinite(o->dtmin), CLNODE_ERR_INVALID_ARGUMENT,
+              "dtmin = %g must be finite and non-negative (0: none)", o->dtmin);
+    CLN_CHECK(ctx, o->dtmax >= 0.0 && isfinite(o->dtmax), CLNODE_ERR_INVALID_ARGUMENT,
+              "dtmax = %g must be finite and non-negative (0: none)", o->dtmax);
+    CLN_CHECK(ctx, !(o->dtmin > 0.0 && o->dtmax > 0.0 && o->dtmin > o->dtmax),
+              CLNODE_ERR_INVALID_ARGUMENT, "dtmin = %g exceeds dtmax = %g", o->dtmin, o->dtmax);
+    return CLNODE_OK;
+}
+
+/* The save times, then the initial states. */
+static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model *model,
+                                         const clnode_solve_options *o, size_t batch,
+                                         const double *y0)
+{
     CLN_CHECK(ctx, o->n_save_ts == 0 || o->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
               "%zu save times but no array", o->n_save_ts);
     CLN_CHECK(ctx, o->n_save_ts <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT, "too many save times");
@@ -232,6 +254,20 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
                   "y0 of trajectory %zu, component %zu is %g (initial states must be finite)",
                   i / N, i % N, y0[i]);
     return CLNODE_OK;
+}
+
+static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
+                                  const clnode_solve_options *o, size_t batch, const double *y0)
+{
+    CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
+    clnode_status st = cln_validate_method(ctx, o->method);
+    if (st == CLNODE_OK)
+        st = cln_validate_problem(ctx, o, batch, y0);
+    if (st == CLNODE_OK)
+        st = cln_validate_controller(ctx, o);
+    if (st == CLNODE_OK)
+        st = cln_validate_inputs(ctx, model, o, batch, y0);
+    return st;
 }
 
 /* ---- precision-dependent conversions (set-up and read-back only) ---- */
@@ -296,13 +332,30 @@ static double cln_clip_floor(clnode_precision p, double tau1)
 
 /* ---- the solve ---- */
 
+/* The layout structs of cl/cln_layout.h as the driver fills and reads them: in double, rounded
+ * to the state precision member by member (as arrays of doubles, which they are laid out as). */
+typedef CLN_CONSTS_STRUCT(double) cln_consts_d;
+typedef CLN_RSTATE_STRUCT(double) cln_rstate_d;
+#define CLN_CONSTS_REALS (sizeof(cln_consts_d) / sizeof(double))
+#define CLN_RSTATE_REALS (sizeof(cln_rstate_d) / sizeof(double))
+_Static_assert(sizeof(int) == sizeof(int32_t), "the layout's int structs hold 32-bit ints");
+_Static_assert(sizeof(cln_consts_d) % sizeof(double) == 0, "cln_consts holds reals only");
+_Static_assert(sizeof(cln_rstate_d) % sizeof(double) == 0, "cln_rstate holds reals only");
+
+/* Trajectories whose time the progress report reads (one read-back of their state rows). */
+#define CLN_PROGRESS_ROWS 64
+
 typedef struct cln_run {
     clnode_context *ctx;
     cln_backend *be;
     const clnode_model *model;
     const clnode_solve_options *o;
+    const clnode_method *m;
     cln_solve_dev sd;
-    int begun; /* solve_begin succeeded */
+    size_t maxw;                 /* the widest layer output: rows of H */
+    double dir, tau0, tau1, dt0; /* the interval in tau = dir * t, in the state precision */
+    void *progress_rows;         /* staging for the progress read-back, allocated up front */
+    int begun;                   /* solve_begin succeeded */
 } cln_run;
 
 static clnode_status cln_alloc(cln_run *r, cln_buf **out, size_t n_elems, size_t esize)
@@ -329,6 +382,8 @@ static void cln_release(cln_run *r)
         be->ops->buf_free(be, *all[i]);
         *all[i] = NULL;
     }
+    free(r->progress_rows);
+    r->progress_rows = NULL;
 }
 
 /* One evaluation of the vector field for the whole batch: Z -> F block i. */
@@ -352,11 +407,12 @@ static clnode_status cln_rhs(cln_run *r, size_t i)
     return st;
 }
 
+/* One attempted step for every active trajectory: the stages, then cln_finish_traj. */
 static clnode_status cln_step(cln_run *r)
 {
     cln_solve_dev *sd = &r->sd;
     cln_backend *be = r->be;
-    const clnode_method *m = r->o->method;
+    const clnode_method *m = r->m;
     clnode_status st = CLNODE_OK;
     for (int i = 0; i < m->stages && st == CLNODE_OK; ++i) {
         if (i == 0 && m->fsal)
@@ -377,69 +433,67 @@ static double cln_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Per-solve constants, in double (rounded to the state precision on upload). */
-static void cln_fill_constants(const cln_run *r, double dir, double tau0, double tau1, double dt0,
-                               double *CR, int32_t *CI)
+/* The method's descriptor into the constants: tableau, error weights, dense coefficients. */
+static void cln_fill_method(const clnode_method *m, cln_consts_d *K)
 {
-    const clnode_solve_options *o = r->o;
-    const clnode_method *m = o->method;
-    const cln_solve_dev *sd = &r->sd;
     const int s = m->stages;
-    memset(CR, 0, CLN_CR_COUNT * sizeof(double));
-    memset(CI, 0, CLN_CI_COUNT * sizeof(int32_t));
-    const double eo = (double)m->error_order;
-    const double coeff1 = (o->icoeff + o->pcoeff + o->dcoeff) / eo;
-    const double coeff2 = -(o->pcoeff + 2.0 * o->dcoeff) / eo;
-    const double coeff3 = o->dcoeff / eo;
-    CR[CLN_CR_TAU1] = tau1;
-    CR[CLN_CR_CLIP_FLOOR] = cln_clip_floor(sd->prec, tau1);
-    CR[CLN_CR_RTOL] = o->rtol;
-    CR[CLN_CR_ATOL] = o->atol;
-    CR[CLN_CR_SAFETY] = o->safety;
-    CR[CLN_CR_FACTORMIN] = o->factormin;
-    CR[CLN_CR_FACTORMAX] = o->factormax;
-    CR[CLN_CR_COEFF1] = coeff1;
-    CR[CLN_CR_COEFF2] = coeff2;
-    CR[CLN_CR_COEFF3] = coeff3;
-    CR[CLN_CR_DTMIN] = o->dtmin;
-    CR[CLN_CR_DTMAX] = o->dtmax;
-    CR[CLN_CR_DIR] = dir;
-    CR[CLN_CR_SQRT_N] = sqrt((double)sd->N);
-    CR[CLN_CR_TAU0] = tau0;
-    CR[CLN_CR_DT0] = dt0;
     for (int i = 0; i < s; ++i) {
         for (int j = 0; j < s; ++j)
-            CR[CLN_CR_A + i * CLN_MAX_STAGES + j] = m->a[i * s + j];
-        CR[CLN_CR_B + i] = m->b[i];
-        CR[CLN_CR_E + i] = m->b_error ? m->b_error[i] : 0.0;
-        CR[CLN_CR_C + i] = m->c[i];
-        if (m->interpolation == CLNODE_INTERP_DOPRI5 && i < 7)
-            CR[CLN_CR_CMID + i] = cln_dopri5_cmid[i];
-        if (m->interpolation == CLNODE_INTERP_DOPRI8 && i < 14)
-            for (int d = 0; d < CLN_DENSE_COEFFS; ++d)
-                CR[CLN_CR_DENSE + i * CLN_DENSE_COEFFS + d] =
-                    cln_dopri8_dense[i * CLN_DENSE_COEFFS + d];
+            K->a[i][j] = m->a[i * s + j];
+        K->b[i] = m->b[i];
+        K->e[i] = m->b_error ? m->b_error[i] : 0.0;
+        K->c[i] = m->c[i];
+        for (int d = 0; m->dense && d < CLN_DENSE_COEFFS; ++d)
+            K->dense[i][d] = m->dense[i * CLN_DENSE_COEFFS + d];
     }
-    CI[CLN_CI_B] = (int32_t)sd->B;
-    CI[CLN_CI_BREAL] = (int32_t)sd->Breal;
-    CI[CLN_CI_N] = (int32_t)sd->N;
-    CI[CLN_CI_LDZ] = (int32_t)sd->ldz;
-    CI[CLN_CI_STAGES] = s;
-    CI[CLN_CI_FSAL] = m->fsal;
-    CI[CLN_CI_SSAL] = m->ssal;
-    CI[CLN_CI_ADAPTIVE] = !o->constant_step;
-    CI[CLN_CI_INTERP] = (int32_t)m->interpolation;
-    CI[CLN_CI_MAX_STEPS] = (int32_t)o->max_steps;
-    CI[CLN_CI_HAS_DTMIN] = !o->constant_step && o->dtmin > 0.0;
-    CI[CLN_CI_HAS_DTMAX] = !o->constant_step && o->dtmax > 0.0;
-    CI[CLN_CI_FORCE_DTMIN] = o->force_dtmin != 0;
-    CI[CLN_CI_SAVE_STEPS] = o->save_steps != 0;
-    CI[CLN_CI_N_TS] = (int32_t)o->n_save_ts;
-    CI[CLN_CI_COEFF1_ZERO] = coeff1 == 0.0;
-    CI[CLN_CI_COEFF2_ZERO] = coeff2 == 0.0;
-    CI[CLN_CI_COEFF3_ZERO] = coeff3 == 0.0;
-    CI[CLN_CI_TIME_INPUT] = r->model->time_input;
-    CI[CLN_CI_FLOOR_DETECT] = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF;
+}
+
+/* Per-solve constants, the reals in double (rounded to the state precision on upload). */
+static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *KI)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_method *m = r->m;
+    const cln_solve_dev *sd = &r->sd;
+    memset(K, 0, sizeof *K);
+    memset(KI, 0, sizeof *KI);
+    const double eo = (double)m->error_order;
+    K->tau0 = r->tau0;
+    K->tau1 = r->tau1;
+    K->clip_floor = cln_clip_floor(sd->prec, r->tau1);
+    K->dt0 = r->dt0;
+    K->dir = r->dir;
+    K->sqrt_n = sqrt((double)sd->N);
+    K->rtol = o->rtol;
+    K->atol = o->atol;
+    K->safety = o->safety;
+    K->factormin = o->factormin;
+    K->factormax = o->factormax;
+    K->coeff1 = (o->icoeff + o->pcoeff + o->dcoeff) / eo;
+    K->coeff2 = -(o->pcoeff + 2.0 * o->dcoeff) / eo;
+    K->coeff3 = o->dcoeff / eo;
+    K->dtmin = o->dtmin;
+    K->dtmax = o->dtmax;
+    cln_fill_method(m, K);
+    KI->B = (int32_t)sd->B;
+    KI->Breal = (int32_t)sd->Breal;
+    KI->N = (int32_t)sd->N;
+    KI->ldz = (int32_t)sd->ldz;
+    KI->stages = m->stages;
+    KI->fsal = m->fsal;
+    KI->ssal = m->ssal;
+    KI->adaptive = !o->constant_step;
+    KI->dense_form = (int32_t)m->interpolation;
+    KI->max_steps = (int32_t)o->max_steps;
+    KI->has_dtmin = !o->constant_step && o->dtmin > 0.0;
+    KI->has_dtmax = !o->constant_step && o->dtmax > 0.0;
+    KI->force_dtmin = o->force_dtmin != 0;
+    KI->save_steps = o->save_steps != 0;
+    KI->n_ts = (int32_t)o->n_save_ts;
+    KI->coeff1_zero = K->coeff1 == 0.0;
+    KI->coeff2_zero = K->coeff2 == 0.0;
+    KI->coeff3_zero = K->coeff3 == 0.0;
+    KI->time_input = r->model->time_input;
+    KI->floor_detect = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF;
 }
 
 /* The guard before a solve: rtol against the measured unit roundoff of the device's GEMM in the
@@ -500,17 +554,12 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
             o->rtol);
 }
 
-/* Allocates the solution and reads every result back (one transfer per buffer). */
-static clnode_status cln_collect(cln_run *r, const double *y0, double dir, clnode_solution **out)
+/* ---- reading the results back ---- */
+
+/* The solution object with room for every saved point the options ask for. */
+static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_options *o,
+                                        size_t B, size_t N, clnode_solution **out)
 {
-    clnode_context *ctx = r->ctx;
-    const clnode_solve_options *o = r->o;
-    cln_solve_dev *sd = &r->sd;
-    const size_t B = sd->Breal, Bpad = sd->B, N = sd->N;
-    const clnode_method *m = o->method;
-    clnode_status st = CLNODE_OK;
-    double *rs = NULL;
-    int32_t *is = NULL;
     clnode_solution *s = calloc(1, sizeof *s);
     CLN_CHECK(ctx, s, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution");
     s->B = B;
@@ -521,75 +570,100 @@ static clnode_status cln_collect(cln_run *r, const double *y0, double dir, clnod
     s->cap[CLNODE_SAVE_T1] = o->save_t1 ? 1 : 0;
     s->stats = calloc(B, sizeof *s->stats);
     s->y_final = calloc(B * N, sizeof(double));
-    rs = malloc(B * CLN_RS_COUNT * sizeof(double));
-    is = malloc(B * CLN_IS_COUNT * sizeof(int32_t));
-    if (!s->stats || !s->y_final || !rs || !is) {
-        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution of %zu x %zu", B,
-                      N);
-        goto fail;
-    }
-    for (int k = 0; k < 4; ++k) {
+    int ok = s->stats && s->y_final;
+    for (int k = 0; k < 4 && ok; ++k) {
         if (!s->cap[k])
             continue;
         s->count[k] = calloc(B, sizeof(size_t));
         s->ts[k] = calloc(B * s->cap[k], sizeof(double));
         s->ys[k] = calloc(B * s->cap[k] * N, sizeof(double));
-        if (!s->count[k] || !s->ts[k] || !s->ys[k]) {
-            st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu saved points",
-                          B * s->cap[k]);
-            goto fail;
-        }
+        ok = s->count[k] && s->ts[k] && s->ys[k];
     }
-    /* rows past Breal are padding: only the first B rows of each buffer are read */
-    (void)Bpad;
-    CLN_TRY(st, cln_download(r->be, sd, sd->RS, 0, rs, B * CLN_RS_COUNT));
-    CLN_TRY(st, r->be->ops->buf_read(r->be, sd->IS, 0, B * CLN_IS_COUNT * sizeof(int32_t), is));
-    CLN_TRY(st, cln_download(r->be, sd, sd->Y, 0, s->y_final, B * N));
+    if (!ok) {
+        clnode_solution_destroy(&s);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution of %zu x %zu",
+                        B, N);
+    }
+    *out = s;
+    return CLNODE_OK;
+}
+
+/* Trajectory b's statistics and saved points from its final state rows (the y_final, dense
+ * output and saved steps are already read back). */
+static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
+                                const cln_rstate_d *rs, const cln_istate *is, const double *y0)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_method *m = r->m;
+    const clnode_precision prec = r->sd.prec;
+    const size_t N = s->N;
+    clnode_trajectory_stats *t = &s->stats[b];
+    t->result = (clnode_result)is->result;
+    t->num_steps = is->nsteps;
+    t->num_accepted = is->nacc;
+    t->num_rejected = is->nrej;
+    t->num_rhs_evals =
+        m->fsal ? 1 + (long)(m->stages - 1) * t->num_steps : (long)m->stages * t->num_steps;
+    t->t_final = r->dir * rs->t;
+    if (s->cap[CLNODE_SAVE_T0]) {
+        s->count[CLNODE_SAVE_T0][b] = 1;
+        s->ts[CLNODE_SAVE_T0][b] = cln_round(prec, o->t0);
+        for (size_t n = 0; n < N; ++n)
+            s->ys[CLNODE_SAVE_T0][b * N + n] = cln_round(prec, y0[b * N + n]);
+    }
+    if (s->cap[CLNODE_SAVE_TS]) {
+        size_t nts = (size_t)is->nts;
+        if (o->t0 == o->t1) { /* diffrax: every requested time receives y0 */
+            nts = o->n_save_ts;
+            for (size_t j = 0; j < nts; ++j)
+                memcpy(s->ys[CLNODE_SAVE_TS] + (b * nts + j) * N, s->y_final + b * N,
+                       N * sizeof(double));
+        }
+        s->count[CLNODE_SAVE_TS][b] = nts;
+        for (size_t j = 0; j < o->n_save_ts; ++j)
+            s->ts[CLNODE_SAVE_TS][b * o->n_save_ts + j] = cln_round(prec, o->save_ts[j]);
+    }
+    if (s->cap[CLNODE_SAVE_STEPS])
+        s->count[CLNODE_SAVE_STEPS][b] = (size_t)is->nsteps_saved;
+    if (s->cap[CLNODE_SAVE_T1]) {
+        s->count[CLNODE_SAVE_T1][b] = 1;
+        s->ts[CLNODE_SAVE_T1][b] = t->t_final;
+        memcpy(s->ys[CLNODE_SAVE_T1] + b * N, s->y_final + b * N, N * sizeof(double));
+    }
+}
+
+/* Phase 6: allocates the solution and reads every result back (one transfer per buffer; rows
+ * past Breal are padding and are not read). */
+static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution **out)
+{
+    const clnode_solve_options *o = r->o;
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->Breal, N = sd->N;
+    clnode_solution *s = NULL;
+    clnode_status st = cln_solution_alloc(r->ctx, o, B, N, &s);
+    if (st != CLNODE_OK)
+        return st;
+    cln_rstate_d *rs = malloc(B * sizeof *rs);
+    cln_istate *is = malloc(B * sizeof *is);
+    if (!rs || !is) {
+        st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the final states");
+        goto fail;
+    }
+    CLN_TRY(st, cln_download(be, sd, sd->RS, 0, (double *)(void *)rs, B * CLN_RSTATE_REALS));
+    CLN_TRY(st, be->ops->buf_read(be, sd->IS, 0, B * sizeof *is, is));
+    CLN_TRY(st, cln_download(be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
         CLN_TRY(st,
-                cln_download(r->be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS], B * o->n_save_ts * N));
+                cln_download(be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS], B * o->n_save_ts * N));
     if (s->cap[CLNODE_SAVE_STEPS]) {
-        CLN_TRY(st, cln_download(r->be, sd, sd->STT, 0, s->ts[CLNODE_SAVE_STEPS],
+        CLN_TRY(st, cln_download(be, sd, sd->STT, 0, s->ts[CLNODE_SAVE_STEPS],
                                  B * (size_t)o->max_steps));
-        CLN_TRY(st, cln_download(r->be, sd, sd->STY, 0, s->ys[CLNODE_SAVE_STEPS],
+        CLN_TRY(st, cln_download(be, sd, sd->STY, 0, s->ys[CLNODE_SAVE_STEPS],
                                  B * (size_t)o->max_steps * N));
     }
-    for (size_t b = 0; b < B; ++b) {
-        const int32_t *ib = is + b * CLN_IS_COUNT;
-        clnode_trajectory_stats *t = &s->stats[b];
-        t->result = (clnode_result)ib[CLN_IS_RESULT];
-        t->num_steps = ib[CLN_IS_NSTEPS];
-        t->num_accepted = ib[CLN_IS_NACC];
-        t->num_rejected = ib[CLN_IS_NREJ];
-        t->num_rhs_evals =
-            m->fsal ? 1 + (long)(m->stages - 1) * t->num_steps : (long)m->stages * t->num_steps;
-        t->t_final = dir * rs[b * CLN_RS_COUNT + CLN_RS_T];
-        if (s->cap[CLNODE_SAVE_T0]) {
-            s->count[CLNODE_SAVE_T0][b] = 1;
-            s->ts[CLNODE_SAVE_T0][b] = cln_round(sd->prec, o->t0);
-            for (size_t n = 0; n < N; ++n)
-                s->ys[CLNODE_SAVE_T0][b * N + n] = cln_round(sd->prec, y0[b * N + n]);
-        }
-        if (s->cap[CLNODE_SAVE_TS]) {
-            size_t nts = (size_t)ib[CLN_IS_NTS];
-            if (o->t0 == o->t1) { /* diffrax: every requested time receives y0 */
-                nts = o->n_save_ts;
-                for (size_t j = 0; j < nts; ++j)
-                    memcpy(s->ys[CLNODE_SAVE_TS] + (b * nts + j) * N, s->y_final + b * N,
-                           N * sizeof(double));
-            }
-            s->count[CLNODE_SAVE_TS][b] = nts;
-            for (size_t j = 0; j < o->n_save_ts; ++j)
-                s->ts[CLNODE_SAVE_TS][b * o->n_save_ts + j] = cln_round(sd->prec, o->save_ts[j]);
-        }
-        if (s->cap[CLNODE_SAVE_STEPS])
-            s->count[CLNODE_SAVE_STEPS][b] = (size_t)ib[CLN_IS_NSTEPS_SAVED];
-        if (s->cap[CLNODE_SAVE_T1]) {
-            s->count[CLNODE_SAVE_T1][b] = 1;
-            s->ts[CLNODE_SAVE_T1][b] = t->t_final;
-            memcpy(s->ys[CLNODE_SAVE_T1] + b * N, s->y_final + b * N, N * sizeof(double));
-        }
-    }
+    for (size_t b = 0; b < B; ++b)
+        cln_fill_trajectory(r, s, b, &rs[b], &is[b], y0);
     free(rs);
     free(is);
     *out = s;
@@ -598,6 +672,211 @@ fail:
     free(rs);
     free(is);
     clnode_solution_destroy(&s);
+    return st;
+}
+
+/* ---- the phases of a solve ---- */
+
+/* Phase 1: the sizes of every buffer and the interval in tau (nothing allocated). */
+static clnode_status cln_size(cln_run *r, size_t batch)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_model *model = r->model;
+    cln_solve_dev *sd = &r->sd;
+    sd->prec = o->precision;
+    sd->gemm_mode = o->gemm_mode;
+    sd->esize = o->precision == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    const size_t align = r->be->row_align ? r->be->row_align : 1;
+    sd->Breal = batch;
+    sd->B = (batch + align - 1) / align * align;
+    sd->N = clnode_model_dim(model);
+    sd->ldz = sd->N + (model->time_input ? 1 : 0);
+    sd->stages = (size_t)r->m->stages;
+    sd->num_layers = model->num_layers;
+    sd->sizes = model->sizes;
+    r->maxw = 1;
+    sd->max_in = sd->max_weights = 0;
+    for (size_t l = 0; l < model->num_layers; ++l) {
+        sd->act[l] =
+            (int)(l + 1 == model->num_layers ? model->final_activation : model->activation);
+        if (model->sizes[l + 1] > r->maxw)
+            r->maxw = model->sizes[l + 1];
+        if (model->sizes[l] > sd->max_in)
+            sd->max_in = model->sizes[l];
+        if (model->sizes[l] * model->sizes[l + 1] > sd->max_weights)
+            sd->max_weights = model->sizes[l] * model->sizes[l + 1];
+    }
+
+    /* times in the direction-normalised variable tau = dir * t, in the state precision */
+    r->dir = o->t1 >= o->t0 ? 1.0 : -1.0;
+    r->tau0 = r->dir * cln_round(sd->prec, o->t0);
+    r->tau1 = r->dir * cln_round(sd->prec, o->t1);
+    double dt0 = o->dt0 != 0.0 ? fabs(o->dt0) : 0.01; /* diffrax 0.7.2: dt0=None -> 0.01 */
+    dt0 = cln_round(sd->prec, dt0);
+    if (!o->constant_step && o->dtmax > 0.0 && dt0 > cln_round(sd->prec, o->dtmax))
+        dt0 = cln_round(sd->prec, o->dtmax);
+    if (!o->constant_step && o->dtmin > 0.0 && dt0 < cln_round(sd->prec, o->dtmin))
+        dt0 = cln_round(sd->prec, o->dtmin);
+    r->dt0 = dt0;
+
+    size_t bn, fsz;
+    CLN_CHECK(r->ctx, cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, sd->stages, &fsz),
+              CLNODE_ERR_OUT_OF_MEMORY, "batch %zu x dimension %zu is too large", sd->B, sd->N);
+    return CLNODE_OK;
+}
+
+/* Phase 2: every buffer of the solve, once; nothing is allocated after this phase until the
+ * results are read back. */
+static clnode_status cln_allocate(cln_run *r)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_model *model = r->model;
+    cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->B, N = sd->N, es = sd->esize;
+    clnode_status st = CLNODE_OK;
+    for (size_t l = 0; l < model->num_layers; ++l) {
+        CLN_TRY(st, cln_alloc(r, &sd->W[l], model->sizes[l] * model->sizes[l + 1], es));
+        if (model->biases[l])
+            CLN_TRY(st, cln_alloc(r, &sd->bias[l], model->sizes[l + 1], es));
+    }
+    size_t tsout = 0, steps_t = 0, steps_y = 0;
+    CLN_CHECK(r->ctx,
+              cln_mul_size(B * N, o->n_save_ts, &tsout) &&
+                  cln_mul_size(B, o->save_steps ? (size_t)o->max_steps : 0, &steps_t) &&
+                  cln_mul_size(steps_t, N, &steps_y),
+              CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
+    CLN_TRY(st, cln_alloc(r, &sd->Y, B * N, es));
+    CLN_TRY(st, cln_alloc(r, &sd->F, B * N * sd->stages, es));
+    CLN_TRY(st, cln_alloc(r, &sd->Z, B * sd->ldz, es));
+    CLN_TRY(st, cln_alloc(r, &sd->H[0], B * r->maxw, es));
+    CLN_TRY(st, cln_alloc(r, &sd->H[1], B * r->maxw, es));
+    CLN_TRY(st, cln_alloc(r, &sd->CR, CLN_CONSTS_REALS, es));
+    CLN_TRY(st, cln_alloc(r, &sd->CI, 1, sizeof(cln_iconsts)));
+    CLN_TRY(st, cln_alloc(r, &sd->RS, B * CLN_RSTATE_REALS, es));
+    CLN_TRY(st, cln_alloc(r, &sd->IS, B, sizeof(cln_istate)));
+    CLN_TRY(st, cln_alloc(r, &sd->TS, o->n_save_ts, es));
+    CLN_TRY(st, cln_alloc(r, &sd->TSOUT, tsout, es));
+    CLN_TRY(st, cln_alloc(r, &sd->STT, steps_t, es));
+    CLN_TRY(st, cln_alloc(r, &sd->STY, steps_y, es));
+    if (o->progress) {
+        r->progress_rows = malloc(CLN_PROGRESS_ROWS * CLN_RSTATE_REALS * es);
+        CLN_CHECK(r->ctx, r->progress_rows, CLNODE_ERR_OUT_OF_MEMORY,
+                  "cannot allocate the progress read-back");
+    }
+fail:
+    return st;
+}
+
+/* Phase 3: the model, the constants, the save times and y0 to the device (padding rows of Y
+ * stay zero). */
+static clnode_status cln_upload_problem(cln_run *r, const double *y0)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_model *model = r->model;
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    clnode_status st = CLNODE_OK;
+    double *tsbuf = NULL;
+    for (size_t l = 0; l < model->num_layers; ++l) {
+        CLN_TRY(st, cln_upload(be, sd, sd->W[l], 0, model->weights[l],
+                               model->sizes[l] * model->sizes[l + 1]));
+        if (model->biases[l])
+            CLN_TRY(st, cln_upload(be, sd, sd->bias[l], 0, model->biases[l], model->sizes[l + 1]));
+    }
+    {
+        cln_consts_d K;
+        cln_iconsts KI;
+        double flat[CLN_CONSTS_REALS];
+        cln_fill_constants(r, &K, &KI);
+        memcpy(flat, &K, sizeof flat);
+        CLN_TRY(st, cln_upload(be, sd, sd->CR, 0, flat, CLN_CONSTS_REALS));
+        CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof KI, &KI));
+    }
+    if (o->n_save_ts) {
+        tsbuf = malloc(o->n_save_ts * sizeof(double));
+        if (!tsbuf) {
+            st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the save times");
+            goto fail;
+        }
+        for (size_t j = 0; j < o->n_save_ts; ++j)
+            tsbuf[j] = r->dir * cln_round(sd->prec, o->save_ts[j]);
+        CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, o->n_save_ts));
+    }
+    CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, y0, sd->Breal * sd->N));
+fail:
+    free(tsbuf);
+    return st;
+}
+
+/* Phase 4: the backend's per-solve set-up, the initial state of every trajectory and, for FSAL
+ * methods, f(t0, y0) (reused as the first stage of the first step). */
+static clnode_status cln_begin(cln_run *r)
+{
+    cln_backend *be = r->be;
+    clnode_status st = be->ops->solve_begin(be, &r->sd);
+    if (st != CLNODE_OK)
+        return st;
+    r->begun = 1;
+    st = be->ops->init(be, &r->sd);
+    if (st == CLNODE_OK && r->m->fsal) {
+        st = be->ops->stage(be, &r->sd, 0);
+        if (st == CLNODE_OK)
+            st = cln_rhs(r, 0);
+    }
+    return st;
+}
+
+/* The progress report: the earliest time among the first CLN_PROGRESS_ROWS trajectories (one
+ * read-back into the staging allocated up front), then the callback; non-zero from it cancels. */
+static clnode_status cln_progress(cln_run *r, size_t active, long steps)
+{
+    cln_solve_dev *sd = &r->sd;
+    const size_t rows = sd->Breal < CLN_PROGRESS_ROWS ? sd->Breal : CLN_PROGRESS_ROWS;
+    const size_t reals = rows * CLN_RSTATE_REALS;
+    const clnode_status st =
+        r->be->ops->buf_read(r->be, sd->RS, 0, reals * sd->esize, r->progress_rows);
+    if (st != CLNODE_OK)
+        return st;
+    double tmin = r->tau1;
+    for (size_t b = 0; b < rows; ++b) {
+        const size_t i = b * CLN_RSTATE_REALS + offsetof(cln_rstate_d, t) / sizeof(double);
+        const double t = sd->prec == CLNODE_FP32 ? (double)((const float *)r->progress_rows)[i]
+                                                 : ((const double *)r->progress_rows)[i];
+        if (t < tmin)
+            tmin = t;
+    }
+    const double span = r->tau1 - r->tau0;
+    const double frac = span > 0 ? (tmin - r->tau0) / span : 1.0;
+    if (r->o->progress(r->o->progress_user, active, sd->Breal, frac, steps))
+        return cln_fail(r->ctx, CLNODE_ERR_INVALID_ARGUMENT, "cancelled");
+    return CLNODE_OK;
+}
+
+/* Phase 5: groups of steps with one read-back of the active count per group, until every
+ * trajectory is frozen (or max_steps attempts were enqueued); a progress report at most once a
+ * second. Allocates nothing. */
+static clnode_status cln_loop(cln_run *r)
+{
+    cln_backend *be = r->be;
+    const clnode_solve_options *o = r->o;
+    const long group = be->group_steps > 0 ? be->group_steps : 1;
+    double last_report = cln_now();
+    size_t active = r->sd.Breal;
+    long it = 0;
+    clnode_status st = be->ops->count_active(be, &r->sd, &active);
+    while (st == CLNODE_OK && active > 0 && it < o->max_steps) {
+        for (long g = 0; g < group && it < o->max_steps && st == CLNODE_OK; ++g, ++it)
+            st = cln_step(r);
+        if (st == CLNODE_OK)
+            st = be->ops->count_active(be, &r->sd, &active);
+        if (st == CLNODE_OK && o->progress && active > 0) {
+            const double now = cln_now();
+            if (now - last_report >= 1.0) {
+                last_report = now;
+                st = cln_progress(r, active, it);
+            }
+        }
+    }
     return st;
 }
 
@@ -632,153 +911,21 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     r.be = be;
     r.model = model;
     r.o = opts;
-    cln_solve_dev *sd = &r.sd;
-    const clnode_method *m = opts->method;
-    sd->prec = opts->precision;
-    sd->gemm_mode = opts->gemm_mode;
-    sd->esize = opts->precision == CLNODE_FP32 ? sizeof(float) : sizeof(double);
-    const size_t align = be->row_align ? be->row_align : 1;
-    sd->Breal = batch;
-    sd->B = (batch + align - 1) / align * align;
-    sd->N = clnode_model_dim(model);
-    sd->ldz = sd->N + (model->time_input ? 1 : 0);
-    sd->stages = (size_t)m->stages;
-    sd->num_layers = model->num_layers;
-    sd->sizes = model->sizes;
-    size_t maxw = 1;
-    sd->max_in = sd->max_weights = 0;
-    for (size_t l = 0; l < model->num_layers; ++l) {
-        sd->act[l] =
-            (int)(l + 1 == model->num_layers ? model->final_activation : model->activation);
-        if (model->sizes[l + 1] > maxw)
-            maxw = model->sizes[l + 1];
-        if (model->sizes[l] > sd->max_in)
-            sd->max_in = model->sizes[l];
-        if (model->sizes[l] * model->sizes[l + 1] > sd->max_weights)
-            sd->max_weights = model->sizes[l] * model->sizes[l + 1];
-    }
-
-    /* times in the direction-normalised variable tau = dir * t, in the state precision */
-    const double dir = opts->t1 >= opts->t0 ? 1.0 : -1.0;
-    const double tau0 = dir * cln_round(sd->prec, opts->t0);
-    const double tau1 = dir * cln_round(sd->prec, opts->t1);
-    double dt0 = opts->dt0 != 0.0 ? fabs(opts->dt0) : 0.01; /* diffrax 0.7.2: dt0=None -> 0.01 */
-    dt0 = cln_round(sd->prec, dt0);
-    if (!opts->constant_step && opts->dtmax > 0.0 && dt0 > cln_round(sd->prec, opts->dtmax))
-        dt0 = cln_round(sd->prec, opts->dtmax);
-    if (!opts->constant_step && opts->dtmin > 0.0 && dt0 < cln_round(sd->prec, opts->dtmin))
-        dt0 = cln_round(sd->prec, opts->dtmin);
-
-    const size_t B = sd->B, N = sd->N, L = model->num_layers;
-    size_t bn, fsz;
-    if (!cln_mul_size(B, N, &bn) || !cln_mul_size(bn, sd->stages, &fsz))
-        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "batch %zu x dimension %zu is too large", B,
-                        N);
-    double *tsbuf = NULL;
-    for (size_t l = 0; l < L; ++l) {
-        CLN_TRY(st, cln_alloc(&r, &sd->W[l], model->sizes[l] * model->sizes[l + 1], sd->esize));
-        CLN_TRY(st, cln_upload(be, sd, sd->W[l], 0, model->weights[l],
-                               model->sizes[l] * model->sizes[l + 1]));
-        if (model->biases[l]) {
-            CLN_TRY(st, cln_alloc(&r, &sd->bias[l], model->sizes[l + 1], sd->esize));
-            CLN_TRY(st, cln_upload(be, sd, sd->bias[l], 0, model->biases[l], model->sizes[l + 1]));
-        }
-    }
-    CLN_TRY(st, cln_alloc(&r, &sd->Y, bn, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->F, fsz, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->Z, B * sd->ldz, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->H[0], B * maxw, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->H[1], B * maxw, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->CR, CLN_CR_COUNT, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->CI, CLN_CI_COUNT, sizeof(int32_t)));
-    CLN_TRY(st, cln_alloc(&r, &sd->RS, B * CLN_RS_COUNT, sd->esize));
-    CLN_TRY(st, cln_alloc(&r, &sd->IS, B * CLN_IS_COUNT, sizeof(int32_t)));
-    CLN_TRY(st, cln_alloc(&r, &sd->TS, opts->n_save_ts, sd->esize));
-    {
-        size_t tsout = 0, steps_t = 0, steps_y = 0;
-        if (!cln_mul_size(bn, opts->n_save_ts, &tsout) ||
-            !cln_mul_size(B, opts->save_steps ? (size_t)opts->max_steps : 0, &steps_t) ||
-            !cln_mul_size(steps_t, N, &steps_y)) {
-            st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
-            goto fail;
-        }
-        CLN_TRY(st, cln_alloc(&r, &sd->TSOUT, tsout, sd->esize));
-        CLN_TRY(st, cln_alloc(&r, &sd->STT, steps_t, sd->esize));
-        CLN_TRY(st, cln_alloc(&r, &sd->STY, steps_y, sd->esize));
-    }
-
-    {
-        double CR[CLN_CR_COUNT];
-        int32_t CI[CLN_CI_COUNT];
-        cln_fill_constants(&r, dir, tau0, tau1, dt0, CR, CI);
-        CLN_TRY(st, cln_upload(be, sd, sd->CR, 0, CR, CLN_CR_COUNT));
-        CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof CI, CI));
-    }
-    if (opts->n_save_ts) {
-        tsbuf = malloc(opts->n_save_ts * sizeof(double));
-        if (!tsbuf) {
-            st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the save times");
-            goto fail;
-        }
-        for (size_t j = 0; j < opts->n_save_ts; ++j)
-            tsbuf[j] = dir * cln_round(sd->prec, opts->save_ts[j]);
-        CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, opts->n_save_ts));
-        free(tsbuf);
-        tsbuf = NULL;
-    }
-    CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, y0, batch * N)); /* padding rows stay zero */
-
+    r.m = opts->method;
+    st = cln_size(&r, batch);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_TRY(st, cln_allocate(&r));
+    CLN_TRY(st, cln_upload_problem(&r, y0));
     const long syncs0 = be->syncs;
-    CLN_TRY(st, be->ops->solve_begin(be, sd));
-    r.begun = 1;
-    CLN_TRY(st, be->ops->init(be, sd));
-    if (m->fsal) { /* f(t0, y0), reused as the first stage of the first step */
-        CLN_TRY(st, be->ops->stage(be, sd, 0));
-        CLN_TRY(st, cln_rhs(&r, 0));
-    }
-
-    {
-        const double start = cln_now();
-        double last_report = start;
-        const long group = be->group_steps > 0 ? be->group_steps : 1;
-        size_t active = batch;
-        long it = 0;
-        CLN_TRY(st, be->ops->count_active(be, sd, &active));
-        while (active > 0 && it < opts->max_steps) {
-            for (long g = 0; g < group && it < opts->max_steps; ++g, ++it)
-                CLN_TRY(st, cln_step(&r));
-            CLN_TRY(st, be->ops->count_active(be, sd, &active));
-            if (opts->progress && active > 0) {
-                const double now = cln_now();
-                if (now - last_report >= 1.0) {
-                    last_report = now;
-                    double tmin = tau1;
-                    double rs4[CLN_RS_COUNT];
-                    /* one trajectory's time is enough for a progress figure on large batches;
-                     * read the first active one cheaply: scan at most 64 rows */
-                    for (size_t b = 0; b < B && b < 64; ++b) {
-                        CLN_TRY(st,
-                                cln_download(be, sd, sd->RS, b * CLN_RS_COUNT, rs4, CLN_RS_COUNT));
-                        if (rs4[CLN_RS_T] < tmin)
-                            tmin = rs4[CLN_RS_T];
-                    }
-                    const double span = tau1 - tau0;
-                    const double frac = span > 0 ? (tmin - tau0) / span : 1.0;
-                    if (opts->progress(opts->progress_user, active, batch, frac, it)) {
-                        st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "cancelled");
-                        goto fail;
-                    }
-                }
-            }
-        }
-    }
-    CLN_TRY(st, cln_collect(&r, y0, dir, out));
+    CLN_TRY(st, cln_begin(&r));
+    CLN_TRY(st, cln_loop(&r));
+    CLN_TRY(st, cln_collect(&r, y0, out));
     (*out)->syncs = be->syncs - syncs0;
     cln_report_floor(ctx, opts, *out);
     cln_release(&r);
     return CLNODE_OK;
 fail:
-    free(tsbuf);
     cln_release(&r);
     return st;
 }

@@ -261,10 +261,10 @@ static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
 static clnode_status host_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
 {
     (void)be;
-    const int32_t *is = HOST_I32(sd->IS);
+    const cln_istate *is = (const cln_istate *)(const void *)HOST_I32(sd->IS);
     size_t n = 0;
     for (size_t b = 0; b < sd->B; ++b)
-        n += is[b * CLN_IS_COUNT + CLN_IS_DONE] == 0;
+        n += is[b].done == 0;
     *active = n;
     return CLNODE_OK;
 }
