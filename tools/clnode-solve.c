@@ -17,10 +17,13 @@
 
 static void usage(FILE *f)
 {
+    fputs("usage: clnode-solve [options]\n"
+          "  --model FILE            safetensors MLP (default: the built-in seed model)\n"
+          "  --method NAME           ",
+          f);
+    tool_print_methods(f);
     fputs(
-        "usage: clnode-solve [options]\n"
-        "  --model FILE            safetensors MLP (default: the built-in seed model)\n"
-        "  --method NAME           tsit5 (default), dopri5, dopri8, bosh3, heun, euler\n"
+        "\n"
         "  --rtol X --atol X       tolerances (default 1e-4, 1e-6)\n"
         "  --pcoeff X --icoeff X --dcoeff X   PID coefficients (default 0, 1, 0)\n"
         "  --dtmin X --dtmax X     step size bounds (default none)\n"

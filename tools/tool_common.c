@@ -105,6 +105,15 @@ static int parse_list(const char *prog, const char *opt, const char *s, double *
     return 0;
 }
 
+void tool_print_methods(FILE *f)
+{
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    for (size_t i = 0; clnode_method_at(i); ++i)
+        fprintf(f, "%s%s%s", i ? ", " : "", clnode_method_at(i)->name,
+                clnode_method_at(i) == o.method ? " (default)" : "");
+}
+
 int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
 {
     const char *a = argv[*i];
@@ -146,9 +155,9 @@ int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
             return 2;
         o->method = clnode_method_by_name(v);
         if (!o->method) {
-            fprintf(stderr,
-                    "%s: unknown method \"%s\" (tsit5, dopri5, dopri8, bosh3, heun, euler)\n", prog,
-                    v);
+            fprintf(stderr, "%s: unknown method \"%s\" (", prog, v);
+            tool_print_methods(stderr);
+            fputs(")\n", stderr);
             return 2;
         }
     } else if (strcmp(a, "--constant-step") == 0) {

@@ -24,6 +24,9 @@ typedef struct tool_problem {
 
 /* Defaults of the seed problem. */
 void tool_problem_defaults(tool_problem *pb);
+/* Lists the built-in methods ("tsit5 (default), dopri5, ...") from the library. */
+void tool_print_methods(FILE *f);
+
 /* Consumes argv[*i] (and its value) if it is a problem option; sets *used. Returns 0, or 2 after
  * printing a one-line error. */
 int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used);
