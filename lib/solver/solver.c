@@ -1,8 +1,8 @@
 /* solver.c - the driver: one solve of a batch from t0 to t1, written once against the backend
- * interface (backend.h). It validates the problem, lays out the device buffers, runs the
- * Runge-Kutta stages and the per-trajectory step logic of cl/cln_step.h in groups of steps with
- * one small read-back per group, and collects the saved points at the end. Nothing is allocated
- * while steps run. */
+ * interface (backend.h), in phases (clnode_solve at the end reads as their list): check (the
+ * problem, the device, the tolerance guard), size, allocate, upload, begin, loop (the Runge-Kutta
+ * stages and the per-trajectory step of cl/cln_step.h in groups of steps with one small read-back
+ * per group, and the progress report), collect. Nothing is allocated while steps run. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -677,6 +677,22 @@ fail:
 
 /* ---- the phases of a solve ---- */
 
+/* Phase 0: the problem is valid and the device can solve it (precision; the tolerance against
+ * the measured precision of its GEMM). */
+static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
+                               const clnode_solve_options *o, size_t batch, const double *y0)
+{
+    const clnode_status st = cln_validate(ctx, model, o, batch, y0);
+    if (st != CLNODE_OK)
+        return st;
+    cln_backend *be = ctx->backend;
+    if (!be->ops->supports(be, o->precision))
+        return cln_fail(
+            ctx, o->precision == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
+            "device %s cannot solve in %s", be->device_name, clnode_precision_name(o->precision));
+    return cln_guard_tolerance(ctx, o);
+}
+
 /* Phase 1: the sizes of every buffer and the interval in tau (nothing allocated). */
 static clnode_status cln_size(cln_run *r, size_t batch)
 {
@@ -892,19 +908,10 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
         clnode_solve_default_options(&defaults);
         opts = &defaults;
     }
-    clnode_status st = cln_validate(ctx, model, opts, batch, y0);
+    clnode_status st = cln_check(ctx, model, opts, batch, y0);
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;
-    if (!be->ops->supports(be, opts->precision))
-        return cln_fail(
-            ctx, opts->precision == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-            "device %s cannot solve in %s", be->device_name,
-            clnode_precision_name(opts->precision));
-    st = cln_guard_tolerance(ctx, opts);
-    if (st != CLNODE_OK)
-        return st;
-
     cln_run r;
     memset(&r, 0, sizeof r);
     r.ctx = ctx;
