@@ -126,7 +126,7 @@ static void test_tableaux(void **state)
         print_message("  %-6s %d stages, order %d (conditions met to order %d)\n", m->name, s,
                       m->order, p);
     }
-    assert_int_equal(count, 6);
+    assert_true(count >= 6); /* at least the six of diffrax this library started with */
     assert_null(clnode_method_by_name("rk4"));
     assert_null(clnode_method_by_name(NULL));
     assert_ptr_equal(clnode_method_by_name("tsit5"), clnode_method_tsit5);
