@@ -341,6 +341,20 @@ typedef CLN_RSTATE_STRUCT(double) cln_rstate_d;
 _Static_assert(sizeof(int) == sizeof(int32_t), "the layout's int structs hold 32-bit ints");
 _Static_assert(sizeof(cln_consts_d) % sizeof(double) == 0, "cln_consts holds reals only");
 _Static_assert(sizeof(cln_rstate_d) % sizeof(double) == 0, "cln_rstate holds reals only");
+_Static_assert(CLN_MAX_STAGES == CLNODE_MAX_STAGES && CLN_DENSE_COEFFS == CLNODE_DENSE_COEFFS,
+               "the layout holds any method the public header allows");
+_Static_assert(CLN_DENSE_LINEAR == CLNODE_INTERP_LINEAR &&
+                   CLN_DENSE_HERMITE == CLNODE_INTERP_HERMITE &&
+                   CLN_DENSE_MIDPOINT == CLNODE_INTERP_MIDPOINT &&
+                   CLN_DENSE_TSIT5 == CLNODE_INTERP_TSIT5 &&
+                   CLN_DENSE_POLYNOMIAL == CLNODE_INTERP_POLYNOMIAL,
+               "the kernels' dense-output forms are clnode_interpolation's");
+_Static_assert(CLN_RESULT_SUCCESS == CLNODE_RESULT_SUCCESS &&
+                   CLN_RESULT_MAX_STEPS == CLNODE_RESULT_MAX_STEPS_REACHED &&
+                   CLN_RESULT_DT_MIN == CLNODE_RESULT_DT_MIN_REACHED &&
+                   CLN_RESULT_NONFINITE == CLNODE_RESULT_NONFINITE &&
+                   CLN_RESULT_PRECISION_FLOOR == CLNODE_RESULT_PRECISION_FLOOR,
+               "the kernels' results are clnode_result's");
 
 /* Trajectories whose time the progress report reads (one read-back of their state rows). */
 #define CLN_PROGRESS_ROWS 64
