@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/internal.h"
 
@@ -773,8 +774,13 @@ clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *pat
     if (f == NULL)
         return cln_fail(ctx, CLNODE_ERR_IO, "cannot open model file '%s': %s",
                         cln_st_show(show, path), strerror(errno));
-    /* Read to the end rather than trusting a size from the file system: it works on pipes and
-     * needs nothing beyond C11. One byte past the limit tells a too-large file. */
+    /* Read to the end rather than trusting a size from the file system: it works on pipes. One
+     * byte past the limit tells a too-large file. The 8-byte header length is checked as soon as
+     * it is read, against the file's size where the file system knows it, so that a stream
+     * (/dev/zero) or a large file that is no model is refused without reading it. */
+    struct stat sb;
+    const int sized = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 0;
+    int header_checked = 0;
     for (;;) {
         if (len == cap) {
             if (cap > CLN_ST_MAX_FILE) {
@@ -800,6 +806,26 @@ clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *pat
         errno = 0;
         size_t got = fread(buf + len, 1, want, f);
         len += got;
+        if (!header_checked && len >= 8) {
+            header_checked = 1;
+            const uint64_t hlen = cln_st_le64(buf);
+            if (hlen == 0 || hlen > CLN_ST_MAX_HEADER) {
+                st = cln_st_load(ctx, buf, len, path, out); /* refuses it, with the message */
+                if (st == CLNODE_OK) {                      /* cannot happen */
+                    clnode_model_destroy(out);
+                    st = cln_fail(ctx, CLNODE_ERR_INTERNAL, "header length check");
+                }
+                goto fail;
+            }
+            if (sized && hlen > (uint64_t)sb.st_size - 8) {
+                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                              "model file '%s': header length %llu runs past the end (only "
+                              "%llu bytes follow the length field)",
+                              cln_st_show(show, path), (unsigned long long)hlen,
+                              (unsigned long long)sb.st_size - 8);
+                goto fail;
+            }
+        }
         if (got < want) {
             if (ferror(f)) {
                 int err = errno;
