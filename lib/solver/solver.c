@@ -582,15 +582,17 @@ static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_
     s->cap[CLNODE_SAVE_TS] = o->n_save_ts;
     s->cap[CLNODE_SAVE_STEPS] = o->save_steps ? (size_t)o->max_steps : 0;
     s->cap[CLNODE_SAVE_T1] = o->save_t1 ? 1 : 0;
+    size_t bn, bc, bcn;
     s->stats = calloc(B, sizeof *s->stats);
-    s->y_final = calloc(B * N, sizeof(double));
+    s->y_final = cln_mul_size(B, N, &bn) ? calloc(bn, sizeof(double)) : NULL;
     int ok = s->stats && s->y_final;
     for (int k = 0; k < 4 && ok; ++k) {
         if (!s->cap[k])
             continue;
+        const int fits = cln_mul_size(B, s->cap[k], &bc) && cln_mul_size(bc, N, &bcn);
         s->count[k] = calloc(B, sizeof(size_t));
-        s->ts[k] = calloc(B * s->cap[k], sizeof(double));
-        s->ys[k] = calloc(B * s->cap[k] * N, sizeof(double));
+        s->ts[k] = fits ? calloc(bc, sizeof(double)) : NULL;
+        s->ys[k] = fits ? calloc(bcn, sizeof(double)) : NULL;
         ok = s->count[k] && s->ts[k] && s->ys[k];
     }
     if (!ok) {
@@ -658,8 +660,8 @@ static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution *
     clnode_status st = cln_solution_alloc(r->ctx, o, B, N, &s);
     if (st != CLNODE_OK)
         return st;
-    cln_rstate_d *rs = malloc(B * sizeof *rs);
-    cln_istate *is = malloc(B * sizeof *is);
+    cln_rstate_d *rs = calloc(B, sizeof *rs);
+    cln_istate *is = calloc(B, sizeof *is);
     if (!rs || !is) {
         st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the final states");
         goto fail;
@@ -717,6 +719,8 @@ static clnode_status cln_size(cln_run *r, size_t batch)
     sd->gemm_mode = o->gemm_mode;
     sd->esize = o->precision == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     const size_t align = r->be->row_align ? r->be->row_align : 1;
+    CLN_CHECK(r->ctx, batch <= (size_t)-1 / 2 - align, CLNODE_ERR_OUT_OF_MEMORY,
+              "batch %zu is too large", batch);
     sd->Breal = batch;
     sd->B = (batch + align - 1) / align * align;
     sd->N = clnode_model_dim(model);
@@ -749,8 +753,13 @@ static clnode_status cln_size(cln_run *r, size_t batch)
         dt0 = cln_round(sd->prec, o->dtmin);
     r->dt0 = dt0;
 
-    size_t bn, fsz;
-    CLN_CHECK(r->ctx, cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, sd->stages, &fsz),
+    /* every batch-sized buffer of cln_allocate fits size_t (their products are not checked
+     * again there) */
+    size_t bn, fsz, bz, bw, brs;
+    CLN_CHECK(r->ctx,
+              cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, sd->stages, &fsz) &&
+                  cln_mul_size(sd->B, sd->ldz, &bz) && cln_mul_size(sd->B, r->maxw, &bw) &&
+                  cln_mul_size(sd->B, CLN_RSTATE_REALS, &brs),
               CLNODE_ERR_OUT_OF_MEMORY, "batch %zu x dimension %zu is too large", sd->B, sd->N);
     return CLNODE_OK;
 }
