@@ -10,10 +10,14 @@
  *     dev = max over times and trajectories of  max_j |y_j - ref_j| / (max_j |ref_j| + atol/rtol)
  *
  * i.e. relative to the state's magnitude, with the solver's own absolute floor atol/rtol where the
- * state is near zero. Exit status: 0 when every strict row agrees, 1 when a strict row disagrees
- * (tf32 rows never fail the run: they exist to show the failure), 2 for bad arguments, a failed
- * reference or a missing matplotlib with --plot. */
+ * state is near zero. Exit statuses (tool_exit_help): 0 when every strict row agrees, 4 when a
+ * strict row disagrees or the reference cannot be computed (tf32 rows never fail the run: they
+ * exist to show the failure), 2 for bad input (a missing matplotlib with --plot included), 3 for
+ * resources and devices. The JSON document and the plot's data file are described in
+ * tools/clnode-compare-schema.md. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -27,18 +31,22 @@
 #include "tool_common.h"
 #include "tool_table.h"
 
-#ifndef CLN_PLOT_SCRIPT
-#define CLN_PLOT_SCRIPT "plot_compare.py"
-#endif
-
 extern char **environ;
 
 #define MAX_BATCHES 8
 #define MAX_DEVICES 64
+#define MAX_WARN 4      /* distinct log messages kept per row */
 #define N_DEFAULT_TS 11 /* saved times over [t0, t1] compared with the reference */
-#define N_PLOT_TS 401   /* dense reference curve for the plot */
+#define N_PLOT_TS 401   /* dense times of the plot's deviation curves */
 
 static const char *prog = "clnode-compare";
+
+/* A distinct message the library logged while a row ran, and how often. */
+typedef struct logged {
+    clnode_log_level level;
+    char text[512];
+    long count;
+} logged;
 
 typedef struct row {
     char spec[64];
@@ -50,6 +58,10 @@ typedef struct row {
     clnode_status status[MAX_BATCHES];
     char error[MAX_BATCHES][256];
     clnode_solution *sol[MAX_BATCHES];
+    clnode_solution *plot_sol; /* --plot: trajectory 0 at the dense times, with its steps */
+    logged log[MAX_WARN];
+    size_t nlog;
+    long log_dropped;
     /* derived */
     long steps_min[MAX_BATCHES], steps_max[MAX_BATCHES];
     int batch_invariant; /* every copy of each trajectory took the same steps */
@@ -71,7 +83,7 @@ typedef struct compare {
     int want_prec[2]; /* fp32, fp64 */
     int want_mode[2]; /* strict, tf32 */
     double tolerance; /* 0: scaled from rtol */
-    int json, progress;
+    int json, progress, help, version;
     const char *plot;
     /* problem */
     double *y0base; /* R x N */
@@ -85,6 +97,7 @@ typedef struct compare {
     double *dense_ts;
     row *rows;
     size_t nrows, caprows;
+    long cur_row; /* the row whose solves are running (its messages are collected), or -1 */
     char skipped[4096];
 } compare;
 
@@ -93,7 +106,8 @@ static void usage(FILE *f)
     fputs("usage: clnode-compare [problem options] [options]\n"
           "  Solves one problem on every device x GEMM mode x precision present and compares\n"
           "  each with the host float64 strict reference (default problem: the seed, as\n"
-          "  clnode-solve with no arguments, at batch sizes 1 and 2).\n"
+          "  clnode-solve with no arguments, at batch sizes 1 and 2). Options take their value\n"
+          "  as --opt VALUE or --opt=VALUE.\n"
           "  --devices LIST          comma-separated device strings (default: every device of\n"
           "                          clnode-devices: host, host:openblas, opencl:N, cuda:N, ...)\n"
           "  --batches LIST          batch sizes (default 1,2); each trajectory is a copy of y0\n"
@@ -103,36 +117,46 @@ static void usage(FILE *f)
           "  --tolerance X           largest relative deviation a strict row may show (default\n"
           "                          100 x max(rtol, 16 u), u the unit roundoff of the precision)\n"
           "  --json                  one JSON object on stdout instead of the table\n"
-          "  --plot FILE.png         plot the trajectories, steps and step sizes (matplotlib)\n"
+          "  --plot FILE.png         draw per row the relative deviation from the reference over\n"
+          "                          time, the step sizes, and the steps per batch size\n"
+          "                          (matplotlib); its data go to FILE.png.json\n"
+          "  --help, -h              this text      --version   the version and the plot script\n"
           "  problem options: --model --method --rtol --atol --t0 --t1 --dt0 --max-steps\n"
           "    --pcoeff --icoeff --dcoeff --dtmin --dtmax --factormin --factormax --safety\n"
-          "    --constant-step --no-force-dtmin --y0 --y0-file, as clnode-solve; --save ts:T1,...\n"
-          "    sets the comparison times; --device/--batch/--precision/--gemm-precision are\n"
-          "    read as one-element --devices/--batches/--precisions/--gemm-modes\n"
-          "  exit status: 0 all strict rows agree, 1 a strict row disagrees, 2 usage/reference\n",
+          "    --constant-step --no-force-dtmin --precision-guard --y0 --y0-file --y0-header, as\n"
+          "    clnode-solve; --save ts:T1,... sets the comparison times; --device, --batch,\n"
+          "    --precision and --gemm-precision are read as one-element --devices, --batches,\n"
+          "    --precisions and --gemm-modes\n"
+          "\n"
+          "  Messages the library logs while a row runs (the precision guard's warning, ...) are\n"
+          "  printed once per row with their count, after the row.\n"
+          "  JSON (--json) and the plot's data file: format_version 1, described field by field\n"
+          "  in clnode-compare-schema.md (installed next to the plot script, share/clnode/).\n",
           f);
+    fputs(tool_y0_help, f);
+    fputs(tool_device_help, f);
+    fputs(tool_exit_help, f);
 }
 
-/* Splits a comma-separated list into strdup'ed items. */
+/* Splits a comma-separated list into strdup'ed items; empty items are refused. Returns 0, or 2
+ * (an empty item or too many), 3 (out of memory). */
 static int split_list(const char *s, char **items, size_t cap, size_t *n)
 {
     *n = 0;
     const char *p = s;
-    while (*p) {
+    for (;;) {
         const size_t len = strcspn(p, ",");
-        if (len) {
-            if (*n == cap)
-                return 2;
-            items[*n] = strndup(p, len);
-            if (!items[*n])
-                return 2;
-            ++*n;
-        }
+        if (!len || *n == cap)
+            return TOOL_EXIT_INPUT;
+        items[*n] = strndup(p, len);
+        if (!items[*n])
+            return TOOL_EXIT_RESOURCE;
+        ++*n;
         p += len;
-        if (*p == ',')
-            ++p;
+        if (!*p)
+            return 0;
+        ++p;
     }
-    return *n ? 0 : 2;
 }
 
 static void free_list(char **items, size_t n)
@@ -151,12 +175,11 @@ static int parse_batches(compare *c, const char *s)
         errno = 0;
         long v = strtol(items[i], &end, 10);
         if (*end || errno || v < 1 || v > 1000000)
-            rc = 2;
+            rc = TOOL_EXIT_INPUT;
         c->batches[i] = (size_t)v;
     }
     if (rc)
-        fprintf(stderr, "%s: --batches expects up to %d positive integers, not \"%s\"\n", prog,
-                MAX_BATCHES, s);
+        tool_error("--batches expects up to %d integers in 1..1000000, not \"%s\"", MAX_BATCHES, s);
     else
         c->nb = n;
     free_list(items, n);
@@ -175,81 +198,110 @@ static int parse_names(const char *opt, const char *s, const char *a, const char
         else if (strcmp(items[i], b) == 0)
             want[1] = 1;
         else
-            rc = 2;
+            rc = TOOL_EXIT_INPUT;
     }
     if (rc)
-        fprintf(stderr, "%s: %s expects a list of %s and %s, not \"%s\"\n", prog, opt, a, b, s);
+        tool_error("%s expects a list of %s and %s, not \"%s\"", opt, a, b, s);
     free_list(items, n);
     return rc;
 }
 
+enum {
+    OPT_DEVICES = TOOL_OPT_FIRST_TOOL,
+    OPT_BATCHES,
+    OPT_PRECISIONS,
+    OPT_GEMM_MODES,
+    OPT_TOLERANCE,
+    OPT_JSON,
+    OPT_PLOT,
+};
+
+/* Returns -1 to go on, or the exit status to return (0 for --help and --version, which the
+ * caller prints). */
 static int parse_args(compare *c, int argc, char **argv)
 {
-    for (int i = 1; i < argc; ++i) {
-        const char *a = argv[i];
-        const char *v = NULL;
+    static const struct option longopts[] = {
+        TOOL_PROBLEM_LONGOPTS,
+        {"devices", required_argument, NULL, OPT_DEVICES},
+        {"batches", required_argument, NULL, OPT_BATCHES},
+        {"precisions", required_argument, NULL, OPT_PRECISIONS},
+        {"gemm-modes", required_argument, NULL, OPT_GEMM_MODES},
+        {"tolerance", required_argument, NULL, OPT_TOLERANCE},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {NULL, 0, NULL, 0},
+    };
+    int started = 0, opt;
+    while ((opt = tool_getopt(argc, argv, longopts, &started)) != -1) {
+        const char *v = optarg;
         int rc = 0;
-        if (strcmp(a, "--devices") == 0 || strcmp(a, "--device") == 0) {
-            if (!(v = tool_need(argc, argv, &i)))
-                return 2;
+        switch (opt) {
+        case '?':
+            return TOOL_EXIT_INPUT;
+        case TOOL_OPT_HELP:
+            c->help = 1;
+            return TOOL_EXIT_OK;
+        case TOOL_OPT_VERSION:
+            c->version = 1;
+            return TOOL_EXIT_OK;
+        case OPT_DEVICES:
+        case TOOL_OPT_DEVICE:
             free_list(c->devices, c->ndev);
-            if (split_list(v, c->devices, MAX_DEVICES, &c->ndev)) {
-                fprintf(stderr, "%s: %s expects a list of device strings\n", prog, a);
-                return 2;
-            }
-        } else if (strcmp(a, "--batches") == 0 || strcmp(a, "--batch") == 0) {
-            if (!(v = tool_need(argc, argv, &i)))
-                return 2;
+            c->ndev = 0;
+            if ((rc = split_list(v, c->devices, MAX_DEVICES, &c->ndev)) != 0)
+                tool_error("--devices expects up to %d device strings separated by commas, not "
+                           "\"%s\"",
+                           MAX_DEVICES, v);
+            break;
+        case OPT_BATCHES:
+        case TOOL_OPT_BATCH:
             rc = parse_batches(c, v);
-        } else if (strcmp(a, "--precisions") == 0 || strcmp(a, "--precision") == 0) {
-            if (!(v = tool_need(argc, argv, &i)))
-                return 2;
-            rc = parse_names(a, v, "fp32", "fp64", c->want_prec);
-        } else if (strcmp(a, "--gemm-modes") == 0 || strcmp(a, "--gemm-precision") == 0) {
-            if (!(v = tool_need(argc, argv, &i)))
-                return 2;
-            rc = parse_names(a, v, "strict", "tf32", c->want_mode);
-        } else if (strcmp(a, "--tolerance") == 0) {
-            if (!(v = tool_need(argc, argv, &i)))
-                return 2;
-            char *end;
-            c->tolerance = strtod(v, &end);
-            if (*end || !(c->tolerance > 0) || !isfinite(c->tolerance)) {
-                fprintf(stderr, "%s: --tolerance expects a positive number, not \"%s\"\n", prog, v);
-                return 2;
+            break;
+        case OPT_PRECISIONS:
+        case TOOL_OPT_PRECISION:
+            rc = parse_names("--precisions", v, "fp32", "fp64", c->want_prec);
+            break;
+        case OPT_GEMM_MODES:
+        case TOOL_OPT_GEMM_PRECISION:
+            rc = parse_names("--gemm-modes", v, "strict", "tf32", c->want_mode);
+            break;
+        case OPT_TOLERANCE: {
+            char err[160];
+            if ((rc = tool_parse_double(v, "--tolerance", &c->tolerance, err, sizeof err)) != 0)
+                tool_error("%s", err);
+            else if (!(c->tolerance > 0)) {
+                tool_error("--tolerance expects a positive number, not \"%s\"", v);
+                rc = TOOL_EXIT_INPUT;
             }
-        } else if (strcmp(a, "--json") == 0) {
+            break;
+        }
+        case OPT_JSON:
             c->json = 1;
-        } else if (strcmp(a, "--plot") == 0) {
-            if (!(c->plot = tool_need(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        } else if (strcmp(a, "--backend") == 0 || strcmp(a, "--out") == 0) {
-            fprintf(stderr, "%s: %s is not an option of clnode-compare (see --help)\n", prog, a);
-            return 2;
-        } else {
-            int used = 0;
-            rc = tool_problem_arg(&c->pb, argc, argv, &i, &used);
-            if (!rc && !used) {
-                fprintf(stderr, "%s: unknown option %s (see --help)\n", prog, a);
-                return 2;
-            }
+            break;
+        case OPT_PLOT:
+            c->plot = v;
+            break;
+        case TOOL_OPT_BACKEND:
+            tool_error("--backend is not an option of clnode-compare: name devices with "
+                       "--devices (see --help)");
+            return TOOL_EXIT_INPUT;
+        default:
+            rc = tool_problem_opt(&c->pb, opt, v);
+            if (rc < 0)
+                rc = TOOL_EXIT_INPUT;
         }
         if (rc)
             return rc;
     }
-    return 0;
+    return -1;
 }
 
-/* Every device of this build and machine, engines included. */
 static int default_devices(compare *c)
 {
     clnode_device_list *l = NULL;
     if (clnode_device_list_create(tool_log, (void *)prog, &l) != CLNODE_OK) {
-        fprintf(stderr, "%s: cannot list the devices\n", prog);
-        return 2;
+        tool_error("cannot list the devices");
+        return TOOL_EXIT_RESOURCE;
     }
     for (size_t i = 0; i < clnode_device_list_count(l) && c->ndev < MAX_DEVICES; ++i)
         c->devices[c->ndev++] = strdup(clnode_device_list_get(l, i)->spec);
@@ -260,9 +312,81 @@ static int default_devices(compare *c)
     }
     clnode_device_list_destroy(&l);
     for (size_t i = 0; i < c->ndev; ++i)
-        if (!c->devices[i])
-            return 2;
+        if (!c->devices[i]) {
+            tool_error("out of memory");
+            return TOOL_EXIT_RESOURCE;
+        }
     return 0;
+}
+
+/* Do two messages differ at most in their numbers ("1 of 1 trajectories", "2 of 2 ...")? */
+static int same_but_numbers(const char *a, const char *b)
+{
+    for (;;) {
+        const int da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+        if (da && db) {
+            while ((*a >= '0' && *a <= '9') || *a == '.')
+                ++a;
+            while ((*b >= '0' && *b <= '9') || *b == '.')
+                ++b;
+            continue;
+        }
+        if (*a != *b)
+            return 0;
+        if (!*a)
+            return 1;
+        ++a;
+        ++b;
+    }
+}
+
+/* The library's logger: messages of a running row are collected (and printed once each, with
+ * their count, when the row is done); others are printed at once. */
+static void collect_log(void *user, clnode_log_level level, const char *msg)
+{
+    compare *c = user;
+    if (level != CLNODE_LOG_ERROR && level != CLNODE_LOG_WARN)
+        return;
+    if (c->cur_row < 0) {
+        tool_log(NULL, level, msg);
+        return;
+    }
+    row *r = &c->rows[c->cur_row];
+    for (size_t i = 0; i < r->nlog; ++i)
+        if (r->log[i].level == level && same_but_numbers(r->log[i].text, msg)) {
+            ++r->log[i].count;
+            return;
+        }
+    if (r->nlog == MAX_WARN) {
+        ++r->log_dropped;
+        return;
+    }
+    logged *l = &r->log[r->nlog++];
+    l->level = level;
+    snprintf(l->text, sizeof l->text, "%s", msg);
+    l->count = 1;
+}
+
+/* One line per row: its first message in full, the others by their first clause. */
+static void print_row_log(const row *r)
+{
+    if (!r->nlog)
+        return;
+    int error = 0;
+    for (size_t i = 0; i < r->nlog; ++i)
+        error |= r->log[i].level == CLNODE_LOG_ERROR;
+    fprintf(stderr, "%s: %s%s %s %s: %s (%ld time%s)", prog, error ? "" : "warning: ", r->spec,
+            clnode_precision_name(r->prec), clnode_gemm_mode_name(r->mode), r->log[0].text,
+            r->log[0].count, r->log[0].count == 1 ? "" : "s");
+    for (size_t i = 1; i < r->nlog; ++i) {
+        const char *t = r->log[i].text;
+        size_t n = strcspn(t, ":");
+        fprintf(stderr, "; %.*s%s (%ld time%s)", n < 60 ? (int)n : 60, t, n < 60 ? "" : "...",
+                r->log[i].count, r->log[i].count == 1 ? "" : "s");
+    }
+    if (r->log_dropped)
+        fprintf(stderr, "; %ld more", r->log_dropped);
+    fputc('\n', stderr);
 }
 
 static void add_skipped(compare *c, const char *fmt, const char *spec, const char *what,
@@ -278,11 +402,13 @@ static int open_problem(compare *c, const char *spec, clnode_context **ctx, clno
 {
     c->pb.device = spec;
     c->pb.backend = NULL;
+    c->pb.log = collect_log;
+    c->pb.log_user = c;
     double *y0 = NULL;
     size_t batch = 0;
     const long saved_batch = c->pb.batch;
     c->pb.batch = 0;
-    int rc = tool_problem_open(&c->pb, prog, ctx, model, &y0, &batch);
+    int rc = tool_problem_open(&c->pb, ctx, model, &y0, &batch);
     c->pb.batch = saved_batch;
     if (rc)
         return rc;
@@ -296,9 +422,10 @@ static int open_problem(compare *c, const char *spec, clnode_context **ctx, clno
     return 0;
 }
 
+/* Solves `copies` copies of the base states, saving the steps, t1 and the times ts. */
 static clnode_status solve_batch(compare *c, clnode_context *ctx, const clnode_model *model,
                                  clnode_precision prec, clnode_gemm_mode mode, size_t copies,
-                                 clnode_solution **out)
+                                 const double *ts, size_t n_ts, clnode_solution **out)
 {
     clnode_solve_options o = c->pb.opts;
     o.precision = prec;
@@ -306,12 +433,13 @@ static clnode_status solve_batch(compare *c, clnode_context *ctx, const clnode_m
     o.save_t0 = 0;
     o.save_t1 = 1;
     o.save_steps = 1;
-    o.save_ts = c->ts;
-    o.n_save_ts = c->n_ts;
+    o.save_ts = ts;
+    o.n_save_ts = n_ts;
     o.progress = NULL;
-    const size_t B = copies * c->R;
-    double *y0 = malloc(B * c->N * sizeof(double));
-    if (!y0)
+    size_t B, elems;
+    double *y0 = NULL;
+    if (!tool_mul_size(copies, c->R, &B) || !tool_mul_size(B, c->N, &elems) ||
+        !tool_mul_size(elems, sizeof(double), &elems) || !(y0 = malloc(elems)))
         return CLNODE_ERR_OUT_OF_MEMORY;
     for (size_t k = 0; k < copies; ++k)
         memcpy(y0 + k * c->R * c->N, c->y0base, c->R * c->N * sizeof(double));
@@ -349,9 +477,10 @@ static int run_device(compare *c, const char *spec)
 {
     clnode_context *ctx = NULL;
     clnode_model *model = NULL;
-    if (open_problem(c, spec, &ctx, &model)) {
-        fprintf(stderr, "%s: cannot open device %s\n", prog, spec);
-        return 2;
+    const int orc = open_problem(c, spec, &ctx, &model);
+    if (orc) {
+        tool_error("cannot open device %s", spec);
+        return orc;
     }
     for (int pi = 0; pi < 2; ++pi) {
         const clnode_precision prec = pi ? CLNODE_FP64 : CLNODE_FP32;
@@ -366,33 +495,33 @@ static int run_device(compare *c, const char *spec)
             const clnode_gemm_mode mode = mi ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT;
             if (!c->want_mode[mi] || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP64))
                 continue;
-            progress_msg(c, spec, prec, mode, "probing the GEMM");
-            clnode_probe_result pr;
-            memset(&pr, 0, sizeof pr);
-            clnode_status pst = clnode_probe_gemm(ctx, prec, mode, &pr);
-            if (pst == CLNODE_ERR_UNSUPPORTED) {
-                add_skipped(c, "  %s tf32: %s (%s)\n", spec, "not available",
-                            clnode_context_last_error(ctx));
-                continue;
-            }
             row *r = new_row(c);
             if (!r) {
-                fprintf(stderr, "%s: out of memory\n", prog);
+                tool_error("out of memory");
                 clnode_model_destroy(&model);
                 clnode_context_destroy(&ctx);
-                return 2;
+                return TOOL_EXIT_RESOURCE;
             }
+            c->cur_row = (long)(r - c->rows);
             snprintf(r->spec, sizeof r->spec, "%s", spec);
             snprintf(r->device_name, sizeof r->device_name, "%s", clnode_context_device(ctx));
             r->prec = prec;
             r->mode = mode;
-            r->probe_status = pst;
-            r->probe = pr;
+            progress_msg(c, spec, prec, mode, "probing the GEMM");
+            r->probe_status = clnode_probe_gemm(ctx, prec, mode, &r->probe);
+            if (r->probe_status == CLNODE_ERR_UNSUPPORTED) {
+                add_skipped(c, "  %s tf32: %s (%s)\n", spec, "not available",
+                            clnode_context_last_error(ctx));
+                --c->nrows;
+                c->cur_row = -1;
+                continue;
+            }
             for (size_t b = 0; b < c->nb; ++b) {
                 char what[64];
                 snprintf(what, sizeof what, "solving batch %zu", c->batches[b] * c->R);
                 progress_msg(c, spec, prec, mode, what);
-                r->status[b] = solve_batch(c, ctx, model, prec, mode, c->batches[b], &r->sol[b]);
+                r->status[b] = solve_batch(c, ctx, model, prec, mode, c->batches[b], c->ts, c->n_ts,
+                                           &r->sol[b]);
                 if (r->status[b] != CLNODE_OK)
                     snprintf(r->error[b], sizeof r->error[b], "%s: %.200s",
                              clnode_status_name(r->status[b]), clnode_context_last_error(ctx));
@@ -402,7 +531,19 @@ static int run_device(compare *c, const char *spec)
                 for (size_t b = 0; b < c->nb; ++b)
                     clnode_solution_destroy(&r->sol[b]);
                 --c->nrows;
+                c->cur_row = -1;
+                continue;
             }
+            if (c->plot && r->status[0] == CLNODE_OK) {
+                progress_msg(c, spec, prec, mode, "solving for the plot");
+                if (solve_batch(c, ctx, model, prec, mode, 1, c->dense_ts, N_PLOT_TS,
+                                &r->plot_sol) != CLNODE_OK)
+                    clnode_solution_destroy(&r->plot_sol);
+            }
+            c->cur_row = -1;
+            if (c->progress && r->nlog)
+                fprintf(stderr, "\r\033[K");
+            print_row_log(r);
         }
     }
     clnode_model_destroy(&model);
@@ -650,7 +791,7 @@ static void print_table(const compare *c)
     tool_table_free(&t);
     if (c->skipped[0])
         printf("\nnot run:\n%s", c->skipped);
-    printf("\nverdicts: a row DISAGREES (strict: exit status 1) when a solve fails, a trajectory "
+    printf("\nverdicts: a row DISAGREES (strict: exit status 4) when a solve fails, a trajectory "
            "does not succeed,\n  it takes more than twice the reference's steps (inflated), or "
            "its deviation exceeds the tolerance;\n  tf32 rows are expected to differ and never "
            "fail the run. Otherwise: \"bit-identical to host\" when\n  steps and saved values "
@@ -707,13 +848,20 @@ static void json_row(const compare *c, const row *r, int first)
                                                              : r->bit_identical   ? "true"
                                                                                   : "false");
     tool_json_str(stdout, r->verdict);
-    printf(", \"fails\": %s}", r->fails ? "true" : "false");
+    printf(", \"fails\": %s, \"messages\": [", r->fails ? "true" : "false");
+    for (size_t i = 0; i < r->nlog; ++i) {
+        printf("%s{\"level\": \"%s\", \"text\": ", i ? ", " : "",
+               r->log[i].level == CLNODE_LOG_ERROR ? "error" : "warning");
+        tool_json_str(stdout, r->log[i].text);
+        printf(", \"count\": %ld}", r->log[i].count);
+    }
+    printf("]}");
 }
 
 static void print_json(const compare *c, int rc)
 {
     const clnode_solve_options *o = &c->pb.opts;
-    printf("{\"clnode_version\": ");
+    printf("{\"format_version\": %d, \"clnode_version\": ", TOOL_JSON_FORMAT_VERSION);
     tool_json_str(stdout, clnode_version_string());
     printf(", \"model\": ");
     tool_json_str(stdout, c->model_desc);
@@ -756,99 +904,115 @@ static void print_json(const compare *c, int rc)
 
 /* ---- the plot ---- */
 
-static void json_points(FILE *f, const double *t0, const double *y0, const double *ts,
-                        const double *ys, size_t n, size_t N)
+/* The relative deviation of one state from the reference's, as in kind_dev. */
+static double point_dev(const compare *c, const double *y, const double *ref)
 {
-    fprintf(f, "\"t\": [");
-    size_t k = 0;
-    if (t0) {
-        tool_json_num(f, *t0);
-        ++k;
+    double num = 0, den = 0;
+    for (size_t j = 0; j < c->N; ++j) {
+        const double d = fabs(y[j] - ref[j]);
+        if (!(d <= num))
+            num = isnan(d) ? INFINITY : d;
+        den = fmax(den, fabs(ref[j]));
     }
-    for (size_t p = 0; p < n; ++p, ++k) {
+    return num / (den + c->pb.opts.atol / c->pb.opts.rtol);
+}
+
+static void json_array(FILE *f, const double *v, size_t n, size_t stride, clnode_precision p)
+{
+    fputc('[', f);
+    for (size_t k = 0; k < n; ++k) {
         fputs(k ? ", " : "", f);
-        tool_json_num(f, ts[p]);
-    }
-    fprintf(f, "], \"y\": [");
-    k = 0;
-    if (t0) {
-        fputc('[', f);
-        for (size_t j = 0; j < N; ++j) {
-            fputs(j ? ", " : "", f);
-            tool_json_num(f, y0[j]);
-        }
-        fputc(']', f);
-        ++k;
-    }
-    for (size_t p = 0; p < n; ++p, ++k) {
-        fputs(k ? ", [" : "[", f);
-        for (size_t j = 0; j < N; ++j) {
-            fputs(j ? ", " : "", f);
-            tool_json_num(f, ys[p * N + j]);
-        }
-        fputc(']', f);
+        tool_json_num_p(f, v[k * stride], p);
     }
     fputc(']', f);
 }
 
-static int write_plot_json(const compare *c, const char *path)
+/* The plot's data file (tools/clnode-compare-schema.md, "The plot's data file"). */
+static void write_plot_json(const compare *c, FILE *f)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", prog, path, strerror(errno));
-        return 2;
-    }
     const clnode_solve_options *o = &c->pb.opts;
-    fprintf(f, "{\"title\": ");
     char title[768];
-    snprintf(title, sizeof title, "%s, %s, rtol %g, atol %g, batch %zu, trajectory 0",
-             c->model_desc, o->method->name, o->rtol, o->atol, c->batches[0] * c->R);
+    snprintf(title, sizeof title, "%s, %s, rtol %g, atol %g, trajectory 0", c->model_desc,
+             o->method->name, o->rtol, o->atol);
+    fprintf(f, "{\"format_version\": %d, \"title\": ", TOOL_JSON_FORMAT_VERSION);
     tool_json_str(f, title);
     fprintf(f, ", \"dim\": %zu, \"t0\": ", c->N);
     tool_json_num(f, o->t0);
     fprintf(f, ", \"t1\": ");
     tool_json_num(f, o->t1);
-    fprintf(f, ", \"reference\": {\"label\": \"host fp64 strict (reference)\", ");
-    size_t n = 0;
-    const double *ts, *ys;
-    clnode_solution_saved(c->ref_dense, 0, CLNODE_SAVE_TS, &n, &ts, &ys);
-    json_points(f, NULL, NULL, ts, ys, n, c->N);
-    fprintf(f, "}, \"rows\": [");
-    int first = 1;
+    fprintf(f, ", \"batches\": [");
+    for (size_t b = 0; b < c->nb; ++b)
+        fprintf(f, "%s%zu", b ? ", " : "", c->batches[b] * c->R);
+    clnode_trajectory_stats rs;
+    clnode_solution_stats(c->ref, 0, &rs);
+    fprintf(f, "], \"reference\": {\"label\": \"host fp64 strict\", \"num_steps\": %ld}",
+            rs.num_steps);
+    fprintf(f, ", \"rows\": [");
+    size_t nref = 0;
+    const double *tref, *yref;
+    clnode_solution_saved(c->ref_dense, 0, CLNODE_SAVE_TS, &nref, &tref, &yref);
     for (size_t i = 0; i < c->nrows; ++i) {
         const row *r = &c->rows[i];
-        if (r->status[0] != CLNODE_OK)
-            continue;
         char label[192];
-        snprintf(label, sizeof label, "%s %s %s (%s)", r->spec, clnode_precision_name(r->prec),
-                 clnode_gemm_mode_name(r->mode), probe_class(r));
-        fprintf(f, "%s\n {\"label\": ", first ? "" : ",");
-        first = 0;
+        snprintf(label, sizeof label, "%s %s %s", r->spec, clnode_precision_name(r->prec),
+                 clnode_gemm_mode_name(r->mode));
+        fprintf(f, "%s\n {\"label\": ", i ? "," : "");
         tool_json_str(f, label);
-        fprintf(f, ", \"gemm_precision\": \"%s\", \"precision\": \"%s\", \"verdict\": ",
-                clnode_gemm_mode_name(r->mode), clnode_precision_name(r->prec));
+        fprintf(f, ", \"device\": ");
+        tool_json_str(f, r->spec);
+        fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"probe_class\": ",
+                clnode_precision_name(r->prec), clnode_gemm_mode_name(r->mode));
+        tool_json_str(f, probe_class(r));
+        fprintf(f, ", \"verdict\": ");
         tool_json_str(f, r->verdict);
-        clnode_trajectory_stats st;
-        clnode_solution_stats(r->sol[0], 0, &st);
-        fprintf(f, ", \"num_steps\": %ld, \"num_accepted\": %ld, ", st.num_steps, st.num_accepted);
-        clnode_solution_saved(r->sol[0], 0, CLNODE_SAVE_STEPS, &n, &ts, &ys);
-        json_points(f, &o->t0, c->y0base, ts, ys, n, c->N);
+        fprintf(f, ", \"fails\": %s, \"is_reference\": %s, \"tolerance\": ",
+                r->fails ? "true" : "false", r->is_reference ? "true" : "false");
+        tool_json_num(f, row_tolerance(c, r->prec));
+        fprintf(f, ", \"max_rel_dev\": ");
+        tool_json_num(f, r->max_dev);
+        fprintf(f, ", \"steps_per_batch\": [");
+        for (size_t b = 0; b < c->nb; ++b) {
+            if (r->status[b] == CLNODE_OK)
+                fprintf(f, "%s%ld", b ? ", " : "", r->steps_max[b]);
+            else
+                fprintf(f, "%snull", b ? ", " : "");
+        }
+        fputc(']', f);
+        if (r->plot_sol) {
+            size_t n = 0;
+            const double *ts, *ys;
+            clnode_solution_saved(r->plot_sol, 0, CLNODE_SAVE_TS, &n, &ts, &ys);
+            if (n > nref)
+                n = nref;
+            fprintf(f, ", \"dev_t\": ");
+            json_array(f, tref, n, 1, CLNODE_FP64);
+            fprintf(f, ", \"rel_dev\": [");
+            for (size_t k = 0; k < n; ++k) {
+                fputs(k ? ", " : "", f);
+                tool_json_num(f, point_dev(c, ys + k * c->N, yref + k * c->N));
+            }
+            clnode_solution_saved(r->plot_sol, 0, CLNODE_SAVE_STEPS, &n, &ts, &ys);
+            fprintf(f, "], \"step_t\": ");
+            json_array(f, ts, n, 1, r->prec);
+            fprintf(f, ", \"step_dt\": [");
+            for (size_t k = 0; k < n; ++k) {
+                fputs(k ? ", " : "", f);
+                tool_json_num_p(f, fabs(ts[k] - (k ? ts[k - 1] : o->t0)), r->prec);
+            }
+            fputc(']', f);
+        }
         fputc('}', f);
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) {
-        fprintf(stderr, "%s: error writing %s: %s\n", prog, path, strerror(errno));
-        return 2;
-    }
-    return 0;
 }
 
-/* Runs python3 plot_compare.py with the arguments; returns its exit status (127: not run). */
+/* Runs python3 with the arguments; returns its exit status (127: not run). */
 static int run_python(char *const args[])
 {
     pid_t pid;
-    if (posix_spawnp(&pid, "python3", NULL, NULL, args, environ) != 0) {
-        fprintf(stderr, "%s: cannot run python3: %s\n", prog, strerror(errno));
+    const int err = posix_spawnp(&pid, "python3", NULL, NULL, args, environ);
+    if (err != 0) {
+        tool_error("cannot run python3: %s", strerror(err));
         return 127;
     }
     int ws = 0;
@@ -858,106 +1022,144 @@ static int run_python(char *const args[])
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 127;
 }
 
+/* The plot script: $CLNODE_PLOT_SCRIPT if set; the source tree's when this executable runs from
+ * its build directory; else the installed one, found from the executable's prefix
+ * (PREFIX/BINDIR/clnode-compare -> PREFIX/DATADIR/clnode/plot_compare.py), else the configured
+ * install path. */
+static const char *plot_script(void)
+{
+    static char path[PATH_MAX + 64];
+    const char *env = getenv("CLNODE_PLOT_SCRIPT");
+    if (env && env[0])
+        return env;
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0'; /* exe: the executable's directory */
+            char build[PATH_MAX];
+            if (realpath(CLN_BUILD_DIR, build) && strcmp(build, exe) == 0)
+                return CLN_SOURCE_PLOT_SCRIPT;
+            const size_t el = strlen(exe), bl = strlen(CLN_BINDIR);
+            if (CLN_DATADIR[0] != '/' && CLN_BINDIR[0] != '/' && el > bl &&
+                exe[el - bl - 1] == '/' && strcmp(exe + el - bl, CLN_BINDIR) == 0) {
+                snprintf(path, sizeof path, "%.*s%s/clnode/plot_compare.py", (int)(el - bl), exe,
+                         CLN_DATADIR);
+                return path;
+            }
+        }
+    }
+    return CLN_INSTALLED_PLOT_SCRIPT;
+}
+
 static int plot_check(void)
 {
-    char *args[] = {"python3", CLN_PLOT_SCRIPT, "--check", NULL};
+    char *args[] = {"python3", (char *)plot_script(), "--check", NULL};
     const int rc = run_python(args);
     if (rc == 0)
         return 0;
     if (rc != 2)
-        fprintf(stderr,
-                "%s: cannot run %s (status %d); --plot needs python3 with matplotlib: "
-                "python3 -m pip install matplotlib\n",
-                prog, CLN_PLOT_SCRIPT, rc);
-    return 2;
+        tool_error("cannot run %s (status %d); --plot needs python3 with matplotlib: "
+                   "python3 -m pip install matplotlib",
+                   plot_script(), rc);
+    return TOOL_EXIT_INPUT;
 }
 
 static int make_plot(const compare *c)
 {
-    char json_path[4096];
-    snprintf(json_path, sizeof json_path, "%s.json", c->plot);
-    int rc = write_plot_json(c, json_path);
-    if (rc)
-        return rc;
-    char *args[] = {"python3", CLN_PLOT_SCRIPT, json_path, (char *)c->plot, NULL};
-    rc = run_python(args);
-    if (rc != 0) {
-        fprintf(stderr, "%s: plotting failed (status %d)\n", prog, rc);
-        return 2;
+    const size_t len = strlen(c->plot) + 6;
+    char *json_path = malloc(len);
+    if (!json_path) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
     }
-    fprintf(stderr, "%s: plot written to %s (data: %s)\n", prog, c->plot, json_path);
-    return 0;
+    snprintf(json_path, len, "%s.json", c->plot);
+    tool_out out;
+    int rc = tool_out_open(&out, json_path);
+    if (!rc) {
+        write_plot_json(c, out.f);
+        rc = tool_out_commit(&out);
+    }
+    if (!rc) {
+        char *args[] = {"python3", (char *)plot_script(), json_path, (char *)c->plot, NULL};
+        const int prc = run_python(args);
+        if (prc != 0) {
+            tool_error("plotting failed (status %d)", prc);
+            rc = TOOL_EXIT_RESOURCE;
+        } else {
+            fprintf(stderr, "%s: plot written to %s (data: %s)\n", prog, c->plot, json_path);
+        }
+    }
+    free(json_path);
+    return rc;
 }
 
 /* ---- main ---- */
 
+static double *even_times(double t0, double t1, size_t n)
+{
+    double *v = malloc(n * sizeof(double));
+    for (size_t k = 0; v && k < n; ++k)
+        v[k] = k + 1 == n ? t1 : t0 + (t1 - t0) * (double)k / (double)(n - 1);
+    return v;
+}
+
+/* The host fp64 strict reference. Returns 0, or the exit status: 4 when a reference trajectory
+ * does not succeed (nothing can be certified against it). */
 static int reference(compare *c)
 {
     clnode_context *ctx = NULL;
     clnode_model *model = NULL;
-    if (open_problem(c, "host", &ctx, &model))
-        return 2;
+    int rc = open_problem(c, "host", &ctx, &model);
+    if (rc)
+        return rc;
     snprintf(c->ref_device, sizeof c->ref_device, "%s", clnode_context_device(ctx));
     snprintf(c->model_desc, sizeof c->model_desc, "%s (%zu layers, dim %zu, %s)",
              c->pb.model_path ? c->pb.model_path : "seed model", clnode_model_num_layers(model),
              c->N, clnode_activation_name(clnode_model_activation(model)));
     if (!c->ts) {
         c->n_ts = N_DEFAULT_TS;
-        c->ts = malloc(c->n_ts * sizeof(double));
-        if (!c->ts)
+        if (!(c->ts = even_times(c->pb.opts.t0, c->pb.opts.t1, c->n_ts)))
             goto oom;
-        for (size_t k = 0; k < c->n_ts; ++k)
-            c->ts[k] = k + 1 == c->n_ts ? c->pb.opts.t1
-                                        : c->pb.opts.t0 + (c->pb.opts.t1 - c->pb.opts.t0) *
-                                                              (double)k / (double)(c->n_ts - 1);
     }
+    if (c->plot && !(c->dense_ts = even_times(c->pb.opts.t0, c->pb.opts.t1, N_PLOT_TS)))
+        goto oom;
     progress_msg(c, "host", CLNODE_FP64, CLNODE_GEMM_STRICT, "reference");
-    clnode_status st = solve_batch(c, ctx, model, CLNODE_FP64, CLNODE_GEMM_STRICT, 1, &c->ref);
-    if (st == CLNODE_OK && c->plot) {
-        c->dense_ts = malloc(N_PLOT_TS * sizeof(double));
-        if (!c->dense_ts)
-            goto oom;
-        for (size_t k = 0; k < N_PLOT_TS; ++k)
-            c->dense_ts[k] = k + 1 == N_PLOT_TS
-                                 ? c->pb.opts.t1
-                                 : c->pb.opts.t0 + (c->pb.opts.t1 - c->pb.opts.t0) * (double)k /
-                                                       (double)(N_PLOT_TS - 1);
-        clnode_solve_options o = c->pb.opts;
-        o.precision = CLNODE_FP64;
-        o.gemm_mode = CLNODE_GEMM_STRICT;
-        o.save_t0 = o.save_steps = 0;
-        o.save_t1 = 1;
-        o.save_ts = c->dense_ts;
-        o.n_save_ts = N_PLOT_TS;
-        o.progress = NULL;
-        st = clnode_solve(ctx, model, &o, 1, c->y0base, &c->ref_dense);
-    }
+    clnode_status st =
+        solve_batch(c, ctx, model, CLNODE_FP64, CLNODE_GEMM_STRICT, 1, c->ts, c->n_ts, &c->ref);
+    if (st == CLNODE_OK && c->plot)
+        st = solve_batch(c, ctx, model, CLNODE_FP64, CLNODE_GEMM_STRICT, 1, c->dense_ts, N_PLOT_TS,
+                         &c->ref_dense);
     if (st != CLNODE_OK) {
-        fprintf(stderr, "%s: the host fp64 reference failed: %s\n", prog,
-                clnode_context_last_error(ctx));
+        tool_error("the host fp64 reference failed: %s", clnode_context_last_error(ctx));
+        rc = tool_exit_status(st);
     } else {
         for (size_t i = 0; i < c->R; ++i) {
             clnode_trajectory_stats s;
             clnode_solution_stats(c->ref, i, &s);
             if (s.result != CLNODE_RESULT_SUCCESS) {
-                fprintf(stderr, "%s: the host fp64 reference of trajectory %zu ended with %s\n",
-                        prog, i, clnode_result_name(s.result));
-                st = CLNODE_ERR_INVALID_ARGUMENT;
+                tool_error("the host fp64 reference of trajectory %zu ended with %s: nothing "
+                           "can be compared with it",
+                           i, clnode_result_name(s.result));
+                rc = TOOL_EXIT_VERIFY;
             }
         }
     }
     clnode_model_destroy(&model);
     clnode_context_destroy(&ctx);
-    return st == CLNODE_OK ? 0 : 2;
+    return rc;
 oom:
-    fprintf(stderr, "%s: out of memory\n", prog);
+    tool_error("out of memory");
     clnode_model_destroy(&model);
     clnode_context_destroy(&ctx);
-    return 2;
+    return TOOL_EXIT_RESOURCE;
 }
 
 int main(int argc, char **argv)
 {
+    tool_prog = prog;
     static compare c;
     tool_problem_defaults(&c.pb);
     c.batches[0] = 1;
@@ -965,9 +1167,18 @@ int main(int argc, char **argv)
     c.nb = 2;
     c.want_prec[0] = c.want_prec[1] = 1;
     c.want_mode[0] = c.want_mode[1] = 1;
+    c.cur_row = -1;
     int rc = parse_args(&c, argc, argv);
-    if (rc)
+    if (rc >= 0) {
+        if (c.help)
+            usage(stdout);
+        if (c.version) {
+            tool_print_version();
+            printf("plot script: %s\n", plot_script());
+        }
         goto done;
+    }
+    rc = 0;
     if (c.pb.n_ts) {
         c.ts = c.pb.ts; /* --save ts:... chooses the comparison times */
         c.n_ts = c.pb.n_ts;
@@ -986,11 +1197,16 @@ int main(int argc, char **argv)
     if (c.progress)
         fprintf(stderr, "\r\033[K");
     int fails = 0;
+    size_t warned = 0;
     for (size_t i = 0; i < c.nrows; ++i) {
         judge(&c, &c.rows[i]);
         fails += c.rows[i].fails;
+        warned += c.rows[i].nlog > 0;
     }
-    rc = fails ? 1 : 0;
+    rc = fails ? TOOL_EXIT_VERIFY : TOOL_EXIT_OK;
+    if (warned)
+        fprintf(stderr, "%s: the library logged messages on %zu of %zu rows (above)\n", prog,
+                warned, c.nrows);
     if (c.json) {
         print_json(&c, rc);
     } else {
@@ -998,15 +1214,21 @@ int main(int argc, char **argv)
         printf("\n%s: %d strict row%s disagree%s with the reference\n", fails ? "FAIL" : "OK",
                fails, fails == 1 ? "" : "s", fails == 1 ? "s" : "");
     }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        tool_error("cannot write standard output");
+        rc = TOOL_EXIT_RESOURCE;
+    }
     if (c.plot) {
         const int prc = make_plot(&c);
         if (prc && !rc)
             rc = prc;
     }
 done:
-    for (size_t i = 0; i < c.nrows; ++i)
+    for (size_t i = 0; i < c.nrows; ++i) {
         for (size_t b = 0; b < MAX_BATCHES; ++b)
             clnode_solution_destroy(&c.rows[i].sol[b]);
+        clnode_solution_destroy(&c.rows[i].plot_sol);
+    }
     free(c.rows);
     clnode_solution_destroy(&c.ref);
     clnode_solution_destroy(&c.ref_dense);

@@ -2,8 +2,8 @@
  * what their GEMMs really compute (the probes of clnode/probe.h), per precision and GEMM mode.
  *
  * Usage: clnode-devices [--json] [--no-probe]. Works with no OpenCL platform and no CUDA driver
- * (the host is always there) and says what is missing. Exit status: 0, or 1 when a listed device
- * could not be opened or probed, 2 for bad arguments. */
+ * (the host is always there) and says what is missing. Exit status: 0, or 3 when a listed device
+ * could not be opened or probed, 2 for bad arguments (tool_exit_help). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +46,23 @@ static void usage(FILE *f)
           "  Lists every backend and device, their floating-point facts and GEMM probes\n"
           "  (per precision and GEMM mode: identity exact, k = 1 outer product exact,\n"
           "  effective mantissa bits on random MLP-shaped data, classification).\n"
-          "  --json       one JSON object on stdout\n"
-          "  --no-probe   list devices and facts only (no GEMM is run)\n",
+          "  --json       one JSON object on stdout (below)\n"
+          "  --no-probe   list devices and facts only (no GEMM is run)\n"
+          "  --help, -h   this text      --version   the version\n"
+          "\n"
+          "JSON (--json): {\"format_version\": 1, \"clnode_version\", \"backends\": [{\"name\",\n"
+          "  \"built\", \"status\", \"num_devices\", \"note\"}], \"devices\": [{\"spec\" (the\n"
+          "  device string), \"backend\", \"engine\", \"name\", \"vendor\", \"platform\",\n"
+          "  \"driver_version\", \"opencl_c_version\", \"compute_units\", \"global_mem_bytes\",\n"
+          "  \"fp64\", \"open_error\" (null or why the device could not be opened),\n"
+          "  \"facts_reported\": {\"fp64\", \"fma\", \"denormals\",\n"
+          "  \"correctly_rounded_div_sqrt\"} (true, false or null: not reported), \"probes\":\n"
+          "  [{\"precision\", \"gemm_mode\", \"status\", \"identity_exact\", \"identity_bits\",\n"
+          "  \"identity_mismatches\", \"outer_exact\", \"outer_mismatches\", \"random_bits\",\n"
+          "  \"range_ok\", \"class\", \"unit_roundoff\"} or {..., \"error\"}]}]}\n",
           f);
+    fputs(tool_device_help, f);
+    fputs(tool_exit_help, f);
 }
 
 static const char *yes_no(int v)
@@ -122,7 +136,7 @@ static void run_device(dev_report *r, int probe, int progress)
 
 static void print_json(const clnode_device_list *l, const dev_report *reps, size_t n, int probe)
 {
-    printf("{\"clnode_version\": ");
+    printf("{\"format_version\": %d, \"clnode_version\": ", TOOL_JSON_FORMAT_VERSION);
     tool_json_str(stdout, clnode_version_string());
     printf(", \"backends\": [");
     for (size_t i = 0; i < clnode_device_list_num_backends(l); ++i) {
@@ -355,32 +369,45 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
 
 int main(int argc, char **argv)
 {
-    int json = 0, probe = 1;
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--json") == 0) {
+    tool_prog = prog;
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"no-probe", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, TOOL_OPT_HELP},
+        {"version", no_argument, NULL, TOOL_OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, probe = 1, started = 0, c;
+    while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
+        switch (c) {
+        case 'j':
             json = 1;
-        } else if (strcmp(argv[i], "--no-probe") == 0) {
+            break;
+        case 'n':
             probe = 0;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            break;
+        case TOOL_OPT_HELP:
             usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "%s: unknown option %s (see --help)\n", prog, argv[i]);
-            return 2;
+            return TOOL_EXIT_OK;
+        case TOOL_OPT_VERSION:
+            tool_print_version();
+            return TOOL_EXIT_OK;
+        default:
+            return TOOL_EXIT_INPUT;
         }
     }
     clnode_device_list *l = NULL;
     clnode_status st = clnode_device_list_create(tool_log, (void *)prog, &l);
     if (st != CLNODE_OK) {
-        fprintf(stderr, "%s: cannot list devices: %s\n", prog, clnode_status_string(st));
-        return 1;
+        tool_error("cannot list devices: %s", clnode_status_string(st));
+        return TOOL_EXIT_RESOURCE;
     }
     const size_t n = clnode_device_list_count(l);
     dev_report *reps = calloc(n ? n : 1, sizeof *reps);
     if (!reps) {
-        fprintf(stderr, "%s: out of memory\n", prog);
+        tool_error("out of memory");
         clnode_device_list_destroy(&l);
-        return 1;
+        return TOOL_EXIT_RESOURCE;
     }
     const int progress = isatty(STDERR_FILENO);
     int rc = 0;
@@ -388,12 +415,12 @@ int main(int argc, char **argv)
         reps[i].info = clnode_device_list_get(l, i);
         run_device(&reps[i], probe, progress);
         if (reps[i].open_error[0])
-            rc = 1;
-        for (size_t c = 0; c < NCOMBOS; ++c)
-            if (reps[i].probed[c] && reps[i].probe_status[c] != CLNODE_OK &&
-                reps[i].probe_status[c] != CLNODE_ERR_UNSUPPORTED &&
-                reps[i].probe_status[c] != CLNODE_ERR_NO_FP64)
-                rc = 1;
+            rc = TOOL_EXIT_RESOURCE;
+        for (size_t k = 0; k < NCOMBOS; ++k)
+            if (reps[i].probed[k] && reps[i].probe_status[k] != CLNODE_OK &&
+                reps[i].probe_status[k] != CLNODE_ERR_UNSUPPORTED &&
+                reps[i].probe_status[k] != CLNODE_ERR_NO_FP64)
+                rc = TOOL_EXIT_RESOURCE;
     }
     if (progress && probe)
         fprintf(stderr, "\r%80s\r", "");
@@ -403,5 +430,9 @@ int main(int argc, char **argv)
         print_text(l, reps, n, probe);
     free(reps);
     clnode_device_list_destroy(&l);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        tool_error("cannot write standard output");
+        rc = TOOL_EXIT_RESOURCE;
+    }
     return rc;
 }

@@ -2,22 +2,22 @@
  *
  * With no arguments it solves the seed problem: the built-in seed model (eqx.nn.MLP 10 -> 100 ->
  * 100 -> 10, softplus, PRNGKey(42)), y0 = 0, t in [0, 50], dt0 = 0.02, tsit5, rtol 1e-4,
- * atol 1e-6, fp32, batch 1. Exit status: 0 when every trajectory succeeded, 1 when some did not,
- * 2 for bad arguments or files. */
-#include <errno.h>
+ * atol 1e-6, fp32, batch 1. Exit statuses: tool_exit_help (tool_common.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "clnode.h"
+#include "solve_args.h"
 #include "tool_common.h"
 
 static void usage(FILE *f)
 {
     fputs("usage: clnode-solve [options]\n"
+          "Solves a batch of neural ODEs dy/dt = MLP(y) (default: the seed problem). Options\n"
+          "take their value as --opt VALUE or --opt=VALUE.\n"
           "  --model FILE            safetensors MLP (default: the built-in seed model)\n"
           "  --method NAME           ",
           f);
@@ -37,20 +37,40 @@ static void usage(FILE *f)
         "                          strict: IEEE in the state precision; tf32: 10-bit mantissa\n"
         "                          inputs, fp32 accumulation; native on CUDA, emulated elsewhere)\n"
         "  --precision-guard warn|refuse|off  rtol below 16 unit roundoffs of the measured\n"
-        "                          GEMM: warn (default) or refuse; warn and refuse also end\n"
-        "                          trajectories stuck at the rounding floor (precision_floor);\n"
-        "                          off keeps diffrax's steps whatever the arithmetic does\n"
+        "                          GEMM: warn (default) or refuse (exit status 2); warn and\n"
+        "                          refuse also end trajectories stuck at the rounding floor\n"
+        "                          (precision_floor); off keeps diffrax's steps whatever the\n"
+        "                          arithmetic does\n"
         "  --batch B               number of trajectories, all starting at y0 (default 1)\n"
         "  --y0 v1,v2,...          initial state (default zeros)\n"
         "  --y0-file FILE.csv      one initial state per line (the batch is the line count)\n"
+        "  --y0-header auto|yes|no whether the y0 file's first line is a header (default auto)\n"
         "  --save steps|t0|t1|ts:T1,T2,...   what to save; repeatable (default t1)\n"
-        "  --out FILE.csv          write saved points as traj,t,y0,y1,...\n"
-        "  --backend host|opencl|cuda  --device SPEC   where to solve (default host, or\n"
-        "                          $CLNODE_DEVICE); e.g. --backend opencl --device pocl\n"
+        "  --out FILE.csv          write the saved points (\"-\": standard output, the summary\n"
+        "                          then goes to stderr)\n"
+        "  --device SPEC           where to solve (below); --backend B: see below\n"
         "  --json                  print one JSON object on stdout instead of the summary\n"
+        "  --json-points           with --json: each trajectory's saved points too\n"
         "  --quiet                 no summary\n"
-        "  --help                  this text\n",
+        "  --help, -h              this text      --version   the version\n"
+        "\n"
+        "Output CSV (--out): a header line traj,kind,t,y0,...,y{N-1}, then one line per saved\n"
+        "  point: trajectory index, kind (t0, ts, step: the end of an accepted step, t1), time\n"
+        "  and state, sorted by trajectory, then time (at equal times t0, ts, step, t1).\n"
+        "  Numbers are printed in the shortest form that reads back as the same value in the\n"
+        "  solve's precision; pandas.read_csv and numpy.loadtxt(skiprows=1, usecols=...) read it.\n"
+        "JSON (--json): {\"format_version\": 1, \"clnode_version\", \"backend\", \"device\",\n"
+        "  \"model\", \"precision\", \"gemm_precision\", \"method\", \"controller\", \"rtol\",\n"
+        "  \"atol\", \"t0\", \"t1\", \"dt0\", \"max_steps\", \"batch\", \"dim\", "
+        "\"wall_seconds\",\n"
+        "  \"trajectories\": [{\"result\", \"num_steps\", \"num_accepted\", \"num_rejected\",\n"
+        "  \"num_rhs_evals\", \"t_final\", \"y_final\": [...], with --json-points \"points\":\n"
+        "  {\"kind\": [...], \"t\": [...], \"y\": [[...], ...]} in the CSV's order}]};\n"
+        "  non-finite numbers are null.\n",
         f);
+    fputs(tool_y0_help, f);
+    fputs(tool_device_help, f);
+    fputs(tool_exit_help, f);
 }
 
 typedef struct progress_state {
@@ -68,76 +88,206 @@ static int on_progress(void *user, size_t active, size_t batch, double fraction,
     return 0;
 }
 
-static void write_csv_rows(FILE *f, const clnode_solution *sol, size_t traj, clnode_save_kind k)
+/* The saved points of every trajectory as CSV. Returns 0 or 3 (out of memory). */
+static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o)
 {
-    size_t n = 0;
-    const double *ts = NULL, *ys = NULL;
-    const size_t N = clnode_solution_dim(sol);
-    clnode_solution_saved(sol, traj, k, &n, &ts, &ys);
-    for (size_t i = 0; i < n; ++i) {
-        fprintf(f, "%zu,%.17g", traj, ts[i]);
-        for (size_t j = 0; j < N; ++j)
-            fprintf(f, ",%.17g", ys[i * N + j]);
-        fputc('\n', f);
+    const size_t N = clnode_solution_dim(sol), B = clnode_solution_batch(sol);
+    char b[32];
+    fputs("traj,kind,t", f);
+    for (size_t j = 0; j < N; ++j)
+        fprintf(f, ",y%zu", j);
+    fputc('\n', f);
+    for (size_t i = 0; i < B; ++i) {
+        size_t n = 0;
+        tool_point *p = tool_sorted_points(sol, i, o->t0, o->t1, &n);
+        if (!p) {
+            tool_error("out of memory");
+            return TOOL_EXIT_RESOURCE;
+        }
+        for (size_t k = 0; k < n; ++k) {
+            fprintf(f, "%zu,%s,%s", i, tool_kind_name(p[k].kind),
+                    tool_fmt_num(b, p[k].t, o->precision));
+            for (size_t j = 0; j < N; ++j)
+                fprintf(f, ",%s", tool_fmt_num(b, p[k].y[j], o->precision));
+            fputc('\n', f);
+        }
+        free(p);
     }
+    return 0;
+}
+
+static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx,
+                      const clnode_model *model, const clnode_solution *sol, size_t batch,
+                      double wall, int points)
+{
+    const clnode_solve_options *o = &pb->opts;
+    const clnode_precision p = o->precision;
+    const size_t N = clnode_model_dim(model);
+    fprintf(f, "{\"format_version\": %d, \"clnode_version\": ", TOOL_JSON_FORMAT_VERSION);
+    tool_json_str(f, clnode_version_string());
+    fputs(", \"backend\": ", f);
+    tool_json_str(f, clnode_context_backend(ctx));
+    fputs(", \"device\": ", f);
+    tool_json_str(f, clnode_context_device(ctx));
+    fputs(", \"model\": ", f);
+    tool_json_str(f, pb->model_path ? pb->model_path : "seed");
+    fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"method\": \"%s\"",
+            clnode_precision_name(p), clnode_gemm_mode_name(o->gemm_mode), o->method->name);
+    fprintf(f, ", \"controller\": \"%s\"", o->constant_step ? "constant" : "pid");
+    fputs(", \"rtol\": ", f);
+    tool_json_num(f, o->rtol);
+    fputs(", \"atol\": ", f);
+    tool_json_num(f, o->atol);
+    fputs(", \"t0\": ", f);
+    tool_json_num(f, o->t0);
+    fputs(", \"t1\": ", f);
+    tool_json_num(f, o->t1);
+    fputs(", \"dt0\": ", f);
+    tool_json_num(f, o->dt0);
+    fprintf(f,
+            ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
+            batch, N);
+    tool_json_num(f, wall);
+    fputs(", \"trajectories\": [", f);
+    for (size_t b = 0; b < batch; ++b) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, b, &s);
+        fprintf(f,
+                "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
+                "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
+                b ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
+                s.num_rejected, s.num_rhs_evals);
+        tool_json_num_p(f, s.t_final, p);
+        fputs(", \"y_final\": [", f);
+        const double *y = clnode_solution_y_final(sol, b);
+        for (size_t j = 0; j < N; ++j) {
+            fputs(j ? ", " : "", f);
+            tool_json_num_p(f, y[j], p);
+        }
+        fputc(']', f);
+        if (points) {
+            size_t n = 0;
+            tool_point *pt = tool_sorted_points(sol, b, o->t0, o->t1, &n);
+            if (!pt) {
+                tool_error("out of memory");
+                return TOOL_EXIT_RESOURCE;
+            }
+            fputs(", \"points\": {\"kind\": [", f);
+            for (size_t k = 0; k < n; ++k)
+                fprintf(f, "%s\"%s\"", k ? ", " : "", tool_kind_name(pt[k].kind));
+            fputs("], \"t\": [", f);
+            for (size_t k = 0; k < n; ++k) {
+                fputs(k ? ", " : "", f);
+                tool_json_num_p(f, pt[k].t, p);
+            }
+            fputs("], \"y\": [", f);
+            for (size_t k = 0; k < n; ++k) {
+                fputs(k ? ", [" : "[", f);
+                for (size_t j = 0; j < N; ++j) {
+                    fputs(j ? ", " : "", f);
+                    tool_json_num_p(f, pt[k].y[j], p);
+                }
+                fputc(']', f);
+            }
+            fputs("]}", f);
+            free(pt);
+        }
+        fputc('}', f);
+    }
+    fputs("\n]}\n", f);
+    return 0;
+}
+
+static void print_summary(FILE *f, const tool_problem *pb, const clnode_context *ctx,
+                          const clnode_model *model, const clnode_solution *sol, size_t batch,
+                          double wall)
+{
+    const clnode_solve_options *o = &pb->opts;
+    const size_t N = clnode_model_dim(model);
+    fprintf(f, "clnode %s on %s: %s\n", clnode_version_string(), clnode_context_backend(ctx),
+            clnode_context_device(ctx));
+    fprintf(f, "model    %s (%zu layers, dim %zu, %s)\n",
+            pb->model_path ? pb->model_path : "built-in seed", clnode_model_num_layers(model), N,
+            clnode_activation_name(clnode_model_activation(model)));
+    if (o->constant_step)
+        fprintf(f, "method   %s, constant steps of %g, %s\n", o->method->name, o->dt0,
+                clnode_precision_name(o->precision));
+    else
+        fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
+                o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode));
+    fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
+    long min_steps = -1, max_steps = -1;
+    size_t ok = 0;
+    char b1[32], b2[32];
+    for (size_t b = 0; b < batch; ++b) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, b, &s);
+        ok += s.result == CLNODE_RESULT_SUCCESS;
+        if (min_steps < 0 || s.num_steps < min_steps)
+            min_steps = s.num_steps;
+        if (s.num_steps > max_steps)
+            max_steps = s.num_steps;
+        if (b < 4 || b + 1 == batch) {
+            fprintf(f,
+                    "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
+                    "t = %s, y[0] = %s\n",
+                    b, clnode_result_name(s.result), s.num_steps, s.num_accepted, s.num_rejected,
+                    s.num_rhs_evals, tool_fmt_num(b1, s.t_final, o->precision),
+                    tool_fmt_num(b2, clnode_solution_y_final(sol, b)[0], o->precision));
+        } else if (b == 4) {
+            fprintf(f, "  ...\n");
+        }
+    }
+    fprintf(f, "%zu/%zu trajectories succeeded; steps per trajectory %ld..%ld; %.3f s\n", ok, batch,
+            min_steps, max_steps, wall);
 }
 
 int main(int argc, char **argv)
 {
-    tool_problem pb;
-    tool_problem_defaults(&pb);
-    const char *out_path = NULL;
-    int json = 0, quiet = 0;
-    for (int i = 1; i < argc; ++i) {
-        const char *a = argv[i];
-        int used = 0;
-        int rc = tool_problem_arg(&pb, argc, argv, &i, &used);
-        if (rc)
-            return rc;
-        if (used)
-            continue;
-        if (strcmp(a, "--out") == 0) {
-            out_path = tool_need(argc, argv, &i);
-            if (!out_path)
-                return 2;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    tool_prog = "clnode-solve";
+    solve_args a;
+    int rc = solve_args_parse(&a, argc, argv);
+    if (rc >= 0) {
+        if (a.help)
             usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "clnode-solve: unknown option %s (see --help)\n", a);
-            return 2;
-        }
+        else if (a.version)
+            tool_print_version();
+        solve_args_free(&a);
+        return rc;
     }
+    tool_problem *pb = &a.pb;
 
     clnode_context *ctx = NULL;
     clnode_model *model = NULL;
     clnode_solution *sol = NULL;
     double *y0 = NULL;
     size_t batch = 0;
-    int rc = tool_problem_open(&pb, "clnode-solve", &ctx, &model, &y0, &batch);
-    if (rc)
+    tool_out out;
+    memset(&out, 0, sizeof out);
+    rc = tool_problem_open(pb, &ctx, &model, &y0, &batch);
+    if (rc) {
+        solve_args_free(&a);
         return rc;
+    }
+    /* opened before the solve: a path that cannot be written fails before the work */
+    if (a.out_path && (rc = tool_out_open(&out, a.out_path)) != 0)
+        goto done;
 
     progress_state ps = {tool_now(), 0};
-    if (isatty(STDERR_FILENO) && !json) {
-        pb.opts.progress = on_progress;
-        pb.opts.progress_user = &ps;
+    if (isatty(STDERR_FILENO) && !a.json) {
+        pb->opts.progress = on_progress;
+        pb->opts.progress_user = &ps;
     }
     const double t_start = tool_now();
-    clnode_status st = clnode_solve(ctx, model, &pb.opts, batch, y0, &sol);
+    clnode_status st = clnode_solve(ctx, model, &pb->opts, batch, y0, &sol);
     const double wall = tool_now() - t_start;
     if (ps.shown)
         fputs("\n", stderr);
     if (st != CLNODE_OK) { /* the context's logger has printed why, on one line */
-        rc = st == CLNODE_ERR_INVALID_ARGUMENT || st == CLNODE_ERR_NONFINITE_INPUT ? 2 : 1;
+        rc = tool_exit_status(st);
         goto done;
     }
 
-    const size_t N = clnode_model_dim(model);
     size_t failed = 0;
     for (size_t b = 0; b < batch; ++b) {
         clnode_trajectory_stats s;
@@ -145,38 +295,32 @@ int main(int argc, char **argv)
         failed += s.result != CLNODE_RESULT_SUCCESS;
     }
 
-    if (out_path) {
-        FILE *f = fopen(out_path, "w");
-        if (!f) {
-            fprintf(stderr, "clnode-solve: cannot write %s: %s\n", out_path, strerror(errno));
-            rc = 2;
+    if (a.out_path) {
+        if ((rc = write_csv(out.f, sol, &pb->opts)) != 0 || (rc = tool_out_commit(&out)) != 0)
             goto done;
-        }
-        fputs("traj,t", f);
-        for (size_t j = 0; j < N; ++j)
-            fprintf(f, ",y%zu", j);
-        fputc('\n', f);
-        for (size_t b = 0; b < batch; ++b)
-            for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k)
-                write_csv_rows(f, sol, b, (clnode_save_kind)k);
-        if (fclose(f) != 0) {
-            fprintf(stderr, "clnode-solve: error writing %s: %s\n", out_path, strerror(errno));
-            rc = 2;
+    }
+    if (a.json) {
+        tool_out js;
+        tool_out_open(&js, "-");
+        if ((rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a.json_points)) != 0 ||
+            (rc = tool_out_commit(&js)) != 0)
+            goto done;
+    } else if (!a.quiet) {
+        const int to_stderr = a.out_path && strcmp(a.out_path, "-") == 0;
+        print_summary(to_stderr ? stderr : stdout, pb, ctx, model, sol, batch, wall);
+        if (!to_stderr && fflush(stdout) != 0) {
+            tool_error("cannot write standard output");
+            rc = TOOL_EXIT_RESOURCE;
             goto done;
         }
     }
-
-    if (json) {
-        tool_json_solution(stdout, &pb, ctx, model, sol, batch, wall);
-    } else if (!quiet) {
-        tool_print_summary(stdout, &pb, ctx, model, sol, batch, wall);
-    }
-    rc = failed ? 1 : 0;
+    rc = failed ? TOOL_EXIT_UNSUCCESSFUL : TOOL_EXIT_OK;
 done:
+    tool_out_abort(&out);
     clnode_solution_destroy(&sol);
     clnode_model_destroy(&model);
     clnode_context_destroy(&ctx);
     free(y0);
-    tool_problem_free(&pb);
+    solve_args_free(&a);
     return rc;
 }

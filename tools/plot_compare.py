@@ -1,25 +1,37 @@
 #!/usr/bin/env python3
-"""plot_compare.py - the pictures of clnode-compare --plot.
+"""plot_compare.py - the picture of clnode-compare --plot.
 
-    python3 plot_compare.py DATA.json OUT.png     (DATA.json written by clnode-compare)
+    python3 plot_compare.py DATA.json OUT.png     (DATA.json: clnode-compare's plot data file,
+                                                   described in clnode-compare-schema.md)
     python3 plot_compare.py --check               (exit 0 if matplotlib is importable, else 2)
 
-One panel per state component: the host float64 reference as a dense curve, and for every
-device / precision / GEMM mode its accepted steps as markers (one colour each). Below, the step
-sizes dt over time on a log scale: the solver API does not return per-step error norms, so the
-accepted step sizes stand in for them (a controller fighting rounding noise shows as a collapse of
-dt, as the tf32 rows do).
+Three panels, one colour per device row (device, precision, GEMM mode):
+
+1. the precision picture: the relative deviation of trajectory 0 from the host float64 reference
+   over time, on a log scale, with each precision's tolerance as a dashed line and the region
+   above it shaded: a row whose curve stays below its line agrees; the legend gives each row's
+   verdict. A deviation of exactly 0 (the reference itself, or a row bit-identical to it) is drawn
+   on the panel's floor.
+2. the accepted step sizes over time (log scale): a controller fighting rounding noise shows as a
+   collapse of dt (the tf32 rows).
+3. the step counts per batch size, as bars, with the reference's count as a line: the same problem
+   must take the same steps at every batch size.
+
+The PNG is written to a temporary file in OUT's directory and renamed, so a failed run leaves no
+partial picture.
 """
 import json
 import math
+import os
 import sys
+import tempfile
 
 PIP = "python3 -m pip install matplotlib"
 
 
 def need_matplotlib():
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
     except ImportError:
         sys.stderr.write("plot_compare.py: matplotlib is not installed; install it with:\n"
                          "    %s\n" % PIP)
@@ -27,6 +39,10 @@ def need_matplotlib():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def fnum(x):
+    return float("nan") if x is None else float(x)
 
 
 def main(argv):
@@ -39,75 +55,126 @@ def main(argv):
     plt = need_matplotlib()
     with open(argv[1]) as f:
         data = json.load(f)
-    dim = data["dim"]
+    if data.get("format_version") != 1:
+        sys.stderr.write("plot_compare.py: %s: format_version %r, expected 1\n"
+                         % (argv[1], data.get("format_version")))
+        return 2
     rows = data["rows"]
-    ref = data["reference"]
-
-    ncols = min(dim, 5)
-    nrows_comp = math.ceil(dim / ncols)
-    fig = plt.figure(figsize=(3.6 * ncols, 2.6 * nrows_comp + 4.2), constrained_layout=True)
-    gs = fig.add_gridspec(nrows_comp + 2, ncols, height_ratios=[1] * nrows_comp + [0.25, 1.6])
+    batches = data["batches"]
     cmap = plt.get_cmap("tab10" if len(rows) <= 10 else "tab20")
-    markers = "os^vDP*Xhd<>p"
-    # rows that share steps and values draw on top of each other: later rows get smaller markers
-    # rows with many steps (tf32) get small markers and go underneath; rows with few steps keep
-    # large ones on top, so that identical step sequences stay visible as nested markers
-    styles = []
-    for i, r in enumerate(rows):
-        many = len(r["t"]) > 40
-        styles.append(dict(color=cmap(i % cmap.N), marker=markers[i % len(markers)],
-                           ms=2.5 if many else max(8.0 - 0.6 * i, 3.5),
-                           mfc="none" if (i % 2 and not many) else None,
-                           z=2 if many else 3))
+    colours = [cmap(i % cmap.N) for i in range(len(rows))]
+    # identical curves (bit-identical rows) lie on top of each other: each row is drawn narrower
+    # and above the ones before it, so that they show as nested lines
+    widths = [max(1.0, 6.0 - 5.0 * i / max(len(rows) - 1, 1)) for i in range(len(rows))]
 
-    for j in range(dim):
-        ax = fig.add_subplot(gs[j // ncols, j % ncols])
-        ax.plot(ref["t"], [y[j] for y in ref["y"]], color="black", lw=1.0, zorder=1)
-        for r, st in zip(rows, styles):
-            ax.plot(r["t"], [y[j] for y in r["y"]], ls="-", lw=0.6, alpha=0.8, zorder=st["z"],
-                    color=st["color"], marker=st["marker"], ms=st["ms"],
-                    mfc=st["mfc"] if st["mfc"] is not None else st["color"])
-        ax.set_title("y[%d]" % j, fontsize=10)
-        ax.tick_params(labelsize=8)
-        ax.grid(True, alpha=0.3)
-        if j // ncols == nrows_comp - 1:
-            ax.set_xlabel("t", fontsize=9)
+    # the deviation panel's floor: below the smallest positive deviation drawn
+    positive = [d for r in rows for d in r.get("rel_dev", []) if d is not None and d > 0]
+    floor = 10.0 ** math.floor(math.log10(min(positive))) / 10 if positive else 1e-17
 
-    # legend row
-    lax = fig.add_subplot(gs[nrows_comp, :])
-    lax.axis("off")
-    handles = [plt.Line2D([], [], color="black", lw=1.0)]
-    labels = [ref["label"]]
-    for r, st in zip(rows, styles):
-        handles.append(plt.Line2D([], [], color=st["color"], marker=st["marker"], ms=6, lw=0.6,
-                                  mfc=st["mfc"] if st["mfc"] is not None else st["color"]))
-        labels.append("%s: %d steps (%d accepted) - %s" % (r["label"], r["num_steps"],
-                                                           r["num_accepted"], r["verdict"]))
-    lax.legend(handles, labels, loc="center", ncol=2 if len(labels) > 4 else 1, fontsize=8,
-               frameon=False)
+    fig = plt.figure(figsize=(13, 13), constrained_layout=True)
+    gs = fig.add_gridspec(3, 1, height_ratios=[1.5, 1.0, 0.9])
 
-    ax = fig.add_subplot(gs[nrows_comp + 1, :])
-    for r, st in zip(rows, styles):
-        t = r["t"]
-        dts = [abs(b - a) for a, b in zip(t[:-1], t[1:])]
-        if not dts:
+    # 1. relative deviation from the reference
+    ax = fig.add_subplot(gs[0])
+    tols = {}
+    for r in rows:
+        tols.setdefault(r["tolerance"], set()).add(r["precision"])
+    top = max(list(tols) + [floor * 10])
+    for tol, precs in sorted(tols.items()):
+        ax.axhline(tol, color="black", ls="--", lw=1.2, zorder=1)
+        ax.text(data["t0"], tol, " tolerance (%s): %.3g; above it a strict row DISAGREES"
+                % (", ".join(sorted(precs)), tol), va="bottom", ha="left", fontsize=8)
+    ax.axhline(floor, color="black", ls=":", lw=0.8, zorder=1)
+    ax.text(data["t0"], floor, " 0: bit-identical to the reference", va="bottom", ha="left",
+            fontsize=8)
+    handles, labels = [], []
+    for i, (r, c) in enumerate(zip(rows, colours)):
+        ok = not r["fails"] and not r["verdict"].startswith("DIFFERS") \
+            and math.isfinite(fnum(r["max_rel_dev"]))
+        mark = "agrees" if ok else ("DISAGREES" if r["fails"] else "differs (tf32: expected)")
+        dmax = fnum(r["max_rel_dev"])
+        label = "%s: %s - %s" % (r["label"], "max %.2g" % dmax if math.isfinite(dmax)
+                                 else "ended early", r["verdict"])
+        if "rel_dev" not in r:
+            labels.append(label + " (no curve: the solve failed)")
+            handles.append(plt.Line2D([], [], color=c, lw=2))
             continue
-        ax.step(t[1:], dts, where="pre", color=st["color"], lw=1.0, alpha=0.85, zorder=st["z"],
-                marker=st["marker"], ms=st["ms"] * 0.7,
-                mfc=st["mfc"] if st["mfc"] is not None else st["color"],
-                label=r["label"])
+        dev = [max(fnum(d), floor) if d is not None else float("nan") for d in r["rel_dev"]]
+        top = max([top] + [d for d in dev if not math.isnan(d)])
+        h, = ax.plot(r["dev_t"], dev, color=c, lw=widths[i] if ok else 1.5,
+                     ls="-" if ok else (0, (4, 2)), zorder=3 + i, label=mark)
+        handles.append(h)
+        labels.append(label)
+    ax.set_yscale("log")
+    ax.set_ylim(floor / 2, top * 5)
+    if tols:
+        ax.axhspan(min(tols), top * 5, color="red", alpha=0.06, zorder=0)
+    ax.set_xlim(min(data["t0"], data["t1"]), max(data["t0"], data["t1"]))
+    ax.set_xlabel("t")
+    ax.set_ylabel("max_j |y_j - ref_j| / (max_j |ref_j| + atol/rtol)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title("Relative deviation from the host fp64 reference (trajectory 0; floor = 0, "
+                 "bit-identical); solid: agrees, dashed: differs", fontsize=10)
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+              frameon=False)
+
+    # 2. step sizes over time
+    ax = fig.add_subplot(gs[1])
+    for i, (r, c) in enumerate(zip(rows, colours)):
+        if r.get("step_t"):
+            ax.step(r["step_t"], r["step_dt"], where="pre", color=c, lw=widths[i] * 0.6,
+                    marker="o", ms=widths[i] * 0.9, zorder=3 + i,
+                    label="%s: %d accepted steps" % (r["label"], len(r["step_t"])))
     ax.set_yscale("log")
     ax.set_xlim(min(data["t0"], data["t1"]), max(data["t0"], data["t1"]))
     ax.set_xlabel("t (end of each accepted step)")
     ax.set_ylabel("accepted step size dt")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title("Step sizes over time, log scale (stand-in for the error estimates: per-step "
-                 "error norms are not available from the clnode API)", fontsize=10)
+    ax.set_title("Step sizes over time (log scale)", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
-    fig.suptitle("clnode-compare: %s\ncomponents with accepted steps marked; black: host fp64 "
-                 "reference" % data["title"], fontsize=11)
-    fig.savefig(argv[2], dpi=110)
+    # 3. steps per batch size
+    ax = fig.add_subplot(gs[2])
+    nb = max(len(batches), 1)
+    width = 0.8 / nb
+    for b, B in enumerate(batches):
+        xs = [i + (b - (nb - 1) / 2) * width for i in range(len(rows))]
+        ys = [fnum(r["steps_per_batch"][b]) for r in rows]
+        bars = ax.bar(xs, [0 if math.isnan(y) else y for y in ys], width * 0.95,
+                      color=colours, alpha=1.0 - 0.5 * b / nb, edgecolor="black", lw=0.5)
+        for x, y in zip(xs, ys):
+            ax.text(x, 0 if math.isnan(y) else y, "B=%d\n%s" % (B, "error" if math.isnan(y)
+                                                                 else "%d" % y),
+                    ha="center", va="bottom", fontsize=7)
+        del bars
+    ax.axhline(data["reference"]["num_steps"], color="black", ls="--", lw=1.0)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("steps (largest over the batch)")
+    ax.set_title("Steps (attempts) per batch size: the same problem takes the same steps at every "
+                 "batch size; dashed: the reference's %d" % data["reference"]["num_steps"],
+                 fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+
+    fig.suptitle("clnode-compare: %s" % data["title"], fontsize=11)
+    out = argv[2]
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".",
+                               dir=os.path.dirname(os.path.abspath(out)))
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100, format="png")
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return 0
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 if __name__ == "__main__":

@@ -1,11 +1,81 @@
-/* tool_common.c - option parsing, loading and output shared by the command-line tools. */
+/* tool_common.c - messages, exit statuses, option parsing, the y0 and list parsers, loading,
+ * atomic output files and number formatting shared by the command-line tools. */
 #include "tool_common.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+const char *tool_prog = "clnode";
+
+const char tool_exit_help[] =
+    "Exit status (the same for every clnode tool):\n"
+    "  0  success\n"
+    "  1  the run completed, but some trajectory did not succeed (max_steps_reached,\n"
+    "     dt_min_reached, nonfinite, precision_floor)\n"
+    "  2  bad input: options, files, a device string that names no device here, a precision or\n"
+    "     GEMM mode the device lacks, --precision-guard refuse refusing the tolerance\n"
+    "  3  resource or device failure: out of memory (sizes that overflow included), a device or\n"
+    "     driver error, an output that could not be written\n"
+    "  4  a verification failed (clnode-compare: a strict row disagrees with the reference, or\n"
+    "     the reference itself could not be computed)\n";
+
+const char tool_y0_help[] =
+    "y0 file (--y0-file FILE, \"-\" for stdin): a CSV of initial states, one per line, N\n"
+    "  numbers separated by commas (N: the model's dimension), as numpy.savetxt(f, y0,\n"
+    "  delimiter=\",\") and pandas.DataFrame(y0).to_csv(f, index=False) write them. Lines end\n"
+    "  in \\n, \\r\\n or \\r and may be of any length; blank lines and lines starting with '#'\n"
+    "  are skipped; empty fields and non-finite values are refused. The first line may be a\n"
+    "  header (--y0-header auto|yes|no, default auto: a header when it holds a token that is\n"
+    "  not a number - nan and inf are numbers - or when it is exactly 0,1,...,N-1, the column\n"
+    "  labels pandas writes, which is said on stderr). The batch is the number of states.\n";
+
+const char tool_device_help[] =
+    "Device strings: host, host:openblas, opencl, opencl:N, opencl:gpu, opencl:cpu,\n"
+    "  opencl:NAME (a piece of the platform, vendor or device name: pocl, nvidia, ...), cuda,\n"
+    "  cuda:N, cuda:N:cublas; default $CLNODE_DEVICE, else host. The library decides what a\n"
+    "  string means and refuses one that names no device. --backend B is a shorthand:\n"
+    "  --backend B alone is --device B, --backend B --device X is --device B:X unless X\n"
+    "  already starts with B (--backend opencl --device opencl:pocl is opencl:pocl).\n";
+
+void tool_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", tool_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int tool_exit_status(clnode_status st)
+{
+    switch (st) {
+    case CLNODE_OK:
+        return TOOL_EXIT_OK;
+    case CLNODE_ERR_INVALID_ARGUMENT:
+    case CLNODE_ERR_IO:
+    case CLNODE_ERR_BAD_MODEL:
+    case CLNODE_ERR_NONFINITE_INPUT:
+    case CLNODE_ERR_UNSUPPORTED:
+    case CLNODE_ERR_NO_DEVICE:
+    case CLNODE_ERR_NO_FP64:
+    case CLNODE_ERR_PRECISION:
+        return TOOL_EXIT_INPUT;
+    default:
+        return TOOL_EXIT_RESOURCE;
+    }
+}
+
+void tool_print_version(void)
+{
+    printf("%s %s (library %s)\n", tool_prog, CLNODE_VERSION_STRING, clnode_version_string());
+}
 
 double tool_now(void)
 {
@@ -16,93 +86,276 @@ double tool_now(void)
 
 void tool_log(void *user, clnode_log_level level, const char *msg)
 {
-    const char *prog = user ? (const char *)user : "clnode";
-    fprintf(stderr, "%s: %s: %s\n", prog, level == CLNODE_LOG_ERROR ? "error" : "warning", msg);
+    const char *prog = user ? (const char *)user : tool_prog;
+    if (level == CLNODE_LOG_ERROR || level == CLNODE_LOG_WARN)
+        fprintf(stderr, "%s: %s%s\n", prog, level == CLNODE_LOG_ERROR ? "" : "warning: ", msg);
 }
+
+/* ---- parsers ---- */
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Copies token [p, e) for a message: at most 40 characters, non-printable ones as '?'. */
+static const char *show(char *buf, const char *p, const char *e)
+{
+    size_t n = (size_t)(e - p), k = 0;
+    for (; k < n && k < 40; ++k)
+        buf[k] = p[k] >= 0x20 && p[k] < 0x7f ? p[k] : '?';
+    if (n > 40) {
+        memcpy(buf + k, "...", 3);
+        k += 3;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+enum {
+    TOK_EMPTY,
+    TOK_NUMBER,
+    TOK_TEXT,
+    TOK_NOMEM
+};
+
+/* Classifies token [*p, *e) (blanks around it trimmed in place): empty, a number (strtod takes
+ * all of it: nan and inf included, value in *v) or text. */
+static int token(const char **p, const char **e, double *v)
+{
+    const char *a = *p, *b = *e;
+    while (a < b && is_blank(*a))
+        ++a;
+    while (b > a && is_blank(b[-1]))
+        --b;
+    *p = a;
+    *e = b;
+    if (a == b)
+        return TOK_EMPTY;
+    const size_t len = (size_t)(b - a);
+    char small[128], *buf = small;
+    if (len >= sizeof small && !(buf = malloc(len + 1)))
+        return TOK_NOMEM;
+    memcpy(buf, a, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    *v = strtod(buf, &end);
+    const int r = end == buf + len ? TOK_NUMBER : TOK_TEXT;
+    if (buf != small)
+        free(buf);
+    return r;
+}
+
+int tool_parse_double(const char *s, const char *what, double *out, char *err, size_t errcap)
+{
+    const char *p = s, *e = s + strlen(s);
+    char b[48];
+    double v = 0;
+    const int k = token(&p, &e, &v);
+    if (k == TOK_NOMEM) {
+        snprintf(err, errcap, "out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    if (k != TOK_NUMBER || !isfinite(v)) {
+        snprintf(err, errcap, "%s expects a finite number, not \"%s\"", what, show(b, p, e));
+        return TOOL_EXIT_INPUT;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Field k (1-based) of a list or line: a finite number, or a message. */
+static int field(const char *p, const char *e, const char *where, size_t k, double *out, char *err,
+                 size_t errcap)
+{
+    char b[48];
+    double v = 0;
+    switch (token(&p, &e, &v)) {
+    case TOK_NOMEM:
+        snprintf(err, errcap, "out of memory");
+        return TOOL_EXIT_RESOURCE;
+    case TOK_EMPTY:
+        snprintf(err, errcap, "%s: field %zu is empty", where, k);
+        return TOOL_EXIT_INPUT;
+    case TOK_TEXT:
+        snprintf(err, errcap, "%s: field %zu, \"%s\", is not a number", where, k, show(b, p, e));
+        return TOOL_EXIT_INPUT;
+    default:
+        if (!isfinite(v)) {
+            snprintf(err, errcap, "%s: field %zu, \"%s\", is not finite", where, k, show(b, p, e));
+            return TOOL_EXIT_INPUT;
+        }
+        *out = v;
+        return 0;
+    }
+}
+
+int tool_parse_list(const char *s, const char *what, double **out, size_t *n, char *err,
+                    size_t errcap)
+{
+    size_t count = 1;
+    for (const char *p = s; *p; ++p)
+        count += *p == ',';
+    size_t bytes;
+    double *v = tool_mul_size(count, sizeof(double), &bytes) ? malloc(bytes) : NULL;
+    if (!v) {
+        snprintf(err, errcap, "out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    const char *p = s;
+    for (size_t k = 0; k < count; ++k) {
+        const char *e = p + strcspn(p, ",");
+        const int rc = field(p, e, what, k + 1, &v[k], err, errcap);
+        if (rc) {
+            free(v);
+            return rc;
+        }
+        p = *e ? e + 1 : e;
+    }
+    free(*out);
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+/* Is [p, e) exactly "0,1,...,N-1" (bare integers, blanks allowed around them)? */
+static int pandas_labels(const char *p, const char *e, size_t N)
+{
+    for (size_t k = 0; k < N; ++k) {
+        const char *f = p;
+        while (f < e && *f != ',')
+            ++f;
+        const char *a = p, *b = f;
+        while (a < b && is_blank(*a))
+            ++a;
+        while (b > a && is_blank(b[-1]))
+            --b;
+        char want[24];
+        const int len = snprintf(want, sizeof want, "%zu", k);
+        if ((size_t)(b - a) != (size_t)len || memcmp(a, want, (size_t)len) != 0)
+            return 0;
+        if (k + 1 < N && f == e)
+            return 0;
+        p = f + 1;
+        if (k + 1 == N)
+            return f == e;
+    }
+    return 0;
+}
+
+int tool_parse_y0_text(const char *text, size_t len, size_t N, tool_header_mode mode, double **out,
+                       size_t *rows, int *header_note, char *err, size_t errcap)
+{
+    *header_note = 0;
+    if (N == 0) {
+        snprintf(err, errcap, "the model's dimension is 0");
+        return TOOL_EXIT_INPUT;
+    }
+    const char *p = text, *end = text + len;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
+    size_t cap = 0, n = 0, line_no = 0;
+    double *v = NULL;
+    int first = 1, rc = 0;
+    while (p < end && !rc) {
+        const char *eol = p;
+        while (eol < end && *eol != '\n' && *eol != '\r')
+            ++eol;
+        const char *next = eol;
+        if (next < end)
+            next += *next == '\r' && next + 1 < end && next[1] == '\n' ? 2 : 1;
+        ++line_no;
+        const char *a = p;
+        p = next;
+        while (a < eol && is_blank(*a))
+            ++a;
+        if (a == eol || *a == '#')
+            continue;
+        if (first) {
+            first = 0;
+            if (mode == TOOL_HEADER_YES)
+                continue;
+            if (mode == TOOL_HEADER_AUTO) {
+                int text_token = 0;
+                for (const char *f = a; f <= eol && !text_token;) {
+                    const char *fe = f;
+                    while (fe < eol && *fe != ',')
+                        ++fe;
+                    const char *tp = f, *te = fe;
+                    double x;
+                    const int k = token(&tp, &te, &x);
+                    if (k == TOK_NOMEM) {
+                        snprintf(err, errcap, "out of memory");
+                        rc = TOOL_EXIT_RESOURCE;
+                        break;
+                    }
+                    text_token = k == TOK_TEXT;
+                    f = fe + 1;
+                }
+                if (rc)
+                    break;
+                if (text_token)
+                    continue;
+                if (pandas_labels(a, eol, N)) {
+                    *header_note = 1;
+                    continue;
+                }
+            }
+        }
+        size_t count = 1;
+        for (const char *f = a; f < eol; ++f)
+            count += *f == ',';
+        char where[64];
+        snprintf(where, sizeof where, "line %zu", line_no);
+        if (count != N) {
+            snprintf(err, errcap, "%s: %zu values, but the model's state has %zu", where, count, N);
+            rc = TOOL_EXIT_INPUT;
+            break;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16, bytes, elems;
+            double *nv = NULL;
+            if (ncap > cap && tool_mul_size(ncap, N, &elems) &&
+                tool_mul_size(elems, sizeof(double), &bytes))
+                nv = realloc(v, bytes);
+            if (!nv) {
+                snprintf(err, errcap, "out of memory for %zu states of dimension %zu", ncap, N);
+                rc = TOOL_EXIT_RESOURCE;
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        const char *f = a;
+        for (size_t k = 0; k < N && !rc; ++k) {
+            const char *fe = f;
+            while (fe < eol && *fe != ',')
+                ++fe;
+            rc = field(f, fe, where, k + 1, &v[n * N + k], err, errcap);
+            f = fe + 1;
+        }
+        ++n;
+    }
+    if (!rc && n == 0) {
+        snprintf(err, errcap, "no initial state (%zu line%s)", line_no, line_no == 1 ? "" : "s");
+        rc = TOOL_EXIT_INPUT;
+    }
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *rows = n;
+    return 0;
+}
+
+/* ---- problem options ---- */
 
 void tool_problem_defaults(tool_problem *pb)
 {
     memset(pb, 0, sizeof *pb);
     clnode_solve_seed_options(&pb->opts);
-}
-
-void tool_problem_free(tool_problem *pb)
-{
-    free(pb->y0);
-    free(pb->ts);
-    pb->y0 = NULL;
-    pb->ts = NULL;
-}
-
-const char *tool_need(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "%s: option %s needs a value\n", argv[0], argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-static int parse_double(const char *prog, const char *opt, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v)) {
-        fprintf(stderr, "%s: %s expects a finite number, not \"%s\"\n", prog, opt, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_long(const char *prog, const char *opt, const char *s, long lo, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || errno == ERANGE || v < lo) {
-        fprintf(stderr, "%s: %s expects an integer >= %ld, not \"%s\"\n", prog, opt, lo, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
-/* Parses "v1,v2,..." into a new array. */
-static int parse_list(const char *prog, const char *opt, const char *s, double **out, size_t *n)
-{
-    size_t cap = 1;
-    for (const char *p = s; *p; ++p)
-        cap += *p == ',';
-    double *v = malloc(cap * sizeof(double));
-    char *copy = strdup(s);
-    if (!v || !copy) {
-        free(v);
-        free(copy);
-        fprintf(stderr, "%s: out of memory\n", prog);
-        return 2;
-    }
-    size_t k = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (parse_double(prog, opt, tok, &v[k]) != 0) {
-            free(v);
-            free(copy);
-            return 2;
-        }
-        ++k;
-    }
-    free(copy);
-    if (k == 0) {
-        free(v);
-        fprintf(stderr, "%s: %s expects a comma-separated list of numbers\n", prog, opt);
-        return 2;
-    }
-    free(*out);
-    *out = v;
-    *n = k;
-    return 0;
 }
 
 void tool_print_methods(FILE *f)
@@ -114,300 +367,329 @@ void tool_print_methods(FILE *f)
                 clnode_method_at(i) == o.method ? " (default)" : "");
 }
 
-int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used)
+void tool_problem_free(tool_problem *pb)
 {
-    const char *a = argv[*i];
-    const char *prog = argv[0];
+    free(pb->y0);
+    free(pb->ts);
+    pb->y0 = NULL;
+    pb->ts = NULL;
+}
+
+static int opt_double(const char *opt, const char *arg, double *out)
+{
+    char err[160];
+    const int rc = tool_parse_double(arg, opt, out, err, sizeof err);
+    if (rc)
+        tool_error("%s", err);
+    return rc;
+}
+
+static int opt_long(const char *opt, const char *s, long lo, long *out)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || v < lo || is_blank(*s)) {
+        tool_error("%s expects an integer >= %ld, not \"%s\"", opt, lo, s);
+        return TOOL_EXIT_INPUT;
+    }
+    *out = v;
+    return 0;
+}
+
+static int opt_list(const char *opt, const char *arg, double **out, size_t *n)
+{
+    char err[256];
+    const int rc = tool_parse_list(arg, opt, out, n, err, sizeof err);
+    if (rc)
+        tool_error("%s", err);
+    return rc;
+}
+
+/* Picks one of names[] (NULL-terminated); returns its index or -1 after an error. */
+static int opt_choice(const char *opt, const char *arg, const char *const *names)
+{
+    char all[160] = "";
+    for (int k = 0; names[k]; ++k) {
+        if (strcmp(arg, names[k]) == 0)
+            return k;
+        const size_t used = strlen(all);
+        snprintf(all + used, sizeof all - used, "%s%s", k ? ", " : "", names[k]);
+    }
+    tool_error("%s expects one of %s, not \"%s\"", opt, all, arg);
+    return -1;
+}
+
+int tool_problem_opt(tool_problem *pb, int code, const char *arg)
+{
     clnode_solve_options *o = &pb->opts;
     static const struct {
+        int code;
         const char *name;
         size_t offset;
     } dbl[] = {
-        {"--rtol", offsetof(clnode_solve_options, rtol)},
-        {"--atol", offsetof(clnode_solve_options, atol)},
-        {"--pcoeff", offsetof(clnode_solve_options, pcoeff)},
-        {"--icoeff", offsetof(clnode_solve_options, icoeff)},
-        {"--dcoeff", offsetof(clnode_solve_options, dcoeff)},
-        {"--dtmin", offsetof(clnode_solve_options, dtmin)},
-        {"--dtmax", offsetof(clnode_solve_options, dtmax)},
-        {"--factormin", offsetof(clnode_solve_options, factormin)},
-        {"--factormax", offsetof(clnode_solve_options, factormax)},
-        {"--safety", offsetof(clnode_solve_options, safety)},
-        {"--t0", offsetof(clnode_solve_options, t0)},
-        {"--t1", offsetof(clnode_solve_options, t1)},
-        {"--dt0", offsetof(clnode_solve_options, dt0)},
+        {TOOL_OPT_RTOL, "--rtol", offsetof(clnode_solve_options, rtol)},
+        {TOOL_OPT_ATOL, "--atol", offsetof(clnode_solve_options, atol)},
+        {TOOL_OPT_PCOEFF, "--pcoeff", offsetof(clnode_solve_options, pcoeff)},
+        {TOOL_OPT_ICOEFF, "--icoeff", offsetof(clnode_solve_options, icoeff)},
+        {TOOL_OPT_DCOEFF, "--dcoeff", offsetof(clnode_solve_options, dcoeff)},
+        {TOOL_OPT_DTMIN, "--dtmin", offsetof(clnode_solve_options, dtmin)},
+        {TOOL_OPT_DTMAX, "--dtmax", offsetof(clnode_solve_options, dtmax)},
+        {TOOL_OPT_FACTORMIN, "--factormin", offsetof(clnode_solve_options, factormin)},
+        {TOOL_OPT_FACTORMAX, "--factormax", offsetof(clnode_solve_options, factormax)},
+        {TOOL_OPT_SAFETY, "--safety", offsetof(clnode_solve_options, safety)},
+        {TOOL_OPT_T0, "--t0", offsetof(clnode_solve_options, t0)},
+        {TOOL_OPT_T1, "--t1", offsetof(clnode_solve_options, t1)},
+        {TOOL_OPT_DT0, "--dt0", offsetof(clnode_solve_options, dt0)},
     };
-    *used = 1;
-    for (size_t k = 0; k < sizeof dbl / sizeof dbl[0]; ++k) {
-        if (strcmp(a, dbl[k].name) == 0) {
-            const char *v = tool_need(argc, argv, i);
-            if (!v)
-                return 2;
-            return parse_double(prog, a, v, (double *)(void *)((char *)o + dbl[k].offset));
-        }
-    }
-    if (strcmp(a, "--model") == 0) {
-        if (!(pb->model_path = tool_need(argc, argv, i)))
-            return 2;
-    } else if (strcmp(a, "--method") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        o->method = clnode_method_by_name(v);
+    for (size_t k = 0; k < sizeof dbl / sizeof dbl[0]; ++k)
+        if (dbl[k].code == code)
+            return opt_double(dbl[k].name, arg, (double *)(void *)((char *)o + dbl[k].offset));
+    int k;
+    switch (code) {
+    case TOOL_OPT_MODEL:
+        pb->model_path = arg;
+        return 0;
+    case TOOL_OPT_METHOD:
+        o->method = clnode_method_by_name(arg);
         if (!o->method) {
-            fprintf(stderr, "%s: unknown method \"%s\" (", prog, v);
+            fprintf(stderr, "%s: --method expects one of ", tool_prog);
             tool_print_methods(stderr);
-            fputs(")\n", stderr);
-            return 2;
+            fprintf(stderr, ", not \"%s\"\n", arg);
+            return TOOL_EXIT_INPUT;
         }
-    } else if (strcmp(a, "--constant-step") == 0) {
+        return 0;
+    case TOOL_OPT_CONSTANT_STEP:
         o->constant_step = 1;
-    } else if (strcmp(a, "--no-force-dtmin") == 0) {
+        return 0;
+    case TOOL_OPT_NO_FORCE_DTMIN:
         o->force_dtmin = 0;
-    } else if (strcmp(a, "--max-steps") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        return parse_long(prog, a, v, 1, &o->max_steps);
-    } else if (strcmp(a, "--precision") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        if (strcmp(v, "fp32") == 0)
-            o->precision = CLNODE_FP32;
-        else if (strcmp(v, "fp64") == 0)
-            o->precision = CLNODE_FP64;
-        else {
-            fprintf(stderr, "%s: --precision expects fp32 or fp64, not \"%s\"\n", prog, v);
-            return 2;
-        }
-    } else if (strcmp(a, "--gemm-precision") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        if (strcmp(v, "strict") == 0)
-            o->gemm_mode = CLNODE_GEMM_STRICT;
-        else if (strcmp(v, "tf32") == 0)
-            o->gemm_mode = CLNODE_GEMM_TF32;
-        else {
-            fprintf(stderr, "%s: --gemm-precision expects strict or tf32, not \"%s\"\n", prog, v);
-            return 2;
-        }
-    } else if (strcmp(a, "--precision-guard") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        if (strcmp(v, "warn") == 0)
-            o->precision_guard = CLNODE_GUARD_WARN;
-        else if (strcmp(v, "refuse") == 0)
-            o->precision_guard = CLNODE_GUARD_REFUSE;
-        else if (strcmp(v, "off") == 0)
-            o->precision_guard = CLNODE_GUARD_OFF;
-        else {
-            fprintf(stderr, "%s: --precision-guard expects warn, refuse or off, not \"%s\"\n", prog,
-                    v);
-            return 2;
-        }
-    } else if (strcmp(a, "--batch") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        return parse_long(prog, a, v, 1, &pb->batch);
-    } else if (strcmp(a, "--y0") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
-        return parse_list(prog, a, v, &pb->y0, &pb->y0_len);
-    } else if (strcmp(a, "--y0-file") == 0) {
-        if (!(pb->y0_file = tool_need(argc, argv, i)))
-            return 2;
-    } else if (strcmp(a, "--save") == 0) {
-        const char *v = tool_need(argc, argv, i);
-        if (!v)
-            return 2;
+        return 0;
+    case TOOL_OPT_MAX_STEPS:
+        return opt_long("--max-steps", arg, 1, &o->max_steps);
+    case TOOL_OPT_PRECISION: {
+        static const char *const names[] = {"fp32", "fp64", NULL};
+        if ((k = opt_choice("--precision", arg, names)) < 0)
+            return TOOL_EXIT_INPUT;
+        o->precision = k ? CLNODE_FP64 : CLNODE_FP32;
+        return 0;
+    }
+    case TOOL_OPT_GEMM_PRECISION: {
+        static const char *const names[] = {"strict", "tf32", NULL};
+        if ((k = opt_choice("--gemm-precision", arg, names)) < 0)
+            return TOOL_EXIT_INPUT;
+        o->gemm_mode = k ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT;
+        return 0;
+    }
+    case TOOL_OPT_PRECISION_GUARD: {
+        static const char *const names[] = {"warn", "refuse", "off", NULL};
+        static const clnode_precision_guard g[] = {CLNODE_GUARD_WARN, CLNODE_GUARD_REFUSE,
+                                                   CLNODE_GUARD_OFF};
+        if ((k = opt_choice("--precision-guard", arg, names)) < 0)
+            return TOOL_EXIT_INPUT;
+        o->precision_guard = g[k];
+        return 0;
+    }
+    case TOOL_OPT_BATCH:
+        return opt_long("--batch", arg, 1, &pb->batch);
+    case TOOL_OPT_Y0:
+        return opt_list("--y0", arg, &pb->y0, &pb->y0_len);
+    case TOOL_OPT_Y0_FILE:
+        pb->y0_file = arg;
+        return 0;
+    case TOOL_OPT_Y0_HEADER: {
+        static const char *const names[] = {"auto", "yes", "no", NULL};
+        static const tool_header_mode m[] = {TOOL_HEADER_AUTO, TOOL_HEADER_YES, TOOL_HEADER_NO};
+        if ((k = opt_choice("--y0-header", arg, names)) < 0)
+            return TOOL_EXIT_INPUT;
+        pb->y0_header = m[k];
+        return 0;
+    }
+    case TOOL_OPT_SAVE:
         if (!pb->save_given) {
             pb->save_given = 1;
             o->save_t0 = o->save_t1 = o->save_steps = 0;
         }
-        if (strcmp(v, "steps") == 0)
+        if (strcmp(arg, "steps") == 0)
             o->save_steps = 1;
-        else if (strcmp(v, "t0") == 0)
+        else if (strcmp(arg, "t0") == 0)
             o->save_t0 = 1;
-        else if (strcmp(v, "t1") == 0)
+        else if (strcmp(arg, "t1") == 0)
             o->save_t1 = 1;
-        else if (strncmp(v, "ts:", 3) == 0) {
-            if (parse_list(prog, a, v + 3, &pb->ts, &pb->n_ts))
-                return 2;
+        else if (strncmp(arg, "ts:", 3) == 0) {
+            if (opt_list("--save ts", arg + 3, &pb->ts, &pb->n_ts))
+                return TOOL_EXIT_INPUT;
             o->save_ts = pb->ts;
             o->n_save_ts = pb->n_ts;
         } else {
-            fprintf(stderr, "%s: --save expects steps, t0, t1 or ts:T1,T2,..., not \"%s\"\n", prog,
-                    v);
-            return 2;
+            tool_error("--save expects steps, t0, t1 or ts:T1,T2,..., not \"%s\"", arg);
+            return TOOL_EXIT_INPUT;
         }
-    } else if (strcmp(a, "--backend") == 0) {
-        if (!(pb->backend = tool_need(argc, argv, i)))
-            return 2;
-    } else if (strcmp(a, "--device") == 0) {
-        if (!(pb->device = tool_need(argc, argv, i)))
-            return 2;
-    } else {
-        *used = 0;
+        return 0;
+    case TOOL_OPT_BACKEND:
+        pb->backend = arg;
+        return 0;
+    case TOOL_OPT_DEVICE:
+        pb->device = arg;
+        return 0;
+    default:
+        return -1;
     }
-    return 0;
 }
 
-/* Reads a CSV of initial states: one trajectory per line, N numbers separated by commas; blank
- * lines and lines starting with '#' or a letter (a header) are skipped. */
-static int read_y0_file(const char *prog, const char *path, size_t N, double **out, size_t *rows)
+int tool_getopt(int argc, char **argv, const struct option *longopts, int *started)
 {
-    FILE *f = fopen(path, "r");
+    if (!*started) {
+        optind = 0; /* glibc: 0 reinitialises the scan completely */
+        opterr = 0;
+        *started = 1;
+    }
+    const int c = getopt_long(argc, argv, ":h", longopts, NULL);
+    if (c == -1) {
+        if (optind < argc) {
+            tool_error("unexpected argument \"%s\" (see --help)", argv[optind]);
+            return '?';
+        }
+        return -1;
+    }
+    if (c == 'h')
+        return TOOL_OPT_HELP;
+    const char *a = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+    if (c == ':') {
+        tool_error("option %s needs a value", a);
+        return '?';
+    }
+    if (c == '?') {
+        if (optopt >= 256 || (optopt && strncmp(a, "--", 2) == 0))
+            tool_error("option %s takes no value", a);
+        else if (optopt)
+            tool_error("unknown option -%c (see --help)", optopt);
+        else
+            tool_error("unknown or ambiguous option %s (see --help)", a);
+        return '?';
+    }
+    return c;
+}
+
+const char *tool_device_string(tool_problem *pb)
+{
+    if (!pb->backend)
+        return pb->device;
+    if (!pb->device)
+        return pb->backend;
+    const size_t n = strlen(pb->backend);
+    if (strncmp(pb->device, pb->backend, n) == 0 && (pb->device[n] == ':' || pb->device[n] == '\0'))
+        return pb->device;
+    snprintf(pb->device_spec, sizeof pb->device_spec, "%s:%s", pb->backend, pb->device);
+    return pb->device_spec;
+}
+
+int tool_read_file(const char *path, char **out, size_t *len)
+{
+    const int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "%s: cannot open %s: %s\n", prog, path, strerror(errno));
-        return 2;
+        tool_error("cannot open %s: %s", path, strerror(errno));
+        return TOOL_EXIT_INPUT;
     }
-    size_t cap = 16, n = 0, line_no = 0;
-    double *v = malloc(cap * N * sizeof(double));
-    char line[65536];
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
     int rc = 0;
-    while (v && fgets(line, sizeof line, f)) {
-        ++line_no;
-        if (!strchr(line, '\n') && !feof(f)) {
-            fprintf(stderr, "%s: %s:%zu: line too long\n", prog, path, line_no);
-            rc = 2;
-            break;
-        }
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            ++p;
-        if (*p == '\n' || *p == '\r' || *p == '\0' || *p == '#' ||
-            ((*p >= 'a' && *p <= 'z' && *p != 'e') || (*p >= 'A' && *p <= 'Z' && *p != 'E') ||
-             *p == '"'))
-            continue;
-        if (n == cap) {
-            cap *= 2;
-            double *nv = realloc(v, cap * N * sizeof(double));
-            if (!nv) {
-                free(v);
-                v = NULL;
+    for (;;) {
+        if (cap - n < 2) {
+            const size_t ncap = cap ? 2 * cap : 65536;
+            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                tool_error("out of memory reading %s", path);
+                rc = TOOL_EXIT_RESOURCE;
                 break;
             }
-            v = nv;
+            buf = nb;
+            cap = ncap;
         }
-        size_t k = 0;
-        char *end;
-        for (;;) {
-            errno = 0;
-            double x = strtod(p, &end);
-            if (end == p || errno == ERANGE || !isfinite(x)) {
-                fprintf(stderr, "%s: %s:%zu: value %zu is not a finite number\n", prog, path,
-                        line_no, k + 1);
-                rc = 2;
-                break;
+        const size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                tool_error("cannot read %s: %s", path, strerror(errno));
+                rc = TOOL_EXIT_INPUT;
             }
-            if (k < N)
-                v[n * N + k] = x;
-            ++k;
-            p = end;
-            while (*p == ' ' || *p == '\t')
-                ++p;
-            if (*p == ',') {
-                ++p;
-                continue;
-            }
-            if (*p == '\n' || *p == '\r' || *p == '\0')
-                break;
-            fprintf(stderr, "%s: %s:%zu: unexpected character '%c'\n", prog, path, line_no, *p);
-            rc = 2;
             break;
         }
-        if (rc)
-            break;
-        if (k != N) {
-            fprintf(stderr, "%s: %s:%zu: %zu values, but the model's state has %zu\n", prog, path,
-                    line_no, k, N);
-            rc = 2;
-            break;
-        }
-        ++n;
     }
-    fclose(f);
-    if (!v) {
-        fprintf(stderr, "%s: out of memory reading %s\n", prog, path);
-        return 2;
-    }
-    if (!rc && n == 0) {
-        fprintf(stderr, "%s: %s holds no initial state\n", prog, path);
-        rc = 2;
-    }
+    if (!is_stdin)
+        fclose(f);
     if (rc) {
-        free(v);
+        free(buf);
         return rc;
     }
-    *out = v;
-    *rows = n;
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
     return 0;
 }
 
-int tool_problem_open(tool_problem *pb, const char *prog, clnode_context **ctx,
-                      clnode_model **model, double **y0, size_t *batch)
+int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **model, double **y0,
+                      size_t *batch)
 {
     *ctx = NULL;
     *model = NULL;
     *y0 = NULL;
-    const char *spec = NULL;
-    if (pb->device && !pb->backend &&
-        (strchr(pb->device, ':') || strcmp(pb->device, "host") == 0 ||
-         strcmp(pb->device, "opencl") == 0 || strcmp(pb->device, "cuda") == 0))
-        spec = pb->device; /* a full device name */
-    else if (pb->backend || pb->device) {
-        const char *backend = pb->backend ? pb->backend : "opencl";
-        if (pb->device && strcmp(backend, "host") != 0)
-            snprintf(pb->device_spec, sizeof pb->device_spec, "%s:%s", backend, pb->device);
-        else
-            snprintf(pb->device_spec, sizeof pb->device_spec, "%s", backend);
-        spec = pb->device_spec;
+    if (pb->y0_file && pb->y0) {
+        tool_error("give either --y0 or --y0-file, not both");
+        return TOOL_EXIT_INPUT;
     }
     clnode_context_options co;
     clnode_context_default_options(&co);
-    co.device = spec;
-    co.log = tool_log;
-    co.log_user = (void *)prog;
-    if (clnode_context_create(&co, ctx) != CLNODE_OK)
-        return 2; /* the logger printed why */
-    /* from here on, errors are printed from the context's message */
-    clnode_context_options quiet = co;
-    (void)quiet;
-    clnode_status st = pb->model_path ? clnode_model_load_safetensors(*ctx, pb->model_path, model)
-                                      : clnode_model_create_seed(*ctx, model);
+    co.device = tool_device_string(pb);
+    co.log = pb->log ? pb->log : tool_log;
+    co.log_user = pb->log ? pb->log_user : (void *)tool_prog;
+    clnode_status st = clnode_context_create(&co, ctx);
+    if (st != CLNODE_OK)
+        return tool_exit_status(st); /* the logger printed why */
+    st = pb->model_path ? clnode_model_load_safetensors(*ctx, pb->model_path, model)
+                        : clnode_model_create_seed(*ctx, model);
+    int rc = tool_exit_status(st);
     if (st != CLNODE_OK)
         goto fail;
     const size_t N = clnode_model_dim(*model);
     if (pb->y0_file) {
-        if (pb->y0) {
-            fprintf(stderr, "%s: give either --y0 or --y0-file, not both\n", prog);
+        char *text = NULL, err[256];
+        size_t len = 0, rows = 0;
+        int note = 0;
+        if ((rc = tool_read_file(pb->y0_file, &text, &len)) != 0)
+            goto fail;
+        rc = tool_parse_y0_text(text, len, N, pb->y0_header, y0, &rows, &note, err, sizeof err);
+        free(text);
+        if (rc) {
+            tool_error("%s: %s", pb->y0_file, err);
             goto fail;
         }
-        size_t rows = 0;
-        if (read_y0_file(prog, pb->y0_file, N, y0, &rows))
-            goto fail;
+        if (note)
+            fprintf(stderr,
+                    "%s: %s: the first line, 0,1,...,%zu, is taken for pandas' column labels "
+                    "(--y0-header no reads it as a state)\n",
+                    tool_prog, pb->y0_file, N - 1);
         if (pb->batch && (size_t)pb->batch != rows) {
-            fprintf(stderr, "%s: --batch %ld disagrees with the %zu states of %s\n", prog,
-                    pb->batch, rows, pb->y0_file);
+            tool_error("--batch %ld disagrees with the %zu states of %s", pb->batch, rows,
+                       pb->y0_file);
+            rc = TOOL_EXIT_INPUT;
             goto fail;
         }
         *batch = rows;
         return 0;
     }
     if (pb->y0 && pb->y0_len != N) {
-        fprintf(stderr, "%s: --y0 has %zu values, but the model's state has %zu\n", prog,
-                pb->y0_len, N);
+        tool_error("--y0 has %zu values, but the model's state has %zu", pb->y0_len, N);
+        rc = TOOL_EXIT_INPUT;
         goto fail;
     }
     *batch = pb->batch ? (size_t)pb->batch : 1;
-    *y0 = calloc(*batch * N, sizeof(double));
-    if (!*y0) {
-        fprintf(stderr, "%s: cannot allocate %zu initial states\n", prog, *batch);
+    size_t elems;
+    if (!tool_mul_size(*batch, N, &elems) || !tool_mul_size(elems, sizeof(double), &elems) ||
+        !(*y0 = calloc(*batch * N, sizeof(double)))) {
+        tool_error("out of memory: cannot allocate %zu initial states of dimension %zu", *batch, N);
+        rc = TOOL_EXIT_RESOURCE;
         goto fail;
     }
     if (pb->y0)
@@ -419,17 +701,133 @@ fail:
     *y0 = NULL;
     clnode_model_destroy(model);
     clnode_context_destroy(ctx);
-    return 2;
+    return rc ? rc : TOOL_EXIT_INPUT;
 }
 
-static void json_str(FILE *f, const char *s)
+/* ---- output files ---- */
+
+int tool_out_open(tool_out *o, const char *path)
+{
+    memset(o, 0, sizeof *o);
+    if (strcmp(path, "-") == 0) {
+        o->f = stdout;
+        o->is_stdout = 1;
+        return 0;
+    }
+    o->path = strdup(path);
+    if (!o->path) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        o->f = fopen(path, "w");
+        if (!o->f) {
+            tool_error("cannot write %s: %s", path, strerror(errno));
+            tool_out_abort(o);
+            return TOOL_EXIT_INPUT;
+        }
+        return 0;
+    }
+    /* ".NAME.XXXXXX" in the target's directory, so that rename() replaces it atomically */
+    const char *slash = strrchr(path, '/');
+    const size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    const size_t len = strlen(path) + 9;
+    o->tmp = malloc(len);
+    if (!o->tmp) {
+        tool_error("out of memory");
+        tool_out_abort(o);
+        return TOOL_EXIT_RESOURCE;
+    }
+    snprintf(o->tmp, len, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
+    const int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        tool_error("cannot write %s: %s", path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        tool_out_abort(o);
+        return TOOL_EXIT_INPUT;
+    }
+    const mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w"))) {
+        tool_error("cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        tool_out_abort(o);
+        return TOOL_EXIT_RESOURCE;
+    }
+    return 0;
+}
+
+int tool_out_commit(tool_out *o)
+{
+    const char *name = o->is_stdout ? "standard output" : o->path;
+    int ok = fflush(o->f) == 0 && !ferror(o->f);
+    int err = ok ? 0 : errno;
+    if (!o->is_stdout) {
+        if (fclose(o->f) != 0 && ok) {
+            ok = 0;
+            err = errno;
+        }
+        o->f = NULL;
+        if (ok && o->tmp && rename(o->tmp, o->path) != 0) {
+            ok = 0;
+            err = errno;
+        }
+        if (ok) {
+            free(o->tmp);
+            o->tmp = NULL;
+        }
+    }
+    if (!ok)
+        tool_error("cannot write %s: %s", name, err ? strerror(err) : "write error");
+    tool_out_abort(o);
+    return ok ? 0 : TOOL_EXIT_RESOURCE;
+}
+
+void tool_out_abort(tool_out *o)
+{
+    if (o->f && !o->is_stdout)
+        fclose(o->f);
+    if (o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->path);
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- numbers and JSON ---- */
+
+const char *tool_fmt_num(char *buf, double x, clnode_precision p)
+{
+    if (isnan(x))
+        return strcpy(buf, "nan");
+    if (isinf(x))
+        return strcpy(buf, x > 0 ? "inf" : "-inf");
+    if (p == CLNODE_FP32 && (double)(float)x == x) {
+        const float f = (float)x;
+        for (int d = 1; d <= 9; ++d) {
+            snprintf(buf, 32, "%.*g", d, x);
+            if (strtof(buf, NULL) == f)
+                return buf;
+        }
+    }
+    for (int d = 1; d <= 17; ++d) {
+        snprintf(buf, 32, "%.*g", d, x);
+        if (strtod(buf, NULL) == x)
+            return buf;
+    }
+    return buf;
+}
+
+void tool_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; ++s) {
-        unsigned char c = (unsigned char)*s;
+        const unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
-        else if (c < 0x20)
+        else if (c < 0x20 || c == 0x7f)
             fprintf(f, "\\u%04x", c);
         else
             fputc(c, f);
@@ -437,116 +835,74 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void json_num(FILE *f, double x)
+void tool_json_num_p(FILE *f, double x, clnode_precision p)
 {
-    if (isfinite(x))
-        fprintf(f, "%.17g", x);
-    else
-        fputs("null", f);
-}
-
-void tool_json_solution(FILE *f, const tool_problem *pb, const clnode_context *ctx,
-                        const clnode_model *model, const clnode_solution *sol, size_t batch,
-                        double wall)
-{
-    const clnode_solve_options *o = &pb->opts;
-    const size_t N = clnode_model_dim(model);
-    fputs("{\"clnode_version\": ", f);
-    json_str(f, clnode_version_string());
-    fputs(", \"backend\": ", f);
-    json_str(f, clnode_context_backend(ctx));
-    fputs(", \"device\": ", f);
-    json_str(f, clnode_context_device(ctx));
-    fputs(", \"model\": ", f);
-    json_str(f, pb->model_path ? pb->model_path : "seed");
-    fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"method\": \"%s\"",
-            clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode),
-            o->method->name);
-    fprintf(f, ", \"controller\": \"%s\"", o->constant_step ? "constant" : "pid");
-    fputs(", \"rtol\": ", f);
-    json_num(f, o->rtol);
-    fputs(", \"atol\": ", f);
-    json_num(f, o->atol);
-    fputs(", \"t0\": ", f);
-    json_num(f, o->t0);
-    fputs(", \"t1\": ", f);
-    json_num(f, o->t1);
-    fputs(", \"dt0\": ", f);
-    json_num(f, o->dt0);
-    fprintf(f,
-            ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
-            batch, N);
-    json_num(f, wall);
-    fputs(", \"trajectories\": [", f);
-    for (size_t b = 0; b < batch; ++b) {
-        clnode_trajectory_stats s;
-        clnode_solution_stats(sol, b, &s);
-        fprintf(f,
-                "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
-                "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
-                b ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
-                s.num_rejected, s.num_rhs_evals);
-        json_num(f, s.t_final);
-        fputs(", \"y_final\": [", f);
-        const double *y = clnode_solution_y_final(sol, b);
-        for (size_t j = 0; j < N; ++j) {
-            if (j)
-                fputs(", ", f);
-            json_num(f, y[j]);
-        }
-        fputs("]}", f);
-    }
-    fputs("\n]}\n", f);
-}
-
-void tool_print_summary(FILE *f, const tool_problem *pb, const clnode_context *ctx,
-                        const clnode_model *model, const clnode_solution *sol, size_t batch,
-                        double wall)
-{
-    const clnode_solve_options *o = &pb->opts;
-    const size_t N = clnode_model_dim(model);
-    fprintf(f, "clnode %s on %s: %s\n", clnode_version_string(), clnode_context_backend(ctx),
-            clnode_context_device(ctx));
-    fprintf(f, "model    %s (%zu layers, dim %zu, %s)\n",
-            pb->model_path ? pb->model_path : "built-in seed", clnode_model_num_layers(model), N,
-            clnode_activation_name(clnode_model_activation(model)));
-    if (o->constant_step)
-        fprintf(f, "method   %s, constant steps of %g, %s\n", o->method->name, o->dt0,
-                clnode_precision_name(o->precision));
-    else
-        fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
-                o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode));
-    fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
-    long min_steps = -1, max_steps = -1;
-    size_t ok = 0;
-    for (size_t b = 0; b < batch; ++b) {
-        clnode_trajectory_stats s;
-        clnode_solution_stats(sol, b, &s);
-        ok += s.result == CLNODE_RESULT_SUCCESS;
-        if (min_steps < 0 || s.num_steps < min_steps)
-            min_steps = s.num_steps;
-        if (s.num_steps > max_steps)
-            max_steps = s.num_steps;
-        if (b < 4 || b + 1 == batch) {
-            fprintf(f,
-                    "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
-                    "t = %g, y[0] = %.9g\n",
-                    b, clnode_result_name(s.result), s.num_steps, s.num_accepted, s.num_rejected,
-                    s.num_rhs_evals, s.t_final, clnode_solution_y_final(sol, b)[0]);
-        } else if (b == 4) {
-            fprintf(f, "  ...\n");
-        }
-    }
-    fprintf(f, "%zu/%zu trajectories succeeded; steps per trajectory %ld..%ld; %.3f s\n", ok, batch,
-            min_steps, max_steps, wall);
-}
-
-void tool_json_str(FILE *f, const char *s)
-{
-    json_str(f, s);
+    char b[32];
+    fputs(isfinite(x) ? tool_fmt_num(b, x, p) : "null", f);
 }
 
 void tool_json_num(FILE *f, double x)
 {
-    json_num(f, x);
+    tool_json_num_p(f, x, CLNODE_FP64);
+}
+
+/* ---- saved points ---- */
+
+const char *tool_kind_name(clnode_save_kind k)
+{
+    static const char *const names[] = {"t0", "ts", "step", "t1"};
+    return (unsigned)k < 4 ? names[k] : "?";
+}
+
+typedef struct sort_point {
+    double key;   /* time in the direction of integration */
+    size_t order; /* kind rank, then index: stable */
+    tool_point p;
+} sort_point;
+
+static int cmp_point(const void *a, const void *b)
+{
+    const sort_point *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+tool_point *tool_sorted_points(const clnode_solution *sol, size_t b, double t0, double t1,
+                               size_t *n)
+{
+    const double dir = t1 >= t0 ? 1.0 : -1.0;
+    const size_t N = clnode_solution_dim(sol);
+    size_t total = 0, cnt[4] = {0};
+    const double *ts[4], *ys[4];
+    for (int k = 0; k < 4; ++k) {
+        if (clnode_solution_saved(sol, b, (clnode_save_kind)k, &cnt[k], &ts[k], &ys[k]) !=
+            CLNODE_OK)
+            cnt[k] = 0;
+        total += cnt[k];
+    }
+    *n = 0;
+    size_t bytes;
+    sort_point *s = tool_mul_size(total ? total : 1, sizeof *s, &bytes) ? malloc(bytes) : NULL;
+    tool_point *out = tool_mul_size(total ? total : 1, sizeof *out, &bytes) ? malloc(bytes) : NULL;
+    if (!s || !out) {
+        free(s);
+        free(out);
+        return NULL;
+    }
+    size_t m = 0;
+    for (int k = 0; k < 4; ++k)
+        for (size_t i = 0; i < cnt[k]; ++i, ++m) {
+            s[m].key = dir * ts[k][i];
+            s[m].order = (size_t)k * total + i;
+            s[m].p.kind = (clnode_save_kind)k;
+            s[m].p.t = ts[k][i];
+            s[m].p.y = ys[k] + i * N;
+        }
+    qsort(s, total, sizeof *s, cmp_point);
+    for (size_t i = 0; i < total; ++i)
+        out[i] = s[i].p;
+    free(s);
+    *n = total;
+    return out;
 }

@@ -1,57 +1,254 @@
-/* tool_common.h - what the command-line tools share: problem options, model and y0 loading,
- * output formatting. */
+/* tool_common.h - what the command-line tools share: messages and exit statuses, the problem
+ * options (getopt_long), the y0 and list parsers, model and y0 loading, output files written
+ * atomically, and number and JSON formatting. */
 #ifndef CLNODE_TOOL_COMMON_H
 #define CLNODE_TOOL_COMMON_H
 
+#include <getopt.h>
 #include <stdio.h>
 
 #include "clnode.h"
 
+/* ---- exit statuses and messages: the same for every tool ---- */
+
+enum {
+    TOOL_EXIT_OK = 0,           /* success */
+    TOOL_EXIT_UNSUCCESSFUL = 1, /* the run completed, but some trajectory did not succeed */
+    TOOL_EXIT_INPUT = 2,        /* bad input: arguments, files, a device string naming nothing */
+    TOOL_EXIT_RESOURCE = 3,     /* out of memory, a device or driver failure, a failed write */
+    TOOL_EXIT_VERIFY = 4,       /* a verification failed (clnode-compare) */
+};
+
+/* The exit-status paragraph every --help ends with. */
+extern const char tool_exit_help[];
+
+/* The program name of every message ("clnode-solve"); set by each tool first. */
+extern const char *tool_prog;
+
+/* Prints "PROG: MESSAGE\n" on stderr. */
+void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The exit status for a library status: 2 for what the input asked (bad options, model, device
+ * string, precision or GEMM mode the device lacks, the precision guard's refusal), 3 for
+ * resources and devices. */
+int tool_exit_status(clnode_status st);
+
+/* Prints "PROG VERSION (library VERSION)" on stdout (for --version). */
+void tool_print_version(void);
+
+/* Overflow-checked size arithmetic: 1 on success, 0 when a * b (a + b) does not fit. */
+static inline int tool_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > (size_t)-1 / a)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* ---- parsers (pure: no I/O but error messages in err) ---- */
+
+/* A finite number filling all of s (surrounding blanks allowed). Returns 0, or 2 with a message
+ * naming `what` in err. */
+int tool_parse_double(const char *s, const char *what, double *out, char *err, size_t errcap);
+
+/* "v1,v2,..." into a new array of finite numbers: empty fields are refused. Returns 0, 2 (bad
+ * input) or 3 (out of memory), with a message in err. */
+int tool_parse_list(const char *s, const char *what, double **out, size_t *n, char *err,
+                    size_t errcap);
+
+/* How the first content line of a y0 file is read. */
+typedef enum tool_header_mode {
+    TOOL_HEADER_AUTO = 0, /* a header if it has a token that is not a number (nan and inf are
+                             numbers), or if it is exactly 0,1,...,N-1 (pandas' column labels) */
+    TOOL_HEADER_YES,      /* the first content line is a header, whatever it holds */
+    TOOL_HEADER_NO,       /* every content line is a state */
+} tool_header_mode;
+
+/* Parses a y0 CSV text of len bytes (not NUL-terminated): one state of N finite numbers per line,
+ * separated by commas; lines end in \n, \r\n or \r, any length; blank lines and lines starting
+ * with '#' are skipped; a UTF-8 byte order mark is skipped; empty fields are refused; the first
+ * content line may be a header (mode). On success *out holds rows x N values (malloc'ed) and
+ * *header_note says whether a numeric line (pandas' labels) was taken for a header. Returns 0, 2
+ * or 3 with a message ("line L: ...") in err. */
+int tool_parse_y0_text(const char *text, size_t len, size_t N, tool_header_mode mode, double **out,
+                       size_t *rows, int *header_note, char *err, size_t errcap);
+
+/* ---- the problem options ---- */
+
 typedef struct tool_problem {
     clnode_solve_options opts;
     const char *model_path; /* NULL: the built-in seed model */
-    const char *backend;    /* NULL: default */
-    const char *device;     /* NULL: default */
-    char device_spec[256];
+    const char *backend;    /* NULL: not given */
+    const char *device;     /* NULL: not given ($CLNODE_DEVICE, else host) */
+    char device_spec[512];
     double *y0; /* --y0 values, or NULL */
     size_t y0_len;
     const char *y0_file;
+    tool_header_mode y0_header;
     long batch; /* 0: not given */
     double *ts; /* --save ts: times */
     size_t n_ts;
     int save_given;
+    clnode_log_fn log; /* NULL: tool_log */
+    void *log_user;
 } tool_problem;
+
+/* getopt_long codes of the problem options (above every character). */
+enum {
+    TOOL_OPT_RTOL = 256,
+    TOOL_OPT_ATOL,
+    TOOL_OPT_PCOEFF,
+    TOOL_OPT_ICOEFF,
+    TOOL_OPT_DCOEFF,
+    TOOL_OPT_DTMIN,
+    TOOL_OPT_DTMAX,
+    TOOL_OPT_FACTORMIN,
+    TOOL_OPT_FACTORMAX,
+    TOOL_OPT_SAFETY,
+    TOOL_OPT_T0,
+    TOOL_OPT_T1,
+    TOOL_OPT_DT0,
+    TOOL_OPT_MODEL,
+    TOOL_OPT_METHOD,
+    TOOL_OPT_CONSTANT_STEP,
+    TOOL_OPT_NO_FORCE_DTMIN,
+    TOOL_OPT_MAX_STEPS,
+    TOOL_OPT_PRECISION,
+    TOOL_OPT_GEMM_PRECISION,
+    TOOL_OPT_PRECISION_GUARD,
+    TOOL_OPT_BATCH,
+    TOOL_OPT_Y0,
+    TOOL_OPT_Y0_FILE,
+    TOOL_OPT_Y0_HEADER,
+    TOOL_OPT_SAVE,
+    TOOL_OPT_BACKEND,
+    TOOL_OPT_DEVICE,
+    TOOL_OPT_HELP,
+    TOOL_OPT_VERSION,
+    TOOL_OPT_FIRST_TOOL /* each tool numbers its own options from here */
+};
+
+/* The problem options as getopt_long entries, for a tool's option table. */
+#define TOOL_PROBLEM_LONGOPTS                                                                      \
+    {"rtol", required_argument, NULL, TOOL_OPT_RTOL},                                              \
+        {"atol", required_argument, NULL, TOOL_OPT_ATOL},                                          \
+        {"pcoeff", required_argument, NULL, TOOL_OPT_PCOEFF},                                      \
+        {"icoeff", required_argument, NULL, TOOL_OPT_ICOEFF},                                      \
+        {"dcoeff", required_argument, NULL, TOOL_OPT_DCOEFF},                                      \
+        {"dtmin", required_argument, NULL, TOOL_OPT_DTMIN},                                        \
+        {"dtmax", required_argument, NULL, TOOL_OPT_DTMAX},                                        \
+        {"factormin", required_argument, NULL, TOOL_OPT_FACTORMIN},                                \
+        {"factormax", required_argument, NULL, TOOL_OPT_FACTORMAX},                                \
+        {"safety", required_argument, NULL, TOOL_OPT_SAFETY},                                      \
+        {"t0", required_argument, NULL, TOOL_OPT_T0},                                              \
+        {"t1", required_argument, NULL, TOOL_OPT_T1},                                              \
+        {"dt0", required_argument, NULL, TOOL_OPT_DT0},                                            \
+        {"model", required_argument, NULL, TOOL_OPT_MODEL},                                        \
+        {"method", required_argument, NULL, TOOL_OPT_METHOD},                                      \
+        {"constant-step", no_argument, NULL, TOOL_OPT_CONSTANT_STEP},                              \
+        {"no-force-dtmin", no_argument, NULL, TOOL_OPT_NO_FORCE_DTMIN},                            \
+        {"max-steps", required_argument, NULL, TOOL_OPT_MAX_STEPS},                                \
+        {"precision", required_argument, NULL, TOOL_OPT_PRECISION},                                \
+        {"gemm-precision", required_argument, NULL, TOOL_OPT_GEMM_PRECISION},                      \
+        {"precision-guard", required_argument, NULL, TOOL_OPT_PRECISION_GUARD},                    \
+        {"batch", required_argument, NULL, TOOL_OPT_BATCH},                                        \
+        {"y0", required_argument, NULL, TOOL_OPT_Y0},                                              \
+        {"y0-file", required_argument, NULL, TOOL_OPT_Y0_FILE},                                    \
+        {"y0-header", required_argument, NULL, TOOL_OPT_Y0_HEADER},                                \
+        {"save", required_argument, NULL, TOOL_OPT_SAVE},                                          \
+        {"backend", required_argument, NULL, TOOL_OPT_BACKEND},                                    \
+        {"device", required_argument, NULL, TOOL_OPT_DEVICE},                                      \
+        {"help", no_argument, NULL, TOOL_OPT_HELP},                                                \
+    {                                                                                              \
+        "version", no_argument, NULL, TOOL_OPT_VERSION                                             \
+    }
+
+/* The y0 file format and device string paragraphs of --help. */
+extern const char tool_y0_help[];
+extern const char tool_device_help[];
 
 /* Defaults of the seed problem. */
 void tool_problem_defaults(tool_problem *pb);
 /* Lists the built-in methods ("tsit5 (default), dopri5, ...") from the library. */
 void tool_print_methods(FILE *f);
-
-/* Consumes argv[*i] (and its value) if it is a problem option; sets *used. Returns 0, or 2 after
- * printing a one-line error. */
-int tool_problem_arg(tool_problem *pb, int argc, char **argv, int *i, int *used);
-/* Returns the value of option argv[*i] and advances, or NULL after printing an error. */
-const char *tool_need(int argc, char **argv, int *i);
-/* Creates the context and model and builds y0 (batch x dim). Returns 0, or 2 after printing an
- * error (everything released). */
-int tool_problem_open(tool_problem *pb, const char *prog, clnode_context **ctx,
-                      clnode_model **model, double **y0, size_t *batch);
+/* Applies problem option `code` with value arg. Returns 0, 2 after printing an error, or -1 when
+ * code is not a problem option. */
+int tool_problem_opt(tool_problem *pb, int code, const char *arg);
 void tool_problem_free(tool_problem *pb);
+
+/* Runs getopt_long over argv with `longopts` (short option: -h). Returns the next option's code,
+ * -1 at the end, or '?' after printing an error for an unknown option, a missing value or a
+ * positional argument. Resets getopt's state when *started is 0. */
+int tool_getopt(int argc, char **argv, const struct option *longopts, int *started);
+
+/* The one device string the options name (NULL: $CLNODE_DEVICE, else host): --device SPEC as
+ * given; --backend B alone is "B"; --backend B --device X is X when X starts with "B" (followed
+ * by ':' or nothing), else "B:X". The library decides what the string means. */
+const char *tool_device_string(tool_problem *pb);
+
+/* Creates the context and model and builds y0 (batch x dim). Returns 0, or the exit status after
+ * printing an error (everything released). */
+int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **model, double **y0,
+                      size_t *batch);
+
+/* Reads a whole file ("-": stdin) into a new NUL-terminated buffer. Returns 0, 2 or 3 after
+ * printing an error. */
+int tool_read_file(const char *path, char **out, size_t *len);
 
 /* Logger printing warnings and errors to stderr with the program name as prefix. */
 void tool_log(void *user, clnode_log_level level, const char *msg);
 
 double tool_now(void);
 
-void tool_json_solution(FILE *f, const tool_problem *pb, const clnode_context *ctx,
-                        const clnode_model *model, const clnode_solution *sol, size_t batch,
-                        double wall);
-void tool_print_summary(FILE *f, const tool_problem *pb, const clnode_context *ctx,
-                        const clnode_model *model, const clnode_solution *sol, size_t batch,
-                        double wall);
+/* ---- output files ---- */
 
-/* JSON output: a string with escapes, and a number (%.17g; null when not finite). */
+/* An output written to a temporary file in the target's directory and renamed over the target
+ * on success, so that a failed run leaves no partial file (and an existing file untouched). "-"
+ * is standard output; a target that exists and is not a regular file (/dev/null, a pipe) is
+ * written directly. */
+typedef struct tool_out {
+    FILE *f;
+    char *path;
+    char *tmp; /* NULL: written directly */
+    int is_stdout;
+} tool_out;
+
+/* Returns 0, or 2 (the directory cannot be written) after printing an error. */
+int tool_out_open(tool_out *o, const char *path);
+/* Flushes, closes and renames. Returns 0, or 3 after printing an error (the temporary file is
+ * removed). */
+int tool_out_commit(tool_out *o);
+/* Closes and removes the temporary file. Accepts an output never opened (zeroed). */
+void tool_out_abort(tool_out *o);
+
+/* ---- numbers and JSON ---- */
+
+/* The shortest decimal form of x that reads back as the same value in precision p (a value of
+ * an fp32 solve, exactly a float, prints as a float: 0.02, not 0.019999999552965164). Non-finite
+ * values print as nan, inf, -inf. buf holds at least 32 characters; returns buf. */
+const char *tool_fmt_num(char *buf, double x, clnode_precision p);
+
+/* JSON: a string with escapes, and a number (shortest round trip; null when not finite). */
 void tool_json_str(FILE *f, const char *s);
 void tool_json_num(FILE *f, double x);
+void tool_json_num_p(FILE *f, double x, clnode_precision p);
+
+/* Version of the JSON documents the tools write (every document carries it as
+ * "format_version"); raised when a field changes meaning or disappears, not when one is added. */
+#define TOOL_JSON_FORMAT_VERSION 1
+
+/* Saved points of one trajectory in time order, kinds merged. */
+typedef struct tool_point {
+    clnode_save_kind kind;
+    double t;
+    const double *y; /* dim values, owned by the solution */
+} tool_point;
+
+/* Every saved point of trajectory b sorted by time in the direction of integration, at equal
+ * times t0 < ts < step < t1. Returns a new array (*n points), or NULL when out of memory (*n = 0
+ * for a trajectory without points, then the return is non-NULL). */
+tool_point *tool_sorted_points(const clnode_solution *sol, size_t b, double t0, double t1,
+                               size_t *n);
+const char *tool_kind_name(clnode_save_kind k);
 
 #endif /* CLNODE_TOOL_COMMON_H */

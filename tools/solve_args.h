@@ -1,0 +1,20 @@
+/* solve_args.h - clnode-solve's command line, parsed apart from the solve (the fuzzer drives it
+ * too). */
+#ifndef CLNODE_SOLVE_ARGS_H
+#define CLNODE_SOLVE_ARGS_H
+
+#include "tool_common.h"
+
+typedef struct solve_args {
+    tool_problem pb;
+    const char *out_path;
+    int json, json_points, quiet, help, version;
+} solve_args;
+
+/* Parses argv. Returns -1 to go on with the solve, or the exit status to return now: 0 for
+ * --help and --version (a->help, a->version say which; nothing printed), 2 after printing an
+ * error. Call solve_args_free in every case. */
+int solve_args_parse(solve_args *a, int argc, char **argv);
+void solve_args_free(solve_args *a);
+
+#endif /* CLNODE_SOLVE_ARGS_H */
