@@ -798,6 +798,19 @@ void tool_out_abort(tool_out *o)
 
 /* ---- numbers and JSON ---- */
 
+/* %g switches to an exponent when the exponent reaches the precision: 10 at one digit is
+ * "1e+01". Integral parts below 1e16 are printed in full instead ("10"), which still reads back
+ * as the same value (more digits, correctly rounded). */
+static const char *plain(char *buf, double x, int d)
+{
+    if (strchr(buf, 'e') && fabs(x) >= 1.0 && fabs(x) < 1e16) {
+        const int p = (int)floor(log10(fabs(x))) + 1;
+        if (p > d)
+            snprintf(buf, 32, "%.*g", p, x);
+    }
+    return buf;
+}
+
 const char *tool_fmt_num(char *buf, double x, clnode_precision p)
 {
     if (isnan(x))
@@ -809,13 +822,13 @@ const char *tool_fmt_num(char *buf, double x, clnode_precision p)
         for (int d = 1; d <= 9; ++d) {
             snprintf(buf, 32, "%.*g", d, x);
             if (strtof(buf, NULL) == f)
-                return buf;
+                return plain(buf, x, d);
         }
     }
     for (int d = 1; d <= 17; ++d) {
         snprintf(buf, 32, "%.*g", d, x);
         if (strtod(buf, NULL) == x)
-            return buf;
+            return plain(buf, x, d);
     }
     return buf;
 }
