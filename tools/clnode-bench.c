@@ -154,26 +154,91 @@ static size_t parse_list(const char *s, char out[][64], size_t max)
     return n;
 }
 
+static void usage(FILE *f)
+{
+    fputs("usage: clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N]\n"
+          "  Times the seed problem per device and batch size against the bare GEMMs it\n"
+          "  contains (see the comment at the top of clnode-bench.c). Options take their value\n"
+          "  as --opt VALUE or --opt=VALUE.\n"
+          "  --devices LIST   device strings, at most 16 (default host); the first is the\n"
+          "                   baseline of the \"vs host\" column\n"
+          "  --batches LIST   batch sizes, at most 16 (default 1,64,4096)\n"
+          "  --repeat N       timed runs per measurement, the best kept (default 3)\n"
+          "  --help, -h       this text      --version   the version\n",
+          f);
+    fputs(tool_device_help, f);
+    fputs(tool_exit_help, f);
+}
+
+/* A list of at most 16 items of < 64 characters, none empty; batches: positive integers. */
+static int parse_arg_list(const char *opt, const char *s, char out[][64], size_t *n, int numbers)
+{
+    size_t k = 0;
+    for (const char *p = s;; ++k) {
+        const size_t len = strcspn(p, ",");
+        char *end = NULL;
+        if (k == 16 || len == 0 || len >= 64)
+            break;
+        memcpy(out[k], p, len);
+        out[k][len] = '\0';
+        if (numbers && (strtoul(out[k], &end, 10) == 0 || *end || out[k][0] == '-'))
+            break;
+        p += len;
+        if (!*p) {
+            *n = k + 1;
+            return 0;
+        }
+        ++p;
+    }
+    tool_error("%s expects up to 16 %s separated by commas, not \"%s\"", opt,
+               numbers ? "positive integers" : "device strings", s);
+    return TOOL_EXIT_INPUT;
+}
+
 int main(int argc, char **argv)
 {
+    tool_prog = "clnode-bench";
     char devices[16][64] = {"host"};
     size_t nd = 1;
     char batch_s[16][64];
     size_t nb = parse_list("1,64,4096", batch_s, 16);
     int repeat = 3;
-    for (int i = 1; i < argc; ++i) {
-        if ((strcmp(argv[i], "--devices") == 0 || strcmp(argv[i], "--device") == 0) &&
-            i + 1 < argc) {
-            nd = parse_list(argv[++i], devices, 16);
-        } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
-            nb = parse_list(argv[++i], batch_s, 16);
-        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-            repeat = repeat < 1 ? 1 : repeat;
-        } else {
-            fprintf(stderr, "usage: clnode-bench [--devices host,opencl:0,...] [--batches "
-                            "1,64,4096] [--repeat N]\n");
-            return 2;
+    static const struct option longopts[] = {
+        {"devices", required_argument, NULL, 'd'},
+        {"device", required_argument, NULL, 'd'},
+        {"batches", required_argument, NULL, 'b'},
+        {"repeat", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, TOOL_OPT_HELP},
+        {"version", no_argument, NULL, TOOL_OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    int started = 0, c;
+    while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
+        char *end;
+        switch (c) {
+        case 'd':
+            if (parse_arg_list("--devices", optarg, devices, &nd, 0))
+                return TOOL_EXIT_INPUT;
+            break;
+        case 'b':
+            if (parse_arg_list("--batches", optarg, batch_s, &nb, 1))
+                return TOOL_EXIT_INPUT;
+            break;
+        case 'r':
+            repeat = (int)strtol(optarg, &end, 10);
+            if (*end || repeat < 1 || repeat > 1000) {
+                tool_error("--repeat expects an integer in 1..1000, not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            break;
+        case TOOL_OPT_HELP:
+            usage(stdout);
+            return TOOL_EXIT_OK;
+        case TOOL_OPT_VERSION:
+            tool_print_version();
+            return TOOL_EXIT_OK;
+        default:
+            return TOOL_EXIT_INPUT;
         }
     }
     double host_us[16] = {0};
@@ -189,14 +254,15 @@ int main(int argc, char **argv)
         co.log_user = (void *)"clnode-bench";
         clnode_context *ctx = NULL;
         clnode_model *m = NULL;
-        if (clnode_context_create(&co, &ctx) != CLNODE_OK) {
-            rc = 2;
+        const clnode_status cst = clnode_context_create(&co, &ctx);
+        if (cst != CLNODE_OK) {
+            rc = tool_exit_status(cst);
             break;
         }
-        if (clnode_model_create_seed(ctx, &m) != CLNODE_OK) {
-            fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
+        const clnode_status mst = clnode_model_create_seed(ctx, &m);
+        if (mst != CLNODE_OK) {
             clnode_context_destroy(&ctx);
-            rc = 2;
+            rc = tool_exit_status(mst);
             break;
         }
         const size_t N = clnode_model_dim(m);
@@ -210,10 +276,11 @@ int main(int argc, char **argv)
                "vs host");
         for (size_t k = 0; k < nb; ++k) {
             const size_t B = (size_t)strtoul(batch_s[k], NULL, 10);
-            double *y0 = malloc((B ? B : 1) * N * sizeof(double));
-            if (!y0 || !B) {
-                free(y0);
-                rc = 2;
+            size_t bytes;
+            double *y0 = NULL;
+            if (!tool_mul_size(B, N * sizeof(double), &bytes) || !(y0 = malloc(bytes))) {
+                tool_error("out of memory: cannot allocate %zu initial states", B);
+                rc = TOOL_EXIT_RESOURCE;
                 break;
             }
             for (size_t i = 0; i < B * N; ++i)
@@ -225,9 +292,9 @@ int main(int argc, char **argv)
             for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
                 clnode_solution *s = NULL;
                 const double t0 = tool_now();
-                if (clnode_solve(ctx, m, &o, B, y0, &s) != CLNODE_OK) {
-                    fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
-                    rc = 1;
+                const clnode_status sst = clnode_solve(ctx, m, &o, B, y0, &s);
+                if (sst != CLNODE_OK) { /* the logger printed why */
+                    rc = tool_exit_status(sst);
                     break;
                 }
                 const double dt = tool_now() - t0;
