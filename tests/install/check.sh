@@ -18,4 +18,14 @@ libs=$(pkg-config --libs clnode)
 libdir=$(pkg-config --variable=libdir clnode)
 cc -std=c11 -Wall -Wextra -Werror $cflags "$src/example.c" -o "$prefix/example" $libs -lm
 LD_LIBRARY_PATH="$libdir" "$prefix/example"
+# the installed clnode-compare runs the installed plot script, not the source tree's
+compare=$(find "$root" -name clnode-compare -type f | head -n1)
+if [ -n "$compare" ]; then
+  want=$(find "$root" -name plot_compare.py | head -n1)
+  got=$(LD_LIBRARY_PATH="$libdir" "$compare" --version | sed -n 's/^plot script: //p')
+  if [ -z "$want" ] || [ "$got" != "$want" ]; then
+    echo "install check: FAIL: the installed clnode-compare runs '$got', not '$want'"
+    exit 1
+  fi
+fi
 echo "install check: OK (clnode $(pkg-config --modversion clnode), built with: cc $cflags example.c $libs)"
