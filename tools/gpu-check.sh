@@ -213,7 +213,8 @@ if [ -n "$BUILD" ]; then
 
     DEVS="$BUILD/tools/clnode-devices"
     CMP="$BUILD/tools/clnode-compare"
-    # clnode-compare --plot finds its script through the source root compiled into it
+    # clnode-compare --plot runs this tree's plot script (the build may come from elsewhere)
+    export CLNODE_PLOT_SCRIPT="$ROOT/tools/plot_compare.py"
     PROBE="$BUILD/tests/test_probe"
 
     # what each device's GEMMs really compute, then the seed problem on every device and mode
