@@ -665,7 +665,7 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
             tool_error("%s: %s", pb->y0_file, err);
             goto fail;
         }
-        if (note)
+        if (note && !pb->header_noted++)
             fprintf(stderr,
                     "%s: %s: the first line, 0,1,...,%zu, is taken for pandas' column labels "
                     "(--y0-header no reads it as a state)\n",
@@ -811,26 +811,32 @@ static const char *plain(char *buf, double x, int d)
     return buf;
 }
 
+/* Does x printed with d significant digits read back as x (as a float when single)? */
+static int round_trips(char *buf, double x, int d, int single)
+{
+    snprintf(buf, 32, "%.*g", d, x);
+    return single ? strtof(buf, NULL) == (float)x : strtod(buf, NULL) == x;
+}
+
 const char *tool_fmt_num(char *buf, double x, clnode_precision p)
 {
     if (isnan(x))
         return strcpy(buf, "nan");
     if (isinf(x))
         return strcpy(buf, x > 0 ? "inf" : "-inf");
-    if (p == CLNODE_FP32 && (double)(float)x == x) {
-        const float f = (float)x;
-        for (int d = 1; d <= 9; ++d) {
-            snprintf(buf, 32, "%.*g", d, x);
-            if (strtof(buf, NULL) == f)
-                return plain(buf, x, d);
-        }
+    /* 9 digits always round-trip a float, 17 a double; fewer digits round-trip from some count
+     * on (the nearest shorter decimal is never closer), so the shortest is found by bisection */
+    const int single = p == CLNODE_FP32 && (double)(float)x == x;
+    int lo = 1, hi = single ? 9 : 17;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (round_trips(buf, x, mid, single))
+            hi = mid;
+        else
+            lo = mid + 1;
     }
-    for (int d = 1; d <= 17; ++d) {
-        snprintf(buf, 32, "%.*g", d, x);
-        if (strtod(buf, NULL) == x)
-            return plain(buf, x, d);
-    }
-    return buf;
+    snprintf(buf, 32, "%.*g", hi, x);
+    return plain(buf, x, hi);
 }
 
 void tool_json_str(FILE *f, const char *s)

@@ -89,6 +89,7 @@ typedef struct tool_problem {
     double *ts; /* --save ts: times */
     size_t n_ts;
     int save_given;
+    int header_noted;  /* the note on pandas' labels was printed (once per run) */
     clnode_log_fn log; /* NULL: tool_log */
     void *log_user;
 } tool_problem;
