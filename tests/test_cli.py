@@ -237,6 +237,8 @@ rc, out, err = run([SOLVE, "--t1", "1", "--out", "-"], cwd=cwd)
 check("--out - writes the CSV on stdout (the summary on stderr), no file named -",
       rc == 0 and out.startswith("traj,kind,t,y0") and "trajectories succeeded" in err and
       not os.listdir(cwd), "exit %d, %s, %s" % (rc, out[:200], os.listdir(cwd)))
+expect("an empty --out is refused", run([SOLVE, "--out", ""], cwd=cwd), 2, err_has="empty")
+check("an empty --out leaves nothing behind", not os.listdir(cwd), str(os.listdir(cwd)))
 expect("--json and --out - both on stdout are refused", run([SOLVE, "--json", "--out", "-"]), 2)
 good = os.path.join(TMP, "good.csv")
 rc, _, err = run([SOLVE, "--t1", "1", "--out", good, "--quiet"])

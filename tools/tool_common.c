@@ -714,6 +714,10 @@ int tool_out_open(tool_out *o, const char *path)
         o->is_stdout = 1;
         return 0;
     }
+    if (!path[0]) {
+        tool_error("an output file name is empty");
+        return TOOL_EXIT_INPUT;
+    }
     o->path = strdup(path);
     if (!o->path) {
         tool_error("out of memory");

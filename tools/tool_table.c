@@ -17,6 +17,10 @@ size_t tool_table_row(tool_table *t)
         return (size_t)-1;
     if (t->nrows == t->cap) {
         const size_t cap = t->cap ? 2 * t->cap : 16;
+        if (t->ncols && cap > (size_t)-1 / t->ncols / sizeof *t->cells) {
+            t->oom = 1;
+            return (size_t)-1;
+        }
         char(*c)[TOOL_TABLE_CELL] = realloc(t->cells, cap * t->ncols * sizeof *c);
         if (!c) {
             t->oom = 1;
