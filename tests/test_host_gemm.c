@@ -35,7 +35,8 @@ static int isa_available(cln_gemm_isa isa)
             const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];                     \
             const size_t lda = k + 3, ldb = k + 1, ldc = n + 2; /* padded leading dimensions */    \
             T *A = calloc(m * lda + 1, sizeof(T)), *B = calloc(n * ldb + 1, sizeof(T));            \
-            T *C = calloc(m * ldc + 1, sizeof(T)), *Bt = calloc(n * k + 1, sizeof(T));             \
+            T *C = calloc(m * ldc + 1, sizeof(T));                                                 \
+            T *Bt = calloc(k * cln_gemm_packed_ld(n, sizeof(T)) + 1, sizeof(T));                   \
             T *one = calloc(ldc + 1, sizeof(T));                                                   \
             assert_true(A &&B &&C &&Bt &&one);                                                     \
             for (size_t i = 0; i < m * lda; ++i)                                                   \

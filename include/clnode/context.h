@@ -25,6 +25,11 @@ typedef struct clnode_context_options {
     void *log_user;
     /* Most verbose level passed to the logger; default CLNODE_LOG_WARN. */
     clnode_log_level log_level;
+    /* Host backend: the most threads a solve uses (the caller's included). 0 (default): the
+     * environment variable CLNODE_NUM_THREADS if it holds a positive integer, else the CPUs the
+     * process may run on. Small batches run on the caller's thread alone whatever the setting;
+     * waiting threads sleep. Other backends ignore it. */
+    int num_threads;
 } clnode_context_options;
 
 /* Fills `opts` with the documented defaults. `opts` must not be NULL. */

@@ -63,6 +63,10 @@ typedef struct cln_backend_ops {
     clnode_status (*init)(cln_backend *be, cln_solve_dev *sd);
     /* cln_stage_elem of stage i for every (trajectory, column < ldz). */
     clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, int i);
+    /* Optional (may be NULL): stage i and then F block i = MLP(Z) in one call, with the same
+     * bits as `stage` followed by `gemm` and `bias_act` per layer (what the driver does when it
+     * is NULL). */
+    clnode_status (*stage_rhs)(cln_backend *be, cln_solve_dev *sd, int i);
     /* cln_finish_traj for every trajectory. */
     clnode_status (*finish)(cln_backend *be, cln_solve_dev *sd);
     /* Waits for the queue and counts the trajectories not yet frozen; the only read-back made
@@ -78,6 +82,10 @@ struct cln_backend {
     const cln_backend_ops *ops;
     clnode_context *ctx; /* for errors and logging */
     char device_name[256];
+    /* What the device's arithmetic depends on besides the library: the device, its driver and
+     * their versions. The probe results are cached across processes under it; "" (the default):
+     * never cached. */
+    char cache_id[512];
     long group_steps; /* steps enqueued between two active-count read-backs */
     size_t row_align; /* the driver pads the batch to a multiple of this many rows */
     long syncs;       /* host-device synchronisations so far (statistics) */

@@ -121,6 +121,7 @@ void clnode_context_default_options(clnode_context_options *opts)
     opts->log = NULL;
     opts->log_user = NULL;
     opts->log_level = CLNODE_LOG_WARN;
+    opts->num_threads = 0;
 }
 
 typedef clnode_status (*cln_backend_ctor)(clnode_context *ctx, const char *spec, cln_backend **out);
@@ -162,6 +163,7 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
     ctx->log = opts->log;
     ctx->log_user = opts->log_user;
     ctx->log_level = opts->log_level;
+    ctx->num_threads = opts->num_threads;
     clnode_status st = make(ctx, user, &ctx->backend);
     if (st != CLNODE_OK) {
         clnode_context_destroy(&ctx);

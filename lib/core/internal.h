@@ -14,6 +14,7 @@ struct clnode_context {
     void *log_user;
     clnode_log_level log_level;
     cln_backend *backend; /* the device this context is bound to */
+    int num_threads;      /* clnode_context_options.num_threads (host backend) */
     /* GEMM probe results per [precision == fp64][mode == tf32], measured on first use */
     clnode_probe_result probe[2][2];
     unsigned char probe_done[2][2];

@@ -20,7 +20,8 @@
  *             flushed to zero).
  * The measurement runs on an injectable GEMM callback (cln_probe_measure), so the tests can feed
  * it emulated bf16, bf16x3, TF32, 3xTF32 and fp16 GEMMs; clnode_probe_gemm runs it on the
- * context's backend and caches the result per (precision, mode) in the context. */
+ * context's backend and caches the result per (precision, mode) in the context, and across
+ * processes in a file per device and library build (probe_cache.c). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -469,17 +470,22 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
     const int pi = prec == CLNODE_FP64, mi = mode == CLNODE_GEMM_TF32;
     clnode_probe_result *r = &ctx->probe[pi][mi];
     if (!ctx->probe_done[pi][mi]) {
-        st = pr_run_backend(ctx, prec, mode, r);
-        if (st != CLNODE_OK)
-            return st;
+        const int cached = cln_probe_cache_load(ctx, prec, mode, r);
+        if (!cached) {
+            st = pr_run_backend(ctx, prec, mode, r);
+            if (st != CLNODE_OK)
+                return st;
+            cln_probe_cache_store(ctx, prec, mode, r);
+        }
         ctx->probe_done[pi][mi] = 1;
         cln_log(ctx, CLNODE_LOG_INFO,
-                "GEMM probe on %s, %s %s: identity %ld mismatches (%.1f bits), outer %ld "
+                "GEMM probe on %s, %s %s%s: identity %ld mismatches (%.1f bits), outer %ld "
                 "mismatches, random %.1f bits, range %s, subnormals %s: %s, unit roundoff %.3g",
                 ctx->backend->device_name, clnode_precision_name(prec), clnode_gemm_mode_name(mode),
-                r->identity_mismatches, r->identity_bits, r->outer_mismatches, r->random_bits,
-                r->range_ok ? "ok" : "overflows", r->denormals ? "kept" : "flushed",
-                clnode_gemm_class_name(r->gemm_class), r->unit_roundoff);
+                cached ? " (cached)" : "", r->identity_mismatches, r->identity_bits,
+                r->outer_mismatches, r->random_bits, r->range_ok ? "ok" : "overflows",
+                r->denormals ? "kept" : "flushed", clnode_gemm_class_name(r->gemm_class),
+                r->unit_roundoff);
     }
     *out = r;
     return CLNODE_OK;

@@ -29,4 +29,13 @@ void cln_probe_classify(clnode_probe_result *r);
 clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
                                const clnode_probe_result **out);
 
+/* The probe cache across processes (lib/precision/probe_cache.c). load returns 1 and fills *out
+ * when a stored result for the context's device, (prec, mode) and this library build exists, 0
+ * otherwise; store writes one (atomically). Both do nothing when CLNODE_PROBE_CACHE=0 or the
+ * backend has no cache_id, and fail silently. */
+int cln_probe_cache_load(const clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
+                         clnode_probe_result *out);
+void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
+                           const clnode_probe_result *r);
+
 #endif /* CLN_PROBE_INTERNAL_H */

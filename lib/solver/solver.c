@@ -421,6 +421,16 @@ static clnode_status cln_rhs(cln_run *r, size_t i)
     return st;
 }
 
+/* Stage i and the vector field on it: fused where the backend offers it. */
+static clnode_status cln_stage_rhs(cln_run *r, int i)
+{
+    cln_backend *be = r->be;
+    if (be->ops->stage_rhs)
+        return be->ops->stage_rhs(be, &r->sd, i);
+    const clnode_status st = be->ops->stage(be, &r->sd, i);
+    return st == CLNODE_OK ? cln_rhs(r, (size_t)i) : st;
+}
+
 /* One attempted step for every active trajectory: the stages, then cln_finish_traj. */
 static clnode_status cln_step(cln_run *r)
 {
@@ -431,9 +441,7 @@ static clnode_status cln_step(cln_run *r)
     for (int i = 0; i < m->stages && st == CLNODE_OK; ++i) {
         if (i == 0 && m->fsal)
             continue; /* f(t, y) is kept from the last accepted step */
-        st = be->ops->stage(be, sd, i);
-        if (st == CLNODE_OK)
-            st = cln_rhs(r, (size_t)i);
+        st = cln_stage_rhs(r, i);
     }
     if (st == CLNODE_OK)
         st = be->ops->finish(be, sd);
@@ -858,9 +866,7 @@ static clnode_status cln_begin(cln_run *r)
     r->begun = 1;
     st = be->ops->init(be, &r->sd);
     if (st == CLNODE_OK && r->m->fsal) {
-        st = be->ops->stage(be, &r->sd, 0);
-        if (st == CLNODE_OK)
-            st = cln_rhs(r, 0);
+        st = cln_stage_rhs(r, 0);
     }
     return st;
 }

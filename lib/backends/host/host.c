@@ -1,7 +1,12 @@
 /* host.c - the host backend: the shared arithmetic of cl/ in C loops, and GEMMs either
- * ordered (lib/backends/host/host_gemm.c: every element summed in order with fma, as CLBlast's kernels do; the
- * default device "host") or through OpenBLAS ("host:openblas"). It is also the float64 reference
- * every other backend is compared with. */
+ * ordered (lib/backends/host/host_gemm.c: every element summed in order with fma, as CLBlast's
+ * kernels do; the default device "host") or through OpenBLAS ("host:openblas"). It is also the
+ * float64 reference every other backend is compared with.
+ *
+ * With the ordered GEMM in strict mode a stage and the vector field on it run as one fused pass
+ * (host_mlp.inc) on weights packed once per solve. Rows are shared between the threads of the
+ * backend's pool (host_pool.c) when a pass has enough work to pay for the hand-off; a small batch
+ * runs inline on the caller's thread. No element's arithmetic depends on the split. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,17 @@
 #include "cln_layout.h"
 #include "backends/host/host_gemm.h"
 #include "backends/host/host_math.h"
+#include "backends/host/host_mlp.h"
+#include "backends/host/host_pool.h"
+
+_Static_assert(CLN_HOST_MLP_MAX_LAYERS == CLN_MAX_LAYERS, "host_mlp.h sizes its arrays so");
+
+/* Work (multiply-adds, or elements for the element-wise passes) below which a part of a pass is
+ * not handed to another thread: a condition-variable hand-off costs some microseconds, and on a
+ * busy machine a woken thread may wait much longer for a core. */
+#define CLN_HOST_PART_FMAS ((size_t)1 << 20)
+#define CLN_HOST_PART_ELEMS ((size_t)1 << 16)
+#define CLN_HOST_PART_ROWS 64
 
 struct cln_buf {
     size_t size;
@@ -29,11 +45,22 @@ typedef struct host_backend {
     size_t scratch_cap;
     void *scratch_a; /* tf32 mode: A rounded to TF32 */
     size_t scratch_a_cap;
+    cln_pool *pool; /* the threads of every pass (1: all inline) */
 } host_backend;
+
+/* Per-solve state (sd->be_data): the fused pass's packed model and activation scratch. */
+typedef struct host_solve {
+    cln_host_mlp mlp;
+    void *packed; /* every layer's packed weights */
+    void *H;      /* per thread: 2 x CLN_HOST_MLP_ROWS x mlp.ldh elements */
+    size_t h_elems;
+    size_t fmas_per_row; /* multiply-adds of one row through the MLP */
+} host_solve;
 
 static void host_destroy(cln_backend *be)
 {
     host_backend *hb = (host_backend *)be;
+    cln_pool_destroy(hb->pool);
     free(hb->scratch);
     free(hb->scratch_a);
     free(hb);
@@ -117,6 +144,35 @@ static clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size
 #define HOST_F32(buf, off) ((float *)(void *)(buf)->p + (off))
 #define HOST_F64(buf, off) ((double *)(void *)(buf)->p + (off))
 
+/* Row range of one part of a pass over `rows` rows: split at multiples of the GEMM's 4-row tile. */
+static void host_part_rows(size_t rows, size_t part, size_t parts, size_t *r0, size_t *r1)
+{
+    *r0 = part == 0 ? 0 : rows * part / parts / 4 * 4;
+    *r1 = part + 1 == parts ? rows : rows * (part + 1) / parts / 4 * 4;
+}
+
+/* One ordered product on packed B, its rows shared between the pool's threads. */
+typedef struct host_gemm_job {
+    cln_gemm_isa isa;
+    int f64;
+    size_t m, n, k, lda, ldw, ldc;
+    const void *A, *Wt;
+    void *C;
+} host_gemm_job;
+
+static void host_gemm_part(void *arg, size_t part, size_t parts)
+{
+    const host_gemm_job *j = arg;
+    size_t r0, r1;
+    host_part_rows(j->m, part, parts, &r0, &r1);
+    if (j->f64)
+        cln_gemm_packed_f64(j->isa, r1 - r0, j->n, j->k, (const double *)j->A + r0 * j->lda, j->lda,
+                            j->Wt, j->ldw, (double *)j->C + r0 * j->ldc, j->ldc);
+    else
+        cln_gemm_packed_f32(j->isa, r1 - r0, j->n, j->k, (const float *)j->A + r0 * j->lda, j->lda,
+                            j->Wt, j->ldw, (float *)j->C + r0 * j->ldc, j->ldc);
+}
+
 static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
                                size_t m, size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda,
                                cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
@@ -132,9 +188,11 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
     const int tf32 = mode == CLNODE_GEMM_TF32;
     const size_t esize = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     if (!hb->openblas || tf32) {
-        /* scratch: B transposed (ordered GEMM) or B rounded (OpenBLAS tf32), and A rounded */
+        /* scratch: B packed (ordered GEMM) or B rounded (OpenBLAS tf32), and A rounded */
+        const size_t ldw = hb->openblas ? n : cln_gemm_packed_ld(n, esize);
         size_t bytes, abytes = 0;
-        CLN_CHECK(be->ctx, cln_mul_size(n, k ? k : 1, &bytes) && cln_mul_size(bytes, esize, &bytes),
+        CLN_CHECK(be->ctx,
+                  cln_mul_size(ldw, k ? k : 1, &bytes) && cln_mul_size(bytes, esize, &bytes),
                   CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu x %zu is too large", n, k);
         CLN_CHECK(be->ctx,
                   !tf32 ||
@@ -147,15 +205,33 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
             return st;
     }
     if (!hb->openblas) {
-        if (tf32)
-            cln_gemm_ordered_tf32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off),
-                                  ldb, HOST_F32(C, c_off), ldc, hb->scratch, hb->scratch_a);
-        else if (prec == CLNODE_FP32)
-            cln_gemm_ordered_f32(hb->isa, m, n, k, HOST_F32(A, a_off), lda, HOST_F32(Bm, b_off),
-                                 ldb, HOST_F32(C, c_off), ldc, hb->scratch);
-        else
-            cln_gemm_ordered_f64(hb->isa, m, n, k, HOST_F64(A, a_off), lda, HOST_F64(Bm, b_off),
-                                 ldb, HOST_F64(C, c_off), ldc, hb->scratch);
+        host_gemm_job j = {.isa = hb->isa,
+                           .f64 = prec == CLNODE_FP64,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .lda = lda,
+                           .ldw = cln_gemm_packed_ld(n, esize),
+                           .ldc = ldc,
+                           .Wt = hb->scratch};
+        if (tf32) {
+            cln_gemm_pack_tf32(n, k, HOST_F32(Bm, b_off), ldb, hb->scratch, j.ldw);
+            cln_tf32_round_rows(m, k, HOST_F32(A, a_off), lda, hb->scratch_a, k);
+            j.A = hb->scratch_a;
+            j.lda = k;
+            j.C = HOST_F32(C, c_off);
+        } else if (prec == CLNODE_FP32) {
+            cln_gemm_pack_f32(n, k, HOST_F32(Bm, b_off), ldb, hb->scratch, j.ldw);
+            j.A = HOST_F32(A, a_off);
+            j.C = HOST_F32(C, c_off);
+        } else {
+            cln_gemm_pack_f64(n, k, HOST_F64(Bm, b_off), ldb, hb->scratch, j.ldw);
+            j.A = HOST_F64(A, a_off);
+            j.C = HOST_F64(C, c_off);
+        }
+        const size_t parts =
+            cln_pool_parts(hb->pool, m, n * (k ? k : 1), CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS);
+        cln_pool_run(hb->pool, parts, host_gemm_part, &j);
         return CLNODE_OK;
     }
     /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
@@ -188,30 +264,126 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
     return CLNODE_OK;
 }
 
+/* Bias + activation on an m x n block, its rows shared between the pool's threads. */
+typedef struct host_act_job {
+    int f64;
+    void *C;
+    size_t ldc, m, n;
+    const void *bias;
+    int act;
+} host_act_job;
+
+static void host_act_part(void *arg, size_t part, size_t parts)
+{
+    const host_act_job *j = arg;
+    size_t r0, r1;
+    host_part_rows(j->m, part, parts, &r0, &r1);
+    if (j->f64)
+        cln_host_bias_act_f64((double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias, j->act);
+    else
+        cln_host_bias_act_f32((float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias, j->act);
+}
+
 static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
                                    size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
 {
+    host_backend *hb = (host_backend *)be;
+    const int f64 = sd->prec == CLNODE_FP64;
+    host_act_job j = {.f64 = f64,
+                      .C = f64 ? (void *)HOST_F64(C, c_off) : (void *)HOST_F32(C, c_off),
+                      .ldc = ldc,
+                      .m = m,
+                      .n = n,
+                      .bias = bias ? (const void *)bias->p : NULL,
+                      .act = act};
+    cln_pool_run(hb->pool, cln_pool_parts(hb->pool, m, n, CLN_HOST_PART_ELEMS, CLN_HOST_PART_ROWS),
+                 host_act_part, &j);
+    return CLNODE_OK;
+}
+
+static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
+{
     (void)be;
-    if (sd->prec == CLNODE_FP32)
-        cln_host_bias_act_f32(HOST_F32(C, c_off), ldc, m, n, bias ? HOST_F32(bias, 0) : NULL, act);
-    else
-        cln_host_bias_act_f64(HOST_F64(C, c_off), ldc, m, n, bias ? HOST_F64(bias, 0) : NULL, act);
+    host_solve *hs = sd->be_data;
+    if (hs) {
+        free(hs->packed);
+        free(hs->H);
+        free(hs);
+    }
+    sd->be_data = NULL;
+}
+
+/* The fused pass (stage + MLP, host_mlp.inc) needs the ordered GEMM in strict mode: packs every
+ * layer's weights once and sizes each thread's activation scratch. */
+static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
+{
+    clnode_context *ctx = hb->base.ctx;
+    host_solve *hs = calloc(1, sizeof *hs);
+    CLN_CHECK(ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
+    sd->be_data = hs;
+    cln_host_mlp *mlp = &hs->mlp;
+    const size_t L = sd->num_layers;
+    size_t total = 0, ldh = 1;
+    mlp->layers = L;
+    for (size_t l = 0; l < L; ++l) {
+        mlp->in[l] = sd->sizes[l];
+        mlp->out[l] = sd->sizes[l + 1];
+        mlp->ldw[l] = cln_gemm_packed_ld(mlp->out[l], sd->esize);
+        mlp->act[l] = sd->act[l];
+        mlp->bias[l] = sd->bias[l] ? (const void *)sd->bias[l]->p : NULL;
+        size_t e;
+        CLN_CHECK(ctx,
+                  cln_mul_size(mlp->in[l] ? mlp->in[l] : 1, mlp->ldw[l], &e) &&
+                      cln_add_size(total, e, &total),
+                  CLNODE_ERR_OUT_OF_MEMORY, "the packed weights of layer %zu are too large", l);
+        hs->fmas_per_row += mlp->in[l] * mlp->out[l];
+        if (l + 1 < L && mlp->out[l] > ldh)
+            ldh = mlp->out[l];
+    }
+    mlp->ldh = ldh;
+    hs->h_elems = 2 * CLN_HOST_MLP_ROWS * ldh;
+    size_t pbytes, hbytes;
+    CLN_CHECK(
+        ctx,
+        cln_mul_size(total, sd->esize, &pbytes) &&
+            cln_mul_size(hs->h_elems * sd->esize, (size_t)cln_pool_threads(hb->pool), &hbytes),
+        CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
+    hs->packed = malloc(pbytes ? pbytes : 1);
+    hs->H = malloc(hbytes);
+    CLN_CHECK(ctx, hs->packed && hs->H, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate %zu bytes for the packed model", pbytes + hbytes);
+    unsigned char *p = hs->packed;
+    for (size_t l = 0; l < L; ++l) {
+        const size_t k = mlp->in[l], n = mlp->out[l];
+        if (sd->prec == CLNODE_FP32)
+            cln_gemm_pack_f32(n, k, HOST_F32(sd->W[l], 0), k, (float *)(void *)p, mlp->ldw[l]);
+        else
+            cln_gemm_pack_f64(n, k, HOST_F64(sd->W[l], 0), k, (double *)(void *)p, mlp->ldw[l]);
+        mlp->Wt[l] = p;
+        p += (k ? k : 1) * mlp->ldw[l] * sd->esize;
+    }
     return CLNODE_OK;
 }
 
 static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
 {
     host_backend *hb = (host_backend *)be;
-    clnode_status st = host_scratch(hb, sd->max_weights * sd->esize);
+    /* the plain GEMM's scratch for the largest packed weight matrix, so that steps never
+     * allocate */
+    size_t packed = sd->max_weights;
+    for (size_t l = 0; l < sd->num_layers; ++l) {
+        const size_t k = sd->sizes[l] ? sd->sizes[l] : 1;
+        const size_t e = cln_gemm_packed_ld(sd->sizes[l + 1], sd->esize) * k;
+        packed = e > packed ? e : packed;
+    }
+    clnode_status st = host_scratch(hb, packed * sd->esize);
     if (st == CLNODE_OK && sd->gemm_mode == CLNODE_GEMM_TF32)
         st = host_scratch_a(hb, sd->B * sd->max_in * sd->esize); /* the rounded A of every layer */
+    if (st == CLNODE_OK && !hb->openblas && sd->gemm_mode == CLNODE_GEMM_STRICT)
+        st = host_fused_begin(hb, sd);
+    if (st != CLNODE_OK)
+        host_solve_end(be, sd);
     return st;
-}
-
-static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
-{
-    (void)be;
-    (void)sd;
 }
 
 #define HOST_I32(buf) ((int32_t *)(void *)(buf)->p)
@@ -240,6 +412,62 @@ static clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i)
                            HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
                            HOST_F64(sd->Z, 0));
     return CLNODE_OK;
+}
+
+/* One part of the fused pass: its rows of stage i and the MLP on them. */
+typedef struct host_fused_job {
+    const host_backend *hb;
+    cln_solve_dev *sd;
+    int i;
+} host_fused_job;
+
+static void host_fused_part(void *arg, size_t part, size_t parts)
+{
+    const host_fused_job *j = arg;
+    cln_solve_dev *sd = j->sd;
+    host_solve *hs = sd->be_data;
+    size_t r0, r1;
+    host_part_rows(sd->B, part, parts, &r0, &r1);
+    if (sd->prec == CLNODE_FP32)
+        cln_host_stage_mlp_f32(j->hb->isa, j->i, r0, r1, &hs->mlp, HOST_F32(sd->CR, 0),
+                               HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS),
+                               HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0), HOST_F32(sd->Z, 0),
+                               (float *)hs->H + part * hs->h_elems);
+    else
+        cln_host_stage_mlp_f64(j->hb->isa, j->i, r0, r1, &hs->mlp, HOST_F64(sd->CR, 0),
+                               HOST_I32(sd->CI), HOST_F64(sd->RS, 0), HOST_I32(sd->IS),
+                               HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0), HOST_F64(sd->Z, 0),
+                               (double *)hs->H + part * hs->h_elems);
+}
+
+/* Stage i, then F block i = MLP(Z): one fused pass where the solve has one (host_fused_begin),
+ * else the stage pass and one GEMM and bias + activation pass per layer, as the driver would. */
+static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
+{
+    host_backend *hb = (host_backend *)be;
+    host_solve *hs = sd->be_data;
+    if (hs) {
+        host_fused_job j = {.hb = hb, .sd = sd, .i = i};
+        cln_pool_run(hb->pool,
+                     cln_pool_parts(hb->pool, sd->B, hs->fmas_per_row, CLN_HOST_PART_FMAS,
+                                    CLN_HOST_PART_ROWS),
+                     host_fused_part, &j);
+        return CLNODE_OK;
+    }
+    clnode_status st = host_stage(be, sd, i);
+    const size_t L = sd->num_layers;
+    for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
+        cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
+        const int last = l + 1 == L;
+        cln_buf *C = last ? sd->F : sd->H[l % 2];
+        const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
+        const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
+        st = host_gemm(be, sd->prec, sd->gemm_mode, sd->B, n, k, A, 0, l == 0 ? sd->ldz : k,
+                       sd->W[l], 0, k, C, c_off, n);
+        if (st == CLNODE_OK && (sd->bias[l] || sd->act[l] != 0))
+            st = host_bias_act(be, sd, C, c_off, n, sd->B, n, sd->bias[l], sd->act[l]);
+    }
+    return st;
 }
 
 static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
@@ -301,10 +529,38 @@ static const cln_backend_ops host_ops = {
     .solve_end = host_solve_end,
     .init = host_init,
     .stage = host_stage,
+    .stage_rhs = host_stage_rhs,
     .finish = host_finish,
     .count_active = host_count_active,
     .facts = host_facts,
 };
+
+/* The probe cache's key for the host: the GEMM engine (and OpenBLAS's build and core), the
+ * kernel's ISA and the CPU model. */
+static void host_cache_id(host_backend *hb)
+{
+    char model[128] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *colon = strchr(line, ':');
+                if (colon) {
+                    snprintf(model, sizeof model, "%s", colon + 1 + (colon[1] == ' '));
+                    model[strcspn(model, "\n")] = '\0';
+                }
+                break;
+            }
+        fclose(f);
+    }
+    if (hb->openblas)
+        snprintf(hb->base.cache_id, sizeof hb->base.cache_id, "openblas %.200s | %.120s",
+                 openblas_get_config(), model);
+    else
+        snprintf(hb->base.cache_id, sizeof hb->base.cache_id, "ordered %s | %.120s",
+                 cln_gemm_isa_name(hb->isa), model);
+}
 
 clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
 {
@@ -323,6 +579,12 @@ clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln
     hb->base.group_steps = 1; /* reading the active count costs nothing here */
     hb->openblas = openblas;
     hb->isa = cln_gemm_best_isa();
+    hb->pool =
+        cln_pool_create(ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads());
+    if (!hb->pool) {
+        free(hb);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host thread pool");
+    }
     hb->base.row_align = openblas ? CLN_HOST_ROWS : 1;
     if (openblas)
         snprintf(hb->base.device_name, sizeof hb->base.device_name,
@@ -331,7 +593,8 @@ clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln
     else
         snprintf(hb->base.device_name, sizeof hb->base.device_name,
                  "host CPU (ordered FMA GEMM, %s, %d threads)", cln_gemm_isa_name(hb->isa),
-                 cln_host_threads());
+                 cln_pool_threads(hb->pool));
+    host_cache_id(hb);
     *out = &hb->base;
     return CLNODE_OK;
 }

@@ -10,15 +10,29 @@ typedef enum cln_gemm_isa {
     CLN_GEMM_AVX512 = 2,
 } cln_gemm_isa;
 
-/* Threads the ordered GEMM uses for large batches (OpenMP; 1 without it). */
-int cln_host_threads(void);
-
 /* The widest kernel this CPU runs. */
 cln_gemm_isa cln_gemm_best_isa(void);
 const char *cln_gemm_isa_name(cln_gemm_isa isa);
 
-/* C[m x n] = A[m x k] . B[n x k]^T, each element summed over k in order with fma, from 0.
- * Bt is scratch of k x n elements. Every ISA gives the same bits. */
+/* The leading dimension of B packed for the kernels: n rounded up to 128 bytes. */
+size_t cln_gemm_packed_ld(size_t n, size_t esize);
+
+/* Packs B[n x k] (leading dimension ldb) as Wt[k x ldw]: Wt[kk][j] = B[j][kk] for j < n and 0
+ * for n <= j < ldw (ldw from cln_gemm_packed_ld). The tf32 variant rounds each value to TF32. */
+void cln_gemm_pack_f32(size_t n, size_t k, const float *B, size_t ldb, float *Wt, size_t ldw);
+void cln_gemm_pack_f64(size_t n, size_t k, const double *B, size_t ldb, double *Wt, size_t ldw);
+void cln_gemm_pack_tf32(size_t n, size_t k, const float *B, size_t ldb, float *Wt, size_t ldw);
+
+/* C[m x n] = A[m x k] . B[n x k]^T on B packed as Wt, each element summed over k in order with
+ * fma, from 0. Only columns 0 .. n - 1 of C are written. Every ISA gives the same bits, and a row
+ * gives the same bits whatever rows come with it. */
+void cln_gemm_packed_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
+                         const float *Wt, size_t ldw, float *C, size_t ldc);
+void cln_gemm_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A,
+                         size_t lda, const double *Wt, size_t ldw, double *C, size_t ldc);
+
+/* The same product on B as it is: packs it into Bt (scratch of k x cln_gemm_packed_ld(n)
+ * elements) first. */
 void cln_gemm_ordered_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A,
                           size_t lda, const float *B, size_t ldb, float *C, size_t ldc, float *Bt);
 void cln_gemm_ordered_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A,
@@ -26,7 +40,8 @@ void cln_gemm_ordered_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const 
                           double *Bt);
 
 /* The tf32 emulation of cln_gemm_ordered_f32: A and B rounded to TF32 (cl/cln_tf32.h), then the
- * same ordered fp32 accumulation. Bt is scratch of k x n elements, At of m x k. */
+ * same ordered fp32 accumulation. Bt is scratch of k x cln_gemm_packed_ld(n) elements, At of
+ * m x k. */
 void cln_gemm_ordered_tf32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A,
                            size_t lda, const float *B, size_t ldb, float *C, size_t ldc, float *Bt,
                            float *At);

@@ -1110,6 +1110,16 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
         ocl_clc_version(chosen->clc, clc, sizeof clc);
         snprintf(ob->base.device_name, sizeof ob->base.device_name,
                  "%.120s (%.100s, OpenCL C %.8s)", chosen->name, chosen->platform_name, clc);
+        /* the probe cache's key: device, platform and driver with their versions */
+        char drv[128] = "", dev[128] = "", plat[128] = "";
+        if (clGetDeviceInfo(ob->device, CL_DRIVER_VERSION, sizeof drv - 1, drv, NULL) ==
+                CL_SUCCESS &&
+            clGetDeviceInfo(ob->device, CL_DEVICE_VERSION, sizeof dev - 1, dev, NULL) ==
+                CL_SUCCESS &&
+            clGetPlatformInfo(ob->platform, CL_PLATFORM_VERSION, sizeof plat - 1, plat, NULL) ==
+                CL_SUCCESS)
+            snprintf(ob->base.cache_id, sizeof ob->base.cache_id, "%.120s | %.100s | %s | %s | %s",
+                     chosen->name, chosen->platform_name, drv, dev, plat);
     }
     cl_device_fp_config fp = 0;
     if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==

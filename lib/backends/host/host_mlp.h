@@ -1,0 +1,42 @@
+/* host_mlp.h - the host's fused vector-field pass (lib/backends/host/host_mlp.inc): a stage of
+ * the method and the whole MLP on it, row block by row block. */
+#ifndef CLN_HOST_MLP_H
+#define CLN_HOST_MLP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/host/host_gemm.h"
+
+#define CLN_HOST_MLP_MAX_LAYERS 64 /* = CLN_MAX_LAYERS (checked in host.c) */
+
+/* Rows evaluated together through every layer: their activations (2 x rows x ldh) stay in L1
+ * while the weights stream from L2. A multiple of the 4-row GEMM tile. */
+#define CLN_HOST_MLP_ROWS 32
+
+/* The model as the fused pass reads it, prepared once per solve: the weights of layer l packed
+ * by cln_gemm_pack (k = in[l] x ldw[l]), its bias (NULL: none) and activation code. */
+typedef struct cln_host_mlp {
+    size_t layers;
+    size_t in[CLN_HOST_MLP_MAX_LAYERS], out[CLN_HOST_MLP_MAX_LAYERS], ldw[CLN_HOST_MLP_MAX_LAYERS];
+    const void *Wt[CLN_HOST_MLP_MAX_LAYERS];
+    const void *bias[CLN_HOST_MLP_MAX_LAYERS];
+    int act[CLN_HOST_MLP_MAX_LAYERS];
+    size_t ldh; /* leading dimension of the activation scratch: the widest hidden output */
+} cln_host_mlp;
+
+/* For rows r0 .. r1 - 1: stage i (cln_stage_elem of cl/cln_step.h, skipping frozen rows as the
+ * stage pass does) into Z, then F block i = MLP(Z) layer by layer: the ordered GEMM
+ * (cln_gemm_packed) and bias + activation (cln_host_bias_act) on blocks of CLN_HOST_MLP_ROWS rows.
+ * Every element is computed exactly as by the separate passes, so the bits do not depend on the
+ * rows' grouping. H is scratch of 2 x CLN_HOST_MLP_ROWS x ldh elements. */
+#define CLN_HOST_MLP_DECLARE(real, sfx)                                                            \
+    void cln_host_stage_mlp_##sfx(cln_gemm_isa isa, int i, size_t r0, size_t r1,                   \
+                                  const cln_host_mlp *mlp, const real *CR, const int32_t *CI,      \
+                                  const real *RS, const int32_t *IS, const real *Y, real *F,       \
+                                  real *Z, real *H);
+
+CLN_HOST_MLP_DECLARE(float, f32)
+CLN_HOST_MLP_DECLARE(double, f64)
+
+#endif /* CLN_HOST_MLP_H */
