@@ -322,23 +322,24 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
     CLN_CHECK(ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
     sd->be_data = hs;
     cln_host_mlp *mlp = &hs->mlp;
-    const size_t L = sd->num_layers;
-    size_t total = 0, ldh = 1;
+    const size_t L = sd->num_layers, vec = 32 / sd->esize;
+    size_t total = 0, ldh = vec;
     mlp->layers = L;
     for (size_t l = 0; l < L; ++l) {
-        mlp->in[l] = sd->sizes[l];
-        mlp->out[l] = sd->sizes[l + 1];
-        mlp->ldw[l] = cln_gemm_packed_ld(mlp->out[l], sd->esize);
+        const size_t in = sd->sizes[l], out = sd->sizes[l + 1];
+        mlp->in[l] = in;
+        mlp->out[l] = out;
+        mlp->wide[l] = l + 1 < L ? (out + vec - 1) / vec * vec : out;
+        mlp->ldw[l] = cln_gemm_packed_ld(out, sd->esize);
         mlp->act[l] = sd->act[l];
-        mlp->bias[l] = sd->bias[l] ? (const void *)sd->bias[l]->p : NULL;
         size_t e;
         CLN_CHECK(ctx,
-                  cln_mul_size(mlp->in[l] ? mlp->in[l] : 1, mlp->ldw[l], &e) &&
-                      cln_add_size(total, e, &total),
+                  cln_mul_size(in ? in : 1, mlp->ldw[l], &e) && cln_add_size(total, e, &total) &&
+                      cln_add_size(total, mlp->ldw[l], &total), /* the padded bias */
                   CLNODE_ERR_OUT_OF_MEMORY, "the packed weights of layer %zu are too large", l);
-        hs->fmas_per_row += mlp->in[l] * mlp->out[l];
-        if (l + 1 < L && mlp->out[l] > ldh)
-            ldh = mlp->out[l];
+        hs->fmas_per_row += in * out;
+        if (l + 1 < L && mlp->wide[l] > ldh)
+            ldh = mlp->wide[l];
     }
     mlp->ldh = ldh;
     hs->h_elems = 2 * CLN_HOST_MLP_ROWS * ldh;
@@ -348,7 +349,7 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
         cln_mul_size(total, sd->esize, &pbytes) &&
             cln_mul_size(hs->h_elems * sd->esize, (size_t)cln_pool_threads(hb->pool), &hbytes),
         CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
-    hs->packed = malloc(pbytes ? pbytes : 1);
+    hs->packed = calloc(1, pbytes ? pbytes : 1); /* zeros: the padding of weights and biases */
     hs->H = malloc(hbytes);
     CLN_CHECK(ctx, hs->packed && hs->H, CLNODE_ERR_OUT_OF_MEMORY,
               "cannot allocate %zu bytes for the packed model", pbytes + hbytes);
@@ -361,6 +362,12 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             cln_gemm_pack_f64(n, k, HOST_F64(sd->W[l], 0), k, (double *)(void *)p, mlp->ldw[l]);
         mlp->Wt[l] = p;
         p += (k ? k : 1) * mlp->ldw[l] * sd->esize;
+        mlp->bias[l] = NULL;
+        if (sd->bias[l]) {
+            memcpy(p, sd->bias[l]->p, n * sd->esize);
+            mlp->bias[l] = p;
+        }
+        p += mlp->ldw[l] * sd->esize;
     }
     return CLNODE_OK;
 }

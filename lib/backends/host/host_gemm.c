@@ -88,7 +88,8 @@ CLN_GEMM_REF(double, fma)
         for (int r = 0; r < RT; ++r)                                                               \
             for (int v = 0; v < CV; ++v)                                                           \
                 acc[r][v] = ZERO();                                                                \
-        for (size_t kk = 0; kk < k; ++kk) {                                                        \
+        _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                  \
+        {                                                                                          \
             V b[CV];                                                                               \
             for (int v = 0; v < CV; ++v)                                                           \
                 b[v] = LOAD(w + kk * ldw + (size_t)v * W);                                         \
@@ -113,22 +114,29 @@ CLN_GEMM_REF(double, fma)
         }                                                                                          \
     }
 
-/* The product on packed weights with one ISA's tiles: 4-row tiles of 2 vectors in strips of
- * columns (a strip of Wt stays in L1 while the rows pass), and for the last rows (and a batch of
- * one) 1-row tiles as wide as 8 vectors, so that enough independent sums are in flight. */
-#define CLN_PACKED(NAME, TGT, T, W, T4x2, T4x1, T1x8, T1x6, T1x4, T1x2)                            \
+/* The product on packed weights with one ISA's tiles: 6-row tiles of 2 vectors (12 accumulators,
+ * 2 operand vectors and a broadcast: 15 of AVX2's 16 registers) in strips of columns (a strip of
+ * Wt stays in L1 while the rows pass), one 4-row tile for 4 or 5 rows left, and for the last rows
+ * (and a batch of one) 1-row tiles as wide as 8 vectors, so that enough independent sums are in
+ * flight. */
+#define CLN_PACKED(NAME, TGT, T, W, T6x2, T6x1, T4x2, T4x1, T1x8, T1x6, T1x4, T1x2)                \
     TGT static void NAME(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *Wt,        \
                          size_t ldw, T *C, size_t ldc)                                             \
     {                                                                                              \
-        const size_t m4 = m / 4 * 4;                                                               \
+        const size_t m6 = m / 6 * 6, m4 = m6 + (m - m6) / 4 * 4;                                   \
         for (size_t j = 0; j < n && m4 > 0; j += 2 * W) {                                          \
             const size_t nc = n - j < 2 * W ? n - j : 2 * W;                                       \
-            if (nc <= W)                                                                           \
-                for (size_t i = 0; i < m4; i += 4)                                                 \
-                    T4x1(k, A + i * lda, lda, Wt + j, ldw, C + i * ldc + j, ldc, nc);              \
-            else                                                                                   \
-                for (size_t i = 0; i < m4; i += 4)                                                 \
-                    T4x2(k, A + i * lda, lda, Wt + j, ldw, C + i * ldc + j, ldc, nc);              \
+            if (nc <= W) {                                                                         \
+                for (size_t i = 0; i < m6; i += 6)                                                 \
+                    T6x1(k, A + i * lda, lda, Wt + j, ldw, C + i * ldc + j, ldc, nc);              \
+                if (m4 > m6)                                                                       \
+                    T4x1(k, A + m6 * lda, lda, Wt + j, ldw, C + m6 * ldc + j, ldc, nc);            \
+            } else {                                                                               \
+                for (size_t i = 0; i < m6; i += 6)                                                 \
+                    T6x2(k, A + i * lda, lda, Wt + j, ldw, C + i * ldc + j, ldc, nc);              \
+                if (m4 > m6)                                                                       \
+                    T4x2(k, A + m6 * lda, lda, Wt + j, ldw, C + m6 * ldc + j, ldc, nc);            \
+            }                                                                                      \
         }                                                                                          \
         for (size_t i = m4; i < m; ++i) {                                                          \
             const T *a = A + i * lda;                                                              \
@@ -156,14 +164,17 @@ CLN_GEMM_REF(double, fma)
 /* ---------------------------------------------------------------- AVX2 + FMA */
 #define CLN_AVX2 __attribute__((target("avx2,fma")))
 #define CLN_TILES_AVX2(T, V, W, ZERO, LOAD, BCAST, FMA, STORE, SFX)                                \
+    CLN_TILE(tile6x2_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 2)           \
+    CLN_TILE(tile6x1_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 1)           \
     CLN_TILE(tile4x2_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 2)           \
     CLN_TILE(tile4x1_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 1)           \
     CLN_TILE(tile1x8_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 8)           \
     CLN_TILE(tile1x6_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 6)           \
     CLN_TILE(tile1x4_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 4)           \
     CLN_TILE(tile1x2_avx2_##SFX, CLN_AVX2, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 2)           \
-    CLN_PACKED(packed_avx2_##SFX, CLN_AVX2, T, W, tile4x2_avx2_##SFX, tile4x1_avx2_##SFX,          \
-               tile1x8_avx2_##SFX, tile1x6_avx2_##SFX, tile1x4_avx2_##SFX, tile1x2_avx2_##SFX)
+    CLN_PACKED(packed_avx2_##SFX, CLN_AVX2, T, W, tile6x2_avx2_##SFX, tile6x1_avx2_##SFX,          \
+               tile4x2_avx2_##SFX, tile4x1_avx2_##SFX, tile1x8_avx2_##SFX, tile1x6_avx2_##SFX,     \
+               tile1x4_avx2_##SFX, tile1x2_avx2_##SFX)
 CLN_TILES_AVX2(float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
                _mm256_fmadd_ps, _mm256_storeu_ps, f32)
 CLN_TILES_AVX2(double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_set1_pd,
@@ -172,15 +183,17 @@ CLN_TILES_AVX2(double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_se
 /* ---------------------------------------------------------------- AVX-512F */
 #define CLN_AVX512 __attribute__((target("avx512f")))
 #define CLN_TILES_AVX512(T, V, W, ZERO, LOAD, BCAST, FMA, STORE, SFX)                              \
+    CLN_TILE(tile6x2_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 2)       \
+    CLN_TILE(tile6x1_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 1)       \
     CLN_TILE(tile4x2_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 2)       \
     CLN_TILE(tile4x1_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 1)       \
     CLN_TILE(tile1x8_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 8)       \
     CLN_TILE(tile1x6_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 6)       \
     CLN_TILE(tile1x4_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 4)       \
     CLN_TILE(tile1x2_avx512_##SFX, CLN_AVX512, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 2)       \
-    CLN_PACKED(packed_avx512_##SFX, CLN_AVX512, T, W, tile4x2_avx512_##SFX, tile4x1_avx512_##SFX,  \
-               tile1x8_avx512_##SFX, tile1x6_avx512_##SFX, tile1x4_avx512_##SFX,                   \
-               tile1x2_avx512_##SFX)
+    CLN_PACKED(packed_avx512_##SFX, CLN_AVX512, T, W, tile6x2_avx512_##SFX, tile6x1_avx512_##SFX,  \
+               tile4x2_avx512_##SFX, tile4x1_avx512_##SFX, tile1x8_avx512_##SFX,                   \
+               tile1x6_avx512_##SFX, tile1x4_avx512_##SFX, tile1x2_avx512_##SFX)
 CLN_TILES_AVX512(float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
                  _mm512_fmadd_ps, _mm512_storeu_ps, f32)
 CLN_TILES_AVX512(double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd,

@@ -15,14 +15,18 @@
 #define CLN_HOST_MLP_ROWS 32
 
 /* The model as the fused pass reads it, prepared once per solve: the weights of layer l packed
- * by cln_gemm_pack (k = in[l] x ldw[l]), its bias (NULL: none) and activation code. */
+ * by cln_gemm_pack (k = in[l] x ldw[l]), its bias (NULL: none) and activation code. A hidden
+ * layer computes wide[l] >= out[l] columns (out rounded up to 32 bytes, <= ldw; its bias is
+ * zero-padded to match) so that its GEMM stores and its activation run on whole vectors; the
+ * extra columns are never read by the next layer (its k is out[l]). */
 typedef struct cln_host_mlp {
     size_t layers;
     size_t in[CLN_HOST_MLP_MAX_LAYERS], out[CLN_HOST_MLP_MAX_LAYERS], ldw[CLN_HOST_MLP_MAX_LAYERS];
+    size_t wide[CLN_HOST_MLP_MAX_LAYERS];
     const void *Wt[CLN_HOST_MLP_MAX_LAYERS];
     const void *bias[CLN_HOST_MLP_MAX_LAYERS];
     int act[CLN_HOST_MLP_MAX_LAYERS];
-    size_t ldh; /* leading dimension of the activation scratch: the widest hidden output */
+    size_t ldh; /* leading dimension of the activation scratch: the widest wide[l] */
 } cln_host_mlp;
 
 /* For rows r0 .. r1 - 1: stage i (cln_stage_elem of cl/cln_step.h, skipping frozen rows as the
