@@ -144,11 +144,13 @@ static clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size
 #define HOST_F32(buf, off) ((float *)(void *)(buf)->p + (off))
 #define HOST_F64(buf, off) ((double *)(void *)(buf)->p + (off))
 
-/* Row range of one part of a pass over `rows` rows: split at multiples of the GEMM's 4-row tile. */
+/* Row range of one part of a pass over `rows` rows: split at multiples of the fused pass's row
+ * block (itself a multiple of the GEMM's row tiles). */
 static void host_part_rows(size_t rows, size_t part, size_t parts, size_t *r0, size_t *r1)
 {
-    *r0 = part == 0 ? 0 : rows * part / parts / 4 * 4;
-    *r1 = part + 1 == parts ? rows : rows * (part + 1) / parts / 4 * 4;
+    const size_t q = CLN_HOST_MLP_ROWS;
+    *r0 = part == 0 ? 0 : rows * part / parts / q * q;
+    *r1 = part + 1 == parts ? rows : rows * (part + 1) / parts / q * q;
 }
 
 /* One ordered product on packed B, its rows shared between the pool's threads. */

@@ -11,8 +11,8 @@
 #define CLN_HOST_MLP_MAX_LAYERS 64 /* = CLN_MAX_LAYERS (checked in host.c) */
 
 /* Rows evaluated together through every layer: their activations (2 x rows x ldh) stay in L1
- * while the weights stream from L2. A multiple of the 4-row GEMM tile. */
-#define CLN_HOST_MLP_ROWS 32
+ * while the weights stream from L2. A multiple of the 6- and 4-row GEMM tiles. */
+#define CLN_HOST_MLP_ROWS 24
 
 /* The model as the fused pass reads it, prepared once per solve: the weights of layer l packed
  * by cln_gemm_pack (k = in[l] x ldw[l]), its bias (NULL: none) and activation code. A hidden
