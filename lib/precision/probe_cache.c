@@ -4,7 +4,8 @@
  * One small text file per (device, precision, GEMM mode) under $XDG_CACHE_HOME/clnode (else
  * ~/.cache/clnode). Its first line is the key: the library's version and build (the size and
  * modification time of the library file that holds this code), the backend and the backend's
- * cache_id (the device, its driver and their versions); the file name is a hash of it. A file
+ * cache_id (the device, its driver and their versions); the file name is a hash of the key
+ * without the build, so that a rebuilt library overwrites its file rather than adding one. A file
  * whose key differs in any character, or that does not parse completely, is ignored and
  * rewritten by the next measurement: a new driver, device or library build measures again. Files
  * are written to a temporary name and renamed, so two processes storing at once each leave a
@@ -96,9 +97,16 @@ static uint64_t pc_hash(const char *s)
     return h;
 }
 
-static int pc_path(const char *dir, const char *key, char *out, size_t cap)
+/* The file of a device, precision and mode: a hash of everything in the key but the library
+ * build, so that a new build replaces its predecessor's file instead of adding one. */
+static int pc_path(const clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
+                   const char *dir, char *out, size_t cap)
 {
-    const int n = snprintf(out, cap, "%s/probe-%016llx.txt", dir, (unsigned long long)pc_hash(key));
+    char slot[PC_KEY_MAX];
+    snprintf(slot, sizeof slot, "%s | %s | %s %s", ctx->backend->ops->name, ctx->backend->cache_id,
+             clnode_precision_name(prec), clnode_gemm_mode_name(mode));
+    const int n =
+        snprintf(out, cap, "%s/probe-%016llx.txt", dir, (unsigned long long)pc_hash(slot));
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
@@ -112,7 +120,7 @@ int cln_probe_cache_load(const clnode_context *ctx, clnode_precision prec, clnod
     if (!dir[0])
         return 0;
     pc_key(ctx, prec, mode, key, sizeof key);
-    if (pc_path(dir, key, path, sizeof path) != 0)
+    if (pc_path(ctx, prec, mode, dir, path, sizeof path) != 0)
         return 0;
     FILE *f = fopen(path, "r");
     if (!f)
@@ -152,7 +160,7 @@ void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, cln
     if (!dir[0] || pc_mkdirs(dir) != 0)
         return;
     pc_key(ctx, prec, mode, key, sizeof key);
-    if (pc_path(dir, key, path, sizeof path) != 0)
+    if (pc_path(ctx, prec, mode, dir, path, sizeof path) != 0)
         return;
     const int n = snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     if (n <= 0 || (size_t)n >= sizeof tmp)

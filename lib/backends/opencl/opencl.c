@@ -1118,7 +1118,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                 CL_SUCCESS &&
             clGetPlatformInfo(ob->platform, CL_PLATFORM_VERSION, sizeof plat - 1, plat, NULL) ==
                 CL_SUCCESS)
-            snprintf(ob->base.cache_id, sizeof ob->base.cache_id, "%.120s | %.100s | %s | %s | %s",
+            snprintf(ob->base.cache_id, sizeof ob->base.cache_id, "%.120s | %.100s | %.90s | %.90s | %.90s",
                      chosen->name, chosen->platform_name, drv, dev, plat);
     }
     cl_device_fp_config fp = 0;
