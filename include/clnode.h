@@ -9,6 +9,7 @@
 #include "clnode/devices.h"
 #include "clnode/method.h"
 #include "clnode/model.h"
+#include "clnode/precision.h"
 #include "clnode/probe.h"
 #include "clnode/solver.h"
 

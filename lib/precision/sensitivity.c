@@ -1,0 +1,654 @@
+/* sensitivity.c - the sensitivity baseline of a problem, verdicts against it and the precision
+ * certificate of a run (clnode/precision.h). Built on clnode_solve only: every solve here is an
+ * ordinary strict host solve, the perturbed copies of a trajectory riding in one batch (a
+ * trajectory's bits do not depend on its batch). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "clnode/precision.h"
+
+struct clnode_sensitivity {
+    size_t batch, dim;
+    clnode_precision precision;
+    double rtol, atol;
+    clnode_sensitivity_options o;
+    size_t k64;            /* perturbed float64 solves per trajectory (0 or K) */
+    clnode_solution *ref;  /* float64: batch x (1 + k64); rows k * batch + i */
+    clnode_solution *work; /* working precision, batch x (1 + K); NULL when it is float64 */
+    clnode_sensitivity_stats *stats; /* batch + 1: the last is CLNODE_SENSITIVITY_ALL */
+};
+
+struct clnode_certificate {
+    clnode_certificate_summary summary;
+    clnode_certificate_sample *samples;
+};
+
+/* ---- the random signs: splitmix64 (Steele, Lea, Flood 2014), one stream per (seed, trajectory,
+ * perturbation), so a trajectory's perturbations do not depend on what else is in the batch ---- */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t stream_state(uint64_t seed, uint64_t id, uint64_t k)
+{
+    uint64_t s = seed;
+    uint64_t a = splitmix64(&s) ^ id;
+    uint64_t b = splitmix64(&a) ^ k;
+    return splitmix64(&b);
+}
+
+static double unit_roundoff(clnode_precision p)
+{
+    return p == CLNODE_FP64 ? ldexp(1.0, -53) : ldexp(1.0, -24);
+}
+
+static double default_tolerance(double rtol, clnode_precision p)
+{
+    return 100.0 * fmax(rtol, 16.0 * unit_roundoff(p));
+}
+
+void clnode_sensitivity_default_options(clnode_sensitivity_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->num_perturbations = 8;
+    o->perturbation_ulps = 4.0;
+    o->seed = 1;
+    o->fp64_spread = 1;
+    o->tolerance = 0.0;
+    o->slack = 3.0;
+    o->floor_ulps = 4.0;
+}
+
+void clnode_certify_default_options(clnode_certify_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->fraction = 0.01;
+    o->min_sample = 1;
+    o->seed = 1;
+    o->tolerance_rtol = 1.0;
+    clnode_sensitivity_default_options(&o->sensitivity);
+    o->sensitivity.fp64_spread = 0;
+}
+
+/* ---- the deviation measure ---- */
+
+/* Largest max_j |a_j - r_j| / (max_j |r_j| + floor_abs) over n points of dim N; NaN counts as
+ * +inf. */
+static double points_dev(const double *a, const double *r, size_t n, size_t N, double floor_abs)
+{
+    double dev = 0.0;
+    for (size_t p = 0; p < n; ++p) {
+        double num = 0.0, den = 0.0;
+        for (size_t j = 0; j < N; ++j) {
+            const double d = fabs(a[p * N + j] - r[p * N + j]);
+            if (!(d <= num))
+                num = isnan(d) ? INFINITY : d;
+            den = fmax(den, fabs(r[p * N + j]));
+        }
+        const double rel = num / (den + floor_abs);
+        if (!(rel <= dev))
+            dev = isnan(rel) ? INFINITY : rel;
+    }
+    return dev;
+}
+
+/* Deviation of trajectory `is` of `s` from trajectory `ir` of `r`: the save_ts points and the
+ * final state; +inf when points are missing, or when one of the two ended early and not the
+ * other. */
+static double traj_dev(const clnode_solution *s, size_t is, const clnode_solution *r, size_t ir,
+                       size_t N, double floor_abs)
+{
+    size_t n = 0, nr = 0;
+    const double *ts, *ys, *tr, *yr;
+    clnode_solution_saved(s, is, CLNODE_SAVE_TS, &n, &ts, &ys);
+    clnode_solution_saved(r, ir, CLNODE_SAVE_TS, &nr, &tr, &yr);
+    if (n != nr)
+        return INFINITY;
+    double dev = points_dev(ys, yr, n, N, floor_abs);
+    clnode_trajectory_stats a, b;
+    clnode_solution_stats(s, is, &a);
+    clnode_solution_stats(r, ir, &b);
+    const int ea = a.result == CLNODE_RESULT_SUCCESS, eb = b.result == CLNODE_RESULT_SUCCESS;
+    if (ea != eb)
+        return INFINITY;
+    if (ea) {
+        const double d = points_dev(clnode_solution_y_final(s, is), clnode_solution_y_final(r, ir),
+                                    1, N, floor_abs);
+        if (!(d <= dev))
+            dev = d;
+    }
+    return dev;
+}
+
+/* ---- the baseline ---- */
+
+static clnode_status check_sopts(clnode_context *ctx, const clnode_sensitivity_options *o)
+{
+    CLN_CHECK(ctx, o->num_perturbations >= 1 && o->num_perturbations <= 1000,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: num_perturbations must be in [1, 1000], not %d", o->num_perturbations);
+    CLN_CHECK(ctx, o->perturbation_ulps > 0 && isfinite(o->perturbation_ulps),
+              CLNODE_ERR_INVALID_ARGUMENT, "sensitivity: perturbation_ulps must be positive");
+    CLN_CHECK(ctx, o->slack >= 1 && isfinite(o->slack), CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: slack must be at least 1");
+    CLN_CHECK(ctx, o->floor_ulps >= 0 && isfinite(o->floor_ulps), CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: floor_ulps must be non-negative");
+    CLN_CHECK(ctx, o->tolerance >= 0 && isfinite(o->tolerance), CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: tolerance must be non-negative (0: the default rule)");
+    return CLNODE_OK;
+}
+
+/* Copies y0 (batch x N) into copies 0 .. copies-1 of out (rows k * batch + i); copy k >= 1 is
+ * perturbed by kulps u max(|y0_ij|, atol / rtol) with a random sign per component. */
+static void perturbed_states(double *out, const double *y0, size_t batch, size_t N,
+                             const size_t *ids, size_t copies, double kulps, double u,
+                             double scale_floor, uint64_t seed)
+{
+    for (size_t k = 0; k < copies; ++k) {
+        for (size_t i = 0; i < batch; ++i) {
+            double *row = out + (k * batch + i) * N;
+            const double *src = y0 + i * N;
+            if (k == 0) {
+                memcpy(row, src, N * sizeof *row);
+                continue;
+            }
+            uint64_t st = stream_state(seed, ids ? ids[i] : i, k);
+            uint64_t bits = 0;
+            for (size_t j = 0; j < N; ++j) {
+                if (j % 64 == 0)
+                    bits = splitmix64(&st);
+                const double sign = (bits >> (j % 64)) & 1 ? 1.0 : -1.0;
+                row[j] = src[j] + sign * kulps * u * fmax(fabs(src[j]), scale_floor);
+            }
+        }
+    }
+}
+
+static void stats_init(clnode_sensitivity_stats *s, const clnode_sensitivity *b)
+{
+    memset(s, 0, sizeof *s);
+    s->precision = b->precision;
+    s->unit_roundoff = unit_roundoff(b->precision);
+    s->floor = b->o.floor_ulps * s->unit_roundoff;
+    s->tolerance = b->o.tolerance > 0 ? b->o.tolerance : default_tolerance(b->rtol, b->precision);
+    s->fp64_tolerance =
+        b->o.tolerance > 0 ? b->o.tolerance : default_tolerance(b->rtol, CLNODE_FP64);
+    s->has_fp64 = b->k64 > 0;
+    s->ref_steps_min = s->steps_min = s->fp64_steps_min = -1;
+    s->ref_steps_max = s->steps_max = s->fp64_steps_max = -1;
+    s->reference_success = 1;
+}
+
+static void range_add(long *lo, long *hi, long v)
+{
+    if (*lo < 0 || v < *lo)
+        *lo = v;
+    if (v > *hi)
+        *hi = v;
+}
+
+static void max_into(double *m, double v)
+{
+    if (!(v <= *m))
+        *m = v;
+}
+
+/* Spread of the copies 0 .. copies-1 of trajectory i in `s` around reference row i; copy 0 of the
+ * float64 set is the reference itself. */
+static void copies_spread(const clnode_sensitivity *b, const clnode_solution *s, size_t i,
+                          size_t copies, int ref_ok, long *lo, long *hi, double *spread, int *bad)
+{
+    const double floor_abs = b->atol / b->rtol;
+    for (size_t k = 0; k < copies; ++k) {
+        clnode_trajectory_stats st;
+        clnode_solution_stats(s, k * b->batch + i, &st);
+        range_add(lo, hi, st.num_steps);
+        if (ref_ok && st.result != CLNODE_RESULT_SUCCESS)
+            *bad = 1;
+        max_into(spread, traj_dev(s, k * b->batch + i, b->ref, i, b->dim, floor_abs));
+    }
+}
+
+static void compute_stats(clnode_sensitivity *b)
+{
+    const size_t K = (size_t)b->o.num_perturbations;
+    clnode_sensitivity_stats *all = &b->stats[b->batch];
+    stats_init(all, b);
+    for (size_t i = 0; i < b->batch; ++i) {
+        clnode_sensitivity_stats *s = &b->stats[i];
+        stats_init(s, b);
+        clnode_trajectory_stats rs;
+        clnode_solution_stats(b->ref, i, &rs);
+        const int ref_ok = rs.result == CLNODE_RESULT_SUCCESS;
+        s->reference_success = ref_ok;
+        s->ref_steps_min = s->ref_steps_max = rs.num_steps;
+        int bad = 0, bad64 = 0;
+        const clnode_solution *w = b->work ? b->work : b->ref;
+        copies_spread(b, w, i, K + 1, ref_ok, &s->steps_min, &s->steps_max, &s->spread, &bad);
+        if (b->k64)
+            copies_spread(b, b->ref, i, b->k64 + 1, ref_ok, &s->fp64_steps_min, &s->fp64_steps_max,
+                          &s->fp64_spread, &bad64);
+        if (bad)
+            s->spread = INFINITY;
+        if (bad64)
+            s->fp64_spread = INFINITY;
+        s->ill_conditioned = !(s->spread <= s->tolerance);
+        s->fp64_ill_conditioned = b->k64 && !(s->fp64_spread <= s->fp64_tolerance);
+
+        all->reference_success &= s->reference_success;
+        range_add(&all->ref_steps_min, &all->ref_steps_max, rs.num_steps);
+        range_add(&all->steps_min, &all->steps_max, s->steps_min);
+        range_add(&all->steps_min, &all->steps_max, s->steps_max);
+        max_into(&all->spread, s->spread);
+        if (b->k64) {
+            range_add(&all->fp64_steps_min, &all->fp64_steps_max, s->fp64_steps_min);
+            range_add(&all->fp64_steps_min, &all->fp64_steps_max, s->fp64_steps_max);
+            max_into(&all->fp64_spread, s->fp64_spread);
+        }
+        all->ill_conditioned |= s->ill_conditioned;
+        all->fp64_ill_conditioned |= s->fp64_ill_conditioned;
+    }
+}
+
+void clnode_sensitivity_destroy(clnode_sensitivity **b)
+{
+    if (!b || !*b)
+        return;
+    clnode_solution_destroy(&(*b)->ref);
+    clnode_solution_destroy(&(*b)->work);
+    free((*b)->stats);
+    free(*b);
+    *b = NULL;
+}
+
+/* A host context for the reference solves, logging where `ctx` logs. */
+static clnode_status host_context(clnode_context *ctx, clnode_context **host)
+{
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    co.log = ctx->log;
+    co.log_user = ctx->log_user;
+    co.log_level = ctx->log_level;
+    clnode_status st = clnode_context_create(&co, host);
+    if (st != CLNODE_OK)
+        return cln_fail(ctx, st, "sensitivity: cannot open the host reference context");
+    return CLNODE_OK;
+}
+
+/* Solves on `host`, passing a failure's message on to `ctx`. */
+static clnode_status host_solve(clnode_context *ctx, clnode_context *host,
+                                const clnode_model *model, const clnode_solve_options *o,
+                                size_t batch, const double *y0, clnode_solution **out)
+{
+    clnode_status st = clnode_solve(host, model, o, batch, y0, out);
+    if (st != CLNODE_OK)
+        return cln_fail(ctx, st, "sensitivity: the host %s reference solve failed: %s",
+                        clnode_precision_name(o->precision), clnode_context_last_error(host));
+    return CLNODE_OK;
+}
+
+static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model,
+                                  const clnode_solve_options *opts, size_t batch, const double *y0,
+                                  const size_t *ids, const clnode_sensitivity_options *sopts,
+                                  clnode_sensitivity **out)
+{
+    clnode_status st = CLNODE_OK;
+    clnode_context *host = NULL;
+    double *ys = NULL;
+    clnode_sensitivity *b = NULL;
+    CLN_TRY(st, check_sopts(ctx, sopts));
+    CLN_CHECK(ctx, opts->rtol > 0 && opts->atol > 0 && isfinite(opts->rtol / opts->atol),
+              CLNODE_ERR_INVALID_ARGUMENT, "sensitivity: rtol and atol must be positive");
+    b = calloc(1, sizeof *b);
+    CLN_CHECK(ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a sensitivity baseline");
+    b->batch = batch;
+    b->dim = clnode_model_dim(model);
+    b->precision = opts->precision == CLNODE_FP64 ? CLNODE_FP64 : CLNODE_FP32;
+    b->rtol = opts->rtol;
+    b->atol = opts->atol;
+    b->o = *sopts;
+    const size_t K = (size_t)sopts->num_perturbations;
+    b->k64 = sopts->fp64_spread || b->precision == CLNODE_FP64 ? K : 0;
+    size_t nstats, rows, elems;
+    if (!cln_add_size(batch, 1, &nstats) || !cln_mul_size(batch, K + 1, &rows) ||
+        !cln_mul_size(rows, b->dim, &elems) || !cln_mul_size(elems, sizeof(double), &elems)) {
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "sensitivity: batch %zu too large", batch);
+        goto fail;
+    }
+    b->stats = calloc(nstats, sizeof *b->stats);
+    ys = malloc(elems);
+    if (!b->stats || !ys) {
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                      "cannot allocate %zu bytes of perturbed states", elems);
+        goto fail;
+    }
+    CLN_TRY(st, host_context(ctx, &host));
+
+    clnode_solve_options o = *opts;
+    o.gemm_mode = CLNODE_GEMM_STRICT;
+    o.save_t0 = 0;
+    o.save_steps = 0;
+    o.save_t1 = 1;
+    o.progress = NULL;
+    o.progress_user = NULL;
+    /* the problem's own step sequence, as diffrax takes it: the guard's floor detection judges
+     * a device's arithmetic, which is what the baseline is compared with, not part of it */
+    o.precision_guard = CLNODE_GUARD_OFF;
+    const double scale_floor = opts->atol / opts->rtol;
+
+    o.precision = CLNODE_FP64;
+    perturbed_states(ys, y0, batch, b->dim, ids, b->k64 + 1, sopts->perturbation_ulps,
+                     unit_roundoff(CLNODE_FP64), scale_floor, sopts->seed);
+    CLN_TRY(st, host_solve(ctx, host, model, &o, batch * (b->k64 + 1), ys, &b->ref));
+    if (b->precision != CLNODE_FP64) {
+        o.precision = b->precision;
+        perturbed_states(ys, y0, batch, b->dim, ids, K + 1, sopts->perturbation_ulps,
+                         unit_roundoff(b->precision), scale_floor, sopts->seed);
+        CLN_TRY(st, host_solve(ctx, host, model, &o, batch * (K + 1), ys, &b->work));
+    }
+    compute_stats(b);
+    free(ys);
+    clnode_context_destroy(&host);
+    *out = b;
+    return CLNODE_OK;
+fail:
+    free(ys);
+    clnode_context_destroy(&host);
+    clnode_sensitivity_destroy(&b);
+    return st;
+}
+
+clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_model *model,
+                                          const clnode_solve_options *opts, size_t batch,
+                                          const double *y0, const clnode_sensitivity_options *sopts,
+                                          clnode_sensitivity **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, model && opts && y0 && out && batch > 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: NULL argument or batch 0");
+    clnode_sensitivity_options def;
+    if (!sopts) {
+        clnode_sensitivity_default_options(&def);
+        sopts = &def;
+    }
+    return baseline_run(ctx, model, opts, batch, y0, NULL, sopts, out);
+}
+
+size_t clnode_sensitivity_batch(const clnode_sensitivity *b)
+{
+    return b ? b->batch : 0;
+}
+
+clnode_status clnode_sensitivity_get(const clnode_sensitivity *b, size_t traj,
+                                     clnode_sensitivity_stats *out)
+{
+    if (!b || !out || (traj != CLNODE_SENSITIVITY_ALL && traj >= b->batch))
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    *out = b->stats[traj == CLNODE_SENSITIVITY_ALL ? b->batch : traj];
+    return CLNODE_OK;
+}
+
+const clnode_solution *clnode_sensitivity_reference(const clnode_sensitivity *b)
+{
+    return b ? b->ref : NULL;
+}
+
+clnode_status clnode_sensitivity_deviation(const clnode_sensitivity *b, const clnode_solution *sol,
+                                           size_t sol_traj, size_t traj, double *out)
+{
+    if (!b || !sol || !out || traj >= b->batch || sol_traj >= clnode_solution_batch(sol) ||
+        clnode_solution_dim(sol) != b->dim)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    *out = traj_dev(sol, sol_traj, b->ref, traj, b->dim, b->atol / b->rtol);
+    return CLNODE_OK;
+}
+
+const char *clnode_verdict_name(clnode_verdict v)
+{
+    switch (v) {
+    case CLNODE_VERDICT_AGREES:
+        return "agrees";
+    case CLNODE_VERDICT_BEYOND:
+        return "beyond";
+    case CLNODE_VERDICT_ILL_CONDITIONED:
+        return "ill_conditioned";
+    }
+    return "unknown";
+}
+
+clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj, double deviation,
+                                       long steps_min, long steps_max, int success,
+                                       clnode_judgement *out)
+{
+    clnode_sensitivity_stats s;
+    if (!out || clnode_sensitivity_get(b, traj, &s) != CLNODE_OK)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    const char *pn = clnode_precision_name(s.precision);
+    const double band = fmax(s.spread, s.floor);
+    out->ratio = isnan(deviation) ? INFINITY : deviation / band;
+    out->success = success;
+    const long w = s.steps_max - s.steps_min > 2 ? s.steps_max - s.steps_min : 2;
+    out->steps_beyond = steps_min < s.steps_min - w || steps_max > s.steps_max + w;
+    const int within =
+        out->ratio <= b->o.slack && !out->steps_beyond && (success || !s.reference_success);
+    if (within && !s.ill_conditioned) {
+        out->verdict = CLNODE_VERDICT_AGREES;
+        snprintf(out->text, sizeof out->text,
+                 "agrees (within the problem's own rounding sensitivity: %.2gx its %s spread)",
+                 out->ratio, pn);
+        return CLNODE_OK;
+    }
+    if (within) {
+        out->verdict = CLNODE_VERDICT_ILL_CONDITIONED;
+        char fp64[160] = "";
+        if (s.precision != CLNODE_FP64 && s.has_fp64 && !s.fp64_ill_conditioned)
+            snprintf(fp64, sizeof fp64, "; fp64 is not (spread %.2e, %ld-%ld steps): solve in fp64",
+                     s.fp64_spread, s.fp64_steps_min, s.fp64_steps_max);
+        else if (s.precision != CLNODE_FP64 && s.has_fp64)
+            snprintf(fp64, sizeof fp64,
+                     "; so is fp64 (spread %.2e): tighten rtol or shorten the interval",
+                     s.fp64_spread);
+        else if (s.precision == CLNODE_FP64)
+            snprintf(fp64, sizeof fp64, ": tighten rtol or shorten the interval");
+        snprintf(out->text, sizeof out->text,
+                 "the problem is ill-conditioned in %s (its own spread %.2e exceeds the "
+                 "tolerance %.2e; %ld-%ld steps under perturbations of %g u), no device is "
+                 "blamed%s",
+                 pn, s.spread, s.tolerance, s.steps_min, s.steps_max, b->o.perturbation_ulps, fp64);
+        return CLNODE_OK;
+    }
+    out->verdict = CLNODE_VERDICT_BEYOND;
+    if (!success && s.reference_success)
+        snprintf(out->text, sizeof out->text,
+                 "the arithmetic changes the solution: trajectories did not succeed where the "
+                 "problem's own perturbed %s solves did (%ld-%ld steps against %ld-%ld)",
+                 pn, steps_min, steps_max, s.steps_min, s.steps_max);
+    else if (!isfinite(out->ratio))
+        snprintf(out->text, sizeof out->text,
+                 "the arithmetic changes the solution: saved points missing or not finite "
+                 "(%ld-%ld steps against %ld-%ld)",
+                 steps_min, steps_max, s.steps_min, s.steps_max);
+    else
+        snprintf(out->text, sizeof out->text,
+                 "the arithmetic changes the solution: %.3gx the problem's own %s spread "
+                 "(%.2e; %ld-%ld steps against %ld-%ld)",
+                 out->ratio, pn, band, steps_min, steps_max, s.steps_min, s.steps_max);
+    return CLNODE_OK;
+}
+
+/* ---- the certificate ---- */
+
+void clnode_certificate_destroy(clnode_certificate **cert)
+{
+    if (!cert || !*cert)
+        return;
+    free((*cert)->samples);
+    free(*cert);
+    *cert = NULL;
+}
+
+void clnode_certificate_get(const clnode_certificate *cert, clnode_certificate_summary *out)
+{
+    if (!out)
+        return;
+    if (cert)
+        *out = cert->summary;
+    else
+        memset(out, 0, sizeof *out);
+}
+
+clnode_status clnode_certificate_sample_get(const clnode_certificate *cert, size_t k,
+                                            clnode_certificate_sample *out)
+{
+    if (!cert || !out || k >= cert->summary.num_sampled)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    *out = cert->samples[k];
+    return CLNODE_OK;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    const size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
+                             const clnode_solve_options *opts, size_t batch, const double *y0,
+                             const clnode_solution *sol, const clnode_certify_options *copts,
+                             clnode_certificate **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, model && opts && y0 && sol && out && batch > 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: NULL argument or batch 0");
+    const size_t N = clnode_model_dim(model);
+    CLN_CHECK(ctx, clnode_solution_batch(sol) == batch && clnode_solution_dim(sol) == N,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: the solution (batch %zu, dim %zu) is not of this problem (batch %zu, dim "
+              "%zu)",
+              clnode_solution_batch(sol), clnode_solution_dim(sol), batch, N);
+    clnode_certify_options def;
+    if (!copts) {
+        clnode_certify_default_options(&def);
+        copts = &def;
+    }
+    CLN_CHECK(ctx, copts->fraction > 0 && copts->fraction <= 1, CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: fraction must be in (0, 1], not %g", copts->fraction);
+    CLN_CHECK(ctx, copts->tolerance_rtol >= 0 && isfinite(copts->tolerance_rtol),
+              CLNODE_ERR_INVALID_ARGUMENT, "certify: tolerance_rtol must be non-negative");
+    const double t_start = now_seconds();
+
+    size_t n = (size_t)ceil(copts->fraction * (double)batch);
+    if (n < copts->min_sample)
+        n = copts->min_sample;
+    if (n < 1)
+        n = 1;
+    if (n > batch)
+        n = batch;
+
+    clnode_status st = CLNODE_OK;
+    size_t *idx = NULL;
+    double *ys = NULL;
+    clnode_sensitivity *b = NULL;
+    clnode_certificate *c = calloc(1, sizeof *c);
+    size_t bytes;
+    idx = malloc(batch * sizeof *idx);
+    ys = cln_mul_size(n, N, &bytes) && cln_mul_size(bytes, sizeof(double), &bytes) ? malloc(bytes)
+                                                                                   : NULL;
+    if (c)
+        c->samples = calloc(n, sizeof *c->samples);
+    if (!c || !idx || !ys || !c->samples) {
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "certify: cannot allocate the sample of %zu",
+                      n);
+        goto fail;
+    }
+    /* a seeded partial Fisher-Yates shuffle: the first n of a random permutation */
+    for (size_t i = 0; i < batch; ++i)
+        idx[i] = i;
+    uint64_t rng = stream_state(copts->seed, (uint64_t)batch, 0);
+    for (size_t i = 0; i < n; ++i) {
+        const size_t j = i + (size_t)(splitmix64(&rng) % (uint64_t)(batch - i));
+        const size_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+    qsort(idx, n, sizeof *idx, cmp_size);
+    for (size_t k = 0; k < n; ++k)
+        memcpy(ys + k * N, y0 + idx[k] * N, N * sizeof(double));
+    CLN_TRY(st, check_sopts(ctx, &copts->sensitivity));
+    CLN_TRY(st, baseline_run(ctx, model, opts, n, ys, idx, &copts->sensitivity, &b));
+
+    clnode_certificate_summary *sm = &c->summary;
+    sm->batch = batch;
+    sm->num_sampled = n;
+    sm->rtol = opts->rtol;
+    sm->tolerance_rtol = copts->tolerance_rtol;
+    sm->certified = 1;
+    for (size_t k = 0; k < n; ++k) {
+        clnode_sensitivity_stats s;
+        clnode_sensitivity_get(b, k, &s);
+        clnode_trajectory_stats ts;
+        clnode_solution_stats(sol, idx[k], &ts);
+        double dev = INFINITY;
+        clnode_sensitivity_deviation(b, sol, idx[k], k, &dev);
+        clnode_judgement j;
+        clnode_sensitivity_judge(b, k, dev, ts.num_steps, ts.num_steps,
+                                 ts.result == CLNODE_RESULT_SUCCESS, &j);
+        clnode_certificate_sample *p = &c->samples[k];
+        p->traj = idx[k];
+        p->deviation_rtol = dev / opts->rtol;
+        p->spread_rtol = s.spread / opts->rtol;
+        p->steps = ts.num_steps;
+        p->steps_min = s.steps_min;
+        p->steps_max = s.steps_max;
+        p->within =
+            j.verdict != CLNODE_VERDICT_BEYOND || p->deviation_rtol <= copts->tolerance_rtol;
+        sm->num_ill_conditioned += s.ill_conditioned;
+        if (k == 0 || !(p->deviation_rtol <= sm->max_deviation_rtol)) {
+            sm->worst_traj = idx[k];
+            sm->max_deviation_rtol = isnan(p->deviation_rtol) ? INFINITY : p->deviation_rtol;
+        }
+        max_into(&sm->max_spread_rtol, p->spread_rtol);
+        if (!p->within) {
+            sm->certified = 0;
+            sm->num_failed++;
+        }
+    }
+    clnode_sensitivity_destroy(&b);
+    free(idx);
+    free(ys);
+    sm->seconds = now_seconds() - t_start;
+    *out = c;
+    return CLNODE_OK;
+fail:
+    clnode_sensitivity_destroy(&b);
+    free(idx);
+    free(ys);
+    clnode_certificate_destroy(&c);
+    return st;
+}
