@@ -151,7 +151,7 @@ typedef struct clnode_judgement {
     int steps_beyond; /* the steps lie outside the baseline's range widened by
                          max(2, its width) on each side */
     int success;      /* the trajectories judged all succeeded */
-    char text[320];   /* one line: "agrees (within the problem's own rounding sensitivity)",
+    char text[512];   /* one line: "agrees (within the problem's own rounding sensitivity)",
                          "the arithmetic changes the solution: 4.1e+04x the problem's own spread
                          ...", "the problem is ill-conditioned in fp32 ..." */
 } clnode_judgement;
