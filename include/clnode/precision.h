@@ -127,12 +127,16 @@ CLNODE_API clnode_status clnode_sensitivity_get(const clnode_sensitivity *b, siz
 CLNODE_API const clnode_solution *clnode_sensitivity_reference(const clnode_sensitivity *b);
 
 /* The deviation (see the top of this header) of trajectory `sol_traj` of `sol` from the float64
- * reference of baseline trajectory `traj`. `sol` must save the same save_ts times (and t1) as the
- * baseline's options, or the deviation is +inf. Returns CLNODE_ERR_INVALID_ARGUMENT for an index
- * out of range or a solution of another dimension. */
+ * reference of baseline trajectory `traj`, over the save_ts points both reached and, when both
+ * succeeded, their final states. `sol` must save the same save_ts times as the baseline's
+ * options. `complete` (may be NULL) receives 1 when every point had its counterpart and both
+ * trajectories ended alike, 0 when one ended early: *out is then the deviation as far as both
+ * ran (a device that failed late still gets a finite "N x the spread"), or +inf when `complete`
+ * is NULL. Returns CLNODE_ERR_INVALID_ARGUMENT for an index out of range or a solution of
+ * another dimension. */
 CLNODE_API clnode_status clnode_sensitivity_deviation(const clnode_sensitivity *b,
                                                       const clnode_solution *sol, size_t sol_traj,
-                                                      size_t traj, double *out);
+                                                      size_t traj, double *out, int *complete);
 
 typedef enum clnode_verdict {
     CLNODE_VERDICT_AGREES = 0,          /* within the problem's own rounding sensitivity */
@@ -206,7 +210,8 @@ typedef struct clnode_certificate_sample {
     double spread_rtol;        /* its baseline spread, in units of rtol */
     long steps;                /* of the run */
     long steps_min, steps_max; /* of its baseline */
-    int within;                /* within slack x spread (and the step range) or the tolerance */
+    int complete;              /* it reached every saved point its float64 solve did */
+    int within; /* complete, and within slack x spread (and the step range) or the tolerance */
 } clnode_certificate_sample;
 
 /* Certifies a finished solve: `sol` is what clnode_solve(any context, model, opts, batch, y0)

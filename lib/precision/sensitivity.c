@@ -101,26 +101,23 @@ static double points_dev(const double *a, const double *r, size_t n, size_t N, d
     return dev;
 }
 
-/* Deviation of trajectory `is` of `s` from trajectory `ir` of `r`: the save_ts points and the
- * final state; +inf when points are missing, or when one of the two ended early and not the
- * other. */
+/* Deviation of trajectory `is` of `s` from trajectory `ir` of `r`: the save_ts points both
+ * reached (a trajectory that ended early saved a prefix of them) and, when both succeeded, the
+ * final state. *complete: every point of each had its counterpart and both ended alike. */
 static double traj_dev(const clnode_solution *s, size_t is, const clnode_solution *r, size_t ir,
-                       size_t N, double floor_abs)
+                       size_t N, double floor_abs, int *complete)
 {
     size_t n = 0, nr = 0;
     const double *ts, *ys, *tr, *yr;
     clnode_solution_saved(s, is, CLNODE_SAVE_TS, &n, &ts, &ys);
     clnode_solution_saved(r, ir, CLNODE_SAVE_TS, &nr, &tr, &yr);
-    if (n != nr)
-        return INFINITY;
-    double dev = points_dev(ys, yr, n, N, floor_abs);
+    double dev = points_dev(ys, yr, n < nr ? n : nr, N, floor_abs);
     clnode_trajectory_stats a, b;
     clnode_solution_stats(s, is, &a);
     clnode_solution_stats(r, ir, &b);
     const int ea = a.result == CLNODE_RESULT_SUCCESS, eb = b.result == CLNODE_RESULT_SUCCESS;
-    if (ea != eb)
-        return INFINITY;
-    if (ea) {
+    *complete = n == nr && ea == eb;
+    if (ea && eb) {
         const double d = points_dev(clnode_solution_y_final(s, is), clnode_solution_y_final(r, ir),
                                     1, N, floor_abs);
         if (!(d <= dev))
@@ -214,7 +211,9 @@ static void copies_spread(const clnode_sensitivity *b, const clnode_solution *s,
         range_add(lo, hi, st.num_steps);
         if (ref_ok && st.result != CLNODE_RESULT_SUCCESS)
             *bad = 1;
-        max_into(spread, traj_dev(s, k * b->batch + i, b->ref, i, b->dim, floor_abs));
+        int complete;
+        const double d = traj_dev(s, k * b->batch + i, b->ref, i, b->dim, floor_abs, &complete);
+        max_into(spread, complete ? d : INFINITY);
     }
 }
 
@@ -408,12 +407,17 @@ const clnode_solution *clnode_sensitivity_reference(const clnode_sensitivity *b)
 }
 
 clnode_status clnode_sensitivity_deviation(const clnode_sensitivity *b, const clnode_solution *sol,
-                                           size_t sol_traj, size_t traj, double *out)
+                                           size_t sol_traj, size_t traj, double *out, int *complete)
 {
     if (!b || !sol || !out || traj >= b->batch || sol_traj >= clnode_solution_batch(sol) ||
         clnode_solution_dim(sol) != b->dim)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    *out = traj_dev(sol, sol_traj, b->ref, traj, b->dim, b->atol / b->rtol);
+    int all = 1;
+    *out = traj_dev(sol, sol_traj, b->ref, traj, b->dim, b->atol / b->rtol, &all);
+    if (complete)
+        *complete = all;
+    else if (!all)
+        *out = INFINITY;
     return CLNODE_OK;
 }
 
@@ -473,7 +477,13 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
         return CLNODE_OK;
     }
     out->verdict = CLNODE_VERDICT_BEYOND;
-    if (!success && s.reference_success)
+    if (!success && s.reference_success && isfinite(out->ratio))
+        snprintf(out->text, sizeof out->text,
+                 "the arithmetic changes the solution: %.3gx the problem's own %s spread (%.2e) "
+                 "as far as it ran, then trajectories did not succeed where the problem's own "
+                 "perturbed solves did (%ld-%ld steps against %ld-%ld)",
+                 out->ratio, pn, band, steps_min, steps_max, s.steps_min, s.steps_max);
+    else if (!success && s.reference_success)
         snprintf(out->text, sizeof out->text,
                  "the arithmetic changes the solution: trajectories did not succeed where the "
                  "problem's own perturbed %s solves did (%ld-%ld steps against %ld-%ld)",
@@ -615,10 +625,11 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
         clnode_trajectory_stats ts;
         clnode_solution_stats(sol, idx[k], &ts);
         double dev = INFINITY;
-        clnode_sensitivity_deviation(b, sol, idx[k], k, &dev);
+        int complete = 0;
+        clnode_sensitivity_deviation(b, sol, idx[k], k, &dev, &complete);
+        const int success = ts.result == CLNODE_RESULT_SUCCESS;
         clnode_judgement j;
-        clnode_sensitivity_judge(b, k, dev, ts.num_steps, ts.num_steps,
-                                 ts.result == CLNODE_RESULT_SUCCESS, &j);
+        clnode_sensitivity_judge(b, k, dev, ts.num_steps, ts.num_steps, success, &j);
         clnode_certificate_sample *p = &c->samples[k];
         p->traj = idx[k];
         p->deviation_rtol = dev / opts->rtol;
@@ -626,8 +637,11 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
         p->steps = ts.num_steps;
         p->steps_min = s.steps_min;
         p->steps_max = s.steps_max;
+        /* a trajectory that ended early where its reference did not is never within */
+        p->complete = complete;
         p->within =
-            j.verdict != CLNODE_VERDICT_BEYOND || p->deviation_rtol <= copts->tolerance_rtol;
+            (complete || !s.reference_success) &&
+            (j.verdict != CLNODE_VERDICT_BEYOND || p->deviation_rtol <= copts->tolerance_rtol);
         sm->num_ill_conditioned += s.ill_conditioned;
         if (k == 0 || !(p->deviation_rtol <= sm->max_deviation_rtol)) {
             sm->worst_traj = idx[k];
