@@ -57,7 +57,8 @@ void tool_verdict_cell(char *out, size_t cap, const clnode_judgement *j, const c
         break;
     case CLNODE_VERDICT_BEYOND:
         if (isfinite(j->ratio))
-            snprintf(out, cap, "BEYOND: %.3gx spread%s%s%s", j->ratio, gemm_class ? " (" : "",
+            snprintf(out, cap, "BEYOND: %.3gx spread%s%s%s%s", j->ratio,
+                     j->success ? "" : ", ended early", gemm_class ? " (" : "",
                      gemm_class ? gemm_class : "", gemm_class ? " GEMM)" : "");
         else
             snprintf(out, cap, "BEYOND: ended early%s%s%s", gemm_class ? " (" : "",
@@ -112,8 +113,10 @@ void tool_json_certificate(FILE *f, const clnode_certificate *c, const clnode_ce
         tool_json_num(f, p.deviation_rtol);
         fprintf(f, ", \"spread_rtol\": ");
         tool_json_num(f, p.spread_rtol);
-        fprintf(f, ", \"num_steps\": %ld, \"baseline_steps\": [%ld, %ld], \"within\": %s}", p.steps,
-                p.steps_min, p.steps_max, jbool(p.within));
+        fprintf(f,
+                ", \"num_steps\": %ld, \"baseline_steps\": [%ld, %ld], \"complete\": %s, "
+                "\"within\": %s}",
+                p.steps, p.steps_min, p.steps_max, jbool(p.complete), jbool(p.within));
     }
     fprintf(f, "]}");
 }
