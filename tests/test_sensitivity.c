@@ -150,7 +150,7 @@ static void test_seed(void **state)
     assert_true(j.steps_beyond);
     assert_true(j.ratio > 3 && isfinite(j.ratio));
     assert_true(fabs(j.ratio - dev / s.spread) <= 1e-12 * j.ratio);
-    assert_non_null(strstr(j.text, "the arithmetic changes the solution"));
+    assert_non_null(strstr(j.text, "the device's arithmetic changes the solution"));
     o.precision_guard = CLNODE_GUARD_WARN;
     solve_and_judge(b, m, &o, 1, y0, 1, &j, &dev);
     assert_int_equal(j.verdict, CLNODE_VERDICT_BEYOND);

@@ -140,7 +140,7 @@ CLNODE_API clnode_status clnode_sensitivity_deviation(const clnode_sensitivity *
 
 typedef enum clnode_verdict {
     CLNODE_VERDICT_AGREES = 0,          /* within the problem's own rounding sensitivity */
-    CLNODE_VERDICT_BEYOND = 1,          /* the arithmetic changes the solution beyond it */
+    CLNODE_VERDICT_BEYOND = 1,          /* the device's arithmetic changes the solution beyond it */
     CLNODE_VERDICT_ILL_CONDITIONED = 2, /* within it, but the problem's own spread exceeds the
                                            tolerance at this precision: no device is blamed */
 } clnode_verdict;
@@ -156,7 +156,7 @@ typedef struct clnode_judgement {
                          max(2, its width) on each side */
     int success;      /* the trajectories judged all succeeded */
     char text[512];   /* one line: "agrees (within the problem's own rounding sensitivity)",
-                         "the arithmetic changes the solution: 4.1e+04x the problem's own spread
+                         "the device's arithmetic changes the solution: 11.3x the problem's own spread
                          ...", "the problem is ill-conditioned in fp32 ..." */
 } clnode_judgement;
 

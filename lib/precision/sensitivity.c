@@ -479,23 +479,25 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
     out->verdict = CLNODE_VERDICT_BEYOND;
     if (!success && s.reference_success && isfinite(out->ratio))
         snprintf(out->text, sizeof out->text,
-                 "the arithmetic changes the solution: %.3gx the problem's own %s spread (%.2e) "
+                 "the device's arithmetic changes the solution: %.3gx the problem's own %s spread "
+                 "(%.2e) "
                  "as far as it ran, then trajectories did not succeed where the problem's own "
                  "perturbed solves did (%ld-%ld steps against %ld-%ld)",
                  out->ratio, pn, band, steps_min, steps_max, s.steps_min, s.steps_max);
     else if (!success && s.reference_success)
-        snprintf(out->text, sizeof out->text,
-                 "the arithmetic changes the solution: trajectories did not succeed where the "
-                 "problem's own perturbed %s solves did (%ld-%ld steps against %ld-%ld)",
-                 pn, steps_min, steps_max, s.steps_min, s.steps_max);
+        snprintf(
+            out->text, sizeof out->text,
+            "the device's arithmetic changes the solution: trajectories did not succeed where the "
+            "problem's own perturbed %s solves did (%ld-%ld steps against %ld-%ld)",
+            pn, steps_min, steps_max, s.steps_min, s.steps_max);
     else if (!isfinite(out->ratio))
         snprintf(out->text, sizeof out->text,
-                 "the arithmetic changes the solution: saved points missing or not finite "
+                 "the device's arithmetic changes the solution: saved points missing or not finite "
                  "(%ld-%ld steps against %ld-%ld)",
                  steps_min, steps_max, s.steps_min, s.steps_max);
     else
         snprintf(out->text, sizeof out->text,
-                 "the arithmetic changes the solution: %.3gx the problem's own %s spread "
+                 "the device's arithmetic changes the solution: %.3gx the problem's own %s spread "
                  "(%.2e; %ld-%ld steps against %ld-%ld)",
                  out->ratio, pn, band, steps_min, steps_max, s.steps_min, s.steps_max);
     return CLNODE_OK;
