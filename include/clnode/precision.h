@@ -155,9 +155,10 @@ typedef struct clnode_judgement {
     int steps_beyond; /* the steps lie outside the baseline's range widened by
                          max(2, its width) on each side */
     int success;      /* the trajectories judged all succeeded */
-    char text[512];   /* one line: "agrees (within the problem's own rounding sensitivity)",
-                         "the device's arithmetic changes the solution: 11.3x the problem's own spread
-                         ...", "the problem is ill-conditioned in fp32 ..." */
+    char text[512];   /* one line: "agrees (within the problem's own rounding sensitivity:
+                         ...)", "the device's arithmetic changes the solution: 11.3x the
+                         problem's own fp32 spread ...", "the problem is ill-conditioned in
+                         fp32 ..." */
 } clnode_judgement;
 
 /* Judges a solve of the baseline's problem (in the baseline's working precision) against the
