@@ -12,6 +12,7 @@
 #include "clnode.h"
 #include "solve_args.h"
 #include "tool_common.h"
+#include "tool_precision.h"
 
 static void usage(FILE *f)
 {
@@ -51,7 +52,18 @@ static void usage(FILE *f)
         "  --device SPEC           where to solve (below); --backend B: see below\n"
         "  --json                  print one JSON object on stdout instead of the summary\n"
         "  --json-points           with --json: each trajectory's saved points too\n"
-        "  --quiet                 no summary\n"
+        "  --quiet                 no summary\n",
+        f);
+    fputs(
+        "  --certify               after the solve, re-solve a seeded random sample of the\n"
+        "                          trajectories on the host in fp64 with their sensitivity\n"
+        "                          baseline (8 solves with y0 perturbed by 4 u max(|y0|,\n"
+        "                          atol/rtol)); the run is certified when every sampled\n"
+        "                          trajectory lies within 3x its own spread or within rtol of\n"
+        "                          its fp64 solve; not certified: exit status 4. Cost: about\n"
+        "                          fraction x (9 + 2) of the run's work, on the host\n"
+        "  --certify-fraction X    share of the trajectories sampled (default 0.01, at least 1)\n"
+        "  --certify-seed N        which trajectories (default 1)\n"
         "  --help, -h              this text      --version   the version\n"
         "\n"
         "Output CSV (--out): a header line traj,kind,t,y0,...,y{N-1}, then one line per saved\n"
@@ -65,8 +77,14 @@ static void usage(FILE *f)
         "\"wall_seconds\",\n"
         "  \"trajectories\": [{\"result\", \"num_steps\", \"num_accepted\", \"num_rejected\",\n"
         "  \"num_rhs_evals\", \"t_final\", \"y_final\": [...], with --json-points \"points\":\n"
-        "  {\"kind\": [...], \"t\": [...], \"y\": [[...], ...]} in the CSV's order}]};\n"
-        "  non-finite numbers are null.\n",
+        "  {\"kind\": [...], \"t\": [...], \"y\": [[...], ...]} in the CSV's order}],\n"
+        "  with --certify \"certificate\": {\"certified\", \"fraction\", \"seed\", \"batch\",\n"
+        "  \"num_sampled\", \"num_failed\", \"num_ill_conditioned\", \"perturbations\",\n"
+        "  \"perturbation_ulps\", \"slack\", \"rtol\", \"max_deviation_rtol\",\n"
+        "  \"worst_trajectory\", \"max_spread_rtol\", \"tolerance_rtol\", \"seconds\",\n"
+        "  \"added_fraction_of_solve\", \"samples\": [{\"trajectory\", \"deviation_rtol\",\n"
+        "  \"spread_rtol\", \"num_steps\", \"baseline_steps\": [lo, hi], \"complete\",\n"
+        "  \"within\"}]}}; non-finite numbers are null.\n",
         f);
     fputs(tool_y0_help, f);
     fputs(tool_device_help, f);
@@ -118,7 +136,8 @@ static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_opt
 
 static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                       const clnode_model *model, const clnode_solution *sol, size_t batch,
-                      double wall, int points)
+                      double wall, int points, const clnode_certificate *cert,
+                      const clnode_certify_options *copts)
 {
     const clnode_solve_options *o = &pb->opts;
     const clnode_precision p = o->precision;
@@ -194,7 +213,12 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
         }
         fputc('}', f);
     }
-    fputs("\n]}\n", f);
+    fputs("\n]", f);
+    if (cert) {
+        fputs(", \"certificate\": ", f);
+        tool_json_certificate(f, cert, copts, wall);
+    }
+    fputs("}\n", f);
     return 0;
 }
 
@@ -260,6 +284,7 @@ int main(int argc, char **argv)
     clnode_context *ctx = NULL;
     clnode_model *model = NULL;
     clnode_solution *sol = NULL;
+    clnode_certificate *cert = NULL;
     double *y0 = NULL;
     size_t batch = 0;
     tool_out out;
@@ -294,6 +319,13 @@ int main(int argc, char **argv)
         clnode_solution_stats(sol, b, &s);
         failed += s.result != CLNODE_RESULT_SUCCESS;
     }
+    if (a.certify) {
+        st = clnode_certify(ctx, model, &pb->opts, batch, y0, sol, &a.certify_opts, &cert);
+        if (st != CLNODE_OK) { /* the logger has printed why */
+            rc = tool_exit_status(st);
+            goto done;
+        }
+    }
 
     if (a.out_path) {
         if ((rc = write_csv(out.f, sol, &pb->opts)) != 0 || (rc = tool_out_commit(&out)) != 0)
@@ -302,20 +334,28 @@ int main(int argc, char **argv)
     if (a.json) {
         tool_out js;
         tool_out_open(&js, "-");
-        if ((rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a.json_points)) != 0 ||
+        if ((rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a.json_points, cert,
+                             &a.certify_opts)) != 0 ||
             (rc = tool_out_commit(&js)) != 0)
             goto done;
     } else if (!a.quiet) {
         const int to_stderr = a.out_path && strcmp(a.out_path, "-") == 0;
         print_summary(to_stderr ? stderr : stdout, pb, ctx, model, sol, batch, wall);
+        if (cert)
+            tool_print_certificate(to_stderr ? stderr : stdout, cert, &a.certify_opts, wall);
         if (!to_stderr && fflush(stdout) != 0) {
             tool_error("cannot write standard output");
             rc = TOOL_EXIT_RESOURCE;
             goto done;
         }
     }
-    rc = failed ? TOOL_EXIT_UNSUCCESSFUL : TOOL_EXIT_OK;
+    if (cert && a.quiet && !a.json)
+        tool_print_certificate(stderr, cert, &a.certify_opts, wall);
+    clnode_certificate_summary cs;
+    clnode_certificate_get(cert, &cs);
+    rc = cert && !cs.certified ? TOOL_EXIT_VERIFY : failed ? TOOL_EXIT_UNSUCCESSFUL : TOOL_EXIT_OK;
 done:
+    clnode_certificate_destroy(&cert);
     tool_out_abort(&out);
     clnode_solution_destroy(&sol);
     clnode_model_destroy(&model);

@@ -1,13 +1,18 @@
 /* solve_args.c - clnode-solve's command line (solve_args.h). */
 #include "solve_args.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
     OPT_OUT = TOOL_OPT_FIRST_TOOL,
     OPT_JSON,
     OPT_JSON_POINTS,
-    OPT_QUIET
+    OPT_QUIET,
+    OPT_CERTIFY,
+    OPT_CERTIFY_FRACTION,
+    OPT_CERTIFY_SEED
 };
 
 int solve_args_parse(solve_args *a, int argc, char **argv)
@@ -18,10 +23,14 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"json-points", no_argument, NULL, OPT_JSON_POINTS},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"certify", no_argument, NULL, OPT_CERTIFY},
+        {"certify-fraction", required_argument, NULL, OPT_CERTIFY_FRACTION},
+        {"certify-seed", required_argument, NULL, OPT_CERTIFY_SEED},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     tool_problem_defaults(&a->pb);
+    clnode_certify_default_options(&a->certify_opts);
     int started = 0, c;
     while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
         switch (c) {
@@ -45,6 +54,33 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         case OPT_QUIET:
             a->quiet = 1;
             break;
+        case OPT_CERTIFY:
+            a->certify = 1;
+            break;
+        case OPT_CERTIFY_FRACTION: {
+            char err[256];
+            double x;
+            if (tool_parse_double(optarg, "--certify-fraction", &x, err, sizeof err) != 0 ||
+                !(x > 0 && x <= 1)) {
+                tool_error("--certify-fraction expects a number in (0, 1], not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            a->certify_opts.fraction = x;
+            a->certify = 1;
+            break;
+        }
+        case OPT_CERTIFY_SEED: {
+            char *end;
+            errno = 0;
+            const unsigned long long v = strtoull(optarg, &end, 10);
+            if (!*optarg || *end || errno || optarg[0] == '-') {
+                tool_error("--certify-seed expects a non-negative integer, not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            a->certify_opts.seed = v;
+            a->certify = 1;
+            break;
+        }
         default: {
             const int rc = tool_problem_opt(&a->pb, c, optarg);
             if (rc)

@@ -9,6 +9,8 @@ typedef struct solve_args {
     tool_problem pb;
     const char *out_path;
     int json, json_points, quiet, help, version;
+    int certify; /* --certify, --certify-fraction X, --certify-seed N */
+    clnode_certify_options certify_opts;
 } solve_args;
 
 /* Parses argv. Returns -1 to go on with the solve, or the exit status to return now: 0 for
