@@ -29,6 +29,7 @@
 #include "clnode.h"
 #include "clnode/probe.h"
 #include "tool_common.h"
+#include "tool_precision.h"
 #include "tool_table.h"
 
 extern char **environ;
@@ -73,6 +74,10 @@ typedef struct row {
     int is_reference;
     int fails; /* a strict row that disagrees */
     char verdict[160];
+    int judged; /* sj holds the verdict against the sensitivity baseline */
+    clnode_judgement sj;
+    double base_dev; /* deviation from the baseline's reference (the same measure as max_dev) */
+    int certified;   /* every trajectory within 3x the spread or within rtol, and complete */
 } row;
 
 typedef struct compare {
@@ -99,6 +104,10 @@ typedef struct compare {
     size_t nrows, caprows;
     long cur_row; /* the row whose solves are running (its messages are collected), or -1 */
     char skipped[4096];
+    /* the sensitivity baseline per precision ([0] fp32, [1] fp64), on by default */
+    int sensitivity;
+    clnode_sensitivity_options sopts;
+    clnode_sensitivity *base[2];
 } compare;
 
 static void usage(FILE *f)
@@ -116,6 +125,13 @@ static void usage(FILE *f)
           "  --gemm-modes LIST       strict,tf32 (default both, tf32 where available)\n"
           "  --tolerance X           largest relative deviation a strict row may show (default\n"
           "                          100 x max(rtol, 16 u), u the unit roundoff of the precision)\n"
+          "  --sensitivity           (default) measure the problem's own sensitivity to rounding\n"
+          "                          on the host (K solves per precision with y0 perturbed by\n"
+          "                          4 u max(|y0|, atol/rtol), seeded) and judge each row against\n"
+          "                          it: a strict row within it is not failed\n"
+          "                          (unless --tolerance is given)\n"
+          "  --no-sensitivity        judge by the tolerance alone\n"
+          "  --perturbations K       perturbed solves per precision (default 8)\n"
           "  --json                  one JSON object on stdout instead of the table\n"
           "  --plot FILE.png         draw per row the relative deviation from the reference over\n"
           "                          time, the step sizes, and the steps per batch size\n"
@@ -214,6 +230,9 @@ enum {
     OPT_TOLERANCE,
     OPT_JSON,
     OPT_PLOT,
+    OPT_SENSITIVITY,
+    OPT_NO_SENSITIVITY,
+    OPT_PERTURBATIONS,
 };
 
 /* Returns -1 to go on, or the exit status to return (0 for --help and --version, which the
@@ -229,6 +248,9 @@ static int parse_args(compare *c, int argc, char **argv)
         {"tolerance", required_argument, NULL, OPT_TOLERANCE},
         {"json", no_argument, NULL, OPT_JSON},
         {"plot", required_argument, NULL, OPT_PLOT},
+        {"sensitivity", no_argument, NULL, OPT_SENSITIVITY},
+        {"no-sensitivity", no_argument, NULL, OPT_NO_SENSITIVITY},
+        {"perturbations", required_argument, NULL, OPT_PERTURBATIONS},
         {NULL, 0, NULL, 0},
     };
     int started = 0, opt;
@@ -281,6 +303,24 @@ static int parse_args(compare *c, int argc, char **argv)
         case OPT_PLOT:
             c->plot = v;
             break;
+        case OPT_SENSITIVITY:
+            c->sensitivity = 1;
+            break;
+        case OPT_NO_SENSITIVITY:
+            c->sensitivity = 0;
+            break;
+        case OPT_PERTURBATIONS: {
+            char *end;
+            errno = 0;
+            const long k = strtol(v, &end, 10);
+            if (!*v || *end || errno || k < 1 || k > 1000) {
+                tool_error("--perturbations expects an integer in [1, 1000], not \"%s\"", v);
+                rc = TOOL_EXIT_INPUT;
+            } else {
+                c->sopts.num_perturbations = (int)k;
+            }
+            break;
+        }
         case TOOL_OPT_BACKEND:
             tool_error("--backend is not an option of clnode-compare: name devices with "
                        "--devices (see --help)");
@@ -600,7 +640,67 @@ static double row_tolerance(const compare *c, clnode_precision p)
     return 100.0 * fmax(c->pb.opts.rtol, 16.0 * u);
 }
 
+static const char *probe_class(const row *r);
+
+/* The row against the problem's own sensitivity to rounding: the largest deviation of any of its
+ * trajectories from the baseline's reference, its step range and success. A strict row that
+ * disagrees by the tolerance rule but lies within the baseline is not failed: the problem, not the
+ * device, moves that much under rounding. */
+static void judge_sensitivity(compare *c, row *r)
+{
+    const clnode_sensitivity *b = c->base[r->prec == CLNODE_FP64];
+    if (!b)
+        return;
+    double dev = 0;
+    long lo = -1, hi = -1;
+    int success = 1, all_complete = 1;
+    for (size_t k = 0; k < c->nb; ++k) {
+        if (r->status[k] != CLNODE_OK)
+            return;
+        const clnode_solution *s = r->sol[k];
+        for (size_t i = 0; i < clnode_solution_batch(s); ++i) {
+            double d = INFINITY;
+            int complete; /* a trajectory that ended early: the deviation as far as it ran */
+            clnode_sensitivity_deviation(b, s, i, i % c->R, &d, &complete);
+            all_complete &= complete;
+            if (!(d <= dev))
+                dev = d;
+            clnode_trajectory_stats st;
+            clnode_solution_stats(s, i, &st);
+            if (lo < 0 || st.num_steps < lo)
+                lo = st.num_steps;
+            if (st.num_steps > hi)
+                hi = st.num_steps;
+            success &= st.result == CLNODE_RESULT_SUCCESS;
+        }
+    }
+    r->base_dev = dev;
+    if (clnode_sensitivity_judge(b, CLNODE_SENSITIVITY_ALL, dev, lo, hi, success, &r->sj) !=
+        CLNODE_OK)
+        return;
+    r->judged = 1;
+    /* the certificate's rule (clnode-solve --certify) applied to every trajectory of the row */
+    r->certified =
+        all_complete && (r->sj.verdict != CLNODE_VERDICT_BEYOND || dev <= c->pb.opts.rtol);
+    /* an explicit --tolerance stays the rule: the verdict is reported but exempts nothing */
+    if (r->fails && r->sj.verdict != CLNODE_VERDICT_BEYOND && !(c->tolerance > 0)) {
+        r->fails = 0;
+        snprintf(r->verdict, sizeof r->verdict, "%s",
+                 r->sj.verdict == CLNODE_VERDICT_ILL_CONDITIONED
+                     ? "not blamed: the problem is ill-conditioned"
+                     : "differs, within the problem's own sensitivity");
+    }
+}
+
+static void judge_tolerance(compare *c, row *r);
+
 static void judge(compare *c, row *r)
+{
+    judge_tolerance(c, r);
+    judge_sensitivity(c, r);
+}
+
+static void judge_tolerance(compare *c, row *r)
 {
     const row *host = NULL;
     for (size_t i = 0; i < c->nrows; ++i)
@@ -746,13 +846,34 @@ static void print_header(const compare *c)
                "solves differ by their\n  global errors, O(rtol) per unit of growth; 100 leaves "
                "room for different step sequences, not for wrong arithmetic)\n",
                row_tolerance(c, CLNODE_FP32), row_tolerance(c, CLNODE_FP64));
+    if (c->base[0] || c->base[1]) {
+        printf("sensitivity baseline: host, %d solves per precision with y0 perturbed by %g u "
+               "max(|y0|, atol/rtol)\n  (random signs, seed %llu), and the unperturbed one; "
+               "spread = their largest deviation from the reference\n",
+               c->sopts.num_perturbations, c->sopts.perturbation_ulps,
+               (unsigned long long)c->sopts.seed);
+        for (int pi = 0; pi < 2; ++pi) {
+            clnode_sensitivity_stats s;
+            if (!c->base[pi] ||
+                clnode_sensitivity_get(c->base[pi], CLNODE_SENSITIVITY_ALL, &s) != CLNODE_OK)
+                continue;
+            s.has_fp64 = 0; /* each precision on its own line */
+            tool_print_baseline(stdout, "  ", &s);
+            if (s.ill_conditioned) {
+                clnode_judgement j;
+                clnode_sensitivity_judge(c->base[pi], CLNODE_SENSITIVITY_ALL, 0, s.steps_min,
+                                         s.steps_max, 1, &j);
+                printf("  => %s\n", j.text);
+            }
+        }
+    }
 }
 
 static void print_table(const compare *c)
 {
     print_header(c);
     tool_table t;
-    const size_t fixed = 4, ncols = fixed + c->nb + 4;
+    const size_t fixed = 4, ncols = fixed + c->nb + 5;
     tool_table_init(&t, ncols);
     size_t r0 = tool_table_row(&t);
     const char *h[] = {"device", "precision", "GEMM", "probe class"};
@@ -763,7 +884,8 @@ static void print_table(const compare *c)
     tool_table_set(&t, r0, fixed + c->nb, "batch-inv");
     tool_table_set(&t, r0, fixed + c->nb + 1, "results");
     tool_table_set(&t, r0, fixed + c->nb + 2, "max rel dev");
-    tool_table_set(&t, r0, fixed + c->nb + 3, "verdict");
+    tool_table_set(&t, r0, fixed + c->nb + 3, "vs rounding baseline");
+    tool_table_set(&t, r0, fixed + c->nb + 4, "verdict");
     for (size_t i = 0; i < c->nrows; ++i) {
         const row *r = &c->rows[i];
         size_t k = tool_table_row(&t);
@@ -784,7 +906,16 @@ static void print_table(const compare *c)
             tool_table_set(&t, k, fixed + c->nb + 2, "%.2e", r->max_dev);
         else
             tool_table_set(&t, k, fixed + c->nb + 2, "-");
-        tool_table_set(&t, k, fixed + c->nb + 3, "%s", r->verdict);
+        char cell[160] = "-";
+        if (r->judged) {
+            const clnode_gemm_class gc =
+                r->probe_status == CLNODE_OK ? r->probe.gemm_class : CLNODE_GEMM_CLASS_UNKNOWN;
+            const int reduced = gc != CLNODE_GEMM_CLASS_FP32 && gc != CLNODE_GEMM_CLASS_FP64 &&
+                                gc != CLNODE_GEMM_CLASS_UNKNOWN;
+            tool_verdict_cell(cell, sizeof cell, &r->sj, reduced ? probe_class(r) : NULL);
+        }
+        tool_table_set(&t, k, fixed + c->nb + 3, "%s", cell);
+        tool_table_set(&t, k, fixed + c->nb + 4, "%s", r->verdict);
     }
     printf("\n");
     tool_table_print(stdout, &t, "");
@@ -798,6 +929,15 @@ static void print_table(const compare *c)
            "equal the host row of the same precision and mode bit for bit, \"agrees\" when\n  "
            "the deviation is within a tenth of the tolerance, \"differs within tolerance\" up to "
            "the tolerance.\n");
+    if (c->base[0] || c->base[1])
+        printf("vs rounding baseline: the row's deviation in units of the problem's own spread "
+               "under rounding-size\n  perturbations of y0 (agrees up to %gx; BEYOND: the "
+               "device's arithmetic changes the solution,\n  naming the GEMM probe's class when it "
+               "is reduced precision); a strict row within the baseline is not\n  failed (unless "
+               "--tolerance is given): "
+               "\"problem ill-conditioned\" when the problem's own spread exceeds the "
+               "tolerance.\n",
+               c->sopts.slack);
 }
 
 static void json_row(const compare *c, const row *r, int first)
@@ -848,6 +988,16 @@ static void json_row(const compare *c, const row *r, int first)
                                                              : r->bit_identical   ? "true"
                                                                                   : "false");
     tool_json_str(stdout, r->verdict);
+    printf(", \"sensitivity\": ");
+    if (r->judged) {
+        printf("{\"deviation\": ");
+        tool_json_num(stdout, r->base_dev);
+        printf(", \"certified\": %s, \"judgement\": ", r->certified ? "true" : "false");
+        tool_json_judgement(stdout, &r->sj);
+        printf("}");
+    } else {
+        printf("null");
+    }
     printf(", \"fails\": %s, \"messages\": [", r->fails ? "true" : "false");
     for (size_t i = 0; i < r->nlog; ++i) {
         printf("%s{\"level\": \"%s\", \"text\": ", i ? ", " : "",
@@ -893,8 +1043,26 @@ static void print_json(const compare *c, int rc)
     tool_json_num(stdout, row_tolerance(c, CLNODE_FP32));
     printf(", \"fp64\": ");
     tool_json_num(stdout, row_tolerance(c, CLNODE_FP64));
-    printf(", \"rule\": \"%s\"}, \"rows\": [",
+    printf(", \"rule\": \"%s\"}, \"sensitivity\": ",
            c->tolerance > 0 ? "--tolerance" : "100 * max(rtol, 16 u)");
+    if (c->base[0] || c->base[1]) {
+        printf("{\"perturbations\": %d, \"perturbation_ulps\": ", c->sopts.num_perturbations);
+        tool_json_num(stdout, c->sopts.perturbation_ulps);
+        printf(", \"seed\": %llu, \"slack\": ", (unsigned long long)c->sopts.seed);
+        tool_json_num(stdout, c->sopts.slack);
+        for (int pi = 0; pi < 2; ++pi) {
+            clnode_sensitivity_stats s;
+            if (!c->base[pi] ||
+                clnode_sensitivity_get(c->base[pi], CLNODE_SENSITIVITY_ALL, &s) != CLNODE_OK)
+                continue;
+            printf(", \"%s\": ", pi ? "fp64" : "fp32");
+            tool_json_baseline(stdout, &s);
+        }
+        printf("}");
+    } else {
+        printf("null");
+    }
+    printf(", \"rows\": [");
     for (size_t i = 0; i < c->nrows; ++i)
         json_row(c, &c->rows[i], i == 0);
     printf("\n], \"not_run\": ");
@@ -968,6 +1136,14 @@ static void write_plot_json(const compare *c, FILE *f)
         fprintf(f, ", \"fails\": %s, \"is_reference\": %s, \"tolerance\": ",
                 r->fails ? "true" : "false", r->is_reference ? "true" : "false");
         tool_json_num(f, row_tolerance(c, r->prec));
+        fprintf(f, ", \"spread\": "); /* the problem's own, at the row's precision */
+        clnode_sensitivity_stats bs;
+        if (c->base[r->prec == CLNODE_FP64] &&
+            clnode_sensitivity_get(c->base[r->prec == CLNODE_FP64], CLNODE_SENSITIVITY_ALL, &bs) ==
+                CLNODE_OK)
+            tool_json_num(f, fmax(bs.spread, bs.floor));
+        else
+            fputs("null", f);
         fprintf(f, ", \"max_rel_dev\": ");
         tool_json_num(f, r->max_dev);
         fprintf(f, ", \"steps_per_batch\": [");
@@ -1147,6 +1323,22 @@ static int reference(compare *c)
             }
         }
     }
+    for (int pi = 0; st == CLNODE_OK && !rc && c->sensitivity && pi < 2; ++pi) {
+        if (!c->want_prec[pi])
+            continue;
+        clnode_solve_options o = c->pb.opts;
+        o.precision = pi ? CLNODE_FP64 : CLNODE_FP32;
+        o.save_ts = c->ts;
+        o.n_save_ts = c->n_ts;
+        clnode_sensitivity_options so = c->sopts;
+        so.fp64_spread = !pi; /* fp32's baseline also says whether fp64 is well-conditioned */
+        progress_msg(c, "host", o.precision, CLNODE_GEMM_STRICT, "sensitivity baseline");
+        st = clnode_sensitivity_baseline(ctx, model, &o, c->R, c->y0base, &so, &c->base[pi]);
+        if (st != CLNODE_OK) {
+            tool_error("the sensitivity baseline failed: %s", clnode_context_last_error(ctx));
+            rc = tool_exit_status(st);
+        }
+    }
     clnode_model_destroy(&model);
     clnode_context_destroy(&ctx);
     return rc;
@@ -1167,6 +1359,8 @@ int main(int argc, char **argv)
     c.nb = 2;
     c.want_prec[0] = c.want_prec[1] = 1;
     c.want_mode[0] = c.want_mode[1] = 1;
+    c.sensitivity = 1;
+    clnode_sensitivity_default_options(&c.sopts);
     c.cur_row = -1;
     int rc = parse_args(&c, argc, argv);
     if (rc >= 0) {
@@ -1179,6 +1373,7 @@ int main(int argc, char **argv)
         goto done;
     }
     rc = 0;
+    c.sopts.tolerance = c.tolerance; /* 0: the same default rule as the rows' tolerance */
     if (c.pb.n_ts) {
         c.ts = c.pb.ts; /* --save ts:... chooses the comparison times */
         c.n_ts = c.pb.n_ts;
@@ -1232,6 +1427,8 @@ done:
     free(c.rows);
     clnode_solution_destroy(&c.ref);
     clnode_solution_destroy(&c.ref_dense);
+    clnode_sensitivity_destroy(&c.base[0]);
+    clnode_sensitivity_destroy(&c.base[1]);
     free(c.ts);
     free(c.dense_ts);
     free(c.y0base);

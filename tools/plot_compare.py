@@ -87,6 +87,17 @@ def main(argv):
     ax.axhline(floor, color="black", ls=":", lw=0.8, zorder=1)
     ax.text(data["t0"], floor, " 0: bit-identical to the reference", va="bottom", ha="left",
             fontsize=8)
+    # the problem's own spread under rounding-size perturbations of y0 (clnode-compare
+    # --sensitivity), per precision: a row inside its band agrees with what rounding allows
+    spreads = {}
+    for r in rows:
+        if r.get("spread") is not None:
+            spreads[r["precision"]] = fnum(r["spread"])
+    for k, (prec, sp) in enumerate(sorted(spreads.items())):
+        if sp > floor and math.isfinite(sp):
+            ax.axhspan(floor, sp, color="tab:green", alpha=0.08 + 0.04 * k, zorder=0)
+            ax.text(data["t1"], sp, "%s: the problem's own rounding spread %.2g " % (prec, sp),
+                    va="bottom", ha="right", fontsize=8, color="darkgreen")
     handles, labels = [], []
     for i, (r, c) in enumerate(zip(rows, colours)):
         ok = not r["fails"] and r["verdict"].startswith(("agrees", "reference", "differs within"))
