@@ -1,4 +1,5 @@
-/* safetensors.c - loading an MLP vector field from a safetensors file (DESIGN.md §5).
+/* safetensors.c - loading an MLP vector field from a safetensors file (DESIGN.md §5), and the
+ * built-in seed model (lib/model/seed.safetensors, embedded at build time) through that loader.
  *
  * Layout (https://github.com/huggingface/safetensors): an unsigned 64-bit little-endian header
  * length L, L bytes of UTF-8 JSON, then the data section. The JSON object maps each tensor name to
@@ -848,4 +849,14 @@ fail:
     free(buf);
     fclose(f);
     return st;
+}
+
+/* The seed model's safetensors bytes, embedded at build time (lib/model/seed.safetensors). */
+extern const unsigned char cln_seed_safetensors[];
+extern const size_t cln_seed_safetensors_size;
+
+clnode_status clnode_model_create_seed(clnode_context *ctx, clnode_model **out)
+{
+    return clnode_model_load_safetensors_memory(ctx, cln_seed_safetensors,
+                                                cln_seed_safetensors_size, out);
 }
