@@ -1,6 +1,6 @@
-/* probe_internal.h - the GEMM precision probes' internals (lib/precision/probe.c), exposed so that the
- * tests can run the same measurement and classification on injected (emulated) GEMMs.
- * Not installed. */
+/* probe_internal.h - the GEMM precision probes' internals (lib/precision/probe.c), exposed so that
+ * the tests can run the same measurement and classification on injected (emulated) GEMMs. Not
+ * installed. */
 #ifndef CLN_PROBE_INTERNAL_H
 #define CLN_PROBE_INTERNAL_H
 
@@ -28,5 +28,10 @@ void cln_probe_classify(clnode_probe_result *r);
  * context. Does not clear the context's last error. */
 clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
                                const clnode_probe_result **out);
+
+/* The context's probe result for (precision, mode) if it was measured already, else NULL (runs
+ * nothing). */
+const clnode_probe_result *cln_probe_peek(const clnode_context *ctx, clnode_precision prec,
+                                          clnode_gemm_mode mode);
 
 #endif /* CLN_PROBE_INTERNAL_H */

@@ -1,10 +1,10 @@
 /* opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
  * shared arithmetic of cl/, embedded into the library at build time) on one in-order queue.
  *
- * Device selection (cln_opencl_backend_create's spec): "" or a global index "0".."N" over every
- * platform's devices (platforms first, then devices, in the ICD loader's order); "gpu", "cpu" or
- * "accelerator" for the first device of that type; otherwise a case-insensitive substring of the
- * platform name or vendor, the device vendor or the device name ("pocl", "nvidia", "intel",
+ * Device selection (the forms ocl_forms registers): the first device, or a global index "0".."N"
+ * over every platform's devices (platforms first, then devices, in the ICD loader's order); "gpu",
+ * "cpu" or "accelerator" for the first device of that type; otherwise a case-insensitive substring
+ * of the platform name or vendor, the device vendor or the device name ("pocl", "nvidia", "intel",
  * "amd"; PoCL's platform is "Portable Computing Language" by "The pocl project").
  *
  * Programs are built lazily, once per precision, from the embedded source with
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/backend.h"
+#include "backends/registry.h"
 #include "clnode/opencl.h"
 #include "cln_activation.h"
 #include "cln_layout.h"
@@ -333,34 +333,43 @@ done:
     return st;
 }
 
+/* The OpenCL devices in the order of the "opencl:N" indices, for clnode_device_list. */
 typedef struct ocl_list_user {
-    void (*cb)(void *user, size_t index, const char *platform, const char *device,
-               const char *vendor, const char *driver_version, const char *opencl_c_version,
-               unsigned compute_units, unsigned long long global_mem, int has_fp64);
-    void *user;
+    cln_device_sink *sink;
+    size_t count;
 } ocl_list_user;
 
 static int ocl_list_one(void *user, size_t index, const ocl_dev_info *info)
 {
-    const ocl_list_user *u = user;
-    char clc[16];
-    ocl_clc_version(info->clc, clc, sizeof clc);
-    u->cb(u->user, index, info->platform_name, info->name, info->vendor, info->driver, clc,
-          (unsigned)info->units, (unsigned long long)info->mem, info->fp64);
+    ocl_list_user *u = user;
+    clnode_device_info *d = cln_device_sink_add(u->sink, 1);
+    if (!d)
+        return 1; /* out of memory: the sink remembers */
+    u->count++;
+    snprintf(d->spec, sizeof d->spec, "opencl:%zu", index);
+    snprintf(d->engine, sizeof d->engine, "CLBlast");
+    snprintf(d->name, sizeof d->name, "%s", info->name);
+    snprintf(d->vendor, sizeof d->vendor, "%s", info->vendor);
+    snprintf(d->platform, sizeof d->platform, "%s", info->platform_name);
+    snprintf(d->driver_version, sizeof d->driver_version, "%s", info->driver);
+    ocl_clc_version(info->clc, d->opencl_c_version, sizeof d->opencl_c_version);
+    d->compute_units = (unsigned)info->units;
+    d->global_mem = (unsigned long long)info->mem;
+    d->fp64 = info->fp64;
     return 0;
 }
 
-clnode_status cln_opencl_list(clnode_context *ctx,
-                              void (*cb)(void *user, size_t index, const char *platform,
-                                         const char *device, const char *vendor,
-                                         const char *driver_version, const char *opencl_c_version,
-                                         unsigned compute_units, unsigned long long global_mem,
-                                         int has_fp64),
-                              void *user)
+static clnode_status ocl_list(clnode_context *ctx, cln_device_sink *sink)
 {
-    CLN_CHECK(ctx, cb, CLNODE_ERR_INVALID_ARGUMENT, "cln_opencl_list: no callback");
-    ocl_list_user u = {cb, user};
-    return ocl_enumerate(ctx, ocl_list_one, &u);
+    ocl_list_user u = {sink, 0};
+    const clnode_status st = ocl_enumerate(ctx, ocl_list_one, &u);
+    if (st == CLNODE_OK && u.count == 0) {
+        const char *env = getenv("OCL_ICD_VENDORS");
+        cln_device_sink_note(
+            sink, "no OpenCL platform or device found (the ICD loader looked in %s%s)",
+            env && env[0] ? "OCL_ICD_VENDORS=" : "/etc/OpenCL/vendors", env && env[0] ? env : "");
+    }
+    return st;
 }
 
 /* Device selection: what the spec asks for, and what exists (for the error message). */
@@ -622,9 +631,9 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
-              CLNODE_ERR_UNSUPPORTED, "GEMM mode %s is not available in %s on the OpenCL backend",
-              clnode_gemm_mode_name(mode), clnode_precision_name(prec));
+    const clnode_status gm = cln_check_gemm_mode(ctx, prec, mode);
+    if (gm != CLNODE_OK)
+        return gm;
     CLN_CHECK(ctx, prec == CLNODE_FP32 || (prec == CLNODE_FP64 && ob->has_fp64),
               prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
               "device %s cannot multiply in %s", be->device_name, clnode_precision_name(prec));
@@ -1054,23 +1063,50 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                                cl_context adopt_ctx, cl_command_queue adopt_queue,
                                cln_backend **out);
 
-clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
+/* The forms of "opencl" device strings (lib/backends/registry.h). */
+enum {
+    OCL_FIRST,
+    OCL_INDEX,
+    OCL_GPU,
+    OCL_CPU,
+    OCL_ACCELERATOR,
+    OCL_NAME
+};
+static const cln_device_form ocl_forms[] = {
+    {"", OCL_FIRST, "the first OpenCL device"},
+    {"N", OCL_INDEX, "OpenCL device N (all platforms, in the ICD loader's order)"},
+    {"gpu", OCL_GPU, "the first OpenCL GPU"},
+    {"cpu", OCL_CPU, "the first OpenCL CPU device"},
+    {"accelerator", OCL_ACCELERATOR, "the first OpenCL accelerator"},
+    {"NAME", OCL_NAME,
+     "the first OpenCL device whose platform, vendor or name has NAME (pocl, amd)"},
+};
+
+static clnode_status ocl_create(clnode_context *ctx, const cln_device_sel *dsel, cln_backend **out)
 {
     *out = NULL;
     ocl_select sel;
     memset(&sel, 0, sizeof sel);
-    sel.spec = spec ? spec : "";
+    sel.spec = dsel->word;
     sel.index = -1;
-    if (sel.spec[0] == '\0') {
+    switch (dsel->variant) {
+    case OCL_FIRST:
         sel.index = 0;
-    } else if (strspn(sel.spec, "0123456789") == strlen(sel.spec)) {
-        sel.index = strlen(sel.spec) < 10 ? atol(sel.spec) : 999999999L;
-    } else if (strcmp(sel.spec, "gpu") == 0) {
+        break;
+    case OCL_INDEX:
+        sel.index = dsel->index;
+        break;
+    case OCL_GPU:
         sel.type = CL_DEVICE_TYPE_GPU;
-    } else if (strcmp(sel.spec, "cpu") == 0) {
+        break;
+    case OCL_CPU:
         sel.type = CL_DEVICE_TYPE_CPU;
-    } else if (strcmp(sel.spec, "accelerator") == 0) {
+        break;
+    case OCL_ACCELERATOR:
         sel.type = CL_DEVICE_TYPE_ACCELERATOR;
+        break;
+    default: /* OCL_NAME: a piece of the platform, vendor or device name */
+        break;
     }
     clnode_status st = ocl_enumerate(ctx, ocl_select_one, &sel);
     if (st != CLNODE_OK)
@@ -1078,15 +1114,25 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
     if (!sel.found) {
         if (!sel.seen[0])
             return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
-                            "no OpenCL device \"opencl:%s\": no OpenCL platform or device found "
+                            "no OpenCL device \"%s\": no OpenCL platform or device found "
                             "(see /etc/OpenCL/vendors or OCL_ICD_VENDORS)",
-                            sel.spec);
-        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
-                        "no OpenCL device matches \"opencl:%s\"; devices: %s", sel.spec, sel.seen);
+                            dsel->spec);
+        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE, "no OpenCL device matches \"%s\"; devices: %s",
+                        dsel->spec, sel.seen);
     }
 
     return ocl_setup(ctx, &sel.chosen, NULL, NULL, out);
 }
+
+const cln_backend_desc cln_opencl_backend = {
+    .name = "opencl",
+    .caps = 0, /* fp64 per device (cl_khr_fp64); tf32 emulated */
+    .forms = ocl_forms,
+    .num_forms = sizeof ocl_forms / sizeof ocl_forms[0],
+    .available = NULL,
+    .create = ocl_create,
+    .list = ocl_list,
+};
 
 /* The backend on the device `chosen`: in a new context and in-order queue, or in the caller's
  * (adopt_ctx and adopt_queue, retained here and released by ocl_destroy, never owned). */
