@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_api.h"
@@ -46,22 +47,43 @@ static cu_lib cu_cublas = {
 static cu_lib cu_nvrtc = {
     .base = "libnvrtc.so", .majors = {CLN_CU_MAJOR, 12, 0}, CU_SYMS(cu_nvrtc_syms)};
 
-/* dlopen's first candidate that exists, then every entry point. On failure `l->why` says why and
- * nothing of the library is kept. */
+/* dlopen of `name` in `dir` ("": the dynamic loader's own search); 1 when loaded. The first
+ * failure is kept for the message. */
+static int cu_try(cu_lib *l, const char *dir, const char *name, char *first, size_t first_size)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s%s%s", dir, dir[0] ? "/" : "", name);
+    l->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (l->handle || !first[0]) {
+        const char *e = l->handle ? NULL : dlerror();
+        snprintf(l->name, sizeof l->name, "%s", name);
+        snprintf(first, first_size, "%s", e ? e : "unknown error");
+    }
+    return l->handle != NULL;
+}
+
+/* dlopen's first candidate that exists: each major version in turn (the unversioned name last),
+ * through the dynamic loader's search, then in $CUDA_HOME/lib64, $CUDA_PATH/lib64 and
+ * /usr/local/cuda/lib64 (a toolkit the loader is not configured for); then every entry point. On
+ * failure `l->why` says why and nothing of the library is kept. */
 static void cu_lib_open(cu_lib *l)
 {
-    char first[256] = "", name[64];
+    char first[256] = "", name[64], home[256] = "", path[256] = "";
+    const char *env = getenv("CUDA_HOME");
+    if (env && env[0])
+        snprintf(home, sizeof home, "%s/lib64", env);
+    env = getenv("CUDA_PATH");
+    if (env && env[0])
+        snprintf(path, sizeof path, "%s/lib64", env);
+    const char *const dirs[] = {"", home, path, "/usr/local/cuda/lib64"};
     for (size_t i = 0; i < sizeof l->majors / sizeof l->majors[0] && !l->handle; ++i) {
         if (l->majors[i])
             snprintf(name, sizeof name, "%s.%d", l->base, l->majors[i]);
         else
             snprintf(name, sizeof name, "%s", l->base);
-        l->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-        if (l->handle || i == 0) {
-            const char *e = l->handle ? NULL : dlerror();
-            snprintf(l->name, sizeof l->name, "%s", name);
-            snprintf(first, sizeof first, "%s", e ? e : "unknown error");
-        }
+        for (size_t d = 0; d < sizeof dirs / sizeof dirs[0] && !l->handle; ++d)
+            if (d == 0 || dirs[d][0])
+                cu_try(l, dirs[d], name, first, sizeof first);
         if (!l->majors[i])
             break; /* the unversioned name comes last */
     }

@@ -11,8 +11,10 @@
  *   runtime  libcudart.so.<M>, libcudart.so           (M: the major version of the headers)
  *   cuBLAS   libcublas.so.<M>, libcublas.so.12, libcublas.so
  *   NVRTC    libnvrtc.so.<M>, libnvrtc.so.12, libnvrtc.so
- * The driver (libcuda.so.1) is loaded by the runtime itself; its absence is an error code of the
- * runtime's first call. Libraries are loaded once per process and never unloaded.
+ * each through the dynamic loader's search, then in $CUDA_HOME/lib64, $CUDA_PATH/lib64 and
+ * /usr/local/cuda/lib64. The driver (libcuda.so.1) is loaded by the runtime itself; its absence
+ * is an error code of the runtime's first call. Libraries are loaded once per process and never
+ * unloaded.
  */
 #ifndef CLN_CUDA_API_H
 #define CLN_CUDA_API_H
