@@ -1,3 +1,5 @@
+/* lib/backends/opencl/: the OpenCL backend: CLBlast GEMMs and the kernels of cl/clnode.cl on any
+ * OpenCL 1.2 device, through the ICD loader. */
 /* opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
  * shared arithmetic of cl/, embedded into the library at build time) on one in-order queue.
  *
@@ -690,6 +692,60 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
 }
 
 /* Builds (once) the program of precision `prec` and creates its kernels. */
+/* The build log of `prog` (malloc'ed), or NULL when it is empty, only whitespace or unreadable. */
+static char *ocl_build_log(const opencl_backend *ob, cl_program prog)
+{
+    size_t size = 0;
+    if (clGetProgramBuildInfo(prog, ob->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) !=
+            CL_SUCCESS ||
+        size <= 1)
+        return NULL;
+    char *log = malloc(size + 1);
+    if (!log || clGetProgramBuildInfo(prog, ob->device, CL_PROGRAM_BUILD_LOG, size, log, NULL) !=
+                    CL_SUCCESS) {
+        free(log);
+        return NULL;
+    }
+    log[size] = '\0';
+    const char *q = log;
+    while (*q && isspace((unsigned char)*q))
+        ++q;
+    if (!*q) { /* a log of only whitespace is no log */
+        free(log);
+        return NULL;
+    }
+    return log;
+}
+
+/* Every kernel of the built program p->prog. */
+static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
+{
+    struct {
+        cl_kernel *k;
+        const char *name;
+    } ks[5 + OCL_NUM_ACT] = {{&p->init, "cln_init"},
+                             {&p->stage, "cln_stage"},
+                             {&p->finish, "cln_finish"},
+                             {&p->count, "cln_count_active"},
+                             {&p->tf32, "cln_tf32"}};
+    for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
+        ks[5 + i].k = &p->bias_act[i];
+        ks[5 + i].name = ocl_bias_act_names[i];
+    }
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
+        cl_int e = CL_SUCCESS;
+        *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
+        if (!*ks[i].k || e != CL_SUCCESS) {
+            *ks[i].k = NULL;
+            ctx->last_native = e;
+            return cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD),
+                            "clCreateKernel(%s) failed: %s (%d)", ks[i].name, ocl_err_name(e),
+                            (int)e);
+        }
+    }
+    return CLNODE_OK;
+}
+
 static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out)
 {
     clnode_context *ctx = ob->base.ctx;
@@ -716,29 +772,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
              prec == CLNODE_FP32 && ob->cr_divsqrt ? " -cl-fp32-correctly-rounded-divide-sqrt"
                                                    : "");
     const cl_int be_ = clBuildProgram(p->prog, 1, &ob->device, opts, NULL, NULL);
-    size_t log_size = 0;
-    if (clGetProgramBuildInfo(p->prog, ob->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size) ==
-            CL_SUCCESS &&
-        log_size > 1) {
-        log = malloc(log_size + 1);
-        if (log && clGetProgramBuildInfo(p->prog, ob->device, CL_PROGRAM_BUILD_LOG, log_size, log,
-                                         NULL) == CL_SUCCESS)
-            log[log_size] = '\0';
-        else {
-            free(log);
-            log = NULL;
-        }
-    }
-    /* a log of only whitespace is no log */
-    if (log) {
-        const char *q = log;
-        while (*q && isspace((unsigned char)*q))
-            ++q;
-        if (!*q) {
-            free(log);
-            log = NULL;
-        }
-    }
+    log = ocl_build_log(ob, p->prog);
     if (be_ != CL_SUCCESS) {
         if (log)
             cln_log(ctx, CLNODE_LOG_ERROR, "OpenCL build log (%s, %s):\n%s", ob->base.device_name,
@@ -756,29 +790,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
                 log);
     free(log);
     log = NULL;
-    struct {
-        cl_kernel *k;
-        const char *name;
-    } ks[5 + OCL_NUM_ACT] = {{&p->init, "cln_init"},
-                             {&p->stage, "cln_stage"},
-                             {&p->finish, "cln_finish"},
-                             {&p->count, "cln_count_active"},
-                             {&p->tf32, "cln_tf32"}};
-    for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
-        ks[5 + i].k = &p->bias_act[i];
-        ks[5 + i].name = ocl_bias_act_names[i];
-    }
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
-        *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
-        if (!*ks[i].k || e != CL_SUCCESS) {
-            *ks[i].k = NULL;
-            ctx->last_native = e;
-            st =
-                cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD), "clCreateKernel(%s) failed: %s (%d)",
-                         ks[i].name, ocl_err_name(e), (int)e);
-            goto fail;
-        }
-    }
+    CLN_TRY(st, ocl_create_kernels(ctx, p));
     for (size_t i = 0; i < OCL_NUM_ACT; ++i)
         p->lim_bias[i] = ocl_wg_limit(ob, p->bias_act[i], OCL_WG);
     p->wg_multiple = 0;
