@@ -1,3 +1,5 @@
+/* lib/backends/: the devices: the ops table every backend implements (this file), the registry
+ * of backends and device strings, the device list, and one folder per backend. */
 /* backend.h - the interface every compute backend implements (content + ops, as SUNDIALS'
  * N_Vector): buffers, the vector field's two building blocks (GEMM, bias + activation) and the
  * three solver passes of cl/cln_step.h. The driver (solver.c) is written once against it and never

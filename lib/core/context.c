@@ -1,3 +1,5 @@
+/* lib/core/: what every part of the library shares and which calls none of them: contexts,
+ * status codes, logging and errors (internal.h). */
 /* context.c - contexts, status strings, version, logging and errors: the core every other part
  * of the library calls, and which calls none of them (devices are opened by backends/registry.c).
  */

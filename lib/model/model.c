@@ -1,3 +1,5 @@
+/* lib/model/: the vector field dy/dt = MLP(y): models built from arrays, loaded from safetensors
+ * files, and the built-in seed model. */
 /* model.c - MLP vector fields built from arrays and their accessors. The safetensors loader and the
  * embedded seed model (safetensors.c) build on it; nothing here calls them. */
 #include <math.h>

@@ -1,3 +1,5 @@
+/* lib/precision/: what a device's arithmetic really computes: GEMM probes, device facts and the
+ * precision guard's measurements. */
 /* probe.c - GEMM precision probes: what a device's matrix products really compute, measured
  * through the backend's own gemm op (the same path, precision and GEMM mode a solve uses), and
  * the device's floating-point facts.

@@ -1,3 +1,5 @@
+/* lib/solver/: the solve itself: method tableaux, options and the driver written once against
+ * the backend interface. */
 /* solver.c - the driver: one solve of a batch from t0 to t1, written once against the backend
  * interface (backend.h), in phases (clnode_solve at the end reads as their list): check (the
  * problem, the device, the tolerance guard), size, allocate, upload, begin, loop (the Runge-Kutta

@@ -1,3 +1,5 @@
+/* lib/backends/cuda/: the CUDA backend: the ordered GEMM kernel or cuBLAS and cl/clnode_cuda.cu
+ * through NVRTC, with every CUDA library loaded at run time (cuda_api.c). */
 /* cuda.c - the CUDA backend: cuBLAS GEMMs with an explicit precision plus the kernels of
  * cl/clnode_cuda.cu (the shared arithmetic of cl/, embedded into the library at build time and
  * compiled at run time by NVRTC) on one stream.

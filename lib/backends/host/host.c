@@ -1,3 +1,5 @@
+/* lib/backends/host/: the host CPU backend: the ordered GEMM (AVX-512, AVX2, portable) or
+ * OpenBLAS, and the cl/ arithmetic in vectorised C loops. */
 /* host.c - the host backend: the shared arithmetic of cl/ in C loops, and GEMMs either
  * ordered (host_gemm.c: every element summed in order with fma, as CLBlast's kernels do; the
  * default device "host") or through OpenBLAS ("host:openblas"). It is also the float64 reference
