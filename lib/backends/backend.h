@@ -85,12 +85,6 @@ struct cln_backend {
     long syncs;       /* host-device synchronisations so far (statistics) */
 };
 
-/* The rule that ties GEMM modes to precisions, stated once: strict in any precision, tf32 in fp32
- * only (defined in registry.c). CLNODE_ERR_INVALID_ARGUMENT for an unknown precision or mode or
- * tf32 with fp64. */
-clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
-                                  clnode_gemm_mode mode);
-
 /* Backends register their device strings, capabilities, enumeration and constructor in the
  * registry (backends/registry.h); nothing else names them. */
 

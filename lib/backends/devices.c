@@ -55,31 +55,32 @@ static clnode_device_info *dev_add(clnode_device_list *l)
     return d;
 }
 
-struct cln_device_sink {
+/* The sink of one backend's enumeration (registry.h). */
+typedef struct dev_sink {
+    cln_device_sink base;
     clnode_device_list *list;
     clnode_backend_info *backend;
     int oom;
-};
+} dev_sink;
 
-clnode_device_info *cln_device_sink_add(cln_device_sink *sink, int new_device)
+static clnode_device_info *dev_sink_add(cln_device_sink *sink, int new_device)
 {
-    clnode_device_info *d = sink->oom ? NULL : dev_add(sink->list);
+    dev_sink *s = (dev_sink *)sink;
+    clnode_device_info *d = s->oom ? NULL : dev_add(s->list);
     if (!d) {
-        sink->oom = 1;
+        s->oom = 1;
         return NULL;
     }
-    copy_str(d->backend, sizeof d->backend, sink->backend->name);
+    copy_str(d->backend, sizeof d->backend, s->backend->name);
     if (new_device)
-        sink->backend->num_devices++;
+        s->backend->num_devices++;
     return d;
 }
 
-void cln_device_sink_note(cln_device_sink *sink, const char *fmt, ...)
+static void dev_sink_vnote(cln_device_sink *sink, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sink->backend->note, sizeof sink->backend->note, fmt, ap);
-    va_end(ap);
+    dev_sink *s = (dev_sink *)sink;
+    vsnprintf(s->backend->note, sizeof s->backend->note, fmt, ap);
 }
 
 /* Backend i's devices into the list: not built, not available here, listing failed, or listed. */
@@ -109,8 +110,8 @@ static clnode_status list_backend(clnode_device_list *l, size_t i, clnode_log_fn
     ctx.log = dev_log_fn;
     ctx.log_user = &dl;
     ctx.log_level = CLNODE_LOG_INFO;
-    cln_device_sink sink = {l, b, 0};
-    b->status = desc->list(&ctx, &sink);
+    dev_sink sink = {{dev_sink_add, dev_sink_vnote}, l, b, 0};
+    b->status = desc->list(&ctx, &sink.base);
     if (sink.oom)
         return CLNODE_ERR_OUT_OF_MEMORY;
     if (b->status != CLNODE_OK)

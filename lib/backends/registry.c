@@ -200,16 +200,3 @@ clnode_status clnode_context_create(const clnode_context_options *opts, clnode_c
     const char *spec = opts ? opts->device : NULL;
     return cln_context_create_with(opts, registry_factory, (void *)spec, out);
 }
-
-/* ---- capability rules ---- */
-
-clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode)
-{
-    CLN_CHECK(ctx, prec == CLNODE_FP32 || prec == CLNODE_FP64, CLNODE_ERR_INVALID_ARGUMENT,
-              "unknown precision %d", (int)prec);
-    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || mode == CLNODE_GEMM_TF32,
-              CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)mode);
-    CLN_CHECK(ctx, mode != CLNODE_GEMM_TF32 || prec == CLNODE_FP32, CLNODE_ERR_INVALID_ARGUMENT,
-              "the tf32 GEMM mode applies to fp32 only (not %s)", clnode_precision_name(prec));
-    return CLNODE_OK;
-}

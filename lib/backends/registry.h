@@ -4,8 +4,9 @@
  * The registry alone parses device strings ("host", "opencl:1", "cuda:0:cublas", ...) against the
  * forms the backends register, and generates from them the help text (clnode_device_help) and
  * every message about a malformed or unknown device string. A backend receives the parsed form
- * (cln_device_sel) and only matches it against its devices. The rule that ties GEMM modes to
- * precisions is stated in registry.c too (cln_check_gemm_mode, declared in backend.h).
+ * (cln_device_sel) and only matches it against its devices. Backends call nothing of the
+ * registry (the device list reaches them through the sink's pointers), so the dependencies run
+ * one way: registry -> backends -> core.
  */
 #ifndef CLN_REGISTRY_H
 #define CLN_REGISTRY_H
@@ -38,16 +39,31 @@ enum {
     CLN_CAP_NATIVE_TF32 = CLNODE_BACKEND_NATIVE_TF32, /* the tf32 mode runs on TF32 hardware */
 };
 
-/* Where a backend's enumeration puts its devices (lib/backends/devices.c). */
+/* Where a backend's enumeration puts its devices (lib/backends/devices.c implements it). Called
+ * through pointers, so that the backends depend on no list code. */
 typedef struct cln_device_sink cln_device_sink;
+struct cln_device_sink {
+    clnode_device_info *(*add)(cln_device_sink *sink, int new_device);
+    void (*vnote)(cln_device_sink *sink, const char *fmt, va_list ap);
+};
 
 /* A new zeroed entry of the list, its backend already filled in; `new_device` is 0 for a second
  * engine of a device already added ("cuda:0:cublas" after "cuda:0"). NULL when out of memory. */
-clnode_device_info *cln_device_sink_add(cln_device_sink *sink, int new_device);
+static inline clnode_device_info *cln_device_sink_add(cln_device_sink *sink, int new_device)
+{
+    return sink->add(sink, new_device);
+}
 
 /* Why the backend has no device ("no OpenCL platform found ..."), for clnode_backend_info.note. */
-void cln_device_sink_note(cln_device_sink *sink, const char *fmt, ...)
+static inline void cln_device_sink_note(cln_device_sink *sink, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+static inline void cln_device_sink_note(cln_device_sink *sink, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sink->vnote(sink, fmt, ap);
+    va_end(ap);
+}
 
 typedef struct cln_backend_desc {
     const char *name; /* "host", "opencl", "cuda" */

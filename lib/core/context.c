@@ -68,6 +68,18 @@ const char *clnode_gemm_mode_name(clnode_gemm_mode mode)
     return "unknown";
 }
 
+/* The rule that ties GEMM modes to precisions, stated once (internal.h). */
+clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode)
+{
+    CLN_CHECK(ctx, prec == CLNODE_FP32 || prec == CLNODE_FP64, CLNODE_ERR_INVALID_ARGUMENT,
+              "unknown precision %d", (int)prec);
+    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || mode == CLNODE_GEMM_TF32,
+              CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)mode);
+    CLN_CHECK(ctx, mode != CLNODE_GEMM_TF32 || prec == CLNODE_FP32, CLNODE_ERR_INVALID_ARGUMENT,
+              "the tf32 GEMM mode applies to fp32 only (not %s)", clnode_precision_name(prec));
+    return CLNODE_OK;
+}
+
 /* ---- logging and errors ---- */
 
 static void cln_vlog(clnode_log_fn log, void *user, clnode_log_level max, clnode_log_level level,
@@ -129,6 +141,8 @@ void cln_clear_error(clnode_context *ctx)
 
 /* ---- contexts ---- */
 
+/* The documented defaults. A field appended to clnode_context_options gets its default here and
+ * is read only from programs whose struct_size covers it (clnode/common.h). */
 static void cln_context_defaults(clnode_context_options *opts)
 {
     memset(opts, 0, sizeof *opts);

@@ -73,6 +73,12 @@ static inline int cln_add_size(size_t a, size_t b, size_t *out)
     return 1;
 }
 
+/* The rule that ties GEMM modes to precisions, stated once (context.c): strict in any precision,
+ * tf32 in fp32 only. CLNODE_ERR_INVALID_ARGUMENT for an unknown precision or mode, or tf32 with
+ * fp64. */
+clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
+                                  clnode_gemm_mode mode);
+
 /* ---- struct sizes: the compatibility policy of clnode/common.h ---- */
 
 /* The end of `member` in `type`. */

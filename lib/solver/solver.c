@@ -38,49 +38,6 @@ const char *clnode_result_name(clnode_result r)
     return "unknown";
 }
 
-void cln_solve_seed_defaults(clnode_solve_options *o)
-{
-    clnode_solve_default_options(o);
-    o->t0 = 0.0;
-    o->t1 = 50.0;
-    o->dt0 = 0.02;
-    o->rtol = 1e-4;
-    o->atol = 1e-6;
-}
-
-void cln_solve_defaults(clnode_solve_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->method = clnode_method_tsit5;
-    o->precision = CLNODE_FP32;
-    o->gemm_mode = CLNODE_GEMM_STRICT;
-    o->t0 = 0.0;
-    o->t1 = 1.0;
-    o->dt0 = 0.0;
-    o->constant_step = 0;
-    o->rtol = 1e-3;
-    o->atol = 1e-6;
-    o->pcoeff = 0.0;
-    o->icoeff = 1.0;
-    o->dcoeff = 0.0;
-    o->dtmin = 0.0;
-    o->dtmax = 0.0;
-    o->force_dtmin = 1;
-    o->factormin = 0.2;
-    o->factormax = 10.0;
-    o->safety = 0.9;
-    o->max_steps = 4096;
-    o->save_t0 = 0;
-    o->save_t1 = 1;
-    o->save_steps = 0;
-    o->save_ts = NULL;
-    o->n_save_ts = 0;
-    o->progress = NULL;
-    o->progress_user = NULL;
-    o->precision_guard = CLNODE_GUARD_WARN;
-}
-
 void clnode_solution_destroy(clnode_solution **ps)
 {
     if (!ps || !*ps)
