@@ -22,8 +22,9 @@ typedef struct clnode_context_options {
     /* sizeof(clnode_context_options) where the program was compiled: set by
      * clnode_context_default_options; the library reads only the fields it covers. */
     size_t struct_size;
-    /* Device to use: "host", "opencl:0", "opencl:pocl", "cuda:0", ... NULL (default) means the
-     * environment variable CLNODE_DEVICE if set, else "host". */
+    /* Device to use: "host", "opencl:0", "opencl:pocl", "cuda:0", ... (clnode_device_help in
+     * clnode/devices.h lists every form). NULL (default) means the environment variable
+     * CLNODE_DEVICE if set, else "host". */
     const char *device;
     /* Logger; NULL (default) discards every message. */
     clnode_log_fn log;
