@@ -1148,6 +1148,26 @@ const cln_backend_desc cln_opencl_backend = {
 
 /* The backend on the device `chosen`: in a new context and in-order queue, or in the caller's
  * (adopt_ctx and adopt_queue, retained here and released by ocl_destroy, never owned). */
+/* The device's fp32 configuration and work-group limits, into the backend. */
+static void ocl_query_device(opencl_backend *ob)
+{
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==
+        CL_SUCCESS) {
+        ob->cr_divsqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+        ob->fp_config = fp;
+        ob->fp_config_known = 1;
+    }
+    ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof ob->max_item,
+                        ob->max_item, NULL) != CL_SUCCESS)
+        ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof ob->max_wg, &ob->max_wg,
+                        NULL) != CL_SUCCESS ||
+        ob->max_wg == 0)
+        ob->max_wg = 1;
+}
+
 static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                                cl_context adopt_ctx, cl_command_queue adopt_queue,
                                cln_backend **out)
@@ -1169,21 +1189,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
         snprintf(ob->base.device_name, sizeof ob->base.device_name,
                  "%.120s (%.100s, OpenCL C %.8s)", chosen->name, chosen->platform_name, clc);
     }
-    cl_device_fp_config fp = 0;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==
-        CL_SUCCESS) {
-        ob->cr_divsqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-        ob->fp_config = fp;
-        ob->fp_config_known = 1;
-    }
-    ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof ob->max_item,
-                        ob->max_item, NULL) != CL_SUCCESS)
-        ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof ob->max_wg, &ob->max_wg,
-                        NULL) != CL_SUCCESS ||
-        ob->max_wg == 0)
-        ob->max_wg = 1;
+    ocl_query_device(ob);
 
     cl_int e = CL_SUCCESS;
     if (adopt_ctx) {
