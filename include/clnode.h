@@ -4,6 +4,7 @@
 #ifndef CLNODE_H
 #define CLNODE_H
 
+#include "clnode/bench.h"
 #include "clnode/common.h"
 #include "clnode/context.h"
 #include "clnode/devices.h"

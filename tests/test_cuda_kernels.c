@@ -2,7 +2,10 @@
  * goes through NVRTC exactly as the CUDA backend compiles it for a device, in fp32 and fp64, for
  * an architecture NVRTC knows (a CUBIN) and for one newer than it knows (PTX for the newest below),
  * and every kernel the backend looks up is in the result. NVRTC needs no GPU and no driver, so
- * this runs wherever the CUDA toolkit is installed; the CUDA conformance suite needs a GPU. */
+ * this runs wherever the CUDA toolkit is installed (and skips where NVRTC cannot be loaded); the
+ * CUDA conformance suite needs a GPU. NVRTC comes through the library's dlopen table. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include <cmocka.h>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_api.h"
 #include "clnode.h"
 
 static clnode_context *g_ctx;
@@ -108,8 +112,46 @@ static void test_too_old(void **state)
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "compute capability 1.0"));
 }
 
+/* The loader opened each library under its versioned name (libnvrtc.so.13 for CUDA 13 headers),
+ * the name the headers' ABI belongs to: asked of the dynamic loader, not of clnode. */
+static void assert_versioned(const void *fn, const char *base)
+{
+    Dl_info info;
+    memset(&info, 0, sizeof info);
+    assert_true(dladdr(fn, &info) != 0);
+    const char *name = strrchr(info.dli_fname, '/');
+    name = name ? name + 1 : info.dli_fname;
+    char want[64];
+    snprintf(want, sizeof want, "%s.%d", base, CUDART_VERSION / 1000);
+    printf("%s: %s\n", base, info.dli_fname);
+    assert_string_equal(name, want);
+}
+
+static void test_loaded_versioned(void **state)
+{
+    (void)state;
+    void *p = NULL;
+    memcpy(&p, &cln_cu.nvrtcCompileProgram, sizeof p);
+    assert_versioned(p, "libnvrtc.so");
+    char why[512];
+    if (cln_cuda_load_runtime(why, sizeof why) != CLNODE_OK) {
+        printf("runtime not loadable: %s\n", why);
+        return;
+    }
+    memcpy(&p, &cln_cu.cudaMalloc, sizeof p);
+    assert_versioned(p, "libcudart.so");
+    memcpy(&p, &cln_cu.cublasGemmEx, sizeof p);
+    assert_versioned(p, "libcublas.so");
+}
+
 int main(void)
 {
+    /* NVRTC is loaded at run time (cuda_api.h): on a machine without it there is nothing to test */
+    char why[512];
+    if (cln_cuda_load_nvrtc(why, sizeof why) != CLNODE_OK) {
+        printf("SKIP: %s\n", why);
+        return 77;
+    }
     clnode_context_options o;
     clnode_context_default_options(&o);
     o.device = "host";
@@ -121,6 +163,7 @@ int main(void)
         cmocka_unit_test(test_known_architectures),
         cmocka_unit_test(test_future_architecture),
         cmocka_unit_test(test_too_old),
+        cmocka_unit_test(test_loaded_versioned),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

@@ -3,7 +3,8 @@
  * For each device and batch size B: one full seed solve (tsit5, fp32, rtol 1e-4, atol 1e-6,
  * t in [0, 50], distinct y0 per trajectory), then, in the same run, a bare loop of exactly the
  * GEMMs that solve performs (the same shapes and count, no solver work) through the same
- * backend's GEMM (the ordered GEMM on "host", CLBlast on OpenCL, ...), and for reference the same
+ * backend's GEMM (clnode_bench_gemm_loop of clnode/bench.h: the ordered GEMM on "host", CLBlast
+ * on OpenCL, ...), and for reference the same
  * loop through OpenBLAS's cblas_sgemm. It prints microseconds per step, the achieved GEMM rate of
  * the solve as a ratio to the bare loop, the host-device synchronisations of the solve, and the
  * ratio of each device's time to the host's. Ratios, not absolute times, are the result: all are
@@ -17,73 +18,8 @@
 
 #include <cblas.h>
 
-#include "backends/backend.h"
 #include "clnode.h"
 #include "tool_common.h"
-
-/* The bare loop through the device's own GEMM op: `evals` right-hand sides of B rows through
- * the model's layers (fp32), then one wait for the device. Returns seconds, or < 0 on error. */
-static double bare_backend_seconds(clnode_context *ctx, const clnode_model *m, size_t B, long evals)
-{
-    cln_backend *be = ctx->backend;
-    const size_t L = clnode_model_num_layers(m);
-    size_t maxw = 1;
-    for (size_t l = 0; l <= L; ++l) {
-        const size_t w = l < L ? clnode_model_layer_in(m, l) : clnode_model_layer_out(m, L - 1);
-        maxw = w > maxw ? w : maxw;
-    }
-    /* the rows the solver computes: the batch padded to the backend's alignment (OpenBLAS
-     * works in fixed blocks) */
-    const size_t rows = (B + be->row_align - 1) / be->row_align * be->row_align;
-    cln_buf *H[3] = {NULL, NULL, NULL}, *W[CLN_MAX_LAYERS] = {NULL};
-    double dt = -1;
-    float *tmp = calloc(rows * maxw, sizeof(float));
-    if (!tmp)
-        return -1;
-    for (size_t i = 0; i < rows * maxw; ++i)
-        tmp[i] = 0.01f * (float)(i % 97);
-    if (be->ops->buf_alloc(be, rows * maxw * sizeof(float), &H[0]) ||
-        be->ops->buf_alloc(be, rows * maxw * sizeof(float), &H[1]) ||
-        be->ops->buf_alloc(be, rows * maxw * sizeof(float), &H[2]) ||
-        be->ops->buf_write(be, H[0], 0, rows * maxw * sizeof(float), tmp))
-        goto done;
-    for (size_t l = 0; l < L; ++l) {
-        const size_t n = clnode_model_layer_in(m, l) * clnode_model_layer_out(m, l);
-        float *w = malloc(n * sizeof(float));
-        if (!w)
-            goto done;
-        for (size_t i = 0; i < n; ++i)
-            w[i] = (float)clnode_model_weight(m, l)[i];
-        const int bad = be->ops->buf_alloc(be, n * sizeof(float), &W[l]) ||
-                        be->ops->buf_write(be, W[l], 0, n * sizeof(float), w);
-        free(w);
-        if (bad)
-            goto done;
-    }
-    const double t0 = tool_now();
-    /* every evaluation starts from the same input H[0] and ping-pongs between H[1] and H[2]:
-     * chaining evaluations without activations would shrink the values into the subnormal
-     * range, where FMAs are many times slower */
-    for (long e = 0; e < evals; ++e) {
-        for (size_t l = 0; l < L; ++l) {
-            const size_t k = clnode_model_layer_in(m, l), n = clnode_model_layer_out(m, l);
-            cln_buf *in = l == 0 ? H[0] : H[1 + (l + 1) % 2], *out = H[1 + l % 2];
-            if (be->ops->gemm(be, CLNODE_FP32, CLNODE_GEMM_STRICT, rows, n, k, in, 0, k, W[l], 0, k,
-                              out, 0, n))
-                goto done;
-        }
-    }
-    if (be->ops->buf_read(be, H[0], 0, sizeof(float), tmp)) /* waits for the queue */
-        goto done;
-    dt = tool_now() - t0;
-done:
-    for (size_t l = 0; l < L; ++l)
-        be->ops->buf_free(be, W[l]);
-    for (int i = 0; i < 3; ++i)
-        be->ops->buf_free(be, H[i]);
-    free(tmp);
-    return dt;
-}
 
 /* The same loop through OpenBLAS, one cblas_sgemm per layer over all B rows. */
 static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
@@ -96,9 +32,9 @@ static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
     }
     float *H0 = calloc(B * maxw, sizeof(float)), *H1 = calloc(B * maxw, sizeof(float));
     float *H2 = calloc(B * maxw, sizeof(float));
-    float *W[CLN_MAX_LAYERS] = {0};
+    float **W = calloc(L, sizeof *W);
     double dt = -1;
-    if (!H0 || !H1 || !H2)
+    if (!H0 || !H1 || !H2 || !W)
         goto done;
     for (size_t l = 0; l < L; ++l) {
         const size_t n = clnode_model_layer_in(m, l) * clnode_model_layer_out(m, l);
@@ -110,7 +46,7 @@ static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
     for (size_t i = 0; i < B * maxw; ++i)
         H0[i] = 0.01f * (float)(i % 97);
     const double t0 = tool_now();
-    for (long e = 0; e < evals; ++e) { /* from the same input each time, as above */
+    for (long e = 0; e < evals; ++e) { /* from the same input each time, as the library's loop */
         for (size_t l = 0; l < L; ++l) {
             const int k = (int)clnode_model_layer_in(m, l), n = (int)clnode_model_layer_out(m, l);
             const float *in = l == 0 ? H0 : (l % 2 ? H1 : H2);
@@ -121,8 +57,9 @@ static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
     }
     dt = tool_now() - t0;
 done:
-    for (size_t l = 0; l < L; ++l)
+    for (size_t l = 0; W && l < L; ++l)
         free(W[l]);
+    free(W);
     free(H0);
     free(H1);
     free(H2);
@@ -320,7 +257,10 @@ int main(int argc, char **argv)
             double bare = 1e30, cb = 1e30;
             settle();
             for (int r = 0; r < repeat; ++r) {
-                const double t = bare_backend_seconds(ctx, m, B, rhs);
+                double t = -1;
+                if (clnode_bench_gemm_loop(ctx, m, B, rhs, CLNODE_FP32, CLNODE_GEMM_STRICT, &t,
+                                           NULL) != CLNODE_OK)
+                    fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
                 bare = t >= 0 && t < bare ? t : bare;
             }
             settle();

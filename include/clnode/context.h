@@ -16,9 +16,15 @@ extern "C" {
 
 typedef struct clnode_context clnode_context;
 
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_context_default_options, then change what you need. */
 typedef struct clnode_context_options {
-    /* Device to use: "host", "opencl:0", "opencl:pocl", "cuda:0", ... NULL (default) means the
-     * environment variable CLNODE_DEVICE if set, else "host". */
+    /* sizeof(clnode_context_options) where the program was compiled: set by
+     * clnode_context_default_options; the library reads only the fields it covers. */
+    size_t struct_size;
+    /* Device to use: "host", "opencl:0", "opencl:pocl", "cuda:0", ... (clnode_device_help in
+     * clnode/devices.h lists every form). NULL (default) means the environment variable
+     * CLNODE_DEVICE if set, else "host". */
     const char *device;
     /* Logger; NULL (default) discards every message. */
     clnode_log_fn log;
@@ -32,13 +38,18 @@ typedef struct clnode_context_options {
     int num_threads;
 } clnode_context_options;
 
-/* Fills `opts` with the documented defaults. `opts` must not be NULL. */
-CLNODE_API void clnode_context_default_options(clnode_context_options *opts);
+/* Fills `opts` with the documented defaults, struct_size included. `opts` must not be NULL. A
+ * macro: it passes the size of the struct the program was compiled with. */
+#define clnode_context_default_options(opts)                                                       \
+    clnode_context_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_context_default_options_sized(clnode_context_options *opts,
+                                                     size_t struct_size);
 
 /* Creates a context bound to the device named in `opts` (NULL: all defaults).
  * Returns CLNODE_OK and stores the new context in *out, or an error and stores NULL:
  * CLNODE_ERR_NO_DEVICE for an unknown or absent device (the message lists what exists),
- * CLNODE_ERR_UNSUPPORTED for a backend this build lacks, CLNODE_ERR_OUT_OF_MEMORY.
+ * CLNODE_ERR_UNSUPPORTED for a backend this build lacks, CLNODE_ERR_OUT_OF_MEMORY,
+ * CLNODE_ERR_INVALID_ARGUMENT for a struct_size this library does not know.
  * On failure the message is passed to the logger of `opts` (there is no context to hold it).
  * Blocking: may initialise a device driver. */
 CLNODE_API clnode_status clnode_context_create(const clnode_context_options *opts,

@@ -15,7 +15,8 @@ extern "C" {
 #endif
 
 /* One way to run a solve: a device together with the engine of its strict GEMMs. The host and
- * each CUDA device appear twice ("host" and "host:openblas", "cuda:N" and "cuda:N:cublas"). */
+ * each CUDA device appear twice ("host" and "host:openblas", "cuda:N" and "cuda:N:cublas"). The
+ * library allocates it: fields are only ever appended. */
 typedef struct clnode_device_info {
     char spec[64];                 /* the device string: "host", "host:openblas", "opencl:0",
                                       "cuda:0", "cuda:0:cublas" */
@@ -33,14 +34,23 @@ typedef struct clnode_device_info {
     int fp64;                      /* 1 if float64 solves are possible on it */
 } clnode_device_info;
 
-/* What became of one backend when the devices were listed. */
+/* Capabilities every device of a backend has (clnode_backend_info.capabilities). */
+enum {
+    CLNODE_BACKEND_FP64 = 1u,        /* every device computes in fp64 (OpenCL: per device) */
+    CLNODE_BACKEND_NATIVE_TF32 = 2u, /* the tf32 GEMM mode runs on TF32 hardware (cuBLAS tensor
+                                        cores); otherwise it is emulated in fp32 */
+};
+
+/* What became of one backend when the devices were listed. The library allocates it: fields are
+ * only ever appended. */
 typedef struct clnode_backend_info {
-    char name[16];        /* "host", "opencl" or "cuda" */
-    int built;            /* 1 if this build of clnode has the backend */
-    clnode_status status; /* outcome of asking it for devices; CLNODE_OK also when it has none */
-    size_t num_devices;   /* entries of the list from this backend (engines counted separately) */
-    char note[512];       /* why it has no device ("no OpenCL platform found ...", the driver's
-                             error), or ""; never NULL */
+    char name[16];         /* "host", "opencl" or "cuda" */
+    int built;             /* 1 if this build of clnode has the backend */
+    clnode_status status;  /* outcome of asking it for devices; CLNODE_OK also when it has none */
+    size_t num_devices;    /* entries of the list from this backend (engines counted separately) */
+    char note[512];        /* why it has no device ("no OpenCL platform found ...", "not
+                              available: cannot load libcudart.so.13 ..."), or ""; never NULL */
+    unsigned capabilities; /* CLNODE_BACKEND_* flags (0 for a backend not built) */
 } clnode_backend_info;
 
 typedef struct clnode_device_list clnode_device_list;
@@ -70,6 +80,14 @@ CLNODE_API size_t clnode_device_list_num_backends(const clnode_device_list *list
 /* Backend i (< num_backends), valid for the life of the list; NULL if out of range. */
 CLNODE_API const clnode_backend_info *clnode_device_list_backend(const clnode_device_list *list,
                                                                  size_t i);
+
+/* The device strings clnode_context_options.device accepts in this build, one form per line with
+ * what it selects ("  opencl:N          OpenCL device N (all platforms, in the ICD loader's
+ * order)\n"; a backend not built is named with how to build it). This text and every error about
+ * a device string come from the same registry of backends. Writes at most `size` bytes with a
+ * terminating NUL (snprintf semantics; buf may be NULL when size is 0) and returns the length of
+ * the whole text. Thread-safe; loads no driver. */
+CLNODE_API size_t clnode_device_help(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

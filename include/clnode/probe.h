@@ -36,6 +36,7 @@ typedef enum clnode_gemm_class {
  */
 CLNODE_API const char *clnode_gemm_class_name(clnode_gemm_class c);
 
+/* Fields are only ever appended (clnode/common.h); clnode_probe_gemm passes the size. */
 typedef struct clnode_probe_result {
     clnode_precision precision;
     clnode_gemm_mode gemm_mode;
@@ -55,11 +56,17 @@ typedef struct clnode_probe_result {
 /* Probes the GEMM of the context's device in `precision` and `mode`. Blocking; a few small GEMMs
  * (milliseconds once the device's kernels are built). Results are cached in the context.
  * Errors: as clnode_solve (CLNODE_ERR_NO_FP64, CLNODE_ERR_UNSUPPORTED for a mode the device
- * lacks, device errors). */
-CLNODE_API clnode_status clnode_probe_gemm(clnode_context *ctx, clnode_precision precision,
-                                           clnode_gemm_mode mode, clnode_probe_result *out);
+ * lacks, device errors; CLNODE_ERR_INVALID_ARGUMENT for a result struct larger than this library
+ * knows). A macro: it passes the size of the struct the program was compiled with to
+ * clnode_probe_gemm_sized, which writes only the fields it covers. */
+#define clnode_probe_gemm(ctx, precision, mode, out)                                               \
+    clnode_probe_gemm_sized((ctx), (precision), (mode), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_probe_gemm_sized(clnode_context *ctx, clnode_precision precision,
+                                                 clnode_gemm_mode mode, clnode_probe_result *out,
+                                                 size_t struct_size);
 
-/* Floating-point facts of a device, as its driver reports them (-1: not reported). */
+/* Floating-point facts of a device, as its driver reports them (-1: not reported). Fields are only
+ * ever appended (clnode/common.h). */
 typedef struct clnode_device_facts {
     int fp64;                       /* double precision available */
     int fma;                        /* hardware fused multiply-add */
@@ -67,7 +74,13 @@ typedef struct clnode_device_facts {
     int correctly_rounded_div_sqrt; /* fp32 division and sqrt correctly rounded */
 } clnode_device_facts;
 
-CLNODE_API clnode_status clnode_device_facts_get(clnode_context *ctx, clnode_device_facts *out);
+/* Fills *out. A macro: it passes the size of the struct the program was compiled with to
+ * clnode_device_facts_get_sized, which writes only the fields it covers
+ * (CLNODE_ERR_INVALID_ARGUMENT for a struct larger than this library knows). */
+#define clnode_device_facts_get(ctx, out) clnode_device_facts_get_sized((ctx), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_device_facts_get_sized(clnode_context *ctx,
+                                                       clnode_device_facts *out,
+                                                       size_t struct_size);
 
 #ifdef __cplusplus
 }

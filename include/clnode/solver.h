@@ -44,7 +44,11 @@ typedef enum clnode_precision_guard {
  * still normal at 5 u; 16 keeps a margin of 3 to 8 above that knee. */
 #define CLNODE_GUARD_FACTOR 16.0
 
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_solve_default_options or clnode_solve_seed_options, then change what you need. */
 typedef struct clnode_solve_options {
+    size_t struct_size; /* sizeof(clnode_solve_options) where the program was compiled: set by the
+                           defaults functions; the library reads only the fields it covers */
     const clnode_method *method; /* default clnode_method_tsit5 */
     clnode_precision precision;  /* default CLNODE_FP32 */
     clnode_gemm_mode gemm_mode;  /* default CLNODE_GEMM_STRICT */
@@ -76,13 +80,17 @@ typedef struct clnode_solve_options {
     clnode_precision_guard precision_guard; /* default CLNODE_GUARD_WARN */
 } clnode_solve_options;
 
-/* Fills `opts` with the documented defaults. */
-CLNODE_API void clnode_solve_default_options(clnode_solve_options *opts);
+/* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of
+ * the struct the program was compiled with to clnode_solve_default_options_sized. */
+#define clnode_solve_default_options(opts)                                                         \
+    clnode_solve_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_solve_default_options_sized(clnode_solve_options *opts, size_t struct_size);
 
 /* The defaults with the seed experiment's interval and tolerances: t in [0, 50], dt0 = 0.02,
  * rtol 1e-4, atol 1e-6 (tsit5, fp32) -- the problem of clnode_model_create_seed from y0 = 0, which
- * takes 13 steps at every batch size on every device. */
-CLNODE_API void clnode_solve_seed_options(clnode_solve_options *opts);
+ * takes 13 steps at every batch size on every device. A macro, as clnode_solve_default_options. */
+#define clnode_solve_seed_options(opts) clnode_solve_seed_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t struct_size);
 
 /* Outcome of one trajectory. */
 typedef enum clnode_result {
@@ -98,6 +106,7 @@ typedef enum clnode_result {
 /* "success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor". */
 CLNODE_API const char *clnode_result_name(clnode_result result);
 
+/* Fields are only ever appended (clnode/common.h); clnode_solution_stats passes the size. */
 typedef struct clnode_trajectory_stats {
     clnode_result result;
     long num_steps; /* attempts: num_accepted + num_rejected */
@@ -122,14 +131,14 @@ typedef enum clnode_save_kind {
  * Returns CLNODE_OK when the solve ran, even if some trajectories did not succeed (see their
  * stats); *out then holds the solution. Errors (nothing is stored in *out):
  * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
- * save_ts outside [t0, t1] or not monotone, euler with the PID controller, ...; the message says
- * which), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
- * (precision or GEMM mode not available on the device), CLNODE_ERR_PRECISION (rtol below what
- * the device's GEMM resolves, with precision_guard = CLNODE_GUARD_REFUSE),
- * CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a failed driver call:
- * the message names it, clnode_context_last_native_error has its code), CLNODE_ERR_BLAS,
- * CLNODE_ERR_BUILD (the device's compiler rejected the kernels; the build log goes to the
- * logger). After any of these the context stays usable: nothing of a failed solve is cached.
+ * save_ts outside [t0, t1] or not monotone, euler with the PID controller, a struct_size this
+ * library does not know, ...; the message says which), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0),
+ * CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64 (precision or GEMM mode not available on the device),
+ * CLNODE_ERR_PRECISION (rtol below what the device's GEMM resolves, with precision_guard =
+ * CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a
+ * failed driver call: the message names it, clnode_context_last_native_error has its code),
+ * CLNODE_ERR_BLAS, CLNODE_ERR_BUILD (the device's compiler rejected the kernels; the build log goes
+ * to the logger). After any of these the context stays usable: nothing of a failed solve is cached.
  * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once. The first
  * adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a few small
  * GEMMs) unless precision_guard is CLNODE_GUARD_OFF. */
@@ -147,10 +156,15 @@ CLNODE_API size_t clnode_solution_dim(const clnode_solution *sol);
  * steps, and the results at the end); 0 on the host, where nothing needs waiting for. */
 CLNODE_API long clnode_solution_syncs(const clnode_solution *sol);
 
-/* Statistics of trajectory `traj` (< batch). Returns CLNODE_ERR_INVALID_ARGUMENT if out of range.
- */
-CLNODE_API clnode_status clnode_solution_stats(const clnode_solution *sol, size_t traj,
-                                               clnode_trajectory_stats *stats);
+/* Statistics of trajectory `traj` (< batch). Returns CLNODE_ERR_INVALID_ARGUMENT if out of range
+ * or if *stats is larger than this library knows. A macro: it passes the size of the struct the
+ * program was compiled with to clnode_solution_stats_sized, which writes only the fields it
+ * covers. */
+#define clnode_solution_stats(sol, traj, stats)                                                    \
+    clnode_solution_stats_sized((sol), (traj), (stats), sizeof *(stats))
+CLNODE_API clnode_status clnode_solution_stats_sized(const clnode_solution *sol, size_t traj,
+                                                     clnode_trajectory_stats *stats,
+                                                     size_t struct_size);
 
 /* The final state of trajectory `traj` (dim values, valid for the life of the solution), or NULL
  * if traj is out of range. */

@@ -1,3 +1,5 @@
+/* lib/backends/: the devices: the ops table every backend implements (this file), the registry
+ * of backends and device strings, the device list, and one folder per backend. */
 /* backend.h - the interface every compute backend implements (content + ops, as SUNDIALS'
  * N_Vector): buffers, the vector field's two building blocks (GEMM, bias + activation) and the
  * three solver passes of cl/cln_step.h. The driver (solver.c) is written once against it and never
@@ -91,39 +93,16 @@ struct cln_backend {
     long syncs;       /* host-device synchronisations so far (statistics) */
 };
 
-/* Backend constructors: `spec` is the part after "backend:" (may be ""). */
-clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
-clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
-clnode_status cln_cuda_backend_create(clnode_context *ctx, const char *spec, cln_backend **out);
-
-/* Lists every OpenCL device (all platforms, in the order of the "opencl:N" indices) for tools:
- * one call of `cb` per device with its platform name, device name, vendor, driver version,
- * OpenCL C version ("x.y"), compute units, global memory in bytes and whether it has cl_khr_fp64.
- * Returns CLNODE_OK, also with zero calls when there is no OpenCL platform; an error status when
- * the OpenCL runtime fails. Only in builds with the OpenCL backend (CLNODE_HAVE_OPENCL). */
-clnode_status cln_opencl_list(clnode_context *ctx,
-                              void (*cb)(void *user, size_t index, const char *platform,
-                                         const char *device, const char *vendor,
-                                         const char *driver_version, const char *opencl_c_version,
-                                         unsigned compute_units, unsigned long long global_mem,
-                                         int has_fp64),
-                              void *user);
-
-/* Lists every CUDA device (in the order of the "cuda:N" indices) for tools: one call of `cb` per
- * device with its name, compute capability and global memory in bytes. Returns CLNODE_OK, also
- * with zero calls when there is no NVIDIA driver or no device; an error status when the CUDA
- * runtime fails otherwise. Only in builds with the CUDA backend (CLNODE_HAVE_CUDA). */
-clnode_status cln_cuda_list(clnode_context *ctx,
-                            void (*cb)(void *user, int index, const char *name, int cc_major,
-                                       int cc_minor, unsigned long long mem_bytes),
-                            void *user);
+/* Backends register their device strings, capabilities, enumeration and constructor in the
+ * registry (backends/registry.h); nothing else names them. */
 
 /* Compiles the embedded CUDA kernels (cl/clnode_cuda.cu) through NVRTC as the CUDA backend does
  * for a device of compute capability cc_major.cc_minor: a CUBIN when NVRTC knows that
  * architecture (*is_cubin = 1), else PTX for the newest one below it (NUL-terminated text). Needs
  * no GPU and no driver. *image is malloc'ed (the caller frees it). Errors: CLNODE_ERR_BUILD (with
- * the NVRTC log in the message), CLNODE_ERR_OUT_OF_MEMORY. Only in builds with the CUDA backend
- * (CLNODE_HAVE_CUDA). */
+ * the NVRTC log in the message), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_NO_DEVICE when NVRTC cannot
+ * be loaded ("cuda not available: ..."). Only in builds with the CUDA backend (CLNODE_HAVE_CUDA).
+ */
 clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_major, int cc_minor,
                                clnode_precision prec, char **image, size_t *size, int *is_cubin);
 

@@ -1,22 +1,16 @@
 /* devices.c - the list of backends and devices of this build and machine (clnode/devices.h).
  *
- * The OpenCL and CUDA backends enumerate their devices (cln_opencl_list, cln_cuda_list); this file
- * only collects what they report into a public, immutable list, and describes the host itself.
+ * Each backend of the registry enumerates its own devices (cln_backend_desc.list) into a sink;
+ * this file only collects what they report into a public, immutable list.
  * The listing functions take a context for their messages: a private one on the stack, whose
  * logger forwards to the caller's and keeps the last message as the backend's note (that is how
  * "no NVIDIA driver" reaches the user without being an error). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "backends/backend.h"
-#include "clnode/devices.h"
-#include "core/internal.h"
-
-enum {
-    CLN_NUM_BACKENDS = 3
-};
+#include "backends/registry.h"
 
 struct clnode_device_list {
     clnode_device_info *devs;
@@ -61,119 +55,72 @@ static clnode_device_info *dev_add(clnode_device_list *l)
     return d;
 }
 
-/* "model name : Intel(R) ..." -> the value of the first line with that key, or "". */
-static void cpuinfo_value(const char *key, char *out, size_t cap)
+/* The sink of one backend's enumeration (registry.h). */
+typedef struct dev_sink {
+    cln_device_sink base;
+    clnode_device_list *list;
+    clnode_backend_info *backend;
+    int oom;
+} dev_sink;
+
+static clnode_device_info *dev_sink_add(cln_device_sink *sink, int new_device)
 {
-    out[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    const size_t n = strlen(key);
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, key, n) != 0)
-            continue;
-        const char *v = strchr(line + n, ':');
-        if (!v)
-            continue;
-        ++v;
-        while (*v == ' ' || *v == '\t')
-            ++v;
-        copy_str(out, cap, v);
-        out[strcspn(out, "\r\n")] = '\0';
-        break;
+    dev_sink *s = (dev_sink *)sink;
+    clnode_device_info *d = s->oom ? NULL : dev_add(s->list);
+    if (!d) {
+        s->oom = 1;
+        return NULL;
     }
-    fclose(f);
+    copy_str(d->backend, sizeof d->backend, s->backend->name);
+    if (new_device)
+        s->backend->num_devices++;
+    return d;
 }
 
-static clnode_status list_host(clnode_device_list *l)
+static void dev_sink_vnote(cln_device_sink *sink, const char *fmt, va_list ap)
 {
-    static const struct {
-        const char *spec, *engine;
-    } engines[] = {{"host", "ordered FMA GEMM"}, {"host:openblas", "OpenBLAS"}};
-    char name[256], vendor[256];
-    cpuinfo_value("model name", name, sizeof name);
-    cpuinfo_value("vendor_id", vendor, sizeof vendor);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; ++i) {
-        clnode_device_info *d = dev_add(l);
-        if (!d)
-            return CLNODE_ERR_OUT_OF_MEMORY;
-        copy_str(d->spec, sizeof d->spec, engines[i].spec);
-        copy_str(d->backend, sizeof d->backend, "host");
-        copy_str(d->engine, sizeof d->engine, engines[i].engine);
-        copy_str(d->name, sizeof d->name, name[0] ? name : "host CPU");
-        copy_str(d->vendor, sizeof d->vendor, vendor);
-        d->compute_units = cpus > 0 ? (unsigned)cpus : 0;
-        d->global_mem =
-            pages > 0 && page > 0 ? (unsigned long long)pages * (unsigned long long)page : 0;
-        d->fp64 = 1;
+    dev_sink *s = (dev_sink *)sink;
+    vsnprintf(s->backend->note, sizeof s->backend->note, fmt, ap);
+}
+
+/* Backend i's devices into the list: not built, not available here, listing failed, or listed. */
+static clnode_status list_backend(clnode_device_list *l, size_t i, clnode_log_fn log,
+                                  void *log_user)
+{
+    clnode_backend_info *b = &l->backends[i];
+    const char *name = NULL, *why_not = NULL;
+    const cln_backend_desc *desc = cln_registry_get(i, &name, &why_not);
+    copy_str(b->name, sizeof b->name, name);
+    b->status = CLNODE_OK;
+    if (!desc) {
+        copy_str(b->note, sizeof b->note, why_not);
+        return CLNODE_OK;
     }
-    l->backends[0].num_devices = 1;
+    b->built = 1;
+    b->capabilities = desc->caps;
+    char why[400];
+    if (desc->available && desc->available(why, sizeof why) != CLNODE_OK) {
+        snprintf(b->note, sizeof b->note, "not available: %s", why);
+        return CLNODE_OK;
+    }
+    /* a private context for the backend's messages (see the top of this file) */
+    dev_log dl = {log, log_user, ""};
+    struct clnode_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.log = dev_log_fn;
+    ctx.log_user = &dl;
+    ctx.log_level = CLNODE_LOG_INFO;
+    dev_sink sink = {{dev_sink_add, dev_sink_vnote}, l, b, 0};
+    b->status = desc->list(&ctx, &sink.base);
+    if (sink.oom)
+        return CLNODE_ERR_OUT_OF_MEMORY;
+    if (b->status != CLNODE_OK)
+        snprintf(b->note, sizeof b->note, "listing failed: %.400s", ctx.last_error);
+    else if (b->num_devices == 0 && !b->note[0])
+        snprintf(b->note, sizeof b->note, "no device found%s%.400s%s", dl.last[0] ? " (" : "",
+                 dl.last, dl.last[0] ? ")" : "");
     return CLNODE_OK;
 }
-
-#ifdef CLNODE_HAVE_OPENCL
-typedef struct ocl_collect {
-    clnode_device_list *l;
-    int oom;
-} ocl_collect;
-
-static void ocl_one(void *user, size_t index, const char *platform, const char *device,
-                    const char *vendor, const char *driver_version, const char *opencl_c_version,
-                    unsigned compute_units, unsigned long long global_mem, int has_fp64)
-{
-    ocl_collect *c = user;
-    clnode_device_info *d = c->oom ? NULL : dev_add(c->l);
-    if (!d) {
-        c->oom = 1;
-        return;
-    }
-    snprintf(d->spec, sizeof d->spec, "opencl:%zu", index);
-    copy_str(d->backend, sizeof d->backend, "opencl");
-    copy_str(d->engine, sizeof d->engine, "CLBlast");
-    copy_str(d->name, sizeof d->name, device);
-    copy_str(d->vendor, sizeof d->vendor, vendor);
-    copy_str(d->platform, sizeof d->platform, platform);
-    copy_str(d->driver_version, sizeof d->driver_version, driver_version);
-    copy_str(d->opencl_c_version, sizeof d->opencl_c_version, opencl_c_version);
-    d->compute_units = compute_units;
-    d->global_mem = global_mem;
-    d->fp64 = has_fp64;
-    c->l->backends[1].num_devices++;
-}
-#endif
-
-#ifdef CLNODE_HAVE_CUDA
-typedef struct cuda_collect {
-    clnode_device_list *l;
-    int oom;
-} cuda_collect;
-
-static void cuda_one(void *user, int index, const char *name, int cc_major, int cc_minor,
-                     unsigned long long mem_bytes)
-{
-    cuda_collect *c = user;
-    for (int e = 0; e < 2; ++e) {
-        clnode_device_info *d = c->oom ? NULL : dev_add(c->l);
-        if (!d) {
-            c->oom = 1;
-            return;
-        }
-        snprintf(d->spec, sizeof d->spec, e ? "cuda:%d:cublas" : "cuda:%d", index);
-        copy_str(d->backend, sizeof d->backend, "cuda");
-        copy_str(d->engine, sizeof d->engine, e ? "cuBLAS (pedantic)" : "ordered FMA GEMM");
-        copy_str(d->name, sizeof d->name, name);
-        copy_str(d->vendor, sizeof d->vendor, "NVIDIA Corporation");
-        d->cc_major = cc_major;
-        d->cc_minor = cc_minor;
-        d->global_mem = mem_bytes;
-        d->fp64 = 1;
-    }
-    c->l->backends[2].num_devices++;
-}
-#endif
 
 clnode_status clnode_device_list_create(clnode_log_fn log, void *log_user, clnode_device_list **out)
 {
@@ -183,74 +130,15 @@ clnode_status clnode_device_list_create(clnode_log_fn log, void *log_user, clnod
     clnode_device_list *l = calloc(1, sizeof *l);
     if (!l)
         return CLNODE_ERR_OUT_OF_MEMORY;
-    static const char *const names[CLN_NUM_BACKENDS] = {"host", "opencl", "cuda"};
-    for (int i = 0; i < CLN_NUM_BACKENDS; ++i) {
-        copy_str(l->backends[i].name, sizeof l->backends[i].name, names[i]);
-        l->backends[i].status = CLNODE_OK;
-    }
-    l->backends[0].built = 1;
-    clnode_status st = list_host(l);
-    if (st != CLNODE_OK)
-        goto fail;
-
-    dev_log dl = {log, log_user, ""};
-    struct clnode_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.log = dev_log_fn;
-    ctx.log_user = &dl;
-    ctx.log_level = CLNODE_LOG_INFO;
-    (void)ctx;
-
-#ifdef CLNODE_HAVE_OPENCL
-    {
-        clnode_backend_info *b = &l->backends[1];
-        b->built = 1;
-        ocl_collect c = {l, 0};
-        dl.last[0] = '\0';
-        b->status = cln_opencl_list(&ctx, ocl_one, &c);
-        if (c.oom) {
-            st = CLNODE_ERR_OUT_OF_MEMORY;
-            goto fail;
-        }
-        if (b->status != CLNODE_OK) {
-            snprintf(b->note, sizeof b->note, "listing failed: %.400s", ctx.last_error);
-        } else if (b->num_devices == 0) {
-            const char *env = getenv("OCL_ICD_VENDORS");
-            snprintf(b->note, sizeof b->note,
-                     "no OpenCL platform or device found (the ICD loader looked in %s%s)",
-                     env && env[0] ? "OCL_ICD_VENDORS=" : "/etc/OpenCL/vendors",
-                     env && env[0] ? env : "");
+    for (size_t i = 0; i < CLN_NUM_BACKENDS; ++i) {
+        const clnode_status st = list_backend(l, i, log, log_user);
+        if (st != CLNODE_OK) {
+            clnode_device_list_destroy(&l);
+            return st;
         }
     }
-#else
-    copy_str(l->backends[1].note, sizeof l->backends[1].note, "not built (meson -Dopencl=enabled)");
-#endif
-
-#ifdef CLNODE_HAVE_CUDA
-    {
-        clnode_backend_info *b = &l->backends[2];
-        b->built = 1;
-        cuda_collect c = {l, 0};
-        dl.last[0] = '\0';
-        b->status = cln_cuda_list(&ctx, cuda_one, &c);
-        if (c.oom) {
-            st = CLNODE_ERR_OUT_OF_MEMORY;
-            goto fail;
-        }
-        if (b->status != CLNODE_OK)
-            snprintf(b->note, sizeof b->note, "listing failed: %.400s", ctx.last_error);
-        else if (b->num_devices == 0)
-            snprintf(b->note, sizeof b->note, "built, no device/driver found%s%.400s%s",
-                     dl.last[0] ? " (" : "", dl.last, dl.last[0] ? ")" : "");
-    }
-#else
-    copy_str(l->backends[2].note, sizeof l->backends[2].note, "not built (meson -Dcuda=enabled)");
-#endif
     *out = l;
     return CLNODE_OK;
-fail:
-    clnode_device_list_destroy(&l);
-    return st;
 }
 
 void clnode_device_list_destroy(clnode_device_list **list)

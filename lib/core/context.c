@@ -1,4 +1,8 @@
-/* context.c - contexts, device selection, status strings, version and logging. */
+/* lib/core/: what every part of the library shares and which calls none of them: contexts,
+ * status codes, logging and errors (internal.h). */
+/* context.c - contexts, status strings, version, logging and errors: the core every other part
+ * of the library calls, and which calls none of them (devices are opened by backends/registry.c).
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +68,18 @@ const char *clnode_gemm_mode_name(clnode_gemm_mode mode)
     return "unknown";
 }
 
+/* The rule that ties GEMM modes to precisions, stated once (internal.h). */
+clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode)
+{
+    CLN_CHECK(ctx, prec == CLNODE_FP32 || prec == CLNODE_FP64, CLNODE_ERR_INVALID_ARGUMENT,
+              "unknown precision %d", (int)prec);
+    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || mode == CLNODE_GEMM_TF32,
+              CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)mode);
+    CLN_CHECK(ctx, mode != CLNODE_GEMM_TF32 || prec == CLNODE_FP32, CLNODE_ERR_INVALID_ARGUMENT,
+              "the tf32 GEMM mode applies to fp32 only (not %s)", clnode_precision_name(prec));
+    return CLNODE_OK;
+}
+
 /* ---- logging and errors ---- */
 
 static void cln_vlog(clnode_log_fn log, void *user, clnode_log_level max, clnode_log_level level,
@@ -104,6 +120,17 @@ clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char 
     return status;
 }
 
+clnode_status cln_check_struct_size(clnode_context *ctx, const char *what, size_t size, size_t min,
+                                    size_t max)
+{
+    CLN_CHECK(ctx, size >= min && size <= max, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: struct_size %zu is not a size this clnode knows (%zu to %zu bytes): fill the "
+              "struct with its defaults function first%s",
+              what, size, min, max,
+              size > max ? " (the program was built against a newer clnode)" : "");
+    return CLNODE_OK;
+}
+
 void cln_clear_error(clnode_context *ctx)
 {
     if (ctx) {
@@ -114,9 +141,12 @@ void cln_clear_error(clnode_context *ctx)
 
 /* ---- contexts ---- */
 
-void clnode_context_default_options(clnode_context_options *opts)
+/* The documented defaults. A field appended to clnode_context_options gets its default here and
+ * is read only from programs whose struct_size covers it (clnode/common.h). */
+static void cln_context_defaults(clnode_context_options *opts)
 {
     memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
     opts->device = NULL;
     opts->log = NULL;
     opts->log_user = NULL;
@@ -124,36 +154,35 @@ void clnode_context_default_options(clnode_context_options *opts)
     opts->num_threads = 0;
 }
 
-typedef clnode_status (*cln_backend_ctor)(clnode_context *ctx, const char *spec, cln_backend **out);
-
-static const struct {
-    const char *name;
-    cln_backend_ctor create; /* NULL: not built into this library */
-} cln_backends[] = {
-    {"host", cln_host_backend_create},
-#ifdef CLNODE_HAVE_OPENCL
-    {"opencl", cln_opencl_backend_create},
-#else
-    {"opencl", NULL},
-#endif
-#ifdef CLNODE_HAVE_CUDA
-    {"cuda", cln_cuda_backend_create},
-#else
-    {"cuda", NULL},
-#endif
-};
+void clnode_context_default_options_sized(clnode_context_options *opts, size_t size)
+{
+    clnode_context_options d;
+    cln_context_defaults(&d);
+    d.struct_size = size;
+    cln_struct_copy(opts, size, &d, sizeof d);
+}
 
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
                                       void *user, clnode_context **out)
 {
-    clnode_context_options defaults;
-    if (!opts) {
-        clnode_context_default_options(&defaults);
-        opts = &defaults;
-    }
     if (!out)
         return CLNODE_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    /* the program's options as this library's struct: the fields it knows, defaults for the rest */
+    clnode_context_options full;
+    cln_context_defaults(&full);
+    if (opts) {
+        if (opts->struct_size < CLN_CONTEXT_OPTIONS_MIN || opts->struct_size > sizeof full) {
+            if (opts->struct_size >= CLN_CONTEXT_OPTIONS_MIN && opts->log)
+                opts->log(opts->log_user, CLNODE_LOG_ERROR,
+                          "clnode_context_options is larger than this clnode knows: the program "
+                          "was built against a newer clnode");
+            return CLNODE_ERR_INVALID_ARGUMENT;
+        }
+        cln_struct_copy(&full, sizeof full, opts, opts->struct_size);
+        full.struct_size = sizeof full;
+    }
+    opts = &full;
     clnode_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         if (opts->log)
@@ -173,45 +202,6 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
             ctx->backend->device_name);
     *out = ctx;
     return CLNODE_OK;
-}
-
-/* The backend named by a device string (opts->device, $CLNODE_DEVICE or "host"). */
-static clnode_status cln_backend_from_spec(clnode_context *ctx, void *user, cln_backend **out)
-{
-    const char *spec = user;
-    if (!spec || !spec[0])
-        spec = getenv("CLNODE_DEVICE");
-    if (!spec || !spec[0])
-        spec = "host";
-    const char *colon = strchr(spec, ':');
-    size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
-    const char *rest = colon ? colon + 1 : "";
-    size_t i;
-    for (i = 0; i < sizeof cln_backends / sizeof cln_backends[0]; ++i) {
-        if (strlen(cln_backends[i].name) == name_len &&
-            strncmp(cln_backends[i].name, spec, name_len) == 0)
-            break;
-    }
-    if (i == sizeof cln_backends / sizeof cln_backends[0])
-        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
-                        "unknown device \"%s\": expected host, opencl[:N|:NAME|:gpu|:cpu] or "
-                        "cuda[:N]",
-                        spec);
-    if (!cln_backends[i].create)
-        return cln_fail(ctx, CLNODE_ERR_UNSUPPORTED,
-                        "device \"%s\": this build of clnode has no %s backend", spec,
-                        cln_backends[i].name);
-    return cln_backends[i].create(ctx, rest, out);
-}
-
-clnode_status clnode_context_create(const clnode_context_options *opts, clnode_context **out)
-{
-    const char *spec = opts ? opts->device : NULL;
-    if (!spec || !spec[0])
-        spec = getenv("CLNODE_DEVICE");
-    if (!spec || !spec[0])
-        spec = "host";
-    return cln_context_create_with(opts, cln_backend_from_spec, (void *)spec, out);
 }
 
 void clnode_context_destroy(clnode_context **pctx)

@@ -4,6 +4,7 @@
 #define CLN_INTERNAL_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "clnode.h"
 
@@ -72,6 +73,49 @@ static inline int cln_add_size(size_t a, size_t b, size_t *out)
     *out = a + b;
     return 1;
 }
+
+/* The rule that ties GEMM modes to precisions, stated once (context.c): strict in any precision,
+ * tf32 in fp32 only. CLNODE_ERR_INVALID_ARGUMENT for an unknown precision or mode, or tf32 with
+ * fp64. */
+clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
+                                  clnode_gemm_mode mode);
+
+/* ---- struct sizes: the compatibility policy of clnode/common.h ---- */
+
+/* The end of `member` in `type`. */
+#define CLN_END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
+
+/* The smallest size of each struct a program passes in: its size in the first release that
+ * carried its size, up to and with its last field then. These never change when fields are
+ * appended (sizeof grows, these stay). */
+#define CLN_SOLVE_OPTIONS_MIN CLN_END_OF(clnode_solve_options, precision_guard)
+#define CLN_CONTEXT_OPTIONS_MIN CLN_END_OF(clnode_context_options, log_level)
+#define CLN_TRAJECTORY_STATS_MIN CLN_END_OF(clnode_trajectory_stats, t_final)
+#define CLN_PROBE_RESULT_MIN CLN_END_OF(clnode_probe_result, unit_roundoff)
+#define CLN_DEVICE_FACTS_MIN CLN_END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
+
+/* Whether a struct of `size` bytes from the program is one this library knows (min to max):
+ * CLNODE_OK, or CLNODE_ERR_INVALID_ARGUMENT with a message naming `what`. */
+clnode_status cln_check_struct_size(clnode_context *ctx, const char *what, size_t size, size_t min,
+                                    size_t max);
+
+/* The fields two versions of a struct have in common: the first min(dst_size, src_size) bytes. */
+static inline void cln_struct_copy(void *dst, size_t dst_size, const void *src, size_t src_size)
+{
+    memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
+}
+
+/* ---- the solver's options (lib/solver/options.c) ---- */
+
+/* The documented defaults (clnode_solve_default_options), and the seed experiment's. */
+void cln_solve_defaults(clnode_solve_options *o);
+void cln_solve_seed_defaults(clnode_solve_options *o);
+
+/* The program's options (NULL: the defaults) as this library's full struct: the fields the
+ * program's struct_size covers, the defaults for the rest. Errors: a struct_size this library
+ * does not know. */
+clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
+                                       clnode_solve_options *full);
 
 /* ---- the model (lib/model.c) ---- */
 #define CLN_MAX_LAYERS 64

@@ -1,4 +1,7 @@
-/* model.c - MLP vector fields built from arrays, their accessors, and the embedded seed model. */
+/* lib/model/: the vector field dy/dt = MLP(y): models built from arrays, loaded from safetensors
+ * files, and the built-in seed model. */
+/* model.c - MLP vector fields built from arrays and their accessors. The safetensors loader and the
+ * embedded seed model (safetensors.c) build on it; nothing here calls them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,16 +116,6 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
 fail:
     clnode_model_destroy(&m);
     return st;
-}
-
-/* The seed model's safetensors bytes, embedded at build time (lib/model/seed.safetensors). */
-extern const unsigned char cln_seed_safetensors[];
-extern const size_t cln_seed_safetensors_size;
-
-clnode_status clnode_model_create_seed(clnode_context *ctx, clnode_model **out)
-{
-    return clnode_model_load_safetensors_memory(ctx, cln_seed_safetensors,
-                                                cln_seed_safetensors_size, out);
 }
 
 size_t clnode_model_dim(const clnode_model *m)

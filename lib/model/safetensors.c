@@ -1,4 +1,5 @@
-/* safetensors.c - loading an MLP vector field from a safetensors file (DESIGN.md §5).
+/* safetensors.c - loading an MLP vector field from a safetensors file (DESIGN.md §5), and the
+ * built-in seed model (lib/model/seed.safetensors, embedded at build time) through that loader.
  *
  * Layout (https://github.com/huggingface/safetensors): an unsigned 64-bit little-endian header
  * length L, L bytes of UTF-8 JSON, then the data section. The JSON object maps each tensor name to
@@ -234,23 +235,14 @@ static clnode_status cln_st_member(cln_st_loader *L, json_object *entry, const c
     return CLNODE_OK;
 }
 
-/* Checks one tensor entry (name, dtype, shape, offsets) and records it. */
-static clnode_status cln_st_add_tensor(cln_st_loader *L, const char *name, json_object *entry)
+/* The tensor's name: one of the two schemes, never both in one file. Sets t->index, t->is_bias. */
+static clnode_status cln_st_tensor_name(cln_st_loader *L, const char *name, cln_st_tensor *t)
 {
-    static const char *const other_dtypes[] = {
-        "BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16",     "F16",     "BF16",
-        "I32",  "U32", "I64", "U64",     "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
     char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4];
-    clnode_status st;
-    cln_st_tensor t;
-    memset(&t, 0, sizeof t);
-    t.name = name;
-
-    /* The name: one of the two schemes, never both in one file. */
     cln_st_scheme scheme = CLN_ST_SCHEME_NONE;
-    if (strncmp(name, "layers.", 7) == 0 && cln_st_parse_index(name + 7, &t.index, &t.is_bias))
+    if (strncmp(name, "layers.", 7) == 0 && cln_st_parse_index(name + 7, &t->index, &t->is_bias))
         scheme = CLN_ST_SCHEME_EQUINOX;
-    else if (cln_st_parse_index(name, &t.index, &t.is_bias))
+    else if (cln_st_parse_index(name, &t->index, &t->is_bias))
         scheme = CLN_ST_SCHEME_TORCH;
     if (scheme == CLN_ST_SCHEME_NONE)
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
@@ -267,90 +259,126 @@ static clnode_status cln_st_add_tensor(cln_st_loader *L, const char *name, json_
                         L->src, cln_st_show(show, name), cln_st_scheme_name(scheme),
                         cln_st_show(show2, L->scheme_first), cln_st_scheme_name(L->scheme));
     }
-    if (L->num_tensors == CLN_ST_MAX_TENSORS)
-        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
-                        "%s: more than %d tensors, so more than the limit of %d layers", L->src,
-                        CLN_ST_MAX_TENSORS, CLN_MAX_LAYERS);
+    return CLNODE_OK;
+}
 
-    if (!json_object_is_type(entry, json_type_object))
-        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
-                        "%s: entry of tensor '%s' is %s, not an object", L->src,
-                        cln_st_show(show, name), json_type_to_name(json_object_get_type(entry)));
-
-    /* dtype */
-    json_object *jdtype, *jshape, *joffsets;
-    if ((st = cln_st_member(L, entry, name, "dtype", json_type_string, &jdtype)) != CLNODE_OK)
-        return st;
-    const char *dtype = json_object_get_string(jdtype);
-    if (strcmp(dtype, "F32") == 0) {
-        t.is_f64 = 0;
-    } else if (strcmp(dtype, "F64") == 0) {
-        t.is_f64 = 1;
-    } else {
-        for (size_t i = 0; i < sizeof other_dtypes / sizeof other_dtypes[0]; i++)
-            if (strcmp(dtype, other_dtypes[i]) == 0)
-                return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
-                                "%s: tensor '%s' has dtype %s; only F32 and F64 are supported "
-                                "(convert the parameters to float32 or float64 before saving)",
-                                L->src, cln_st_show(show, name), dtype);
-        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' has unknown dtype '%s'",
-                        L->src, cln_st_show(show, name), cln_st_show(show2, dtype));
+/* "dtype": F32 or F64 (sets t->is_f64); any other dtype is named in the error. */
+static clnode_status cln_st_tensor_dtype(cln_st_loader *L, const char *name, const char *dtype,
+                                         cln_st_tensor *t)
+{
+    static const char *const other_dtypes[] = {
+        "BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16",     "F16",     "BF16",
+        "I32",  "U32", "I64", "U64",     "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
+    char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4];
+    if (strcmp(dtype, "F32") == 0 || strcmp(dtype, "F64") == 0) {
+        t->is_f64 = strcmp(dtype, "F64") == 0;
+        return CLNODE_OK;
     }
-    size_t elem = t.is_f64 ? 8 : 4;
+    for (size_t i = 0; i < sizeof other_dtypes / sizeof other_dtypes[0]; i++)
+        if (strcmp(dtype, other_dtypes[i]) == 0)
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: tensor '%s' has dtype %s; only F32 and F64 are supported "
+                            "(convert the parameters to float32 or float64 before saving)",
+                            L->src, cln_st_show(show, name), dtype);
+    return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' has unknown dtype '%s'", L->src,
+                    cln_st_show(show, name), cln_st_show(show2, dtype));
+}
 
-    /* shape */
-    if ((st = cln_st_member(L, entry, name, "shape", json_type_array, &jshape)) != CLNODE_OK)
-        return st;
-    t.rank = json_object_array_length(jshape);
-    t.numel = 1;
-    for (size_t i = 0; i < t.rank; i++) {
+/* "shape": sets t->rank, t->dims, t->numel, and the byte count of its elements in *nbytes. */
+static clnode_status cln_st_tensor_shape(cln_st_loader *L, const char *name, json_object *jshape,
+                                         const char *dtype, cln_st_tensor *t, size_t *nbytes)
+{
+    char show[CLN_ST_SHOW + 4];
+    clnode_status st;
+    t->rank = json_object_array_length(jshape);
+    t->numel = 1;
+    for (size_t i = 0; i < t->rank; i++) {
         size_t d;
         if ((st = cln_st_get_size(L, json_object_array_get_idx(jshape, i), "shape", i, name, &d)) !=
             CLNODE_OK)
             return st;
         if (i < 2)
-            t.dims[i] = d;
-        if (!cln_mul_size(t.numel, d, &t.numel))
+            t->dims[i] = d;
+        if (!cln_mul_size(t->numel, d, &t->numel))
             return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                             "%s: shape of tensor '%s' has too many elements (the product of its "
                             "dimensions overflows)",
                             L->src, cln_st_show(show, name));
     }
-    size_t nbytes;
-    if (!cln_mul_size(t.numel, elem, &nbytes))
+    if (!cln_mul_size(t->numel, t->is_f64 ? 8 : 4, nbytes))
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: shape of tensor '%s' has too many elements (%zu elements of %s "
                         "overflow the byte count)",
-                        L->src, cln_st_show(show, name), t.numel, dtype);
+                        L->src, cln_st_show(show, name), t->numel, dtype);
+    return CLNODE_OK;
+}
 
-    /* data_offsets */
-    if ((st = cln_st_member(L, entry, name, "data_offsets", json_type_array, &joffsets)) !=
-        CLNODE_OK)
-        return st;
+/* "data_offsets": [begin, end] inside the data section, spanning exactly nbytes. */
+static clnode_status cln_st_tensor_offsets(cln_st_loader *L, const char *name,
+                                           json_object *joffsets, const char *dtype, size_t nbytes,
+                                           cln_st_tensor *t)
+{
+    char show[CLN_ST_SHOW + 4];
+    clnode_status st;
     if (json_object_array_length(joffsets) != 2)
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: \"data_offsets\" of tensor '%s' has %zu entries, expected 2 "
                         "([begin, end])",
                         L->src, cln_st_show(show, name), json_object_array_length(joffsets));
     if ((st = cln_st_get_size(L, json_object_array_get_idx(joffsets, 0), "data_offsets", 0, name,
-                              &t.begin)) != CLNODE_OK ||
+                              &t->begin)) != CLNODE_OK ||
         (st = cln_st_get_size(L, json_object_array_get_idx(joffsets, 1), "data_offsets", 1, name,
-                              &t.end)) != CLNODE_OK)
+                              &t->end)) != CLNODE_OK)
         return st;
-    if (t.begin > t.end)
+    if (t->begin > t->end)
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: data_offsets of tensor '%s' are reversed (begin %zu > end %zu)",
-                        L->src, cln_st_show(show, name), t.begin, t.end);
-    if (t.end > L->data_size)
+                        L->src, cln_st_show(show, name), t->begin, t->end);
+    if (t->end > L->data_size)
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: tensor '%s' ends at byte %zu, beyond the data section of %zu bytes",
-                        L->src, cln_st_show(show, name), t.end, L->data_size);
-    if (t.end - t.begin != nbytes)
+                        L->src, cln_st_show(show, name), t->end, L->data_size);
+    if (t->end - t->begin != nbytes)
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: tensor '%s' spans %zu bytes in data_offsets but its %zu elements of "
                         "%s need %zu",
-                        L->src, cln_st_show(show, name), t.end - t.begin, t.numel, dtype, nbytes);
+                        L->src, cln_st_show(show, name), t->end - t->begin, t->numel, dtype,
+                        nbytes);
+    return CLNODE_OK;
+}
 
+/* Checks one tensor entry (name, dtype, shape, offsets) and records it. */
+static clnode_status cln_st_add_tensor(cln_st_loader *L, const char *name, json_object *entry)
+{
+    char show[CLN_ST_SHOW + 4];
+    clnode_status st;
+    cln_st_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = name;
+    if ((st = cln_st_tensor_name(L, name, &t)) != CLNODE_OK)
+        return st;
+    if (L->num_tensors == CLN_ST_MAX_TENSORS)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: more than %d tensors, so more than the limit of %d layers", L->src,
+                        CLN_ST_MAX_TENSORS, CLN_MAX_LAYERS);
+    if (!json_object_is_type(entry, json_type_object))
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: entry of tensor '%s' is %s, not an object", L->src,
+                        cln_st_show(show, name), json_type_to_name(json_object_get_type(entry)));
+    json_object *jdtype, *jshape, *joffsets;
+    if ((st = cln_st_member(L, entry, name, "dtype", json_type_string, &jdtype)) != CLNODE_OK)
+        return st;
+    const char *dtype = json_object_get_string(jdtype);
+    if ((st = cln_st_tensor_dtype(L, name, dtype, &t)) != CLNODE_OK)
+        return st;
+    size_t nbytes = 0;
+    if ((st = cln_st_member(L, entry, name, "shape", json_type_array, &jshape)) != CLNODE_OK ||
+        (st = cln_st_tensor_shape(L, name, jshape, dtype, &t, &nbytes)) != CLNODE_OK)
+        return st;
+    if ((st = cln_st_member(L, entry, name, "data_offsets", json_type_array, &joffsets)) !=
+            CLNODE_OK ||
+        (st = cln_st_tensor_offsets(L, name, joffsets, dtype, nbytes, &t)) != CLNODE_OK)
+        return st;
     L->tensors[L->num_tensors++] = t;
     return CLNODE_OK;
 }
@@ -485,18 +513,270 @@ static const char *cln_st_shape_str(char *dst, size_t cap, const cln_st_tensor *
     return dst;
 }
 
+/* The 8-byte header length and the header it announces; sets L->data and L->data_size. */
+static clnode_status cln_st_header(cln_st_loader *L, const unsigned char *bytes, size_t size,
+                                   const char **header, size_t *header_len)
+{
+    clnode_context *ctx = L->ctx;
+    if (size < 8)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: only %zu bytes, shorter than the 8-byte header length", L->src, size);
+    uint64_t hlen = cln_st_le64(bytes);
+    if (hlen == 0)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: header length is 0", L->src);
+    if (hlen > CLN_ST_MAX_HEADER)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: header length %llu exceeds the limit of %u bytes", L->src,
+                        (unsigned long long)hlen, CLN_ST_MAX_HEADER);
+    if (hlen > size - 8)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: header length %llu runs past the end (only %zu bytes follow the "
+                        "length field)",
+                        L->src, (unsigned long long)hlen, size - 8);
+    *header = (const char *)bytes + 8;
+    *header_len = (size_t)hlen;
+    L->data = bytes + 8 + *header_len;
+    L->data_size = size - 8 - *header_len;
+    const char *nul = memchr(*header, '\0', *header_len);
+    if (nul != NULL)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON header has a NUL byte at byte %zu",
+                        L->src, (size_t)(nul - *header));
+    return CLNODE_OK;
+}
+
+/* The header as one JSON object with distinct keys. *tok and *root are the caller's to free,
+ * also on failure. */
+static clnode_status cln_st_parse(cln_st_loader *L, const char *header, size_t header_len,
+                                  json_tokener **tok, json_object **root)
+{
+    clnode_context *ctx = L->ctx;
+    size_t pairs_written = 0;
+    clnode_status st = cln_st_scan_header(L, header, header_len, &pairs_written);
+    if (st != CLNODE_OK)
+        return st;
+    *tok = json_tokener_new_ex(CLN_ST_MAX_DEPTH);
+    if (*tok == NULL)
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "%s: cannot allocate a JSON parser", L->src);
+    json_tokener_set_flags(*tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    /* The exact length (at most CLN_ST_MAX_HEADER, so it fits an int): the header is not NUL
+     * terminated, and a complete object needs no terminator. */
+    *root = json_tokener_parse_ex(*tok, header, (int)header_len);
+    enum json_tokener_error jerr = json_tokener_get_error(*tok);
+    if (*root == NULL) {
+        if (jerr == json_tokener_continue)
+            return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: JSON header is incomplete (it ends inside a value after %zu "
+                            "bytes)",
+                            L->src, header_len);
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON parse error at byte %zu: %s", L->src,
+                        json_tokener_get_parse_end(*tok), json_tokener_error_desc(jerr));
+    }
+    if (json_tokener_get_parse_end(*tok) != header_len)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: JSON header has trailing characters after byte %zu", L->src,
+                        json_tokener_get_parse_end(*tok));
+    if (!json_object_is_type(*root, json_type_object))
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON header is %s, not an object", L->src,
+                        json_type_to_name(json_object_get_type(*root)));
+    size_t pairs_kept = cln_st_count_pairs(*root);
+    if (pairs_kept != pairs_written)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: JSON header has duplicate keys (%zu key/value pairs written, %zu "
+                        "distinct)",
+                        L->src, pairs_written, pairs_kept);
+    return CLNODE_OK;
+}
+
+/* Every entry of the header: "__metadata__" (an object of strings, into *meta) or a tensor of a
+ * layer (into L->tensors), which must cover the data section. */
+static clnode_status cln_st_entries(cln_st_loader *L, json_object *root, json_object **meta)
+{
+    clnode_context *ctx = L->ctx;
+    char show[CLN_ST_SHOW + 4];
+    clnode_status st;
+    *meta = NULL;
+    struct json_object_iterator it = json_object_iter_begin(root);
+    struct json_object_iterator it_end = json_object_iter_end(root);
+    for (; !json_object_iter_equal(&it, &it_end); json_object_iter_next(&it)) {
+        const char *key = json_object_iter_peek_name(&it);
+        json_object *val = json_object_iter_peek_value(&it);
+        if (strcmp(key, "__metadata__") == 0) {
+            *meta = val;
+            continue;
+        }
+        if ((st = cln_st_add_tensor(L, key, val)) != CLNODE_OK)
+            return st;
+    }
+    if (*meta != NULL) {
+        if (!json_object_is_type(*meta, json_type_object))
+            return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: __metadata__ is %s, not an object",
+                            L->src, json_type_to_name(json_object_get_type(*meta)));
+        struct json_object_iterator mi = json_object_iter_begin(*meta);
+        struct json_object_iterator mi_end = json_object_iter_end(*meta);
+        for (; !json_object_iter_equal(&mi, &mi_end); json_object_iter_next(&mi)) {
+            json_object *v = json_object_iter_peek_value(&mi);
+            if (!json_object_is_type(v, json_type_string))
+                return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                                "%s: __metadata__ value of '%s' is %s, not a string", L->src,
+                                cln_st_show(show, json_object_iter_peek_name(&mi)),
+                                json_type_to_name(json_object_get_type(v)));
+        }
+    }
+    if (L->num_tensors == 0)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: no tensors; a model needs at least one layer", L->src);
+    return cln_st_check_coverage(L);
+}
+
+/* The layers in index order, as the loader found them. */
+typedef struct cln_st_layers {
+    const cln_st_tensor *w[CLN_MAX_LAYERS], *b[CLN_MAX_LAYERS]; /* b[i] may be NULL */
+    size_t sizes[CLN_MAX_LAYERS + 1];
+    size_t num;
+} cln_st_layers;
+
+/* Checks layer `w` (with bias `b` or NULL) and appends it to `ly`: shapes, and the chain. */
+static clnode_status cln_st_add_layer(cln_st_loader *L, const cln_st_tensor *w,
+                                      const cln_st_tensor *b, cln_st_layers *ly)
+{
+    clnode_context *ctx = L->ctx;
+    char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4], shape[64];
+    if (ly->num == CLN_MAX_LAYERS)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: more than the limit of %d layers", L->src,
+                        CLN_MAX_LAYERS);
+    if (w->rank != 2)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: weight '%s' has shape %s of %zu dimensions, expected 2 (out x in)",
+                        L->src, cln_st_show(show, w->name),
+                        cln_st_shape_str(shape, sizeof shape, w), w->rank);
+    if (w->dims[0] == 0 || w->dims[1] == 0)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: weight '%s' has an empty shape %s", L->src,
+                        cln_st_show(show, w->name), cln_st_shape_str(shape, sizeof shape, w));
+    if (b != NULL && b->rank != 1)
+        return cln_fail(
+            ctx, CLNODE_ERR_BAD_MODEL, "%s: bias '%s' has shape %s of %zu dimensions, expected 1",
+            L->src, cln_st_show(show, b->name), cln_st_shape_str(shape, sizeof shape, b), b->rank);
+    if (b != NULL && b->dims[0] != w->dims[0])
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: bias '%s' has %zu entries but weight '%s' has %zu rows", L->src,
+                        cln_st_show(show, b->name), b->dims[0], cln_st_show(show2, w->name),
+                        w->dims[0]);
+    if (ly->num > 0 && w->dims[1] != ly->sizes[ly->num])
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: layers do not chain: weight '%s' (shape %s) takes %zu inputs but "
+                        "the previous layer '%s' gives %zu outputs",
+                        L->src, cln_st_show(show, w->name),
+                        cln_st_shape_str(shape, sizeof shape, w), w->dims[1],
+                        cln_st_show(show2, ly->w[ly->num - 1]->name), ly->sizes[ly->num]);
+    if (ly->num == 0)
+        ly->sizes[0] = w->dims[1];
+    ly->sizes[ly->num + 1] = w->dims[0];
+    ly->w[ly->num] = w;
+    ly->b[ly->num] = b;
+    ly->num++;
+    return CLNODE_OK;
+}
+
+/* The tensors paired into layers in index order (torch.nn.Sequential leaves gaps for activation
+ * modules). */
+static clnode_status cln_st_layers_of(cln_st_loader *L, cln_st_layers *ly)
+{
+    char show[CLN_ST_SHOW + 4];
+    qsort(L->tensors, L->num_tensors, sizeof L->tensors[0], cln_st_cmp_layer);
+    for (size_t i = 0; i < L->num_tensors;) {
+        const cln_st_tensor *w = &L->tensors[i], *b = NULL;
+        if (w->is_bias)
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: tensor '%s' is the bias of layer index %lu, which has no weight",
+                            L->src, cln_st_show(show, w->name), w->index);
+        i++;
+        if (i < L->num_tensors && L->tensors[i].index == w->index) {
+            b = &L->tensors[i];
+            if (!b->is_bias) /* cannot happen after json-c's de-duplication; kept as a guard */
+                return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' appears twice",
+                                L->src, cln_st_show(show, b->name));
+            i++;
+        }
+        const clnode_status st = cln_st_add_layer(L, w, b, ly);
+        if (st != CLNODE_OK)
+            return st;
+    }
+    return CLNODE_OK;
+}
+
+/* The activations and time_input of the metadata. Unknown keys are ignored (writers add their
+ * own, e.g. "format": "pt"). */
+static clnode_status cln_st_meta_desc(cln_st_loader *L, json_object *meta, size_t num_layers,
+                                      clnode_model_desc *desc)
+{
+    char show[CLN_ST_SHOW + 4];
+    clnode_status st = cln_st_meta_activation(
+        L, meta, "activation", num_layers == 1 ? "identity" : NULL, num_layers, &desc->activation);
+    if (st == CLNODE_OK)
+        st = cln_st_meta_activation(L, meta, "final_activation", "identity", num_layers,
+                                    &desc->final_activation);
+    if (st != CLNODE_OK)
+        return st;
+    const char *time_input = cln_st_meta(meta, "time_input");
+    if (time_input == NULL || strcmp(time_input, "false") == 0)
+        desc->time_input = 0;
+    else if (strcmp(time_input, "true") == 0)
+        desc->time_input = 1;
+    else
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: __metadata__ \"time_input\" is '%s', expected 'true' or 'false'",
+                        L->src, cln_st_show(show, time_input));
+    return CLNODE_OK;
+}
+
+/* The model of the layers, with the parameters converted to float64 (exactly) and checked
+ * finite. */
+static clnode_status cln_st_build(cln_st_loader *L, const cln_st_layers *ly,
+                                  clnode_model_desc *desc, clnode_model **out)
+{
+    clnode_context *ctx = L->ctx;
+    double *weights[CLN_MAX_LAYERS] = {0};
+    double *biases[CLN_MAX_LAYERS] = {0};
+    clnode_status st = CLNODE_OK;
+    for (size_t k = 0; k < ly->num; k++) {
+        CLN_TRY(st, cln_st_decode(L, ly->w[k], &weights[k]));
+        if (ly->b[k] != NULL)
+            CLN_TRY(st, cln_st_decode(L, ly->b[k], &biases[k]));
+    }
+    desc->num_layers = ly->num;
+    desc->sizes = ly->sizes;
+    desc->weights = (const double *const *)weights;
+    desc->biases = (const double *const *)biases;
+    st = clnode_model_create(ctx, desc, out);
+    if (st == CLNODE_ERR_INVALID_ARGUMENT) {
+        char why[sizeof ctx->last_error];
+        snprintf(why, sizeof why, "%s", ctx != NULL ? ctx->last_error : "");
+        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                      "%s: the dimensions do not make a vector field (input width %zu, output "
+                      "width %zu, time_input %s): %s",
+                      L->src, ly->sizes[0], ly->sizes[ly->num], desc->time_input ? "true" : "false",
+                      why);
+    }
+fail:
+    for (size_t k = 0; k < CLN_MAX_LAYERS; k++) {
+        free(weights[k]);
+        free(biases[k]);
+    }
+    return st;
+}
+
 static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes, size_t size,
                                  const char *path, clnode_model **out)
 {
-    char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4], shape[64];
+    char show[CLN_ST_SHOW + 4];
     clnode_status st = CLNODE_OK;
     json_tokener *tok = NULL;
     json_object *root = NULL, *meta = NULL;
-    double *weights[CLN_MAX_LAYERS] = {0};
-    double *biases[CLN_MAX_LAYERS] = {0};
-    const cln_st_tensor *lw[CLN_MAX_LAYERS], *lb[CLN_MAX_LAYERS];
-    size_t sizes[CLN_MAX_LAYERS + 1];
-    size_t num_layers = 0;
+    const char *header = NULL;
+    size_t header_len = 0;
+    cln_st_layers *ly = NULL;
+    clnode_model_desc desc;
+    memset(&desc, 0, sizeof desc);
 
     cln_st_loader *L = calloc(1, sizeof *L);
     if (L == NULL)
@@ -506,240 +786,22 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
         snprintf(L->src, sizeof L->src, "model file '%s'", cln_st_show(show, path));
     else
         snprintf(L->src, sizeof L->src, "model buffer");
-
-    /* The header length and the header. */
-    if (size < 8) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: only %zu bytes, shorter than the 8-byte header length", L->src, size);
+    ly = calloc(1, sizeof *ly);
+    if (ly == NULL) {
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the safetensors loader");
         goto fail;
     }
-    uint64_t hlen = cln_st_le64(bytes);
-    if (hlen == 0) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: header length is 0", L->src);
-        goto fail;
-    }
-    if (hlen > CLN_ST_MAX_HEADER) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: header length %llu exceeds the limit of %u bytes", L->src,
-                      (unsigned long long)hlen, CLN_ST_MAX_HEADER);
-        goto fail;
-    }
-    if (hlen > size - 8) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: header length %llu runs past the end (only %zu bytes follow the "
-                      "length field)",
-                      L->src, (unsigned long long)hlen, size - 8);
-        goto fail;
-    }
-    const char *header = (const char *)bytes + 8;
-    size_t header_len = (size_t)hlen;
-    L->data = bytes + 8 + header_len;
-    L->data_size = size - 8 - header_len;
-
-    const char *nul = memchr(header, '\0', header_len);
-    if (nul != NULL) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON header has a NUL byte at byte %zu",
-                      L->src, (size_t)(nul - header));
-        goto fail;
-    }
-    size_t pairs_written = 0;
-    CLN_TRY(st, cln_st_scan_header(L, header, header_len, &pairs_written));
-
-    tok = json_tokener_new_ex(CLN_ST_MAX_DEPTH);
-    if (tok == NULL) {
-        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "%s: cannot allocate a JSON parser", L->src);
-        goto fail;
-    }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    /* The exact length (at most CLN_ST_MAX_HEADER, so it fits an int): the header is not NUL
-     * terminated, and a complete object needs no terminator. */
-    root = json_tokener_parse_ex(tok, header, (int)header_len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    if (root == NULL) {
-        if (jerr == json_tokener_continue)
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                          "%s: JSON header is incomplete (it ends inside a value after %zu "
-                          "bytes)",
-                          L->src, header_len);
-        else
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON parse error at byte %zu: %s", L->src,
-                          json_tokener_get_parse_end(tok), json_tokener_error_desc(jerr));
-        goto fail;
-    }
-    if (json_tokener_get_parse_end(tok) != header_len) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: JSON header has trailing characters after byte %zu", L->src,
-                      json_tokener_get_parse_end(tok));
-        goto fail;
-    }
-    if (!json_object_is_type(root, json_type_object)) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: JSON header is %s, not an object", L->src,
-                      json_type_to_name(json_object_get_type(root)));
-        goto fail;
-    }
-    size_t pairs_kept = cln_st_count_pairs(root);
-    if (pairs_kept != pairs_written) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: JSON header has duplicate keys (%zu key/value pairs written, %zu "
-                      "distinct)",
-                      L->src, pairs_written, pairs_kept);
-        goto fail;
-    }
-
-    /* Every entry: "__metadata__" or a tensor of a layer. */
-    struct json_object_iterator it = json_object_iter_begin(root);
-    struct json_object_iterator it_end = json_object_iter_end(root);
-    for (; !json_object_iter_equal(&it, &it_end); json_object_iter_next(&it)) {
-        const char *key = json_object_iter_peek_name(&it);
-        json_object *val = json_object_iter_peek_value(&it);
-        if (strcmp(key, "__metadata__") == 0) {
-            meta = val;
-            continue;
-        }
-        CLN_TRY(st, cln_st_add_tensor(L, key, val));
-    }
-    if (meta != NULL) {
-        if (!json_object_is_type(meta, json_type_object)) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: __metadata__ is %s, not an object",
-                          L->src, json_type_to_name(json_object_get_type(meta)));
-            goto fail;
-        }
-        struct json_object_iterator mi = json_object_iter_begin(meta);
-        struct json_object_iterator mi_end = json_object_iter_end(meta);
-        for (; !json_object_iter_equal(&mi, &mi_end); json_object_iter_next(&mi)) {
-            json_object *v = json_object_iter_peek_value(&mi);
-            if (!json_object_is_type(v, json_type_string)) {
-                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                              "%s: __metadata__ value of '%s' is %s, not a string", L->src,
-                              cln_st_show(show, json_object_iter_peek_name(&mi)),
-                              json_type_to_name(json_object_get_type(v)));
-                goto fail;
-            }
-        }
-    }
-    if (L->num_tensors == 0) {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: no tensors; a model needs at least one layer",
-                      L->src);
-        goto fail;
-    }
-    CLN_TRY(st, cln_st_check_coverage(L));
-
-    /* Layers in index order (torch.nn.Sequential leaves gaps for activation modules). */
-    qsort(L->tensors, L->num_tensors, sizeof L->tensors[0], cln_st_cmp_layer);
-    for (size_t i = 0; i < L->num_tensors;) {
-        const cln_st_tensor *w = &L->tensors[i], *b = NULL;
-        if (w->is_bias) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                          "%s: tensor '%s' is the bias of layer index %lu, which has no weight",
-                          L->src, cln_st_show(show, w->name), w->index);
-            goto fail;
-        }
-        i++;
-        if (i < L->num_tensors && L->tensors[i].index == w->index) {
-            b = &L->tensors[i];
-            if (!b->is_bias) { /* cannot happen after json-c's de-duplication; kept as a guard */
-                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' appears twice", L->src,
-                              cln_st_show(show, b->name));
-                goto fail;
-            }
-            i++;
-        }
-        if (num_layers == CLN_MAX_LAYERS) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: more than the limit of %d layers", L->src,
-                          CLN_MAX_LAYERS);
-            goto fail;
-        }
-        if (w->rank != 2) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                          "%s: weight '%s' has shape %s of %zu dimensions, expected 2 (out x in)",
-                          L->src, cln_st_show(show, w->name),
-                          cln_st_shape_str(shape, sizeof shape, w), w->rank);
-            goto fail;
-        }
-        if (w->dims[0] == 0 || w->dims[1] == 0) {
-            st =
-                cln_fail(ctx, CLNODE_ERR_BAD_MODEL, "%s: weight '%s' has an empty shape %s", L->src,
-                         cln_st_show(show, w->name), cln_st_shape_str(shape, sizeof shape, w));
-            goto fail;
-        }
-        if (b != NULL && b->rank != 1) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                          "%s: bias '%s' has shape %s of %zu dimensions, expected 1", L->src,
-                          cln_st_show(show, b->name), cln_st_shape_str(shape, sizeof shape, b),
-                          b->rank);
-            goto fail;
-        }
-        if (b != NULL && b->dims[0] != w->dims[0]) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                          "%s: bias '%s' has %zu entries but weight '%s' has %zu rows", L->src,
-                          cln_st_show(show, b->name), b->dims[0], cln_st_show(show2, w->name),
-                          w->dims[0]);
-            goto fail;
-        }
-        if (num_layers > 0 && w->dims[1] != sizes[num_layers]) {
-            st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                          "%s: layers do not chain: weight '%s' (shape %s) takes %zu inputs but "
-                          "the previous layer '%s' gives %zu outputs",
-                          L->src, cln_st_show(show, w->name),
-                          cln_st_shape_str(shape, sizeof shape, w), w->dims[1],
-                          cln_st_show(show2, lw[num_layers - 1]->name), sizes[num_layers]);
-            goto fail;
-        }
-        if (num_layers == 0)
-            sizes[0] = w->dims[1];
-        sizes[num_layers + 1] = w->dims[0];
-        lw[num_layers] = w;
-        lb[num_layers] = b;
-        num_layers++;
-    }
-
-    /* Metadata: unknown keys are ignored (writers add their own, e.g. "format": "pt"). */
-    clnode_model_desc desc;
-    memset(&desc, 0, sizeof desc);
-    CLN_TRY(st, cln_st_meta_activation(L, meta, "activation", num_layers == 1 ? "identity" : NULL,
-                                       num_layers, &desc.activation));
-    CLN_TRY(st, cln_st_meta_activation(L, meta, "final_activation", "identity", num_layers,
-                                       &desc.final_activation));
-    const char *time_input = cln_st_meta(meta, "time_input");
-    if (time_input == NULL || strcmp(time_input, "false") == 0) {
-        desc.time_input = 0;
-    } else if (strcmp(time_input, "true") == 0) {
-        desc.time_input = 1;
-    } else {
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: __metadata__ \"time_input\" is '%s', expected 'true' or 'false'", L->src,
-                      cln_st_show(show, time_input));
-        goto fail;
-    }
-
-    /* The parameters, converted to float64 (exactly) and checked finite. */
-    for (size_t k = 0; k < num_layers; k++) {
-        CLN_TRY(st, cln_st_decode(L, lw[k], &weights[k]));
-        if (lb[k] != NULL)
-            CLN_TRY(st, cln_st_decode(L, lb[k], &biases[k]));
-    }
-    desc.num_layers = num_layers;
-    desc.sizes = sizes;
-    desc.weights = (const double *const *)weights;
-    desc.biases = (const double *const *)biases;
-    st = clnode_model_create(ctx, &desc, out);
-    if (st == CLNODE_ERR_INVALID_ARGUMENT) {
-        char why[sizeof ctx->last_error];
-        snprintf(why, sizeof why, "%s", ctx != NULL ? ctx->last_error : "");
-        st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                      "%s: the dimensions do not make a vector field (input width %zu, output "
-                      "width %zu, time_input %s): %s",
-                      L->src, sizes[0], sizes[num_layers], desc.time_input ? "true" : "false", why);
-    }
-
+    CLN_TRY(st, cln_st_header(L, bytes, size, &header, &header_len));
+    CLN_TRY(st, cln_st_parse(L, header, header_len, &tok, &root));
+    CLN_TRY(st, cln_st_entries(L, root, &meta));
+    CLN_TRY(st, cln_st_layers_of(L, ly));
+    CLN_TRY(st, cln_st_meta_desc(L, meta, ly->num, &desc));
+    st = cln_st_build(L, ly, &desc, out);
 fail:
-    for (size_t k = 0; k < CLN_MAX_LAYERS; k++) {
-        free(weights[k]);
-        free(biases[k]);
-    }
     json_object_put(root);
     if (tok != NULL)
         json_tokener_free(tok);
+    free(ly);
     free(L);
     return st;
 }
@@ -848,4 +910,14 @@ fail:
     free(buf);
     fclose(f);
     return st;
+}
+
+/* The seed model's safetensors bytes, embedded at build time (lib/model/seed.safetensors). */
+extern const unsigned char cln_seed_safetensors[];
+extern const size_t cln_seed_safetensors_size;
+
+clnode_status clnode_model_create_seed(clnode_context *ctx, clnode_model **out)
+{
+    return clnode_model_load_safetensors_memory(ctx, cln_seed_safetensors,
+                                                cln_seed_safetensors_size, out);
 }

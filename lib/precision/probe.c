@@ -1,3 +1,5 @@
+/* lib/precision/: what a device's arithmetic really computes: GEMM probes, device facts and the
+ * precision guard's measurements. */
 /* probe.c - GEMM precision probes: what a device's matrix products really compute, measured
  * through the backend's own gemm op (the same path, precision and GEMM mode a solve uses), and
  * the device's floating-point facts.
@@ -448,12 +450,9 @@ fail:
 /* Arguments of a probe of (prec, mode) on the context's device, as clnode_solve checks them. */
 static clnode_status pr_check(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode)
 {
-    CLN_CHECK(ctx, prec == CLNODE_FP32 || prec == CLNODE_FP64, CLNODE_ERR_INVALID_ARGUMENT,
-              "unknown precision %d", (int)prec);
-    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || mode == CLNODE_GEMM_TF32,
-              CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)mode);
-    CLN_CHECK(ctx, !(mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP64), CLNODE_ERR_INVALID_ARGUMENT,
-              "the tf32 GEMM mode applies to fp32 only");
+    const clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
+    if (st != CLNODE_OK)
+        return st;
     cln_backend *be = ctx->backend;
     CLN_CHECK(ctx, be->ops->supports(be, prec),
               prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
@@ -491,30 +490,48 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
     return CLNODE_OK;
 }
 
-clnode_status clnode_probe_gemm(clnode_context *ctx, clnode_precision precision,
-                                clnode_gemm_mode mode, clnode_probe_result *out)
+const clnode_probe_result *cln_probe_peek(const clnode_context *ctx, clnode_precision prec,
+                                          clnode_gemm_mode mode)
+{
+    const int pi = prec == CLNODE_FP64, mi = mode == CLNODE_GEMM_TF32;
+    return ctx->probe_done[pi][mi] ? &ctx->probe[pi][mi] : NULL;
+}
+
+clnode_status clnode_probe_gemm_sized(clnode_context *ctx, clnode_precision precision,
+                                      clnode_gemm_mode mode, clnode_probe_result *out, size_t size)
 {
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
     CLN_CHECK(ctx, out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_probe_gemm: NULL result");
-    const clnode_probe_result *r = NULL;
-    const clnode_status st = cln_probe_cached(ctx, precision, mode, &r);
+    clnode_status st =
+        cln_check_struct_size(ctx, "clnode_probe_result", size, CLN_PROBE_RESULT_MIN, sizeof *out);
     if (st != CLNODE_OK)
         return st;
-    *out = *r;
+    const clnode_probe_result *r = NULL;
+    st = cln_probe_cached(ctx, precision, mode, &r);
+    if (st != CLNODE_OK)
+        return st;
+    cln_struct_copy(out, size, r, sizeof *r);
     return CLNODE_OK;
 }
 
-clnode_status clnode_device_facts_get(clnode_context *ctx, clnode_device_facts *out)
+clnode_status clnode_device_facts_get_sized(clnode_context *ctx, clnode_device_facts *out,
+                                            size_t size)
 {
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
     CLN_CHECK(ctx, out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_device_facts_get: NULL result");
-    out->fp64 = out->fma = out->denormals = out->correctly_rounded_div_sqrt = -1;
+    const clnode_status st =
+        cln_check_struct_size(ctx, "clnode_device_facts", size, CLN_DEVICE_FACTS_MIN, sizeof *out);
+    if (st != CLNODE_OK)
+        return st;
+    clnode_device_facts f;
+    f.fp64 = f.fma = f.denormals = f.correctly_rounded_div_sqrt = -1;
     cln_backend *be = ctx->backend;
     if (be->ops->facts)
-        be->ops->facts(be, out);
+        be->ops->facts(be, &f);
+    cln_struct_copy(out, size, &f, sizeof f);
     return CLNODE_OK;
 }

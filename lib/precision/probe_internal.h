@@ -1,6 +1,6 @@
-/* probe_internal.h - the GEMM precision probes' internals (lib/precision/probe.c), exposed so that the
- * tests can run the same measurement and classification on injected (emulated) GEMMs.
- * Not installed. */
+/* probe_internal.h - the GEMM precision probes' internals (lib/precision/probe.c), exposed so that
+ * the tests can run the same measurement and classification on injected (emulated) GEMMs. Not
+ * installed. */
 #ifndef CLN_PROBE_INTERNAL_H
 #define CLN_PROBE_INTERNAL_H
 
@@ -37,5 +37,10 @@ int cln_probe_cache_load(const clnode_context *ctx, clnode_precision prec, clnod
                          clnode_probe_result *out);
 void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
                            const clnode_probe_result *r);
+
+/* The context's probe result for (precision, mode) if it was measured already, else NULL (runs
+ * nothing). */
+const clnode_probe_result *cln_probe_peek(const clnode_context *ctx, clnode_precision prec,
+                                          clnode_gemm_mode mode);
 
 #endif /* CLN_PROBE_INTERNAL_H */

@@ -1,3 +1,5 @@
+/* lib/solver/: the solve itself: method tableaux, options and the driver written once against
+ * the backend interface. */
 /* solver.c - the driver: one solve of a batch from t0 to t1, written once against the backend
  * interface (backend.h), in phases (clnode_solve at the end reads as their list): check (the
  * problem, the device, the tolerance guard), size, allocate, upload, begin, loop (the Runge-Kutta
@@ -36,48 +38,6 @@ const char *clnode_result_name(clnode_result r)
     return "unknown";
 }
 
-void clnode_solve_seed_options(clnode_solve_options *o)
-{
-    clnode_solve_default_options(o);
-    o->t0 = 0.0;
-    o->t1 = 50.0;
-    o->dt0 = 0.02;
-    o->rtol = 1e-4;
-    o->atol = 1e-6;
-}
-
-void clnode_solve_default_options(clnode_solve_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->method = clnode_method_tsit5;
-    o->precision = CLNODE_FP32;
-    o->gemm_mode = CLNODE_GEMM_STRICT;
-    o->t0 = 0.0;
-    o->t1 = 1.0;
-    o->dt0 = 0.0;
-    o->constant_step = 0;
-    o->rtol = 1e-3;
-    o->atol = 1e-6;
-    o->pcoeff = 0.0;
-    o->icoeff = 1.0;
-    o->dcoeff = 0.0;
-    o->dtmin = 0.0;
-    o->dtmax = 0.0;
-    o->force_dtmin = 1;
-    o->factormin = 0.2;
-    o->factormax = 10.0;
-    o->safety = 0.9;
-    o->max_steps = 4096;
-    o->save_t0 = 0;
-    o->save_t1 = 1;
-    o->save_steps = 0;
-    o->save_ts = NULL;
-    o->n_save_ts = 0;
-    o->progress = NULL;
-    o->progress_user = NULL;
-    o->precision_guard = CLNODE_GUARD_WARN;
-}
-
 void clnode_solution_destroy(clnode_solution **ps)
 {
     if (!ps || !*ps)
@@ -109,12 +69,13 @@ long clnode_solution_syncs(const clnode_solution *s)
     return s->syncs;
 }
 
-clnode_status clnode_solution_stats(const clnode_solution *s, size_t traj,
-                                    clnode_trajectory_stats *stats)
+clnode_status clnode_solution_stats_sized(const clnode_solution *s, size_t traj,
+                                          clnode_trajectory_stats *stats, size_t size)
 {
-    if (!s || !stats || traj >= s->B)
+    if (!s || !stats || traj >= s->B ||
+        cln_check_struct_size(NULL, "", size, CLN_TRAJECTORY_STATS_MIN, sizeof *stats))
         return CLNODE_ERR_INVALID_ARGUMENT;
-    *stats = s->stats[traj];
+    cln_struct_copy(stats, size, &s->stats[traj], sizeof s->stats[traj]);
     return CLNODE_OK;
 }
 
@@ -179,8 +140,8 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
               CLNODE_ERR_INVALID_ARGUMENT, "unknown precision %d", (int)o->precision);
     CLN_CHECK(ctx, o->gemm_mode == CLNODE_GEMM_STRICT || o->gemm_mode == CLNODE_GEMM_TF32,
               CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)o->gemm_mode);
-    CLN_CHECK(ctx, !(o->gemm_mode == CLNODE_GEMM_TF32 && o->precision == CLNODE_FP64),
-              CLNODE_ERR_INVALID_ARGUMENT, "the tf32 GEMM mode applies to fp32 solves only");
+    if (cln_check_gemm_mode(ctx, o->precision, o->gemm_mode) != CLNODE_OK)
+        return CLNODE_ERR_INVALID_ARGUMENT;
     CLN_CHECK(ctx,
               o->precision_guard == CLNODE_GUARD_WARN ||
                   o->precision_guard == CLNODE_GUARD_REFUSE ||
@@ -561,12 +522,11 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
         }
     if (!hit)
         return;
-    const int pi = o->precision == CLNODE_FP64, mi = o->gemm_mode == CLNODE_GEMM_TF32;
+    const clnode_probe_result *pr = cln_probe_peek(ctx, o->precision, o->gemm_mode);
     char measured[96] = "";
-    if (ctx->probe_done[pi][mi])
+    if (pr)
         snprintf(measured, sizeof measured, " (measured %s, unit roundoff %.3g)",
-                 clnode_gemm_class_name(ctx->probe[pi][mi].gemm_class),
-                 ctx->probe[pi][mi].unit_roundoff);
+                 clnode_gemm_class_name(pr->gemm_class), pr->unit_roundoff);
     cln_log(ctx, CLNODE_LOG_WARN,
             "precision_floor: %zu of %zu trajectories (the first: %zu, at t = %g) stopped with "
             "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
@@ -932,12 +892,12 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     cln_clear_error(ctx);
     CLN_CHECK(ctx, ctx && out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_solve: NULL context or out");
     *out = NULL;
-    clnode_solve_options defaults;
-    if (!opts) {
-        clnode_solve_default_options(&defaults);
-        opts = &defaults;
-    }
-    clnode_status st = cln_check(ctx, model, opts, batch, y0);
+    clnode_solve_options full; /* the program's options, as this library's struct */
+    clnode_status st = cln_solve_options_import(ctx, opts, &full);
+    if (st != CLNODE_OK)
+        return st;
+    opts = &full;
+    st = cln_check(ctx, model, opts, batch, y0);
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;

@@ -1,3 +1,5 @@
+/* lib/backends/host/: the host CPU backend: the ordered GEMM (AVX-512, AVX2, portable) or
+ * OpenBLAS, and the cl/ arithmetic in vectorised C loops. */
 /* host.c - the host backend: the shared arithmetic of cl/ in C loops, and GEMMs either
  * ordered (lib/backends/host/host_gemm.c: every element summed in order with fma, as CLBlast's
  * kernels do; the default device "host") or through OpenBLAS ("host:openblas"). It is also the
@@ -13,12 +15,14 @@
 
 #include <cblas.h>
 
-#include "backends/backend.h"
-#include "cln_layout.h"
+#include <unistd.h>
+
 #include "backends/host/host_gemm.h"
 #include "backends/host/host_math.h"
 #include "backends/host/host_mlp.h"
 #include "backends/host/host_pool.h"
+#include "backends/registry.h"
+#include "cln_layout.h"
 
 _Static_assert(CLN_HOST_MLP_MAX_LAYERS == CLN_MAX_LAYERS, "host_mlp.h sizes its arrays so");
 
@@ -180,10 +184,9 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
                                cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
                                size_t ldc)
 {
-    CLN_CHECK(be->ctx,
-              mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
-              CLNODE_ERR_UNSUPPORTED, "GEMM mode %s is not available in %s on the host backend",
-              clnode_gemm_mode_name(mode), clnode_precision_name(prec));
+    const clnode_status gm = cln_check_gemm_mode(be->ctx, prec, mode);
+    if (gm != CLNODE_OK)
+        return gm;
     if (m == 0 || n == 0)
         return CLNODE_OK;
     host_backend *hb = (host_backend *)be;
@@ -546,23 +549,12 @@ static const cln_backend_ops host_ops = {
 
 /* The probe cache's key for the host: the GEMM engine (and OpenBLAS's build and core), the
  * kernel's ISA and the CPU model. */
+static void cpuinfo_value(const char *key, char *out, size_t cap);
+
 static void host_cache_id(host_backend *hb)
 {
-    char model[128] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                const char *colon = strchr(line, ':');
-                if (colon) {
-                    snprintf(model, sizeof model, "%s", colon + 1 + (colon[1] == ' '));
-                    model[strcspn(model, "\n")] = '\0';
-                }
-                break;
-            }
-        fclose(f);
-    }
+    char model[128];
+    cpuinfo_value("model name", model, sizeof model);
     if (hb->openblas)
         snprintf(hb->base.cache_id, sizeof hb->base.cache_id, "openblas %.200s | %.120s",
                  openblas_get_config(), model);
@@ -571,16 +563,20 @@ static void host_cache_id(host_backend *hb)
                  cln_gemm_isa_name(hb->isa), model);
 }
 
-clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
+/* The forms of "host" device strings (lib/backends/registry.h). */
+enum {
+    HOST_ORDERED,
+    HOST_OPENBLAS
+};
+static const cln_device_form host_forms[] = {
+    {"", HOST_ORDERED, "the CPU: the ordered FMA GEMM and the cl/ arithmetic in C (the default)"},
+    {"openblas", HOST_OPENBLAS, "the CPU with OpenBLAS GEMMs (fixed 16-row blocks)"},
+};
+
+static clnode_status host_create(clnode_context *ctx, const cln_device_sel *sel, cln_backend **out)
 {
     *out = NULL;
-    const int openblas = strcmp(spec, "openblas") == 0;
-    CLN_CHECK(ctx,
-              openblas || spec[0] == '\0' || strcmp(spec, "0") == 0 || strcmp(spec, "cpu") == 0,
-              CLNODE_ERR_NO_DEVICE,
-              "unknown host device \"host:%s\" (the host offers \"host\", the ordered GEMM, and "
-              "\"host:openblas\")",
-              spec);
+    const int openblas = sel->variant == HOST_OPENBLAS;
     host_backend *hb = calloc(1, sizeof *hb);
     CLN_CHECK(ctx, hb, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host backend");
     hb->base.ops = &host_ops;
@@ -607,3 +603,68 @@ clnode_status cln_host_backend_create(clnode_context *ctx, const char *spec, cln
     *out = &hb->base;
     return CLNODE_OK;
 }
+
+/* ---- the devices: the CPU, once per GEMM engine ---- */
+
+/* "model name : Intel(R) ..." -> the value of the first line with that key, or "". */
+static void cpuinfo_value(const char *key, char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    const size_t n = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, n) != 0)
+            continue;
+        const char *v = strchr(line + n, ':');
+        if (!v)
+            continue;
+        ++v;
+        while (*v == ' ' || *v == '\t')
+            ++v;
+        snprintf(out, cap, "%s", v);
+        out[strcspn(out, "\r\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static clnode_status host_list(clnode_context *ctx, cln_device_sink *sink)
+{
+    (void)ctx;
+    static const char *const engines[] = {"ordered FMA GEMM", "OpenBLAS"}; /* per host_forms */
+    _Static_assert(sizeof engines / sizeof engines[0] == sizeof host_forms / sizeof host_forms[0],
+                   "one engine per form");
+    char name[256], vendor[256];
+    cpuinfo_value("model name", name, sizeof name);
+    cpuinfo_value("vendor_id", vendor, sizeof vendor);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; ++i) {
+        clnode_device_info *d = cln_device_sink_add(sink, i == 0);
+        if (!d)
+            return CLNODE_ERR_OUT_OF_MEMORY;
+        snprintf(d->spec, sizeof d->spec, "host%s%s", host_forms[i].syntax[0] ? ":" : "",
+                 host_forms[i].syntax);
+        snprintf(d->engine, sizeof d->engine, "%s", engines[i]);
+        snprintf(d->name, sizeof d->name, "%s", name[0] ? name : "host CPU");
+        snprintf(d->vendor, sizeof d->vendor, "%s", vendor);
+        d->compute_units = cpus > 0 ? (unsigned)cpus : 0;
+        d->global_mem =
+            pages > 0 && page > 0 ? (unsigned long long)pages * (unsigned long long)page : 0;
+        d->fp64 = 1;
+    }
+    return CLNODE_OK;
+}
+
+const cln_backend_desc cln_host_backend = {
+    .name = "host",
+    .caps = CLN_CAP_FP64,
+    .forms = host_forms,
+    .num_forms = sizeof host_forms / sizeof host_forms[0],
+    .available = NULL,
+    .create = host_create,
+    .list = host_list,
+};

@@ -1,10 +1,12 @@
+/* lib/backends/opencl/: the OpenCL backend: CLBlast GEMMs and the kernels of cl/clnode.cl on any
+ * OpenCL 1.2 device, through the ICD loader. */
 /* opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
  * shared arithmetic of cl/, embedded into the library at build time) on one in-order queue.
  *
- * Device selection (cln_opencl_backend_create's spec): "" or a global index "0".."N" over every
- * platform's devices (platforms first, then devices, in the ICD loader's order); "gpu", "cpu" or
- * "accelerator" for the first device of that type; otherwise a case-insensitive substring of the
- * platform name or vendor, the device vendor or the device name ("pocl", "nvidia", "intel",
+ * Device selection (the forms ocl_forms registers): the first device, or a global index "0".."N"
+ * over every platform's devices (platforms first, then devices, in the ICD loader's order); "gpu",
+ * "cpu" or "accelerator" for the first device of that type; otherwise a case-insensitive substring
+ * of the platform name or vendor, the device vendor or the device name ("pocl", "nvidia", "intel",
  * "amd"; PoCL's platform is "Portable Computing Language" by "The pocl project").
  *
  * Programs are built lazily, once per precision, from the embedded source with
@@ -22,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/backend.h"
+#include "backends/registry.h"
 #include "clnode/opencl.h"
 #include "cln_activation.h"
 #include "cln_layout.h"
@@ -333,34 +335,43 @@ done:
     return st;
 }
 
+/* The OpenCL devices in the order of the "opencl:N" indices, for clnode_device_list. */
 typedef struct ocl_list_user {
-    void (*cb)(void *user, size_t index, const char *platform, const char *device,
-               const char *vendor, const char *driver_version, const char *opencl_c_version,
-               unsigned compute_units, unsigned long long global_mem, int has_fp64);
-    void *user;
+    cln_device_sink *sink;
+    size_t count;
 } ocl_list_user;
 
 static int ocl_list_one(void *user, size_t index, const ocl_dev_info *info)
 {
-    const ocl_list_user *u = user;
-    char clc[16];
-    ocl_clc_version(info->clc, clc, sizeof clc);
-    u->cb(u->user, index, info->platform_name, info->name, info->vendor, info->driver, clc,
-          (unsigned)info->units, (unsigned long long)info->mem, info->fp64);
+    ocl_list_user *u = user;
+    clnode_device_info *d = cln_device_sink_add(u->sink, 1);
+    if (!d)
+        return 1; /* out of memory: the sink remembers */
+    u->count++;
+    snprintf(d->spec, sizeof d->spec, "opencl:%zu", index);
+    snprintf(d->engine, sizeof d->engine, "CLBlast");
+    snprintf(d->name, sizeof d->name, "%s", info->name);
+    snprintf(d->vendor, sizeof d->vendor, "%s", info->vendor);
+    snprintf(d->platform, sizeof d->platform, "%s", info->platform_name);
+    snprintf(d->driver_version, sizeof d->driver_version, "%s", info->driver);
+    ocl_clc_version(info->clc, d->opencl_c_version, sizeof d->opencl_c_version);
+    d->compute_units = (unsigned)info->units;
+    d->global_mem = (unsigned long long)info->mem;
+    d->fp64 = info->fp64;
     return 0;
 }
 
-clnode_status cln_opencl_list(clnode_context *ctx,
-                              void (*cb)(void *user, size_t index, const char *platform,
-                                         const char *device, const char *vendor,
-                                         const char *driver_version, const char *opencl_c_version,
-                                         unsigned compute_units, unsigned long long global_mem,
-                                         int has_fp64),
-                              void *user)
+static clnode_status ocl_list(clnode_context *ctx, cln_device_sink *sink)
 {
-    CLN_CHECK(ctx, cb, CLNODE_ERR_INVALID_ARGUMENT, "cln_opencl_list: no callback");
-    ocl_list_user u = {cb, user};
-    return ocl_enumerate(ctx, ocl_list_one, &u);
+    ocl_list_user u = {sink, 0};
+    const clnode_status st = ocl_enumerate(ctx, ocl_list_one, &u);
+    if (st == CLNODE_OK && u.count == 0) {
+        const char *env = getenv("OCL_ICD_VENDORS");
+        cln_device_sink_note(
+            sink, "no OpenCL platform or device found (the ICD loader looked in %s%s)",
+            env && env[0] ? "OCL_ICD_VENDORS=" : "/etc/OpenCL/vendors", env && env[0] ? env : "");
+    }
+    return st;
 }
 
 /* Device selection: what the spec asks for, and what exists (for the error message). */
@@ -622,9 +633,9 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, mode == CLNODE_GEMM_STRICT || (mode == CLNODE_GEMM_TF32 && prec == CLNODE_FP32),
-              CLNODE_ERR_UNSUPPORTED, "GEMM mode %s is not available in %s on the OpenCL backend",
-              clnode_gemm_mode_name(mode), clnode_precision_name(prec));
+    const clnode_status gm = cln_check_gemm_mode(ctx, prec, mode);
+    if (gm != CLNODE_OK)
+        return gm;
     CLN_CHECK(ctx, prec == CLNODE_FP32 || (prec == CLNODE_FP64 && ob->has_fp64),
               prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
               "device %s cannot multiply in %s", be->device_name, clnode_precision_name(prec));
@@ -681,6 +692,60 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
 }
 
 /* Builds (once) the program of precision `prec` and creates its kernels. */
+/* The build log of `prog` (malloc'ed), or NULL when it is empty, only whitespace or unreadable. */
+static char *ocl_build_log(const opencl_backend *ob, cl_program prog)
+{
+    size_t size = 0;
+    if (clGetProgramBuildInfo(prog, ob->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) !=
+            CL_SUCCESS ||
+        size <= 1)
+        return NULL;
+    char *log = malloc(size + 1);
+    if (!log || clGetProgramBuildInfo(prog, ob->device, CL_PROGRAM_BUILD_LOG, size, log, NULL) !=
+                    CL_SUCCESS) {
+        free(log);
+        return NULL;
+    }
+    log[size] = '\0';
+    const char *q = log;
+    while (*q && isspace((unsigned char)*q))
+        ++q;
+    if (!*q) { /* a log of only whitespace is no log */
+        free(log);
+        return NULL;
+    }
+    return log;
+}
+
+/* Every kernel of the built program p->prog. */
+static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
+{
+    struct {
+        cl_kernel *k;
+        const char *name;
+    } ks[5 + OCL_NUM_ACT] = {{&p->init, "cln_init"},
+                             {&p->stage, "cln_stage"},
+                             {&p->finish, "cln_finish"},
+                             {&p->count, "cln_count_active"},
+                             {&p->tf32, "cln_tf32"}};
+    for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
+        ks[5 + i].k = &p->bias_act[i];
+        ks[5 + i].name = ocl_bias_act_names[i];
+    }
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
+        cl_int e = CL_SUCCESS;
+        *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
+        if (!*ks[i].k || e != CL_SUCCESS) {
+            *ks[i].k = NULL;
+            ctx->last_native = e;
+            return cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD),
+                            "clCreateKernel(%s) failed: %s (%d)", ks[i].name, ocl_err_name(e),
+                            (int)e);
+        }
+    }
+    return CLNODE_OK;
+}
+
 static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out)
 {
     clnode_context *ctx = ob->base.ctx;
@@ -707,29 +772,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
              prec == CLNODE_FP32 && ob->cr_divsqrt ? " -cl-fp32-correctly-rounded-divide-sqrt"
                                                    : "");
     const cl_int be_ = clBuildProgram(p->prog, 1, &ob->device, opts, NULL, NULL);
-    size_t log_size = 0;
-    if (clGetProgramBuildInfo(p->prog, ob->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size) ==
-            CL_SUCCESS &&
-        log_size > 1) {
-        log = malloc(log_size + 1);
-        if (log && clGetProgramBuildInfo(p->prog, ob->device, CL_PROGRAM_BUILD_LOG, log_size, log,
-                                         NULL) == CL_SUCCESS)
-            log[log_size] = '\0';
-        else {
-            free(log);
-            log = NULL;
-        }
-    }
-    /* a log of only whitespace is no log */
-    if (log) {
-        const char *q = log;
-        while (*q && isspace((unsigned char)*q))
-            ++q;
-        if (!*q) {
-            free(log);
-            log = NULL;
-        }
-    }
+    log = ocl_build_log(ob, p->prog);
     if (be_ != CL_SUCCESS) {
         if (log)
             cln_log(ctx, CLNODE_LOG_ERROR, "OpenCL build log (%s, %s):\n%s", ob->base.device_name,
@@ -747,29 +790,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
                 log);
     free(log);
     log = NULL;
-    struct {
-        cl_kernel *k;
-        const char *name;
-    } ks[5 + OCL_NUM_ACT] = {{&p->init, "cln_init"},
-                             {&p->stage, "cln_stage"},
-                             {&p->finish, "cln_finish"},
-                             {&p->count, "cln_count_active"},
-                             {&p->tf32, "cln_tf32"}};
-    for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
-        ks[5 + i].k = &p->bias_act[i];
-        ks[5 + i].name = ocl_bias_act_names[i];
-    }
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
-        *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
-        if (!*ks[i].k || e != CL_SUCCESS) {
-            *ks[i].k = NULL;
-            ctx->last_native = e;
-            st =
-                cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD), "clCreateKernel(%s) failed: %s (%d)",
-                         ks[i].name, ocl_err_name(e), (int)e);
-            goto fail;
-        }
-    }
+    CLN_TRY(st, ocl_create_kernels(ctx, p));
     for (size_t i = 0; i < OCL_NUM_ACT; ++i)
         p->lim_bias[i] = ocl_wg_limit(ob, p->bias_act[i], OCL_WG);
     p->wg_multiple = 0;
@@ -1054,23 +1075,50 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                                cl_context adopt_ctx, cl_command_queue adopt_queue,
                                cln_backend **out);
 
-clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, cln_backend **out)
+/* The forms of "opencl" device strings (lib/backends/registry.h). */
+enum {
+    OCL_FIRST,
+    OCL_INDEX,
+    OCL_GPU,
+    OCL_CPU,
+    OCL_ACCELERATOR,
+    OCL_NAME
+};
+static const cln_device_form ocl_forms[] = {
+    {"", OCL_FIRST, "the first OpenCL device"},
+    {"N", OCL_INDEX, "OpenCL device N (all platforms, in the ICD loader's order)"},
+    {"gpu", OCL_GPU, "the first OpenCL GPU"},
+    {"cpu", OCL_CPU, "the first OpenCL CPU device"},
+    {"accelerator", OCL_ACCELERATOR, "the first OpenCL accelerator"},
+    {"NAME", OCL_NAME,
+     "the first OpenCL device whose platform, vendor or name has NAME (pocl, amd)"},
+};
+
+static clnode_status ocl_create(clnode_context *ctx, const cln_device_sel *dsel, cln_backend **out)
 {
     *out = NULL;
     ocl_select sel;
     memset(&sel, 0, sizeof sel);
-    sel.spec = spec ? spec : "";
+    sel.spec = dsel->word;
     sel.index = -1;
-    if (sel.spec[0] == '\0') {
+    switch (dsel->variant) {
+    case OCL_FIRST:
         sel.index = 0;
-    } else if (strspn(sel.spec, "0123456789") == strlen(sel.spec)) {
-        sel.index = strlen(sel.spec) < 10 ? atol(sel.spec) : 999999999L;
-    } else if (strcmp(sel.spec, "gpu") == 0) {
+        break;
+    case OCL_INDEX:
+        sel.index = dsel->index;
+        break;
+    case OCL_GPU:
         sel.type = CL_DEVICE_TYPE_GPU;
-    } else if (strcmp(sel.spec, "cpu") == 0) {
+        break;
+    case OCL_CPU:
         sel.type = CL_DEVICE_TYPE_CPU;
-    } else if (strcmp(sel.spec, "accelerator") == 0) {
+        break;
+    case OCL_ACCELERATOR:
         sel.type = CL_DEVICE_TYPE_ACCELERATOR;
+        break;
+    default: /* OCL_NAME: a piece of the platform, vendor or device name */
+        break;
     }
     clnode_status st = ocl_enumerate(ctx, ocl_select_one, &sel);
     if (st != CLNODE_OK)
@@ -1078,18 +1126,48 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
     if (!sel.found) {
         if (!sel.seen[0])
             return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
-                            "no OpenCL device \"opencl:%s\": no OpenCL platform or device found "
+                            "no OpenCL device \"%s\": no OpenCL platform or device found "
                             "(see /etc/OpenCL/vendors or OCL_ICD_VENDORS)",
-                            sel.spec);
-        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
-                        "no OpenCL device matches \"opencl:%s\"; devices: %s", sel.spec, sel.seen);
+                            dsel->spec);
+        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE, "no OpenCL device matches \"%s\"; devices: %s",
+                        dsel->spec, sel.seen);
     }
 
     return ocl_setup(ctx, &sel.chosen, NULL, NULL, out);
 }
 
+const cln_backend_desc cln_opencl_backend = {
+    .name = "opencl",
+    .caps = 0, /* fp64 per device (cl_khr_fp64); tf32 emulated */
+    .forms = ocl_forms,
+    .num_forms = sizeof ocl_forms / sizeof ocl_forms[0],
+    .available = NULL,
+    .create = ocl_create,
+    .list = ocl_list,
+};
+
 /* The backend on the device `chosen`: in a new context and in-order queue, or in the caller's
  * (adopt_ctx and adopt_queue, retained here and released by ocl_destroy, never owned). */
+/* The device's fp32 configuration and work-group limits, into the backend. */
+static void ocl_query_device(opencl_backend *ob)
+{
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==
+        CL_SUCCESS) {
+        ob->cr_divsqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+        ob->fp_config = fp;
+        ob->fp_config_known = 1;
+    }
+    ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof ob->max_item,
+                        ob->max_item, NULL) != CL_SUCCESS)
+        ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof ob->max_wg, &ob->max_wg,
+                        NULL) != CL_SUCCESS ||
+        ob->max_wg == 0)
+        ob->max_wg = 1;
+}
+
 static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                                cl_context adopt_ctx, cl_command_queue adopt_queue,
                                cln_backend **out)
@@ -1121,21 +1199,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
             snprintf(ob->base.cache_id, sizeof ob->base.cache_id, "%.120s | %.100s | %.90s | %.90s | %.90s",
                      chosen->name, chosen->platform_name, drv, dev, plat);
     }
-    cl_device_fp_config fp = 0;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) ==
-        CL_SUCCESS) {
-        ob->cr_divsqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-        ob->fp_config = fp;
-        ob->fp_config_known = 1;
-    }
-    ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof ob->max_item,
-                        ob->max_item, NULL) != CL_SUCCESS)
-        ob->max_item[0] = ob->max_item[1] = ob->max_item[2] = 1;
-    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof ob->max_wg, &ob->max_wg,
-                        NULL) != CL_SUCCESS ||
-        ob->max_wg == 0)
-        ob->max_wg = 1;
+    ocl_query_device(ob);
 
     cl_int e = CL_SUCCESS;
     if (adopt_ctx) {

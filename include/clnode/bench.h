@@ -1,0 +1,38 @@
+/* clnode/bench.h - benchmarking entry points: a solve's GEMMs alone, on the context's device, so
+ * that a program (clnode-bench) can put the solver's throughput beside the bare GEMM rate.
+ *
+ * Thread-safety: as every call with a context (one thread at a time per context).
+ */
+#ifndef CLNODE_BENCH_H
+#define CLNODE_BENCH_H
+
+#include "clnode/common.h"
+#include "clnode/context.h"
+#include "clnode/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs the bare GEMM loop of `evals` vector-field evaluations of `model` on `batch` rows: per
+ * evaluation one GEMM per layer (input times the layer's weights transposed), through the same
+ * GEMM a solve uses on this device (the ordered GEMM on "host", OpenBLAS on "host:openblas",
+ * CLBlast on OpenCL, the ordered kernel or cuBLAS on CUDA) in `precision` and `mode`, on the rows a
+ * solve of that batch computes (the batch padded to the device's row alignment). No bias, no
+ * activation, no solver work; every evaluation starts from the same input, so no value drifts
+ * into the subnormal range. Buffers are allocated and filled before the clock starts; the loop
+ * ends with one wait for the device.
+ * Stores the loop's wall time in *seconds and the host-device synchronisations it made in
+ * *syncs (either may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL context or model,
+ * batch 0, evals < 1, tf32 with fp64), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED, device and
+ * memory errors as clnode_solve. Blocking. */
+CLNODE_API clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnode_model *model,
+                                                size_t batch, long evals,
+                                                clnode_precision precision, clnode_gemm_mode mode,
+                                                double *seconds, long *syncs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_BENCH_H */

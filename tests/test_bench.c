@@ -1,0 +1,89 @@
+/* test_bench.c - the public bare GEMM loop (clnode/bench.h) on the device named by the first
+ * argument ("host", "opencl"; absent: 77): it runs, takes longer for more evaluations, waits for
+ * the device exactly once (none on the host, where nothing needs waiting for), leaves the
+ * context usable, and refuses what a solve refuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "clnode.h"
+
+static clnode_context *g_ctx;
+static clnode_model *g_model;
+
+static void test_loop_runs(void **state)
+{
+    (void)state;
+    double t_few = -1, t_many = -1;
+    long syncs = -1;
+    assert_int_equal(clnode_bench_gemm_loop(g_ctx, g_model, 64, 2, CLNODE_FP32, CLNODE_GEMM_STRICT,
+                                            &t_few, &syncs),
+                     CLNODE_OK);
+    assert_int_equal(clnode_bench_gemm_loop(g_ctx, g_model, 64, 2000, CLNODE_FP32,
+                                            CLNODE_GEMM_STRICT, &t_many, &syncs),
+                     CLNODE_OK);
+    printf("%s: 2 evals %.3g s, 2000 evals %.3g s, %ld syncs\n", clnode_context_backend(g_ctx),
+           t_few, t_many, syncs);
+    assert_true(t_few > 0 && t_many > t_few);
+    assert_int_equal(syncs, strcmp(clnode_context_backend(g_ctx), "host") == 0 ? 0 : 1);
+    /* tf32 in fp32, and a batch that OpenBLAS pads */
+    assert_int_equal(
+        clnode_bench_gemm_loop(g_ctx, g_model, 3, 5, CLNODE_FP32, CLNODE_GEMM_TF32, NULL, NULL),
+        CLNODE_OK);
+    /* the context still solves */
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    const double y0[10] = {0};
+    clnode_solution *s = NULL;
+    assert_int_equal(clnode_solve(g_ctx, g_model, &o, 1, y0, &s), CLNODE_OK);
+    clnode_trajectory_stats st;
+    assert_int_equal(clnode_solution_stats(s, 0, &st), CLNODE_OK);
+    assert_int_equal(st.num_steps, 13);
+    clnode_solution_destroy(&s);
+}
+
+static void test_loop_refuses(void **state)
+{
+    (void)state;
+    double t = 0;
+    assert_int_equal(
+        clnode_bench_gemm_loop(g_ctx, g_model, 0, 5, CLNODE_FP32, CLNODE_GEMM_STRICT, &t, NULL),
+        CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(
+        clnode_bench_gemm_loop(g_ctx, g_model, 4, 0, CLNODE_FP32, CLNODE_GEMM_STRICT, &t, NULL),
+        CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(
+        clnode_bench_gemm_loop(g_ctx, NULL, 4, 5, CLNODE_FP32, CLNODE_GEMM_STRICT, &t, NULL),
+        CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(
+        clnode_bench_gemm_loop(g_ctx, g_model, 4, 5, CLNODE_FP64, CLNODE_GEMM_TF32, &t, NULL),
+        CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "tf32"));
+}
+
+int main(int argc, char **argv)
+{
+    clnode_context_options o;
+    clnode_context_default_options(&o);
+    o.device = argc > 1 ? argv[1] : "host";
+    const clnode_status st = clnode_context_create(&o, &g_ctx);
+    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
+        printf("SKIP: no device \"%s\"\n", o.device);
+        return 77;
+    }
+    if (st != CLNODE_OK || clnode_model_create_seed(g_ctx, &g_model) != CLNODE_OK)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loop_runs),
+        cmocka_unit_test(test_loop_refuses),
+    };
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clnode_model_destroy(&g_model);
+    clnode_context_destroy(&g_ctx);
+    return rc;
+}
