@@ -17,6 +17,7 @@
 #include <clblast_c.h>
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,13 +71,29 @@ typedef struct opencl_backend {
     size_t max_item[3];  /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
     size_t max_wg;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     ocl_program prog[2]; /* [0] fp32, [1] fp64; built on first use */
-    int gemm_tuned[2];   /* the direct-GEMM override was applied (or attempted) */
     cl_mem count_buf;    /* one int: count_active's result */
     /* tf32 mode: the TF32-rounded operands the CLBlast GEMM reads; grow-only, sized at
      * solve_begin for the whole model (or at a first GEMM outside a solve) */
     cl_mem tf32_buf[2]; /* [0] A, [1] B */
     size_t tf32_cap[2]; /* bytes */
+    /* [0] fp32, [1] fp64: the ocl_clblast_gen at which the direct-GEMM override was applied (or
+     * attempted); 0: never */
+    unsigned long gemm_tuned[2];
+    /* zero new buffers by one host write instead of clEnqueueFillBuffer (Oclgrind, see
+     * ocl_buf_alloc) */
+    int zero_by_write;
 } opencl_backend;
+
+/* CLBlast's caches (compiled programs, the parameter database and its overrides) are
+ * process-wide, shared by every context of every thread: CLBlastOverrideParameters replaces a
+ * database entry that concurrent GEMMs of other contexts read, and CLBlastClearCache (each
+ * context's destroy) drops every override. So every CLBlast call is made under this lock: GEMMs
+ * share it (each enqueue holds it across its override check and the GEMM, so an override cannot
+ * be cleared in between), an override or a cache clear holds it alone. ocl_clblast_gen counts
+ * the clears (starting at 1), so each context re-applies its override once after a clear instead
+ * of on every solve. */
+static pthread_rwlock_t ocl_clblast_lock = PTHREAD_RWLOCK_INITIALIZER;
+static unsigned long ocl_clblast_gen = 1; /* read under the lock, written under it alone */
 
 /* Per-solve state (sd->be_data). */
 typedef struct ocl_solve {
@@ -441,8 +458,11 @@ static void ocl_destroy(cln_backend *be)
     if (ob->queue)
         clFinish(ob->queue);
     /* CLBlast caches programs and overrides per device, process-wide; drop them before the
-     * context they belong to goes. */
+     * context they belong to goes (every context re-applies its override afterwards). */
+    pthread_rwlock_wrlock(&ocl_clblast_lock);
     CLBlastClearCache();
+    ++ocl_clblast_gen;
+    pthread_rwlock_unlock(&ocl_clblast_lock);
     for (int i = 0; i < 2; ++i)
         ocl_program_release(&ob->prog[i]);
     if (ob->count_buf)
@@ -540,13 +560,14 @@ static clnode_status ocl_buf_read(cln_backend *be, cln_buf *b, size_t off, size_
 /* Forces CLBlast's direct (single-kernel) GEMM for every size of this precision on this device:
  * each output element is then one sequential sum over k whatever m and n are, so a row's result
  * does not depend on the batch, and the indirect kernel's GEMMK=1 bug of CLBlast < 1.6.3 is
- * avoided. Best effort: a failure is logged and the default routing kept. */
+ * avoided. Best effort: a failure is logged and the default routing kept. Called with
+ * ocl_clblast_lock held for writing. */
 static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
 {
     const int pi = prec == CLNODE_FP64;
-    if (ob->gemm_tuned[pi])
+    if (ob->gemm_tuned[pi] == ocl_clblast_gen)
         return;
-    ob->gemm_tuned[pi] = 1;
+    ob->gemm_tuned[pi] = ocl_clblast_gen;
     const char *names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
     const size_t values[] = {4096}; /* m n k < 4096^3: every MLP-sized product */
     CLBlastStatusCode s = CLBlastOverrideParameters(
@@ -557,6 +578,22 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
                 "CLBlastOverrideParameters(GemmRoutine, XGEMM_MIN_INDIRECT_SIZE) failed (%d); "
                 "CLBlast keeps its default GEMM routing",
                 (int)s);
+}
+
+/* Takes ocl_clblast_lock shared, with this context's override of `prec` in place (applied under
+ * the exclusive lock when missing: first GEMM, or after another context cleared the cache). */
+static void ocl_clblast_enter(opencl_backend *ob, clnode_precision prec)
+{
+    const int pi = prec == CLNODE_FP64;
+    for (;;) {
+        pthread_rwlock_rdlock(&ocl_clblast_lock);
+        if (ob->gemm_tuned[pi] == ocl_clblast_gen)
+            return;
+        pthread_rwlock_unlock(&ocl_clblast_lock);
+        pthread_rwlock_wrlock(&ocl_clblast_lock);
+        ocl_force_direct_gemm(ob, prec);
+        pthread_rwlock_unlock(&ocl_clblast_lock);
+    }
 }
 
 static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out);
@@ -641,7 +678,6 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
                                           0, NULL, NULL));
         return CLNODE_OK;
     }
-    ocl_force_direct_gemm(ob, prec);
     cl_mem amem = A->mem, bmem = Bm->mem;
     if (mode == CLNODE_GEMM_TF32) {
         /* the emulation: both operands rounded to TF32 on the device, then CLBlast's fp32 GEMM
@@ -660,6 +696,7 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         lda = ldb = k;
     }
     CLBlastStatusCode s;
+    ocl_clblast_enter(ob, prec);
     if (prec == CLNODE_FP32)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
                          1.0f, amem, a_off, lda, bmem, b_off, ldb, 0.0f, C->mem, c_off, ldc,
@@ -668,6 +705,7 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         s = CLBlastDgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
                          1.0, A->mem, a_off, lda, Bm->mem, b_off, ldb, 0.0, C->mem, c_off, ldc,
                          &ob->queue, NULL);
+    pthread_rwlock_unlock(&ocl_clblast_lock);
     if (s != CLBlastSuccess) {
         ctx->last_native = (long)s;
         clnode_status st = ocl_status((cl_int)s, CLNODE_ERR_BLAS);
@@ -869,9 +907,6 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     clnode_status st = ocl_program_get(ob, sd->prec, &p);
     if (st != CLNODE_OK)
         return st;
-    /* again for every solve: CLBlastClearCache (another context's destroy) drops overrides */
-    ob->gemm_tuned[sd->prec == CLNODE_FP64] = 0;
-    ocl_force_direct_gemm(ob, sd->prec);
     ocl_solve *os = calloc(1, sizeof *os);
     CLN_CHECK(ctx, os, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL solve state");
     sd->be_data = os; /* released by solve_end, or below on failure */
