@@ -1,11 +1,13 @@
 /* opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
  * shared arithmetic of cl/, embedded into the library at build time) on one in-order queue.
  *
- * Device selection (cln_opencl_backend_create's spec): "" or a global index "0".."N" over every
- * platform's devices (platforms first, then devices, in the ICD loader's order); "gpu", "cpu" or
- * "accelerator" for the first device of that type; otherwise a case-insensitive substring of the
- * platform name or vendor, the device vendor or the device name ("pocl", "nvidia", "intel",
- * "amd"; PoCL's platform is "Portable Computing Language" by "The pocl project").
+ * Device selection (cln_opencl_backend_create's spec): a global index "0".."N" over every
+ * platform's devices (platforms first, then devices, in the ICD loader's order); "" for the first
+ * device that is not a simulator; "gpu", "cpu" or "accelerator" for the first such device of that
+ * type; otherwise a case-insensitive substring of the platform name or vendor, the device vendor
+ * or the device name ("pocl", "nvidia", "intel", "amd", "oclgrind"; PoCL's platform is "Portable
+ * Computing Language" by "The pocl project"). A simulator (Oclgrind: every access checked, about
+ * a thousand times slower) is used only when named by index or name.
  *
  * Programs are built lazily, once per precision, from the embedded source with
  * -DCLN_PRECISION=32|64 and no fast-math option, and cached in the backend. During a solve the
@@ -226,6 +228,7 @@ typedef struct ocl_dev_info {
     cl_uint units;
     cl_ulong mem;
     int fp64;
+    int simulator; /* Oclgrind: chosen only by name or index, never by "" or a device type */
 } ocl_dev_info;
 
 static void ocl_str(cl_device_id d, cl_device_info what, char *buf, size_t n)
@@ -246,6 +249,8 @@ static int ocl_has_ext(const char *list, const char *ext)
     }
     return 0;
 }
+
+static int ocl_icontains(const char *hay, const char *needle);
 
 static void ocl_fill_info(cl_platform_id plat, cl_device_id d, ocl_dev_info *info)
 {
@@ -281,6 +286,10 @@ static void ocl_fill_info(cl_platform_id plat, cl_device_id d, ocl_dev_info *inf
         }
         free(ext);
     }
+    /* a device simulator checks every access and runs ~1000 times slower than PoCL: never the
+     * device a user gets without naming it */
+    info->simulator =
+        ocl_icontains(info->platform_name, "oclgrind") || ocl_icontains(info->name, "oclgrind");
 }
 
 /* "x.y" of an "OpenCL C x.y ..." string (empty when it does not parse). */
@@ -384,7 +393,8 @@ clnode_status cln_opencl_list(clnode_context *ctx,
 typedef struct ocl_select {
     const char *spec;
     long index;          /* >= 0: a global index */
-    cl_device_type type; /* != 0: first device of that type */
+    int any;             /* "": the first device that is not a simulator */
+    cl_device_type type; /* != 0: first device of that type that is not a simulator */
     int found;
     ocl_dev_info chosen;
     char seen[768]; /* "0: name (platform); 1: ..." */
@@ -417,8 +427,10 @@ static int ocl_select_one(void *user, size_t index, const ocl_dev_info *info)
     int match;
     if (s->index >= 0)
         match = (size_t)s->index == index;
+    else if (s->any)
+        match = !info->simulator;
     else if (s->type)
-        match = (info->type & s->type) != 0;
+        match = (info->type & s->type) != 0 && !info->simulator;
     else
         match = ocl_icontains(info->platform_name, s->spec) ||
                 ocl_icontains(info->platform_vendor, s->spec) ||
@@ -510,13 +522,31 @@ static clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
                         "clCreateBuffer(%zu bytes) failed: %s (%d)", size, ocl_err_name(e), (int)e);
     }
     b->size = bytes;
-    /* zero-filled, so that unused parts of the save buffers read back as zeros */
-    const cl_uchar zero = 0;
-    e = clEnqueueFillBuffer(ob->queue, b->mem, &zero, 1, 0, size, 0, NULL, NULL);
+    /* zero-filled, so that unused parts of the save buffers read back as zeros and no kernel
+     * ever reads uninitialised memory (rows that start frozen still pass through the GEMMs).
+     * Oclgrind 21.10's uninitialised-value checker keeps a buffer's state right only after a host
+     * store that covers the whole buffer (each host store re-creates the buffer's record with the
+     * store's size; a fill stores its pattern piece by piece): there, one write of zeros. */
+    if (ob->zero_by_write) {
+        void *zeros = calloc(size, 1);
+        if (!zeros) {
+            clReleaseMemObject(b->mem);
+            free(b);
+            return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of zeros",
+                            size);
+        }
+        e = clEnqueueWriteBuffer(ob->queue, b->mem, CL_TRUE, 0, size, zeros, 0, NULL, NULL);
+        free(zeros);
+    } else {
+        const cl_uchar zero = 0;
+        e = clEnqueueFillBuffer(ob->queue, b->mem, &zero, 1, 0, size, 0, NULL, NULL);
+    }
     if (e != CL_SUCCESS) {
         clReleaseMemObject(b->mem);
         free(b);
-        return OCL_FAIL(ctx, e, "clEnqueueFillBuffer (zeroing a new buffer)");
+        return OCL_FAIL(ctx, e,
+                        ob->zero_by_write ? "clEnqueueWriteBuffer (zeroing a new buffer)"
+                                          : "clEnqueueFillBuffer (zeroing a new buffer)");
     }
     *out = b;
     return CLNODE_OK;
@@ -1097,7 +1127,7 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
     sel.spec = spec ? spec : "";
     sel.index = -1;
     if (sel.spec[0] == '\0') {
-        sel.index = 0;
+        sel.any = 1;
     } else if (strspn(sel.spec, "0123456789") == strlen(sel.spec)) {
         sel.index = strlen(sel.spec) < 10 ? atol(sel.spec) : 999999999L;
     } else if (strcmp(sel.spec, "gpu") == 0) {
@@ -1116,6 +1146,12 @@ clnode_status cln_opencl_backend_create(clnode_context *ctx, const char *spec, c
                             "no OpenCL device \"opencl:%s\": no OpenCL platform or device found "
                             "(see /etc/OpenCL/vendors or OCL_ICD_VENDORS)",
                             sel.spec);
+        if (sel.any || sel.type)
+            return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
+                            "no OpenCL device matches \"opencl%s%s\" (a simulator such as "
+                            "Oclgrind is used only when named, e.g. \"opencl:oclgrind\"); "
+                            "devices: %s",
+                            sel.any ? "" : ":", sel.spec, sel.seen);
         return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
                         "no OpenCL device matches \"opencl:%s\"; devices: %s", sel.spec, sel.seen);
     }
@@ -1140,6 +1176,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
     ob->platform = chosen->platform;
     ob->device = chosen->device;
     ob->has_fp64 = chosen->fp64;
+    ob->zero_by_write = chosen->simulator;
     {
         char clc[16];
         ocl_clc_version(chosen->clc, clc, sizeof clc);
