@@ -2,14 +2,15 @@
  * fails, a device lost in the middle of a solve (every later command fails), a buffer the device
  * cannot allocate, a device without cl_khr_fp64. Each must give the documented status with a
  * message naming the failed call, no solution, no leak (the suite also runs under ASan), and a
- * context that solves correctly again once the driver recovers. Skipped (77) without an OpenCL
- * device.
+ * context that solves correctly again once the driver recovers. Runs on PoCL, found by name (a
+ * simulator registered ahead of it is never taken); skipped (77) without it.
  *
  * The faults are injected by interposition: this program defines clBuildProgram,
  * clEnqueueNDRangeKernel, clEnqueueReadBuffer, clCreateBuffer and clGetDeviceInfo, which the
  * dynamic linker binds for libclnode and CLBlast ahead of the ICD loader's; each forwards to the
  * loader's (dlsym RTLD_NEXT) unless its fault is armed. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -177,11 +178,11 @@ static clnode_context *opencl_context(void)
 {
     clnode_context_options co;
     clnode_context_default_options(&co);
-    co.device = "opencl";
+    co.device = "opencl:pocl";
     clnode_context *ctx = NULL;
     const clnode_status st = clnode_context_create(&co, &ctx);
     if (st != CLNODE_OK)
-        fail_msg("clnode_context_create(opencl): %s", clnode_status_name(st));
+        fail_msg("clnode_context_create(opencl:pocl): %s", clnode_status_name(st));
     return ctx;
 }
 
@@ -361,14 +362,39 @@ static void test_no_fp64(void **state)
     arm(FAULT_NONE, 0, CL_SUCCESS);
 }
 
+/* The first device of the OpenCL platform whose name or vendor contains `want` (any case): the
+ * test names the device it means (a simulator registered ahead of it is never taken). */
+static int find_platform_device(const char *want, cl_platform_id *plat, cl_device_id *dev)
+{
+    cl_platform_id ps[16];
+    cl_uint np = 0;
+    if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS)
+        return 0;
+    for (cl_uint p = 0; p < np && p < 16; ++p) {
+        char text[2][256];
+        const cl_platform_info what[2] = {CL_PLATFORM_NAME, CL_PLATFORM_VENDOR};
+        for (int t = 0; t < 2; ++t) {
+            if (clGetPlatformInfo(ps[p], what[t], sizeof text[t], text[t], NULL) != CL_SUCCESS)
+                text[t][0] = '\0';
+            text[t][sizeof text[t] - 1] = '\0';
+            for (char *c = text[t]; *c; ++c)
+                *c = (char)tolower((unsigned char)*c);
+        }
+        if ((strstr(text[0], want) || strstr(text[1], want)) &&
+            clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 1, dev, NULL) == CL_SUCCESS) {
+            *plat = ps[p];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(void)
 {
     cl_platform_id plat;
     cl_device_id dev;
-    cl_uint n = 0;
-    if (clGetPlatformIDs(1, &plat, &n) != CL_SUCCESS || n == 0 ||
-        clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS) {
-        printf("no OpenCL device: skipped\n");
+    if (!find_platform_device("pocl", &plat, &dev)) {
+        printf("no PoCL device: skipped\n");
         return 77;
     }
     const struct CMUnitTest tests[] = {

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config python3
       libopenblas-dev libjson-c-dev libcmocka-dev
-      ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo)
+      ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo oclgrind)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

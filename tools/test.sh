@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing, builds with warnings as errors,
-# runs every suite (unit, backend conformance on host and each OpenCL device, ...), then builds
-# again under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there too.
+# runs every suite (unit, backend conformance on host and each OpenCL device, the device code on
+# Oclgrind, ...), then builds again under AddressSanitizer + UndefinedBehaviorSanitizer and runs
+# the suite there too, and under ThreadSanitizer runs the multi-threaded test and a few others.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/env.sh
@@ -23,3 +24,15 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # which ASan would otherwise turn into an abort.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
+echo "== ThreadSanitizer build: separate contexts in separate threads =="
+# Only the thread tests (separate contexts; the host backend's own thread pool) and a few unit
+# tests: the build takes the time, not the tests. No suppressions are needed (CLBlast's process-wide caches are used under clnode's lock, lib/backends/opencl).
+if [ ! -d build-tsan ]; then
+  meson setup build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false --buildtype=debug
+fi
+tsan_tests=(threads host-threads method controller safetensors host-gemm)
+ninja -C build-tsan tests/test_threads tests/test_host_threads tests/test_method tests/test_controller \
+  tests/test_safetensors tests/test_host_gemm
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 \
+  --timeout-multiplier 4 "${tsan_tests[@]}"

@@ -3,11 +3,13 @@
 /* opencl.c - the OpenCL backend: CLBlast GEMMs plus the kernels of cl/clnode.cl (the
  * shared arithmetic of cl/, embedded into the library at build time) on one in-order queue.
  *
- * Device selection (the forms ocl_forms registers): the first device, or a global index "0".."N"
- * over every platform's devices (platforms first, then devices, in the ICD loader's order); "gpu",
- * "cpu" or "accelerator" for the first device of that type; otherwise a case-insensitive substring
- * of the platform name or vendor, the device vendor or the device name ("pocl", "nvidia", "intel",
- * "amd"; PoCL's platform is "Portable Computing Language" by "The pocl project").
+ * Device selection (the forms ocl_forms registers): a global index "0".."N" over every
+ * platform's devices (platforms first, then devices, in the ICD loader's order); "" for the first
+ * device that is not a simulator; "gpu", "cpu" or "accelerator" for the first such device of that
+ * type; otherwise a case-insensitive substring of the platform name or vendor, the device vendor
+ * or the device name ("pocl", "nvidia", "intel", "amd", "oclgrind"; PoCL's platform is "Portable
+ * Computing Language" by "The pocl project"). A simulator (Oclgrind: every access checked, about
+ * a thousand times slower) is used only when named by index or name.
  *
  * Programs are built lazily, once per precision, from the embedded source with
  * -DCLN_PRECISION=32|64 and no fast-math option, and cached in the backend. During a solve the
@@ -19,6 +21,7 @@
 #include <clblast_c.h>
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,13 +75,29 @@ typedef struct opencl_backend {
     size_t max_item[3];  /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
     size_t max_wg;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     ocl_program prog[2]; /* [0] fp32, [1] fp64; built on first use */
-    int gemm_tuned[2];   /* the direct-GEMM override was applied (or attempted) */
     cl_mem count_buf;    /* one int: count_active's result */
     /* tf32 mode: the TF32-rounded operands the CLBlast GEMM reads; grow-only, sized at
      * solve_begin for the whole model (or at a first GEMM outside a solve) */
     cl_mem tf32_buf[2]; /* [0] A, [1] B */
     size_t tf32_cap[2]; /* bytes */
+    /* [0] fp32, [1] fp64: the ocl_clblast_gen at which the direct-GEMM override was applied (or
+     * attempted); 0: never */
+    unsigned long gemm_tuned[2];
+    /* zero new buffers by one host write instead of clEnqueueFillBuffer (Oclgrind, see
+     * ocl_buf_alloc) */
+    int zero_by_write;
 } opencl_backend;
+
+/* CLBlast's caches (compiled programs, the parameter database and its overrides) are
+ * process-wide, shared by every context of every thread: CLBlastOverrideParameters replaces a
+ * database entry that concurrent GEMMs of other contexts read, and CLBlastClearCache (each
+ * context's destroy) drops every override. So every CLBlast call is made under this lock: GEMMs
+ * share it (each enqueue holds it across its override check and the GEMM, so an override cannot
+ * be cleared in between), an override or a cache clear holds it alone. ocl_clblast_gen counts
+ * the clears (starting at 1), so each context re-applies its override once after a clear instead
+ * of on every solve. */
+static pthread_rwlock_t ocl_clblast_lock = PTHREAD_RWLOCK_INITIALIZER;
+static unsigned long ocl_clblast_gen = 1; /* read under the lock, written under it alone */
 
 /* Per-solve state (sd->be_data). */
 typedef struct ocl_solve {
@@ -211,6 +230,7 @@ typedef struct ocl_dev_info {
     cl_uint units;
     cl_ulong mem;
     int fp64;
+    int simulator; /* Oclgrind: chosen only by name or index, never by "" or a device type */
 } ocl_dev_info;
 
 static void ocl_str(cl_device_id d, cl_device_info what, char *buf, size_t n)
@@ -231,6 +251,8 @@ static int ocl_has_ext(const char *list, const char *ext)
     }
     return 0;
 }
+
+static int ocl_icontains(const char *hay, const char *needle);
 
 static void ocl_fill_info(cl_platform_id plat, cl_device_id d, ocl_dev_info *info)
 {
@@ -266,6 +288,10 @@ static void ocl_fill_info(cl_platform_id plat, cl_device_id d, ocl_dev_info *inf
         }
         free(ext);
     }
+    /* a device simulator checks every access and runs ~1000 times slower than PoCL: never the
+     * device a user gets without naming it */
+    info->simulator =
+        ocl_icontains(info->platform_name, "oclgrind") || ocl_icontains(info->name, "oclgrind");
 }
 
 /* "x.y" of an "OpenCL C x.y ..." string (empty when it does not parse). */
@@ -378,7 +404,8 @@ static clnode_status ocl_list(clnode_context *ctx, cln_device_sink *sink)
 typedef struct ocl_select {
     const char *spec;
     long index;          /* >= 0: a global index */
-    cl_device_type type; /* != 0: first device of that type */
+    int any;             /* "": the first device that is not a simulator */
+    cl_device_type type; /* != 0: first device of that type that is not a simulator */
     int found;
     ocl_dev_info chosen;
     char seen[768]; /* "0: name (platform); 1: ..." */
@@ -411,8 +438,10 @@ static int ocl_select_one(void *user, size_t index, const ocl_dev_info *info)
     int match;
     if (s->index >= 0)
         match = (size_t)s->index == index;
+    else if (s->any)
+        match = !info->simulator;
     else if (s->type)
-        match = (info->type & s->type) != 0;
+        match = (info->type & s->type) != 0 && !info->simulator;
     else
         match = ocl_icontains(info->platform_name, s->spec) ||
                 ocl_icontains(info->platform_vendor, s->spec) ||
@@ -452,8 +481,11 @@ static void ocl_destroy(cln_backend *be)
     if (ob->queue)
         clFinish(ob->queue);
     /* CLBlast caches programs and overrides per device, process-wide; drop them before the
-     * context they belong to goes. */
+     * context they belong to goes (every context re-applies its override afterwards). */
+    pthread_rwlock_wrlock(&ocl_clblast_lock);
     CLBlastClearCache();
+    ++ocl_clblast_gen;
+    pthread_rwlock_unlock(&ocl_clblast_lock);
     for (int i = 0; i < 2; ++i)
         ocl_program_release(&ob->prog[i]);
     if (ob->count_buf)
@@ -501,13 +533,31 @@ static clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
                         "clCreateBuffer(%zu bytes) failed: %s (%d)", size, ocl_err_name(e), (int)e);
     }
     b->size = bytes;
-    /* zero-filled, so that unused parts of the save buffers read back as zeros */
-    const cl_uchar zero = 0;
-    e = clEnqueueFillBuffer(ob->queue, b->mem, &zero, 1, 0, size, 0, NULL, NULL);
+    /* zero-filled, so that unused parts of the save buffers read back as zeros and no kernel
+     * ever reads uninitialised memory (rows that start frozen still pass through the GEMMs).
+     * Oclgrind 21.10's uninitialised-value checker keeps a buffer's state right only after a host
+     * store that covers the whole buffer (each host store re-creates the buffer's record with the
+     * store's size; a fill stores its pattern piece by piece): there, one write of zeros. */
+    if (ob->zero_by_write) {
+        void *zeros = calloc(size, 1);
+        if (!zeros) {
+            clReleaseMemObject(b->mem);
+            free(b);
+            return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of zeros",
+                            size);
+        }
+        e = clEnqueueWriteBuffer(ob->queue, b->mem, CL_TRUE, 0, size, zeros, 0, NULL, NULL);
+        free(zeros);
+    } else {
+        const cl_uchar zero = 0;
+        e = clEnqueueFillBuffer(ob->queue, b->mem, &zero, 1, 0, size, 0, NULL, NULL);
+    }
     if (e != CL_SUCCESS) {
         clReleaseMemObject(b->mem);
         free(b);
-        return OCL_FAIL(ctx, e, "clEnqueueFillBuffer (zeroing a new buffer)");
+        return OCL_FAIL(ctx, e,
+                        ob->zero_by_write ? "clEnqueueWriteBuffer (zeroing a new buffer)"
+                                          : "clEnqueueFillBuffer (zeroing a new buffer)");
     }
     *out = b;
     return CLNODE_OK;
@@ -551,13 +601,14 @@ static clnode_status ocl_buf_read(cln_backend *be, cln_buf *b, size_t off, size_
 /* Forces CLBlast's direct (single-kernel) GEMM for every size of this precision on this device:
  * each output element is then one sequential sum over k whatever m and n are, so a row's result
  * does not depend on the batch, and the indirect kernel's GEMMK=1 bug of CLBlast < 1.6.3 is
- * avoided. Best effort: a failure is logged and the default routing kept. */
+ * avoided. Best effort: a failure is logged and the default routing kept. Called with
+ * ocl_clblast_lock held for writing. */
 static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
 {
     const int pi = prec == CLNODE_FP64;
-    if (ob->gemm_tuned[pi])
+    if (ob->gemm_tuned[pi] == ocl_clblast_gen)
         return;
-    ob->gemm_tuned[pi] = 1;
+    ob->gemm_tuned[pi] = ocl_clblast_gen;
     const char *names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
     const size_t values[] = {4096}; /* m n k < 4096^3: every MLP-sized product */
     CLBlastStatusCode s = CLBlastOverrideParameters(
@@ -568,6 +619,22 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
                 "CLBlastOverrideParameters(GemmRoutine, XGEMM_MIN_INDIRECT_SIZE) failed (%d); "
                 "CLBlast keeps its default GEMM routing",
                 (int)s);
+}
+
+/* Takes ocl_clblast_lock shared, with this context's override of `prec` in place (applied under
+ * the exclusive lock when missing: first GEMM, or after another context cleared the cache). */
+static void ocl_clblast_enter(opencl_backend *ob, clnode_precision prec)
+{
+    const int pi = prec == CLNODE_FP64;
+    for (;;) {
+        pthread_rwlock_rdlock(&ocl_clblast_lock);
+        if (ob->gemm_tuned[pi] == ocl_clblast_gen)
+            return;
+        pthread_rwlock_unlock(&ocl_clblast_lock);
+        pthread_rwlock_wrlock(&ocl_clblast_lock);
+        ocl_force_direct_gemm(ob, prec);
+        pthread_rwlock_unlock(&ocl_clblast_lock);
+    }
 }
 
 static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out);
@@ -652,7 +719,6 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
                                           0, NULL, NULL));
         return CLNODE_OK;
     }
-    ocl_force_direct_gemm(ob, prec);
     cl_mem amem = A->mem, bmem = Bm->mem;
     if (mode == CLNODE_GEMM_TF32) {
         /* the emulation: both operands rounded to TF32 on the device, then CLBlast's fp32 GEMM
@@ -671,6 +737,7 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         lda = ldb = k;
     }
     CLBlastStatusCode s;
+    ocl_clblast_enter(ob, prec);
     if (prec == CLNODE_FP32)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
                          1.0f, amem, a_off, lda, bmem, b_off, ldb, 0.0f, C->mem, c_off, ldc,
@@ -679,6 +746,7 @@ static clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gem
         s = CLBlastDgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
                          1.0, A->mem, a_off, lda, Bm->mem, b_off, ldb, 0.0, C->mem, c_off, ldc,
                          &ob->queue, NULL);
+    pthread_rwlock_unlock(&ocl_clblast_lock);
     if (s != CLBlastSuccess) {
         ctx->last_native = (long)s;
         clnode_status st = ocl_status((cl_int)s, CLNODE_ERR_BLAS);
@@ -890,9 +958,6 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     clnode_status st = ocl_program_get(ob, sd->prec, &p);
     if (st != CLNODE_OK)
         return st;
-    /* again for every solve: CLBlastClearCache (another context's destroy) drops overrides */
-    ob->gemm_tuned[sd->prec == CLNODE_FP64] = 0;
-    ocl_force_direct_gemm(ob, sd->prec);
     ocl_solve *os = calloc(1, sizeof *os);
     CLN_CHECK(ctx, os, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL solve state");
     sd->be_data = os; /* released by solve_end, or below on failure */
@@ -1102,8 +1167,8 @@ static clnode_status ocl_create(clnode_context *ctx, const cln_device_sel *dsel,
     sel.spec = dsel->word;
     sel.index = -1;
     switch (dsel->variant) {
-    case OCL_FIRST:
-        sel.index = 0;
+    case OCL_FIRST: /* the first device that is not a simulator */
+        sel.any = 1;
         break;
     case OCL_INDEX:
         sel.index = dsel->index;
@@ -1129,6 +1194,11 @@ static clnode_status ocl_create(clnode_context *ctx, const cln_device_sel *dsel,
                             "no OpenCL device \"%s\": no OpenCL platform or device found "
                             "(see /etc/OpenCL/vendors or OCL_ICD_VENDORS)",
                             dsel->spec);
+        if (sel.any || sel.type)
+            return cln_fail(ctx, CLNODE_ERR_NO_DEVICE,
+                            "no OpenCL device matches \"%s\" (a simulator such as Oclgrind is "
+                            "used only when named, e.g. \"opencl:oclgrind\"); devices: %s",
+                            dsel->spec, sel.seen);
         return cln_fail(ctx, CLNODE_ERR_NO_DEVICE, "no OpenCL device matches \"%s\"; devices: %s",
                         dsel->spec, sel.seen);
     }
@@ -1183,6 +1253,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
     ob->platform = chosen->platform;
     ob->device = chosen->device;
     ob->has_fp64 = chosen->fp64;
+    ob->zero_by_write = chosen->simulator;
     {
         char clc[16];
         ocl_clc_version(chosen->clc, clc, sizeof clc);

@@ -1,0 +1,152 @@
+/* test_oclgrind.c - the device code under a checker: a small conformance subset solved on
+ * Oclgrind (an independent OpenCL implementation that simulates a device and checks every memory
+ * access) and on the host, which must agree bit for bit. The seed model from t0 = 0 to t1 = 0.1
+ * (two steps: a checked step costs tens of seconds), fp32 at batch 2 and fp64 at batch 3 (3 leaves
+ * part of every work-group idle), saving every step and three interpolated times, so that every
+ * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included.
+ *
+ * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
+ * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
+ * done by tests/oclgrind_check.py, which runs this program.
+ *
+ * Usage: test_oclgrind [DEVICE] (default "opencl:oclgrind"); absent: 77. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "clnode.h"
+
+#define N_TS 3
+#define MAX_BATCH 3
+
+static const double g_ts[N_TS] = {0.01, 0.05, 0.09};
+
+static double now(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static clnode_context *context_on(const char *device)
+{
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = device;
+    clnode_context *ctx = NULL;
+    return clnode_context_create(&co, &ctx) == CLNODE_OK ? ctx : NULL;
+}
+
+static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode_precision prec,
+                              size_t batch)
+{
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.precision = prec;
+    o.t1 = 0.1;
+    o.save_steps = 1;
+    /* as many attempts as the solve takes: the driver enqueues steps in groups, and steps
+     * enqueued after every trajectory froze still run their GEMMs (a waste a simulator feels) */
+    o.max_steps = 2;
+    o.save_ts = g_ts;
+    o.n_save_ts = N_TS;
+    /* the precision guard's probes run GEMMs of their own, not the solver's kernels: off, to
+     * keep the simulated run short (the conformance suites cover the guard) */
+    o.precision_guard = CLNODE_GUARD_OFF;
+    double y0[MAX_BATCH * 10];
+    for (size_t i = 0; i < batch * 10; ++i)
+        y0[i] = 0.1 * (double)(i % 10) - 0.05 * (double)(i / 10); /* rows differ */
+    clnode_solution *s = NULL;
+    if (clnode_solve(ctx, m, &o, batch, y0, &s) != CLNODE_OK) {
+        printf("FAIL: solve on %s: %s\n", clnode_context_device(ctx),
+               clnode_context_last_error(ctx));
+        return NULL;
+    }
+    return s;
+}
+
+/* Same steps and the same bits in everything saved; prints the first difference. */
+static int same(const clnode_solution *a, const clnode_solution *b, const char *what)
+{
+    const size_t B = clnode_solution_batch(a), N = clnode_solution_dim(a);
+    for (size_t t = 0; t < B; ++t) {
+        clnode_trajectory_stats sa, sb;
+        clnode_solution_stats(a, t, &sa);
+        clnode_solution_stats(b, t, &sb);
+        if (sa.result != sb.result || sa.num_steps != sb.num_steps ||
+            sa.num_accepted != sb.num_accepted) {
+            printf("FAIL: %s trajectory %zu: %s after %ld steps, host %s after %ld\n", what, t,
+                   clnode_result_name(sa.result), sa.num_steps, clnode_result_name(sb.result),
+                   sb.num_steps);
+            return 0;
+        }
+        for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
+            size_t na, nb;
+            const double *ta, *tb, *ya, *yb;
+            clnode_solution_saved(a, t, (clnode_save_kind)k, &na, &ta, &ya);
+            clnode_solution_saved(b, t, (clnode_save_kind)k, &nb, &tb, &yb);
+            if (na != nb || (na && (memcmp(ta, tb, na * sizeof(double)) != 0 ||
+                                    memcmp(ya, yb, na * N * sizeof(double)) != 0))) {
+                printf("FAIL: %s trajectory %zu: saved points of kind %d differ from the host's\n",
+                       what, t, k);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* A simulator is never the device a user gets without naming it: "opencl" and "opencl:cpu" take
+ * another device, or none. */
+static int not_simulator(const char *spec)
+{
+    clnode_context *c = context_on(spec);
+    const int ok = !c || !strstr(clnode_context_device(c), "Oclgrind");
+    if (!ok)
+        printf("FAIL: \"%s\" chose the simulator %s\n", spec, clnode_context_device(c));
+    else
+        printf("\"%s\": %s\n", spec, c ? clnode_context_device(c) : "no device (refused)");
+    clnode_context_destroy(&c);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = argc > 1 ? argv[1] : "opencl:oclgrind";
+    clnode_context *dev = context_on(device), *host = context_on("host");
+    if (!dev) {
+        printf("%s is not available: skipped\n", device);
+        clnode_context_destroy(&host);
+        return 77;
+    }
+    printf("device: %s\n", clnode_context_device(dev));
+    clnode_model *md = NULL, *mh = NULL;
+    int ok = not_simulator("opencl") && not_simulator("opencl:cpu");
+    ok = ok && host && clnode_model_create_seed(dev, &md) == CLNODE_OK &&
+         clnode_model_create_seed(host, &mh) == CLNODE_OK;
+    /* fp32 and fp64, batch 2 and a batch that leaves work-items idle, each at least once */
+    const clnode_precision precs[2] = {CLNODE_FP32, CLNODE_FP64};
+    const size_t batches[2] = {2, MAX_BATCH};
+    for (int c = 0; c < 2 && ok; ++c) {
+        char what[64];
+        snprintf(what, sizeof what, "%s batch %zu", clnode_precision_name(precs[c]), batches[c]);
+        const double t0 = now();
+        clnode_solution *sd = solve(dev, md, precs[c], batches[c]);
+        const double secs = now() - t0;
+        clnode_solution *sh = sd ? solve(host, mh, precs[c], batches[c]) : NULL;
+        ok = sd && sh && same(sd, sh, what);
+        if (ok) {
+            clnode_trajectory_stats st;
+            clnode_solution_stats(sd, 0, &st);
+            printf("%s: %ld steps, every saved point bit-identical to the host (%.0f s)\n", what,
+                   st.num_steps, secs);
+        }
+        clnode_solution_destroy(&sd);
+        clnode_solution_destroy(&sh);
+    }
+    clnode_model_destroy(&md);
+    clnode_model_destroy(&mh);
+    clnode_context_destroy(&dev);
+    clnode_context_destroy(&host);
+    return ok ? 0 : 1;
+}
