@@ -32,6 +32,10 @@ __all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt
 
 __version__ = "0.1.0"
 
+# the library's status name of an error (instances raised by the library carry their own)
+Error.status = None
+InvalidArgumentError.status = "CLNODE_ERR_INVALID_ARGUMENT"
+
 
 class PrecisionWarning(UserWarning):
     """The precision guard's warning: rtol is below what the device's arithmetic resolves

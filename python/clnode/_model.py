@@ -170,13 +170,26 @@ def seed_model():
 # Activation functions of the frameworks, identified by name or by their values
 
 
+def _eager(fn):
+    """fn() outside every JAX transformation: JAX's tracing state is per thread, so a fresh
+    thread evaluates concrete arrays eagerly even when the caller is inside jax.jit or
+    jax.vmap. For checks on concrete parameters only."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
+        return ex.submit(fn).result()
+
+
 def _fingerprint_activation(fn):
     """The clnode name of a scalar activation function of JAX, by its values on a grid (a
     function the frameworks define under many wrappers: partials, lambdas, vmaps)."""
+    return _eager(lambda: _fingerprint_now(fn))
+
+
+def _fingerprint_now(fn):
     import jax
     import jax.numpy as jnp
     grid = np.linspace(-6.0, 6.0, 49, dtype=np.float32)
-    with jax.ensure_compile_time_eval():
+    if True:
         try:
             got = np.asarray(jax.vmap(fn)(jnp.asarray(grid)), dtype=np.float64)
         except Exception:  # noqa: BLE001 - a function that does not take scalars
