@@ -155,22 +155,19 @@ static PyObject *set_log_sink(PyObject *self, PyObject *sink)
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Ctrl-C: while the main thread solves without the GIL, a SIGINT handler sets a flag that the
- * solve's cancel callback reads, and forwards the signal to the handler it replaced (Python's,
- * which then raises KeyboardInterrupt once the GIL is back). */
+ * Ctrl-C: while the main thread solves without the GIL, a SIGINT handler of ours only sets a flag
+ * that the solve's cancel callback reads. Once the solve has returned and the previous handler is
+ * back, the interrupt is handed to Python (PyErr_SetInterrupt), whose SIGINT handler then runs as
+ * for any Ctrl-C: KeyboardInterrupt by default. The previous C handler is never called from ours:
+ * drivers loaded by the device listing install one-shot handlers of their own. */
 
 static volatile sig_atomic_t g_sigint;
 static struct sigaction g_prev_sigint;
 
-static void on_sigint(int sig, siginfo_t *info, void *uc)
+static void on_sigint(int sig)
 {
+    (void)sig;
     g_sigint = 1;
-    if (g_prev_sigint.sa_flags & SA_SIGINFO) {
-        if (g_prev_sigint.sa_sigaction)
-            g_prev_sigint.sa_sigaction(sig, info, uc);
-    } else if (g_prev_sigint.sa_handler != SIG_DFL && g_prev_sigint.sa_handler != SIG_IGN) {
-        g_prev_sigint.sa_handler(sig);
-    }
 }
 
 static int on_cancel(void *user)
@@ -200,21 +197,27 @@ static int sigint_install(void)
     if (sigaction(SIGINT, NULL, &prev) != 0)
         return 0;
     if (!(prev.sa_flags & SA_SIGINFO) && (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN))
-        return 0; /* nothing of Python's to forward to: leave the default behaviour alone */
-    g_prev_sigint = prev;
+        return 0; /* Ctrl-C kills or is ignored: leave that alone */
     g_sigint = 0;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigint;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGINT, &sa, NULL) != 0)
+    if (sigaction(SIGINT, &sa, &g_prev_sigint) != 0)
         return 0;
     return 1;
 }
 
-static void sigint_restore(void)
+/* Puts the previous handler back; returns 1 if a Ctrl-C came meanwhile (then handed to Python:
+ * PyErr_CheckSignals raises what its handler raises). */
+static int sigint_restore(void)
 {
     sigaction(SIGINT, &g_prev_sigint, NULL);
+    if (!g_sigint)
+        return 0;
+    g_sigint = 0;
+    PyErr_SetInterrupt();
+    return 1;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -836,15 +839,16 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, &o, B, PyArray_DATA(y0), &sol);
     Py_END_ALLOW_THREADS self->busy = 0;
-    if (sig)
-        sigint_restore();
+    const int interrupted = sig && sigint_restore();
     if (flush_log(&self->log, "solve") < 0) {
         clnode_solution_destroy(&sol);
         goto done;
     }
-    if (st == CLNODE_ERR_CANCELLED) {
-        if (PyErr_CheckSignals() < 0) /* Python's handler: KeyboardInterrupt */
-            goto done;
+    if (interrupted && PyErr_CheckSignals() < 0) { /* Python's handler: KeyboardInterrupt */
+        clnode_solution_destroy(&sol);
+        goto done;
+    }
+    if (st == CLNODE_ERR_CANCELLED) { /* a Python handler that did not raise */
         raise_status(st, clnode_context_last_error(self->ctx));
         goto done;
     }
