@@ -347,8 +347,8 @@ static int activation_arg(PyObject *o, void *out)
 static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
 {
     (void)cls;
-    static char *kwlist[] = {"weights", "biases", "activation", "final_activation", "time_input",
-                             NULL};
+    static char *kwlist[] = {"weights",          "biases",     "activation",
+                             "final_activation", "time_input", NULL};
     PyObject *ws, *bs;
     clnode_activation act, fact;
     int time_input;
@@ -388,8 +388,8 @@ static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
             sizes[0] = in;
         else if (in != sizes[i]) {
             PyErr_Format(PyExc_ValueError,
-                         "layer %zd takes %zu inputs but layer %zd gives %zu outputs", i, in,
-                         i - 1, sizes[i]);
+                         "layer %zd takes %zu inputs but layer %zd gives %zu outputs", i, in, i - 1,
+                         sizes[i]);
             goto done;
         }
         sizes[i + 1] = out;
@@ -493,9 +493,9 @@ static PyObject *model_eval(ModelObject *self, PyObject *args)
         Py_CLEAR(out);
         goto done;
     }
-    clnode_status st = clnode_model_eval(ctx, self->model, (size_t)n, PyArray_DATA(y),
-                                         t ? PyArray_DATA(t) : NULL,
-                                         PyArray_DATA((PyArrayObject *)out));
+    clnode_status st =
+        clnode_model_eval(ctx, self->model, (size_t)n, PyArray_DATA(y), t ? PyArray_DATA(t) : NULL,
+                          PyArray_DATA((PyArrayObject *)out));
     flush_log(&g_model_log, "model");
     if (st != CLNODE_OK) {
         Py_CLEAR(out);
@@ -531,8 +531,7 @@ static PyObject *model_get_activation(ModelObject *self, void *c)
 static PyObject *model_get_final_activation(ModelObject *self, void *c)
 {
     (void)c;
-    return PyUnicode_FromString(
-        clnode_activation_name(clnode_model_final_activation(self->model)));
+    return PyUnicode_FromString(clnode_activation_name(clnode_model_final_activation(self->model)));
 }
 
 static PyObject *model_get_time_input(ModelObject *self, void *c)
@@ -608,8 +607,8 @@ static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
     clnode_status st;
     Py_BEGIN_ALLOW_THREADS st = clnode_context_create(&o, &self->ctx);
     Py_END_ALLOW_THREADS
-    /* without a context the message is only in the log: the last ERROR line */
-    char msg[1024] = "";
+        /* without a context the message is only in the log: the last ERROR line */
+        char msg[1024] = "";
     for (size_t i = 0; i < self->log.len;) {
         const char *m = self->log.data + i + 1;
         if (self->log.data[i] == '0' + CLNODE_LOG_ERROR)
@@ -682,15 +681,15 @@ static PyObject *context_probe(ContextObject *self, PyObject *args)
     flush_log(&self->log, "probe");
     if (st != CLNODE_OK)
         return raise_status(st, clnode_context_last_error(self->ctx));
-    return Py_BuildValue(
-        "{s:s,s:s,s:O,s:d,s:l,s:O,s:l,s:d,s:O,s:O,s:s,s:d}", "precision",
-        clnode_precision_name(r.precision), "gemm_precision", clnode_gemm_mode_name(r.gemm_mode),
-        "identity_exact", r.identity_exact ? Py_True : Py_False, "identity_bits", r.identity_bits,
-        "identity_mismatches", r.identity_mismatches, "outer_exact",
-        r.outer_exact ? Py_True : Py_False, "outer_mismatches", r.outer_mismatches, "random_bits",
-        r.random_bits, "range_ok", r.range_ok ? Py_True : Py_False, "denormals",
-        r.denormals ? Py_True : Py_False, "gemm_class", clnode_gemm_class_name(r.gemm_class),
-        "unit_roundoff", r.unit_roundoff);
+    return Py_BuildValue("{s:s,s:s,s:O,s:d,s:l,s:O,s:l,s:d,s:O,s:O,s:s,s:d}", "precision",
+                         clnode_precision_name(r.precision), "gemm_precision",
+                         clnode_gemm_mode_name(r.gemm_mode), "identity_exact",
+                         r.identity_exact ? Py_True : Py_False, "identity_bits", r.identity_bits,
+                         "identity_mismatches", r.identity_mismatches, "outer_exact",
+                         r.outer_exact ? Py_True : Py_False, "outer_mismatches", r.outer_mismatches,
+                         "random_bits", r.random_bits, "range_ok", r.range_ok ? Py_True : Py_False,
+                         "denormals", r.denormals ? Py_True : Py_False, "gemm_class",
+                         clnode_gemm_class_name(r.gemm_class), "unit_roundoff", r.unit_roundoff);
 }
 
 static PyObject *fact_value(int v)
@@ -772,22 +771,22 @@ CLN_WRITE_POINTS(float)
  *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64. */
 static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"model",     "y0",        "method",    "precision", "gemm_mode",
-                             "t0",        "t1",        "dt0",       "constant_step",
-                             "rtol",      "atol",      "pcoeff",    "icoeff",    "dcoeff",
-                             "dtmin",     "dtmax",     "factormin", "factormax", "safety",
-                             "force_dtmin", "max_steps", "save_t0", "save_t1",  "save_steps",
-                             "save_ts",   "guard",     NULL};
+    static char *kwlist[] = {"model",     "y0",        "method",    "precision",     "gemm_mode",
+                             "t0",        "t1",        "dt0",       "constant_step", "rtol",
+                             "atol",      "pcoeff",    "icoeff",    "dcoeff",        "dtmin",
+                             "dtmax",     "factormin", "factormax", "safety",        "force_dtmin",
+                             "max_steps", "save_t0",   "save_t1",   "save_steps",    "save_ts",
+                             "guard",     NULL};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     PyObject *mo, *yo, *tso = Py_None;
     const char *method = "tsit5";
     int prec = 32, mode = 0, guard = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!O|$siidddpddddddddddplpppOi", kwlist, &ModelType, &mo, &yo, &method,
-            &prec, &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff,
-            &o.icoeff, &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety,
-            &o.force_dtmin, &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard))
+            args, kw, "O!O|$siidddpddddddddddplpppOi", kwlist, &ModelType, &mo, &yo, &method, &prec,
+            &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff, &o.icoeff,
+            &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety, &o.force_dtmin,
+            &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard))
         return NULL;
     if (!context_ok(self))
         return NULL;
@@ -862,7 +861,8 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
         const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
         PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
-        PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64), *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
+        PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64),
+                 *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
         if (!ts || !ys || !sa || !tf) {
             Py_XDECREF(ts);
             Py_XDECREF(ys);
@@ -895,8 +895,7 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
             } else {
                 double *tp = (double *)PyArray_DATA((PyArrayObject *)ts) + b * T;
                 double *yp = (double *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
-                k = write_points_double(sol, b, N, dir, o.save_t0, o.save_t1, o.save_steps, tp,
-                                        yp);
+                k = write_points_double(sol, b, N, dir, o.save_t0, o.save_t1, o.save_steps, tp, yp);
                 for (size_t j = k; j < T; ++j)
                     tp[j] = dir * INFINITY;
                 for (size_t j = k * N; j < T * N; ++j)
@@ -971,10 +970,10 @@ static PyObject *devices(PyObject *self, PyObject *noargs)
     }
     for (size_t i = 0; backs && i < clnode_device_list_num_backends(l); ++i) {
         const clnode_backend_info *b = clnode_device_list_backend(l, i);
-        PyObject *o = Py_BuildValue("{s:s,s:O,s:s,s:n,s:s}", "name", b->name, "built",
-                                    b->built ? Py_True : Py_False, "status",
-                                    clnode_status_name(b->status), "num_devices",
-                                    (Py_ssize_t)b->num_devices, "note", b->note);
+        PyObject *o =
+            Py_BuildValue("{s:s,s:O,s:s,s:n,s:s}", "name", b->name, "built",
+                          b->built ? Py_True : Py_False, "status", clnode_status_name(b->status),
+                          "num_devices", (Py_ssize_t)b->num_devices, "note", b->note);
         if (!o || PyList_Append(backs, o) < 0)
             Py_CLEAR(backs);
         Py_XDECREF(o);
@@ -1003,13 +1002,18 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_clnode", "The C extension of clnode (use the clnode package).", -1,
-    module_methods,        NULL,      NULL,
-    NULL,                  NULL,
+    PyModuleDef_HEAD_INIT,
+    "_clnode",
+    "The C extension of clnode (use the clnode package).",
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
-static int add_exc(PyObject *m, PyObject **slot, const char *name, PyObject *bases,
-                   const char *doc)
+static int add_exc(PyObject *m, PyObject **slot, const char *name, PyObject *bases, const char *doc)
 {
     char full[96];
     snprintf(full, sizeof full, "clnode.%s", name);
@@ -1033,7 +1037,7 @@ PyMODINIT_FUNC PyInit__clnode(void)
     if (add_exc(m, &Error, "Error", NULL,
                 "Base class of clnode's errors; `status` is the library's status name.") < 0)
         goto fail;
-#define CLN_BASES(...) Py_BuildValue("(" __VA_ARGS__ ")"
+
     struct {
         PyObject **slot;
         const char *name;
@@ -1055,7 +1059,7 @@ PyMODINIT_FUNC PyInit__clnode(void)
         {&ContextBusyError, "ContextBusyError", Py_BuildValue("(OO)", Error, PyExc_RuntimeError),
          "The context is solving in another thread."},
     };
-#undef CLN_BASES
+
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; ++i) {
         if (!sub[i].bases || add_exc(m, sub[i].slot, sub[i].name, sub[i].bases, sub[i].doc) < 0)
             goto fail;
@@ -1071,7 +1075,17 @@ PyMODINIT_FUNC PyInit__clnode(void)
     PyObject *status = PyDict_New();
     if (!status)
         goto fail;
-#define CLN_X_DICT(name, value, msg) PyDict_SetItemString(status, #name, PyLong_FromLong(value));
+        /* the library's status codes by name */
+#define CLN_X_DICT(name, value, msg)                                                               \
+    {                                                                                              \
+        PyObject *v = PyLong_FromLong(value);                                                      \
+        if (!v || PyDict_SetItemString(status, #name, v) < 0) {                                    \
+            Py_XDECREF(v);                                                                         \
+            Py_DECREF(status);                                                                     \
+            goto fail;                                                                             \
+        }                                                                                          \
+        Py_DECREF(v);                                                                              \
+    }
     CLNODE_STATUS_LIST(CLN_X_DICT)
 #undef CLN_X_DICT
     if (PyModule_AddObject(m, "STATUS", status) < 0)
