@@ -180,7 +180,8 @@ static int on_cancel(void *user)
  * Returns 1 if installed (restore with sigint_restore). */
 static int sigint_install(void)
 {
-    if (!PyGILState_Check() || PyThreadState_Get()->interp != PyInterpreterState_Main())
+    if (!PyGILState_Check() ||
+        PyThreadState_GetInterpreter(PyThreadState_Get()) != PyInterpreterState_Main())
         return 0;
     PyObject *threading = PyImport_AddModule("threading"); /* borrowed; may be absent */
     if (threading) {
