@@ -12,6 +12,7 @@ _PRECISIONS = {"fp32": 32, "float32": 32, "fp64": 64, "float64": 64}
 _GEMM = {"strict": 0, "tf32": 1}
 _GUARD = {"warn": 0, "refuse": 1, "off": 2}
 RESULT_NAMES = ("success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor")
+_RESULT_ARRAY = np.array(RESULT_NAMES, dtype=object)
 
 
 def _precision_code(precision):
@@ -198,14 +199,15 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
         except _clnode.ContextBusyError:  # another thread solves on the shared one
             out = _clnode.Context.solve(_thread_context_for(device), model._m, y, **opts)
     ts, ys, st, t_final = out
-    result = np.array(RESULT_NAMES, dtype=object)[st[:, 0]]
+    if single:  # plain Python numbers: no per-field numpy indexing
+        res, n, acc, rej, rhs = st[0].tolist()
+        stats = {"num_steps": n, "num_accepted_steps": acc, "num_rejected_steps": rej,
+                 "max_steps": opts["max_steps"], "num_rhs_evals": rhs}
+        return Solution(ts[0], ys[0], stats, RESULT_NAMES[res], float(t_final[0]))
     stats = {"num_steps": st[:, 1], "num_accepted_steps": st[:, 2],
-             "num_rejected_steps": st[:, 3], "max_steps": int(max_steps),
+             "num_rejected_steps": st[:, 3], "max_steps": opts["max_steps"],
              "num_rhs_evals": st[:, 4]}
-    if single:
-        stats = {k: (v if isinstance(v, int) else int(v[0])) for k, v in stats.items()}
-        return Solution(ts[0], ys[0], stats, str(result[0]), float(t_final[0]))
-    return Solution(ts, ys, stats, result, t_final)
+    return Solution(ts, ys, stats, _RESULT_ARRAY[st[:, 0]], t_final)
 
 
 def devices():
