@@ -59,8 +59,8 @@ static void test_progress_and_cancel(void **state)
     const clnode_status st = clnode_solve(ctx, model, &o, B, y0, &sol);
     print_message("  %d report(s): %zu of %zu active, fraction %.3g after %ld steps\n", r.calls,
                   r.active, r.batch, r.fraction, r.steps);
-    assert_int_equal(st, CLNODE_ERR_INVALID_ARGUMENT);
-    assert_string_equal(clnode_context_last_error(ctx), "cancelled");
+    assert_int_equal(st, CLNODE_ERR_CANCELLED);
+    assert_string_equal(clnode_context_last_error(ctx), "cancelled by the progress callback");
     assert_null(sol);
     assert_int_equal(r.calls, 1);
     assert_int_equal(r.batch, B);

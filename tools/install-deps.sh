@@ -2,7 +2,7 @@
 # Installs the Debian packages clnode needs, only those missing. Needs root (or sudo) when
 # something is missing; prints what it installs.
 set -euo pipefail
-pkgs=(build-essential meson ninja-build pkg-config python3
+pkgs=(build-essential meson ninja-build pkg-config python3 python3-venv python3-dev
       libopenblas-dev libjson-c-dev libcmocka-dev
       ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo oclgrind)
 missing=()

@@ -19,6 +19,8 @@ echo "== release build =="
 run build-ci 1 --buildtype=debugoptimized
 echo "== a program outside the tree, built with pkg-config against the installed library =="
 tests/install/check.sh build-ci
+echo "== the Python package: pip install . into a virtual environment, then pytest =="
+tools/test_python.sh build-ci
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # allocator_may_return_null: the out-of-memory tests ask for terabytes and expect a clean error,
 # which ASan would otherwise turn into an abort.

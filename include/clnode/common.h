@@ -62,7 +62,8 @@ extern "C" {
     X(CLNODE_ERR_NO_FP64, -11, "the device has no double-precision support")                       \
     X(CLNODE_ERR_BLAS, -12, "BLAS library error")                                                  \
     X(CLNODE_ERR_PRECISION, -13, "the tolerance is below what the device arithmetic resolves")     \
-    X(CLNODE_ERR_INTERNAL, -14, "internal error")
+    X(CLNODE_ERR_INTERNAL, -14, "internal error")                                                  \
+    X(CLNODE_ERR_CANCELLED, -15, "cancelled by the caller")
 
 typedef enum clnode_status {
 #define CLNODE_X_ENUM(name, value, msg) name = value,

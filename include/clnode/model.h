@@ -90,6 +90,16 @@ CLNODE_API clnode_activation clnode_model_activation(const clnode_model *model);
 CLNODE_API clnode_activation clnode_model_final_activation(const clnode_model *model);
 CLNODE_API int clnode_model_time_input(const clnode_model *model);
 
+/* Evaluates the vector field at n points in float64 on the host, with the activations every
+ * backend uses (cl/cln_activation.h) and products summed in order with fused multiply-adds, as
+ * the host GEMM does: dydt[p] = MLP(y[p]) (or MLP([y[p], t[p]]) for a time-input model), y and
+ * dydt n x dim row-major, t n values (ignored, and may be NULL, without time input). For checking
+ * that a model is the one meant (the Python package compares it with the framework's own
+ * function); solves never call it. Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL pointers, t NULL
+ * with time input), CLNODE_ERR_OUT_OF_MEMORY. Thread-safety: as the context. */
+CLNODE_API clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *model, size_t n,
+                                           const double *y, const double *t, double *dydt);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,9 +19,16 @@ extern "C" {
 /* Progress callback, called between groups of steps (never per step) when a solve has run for
  * about a second or more. `fraction` is the smallest fraction of [t0, t1] covered by any active
  * trajectory. Return 0 to continue, non-zero to cancel (clnode_solve then returns
- * CLNODE_ERR_INVALID_ARGUMENT with the message "cancelled"). */
+ * CLNODE_ERR_CANCELLED). */
 typedef int (*clnode_progress_fn)(void *user, size_t active, size_t batch, double fraction,
                                   long steps_taken);
+
+/* Cancellation callback, polled between groups of steps from the first group on (on the host after
+ * every step, on devices after every read-back of the active count: a few times per millisecond
+ * of solving), so that even a short solve can be interrupted. It runs on the thread that called
+ * clnode_solve and must be cheap (read a flag). Return 0 to continue, non-zero to stop:
+ * clnode_solve then returns CLNODE_ERR_CANCELLED, stores nothing and leaves the context usable. */
+typedef int (*clnode_cancel_fn)(void *user);
 
 /* What a solve does about a tolerance below what the device's arithmetic resolves. */
 typedef enum clnode_precision_guard {
@@ -78,6 +85,8 @@ typedef struct clnode_solve_options {
     clnode_progress_fn progress; /* default NULL */
     void *progress_user;
     clnode_precision_guard precision_guard; /* default CLNODE_GUARD_WARN */
+    clnode_cancel_fn cancel;                /* default NULL: never cancelled */
+    void *cancel_user;
 } clnode_solve_options;
 
 /* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of

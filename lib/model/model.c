@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/host/host_math.h"
 #include "core/internal.h"
 
 static const char *const cln_act_names[] = {"identity", "relu", "tanh", "sigmoid",
@@ -161,4 +162,45 @@ clnode_activation clnode_model_final_activation(const clnode_model *m)
 int clnode_model_time_input(const clnode_model *m)
 {
     return m->time_input;
+}
+
+clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size_t n,
+                                const double *y, const double *t, double *dydt)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, m && (y || !n) && (dydt || !n), CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_model_eval: NULL model or array");
+    CLN_CHECK(ctx, !m->time_input || t || !n, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_model_eval: the model takes time as an input but t is NULL");
+    size_t maxw = 0;
+    for (size_t l = 0; l <= m->num_layers; ++l)
+        if (m->sizes[l] > maxw)
+            maxw = m->sizes[l];
+    double *h = malloc(2 * maxw * sizeof(double));
+    CLN_CHECK(ctx, h, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu values", 2 * maxw);
+    const size_t dim = m->sizes[m->num_layers];
+    for (size_t p = 0; p < n; ++p) {
+        double *in = h, *out = h + maxw;
+        memcpy(in, y + p * dim, dim * sizeof(double));
+        if (m->time_input)
+            in[dim] = t[p];
+        for (size_t l = 0; l < m->num_layers; ++l) {
+            const size_t ni = m->sizes[l], no = m->sizes[l + 1];
+            for (size_t j = 0; j < no; ++j) {
+                const double *w = m->weights[l] + j * ni;
+                double acc = 0.0;
+                for (size_t k = 0; k < ni; ++k)
+                    acc = fma(in[k], w[k], acc);
+                out[j] = acc;
+            }
+            const int act = l + 1 < m->num_layers ? (int)m->activation : (int)m->final_activation;
+            cln_host_bias_act_f64(out, no, 1, no, m->biases[l], act);
+            double *tmp = in;
+            in = out;
+            out = tmp;
+        }
+        memcpy(dydt + p * dim, in, dim * sizeof(double));
+    }
+    free(h);
+    return CLNODE_OK;
 }

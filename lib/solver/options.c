@@ -34,6 +34,8 @@ void cln_solve_defaults(clnode_solve_options *o)
     o->n_save_ts = 0;
     o->progress = NULL;
     o->progress_user = NULL;
+    o->cancel = NULL;
+    o->cancel_user = NULL;
     o->precision_guard = CLNODE_GUARD_WARN;
 }
 

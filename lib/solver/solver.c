@@ -853,7 +853,7 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
     const double span = r->tau1 - r->tau0;
     const double frac = span > 0 ? (tmin - r->tau0) / span : 1.0;
     if (r->o->progress(r->o->progress_user, active, sd->Breal, frac, steps))
-        return cln_fail(r->ctx, CLNODE_ERR_INVALID_ARGUMENT, "cancelled");
+        return cln_fail(r->ctx, CLNODE_ERR_CANCELLED, "cancelled by the progress callback");
     return CLNODE_OK;
 }
 
@@ -874,6 +874,9 @@ static clnode_status cln_loop(cln_run *r)
             st = cln_step(r);
         if (st == CLNODE_OK)
             st = be->ops->count_active(be, &r->sd, &active);
+        if (st == CLNODE_OK && o->cancel && active > 0 && o->cancel(o->cancel_user))
+            st = cln_fail(r->ctx, CLNODE_ERR_CANCELLED, "cancelled by the caller after %ld steps",
+                          it);
         if (st == CLNODE_OK && o->progress && active > 0) {
             const double now = cln_now();
             if (now - last_report >= 1.0) {

@@ -1,0 +1,68 @@
+"""clnode: batches of neural ODEs dy/dt = MLP(y), solved with diffrax's adaptive Runge-Kutta
+methods on the host CPU, OpenCL devices or CUDA GPUs, with the same step counts and the same bits
+on every device and at every batch size.
+
+    import numpy as np, clnode
+    sol = clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=50, dt0=0.02,
+                       rtol=1e-4, atol=1e-6, saveat=clnode.SaveAt(steps=True))
+    sol.ys, sol.stats["num_steps"]
+
+Models come from arrays (`MLP`), safetensors files (`MLP.load`), equinox (`from_equinox`) or
+PyTorch (`from_torch`). `clnode.jax.diffeqsolve` is a drop-in for `diffrax.diffeqsolve` on MLP
+vector fields. Every number is computed by the C library (libclnode, linked into the extension
+module `clnode._clnode`); this package converts arrays and names.
+
+The library's log goes to the `logging` logger "clnode"; the precision guard's warnings
+(a tolerance below what the device resolves) arrive as `clnode.PrecisionWarning` through
+`warnings`.
+"""
+import logging as _logging
+import warnings as _warnings
+
+from . import _clnode
+from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, FileError,
+                      InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
+from ._model import MLP, from_equinox, from_torch, seed_model
+from ._solve import Context, SaveAt, Solution, devices, probe, solve
+
+__all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt", "Solution",
+           "solve", "devices", "probe", "library_version", "Error", "InvalidArgumentError",
+           "ModelError", "FileError", "DeviceError", "UnsupportedError", "PrecisionError",
+           "CancelledError", "ContextBusyError", "PrecisionWarning"]
+
+__version__ = "0.1.0"
+
+# the library's status name of an error (instances raised by the library carry their own)
+Error.status = None
+InvalidArgumentError.status = "CLNODE_ERR_INVALID_ARGUMENT"
+
+
+class PrecisionWarning(UserWarning):
+    """The precision guard's warning: rtol is below what the device's arithmetic resolves
+    (expect many more steps), or trajectories ended with result "precision_floor"."""
+
+
+def library_version():
+    """The version of the C library linked into this package ("MAJOR.MINOR.PATCH")."""
+    return _clnode.version()
+
+
+_logger = _logging.getLogger("clnode")
+# the library's levels: 0 error, 1 warn, 2 info, 3 debug
+_LEVELS = {0: _logging.DEBUG, 1: _logging.WARNING, 2: _logging.INFO, 3: _logging.DEBUG}
+
+
+def _is_guard_message(message):
+    return "rtol" in message and ("resolves" in message or "precision_floor" in message)
+
+
+def _log_sink(messages, origin):
+    # Errors are raised as exceptions carrying the same message: logged only at DEBUG.
+    for level, message in messages:
+        if level == 1 and _is_guard_message(message):
+            _warnings.warn(message, PrecisionWarning, stacklevel=4)
+        else:
+            _logger.log(_LEVELS.get(level, _logging.DEBUG), "%s: %s", origin, message)
+
+
+_clnode._set_log_sink(_log_sink)

@@ -1,0 +1,1098 @@
+/* _clnode.c - the CPython extension of the clnode package: contexts, models and solves of the C
+ * library on numpy arrays. Everything numeric happens in the library; this file converts arrays,
+ * lays out the saved points as diffrax does (t0, then ts and steps in time order, then t1, padded
+ * with +inf), releases the GIL while solving and turns Ctrl-C into a cancelled solve.
+ *
+ * The Python side (python/clnode/) adds the user-facing names, argument checking, the model
+ * converters and the JAX drop-in.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PY_ARRAY_UNIQUE_SYMBOL clnode_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include "clnode.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * Exceptions: clnode.Error and its subclasses (created here, exported by clnode/__init__.py). */
+
+static PyObject *Error, *InvalidArgumentError, *ModelError, *FileError, *DeviceError,
+    *UnsupportedError, *PrecisionError, *CancelledError, *ContextBusyError;
+
+/* The exception class for a library status. */
+static PyObject *exc_for(clnode_status st)
+{
+    switch (st) {
+    case CLNODE_ERR_INVALID_ARGUMENT:
+    case CLNODE_ERR_NONFINITE_INPUT:
+        return InvalidArgumentError;
+    case CLNODE_ERR_BAD_MODEL:
+        return ModelError;
+    case CLNODE_ERR_IO:
+        return FileError;
+    case CLNODE_ERR_OUT_OF_MEMORY:
+        return PyExc_MemoryError;
+    case CLNODE_ERR_UNSUPPORTED:
+    case CLNODE_ERR_NO_FP64:
+        return UnsupportedError;
+    case CLNODE_ERR_NO_DEVICE:
+    case CLNODE_ERR_DEVICE:
+    case CLNODE_ERR_DEVICE_MEMORY:
+    case CLNODE_ERR_BUILD:
+    case CLNODE_ERR_BLAS:
+        return DeviceError;
+    case CLNODE_ERR_PRECISION:
+        return PrecisionError;
+    case CLNODE_ERR_CANCELLED:
+        return CancelledError;
+    default:
+        return Error;
+    }
+}
+
+/* Raises the exception of `st` with `msg` (or the status's own message) and its status name as
+ * the attribute `status`. Returns NULL. */
+static PyObject *raise_status(clnode_status st, const char *msg)
+{
+    PyObject *cls = exc_for(st);
+    const char *text = msg && msg[0] ? msg : clnode_status_string(st);
+    PyObject *e = PyObject_CallFunction(cls, "s", text);
+    if (!e)
+        return NULL;
+    PyObject *name = PyUnicode_FromString(clnode_status_name(st));
+    if (name && cls != PyExc_MemoryError)
+        PyObject_SetAttrString(e, "status", name);
+    Py_XDECREF(name);
+    PyErr_SetObject(cls, e);
+    Py_DECREF(e);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The library's log: collected in a buffer (the logger may run while the GIL is released) and
+ * handed to clnode._log_sink(messages) after the call, with the GIL. */
+
+typedef struct log_buf {
+    char *data; /* records: one level byte, the message, a NUL */
+    size_t len, cap;
+} log_buf;
+
+static void on_log(void *user, clnode_log_level level, const char *message)
+{
+    log_buf *b = user;
+    size_t n = strlen(message) + 2;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 512;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return; /* a lost log line is better than a failed solve */
+        b->data = d;
+        b->cap = cap;
+    }
+    b->data[b->len] = (char)('0' + (int)level);
+    memcpy(b->data + b->len + 1, message, n - 1);
+    b->len += n;
+}
+
+static PyObject *g_log_sink; /* set by clnode/__init__.py */
+
+/* Passes the collected messages to the sink as a list of (level, message) and empties the
+ * buffer. Keeps an exception already set (the sink's own failure is then dropped). */
+static int flush_log(log_buf *b, const char *origin)
+{
+    if (!b->len)
+        return 0;
+    if (!g_log_sink || g_log_sink == Py_None) {
+        b->len = 0;
+        return 0;
+    }
+    PyObject *etype, *evalue, *etb;
+    PyErr_Fetch(&etype, &evalue, &etb);
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && i < b->len;) {
+        const int level = b->data[i] - '0';
+        const char *msg = b->data + i + 1;
+        PyObject *item = Py_BuildValue("(is)", level, msg);
+        if (!item || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(item);
+        i += strlen(msg) + 2;
+    }
+    b->len = 0;
+    int rc = 0;
+    if (list) {
+        PyObject *r = PyObject_CallFunction(g_log_sink, "Os", list, origin);
+        Py_DECREF(list);
+        if (!r)
+            rc = -1;
+        Py_XDECREF(r);
+    } else {
+        rc = -1;
+    }
+    if (etype) { /* the call's own exception wins */
+        PyErr_Restore(etype, evalue, etb);
+        return -1;
+    }
+    return rc;
+}
+
+static PyObject *set_log_sink(PyObject *self, PyObject *sink)
+{
+    (void)self;
+    Py_XSETREF(g_log_sink, Py_NewRef(sink));
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Ctrl-C: while the main thread solves without the GIL, a SIGINT handler of ours only sets a flag
+ * that the solve's cancel callback reads. Once the solve has returned and the previous handler is
+ * back, the interrupt is handed to Python (PyErr_SetInterrupt), whose SIGINT handler then runs as
+ * for any Ctrl-C: KeyboardInterrupt by default. The previous C handler is never called from ours:
+ * drivers loaded by the device listing install one-shot handlers of their own. */
+
+static volatile sig_atomic_t g_sigint;
+static struct sigaction g_prev_sigint;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_sigint = 1;
+}
+
+static int on_cancel(void *user)
+{
+    (void)user;
+    return g_sigint != 0;
+}
+
+/* Installs the handler when called on the main thread and Python's handler is in place.
+ * Returns 1 if installed (restore with sigint_restore). */
+static int sigint_install(void)
+{
+    if (!PyGILState_Check() ||
+        PyThreadState_GetInterpreter(PyThreadState_Get()) != PyInterpreterState_Main())
+        return 0;
+    PyObject *threading = PyImport_AddModule("threading"); /* borrowed; may be absent */
+    if (threading) {
+        PyObject *cur = PyObject_CallMethod(threading, "current_thread", NULL);
+        PyObject *main = PyObject_CallMethod(threading, "main_thread", NULL);
+        int is_main = cur && cur == main;
+        Py_XDECREF(cur);
+        Py_XDECREF(main);
+        PyErr_Clear();
+        if (!is_main)
+            return 0;
+    }
+    struct sigaction prev, sa;
+    if (sigaction(SIGINT, NULL, &prev) != 0)
+        return 0;
+    if (!(prev.sa_flags & SA_SIGINFO) && (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN))
+        return 0; /* Ctrl-C kills or is ignored: leave that alone */
+    g_sigint = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, &g_prev_sigint) != 0)
+        return 0;
+    return 1;
+}
+
+/* Puts the previous handler back; returns 1 if a Ctrl-C came meanwhile (then handed to Python:
+ * PyErr_CheckSignals raises what its handler raises). */
+static int sigint_restore(void)
+{
+    sigaction(SIGINT, &g_prev_sigint, NULL);
+    if (!g_sigint)
+        return 0;
+    g_sigint = 0;
+    PyErr_SetInterrupt();
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * A private host context for model creation and evaluation (used with the GIL held, so by one
+ * thread at a time). */
+
+static clnode_context *g_model_ctx;
+static log_buf g_model_log;
+
+static clnode_context *model_ctx(void)
+{
+    if (!g_model_ctx) {
+        clnode_context_options o;
+        clnode_context_default_options(&o);
+        o.device = "host";
+        o.log = on_log;
+        o.log_user = &g_model_log;
+        o.log_level = CLNODE_LOG_DEBUG;
+        clnode_status st = clnode_context_create(&o, &g_model_ctx);
+        if (st != CLNODE_OK) {
+            flush_log(&g_model_log, "model");
+            raise_status(st, "cannot create the host context");
+            return NULL;
+        }
+    }
+    return g_model_ctx;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Model */
+
+typedef struct {
+    PyObject_HEAD clnode_model *model;
+} ModelObject;
+
+static PyTypeObject ModelType;
+
+static PyObject *model_wrap(clnode_model *m)
+{
+    ModelObject *o = PyObject_New(ModelObject, &ModelType);
+    if (!o) {
+        clnode_model_destroy(&m);
+        return NULL;
+    }
+    o->model = m;
+    return (PyObject *)o;
+}
+
+static void model_dealloc(ModelObject *self)
+{
+    clnode_model_destroy(&self->model);
+    PyObject_Free(self);
+}
+
+/* Finishes a model constructor: the model, or the library's error. */
+static PyObject *model_done(clnode_status st, clnode_model *m)
+{
+    flush_log(&g_model_log, "model");
+    if (st != CLNODE_OK)
+        return raise_status(st, clnode_context_last_error(g_model_ctx));
+    return model_wrap(m);
+}
+
+static PyObject *model_load(PyObject *cls, PyObject *arg)
+{
+    (void)cls;
+    PyObject *bytes = NULL;
+    if (!PyUnicode_FSConverter(arg, &bytes))
+        return NULL;
+    clnode_context *ctx = model_ctx();
+    if (!ctx) {
+        Py_DECREF(bytes);
+        return NULL;
+    }
+    clnode_model *m = NULL;
+    clnode_status st = clnode_model_load_safetensors(ctx, PyBytes_AS_STRING(bytes), &m);
+    Py_DECREF(bytes);
+    return model_done(st, m);
+}
+
+static PyObject *model_from_bytes(PyObject *cls, PyObject *arg)
+{
+    (void)cls;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    clnode_context *ctx = model_ctx();
+    clnode_model *m = NULL;
+    clnode_status st = CLNODE_OK;
+    if (ctx)
+        st = clnode_model_load_safetensors_memory(ctx, view.buf, (size_t)view.len, &m);
+    PyBuffer_Release(&view);
+    if (!ctx)
+        return NULL;
+    return model_done(st, m);
+}
+
+static PyObject *model_seed(PyObject *cls, PyObject *noargs)
+{
+    (void)cls;
+    (void)noargs;
+    clnode_context *ctx = model_ctx();
+    if (!ctx)
+        return NULL;
+    clnode_model *m = NULL;
+    clnode_status st = clnode_model_create_seed(ctx, &m);
+    return model_done(st, m);
+}
+
+static int activation_arg(PyObject *o, void *out)
+{
+    const char *name = PyUnicode_AsUTF8(o);
+    if (!name)
+        return 0;
+    if (clnode_activation_from_name(name, out) != CLNODE_OK) {
+        PyErr_Format(PyExc_ValueError,
+                     "unknown activation %R (clnode has identity, relu, tanh, sigmoid, softplus, "
+                     "silu, gelu)",
+                     o);
+        return 0;
+    }
+    return 1;
+}
+
+/* Model.from_arrays(weights, biases, activation, final_activation, time_input): weights a list
+ * of 2-d float64 arrays (out x in), biases a list of 1-d arrays or None. */
+static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    (void)cls;
+    static char *kwlist[] = {"weights",          "biases",     "activation",
+                             "final_activation", "time_input", NULL};
+    PyObject *ws, *bs;
+    clnode_activation act, fact;
+    int time_input;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO&O&p", kwlist, &ws, &bs, activation_arg, &act,
+                                     activation_arg, &fact, &time_input))
+        return NULL;
+    ws = PySequence_Fast(ws, "weights must be a sequence of arrays");
+    if (!ws)
+        return NULL;
+    bs = PySequence_Fast(bs, "biases must be a sequence of arrays or None");
+    if (!bs) {
+        Py_DECREF(ws);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    const Py_ssize_t L = PySequence_Fast_GET_SIZE(ws);
+    PyArrayObject **wa = calloc((size_t)(2 * L + 1), sizeof *wa);
+    size_t *sizes = calloc((size_t)L + 1, sizeof *sizes);
+    const double **wp = calloc((size_t)L + 1, sizeof *wp);
+    const double **bp = calloc((size_t)L + 1, sizeof *bp);
+    if (!wa || !sizes || !wp || !bp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (L < 1 || PySequence_Fast_GET_SIZE(bs) != L) {
+        PyErr_Format(PyExc_ValueError, "%zd weight matrices but %zd biases", L,
+                     PySequence_Fast_GET_SIZE(bs));
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < L; ++i) {
+        PyObject *w = PySequence_Fast_GET_ITEM(ws, i), *b = PySequence_Fast_GET_ITEM(bs, i);
+        wa[i] = (PyArrayObject *)PyArray_FROMANY(w, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
+        if (!wa[i])
+            goto done;
+        const size_t out = (size_t)PyArray_DIM(wa[i], 0), in = (size_t)PyArray_DIM(wa[i], 1);
+        if (i == 0)
+            sizes[0] = in;
+        else if (in != sizes[i]) {
+            PyErr_Format(PyExc_ValueError,
+                         "layer %zd takes %zu inputs but layer %zd gives %zu outputs", i, in, i - 1,
+                         sizes[i]);
+            goto done;
+        }
+        sizes[i + 1] = out;
+        wp[i] = PyArray_DATA(wa[i]);
+        if (b != Py_None) {
+            wa[L + i] = (PyArrayObject *)PyArray_FROMANY(b, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+            if (!wa[L + i])
+                goto done;
+            if ((size_t)PyArray_DIM(wa[L + i], 0) != out) {
+                PyErr_Format(PyExc_ValueError, "bias %zd has %zd values, layer %zd has %zu outputs",
+                             i, (Py_ssize_t)PyArray_DIM(wa[L + i], 0), i, out);
+                goto done;
+            }
+            bp[i] = PyArray_DATA(wa[L + i]);
+        }
+    }
+    clnode_context *ctx = model_ctx();
+    if (!ctx)
+        goto done;
+    clnode_model_desc d = {(size_t)L, sizes, wp, bp, act, fact, time_input};
+    clnode_model *m = NULL;
+    clnode_status st = clnode_model_create(ctx, &d, &m);
+    ret = model_done(st, m);
+done:
+    if (wa)
+        for (Py_ssize_t i = 0; i < 2 * L; ++i)
+            Py_XDECREF(wa[i]);
+    free(wa);
+    free(sizes);
+    free(wp);
+    free(bp);
+    Py_DECREF(ws);
+    Py_DECREF(bs);
+    return ret;
+}
+
+static PyObject *copy_doubles(const double *p, npy_intp n0, npy_intp n1)
+{
+    npy_intp dims[2] = {n0, n1};
+    PyObject *a = PyArray_SimpleNew(n1 ? 2 : 1, dims, NPY_DOUBLE);
+    if (a)
+        memcpy(PyArray_DATA((PyArrayObject *)a), p, (size_t)(n0 * (n1 ? n1 : 1)) * sizeof(double));
+    return a;
+}
+
+/* Model.layer(i) -> (weight copy, bias copy or None) */
+static PyObject *model_layer(ModelObject *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0 || (size_t)i >= clnode_model_num_layers(self->model)) {
+        PyErr_SetString(PyExc_IndexError, "layer index out of range");
+        return NULL;
+    }
+    const npy_intp out = (npy_intp)clnode_model_layer_out(self->model, (size_t)i);
+    const npy_intp in = (npy_intp)clnode_model_layer_in(self->model, (size_t)i);
+    PyObject *w = copy_doubles(clnode_model_weight(self->model, (size_t)i), out, in);
+    if (!w)
+        return NULL;
+    const double *b = clnode_model_bias(self->model, (size_t)i);
+    PyObject *bo = b ? copy_doubles(b, out, 0) : Py_NewRef(Py_None);
+    if (!bo) {
+        Py_DECREF(w);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", w, bo);
+}
+
+/* Model.eval(y (n, dim), t (n,) or None) -> dydt (n, dim), float64, by clnode_model_eval. */
+static PyObject *model_eval(ModelObject *self, PyObject *args)
+{
+    PyObject *yo, *to = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &yo, &to))
+        return NULL;
+    const npy_intp dim = (npy_intp)clnode_model_dim(self->model);
+    PyArrayObject *y = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
+    PyArrayObject *t = NULL;
+    PyObject *out = NULL;
+    if (!y)
+        return NULL;
+    const npy_intp n = PyArray_DIM(y, 0);
+    if (PyArray_DIM(y, 1) != dim) {
+        PyErr_Format(PyExc_ValueError, "y has %zd components, the model %zd", PyArray_DIM(y, 1),
+                     dim);
+        goto done;
+    }
+    if (to != Py_None) {
+        t = (PyArrayObject *)PyArray_FROMANY(to, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+        if (!t)
+            goto done;
+        if (PyArray_DIM(t, 0) != n) {
+            PyErr_SetString(PyExc_ValueError, "t must have one time per point");
+            goto done;
+        }
+    }
+    npy_intp dims[2] = {n, dim};
+    out = PyArray_SimpleNew(2, dims, NPY_DOUBLE);
+    clnode_context *ctx = out ? model_ctx() : NULL;
+    if (!ctx) {
+        Py_CLEAR(out);
+        goto done;
+    }
+    clnode_status st =
+        clnode_model_eval(ctx, self->model, (size_t)n, PyArray_DATA(y), t ? PyArray_DATA(t) : NULL,
+                          PyArray_DATA((PyArrayObject *)out));
+    flush_log(&g_model_log, "model");
+    if (st != CLNODE_OK) {
+        Py_CLEAR(out);
+        raise_status(st, clnode_context_last_error(ctx));
+    }
+done:
+    Py_DECREF(y);
+    Py_XDECREF(t);
+    return out;
+}
+
+static PyObject *model_get_sizes(ModelObject *self, void *c)
+{
+    (void)c;
+    const size_t L = clnode_model_num_layers(self->model);
+    PyObject *t = PyTuple_New((Py_ssize_t)L + 1);
+    if (!t)
+        return NULL;
+    for (size_t i = 0; i <= L; ++i) {
+        size_t w = i < L ? clnode_model_layer_in(self->model, i)
+                         : clnode_model_layer_out(self->model, L - 1);
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyLong_FromSize_t(w));
+    }
+    return t;
+}
+
+static PyObject *model_get_activation(ModelObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(clnode_activation_name(clnode_model_activation(self->model)));
+}
+
+static PyObject *model_get_final_activation(ModelObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(clnode_activation_name(clnode_model_final_activation(self->model)));
+}
+
+static PyObject *model_get_time_input(ModelObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(clnode_model_time_input(self->model));
+}
+
+static PyMethodDef model_methods[] = {
+    {"load", model_load, METH_O | METH_CLASS, "Model.load(path): a safetensors file."},
+    {"from_bytes", model_from_bytes, METH_O | METH_CLASS,
+     "Model.from_bytes(data): safetensors bytes."},
+    {"seed", model_seed, METH_NOARGS | METH_CLASS, "Model.seed(): the built-in seed model."},
+    {"from_arrays", (PyCFunction)(void (*)(void))model_from_arrays,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "Model.from_arrays(weights, biases, activation, final_activation, time_input)."},
+    {"layer", (PyCFunction)model_layer, METH_O, "layer(i) -> (weight, bias or None), copies."},
+    {"eval", (PyCFunction)model_eval, METH_VARARGS,
+     "eval(y, t=None) -> the vector field at the rows of y, float64 (clnode_model_eval)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef model_getset[] = {
+    {"sizes", (getter)model_get_sizes, NULL, "widths: input, hidden..., output", NULL},
+    {"activation", (getter)model_get_activation, NULL, "activation between layers", NULL},
+    {"final_activation", (getter)model_get_final_activation, NULL, "after the last layer", NULL},
+    {"time_input", (getter)model_get_time_input, NULL, "the input is [y, t]", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "clnode._clnode.Model",
+    .tp_basicsize = sizeof(ModelObject),
+    .tp_dealloc = (destructor)model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A clnode_model (immutable). Use clnode.MLP.",
+    .tp_methods = model_methods,
+    .tp_getset = model_getset,
+};
+
+/* ------------------------------------------------------------------------------------------------
+ * Context */
+
+typedef struct {
+    PyObject_HEAD clnode_context *ctx;
+    log_buf log;
+    int busy; /* a solve runs on it (read and written with the GIL held) */
+} ContextObject;
+
+static void context_dealloc(ContextObject *self)
+{
+    clnode_context_destroy(&self->ctx);
+    free(self->log.data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"device", NULL};
+    const char *device = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|z", kwlist, &device))
+        return -1;
+    if (self->ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "the context is already initialised");
+        return -1;
+    }
+    clnode_context_options o;
+    clnode_context_default_options(&o);
+    o.device = device;
+    o.log = on_log;
+    o.log_user = &self->log;
+    o.log_level = CLNODE_LOG_DEBUG;
+    clnode_status st;
+    Py_BEGIN_ALLOW_THREADS st = clnode_context_create(&o, &self->ctx);
+    Py_END_ALLOW_THREADS
+        /* without a context the message is only in the log: the last ERROR line */
+        char msg[1024] = "";
+    for (size_t i = 0; i < self->log.len;) {
+        const char *m = self->log.data + i + 1;
+        if (self->log.data[i] == '0' + CLNODE_LOG_ERROR)
+            snprintf(msg, sizeof msg, "%s", m);
+        i += strlen(m) + 2;
+    }
+    if (flush_log(&self->log, "context") < 0 && st == CLNODE_OK)
+        return -1;
+    if (st != CLNODE_OK) {
+        raise_status(st, msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int context_ok(ContextObject *self)
+{
+    if (!self->ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "the context is not initialised");
+        return 0;
+    }
+    if (self->busy) {
+        PyErr_SetString(ContextBusyError, "this context is solving in another thread; a context "
+                                          "is used by one thread at a time (make one per thread)");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *context_get_backend(ContextObject *self, void *c)
+{
+    (void)c;
+    if (!context_ok(self))
+        return NULL;
+    return PyUnicode_FromString(clnode_context_backend(self->ctx));
+}
+
+static PyObject *context_get_device_name(ContextObject *self, void *c)
+{
+    (void)c;
+    if (!context_ok(self))
+        return NULL;
+    return PyUnicode_FromString(clnode_context_device(self->ctx));
+}
+
+static PyObject *context_supports(ContextObject *self, PyObject *arg)
+{
+    long p = PyLong_AsLong(arg);
+    if (p == -1 && PyErr_Occurred())
+        return NULL;
+    if (!context_ok(self))
+        return NULL;
+    return PyBool_FromLong(clnode_context_supports(self->ctx, (clnode_precision)p));
+}
+
+/* probe(precision, gemm_mode) -> dict of clnode_probe_result */
+static PyObject *context_probe(ContextObject *self, PyObject *args)
+{
+    int prec, mode;
+    if (!PyArg_ParseTuple(args, "ii", &prec, &mode))
+        return NULL;
+    if (!context_ok(self))
+        return NULL;
+    clnode_probe_result r;
+    clnode_status st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st =
+        clnode_probe_gemm(self->ctx, (clnode_precision)prec, (clnode_gemm_mode)mode, &r);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    flush_log(&self->log, "probe");
+    if (st != CLNODE_OK)
+        return raise_status(st, clnode_context_last_error(self->ctx));
+    return Py_BuildValue("{s:s,s:s,s:O,s:d,s:l,s:O,s:l,s:d,s:O,s:O,s:s,s:d}", "precision",
+                         clnode_precision_name(r.precision), "gemm_precision",
+                         clnode_gemm_mode_name(r.gemm_mode), "identity_exact",
+                         r.identity_exact ? Py_True : Py_False, "identity_bits", r.identity_bits,
+                         "identity_mismatches", r.identity_mismatches, "outer_exact",
+                         r.outer_exact ? Py_True : Py_False, "outer_mismatches", r.outer_mismatches,
+                         "random_bits", r.random_bits, "range_ok", r.range_ok ? Py_True : Py_False,
+                         "denormals", r.denormals ? Py_True : Py_False, "gemm_class",
+                         clnode_gemm_class_name(r.gemm_class), "unit_roundoff", r.unit_roundoff);
+}
+
+static PyObject *fact_value(int v)
+{
+    return v < 0 ? Py_NewRef(Py_None) : PyBool_FromLong(v);
+}
+
+static PyObject *context_facts(ContextObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!context_ok(self))
+        return NULL;
+    clnode_device_facts f;
+    clnode_status st = clnode_device_facts_get(self->ctx, &f);
+    flush_log(&self->log, "facts");
+    if (st != CLNODE_OK)
+        return raise_status(st, clnode_context_last_error(self->ctx));
+    return Py_BuildValue("{s:N,s:N,s:N,s:N}", "fp64", fact_value(f.fp64), "fma", fact_value(f.fma),
+                         "denormals", fact_value(f.denormals), "correctly_rounded_div_sqrt",
+                         fact_value(f.correctly_rounded_div_sqrt));
+}
+
+/* The saved points of one trajectory in diffrax's order: t0; ts and steps merged in the direction
+ * of integration (a ts point at a step's end time comes first); t1 (the final point, also when
+ * the trajectory stopped early, as diffrax saves it). Returns how many were written (<= cap). */
+#define CLN_WRITE_POINTS(real)                                                                     \
+    static size_t write_points_##real(const clnode_solution *s, size_t b, size_t N, double dir,    \
+                                      int save_t0, int save_t1, int save_steps, real *ts,          \
+                                      real *ys)                                                    \
+    {                                                                                              \
+        size_t k = 0, n;                                                                           \
+        const double *t, *y;                                                                       \
+        if (save_t0 && clnode_solution_saved(s, b, CLNODE_SAVE_T0, &n, &t, &y) == CLNODE_OK &&     \
+            n) {                                                                                   \
+            ts[k] = (real)t[0];                                                                    \
+            for (size_t j = 0; j < N; ++j)                                                         \
+                ys[k * N + j] = (real)y[j];                                                        \
+            ++k;                                                                                   \
+        }                                                                                          \
+        size_t na = 0, nb = 0;                                                                     \
+        const double *ta = NULL, *ya = NULL, *tb = NULL, *yb = NULL;                               \
+        clnode_solution_saved(s, b, CLNODE_SAVE_TS, &na, &ta, &ya);                                \
+        clnode_solution_saved(s, b, CLNODE_SAVE_STEPS, &nb, &tb, &yb);                             \
+        size_t ia = 0, ib = 0;                                                                     \
+        while (ia < na || ib < nb) {                                                               \
+            const double *src;                                                                     \
+            double tv;                                                                             \
+            if (ib >= nb || (ia < na && dir * ta[ia] <= dir * tb[ib])) {                           \
+                tv = ta[ia];                                                                       \
+                src = ya + ia * N;                                                                 \
+                ++ia;                                                                              \
+            } else {                                                                               \
+                tv = tb[ib];                                                                       \
+                src = yb + ib * N;                                                                 \
+                ++ib;                                                                              \
+            }                                                                                      \
+            ts[k] = (real)tv;                                                                      \
+            for (size_t j = 0; j < N; ++j)                                                         \
+                ys[k * N + j] = (real)src[j];                                                      \
+            ++k;                                                                                   \
+        }                                                                                          \
+        if (save_t1 && !save_steps) {                                                              \
+            clnode_trajectory_stats st;                                                            \
+            clnode_solution_stats(s, b, &st);                                                      \
+            const double *yf = clnode_solution_y_final(s, b);                                      \
+            ts[k] = (real)st.t_final;                                                              \
+            for (size_t j = 0; j < N; ++j)                                                         \
+                ys[k * N + j] = (real)yf[j];                                                       \
+            ++k;                                                                                   \
+        }                                                                                          \
+        return k;                                                                                  \
+    }
+CLN_WRITE_POINTS(double)
+CLN_WRITE_POINTS(float)
+
+/* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final)
+ *   y0: (B, N) float64 C-contiguous; ts (B, T) and ys (B, T, N) in float32 for fp32 solves and
+ *   float64 for fp64, padded with +inf (ts: dir * inf) as diffrax pads; stats (B, 5) int64:
+ *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64. */
+static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"model",     "y0",        "method",    "precision",     "gemm_mode",
+                             "t0",        "t1",        "dt0",       "constant_step", "rtol",
+                             "atol",      "pcoeff",    "icoeff",    "dcoeff",        "dtmin",
+                             "dtmax",     "factormin", "factormax", "safety",        "force_dtmin",
+                             "max_steps", "save_t0",   "save_t1",   "save_steps",    "save_ts",
+                             "guard",     NULL};
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    PyObject *mo, *yo, *tso = Py_None;
+    const char *method = "tsit5";
+    int prec = 32, mode = 0, guard = 0;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "O!O|$siidddpddddddddddplpppOi", kwlist, &ModelType, &mo, &yo, &method, &prec,
+            &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff, &o.icoeff,
+            &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety, &o.force_dtmin,
+            &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard))
+        return NULL;
+    if (!context_ok(self))
+        return NULL;
+    const clnode_model *model = ((ModelObject *)mo)->model;
+    o.method = clnode_method_by_name(method);
+    if (!o.method)
+        return PyErr_Format(InvalidArgumentError,
+                            "unknown method %s (clnode has tsit5, dopri5, dopri8, bosh3, heun, "
+                            "euler)",
+                            method);
+    o.precision = (clnode_precision)prec;
+    o.gemm_mode = (clnode_gemm_mode)mode;
+    o.precision_guard = (clnode_precision_guard)guard;
+    const size_t N = clnode_model_dim(model);
+    PyArrayObject *y0 = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
+    PyArrayObject *tsa = NULL;
+    PyObject *ret = NULL;
+    if (!y0)
+        return NULL;
+    if ((size_t)PyArray_DIM(y0, 1) != N) {
+        PyErr_Format(InvalidArgumentError, "y0 has %zd components but the model's state has %zu",
+                     (Py_ssize_t)PyArray_DIM(y0, 1), N);
+        goto done;
+    }
+    const size_t B = (size_t)PyArray_DIM(y0, 0);
+    if (tso != Py_None) {
+        tsa = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+        if (!tsa)
+            goto done;
+        o.save_ts = PyArray_DATA(tsa);
+        o.n_save_ts = (size_t)PyArray_DIM(tsa, 0);
+    }
+    if (o.max_steps < 1 || (o.save_steps && o.max_steps > (1L << 24))) {
+        PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
+                     o.save_steps ? (1L << 24) : LONG_MAX, o.max_steps);
+        goto done;
+    }
+    const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
+                     (o.save_steps ? (size_t)o.max_steps : 0) +
+                     (size_t)(o.save_t1 && !o.save_steps);
+
+    clnode_solution *sol = NULL;
+    clnode_status st;
+    const int sig = sigint_install();
+    if (sig) {
+        o.cancel = on_cancel;
+        o.cancel_user = NULL;
+    }
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, &o, B, PyArray_DATA(y0), &sol);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    const int interrupted = sig && sigint_restore();
+    if (flush_log(&self->log, "solve") < 0) {
+        clnode_solution_destroy(&sol);
+        goto done;
+    }
+    if (interrupted && PyErr_CheckSignals() < 0) { /* Python's handler: KeyboardInterrupt */
+        clnode_solution_destroy(&sol);
+        goto done;
+    }
+    if (st == CLNODE_ERR_CANCELLED) { /* a Python handler that did not raise */
+        raise_status(st, clnode_context_last_error(self->ctx));
+        goto done;
+    }
+    if (st != CLNODE_OK) {
+        raise_status(st, clnode_context_last_error(self->ctx));
+        goto done;
+    }
+    {
+        const int f32 = o.precision == CLNODE_FP32;
+        const double dir = o.t1 < o.t0 ? -1.0 : 1.0;
+        npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
+        const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
+        PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
+        PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64),
+                 *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
+        if (!ts || !ys || !sa || !tf) {
+            Py_XDECREF(ts);
+            Py_XDECREF(ys);
+            Py_XDECREF(sa);
+            Py_XDECREF(tf);
+            clnode_solution_destroy(&sol);
+            goto done;
+        }
+        int64_t *sp = PyArray_DATA((PyArrayObject *)sa);
+        double *tfp = PyArray_DATA((PyArrayObject *)tf);
+        Py_BEGIN_ALLOW_THREADS for (size_t b = 0; b < B; ++b)
+        {
+            clnode_trajectory_stats s;
+            clnode_solution_stats(sol, b, &s);
+            sp[5 * b + 0] = s.result;
+            sp[5 * b + 1] = s.num_steps;
+            sp[5 * b + 2] = s.num_accepted;
+            sp[5 * b + 3] = s.num_rejected;
+            sp[5 * b + 4] = s.num_rhs_evals;
+            tfp[b] = s.t_final;
+            size_t k;
+            if (f32) {
+                float *tp = (float *)PyArray_DATA((PyArrayObject *)ts) + b * T;
+                float *yp = (float *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
+                k = write_points_float(sol, b, N, dir, o.save_t0, o.save_t1, o.save_steps, tp, yp);
+                for (size_t j = k; j < T; ++j)
+                    tp[j] = (float)(dir * INFINITY);
+                for (size_t j = k * N; j < T * N; ++j)
+                    yp[j] = INFINITY;
+            } else {
+                double *tp = (double *)PyArray_DATA((PyArrayObject *)ts) + b * T;
+                double *yp = (double *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
+                k = write_points_double(sol, b, N, dir, o.save_t0, o.save_t1, o.save_steps, tp, yp);
+                for (size_t j = k; j < T; ++j)
+                    tp[j] = dir * INFINITY;
+                for (size_t j = k * N; j < T * N; ++j)
+                    yp[j] = INFINITY;
+            }
+        }
+        clnode_solution_destroy(&sol);
+        Py_END_ALLOW_THREADS ret = Py_BuildValue("(NNNN)", ts, ys, sa, tf);
+    }
+done:
+    Py_DECREF(y0);
+    Py_XDECREF(tsa);
+    return ret;
+}
+
+static PyMethodDef context_methods[] = {
+    {"solve", (PyCFunction)(void (*)(void))context_solve, METH_VARARGS | METH_KEYWORDS,
+     "solve(model, y0, **options) -> (ts, ys, stats, t_final); see clnode.solve."},
+    {"supports", (PyCFunction)context_supports, METH_O, "supports(32 or 64) -> bool"},
+    {"probe", (PyCFunction)context_probe, METH_VARARGS,
+     "probe(precision, gemm_mode) -> dict: what the device's GEMM computes (clnode_probe_gemm)."},
+    {"facts", (PyCFunction)context_facts, METH_NOARGS,
+     "facts() -> dict: the driver's floating-point facts (clnode_device_facts_get)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef context_getset[] = {
+    {"backend", (getter)context_get_backend, NULL, "\"host\", \"opencl\" or \"cuda\"", NULL},
+    {"device_name", (getter)context_get_device_name, NULL, "human-readable device name", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "clnode._clnode.Context",
+    .tp_basicsize = sizeof(ContextObject),
+    .tp_dealloc = (destructor)context_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A clnode_context bound to one device. Use clnode.Context.",
+    .tp_methods = context_methods,
+    .tp_getset = context_getset,
+    .tp_init = (initproc)context_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------------------
+ * Devices */
+
+static PyObject *devices(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    clnode_device_list *l = NULL;
+    log_buf lb = {0};
+    clnode_status st;
+    Py_BEGIN_ALLOW_THREADS st = clnode_device_list_create(on_log, &lb, &l);
+    Py_END_ALLOW_THREADS flush_log(&lb, "devices");
+    free(lb.data);
+    if (st != CLNODE_OK)
+        return raise_status(st, "cannot list the devices");
+    PyObject *devs = PyList_New(0), *backs = PyList_New(0);
+    for (size_t i = 0; devs && i < clnode_device_list_count(l); ++i) {
+        const clnode_device_info *d = clnode_device_list_get(l, i);
+        PyObject *o = Py_BuildValue(
+            "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(ii),s:I,s:K,s:O}", "spec", d->spec, "backend",
+            d->backend, "engine", d->engine, "name", d->name, "vendor", d->vendor, "platform",
+            d->platform, "driver_version", d->driver_version, "opencl_c_version",
+            d->opencl_c_version, "compute_capability", d->cc_major, d->cc_minor, "compute_units",
+            d->compute_units, "global_mem", d->global_mem, "fp64", d->fp64 ? Py_True : Py_False);
+        if (!o || PyList_Append(devs, o) < 0)
+            Py_CLEAR(devs);
+        Py_XDECREF(o);
+    }
+    for (size_t i = 0; backs && i < clnode_device_list_num_backends(l); ++i) {
+        const clnode_backend_info *b = clnode_device_list_backend(l, i);
+        PyObject *o =
+            Py_BuildValue("{s:s,s:O,s:s,s:n,s:s}", "name", b->name, "built",
+                          b->built ? Py_True : Py_False, "status", clnode_status_name(b->status),
+                          "num_devices", (Py_ssize_t)b->num_devices, "note", b->note);
+        if (!o || PyList_Append(backs, o) < 0)
+            Py_CLEAR(backs);
+        Py_XDECREF(o);
+    }
+    clnode_device_list_destroy(&l);
+    if (!devs || !backs) {
+        Py_XDECREF(devs);
+        Py_XDECREF(backs);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", devs, backs);
+}
+
+static PyObject *version(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_FromString(clnode_version_string());
+}
+
+static PyMethodDef module_methods[] = {
+    {"devices", devices, METH_NOARGS, "devices() -> (device dicts, backend dicts)"},
+    {"version", version, METH_NOARGS, "the C library's version"},
+    {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "_clnode",
+    "The C extension of clnode (use the clnode package).",
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+static int add_exc(PyObject *m, PyObject **slot, const char *name, PyObject *bases, const char *doc)
+{
+    char full[96];
+    snprintf(full, sizeof full, "clnode.%s", name);
+    *slot = PyErr_NewExceptionWithDoc(full, doc, bases, NULL);
+    if (!*slot)
+        return -1;
+    return PyModule_AddObjectRef(m, name, *slot);
+}
+
+PyMODINIT_FUNC PyInit__clnode(void)
+{
+    import_array();
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0)
+        goto fail;
+    if (PyModule_AddObjectRef(m, "Model", (PyObject *)&ModelType) < 0 ||
+        PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0)
+        goto fail;
+    if (add_exc(m, &Error, "Error", NULL,
+                "Base class of clnode's errors; `status` is the library's status name.") < 0)
+        goto fail;
+
+    struct {
+        PyObject **slot;
+        const char *name;
+        PyObject *bases;
+        const char *doc;
+    } sub[] = {
+        {&InvalidArgumentError, "InvalidArgumentError",
+         Py_BuildValue("(OO)", Error, PyExc_ValueError), "Bad input (also a ValueError)."},
+        {&ModelError, "ModelError", Py_BuildValue("(OO)", Error, PyExc_ValueError),
+         "A malformed or unsupported model (also a ValueError)."},
+        {&FileError, "FileError", Py_BuildValue("(OO)", Error, PyExc_OSError),
+         "A file could not be read (also an OSError)."},
+        {&DeviceError, "DeviceError", Py_BuildValue("(O)", Error),
+         "No such device, or the device or its driver failed."},
+        {&PrecisionError, "PrecisionError", Py_BuildValue("(O)", Error),
+         "rtol below what the device's arithmetic resolves (precision_guard='refuse')."},
+        {&CancelledError, "CancelledError", Py_BuildValue("(O)", Error),
+         "The solve was cancelled (Ctrl-C normally raises KeyboardInterrupt instead)."},
+        {&ContextBusyError, "ContextBusyError", Py_BuildValue("(OO)", Error, PyExc_RuntimeError),
+         "The context is solving in another thread."},
+    };
+
+    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; ++i) {
+        if (!sub[i].bases || add_exc(m, sub[i].slot, sub[i].name, sub[i].bases, sub[i].doc) < 0)
+            goto fail;
+        Py_DECREF(sub[i].bases);
+    }
+    {
+        PyObject *b = Py_BuildValue("(O)", DeviceError);
+        if (!b || add_exc(m, &UnsupportedError, "UnsupportedError", b,
+                          "The device or this build lacks the precision, mode or backend.") < 0)
+            goto fail;
+        Py_DECREF(b);
+    }
+    PyObject *status = PyDict_New();
+    if (!status)
+        goto fail;
+        /* the library's status codes by name */
+#define CLN_X_DICT(name, value, msg)                                                               \
+    {                                                                                              \
+        PyObject *v = PyLong_FromLong(value);                                                      \
+        if (!v || PyDict_SetItemString(status, #name, v) < 0) {                                    \
+            Py_XDECREF(v);                                                                         \
+            Py_DECREF(status);                                                                     \
+            goto fail;                                                                             \
+        }                                                                                          \
+        Py_DECREF(v);                                                                              \
+    }
+    CLNODE_STATUS_LIST(CLN_X_DICT)
+#undef CLN_X_DICT
+    if (PyModule_AddObject(m, "STATUS", status) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,425 @@
+"""MLP vector fields: from arrays, safetensors files, equinox modules and PyTorch models."""
+import json
+import os
+import struct
+
+import numpy as np
+
+from . import _clnode
+
+ACTIVATIONS = ("identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu")
+
+
+class MLP:
+    """A multilayer perceptron vector field, dy/dt = MLP(y) (or MLP([y, t]) with time_input).
+
+    Layer i computes h_{i+1} = act_i(W_i h_i + b_i), W_i of shape (out, in) as in
+    torch.nn.Linear and equinox.nn.Linear; every layer but the last uses `activation`, the last
+    `final_activation`. Parameters are kept in float64 (a solve rounds them to its precision).
+    Activations: "identity", "relu", "tanh", "sigmoid", "softplus", "silu" and "gelu" (the tanh
+    approximation, as jax.nn.gelu's default). Immutable.
+
+        MLP([w0, w1], [b0, b1], activation="softplus")   # numpy arrays (out x in), biases or None
+        MLP.load("model.safetensors"); seed_model(); from_equinox(m); from_torch(net)
+    """
+
+    __slots__ = ("_m",)
+
+    def __init__(self, weights, biases=None, *, activation="relu", final_activation="identity",
+                 time_input=False):
+        weights = list(weights)
+        if biases is None:
+            biases = [None] * len(weights)
+        self._m = _clnode.Model.from_arrays(weights, list(biases), activation, final_activation,
+                                            bool(time_input))
+
+    @classmethod
+    def _wrap(cls, m):
+        self = cls.__new__(cls)
+        self._m = m
+        return self
+
+    @classmethod
+    def load(cls, path):
+        """Loads a safetensors file (the names and metadata of the C library: "layers.<i>.weight"
+        / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", metadata "activation",
+        "final_activation", "time_input"). Raises clnode.ModelError (a ValueError) for a malformed
+        file, clnode.FileError (an OSError) for an unreadable one."""
+        return cls._wrap(_clnode.Model.load(os.fspath(path)))
+
+    @classmethod
+    def from_bytes(cls, data):
+        """The same from the bytes of a safetensors file."""
+        return cls._wrap(_clnode.Model.from_bytes(data))
+
+    def to_bytes(self, dtype="float64"):
+        """The model as safetensors bytes (equinox names "layers.<i>.weight"/"layers.<i>.bias",
+        tensors in `dtype`: "float64" (exact) or "float32")."""
+        dt = np.dtype(dtype)
+        code = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}.get(dt)
+        if code is None:
+            raise ValueError(f"dtype must be float64 or float32, not {dtype}")
+        header = {"__metadata__": {"activation": self.activation,
+                                   "final_activation": self.final_activation,
+                                   "time_input": "true" if self.time_input else "false"}}
+        blobs, off = [], 0
+        for i, (w, b) in enumerate(self.layers):
+            for name, a in (("weight", w), ("bias", b)):
+                if a is None:
+                    continue
+                raw = np.ascontiguousarray(a, dtype=dt.newbyteorder("<")).tobytes()
+                header[f"layers.{i}.{name}"] = {"dtype": code, "shape": list(a.shape),
+                                                "data_offsets": [off, off + len(raw)]}
+                blobs.append(raw)
+                off += len(raw)
+        h = json.dumps(header, separators=(",", ":")).encode()
+        h += b" " * (-len(h) % 8)
+        return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+    def save(self, path, dtype="float64"):
+        """Writes the model as a safetensors file that MLP.load, clnode-solve --model and the C
+        library read (see to_bytes)."""
+        with open(path, "wb") as f:
+            f.write(self.to_bytes(dtype))
+
+    @property
+    def sizes(self):
+        """The widths (in, hidden..., out) as a tuple."""
+        return self._m.sizes
+
+    @property
+    def dim(self):
+        """The state dimension N (the output width)."""
+        return self._m.sizes[-1]
+
+    @property
+    def num_layers(self):
+        """The number of Linear layers."""
+        return len(self._m.sizes) - 1
+
+    @property
+    def layers(self):
+        """[(weight (out, in), bias (out,) or None), ...] as float64 copies."""
+        return [self._m.layer(i) for i in range(self.num_layers)]
+
+    @property
+    def weights(self):
+        """The weight matrices (float64 copies)."""
+        return [w for w, _ in self.layers]
+
+    @property
+    def biases(self):
+        """The biases (float64 copies; None where a layer has none)."""
+        return [b for _, b in self.layers]
+
+    @property
+    def activation(self):
+        """The activation between layers (a name)."""
+        return self._m.activation
+
+    @property
+    def final_activation(self):
+        """The activation after the last layer (a name)."""
+        return self._m.final_activation
+
+    @property
+    def time_input(self):
+        """Whether the network takes [y, t] rather than y."""
+        return self._m.time_input
+
+    def __call__(self, y, t=None):
+        """The vector field at y ((N,) or (n, N)), with times t for a time-input model, in float64
+        by the C library (clnode_model_eval: the activations every backend uses)."""
+        y = np.asarray(y, dtype=np.float64)
+        single = y.ndim == 1
+        y2 = y.reshape(1, -1) if single else y
+        tt = None
+        if self.time_input:
+            if t is None:
+                raise ValueError("this model takes time as an input: pass t")
+            tt = np.broadcast_to(np.asarray(t, dtype=np.float64), (y2.shape[0],))
+        out = self._m.eval(y2, tt)
+        return out[0] if single else out
+
+    def __eq__(self, other):
+        if not isinstance(other, MLP):
+            return NotImplemented
+        if (self.sizes, self.activation, self.final_activation, self.time_input) != \
+                (other.sizes, other.activation, other.final_activation, other.time_input):
+            return False
+        for (w, b), (w2, b2) in zip(self.layers, other.layers):
+            if not np.array_equal(w, w2) or (b is None) != (b2 is None) or \
+                    (b is not None and not np.array_equal(b, b2)):
+                return False
+        return True
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"clnode.MLP(sizes={self.sizes}, activation={self.activation!r}, "
+                f"final_activation={self.final_activation!r}, time_input={self.time_input})")
+
+
+def seed_model():
+    """The built-in seed model: eqx.nn.MLP(10 -> 100 -> 100 -> 10, softplus, PRNGKey(42)), the
+    model of the original TF32 failure report (13 Tsit5 steps on [0, 50] from y0 = 0)."""
+    return MLP._wrap(_clnode.Model.seed())
+
+
+# ------------------------------------------------------------------------------------------------
+# Activation functions of the frameworks, identified by name or by their values
+
+
+def _eager(fn):
+    """fn() outside every JAX transformation: JAX's tracing state is per thread, so a fresh
+    thread evaluates concrete arrays eagerly even when the caller is inside jax.jit or
+    jax.vmap. For checks on concrete parameters only."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
+        return ex.submit(fn).result()
+
+
+def _fingerprint_activation(fn):
+    """The clnode name of a scalar activation function of JAX, by its values on a grid (a
+    function the frameworks define under many wrappers: partials, lambdas, vmaps)."""
+    return _eager(lambda: _fingerprint_now(fn))
+
+
+def _fingerprint_now(fn):
+    import jax
+    import jax.numpy as jnp
+    grid = np.linspace(-6.0, 6.0, 49, dtype=np.float32)
+    if True:
+        try:
+            got = np.asarray(jax.vmap(fn)(jnp.asarray(grid)), dtype=np.float64)
+        except Exception:  # noqa: BLE001 - a function that does not take scalars
+            got = np.asarray(fn(jnp.asarray(grid)), dtype=np.float64)
+        refs = {"identity": lambda x: x, "relu": jax.nn.relu, "tanh": jnp.tanh,
+                "sigmoid": jax.nn.sigmoid, "softplus": jax.nn.softplus, "silu": jax.nn.silu,
+                "gelu": lambda x: jax.nn.gelu(x, approximate=True)}
+        for name, ref in refs.items():
+            want = np.asarray(ref(jnp.asarray(grid)), dtype=np.float64)
+            if got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6):
+                return name
+    return None
+
+
+def _jax_activation_name(fn):
+    import jax
+    import jax.tree_util as jtu
+    if isinstance(fn, str):
+        return fn
+    # equinox.nn.MLP keeps its activation vmapped over (depth, width) to allow learnt ones;
+    # a plain function comes back unchanged
+    fn = jtu.tree_map(lambda x: x[0] if hasattr(x, "shape") and getattr(x, "ndim", 0) else x, fn)
+    name = _fingerprint_activation(fn)
+    if name is None:
+        raise ValueError(f"unsupported activation {fn!r}: clnode has {', '.join(ACTIVATIONS)} "
+                         "(gelu: the tanh approximation)")
+    del jax
+    return name
+
+
+# ------------------------------------------------------------------------------------------------
+# equinox
+
+
+def _find_equinox_mlp(tree):
+    """[(path, layers [(W, b or None)], activation fn, final activation fn)] of every
+    eqx.nn.MLP and every eqx.nn.Sequential of Linear and activation layers in a pytree; the
+    arrays are left as they are (JAX arrays or tracers)."""
+    import equinox as eqx
+    import jax.tree_util as jtu
+
+    def is_net(x):
+        return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
+
+    found = []
+    leaves = jtu.tree_flatten_with_path(tree, is_leaf=is_net)[0]
+    for path, leaf in leaves:
+        if isinstance(leaf, eqx.nn.MLP):
+            layers = [(l.weight, l.bias) for l in leaf.layers]
+            found.append((jtu.keystr(path), layers, leaf.activation, leaf.final_activation))
+        elif isinstance(leaf, eqx.nn.Sequential):
+            layers, acts, final = [], [], None
+            for m in leaf.layers:
+                if isinstance(m, eqx.nn.Linear):
+                    if layers and len(acts) < len(layers):
+                        acts.append(None)  # Linear after Linear: identity between them
+                    layers.append((m.weight, m.bias))
+                elif isinstance(m, eqx.nn.Lambda) or callable(m):
+                    fn = m.fn if isinstance(m, eqx.nn.Lambda) else m
+                    if not layers or len(acts) >= len(layers):
+                        raise ValueError(f"{jtu.keystr(path)}: eqx.nn.Sequential with an "
+                                         "activation that does not follow a Linear layer; clnode "
+                                         "supports Linear, activation, Linear, ... (one "
+                                         "activation between layers)")
+                    acts.append(fn)
+            if not layers:
+                continue
+            final = acts[len(layers) - 1] if len(acts) >= len(layers) else None
+            inner = acts[:len(layers) - 1]
+            found.append((jtu.keystr(path), layers, inner, final))
+    return found
+
+
+def _equinox_parts(module, time_input=None):
+    """The pieces of the one MLP found in an equinox module tree: (layers, activation name,
+    final activation name, time_input, path); layers hold the pytree's own arrays."""
+    found = _find_equinox_mlp(module)
+    if not found:
+        import jax.tree_util as jtu
+        kinds = sorted({type(x).__name__ for x in jtu.tree_leaves(
+            module, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))})[:12]
+        raise ValueError(
+            "no equinox.nn.MLP (or eqx.nn.Sequential of eqx.nn.Linear and activations) found in "
+            f"{type(module).__name__} (its leaves: {', '.join(kinds) or 'none'}). Weights captured "
+            "in a Python closure cannot be found: keep the network as a field of an eqx.Module "
+            "(class Func(eqx.Module): mlp: eqx.nn.MLP; def __call__(self, t, y, args): return "
+            "self.mlp(y)) and pass that module")
+    if len(found) > 1:
+        raise ValueError("more than one MLP found (" + ", ".join(p or "<root>" for p, *_ in found)
+                         + "): clnode solves one MLP vector field; pass the one you mean")
+    path, layers, act, fact = found[0]
+    if isinstance(act, list):  # Sequential: one activation between every pair of layers
+        names = {("identity" if a is None else _jax_activation_name(a)) for a in act}
+        if len(names) > 1:
+            raise ValueError(f"{path}: different activations between layers ({sorted(names)}); "
+                             "clnode uses one activation between all layers")
+        act_name = names.pop() if names else "identity"
+    else:
+        act_name = _jax_activation_name(act)
+    fact_name = "identity" if fact is None else _jax_activation_name(fact)
+    n_in = int(layers[0][0].shape[1])
+    n_out = int(layers[-1][0].shape[0])
+    if time_input is None:
+        time_input = n_in == n_out + 1
+    for w, b in layers:
+        if len(w.shape) != 2 or (b is not None and len(b.shape) != 1):
+            raise ValueError(f"{path}: a Linear layer with in_size or out_size 'scalar' "
+                             f"(weight shape {tuple(w.shape)}); clnode needs vectors")
+    return layers, act_name, fact_name, bool(time_input), path
+
+
+def from_equinox(module, *, time_input=None):
+    """The MLP inside an equinox module tree: an `eqx.nn.MLP` (or an `eqx.nn.Sequential` of
+    `eqx.nn.Linear` and activation layers) anywhere in `module` (e.g. the seed problem's
+    `Func(eqx.Module)` holding `mlp`), with its activation read from the module (relu, tanh,
+    sigmoid, softplus, silu, gelu with approximate=True, identity). `time_input`: whether the
+    network takes [y, t]; None guesses it from the shapes (in == out + 1). Raises ValueError when
+    there is no MLP, more than one, or an unsupported activation, saying what was found."""
+    layers, act, fact, ti, _ = _equinox_parts(module, time_input)
+    ws = [np.asarray(w, dtype=np.float64) for w, _ in layers]
+    bs = [None if b is None else np.asarray(b, dtype=np.float64) for _, b in layers]
+    return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti)
+
+
+# ------------------------------------------------------------------------------------------------
+# PyTorch (torch itself is never imported: modules are recognised by their class names)
+
+_TORCH_ACTS = {"Tanh": "tanh", "ReLU": "relu", "Sigmoid": "sigmoid", "SiLU": "silu",
+               "Identity": "identity", "Softplus": "softplus", "GELU": "gelu"}
+
+
+def _to_numpy(x):
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+        if str(getattr(x, "dtype", "")) in ("torch.bfloat16", "torch.float16"):
+            x = x.float()
+        x = x.numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _torch_activation(m):
+    cls = type(m).__name__
+    name = _TORCH_ACTS.get(cls)
+    if name == "softplus" and (getattr(m, "beta", 1) != 1):
+        raise ValueError(f"Softplus(beta={m.beta}) is not supported (clnode's softplus has "
+                         "beta=1)")
+    if name == "gelu" and getattr(m, "approximate", "none") != "tanh":
+        raise ValueError("GELU(approximate='none') is not supported: clnode's gelu is the tanh "
+                         "approximation; use nn.GELU(approximate='tanh')")
+    return name
+
+
+def _from_torch_sequential(seq, time_input):
+    mods = list(seq.children()) if hasattr(seq, "children") else list(seq)
+    layers, acts = [], []
+    for m in mods:
+        cls = type(m).__name__
+        if cls == "Linear":
+            if layers and len(acts) < len(layers):
+                acts.append("identity")
+            layers.append((_to_numpy(m.weight), None if m.bias is None else _to_numpy(m.bias)))
+        elif cls in _TORCH_ACTS:
+            if not layers or len(acts) >= len(layers):
+                raise ValueError(f"nn.Sequential: {cls} does not follow a Linear layer; clnode "
+                                 "supports Linear, activation, Linear, ...")
+            acts.append(_torch_activation(m))
+        else:
+            raise ValueError(f"nn.Sequential contains {cls}: clnode supports Linear layers with "
+                             "Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate='tanh') or "
+                             "Identity between them")
+    if not layers:
+        raise ValueError("nn.Sequential without a Linear layer")
+    final = acts[len(layers) - 1] if len(acts) >= len(layers) else "identity"
+    inner = set(acts[:len(layers) - 1]) or {"identity"}
+    if len(inner) > 1:
+        raise ValueError(f"different activations between layers ({sorted(inner)}); clnode uses "
+                         "one activation between all layers")
+    ws = [w for w, _ in layers]
+    bs = [b for _, b in layers]
+    if time_input is None:
+        time_input = ws[0].shape[1] == ws[-1].shape[0] + 1
+    return MLP(ws, bs, activation=inner.pop(), final_activation=final, time_input=time_input)
+
+
+def _from_state_dict(sd, activation, final_activation, time_input):
+    entries = {}
+    prefixes = set()
+    for key, value in sd.items():
+        parts = str(key).split(".")
+        if len(parts) < 2 or parts[-1] not in ("weight", "bias") or not parts[-2].isdigit():
+            raise ValueError(f"state_dict entry {key!r}: clnode reads '<prefix><i>.weight' and "
+                             "'<prefix><i>.bias' of Linear layers only (e.g. 'net.0.weight', "
+                             "'layers.1.bias')")
+        prefixes.add(".".join(parts[:-2]))
+        entries[(int(parts[-2]), parts[-1])] = _to_numpy(value)
+    if not entries:
+        raise ValueError("empty state_dict")
+    if len(prefixes) > 1:
+        raise ValueError(f"state_dict entries under different prefixes {sorted(prefixes)}: pass "
+                         "the state_dict of one network")
+    if activation is None:
+        raise ValueError("a state_dict does not say its activation: pass activation= (one of "
+                         + ", ".join(ACTIVATIONS) + ")")
+    idx = sorted({i for i, _ in entries})
+    ws, bs = [], []
+    for i in idx:
+        if (i, "weight") not in entries:
+            raise ValueError(f"state_dict: layer {i} has a bias but no weight")
+        ws.append(entries[(i, "weight")])
+        bs.append(entries.get((i, "bias")))
+    if time_input is None:
+        time_input = ws[0].shape[1] == ws[-1].shape[0] + 1
+    return MLP(ws, bs, activation=activation, final_activation=final_activation,
+               time_input=time_input)
+
+
+def from_torch(model, *, activation=None, final_activation="identity", time_input=None):
+    """An MLP from PyTorch: an `nn.Sequential` of `nn.Linear` layers with one activation module
+    between them (Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate="tanh"), Identity) and
+    optionally one after the last, or a state_dict of such a network (torch tensors or numpy
+    arrays; "<prefix><i>.weight" / "<prefix><i>.bias", any common prefix such as "net." or
+    "func.mlp.layers." stripped), which needs `activation` (and `final_activation`, default
+    identity) since a state_dict does not record them. torch is not needed to call this.
+    Raises ValueError for anything else, saying what was found and what is supported."""
+    if hasattr(model, "items") and not hasattr(model, "children"):
+        return _from_state_dict(model, activation, final_activation, time_input)
+    if type(model).__name__ == "Sequential" or isinstance(model, (list, tuple)):
+        if activation is not None:
+            raise ValueError("activation= is for state_dicts; a Sequential has its own")
+        return _from_torch_sequential(model, time_input)
+    raise ValueError(f"from_torch takes an nn.Sequential or a state_dict, not "
+                     f"{type(model).__name__} (for a custom nn.Module, pass its Sequential "
+                     "attribute or model.state_dict() with activation=)")

@@ -1,0 +1,236 @@
+"""Contexts, solves and devices."""
+import os
+import threading
+
+import numpy as np
+
+from . import _clnode
+from ._model import MLP
+
+_METHODS = ("tsit5", "dopri5", "dopri8", "bosh3", "heun", "euler")
+_PRECISIONS = {"fp32": 32, "float32": 32, "fp64": 64, "float64": 64}
+_GEMM = {"strict": 0, "tf32": 1}
+_GUARD = {"warn": 0, "refuse": 1, "off": 2}
+RESULT_NAMES = ("success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor")
+_RESULT_ARRAY = np.array(RESULT_NAMES, dtype=object)
+
+
+def _precision_code(precision):
+    if isinstance(precision, str):
+        code = _PRECISIONS.get(precision)
+    else:
+        try:
+            code = {np.dtype(np.float32): 32, np.dtype(np.float64): 64}.get(np.dtype(precision))
+        except TypeError:
+            code = None
+    if code is None:
+        raise ValueError(f"precision must be 'fp32' or 'fp64', not {precision!r}")
+    return code
+
+
+def _choice(table, value, what):
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"{what} must be one of {', '.join(map(repr, table))}, not {value!r}") \
+            from None
+
+
+class SaveAt:
+    """What a solve saves, as diffrax.SaveAt: the initial point (t0), the final point (t1), the
+    times `ts` (inside [t0, t1], monotone in the direction of integration, through the dense
+    output) and the end of every accepted step (steps). The saved points come in diffrax's
+    order: t0, then ts and steps in time order, then t1 (not repeated when steps=True), padded to
+    max_steps with +inf when steps=True."""
+
+    __slots__ = ("t0", "t1", "ts", "steps")
+
+    def __init__(self, *, t0=False, t1=False, ts=None, steps=False):
+        self.t0, self.t1, self.steps = bool(t0), bool(t1), bool(steps)
+        self.ts = None if ts is None else np.asarray(ts, dtype=np.float64).reshape(-1)
+        if not (self.t0 or self.t1 or self.steps or self.ts is not None):
+            raise ValueError("SaveAt saves nothing: set t0, t1, ts or steps")
+
+    def __repr__(self):
+        return f"clnode.SaveAt(t0={self.t0}, t1={self.t1}, ts={self.ts}, steps={self.steps})"
+
+
+class Solution:
+    """The result of clnode.solve.
+
+    ts: (B, T) times of the saved points, ys: (B, T, N) states (without the batch axis when y0
+    was (N,)), in the solve's precision (float32 or float64), padded with +inf as diffrax pads
+    (SaveAt(steps=True) has max_steps slots). stats: per trajectory (arrays of B, or ints),
+    under diffrax's names "num_steps" (attempts), "num_accepted_steps", "num_rejected_steps",
+    "max_steps", plus clnode's "num_rhs_evals". result: per trajectory "success",
+    "max_steps_reached", "dt_min_reached", "nonfinite" or "precision_floor". t_final: where
+    each trajectory stopped (t1 on success)."""
+
+    __slots__ = ("ts", "ys", "stats", "result", "t_final")
+
+    def __init__(self, ts, ys, stats, result, t_final):
+        self.ts, self.ys, self.stats, self.result, self.t_final = ts, ys, stats, result, t_final
+
+    @property
+    def ok(self):
+        """True when every trajectory succeeded."""
+        return bool(np.all(np.asarray(self.result) == "success"))
+
+    def __repr__(self):
+        return (f"clnode.Solution(ts{tuple(self.ts.shape)}, ys{tuple(self.ys.shape)}, "
+                f"stats={self.stats}, result={self.result})")
+
+
+class Context(_clnode.Context):
+    """One compute device with its caches (kernels, GEMM probes): "host", "host:openblas",
+    "opencl", "opencl:N", "opencl:gpu", "opencl:pocl", "cuda", "cuda:N", "cuda:N:cublas"; None
+    means $CLNODE_DEVICE, else "host". Raises clnode.DeviceError (no such device: the message
+    lists what exists) or clnode.UnsupportedError (a backend this build lacks).
+
+    A context is used by one thread at a time (another thread gets clnode.ContextBusyError);
+    solves in different contexts run in parallel (the GIL is released while solving)."""
+
+    def __init__(self, device=None):
+        super().__init__(device)
+        self.device = device if device is not None else os.environ.get("CLNODE_DEVICE", "host")
+
+    def solve(self, model, y0, **kwargs):
+        """clnode.solve on this context (same arguments, without device=)."""
+        return solve(model, y0, context=self, **kwargs)
+
+    def probe(self, precision="fp32", gemm_precision="strict"):
+        """What this device's GEMM computes in `precision` and `gemm_precision`: a dict of the
+        library's probe (identity/outer exactness, effective bits, class such as "fp32" or
+        "tf32-like", unit_roundoff). Cached in the context."""
+        return super().probe(_precision_code(precision), _choice(_GEMM, gemm_precision,
+                                                                 "gemm_precision"))
+
+    def __repr__(self):
+        return f"clnode.Context({self.device!r}: {self.device_name})"
+
+
+_cache_lock = threading.Lock()
+_contexts = {}
+_local = threading.local()
+
+
+def _context_for(device):
+    key = device if device is not None else os.environ.get("CLNODE_DEVICE", "host")
+    ctx = _contexts.get(key)
+    if ctx is None:
+        with _cache_lock:
+            ctx = _contexts.get(key)
+            if ctx is None:
+                ctx = _contexts[key] = Context(key)
+    return ctx
+
+
+def _thread_context_for(device):
+    key = device if device is not None else os.environ.get("CLNODE_DEVICE", "host")
+    cache = getattr(_local, "contexts", None)
+    if cache is None:
+        cache = _local.contexts = {}
+    if key not in cache:
+        cache[key] = Context(key)
+    return cache[key]
+
+
+def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, pcoeff=0.0,
+          icoeff=1.0, dcoeff=0.0, dtmin=None, dtmax=None, force_dtmin=True, factormin=0.2,
+          factormax=10.0, safety=0.9, constant_step=False, max_steps=4096, precision="fp32",
+          gemm_precision="strict", precision_guard="warn", saveat=None, device=None,
+          context=None):
+    """Solves dy/dt = model(y) from t0 to t1 for one initial state y0 (N,) or a batch (B, N),
+    every trajectory with its own steps, as jax.vmap(diffrax.diffeqsolve) does.
+
+    method: "tsit5", "dopri5", "dopri8", "bosh3", "heun" or "euler". The step size follows
+    diffrax's PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin,
+    factormin, factormax, safety), or constant steps of dt0 with constant_step=True. dt0=None:
+    0.01 (diffrax's choice for dt0=None). max_steps bounds the attempts per trajectory.
+    precision: "fp32" (default) or "fp64", the state precision; gemm_precision: "strict" (IEEE
+    in the state precision) or "tf32" (to see what TF32 does). precision_guard: "warn"
+    (clnode.PrecisionWarning when rtol is below what the device resolves, and trajectories stuck
+    at the rounding floor end with "precision_floor"), "refuse" (raise clnode.PrecisionError
+    instead), "off" (diffrax's steps whatever the arithmetic does). saveat: clnode.SaveAt
+    (default: t1 only). device: the device string (one cached Context per device per process,
+    another per thread when that one is busy); context: a Context to use instead.
+
+    Returns a clnode.Solution. Raises ValueError (clnode.InvalidArgumentError) for bad input,
+    with the library's message; other clnode.Error subclasses for device failures;
+    KeyboardInterrupt on Ctrl-C (the solve stops within one group of steps). The GIL is released
+    while solving."""
+    if not isinstance(model, MLP):
+        raise TypeError(f"model must be a clnode.MLP, not {type(model).__name__} (see "
+                        "clnode.from_equinox, clnode.from_torch, clnode.MLP.load)")
+    y = np.asarray(y0, dtype=np.float64)
+    single = y.ndim == 1
+    if single:
+        y = y.reshape(1, -1)
+    elif y.ndim != 2:
+        raise ValueError(f"y0 must have shape (N,) or (B, N), not {y.shape}")
+    if saveat is None:
+        save_t0, save_t1, save_steps, save_ts = False, True, False, None
+    elif isinstance(saveat, SaveAt):
+        save_t0, save_t1, save_steps, save_ts = saveat.t0, saveat.t1, saveat.steps, saveat.ts
+    else:
+        raise TypeError("saveat must be a clnode.SaveAt (for diffrax.SaveAt use "
+                        "clnode.jax.diffeqsolve)")
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {', '.join(_METHODS)}, not {method!r}")
+    opts = dict(method=method, precision=_precision_code(precision),
+                gemm_mode=_choice(_GEMM, gemm_precision, "gemm_precision"),
+                guard=_choice(_GUARD, precision_guard, "precision_guard"),
+                t0=float(t0), t1=float(t1), dt0=0.0 if dt0 is None else float(dt0),
+                constant_step=bool(constant_step), rtol=float(rtol), atol=float(atol),
+                pcoeff=float(pcoeff), icoeff=float(icoeff), dcoeff=float(dcoeff),
+                dtmin=0.0 if dtmin is None else float(dtmin),
+                dtmax=0.0 if dtmax is None else float(dtmax), force_dtmin=bool(force_dtmin),
+                factormin=float(factormin), factormax=float(factormax), safety=float(safety),
+                max_steps=int(max_steps), save_t0=save_t0, save_t1=save_t1,
+                save_steps=save_steps, save_ts=save_ts)
+    if context is not None:
+        if device is not None:
+            raise ValueError("pass device= or context=, not both")
+        out = _clnode.Context.solve(context, model._m, y, **opts)
+    else:
+        ctx = _context_for(device)
+        try:
+            out = _clnode.Context.solve(ctx, model._m, y, **opts)
+        except _clnode.ContextBusyError:  # another thread solves on the shared one
+            out = _clnode.Context.solve(_thread_context_for(device), model._m, y, **opts)
+    ts, ys, st, t_final = out
+    if single:  # plain Python numbers: no per-field numpy indexing
+        res, n, acc, rej, rhs = st[0].tolist()
+        stats = {"num_steps": n, "num_accepted_steps": acc, "num_rejected_steps": rej,
+                 "max_steps": opts["max_steps"], "num_rhs_evals": rhs}
+        return Solution(ts[0], ys[0], stats, RESULT_NAMES[res], float(t_final[0]))
+    stats = {"num_steps": st[:, 1], "num_accepted_steps": st[:, 2],
+             "num_rejected_steps": st[:, 3], "max_steps": opts["max_steps"],
+             "num_rhs_evals": st[:, 4]}
+    return Solution(ts, ys, stats, _RESULT_ARRAY[st[:, 0]], t_final)
+
+
+def devices():
+    """Every device this build reaches, as dicts with the facts clnode-devices prints: "spec"
+    (the string for Context/solve), "backend", "engine" (what computes its strict GEMMs),
+    "name", "vendor", "platform", "driver_version", "opencl_c_version", "compute_capability",
+    "compute_units", "global_mem", "fp64". Backends without devices are left out; see
+    clnode._clnode.devices() for the per-backend notes (why a backend has none)."""
+    devs, _ = _clnode.devices()
+    return devs
+
+
+def probe(device=None):
+    """What `device` computes, as clnode-devices reports it: {"device", "backend", "name",
+    "facts" (the driver's fp64/fma/denormals/correctly-rounded div-sqrt), "gemm": {"fp32/strict",
+    "fp32/tf32", "fp64/strict": the GEMM probe, or {"error": message} where not available}}.
+    Uses (and caches) the process's context of that device."""
+    ctx = _context_for(device)
+    out = {"device": ctx.device, "backend": ctx.backend, "name": ctx.device_name,
+           "facts": ctx.facts(), "gemm": {}}
+    for prec, mode in (("fp32", "strict"), ("fp32", "tf32"), ("fp64", "strict")):
+        try:
+            out["gemm"][f"{prec}/{mode}"] = ctx.probe(prec, mode)
+        except _clnode.Error as e:
+            out["gemm"][f"{prec}/{mode}"] = {"error": str(e), "status": getattr(e, "status", "")}
+    return out

@@ -1,0 +1,318 @@
+"""clnode.jax.diffeqsolve: a drop-in for diffrax.diffeqsolve when the vector field is an MLP.
+
+    from clnode.jax import diffeqsolve      # instead of: from diffrax import diffeqsolve
+
+    sol = diffeqsolve(diffrax.ODETerm(func), diffrax.Tsit5(), t0=0.0, t1=50.0, dt0=0.02, y0=y0,
+                      stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6),
+                      saveat=diffrax.SaveAt(steps=True))
+
+It takes diffrax's own objects and returns a diffrax.Solution with the same fields, shapes and
+dtypes. The vector field must be an equinox module tree holding one eqx.nn.MLP (or
+eqx.nn.Sequential of Linear layers), computing f(t, y, args) = MLP(y) (or MLP([y, t])): the MLP
+is found as clnode.from_equinox finds it and checked against the vector field at random points
+before solving. It works under jax.jit and jax.vmap (a vmapped call is one batched clnode solve,
+through jax.pure_callback(vmap_method="expand_dims")), on CPU arrays. It computes no gradients:
+train with diffrax, solve with clnode.
+
+Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
+"""
+import numpy as np
+
+import diffrax
+import jax
+import jax.numpy as jnp
+
+from . import _model, _solve
+
+__all__ = ["diffeqsolve"]
+
+_SOLVERS = {diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
+            diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
+# clnode result -> diffrax RESULTS: success, max_steps_reached, dt_min_reached; a non-finite
+# vector field and the precision floor end the trajectory early where diffrax would shrink dt
+# until max_steps: reported as max_steps_reached (a failure, raised with throw=True)
+_DIFFRAX_CODE = (0, 1, 2, 1, 1)  # 0 successful, 1 max_steps_reached, 2 dt_min_reached
+_CHECK_POINTS = 4
+
+
+class UnsupportedArgument(ValueError):
+    """An argument of diffrax.diffeqsolve that clnode.jax.diffeqsolve does not support."""
+
+
+def _unsupported(name, what):
+    return UnsupportedArgument(f"clnode.jax.diffeqsolve does not support {name}: {what}")
+
+
+def _is_tracer(x):
+    return isinstance(x, jax.core.Tracer)
+
+
+def _static_float(x, name):
+    if x is None:
+        return None
+    if _is_tracer(x):
+        raise _unsupported(name, "it must be a concrete number, not a traced value")
+    a = np.asarray(x)
+    if a.size != 1:
+        raise _unsupported(name, f"it must be a scalar (got shape {a.shape})")
+    return float(a.reshape(()))
+
+
+def _controller_options(ctrl, dt0):
+    if type(ctrl) is diffrax.ConstantStepSize:
+        if dt0 is None:
+            raise ValueError("ConstantStepSize needs dt0")
+        return {"constant_step": True}
+    if type(ctrl) is not diffrax.PIDController:
+        raise _unsupported("stepsize_controller", f"{type(ctrl).__name__} (clnode has "
+                           "PIDController and ConstantStepSize)")
+    for name in ("step_ts", "jump_ts", "error_order"):
+        if getattr(ctrl, name, None) is not None:
+            raise _unsupported(f"PIDController({name}=...)", "not implemented in clnode")
+    default_norm = diffrax.PIDController(rtol=1.0, atol=1.0).norm
+    if ctrl.norm is not default_norm:
+        raise _unsupported("PIDController(norm=...)", "clnode uses diffrax's default RMS norm")
+    o = {"constant_step": False}
+    for name in ("rtol", "atol", "pcoeff", "icoeff", "dcoeff", "factormin", "factormax",
+                 "safety"):
+        o[name] = _static_float(getattr(ctrl, name), f"PIDController({name}=...)")
+    o["dtmin"] = _static_float(ctrl.dtmin, "PIDController(dtmin=...)")
+    o["dtmax"] = _static_float(ctrl.dtmax, "PIDController(dtmax=...)")
+    o["force_dtmin"] = bool(ctrl.force_dtmin)
+    return o
+
+
+def _saveat_options(saveat):
+    if type(saveat) is not diffrax.SaveAt:
+        raise _unsupported("saveat", f"{type(saveat).__name__} (pass a diffrax.SaveAt)")
+    if saveat.dense:
+        raise _unsupported("SaveAt(dense=True)", "clnode returns no interpolation")
+    for name in ("solver_state", "controller_state", "made_jump"):
+        if getattr(saveat, name):
+            raise _unsupported(f"SaveAt({name}=True)", "clnode does not return it")
+    sub = saveat.subs
+    if type(sub) is not diffrax.SubSaveAt:
+        raise _unsupported("SaveAt(subs=...)", "a pytree of several SubSaveAt (use one "
+                           "SaveAt(t0=, t1=, ts=, steps=))")
+    if sub.fn is not diffrax.SubSaveAt(t1=True).fn:
+        raise _unsupported("SubSaveAt(fn=...)", "clnode saves y itself")
+    steps = int(sub.steps)
+    if steps not in (0, 1):
+        raise _unsupported(f"SaveAt(steps={steps})", "clnode saves every step or none")
+    return bool(sub.t0), bool(sub.t1), bool(steps), sub.ts
+
+
+def _leaves_concrete(tree):
+    return not any(_is_tracer(x) for x in jax.tree_util.tree_leaves(tree))
+
+
+def _check_message(err, where):
+    return ("clnode solves vector fields that are an MLP of y (or of y and t), and this one is "
+            f"not the MLP found in it at {where}: the largest relative difference at random "
+            f"points is {err:.3g}. (Found the network but the vector field does more with it, "
+            "such as scaling, adding terms or using args?)")
+
+
+def _compare(field, mlp, ys, ts, tol):
+    want = mlp(ys, ts if mlp.time_input else None)
+    field = np.asarray(field, dtype=np.float64).reshape(want.shape)
+    if not np.all(np.isfinite(field)):
+        return np.inf
+    scale = max(float(np.max(np.abs(want))), 1e-300)
+    return float(np.max(np.abs(field - want))) / scale
+
+
+def _squeeze_unbatched(a, core_ndim, name):
+    """A callback operand without its vmap axes, which must all have size 1 (expand_dims gives
+    unbatched operands size-1 axes)."""
+    lead = a.shape[:a.ndim - core_ndim]
+    if any(d != 1 for d in lead):
+        if np.all(a == a.reshape((-1,) + a.shape[len(lead):])[0]):
+            return a.reshape((-1,) + a.shape[len(lead):])[0]
+        raise ValueError(f"clnode.jax.diffeqsolve: vmapping over {name} is not supported "
+                         "(clnode solves one model from one t0 to one t1 for every trajectory "
+                         "of a batch; vmap over y0)")
+    return a.reshape(a.shape[len(lead):])
+
+
+def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.SaveAt(t1=True),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                adjoint=diffrax.RecursiveCheckpointAdjoint(), event=None, max_steps=4096,
+                throw=True, progress_meter=diffrax.NoProgressMeter(), solver_state=None,
+                controller_state=None, made_jump=None, device=None, gemm_precision="strict",
+                precision_guard="warn"):
+    """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
+
+    terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
+    `eqx.nn.MLP`) whose value is MLP(y) (or MLP([y, t])); checked at random points first.
+    solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
+    PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
+    factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
+    max_steps, throw: as diffrax. y0: a float32 (fp32 solve) or float64 (fp64 solve) vector.
+
+    clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"),
+    gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
+
+    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
+    jax.vmap over y0 the whole batch is one clnode solve. Raises UnsupportedArgument (a
+    ValueError) naming any argument it does not support (adjoint other than the default, event,
+    SubSaveAt fn, other solvers, controllers, or vmapping over t0/t1/dt0/the model), ValueError
+    when the vector field is not the MLP found in it, and a TypeError under jax.grad/jax.jvp:
+    clnode does not compute gradients."""
+    if type(terms) is not diffrax.ODETerm:
+        raise _unsupported("terms", f"{type(terms).__name__} (clnode solves ODETerm(f) with f "
+                           "an MLP)")
+    method = _SOLVERS.get(type(solver))
+    if method is None:
+        raise _unsupported("solver", f"{type(solver).__name__} (clnode has "
+                           + ", ".join(c.__name__ + "()" for c in _SOLVERS) + ")")
+    if type(adjoint) is not diffrax.RecursiveCheckpointAdjoint:
+        raise _unsupported("adjoint", f"{type(adjoint).__name__} (clnode computes no "
+                           "gradients: train with diffrax, solve with clnode)")
+    if event is not None:
+        raise _unsupported("event", "clnode has no events")
+    if type(progress_meter) is not diffrax.NoProgressMeter:
+        raise _unsupported("progress_meter", type(progress_meter).__name__)
+    for name, v in (("solver_state", solver_state), ("controller_state", controller_state),
+                    ("made_jump", made_jump)):
+        if v is not None:
+            raise _unsupported(name, "clnode starts every solve afresh")
+    if max_steps is None:
+        raise _unsupported("max_steps=None", "clnode needs a bound on the steps")
+    max_steps = int(max_steps)
+    ctrl = _controller_options(stepsize_controller, dt0)
+    save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
+
+    y0 = jnp.asarray(y0)
+    if y0.ndim != 1:
+        raise _unsupported(f"y0 of shape {y0.shape}", "clnode's state is a vector (vmap over "
+                           "a batch of initial states)")
+    if y0.dtype not in (jnp.float32, jnp.float64):
+        raise _unsupported(f"y0 of dtype {y0.dtype}", "clnode solves in float32 or float64")
+    precision = "fp64" if y0.dtype == jnp.float64 else "fp32"
+    timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
+    time_dtype = jnp.result_type(*timelikes)
+    if not jnp.issubdtype(time_dtype, jnp.floating):
+        time_dtype = y0.dtype
+
+    vf = terms.vector_field
+    layers, act, fact, time_input, path = _model._equinox_parts(vf)
+    n = int(y0.shape[0])
+    if int(layers[-1][0].shape[0]) != n:
+        raise ValueError(f"the MLP found ({path or 'the vector field'}) has {layers[-1][0].shape[0]}"
+                         f" outputs but y0 has {n} components")
+
+    # the check: the vector field at a few random points (and times) against the MLP found
+    rng = np.random.default_rng(20240917)
+    chk_y = rng.standard_normal((_CHECK_POINTS, n))
+    tlo = _static_float(t0, "t0") if not _is_tracer(t0) else 0.0
+    thi = _static_float(t1, "t1") if not _is_tracer(t1) else 1.0
+    chk_t = tlo + (thi - tlo) * rng.random(_CHECK_POINTS)
+    tol = 1e-4 if precision == "fp32" else 1e-9
+
+    def field_at_points():
+        f = jax.vmap(lambda t, y: vf(t, y, args))
+        return f(jnp.asarray(chk_t, y0.dtype), jnp.asarray(chk_y, y0.dtype))
+
+    weights = [w for w, _ in layers]
+    biases = [b for _, b in layers]
+    deferred_check = not (_leaves_concrete(vf) and _leaves_concrete(args))
+    if not deferred_check:
+        fvals = _model._eager(lambda: np.asarray(field_at_points()))
+        if True:
+            mlp = _model.MLP([np.asarray(w, np.float64) for w in weights],
+                             [None if b is None else np.asarray(b, np.float64) for b in biases],
+                             activation=act, final_activation=fact, time_input=time_input)
+        err = _compare(fvals, mlp, np.asarray(chk_y, y0.dtype), np.asarray(chk_t, y0.dtype),
+                       tol)
+        if not err <= tol:
+            raise ValueError(_check_message(err, path or "the root"))
+    else:
+        mlp = None
+        fvals = field_at_points()
+
+    n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
+    T = int(save_t0) + n_ts + (max_steps if save_steps else 0) + int(save_t1 and not save_steps)
+    opts = dict(method=method, max_steps=max_steps, precision=precision,
+                gemm_precision=gemm_precision, precision_guard=precision_guard, device=device,
+                saveat=None, **ctrl)
+    n_layers = len(layers)
+    has_bias = [b is not None for b in biases]
+
+    def host(y, t0_, t1_, dt0_, ts_, fv, *params):
+        y = np.asarray(y)
+        lead = y.shape[:-1]
+        yb = y.reshape(-1, n)
+        t0v = float(_squeeze_unbatched(np.asarray(t0_), 0, "t0"))
+        t1v = float(_squeeze_unbatched(np.asarray(t1_), 0, "t1"))
+        dt0v = float(_squeeze_unbatched(np.asarray(dt0_), 0, "dt0"))
+        m = mlp
+        if m is None:
+            ps = [np.asarray(p, np.float64) for p in params]
+            ws = [_squeeze_unbatched(ps[i], 2, "the model's parameters") for i in range(n_layers)]
+            bs, k = [], n_layers
+            for hb in has_bias:
+                bs.append(_squeeze_unbatched(ps[k], 1, "the model's parameters") if hb else None)
+                k += hb
+            m = _model.MLP(ws, bs, activation=act, final_activation=fact,
+                           time_input=time_input)
+            fv = np.asarray(fv)
+            fvs = fv.reshape(-1, _CHECK_POINTS * n)
+            for row in fvs:
+                err = _compare(row, m, np.asarray(chk_y, y.dtype), np.asarray(chk_t, y.dtype),
+                               tol)
+                if not err <= tol:
+                    raise ValueError(_check_message(err, path or "the root"))
+        tsv = None
+        if save_ts is not None:
+            tsv = _squeeze_unbatched(np.asarray(ts_), 1, "SaveAt(ts=...)")
+        sa = _solve.SaveAt(t0=save_t0, t1=save_t1, ts=tsv, steps=save_steps) \
+            if (save_t0 or save_t1 or save_steps or tsv is not None) else None
+        o = dict(opts)
+        o["saveat"] = sa
+        o["dt0"] = None if dt0v == 0.0 else dt0v
+        sol = _solve.solve(m, yb, t0=t0v, t1=t1v, **o)
+        st = sol.stats
+        codes = np.array([_DIFFRAX_CODE[_solve.RESULT_NAMES.index(r)] for r in
+                          np.asarray(sol.result).reshape(-1)], np.int32)
+        return (sol.ts.reshape(lead + (T,)).astype(time_dtype),
+                sol.ys.reshape(lead + (T, n)).astype(y.dtype),
+                st["num_steps"].reshape(lead).astype(np.int32),
+                st["num_accepted_steps"].reshape(lead).astype(np.int32),
+                st["num_rejected_steps"].reshape(lead).astype(np.int32),
+                codes.reshape(lead))
+
+    i32 = jnp.int32
+    shapes = (jax.ShapeDtypeStruct((T,), time_dtype), jax.ShapeDtypeStruct((T, n), y0.dtype),
+              jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32),
+              jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32))
+
+    @jax.custom_jvp
+    def call(y, t0_, t1_, dt0_, ts_, fv, *params):
+        return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, fv, *params,
+                                 vmap_method="expand_dims")
+
+    @call.defjvp
+    def _no_gradients(primals, tangents):
+        raise TypeError("clnode does not compute gradients (clnode.jax.diffeqsolve under "
+                        "jax.grad/jax.jvp): train with diffrax.diffeqsolve, solve with clnode")
+
+    ts_op = jnp.zeros((0,), time_dtype) if save_ts is None else jnp.asarray(save_ts, time_dtype)
+    fv_op = jnp.zeros((0,), y0.dtype) if mlp is not None else jnp.asarray(fvals, y0.dtype)
+    params = [] if mlp is not None else weights + [b for b in biases if b is not None]
+    t0a = jnp.asarray(t0, time_dtype)
+    t1a = jnp.asarray(t1, time_dtype)
+    dt0a = jnp.asarray(0.0 if dt0 is None else dt0, time_dtype)
+    ts, ys, nsteps, nacc, nrej, code = call(y0, t0a, t1a, dt0a, ts_op, fv_op, *params)
+
+    R = diffrax.RESULTS
+    result = R.where(code == 1, R.max_steps_reached, R.successful)
+    result = R.where(code == 2, R.dt_min_reached, result)
+    stats = {"num_steps": nsteps, "num_accepted_steps": nacc, "num_rejected_steps": nrej,
+             "max_steps": max_steps}
+    sol = diffrax.Solution(t0=t0a, t1=t1a, ts=ts, ys=ys, interpolation=None, stats=stats,
+                           result=result, solver_state=None, controller_state=None,
+                           made_jump=None, event_mask=None)
+    if throw:
+        sol = result.error_if(sol, code != 0)
+    return sol
