@@ -12,7 +12,8 @@
  * Buffers (B trajectories):
  *   K   one cln_consts         per-solve real constants (times, controller, method)
  *   KI  one cln_iconsts        per-solve integer constants (sizes, switches)
- *   RS  B cln_rstate           per-trajectory real state (the next attempt, controller history)
+ *   RS  B cln_rstate           per-trajectory real state (interval, first step, the next attempt,
+ *                              controller history)
  *   IS  B cln_istate           per-trajectory integer state (flags and counters)
  */
 #ifndef CLN_LAYOUT_H
@@ -22,15 +23,12 @@
 /* Dense-output coefficients per stage (cln_consts.dense; clnode_method.dense). */
 #define CLN_DENSE_COEFFS 6
 
-/* Per-solve real constants. Times are in the direction-normalised variable tau = dir * t. */
+/* Per-solve real constants. Times are in the direction-normalised variable tau = dir * t; the
+ * interval and the first step are per trajectory (cln_rstate), the direction is shared. */
 #define CLN_CONSTS_STRUCT(R)                                                                       \
     struct {                                                                                       \
-        R tau0;       /* start of the interval */                                                  \
-        R tau1;       /* end of the interval */                                                    \
-        R clip_floor; /* tau1 stepped down by 100 ulp (diffrax's t1_clip_floor) */                 \
-        R dt0;        /* |dt0| after dtmin/dtmax clipping */                                       \
-        R dir;        /* direction of integration, +1 or -1 */                                     \
-        R sqrt_n;     /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */            \
+        R dir;    /* direction of integration, +1 or -1, the same for every trajectory */          \
+        R sqrt_n; /* sqrt(N) rounded to real, as lineax's rms_norm divides by it */                \
         /* the PID controller (diffrax's PIDController) */                                         \
         R rtol, atol;                                                                              \
         R safety, factormin, factormax;                                                            \
@@ -51,7 +49,7 @@ typedef struct cln_iconsts {
     int B;          /* rows of the batch buffers (>= the trajectories solved) */
     int Breal;      /* trajectories solved; rows from here on are padding */
     int N;          /* components of the state */
-    int ldz;        /* row length of Z: N, + 1 when the model takes t */
+    int ldz;        /* row length of Z: N, + 1 when the model takes t, + its conditioning inputs */
     int stages;     /* s */
     int fsal;       /* the method's first stage is the last one of the previous step */
     int ssal;       /* the method's solution is its last stage argument */
@@ -68,15 +66,21 @@ typedef struct cln_iconsts {
     int floor_detect; /* 1: end trajectories stuck at the rounding floor */
 } cln_iconsts;
 
-/* Per-trajectory real state. */
+/* Per-trajectory real state. The first four members are the trajectory's problem, written by
+ * the driver before cln_init_traj (every trajectory may have its own interval and first step);
+ * the others are its state, written by the kernels. */
 #define CLN_RSTATE_STRUCT(R)                                                                       \
     struct {                                                                                       \
-        R t;    /* tau_prev: start of the next attempt */                                          \
-        R tn;   /* tau_next: end of the next attempt */                                            \
-        R inv1; /* controller history: 1/E of the last accepted step */                            \
-        R inv2; /* ... and of the one before */                                                    \
-        R erej; /* floor detector: E of the last attempt when it was rejected */                   \
-        R hrej; /* ... and its step size; 0 when the last attempt was accepted */                  \
+        R tau0;       /* start of the interval */                                                  \
+        R tau1;       /* end of the interval */                                                    \
+        R clip_floor; /* tau1 stepped down by 100 ulp (diffrax's t1_clip_floor) */                 \
+        R dt0;        /* |dt0| after dtmin/dtmax clipping (also the constant step) */              \
+        R t;          /* tau_prev: start of the next attempt */                                    \
+        R tn;         /* tau_next: end of the next attempt */                                      \
+        R inv1;       /* controller history: 1/E of the last accepted step */                      \
+        R inv2;       /* ... and of the one before */                                              \
+        R erej;       /* floor detector: E of the last attempt when it was rejected */             \
+        R hrej;       /* ... and its step size; 0 when the last attempt was accepted */            \
     }
 
 /* Per-trajectory integer state. */

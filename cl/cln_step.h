@@ -40,15 +40,17 @@
 typedef CLN_CONSTS_STRUCT(real) cln_consts;
 typedef CLN_RSTATE_STRUCT(real) cln_rstate;
 
-/* First attempt: [tau0, min(tau0 + dt0, tau1)] (diffrax applies no 100-ulp snap here). */
+/* First attempt: [tau0, min(tau0 + dt0, tau1)] (diffrax applies no 100-ulp snap here), from
+ * the trajectory's own interval and first step (RS[b].tau0, tau1, dt0, written by the driver). */
 CLN_INLINE void cln_init_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
                               CLN_GLOBAL cln_rstate *RS, CLN_GLOBAL cln_istate *IS)
 {
-    const real tau0 = K->tau0;
-    const real tau1 = K->tau1;
-    const real tn = tau0 + K->dt0;
+    (void)K;
     CLN_GLOBAL cln_rstate *rs = RS + b;
     CLN_GLOBAL cln_istate *is = IS + b;
+    const real tau0 = rs->tau0;
+    const real tau1 = rs->tau1;
+    const real tn = tau0 + rs->dt0;
     rs->t = tau0;
     rs->tn = tn < tau1 ? tn : tau1;
     rs->inv1 = CLN_R(1.0);
@@ -74,7 +76,9 @@ CLN_INLINE real cln_stage_time(real c, real t, real tn)
 /* Stage argument of stage i for element (b, n), 0 <= n < ldz:
  *   z = y + sum_{j<i} a_ij k_j,  k_j = (direction h) f_j,
  * summed in order j = 0, 1, ... and added to y last, as diffrax's tensordot then add.
- * Column n == N (models taking t) receives the stage time direction * tau_i. */
+ * Column n == N (models taking t) receives the stage time direction * tau_i. The columns after
+ * those (a model's conditioning inputs, constant over the solve) are written once by the driver
+ * and left alone here. */
 CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST cln_consts *K,
                                CLN_CONST cln_iconsts *KI, CLN_CONST cln_rstate *RS,
                                CLN_CONST real *Y, CLN_CONST real *F, CLN_GLOBAL real *Z)
@@ -84,8 +88,9 @@ CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST cln_con
     const size_t ldz = (size_t)KI->ldz;
     const real t = RS[b].t;
     const real tn = RS[b].tn;
-    if (n == N) {
-        Z[b * ldz + (size_t)n] = K->dir * cln_stage_time(K->c[i], t, tn);
+    if (n >= N) {
+        if (n == N && KI->time_input)
+            Z[b * ldz + (size_t)n] = K->dir * cln_stage_time(K->c[i], t, tn);
         return;
     }
     const real hd = K->dir * (tn - t);
@@ -373,35 +378,37 @@ CLN_INLINE int cln_control(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, s
 /* ---- the end of a step ---- */
 
 /* The next attempt [*tprev, *tnext] after an attempt [t, tn] and the next step size dt
- * (diffrax's _clip_to_end): it starts at tn when the step is kept, else again at t; an end
- * beyond clip_floor (tau1 minus 100 ulp) becomes tau1 when the step is kept, else the midpoint
- * of what remains. */
-CLN_INLINE void cln_clip_to_end(CLN_CONST cln_consts *K, int keep, real t, real tn, real dt,
+ * (diffrax's _clip_to_end) on a trajectory ending at tau1: it starts at tn when the step is
+ * kept, else again at t; an end beyond clip_floor (tau1 minus 100 ulp) becomes tau1 when the
+ * step is kept, else the midpoint of what remains. */
+CLN_INLINE void cln_clip_to_end(real tau1, real clip_floor, int keep, real t, real tn, real dt,
                                 real *tprev, real *tnext)
 {
-    const real tau1 = K->tau1;
     const real next_t0 = keep ? tn : t;
     const real next_t1 = next_t0 + dt;
     const real tp = next_t0 < tau1 ? next_t0 : tau1;
     real tx = next_t1;
-    if (next_t1 > K->clip_floor)
+    if (next_t1 > clip_floor)
         tx = keep ? tau1 : tp + CLN_R(0.5) * (tau1 - tp);
     *tprev = tp;
     *tnext = tx;
 }
 
 /* Dense output at the requested times inside the accepted step [t, tn], before y moves on:
- * rows is->nts, ... of TSOUT[b] while TS[j] <= tn. */
+ * rows is->nts, ... of TSOUT[b] while TS[j] <= tn. The list is shared by the batch: times
+ * before the trajectory's own start tau0 are passed over (not written: outside its interval). */
 CLN_INLINE void cln_save_dense(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
                                CLN_GLOBAL cln_istate *is, CLN_CONST real *y, CLN_CONST real *F,
                                CLN_CONST real *zrow, CLN_CONST real *TS, CLN_GLOBAL real *TSOUT,
-                               real t, real tn, real hd)
+                               real tau0, real t, real tn, real hd)
 {
     const size_t B = (size_t)KI->B;
     const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal, nts = KI->n_ts;
     real k[CLN_MAX_STAGES];
     cln_int j = is->nts;
     for (; j < nts && TS[j] <= tn; ++j) {
+        if (TS[j] < tau0)
+            continue;
         const real th = tn == t ? CLN_R(0.0) : (TS[j] - t) / (tn - t);
         CLN_GLOBAL real *out = TSOUT + (b * (size_t)nts + (size_t)j) * (size_t)N;
         for (cln_int n = 0; n < N; ++n) {
@@ -487,17 +494,17 @@ CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln
     const real tn = rs->tn;
     const real h = tn - t;
     const real hd = K->dir * h;
-    real dt = K->dt0;
+    real dt = rs->dt0;
     int keep = 1;
     if (KI->adaptive)
         keep = cln_control(K, KI, b, rs, is, y, F, zrow, h, hd, &dt);
     real tprev, tnext;
-    cln_clip_to_end(K, keep, t, tn, dt, &tprev, &tnext);
+    cln_clip_to_end(rs->tau1, rs->clip_floor, keep, t, tn, dt, &tprev, &tnext);
 
     is->nsteps += 1;
     if (keep) {
         is->nacc += 1;
-        cln_save_dense(K, KI, b, is, y, F, zrow, TS, TSOUT, t, tn, hd);
+        cln_save_dense(K, KI, b, is, y, F, zrow, TS, TSOUT, rs->tau0, t, tn, hd);
         cln_accept(K, KI, b, y, F, zrow, hd);
         if (KI->save_steps)
             cln_save_step(K, KI, b, is, tprev, y, STT, STY);
@@ -506,7 +513,7 @@ CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln
     }
     rs->t = tprev;
     rs->tn = tnext;
-    cln_freeze(KI, is, tprev, K->tau1);
+    cln_freeze(KI, is, tprev, rs->tau1);
 }
 
 #endif /* CLN_STEP_H */

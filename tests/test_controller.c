@@ -20,8 +20,6 @@ static void consts_init(cln_consts *K, cln_iconsts *KI)
 {
     memset(K, 0, sizeof *K);
     memset(KI, 0, sizeof *KI);
-    K->tau1 = 100.0;
-    K->clip_floor = 100.0 - 1e-9;
     K->dir = 1.0;
     K->sqrt_n = 1.0;
     K->atol = 1.0;
@@ -242,25 +240,24 @@ static void test_control(void **state)
 static void test_clip_to_end(void **state)
 {
     (void)state;
-    cln_consts K;
-    cln_iconsts KI;
-    consts_init(&K, &KI);
+    const double tau1 = 100.0;
+    double floor = 100.0 - 1e-9;
     double tp, tx;
-    cln_clip_to_end(&K, 1, 10.0, 12.0, 3.0, &tp, &tx); /* accepted: from tn */
+    cln_clip_to_end(tau1, floor, 1, 10.0, 12.0, 3.0, &tp, &tx); /* accepted: from tn */
     assert_true(tp == 12.0 && tx == 15.0);
-    cln_clip_to_end(&K, 0, 10.0, 12.0, 1.5, &tp, &tx); /* rejected: again from t */
+    cln_clip_to_end(tau1, floor, 0, 10.0, 12.0, 1.5, &tp, &tx); /* rejected: again from t */
     assert_true(tp == 10.0 && tx == 11.5);
     /* accepted, the proposal passes t1 - 100 ulp: snapped to t1 */
-    cln_clip_to_end(&K, 1, 90.0, 95.0, 9.0, &tp, &tx);
+    cln_clip_to_end(tau1, floor, 1, 90.0, 95.0, 9.0, &tp, &tx);
     assert_true(tp == 95.0 && tx == 100.0);
     /* rejected, the proposal passes the floor: the midpoint of what remains */
-    K.clip_floor = 99.5;
-    cln_clip_to_end(&K, 0, 96.0, 100.0, 3.6, &tp, &tx);
+    floor = 99.5;
+    cln_clip_to_end(tau1, floor, 0, 96.0, 100.0, 3.6, &tp, &tx);
     assert_true(tp == 96.0 && tx == 98.0);
-    cln_clip_to_end(&K, 0, 96.0, 99.5, 3.15, &tp, &tx); /* 99.15 is below the floor: kept */
+    cln_clip_to_end(tau1, floor, 0, 96.0, 99.5, 3.15, &tp, &tx); /* 99.15 is below the floor */
     assert_true(close_to(tx, 99.15, 1e-12));
     /* the step that reached t1 */
-    cln_clip_to_end(&K, 1, 95.0, 100.0, 9.0, &tp, &tx);
+    cln_clip_to_end(tau1, floor, 1, 95.0, 100.0, 9.0, &tp, &tx);
     assert_true(tp == 100.0 && tx == 100.0);
 }
 
@@ -299,10 +296,16 @@ static void test_save_dense_and_step(void **state)
     const double y[1] = {1.0}, z[1] = {0.0}, F[2] = {2.0, 2.0}; /* y1 = 1 + 2 h */
     const double TS[3] = {0.5, 1.0, 3.0};
     double TSOUT[3] = {-1, -1, -1};
-    cln_save_dense(&K, &KI, 0, &is, y, F, z, TS, TSOUT, 0.0, 2.0, 2.0); /* step [0, 2] */
+    cln_save_dense(&K, &KI, 0, &is, y, F, z, TS, TSOUT, 0.0, 0.0, 2.0, 2.0); /* step [0, 2] */
     assert_int_equal(is.nts, 2);                     /* 3.0 lies beyond the step */
     assert_true(TSOUT[0] == 2.0 && TSOUT[1] == 3.0); /* y1 = 5: 1 + 4 theta */
     assert_true(TSOUT[2] == -1);
+    /* a trajectory starting at tau0 = 0.75 passes over the times before it, unwritten */
+    cln_istate is2 = {0};
+    double TSOUT2[3] = {-1, -1, -1};
+    cln_save_dense(&K, &KI, 0, &is2, y, F, z, TS, TSOUT2, 0.75, 0.75, 2.75, 2.0);
+    assert_int_equal(is2.nts, 2);
+    assert_true(TSOUT2[0] == -1 && TSOUT2[1] == 1.5 && TSOUT2[2] == -1); /* 1 + 4 (0.25 / 2) */
     double STT[4] = {0}, STY[4] = {0};
     K.dir = -1.0;
     cln_save_step(&K, &KI, 0, &is, 2.0, y, STT, STY);
@@ -347,7 +350,8 @@ static void traj_init(traj *r, double t, double h, double err)
     memset(r, 0, sizeof *r);
     consts_init(&r->K, &r->KI);
     heun_tableau(&r->K, &r->KI);
-    r->RS = (cln_rstate){.t = t, .tn = t + h, .inv1 = 1.0, .inv2 = 1.0};
+    r->RS = (cln_rstate){
+        .tau1 = 100.0, .clip_floor = 100.0 - 1e-9, .t = t, .tn = t + h, .inv1 = 1.0, .inv2 = 1.0};
     r->F[1] = -2.0 * err / h;
 }
 
@@ -410,7 +414,7 @@ static void test_steps_nonfinite_and_max_steps(void **state)
     /* constant steps: dt0 whatever the error */
     traj_init(&r, 0.0, 1.0, 1e6);
     r.KI.adaptive = 0;
-    r.K.dt0 = 0.75;
+    r.RS.dt0 = 0.75;
     traj_step(&r);
     assert_int_equal(r.IS.nacc, 1);
     assert_true(r.RS.t == 1.0 && r.RS.tn == 1.75);

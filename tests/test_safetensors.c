@@ -675,6 +675,55 @@ static void test_bad_shapes(void **state)
         static const char *const ti[] = {"time_input", "true", NULL};
         built_case(ts, 1, ti, B, "(input width 3, output width 3, time_input true)");
     }
+    {
+        /* conditioning inputs: the first layer's width must make room for them */
+        static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {3, 5, 0}, NULL, 1}};
+        static const char *const k1[] = {"inputs", "1", NULL};
+        built_case(ts, 1, k1, B,
+                   "(input width 5, output width 3, time_input false, inputs 1): the model maps 5 "
+                   "inputs to 3 outputs; a vector field of dimension 3 needs 4 inputs (state, 1 "
+                   "conditioning inputs)");
+        static const char *const k1t[] = {"inputs", "2", "time_input", "true", NULL};
+        built_case(ts, 1, k1t, B, "(input width 5, output width 3, time_input true, inputs 2)");
+        static const tb_tensor t3[] = {{"layers.0.weight", "F32", 2, {3, 3, 0}, NULL, 1}};
+        built_case(t3, 1, k1, B, "needs 4 inputs (state, 1 conditioning inputs)");
+    }
+}
+
+/* "inputs" = k: the model takes [y, c] (or [y, t, c]) with k conditioning inputs. */
+static void test_inputs_metadata(void **state)
+{
+    (void)state;
+    static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {3, 5, 0}, NULL, 1}};
+    static const char *const k2[] = {"inputs", "2", NULL};
+    static const char *const k1t[] = {"inputs", "1", "time_input", "true", NULL};
+    static const char *const k0[] = {"inputs", "0", NULL};
+    const char *const *ok[] = {k2, k1t};
+    const size_t want[] = {2, 1};
+    for (int i = 0; i < 2; ++i) {
+        size_t size;
+        unsigned char *b = tb_build(ts, 1, ok[i], &size);
+        clnode_model *m = NULL;
+        assert_int_equal(load_mem(b, size, &m), CLNODE_OK);
+        assert_int_equal(clnode_model_num_inputs(m), want[i]);
+        assert_int_equal(clnode_model_time_input(m), i == 1);
+        clnode_model_destroy(&m);
+        free(b);
+    }
+    static const tb_tensor sq[] = {{"layers.0.weight", "F32", 2, {3, 3, 0}, NULL, 1}};
+    size_t size;
+    unsigned char *b = tb_build(sq, 1, k0, &size);
+    clnode_model *m = NULL;
+    assert_int_equal(load_mem(b, size, &m), CLNODE_OK);
+    assert_int_equal(clnode_model_num_inputs(m), 0);
+    clnode_model_destroy(&m);
+    free(b);
+    const clnode_status B = CLNODE_ERR_BAD_MODEL;
+    static const char *const bad[] = {"", "-1", "+2", " 2", "2 ", "2x", "0x2", "1e1", "99999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        const char *meta[] = {"inputs", bad[i], NULL};
+        built_case(ts, 1, meta, B, "__metadata__ \"inputs\" is '");
+    }
 }
 
 static void test_too_many_layers(void **state)
@@ -969,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_bad_shapes),
         cmocka_unit_test(test_too_many_layers),
         cmocka_unit_test(test_bad_metadata),
+        cmocka_unit_test(test_inputs_metadata),
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_truncation_sweep),
         cmocka_unit_test(test_fuzz_header),

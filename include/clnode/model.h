@@ -1,4 +1,5 @@
-/* clnode/model.h - the vector field: a multilayer perceptron dy/dt = MLP(y) (or MLP([y, t])).
+/* clnode/model.h - the vector field: a multilayer perceptron dy/dt = MLP(y) (or MLP([y, t]), and
+ * with conditioning inputs c, constant per trajectory, MLP([y, c]) or MLP([y, t, c])).
  *
  * Layer i computes h_{i+1} = act_i(W_i h_i + b_i) with W_i of shape out_i x in_i (row-major, the
  * layout of torch.nn.Linear and equinox.nn.Linear). Every layer but the last uses `activation`;
@@ -45,11 +46,14 @@ typedef struct clnode_model_desc {
     const double *const *biases;  /* NULL (no biases) or num_layers arrays (NULL entry: none) */
     clnode_activation activation; /* between layers */
     clnode_activation final_activation; /* after the last layer */
-    int time_input; /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1) */
+    int time_input;    /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1) */
+    size_t num_inputs; /* k conditioning inputs (default 0): the input is [y, c] or, with
+                          time_input, [y, t, c]; sizes[0] == out (+1 with time_input) + k.
+                          Each solve passes every trajectory's c (clnode_solve_options.inputs). */
 } clnode_model_desc;
 
 /* Creates a model from arrays. Errors: CLNODE_ERR_INVALID_ARGUMENT (inconsistent sizes: the
- * output width must equal the state dimension, sizes[0] == out (+1 with time_input)),
+ * output width must equal the state dimension, sizes[0] == out (+1 with time_input, + num_inputs)),
  * CLNODE_ERR_NONFINITE_INPUT (a NaN or infinite parameter; the message names it),
  * CLNODE_ERR_OUT_OF_MEMORY. */
 CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *desc,
@@ -58,9 +62,10 @@ CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_m
 /* Loads a safetensors file: tensors F32 or F64 named "layers.<i>.weight"/"layers.<i>.bias"
  * (equinox) or "<i>.weight"/"<i>.bias" (torch.nn.Sequential, where non-Linear modules leave gaps
  * in the numbering); string metadata "activation", "final_activation" (default "identity") and
- * "time_input" ("true"/"false", default "false"). Every length, offset, dtype and shape is
- * checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message naming the problem, an
- * unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
+ * "time_input" ("true"/"false", default "false") and "inputs" (the number of conditioning inputs,
+ * a decimal integer, default "0"; the first layer's width must make room for them). Every length,
+ * offset, dtype and shape is checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message
+ * naming the problem, an unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
 CLNODE_API clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *path,
                                                        clnode_model **out);
 
@@ -89,6 +94,8 @@ CLNODE_API const double *clnode_model_bias(const clnode_model *model, size_t i);
 CLNODE_API clnode_activation clnode_model_activation(const clnode_model *model);
 CLNODE_API clnode_activation clnode_model_final_activation(const clnode_model *model);
 CLNODE_API int clnode_model_time_input(const clnode_model *model);
+/* Number of conditioning inputs k (0: none). */
+CLNODE_API size_t clnode_model_num_inputs(const clnode_model *model);
 
 /* Evaluates the vector field at n points in float64 on the host, with the activations every
  * backend uses (cl/cln_activation.h) and products summed in order with fused multiply-adds, as
@@ -96,7 +103,8 @@ CLNODE_API int clnode_model_time_input(const clnode_model *model);
  * dydt n x dim row-major, t n values (ignored, and may be NULL, without time input). For checking
  * that a model is the one meant (the Python package compares it with the framework's own
  * function); solves never call it. Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL pointers, t NULL
- * with time input), CLNODE_ERR_OUT_OF_MEMORY. Thread-safety: as the context. */
+ * with time input), CLNODE_ERR_UNSUPPORTED (a model with conditioning inputs),
+ * CLNODE_ERR_OUT_OF_MEMORY. Thread-safety: as the context. */
 CLNODE_API clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *model, size_t n,
                                            const double *y, const double *t, double *dydt);
 

@@ -87,6 +87,24 @@ typedef struct clnode_solve_options {
     clnode_precision_guard precision_guard; /* default CLNODE_GUARD_WARN */
     clnode_cancel_fn cancel;                /* default NULL: never cancelled */
     void *cancel_user;
+
+    /* Ensembles: every trajectory its own problem, as jax.vmap over diffeqsolve's t0, t1, dt0 and
+     * args would give. Each trajectory of a batch is solved exactly as it would be alone with
+     * its own values (same steps, same bits). */
+    const double *t0s;  /* default NULL: t0 for every trajectory; else `batch` start times */
+    const double *t1s;  /* default NULL: t1 for every trajectory; else `batch` end times */
+    const double *dt0s; /* default NULL: dt0 for every trajectory; else `batch` first steps (0:
+                           0.01 * sign, as dt0 above; constant steps: the step) */
+    /* Per-trajectory intervals share ONE direction of integration: t1s[b] - t0s[b] must not be
+     * negative for one trajectory and positive for another (t0s[b] == t1s[b] is allowed: no
+     * step). save_ts is one list shared by the batch, monotone in that direction; a trajectory
+     * saves the times inside its own [t0, t1] and reports the others as absent
+     * (clnode_solution_saved with CLNODE_SAVE_TS returns the times it saved, a contiguous run of
+     * save_ts). Without t0s and t1s every save time must lie inside [t0, t1], as before. */
+    const double *inputs; /* default NULL; batch x clnode_model_num_inputs(model) values,
+                             row-major: each trajectory's conditioning inputs c (constant over
+                             its solve; the network sees [y, c], or [y, t, c] with time input).
+                             Required when the model has inputs, refused when it has none. */
 } clnode_solve_options;
 
 /* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of
@@ -141,7 +159,9 @@ typedef enum clnode_save_kind {
  * stats); *out then holds the solution. Errors (nothing is stored in *out):
  * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
  * save_ts outside [t0, t1] or not monotone, euler with the PID controller, a struct_size this
- * library does not know, ...; the message says which), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0),
+ * library does not know, per-trajectory intervals in both directions, conditioning inputs missing
+ * or not expected, ...; the message says which, and names the trajectory),
+ * CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0 or the conditioning inputs),
  * CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64 (precision or GEMM mode not available on the device),
  * CLNODE_ERR_PRECISION (rtol below what the device's GEMM resolves, with precision_guard =
  * CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a

@@ -128,6 +128,7 @@ struct clnode_model {
     clnode_activation activation;
     clnode_activation final_activation;
     int time_input;
+    size_t num_inputs; /* conditioning inputs: the input is [y, (t,) c], c of this length */
 };
 
 #endif /* CLN_INTERNAL_H */

@@ -83,11 +83,13 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
         CLN_CHECK(ctx, d->sizes[i] >= 1 && d->sizes[i] <= (1u << 24), CLNODE_ERR_INVALID_ARGUMENT,
                   "layer width %zu is %zu (must be 1 to 16777216)", i, d->sizes[i]);
     const size_t n_out = d->sizes[d->num_layers];
-    const size_t want_in = n_out + (d->time_input ? 1 : 0);
+    CLN_CHECK(ctx, d->num_inputs <= (1u << 24), CLNODE_ERR_INVALID_ARGUMENT,
+              "%zu conditioning inputs are too many", d->num_inputs);
+    const size_t want_in = n_out + (d->time_input ? 1 : 0) + d->num_inputs;
     CLN_CHECK(ctx, d->sizes[0] == want_in, CLNODE_ERR_INVALID_ARGUMENT,
               "the model maps %zu inputs to %zu outputs; a vector field of dimension %zu needs "
-              "%zu inputs%s",
-              d->sizes[0], n_out, n_out, want_in, d->time_input ? " (state and time)" : "");
+              "%zu inputs (state%s, %zu conditioning inputs)",
+              d->sizes[0], n_out, n_out, want_in, d->time_input ? ", time" : "", d->num_inputs);
 
     clnode_status st = CLNODE_OK;
     clnode_model *m = calloc(1, sizeof *m);
@@ -97,6 +99,7 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
     m->activation = d->activation;
     m->final_activation = d->final_activation;
     m->time_input = d->time_input ? 1 : 0;
+    m->num_inputs = d->num_inputs;
     for (size_t i = 0; i < d->num_layers; ++i) {
         size_t nw;
         if (!cln_mul_size(d->sizes[i], d->sizes[i + 1], &nw)) {
@@ -172,6 +175,10 @@ clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size
               "clnode_model_eval: NULL model or array");
     CLN_CHECK(ctx, !m->time_input || t || !n, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_model_eval: the model takes time as an input but t is NULL");
+    CLN_CHECK(ctx, m->num_inputs == 0, CLNODE_ERR_UNSUPPORTED,
+              "clnode_model_eval: the model takes %zu conditioning inputs, which this function "
+              "does not pass",
+              m->num_inputs);
     size_t maxw = 0;
     for (size_t l = 0; l <= m->num_layers; ++l)
         if (m->sizes[l] > maxw)
@@ -203,4 +210,9 @@ clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size
     }
     free(h);
     return CLNODE_OK;
+}
+
+size_t clnode_model_num_inputs(const clnode_model *m)
+{
+    return m->num_inputs;
 }

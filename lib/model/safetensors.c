@@ -704,8 +704,8 @@ static clnode_status cln_st_layers_of(cln_st_loader *L, cln_st_layers *ly)
     return CLNODE_OK;
 }
 
-/* The activations and time_input of the metadata. Unknown keys are ignored (writers add their
- * own, e.g. "format": "pt"). */
+/* The activations, time_input and inputs of the metadata. Unknown keys are ignored (writers add
+ * their own, e.g. "format": "pt"). */
 static clnode_status cln_st_meta_desc(cln_st_loader *L, json_object *meta, size_t num_layers,
                                       clnode_model_desc *desc)
 {
@@ -726,6 +726,22 @@ static clnode_status cln_st_meta_desc(cln_st_loader *L, json_object *meta, size_
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: __metadata__ \"time_input\" is '%s', expected 'true' or 'false'",
                         L->src, cln_st_show(show, time_input));
+    const char *inputs = cln_st_meta(meta, "inputs");
+    if (inputs != NULL) {
+        /* a decimal count, digits only (no sign, no spaces), at most 16777216 */
+        size_t k = 0;
+        int ok = inputs[0] != '\0' && strlen(inputs) <= 8;
+        for (const char *c = inputs; ok && *c; ++c) {
+            ok = *c >= '0' && *c <= '9';
+            k = k * 10 + (size_t)(*c - '0');
+        }
+        if (!ok || k > (1u << 24))
+            return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                            "%s: __metadata__ \"inputs\" is '%s', expected the number of "
+                            "conditioning inputs (0 to 16777216)",
+                            L->src, cln_st_show(show, inputs));
+        desc->num_inputs = k;
+    }
     return CLNODE_OK;
 }
 
@@ -749,13 +765,15 @@ static clnode_status cln_st_build(cln_st_loader *L, const cln_st_layers *ly,
     desc->biases = (const double *const *)biases;
     st = clnode_model_create(ctx, desc, out);
     if (st == CLNODE_ERR_INVALID_ARGUMENT) {
-        char why[sizeof ctx->last_error];
+        char why[sizeof ctx->last_error], k[40] = "";
         snprintf(why, sizeof why, "%s", ctx != NULL ? ctx->last_error : "");
+        if (desc->num_inputs)
+            snprintf(k, sizeof k, ", inputs %zu", desc->num_inputs);
         st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
                       "%s: the dimensions do not make a vector field (input width %zu, output "
-                      "width %zu, time_input %s): %s",
+                      "width %zu, time_input %s%s): %s",
                       L->src, ly->sizes[0], ly->sizes[ly->num], desc->time_input ? "true" : "false",
-                      why);
+                      k, why);
     }
 fail:
     for (size_t k = 0; k < CLN_MAX_LAYERS; k++) {

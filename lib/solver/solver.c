@@ -24,6 +24,7 @@ struct clnode_solution {
     double *y_final;                /* B x N */
     size_t cap[4];                  /* points per trajectory, per clnode_save_kind */
     size_t *count[4];               /* B each */
+    size_t *first_ts;               /* B: index in save_ts of each trajectory's first saved time */
     double *ts[4];                  /* B x cap */
     double *ys[4];                  /* B x cap x N */
 };
@@ -45,6 +46,7 @@ void clnode_solution_destroy(clnode_solution **ps)
     clnode_solution *s = *ps;
     free(s->stats);
     free(s->y_final);
+    free(s->first_ts);
     for (int k = 0; k < 4; ++k) {
         free(s->count[k]);
         free(s->ts[k]);
@@ -90,12 +92,43 @@ clnode_status clnode_solution_saved(const clnode_solution *s, size_t traj, clnod
     if (!s || traj >= s->B || (unsigned)kind > CLNODE_SAVE_T1 || !n)
         return CLNODE_ERR_INVALID_ARGUMENT;
     const size_t cap = s->cap[kind];
+    /* save_ts shared by trajectories with their own intervals: each reports its own run */
+    const size_t first = kind == CLNODE_SAVE_TS && cap ? s->first_ts[traj] : 0;
     *n = cap ? s->count[kind][traj] : 0;
     if (ts)
-        *ts = cap ? s->ts[kind] + traj * cap : NULL;
+        *ts = cap ? s->ts[kind] + traj * cap + first : NULL;
     if (ys)
-        *ys = cap ? s->ys[kind] + traj * cap * s->N : NULL;
+        *ys = cap ? s->ys[kind] + (traj * cap + first) * s->N : NULL;
     return CLNODE_OK;
+}
+
+/* ---- the problem of each trajectory ---- */
+
+static double cln_t0(const clnode_solve_options *o, size_t b)
+{
+    return o->t0s ? o->t0s[b] : o->t0;
+}
+
+static double cln_t1(const clnode_solve_options *o, size_t b)
+{
+    return o->t1s ? o->t1s[b] : o->t1;
+}
+
+static double cln_dt0_of(const clnode_solve_options *o, size_t b)
+{
+    return o->dt0s ? o->dt0s[b] : o->dt0;
+}
+
+/* The direction shared by the batch: -1 when some trajectory integrates backwards, else +1 (a
+ * mix is refused by cln_validate_problem). A trajectory with t0 == t1 takes no step whatever the
+ * direction. */
+static double cln_direction(const clnode_solve_options *o, size_t batch)
+{
+    const size_t n = o->t0s || o->t1s ? batch : 1;
+    for (size_t b = 0; b < n; ++b)
+        if (cln_t1(o, b) < cln_t0(o, b))
+            return -1.0;
+    return 1.0;
 }
 
 /* ---- validation ---- */
@@ -147,13 +180,28 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
                   o->precision_guard == CLNODE_GUARD_REFUSE ||
                   o->precision_guard == CLNODE_GUARD_OFF,
               CLNODE_ERR_INVALID_ARGUMENT, "unknown precision guard %d", (int)o->precision_guard);
-    CLN_CHECK(ctx, isfinite(o->t0) && isfinite(o->t1), CLNODE_ERR_INVALID_ARGUMENT,
-              "t0 = %g and t1 = %g must be finite", o->t0, o->t1);
-    CLN_CHECK(ctx, isfinite(o->dt0), CLNODE_ERR_INVALID_ARGUMENT, "dt0 = %g must be finite",
-              o->dt0);
-    CLN_CHECK(ctx, (o->t1 - o->t0) * o->dt0 >= 0.0, CLNODE_ERR_INVALID_ARGUMENT,
-              "dt0 = %g has the wrong sign for integrating from t0 = %g to t1 = %g", o->dt0, o->t0,
-              o->t1);
+    const int per_traj = o->t0s || o->t1s || o->dt0s;
+    const double dir = cln_direction(o, batch);
+    for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
+        const double t0 = cln_t0(o, b), t1 = cln_t1(o, b), dt0 = cln_dt0_of(o, b);
+        char who[48] = "";
+        if (per_traj)
+            snprintf(who, sizeof who, " (trajectory %zu)", b);
+        CLN_CHECK(ctx, isfinite(t0) && isfinite(t1), CLNODE_ERR_INVALID_ARGUMENT,
+                  "t0 = %g and t1 = %g must be finite%s", t0, t1, who);
+        CLN_CHECK(ctx, isfinite(dt0), CLNODE_ERR_INVALID_ARGUMENT, "dt0 = %g must be finite%s", dt0,
+                  who);
+        CLN_CHECK(ctx, (t1 - t0) * dt0 >= 0.0, CLNODE_ERR_INVALID_ARGUMENT,
+                  "dt0 = %g has the wrong sign for integrating from t0 = %g to t1 = %g%s", dt0, t0,
+                  t1, who);
+        CLN_CHECK(ctx, dir * (t1 - t0) >= 0.0, CLNODE_ERR_INVALID_ARGUMENT,
+                  "t0 = %g to t1 = %g%s integrates %s, other trajectories %s: one solve has one "
+                  "direction of integration",
+                  t0, t1, who, dir > 0 ? "backwards" : "forwards",
+                  dir > 0 ? "forwards" : "backwards");
+        CLN_CHECK(ctx, !o->constant_step || dt0 != 0.0 || t0 == t1, CLNODE_ERR_INVALID_ARGUMENT,
+                  "constant steps need a non-zero dt0%s", who);
+    }
     CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "max_steps = %ld is out of range (1 to %d)", o->max_steps, INT32_MAX);
     return CLNODE_OK;
@@ -162,11 +210,8 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
 /* The step-size controller's options (adaptive solves), or dt0 (constant steps). */
 static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_solve_options *o)
 {
-    if (o->constant_step) {
-        CLN_CHECK(ctx, o->dt0 != 0.0 || o->t0 == o->t1, CLNODE_ERR_INVALID_ARGUMENT,
-                  "constant steps need a non-zero dt0");
-        return CLNODE_OK;
-    }
+    if (o->constant_step)
+        return CLNODE_OK; /* dt0 is checked with the interval (cln_validate_problem) */
     CLN_CHECK(ctx, o->method->adaptive, CLNODE_ERR_INVALID_ARGUMENT,
               "method %s has no error estimate: use constant steps", o->method->name);
     CLN_CHECK(ctx, isfinite(o->rtol) && o->rtol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
@@ -198,10 +243,13 @@ static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model
     CLN_CHECK(ctx, o->n_save_ts == 0 || o->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
               "%zu save times but no array", o->n_save_ts);
     CLN_CHECK(ctx, o->n_save_ts <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT, "too many save times");
-    const double dir = o->t1 >= o->t0 ? 1.0 : -1.0;
+    const double dir = cln_direction(o, batch);
+    /* per-trajectory intervals clip the shared list; one shared interval must contain it */
+    const int shared = !o->t0s && !o->t1s;
     for (size_t j = 0; j < o->n_save_ts; ++j) {
         const double t = o->save_ts[j];
-        CLN_CHECK(ctx, isfinite(t) && dir * t >= dir * o->t0 && dir * t <= dir * o->t1,
+        CLN_CHECK(ctx, isfinite(t), CLNODE_ERR_INVALID_ARGUMENT, "save time %zu is %g", j, t);
+        CLN_CHECK(ctx, !shared || (dir * t >= dir * o->t0 && dir * t <= dir * o->t1),
                   CLNODE_ERR_INVALID_ARGUMENT,
                   "save time %zu (%g) lies outside [t0, t1] = [%g, %g]", j, t, o->t0, o->t1);
         CLN_CHECK(ctx, j == 0 || dir * t >= dir * o->save_ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
@@ -214,6 +262,17 @@ static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model
         CLN_CHECK(ctx, isfinite(y0[i]), CLNODE_ERR_NONFINITE_INPUT,
                   "y0 of trajectory %zu, component %zu is %g (initial states must be finite)",
                   i / N, i % N, y0[i]);
+    const size_t k = model->num_inputs;
+    CLN_CHECK(ctx, k == 0 || o->inputs, CLNODE_ERR_INVALID_ARGUMENT,
+              "the model takes %zu conditioning inputs: pass them as the options' inputs "
+              "(batch x %zu values)",
+              k, k);
+    CLN_CHECK(ctx, k > 0 || !o->inputs, CLNODE_ERR_INVALID_ARGUMENT,
+              "conditioning inputs were given, but the model takes none");
+    for (size_t i = 0; i < batch * k; ++i)
+        CLN_CHECK(ctx, isfinite(o->inputs[i]), CLNODE_ERR_NONFINITE_INPUT,
+                  "conditioning input %zu of trajectory %zu is %g (inputs must be finite)", i % k,
+                  i / k, o->inputs[i]);
     return CLNODE_OK;
 }
 
@@ -327,10 +386,10 @@ typedef struct cln_run {
     const clnode_solve_options *o;
     const clnode_method *m;
     cln_solve_dev sd;
-    size_t maxw;                 /* the widest layer output: rows of H */
-    double dir, tau0, tau1, dt0; /* the interval in tau = dir * t, in the state precision */
-    void *progress_rows;         /* staging for the progress read-back, allocated up front */
-    int begun;                   /* solve_begin succeeded */
+    size_t maxw;         /* the widest layer output: rows of H */
+    double dir;          /* the direction of integration: tau = dir * t */
+    void *progress_rows; /* staging for the progress read-back, allocated up front */
+    int begun;           /* solve_begin succeeded */
 } cln_run;
 
 static clnode_status cln_alloc(cln_run *r, cln_buf **out, size_t n_elems, size_t esize)
@@ -416,6 +475,40 @@ static double cln_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The first step |dt0| of a trajectory in the state precision, after dtmin/dtmax clipping. */
+static double cln_first_step(const clnode_solve_options *o, clnode_precision p, double dt0_in)
+{
+    double dt0 = dt0_in != 0.0 ? fabs(dt0_in) : 0.01; /* diffrax 0.7.2: dt0=None -> 0.01 */
+    dt0 = cln_round(p, dt0);
+    if (!o->constant_step && o->dtmax > 0.0 && dt0 > cln_round(p, o->dtmax))
+        dt0 = cln_round(p, o->dtmax);
+    if (!o->constant_step && o->dtmin > 0.0 && dt0 < cln_round(p, o->dtmin))
+        dt0 = cln_round(p, o->dtmin);
+    return dt0;
+}
+
+/* Each trajectory's problem into its state row (tau0, tau1, clip_floor, dt0 in the state
+ * precision; the rest zero, cln_init_traj fills it). Padding rows stay zero. */
+static void cln_problem_rows(const cln_run *r, cln_rstate_d *rows)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_precision p = r->sd.prec;
+    memset(rows, 0, r->sd.B * sizeof *rows);
+    double last_tau1 = 0.0, last_floor = 0.0;
+    for (size_t b = 0; b < r->sd.Breal; ++b) {
+        cln_rstate_d *rs = &rows[b];
+        rs->tau0 = r->dir * cln_round(p, cln_t0(o, b));
+        rs->tau1 = r->dir * cln_round(p, cln_t1(o, b));
+        /* 100 ulp steps: computed again only when the end changes */
+        if (b == 0 || rs->tau1 != last_tau1) {
+            last_tau1 = rs->tau1;
+            last_floor = cln_clip_floor(p, rs->tau1);
+        }
+        rs->clip_floor = last_floor;
+        rs->dt0 = cln_first_step(o, p, cln_dt0_of(o, b));
+    }
+}
+
 /* The method's descriptor into the constants: tableau, error weights, dense coefficients. */
 static void cln_fill_method(const clnode_method *m, cln_consts_d *K)
 {
@@ -440,10 +533,6 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     memset(K, 0, sizeof *K);
     memset(KI, 0, sizeof *KI);
     const double eo = (double)m->error_order;
-    K->tau0 = r->tau0;
-    K->tau1 = r->tau1;
-    K->clip_floor = cln_clip_floor(sd->prec, r->tau1);
-    K->dt0 = r->dt0;
     K->dir = r->dir;
     K->sqrt_n = sqrt((double)sd->N);
     K->rtol = o->rtol;
@@ -563,6 +652,10 @@ static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_
         s->ys[k] = fits ? calloc(bcn, sizeof(double)) : NULL;
         ok = s->count[k] && s->ts[k] && s->ys[k];
     }
+    if (ok && s->cap[CLNODE_SAVE_TS]) {
+        s->first_ts = calloc(B, sizeof(size_t));
+        ok = s->first_ts != NULL;
+    }
     if (!ok) {
         clnode_solution_destroy(&s);
         return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution of %zu x %zu",
@@ -591,21 +684,30 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     t->t_final = r->dir * rs->t;
     if (s->cap[CLNODE_SAVE_T0]) {
         s->count[CLNODE_SAVE_T0][b] = 1;
-        s->ts[CLNODE_SAVE_T0][b] = cln_round(prec, o->t0);
+        s->ts[CLNODE_SAVE_T0][b] = cln_round(prec, cln_t0(o, b));
         for (size_t n = 0; n < N; ++n)
             s->ys[CLNODE_SAVE_T0][b * N + n] = cln_round(prec, y0[b * N + n]);
     }
     if (s->cap[CLNODE_SAVE_TS]) {
-        size_t nts = (size_t)is->nts;
-        if (o->t0 == o->t1) { /* diffrax: every requested time receives y0 */
-            nts = o->n_save_ts;
-            for (size_t j = 0; j < nts; ++j)
-                memcpy(s->ys[CLNODE_SAVE_TS] + (b * nts + j) * N, s->y_final + b * N,
+        /* the run of the shared list inside this trajectory's interval starts at the first time
+         * not before tau0, the comparison cln_save_dense makes (in tau, state precision) */
+        const size_t nt = o->n_save_ts;
+        size_t first = 0;
+        while (first < nt && r->dir * cln_round(prec, o->save_ts[first]) < rs->tau0)
+            ++first;
+        size_t end = (size_t)is->nts;
+        if (cln_t0(o, b) == cln_t1(o, b)) { /* diffrax: every requested time receives y0 */
+            end = first;
+            while (end < nt && r->dir * cln_round(prec, o->save_ts[end]) <= rs->tau1)
+                ++end;
+            for (size_t j = first; j < end; ++j)
+                memcpy(s->ys[CLNODE_SAVE_TS] + (b * nt + j) * N, s->y_final + b * N,
                        N * sizeof(double));
         }
-        s->count[CLNODE_SAVE_TS][b] = nts;
-        for (size_t j = 0; j < o->n_save_ts; ++j)
-            s->ts[CLNODE_SAVE_TS][b * o->n_save_ts + j] = cln_round(prec, o->save_ts[j]);
+        s->first_ts[b] = first;
+        s->count[CLNODE_SAVE_TS][b] = end > first ? end - first : 0;
+        for (size_t j = 0; j < nt; ++j)
+            s->ts[CLNODE_SAVE_TS][b * nt + j] = cln_round(prec, o->save_ts[j]);
     }
     if (s->cap[CLNODE_SAVE_STEPS])
         s->count[CLNODE_SAVE_STEPS][b] = (size_t)is->nsteps_saved;
@@ -692,7 +794,7 @@ static clnode_status cln_size(cln_run *r, size_t batch)
     sd->Breal = batch;
     sd->B = (batch + align - 1) / align * align;
     sd->N = clnode_model_dim(model);
-    sd->ldz = sd->N + (model->time_input ? 1 : 0);
+    sd->ldz = sd->N + (model->time_input ? 1 : 0) + model->num_inputs;
     sd->stages = (size_t)r->m->stages;
     sd->num_layers = model->num_layers;
     sd->sizes = model->sizes;
@@ -709,17 +811,9 @@ static clnode_status cln_size(cln_run *r, size_t batch)
             sd->max_weights = model->sizes[l] * model->sizes[l + 1];
     }
 
-    /* times in the direction-normalised variable tau = dir * t, in the state precision */
-    r->dir = o->t1 >= o->t0 ? 1.0 : -1.0;
-    r->tau0 = r->dir * cln_round(sd->prec, o->t0);
-    r->tau1 = r->dir * cln_round(sd->prec, o->t1);
-    double dt0 = o->dt0 != 0.0 ? fabs(o->dt0) : 0.01; /* diffrax 0.7.2: dt0=None -> 0.01 */
-    dt0 = cln_round(sd->prec, dt0);
-    if (!o->constant_step && o->dtmax > 0.0 && dt0 > cln_round(sd->prec, o->dtmax))
-        dt0 = cln_round(sd->prec, o->dtmax);
-    if (!o->constant_step && o->dtmin > 0.0 && dt0 < cln_round(sd->prec, o->dtmin))
-        dt0 = cln_round(sd->prec, o->dtmin);
-    r->dt0 = dt0;
+    /* times in the direction-normalised variable tau = dir * t (per trajectory: cln_problem_rows)
+     */
+    r->dir = cln_direction(o, batch);
 
     /* every batch-sized buffer of cln_allocate fits size_t (their products are not checked
      * again there) */
@@ -783,7 +877,8 @@ static clnode_status cln_upload_problem(cln_run *r, const double *y0)
     cln_backend *be = r->be;
     cln_solve_dev *sd = &r->sd;
     clnode_status st = CLNODE_OK;
-    double *tsbuf = NULL;
+    double *tsbuf = NULL, *zrows = NULL;
+    cln_rstate_d *rows = NULL;
     for (size_t l = 0; l < model->num_layers; ++l) {
         CLN_TRY(st, cln_upload(be, sd, sd->W[l], 0, model->weights[l],
                                model->sizes[l] * model->sizes[l + 1]));
@@ -810,8 +905,30 @@ static clnode_status cln_upload_problem(cln_run *r, const double *y0)
         CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, o->n_save_ts));
     }
     CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, y0, sd->Breal * sd->N));
+    rows = malloc(sd->B * sizeof *rows);
+    if (!rows) {
+        st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the trajectories' rows");
+        goto fail;
+    }
+    cln_problem_rows(r, rows);
+    CLN_TRY(st, cln_upload(be, sd, sd->RS, 0, (const double *)(const void *)rows,
+                           sd->B * CLN_RSTATE_REALS));
+    if (model
+            ->num_inputs) { /* the inputs' columns of Z, written once (cln_stage_elem skips them) */
+        const size_t k = model->num_inputs, c0 = sd->ldz - k;
+        zrows = calloc(sd->B * sd->ldz, sizeof *zrows);
+        if (!zrows) {
+            st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the inputs");
+            goto fail;
+        }
+        for (size_t b = 0; b < sd->Breal; ++b)
+            memcpy(zrows + b * sd->ldz + c0, o->inputs + b * k, k * sizeof *zrows);
+        CLN_TRY(st, cln_upload(be, sd, sd->Z, 0, zrows, sd->B * sd->ldz));
+    }
 fail:
     free(tsbuf);
+    free(rows);
+    free(zrows);
     return st;
 }
 
@@ -842,16 +959,22 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
         r->be->ops->buf_read(r->be, sd->RS, 0, reals * sd->esize, r->progress_rows);
     if (st != CLNODE_OK)
         return st;
-    double tmin = r->tau1;
+    double frac = 1.0;
     for (size_t b = 0; b < rows; ++b) {
-        const size_t i = b * CLN_RSTATE_REALS + offsetof(cln_rstate_d, t) / sizeof(double);
-        const double t = sd->prec == CLNODE_FP32 ? (double)((const float *)r->progress_rows)[i]
-                                                 : ((const double *)r->progress_rows)[i];
-        if (t < tmin)
-            tmin = t;
+        const size_t i = b * CLN_RSTATE_REALS;
+        double v[3];
+        const size_t at[3] = {offsetof(cln_rstate_d, t), offsetof(cln_rstate_d, tau0),
+                              offsetof(cln_rstate_d, tau1)};
+        for (int q = 0; q < 3; ++q) {
+            const size_t e = i + at[q] / sizeof(double);
+            v[q] = sd->prec == CLNODE_FP32 ? (double)((const float *)r->progress_rows)[e]
+                                           : ((const double *)r->progress_rows)[e];
+        }
+        const double span = v[2] - v[1];
+        const double f = span > 0 ? (v[0] - v[1]) / span : 1.0;
+        if (f < frac)
+            frac = f;
     }
-    const double span = r->tau1 - r->tau0;
-    const double frac = span > 0 ? (tmin - r->tau0) / span : 1.0;
     if (r->o->progress(r->o->progress_user, active, sd->Breal, frac, steps))
         return cln_fail(r->ctx, CLNODE_ERR_CANCELLED, "cancelled by the progress callback");
     return CLNODE_OK;

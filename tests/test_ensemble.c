@@ -1,0 +1,522 @@
+/* test_ensemble.c - every trajectory its own problem (clnode_solve_options t0s, t1s, dt0s and
+ * conditioning inputs), on one device (argv[1], default "host"; 77 when it is absent):
+ *   - a batch of trajectories with their own intervals and first steps gives, trajectory by
+ *     trajectory, the same steps and the same bits as solving each alone (forwards and
+ *     backwards, fp32 and fp64, adaptive and constant steps), with the shared save times clipped
+ *     to each trajectory's interval;
+ *   - a model with conditioning inputs c solves y' = -y + c (analytic oracle c + (y0 - c) e^-t),
+ *     with and without the time input, and each trajectory equals its solve alone;
+ *   - the refusals: mixed directions, missing or unexpected inputs, non-finite inputs, a
+ *     per-trajectory dt0 of the wrong sign. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <clnode.h>
+
+static const char *g_device = "host";
+static clnode_context *g_ctx;
+
+#define assert_ok(expr)                                                                            \
+    do {                                                                                           \
+        clnode_status st_ = (expr);                                                                \
+        if (st_ != CLNODE_OK)                                                                      \
+            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
+                     clnode_context_last_error(g_ctx));                                            \
+    } while (0)
+
+static clnode_solution *solve(const clnode_model *m, const clnode_solve_options *o, size_t batch,
+                              const double *y0)
+{
+    clnode_solution *s = NULL;
+    assert_ok(clnode_solve(g_ctx, m, o, batch, y0, &s));
+    return s;
+}
+
+/* Trajectory b of `batch` and trajectory 0 of `alone` agree: stats, final state and every kind
+ * of saved point, bit for bit. */
+static void assert_same_trajectory(const clnode_solution *batch, size_t b,
+                                   const clnode_solution *alone)
+{
+    const size_t N = clnode_solution_dim(batch);
+    clnode_trajectory_stats sb, sa;
+    assert_ok(clnode_solution_stats(batch, b, &sb));
+    assert_ok(clnode_solution_stats(alone, 0, &sa));
+    if (sb.num_steps != sa.num_steps || sb.num_accepted != sa.num_accepted ||
+        sb.result != sa.result || memcmp(&sb.t_final, &sa.t_final, sizeof(double)) != 0)
+        fail_msg("trajectory %zu: %ld steps (%ld accepted), %s, t %.17g in the batch; alone %ld "
+                 "(%ld), %s, t %.17g",
+                 b, sb.num_steps, sb.num_accepted, clnode_result_name(sb.result), sb.t_final,
+                 sa.num_steps, sa.num_accepted, clnode_result_name(sa.result), sa.t_final);
+    assert_int_equal(sb.num_rhs_evals, sa.num_rhs_evals);
+    assert_memory_equal(clnode_solution_y_final(batch, b), clnode_solution_y_final(alone, 0),
+                        N * sizeof(double));
+    for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
+        size_t nb, na;
+        const double *tb, *yb, *ta, *ya;
+        assert_ok(clnode_solution_saved(batch, b, (clnode_save_kind)k, &nb, &tb, &yb));
+        assert_ok(clnode_solution_saved(alone, 0, (clnode_save_kind)k, &na, &ta, &ya));
+        if (nb != na)
+            fail_msg("trajectory %zu, saved kind %d: %zu points in the batch, %zu alone", b, k, nb,
+                     na);
+        if (nb) {
+            assert_memory_equal(tb, ta, nb * sizeof(double));
+            assert_memory_equal(yb, ya, nb * N * sizeof(double));
+        }
+    }
+}
+
+/* Solves the batch of `o` (with t0s/t1s/dt0s/inputs), then every trajectory alone with its own
+ * scalars, its inputs and the save times inside its interval; asserts they agree. */
+static void check_against_alone(const clnode_model *m, const clnode_solve_options *o, size_t batch,
+                                const double *y0)
+{
+    const size_t N = clnode_model_dim(m), k = clnode_model_num_inputs(m);
+    clnode_solution *s = solve(m, o, batch, y0);
+    double *ts = malloc((o->n_save_ts ? o->n_save_ts : 1) * sizeof(double));
+    assert_non_null(ts);
+    for (size_t b = 0; b < batch; ++b) {
+        clnode_solve_options a = *o;
+        a.t0s = a.t1s = a.dt0s = NULL;
+        a.t0 = o->t0s ? o->t0s[b] : o->t0;
+        a.t1 = o->t1s ? o->t1s[b] : o->t1;
+        a.dt0 = o->dt0s ? o->dt0s[b] : o->dt0;
+        a.inputs = k ? o->inputs + b * k : NULL;
+        const double dir = a.t1 >= a.t0 ? 1.0 : -1.0;
+        size_t n = 0;
+        for (size_t j = 0; j < o->n_save_ts; ++j) {
+            /* inside [t0, t1] as the solve compares them: in the state precision */
+            const double t = o->save_ts[j];
+            const double r = o->precision == CLNODE_FP32 ? (double)(float)t : t;
+            const double r0 = o->precision == CLNODE_FP32 ? (double)(float)a.t0 : a.t0;
+            const double r1 = o->precision == CLNODE_FP32 ? (double)(float)a.t1 : a.t1;
+            if (dir * r >= dir * r0 && dir * r <= dir * r1)
+                ts[n++] = t;
+        }
+        a.save_ts = n ? ts : NULL;
+        a.n_save_ts = n;
+        clnode_solution *one = solve(m, &a, 1, y0 + b * N);
+        assert_same_trajectory(s, b, one);
+        clnode_solution_destroy(&one);
+    }
+    free(ts);
+    clnode_solution_destroy(&s);
+}
+
+/* ---- per-trajectory intervals ---- */
+
+#define NB 6
+
+/* The seed model (10 -> 100 -> 100 -> 10, softplus) over six intervals of their own, forwards,
+ * with the save times of a shared list clipped to each. */
+static void test_intervals_forward(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    const size_t N = clnode_model_dim(m);
+    static const double t0s[NB] = {0.0, 3.0, -2.0, 1.0, 7.5, 0.0};
+    static const double t1s[NB] = {50.0, 20.0, 35.0, 5.0, 7.5, 12.25};
+    static const double dt0s[NB] = {0.02, 0.1, 0.05, 0.0, 0.02, 1.5};
+    static const double save_ts[] = {-2.0, -1.0, 0.0, 2.5, 5.0, 7.5, 10.0, 30.0, 45.0, 50.0};
+    double y0[NB * 10];
+    for (size_t i = 0; i < NB * N; ++i)
+        y0[i] = 0.1 * sin(1.0 + (double)i);
+    for (int p = 0; p < 2; ++p) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
+        o.rtol = p ? 1e-6 : 1e-4;
+        o.t0s = t0s;
+        o.t1s = t1s;
+        o.dt0s = dt0s;
+        o.save_t0 = 1;
+        o.save_steps = 1;
+        o.max_steps = 512;
+        o.save_ts = save_ts;
+        o.n_save_ts = sizeof save_ts / sizeof save_ts[0];
+        check_against_alone(m, &o, NB, y0);
+        /* the clipping itself: trajectory 1 ([3, 20]) saves 5, 7.5, 10 and no other */
+        clnode_solution *s = solve(m, &o, NB, y0);
+        size_t n;
+        const double *ts, *ys;
+        assert_ok(clnode_solution_saved(s, 1, CLNODE_SAVE_TS, &n, &ts, &ys));
+        assert_int_equal(n, 3);
+        assert_true(ts[0] == 5.0 && ts[1] == 7.5 && ts[2] == 10.0);
+        /* trajectory 4 (t0 = t1 = 7.5): no step, the time 7.5 receives y0 */
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(s, 4, &st));
+        assert_int_equal(st.num_steps, 0);
+        assert_ok(clnode_solution_saved(s, 4, CLNODE_SAVE_TS, &n, &ts, &ys));
+        assert_int_equal(n, 1);
+        assert_true(ts[0] == 7.5);
+        for (size_t c = 0; c < N; ++c)
+            assert_true(ys[c] == (p ? y0[4 * N + c] : (double)(float)y0[4 * N + c]));
+        /* every trajectory of the batch took the steps of its own interval, not all the same */
+        clnode_trajectory_stats s0, s3;
+        assert_ok(clnode_solution_stats(s, 0, &s0));
+        assert_ok(clnode_solution_stats(s, 3, &s3));
+        assert_true(s0.num_steps > s3.num_steps);
+        assert_true(s0.t_final == 50.0 && s3.t_final == 5.0);
+        clnode_solution_destroy(&s);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* Backwards: every trajectory from its t0 down to its own t1 (one with t0 = t1), the save
+ * times decreasing; constant steps with per-trajectory dt0 as well. */
+static void test_intervals_backward_and_constant(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    const size_t N = clnode_model_dim(m);
+    static const double t0s[NB] = {10.0, 4.0, 0.0, 6.0, 3.0, 8.0};
+    static const double t1s[NB] = {0.0, -6.0, -9.5, 6.0, 1.0, 2.5};
+    static const double dt0s[NB] = {-0.05, -0.5, -0.02, 0.0, 0.0, -0.25};
+    static const double save_ts[] = {9.0, 6.0, 4.0, 2.0, 0.0, -5.0, -9.5};
+    double y0[NB * 10];
+    for (size_t i = 0; i < NB * N; ++i)
+        y0[i] = 0.2 * cos(0.5 + (double)i);
+    for (int p = 0; p < 2; ++p) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
+        o.t0s = t0s;
+        o.t1s = t1s;
+        o.dt0s = dt0s;
+        o.save_t0 = 1;
+        o.save_steps = 1;
+        o.max_steps = 512;
+        o.save_ts = save_ts;
+        o.n_save_ts = sizeof save_ts / sizeof save_ts[0];
+        check_against_alone(m, &o, NB, y0);
+        clnode_solution *s = solve(m, &o, NB, y0);
+        clnode_trajectory_stats st;
+        for (size_t b = 0; b < NB; ++b) {
+            assert_ok(clnode_solution_stats(s, b, &st));
+            assert_true(st.t_final == t1s[b]);
+            assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
+        }
+        size_t n;
+        const double *ts, *ys;
+        assert_ok(clnode_solution_saved(s, 2, CLNODE_SAVE_TS, &n, &ts, &ys)); /* [0, -9.5] */
+        assert_int_equal(n, 3);
+        assert_true(ts[0] == 0.0 && ts[1] == -5.0 && ts[2] == -9.5);
+        clnode_solution_destroy(&s);
+    }
+    /* constant steps of each trajectory's own dt0 (no dt0 = 0 with constant steps) */
+    static const double cdt0s[NB] = {-0.5, -1.0, -0.25, -1.0, -0.5, -0.75};
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.constant_step = 1;
+    o.t0s = t0s;
+    o.t1s = t1s;
+    o.dt0s = cdt0s;
+    o.save_steps = 1;
+    check_against_alone(m, &o, NB, y0);
+    clnode_solution *s = solve(m, &o, NB, y0);
+    clnode_trajectory_stats st;
+    assert_ok(clnode_solution_stats(s, 0, &st)); /* 10 -> 0 by 0.5 */
+    assert_int_equal(st.num_steps, 20);
+    assert_ok(clnode_solution_stats(s, 5, &st)); /* 8 -> 2.5 by 0.75: 7 steps, the last clipped */
+    assert_int_equal(st.num_steps, 8);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+}
+
+/* Only t1 per trajectory (t0 and dt0 shared), a larger batch: the per-trajectory values reach
+ * every row (the opencl backend runs its kernels over several work-groups). */
+static void test_t1_only_large_batch(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    const size_t N = clnode_model_dim(m), B = 37;
+    double *y0 = calloc(B * N, sizeof(double));
+    double *t1s = malloc(B * sizeof(double));
+    assert_true(y0 && t1s);
+    for (size_t b = 0; b < B; ++b)
+        t1s[b] = 1.0 + 1.25 * (double)b;
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1s = t1s;
+    check_against_alone(m, &o, B, y0);
+    free(y0);
+    free(t1s);
+    clnode_model_destroy(&m);
+}
+
+static void test_interval_refusals(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    double y0[20] = {0};
+    clnode_solution *s = NULL;
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    const double t1s[2] = {5.0, -5.0};
+    o.t1s = t1s;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "one direction of integration"));
+    assert_null(s);
+    const double t1ok[2] = {5.0, 6.0}, dt0s[2] = {0.1, -0.1};
+    o.t1s = t1ok;
+    o.dt0s = dt0s;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "wrong sign"));
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "(trajectory 1)"));
+    const double t0bad[2] = {0.0, NAN};
+    o.dt0s = NULL;
+    o.t0s = t0bad;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "must be finite (trajectory 1)"));
+    /* save times not monotone in the shared direction */
+    const double ts[2] = {3.0, 1.0};
+    o.t0s = NULL;
+    o.save_ts = ts;
+    o.n_save_ts = 2;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "monotone"));
+    clnode_model_destroy(&m);
+}
+
+/* ---- conditioning inputs ---- */
+
+/* y' = -y + c in n components with n conditioning inputs: one linear layer [-I | I] on
+ * [y, c], or [-I | 0 | I] on [y, t, c] with the time input. */
+static clnode_model *decay_to_c(size_t n, int time_input)
+{
+    const size_t in = 2 * n + (time_input ? 1 : 0);
+    double *W = calloc(n * in, sizeof(double));
+    assert_non_null(W);
+    for (size_t i = 0; i < n; ++i) {
+        W[i * in + i] = -1.0;
+        W[i * in + in - n + i] = 1.0;
+    }
+    size_t sizes[2] = {in, n};
+    const double *ws[1] = {W};
+    clnode_model_desc d;
+    memset(&d, 0, sizeof d);
+    d.num_layers = 1;
+    d.sizes = sizes;
+    d.weights = ws;
+    d.activation = d.final_activation = CLNODE_ACT_IDENTITY;
+    d.time_input = time_input;
+    d.num_inputs = n;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    free(W);
+    assert_int_equal(clnode_model_num_inputs(m), n);
+    return m;
+}
+
+static void test_inputs_oracle_and_alone(void **state)
+{
+    (void)state;
+    enum {
+        B = 5,
+        N = 3
+    };
+    static const double t1s[B] = {1.0, 2.0, 0.5, 3.0, 1.5};
+    double y0[B * N], c[B * N];
+    for (size_t i = 0; i < B * N; ++i) {
+        y0[i] = 0.5 * sin((double)i);
+        c[i] = 2.0 * cos(0.3 * (double)i) - 0.5;
+    }
+    for (int ti = 0; ti < 2; ++ti) {
+        clnode_model *m = decay_to_c(N, ti);
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = CLNODE_FP64;
+        o.rtol = 1e-10;
+        o.atol = 1e-12;
+        o.t1s = t1s;
+        o.inputs = c;
+        o.save_steps = 1;
+        clnode_solution *s = solve(m, &o, B, y0);
+        for (size_t b = 0; b < B; ++b) {
+            const double *y = clnode_solution_y_final(s, b);
+            for (size_t n = 0; n < N; ++n) {
+                const double cc = c[b * N + n];
+                const double want = cc + (y0[b * N + n] - cc) * exp(-t1s[b]);
+                if (fabs(y[n] - want) > 1e-8)
+                    fail_msg("trajectory %zu component %zu: %.17g, expected %.17g", b, n, y[n],
+                             want);
+            }
+        }
+        clnode_solution_destroy(&s);
+        check_against_alone(m, &o, B, y0);
+        o.precision = CLNODE_FP32;
+        o.rtol = 1e-5;
+        o.atol = 1e-7;
+        check_against_alone(m, &o, B, y0);
+        clnode_model_destroy(&m);
+    }
+}
+
+/* A model with inputs and the seed's nonlinearity: 4 -> 32 -> 2 tanh on [y, t, c], c of 2; each
+ * trajectory of a batch equals its solve alone (and the inputs matter). */
+static void test_inputs_nonlinear(void **state)
+{
+    (void)state;
+    enum {
+        N = 2,
+        K = 2,
+        H = 32,
+        IN = N + 1 + K,
+        B = 9
+    };
+    double W0[H * IN], b0[H], W1[N * H];
+    uint32_t x = 12345u;
+    for (size_t i = 0; i < H * IN; ++i) {
+        x = x * 1664525u + 1013904223u;
+        W0[i] = ((double)(x >> 8) / 16777216.0 - 0.5) * 1.2;
+    }
+    for (size_t i = 0; i < H; ++i)
+        b0[i] = 0.05 * (double)i - 0.8;
+    for (size_t i = 0; i < N * H; ++i) {
+        x = x * 1664525u + 1013904223u;
+        W1[i] = ((double)(x >> 8) / 16777216.0 - 0.5) * 0.6;
+    }
+    size_t sizes[3] = {IN, H, N};
+    const double *ws[2] = {W0, W1};
+    const double *bs[2] = {b0, NULL};
+    clnode_model_desc d;
+    memset(&d, 0, sizeof d);
+    d.num_layers = 2;
+    d.sizes = sizes;
+    d.weights = ws;
+    d.biases = bs;
+    d.activation = CLNODE_ACT_TANH;
+    d.final_activation = CLNODE_ACT_IDENTITY;
+    d.time_input = 1;
+    d.num_inputs = K;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    double y0[B * N], c[B * K], t1s[B], t0s[B];
+    for (size_t b = 0; b < B; ++b) {
+        y0[b * N] = 0.3;
+        y0[b * N + 1] = -0.2;
+        c[b * K] = 0.25 * (double)b - 1.0;
+        c[b * K + 1] = b % 2 ? 0.5 : -0.5;
+        t0s[b] = 0.1 * (double)b;
+        t1s[b] = 4.0 + 0.5 * (double)b;
+    }
+    static const double save_ts[] = {0.5, 1.0, 2.0, 4.0, 6.0};
+    for (int p = 0; p < 2; ++p) {
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
+        o.rtol = p ? 1e-7 : 1e-4;
+        o.inputs = c;
+        o.t0s = t0s;
+        o.t1s = t1s;
+        o.save_ts = save_ts;
+        o.n_save_ts = 5;
+        o.save_steps = 1;
+        check_against_alone(m, &o, B, y0);
+        /* the inputs matter: the same y0 and interval, other inputs, another final state */
+        clnode_solve_options a = o;
+        a.t0s = a.t1s = NULL;
+        a.t0 = 0.0;
+        a.t1 = 4.0;
+        a.save_ts = NULL;
+        a.n_save_ts = 0;
+        a.inputs = c;
+        clnode_solution *s1 = solve(m, &a, 1, y0);
+        a.inputs = c + K;
+        clnode_solution *s2 = solve(m, &a, 1, y0);
+        assert_true(clnode_solution_y_final(s1, 0)[0] != clnode_solution_y_final(s2, 0)[0]);
+        clnode_solution_destroy(&s1);
+        clnode_solution_destroy(&s2);
+    }
+    clnode_model_destroy(&m);
+}
+
+static void test_inputs_refusals(void **state)
+{
+    (void)state;
+    clnode_model *m = decay_to_c(2, 0);
+    double y0[4] = {0}, c[4] = {1, 2, 3, 4};
+    clnode_solution *s = NULL;
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx),
+                           "the model takes 2 conditioning inputs: pass them"));
+    assert_null(s);
+    c[3] = INFINITY;
+    o.inputs = c;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_NONFINITE_INPUT);
+    assert_non_null(
+        strstr(clnode_context_last_error(g_ctx), "conditioning input 1 of trajectory 1 is inf"));
+    clnode_model_destroy(&m);
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    c[3] = 4.0;
+    double y10[10] = {0};
+    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y10, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "the model takes none"));
+    clnode_model_destroy(&m);
+    /* the model-from-arrays API: the first layer's width must make room for the inputs */
+    size_t sizes[2] = {3, 2};
+    const double W[6] = {0};
+    const double *ws[1] = {W};
+    clnode_model_desc d;
+    memset(&d, 0, sizeof d);
+    d.num_layers = 1;
+    d.sizes = sizes;
+    d.weights = ws;
+    d.num_inputs = 2;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(clnode_context_last_error(g_ctx), "needs 4 inputs (state, 2 conditioning inputs)"));
+    d.num_inputs = 1;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    clnode_model_destroy(&m);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        g_device = argv[1];
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = g_device;
+    clnode_status st = clnode_context_create(&co, &g_ctx);
+    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
+        printf("device %s is not available here: skipped\n", g_device);
+        return 77;
+    }
+    if (st != CLNODE_OK) {
+        printf("cannot create a context on %s: %s\n", g_device, clnode_status_string(st));
+        return 1;
+    }
+    printf("ensembles on %s: %s\n", clnode_context_backend(g_ctx), clnode_context_device(g_ctx));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_intervals_forward),
+        cmocka_unit_test(test_intervals_backward_and_constant),
+        cmocka_unit_test(test_t1_only_large_batch),
+        cmocka_unit_test(test_interval_refusals),
+        cmocka_unit_test(test_inputs_oracle_and_alone),
+        cmocka_unit_test(test_inputs_nonlinear),
+        cmocka_unit_test(test_inputs_refusals),
+    };
+    const int failed = cmocka_run_group_tests(tests, setup, NULL);
+    clnode_context_destroy(&g_ctx);
+    return failed;
+}
