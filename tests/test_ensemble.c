@@ -40,15 +40,15 @@ static clnode_solution *solve(const clnode_model *m, const clnode_solve_options 
     return s;
 }
 
-/* Trajectory b of `batch` and trajectory 0 of `alone` agree: stats, final state and every kind
- * of saved point, bit for bit. */
-static void assert_same_trajectory(const clnode_solution *batch, size_t b,
-                                   const clnode_solution *alone)
+/* Trajectory b of `batch` and trajectory a0 of `alone` agree: stats, final state and every
+ * kind of saved point, bit for bit. */
+static void assert_same_row(const clnode_solution *batch, size_t b, const clnode_solution *alone,
+                            size_t a0)
 {
     const size_t N = clnode_solution_dim(batch);
     clnode_trajectory_stats sb, sa;
     assert_ok(clnode_solution_stats(batch, b, &sb));
-    assert_ok(clnode_solution_stats(alone, 0, &sa));
+    assert_ok(clnode_solution_stats(alone, a0, &sa));
     if (sb.num_steps != sa.num_steps || sb.num_accepted != sa.num_accepted ||
         sb.result != sa.result || memcmp(&sb.t_final, &sa.t_final, sizeof(double)) != 0)
         fail_msg("trajectory %zu: %ld steps (%ld accepted), %s, t %.17g in the batch; alone %ld "
@@ -56,13 +56,13 @@ static void assert_same_trajectory(const clnode_solution *batch, size_t b,
                  b, sb.num_steps, sb.num_accepted, clnode_result_name(sb.result), sb.t_final,
                  sa.num_steps, sa.num_accepted, clnode_result_name(sa.result), sa.t_final);
     assert_int_equal(sb.num_rhs_evals, sa.num_rhs_evals);
-    assert_memory_equal(clnode_solution_y_final(batch, b), clnode_solution_y_final(alone, 0),
+    assert_memory_equal(clnode_solution_y_final(batch, b), clnode_solution_y_final(alone, a0),
                         N * sizeof(double));
     for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
         size_t nb, na;
         const double *tb, *yb, *ta, *ya;
         assert_ok(clnode_solution_saved(batch, b, (clnode_save_kind)k, &nb, &tb, &yb));
-        assert_ok(clnode_solution_saved(alone, 0, (clnode_save_kind)k, &na, &ta, &ya));
+        assert_ok(clnode_solution_saved(alone, a0, (clnode_save_kind)k, &na, &ta, &ya));
         if (nb != na)
             fail_msg("trajectory %zu, saved kind %d: %zu points in the batch, %zu alone", b, k, nb,
                      na);
@@ -71,6 +71,12 @@ static void assert_same_trajectory(const clnode_solution *batch, size_t b,
             assert_memory_equal(yb, ya, nb * N * sizeof(double));
         }
     }
+}
+
+static void assert_same_trajectory(const clnode_solution *batch, size_t b,
+                                   const clnode_solution *alone)
+{
+    assert_same_row(batch, b, alone, 0);
 }
 
 /* Solves the batch of `o` (with t0s/t1s/dt0s/inputs), then every trajectory alone with its own
@@ -365,15 +371,14 @@ static void test_inputs_oracle_and_alone(void **state)
 
 /* A model with inputs and the seed's nonlinearity: 4 -> 32 -> 2 tanh on [y, t, c], c of 2; each
  * trajectory of a batch equals its solve alone (and the inputs matter). */
-static void test_inputs_nonlinear(void **state)
+/* 5 -> 32 -> 2, tanh, on [y, t, c] with c of 2 inputs, fixed pseudo-random weights. */
+static clnode_model *conditioned_mlp(clnode_context *ctx)
 {
-    (void)state;
     enum {
         N = 2,
         K = 2,
         H = 32,
-        IN = N + 1 + K,
-        B = 9
+        IN = N + 1 + K
     };
     double W0[H * IN], b0[H], W1[N * H];
     uint32_t x = 12345u;
@@ -401,7 +406,19 @@ static void test_inputs_nonlinear(void **state)
     d.time_input = 1;
     d.num_inputs = K;
     clnode_model *m = NULL;
-    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    assert_int_equal(clnode_model_create(ctx, &d, &m), CLNODE_OK);
+    return m;
+}
+
+static void test_inputs_nonlinear(void **state)
+{
+    (void)state;
+    enum {
+        N = 2,
+        K = 2,
+        B = 9
+    };
+    clnode_model *m = conditioned_mlp(g_ctx);
     double y0[B * N], c[B * K], t1s[B], t0s[B];
     for (size_t b = 0; b < B; ++b) {
         y0[b * N] = 0.3;
@@ -484,6 +501,83 @@ static void test_inputs_refusals(void **state)
     clnode_model_destroy(&m);
 }
 
+/* On a device other than the host: the per-trajectory problems of the tests above give the
+ * host's steps and bits (the promise of the conformance suite, for ensembles). */
+static void test_same_bits_as_host(void **state)
+{
+    (void)state;
+    if (strncmp(g_device, "host", 4) == 0)
+        skip();
+    clnode_context *host = NULL;
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    assert_int_equal(clnode_context_create(&co, &host), CLNODE_OK);
+    clnode_model *m = NULL, *mh = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    assert_int_equal(clnode_model_create_seed(host, &mh), CLNODE_OK);
+    const size_t N = clnode_model_dim(m);
+    static const double t0s[NB] = {0.0, 3.0, -2.0, 1.0, 7.5, 0.0};
+    static const double t1s[NB] = {50.0, 20.0, 35.0, 5.0, 7.5, 12.25};
+    static const double dt0s[NB] = {0.02, 0.1, 0.05, 0.0, 0.02, 1.5};
+    static const double save_ts[] = {-2.0, 0.0, 2.5, 10.0, 45.0};
+    double y0[NB * 10];
+    for (size_t i = 0; i < NB * N; ++i)
+        y0[i] = 0.1 * sin(1.0 + (double)i);
+    for (int p = 0; p < 2; ++p) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
+        o.t0s = t0s;
+        o.t1s = t1s;
+        o.dt0s = dt0s;
+        o.save_steps = 1;
+        o.max_steps = 512;
+        o.save_ts = save_ts;
+        o.n_save_ts = 5;
+        clnode_solution *s = solve(m, &o, NB, y0), *sh = NULL;
+        assert_int_equal(clnode_solve(host, mh, &o, NB, y0, &sh), CLNODE_OK);
+        for (size_t b = 0; b < NB; ++b)
+            assert_same_row(s, b, sh, b);
+        clnode_solution_destroy(&s);
+        clnode_solution_destroy(&sh);
+    }
+    clnode_model_destroy(&m);
+    clnode_model_destroy(&mh);
+    /* conditioning inputs with the time input, per-trajectory intervals */
+    m = conditioned_mlp(g_ctx);
+    mh = conditioned_mlp(host);
+    enum {
+        B2 = 7
+    };
+    double y2[B2 * 2], c[B2 * 2], t1c[B2];
+    for (size_t b = 0; b < B2; ++b) {
+        y2[2 * b] = 0.1 * (double)b;
+        y2[2 * b + 1] = -0.3;
+        c[2 * b] = 0.3 * (double)b - 1.0;
+        c[2 * b + 1] = b % 3 ? 0.25 : -0.75;
+        t1c[b] = 2.0 + (double)b;
+    }
+    for (int p = 0; p < 2; ++p) {
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
+        o.rtol = p ? 1e-7 : 1e-4;
+        o.t1s = t1c;
+        o.inputs = c;
+        o.save_steps = 1;
+        clnode_solution *s = solve(m, &o, B2, y2), *sh = NULL;
+        assert_int_equal(clnode_solve(host, mh, &o, B2, y2, &sh), CLNODE_OK);
+        for (size_t b = 0; b < B2; ++b)
+            assert_same_row(s, b, sh, b);
+        clnode_solution_destroy(&s);
+        clnode_solution_destroy(&sh);
+    }
+    clnode_model_destroy(&m);
+    clnode_model_destroy(&mh);
+    clnode_context_destroy(&host);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -515,6 +609,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_inputs_oracle_and_alone),
         cmocka_unit_test(test_inputs_nonlinear),
         cmocka_unit_test(test_inputs_refusals),
+        cmocka_unit_test(test_same_bits_as_host),
     };
     const int failed = cmocka_run_group_tests(tests, setup, NULL);
     clnode_context_destroy(&g_ctx);
