@@ -36,6 +36,10 @@ void cln_solve_defaults(clnode_solve_options *o)
     o->progress_user = NULL;
     o->cancel = NULL;
     o->cancel_user = NULL;
+    o->t0s = NULL; /* ensembles: the scalars t0, t1, dt0 apply to every trajectory */
+    o->t1s = NULL;
+    o->dt0s = NULL;
+    o->inputs = NULL;
     o->precision_guard = CLNODE_GUARD_WARN;
 }
 
