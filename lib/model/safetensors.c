@@ -836,6 +836,56 @@ clnode_status clnode_model_load_safetensors_memory(clnode_context *ctx, const vo
     return cln_st_load(ctx, data, size, NULL, out);
 }
 
+/* Grows the read buffer of a model file (doubling from 64 KiB, to one byte past the limit so that
+ * a too-large file is told). */
+static clnode_status cln_st_grow(clnode_context *ctx, const char *path, unsigned char **buf,
+                                 size_t *cap)
+{
+    char show[CLN_ST_SHOW + 4];
+    if (*cap > CLN_ST_MAX_FILE)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "model file '%s' is larger than the limit of %zu bytes",
+                        cln_st_show(show, path), (size_t)CLN_ST_MAX_FILE);
+    size_t grown = *cap == 0 ? (size_t)1 << 16 : *cap * 2;
+    if (grown > CLN_ST_MAX_FILE + 1 || grown < *cap)
+        grown = CLN_ST_MAX_FILE + 1;
+    unsigned char *p = realloc(*buf, grown);
+    if (p == NULL)
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "cannot allocate %zu bytes to read model file '%s'", grown,
+                        cln_st_show(show, path));
+    *buf = p;
+    *cap = grown;
+    return CLNODE_OK;
+}
+
+/* The 8-byte header length of a model file being read (its first len >= 8 bytes in buf), checked
+ * before the rest is read: against the format's limit, and against the file's size when `sb`
+ * (a regular file's) is given. */
+static clnode_status cln_st_check_length(clnode_context *ctx, const char *path,
+                                         const unsigned char *buf, size_t len,
+                                         const struct stat *sb)
+{
+    char show[CLN_ST_SHOW + 4];
+    const uint64_t hlen = cln_st_le64(buf);
+    if (hlen == 0 || hlen > CLN_ST_MAX_HEADER) {
+        clnode_model *m = NULL;
+        clnode_status st = cln_st_load(ctx, buf, len, path, &m); /* refuses it, with the message */
+        if (st == CLNODE_OK) {                                   /* cannot happen */
+            clnode_model_destroy(&m);
+            st = cln_fail(ctx, CLNODE_ERR_INTERNAL, "header length check");
+        }
+        return st;
+    }
+    if (sb && hlen > (uint64_t)sb->st_size - 8)
+        return cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
+                        "model file '%s': header length %llu runs past the end (only %llu bytes "
+                        "follow the length field)",
+                        cln_st_show(show, path), (unsigned long long)hlen,
+                        (unsigned long long)sb->st_size - 8);
+    return CLNODE_OK;
+}
+
 clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *path,
                                             clnode_model **out)
 {
@@ -862,49 +912,15 @@ clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *pat
     const int sized = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 0;
     int header_checked = 0;
     for (;;) {
-        if (len == cap) {
-            if (cap > CLN_ST_MAX_FILE) {
-                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                              "model file '%s' is larger than the limit of %zu bytes",
-                              cln_st_show(show, path), (size_t)CLN_ST_MAX_FILE);
-                goto fail;
-            }
-            size_t grown = cap == 0 ? (size_t)1 << 16 : cap * 2;
-            if (grown > CLN_ST_MAX_FILE + 1 || grown < cap)
-                grown = CLN_ST_MAX_FILE + 1;
-            unsigned char *p = realloc(buf, grown);
-            if (p == NULL) {
-                st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
-                              "cannot allocate %zu bytes to read model file '%s'", grown,
-                              cln_st_show(show, path));
-                goto fail;
-            }
-            buf = p;
-            cap = grown;
-        }
+        if (len == cap)
+            CLN_TRY(st, cln_st_grow(ctx, path, &buf, &cap));
         size_t want = cap - len;
         errno = 0;
         size_t got = fread(buf + len, 1, want, f);
         len += got;
         if (!header_checked && len >= 8) {
             header_checked = 1;
-            const uint64_t hlen = cln_st_le64(buf);
-            if (hlen == 0 || hlen > CLN_ST_MAX_HEADER) {
-                st = cln_st_load(ctx, buf, len, path, out); /* refuses it, with the message */
-                if (st == CLNODE_OK) {                      /* cannot happen */
-                    clnode_model_destroy(out);
-                    st = cln_fail(ctx, CLNODE_ERR_INTERNAL, "header length check");
-                }
-                goto fail;
-            }
-            if (sized && hlen > (uint64_t)sb.st_size - 8) {
-                st = cln_fail(ctx, CLNODE_ERR_BAD_MODEL,
-                              "model file '%s': header length %llu runs past the end (only "
-                              "%llu bytes follow the length field)",
-                              cln_st_show(show, path), (unsigned long long)hlen,
-                              (unsigned long long)sb.st_size - 8);
-                goto fail;
-            }
+            CLN_TRY(st, cln_st_check_length(ctx, path, buf, len, sized ? &sb : NULL));
         }
         if (got < want) {
             if (ferror(f)) {

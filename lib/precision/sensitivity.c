@@ -546,6 +546,73 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* How many trajectories a certificate re-solves: the fraction of the batch, at least min_sample
+ * and 1, at most the batch. */
+static size_t certify_sample_size(const clnode_certify_options *copts, size_t batch)
+{
+    size_t n = (size_t)ceil(copts->fraction * (double)batch);
+    if (n < copts->min_sample)
+        n = copts->min_sample;
+    if (n < 1)
+        n = 1;
+    return n > batch ? batch : n;
+}
+
+/* The first n of a seeded random permutation of 0..batch-1 (a partial Fisher-Yates shuffle), in
+ * increasing order, into idx (room for batch). */
+static void certify_pick(uint64_t seed, size_t batch, size_t n, size_t *idx)
+{
+    for (size_t i = 0; i < batch; ++i)
+        idx[i] = i;
+    uint64_t rng = stream_state(seed, (uint64_t)batch, 0);
+    for (size_t i = 0; i < n; ++i) {
+        const size_t j = i + (size_t)(splitmix64(&rng) % (uint64_t)(batch - i));
+        const size_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+    qsort(idx, n, sizeof *idx, cmp_size);
+}
+
+/* Sample k (trajectory traj of the run `sol`) against its baseline in b: fills *p and adds it to
+ * the summary *sm. */
+static void certify_judge_sample(const clnode_sensitivity *b, size_t k, size_t traj,
+                                 const clnode_solution *sol, double rtol, double tolerance_rtol,
+                                 clnode_certificate_sample *p, clnode_certificate_summary *sm)
+{
+    clnode_sensitivity_stats s;
+    clnode_sensitivity_get(b, k, &s);
+    clnode_trajectory_stats ts;
+    clnode_solution_stats(sol, traj, &ts);
+    double dev = INFINITY;
+    int complete = 0;
+    clnode_sensitivity_deviation(b, sol, traj, k, &dev, &complete);
+    const int success = ts.result == CLNODE_RESULT_SUCCESS;
+    clnode_judgement j;
+    clnode_sensitivity_judge(b, k, dev, ts.num_steps, ts.num_steps, success, &j);
+    p->traj = traj;
+    p->deviation_rtol = dev / rtol;
+    p->spread_rtol = s.spread / rtol;
+    p->steps = ts.num_steps;
+    p->steps_min = s.steps_min;
+    p->steps_max = s.steps_max;
+    /* a trajectory that ended early where its reference did not is never within */
+    p->complete = complete;
+    p->within =
+        (complete || !s.reference_success) &&
+        (j.verdict != CLNODE_VERDICT_BEYOND || p->deviation_rtol <= tolerance_rtol);
+    sm->num_ill_conditioned += s.ill_conditioned;
+    if (k == 0 || !(p->deviation_rtol <= sm->max_deviation_rtol)) {
+        sm->worst_traj = traj;
+        sm->max_deviation_rtol = isnan(p->deviation_rtol) ? INFINITY : p->deviation_rtol;
+    }
+    max_into(&sm->max_spread_rtol, p->spread_rtol);
+    if (!p->within) {
+        sm->certified = 0;
+        sm->num_failed++;
+    }
+}
+
 clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
                              const clnode_solve_options *opts, size_t batch, const double *y0,
                              const clnode_solution *sol, const clnode_certify_options *copts,
@@ -575,13 +642,7 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
               CLNODE_ERR_INVALID_ARGUMENT, "certify: tolerance_rtol must be non-negative");
     const double t_start = now_seconds();
 
-    size_t n = (size_t)ceil(copts->fraction * (double)batch);
-    if (n < copts->min_sample)
-        n = copts->min_sample;
-    if (n < 1)
-        n = 1;
-    if (n > batch)
-        n = batch;
+    const size_t n = certify_sample_size(copts, batch);
 
     clnode_status st = CLNODE_OK;
     size_t *idx = NULL;
@@ -599,17 +660,7 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
                       n);
         goto fail;
     }
-    /* a seeded partial Fisher-Yates shuffle: the first n of a random permutation */
-    for (size_t i = 0; i < batch; ++i)
-        idx[i] = i;
-    uint64_t rng = stream_state(copts->seed, (uint64_t)batch, 0);
-    for (size_t i = 0; i < n; ++i) {
-        const size_t j = i + (size_t)(splitmix64(&rng) % (uint64_t)(batch - i));
-        const size_t t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-    }
-    qsort(idx, n, sizeof *idx, cmp_size);
+    certify_pick(copts->seed, batch, n, idx);
     for (size_t k = 0; k < n; ++k)
         memcpy(ys + k * N, y0 + idx[k] * N, N * sizeof(double));
     CLN_TRY(st, check_sopts(ctx, &copts->sensitivity));
@@ -621,40 +672,9 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     sm->rtol = opts->rtol;
     sm->tolerance_rtol = copts->tolerance_rtol;
     sm->certified = 1;
-    for (size_t k = 0; k < n; ++k) {
-        clnode_sensitivity_stats s;
-        clnode_sensitivity_get(b, k, &s);
-        clnode_trajectory_stats ts;
-        clnode_solution_stats(sol, idx[k], &ts);
-        double dev = INFINITY;
-        int complete = 0;
-        clnode_sensitivity_deviation(b, sol, idx[k], k, &dev, &complete);
-        const int success = ts.result == CLNODE_RESULT_SUCCESS;
-        clnode_judgement j;
-        clnode_sensitivity_judge(b, k, dev, ts.num_steps, ts.num_steps, success, &j);
-        clnode_certificate_sample *p = &c->samples[k];
-        p->traj = idx[k];
-        p->deviation_rtol = dev / opts->rtol;
-        p->spread_rtol = s.spread / opts->rtol;
-        p->steps = ts.num_steps;
-        p->steps_min = s.steps_min;
-        p->steps_max = s.steps_max;
-        /* a trajectory that ended early where its reference did not is never within */
-        p->complete = complete;
-        p->within =
-            (complete || !s.reference_success) &&
-            (j.verdict != CLNODE_VERDICT_BEYOND || p->deviation_rtol <= copts->tolerance_rtol);
-        sm->num_ill_conditioned += s.ill_conditioned;
-        if (k == 0 || !(p->deviation_rtol <= sm->max_deviation_rtol)) {
-            sm->worst_traj = idx[k];
-            sm->max_deviation_rtol = isnan(p->deviation_rtol) ? INFINITY : p->deviation_rtol;
-        }
-        max_into(&sm->max_spread_rtol, p->spread_rtol);
-        if (!p->within) {
-            sm->certified = 0;
-            sm->num_failed++;
-        }
-    }
+    for (size_t k = 0; k < n; ++k)
+        certify_judge_sample(b, k, idx[k], sol, opts->rtol, copts->tolerance_rtol, &c->samples[k],
+                             sm);
     clnode_sensitivity_destroy(&b);
     free(idx);
     free(ys);
