@@ -21,6 +21,8 @@
 #define STATS_V1 END_OF(clnode_trajectory_stats, t_final)
 #define PROBE_V1 END_OF(clnode_probe_result, unit_roundoff)
 #define FACTS_V1 END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
+/* the model description gained its struct_size with num_inputs: the first size it knows */
+#define DESC_V1 END_OF(clnode_model_desc, num_inputs)
 
 /* A struct of `size` bytes followed by canaries, as an older program's would be in memory. */
 typedef union old_struct {
@@ -57,9 +59,30 @@ static void test_defaults_write_only_the_old_fields(void **state)
     assert_true(canary_intact(&s, CTX_V1));
     assert_int_equal(((const clnode_context_options *)(const void *)s.bytes)->struct_size, CTX_V1);
 
+    canary(&s, 0);
+    clnode_model_default_desc_sized((clnode_model_desc *)(void *)s.bytes, DESC_V1);
+    assert_true(canary_intact(&s, DESC_V1));
+    const clnode_model_desc *d = (const void *)s.bytes;
+    assert_int_equal(d->struct_size, DESC_V1);
+    assert_true(d->num_layers == 0 && d->sizes == NULL && d->weights == NULL && d->biases == NULL);
+    assert_true(d->activation == CLNODE_ACT_IDENTITY && d->final_activation == CLNODE_ACT_IDENTITY);
+    assert_true(d->time_input == 0 && d->num_inputs == 0);
+
     clnode_solve_options full;
     clnode_solve_default_options(&full);
     assert_int_equal(full.struct_size, sizeof full);
+
+    /* the designated initialiser's defaults are the defaults function's */
+    clnode_model_desc dd;
+    memset(&dd, 0x5A, sizeof dd);
+    clnode_model_default_desc(&dd);
+    const clnode_model_desc di = {CLNODE_MODEL_DESC_DEFAULTS};
+    assert_int_equal(dd.struct_size, sizeof dd);
+    assert_int_equal(di.struct_size, dd.struct_size);
+    assert_true(di.num_layers == dd.num_layers && di.sizes == dd.sizes &&
+                di.weights == dd.weights && di.biases == dd.biases);
+    assert_true(di.activation == dd.activation && di.final_activation == dd.final_activation &&
+                di.time_input == dd.time_input && di.num_inputs == dd.num_inputs);
 }
 
 /* An old program's options (struct_size = the first release's) solve exactly as the full
@@ -117,6 +140,40 @@ static void test_old_program_solves(void **state)
     clnode_context_destroy(&ctx);
 }
 
+/* A model description of the first size it knows, followed by canaries, makes the model its
+ * fields describe (the canaries are never read as fields). */
+static void test_old_model_desc(void **state)
+{
+    (void)state;
+    clnode_context *ctx = NULL;
+    assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
+    const size_t sizes[3] = {3, 4, 2};
+    const double w0[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, w1[8] = {1, 0, 0, 1, 1, 1, 0, 0};
+    const double *ws[2] = {w0, w1};
+    old_struct s;
+    canary(&s, 0);
+    clnode_model_desc *d = (void *)s.bytes;
+    clnode_model_default_desc_sized(d, DESC_V1);
+    d->num_layers = 2;
+    d->sizes = sizes;
+    d->weights = ws;
+    d->activation = CLNODE_ACT_TANH;
+    d->num_inputs = 1;
+    assert_true(canary_intact(&s, DESC_V1));
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create(ctx, d, &m), CLNODE_OK);
+    assert_int_equal(clnode_model_num_layers(m), 2);
+    assert_int_equal(clnode_model_dim(m), 2);
+    assert_int_equal(clnode_model_num_inputs(m), 1);
+    assert_int_equal(clnode_model_activation(m), CLNODE_ACT_TANH);
+    assert_int_equal(clnode_model_final_activation(m), CLNODE_ACT_IDENTITY);
+    assert_int_equal(clnode_model_time_input(m), 0);
+    assert_null(clnode_model_bias(m, 0));
+    assert_memory_equal(clnode_model_weight(m, 1), w1, sizeof w1);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+}
+
 /* Sizes the library does not know: a newer program's (larger) and a struct never given its
  * defaults (struct_size 0). */
 static void test_unknown_sizes_refused(void **state)
@@ -151,6 +208,27 @@ static void test_unknown_sizes_refused(void **state)
     assert_int_equal(
         clnode_probe_gemm_sized(ctx, CLNODE_FP32, CLNODE_GEMM_STRICT, &pr, sizeof pr + 8),
         CLNODE_ERR_INVALID_ARGUMENT);
+
+    /* a model description never given its defaults, and a newer program's */
+    const size_t sizes[2] = {1, 1};
+    const double w[1] = {-1.0};
+    const double *ws[1] = {w};
+    clnode_model_desc d;
+    memset(&d, 0, sizeof d);
+    d.num_layers = 1;
+    d.sizes = sizes;
+    d.weights = ws;
+    clnode_model *m2 = NULL;
+    assert_int_equal(clnode_model_create(ctx, &d, &m2), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_model_desc: struct_size 0"));
+    assert_null(m2);
+    d.struct_size = sizeof d + 8;
+    assert_int_equal(clnode_model_create(ctx, &d, &m2), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    assert_null(m2);
+    d.struct_size = sizeof d;
+    assert_int_equal(clnode_model_create(ctx, &d, &m2), CLNODE_OK);
+    clnode_model_destroy(&m2);
     clnode_model_destroy(&m);
     clnode_context_destroy(&ctx);
 }
@@ -160,6 +238,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_write_only_the_old_fields),
         cmocka_unit_test(test_old_program_solves),
+        cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,8 +51,8 @@ static clnode_model *linear_model(size_t n, const double *W, const double *bias)
     size_t sizes[2] = {n, n};
     const double *ws[1] = {W};
     const double *bs[1] = {bias};
-    clnode_model_desc d = {1, sizes, ws, bias ? bs : NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY,
-                           0, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
+                           .weights = ws, .biases = bias ? bs : NULL};
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     return m;
@@ -240,7 +240,9 @@ static void test_convergence_order_nonlinear(void **state)
         b1[i] = 0.3 * sin(0.7 * i);
     const size_t sizes[3] = {2, 8, 2};
     const double *ws[2] = {W1, W2}, *bs[2] = {b1, b2};
-    clnode_model_desc d = {2, sizes, ws, bs, CLNODE_ACT_TANH, CLNODE_ACT_IDENTITY, 0, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 2, .sizes = sizes,
+                           .weights = ws, .biases = bs};
+    d.activation = CLNODE_ACT_TANH;
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     const double y0[2] = {0.5, -1.0};
@@ -670,14 +672,16 @@ static void test_bad_inputs(void **state)
     const double Wn[1] = {NAN};
     size_t sizes[2] = {1, 1};
     const double *ws[1] = {Wn};
-    clnode_model_desc d = {1, sizes, ws, NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY, 0, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
+                           .weights = ws};
     assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_NONFINITE_INPUT);
     assert_null(m);
     /* a model whose output width is not its input width is no vector field */
     size_t sz2[2] = {2, 1};
     const double W2[2] = {1, 1};
     const double *ws2[1] = {W2};
-    clnode_model_desc d2 = {1, sz2, ws2, NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY, 0, 0};
+    clnode_model_desc d2 = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sz2,
+                            .weights = ws2};
     assert_int_equal(clnode_model_create(g_ctx, &d2, &m), CLNODE_ERR_INVALID_ARGUMENT);
 }
 
@@ -909,7 +913,8 @@ static void test_time_input(void **state)
     size_t sizes[2] = {2, 1};
     const double W[2] = {0.0, 1.0};
     const double *ws[1] = {W};
-    clnode_model_desc d = {1, sizes, ws, NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY, 1, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
+                           .weights = ws, .time_input = 1};
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     assert_int_equal(clnode_model_time_input(m), 1);
@@ -951,7 +956,8 @@ static void test_out_of_memory(void **state)
     double *w0 = calloc(wide, sizeof(double)), *w1 = calloc(wide, sizeof(double));
     assert_true(w0 && w1);
     const double *ws[2] = {w0, w1};
-    clnode_model_desc d = {2, sizes, ws, NULL, CLNODE_ACT_TANH, CLNODE_ACT_IDENTITY, 0, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 2, .sizes = sizes,
+                           .weights = ws, .activation = CLNODE_ACT_TANH};
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     free(w0);

@@ -311,11 +311,10 @@ static clnode_model *decay_to_c(size_t n, int time_input)
     size_t sizes[2] = {in, n};
     const double *ws[1] = {W};
     clnode_model_desc d;
-    memset(&d, 0, sizeof d);
+    clnode_model_default_desc(&d);
     d.num_layers = 1;
     d.sizes = sizes;
     d.weights = ws;
-    d.activation = d.final_activation = CLNODE_ACT_IDENTITY;
     d.time_input = time_input;
     d.num_inputs = n;
     clnode_model *m = NULL;
@@ -396,13 +395,12 @@ static clnode_model *conditioned_mlp(clnode_context *ctx)
     const double *ws[2] = {W0, W1};
     const double *bs[2] = {b0, NULL};
     clnode_model_desc d;
-    memset(&d, 0, sizeof d);
+    clnode_model_default_desc(&d);
     d.num_layers = 2;
     d.sizes = sizes;
     d.weights = ws;
     d.biases = bs;
     d.activation = CLNODE_ACT_TANH;
-    d.final_activation = CLNODE_ACT_IDENTITY;
     d.time_input = 1;
     d.num_inputs = K;
     clnode_model *m = NULL;
@@ -488,7 +486,7 @@ static void test_inputs_refusals(void **state)
     const double W[6] = {0};
     const double *ws[1] = {W};
     clnode_model_desc d;
-    memset(&d, 0, sizeof d);
+    clnode_model_default_desc(&d);
     d.num_layers = 1;
     d.sizes = sizes;
     d.weights = ws;

@@ -232,7 +232,8 @@ static clnode_model *linear_model(void)
     const size_t sizes[2] = {3, 3};
     const double w[9] = {-1, 0, 0, 0, -1, 0, 0, 0, -1};
     const double *ws[1] = {w};
-    clnode_model_desc d = {1, sizes, ws, NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY, 0, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
+                           .weights = ws};
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     return m;

@@ -38,22 +38,39 @@ CLNODE_API const char *clnode_activation_name(clnode_activation act);
 /* Parses a name as above. Returns CLNODE_OK or CLNODE_ERR_INVALID_ARGUMENT. */
 CLNODE_API clnode_status clnode_activation_from_name(const char *name, clnode_activation *out);
 
-/* Description of an MLP built from arrays. Nothing is retained: the arrays are copied. */
+/* Description of an MLP built from arrays. Nothing is retained: the arrays are copied. Fields
+ * are only ever appended (clnode/common.h): start from the defaults, with
+ * clnode_model_default_desc or, in C, the designated initialiser
+ *     clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes, ...};
+ * then set what you need. */
 typedef struct clnode_model_desc {
-    size_t num_layers;            /* >= 1 */
+    /* sizeof(clnode_model_desc) where the program was compiled: set by the defaults; the library
+     * reads only the fields it covers. */
+    size_t struct_size;
+    size_t num_layers;            /* >= 1 (default 0: must be set) */
     const size_t *sizes;          /* num_layers + 1 widths: in, hidden..., out */
     const double *const *weights; /* num_layers arrays; weights[i] is sizes[i+1] x sizes[i] */
-    const double *const *biases;  /* NULL (no biases) or num_layers arrays (NULL entry: none) */
-    clnode_activation activation; /* between layers */
-    clnode_activation final_activation; /* after the last layer */
-    int time_input;    /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1) */
+    const double *const *biases;  /* NULL (default: no biases) or num_layers arrays (NULL: none) */
+    clnode_activation activation; /* between layers (default identity) */
+    clnode_activation final_activation; /* after the last layer (default identity) */
+    int time_input;    /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1); default 0 */
     size_t num_inputs; /* k conditioning inputs (default 0): the input is [y, c] or, with
                           time_input, [y, t, c]; sizes[0] == out (+1 with time_input) + k.
                           Each solve passes every trajectory's c (clnode_solve_options.inputs). */
 } clnode_model_desc;
 
+/* The defaults as the start of a designated initialiser (C only). Every default but struct_size
+ * is zero, so it sets struct_size alone; a field appended later keeps a zero default. */
+#define CLNODE_MODEL_DESC_DEFAULTS .struct_size = sizeof(clnode_model_desc)
+
+/* Fills `desc` with the defaults above, struct_size included. `desc` must not be NULL. A macro: it
+ * passes the size of the struct the program was compiled with. */
+#define clnode_model_default_desc(desc) clnode_model_default_desc_sized((desc), sizeof *(desc))
+CLNODE_API void clnode_model_default_desc_sized(clnode_model_desc *desc, size_t struct_size);
+
 /* Creates a model from arrays. Errors: CLNODE_ERR_INVALID_ARGUMENT (inconsistent sizes: the
- * output width must equal the state dimension, sizes[0] == out (+1 with time_input, + num_inputs)),
+ * output width must equal the state dimension, sizes[0] == out (+1 with time_input, + num_inputs);
+ * a struct_size this library does not know),
  * CLNODE_ERR_NONFINITE_INPUT (a NaN or infinite parameter; the message names it),
  * CLNODE_ERR_OUT_OF_MEMORY. */
 CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *desc,

@@ -93,6 +93,7 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
 #define CLN_TRAJECTORY_STATS_MIN CLN_END_OF(clnode_trajectory_stats, t_final)
 #define CLN_PROBE_RESULT_MIN CLN_END_OF(clnode_probe_result, unit_roundoff)
 #define CLN_DEVICE_FACTS_MIN CLN_END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
+#define CLN_MODEL_DESC_MIN CLN_END_OF(clnode_model_desc, num_inputs)
 
 /* Whether a struct of `size` bytes from the program is one this library knows (min to max):
  * CLNODE_OK, or CLNODE_ERR_INVALID_ARGUMENT with a message naming `what`. */

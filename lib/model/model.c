@@ -65,14 +65,45 @@ static clnode_status cln_copy_finite(clnode_context *ctx, const double *src, siz
     return CLNODE_OK;
 }
 
-clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *d,
+/* The documented defaults (clnode/model.h). A field appended to clnode_model_desc gets its
+ * default here (zero, as CLNODE_MODEL_DESC_DEFAULTS promises) and is read only from programs
+ * whose struct_size covers it (the sizes policy of clnode/common.h). */
+static void cln_model_desc_defaults(clnode_model_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    d->activation = CLNODE_ACT_IDENTITY;
+    d->final_activation = CLNODE_ACT_IDENTITY;
+}
+
+void clnode_model_default_desc_sized(clnode_model_desc *desc, size_t size)
+{
+    clnode_model_desc d;
+    cln_model_desc_defaults(&d);
+    d.struct_size = size;
+    cln_struct_copy(desc, size, &d, sizeof d);
+}
+
+clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *in,
                                   clnode_model **out)
 {
     cln_clear_error(ctx);
     CLN_CHECK(ctx, out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_model_create: out is NULL");
     *out = NULL;
-    CLN_CHECK(ctx, d && d->sizes && d->weights, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_model_create: missing description, sizes or weights");
+    CLN_CHECK(ctx, in, CLNODE_ERR_INVALID_ARGUMENT, "clnode_model_create: missing description");
+    /* the program's description as this library's struct: the fields it knows, defaults for the
+     * rest */
+    clnode_model_desc full;
+    cln_model_desc_defaults(&full);
+    const clnode_status size_st = cln_check_struct_size(ctx, "clnode_model_desc", in->struct_size,
+                                                        CLN_MODEL_DESC_MIN, sizeof full);
+    if (size_st != CLNODE_OK)
+        return size_st;
+    cln_struct_copy(&full, sizeof full, in, in->struct_size);
+    full.struct_size = sizeof full;
+    const clnode_model_desc *d = &full;
+    CLN_CHECK(ctx, d->sizes && d->weights, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_model_create: missing sizes or weights");
     CLN_CHECK(ctx, d->num_layers >= 1 && d->num_layers <= CLN_MAX_LAYERS,
               CLNODE_ERR_INVALID_ARGUMENT, "a model needs 1 to %d layers, not %zu", CLN_MAX_LAYERS,
               d->num_layers);

@@ -794,7 +794,7 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
     size_t header_len = 0;
     cln_st_layers *ly = NULL;
     clnode_model_desc desc;
-    memset(&desc, 0, sizeof desc);
+    clnode_model_default_desc(&desc);
 
     cln_st_loader *L = calloc(1, sizeof *L);
     if (L == NULL)

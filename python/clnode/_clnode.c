@@ -410,7 +410,14 @@ static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
     clnode_context *ctx = model_ctx();
     if (!ctx)
         goto done;
-    clnode_model_desc d = {(size_t)L, sizes, wp, bp, act, fact, time_input};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS,
+                           .num_layers = (size_t)L,
+                           .sizes = sizes,
+                           .weights = wp,
+                           .biases = bp,
+                           .activation = act,
+                           .final_activation = fact,
+                           .time_input = time_input};
     clnode_model *m = NULL;
     clnode_status st = clnode_model_create(ctx, &d, &m);
     ret = model_done(st, m);

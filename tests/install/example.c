@@ -16,7 +16,8 @@ int main(void)
     const size_t sizes[2] = {1, 1};
     const double w[1] = {-1.0};
     const double *weights[1] = {w};
-    clnode_model_desc d = {1, sizes, weights, NULL, CLNODE_ACT_IDENTITY, CLNODE_ACT_IDENTITY, 0, 0};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
+                           .weights = weights};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     o.precision = CLNODE_FP64;
