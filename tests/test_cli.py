@@ -330,6 +330,20 @@ for name, exe in tools[:2]:
     rc, out, err = run([exe, "--help"])
     check("%s --help documents the y0 file format" % name,
           "y0 file" in out and "\\r\\n" in out and "pandas" in out, out[:200])
+# The device strings of every tool's --help are the library's (clnode_device_help): one table,
+# the same in every tool, whose forms are those the library names when it refuses a string.
+_, _, err = run([SOLVE, "--device", "no-such-backend", "--t1", "0.1"])
+lib_forms = err.split("expected one of ", 1)[-1].split(" (clnode-devices", 1)[0].split(", ")
+blocks = []
+for name, exe in tools:
+    out = run([exe, "--help"])[1]
+    block = out.split("Device strings", 1)[-1].split("--backend B is a shorthand", 1)[0]
+    blocks.append(block)
+    table = [line.split()[0] for line in block.splitlines()[1:] if line.strip()]
+    check("%s --help lists the device strings the library knows" % name,
+          len(lib_forms) > 3 and all(f in table for f in lib_forms), "%s\nnot all of %s" % (
+              block, lib_forms))
+check("every tool prints the same device strings", len(set(blocks)) == 1, "")
 expect("a missing value names the option", run([SOLVE, "--rtol"]), 2,
        err_has="clnode-solve: option --rtol needs a value")
 expect("a value for a flag is refused", run([SOLVE, "--json=yes"]), 2,

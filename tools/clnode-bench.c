@@ -103,7 +103,7 @@ static void usage(FILE *f)
           "  --repeat N       timed runs per measurement, the best kept (default 3)\n"
           "  --help, -h       this text      --version   the version\n",
           f);
-    fputs(tool_device_help, f);
+    tool_print_device_help(f);
     fputs(tool_exit_help, f);
 }
 

@@ -150,7 +150,7 @@ static void usage(FILE *f)
           "  in clnode-compare-schema.md (installed next to the plot script, share/clnode/).\n",
           f);
     fputs(tool_y0_help, f);
-    fputs(tool_device_help, f);
+    tool_print_device_help(f);
     fputs(tool_exit_help, f);
 }
 

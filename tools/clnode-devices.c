@@ -61,7 +61,7 @@ static void usage(FILE *f)
           "  \"identity_mismatches\", \"outer_exact\", \"outer_mismatches\", \"random_bits\",\n"
           "  \"range_ok\", \"class\", \"unit_roundoff\"} or {..., \"error\"}]}]}\n",
           f);
-    fputs(tool_device_help, f);
+    tool_print_device_help(f);
     fputs(tool_exit_help, f);
 }
 

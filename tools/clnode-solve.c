@@ -87,7 +87,7 @@ static void usage(FILE *f)
         "  \"within\"}]}}; non-finite numbers are null.\n",
         f);
     fputs(tool_y0_help, f);
-    fputs(tool_device_help, f);
+    tool_print_device_help(f);
     fputs(tool_exit_help, f);
 }
 

@@ -35,13 +35,25 @@ const char tool_y0_help[] =
     "  not a number - nan and inf are numbers - or when it is exactly 0,1,...,N-1, the column\n"
     "  labels pandas writes, which is said on stderr). The batch is the number of states.\n";
 
-const char tool_device_help[] =
-    "Device strings: host, host:openblas, opencl, opencl:N, opencl:gpu, opencl:cpu,\n"
-    "  opencl:NAME (a piece of the platform, vendor or device name: pocl, nvidia, ...), cuda,\n"
-    "  cuda:N, cuda:N:cublas; default $CLNODE_DEVICE, else host. The library decides what a\n"
-    "  string means and refuses one that names no device. --backend B is a shorthand:\n"
-    "  --backend B alone is --device B, --backend B --device X is --device B:X unless X\n"
-    "  already starts with B (--backend opencl --device opencl:pocl is opencl:pocl).\n";
+void tool_print_device_help(FILE *f)
+{
+    /* the forms and their meanings come from the library's registry of backends, the one place
+     * that knows them (and that decides what a string means) */
+    fputs("Device strings (default $CLNODE_DEVICE, else host; the library refuses a string that\n"
+          "  names no device):\n",
+          f);
+    const size_t n = clnode_device_help(NULL, 0);
+    char *text = malloc(n + 1);
+    if (text) {
+        clnode_device_help(text, n + 1);
+        fputs(text, f);
+        free(text);
+    }
+    fputs("  --backend B is a shorthand: --backend B alone is --device B, --backend B --device X\n"
+          "  is --device B:X unless X already starts with B (--backend opencl --device\n"
+          "  opencl:pocl is opencl:pocl).\n",
+          f);
+}
 
 void tool_error(const char *fmt, ...)
 {

@@ -164,9 +164,11 @@ enum {
         "version", no_argument, NULL, TOOL_OPT_VERSION                                             \
     }
 
-/* The y0 file format and device string paragraphs of --help. */
+/* The y0 file format paragraph of --help. */
 extern const char tool_y0_help[];
-extern const char tool_device_help[];
+/* The device string paragraph of --help: the library's list of the forms this build accepts
+ * (clnode_device_help) and the --backend shorthand. */
+void tool_print_device_help(FILE *f);
 
 /* Defaults of the seed problem. */
 void tool_problem_defaults(tool_problem *pb);
