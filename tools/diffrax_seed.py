@@ -23,7 +23,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                    "..", "lib", "models", "seed.safetensors"))
+                                                    "..", "lib", "model", "seed.safetensors"))
     args = ap.parse_args()
 
     import jax

@@ -118,7 +118,7 @@ void cln_solve_seed_defaults(clnode_solve_options *o);
 clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
                                        clnode_solve_options *full);
 
-/* ---- the model (lib/model.c) ---- */
+/* ---- the model (lib/model/model.c) ---- */
 #define CLN_MAX_LAYERS 64
 
 struct clnode_model {
