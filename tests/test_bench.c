@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_device.h"
 
 static clnode_context *g_ctx;
 static clnode_model *g_model;
@@ -68,15 +69,11 @@ static void test_loop_refuses(void **state)
 
 int main(int argc, char **argv)
 {
-    clnode_context_options o;
-    clnode_context_default_options(&o);
-    o.device = argc > 1 ? argv[1] : "host";
-    const clnode_status st = clnode_context_create(&o, &g_ctx);
-    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
-        printf("SKIP: no device \"%s\"\n", o.device);
-        return 77;
-    }
-    if (st != CLNODE_OK || clnode_model_create_seed(g_ctx, &g_model) != CLNODE_OK)
+    const char *device = "host";
+    const int dev_rc = test_device_open(argc, argv, &device, NULL, NULL, &g_ctx);
+    if (dev_rc != 0)
+        return dev_rc;
+    if (clnode_model_create_seed(g_ctx, &g_model) != CLNODE_OK)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loop_runs),

@@ -22,6 +22,7 @@
 #include "clnode.h"
 #include "cln_tf32.h"
 #include "precision/probe_internal.h"
+#include "test_device.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -432,22 +433,9 @@ static void test_guard(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        g_device = argv[1];
-    clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = g_device;
-    co.log = capture_log;
-    clnode_status st = clnode_context_create(&co, &g_ctx);
-    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
-        printf("device %s is not available here: skipped\n", g_device);
-        return 77;
-    }
-    if (st != CLNODE_OK) {
-        printf("cannot create a context on %s: %s\n", g_device, clnode_status_string(st));
-        return 1;
-    }
-    printf("probe suite on %s: %s\n", clnode_context_backend(g_ctx), clnode_context_device(g_ctx));
+    const int dev_rc = test_device_open(argc, argv, &g_device, capture_log, "probe suite", &g_ctx);
+    if (dev_rc != 0)
+        return dev_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_injected), cmocka_unit_test(test_tf32_rounding),
         cmocka_unit_test(test_device),   cmocka_unit_test(test_seed_tf32),

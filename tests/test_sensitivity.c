@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_device.h"
 
 #ifndef CLN_SOURCE_ROOT
 #define CLN_SOURCE_ROOT "."
@@ -454,22 +455,9 @@ static void test_certificate(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        g_device = argv[1];
-    clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = g_device;
-    clnode_status st = clnode_context_create(&co, &g_ctx);
-    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
-        printf("device %s is not available here: skipped\n", g_device);
-        return 77;
-    }
-    if (st != CLNODE_OK) {
-        printf("cannot create a context on %s: %s\n", g_device, clnode_status_string(st));
-        return 1;
-    }
-    printf("sensitivity suite on %s: %s\n", clnode_context_backend(g_ctx),
-           clnode_context_device(g_ctx));
+    const int dev_rc = test_device_open(argc, argv, &g_device, NULL, "sensitivity suite", &g_ctx);
+    if (dev_rc != 0)
+        return dev_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed),        cmocka_unit_test(test_ill_conditioned),
         cmocka_unit_test(test_linear),      cmocka_unit_test(test_reproducible),

@@ -1,0 +1,48 @@
+/* test_device.h - the context of a per-device test: the device named on the command line (meson
+ * passes it, "host" or "opencl:pocl" or "cuda"), opened once in main().
+ *
+ *     int main(int argc, char **argv)
+ *     {
+ *         const int dev_rc = test_device_open(argc, argv, &g_device, NULL, "conformance", &g_ctx);
+ *         if (dev_rc != 0)
+ *             return dev_rc;
+ *         ...
+ */
+#ifndef CLNODE_TEST_DEVICE_H
+#define CLNODE_TEST_DEVICE_H
+
+#include <stdio.h>
+
+#include "clnode.h"
+
+/* The exit status that tells meson a test was skipped. */
+#define TEST_SKIPPED 77
+
+/* Opens *ctx on argv[1] if given (and stores it in *device), else on *device, with the logger
+ * `log` (NULL: none), and prints "WHAT on BACKEND: DEVICE" (nothing when `what` is NULL).
+ * Returns 0 with *ctx open, or the status main() returns: TEST_SKIPPED where the device is absent
+ * or its backend not built, 1 for any other failure (both said on stdout). */
+static inline int test_device_open(int argc, char **argv, const char **device, clnode_log_fn log,
+                                   const char *what, clnode_context **ctx)
+{
+    if (argc > 1)
+        *device = argv[1];
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = *device;
+    co.log = log;
+    const clnode_status st = clnode_context_create(&co, ctx);
+    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
+        printf("device %s is not available here: skipped\n", *device);
+        return TEST_SKIPPED;
+    }
+    if (st != CLNODE_OK) {
+        printf("cannot create a context on %s: %s\n", *device, clnode_status_string(st));
+        return 1;
+    }
+    if (what)
+        printf("%s on %s: %s\n", what, clnode_context_backend(*ctx), clnode_context_device(*ctx));
+    return 0;
+}
+
+#endif /* CLNODE_TEST_DEVICE_H */
