@@ -49,6 +49,8 @@ typedef struct host_backend {
     size_t scratch_cap;
     void *scratch_a; /* tf32 mode: A rounded to TF32 */
     size_t scratch_a_cap;
+    void *scratch_c; /* OpenBLAS: one block of C, column-major */
+    size_t scratch_c_cap;
     cln_pool *pool; /* the threads of every pass (1: all inline) */
 } host_backend;
 
@@ -67,6 +69,7 @@ static void host_destroy(cln_backend *be)
     cln_pool_destroy(hb->pool);
     free(hb->scratch);
     free(hb->scratch_a);
+    free(hb->scratch_c);
     free(hb);
 }
 
@@ -240,31 +243,51 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         return CLNODE_OK;
     }
     /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
-     * small-matrix and edge kernels sum in other orders; measured on the seed shapes), which
-     * would make a trajectory's steps depend on its batch. Every call therefore has exactly
-     * CLN_HOST_ROWS rows: the same kernel path for every row, whatever the batch. */
+     * small-matrix and edge kernels sum in other orders), and, in a row-major call, on the row's
+     * place in it: the rows are the columns of OpenBLAS's column-major product, which its driver
+     * hands to the kernel in chunks summed in different orders (on Zen: rows 0-5, 6-11 and 12-15
+     * of a 16-row call, measured). Both would make a trajectory's bits depend on its place in the
+     * batch. Every call therefore has exactly CLN_HOST_ROWS rows, and the rows are the kernel's
+     * M dimension (its vector lanes, every lane summed alike): OpenBLAS writes the block
+     * column-major (scratch_c), transposed into C here. */
     CLN_CHECK(be->ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
               "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
+    size_t cbytes;
+    CLN_CHECK(be->ctx, cln_mul_size(n, CLN_HOST_ROWS * esize, &cbytes), CLNODE_ERR_OUT_OF_MEMORY,
+              "GEMM of %zu columns is too large", n);
+    const clnode_status cs = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, cbytes);
+    if (cs != CLNODE_OK)
+        return cs;
+    const void *a =
+        prec == CLNODE_FP32 ? (const void *)HOST_F32(A, a_off) : (const void *)HOST_F64(A, a_off);
+    const void *w =
+        prec == CLNODE_FP32 ? (const void *)HOST_F32(Bm, b_off) : (const void *)HOST_F64(Bm, b_off);
+    size_t lda_ = lda, ldb_ = ldb;
     if (tf32) { /* OpenBLAS on TF32-rounded copies: fp32 accumulation in OpenBLAS's order */
         cln_tf32_round_rows(m, k, HOST_F32(A, a_off), lda, hb->scratch_a, k);
         cln_tf32_round_rows(n, k, HOST_F32(Bm, b_off), ldb, hb->scratch, k);
-        for (size_t r = 0; r < m; r += CLN_HOST_ROWS)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0f, (const float *)hb->scratch_a + r * k, (blasint)k,
-                        hb->scratch, (blasint)k, 0.0f, HOST_F32(C, c_off + r * ldc), (blasint)ldc);
-        return CLNODE_OK;
+        a = hb->scratch_a;
+        w = hb->scratch;
+        lda_ = ldb_ = k;
     }
     for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
-        if (prec == CLNODE_FP32)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0f, HOST_F32(A, a_off + r * lda), (blasint)lda,
-                        HOST_F32(Bm, b_off), (blasint)ldb, 0.0f, HOST_F32(C, c_off + r * ldc),
-                        (blasint)ldc);
-        else
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0, HOST_F64(A, a_off + r * lda), (blasint)lda,
-                        HOST_F64(Bm, b_off), (blasint)ldb, 0.0, HOST_F64(C, c_off + r * ldc),
-                        (blasint)ldc);
+        if (prec == CLNODE_FP32) {
+            float *t = hb->scratch_c, *c = HOST_F32(C, c_off + r * ldc);
+            cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS, (blasint)n,
+                        (blasint)k, 1.0f, (const float *)a + r * lda_, (blasint)lda_, w,
+                        (blasint)ldb_, 0.0f, t, CLN_HOST_ROWS);
+            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
+        } else {
+            double *t = hb->scratch_c, *c = HOST_F64(C, c_off + r * ldc);
+            cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS, (blasint)n,
+                        (blasint)k, 1.0, (const double *)a + r * lda_, (blasint)lda_, w,
+                        (blasint)ldb_, 0.0, t, CLN_HOST_ROWS);
+            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
+        }
     }
     return CLNODE_OK;
 }
@@ -382,15 +405,18 @@ static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
     host_backend *hb = (host_backend *)be;
     /* the plain GEMM's scratch for the largest packed weight matrix, so that steps never
      * allocate */
-    size_t packed = sd->max_weights;
+    size_t packed = sd->max_weights, max_out = 1;
     for (size_t l = 0; l < sd->num_layers; ++l) {
         const size_t k = sd->sizes[l] ? sd->sizes[l] : 1;
         const size_t e = cln_gemm_packed_ld(sd->sizes[l + 1], sd->esize) * k;
         packed = e > packed ? e : packed;
+        max_out = sd->sizes[l + 1] > max_out ? sd->sizes[l + 1] : max_out;
     }
     clnode_status st = host_scratch(hb, packed * sd->esize);
     if (st == CLNODE_OK && sd->gemm_mode == CLNODE_GEMM_TF32)
         st = host_scratch_a(hb, sd->B * sd->max_in * sd->esize); /* the rounded A of every layer */
+    if (st == CLNODE_OK && hb->openblas) /* one block of the widest layer's output */
+        st = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, CLN_HOST_ROWS * max_out * sd->esize);
     if (st == CLNODE_OK && !hb->openblas && sd->gemm_mode == CLNODE_GEMM_STRICT)
         st = host_fused_begin(hb, sd);
     if (st != CLNODE_OK)
