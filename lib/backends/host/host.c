@@ -40,6 +40,9 @@ struct cln_buf {
 
 /* Rows of every OpenBLAS call (see host_gemm). */
 #define CLN_HOST_ROWS 16
+/* Multiply-adds up to which OpenBLAS runs a GEMM on the calling thread (its SMP_THRESHOLD_MIN
+ * 65536 times its default GEMM_MULTITHREAD_THRESHOLD 4). */
+#define CLN_HOST_BLAS_SERIAL ((size_t)65536 * 4)
 
 typedef struct host_backend {
     cln_backend base;
@@ -270,20 +273,33 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         w = hb->scratch;
         lda_ = ldb_ = k;
     }
+    /* OpenBLAS shares a larger product between its threads, and a thread's part of the rows
+     * is then summed in another order: the columns go in panels small enough to run on the
+     * calling thread (OpenBLAS's default threshold), so the bits do not depend on its thread
+     * count either (a panel of one column with k above CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS
+     * may still be shared). A panel's columns are the same for every block. */
+    size_t panel = CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS / (k ? k : 1);
+    if (panel == 0)
+        panel = 1;
     for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
         if (prec == CLNODE_FP32) {
             float *t = hb->scratch_c, *c = HOST_F32(C, c_off + r * ldc);
-            cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0f, (const float *)a + r * lda_, (blasint)lda_, w,
-                        (blasint)ldb_, 0.0f, t, CLN_HOST_ROWS);
+            for (size_t j = 0; j < n; j += panel)
+                cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
+                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0f,
+                            (const float *)a + r * lda_, (blasint)lda_, (const float *)w + j * ldb_,
+                            (blasint)ldb_, 0.0f, t + j * CLN_HOST_ROWS, CLN_HOST_ROWS);
             for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
                 for (size_t j = 0; j < n; ++j)
                     c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
         } else {
             double *t = hb->scratch_c, *c = HOST_F64(C, c_off + r * ldc);
-            cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0, (const double *)a + r * lda_, (blasint)lda_, w,
-                        (blasint)ldb_, 0.0, t, CLN_HOST_ROWS);
+            for (size_t j = 0; j < n; j += panel)
+                cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
+                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0,
+                            (const double *)a + r * lda_, (blasint)lda_,
+                            (const double *)w + j * ldb_, (blasint)ldb_, 0.0, t + j * CLN_HOST_ROWS,
+                            CLN_HOST_ROWS);
             for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
                 for (size_t j = 0; j < n; ++j)
                     c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
