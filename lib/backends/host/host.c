@@ -185,6 +185,61 @@ static void host_gemm_part(void *arg, size_t part, size_t parts)
                             j->Wt, j->ldw, (float *)j->C + r0 * j->ldc, j->ldc);
 }
 
+/* OpenBLAS rounds a row differently depending on the number of rows of the call (its
+ * small-matrix and edge kernels sum in other orders), and, in a row-major call, on the row's
+ * place in it: the rows are the columns of OpenBLAS's column-major product, which its driver
+ * hands to the kernel in chunks summed in different orders (on Zen: rows 0-5, 6-11 and 12-15
+ * of a 16-row call, measured). Both would make a trajectory's bits depend on its place in the
+ * batch. Every call therefore has exactly CLN_HOST_ROWS rows, and the rows are the kernel's
+ * M dimension (its vector lanes, every lane summed alike): OpenBLAS writes the block
+ * column-major (scratch_c), transposed into C here. */
+static clnode_status host_gemm_openblas(host_backend *hb, clnode_precision prec, size_t m, size_t n,
+                                        size_t k, const void *A, size_t lda, const void *W,
+                                        size_t ldb, void *C, size_t ldc)
+{
+    const size_t esize = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    CLN_CHECK(hb->base.ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
+              "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
+    size_t cbytes;
+    CLN_CHECK(hb->base.ctx, cln_mul_size(n, CLN_HOST_ROWS * esize, &cbytes),
+              CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu columns is too large", n);
+    const clnode_status cs = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, cbytes);
+    if (cs != CLNODE_OK)
+        return cs;
+    /* OpenBLAS shares a larger product between its threads, and a thread's part of the rows
+     * is then summed in another order: the columns go in panels small enough to run on the
+     * calling thread (OpenBLAS's default threshold), so the bits do not depend on its thread
+     * count either (a panel of one column with k above CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS
+     * may still be shared). A panel's columns are the same for every block. */
+    size_t panel = CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS / (k ? k : 1);
+    if (panel == 0)
+        panel = 1;
+    for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
+        if (prec == CLNODE_FP32) {
+            float *t = hb->scratch_c, *c = (float *)C + r * ldc;
+            for (size_t j = 0; j < n; j += panel)
+                cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
+                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0f,
+                            (const float *)A + r * lda, (blasint)lda, (const float *)W + j * ldb,
+                            (blasint)ldb, 0.0f, t + j * CLN_HOST_ROWS, CLN_HOST_ROWS);
+            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
+        } else {
+            double *t = hb->scratch_c, *c = (double *)C + r * ldc;
+            for (size_t j = 0; j < n; j += panel)
+                cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
+                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0,
+                            (const double *)A + r * lda, (blasint)lda, (const double *)W + j * ldb,
+                            (blasint)ldb, 0.0, t + j * CLN_HOST_ROWS, CLN_HOST_ROWS);
+            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
+        }
+    }
+    return CLNODE_OK;
+}
+
 static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
                                size_t m, size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda,
                                cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
@@ -245,22 +300,6 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         cln_pool_run(hb->pool, parts, host_gemm_part, &j);
         return CLNODE_OK;
     }
-    /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
-     * small-matrix and edge kernels sum in other orders), and, in a row-major call, on the row's
-     * place in it: the rows are the columns of OpenBLAS's column-major product, which its driver
-     * hands to the kernel in chunks summed in different orders (on Zen: rows 0-5, 6-11 and 12-15
-     * of a 16-row call, measured). Both would make a trajectory's bits depend on its place in the
-     * batch. Every call therefore has exactly CLN_HOST_ROWS rows, and the rows are the kernel's
-     * M dimension (its vector lanes, every lane summed alike): OpenBLAS writes the block
-     * column-major (scratch_c), transposed into C here. */
-    CLN_CHECK(be->ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
-              "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
-    size_t cbytes;
-    CLN_CHECK(be->ctx, cln_mul_size(n, CLN_HOST_ROWS * esize, &cbytes), CLNODE_ERR_OUT_OF_MEMORY,
-              "GEMM of %zu columns is too large", n);
-    const clnode_status cs = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, cbytes);
-    if (cs != CLNODE_OK)
-        return cs;
     const void *a =
         prec == CLNODE_FP32 ? (const void *)HOST_F32(A, a_off) : (const void *)HOST_F64(A, a_off);
     const void *w =
@@ -273,39 +312,9 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         w = hb->scratch;
         lda_ = ldb_ = k;
     }
-    /* OpenBLAS shares a larger product between its threads, and a thread's part of the rows
-     * is then summed in another order: the columns go in panels small enough to run on the
-     * calling thread (OpenBLAS's default threshold), so the bits do not depend on its thread
-     * count either (a panel of one column with k above CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS
-     * may still be shared). A panel's columns are the same for every block. */
-    size_t panel = CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS / (k ? k : 1);
-    if (panel == 0)
-        panel = 1;
-    for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
-        if (prec == CLNODE_FP32) {
-            float *t = hb->scratch_c, *c = HOST_F32(C, c_off + r * ldc);
-            for (size_t j = 0; j < n; j += panel)
-                cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
-                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0f,
-                            (const float *)a + r * lda_, (blasint)lda_, (const float *)w + j * ldb_,
-                            (blasint)ldb_, 0.0f, t + j * CLN_HOST_ROWS, CLN_HOST_ROWS);
-            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
-                for (size_t j = 0; j < n; ++j)
-                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
-        } else {
-            double *t = hb->scratch_c, *c = HOST_F64(C, c_off + r * ldc);
-            for (size_t j = 0; j < n; j += panel)
-                cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
-                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0,
-                            (const double *)a + r * lda_, (blasint)lda_,
-                            (const double *)w + j * ldb_, (blasint)ldb_, 0.0, t + j * CLN_HOST_ROWS,
-                            CLN_HOST_ROWS);
-            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
-                for (size_t j = 0; j < n; ++j)
-                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
-        }
-    }
-    return CLNODE_OK;
+    return host_gemm_openblas(
+        hb, prec, m, n, k, a, lda_, w, ldb_,
+        prec == CLNODE_FP32 ? (void *)HOST_F32(C, c_off) : (void *)HOST_F64(C, c_off), ldc);
 }
 
 /* Bias + activation on an m x n block, its rows shared between the pool's threads. */
