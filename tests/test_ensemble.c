@@ -6,6 +6,8 @@
  *     to each trajectory's interval;
  *   - a model with conditioning inputs c solves y' = -y + c (analytic oracle c + (y0 - c) e^-t),
  *     with and without the time input, and each trajectory equals its solve alone;
+ *   - the seed problem at batch 1000, 37, 2 and 1, and a wide model on every OpenBLAS thread
+ *     count (host:openblas), give each trajectory the same steps and bits;
  *   - the refusals: mixed directions, missing or unexpected inputs, non-finite inputs, a
  *     per-trajectory dt0 of the wrong sign. */
 #include <math.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <cmocka.h>
 
 #include <clnode.h>
@@ -500,6 +503,98 @@ static void test_inputs_refusals(void **state)
     clnode_model_destroy(&m);
 }
 
+/* The seed problem at batch 1000, 37, 2 and 1: every trajectory has the same steps and bits
+ * whatever the batch and its row in it. The subsets sit at other rows modulo 16 than in the
+ * large batch (host:openblas calls OpenBLAS on blocks of 16 rows; a row's place in a block once
+ * changed its bits), in fp32 and fp64. */
+static void test_batch_sizes_same_bits(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    const size_t N = clnode_model_dim(m), B = 1000;
+    double *y0 = malloc(B * N * sizeof(double));
+    assert_non_null(y0);
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.5 * sin(0.37 * (double)i + 1.0);
+    for (int p = 0; p < 2; ++p) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
+        clnode_solution *big = solve(m, &o, B, y0);
+        static const size_t first37 = 500; /* 500 % 16 = 4: rows 4.. of its block */
+        clnode_solution *s37 = solve(m, &o, 37, y0 + first37 * N);
+        for (size_t b = 0; b < 37; ++b)
+            assert_same_row(big, first37 + b, s37, b);
+        clnode_solution_destroy(&s37);
+        clnode_solution *s2 = solve(m, &o, 2, y0 + 998 * N); /* rows 6 and 7 of their block */
+        assert_same_row(big, 998, s2, 0);
+        assert_same_row(big, 999, s2, 1);
+        clnode_solution_destroy(&s2);
+        static const size_t ones[] = {0, 5, 6, 11, 12, 15, 517, 999};
+        for (size_t i = 0; i < sizeof ones / sizeof ones[0]; ++i) {
+            clnode_solution *s1 = solve(m, &o, 1, y0 + ones[i] * N);
+            assert_same_row(big, ones[i], s1, 0);
+            clnode_solution_destroy(&s1);
+        }
+        clnode_solution_destroy(&big);
+    }
+    free(y0);
+    clnode_model_destroy(&m);
+}
+
+/* A wide model (4 -> 300 -> 300 -> 4, tanh): products large enough for OpenBLAS to share
+ * between its threads. Each trajectory of a batch of 37 equals its solve alone, and on
+ * host:openblas the bits do not depend on OpenBLAS's thread count (1 or 4). */
+static void test_wide_model_batch(void **state)
+{
+    (void)state;
+    enum {
+        W = 300
+    };
+    static const size_t sizes[4] = {4, W, W, 4};
+    double *w[3];
+    for (size_t l = 0; l < 3; ++l) {
+        const size_t n = sizes[l] * sizes[l + 1];
+        w[l] = malloc(n * sizeof(double));
+        assert_non_null(w[l]);
+        for (size_t i = 0; i < n; ++i)
+            w[l][i] = sin(1.3 * (double)i + (double)l) / sqrt((double)sizes[l]);
+    }
+    clnode_model_desc d;
+    memset(&d, 0, sizeof d);
+    d.num_layers = 3;
+    d.sizes = sizes;
+    d.weights = (const double *const *)w;
+    d.activation = CLNODE_ACT_TANH;
+    d.final_activation = CLNODE_ACT_IDENTITY;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    const size_t N = 4, B = 37;
+    double y0[37 * 4];
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.5 * sin(0.37 * (double)i + 1.0);
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 2.0;
+    check_against_alone(m, &o, B, y0);
+    if (strcmp(g_device, "host:openblas") == 0) {
+        const int threads = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+        clnode_solution *one = solve(m, &o, B, y0);
+        openblas_set_num_threads(4);
+        clnode_solution *four = solve(m, &o, B, y0);
+        openblas_set_num_threads(threads);
+        for (size_t b = 0; b < B; ++b)
+            assert_same_row(four, b, one, b);
+        clnode_solution_destroy(&one);
+        clnode_solution_destroy(&four);
+    }
+    clnode_model_destroy(&m);
+    for (size_t l = 0; l < 3; ++l)
+        free(w[l]);
+}
+
 /* On a device other than the host: the per-trajectory problems of the tests above give the
  * host's steps and bits (the promise of the conformance suite, for ensembles). */
 static void test_same_bits_as_host(void **state)
@@ -592,6 +687,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_intervals_forward),
         cmocka_unit_test(test_intervals_backward_and_constant),
         cmocka_unit_test(test_t1_only_large_batch),
+        cmocka_unit_test(test_batch_sizes_same_bits),
+        cmocka_unit_test(test_wide_model_batch),
         cmocka_unit_test(test_interval_refusals),
         cmocka_unit_test(test_inputs_oracle_and_alone),
         cmocka_unit_test(test_inputs_nonlinear),

@@ -40,6 +40,9 @@ struct cln_buf {
 
 /* Rows of every OpenBLAS call (see host_gemm). */
 #define CLN_HOST_ROWS 16
+/* Multiply-adds up to which OpenBLAS runs a GEMM on the calling thread (its SMP_THRESHOLD_MIN
+ * 65536 times its default GEMM_MULTITHREAD_THRESHOLD 4). */
+#define CLN_HOST_BLAS_SERIAL ((size_t)65536 * 4)
 
 typedef struct host_backend {
     cln_backend base;
@@ -49,6 +52,8 @@ typedef struct host_backend {
     size_t scratch_cap;
     void *scratch_a; /* tf32 mode: A rounded to TF32 */
     size_t scratch_a_cap;
+    void *scratch_c; /* OpenBLAS: one block of C, column-major */
+    size_t scratch_c_cap;
     cln_pool *pool; /* the threads of every pass (1: all inline) */
 } host_backend;
 
@@ -67,6 +72,7 @@ static void host_destroy(cln_backend *be)
     cln_pool_destroy(hb->pool);
     free(hb->scratch);
     free(hb->scratch_a);
+    free(hb->scratch_c);
     free(hb);
 }
 
@@ -179,6 +185,61 @@ static void host_gemm_part(void *arg, size_t part, size_t parts)
                             j->Wt, j->ldw, (float *)j->C + r0 * j->ldc, j->ldc);
 }
 
+/* OpenBLAS rounds a row differently depending on the number of rows of the call (its
+ * small-matrix and edge kernels sum in other orders), and, in a row-major call, on the row's
+ * place in it: the rows are the columns of OpenBLAS's column-major product, which its driver
+ * hands to the kernel in chunks summed in different orders (on Zen: rows 0-5, 6-11 and 12-15
+ * of a 16-row call, measured). Both would make a trajectory's bits depend on its place in the
+ * batch. Every call therefore has exactly CLN_HOST_ROWS rows, and the rows are the kernel's
+ * M dimension (its vector lanes, every lane summed alike): OpenBLAS writes the block
+ * column-major (scratch_c), transposed into C here. */
+static clnode_status host_gemm_openblas(host_backend *hb, clnode_precision prec, size_t m, size_t n,
+                                        size_t k, const void *A, size_t lda, const void *W,
+                                        size_t ldb, void *C, size_t ldc)
+{
+    const size_t esize = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    CLN_CHECK(hb->base.ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
+              "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
+    size_t cbytes;
+    CLN_CHECK(hb->base.ctx, cln_mul_size(n, CLN_HOST_ROWS * esize, &cbytes),
+              CLNODE_ERR_OUT_OF_MEMORY, "GEMM of %zu columns is too large", n);
+    const clnode_status cs = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, cbytes);
+    if (cs != CLNODE_OK)
+        return cs;
+    /* OpenBLAS shares a larger product between its threads, and a thread's part of the rows
+     * is then summed in another order: the columns go in panels small enough to run on the
+     * calling thread (OpenBLAS's default threshold), so the bits do not depend on its thread
+     * count either (a panel of one column with k above CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS
+     * may still be shared). A panel's columns are the same for every block. */
+    size_t panel = CLN_HOST_BLAS_SERIAL / CLN_HOST_ROWS / (k ? k : 1);
+    if (panel == 0)
+        panel = 1;
+    for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
+        if (prec == CLNODE_FP32) {
+            float *t = hb->scratch_c, *c = (float *)C + r * ldc;
+            for (size_t j = 0; j < n; j += panel)
+                cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
+                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0f,
+                            (const float *)A + r * lda, (blasint)lda, (const float *)W + j * ldb,
+                            (blasint)ldb, 0.0f, t + j * CLN_HOST_ROWS, CLN_HOST_ROWS);
+            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
+        } else {
+            double *t = hb->scratch_c, *c = (double *)C + r * ldc;
+            for (size_t j = 0; j < n; j += panel)
+                cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, CLN_HOST_ROWS,
+                            (blasint)(n - j < panel ? n - j : panel), (blasint)k, 1.0,
+                            (const double *)A + r * lda, (blasint)lda, (const double *)W + j * ldb,
+                            (blasint)ldb, 0.0, t + j * CLN_HOST_ROWS, CLN_HOST_ROWS);
+            for (size_t i = 0; i < CLN_HOST_ROWS; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    c[i * ldc + j] = t[j * CLN_HOST_ROWS + i];
+        }
+    }
+    return CLNODE_OK;
+}
+
 static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
                                size_t m, size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda,
                                cln_buf *Bm, size_t b_off, size_t ldb, cln_buf *C, size_t c_off,
@@ -239,34 +300,21 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
         cln_pool_run(hb->pool, parts, host_gemm_part, &j);
         return CLNODE_OK;
     }
-    /* OpenBLAS rounds a row differently depending on the number of rows of the call (its
-     * small-matrix and edge kernels sum in other orders; measured on the seed shapes), which
-     * would make a trajectory's steps depend on its batch. Every call therefore has exactly
-     * CLN_HOST_ROWS rows: the same kernel path for every row, whatever the batch. */
-    CLN_CHECK(be->ctx, m % CLN_HOST_ROWS == 0, CLNODE_ERR_INTERNAL,
-              "host GEMM with %zu rows (not a multiple of %d)", m, CLN_HOST_ROWS);
+    const void *a =
+        prec == CLNODE_FP32 ? (const void *)HOST_F32(A, a_off) : (const void *)HOST_F64(A, a_off);
+    const void *w =
+        prec == CLNODE_FP32 ? (const void *)HOST_F32(Bm, b_off) : (const void *)HOST_F64(Bm, b_off);
+    size_t lda_ = lda, ldb_ = ldb;
     if (tf32) { /* OpenBLAS on TF32-rounded copies: fp32 accumulation in OpenBLAS's order */
         cln_tf32_round_rows(m, k, HOST_F32(A, a_off), lda, hb->scratch_a, k);
         cln_tf32_round_rows(n, k, HOST_F32(Bm, b_off), ldb, hb->scratch, k);
-        for (size_t r = 0; r < m; r += CLN_HOST_ROWS)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0f, (const float *)hb->scratch_a + r * k, (blasint)k,
-                        hb->scratch, (blasint)k, 0.0f, HOST_F32(C, c_off + r * ldc), (blasint)ldc);
-        return CLNODE_OK;
+        a = hb->scratch_a;
+        w = hb->scratch;
+        lda_ = ldb_ = k;
     }
-    for (size_t r = 0; r < m; r += CLN_HOST_ROWS) {
-        if (prec == CLNODE_FP32)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0f, HOST_F32(A, a_off + r * lda), (blasint)lda,
-                        HOST_F32(Bm, b_off), (blasint)ldb, 0.0f, HOST_F32(C, c_off + r * ldc),
-                        (blasint)ldc);
-        else
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CLN_HOST_ROWS, (blasint)n,
-                        (blasint)k, 1.0, HOST_F64(A, a_off + r * lda), (blasint)lda,
-                        HOST_F64(Bm, b_off), (blasint)ldb, 0.0, HOST_F64(C, c_off + r * ldc),
-                        (blasint)ldc);
-    }
-    return CLNODE_OK;
+    return host_gemm_openblas(
+        hb, prec, m, n, k, a, lda_, w, ldb_,
+        prec == CLNODE_FP32 ? (void *)HOST_F32(C, c_off) : (void *)HOST_F64(C, c_off), ldc);
 }
 
 /* Bias + activation on an m x n block, its rows shared between the pool's threads. */
@@ -382,15 +430,18 @@ static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
     host_backend *hb = (host_backend *)be;
     /* the plain GEMM's scratch for the largest packed weight matrix, so that steps never
      * allocate */
-    size_t packed = sd->max_weights;
+    size_t packed = sd->max_weights, max_out = 1;
     for (size_t l = 0; l < sd->num_layers; ++l) {
         const size_t k = sd->sizes[l] ? sd->sizes[l] : 1;
         const size_t e = cln_gemm_packed_ld(sd->sizes[l + 1], sd->esize) * k;
         packed = e > packed ? e : packed;
+        max_out = sd->sizes[l + 1] > max_out ? sd->sizes[l + 1] : max_out;
     }
     clnode_status st = host_scratch(hb, packed * sd->esize);
     if (st == CLNODE_OK && sd->gemm_mode == CLNODE_GEMM_TF32)
         st = host_scratch_a(hb, sd->B * sd->max_in * sd->esize); /* the rounded A of every layer */
+    if (st == CLNODE_OK && hb->openblas) /* one block of the widest layer's output */
+        st = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, CLN_HOST_ROWS * max_out * sd->esize);
     if (st == CLNODE_OK && !hb->openblas && sd->gemm_mode == CLNODE_GEMM_STRICT)
         st = host_fused_begin(hb, sd);
     if (st != CLNODE_OK)
