@@ -562,7 +562,7 @@ static void test_wide_model_batch(void **state)
             w[l][i] = sin(1.3 * (double)i + (double)l) / sqrt((double)sizes[l]);
     }
     clnode_model_desc d;
-    memset(&d, 0, sizeof d);
+    clnode_model_default_desc(&d);
     d.num_layers = 3;
     d.sizes = sizes;
     d.weights = (const double *const *)w;
