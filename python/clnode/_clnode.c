@@ -773,10 +773,64 @@ static PyObject *context_facts(ContextObject *self, PyObject *noargs)
 CLN_WRITE_POINTS(double)
 CLN_WRITE_POINTS(float)
 
-/* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final)
+/* The precision certificate of a finished solve (clnode_certify, clnode/precision.h) as a dict:
+ * the summary's fields and "samples", a list of dicts, one per re-solved trajectory. */
+static PyObject *certify_run(ContextObject *self, const clnode_model *model,
+                             const clnode_solve_options *o, size_t B, const double *y0,
+                             const clnode_solution *sol, double fraction, unsigned long long seed)
+{
+    clnode_certify_options co;
+    clnode_certify_default_options(&co);
+    co.fraction = fraction;
+    co.seed = (uint64_t)seed;
+    clnode_certificate *c = NULL;
+    clnode_status st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st = clnode_certify(self->ctx, model, o, B, y0, sol, &co, &c);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    if (flush_log(&self->log, "certify") < 0) {
+        clnode_certificate_destroy(&c);
+        return NULL;
+    }
+    if (st != CLNODE_OK) {
+        raise_status(st, clnode_context_last_error(self->ctx));
+        return NULL;
+    }
+    clnode_certificate_summary sm;
+    clnode_certificate_get(c, &sm);
+    PyObject *samples = PyList_New((Py_ssize_t)sm.num_sampled);
+    for (size_t k = 0; samples && k < sm.num_sampled; ++k) {
+        clnode_certificate_sample p;
+        clnode_certificate_sample_get(c, k, &p);
+        PyObject *d = Py_BuildValue(
+            "{s:n,s:d,s:d,s:l,s:l,s:l,s:O,s:O}", "trajectory", (Py_ssize_t)p.traj,
+            "deviation_rtol", p.deviation_rtol, "spread_rtol", p.spread_rtol, "steps", p.steps,
+            "steps_min", p.steps_min, "steps_max", p.steps_max, "complete",
+            p.complete ? Py_True : Py_False, "within", p.within ? Py_True : Py_False);
+        if (!d) {
+            Py_CLEAR(samples);
+            break;
+        }
+        PyList_SET_ITEM(samples, (Py_ssize_t)k, d);
+    }
+    clnode_certificate_destroy(&c);
+    if (!samples)
+        return NULL;
+    return Py_BuildValue("{s:O,s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:d,s:N}", "certified",
+                         sm.certified ? Py_True : Py_False, "batch", (Py_ssize_t)sm.batch,
+                         "num_sampled", (Py_ssize_t)sm.num_sampled, "num_failed",
+                         (Py_ssize_t)sm.num_failed, "num_ill_conditioned",
+                         (Py_ssize_t)sm.num_ill_conditioned, "rtol", sm.rtol,
+                         "max_deviation_rtol", sm.max_deviation_rtol, "max_spread_rtol",
+                         sm.max_spread_rtol, "worst_trajectory", (Py_ssize_t)sm.worst_traj,
+                         "seconds", sm.seconds, "samples", samples);
+}
+
+/* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
  *   y0: (B, N) float64 C-contiguous; ts (B, T) and ys (B, T, N) in float32 for fp32 solves and
  *   float64 for fp64, padded with +inf (ts: dir * inf) as diffrax pads; stats (B, 5) int64:
- *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64. */
+ *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64;
+ *   certificate: a dict when certify (a fraction) > 0, else None. */
 static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"model",     "y0",        "method",    "precision",     "gemm_mode",
@@ -784,17 +838,20 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
                              "atol",      "pcoeff",    "icoeff",    "dcoeff",        "dtmin",
                              "dtmax",     "factormin", "factormax", "safety",        "force_dtmin",
                              "max_steps", "save_t0",   "save_t1",   "save_steps",    "save_ts",
-                             "guard",     NULL};
+                             "guard",     "certify",   "certify_seed", NULL};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     PyObject *mo, *yo, *tso = Py_None;
     const char *method = "tsit5";
     int prec = 32, mode = 0, guard = 0;
+    double certify = 0.0; /* the certificate's fraction; 0: none */
+    unsigned long long certify_seed = 1;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!O|$siidddpddddddddddplpppOi", kwlist, &ModelType, &mo, &yo, &method, &prec,
-            &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff, &o.icoeff,
-            &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety, &o.force_dtmin,
-            &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard))
+            args, kw, "O!O|$siidddpddddddddddplpppOidK", kwlist, &ModelType, &mo, &yo, &method,
+            &prec, &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff,
+            &o.icoeff, &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety,
+            &o.force_dtmin, &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard,
+            &certify, &certify_seed))
         return NULL;
     if (!context_ok(self))
         return NULL;
@@ -863,6 +920,16 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         raise_status(st, clnode_context_last_error(self->ctx));
         goto done;
     }
+    PyObject *cert = Py_None;
+    Py_INCREF(cert);
+    if (certify > 0) {
+        Py_DECREF(cert);
+        cert = certify_run(self, model, &o, B, PyArray_DATA(y0), sol, certify, certify_seed);
+        if (!cert) {
+            clnode_solution_destroy(&sol);
+            goto done;
+        }
+    }
     {
         const int f32 = o.precision == CLNODE_FP32;
         const double dir = o.t1 < o.t0 ? -1.0 : 1.0;
@@ -872,6 +939,7 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64),
                  *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
         if (!ts || !ys || !sa || !tf) {
+            Py_DECREF(cert);
             Py_XDECREF(ts);
             Py_XDECREF(ys);
             Py_XDECREF(sa);
@@ -911,7 +979,7 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
             }
         }
         clnode_solution_destroy(&sol);
-        Py_END_ALLOW_THREADS ret = Py_BuildValue("(NNNN)", ts, ys, sa, tf);
+        Py_END_ALLOW_THREADS ret = Py_BuildValue("(NNNNN)", ts, ys, sa, tf, cert);
     }
 done:
     Py_DECREF(y0);
@@ -921,7 +989,7 @@ done:
 
 static PyMethodDef context_methods[] = {
     {"solve", (PyCFunction)(void (*)(void))context_solve, METH_VARARGS | METH_KEYWORDS,
-     "solve(model, y0, **options) -> (ts, ys, stats, t_final); see clnode.solve."},
+     "solve(model, y0, **options) -> (ts, ys, stats, t_final, certificate); see clnode.solve."},
     {"supports", (PyCFunction)context_supports, METH_O, "supports(32 or 64) -> bool"},
     {"probe", (PyCFunction)context_probe, METH_VARARGS,
      "probe(precision, gemm_mode) -> dict: what the device's GEMM computes (clnode_probe_gemm)."},

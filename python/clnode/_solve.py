@@ -64,12 +64,15 @@ class Solution:
     under diffrax's names "num_steps" (attempts), "num_accepted_steps", "num_rejected_steps",
     "max_steps", plus clnode's "num_rhs_evals". result: per trajectory "success",
     "max_steps_reached", "dt_min_reached", "nonfinite" or "precision_floor". t_final: where
-    each trajectory stopped (t1 on success)."""
+    each trajectory stopped (t1 on success). certificate: with solve(certify=True), the run's
+    precision certificate (a dict: "certified", "num_sampled", "max_deviation_rtol",
+    "max_spread_rtol", "samples", ... as clnode_certify in clnode/precision.h), else None."""
 
-    __slots__ = ("ts", "ys", "stats", "result", "t_final")
+    __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate")
 
-    def __init__(self, ts, ys, stats, result, t_final):
+    def __init__(self, ts, ys, stats, result, t_final, certificate=None):
         self.ts, self.ys, self.stats, self.result, self.t_final = ts, ys, stats, result, t_final
+        self.certificate = certificate
 
     @property
     def ok(self):
@@ -139,7 +142,7 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
           icoeff=1.0, dcoeff=0.0, dtmin=None, dtmax=None, force_dtmin=True, factormin=0.2,
           factormax=10.0, safety=0.9, constant_step=False, max_steps=4096, precision="fp32",
           gemm_precision="strict", precision_guard="warn", saveat=None, device=None,
-          context=None):
+          context=None, certify=False, certify_fraction=0.01, certify_seed=1):
     """Solves dy/dt = model(y) from t0 to t1 for one initial state y0 (N,) or a batch (B, N),
     every trajectory with its own steps, as jax.vmap(diffrax.diffeqsolve) does.
 
@@ -154,6 +157,10 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
     instead), "off" (diffrax's steps whatever the arithmetic does). saveat: clnode.SaveAt
     (default: t1 only). device: the device string (one cached Context per device per process,
     another per thread when that one is busy); context: a Context to use instead.
+    certify=True: after the solve, re-solve a seeded random sample of the trajectories
+    (certify_fraction of them, at least one; certify_seed picks them) on the host in float64 next
+    to their rounding-sensitivity baseline, and return the run's precision certificate as
+    Solution.certificate (the certificate of clnode-solve --certify).
 
     Returns a clnode.Solution. Raises ValueError (clnode.InvalidArgumentError) for bad input,
     with the library's message; other clnode.Error subclasses for device failures;
@@ -188,6 +195,11 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
                 factormin=float(factormin), factormax=float(factormax), safety=float(safety),
                 max_steps=int(max_steps), save_t0=save_t0, save_t1=save_t1,
                 save_steps=save_steps, save_ts=save_ts)
+    if certify:
+        fraction = float(certify_fraction)
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"certify_fraction must be in (0, 1], not {certify_fraction!r}")
+        opts.update(certify=fraction, certify_seed=int(certify_seed))
     if context is not None:
         if device is not None:
             raise ValueError("pass device= or context=, not both")
@@ -198,16 +210,16 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
             out = _clnode.Context.solve(ctx, model._m, y, **opts)
         except _clnode.ContextBusyError:  # another thread solves on the shared one
             out = _clnode.Context.solve(_thread_context_for(device), model._m, y, **opts)
-    ts, ys, st, t_final = out
+    ts, ys, st, t_final, cert = out
     if single:  # plain Python numbers: no per-field numpy indexing
         res, n, acc, rej, rhs = st[0].tolist()
         stats = {"num_steps": n, "num_accepted_steps": acc, "num_rejected_steps": rej,
                  "max_steps": opts["max_steps"], "num_rhs_evals": rhs}
-        return Solution(ts[0], ys[0], stats, RESULT_NAMES[res], float(t_final[0]))
+        return Solution(ts[0], ys[0], stats, RESULT_NAMES[res], float(t_final[0]), cert)
     stats = {"num_steps": st[:, 1], "num_accepted_steps": st[:, 2],
              "num_rejected_steps": st[:, 3], "max_steps": opts["max_steps"],
              "num_rhs_evals": st[:, 4]}
-    return Solution(ts, ys, stats, _RESULT_ARRAY[st[:, 0]], t_final)
+    return Solution(ts, ys, stats, _RESULT_ARRAY[st[:, 0]], t_final, cert)
 
 
 def devices():

@@ -372,3 +372,20 @@ def test_log_goes_to_logging(caplog):
         with pytest.raises(ValueError):
             seed_solve(np.zeros(10), rtol=-1)
     assert any("rtol" in r.getMessage() for r in caplog.records)
+
+
+def test_certificate():
+    # the certificate of clnode-solve --certify: strict fp32 on the seed problem is within its
+    # rounding baseline; emulated TF32 is not (tests/test_sensitivity.c has the same oracles)
+    y0 = np.zeros((4, 10))
+    o = dict(device="host")
+    assert seed_solve(y0, **o).certificate is None
+    cert = seed_solve(y0, certify=True, certify_fraction=0.5, certify_seed=3, **o).certificate
+    assert cert["certified"] is True and cert["batch"] == 4 and cert["num_sampled"] == 2
+    assert len(cert["samples"]) == 2 and all(s["within"] for s in cert["samples"])
+    assert cert["max_deviation_rtol"] >= 0
+    bad = seed_solve(y0, certify=True, gemm_precision="tf32", precision_guard="off", **o)
+    assert bad.certificate["certified"] is False and bad.certificate["num_failed"] >= 1
+    assert bad.certificate["max_deviation_rtol"] > 1
+    with pytest.raises(ValueError, match="certify_fraction"):
+        seed_solve(y0, certify=True, certify_fraction=0.0, **o)
