@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "clnode.h"
@@ -927,6 +929,35 @@ static void test_io_errors(void **state)
                      CLNODE_ERR_INVALID_ARGUMENT);
 }
 
+/* A large file whose header is a model's (3 GiB, sparse: it takes no disk) is refused from its
+ * header and the file's size, before its data section is read: the process does not grow by the
+ * file's size. (Read whole, it would be under the 4 GiB limit and refused only after reading.) */
+static void test_large_file_refused_early(void **state)
+{
+    (void)state;
+    size_t size;
+    unsigned char *b = tb_build(eqx3, 6, eqx3_meta, &size);
+    char *path = write_temp(b, size);
+    free(b);
+    const off_t big = (off_t)3 << 30;
+    if (truncate(path, big) != 0) {
+        remove(path);
+        free(path);
+        skip();
+    }
+    struct rusage before, after;
+    assert_int_equal(getrusage(RUSAGE_SELF, &before), 0);
+    clnode_model *m = NULL;
+    clnode_status st = clnode_model_load_safetensors(g_ctx, path, &m);
+    assert_int_equal(getrusage(RUSAGE_SELF, &after), 0);
+    remove(path);
+    free(path);
+    assert_int_equal(st, CLNODE_ERR_BAD_MODEL);
+    assert_null(m);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "unused bytes at the end"));
+    assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+}
+
 static void test_seed_file(void **state)
 {
     (void)state;
@@ -1023,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_truncation_sweep),
         cmocka_unit_test(test_fuzz_header),
         cmocka_unit_test(test_io_errors),
+        cmocka_unit_test(test_large_file_refused_early),
         cmocka_unit_test(test_seed_file),
         cmocka_unit_test(test_seed_embedded),
     };

@@ -783,8 +783,11 @@ fail:
     return st;
 }
 
-static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes, size_t size,
-                                 const char *path, clnode_model **out)
+/* Loads a model from `size` bytes. With `declared` non-zero, `bytes` holds only the length field
+ * and the header of a file of `declared` bytes: the header alone is checked against that size
+ * (its tensors must cover the data section the file would have) and no model is built. */
+static clnode_status cln_st_load_ex(clnode_context *ctx, const unsigned char *bytes, size_t size,
+                                    const char *path, size_t declared, clnode_model **out)
 {
     char show[CLN_ST_SHOW + 4];
     clnode_status st = CLNODE_OK;
@@ -810,11 +813,16 @@ static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes
         goto fail;
     }
     CLN_TRY(st, cln_st_header(L, bytes, size, &header, &header_len));
+    if (declared != 0) {
+        L->data = NULL; /* not read yet: only offsets are checked */
+        L->data_size = declared - 8 - header_len;
+    }
     CLN_TRY(st, cln_st_parse(L, header, header_len, &tok, &root));
     CLN_TRY(st, cln_st_entries(L, root, &meta));
     CLN_TRY(st, cln_st_layers_of(L, ly));
     CLN_TRY(st, cln_st_meta_desc(L, meta, ly->num, &desc));
-    st = cln_st_build(L, ly, &desc, out);
+    if (declared == 0)
+        st = cln_st_build(L, ly, &desc, out);
 fail:
     json_object_put(root);
     if (tok != NULL)
@@ -822,6 +830,12 @@ fail:
     free(ly);
     free(L);
     return st;
+}
+
+static clnode_status cln_st_load(clnode_context *ctx, const unsigned char *bytes, size_t size,
+                                 const char *path, clnode_model **out)
+{
+    return cln_st_load_ex(ctx, bytes, size, path, 0, out);
 }
 
 clnode_status clnode_model_load_safetensors_memory(clnode_context *ctx, const void *data,
@@ -910,7 +924,7 @@ clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *pat
      * (/dev/zero) or a large file that is no model is refused without reading it. */
     struct stat sb;
     const int sized = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 0;
-    int header_checked = 0;
+    int header_checked = 0, layout_checked = !sized;
     for (;;) {
         if (len == cap)
             CLN_TRY(st, cln_st_grow(ctx, path, &buf, &cap));
@@ -921,6 +935,13 @@ clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *pat
         if (!header_checked && len >= 8) {
             header_checked = 1;
             CLN_TRY(st, cln_st_check_length(ctx, path, buf, len, sized ? &sb : NULL));
+        }
+        /* Once the header is in, a regular file's size must be the one its tensors describe:
+         * a large file that is no model is refused before its data section is read. */
+        if (!layout_checked && len >= 8 && len - 8 >= cln_st_le64(buf)) {
+            layout_checked = 1;
+            const size_t hend = 8 + (size_t)cln_st_le64(buf);
+            CLN_TRY(st, cln_st_load_ex(ctx, buf, hend, path, (size_t)sb.st_size, NULL));
         }
         if (got < want) {
             if (ferror(f)) {
