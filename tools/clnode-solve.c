@@ -11,6 +11,7 @@
 
 #include "clnode.h"
 #include "solve_args.h"
+#include "solve_arrays.h"
 #include "tool_common.h"
 #include "tool_precision.h"
 
@@ -107,7 +108,8 @@ static int on_progress(void *user, size_t active, size_t batch, double fraction,
 }
 
 /* The saved points of every trajectory as CSV. Returns 0 or 3 (out of memory). */
-static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o)
+static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o,
+                     double dir_t0, double dir_t1)
 {
     const size_t N = clnode_solution_dim(sol), B = clnode_solution_batch(sol);
     char b[32];
@@ -117,7 +119,7 @@ static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_opt
     fputc('\n', f);
     for (size_t i = 0; i < B; ++i) {
         size_t n = 0;
-        tool_point *p = tool_sorted_points(sol, i, o->t0, o->t1, &n);
+        tool_point *p = tool_sorted_points(sol, i, dir_t0, dir_t1, &n);
         if (!p) {
             tool_error("out of memory");
             return TOOL_EXIT_RESOURCE;
@@ -137,7 +139,7 @@ static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_opt
 static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                       const clnode_model *model, const clnode_solution *sol, size_t batch,
                       double wall, int points, const clnode_certificate *cert,
-                      const clnode_certify_options *copts)
+                      const clnode_certify_options *copts, double dir_t0, double dir_t1)
 {
     const clnode_solve_options *o = &pb->opts;
     const clnode_precision p = o->precision;
@@ -157,12 +159,13 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
     tool_json_num(f, o->rtol);
     fputs(", \"atol\": ", f);
     tool_json_num(f, o->atol);
+    /* per-trajectory arrays: null here, each trajectory's value in its entry */
     fputs(", \"t0\": ", f);
-    tool_json_num(f, o->t0);
+    tool_json_num(f, o->t0s ? NAN : o->t0);
     fputs(", \"t1\": ", f);
-    tool_json_num(f, o->t1);
+    tool_json_num(f, o->t1s ? NAN : o->t1);
     fputs(", \"dt0\": ", f);
-    tool_json_num(f, o->dt0);
+    tool_json_num(f, o->dt0s ? NAN : o->dt0);
     fprintf(f,
             ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
             batch, N);
@@ -177,6 +180,13 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
                 b ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
                 s.num_rejected, s.num_rhs_evals);
         tool_json_num_p(f, s.t_final, p);
+        const double *per[3] = {o->t0s, o->t1s, o->dt0s};
+        static const char *const per_name[3] = {"t0", "t1", "dt0"};
+        for (int k = 0; k < 3; ++k)
+            if (per[k]) {
+                fprintf(f, ", \"%s\": ", per_name[k]);
+                tool_json_num(f, per[k][b]);
+            }
         fputs(", \"y_final\": [", f);
         const double *y = clnode_solution_y_final(sol, b);
         for (size_t j = 0; j < N; ++j) {
@@ -186,7 +196,7 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
         fputc(']', f);
         if (points) {
             size_t n = 0;
-            tool_point *pt = tool_sorted_points(sol, b, o->t0, o->t1, &n);
+            tool_point *pt = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
             if (!pt) {
                 tool_error("out of memory");
                 return TOOL_EXIT_RESOURCE;
@@ -239,7 +249,13 @@ static void print_summary(FILE *f, const tool_problem *pb, const clnode_context 
     else
         fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
                 o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode));
-    fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
+    if (o->t0s || o->t1s || o->dt0s)
+        fprintf(f, "interval [%g, %g], dt0 %g of trajectory 0 (per trajectory:%s%s%s), batch %zu\n",
+                o->t0s ? o->t0s[0] : o->t0, o->t1s ? o->t1s[0] : o->t1,
+                o->dt0s ? o->dt0s[0] : o->dt0, o->t0s ? " t0" : "", o->t1s ? " t1" : "",
+                o->dt0s ? " dt0" : "", batch);
+    else
+        fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
     long min_steps = -1, max_steps = -1;
     size_t ok = 0;
     char b1[32], b2[32];
@@ -266,6 +282,65 @@ static void print_summary(FILE *f, const tool_problem *pb, const clnode_context 
             min_steps, max_steps, wall);
 }
 
+/* The batch the arrays give against the one of y0: y0 from a file (--y0-file, or --in's y0)
+ * and --batch fix it, and every array must agree; y0 from --y0 or zeros, without --batch, is
+ * repeated for the arrays' trajectories. Returns 0, or 2 or 3 after an error. */
+static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, double **y0,
+                           size_t *batch)
+{
+    if (arr->y0) { /* --in's y0 replaces the zeros; its rows fixed arr->batch or agree with it */
+        if (a->pb.batch && (size_t)a->pb.batch != arr->batch) {
+            tool_error("--batch %ld disagrees with the %zu trajectories of %s", a->pb.batch,
+                       arr->batch, arr->batch_src);
+            return TOOL_EXIT_INPUT;
+        }
+        free(*y0);
+        *y0 = arr->y0;
+        arr->y0 = NULL;
+        *batch = arr->batch;
+        return 0;
+    }
+    if (!arr->batch || arr->batch == *batch)
+        return 0;
+    if (a->pb.y0_file || a->pb.batch) {
+        tool_error("%s holds %zu trajectories, but %s %zu", arr->batch_src, arr->batch,
+                   a->pb.y0_file ? a->pb.y0_file : "--batch is", *batch);
+        return TOOL_EXIT_INPUT;
+    }
+    size_t n;
+    double *y =
+        tool_mul_size(arr->batch, N, &n) && tool_mul_size(n, sizeof(double), &n) ? malloc(n) : NULL;
+    if (!y) {
+        tool_error("out of memory: cannot allocate %zu initial states of dimension %zu", arr->batch,
+                   N);
+        return TOOL_EXIT_RESOURCE;
+    }
+    for (size_t b = 0; b < arr->batch; ++b)
+        memcpy(y + b * N, *y0, N * sizeof(double));
+    free(*y0);
+    *y0 = y;
+    *batch = arr->batch;
+    return 0;
+}
+
+/* The direction the batch integrates in, as an interval (the library refuses a batch that mixes
+ * directions): the first trajectory with t0 != t1, else the scalar interval. */
+static void direction(const clnode_solve_options *o, size_t batch, double *t0, double *t1)
+{
+    *t0 = o->t0;
+    *t1 = o->t1;
+    if (!o->t0s && !o->t1s)
+        return;
+    for (size_t b = 0; b < batch; ++b) {
+        const double x = o->t0s ? o->t0s[b] : o->t0, y = o->t1s ? o->t1s[b] : o->t1;
+        if (x != y) {
+            *t0 = x;
+            *t1 = y;
+            return;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     tool_prog = "clnode-solve";
@@ -289,11 +364,23 @@ int main(int argc, char **argv)
     size_t batch = 0;
     tool_out out;
     memset(&out, 0, sizeof out);
+    solve_arrays arr;
+    memset(&arr, 0, sizeof arr);
     rc = tool_problem_open(pb, &ctx, &model, &y0, &batch);
     if (rc) {
         solve_args_free(&a);
         return rc;
     }
+    if ((rc = solve_arrays_load(&a, clnode_model_dim(model), clnode_model_num_inputs(model),
+                                &arr)) != 0 ||
+        (rc = reconcile_batch(&a, &arr, clnode_model_dim(model), &y0, &batch)) != 0)
+        goto done;
+    pb->opts.t0s = arr.t0s;
+    pb->opts.t1s = arr.t1s;
+    pb->opts.dt0s = arr.dt0s;
+    pb->opts.inputs = arr.inputs;
+    double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
+    direction(&pb->opts, batch, &dir_t0, &dir_t1);
     /* opened before the solve: a path that cannot be written fails before the work */
     if (a.out_path && (rc = tool_out_open(&out, a.out_path)) != 0)
         goto done;
@@ -328,14 +415,22 @@ int main(int argc, char **argv)
     }
 
     if (a.out_path) {
-        if ((rc = write_csv(out.f, sol, &pb->opts)) != 0 || (rc = tool_out_commit(&out)) != 0)
+        const int fmt = solve_out_format(a.out_path);
+        if (fmt == SOLVE_OUT_CSV)
+            rc = write_csv(out.f, sol, &pb->opts, dir_t0, dir_t1);
+        else if (fflush(out.f) != 0) /* nothing buffered: the arrays go by pwrite */
+            rc = TOOL_EXIT_RESOURCE;
+        else
+            rc = solve_arrays_write(fileno(out.f), a.out_path, fmt, a.ragged, sol, &pb->opts,
+                                    dir_t0, dir_t1);
+        if (rc != 0 || (rc = tool_out_commit(&out)) != 0)
             goto done;
     }
     if (a.json) {
         tool_out js;
         tool_out_open(&js, "-");
         if ((rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a.json_points, cert,
-                             &a.certify_opts)) != 0 ||
+                             &a.certify_opts, dir_t0, dir_t1)) != 0 ||
             (rc = tool_out_commit(&js)) != 0)
             goto done;
     } else if (!a.quiet) {
@@ -361,6 +456,7 @@ done:
     clnode_model_destroy(&model);
     clnode_context_destroy(&ctx);
     free(y0);
+    solve_arrays_free(&arr);
     solve_args_free(&a);
     return rc;
 }

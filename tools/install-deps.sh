@@ -3,7 +3,7 @@
 # something is missing; prints what it installs.
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config python3 python3-venv python3-dev
-      libopenblas-dev libjson-c-dev libcmocka-dev
+      libopenblas-dev libjson-c-dev libcmocka-dev zlib1g-dev
       ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo oclgrind)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -12,7 +12,13 @@ enum {
     OPT_QUIET,
     OPT_CERTIFY,
     OPT_CERTIFY_FRACTION,
-    OPT_CERTIFY_SEED
+    OPT_CERTIFY_SEED,
+    OPT_T0_FILE,
+    OPT_T1_FILE,
+    OPT_DT0_FILE,
+    OPT_ARGS_FILE,
+    OPT_IN,
+    OPT_RAGGED
 };
 
 int solve_args_parse(solve_args *a, int argc, char **argv)
@@ -26,6 +32,12 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         {"certify", no_argument, NULL, OPT_CERTIFY},
         {"certify-fraction", required_argument, NULL, OPT_CERTIFY_FRACTION},
         {"certify-seed", required_argument, NULL, OPT_CERTIFY_SEED},
+        {"t0-file", required_argument, NULL, OPT_T0_FILE},
+        {"t1-file", required_argument, NULL, OPT_T1_FILE},
+        {"dt0-file", required_argument, NULL, OPT_DT0_FILE},
+        {"args-file", required_argument, NULL, OPT_ARGS_FILE},
+        {"in", required_argument, NULL, OPT_IN},
+        {"ragged", no_argument, NULL, OPT_RAGGED},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -47,6 +59,24 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
             break;
         case OPT_JSON:
             a->json = 1;
+            break;
+        case OPT_T0_FILE:
+            a->t0_file = optarg;
+            break;
+        case OPT_T1_FILE:
+            a->t1_file = optarg;
+            break;
+        case OPT_DT0_FILE:
+            a->dt0_file = optarg;
+            break;
+        case OPT_ARGS_FILE:
+            a->args_file = optarg;
+            break;
+        case OPT_IN:
+            a->in_path = optarg;
+            break;
+        case OPT_RAGGED:
+            a->ragged = 1;
             break;
         case OPT_JSON_POINTS:
             a->json_points = 1;
@@ -82,6 +112,9 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
             break;
         }
         default: {
+            a->t0_given |= c == TOOL_OPT_T0;
+            a->t1_given |= c == TOOL_OPT_T1;
+            a->dt0_given |= c == TOOL_OPT_DT0;
             const int rc = tool_problem_opt(&a->pb, c, optarg);
             if (rc)
                 return rc < 0 ? TOOL_EXIT_INPUT : rc;
@@ -96,7 +129,33 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         tool_error("--json and --out - would both write to standard output");
         return TOOL_EXIT_INPUT;
     }
+    static const struct {
+        const char *scalar, *file;
+    } both[] = {{"--t0", "--t0-file"}, {"--t1", "--t1-file"}, {"--dt0", "--dt0-file"}};
+    const int given[3][2] = {{a->t0_given, a->t0_file != NULL},
+                             {a->t1_given, a->t1_file != NULL},
+                             {a->dt0_given, a->dt0_file != NULL}};
+    for (int k = 0; k < 3; ++k)
+        if (given[k][0] && given[k][1]) {
+            tool_error("give either %s or %s, not both", both[k].scalar, both[k].file);
+            return TOOL_EXIT_INPUT;
+        }
+    const int fmt = solve_out_format(a->out_path);
+    if (a->ragged && fmt != SOLVE_OUT_NPZ) {
+        tool_error("--ragged needs --out FILE.npz (the offsets of each trajectory's points)");
+        return TOOL_EXIT_INPUT;
+    }
     return -1;
+}
+
+int solve_out_format(const char *path)
+{
+    const size_t n = path ? strlen(path) : 0;
+    if (n > 4 && strcmp(path + n - 4, ".npz") == 0)
+        return SOLVE_OUT_NPZ;
+    if (n > 4 && strcmp(path + n - 4, ".npy") == 0)
+        return SOLVE_OUT_NPY;
+    return SOLVE_OUT_CSV;
 }
 
 void solve_args_free(solve_args *a)

@@ -8,6 +8,10 @@
 typedef struct solve_args {
     tool_problem pb;
     const char *out_path;
+    /* per-trajectory arrays (solve_arrays.h): .npy files and one .npz */
+    const char *t0_file, *t1_file, *dt0_file, *args_file, *in_path;
+    int t0_given, t1_given, dt0_given; /* the scalar --t0, --t1, --dt0 */
+    int ragged;                        /* --ragged: .npz output with ts (P,), ys (P, N), offsets */
     int json, json_points, quiet, help, version;
     int certify; /* --certify, --certify-fraction X, --certify-seed N */
     clnode_certify_options certify_opts;
@@ -18,5 +22,13 @@ typedef struct solve_args {
  * error. Call solve_args_free in every case. */
 int solve_args_parse(solve_args *a, int argc, char **argv);
 void solve_args_free(solve_args *a);
+
+/* The format of --out PATH, from its name: FILE.npz, FILE.npy, else CSV ("-" included). */
+enum {
+    SOLVE_OUT_CSV,
+    SOLVE_OUT_NPY,
+    SOLVE_OUT_NPZ
+};
+int solve_out_format(const char *path);
 
 #endif /* CLNODE_SOLVE_ARGS_H */

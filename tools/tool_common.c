@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "npy.h"
+
 const char *tool_prog = "clnode";
 
 const char tool_exit_help[] =
@@ -33,7 +35,10 @@ const char tool_y0_help[] =
     "  are skipped; empty fields and non-finite values are refused. The first line may be a\n"
     "  header (--y0-header auto|yes|no, default auto: a header when it holds a token that is\n"
     "  not a number - nan and inf are numbers - or when it is exactly 0,1,...,N-1, the column\n"
-    "  labels pandas writes, which is said on stderr). The batch is the number of states.\n";
+    "  labels pandas writes, which is said on stderr). The batch is the number of states.\n"
+    "  A file that starts with the .npy magic (\\x93NUMPY) or whose name ends in .npy is read\n"
+    "  as a NumPy array instead: little-endian float32 or float64, C order, of shape (B, N),\n"
+    "  or (N,) for one trajectory (numpy.save(f, y0)); a malformed header is refused.\n";
 
 void tool_print_device_help(FILE *f)
 {
@@ -641,6 +646,54 @@ int tool_read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
+int tool_is_npy(const char *path, const char *text, size_t len)
+{
+    const size_t n = strlen(path);
+    return (len >= 6 && memcmp(text, "\x93NUMPY", 6) == 0) ||
+           (n > 4 && strcmp(path + n - 4, ".npy") == 0);
+}
+
+/* y0 from a .npy image: (B, N), or (N,) for one trajectory, finite. */
+static int y0_from_npy(const char *path, const unsigned char *img, size_t len, size_t N,
+                       double **y0, size_t *rows)
+{
+    cln_npy_header h;
+    char err[256];
+    if (cln_npy_parse(img, len, &h, err, sizeof err)) {
+        tool_error("%s: %s", path, err);
+        return TOOL_EXIT_INPUT;
+    }
+    if (!((h.ndim == 2 && h.shape[1] == N) || (h.ndim == 1 && h.shape[0] == N))) {
+        char sh[128];
+        size_t k = (size_t)snprintf(sh, sizeof sh, "(");
+        for (size_t d = 0; d < h.ndim && k < sizeof sh; ++d)
+            k += (size_t)snprintf(sh + k, sizeof sh - k, d ? ", %zu" : "%zu", h.shape[d]);
+        if (k < sizeof sh)
+            snprintf(sh + k, sizeof sh - k, h.ndim == 1 ? ",)" : ")");
+        tool_error("%s: y0 of shape %s, but the model's state has %zu components: (B, %zu) or "
+                   "(%zu,) expected",
+                   path, sh, N, N, N);
+        return TOOL_EXIT_INPUT;
+    }
+    *rows = h.ndim == 2 ? h.shape[0] : 1;
+    if (*rows == 0) {
+        tool_error("%s: y0 holds no trajectory", path);
+        return TOOL_EXIT_INPUT;
+    }
+    if (!(*y0 = malloc(h.count * sizeof(double)))) {
+        tool_error("%s: out of memory", path);
+        return TOOL_EXIT_RESOURCE;
+    }
+    cln_npy_decode(img, &h, *y0);
+    for (size_t i = 0; i < h.count; ++i)
+        if (!isfinite((*y0)[i])) {
+            tool_error("%s: y0[%zu][%zu] is %g: initial states must be finite", path, i / N, i % N,
+                       (*y0)[i]);
+            return TOOL_EXIT_INPUT;
+        }
+    return 0;
+}
+
 int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **model, double **y0,
                       size_t *batch)
 {
@@ -671,6 +724,13 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
         int note = 0;
         if ((rc = tool_read_file(pb->y0_file, &text, &len)) != 0)
             goto fail;
+        if (tool_is_npy(pb->y0_file, text, len)) {
+            rc = y0_from_npy(pb->y0_file, (const unsigned char *)text, len, N, y0, &rows);
+            free(text);
+            if (rc)
+                goto fail;
+            goto rows_read;
+        }
         rc = tool_parse_y0_text(text, len, N, pb->y0_header, y0, &rows, &note, err, sizeof err);
         free(text);
         if (rc) {
@@ -682,6 +742,7 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
                     "%s: %s: the first line, 0,1,...,%zu, is taken for pandas' column labels "
                     "(--y0-header no reads it as a state)\n",
                     tool_prog, pb->y0_file, N - 1);
+    rows_read:
         if (pb->batch && (size_t)pb->batch != rows) {
             tool_error("--batch %ld disagrees with the %zu states of %s", pb->batch, rows,
                        pb->y0_file);

@@ -194,6 +194,10 @@ const char *tool_device_string(tool_problem *pb);
 int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **model, double **y0,
                       size_t *batch);
 
+/* Whether a y0 file is read as .npy: its bytes start with the .npy magic, or its name ends in
+ * ".npy" (a file so named without the magic is then refused as not a .npy file). */
+int tool_is_npy(const char *path, const char *text, size_t len);
+
 /* Reads a whole file ("-": stdin) into a new NUL-terminated buffer. Returns 0, 2 or 3 after
  * printing an error. */
 int tool_read_file(const char *path, char **out, size_t *len);
