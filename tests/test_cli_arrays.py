@@ -20,6 +20,8 @@ import ast
 import json
 import math
 import os
+import resource
+import signal
 import struct
 import subprocess
 import sys
@@ -439,6 +441,20 @@ keep = write("keep.npz", b"previous")
 rc, _, err = run([SOLVE, "--t1-file", path("t1-nan.npy"), "--out", keep])
 check("a refused run leaves an existing output untouched",
       rc == 2 and open(keep, "rb").read() == b"previous", "exit %d" % rc)
+
+# a write that fails midway (file size limit): exit 3, no file left, the old one untouched
+def small_files():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+before = sorted(os.listdir(TMP))
+p = subprocess.run([SOLVE, "--batch", "500", "--save", "steps", "--quiet", "--out", keep],
+                   capture_output=True, preexec_fn=small_files, timeout=300)
+err = p.stderr.decode()
+check("a failed .npz write exits 3, leaves no partial file and the old one untouched",
+      p.returncode == 3 and "cannot write %s" % keep in err and sorted(os.listdir(TMP)) == before
+      and open(keep, "rb").read() == b"previous", "exit %d: %s" % (p.returncode, err))
 
 print("%d failed" % len(FAILED) if FAILED else "all passed")
 sys.exit(1 if FAILED else 0)
