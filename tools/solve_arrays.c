@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "npy.h"
 #include "npz.h"
@@ -202,85 +203,107 @@ void solve_arrays_free(solve_arrays *s)
 
 /* ---- outputs ---- */
 
-/* Each member's row-range CRCs, gathered in row order as a parallel writer would gather them. */
-typedef struct crc_list {
-    uint64_t *bounds;
-    uint32_t *crcs;
-    size_t n, cap;
-} crc_list;
-
-static int crc_push(crc_list *c, uint64_t r1, uint32_t crc)
-{
-    if (c->n + 1 >= c->cap) {
-        const size_t cap = c->cap ? 2 * c->cap : 16;
-        uint64_t *b = realloc(c->bounds, (cap + 1) * sizeof *b);
-        if (b)
-            c->bounds = b;
-        uint32_t *r = realloc(c->crcs, cap * sizeof *r);
-        if (r)
-            c->crcs = r;
-        if (!b || !r)
-            return -1;
-        if (c->cap == 0)
-            c->bounds[0] = 0;
-        c->cap = cap;
-    }
-    c->crcs[c->n++] = crc;
-    c->bounds[c->n] = r1;
-    return 0;
-}
-
-typedef struct out_ctx {
-    cln_npz_layout L;
-    crc_list crc[CLN_NPZ_MAX_MEMBERS];
-    int fd;
-    uint64_t shift; /* .npy output: the member's npy header goes to byte 0 */
-    char err[256];
-} out_ctx;
+/* Writes through the caller's writer, shifted back by the offset of the .npy member in the
+ * archive layout (a bare .npy file is that member alone). */
+typedef struct shifted {
+    cln_npz_pwrite_fn fn;
+    void *user;
+    uint64_t shift;
+} shifted;
 
 static int shifted_pwrite(void *user, const void *buf, size_t len, uint64_t offset)
 {
-    out_ctx *c = user;
-    return cln_npz_pwrite_fd(&c->fd, buf, len, offset - c->shift);
+    const shifted *s = user;
+    return s->fn(s->user, buf, len, offset - s->shift);
 }
 
-/* Writes rows [r0, r1) of member `name` (absent from an .npy layout: nothing to do). */
-static int put_rows(out_ctx *c, const char *name, uint64_t r0, uint64_t r1, const void *v)
+int solve_out_count(const clnode_solution *sol, size_t b, double dir_t0, double dir_t1, size_t *n)
 {
-    const int m = cln_npz_find(&c->L, name);
-    if (m < 0)
-        return 0;
-    uint32_t crc;
-    if (cln_npz_write_rows(&c->L, (size_t)m, r0, r1, v, shifted_pwrite, c, &crc, c->err,
-                           sizeof c->err) != 0)
+    tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, n);
+    if (!p)
         return -1;
-    if (crc_push(&c->crc[m], r1, crc) != 0) {
-        snprintf(c->err, sizeof c->err, "out of memory");
-        return -1;
-    }
+    free(p);
     return 0;
 }
 
-/* Slot of each saved point of a trajectory in the padded layout: without steps, the requested
- * points in a fixed order ([t0] ts... [t1], absent ones left padded); with steps, the points in
- * time order from slot 0. */
-static size_t padded_T(const clnode_solution *sol, const clnode_solve_options *o, double dir_t0,
-                       double dir_t1, int *oom)
+int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
+                   size_t N, uint64_t points, double dir_t0, double dir_t1, char *err,
+                   size_t errlen)
 {
-    if (!o->save_steps)
-        return (size_t)(o->save_t0 != 0) + o->n_save_ts + (size_t)(o->save_t1 != 0);
-    size_t T = 0;
-    for (size_t b = 0; b < clnode_solution_batch(sol); ++b) {
-        size_t n = 0;
-        tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
-        if (!p) {
-            *oom = 1;
-            return 0;
-        }
-        free(p);
-        T = n > T ? n : T;
+    memset(w, 0, sizeof *w);
+    w->format = format;
+    w->ragged = ragged;
+    w->o = o;
+    w->B = B;
+    w->N = N;
+    w->dir_t0 = dir_t0;
+    w->dir_t1 = dir_t1;
+    w->f4 = o->precision == CLNODE_FP32;
+    const cln_npz_dtype ft = w->f4 ? CLN_NPZ_F4 : CLN_NPZ_F8;
+    cln_npz_layout *L = &w->L;
+    cln_npz_init(L, CLN_NPZ_ZIP64_THRESHOLD);
+    if (ragged && format != SOLVE_OUT_NPZ) {
+        snprintf(err, errlen, "ragged output needs .npz");
+        return -1;
     }
-    return T;
+    if (ragged) {
+        w->T = 0;
+        if (cln_npz_add(L, "ts", ft, 1, (uint64_t[]){points}, err, errlen) < 0 ||
+            cln_npz_add(L, "ys", ft, 2, (uint64_t[]){points, N}, err, errlen) < 0 ||
+            cln_npz_add(L, "offsets", CLN_NPZ_I8, 1, (uint64_t[]){B + 1}, err, errlen) < 0)
+            return -1;
+    } else {
+        w->T = o->save_steps ? (size_t)points
+                             : (size_t)(o->save_t0 != 0) + o->n_save_ts + (size_t)(o->save_t1 != 0);
+        if ((format == SOLVE_OUT_NPZ &&
+             cln_npz_add(L, "ts", ft, 2, (uint64_t[]){B, w->T}, err, errlen) < 0) ||
+            cln_npz_add(L, "ys", ft, 3, (uint64_t[]){B, w->T, N}, err, errlen) < 0)
+            return -1;
+    }
+    if (format == SOLVE_OUT_NPZ) {
+        static const char *const names[3] = {"num_steps", "num_accepted", "num_rejected"};
+        for (int k = 0; k < 3; ++k)
+            if (cln_npz_add(L, names[k], CLN_NPZ_I8, 1, (uint64_t[]){B}, err, errlen) < 0)
+                return -1;
+        if (cln_npz_add(L, "result", CLN_NPZ_I4, 1, (uint64_t[]){B}, err, errlen) < 0 ||
+            cln_npz_add(L, "format_version", CLN_NPZ_I8, 0, NULL, err, errlen) < 0)
+            return -1;
+    }
+    return cln_npz_plan(L, err, errlen);
+}
+
+/* One writer's pass: its part, and the writer shifted for a bare .npy. */
+typedef struct pass {
+    const solve_out *w;
+    shifted sh;
+    solve_out_part *part;
+    char *err;
+    size_t errlen;
+} pass;
+
+/* Writes rows [r0, r1) of member `name` (absent from an .npy layout: nothing to do) and
+ * appends their CRC to the part's range of that member (rows must follow on). */
+static int put_rows(pass *ps, const char *name, uint64_t r0, uint64_t r1, const void *v)
+{
+    const int m = cln_npz_find(&ps->w->L, name);
+    if (m < 0)
+        return 0;
+    uint32_t crc;
+    if (cln_npz_write_rows(&ps->w->L, (size_t)m, r0, r1, v, shifted_pwrite, &ps->sh, &crc, ps->err,
+                           ps->errlen) != 0)
+        return -1;
+    solve_out_part *p = ps->part;
+    if (p->r0[m] == p->r1[m]) {
+        p->r0[m] = r0;
+        p->r1[m] = r1;
+        p->crc[m] = crc;
+    } else if (r1 > r0) {
+        /* a CRC of A followed by B, from both CRCs (zlib's crc32_combine) */
+        p->crc[m] =
+            (uint32_t)crc32_combine(p->crc[m], crc, (z_off_t)((r1 - r0) * ps->w->L.m[m].row_bytes));
+        p->r1[m] = r1;
+    }
+    return 0;
 }
 
 /* The index in save_ts of the first time trajectory b saved (its run is contiguous): the first
@@ -295,27 +318,30 @@ static size_t first_ts_index(const clnode_solve_options *o, double t)
     return 0;
 }
 
-static int store(void *dst, size_t i, double x, int f4)
+static void store(void *dst, size_t i, double x, int f4)
 {
     if (f4)
         ((float *)dst)[i] = (float)x;
     else
         ((double *)dst)[i] = x;
-    return 0;
 }
 
-/* Fills rows of trajectories [b0, b1) of the padded ts (rows x T) and ys (rows x T x N). */
-static int fill_padded(const clnode_solution *sol, const clnode_solve_options *o, double dir_t0,
-                       double dir_t1, size_t b0, size_t b1, size_t T, int f4, void *ts, void *ys)
+/* Fills the padded rows of local trajectories [b0, b1): ts (rows x T), ys (rows x T x N). The
+ * slots: without steps, the requested points in a fixed order ([t0] ts... [t1]; a point not
+ * reached or outside the trajectory's interval stays +inf); with steps, the points in time
+ * order from slot 0, +inf after them (diffrax's padding). */
+static int fill_padded(const solve_out *w, const clnode_solution *sol, size_t b0, size_t b1,
+                       void *ts, void *ys)
 {
-    const size_t N = clnode_solution_dim(sol);
+    const clnode_solve_options *o = w->o;
+    const size_t N = w->N, T = w->T;
     for (size_t i = 0; i < (b1 - b0) * T; ++i)
-        store(ts, i, INFINITY, f4);
+        store(ts, i, INFINITY, w->f4);
     for (size_t i = 0; i < (b1 - b0) * T * N; ++i)
-        store(ys, i, INFINITY, f4);
+        store(ys, i, INFINITY, w->f4);
     for (size_t b = b0; b < b1; ++b) {
         size_t n = 0;
-        tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
+        tool_point *p = tool_sorted_points(sol, b, w->dir_t0, w->dir_t1, &n);
         if (!p)
             return -1;
         size_t ts_first = 0;
@@ -337,23 +363,29 @@ static int fill_padded(const clnode_solution *sol, const clnode_solve_options *o
                     continue;
             }
             const size_t row = (b - b0) * T + slot;
-            store(ts, row, p[k].t, f4);
+            store(ts, row, p[k].t, w->f4);
             for (size_t j = 0; j < N; ++j)
-                store(ys, row * N + j, p[k].y[j], f4);
+                store(ys, row * N + j, p[k].y[j], w->f4);
         }
         free(p);
     }
     return 0;
 }
 
-static int write_stats(out_ctx *c, const clnode_solution *sol)
+static int oom(pass *ps)
+{
+    snprintf(ps->err, ps->errlen, "out of memory");
+    return -1;
+}
+
+static int write_stats(pass *ps, const clnode_solution *sol, size_t g0)
 {
     const size_t B = clnode_solution_batch(sol);
     int64_t *v = malloc((B ? B : 1) * sizeof *v);
     int32_t *r = malloc((B ? B : 1) * sizeof *r);
     int rc = -1;
     if (!v || !r) {
-        snprintf(c->err, sizeof c->err, "out of memory");
+        oom(ps);
         goto done;
     }
     static const char *const names[3] = {"num_steps", "num_accepted", "num_rejected"};
@@ -364,11 +396,14 @@ static int write_stats(out_ctx *c, const clnode_solution *sol)
             v[b] = k == 0 ? s.num_steps : k == 1 ? s.num_accepted : s.num_rejected;
             r[b] = (int32_t)s.result;
         }
-        if (put_rows(c, names[k], 0, B, v) != 0)
+        if (put_rows(ps, names[k], g0, g0 + B, v) != 0)
             goto done;
     }
     const int64_t version = SOLVE_ARRAYS_FORMAT_VERSION;
-    rc = put_rows(c, "result", 0, B, r) || put_rows(c, "format_version", 0, 1, &version) ? -1 : 0;
+    rc = put_rows(ps, "result", g0, g0 + B, r) != 0 ||
+                 (g0 == 0 && put_rows(ps, "format_version", 0, 1, &version) != 0)
+             ? -1
+             : 0;
 done:
     free(v);
     free(r);
@@ -383,52 +418,56 @@ static size_t piece_rows(size_t per_traj_values)
     return n ? n : 1;
 }
 
-static int write_padded(out_ctx *c, const clnode_solution *sol, const clnode_solve_options *o,
-                        double dir_t0, double dir_t1, size_t T, int f4)
+static int write_padded(pass *ps, const clnode_solution *sol, size_t g0)
 {
-    const size_t B = clnode_solution_batch(sol), N = clnode_solution_dim(sol);
-    const size_t step = piece_rows(T * (N + 1)), isz = f4 ? 4 : 8;
+    const solve_out *w = ps->w;
+    const size_t B = clnode_solution_batch(sol), N = w->N, T = w->T;
+    const size_t step = piece_rows(T * (N + 1)), isz = w->f4 ? 4 : 8;
     size_t nts, nys;
-    if (!tool_mul_size(step, T, &nts) || !tool_mul_size(nts, N, &nys)) {
-        snprintf(c->err, sizeof c->err, "sizes overflow");
-        return -1;
-    }
+    if (!tool_mul_size(step, T, &nts) || !tool_mul_size(nts, N, &nys))
+        return oom(ps);
     void *ts = malloc(nts ? nts * isz : 1), *ys = malloc(nys ? nys * isz : 1);
-    int rc = 0;
-    if (!ts || !ys) {
-        snprintf(c->err, sizeof c->err, "out of memory");
-        rc = -1;
-    }
+    int rc = !ts || !ys ? oom(ps) : 0;
     for (size_t b0 = 0; b0 < B && !rc; b0 += step) {
         const size_t b1 = B - b0 < step ? B : b0 + step;
-        if (fill_padded(sol, o, dir_t0, dir_t1, b0, b1, T, f4, ts, ys) != 0) {
-            snprintf(c->err, sizeof c->err, "out of memory");
+        if (fill_padded(w, sol, b0, b1, ts, ys) != 0)
+            rc = oom(ps);
+        else if (put_rows(ps, "ts", g0 + b0, g0 + b1, ts) != 0 ||
+                 put_rows(ps, "ys", g0 + b0, g0 + b1, ys) != 0)
             rc = -1;
-        } else if (put_rows(c, "ts", b0, b1, ts) != 0 || put_rows(c, "ys", b0, b1, ys) != 0) {
-            rc = -1;
-        }
     }
     free(ts);
     free(ys);
     return rc;
 }
 
-static int write_ragged(out_ctx *c, const clnode_solution *sol, double dir_t0, double dir_t1,
-                        const int64_t *offsets, int f4)
+static int write_ragged(pass *ps, const clnode_solution *sol, size_t g0, uint64_t p0)
 {
-    const size_t B = clnode_solution_batch(sol), N = clnode_solution_dim(sol);
-    const size_t isz = f4 ? 4 : 8;
-    if (put_rows(c, "offsets", 0, B + 1, offsets) != 0)
-        return -1;
-    /* one trajectory's points at a time, in pieces of trajectories of about 16 MiB */
+    const solve_out *w = ps->w;
+    const size_t B = clnode_solution_batch(sol), N = w->N, isz = w->f4 ? 4 : 8;
+    /* the offsets of this writer's trajectories; the writer of the last one adds the end */
+    const int last = g0 + B == w->B;
+    int64_t *off = malloc((B + 1) * sizeof *off);
+    if (!off)
+        return oom(ps);
+    off[0] = (int64_t)p0;
+    for (size_t b = 0; b < B; ++b) {
+        size_t n = 0;
+        if (solve_out_count(sol, b, w->dir_t0, w->dir_t1, &n) != 0) {
+            free(off);
+            return oom(ps);
+        }
+        off[b + 1] = off[b] + (int64_t)n;
+    }
+    int rc = put_rows(ps, "offsets", g0, g0 + B + (size_t)last, off);
     size_t cap = 0;
     void *ts = NULL, *ys = NULL;
-    int rc = 0;
+    /* pieces of trajectories of about 16 MiB of points */
     for (size_t b0 = 0; b0 < B && !rc;) {
         size_t b1 = b0 + 1;
-        while (b1 < B && (size_t)(offsets[b1 + 1] - offsets[b0]) * (N + 1) <= ((size_t)2 << 20))
+        while (b1 < B && (size_t)(off[b1 + 1] - off[b0]) * (N + 1) <= ((size_t)2 << 20))
             ++b1;
-        const size_t P = (size_t)(offsets[b1] - offsets[b0]);
+        const size_t P = (size_t)(off[b1] - off[b0]);
         if (P > cap) {
             free(ts);
             free(ys);
@@ -436,130 +475,118 @@ static int write_ragged(out_ctx *c, const clnode_solution *sol, double dir_t0, d
             ys = malloc(P * N * isz);
             cap = P;
             if (!ts || !ys) {
-                snprintf(c->err, sizeof c->err, "out of memory");
-                rc = -1;
+                rc = oom(ps);
                 break;
             }
         }
         size_t at = 0;
         for (size_t b = b0; b < b1 && !rc; ++b) {
             size_t n = 0;
-            tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
+            tool_point *p = tool_sorted_points(sol, b, w->dir_t0, w->dir_t1, &n);
             if (!p) {
-                snprintf(c->err, sizeof c->err, "out of memory");
-                rc = -1;
+                rc = oom(ps);
                 break;
             }
             for (size_t k = 0; k < n; ++k, ++at) {
-                store(ts, at, p[k].t, f4);
+                store(ts, at, p[k].t, w->f4);
                 for (size_t j = 0; j < N; ++j)
-                    store(ys, at * N + j, p[k].y[j], f4);
+                    store(ys, at * N + j, p[k].y[j], w->f4);
             }
             free(p);
         }
-        if (!rc && (put_rows(c, "ts", (uint64_t)offsets[b0], (uint64_t)offsets[b1], ts) != 0 ||
-                    put_rows(c, "ys", (uint64_t)offsets[b0], (uint64_t)offsets[b1], ys) != 0))
+        if (!rc && (put_rows(ps, "ts", (uint64_t)off[b0], (uint64_t)off[b1], ts) != 0 ||
+                    put_rows(ps, "ys", (uint64_t)off[b0], (uint64_t)off[b1], ys) != 0))
             rc = -1;
         b0 = b1;
     }
     free(ts);
     free(ys);
+    free(off);
     return rc;
+}
+
+int solve_out_write(const solve_out *w, const clnode_solution *sol, size_t g0, uint64_t p0,
+                    cln_npz_pwrite_fn fn, void *user, solve_out_part *part, char *err,
+                    size_t errlen)
+{
+    memset(part, 0, sizeof *part);
+    const uint32_t empty = (uint32_t)crc32(0, Z_NULL, 0);
+    for (size_t m = 0; m < CLN_NPZ_MAX_MEMBERS; ++m)
+        part->crc[m] = empty;
+    if (g0 + clnode_solution_batch(sol) > w->B || clnode_solution_dim(sol) != w->N) {
+        snprintf(err, errlen, "trajectories [%zu, %zu) of dimension %zu outside the layout", g0,
+                 g0 + clnode_solution_batch(sol), clnode_solution_dim(sol));
+        return -1;
+    }
+    pass ps = {
+        w, {fn, user, w->format == SOLVE_OUT_NPY ? w->L.m[0].npy_off : 0}, part, err, errlen};
+    if ((w->ragged ? write_ragged(&ps, sol, g0, p0) : write_padded(&ps, sol, g0)) != 0)
+        return -1;
+    return w->format == SOLVE_OUT_NPZ ? write_stats(&ps, sol, g0) : 0;
+}
+
+int solve_out_finish(solve_out *w, const solve_out_part *parts, size_t nparts, cln_npz_pwrite_fn fn,
+                     void *user, char *err, size_t errlen)
+{
+    shifted sh = {fn, user, w->format == SOLVE_OUT_NPY ? w->L.m[0].npy_off : 0};
+    if (w->format == SOLVE_OUT_NPY) /* a bare .npy: the member's npy header, no CRC */
+        return cln_npz_write_npy_header(&w->L, 0, shifted_pwrite, &sh, err, errlen);
+    uint64_t *bounds = malloc((nparts + 1) * sizeof *bounds);
+    uint32_t *crcs = malloc((nparts ? nparts : 1) * sizeof *crcs);
+    int rc = 0;
+    if (!bounds || !crcs) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    for (size_t m = 0; m < w->L.n && !rc; ++m) {
+        /* the non-empty ranges of this member in row order (the parts come in any order) */
+        size_t n = 0;
+        uint64_t at = 0;
+        bounds[0] = 0;
+        for (;;) {
+            size_t k = nparts;
+            for (size_t i = 0; i < nparts; ++i)
+                if (parts[i].r0[m] == at && parts[i].r1[m] > at) {
+                    k = i;
+                    break;
+                }
+            if (k == nparts)
+                break;
+            crcs[n] = parts[k].crc[m];
+            at = bounds[++n] = parts[k].r1[m];
+        }
+        rc = cln_npz_member_crc(&w->L, m, n, bounds, crcs, err, errlen);
+    }
+    free(bounds);
+    free(crcs);
+    return rc ? -1 : cln_npz_finish(&w->L, shifted_pwrite, &sh, err, errlen);
 }
 
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
                        const clnode_solve_options *o, double dir_t0, double dir_t1)
 {
-    out_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        tool_error("cannot write %s: out of memory", path);
-        return TOOL_EXIT_RESOURCE;
-    }
-    c->fd = fd;
+    solve_out *w = malloc(sizeof *w);
     const size_t B = clnode_solution_batch(sol), N = clnode_solution_dim(sol);
-    const int f4 = o->precision == CLNODE_FP32;
-    const cln_npz_dtype ft = f4 ? CLN_NPZ_F4 : CLN_NPZ_F8;
-    int64_t *offsets = NULL;
-    int oom = 0, rc = -1;
-    cln_npz_init(&c->L, CLN_NPZ_ZIP64_THRESHOLD);
-    /* layout: every member's shape is known once the solve is done */
-    if (ragged) {
-        offsets = malloc((B + 1) * sizeof *offsets);
-        if (!offsets) {
-            snprintf(c->err, sizeof c->err, "out of memory");
-            goto done;
-        }
-        offsets[0] = 0;
-        for (size_t b = 0; b < B; ++b) {
-            size_t n = 0;
-            tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
-            if (!p) {
-                snprintf(c->err, sizeof c->err, "out of memory");
-                goto done;
-            }
-            free(p);
-            offsets[b + 1] = offsets[b] + (int64_t)n;
-        }
-        const uint64_t P = (uint64_t)offsets[B];
-        if (cln_npz_add(&c->L, "ts", ft, 1, (uint64_t[]){P}, c->err, sizeof c->err) < 0 ||
-            cln_npz_add(&c->L, "ys", ft, 2, (uint64_t[]){P, N}, c->err, sizeof c->err) < 0 ||
-            cln_npz_add(&c->L, "offsets", CLN_NPZ_I8, 1, (uint64_t[]){B + 1}, c->err,
-                        sizeof c->err) < 0)
-            goto done;
-    } else {
-        const size_t T = padded_T(sol, o, dir_t0, dir_t1, &oom);
-        if (oom) {
-            snprintf(c->err, sizeof c->err, "out of memory");
-            goto done;
-        }
-        if ((format == SOLVE_OUT_NPZ &&
-             cln_npz_add(&c->L, "ts", ft, 2, (uint64_t[]){B, T}, c->err, sizeof c->err) < 0) ||
-            cln_npz_add(&c->L, "ys", ft, 3, (uint64_t[]){B, T, N}, c->err, sizeof c->err) < 0)
-            goto done;
-    }
-    if (format == SOLVE_OUT_NPZ) {
-        static const char *const names[3] = {"num_steps", "num_accepted", "num_rejected"};
-        for (int k = 0; k < 3; ++k)
-            if (cln_npz_add(&c->L, names[k], CLN_NPZ_I8, 1, (uint64_t[]){B}, c->err,
-                            sizeof c->err) < 0)
-                goto done;
-        if (cln_npz_add(&c->L, "result", CLN_NPZ_I4, 1, (uint64_t[]){B}, c->err, sizeof c->err) <
-                0 ||
-            cln_npz_add(&c->L, "format_version", CLN_NPZ_I8, 0, NULL, c->err, sizeof c->err) < 0)
-            goto done;
-    }
-    if (cln_npz_plan(&c->L, c->err, sizeof c->err) != 0)
+    char err[256] = "out of memory";
+    int rc = -1;
+    if (!w)
         goto done;
-    if (format == SOLVE_OUT_NPY)
-        c->shift = c->L.m[0].npy_off;
-    /* data, by row ranges, then the CRCs combined in row order, then the headers */
-    if ((ragged ? write_ragged(c, sol, dir_t0, dir_t1, offsets, f4)
-                : write_padded(c, sol, o, dir_t0, dir_t1,
-                               c->L.m[cln_npz_find(&c->L, "ys")].shape[1], f4)) != 0 ||
-        (format == SOLVE_OUT_NPZ && write_stats(c, sol) != 0))
-        goto done;
-    if (format == SOLVE_OUT_NPY) {
-        /* a bare .npy: the member's npy header at byte 0, its data after it */
-        if (cln_npz_write_npy_header(&c->L, 0, shifted_pwrite, c, c->err, sizeof c->err) != 0)
+    /* the layout needs the points: the largest count (padded, steps) or the total (ragged) */
+    uint64_t points = 0;
+    for (size_t b = 0; b < B && (ragged || o->save_steps); ++b) {
+        size_t n;
+        if (solve_out_count(sol, b, dir_t0, dir_t1, &n) != 0)
             goto done;
+        points = ragged ? points + n : (n > points ? n : points);
+    }
+    solve_out_part part;
+    if (solve_out_plan(w, format, ragged, o, B, N, points, dir_t0, dir_t1, err, sizeof err) == 0 &&
+        solve_out_write(w, sol, 0, 0, cln_npz_pwrite_fd, &fd, &part, err, sizeof err) == 0 &&
+        solve_out_finish(w, &part, 1, cln_npz_pwrite_fd, &fd, err, sizeof err) == 0)
         rc = 0;
-        goto done;
-    }
-    for (size_t m = 0; m < c->L.n; ++m)
-        if (cln_npz_member_crc(&c->L, m, c->crc[m].n, c->crc[m].bounds, c->crc[m].crcs, c->err,
-                               sizeof c->err) != 0)
-            goto done;
-    if (cln_npz_finish(&c->L, shifted_pwrite, c, c->err, sizeof c->err) != 0)
-        goto done;
-    rc = 0;
 done:
     if (rc)
-        tool_error("cannot write %s: %s", path, c->err);
-    for (size_t m = 0; m < CLN_NPZ_MAX_MEMBERS; ++m) {
-        free(c->crc[m].bounds);
-        free(c->crc[m].crcs);
-    }
-    free(offsets);
-    free(c);
+        tool_error("cannot write %s: %s", path, err);
+    free(w);
     return rc ? TOOL_EXIT_RESOURCE : 0;
 }

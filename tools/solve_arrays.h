@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "clnode.h"
+#include "npz.h"
 #include "solve_args.h"
 
 /* The version of the .npy/.npz outputs (the npz member format_version): raised when a member
@@ -29,9 +30,61 @@ void solve_arrays_free(solve_arrays *s);
 
 /* Writes the solution to the file descriptor fd (a new, empty temporary file that the caller
  * renames) as format SOLVE_OUT_NPY or SOLVE_OUT_NPZ (solve_args.h), ragged or padded, for
- * trajectories integrating in the direction of t1 - t0 (dir_t0, dir_t1). Returns 0, or 3 after
- * printing an error. */
+ * trajectories integrating in the direction of t1 - t0 (dir_t0, dir_t1). One writer through the
+ * pieces below. Returns 0, or 3 after printing an error. */
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
                        const clnode_solve_options *o, double dir_t0, double dir_t1);
+
+/* ---- the same output written by several writers (MPI ranks), each with the solution of a
+ * contiguous range of the batch ----
+ *
+ *   every writer:  solve_out_count for each of its trajectories; T = the largest count
+ *                  (padded --save steps: MPI_Allreduce MAX) or P = the total (ragged:
+ *                  MPI_Allreduce SUM, and p0 = the exclusive prefix sum, MPI_Exscan);
+ *                  solve_out_plan(&w, ..., B, N, T or P, ...) (the same on every writer);
+ *                  solve_out_write(&w, local_sol, g0, p0, fn, user, &part) with g0 its first
+ *                  trajectory in the batch, fn e.g. MPI_File_write_at on the shared file;
+ *   one writer:    gathers every part (MPI_Gather of the plain struct, any order), then
+ *                  solve_out_finish(&w, parts, nparts, fn, user) once the others have written
+ *                  (the gather orders it after their writes).
+ * The bytes equal those of one writer with the whole batch, for any split. */
+typedef struct solve_out {
+    cln_npz_layout L;
+    int format, ragged, f4;
+    size_t B, N, T; /* T: points per trajectory in the padded layout */
+    const clnode_solve_options *o;
+    double dir_t0, dir_t1;
+} solve_out;
+
+/* The rows one writer wrote, per member of the layout: [r0, r1) and their CRC-32 (r0 == r1:
+ * nothing). */
+typedef struct solve_out_part {
+    uint64_t r0[CLN_NPZ_MAX_MEMBERS], r1[CLN_NPZ_MAX_MEMBERS];
+    uint32_t crc[CLN_NPZ_MAX_MEMBERS];
+} solve_out_part;
+
+/* The number of saved points of trajectory b of sol (its rows in the CSV). Returns 0, or -1 when
+ * out of memory. */
+int solve_out_count(const clnode_solution *sol, size_t b, double dir_t0, double dir_t1, size_t *n);
+
+/* Lays out the output of B trajectories of dimension N; `points` is T (padded with --save
+ * steps; ignored otherwise) or P (ragged). o must outlive w. Returns 0, or -1 with a message. */
+int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
+                   size_t N, uint64_t points, double dir_t0, double dir_t1, char *err,
+                   size_t errlen);
+
+/* Writes the rows of sol's trajectories as trajectories [g0, g0 + batch(sol)) of the batch, their
+ * first saved point being point p0 of the batch (ragged), through fn (offsets in the file). The
+ * writer with g0 = 0 also writes format_version, the one that ends the batch the last offset.
+ * Memory: about 32 MiB of buffers. Returns 0, or -1 with a message. */
+int solve_out_write(const solve_out *w, const clnode_solution *sol, size_t g0, uint64_t p0,
+                    cln_npz_pwrite_fn fn, void *user, solve_out_part *part, char *err,
+                    size_t errlen);
+
+/* Combines the parts of all writers (any order, together covering every row) into each member's
+ * CRC and writes the headers and the central directory (a bare .npy: its header). Returns 0, or
+ * -1 with a message (parts that leave a gap). */
+int solve_out_finish(solve_out *w, const solve_out_part *parts, size_t nparts, cln_npz_pwrite_fn fn,
+                     void *user, char *err, size_t errlen);
 
 #endif /* CLNODE_SOLVE_ARRAYS_H */
