@@ -313,6 +313,15 @@ static void test_reader_refuses(void **state)
     memcpy(bad, img, size);
     memcpy(bad + L.cd_off + 46 + 2, ".npz", 4); /* ts.npy -> ts.npz */
     expect_parse_fails(bad, size, "is not NAME.npy");
+    /* a name length far beyond the buffer of names (read without overflowing it: ASan) */
+    memcpy(bad, img, size);
+    bad[L.cd_off + 28] = 0xff;
+    bad[L.cd_off + 29] = 0xff;
+    expect_parse_fails(bad, size, "a broken central directory entry");
+    memcpy(bad, img, size);
+    bad[L.cd_off + 28] = 200;
+    bad[L.cd_off + 29] = 0;
+    expect_parse_fails(bad, size, "a member name of 200 bytes");
     memcpy(bad, img, size);
     const uint64_t second = L.cd_off + (46 + 6) + 46; /* the second name: ys.npy -> ts.npy */
     bad[second] = 't';

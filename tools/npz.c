@@ -509,7 +509,7 @@ int cln_npz_parse(const unsigned char *buf, size_t size, cln_npz_entry *entries,
              cd_off = get32(buf + e + 16);
     if (e >= LOC64_SIZE && get32(buf + e - LOC64_SIZE) == LOC64_SIG) {
         const uint64_t z = get64(buf + e - LOC64_SIZE + 8);
-        if (z > size - END64_SIZE || get32(buf + z) != END64_SIG)
+        if (size < END64_SIZE || z > size - END64_SIZE || get32(buf + z) != END64_SIG)
             return npz_fail(err, errlen, "a broken ZIP64 end record");
         count = get64(buf + z + 32);
         cd_size = get64(buf + z + 40);
@@ -530,7 +530,11 @@ int cln_npz_parse(const unsigned char *buf, size_t size, cln_npz_entry *entries,
         uint64_t loff = get32(p + 42);
         if ((size_t)(end - p) < CENTRAL_FIXED + nl + xl + cl)
             return npz_fail(err, errlen, "a broken central directory entry");
-        char name[256];
+        char name[CLN_NPZ_MAX_NAME + 8];
+        if (nl < 5 || nl - 4 >= CLN_NPZ_MAX_NAME)
+            return npz_fail(err, errlen,
+                            "a member name of %zu bytes (NAME.npy, NAME of 1 to %d characters)", nl,
+                            CLN_NPZ_MAX_NAME - 1);
         memcpy(name, p + CENTRAL_FIXED, nl);
         name[nl] = '\0';
         if (memchr(name, '\0', nl))
