@@ -7,13 +7,16 @@
  *   0: y0 text: one byte for N (1..16), one for the header mode, then the file's bytes;
  *   1: a number list (the rest, up to a NUL);
  *   2: clnode-solve's arguments, separated by NUL bytes;
- *   3: clnode-compare's arguments, separated by NUL bytes.
+ *   3: clnode-compare's arguments, separated by NUL bytes;
+ *   4: an .npz archive (the --in reader, tools/npz.c) and the .npy image of each member.
  * Built with -Dfuzz=true by clang (-fsanitize=fuzzer,address,undefined); run by the fuzz-cli
  * benchmark (tools/fuzz/run.sh). Leaks count as findings. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "npy.h"
+#include "npz.h"
 #include "solve_args.h"
 #include "tool_common.h"
 
@@ -57,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    const unsigned sel = data[0] % 4;
+    const unsigned sel = data[0] % 5;
     ++data;
     --size;
     char err[256];
@@ -113,6 +116,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         solve_args_free(&a);
         free(argv);
         free(buf);
+        break;
+    }
+    case 4: {
+        /* an exact-size copy: ASan sees any read past the archive */
+        unsigned char *img = malloc(size ? size : 1);
+        if (!img)
+            return 0;
+        memcpy(img, data, size);
+        cln_npz_entry e[CLN_NPZ_MAX_MEMBERS];
+        size_t n = 0;
+        if (cln_npz_parse(img, size, e, &n, err, sizeof err) == 0)
+            for (size_t i = 0; i < n; ++i) {
+                if (e[i].data < img || e[i].size > size || e[i].data + e[i].size > img + size)
+                    abort(); /* entries lie inside the archive */
+                cln_npy_header h;
+                if (cln_npy_parse(e[i].data, (size_t)e[i].size, &h, err, sizeof err) == 0 &&
+                    h.count < (1u << 20)) {
+                    double *v = malloc(h.count ? h.count * sizeof(double) : 1);
+                    if (v)
+                        cln_npy_decode(e[i].data, &h, v);
+                    free(v);
+                }
+            }
+        free(img);
         break;
     }
     default: {
