@@ -353,11 +353,10 @@ int cln_npz_write_npy_header(const cln_npz_layout *L, size_t mi, cln_npz_pwrite_
     return 0;
 }
 
-int cln_npz_finish(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, char *err,
-                   size_t errlen)
+/* The local file header and npy header of each member, at its offset. */
+static int write_locals(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, char *err,
+                        size_t errlen)
 {
-    if (!L->planned)
-        return npz_fail(err, errlen, "the layout is not planned");
     unsigned char buf[512];
     for (size_t i = 0; i < L->n; ++i) {
         const cln_npz_member *m = &L->m[i];
@@ -387,6 +386,14 @@ int cln_npz_finish(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, ch
             return npz_fail(err, errlen, "cannot write the header of member %s: %s", m->name,
                             strerror(errno));
     }
+    return 0;
+}
+
+/* The central directory: one entry per member, ZIP64 extra fields where planned. */
+static int write_central(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, char *err,
+                         size_t errlen)
+{
+    unsigned char buf[512];
     uint64_t off = L->cd_off;
     for (size_t i = 0; i < L->n; ++i) {
         const cln_npz_member *m = &L->m[i];
@@ -427,6 +434,14 @@ int cln_npz_finish(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, ch
             return npz_fail(err, errlen, "cannot write the central directory: %s", strerror(errno));
         off += n;
     }
+    return 0;
+}
+
+/* The ZIP64 end record and locator (when planned) and the end of central directory record. */
+static int write_end(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, char *err,
+                     size_t errlen)
+{
+    unsigned char buf[128];
     unsigned char *p = buf;
     if (L->zip64_end) {
         p = put32(p, END64_SIG);
@@ -455,6 +470,16 @@ int cln_npz_finish(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, ch
     if (fn(user, buf, (size_t)(p - buf), L->end_off) != 0)
         return npz_fail(err, errlen, "cannot write the end of the archive: %s", strerror(errno));
     return 0;
+}
+
+int cln_npz_finish(const cln_npz_layout *L, cln_npz_pwrite_fn fn, void *user, char *err,
+                   size_t errlen)
+{
+    if (!L->planned)
+        return npz_fail(err, errlen, "the layout is not planned");
+    if (write_locals(L, fn, user, err, errlen) != 0 || write_central(L, fn, user, err, errlen) != 0)
+        return -1;
+    return write_end(L, fn, user, err, errlen);
 }
 
 /* ---- reading ---- */
