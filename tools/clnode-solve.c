@@ -3,6 +3,7 @@
  * With no arguments it solves the seed problem: the built-in seed model (eqx.nn.MLP 10 -> 100 ->
  * 100 -> 10, softplus, PRNGKey(42)), y0 = 0, t in [0, 50], dt0 = 0.02, tsit5, rtol 1e-4,
  * atol 1e-6, fp32, batch 1. Exit statuses: tool_exit_help (tool_common.c). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +347,40 @@ static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, dou
     return 0;
 }
 
+/* The saved points to --out (opened before the solve): CSV, or .npy/.npz written by position on
+ * the temporary file's descriptor; then renamed over the target. Returns 0 or 3. */
+static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol,
+                        double dir_t0, double dir_t1)
+{
+    const int fmt = solve_out_format(a->out_path);
+    int rc;
+    if (fmt == SOLVE_OUT_CSV) {
+        rc = write_csv(out->f, sol, &a->pb.opts, dir_t0, dir_t1);
+    } else if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
+        tool_error("cannot write %s: %s", a->out_path, strerror(errno));
+        rc = TOOL_EXIT_RESOURCE;
+    } else {
+        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
+                                dir_t0, dir_t1);
+    }
+    return rc ? rc : tool_out_commit(out);
+}
+
+/* Reads the per-trajectory arrays, reconciles the batch and points the options at them. */
+static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *arr, double **y0,
+                       size_t *batch)
+{
+    const size_t N = clnode_model_dim(model);
+    int rc = solve_arrays_load(a, N, clnode_model_num_inputs(model), arr);
+    if (rc || (rc = reconcile_batch(a, arr, N, y0, batch)) != 0)
+        return rc;
+    a->pb.opts.t0s = arr->t0s;
+    a->pb.opts.t1s = arr->t1s;
+    a->pb.opts.dt0s = arr->dt0s;
+    a->pb.opts.inputs = arr->inputs;
+    return 0;
+}
+
 /* The direction the batch integrates in, as an interval (the library refuses a batch that mixes
  * directions): the first trajectory with t0 != t1, else the scalar interval. */
 static void direction(const clnode_solve_options *o, size_t batch, double *t0, double *t1)
@@ -394,14 +429,8 @@ int main(int argc, char **argv)
         solve_args_free(&a);
         return rc;
     }
-    if ((rc = solve_arrays_load(&a, clnode_model_dim(model), clnode_model_num_inputs(model),
-                                &arr)) != 0 ||
-        (rc = reconcile_batch(&a, &arr, clnode_model_dim(model), &y0, &batch)) != 0)
+    if ((rc = open_arrays(&a, model, &arr, &y0, &batch)) != 0)
         goto done;
-    pb->opts.t0s = arr.t0s;
-    pb->opts.t1s = arr.t1s;
-    pb->opts.dt0s = arr.dt0s;
-    pb->opts.inputs = arr.inputs;
     double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
     direction(&pb->opts, batch, &dir_t0, &dir_t1);
     /* opened before the solve: a path that cannot be written fails before the work */
@@ -437,18 +466,8 @@ int main(int argc, char **argv)
         }
     }
 
-    if (a.out_path) {
-        const int fmt = solve_out_format(a.out_path);
-        if (fmt == SOLVE_OUT_CSV)
-            rc = write_csv(out.f, sol, &pb->opts, dir_t0, dir_t1);
-        else if (fflush(out.f) != 0) /* nothing buffered: the arrays go by pwrite */
-            rc = TOOL_EXIT_RESOURCE;
-        else
-            rc = solve_arrays_write(fileno(out.f), a.out_path, fmt, a.ragged, sol, &pb->opts,
-                                    dir_t0, dir_t1);
-        if (rc != 0 || (rc = tool_out_commit(&out)) != 0)
-            goto done;
-    }
+    if (a.out_path && (rc = write_points(&out, &a, sol, dir_t0, dir_t1)) != 0)
+        goto done;
     if (a.json) {
         tool_out js;
         tool_out_open(&js, "-");
