@@ -1,6 +1,8 @@
 /* test_host_gemm.c - the host's ordered GEMM: every kernel (portable, AVX2+FMA, AVX-512) gives
  * exactly the sequential-fma sum of each element, for every shape (tails of every width), every
- * row position and every batch size; threads change nothing. */
+ * row position and every batch size; threads change nothing. The row-at-a-time kernels of small
+ * batches (host_gemv.c) give the same bits as the GEMM, for every width up to several passes of
+ * registers, and write nothing past a row's last column. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include "backends/host/host_gemm.h"
+#include "backends/host/host_gemv.h"
 
 static uint32_t rng = 2024u;
 static double urand(void)
@@ -77,6 +80,58 @@ static int isa_available(cln_gemm_isa isa)
 CHECK_SHAPES(float, f32, fmaf)
 CHECK_SHAPES(double, f64, fma)
 
+/* The row kernels on packed B against the sequential fma sum and against the GEMM's tiles, for
+ * every width from 1 to past two passes of CLN_GEMV_MAX_VECS AVX-512 vectors, and k = 0, 1, 10,
+ * 100. The columns between n and ldc keep their NaN. */
+#define CHECK_GEMV(T, SFX, FMA)                                                                    \
+    static void check_gemv_##SFX(cln_gemm_isa isa)                                                 \
+    {                                                                                              \
+        const size_t ks[] = {0, 1, 10, 100};                                                       \
+        const size_t m = 3, nmax = 2 * CLN_GEMV_MAX_VECS * 16 + 9, kmax = 100;                     \
+        const size_t lda = kmax + 1, ldc = nmax + 5, ldw = cln_gemm_packed_ld(nmax, sizeof(T));    \
+        T *A = calloc(m * lda, sizeof(T)), *B = calloc(nmax * kmax, sizeof(T));                    \
+        T *Wt = calloc(kmax * ldw, sizeof(T)), *C = calloc(m * ldc, sizeof(T));                    \
+        T *G = calloc(m * ldc, sizeof(T));                                                         \
+        assert_true(A &&B &&Wt &&C &&G);                                                           \
+        for (size_t i = 0; i < m * lda; ++i)                                                       \
+            A[i] = (T)(4 * urand());                                                               \
+        for (size_t i = 0; i < nmax * kmax; ++i)                                                   \
+            B[i] = (T)(0.5 * urand());                                                             \
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; ++q)                                      \
+            for (size_t n = 1; n <= nmax; ++n) {                                                   \
+                const size_t k = ks[q], ldwn = cln_gemm_packed_ld(n, sizeof(T));                   \
+                cln_gemm_pack_##SFX(n, k, B, kmax, Wt, ldwn);                                      \
+                for (size_t i = 0; i < m * ldc; ++i)                                               \
+                    C[i] = G[i] = (T)NAN;                                                          \
+                cln_gemv_packed_##SFX(isa, m, n, k, A, lda, Wt, ldwn, C, ldc);                     \
+                cln_gemm_packed_##SFX(CLN_GEMM_PORTABLE, m, n, k, A, lda, Wt, ldwn, G, ldc);       \
+                for (size_t i = 0; i < m; ++i) {                                                   \
+                    for (size_t j = 0; j < n; ++j) {                                               \
+                        T acc = 0;                                                                 \
+                        for (size_t kk = 0; kk < k; ++kk)                                          \
+                            acc = FMA(A[i * lda + kk], B[j * kmax + kk], acc);                     \
+                        if (memcmp(&acc, &C[i * ldc + j], sizeof acc) != 0)                        \
+                            fail_msg("gemv %s %s n=%zu k=%zu: C[%zu][%zu] = %.17g, sequential "    \
+                                     "fma gives %.17g",                                            \
+                                     #SFX, cln_gemm_isa_name(isa), n, k, i, j,                     \
+                                     (double)C[i * ldc + j], (double)acc);                         \
+                    }                                                                              \
+                    for (size_t j = n; j < ldc; ++j)                                               \
+                        if (!isnan(C[i * ldc + j]))                                                \
+                            fail_msg("gemv %s %s n=%zu k=%zu: wrote C[%zu][%zu] past the row",     \
+                                     #SFX, cln_gemm_isa_name(isa), n, k, i, j);                    \
+                }                                                                                  \
+                assert_memory_equal(C, G, m *ldc * sizeof(T));                                     \
+            }                                                                                      \
+        free(A);                                                                                   \
+        free(B);                                                                                   \
+        free(Wt);                                                                                  \
+        free(C);                                                                                   \
+        free(G);                                                                                   \
+    }
+CHECK_GEMV(float, f32, fmaf)
+CHECK_GEMV(double, f64, fma)
+
 static void test_kernels(void **state)
 {
     (void)state;
@@ -88,7 +143,10 @@ static void test_kernels(void **state)
         }
         check_f32(all[i]);
         check_f64(all[i]);
-        print_message("  %s: bit-identical to sequential fma\n", cln_gemm_isa_name(all[i]));
+        check_gemv_f32(all[i]);
+        check_gemv_f64(all[i]);
+        print_message("  %s: GEMM and row kernels bit-identical to sequential fma\n",
+                      cln_gemm_isa_name(all[i]));
     }
 }
 

@@ -1,0 +1,30 @@
+/* host_gemv.h - the host's row-at-a-time products for small batches
+ * (lib/backends/host/host_gemv.c). */
+#ifndef CLN_HOST_GEMV_H
+#define CLN_HOST_GEMV_H
+
+#include <stddef.h>
+
+#include "backends/host/host_gemm.h"
+
+/* Vectors of columns one pass over k accumulates in registers (AVX2: 14 accumulators and the
+ * broadcast in 16 registers). */
+#define CLN_GEMV_MAX_VECS 14
+
+/* C[m x n] = A[m x k] . B[n x k]^T on B packed as Wt (cln_gemm_pack_*, leading dimension ldw),
+ * exactly as cln_gemm_packed_*: each element summed over k in order with fma, from 0, so the bits
+ * are those of the GEMM. Each row is computed on its own, with up to CLN_GEMV_MAX_VECS vectors of
+ * its columns in one pass over k (a matrix-vector product reads each weight once and keeps enough
+ * independent sums in flight to reach the FMA throughput); the last vector of a row is stored
+ * under a mask, so nothing past column n of C is written. For the few rows the GEMM's 6- and
+ * 4-row tiles leave (and a batch of one). */
+void cln_gemv_packed_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
+                         const float *Wt, size_t ldw, float *C, size_t ldc);
+void cln_gemv_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A,
+                         size_t lda, const double *Wt, size_t ldw, double *C, size_t ldc);
+
+/* The rows of an m-row product that cln_gemm_packed_* covers with its 6- and 4-row tiles (the rest
+ * go to cln_gemv_packed_*): 0 below 4 rows. */
+size_t cln_gemv_tiled_rows(size_t m);
+
+#endif /* CLN_HOST_GEMV_H */
