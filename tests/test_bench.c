@@ -1,7 +1,8 @@
 /* test_bench.c - the public bare GEMM loop (clnode/bench.h) on the device named by the first
  * argument ("host", "opencl"; absent: 77): it runs, takes longer for more evaluations, waits for
  * the device exactly once (none on the host, where nothing needs waiting for), leaves the
- * context usable, and refuses what a solve refuses. */
+ * context usable, and refuses what a solve refuses. The bare vector-field loop likewise, where
+ * the device has it (the host), and is refused as unsupported elsewhere. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,6 +68,33 @@ static void test_loop_refuses(void **state)
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "tf32"));
 }
 
+/* The bare vector-field loop: on the host (ordered GEMM) it runs in both precisions and takes
+ * longer for more evaluations; a device without it says so. */
+static void test_mlp_loop(void **state)
+{
+    (void)state;
+    double t_few = -1, t_many = -1;
+    const clnode_status st = clnode_bench_mlp_loop(g_ctx, g_model, 3, 2, CLNODE_FP32, &t_few);
+    if (strcmp(clnode_context_backend(g_ctx), "host") != 0) {
+        assert_int_equal(st, CLNODE_ERR_UNSUPPORTED);
+        assert_non_null(strstr(clnode_context_last_error(g_ctx), "vector-field loop"));
+        return;
+    }
+    assert_int_equal(st, CLNODE_OK);
+    assert_int_equal(clnode_bench_mlp_loop(g_ctx, g_model, 3, 4000, CLNODE_FP32, &t_many),
+                     CLNODE_OK);
+    printf("%s: MLP loop, 2 evals %.3g s, 4000 evals %.3g s\n", clnode_context_backend(g_ctx),
+           t_few, t_many);
+    assert_true(t_few > 0 && t_many > t_few);
+    assert_int_equal(clnode_bench_mlp_loop(g_ctx, g_model, 70, 3, CLNODE_FP64, NULL), CLNODE_OK);
+    assert_int_equal(clnode_bench_mlp_loop(g_ctx, g_model, 0, 5, CLNODE_FP32, NULL),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_bench_mlp_loop(g_ctx, g_model, 4, 0, CLNODE_FP32, NULL),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_bench_mlp_loop(g_ctx, NULL, 4, 5, CLNODE_FP32, NULL),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+}
+
 int main(int argc, char **argv)
 {
     const char *device = "host";
@@ -78,6 +106,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loop_runs),
         cmocka_unit_test(test_loop_refuses),
+        cmocka_unit_test(test_mlp_loop),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_model_destroy(&g_model);

@@ -3,6 +3,8 @@
  *     (a job published before a worker first waits must not be missed), with 1 to 5 threads;
  *   - a solve gives the same bits and steps at every thread count, set through the context option
  *     or CLNODE_NUM_THREADS (the option wins), and the device name tells the count;
+ *   - the packed model the backend keeps between solves serves only the same model: a model of
+ *     the same shapes with another weight gets its own bits;
  *   - probe results are stored in the cache folder, read back equal by the next context, ignored
  *     when the file is damaged or its key differs, and neither read nor written with
  *     CLNODE_PROBE_CACHE=0. */
@@ -153,6 +155,97 @@ static void test_threads_same_bits(void **state)
     print_message("  seed problem, batch %d: the same steps and bits with 1 to 4 threads\n", TB);
 }
 
+/* ---- the packed model kept between solves ----
+ * The backend keeps the last solve's packed weights and reuses them when the next solve's model is
+ * the same. A model of the same shapes with one weight changed, in fp32 and in fp64, must give its
+ * own result, the same bits as in a fresh context, and the first model again its own. */
+
+static void solve_seed_like(clnode_context *ctx, const clnode_model *m, clnode_precision prec,
+                            double *y, long *steps)
+{
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.precision = prec;
+    const double y0[10] = {0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1};
+    clnode_solution *s = NULL;
+    assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_OK);
+    clnode_trajectory_stats st;
+    assert_int_equal(clnode_solution_stats(s, 0, &st), CLNODE_OK);
+    *steps = st.num_steps;
+    memcpy(y, clnode_solution_y_final(s, 0), 10 * sizeof(double));
+    clnode_solution_destroy(&s);
+}
+
+static clnode_context *host_context(void)
+{
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    co.num_threads = 1;
+    clnode_context *ctx = NULL;
+    assert_int_equal(clnode_context_create(&co, &ctx), CLNODE_OK);
+    return ctx;
+}
+
+static void test_kept_model(void **state)
+{
+    (void)state;
+    clnode_context *ctx = host_context(), *fresh = host_context();
+    clnode_model *seed = NULL, *other = NULL;
+    assert_int_equal(clnode_model_create_seed(ctx, &seed), CLNODE_OK);
+    const size_t L = clnode_model_num_layers(seed);
+    size_t sizes[8];
+    const double *w[8], *b[8];
+    double *w1 = NULL;
+    for (size_t l = 0; l < L; ++l) {
+        sizes[l] = clnode_model_layer_in(seed, l);
+        sizes[l + 1] = clnode_model_layer_out(seed, l);
+        w[l] = clnode_model_weight(seed, l);
+        b[l] = clnode_model_bias(seed, l);
+    }
+    /* the middle layer's last weight changed: the same shapes, another model */
+    const size_t nw = sizes[2] * sizes[1];
+    w1 = malloc(nw * sizeof *w1);
+    assert_non_null(w1);
+    memcpy(w1, w[1], nw * sizeof *w1);
+    w1[nw - 1] += 0.25;
+    w[1] = w1;
+    clnode_model_desc d;
+    clnode_model_default_desc(&d);
+    d.num_layers = L;
+    d.sizes = sizes;
+    d.weights = w;
+    d.biases = b;
+    d.activation = clnode_model_activation(seed);
+    d.final_activation = clnode_model_final_activation(seed);
+    assert_int_equal(clnode_model_create(ctx, &d, &other), CLNODE_OK);
+    const clnode_precision precs[] = {CLNODE_FP32, CLNODE_FP64};
+    for (int p = 0; p < 2; ++p) {
+        double ya[10], yb[10], ya2[10], yb_fresh[10], ya_fresh[10];
+        long sa, sb, sa2, sbf, saf;
+        solve_seed_like(fresh, seed, precs[p], ya_fresh, &saf);
+        solve_seed_like(fresh, other, precs[p], yb_fresh, &sbf);
+        solve_seed_like(ctx, seed, precs[p], ya, &sa);
+        solve_seed_like(ctx, other, precs[p], yb, &sb);
+        solve_seed_like(ctx, seed, precs[p], ya2, &sa2);
+        /* the changed weight changes the result */
+        assert_true(memcmp(ya_fresh, yb_fresh, sizeof ya) != 0);
+        assert_int_equal(sa, saf);
+        assert_int_equal(sb, sbf);
+        assert_int_equal(sa2, saf);
+        assert_memory_equal(ya, ya_fresh, sizeof ya);
+        assert_memory_equal(yb, yb_fresh, sizeof yb);
+        assert_memory_equal(ya2, ya_fresh, sizeof ya2);
+    }
+    print_message("  a model of the same shapes after the seed (and back): its own bits, fp32 and "
+                  "fp64\n");
+    free(w1);
+    clnode_model_destroy(&other);
+    clnode_model_destroy(&seed);
+    clnode_context_destroy(&fresh);
+    clnode_context_destroy(&ctx);
+}
+
 /* ---- the probe cache ---- */
 
 static char cache_root[256];
@@ -254,9 +347,8 @@ static void test_probe_cache(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pool_parts_once),
-        cmocka_unit_test(test_pool_sizing),
-        cmocka_unit_test(test_threads_same_bits),
+        cmocka_unit_test(test_pool_parts_once),   cmocka_unit_test(test_pool_sizing),
+        cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_kept_model),
         cmocka_unit_test(test_probe_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,16 +1,20 @@
 /* clnode-bench - throughput of the seed problem against the bare GEMMs it contains.
  *
- * For each device and batch size B: one full seed solve (tsit5, fp32, rtol 1e-4, atol 1e-6,
- * t in [0, 50], distinct y0 per trajectory), then, in the same run, a bare loop of exactly the
- * GEMMs that solve performs (the same shapes and count, no solver work) through the same
+ * For each device and batch size B: one full seed solve (tsit5, fp32 or fp64, rtol 1e-4, atol
+ * 1e-6, t in [0, 50], distinct y0 per trajectory), then, in the same run, a bare loop of exactly
+ * the GEMMs that solve performs (the same shapes and count, no solver work) through the same
  * backend's GEMM (clnode_bench_gemm_loop of clnode/bench.h: the ordered GEMM on "host", CLBlast
- * on OpenCL, ...), and for reference the same
- * loop through OpenBLAS's cblas_sgemm. It prints microseconds per step, the achieved GEMM rate of
- * the solve as a ratio to the bare loop, the host-device synchronisations of the solve, and the
- * ratio of each device's time to the host's. Ratios, not absolute times, are the result: all are
- * measured in one process on one machine.
+ * on OpenCL, ...), a bare loop of the same vector-field evaluations (the whole MLP, biases and
+ * activations included) through the kernels the solve evaluates them with
+ * (clnode_bench_mlp_loop; where the device has it), and for reference the GEMM loop through
+ * OpenBLAS's cblas_sgemm (fp32 only). It prints microseconds per step of the solve and of the bare
+ * vector-field loop and their ratio (the solver's own cost on top of its vector field), the
+ * achieved GEMM rate of the solve as a ratio to the bare loop, the host-device synchronisations of
+ * the solve, and the ratio of each device's time to the host's. Ratios, not absolute times, are
+ * the result: all are measured in one process on one machine.
  *
- *   clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N] */
+ *   clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N]
+ *                [--precision fp32|fp64] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +105,7 @@ static void usage(FILE *f)
           "                   baseline of the \"vs host\" column\n"
           "  --batches LIST   batch sizes, at most 16 (default 1,64,4096)\n"
           "  --repeat N       timed runs per measurement, the best kept (default 3)\n"
+          "  --precision P    fp32 (default) or fp64: the solve's and the loops' precision\n"
           "  --help, -h       this text      --version   the version\n",
           f);
     tool_print_device_help(f);
@@ -140,11 +145,13 @@ int main(int argc, char **argv)
     char batch_s[16][64];
     size_t nb = parse_list("1,64,4096", batch_s, 16);
     int repeat = 3;
+    clnode_precision prec = CLNODE_FP32;
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, 'd'},
         {"device", required_argument, NULL, 'd'},
         {"batches", required_argument, NULL, 'b'},
         {"repeat", required_argument, NULL, 'r'},
+        {"precision", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, TOOL_OPT_HELP},
         {"version", no_argument, NULL, TOOL_OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -168,6 +175,16 @@ int main(int argc, char **argv)
                 return TOOL_EXIT_INPUT;
             }
             break;
+        case 'p':
+            if (strcmp(optarg, "fp32") == 0)
+                prec = CLNODE_FP32;
+            else if (strcmp(optarg, "fp64") == 0)
+                prec = CLNODE_FP64;
+            else {
+                tool_error("--precision expects fp32 or fp64, not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            break;
         case TOOL_OPT_HELP:
             usage(stdout);
             return TOOL_EXIT_OK;
@@ -180,9 +197,9 @@ int main(int argc, char **argv)
     }
     double host_us[16] = {0};
     int rc = 0;
-    printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, fp32, rtol 1e-4, "
+    printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, %s, rtol 1e-4, "
            "atol 1e-6, t in [0, 50]; best of %d\n",
-           repeat);
+           clnode_precision_name(prec), repeat);
     for (size_t d = 0; d < nd && rc == 0; ++d) {
         clnode_context_options co;
         clnode_context_default_options(&co);
@@ -208,9 +225,9 @@ int main(int argc, char **argv)
             flops_row +=
                 2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
         printf("\n%s: %s\n", devices[d], clnode_context_device(ctx));
-        printf("%6s %6s %6s %10s %10s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
-               "solve ms", "us/step", "GEMM GF/s", "bare GF/s", "vs bare", "cblas GF/s", "syncs",
-               "vs host");
+        printf("%6s %6s %6s %10s %10s %10s %7s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
+               "solve ms", "us/step", "MLP us/st", "vs MLP", "GEMM GF/s", "bare GF/s", "vs bare",
+               "cblas GF/s", "syncs", "vs host");
         for (size_t k = 0; k < nb; ++k) {
             const size_t B = (size_t)strtoul(batch_s[k], NULL, 10);
             size_t bytes;
@@ -224,6 +241,7 @@ int main(int argc, char **argv)
                 y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
             clnode_solve_options o;
             clnode_solve_seed_options(&o);
+            o.precision = prec;
             double best = 1e30;
             long steps = 0, rhs = 0, syncs = 0;
             for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
@@ -254,17 +272,26 @@ int main(int argc, char **argv)
             /* the solve evaluates the whole batch `rhs` times (finished rows ride along). Each
              * kind of loop runs in its own phase, after a pause: OpenMP's and OpenBLAS's worker
              * threads spin for a while after their last call, and would slow the other's. */
-            double bare = 1e30, cb = 1e30;
+            double bare = 1e30, cb = 1e30, mlp = 1e30;
             settle();
             for (int r = 0; r < repeat; ++r) {
                 double t = -1;
-                if (clnode_bench_gemm_loop(ctx, m, B, rhs, CLNODE_FP32, CLNODE_GEMM_STRICT, &t,
-                                           NULL) != CLNODE_OK)
+                if (clnode_bench_gemm_loop(ctx, m, B, rhs, prec, CLNODE_GEMM_STRICT, &t, NULL) !=
+                    CLNODE_OK)
                     fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
                 bare = t >= 0 && t < bare ? t : bare;
             }
             settle();
+            /* the solve's own vector-field evaluations, alone: a device without this loop
+             * prints "-" */
             for (int r = 0; r < repeat; ++r) {
+                double t = -1;
+                if (clnode_bench_mlp_loop(ctx, m, B, rhs, prec, &t) != CLNODE_OK)
+                    break;
+                mlp = t >= 0 && t < mlp ? t : mlp;
+            }
+            settle();
+            for (int r = 0; r < repeat && prec == CLNODE_FP32; ++r) {
                 const double c = bare_cblas_seconds(m, B, rhs);
                 cb = c >= 0 && c < cb ? c : cb;
             }
@@ -276,9 +303,16 @@ int main(int argc, char **argv)
             char vs_host[32] = "-";
             if (d > 0 && k < 16 && host_us[k] > 0)
                 snprintf(vs_host, sizeof vs_host, "%.2fx", us / host_us[k]);
-            printf("%6zu %6ld %6ld %10.2f %10.1f %9.2f %9.2f %7.0f%% %9.2f %7ld %9s\n", B, steps,
-                   rhs, 1e3 * best, us, flops / best / 1e9, flops / bare / 1e9, 100.0 * bare / best,
-                   flops / cb / 1e9, syncs, vs_host);
+            char mlp_us[32] = "-", vs_mlp[32] = "-", cblas[32] = "-";
+            if (mlp < 1e30) {
+                snprintf(mlp_us, sizeof mlp_us, "%.2f", 1e6 * mlp / (double)steps);
+                snprintf(vs_mlp, sizeof vs_mlp, "%.2fx", best / mlp);
+            }
+            if (cb < 1e30)
+                snprintf(cblas, sizeof cblas, "%.2f", flops / cb / 1e9);
+            printf("%6zu %6ld %6ld %10.3f %10.2f %10s %7s %9.2f %9.2f %7.0f%% %9s %7ld %9s\n", B,
+                   steps, rhs, 1e3 * best, us, mlp_us, vs_mlp, flops / best / 1e9,
+                   flops / bare / 1e9, 100.0 * bare / best, cblas, syncs, vs_host);
             free(y0);
         }
         clnode_model_destroy(&m);

@@ -1,5 +1,6 @@
-/* clnode/bench.h - benchmarking entry points: a solve's GEMMs alone, on the context's device, so
- * that a program (clnode-bench) can put the solver's throughput beside the bare GEMM rate.
+/* clnode/bench.h - benchmarking entry points: a solve's GEMMs alone, and its vector-field
+ * evaluations alone, on the context's device, so that a program (clnode-bench) can put the
+ * solver's throughput beside the bare GEMM rate and the bare vector-field rate.
  *
  * Thread-safety: as every call with a context (one thread at a time per context).
  */
@@ -30,6 +31,21 @@ CLNODE_API clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnod
                                                 size_t batch, long evals,
                                                 clnode_precision precision, clnode_gemm_mode mode,
                                                 double *seconds, long *syncs);
+
+/* Runs the bare loop of `evals` vector-field evaluations of `model` on `batch` rows in
+ * `precision` (strict GEMM mode): per evaluation the whole MLP (the products, biases and
+ * activations) through the kernels a solve on this device evaluates it with (on "host": the fused
+ * pass on weights packed once, the ordered GEMM and its row-at-a-time kernels, the activation
+ * loops, and the thread hand-off a solve of that batch makes), with no stage and no step of the
+ * solver: the floor a solve's vector-field work cannot go below. Every evaluation starts from the
+ * same input. Set-up (buffers, packing) and one warm-up evaluation come before the clock starts.
+ * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
+ * context or model, batch 0, evals < 1), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED (a device
+ * without this loop: today only "host" with the ordered GEMM has it; a model with a time or
+ * conditioning input), memory errors. Blocking. */
+CLNODE_API clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *model,
+                                               size_t batch, long evals, clnode_precision precision,
+                                               double *seconds);
 
 #ifdef __cplusplus
 }

@@ -78,6 +78,10 @@ typedef struct cln_backend_ops {
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */
     void (*facts)(const cln_backend *be, clnode_device_facts *out);
+    /* Optional (may be NULL; benchmarks only): F block 0 = MLP(Z) for every row through the
+     * kernels stage_rhs uses, without the stage, after solve_begin. Reads W, bias, Z and CI (B,
+     * N, ldz) of sd and writes F and H; Y, CR, RS and IS must exist but are not read. */
+    clnode_status (*rhs)(cln_backend *be, cln_solve_dev *sd);
 } cln_backend_ops;
 
 struct cln_backend {

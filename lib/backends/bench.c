@@ -1,10 +1,13 @@
-/* bench.c - the bare GEMM loop of a device (clnode/bench.h): a solve's GEMMs without the solver,
- * through the backend's own GEMM op. */
+/* bench.c - the bare loops of a device (clnode/bench.h): a solve's GEMMs without the solver,
+ * through the backend's own GEMM op; and its vector-field evaluations without the solver, through
+ * the kernels a solve uses (the backend's rhs op). */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backends/backend.h"
 #include "clnode/bench.h"
+#include "cln_layout.h"
 
 static double bench_now(void)
 {
@@ -108,5 +111,126 @@ fail:
         be->ops->buf_free(be, b.W[l]);
     for (int i = 0; i < 3; ++i)
         be->ops->buf_free(be, b.H[i]);
+    return st;
+}
+
+/* The per-solve buffers the backend's rhs op reads (backend.h), filled as a solve fills them:
+ * the model in the solve's precision, Z from a fixed pattern of small values. */
+static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, clnode_precision prec,
+                                     size_t rows, cln_solve_dev *sd)
+{
+    clnode_context *ctx = be->ctx;
+    const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
+    sd->prec = prec;
+    sd->gemm_mode = CLNODE_GEMM_STRICT;
+    sd->esize = es;
+    sd->B = sd->Breal = rows;
+    sd->N = m->sizes[m->num_layers];
+    sd->ldz = m->sizes[0];
+    sd->stages = 1;
+    sd->num_layers = m->num_layers;
+    sd->sizes = m->sizes;
+    size_t maxw = 1, zb, fb, hb;
+    for (size_t l = 0; l < m->num_layers; ++l) {
+        sd->act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
+        maxw = m->sizes[l + 1] > maxw ? m->sizes[l + 1] : maxw;
+        sd->max_in = m->sizes[l] > sd->max_in ? m->sizes[l] : sd->max_in;
+        const size_t w = m->sizes[l] * m->sizes[l + 1];
+        sd->max_weights = w > sd->max_weights ? w : sd->max_weights;
+    }
+    CLN_CHECK(ctx,
+              cln_mul_size(rows, sd->ldz * es, &zb) && cln_mul_size(rows, sd->N * es, &fb) &&
+                  cln_mul_size(rows, maxw * es, &hb),
+              CLNODE_ERR_INVALID_ARGUMENT, "batch %zu is too large", rows);
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, be->ops->buf_alloc(be, zb, &sd->Z));
+    CLN_TRY(st, be->ops->buf_alloc(be, fb, &sd->F));
+    CLN_TRY(st, be->ops->buf_alloc(be, hb, &sd->H[0]));
+    CLN_TRY(st, be->ops->buf_alloc(be, hb, &sd->H[1]));
+    CLN_TRY(st, be->ops->buf_alloc(be, sizeof(cln_iconsts), &sd->CI));
+    /* the stage's buffers, not read (zeros), as large as a solve's */
+    typedef CLN_CONSTS_STRUCT(double) consts_d;
+    typedef CLN_RSTATE_STRUCT(double) rstate_d;
+    CLN_TRY(st, be->ops->buf_alloc(be, fb, &sd->Y));
+    CLN_TRY(st, be->ops->buf_alloc(be, sizeof(consts_d) / sizeof(double) * es, &sd->CR));
+    CLN_TRY(st, be->ops->buf_alloc(be, rows * (sizeof(rstate_d) / sizeof(double)) * es, &sd->RS));
+    CLN_TRY(st, be->ops->buf_alloc(be, rows * sizeof(cln_istate), &sd->IS));
+    cln_iconsts KI;
+    memset(&KI, 0, sizeof KI);
+    KI.B = (int32_t)rows;
+    KI.N = (int32_t)sd->N;
+    KI.ldz = (int32_t)sd->ldz;
+    CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof KI, &KI));
+    void *z = bench_values(prec, zb / es, NULL);
+    CLN_CHECK(ctx, z, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's input");
+    st = be->ops->buf_write(be, sd->Z, 0, zb, z);
+    free(z);
+    for (size_t l = 0; st == CLNODE_OK && l < m->num_layers; ++l) {
+        const size_t n = m->sizes[l] * m->sizes[l + 1];
+        void *w = bench_values(prec, n, m->weights[l]);
+        CLN_CHECK(ctx, w, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's weights");
+        st = be->ops->buf_alloc(be, n * es, &sd->W[l]);
+        if (st == CLNODE_OK)
+            st = be->ops->buf_write(be, sd->W[l], 0, n * es, w);
+        free(w);
+        if (st == CLNODE_OK && m->biases[l]) {
+            void *b = bench_values(prec, m->sizes[l + 1], m->biases[l]);
+            CLN_CHECK(ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's biases");
+            st = be->ops->buf_alloc(be, m->sizes[l + 1] * es, &sd->bias[l]);
+            if (st == CLNODE_OK)
+                st = be->ops->buf_write(be, sd->bias[l], 0, m->sizes[l + 1] * es, b);
+            free(b);
+        }
+    }
+fail:
+    return st;
+}
+
+clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
+                                    long evals, clnode_precision prec, double *seconds)
+{
+    if (!ctx)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, m && batch >= 1 && batch <= INT32_MAX && evals >= 1, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_bench_mlp_loop: needs a model, 1 <= batch <= 2^31 - 1 and evals >= 1");
+    CLN_CHECK(ctx, prec == CLNODE_FP32 || prec == CLNODE_FP64, CLNODE_ERR_INVALID_ARGUMENT,
+              "unknown precision %d", (int)prec);
+    cln_backend *be = ctx->backend;
+    CLN_CHECK(ctx, be->ops->supports(be, prec),
+              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
+              "device %s cannot compute in %s", be->device_name, clnode_precision_name(prec));
+    CLN_CHECK(ctx, be->ops->rhs, CLNODE_ERR_UNSUPPORTED, "device %s has no bare vector-field loop",
+              be->device_name);
+    CLN_CHECK(ctx, m->time_input == 0 && m->num_inputs == 0, CLNODE_ERR_UNSUPPORTED,
+              "the bare vector-field loop takes models of the state alone");
+    const size_t align = be->row_align ? be->row_align : 1;
+    CLN_CHECK(ctx, batch <= (size_t)-1 - align, CLNODE_ERR_INVALID_ARGUMENT, "batch too large");
+    cln_solve_dev sd;
+    memset(&sd, 0, sizeof sd);
+    int begun = 0;
+    clnode_status st;
+    CLN_TRY(st, bench_mlp_setup(be, m, prec, (batch + align - 1) / align * align, &sd));
+    CLN_TRY(st, be->ops->solve_begin(be, &sd));
+    begun = 1;
+    CLN_TRY(st, be->ops->rhs(be, &sd)); /* the first evaluation warms the caches */
+    double probe = 0;
+    CLN_TRY(st, be->ops->buf_read(be, sd.F, 0, sd.esize, &probe));
+    const double t0 = bench_now();
+    for (long e = 0; e < evals; ++e)
+        CLN_TRY(st, be->ops->rhs(be, &sd));
+    CLN_TRY(st, be->ops->buf_read(be, sd.F, 0, sd.esize, &probe)); /* waits for the queue */
+    if (seconds)
+        *seconds = bench_now() - t0;
+fail:
+    if (begun)
+        be->ops->solve_end(be, &sd);
+    for (size_t l = 0; l < CLN_MAX_LAYERS; ++l) {
+        be->ops->buf_free(be, sd.W[l]);
+        be->ops->buf_free(be, sd.bias[l]);
+    }
+    cln_buf *all[] = {sd.Z, sd.F, sd.H[0], sd.H[1], sd.CI, sd.Y, sd.CR, sd.RS, sd.IS};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        be->ops->buf_free(be, all[i]);
     return st;
 }

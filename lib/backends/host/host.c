@@ -54,21 +54,39 @@ typedef struct host_backend {
     size_t scratch_a_cap;
     void *scratch_c; /* OpenBLAS: one block of C, column-major */
     size_t scratch_c_cap;
-    cln_pool *pool; /* the threads of every pass (1: all inline) */
+    cln_pool *pool;          /* the threads of every pass (1: all inline) */
+    struct host_solve *kept; /* the last solve's packed model, for the next solve of that model */
 } host_backend;
 
-/* Per-solve state (sd->be_data): the fused pass's packed model and activation scratch. */
+/* Per-solve state (sd->be_data): the fused pass's packed model and activation scratch. At the end
+ * of a solve it is kept by the backend, and the next solve takes it over when its model is the
+ * same (precision, shapes, activations and the weights and biases byte for byte, compared with
+ * the copy in src): a series of small solves of one model packs it once. */
 typedef struct host_solve {
     cln_host_mlp mlp;
     void *packed; /* every layer's packed weights */
     void *H;      /* per thread: 2 x CLN_HOST_MLP_ROWS x mlp.ldh elements */
     size_t h_elems;
     size_t fmas_per_row; /* multiply-adds of one row through the MLP */
+    clnode_precision prec;
+    void *src; /* every layer's weights, then its bias if any, as the solve uploaded them */
+    int complete;
 } host_solve;
+
+static void host_solve_free(host_solve *hs)
+{
+    if (hs) {
+        free(hs->packed);
+        free(hs->H);
+        free(hs->src);
+        free(hs);
+    }
+}
 
 static void host_destroy(cln_backend *be)
 {
     host_backend *hb = (host_backend *)be;
+    host_solve_free(hb->kept);
     cln_pool_destroy(hb->pool);
     free(hb->scratch);
     free(hb->scratch_a);
@@ -356,27 +374,61 @@ static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *
 
 static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
 {
-    (void)be;
+    host_backend *hb = (host_backend *)be;
     host_solve *hs = sd->be_data;
-    if (hs) {
-        free(hs->packed);
-        free(hs->H);
-        free(hs);
+    if (hs && hs->complete) { /* kept for the next solve (host_kept_fits) */
+        host_solve_free(hb->kept);
+        hb->kept = hs;
+    } else {
+        host_solve_free(hs);
     }
     sd->be_data = NULL;
 }
 
+/* Whether the kept packed model is this solve's: the same precision, layers, activations, and
+ * weights and biases byte for byte. */
+static int host_kept_fits(const host_solve *hs, const cln_solve_dev *sd)
+{
+    const cln_host_mlp *mlp = &hs->mlp;
+    if (hs->prec != sd->prec || mlp->layers != sd->num_layers)
+        return 0;
+    const unsigned char *src = hs->src;
+    for (size_t l = 0; l < mlp->layers; ++l) {
+        const size_t wb = mlp->in[l] * mlp->out[l] * sd->esize, bb = mlp->out[l] * sd->esize;
+        if (mlp->in[l] != sd->sizes[l] || mlp->out[l] != sd->sizes[l + 1] ||
+            mlp->act[l] != sd->act[l] || (mlp->bias[l] != NULL) != (sd->bias[l] != NULL) ||
+            memcmp(src, sd->W[l]->p, wb) != 0)
+            return 0;
+        src += wb;
+        if (sd->bias[l]) {
+            if (memcmp(src, sd->bias[l]->p, bb) != 0)
+                return 0;
+            src += bb;
+        }
+    }
+    return 1;
+}
+
 /* The fused pass (stage + MLP, host_mlp.inc) needs the ordered GEMM in strict mode: packs every
- * layer's weights once and sizes each thread's activation scratch. */
+ * layer's weights once and sizes each thread's activation scratch, or takes over the last solve's
+ * when it packed the same model. */
 static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
 {
     clnode_context *ctx = hb->base.ctx;
+    if (hb->kept && host_kept_fits(hb->kept, sd)) {
+        sd->be_data = hb->kept;
+        hb->kept = NULL;
+        return CLNODE_OK;
+    }
+    host_solve_free(hb->kept);
+    hb->kept = NULL;
     host_solve *hs = calloc(1, sizeof *hs);
     CLN_CHECK(ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
     sd->be_data = hs;
+    hs->prec = sd->prec;
     cln_host_mlp *mlp = &hs->mlp;
     const size_t L = sd->num_layers, vec = 32 / sd->esize;
-    size_t total = 0, ldh = vec;
+    size_t total = 0, ldh = vec, srcn = 0;
     mlp->layers = L;
     for (size_t l = 0; l < L; ++l) {
         const size_t in = sd->sizes[l], out = sd->sizes[l + 1];
@@ -391,6 +443,7 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
                       cln_add_size(total, mlp->ldw[l], &total), /* the padded bias */
                   CLNODE_ERR_OUT_OF_MEMORY, "the packed weights of layer %zu are too large", l);
         hs->fmas_per_row += in * out;
+        srcn += in * out + (sd->bias[l] ? out : 0); /* cannot overflow: the solve holds them */
         if (l + 1 < L && mlp->wide[l] > ldh)
             ldh = mlp->wide[l];
     }
@@ -404,9 +457,10 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
         CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
     hs->packed = calloc(1, pbytes ? pbytes : 1); /* zeros: the padding of weights and biases */
     hs->H = malloc(hbytes);
-    CLN_CHECK(ctx, hs->packed && hs->H, CLNODE_ERR_OUT_OF_MEMORY,
+    hs->src = malloc(srcn ? srcn * sd->esize : 1);
+    CLN_CHECK(ctx, hs->packed && hs->H && hs->src, CLNODE_ERR_OUT_OF_MEMORY,
               "cannot allocate %zu bytes for the packed model", pbytes + hbytes);
-    unsigned char *p = hs->packed;
+    unsigned char *p = hs->packed, *src = hs->src;
     for (size_t l = 0; l < L; ++l) {
         const size_t k = mlp->in[l], n = mlp->out[l];
         if (sd->prec == CLNODE_FP32)
@@ -415,13 +469,18 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             cln_gemm_pack_f64(n, k, HOST_F64(sd->W[l], 0), k, (double *)(void *)p, mlp->ldw[l]);
         mlp->Wt[l] = p;
         p += (k ? k : 1) * mlp->ldw[l] * sd->esize;
+        memcpy(src, sd->W[l]->p, k * n * sd->esize);
+        src += k * n * sd->esize;
         mlp->bias[l] = NULL;
         if (sd->bias[l]) {
             memcpy(p, sd->bias[l]->p, n * sd->esize);
             mlp->bias[l] = p;
+            memcpy(src, sd->bias[l]->p, n * sd->esize);
+            src += n * sd->esize;
         }
         p += mlp->ldw[l] * sd->esize;
     }
+    hs->complete = 1;
     return CLNODE_OK;
 }
 
@@ -503,6 +562,17 @@ static void host_fused_part(void *arg, size_t part, size_t parts)
                                (double *)hs->H + part * hs->h_elems);
 }
 
+/* The fused pass over every row (i < 0: the MLP alone, see host_mlp.h), its rows shared between
+ * the pool's threads when there are enough of them. */
+static void host_fused_run(host_backend *hb, cln_solve_dev *sd, const host_solve *hs, int i)
+{
+    host_fused_job j = {.hb = hb, .sd = sd, .i = i};
+    cln_pool_run(
+        hb->pool,
+        cln_pool_parts(hb->pool, sd->B, hs->fmas_per_row, CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS),
+        host_fused_part, &j);
+}
+
 /* Stage i, then F block i = MLP(Z): one fused pass where the solve has one (host_fused_begin),
  * else the stage pass and one GEMM and bias + activation pass per layer, as the driver would. */
 static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
@@ -510,11 +580,7 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
     host_backend *hb = (host_backend *)be;
     host_solve *hs = sd->be_data;
     if (hs) {
-        host_fused_job j = {.hb = hb, .sd = sd, .i = i};
-        cln_pool_run(hb->pool,
-                     cln_pool_parts(hb->pool, sd->B, hs->fmas_per_row, CLN_HOST_PART_FMAS,
-                                    CLN_HOST_PART_ROWS),
-                     host_fused_part, &j);
+        host_fused_run(hb, sd, hs, i);
         return CLNODE_OK;
     }
     clnode_status st = host_stage(be, sd, i);
@@ -531,6 +597,17 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
             st = host_bias_act(be, sd, C, c_off, n, sd->B, n, sd->bias[l], sd->act[l]);
     }
     return st;
+}
+
+/* F block 0 = MLP(Z) through the fused pass's kernels, without the stage (the benchmarks' bare
+ * vector field); only where the solve has the fused pass. */
+static clnode_status host_rhs(cln_backend *be, cln_solve_dev *sd)
+{
+    host_solve *hs = sd->be_data;
+    CLN_CHECK(be->ctx, hs, CLNODE_ERR_UNSUPPORTED,
+              "the bare vector field needs the ordered GEMM in strict mode on %s", be->device_name);
+    host_fused_run((host_backend *)be, sd, hs, -1);
+    return CLNODE_OK;
 }
 
 static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
@@ -593,6 +670,7 @@ static const cln_backend_ops host_ops = {
     .init = host_init,
     .stage = host_stage,
     .stage_rhs = host_stage_rhs,
+    .rhs = host_rhs,
     .finish = host_finish,
     .count_active = host_count_active,
     .facts = host_facts,

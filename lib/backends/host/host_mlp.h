@@ -31,7 +31,9 @@ typedef struct cln_host_mlp {
 
 /* For rows r0 .. r1 - 1: stage i (cln_stage_elem of cl/cln_step.h, skipping frozen rows as the
  * stage pass does) into Z, then F block i = MLP(Z) layer by layer: the ordered GEMM
- * (cln_gemm_packed) and bias + activation (cln_host_bias_act) on blocks of CLN_HOST_MLP_ROWS rows.
+ * (cln_gemm_packed, and cln_gemv_packed for the rows its tiles leave) and bias + activation
+ * (cln_host_bias_act) on blocks of CLN_HOST_MLP_ROWS rows. i < 0: no stage (Z as it is, RS and IS
+ * not read), F block 0 = MLP(Z): the bare vector field of the benchmarks.
  * Every element is computed exactly as by the separate passes, so the bits do not depend on the
  * rows' grouping. H is scratch of 2 x CLN_HOST_MLP_ROWS x ldh elements. */
 #define CLN_HOST_MLP_DECLARE(real, sfx)                                                            \
