@@ -80,14 +80,15 @@ static int isa_available(cln_gemm_isa isa)
 CHECK_SHAPES(float, f32, fmaf)
 CHECK_SHAPES(double, f64, fma)
 
-/* The row kernels on packed B against the sequential fma sum and against the GEMM's tiles, for
- * every width from 1 to past two passes of CLN_GEMV_MAX_VECS AVX-512 vectors, and k = 0, 1, 10,
- * 100. The columns between n and ldc keep their NaN. */
+/* The row kernels on packed B against the sequential fma sum and against the GEMM's tiles, for 1
+ * to 7 rows (groups of 1, 2 and 3 rows and their mixes), every width from 1 to past one pass of
+ * CLN_GEMV_MAX_VECS AVX-512 vectors (several passes of AVX2's), and k = 0, 1, 10, 100. The
+ * columns between n and ldc keep their NaN. */
 #define CHECK_GEMV(T, SFX, FMA)                                                                    \
     static void check_gemv_##SFX(cln_gemm_isa isa)                                                 \
     {                                                                                              \
         const size_t ks[] = {0, 1, 10, 100};                                                       \
-        const size_t m = 3, nmax = 2 * CLN_GEMV_MAX_VECS * 16 + 9, kmax = 100;                     \
+        const size_t m = 7, nmax = CLN_GEMV_MAX_VECS * 16 + 9, kmax = 100;                         \
         const size_t lda = kmax + 1, ldc = nmax + 5, ldw = cln_gemm_packed_ld(nmax, sizeof(T));    \
         T *A = calloc(m * lda, sizeof(T)), *B = calloc(nmax * kmax, sizeof(T));                    \
         T *Wt = calloc(kmax * ldw, sizeof(T)), *C = calloc(m * ldc, sizeof(T));                    \
@@ -97,23 +98,25 @@ CHECK_SHAPES(double, f64, fma)
             A[i] = (T)(4 * urand());                                                               \
         for (size_t i = 0; i < nmax * kmax; ++i)                                                   \
             B[i] = (T)(0.5 * urand());                                                             \
-        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; ++q)                                      \
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0] * m; ++q)                                  \
             for (size_t n = 1; n <= nmax; ++n) {                                                   \
-                const size_t k = ks[q], ldwn = cln_gemm_packed_ld(n, sizeof(T));                   \
+                /* 1 to 7 rows: the row groups of 1, 2 and 3 and their mixes */                    \
+                const size_t k = ks[q % 4], rows = 1 + q / 4,                                      \
+                             ldwn = cln_gemm_packed_ld(n, sizeof(T));                              \
                 cln_gemm_pack_##SFX(n, k, B, kmax, Wt, ldwn);                                      \
                 for (size_t i = 0; i < m * ldc; ++i)                                               \
                     C[i] = G[i] = (T)NAN;                                                          \
-                cln_gemv_packed_##SFX(isa, m, n, k, A, lda, Wt, ldwn, C, ldc);                     \
-                cln_gemm_packed_##SFX(CLN_GEMM_PORTABLE, m, n, k, A, lda, Wt, ldwn, G, ldc);       \
-                for (size_t i = 0; i < m; ++i) {                                                   \
+                cln_gemv_packed_##SFX(isa, rows, n, k, A, lda, Wt, ldwn, C, ldc);                  \
+                cln_gemm_packed_##SFX(CLN_GEMM_PORTABLE, rows, n, k, A, lda, Wt, ldwn, G, ldc);    \
+                for (size_t i = 0; i < rows; ++i) {                                                \
                     for (size_t j = 0; j < n; ++j) {                                               \
                         T acc = 0;                                                                 \
                         for (size_t kk = 0; kk < k; ++kk)                                          \
                             acc = FMA(A[i * lda + kk], B[j * kmax + kk], acc);                     \
                         if (memcmp(&acc, &C[i * ldc + j], sizeof acc) != 0)                        \
-                            fail_msg("gemv %s %s n=%zu k=%zu: C[%zu][%zu] = %.17g, sequential "    \
-                                     "fma gives %.17g",                                            \
-                                     #SFX, cln_gemm_isa_name(isa), n, k, i, j,                     \
+                            fail_msg("gemv %s %s m=%zu n=%zu k=%zu: C[%zu][%zu] = %.17g, "         \
+                                     "sequential fma gives %.17g",                                 \
+                                     #SFX, cln_gemm_isa_name(isa), rows, n, k, i, j,               \
                                      (double)C[i * ldc + j], (double)acc);                         \
                     }                                                                              \
                     for (size_t j = n; j < ldc; ++j)                                               \

@@ -25,106 +25,110 @@ size_t cln_gemv_tiled_rows(size_t m)
 }
 
 #ifdef CLN_X86
-/* One row, CV vectors of columns (CV * W >= nc > (CV - 1) * W): CV accumulators, each lane one
- * element of C with its own sum over k in order. The last vector holds nc - (CV - 1) * W
- * columns, stored by TAIL. */
-#define CLN_GEMV_TILE(NAME, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, CV)                 \
-    TGT static inline void NAME(size_t k, const T *a, const T *w, size_t ldw, T *c, size_t nc)     \
+/* RT rows (1 to 3) x CV vectors of columns (CV * W >= nc > (CV - 1) * W): RT * CV accumulators,
+ * each lane one element of C with its own sum over k in order; the weights of a k are loaded once
+ * for the RT rows. The last vector holds nc - (CV - 1) * W columns, stored by TAIL. The loops
+ * are unrolled (or GCC keeps the accumulators on the stack and copies them with a string move). */
+#define CLN_GEMV_TILE(NAME, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, RT, CV)             \
+    TGT static inline void NAME(size_t k, const T *a, size_t lda, const T *w, size_t ldw, T *c,    \
+                                size_t ldc, size_t nc)                                             \
     {                                                                                              \
-        V acc[CV];                                                                                 \
-        _Pragma("GCC unroll 16") for (int v = 0; v < CV; ++v) acc[v] = ZERO();                     \
+        V acc[RT][CV];                                                                             \
+        _Pragma("GCC unroll 4") for (int r = 0; r < RT; ++r)                                       \
+            _Pragma("GCC unroll 16") for (int v = 0; v < CV; ++v) acc[r][v] = ZERO();              \
         _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                  \
         {                                                                                          \
-            const V x = BCAST(a[kk]);                                                              \
             const T *wr = w + kk * ldw;                                                            \
-            _Pragma("GCC unroll 16") for (int v = 0; v < CV; ++v) acc[v] =                         \
-                FMA(x, LOAD(wr + (size_t)v * W), acc[v]);                                          \
+            V b[CV];                                                                               \
+            _Pragma("GCC unroll 16") for (int v = 0; v < CV; ++v) b[v] = LOAD(wr + (size_t)v * W); \
+            _Pragma("GCC unroll 4") for (int r = 0; r < RT; ++r)                                   \
+            {                                                                                      \
+                const V x = BCAST(a[(size_t)r * lda + kk]);                                        \
+                _Pragma("GCC unroll 16") for (int v = 0; v < CV; ++v) acc[r][v] =                  \
+                    FMA(x, b[v], acc[r][v]);                                                       \
+            }                                                                                      \
         }                                                                                          \
-        /* unrolled, or GCC copies the accumulators through the stack with a string move */        \
-        _Pragma("GCC unroll 16") for (int v = 0; v + 1 < CV; ++v)                                  \
-            STORE(c + (size_t)v * W, acc[v]);                                                      \
-        TAIL(c + (size_t)(CV - 1) * W, nc - (size_t)(CV - 1) * W, acc[CV - 1]);                    \
+        _Pragma("GCC unroll 4") for (int r = 0; r < RT; ++r)                                       \
+        {                                                                                          \
+            T *cr = c + (size_t)r * ldc;                                                           \
+            _Pragma("GCC unroll 16") for (int v = 0; v + 1 < CV; ++v)                              \
+                STORE(cr + (size_t)v * W, acc[r][v]);                                              \
+            TAIL(cr + (size_t)(CV - 1) * W, nc - (size_t)(CV - 1) * W, acc[r][CV - 1]);            \
+        }                                                                                          \
     }
 
-#define CLN_GEMV_TILES(P, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL)                       \
-    CLN_GEMV_TILE(P##1, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 1)                      \
-    CLN_GEMV_TILE(P##2, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 2)                      \
-    CLN_GEMV_TILE(P##3, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 3)                      \
-    CLN_GEMV_TILE(P##4, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 4)                      \
-    CLN_GEMV_TILE(P##5, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 5)                      \
-    CLN_GEMV_TILE(P##6, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 6)                      \
-    CLN_GEMV_TILE(P##7, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 7)                      \
-    CLN_GEMV_TILE(P##8, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 8)                      \
-    CLN_GEMV_TILE(P##9, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 9)                      \
-    CLN_GEMV_TILE(P##10, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 10)                    \
-    CLN_GEMV_TILE(P##11, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 11)                    \
-    CLN_GEMV_TILE(P##12, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 12)                    \
-    CLN_GEMV_TILE(P##13, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 13)                    \
-    CLN_GEMV_TILE(P##14, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, TAIL, 14)
+/* The tiles of one ISA and precision: 1 row x 1 to 14 vectors (the weights as memory operands of
+ * the FMAs: 14 accumulators and the broadcast), 2 rows x 1 to 5 and 3 rows x 1 to 3 (the
+ * weights of a k in registers: RT * CV + CV + 1 <= 16, AVX2's register count). */
+/* clang-format off */
+#define CLN_GEMV_T(P, R, CV, ...) CLN_GEMV_TILE(P##R##x##CV, __VA_ARGS__, R, CV)
+#define CLN_GEMV_TILES(P, ...)                                                                     \
+    CLN_GEMV_T(P, 1, 1, __VA_ARGS__) CLN_GEMV_T(P, 1, 2, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 1, 3, __VA_ARGS__) CLN_GEMV_T(P, 1, 4, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 1, 5, __VA_ARGS__) CLN_GEMV_T(P, 1, 6, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 1, 7, __VA_ARGS__) CLN_GEMV_T(P, 1, 8, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 1, 9, __VA_ARGS__) CLN_GEMV_T(P, 1, 10, __VA_ARGS__)                             \
+    CLN_GEMV_T(P, 1, 11, __VA_ARGS__) CLN_GEMV_T(P, 1, 12, __VA_ARGS__)                            \
+    CLN_GEMV_T(P, 1, 13, __VA_ARGS__) CLN_GEMV_T(P, 1, 14, __VA_ARGS__)                            \
+    CLN_GEMV_T(P, 2, 1, __VA_ARGS__) CLN_GEMV_T(P, 2, 2, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 2, 3, __VA_ARGS__) CLN_GEMV_T(P, 2, 4, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 2, 5, __VA_ARGS__)                                                               \
+    CLN_GEMV_T(P, 3, 1, __VA_ARGS__) CLN_GEMV_T(P, 3, 2, __VA_ARGS__)                              \
+    CLN_GEMV_T(P, 3, 3, __VA_ARGS__)
 _Static_assert(CLN_GEMV_MAX_VECS == 14, "one tile per vector count up to CLN_GEMV_MAX_VECS");
 
-/* Row by row: the row's vectors in as few passes as CLN_GEMV_MAX_VECS allows, of balanced
- * widths. */
-#define CLN_GEMV_ROWS(NAME, TGT, T, W, P)                                                          \
+/* One strip of columns for rows 1 to 3: the tile of that many rows and cv vectors. */
+#define CLN_GEMV_CALL(P, R, CV) P##R##x##CV(k, a, lda, w, ldw, c, ldc, nc); break
+#define CLN_GEMV_STRIP(NAME, TGT, T, P)                                                            \
+    TGT static void NAME(size_t rt, size_t cv, size_t k, const T *a, size_t lda, const T *w,       \
+                         size_t ldw, T *c, size_t ldc, size_t nc)                                  \
+    {                                                                                              \
+        switch (rt * 16 + cv) {                                                                    \
+        case 16 + 1: CLN_GEMV_CALL(P, 1, 1);                                                       \
+        case 16 + 2: CLN_GEMV_CALL(P, 1, 2);                                                       \
+        case 16 + 3: CLN_GEMV_CALL(P, 1, 3);                                                       \
+        case 16 + 4: CLN_GEMV_CALL(P, 1, 4);                                                       \
+        case 16 + 5: CLN_GEMV_CALL(P, 1, 5);                                                       \
+        case 16 + 6: CLN_GEMV_CALL(P, 1, 6);                                                       \
+        case 16 + 7: CLN_GEMV_CALL(P, 1, 7);                                                       \
+        case 16 + 8: CLN_GEMV_CALL(P, 1, 8);                                                       \
+        case 16 + 9: CLN_GEMV_CALL(P, 1, 9);                                                       \
+        case 16 + 10: CLN_GEMV_CALL(P, 1, 10);                                                     \
+        case 16 + 11: CLN_GEMV_CALL(P, 1, 11);                                                     \
+        case 16 + 12: CLN_GEMV_CALL(P, 1, 12);                                                     \
+        case 16 + 13: CLN_GEMV_CALL(P, 1, 13);                                                     \
+        case 16 + 14: CLN_GEMV_CALL(P, 1, 14);                                                     \
+        case 32 + 1: CLN_GEMV_CALL(P, 2, 1);                                                       \
+        case 32 + 2: CLN_GEMV_CALL(P, 2, 2);                                                       \
+        case 32 + 3: CLN_GEMV_CALL(P, 2, 3);                                                       \
+        case 32 + 4: CLN_GEMV_CALL(P, 2, 4);                                                       \
+        case 32 + 5: CLN_GEMV_CALL(P, 2, 5);                                                       \
+        case 48 + 1: CLN_GEMV_CALL(P, 3, 1);                                                       \
+        case 48 + 2: CLN_GEMV_CALL(P, 3, 2);                                                       \
+        default: CLN_GEMV_CALL(P, 3, 3);                                                           \
+        }                                                                                          \
+    }
+/* clang-format on */
+
+/* Rows in groups of up to 3 (the rows of a group share each weight load), each group's vectors
+ * in as few strips as its tiles allow, of balanced widths. */
+#define CLN_GEMV_ROWS(NAME, TGT, T, W, STRIP)                                                      \
     TGT static void NAME(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *Wt,        \
                          size_t ldw, T *C, size_t ldc)                                             \
     {                                                                                              \
         const size_t nvec = (n + W - 1) / W;                                                       \
-        const size_t strips = (nvec + CLN_GEMV_MAX_VECS - 1) / CLN_GEMV_MAX_VECS;                  \
-        for (size_t i = 0; i < m; ++i) {                                                           \
-            const T *a = A + i * lda;                                                              \
-            T *c = C + i * ldc;                                                                    \
+        for (size_t i = 0; i < m;) {                                                               \
+            const size_t rt = m - i >= 3 ? 3 : m - i;                                              \
+            const size_t vmax = rt == 1 ? CLN_GEMV_MAX_VECS : rt == 2 ? 5 : 3;                     \
+            const size_t strips = (nvec + vmax - 1) / vmax;                                        \
             size_t v0 = 0;                                                                         \
             for (size_t s = 0; s < strips; ++s) {                                                  \
                 const size_t cv = (nvec - v0 + strips - s - 1) / (strips - s);                     \
                 const size_t j = v0 * W, nc = n - j < cv * W ? n - j : cv * W;                     \
-                const T *w = Wt + j;                                                               \
-                switch (cv) {                                                                      \
-                case 1:                                                                            \
-                    P##1(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 2:                                                                            \
-                    P##2(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 3:                                                                            \
-                    P##3(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 4:                                                                            \
-                    P##4(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 5:                                                                            \
-                    P##5(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 6:                                                                            \
-                    P##6(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 7:                                                                            \
-                    P##7(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 8:                                                                            \
-                    P##8(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 9:                                                                            \
-                    P##9(k, a, w, ldw, c + j, nc);                                                 \
-                    break;                                                                         \
-                case 10:                                                                           \
-                    P##10(k, a, w, ldw, c + j, nc);                                                \
-                    break;                                                                         \
-                case 11:                                                                           \
-                    P##11(k, a, w, ldw, c + j, nc);                                                \
-                    break;                                                                         \
-                case 12:                                                                           \
-                    P##12(k, a, w, ldw, c + j, nc);                                                \
-                    break;                                                                         \
-                case 13:                                                                           \
-                    P##13(k, a, w, ldw, c + j, nc);                                                \
-                    break;                                                                         \
-                default:                                                                           \
-                    P##14(k, a, w, ldw, c + j, nc);                                                \
-                    break;                                                                         \
-                }                                                                                  \
+                STRIP(rt, cv, k, A + i * lda, lda, Wt + j, ldw, C + i * ldc + j, ldc, nc);         \
                 v0 += cv;                                                                          \
             }                                                                                      \
+            i += rt;                                                                               \
         }                                                                                          \
     }
 
@@ -147,8 +151,10 @@ CLN_GEMV_TILES(gv_avx2_f32_, CLN_AVX2, float, __m256, 8, _mm256_setzero_ps, _mm2
                _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps, CLN_TAIL_AVX2_F32)
 CLN_GEMV_TILES(gv_avx2_f64_, CLN_AVX2, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd,
                _mm256_set1_pd, _mm256_fmadd_pd, _mm256_storeu_pd, CLN_TAIL_AVX2_F64)
-CLN_GEMV_ROWS(gemv_avx2_f32, CLN_AVX2, float, 8, gv_avx2_f32_)
-CLN_GEMV_ROWS(gemv_avx2_f64, CLN_AVX2, double, 4, gv_avx2_f64_)
+CLN_GEMV_STRIP(strip_avx2_f32, CLN_AVX2, float, gv_avx2_f32_)
+CLN_GEMV_STRIP(strip_avx2_f64, CLN_AVX2, double, gv_avx2_f64_)
+CLN_GEMV_ROWS(gemv_avx2_f32, CLN_AVX2, float, 8, strip_avx2_f32)
+CLN_GEMV_ROWS(gemv_avx2_f64, CLN_AVX2, double, 4, strip_avx2_f64)
 
 /* ---------------------------------------------------------------- AVX-512F */
 #define CLN_AVX512 __attribute__((target("avx512f")))
@@ -158,8 +164,10 @@ CLN_GEMV_TILES(gv_avx512_f32_, CLN_AVX512, float, __m512, 16, _mm512_setzero_ps,
                _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps, CLN_TAIL_AVX512_F32)
 CLN_GEMV_TILES(gv_avx512_f64_, CLN_AVX512, double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd,
                _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd, CLN_TAIL_AVX512_F64)
-CLN_GEMV_ROWS(gemv_avx512_f32, CLN_AVX512, float, 16, gv_avx512_f32_)
-CLN_GEMV_ROWS(gemv_avx512_f64, CLN_AVX512, double, 8, gv_avx512_f64_)
+CLN_GEMV_STRIP(strip_avx512_f32, CLN_AVX512, float, gv_avx512_f32_)
+CLN_GEMV_STRIP(strip_avx512_f64, CLN_AVX512, double, gv_avx512_f64_)
+CLN_GEMV_ROWS(gemv_avx512_f32, CLN_AVX512, float, 16, strip_avx512_f32)
+CLN_GEMV_ROWS(gemv_avx512_f64, CLN_AVX512, double, 8, strip_avx512_f64)
 
 #define CLN_GEMV_DISPATCH(SFX)                                                                     \
     if (isa == CLN_GEMM_AVX512)                                                                    \
