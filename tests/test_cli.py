@@ -415,6 +415,8 @@ else:
 if BENCH:
     expect("clnode-bench: a batch that is no number is refused",
            run([BENCH, "--batches", "1,x"]), 2, err_has="clnode-bench:")
+    expect("clnode-bench: a precision other than fp32 and fp64 is refused",
+           run([BENCH, "--precision", "fp16"]), 2, err_has="clnode-bench: --precision")
 
 print("%d check%s failed" % (len(FAILED), "" if len(FAILED) == 1 else "s") if FAILED
       else "every check passed")
