@@ -298,20 +298,18 @@ static clnode_status cln_upload(cln_backend *be, const cln_solve_dev *sd, cln_bu
 {
     if (n == 0)
         return CLNODE_OK;
+    if (sd->prec == CLNODE_FP64) /* the values as they are: no staging */
+        return be->ops->buf_write(be, buf, off * sizeof(double), n * sizeof(double), src);
     void *tmp = malloc(n * sd->esize);
     CLN_CHECK(be->ctx, tmp, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu staging bytes",
               n * sd->esize);
-    if (sd->prec == CLNODE_FP32) { /* in blocks of 4, which -O2 vectorises (the model's weights) */
-        float *t = tmp;
-        size_t i = 0;
-        for (; i + 4 <= n; i += 4)
-            for (size_t q = 0; q < 4; ++q)
-                t[i + q] = (float)src[i + q];
-        for (; i < n; ++i)
-            t[i] = (float)src[i];
-    } else {
-        memcpy(tmp, src, n * sizeof(double));
-    }
+    float *t = tmp; /* in blocks of 4, which -O2 vectorises (the model's weights) */
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (size_t q = 0; q < 4; ++q)
+            t[i + q] = (float)src[i + q];
+    for (; i < n; ++i)
+        t[i] = (float)src[i];
     clnode_status st = be->ops->buf_write(be, buf, off * sd->esize, n * sd->esize, tmp);
     free(tmp);
     return st;
