@@ -35,6 +35,9 @@ _Static_assert(CLN_HOST_MLP_MAX_LAYERS == CLN_MAX_LAYERS, "host_mlp.h sizes its 
 #define CLN_HOST_PART_ELEMS ((size_t)1 << 16)
 #define CLN_HOST_PART_ROWS 64
 
+/* Models whose weights and biases take up to this many bytes are kept packed between solves. */
+#define CLN_HOST_KEEP_BYTES ((size_t)64 << 20)
+
 struct cln_buf {
     size_t size;
     unsigned char *p;
@@ -71,7 +74,8 @@ typedef struct host_solve {
     size_t h_elems;
     size_t fmas_per_row; /* multiply-adds of one row through the MLP */
     clnode_precision prec;
-    void *src; /* every layer's weights, then its bias if any, as the solve uploaded them */
+    void *src; /* every layer's weights, then its bias if any, as the solve uploaded them; NULL:
+                  not kept (larger than CLN_HOST_KEEP_BYTES) */
     int complete;
 } host_solve;
 
@@ -378,7 +382,7 @@ static void host_solve_end(cln_backend *be, cln_solve_dev *sd)
 {
     host_backend *hb = (host_backend *)be;
     host_solve *hs = sd->be_data;
-    if (hs && hs->complete) { /* kept for the next solve (host_kept_fits) */
+    if (hs && hs->complete && hs->src) { /* kept for the next solve (host_kept_fits) */
         host_solve_free(hb->kept);
         hb->kept = hs;
     } else {
@@ -459,8 +463,11 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
         CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
     hs->packed = calloc(1, pbytes ? pbytes : 1); /* zeros: the padding of weights and biases */
     hs->H = malloc(hbytes);
-    hs->src = malloc(srcn ? srcn * sd->esize : 1);
-    CLN_CHECK(ctx, hs->packed && hs->H && hs->src, CLNODE_ERR_OUT_OF_MEMORY,
+    /* a model too large to keep a copy of is packed again by every solve (where the packing
+     * costs little beside the solve's own work) */
+    const int keep = srcn * sd->esize <= CLN_HOST_KEEP_BYTES;
+    hs->src = keep ? malloc(srcn ? srcn * sd->esize : 1) : NULL;
+    CLN_CHECK(ctx, hs->packed && hs->H && (hs->src || !keep), CLNODE_ERR_OUT_OF_MEMORY,
               "cannot allocate %zu bytes for the packed model", pbytes + hbytes);
     unsigned char *p = hs->packed, *src = hs->src;
     for (size_t l = 0; l < L; ++l) {
@@ -471,14 +478,18 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             cln_gemm_pack_f64(n, k, HOST_F64(sd->W[l], 0), k, (double *)(void *)p, mlp->ldw[l]);
         mlp->Wt[l] = p;
         p += (k ? k : 1) * mlp->ldw[l] * sd->esize;
-        memcpy(src, sd->W[l]->p, k * n * sd->esize);
-        src += k * n * sd->esize;
+        if (keep) {
+            memcpy(src, sd->W[l]->p, k * n * sd->esize);
+            src += k * n * sd->esize;
+        }
         mlp->bias[l] = NULL;
         if (sd->bias[l]) {
             memcpy(p, sd->bias[l]->p, n * sd->esize);
             mlp->bias[l] = p;
-            memcpy(src, sd->bias[l]->p, n * sd->esize);
-            src += n * sd->esize;
+            if (keep) {
+                memcpy(src, sd->bias[l]->p, n * sd->esize);
+                src += n * sd->esize;
+            }
         }
         p += mlp->ldw[l] * sd->esize;
     }
