@@ -8,9 +8,9 @@
  * With the ordered GEMM in strict mode a stage and the vector field on it run as one fused pass
  * (host_mlp.inc) on weights packed once per model (kept between solves of the same model), the
  * rows the GEMM's tiles leave (a batch of one, say) on the row kernels of host_gemv.c. Rows are
- * shared between the threads of the
- * backend's pool (host_pool.c) when a pass has enough work to pay for the hand-off; a small batch
- * runs inline on the caller's thread. No element's arithmetic depends on the split. */
+ * shared between the threads of the backend's pool (host_pool.c) when a pass has enough work to
+ * pay for the hand-off; a small batch runs inline on the caller's thread. No element's arithmetic
+ * depends on the split. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
