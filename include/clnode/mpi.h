@@ -1,0 +1,95 @@
+/* clnode/mpi.h - one batch solved by the ranks of an MPI communicator, for programs that already
+ * use MPI (built and installed when the library is built with MPI: meson option `mpi`).
+ *
+ * The batch is cut into chunks of consecutive trajectories whose boundaries depend on the batch
+ * and the chunk size only, never on the number of ranks. Chunks are handed out as ranks finish
+ * (an MPI-3 atomic counter, MPI_Fetch_and_op on rank 0's window), so trajectories of different
+ * costs balance; rank 0 solves too, so one rank works. A trajectory's bits do not depend on the
+ * batch it is solved in (clnode/solver.h), so every chunk's results, and anything written from
+ * them in trajectory order, are the same bytes at any number of ranks.
+ *
+ * Memory: the input arrays (y0 and the per-trajectory arrays of the options) are read only at
+ * the rows of the chunks a rank solves, so they may be memory-mapped files; results are handed
+ * to a callback chunk by chunk on the rank that solved them and are not kept. */
+#ifndef CLNODE_MPI_H
+#define CLNODE_MPI_H
+
+#include <mpi.h>
+
+#include "clnode/solver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Called on the rank that solved chunk `chunk` (trajectories first .. first + count - 1), with
+ * their solution (trajectory first + i is index i of sol, valid during the call only). Chunks of
+ * one rank come in increasing order. Return 0 to go on; non-zero fails the call (on every rank,
+ * as a failed solve does), with `msg` (msgcap bytes, NUL-terminated) saying why. */
+typedef int (*clnode_mpi_chunk_fn)(void *user, size_t chunk, size_t first, size_t count,
+                                   const clnode_solution *sol, char *msg, size_t msgcap);
+
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_mpi_default_options, then change what you need. Every rank passes the same values. */
+typedef struct clnode_mpi_options {
+    size_t struct_size; /* set by clnode_mpi_default_options */
+    size_t chunk_size;  /* trajectories per chunk; 0 (default): clnode_mpi_default_chunk_size */
+    int static_split;   /* 0 (default): chunks handed out as ranks finish; 1: a fixed split, rank
+                           r solving the r-th of R contiguous runs of the chunks to solve (for
+                           comparison: it balances only trajectories of equal cost) */
+    const unsigned char *skip;    /* NULL (default), or one flag per chunk: non-zero chunks are not
+                                     solved (already done: a resumed run) and have owner -1 */
+    clnode_mpi_chunk_fn on_chunk; /* default NULL: results are not looked at */
+    void *chunk_user;
+} clnode_mpi_options;
+
+#define clnode_mpi_default_options(opts) clnode_mpi_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_mpi_default_options_sized(clnode_mpi_options *opts, size_t struct_size);
+
+/* The default chunk size of a batch: about 64 chunks, at most 4096 and at least 1 trajectory
+ * per chunk (a function of the batch only, so a resumed run at another rank count cuts the batch
+ * the same way). */
+CLNODE_API size_t clnode_mpi_default_chunk_size(size_t batch);
+
+/* The number of chunks: ceil(batch / chunk_size) (chunk_size 0: the default). */
+CLNODE_API size_t clnode_mpi_num_chunks(size_t batch, size_t chunk_size);
+
+/* Solves `batch` trajectories from y0 (batch x dim) with `opts` (per-trajectory t0s, t1s, dt0s
+ * and inputs indexed by trajectory over the whole batch) across the ranks of `comm`, each on its
+ * own context. Collective: every rank calls it with the same problem. Each chunk is solved by
+ * clnode_solve on the rows of its trajectories and handed to mopts->on_chunk on its rank.
+ *
+ * On return every rank has the same status. When `owner` is not NULL (clnode_mpi_num_chunks
+ * entries) it holds on every rank which rank solved each chunk (-1: skipped), the order for
+ * clnode_mpi_gather. A rank whose solve or callback fails (device error, out of memory, ...)
+ * stops the others at their next chunk, and the call fails on every rank with that status and a
+ * message naming the rank, the trajectories it lost and how many chunks were left unsolved (the
+ * context's last error; the chunks solved before were handed to the callbacks). Other errors:
+ * CLNODE_ERR_INVALID_ARGUMENT (bad options, on every rank alike), CLNODE_ERR_DEVICE for a failed
+ * MPI call. The user's progress and cancel callbacks of opts apply to each chunk's solve;
+ * between the steps of a solve the call also lets MPI progress (MPI_Iprobe), so that rank 0
+ * serves the counter while it solves. */
+CLNODE_API clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
+                                          const clnode_solve_options *opts, size_t batch,
+                                          const double *y0, MPI_Comm comm,
+                                          const clnode_mpi_options *mopts, int *owner);
+
+/* Gathering per-chunk bytes to one rank in chunk order. `get` is called on the rank that owns a
+ * chunk (on `root` for chunks of owner -1) and sets *data and *len (the bytes stay valid until
+ * the next call); `deliver` is called on root for every chunk in increasing order. Either
+ * returning non-zero fails the gather on every rank (its message then names the chunk). */
+typedef int (*clnode_mpi_get_fn)(void *user, size_t chunk, const void **data, size_t *len);
+typedef int (*clnode_mpi_deliver_fn)(void *user, size_t chunk, const void *data, size_t len);
+
+/* Collective over comm. Every rank holds at most the chunks it owns (root: one chunk of another
+ * rank at a time). Returns CLNODE_OK on every rank, or the same error on every rank. */
+CLNODE_API clnode_status clnode_mpi_gather(clnode_context *ctx, MPI_Comm comm, int root,
+                                           size_t num_chunks, const int *owner,
+                                           clnode_mpi_get_fn get, clnode_mpi_deliver_fn deliver,
+                                           void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_MPI_H */

@@ -1,0 +1,465 @@
+/* mpi.c - one batch across the ranks of an MPI communicator (clnode/mpi.h): fixed chunks handed
+ * out by an atomic counter on rank 0's window, failures made collective, and the per-chunk bytes
+ * gathered to one rank in chunk order. Built into the library when MPI is found (meson option
+ * `mpi`). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clnode/mpi.h"
+#include "core/internal.h"
+
+/* Added to the counter by a rank that failed: every later fetch reads at least this, which ends
+ * the other ranks' loops at their next chunk (chunk counts stay far below it). */
+#define CLN_MPI_FAIL_MARK ((int64_t)1 << 50)
+#define CLN_MPI_MSG 512
+#define CLN_MPI_TAG_LEN 7301
+#define CLN_MPI_TAG_DATA 7302
+#define CLN_MPI_PIECE 65536 /* bytes per data message (root can drop a chunk piece by piece) */
+#define CLN_MPI_OWNERS ((size_t)1 << 28) /* owners per MPI_Allreduce: counts are ints */
+
+void clnode_mpi_default_options_sized(clnode_mpi_options *opts, size_t struct_size)
+{
+    if (!opts)
+        return;
+    clnode_mpi_options d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    cln_struct_copy(opts, struct_size, &d, sizeof d);
+    opts->struct_size = struct_size < sizeof d ? struct_size : sizeof d;
+}
+
+size_t clnode_mpi_default_chunk_size(size_t batch)
+{
+    size_t c = (batch + 63) / 64;
+    if (c > 4096)
+        c = 4096;
+    return c ? c : 1;
+}
+
+size_t clnode_mpi_num_chunks(size_t batch, size_t chunk_size)
+{
+    if (!chunk_size)
+        chunk_size = clnode_mpi_default_chunk_size(batch);
+    return batch / chunk_size + (batch % chunk_size != 0);
+}
+
+/* What a rank tells the others after its loop. */
+typedef struct rank_report {
+    int32_t status; /* clnode_status of its failure, or CLNODE_OK */
+    int32_t pad;
+    uint64_t first; /* trajectories lost: first .. first + count - 1 */
+    uint64_t count;
+} rank_report;
+
+typedef struct cancel_wrap {
+    MPI_Comm comm;
+    clnode_cancel_fn user;
+    void *user_data;
+} cancel_wrap;
+
+/* Polled between the steps of every chunk's solve: lets MPI progress (rank 0 serves the counter of
+ * passive-target fetches while it solves, on transports without hardware atomics), then asks the
+ * user's own cancel callback. */
+static int cancel_and_progress(void *user)
+{
+    cancel_wrap *w = user;
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+    return w->user ? w->user(w->user_data) : 0;
+}
+
+static clnode_status mpi_fail(clnode_context *ctx, int rc, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
+        snprintf(s, sizeof s, "error %d", rc);
+    return cln_fail(ctx, CLNODE_ERR_DEVICE, "%s failed: %s", what, s);
+}
+
+/* Solves chunk `c` into the callback. Returns the status, with the message in msg. */
+static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
+                                 const clnode_solve_options *full, size_t batch, const double *y0,
+                                 const clnode_mpi_options *m, size_t chunk_size, size_t c,
+                                 char *msg)
+{
+    const size_t N = clnode_model_dim(model), K = clnode_model_num_inputs(model);
+    const size_t first = c * chunk_size;
+    const size_t count = batch - first < chunk_size ? batch - first : chunk_size;
+    clnode_solve_options o = *full;
+    if (o.t0s)
+        o.t0s += first;
+    if (o.t1s)
+        o.t1s += first;
+    if (o.dt0s)
+        o.dt0s += first;
+    if (o.inputs)
+        o.inputs += first * K;
+    clnode_solution *sol = NULL;
+    clnode_status st = clnode_solve(ctx, model, &o, count, y0 + first * N, &sol);
+    if (st != CLNODE_OK) {
+        snprintf(msg, CLN_MPI_MSG, "%s", clnode_context_last_error(ctx));
+        return st;
+    }
+    if (m->on_chunk) {
+        char umsg[CLN_MPI_MSG] = "";
+        if (m->on_chunk(m->chunk_user, c, first, count, sol, umsg, sizeof umsg) != 0) {
+            snprintf(msg, CLN_MPI_MSG, "the chunk callback failed: %s",
+                     umsg[0] ? umsg : "(no message)");
+            st = CLNODE_ERR_IO;
+        }
+    }
+    clnode_solution_destroy(&sol);
+    return st;
+}
+
+/* The todo list: the chunks not skipped, in order. */
+static size_t *todo_list(const clnode_mpi_options *m, size_t nc, size_t *ntodo)
+{
+    size_t *t = malloc((nc ? nc : 1) * sizeof *t);
+    if (!t)
+        return NULL;
+    size_t n = 0;
+    for (size_t c = 0; c < nc; ++c)
+        if (!m->skip || !m->skip[c])
+            t[n++] = c;
+    *ntodo = n;
+    return t;
+}
+
+/* The rank loop: solves chunks until the counter (or the static range) runs out, or a failure.
+ * Marks solved chunks in `mine`. Returns 0, or the MPI error code of a failed MPI call. */
+static int rank_loop(clnode_context *ctx, const clnode_model *model,
+                     const clnode_solve_options *full, size_t batch, const double *y0,
+                     const clnode_mpi_options *m, size_t chunk_size, const size_t *todo,
+                     size_t ntodo, MPI_Win win, int rank, int R, unsigned char *mine,
+                     rank_report *rep, char *msg)
+{
+    int rc = MPI_Win_lock_all(0, win);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    const int64_t one = 1, fail = CLN_MPI_FAIL_MARK;
+    size_t next = m->static_split ? ntodo * (size_t)rank / (size_t)R : 0;
+    const size_t end = m->static_split ? ntodo * ((size_t)rank + 1) / (size_t)R : ntodo;
+    for (;;) {
+        int64_t got = 0;
+        size_t k;
+        if (m->static_split) { /* still read the counter: a failure elsewhere ends the loop */
+            if (next >= end)
+                break;
+            rc = MPI_Fetch_and_op(NULL, &got, MPI_INT64_T, 0, 0, MPI_NO_OP, win);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Win_flush(0, win);
+            if (rc != MPI_SUCCESS || got >= CLN_MPI_FAIL_MARK)
+                break;
+            k = next++;
+        } else {
+            rc = MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 0, 0, MPI_SUM, win);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Win_flush(0, win);
+            if (rc != MPI_SUCCESS || got < 0 || (uint64_t)got >= ntodo)
+                break;
+            k = (size_t)got;
+        }
+        const size_t c = todo[k];
+        clnode_status st = solve_chunk(ctx, model, full, batch, y0, m, chunk_size, c, msg);
+        if (st != CLNODE_OK) {
+            rep->status = (int32_t)st;
+            rep->first = c * chunk_size;
+            rep->count = batch - rep->first < chunk_size ? batch - rep->first : chunk_size;
+            rc = MPI_Fetch_and_op(&fail, &got, MPI_INT64_T, 0, 0, MPI_SUM, win);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Win_flush(0, win);
+            break;
+        }
+        mine[c] = 1;
+    }
+    const int rc2 = MPI_Win_unlock_all(win);
+    return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+/* The owners of every chunk, on every rank (MAX over ranks of rank-or-minus-one), in pieces that
+ * fit an int count. */
+static int reduce_owners(const unsigned char *mine, size_t nc, int rank, int *owner, MPI_Comm comm)
+{
+    for (size_t c = 0; c < nc; ++c)
+        owner[c] = mine[c] ? rank : -1;
+    for (size_t at = 0; at < nc; at += CLN_MPI_OWNERS) {
+        size_t n = nc - at < CLN_MPI_OWNERS ? nc - at : CLN_MPI_OWNERS;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, owner + at, (int)n, MPI_INT, MPI_MAX, comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+/* After the loops: every rank learns every failure. Returns the status of the call on this rank
+ * (the same on all), with the message recorded on ctx. */
+static clnode_status settle(clnode_context *ctx, MPI_Comm comm, int R, const rank_report *rep,
+                            const char *msg, const int *owner, size_t nc, const size_t *todo,
+                            size_t ntodo, size_t chunk_size, size_t batch)
+{
+    rank_report *all = calloc((size_t)R, sizeof *all);
+    char *msgs = calloc((size_t)R, CLN_MPI_MSG);
+    if (!all || !msgs) {
+        free(all);
+        free(msgs);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "out of memory gathering the ranks' reports");
+    }
+    int rc = MPI_Allgather(rep, (int)sizeof *rep, MPI_BYTE, all, (int)sizeof *rep, MPI_BYTE, comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allgather(msg, CLN_MPI_MSG, MPI_CHAR, msgs, CLN_MPI_MSG, MPI_CHAR, comm);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        free(msgs);
+        return mpi_fail(ctx, rc, "MPI_Allgather of the ranks' reports");
+    }
+    int bad = -1, nbad = 0;
+    for (int r = 0; r < R; ++r)
+        if (all[r].status != CLNODE_OK) {
+            nbad++;
+            if (bad < 0)
+                bad = r;
+        }
+    clnode_status st = CLNODE_OK;
+    if (bad >= 0) {
+        size_t left = 0, left_traj = 0;
+        for (size_t k = 0; k < ntodo; ++k) {
+            const size_t c = todo[k];
+            if (owner[c] < 0) {
+                left++;
+                left_traj +=
+                    batch - c * chunk_size < chunk_size ? batch - c * chunk_size : chunk_size;
+            }
+        }
+        char *m = msgs + (size_t)bad * CLN_MPI_MSG;
+        m[CLN_MPI_MSG - 1] = '\0';
+        st = cln_fail(ctx, (clnode_status)all[bad].status,
+                      "rank %d of %d failed on trajectories %llu..%llu (lost): %s; %zu chunk(s) "
+                      "(%zu trajectories, the lost ones included) left unsolved%s",
+                      bad, R, (unsigned long long)all[bad].first,
+                      (unsigned long long)(all[bad].first + all[bad].count - 1), m, left, left_traj,
+                      nbad > 1 ? "; other ranks failed too" : "");
+    }
+    (void)nc;
+    free(all);
+    free(msgs);
+    return st;
+}
+
+clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
+                               const clnode_solve_options *opts, size_t batch, const double *y0,
+                               MPI_Comm comm, const clnode_mpi_options *mopts, int *owner)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, ctx && model && y0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_solve_mpi: context, model and y0 are required");
+    clnode_mpi_options m;
+    clnode_mpi_default_options(&m);
+    if (mopts) {
+        clnode_status st =
+            cln_check_struct_size(ctx, "clnode_mpi_options", mopts->struct_size,
+                                  CLN_END_OF(clnode_mpi_options, chunk_user), sizeof m);
+        if (st != CLNODE_OK)
+            return st;
+        cln_struct_copy(&m, sizeof m, mopts, mopts->struct_size);
+    }
+    clnode_solve_options full;
+    clnode_status st = cln_solve_options_import(ctx, opts, &full);
+    if (st != CLNODE_OK)
+        return st;
+    full.struct_size = sizeof full;
+    cancel_wrap cw = {comm, full.cancel, full.cancel_user};
+    full.cancel = cancel_and_progress;
+    full.cancel_user = &cw;
+
+    int rank = 0, R = 1, rc = MPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_size(comm, &R);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(ctx, rc, "MPI_Comm_rank/size");
+    const size_t chunk_size = m.chunk_size ? m.chunk_size : clnode_mpi_default_chunk_size(batch);
+    const size_t nc = clnode_mpi_num_chunks(batch, chunk_size);
+
+    size_t ntodo = 0;
+    size_t *todo = todo_list(&m, nc, &ntodo);
+    unsigned char *mine = calloc(nc ? nc : 1, 1);
+    int *own = owner ? owner : malloc((nc ? nc : 1) * sizeof *own);
+    /* every rank must reach the collectives below, even one that is out of memory */
+    int ok = todo && mine && own, all_ok = 0;
+    rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS || !all_ok) {
+        free(todo);
+        free(mine);
+        if (own != owner)
+            free(own);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(ctx, rc, "MPI_Allreduce");
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "out of memory for the chunk lists of %zu chunks (on some rank)", nc);
+    }
+
+    int64_t *base = NULL;
+    MPI_Win win = MPI_WIN_NULL;
+    rc = MPI_Win_allocate(rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0, (int)sizeof(int64_t),
+                          MPI_INFO_NULL, comm, &base, &win);
+    if (rc == MPI_SUCCESS && rank == 0) {
+        rc = MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        if (rc == MPI_SUCCESS) {
+            *base = 0;
+            rc = MPI_Win_unlock(0, win);
+        }
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Barrier(comm);
+    rank_report rep;
+    memset(&rep, 0, sizeof rep);
+    char msg[CLN_MPI_MSG] = "";
+    if (rc == MPI_SUCCESS)
+        rc = rank_loop(ctx, model, &full, batch, y0, &m, chunk_size, todo, ntodo, win, rank, R,
+                       mine, &rep, msg);
+    if (rc == MPI_SUCCESS)
+        rc = reduce_owners(mine, nc, rank, own, comm);
+    if (rc == MPI_SUCCESS)
+        st = settle(ctx, comm, R, &rep, msg, own, nc, todo, ntodo, chunk_size, batch);
+    else
+        st = mpi_fail(ctx, rc, "the chunk counter (MPI one-sided)");
+    if (win != MPI_WIN_NULL)
+        MPI_Win_free(&win);
+    free(todo);
+    free(mine);
+    if (own != owner)
+        free(own);
+    return st;
+}
+
+/* ---- gathering ---- */
+
+static int send_bytes(const void *data, size_t len, int dest, MPI_Comm comm)
+{
+    const char *p = data;
+    int rc = MPI_SUCCESS;
+    for (size_t at = 0; at < len && rc == MPI_SUCCESS; at += CLN_MPI_PIECE) {
+        const size_t n = len - at < CLN_MPI_PIECE ? len - at : CLN_MPI_PIECE;
+        rc = MPI_Send(p + at, (int)n, MPI_BYTE, dest, CLN_MPI_TAG_DATA, comm);
+    }
+    return rc;
+}
+
+static int recv_bytes(void *data, size_t len, int src, MPI_Comm comm)
+{
+    char *p = data;
+    int rc = MPI_SUCCESS;
+    for (size_t at = 0; at < len && rc == MPI_SUCCESS; at += CLN_MPI_PIECE) {
+        const size_t n = len - at < CLN_MPI_PIECE ? len - at : CLN_MPI_PIECE;
+        rc = MPI_Recv(p + at, (int)n, MPI_BYTE, src, CLN_MPI_TAG_DATA, comm, MPI_STATUS_IGNORE);
+    }
+    return rc;
+}
+
+/* Root's side: every chunk in order, received or local. Returns 0 or an MPI error code; a failed
+ * callback sets *failed and a message, and the remaining chunks are still received (and
+ * dropped), so that no sender waits forever. */
+static int gather_root(MPI_Comm comm, int root, size_t nc, const int *owner, clnode_mpi_get_fn get,
+                       clnode_mpi_deliver_fn deliver, void *user, int *failed, char *msg)
+{
+    void *buf = NULL;
+    size_t cap = 0;
+    int rc = MPI_SUCCESS;
+    for (size_t c = 0; c < nc && rc == MPI_SUCCESS; ++c) {
+        const void *data = NULL;
+        size_t len = 0;
+        if (owner[c] == root || owner[c] < 0) {
+            if (*failed)
+                continue;
+            if (get(user, c, &data, &len) != 0) {
+                *failed = 1;
+                snprintf(msg, CLN_MPI_MSG, "the bytes of chunk %zu could not be read on rank %d", c,
+                         root);
+                continue;
+            }
+        } else {
+            int64_t n = 0;
+            rc = MPI_Recv(&n, 1, MPI_INT64_T, owner[c], CLN_MPI_TAG_LEN, comm, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS)
+                break;
+            if (n < 0) {
+                if (!*failed)
+                    snprintf(msg, CLN_MPI_MSG,
+                             "the bytes of chunk %zu could not be read on rank %d", c, owner[c]);
+                *failed = 1;
+                continue;
+            }
+            if ((size_t)n > cap) {
+                void *nb = realloc(buf, (size_t)n);
+                if (!nb) { /* still receive it, piece by piece, and drop it */
+                    if (!*failed)
+                        snprintf(msg, CLN_MPI_MSG, "out of memory receiving chunk %zu", c);
+                    *failed = 1;
+                    char tmp[CLN_MPI_PIECE];
+                    for (size_t at = 0; at < (size_t)n && rc == MPI_SUCCESS; at += sizeof tmp) {
+                        const size_t k = (size_t)n - at < sizeof tmp ? (size_t)n - at : sizeof tmp;
+                        rc = MPI_Recv(tmp, (int)k, MPI_BYTE, owner[c], CLN_MPI_TAG_DATA, comm,
+                                      MPI_STATUS_IGNORE);
+                    }
+                    continue;
+                }
+                buf = nb;
+                cap = (size_t)n;
+            }
+            rc = recv_bytes(buf, (size_t)n, owner[c], comm);
+            data = buf;
+            len = (size_t)n;
+            if (rc != MPI_SUCCESS || *failed)
+                continue;
+        }
+        if (deliver(user, c, data, len) != 0) {
+            *failed = 1;
+            snprintf(msg, CLN_MPI_MSG, "writing chunk %zu failed", c);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+clnode_status clnode_mpi_gather(clnode_context *ctx, MPI_Comm comm, int root, size_t num_chunks,
+                                const int *owner, clnode_mpi_get_fn get,
+                                clnode_mpi_deliver_fn deliver, void *user)
+{
+    cln_clear_error(ctx);
+    int rank = 0, rc = MPI_Comm_rank(comm, &rank);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(ctx, rc, "MPI_Comm_rank");
+    int failed = 0;
+    char msg[CLN_MPI_MSG] = "";
+    if (rank == root) {
+        rc = gather_root(comm, root, num_chunks, owner, get, deliver, user, &failed, msg);
+    } else {
+        for (size_t c = 0; c < num_chunks && rc == MPI_SUCCESS; ++c) {
+            if (owner[c] != rank)
+                continue;
+            const void *data = NULL;
+            size_t len = 0;
+            int64_t n = get(user, c, &data, &len) != 0 ? -1 : (int64_t)len;
+            rc = MPI_Send(&n, 1, MPI_INT64_T, root, CLN_MPI_TAG_LEN, comm);
+            if (rc == MPI_SUCCESS && n > 0)
+                rc = send_bytes(data, len, root, comm);
+        }
+    }
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(ctx, rc, "gathering the chunks");
+    int32_t verdict[2] = {failed, 0};
+    rc = MPI_Bcast(verdict, 2, MPI_INT32_T, root, comm);
+    if (rc == MPI_SUCCESS && verdict[0])
+        rc = MPI_Bcast(msg, CLN_MPI_MSG, MPI_CHAR, root, comm);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(ctx, rc, "MPI_Bcast of the gather's outcome");
+    if (verdict[0]) {
+        msg[CLN_MPI_MSG - 1] = '\0';
+        return cln_fail(ctx, CLNODE_ERR_IO, "gathering the chunks to rank %d: %s", root, msg);
+    }
+    return CLNODE_OK;
+}
