@@ -13,6 +13,7 @@
 #include "clnode.h"
 #include "solve_args.h"
 #include "solve_arrays.h"
+#include "solve_out.h"
 #include "tool_common.h"
 #include "tool_precision.h"
 
@@ -135,27 +136,12 @@ static int on_progress(void *user, size_t active, size_t batch, double fraction,
 static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o,
                      double dir_t0, double dir_t1)
 {
-    const size_t N = clnode_solution_dim(sol), B = clnode_solution_batch(sol);
-    char b[32];
-    fputs("traj,kind,t", f);
-    for (size_t j = 0; j < N; ++j)
-        fprintf(f, ",y%zu", j);
-    fputc('\n', f);
+    const size_t B = clnode_solution_batch(sol);
+    solve_csv_header(f, clnode_solution_dim(sol));
     for (size_t i = 0; i < B; ++i) {
-        size_t n = 0;
-        tool_point *p = tool_sorted_points(sol, i, dir_t0, dir_t1, &n);
-        if (!p) {
-            tool_error("out of memory");
-            return TOOL_EXIT_RESOURCE;
-        }
-        for (size_t k = 0; k < n; ++k) {
-            fprintf(f, "%zu,%s,%s", i, tool_kind_name(p[k].kind),
-                    tool_fmt_num(b, p[k].t, o->precision));
-            for (size_t j = 0; j < N; ++j)
-                fprintf(f, ",%s", tool_fmt_num(b, p[k].y[j], o->precision));
-            fputc('\n', f);
-        }
-        free(p);
+        const int rc = solve_csv_rows(f, sol, i, i, o, dir_t0, dir_t1);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -165,94 +151,13 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
                       double wall, int points, const clnode_certificate *cert,
                       const clnode_certify_options *copts, double dir_t0, double dir_t1)
 {
-    const clnode_solve_options *o = &pb->opts;
-    const clnode_precision p = o->precision;
-    const size_t N = clnode_model_dim(model);
-    fprintf(f, "{\"format_version\": %d, \"clnode_version\": ", TOOL_JSON_FORMAT_VERSION);
-    tool_json_str(f, clnode_version_string());
-    fputs(", \"backend\": ", f);
-    tool_json_str(f, clnode_context_backend(ctx));
-    fputs(", \"device\": ", f);
-    tool_json_str(f, clnode_context_device(ctx));
-    fputs(", \"model\": ", f);
-    tool_json_str(f, pb->model_path ? pb->model_path : "seed");
-    fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"method\": \"%s\"",
-            clnode_precision_name(p), clnode_gemm_mode_name(o->gemm_mode), o->method->name);
-    fprintf(f, ", \"controller\": \"%s\"", o->constant_step ? "constant" : "pid");
-    fputs(", \"rtol\": ", f);
-    tool_json_num(f, o->rtol);
-    fputs(", \"atol\": ", f);
-    tool_json_num(f, o->atol);
-    /* per-trajectory arrays: null here, each trajectory's value in its entry */
-    fputs(", \"t0\": ", f);
-    tool_json_num(f, o->t0s ? NAN : o->t0);
-    fputs(", \"t1\": ", f);
-    tool_json_num(f, o->t1s ? NAN : o->t1);
-    fputs(", \"dt0\": ", f);
-    tool_json_num(f, o->dt0s ? NAN : o->dt0);
-    fprintf(f,
-            ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
-            batch, N);
-    tool_json_num(f, wall);
-    fputs(", \"trajectories\": [", f);
+    solve_json_head(f, pb, ctx, model, batch, wall);
     for (size_t b = 0; b < batch; ++b) {
-        clnode_trajectory_stats s;
-        clnode_solution_stats(sol, b, &s);
-        fprintf(f,
-                "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
-                "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
-                b ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
-                s.num_rejected, s.num_rhs_evals);
-        tool_json_num_p(f, s.t_final, p);
-        const double *per[3] = {o->t0s, o->t1s, o->dt0s};
-        static const char *const per_name[3] = {"t0", "t1", "dt0"};
-        for (int k = 0; k < 3; ++k)
-            if (per[k]) {
-                fprintf(f, ", \"%s\": ", per_name[k]);
-                tool_json_num(f, per[k][b]);
-            }
-        fputs(", \"y_final\": [", f);
-        const double *y = clnode_solution_y_final(sol, b);
-        for (size_t j = 0; j < N; ++j) {
-            fputs(j ? ", " : "", f);
-            tool_json_num_p(f, y[j], p);
-        }
-        fputc(']', f);
-        if (points) {
-            size_t n = 0;
-            tool_point *pt = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
-            if (!pt) {
-                tool_error("out of memory");
-                return TOOL_EXIT_RESOURCE;
-            }
-            fputs(", \"points\": {\"kind\": [", f);
-            for (size_t k = 0; k < n; ++k)
-                fprintf(f, "%s\"%s\"", k ? ", " : "", tool_kind_name(pt[k].kind));
-            fputs("], \"t\": [", f);
-            for (size_t k = 0; k < n; ++k) {
-                fputs(k ? ", " : "", f);
-                tool_json_num_p(f, pt[k].t, p);
-            }
-            fputs("], \"y\": [", f);
-            for (size_t k = 0; k < n; ++k) {
-                fputs(k ? ", [" : "[", f);
-                for (size_t j = 0; j < N; ++j) {
-                    fputs(j ? ", " : "", f);
-                    tool_json_num_p(f, pt[k].y[j], p);
-                }
-                fputc(']', f);
-            }
-            fputs("]}", f);
-            free(pt);
-        }
-        fputc('}', f);
+        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points, dir_t0, dir_t1);
+        if (rc)
+            return rc;
     }
-    fputs("\n]", f);
-    if (cert) {
-        fputs(", \"certificate\": ", f);
-        tool_json_certificate(f, cert, copts, wall);
-    }
-    fputs("}\n", f);
+    solve_json_tail(f, cert, copts, wall);
     return 0;
 }
 
@@ -260,29 +165,9 @@ static void print_summary(FILE *f, const tool_problem *pb, const clnode_context 
                           const clnode_model *model, const clnode_solution *sol, size_t batch,
                           double wall)
 {
-    const clnode_solve_options *o = &pb->opts;
-    const size_t N = clnode_model_dim(model);
-    fprintf(f, "clnode %s on %s: %s\n", clnode_version_string(), clnode_context_backend(ctx),
-            clnode_context_device(ctx));
-    fprintf(f, "model    %s (%zu layers, dim %zu, %s)\n",
-            pb->model_path ? pb->model_path : "built-in seed", clnode_model_num_layers(model), N,
-            clnode_activation_name(clnode_model_activation(model)));
-    if (o->constant_step)
-        fprintf(f, "method   %s, constant steps of %g, %s\n", o->method->name, o->dt0,
-                clnode_precision_name(o->precision));
-    else
-        fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
-                o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode));
-    if (o->t0s || o->t1s || o->dt0s)
-        fprintf(f, "interval [%g, %g], dt0 %g of trajectory 0 (per trajectory:%s%s%s), batch %zu\n",
-                o->t0s ? o->t0s[0] : o->t0, o->t1s ? o->t1s[0] : o->t1,
-                o->dt0s ? o->dt0s[0] : o->dt0, o->t0s ? " t0" : "", o->t1s ? " t1" : "",
-                o->dt0s ? " dt0" : "", batch);
-    else
-        fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
+    solve_summary_head(f, pb, ctx, model, batch);
     long min_steps = -1, max_steps = -1;
     size_t ok = 0;
-    char b1[32], b2[32];
     for (size_t b = 0; b < batch; ++b) {
         clnode_trajectory_stats s;
         clnode_solution_stats(sol, b, &s);
@@ -291,19 +176,9 @@ static void print_summary(FILE *f, const tool_problem *pb, const clnode_context 
             min_steps = s.num_steps;
         if (s.num_steps > max_steps)
             max_steps = s.num_steps;
-        if (b < 4 || b + 1 == batch) {
-            fprintf(f,
-                    "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
-                    "t = %s, y[0] = %s\n",
-                    b, clnode_result_name(s.result), s.num_steps, s.num_accepted, s.num_rejected,
-                    s.num_rhs_evals, tool_fmt_num(b1, s.t_final, o->precision),
-                    tool_fmt_num(b2, clnode_solution_y_final(sol, b)[0], o->precision));
-        } else if (b == 4) {
-            fprintf(f, "  ...\n");
-        }
+        solve_summary_trajectory(f, sol, b, b, batch, pb->opts.precision);
     }
-    fprintf(f, "%zu/%zu trajectories succeeded; steps per trajectory %ld..%ld; %.3f s\n", ok, batch,
-            min_steps, max_steps, wall);
+    solve_summary_tail(f, ok, batch, min_steps, max_steps, wall);
 }
 
 /* The batch the arrays give against the one of y0: y0 from a file (--y0-file, or --in's y0)
