@@ -14,6 +14,9 @@
 #include "solve_args.h"
 #include "solve_arrays.h"
 #include "solve_out.h"
+#ifdef CLNODE_SOLVE_MPI
+#include "solve_mpi.h"
+#endif
 #include "tool_common.h"
 #include "tool_precision.h"
 
@@ -287,6 +290,20 @@ int main(int argc, char **argv)
         solve_args_free(&a);
         return rc;
     }
+#ifdef CLNODE_SOLVE_MPI
+    const int mpi = solve_mpi_wanted(&a); /* under mpirun: the batch across the ranks */
+    if (mpi && (rc = solve_mpi_init(&a, &argc, &argv)) != 0) {
+        rc = solve_mpi_finish(rc);
+        solve_args_free(&a);
+        return rc;
+    }
+#else
+    if (a.resume || a.chunk_size) {
+        tool_error("--resume and --chunk-size need clnode-solve built with MPI (meson option mpi)");
+        solve_args_free(&a);
+        return TOOL_EXIT_INPUT;
+    }
+#endif
     tool_problem *pb = &a.pb;
 
     clnode_context *ctx = NULL;
@@ -300,14 +317,18 @@ int main(int argc, char **argv)
     solve_arrays arr;
     memset(&arr, 0, sizeof arr);
     rc = tool_problem_open(pb, &ctx, &model, &y0, &batch);
-    if (rc) {
-        solve_args_free(&a);
-        return rc;
-    }
+    if (rc)
+        goto done;
     if ((rc = open_arrays(&a, model, &arr, &y0, &batch)) != 0)
         goto done;
     double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
     direction(&pb->opts, batch, &dir_t0, &dir_t1);
+#ifdef CLNODE_SOLVE_MPI
+    if (mpi) {
+        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1, argc, argv);
+        goto done;
+    }
+#endif
     /* opened before the solve: a path that cannot be written fails before the work */
     if (a.out_path && (rc = tool_out_open(&out, a.out_path)) != 0)
         goto done;
@@ -374,6 +395,10 @@ done:
     clnode_context_destroy(&ctx);
     free(y0);
     solve_arrays_free(&arr);
+#ifdef CLNODE_SOLVE_MPI
+    if (mpi)
+        rc = solve_mpi_finish(rc);
+#endif
     solve_args_free(&a);
     return rc;
 }

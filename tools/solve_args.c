@@ -18,7 +18,9 @@ enum {
     OPT_DT0_FILE,
     OPT_ARGS_FILE,
     OPT_IN,
-    OPT_RAGGED
+    OPT_RAGGED,
+    OPT_RESUME,
+    OPT_CHUNK_SIZE
 };
 
 int solve_args_parse(solve_args *a, int argc, char **argv)
@@ -38,6 +40,8 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         {"args-file", required_argument, NULL, OPT_ARGS_FILE},
         {"in", required_argument, NULL, OPT_IN},
         {"ragged", no_argument, NULL, OPT_RAGGED},
+        {"resume", no_argument, NULL, OPT_RESUME},
+        {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -111,6 +115,20 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
             a->certify = 1;
             break;
         }
+        case OPT_RESUME:
+            a->resume = 1;
+            break;
+        case OPT_CHUNK_SIZE: {
+            char *end;
+            errno = 0;
+            const long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || errno || v < 1) {
+                tool_error("--chunk-size expects a positive integer, not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            a->chunk_size = v;
+            break;
+        }
         default: {
             a->t0_given |= c == TOOL_OPT_T0;
             a->t1_given |= c == TOOL_OPT_T1;
@@ -143,6 +161,10 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
     const int fmt = solve_out_format(a->out_path);
     if (a->ragged && fmt != SOLVE_OUT_NPZ) {
         tool_error("--ragged needs --out FILE.npz (the offsets of each trajectory's points)");
+        return TOOL_EXIT_INPUT;
+    }
+    if (a->resume && (!a->out_path || strcmp(a->out_path, "-") == 0)) {
+        tool_error("--resume needs --out FILE (its progress record is kept beside FILE)");
         return TOOL_EXIT_INPUT;
     }
     return -1;

@@ -15,6 +15,8 @@ typedef struct solve_args {
     int json, json_points, quiet, help, version;
     int certify; /* --certify, --certify-fraction X, --certify-seed N */
     clnode_certify_options certify_opts;
+    int resume;      /* --resume: keep a progress record beside --out, solve what it lacks */
+    long chunk_size; /* --chunk-size N under MPI (0: the library's default) */
 } solve_args;
 
 /* Parses argv. Returns -1 to go on with the solve, or the exit status to return now: 0 for

@@ -1,0 +1,796 @@
+/* solve_mpi.c - clnode-solve across the ranks of MPI_COMM_WORLD (solve_mpi.h).
+ *
+ * Every rank opens the same problem (its own device: "%l" in the device string is the node-local
+ * rank) and calls clnode_solve_mpi, which hands out fixed chunks of trajectories as ranks finish.
+ * Each rank turns its chunks into bytes (summary lines, CSV rows, JSON entries: solve_out.c, the
+ * writers of the one-process run) as they are solved; rank 0 then gathers the chunks in order and
+ * writes every output, so the files are the same bytes at any number of ranks.
+ *
+ * --out FILE.npy/.npz is written in parallel: every rank writes the rows of the chunks it solves
+ * at their offsets (MPI_File_write_at on a temporary file; solve_arrays.h lays the file out
+ * before any data), rank 0 gathers the chunks' CRC-32s with the other bytes, combines them in
+ * trajectory order and writes the headers last, then the file is cut to its size and renamed.
+ *
+ * --resume keeps each solved chunk's bytes (and CRCs) in a progress record beside the output,
+ * OUT.progress/chunk-C, written atomically by the rank that solved it (on a shared filesystem
+ * across nodes), under a manifest with a fingerprint of the problem; array outputs are written
+ * into OUT.progress/data. A rerun solves only the chunks the record lacks and removes it once the
+ * output is written. */
+#include "solve_mpi.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clnode/mpi.h"
+#include "solve_arrays.h"
+#include "solve_out.h"
+#include "tool_common.h"
+
+int solve_mpi_wanted(const solve_args *a)
+{
+    const char *e = getenv("CLNODE_MPI");
+    if (e && strcmp(e, "0") == 0)
+        return 0;
+    if ((e && strcmp(e, "1") == 0) || a->resume)
+        return 1;
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+/* ---- the chunk bytes ---- */
+
+#define CHUNK_MAGIC "clnchk1"
+
+typedef struct chunk_head {
+    char magic[8];
+    uint64_t first, count, ok;
+    int64_t min_steps, max_steps;
+    uint64_t n_summary, n_csv, n_json, n_part; /* n_part: a solve_out_part (array outputs) */
+} chunk_head;
+
+typedef struct run {
+    solve_args *a;
+    int rank, R, local, started, entered;
+    char *dev, *backend; /* the device strings with %l replaced */
+    int fmt;             /* SOLVE_OUT_CSV, _NPY, _NPZ */
+    double dir_t0, dir_t1;
+    /* array outputs: the layout, the shared file and its temporary name */
+    solve_out *w;
+    MPI_File fh;
+    int fh_open;
+    char *tmp;
+    solve_out_part *parts; /* rank 0: every chunk's CRCs, in order */
+    size_t batch, chunk_size, nc;
+    char **buf; /* per chunk on the rank that solved it (NULL elsewhere) */
+    size_t *len;
+    char *dir; /* the progress record, or NULL */
+    long exit_after, solved;
+    int exit_rank, fail_rank;
+    /* rank 0's writing */
+    const clnode_context *ctx;
+    const clnode_model *model;
+    FILE *csv;
+    double wall;
+    size_t ok, delivered;
+    long min_steps, max_steps;
+    FILE *sum;
+    char *sum_text;
+    size_t sum_len;
+    char *rbuf; /* a chunk read back from the progress record */
+} run;
+
+static run R0; /* the one run of this process */
+
+static void mpi_log(void *user, clnode_log_level level, const char *msg)
+{
+    const run *r = user;
+    if (r->rank == 0) {
+        tool_log(NULL, level, msg);
+        return;
+    }
+    /* a failure of the collective solve is reported by rank 0 (with this rank's message); before
+       it, what fails on this rank (its device) is said here */
+    if (level == CLNODE_LOG_WARN || (level == CLNODE_LOG_ERROR && !r->started))
+        fprintf(stderr, "%s: rank %d: %s%s\n", tool_prog, r->rank,
+                level == CLNODE_LOG_ERROR ? "" : "warning: ", msg);
+}
+
+/* s with every "%l" replaced by the node-local rank (a new string, or NULL when out of memory). */
+static char *subst_local(const char *s, int local)
+{
+    char num[16];
+    snprintf(num, sizeof num, "%d", local);
+    size_t n = 0;
+    for (const char *p = s; *p; ++p)
+        n += (p[0] == '%' && p[1] == 'l') ? strlen(num) : 1;
+    char *out = malloc(n + 1), *q = out;
+    if (!out)
+        return NULL;
+    for (const char *p = s; *p; ++p) {
+        if (p[0] == '%' && p[1] == 'l') {
+            memcpy(q, num, strlen(num));
+            q += strlen(num);
+            ++p;
+        } else {
+            *q++ = *p;
+        }
+    }
+    *q = '\0';
+    return out;
+}
+
+static int write_all(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    const int ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Writes a file atomically (a temporary name in the same directory, then rename). */
+static int write_atomic(const char *path, const void *data, size_t len)
+{
+    const size_t n = strlen(path) + 8;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return -1;
+    snprintf(tmp, n, "%s.tmp", path);
+    int rc = write_all(tmp, data, len);
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc != 0)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+static char *chunk_path(const run *r, size_t c)
+{
+    const size_t n = strlen(r->dir) + 40;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/chunk-%zu", r->dir, c);
+    return p;
+}
+
+/* The positional writer of the array outputs: MPI_File_write_at on the shared file, in pieces
+ * whose counts fit an int. */
+static int mpi_pwrite(void *user, const void *buf, size_t len, uint64_t offset)
+{
+    run *r = user;
+    const char *p = buf;
+    for (size_t at = 0; at < len;) {
+        const size_t n = len - at < ((size_t)1 << 30) ? len - at : ((size_t)1 << 30);
+        MPI_Status st;
+        int done = 0;
+        if (MPI_File_write_at(r->fh, (MPI_Offset)(offset + at), p + at, (int)n, MPI_BYTE, &st) !=
+                MPI_SUCCESS ||
+            MPI_Get_count(&st, MPI_BYTE, &done) != MPI_SUCCESS || done <= 0)
+            return -1;
+        at += (size_t)done;
+    }
+    return 0;
+}
+
+static int on_chunk(void *user, size_t chunk, size_t first, size_t count,
+                    const clnode_solution *sol, char *msg, size_t msgcap)
+{
+    run *r = user;
+    const clnode_solve_options *o = &r->a->pb.opts;
+    char *t[3] = {NULL, NULL, NULL};
+    size_t n[3] = {0, 0, 0};
+    FILE *f[3];
+    for (int k = 0; k < 3; ++k)
+        f[k] = open_memstream(&t[k], &n[k]);
+    chunk_head h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CHUNK_MAGIC, sizeof h.magic);
+    h.first = first;
+    h.count = count;
+    h.min_steps = -1;
+    h.max_steps = -1;
+    int rc = f[0] && f[1] && f[2] ? 0 : TOOL_EXIT_RESOURCE;
+    for (size_t i = 0; i < count && !rc; ++i) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, i, &s);
+        h.ok += s.result == CLNODE_RESULT_SUCCESS;
+        if (h.min_steps < 0 || s.num_steps < h.min_steps)
+            h.min_steps = s.num_steps;
+        if (s.num_steps > h.max_steps)
+            h.max_steps = s.num_steps;
+        solve_summary_trajectory(f[0], sol, i, first + i, r->batch, o->precision);
+        if (r->a->out_path && r->fmt == SOLVE_OUT_CSV)
+            rc = solve_csv_rows(f[1], sol, i, first + i, o, r->dir_t0, r->dir_t1);
+        if (!rc && r->a->json)
+            rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points, r->dir_t0,
+                                       r->dir_t1);
+    }
+    solve_out_part part;
+    memset(&part, 0, sizeof part);
+    if (!rc && r->w) { /* this chunk's rows of the arrays, at their offsets in the shared file */
+        char err[200];
+        if (solve_out_write(r->w, sol, first, 0, mpi_pwrite, r, &part, err, sizeof err) != 0) {
+            for (int k = 0; k < 3; ++k)
+                if (f[k])
+                    fclose(f[k]);
+            for (int k = 0; k < 3; ++k)
+                free(t[k]);
+            snprintf(msg, msgcap, "writing trajectories %zu..%zu of %s: %s", first,
+                     first + count - 1, r->a->out_path, err);
+            return 1;
+        }
+    }
+    for (int k = 0; k < 3; ++k)
+        if (f[k] && fclose(f[k]) != 0)
+            rc = TOOL_EXIT_RESOURCE;
+    char *b = NULL;
+    const size_t np = r->w ? sizeof part : 0;
+    const size_t len = sizeof h + n[0] + n[1] + n[2] + np;
+    if (!rc && (b = malloc(len)) != NULL) {
+        h.n_summary = n[0];
+        h.n_csv = n[1];
+        h.n_json = n[2];
+        h.n_part = np;
+        memcpy(b, &h, sizeof h);
+        memcpy(b + sizeof h, t[0], n[0]);
+        memcpy(b + sizeof h + n[0], t[1], n[1]);
+        memcpy(b + sizeof h + n[0] + n[1], t[2], n[2]);
+        memcpy(b + sizeof h + n[0] + n[1] + n[2], &part, np);
+    }
+    for (int k = 0; k < 3; ++k)
+        free(t[k]);
+    if (!b) {
+        snprintf(msg, msgcap, "out of memory for the output of trajectories %zu..%zu", first,
+                 first + count - 1);
+        return 1;
+    }
+    r->buf[chunk] = b;
+    r->len[chunk] = len;
+    if (r->dir) {
+        char *p = chunk_path(r, chunk);
+        if (!p || write_atomic(p, b, len) != 0) {
+            snprintf(msg, msgcap, "cannot write the progress record %s: %s", p ? p : r->dir,
+                     strerror(errno));
+            free(p);
+            return 1;
+        }
+        free(p);
+    }
+    /* test hook: this rank dies (as a killed job would) after solving that many chunks */
+    if (++r->solved == r->exit_after && (r->exit_rank < 0 || r->exit_rank == r->rank))
+        _exit(86);
+    return 0;
+}
+
+/* Reads the header of a chunk of the progress record; 0 when it is whole and of chunk c. */
+static int read_chunk_file(const run *r, size_t c, char **data, size_t *len)
+{
+    char *p = chunk_path(r, c);
+    FILE *f = p ? fopen(p, "rb") : NULL;
+    free(p);
+    if (!f)
+        return -1;
+    chunk_head h;
+    int rc = -1;
+    struct stat st;
+    if (fread(&h, sizeof h, 1, f) == 1 && fstat(fileno(f), &st) == 0 &&
+        memcmp(h.magic, CHUNK_MAGIC, sizeof h.magic) == 0 && h.first == c * r->chunk_size &&
+        h.count == (r->batch - h.first < r->chunk_size ? r->batch - h.first : r->chunk_size) &&
+        h.n_part == (r->w ? sizeof(solve_out_part) : 0) &&
+        (uint64_t)st.st_size == sizeof h + h.n_summary + h.n_csv + h.n_json + h.n_part) {
+        rc = 0;
+        if (data) {
+            *len = (size_t)st.st_size;
+            *data = malloc(*len);
+            rc = *data && fseek(f, 0, SEEK_SET) == 0 && fread(*data, 1, *len, f) == *len ? 0 : -1;
+            if (rc) {
+                free(*data);
+                *data = NULL;
+            }
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static int get_chunk(void *user, size_t c, const void **data, size_t *len)
+{
+    run *r = user;
+    if (r->buf[c]) {
+        *data = r->buf[c];
+        *len = r->len[c];
+        return 0;
+    }
+    free(r->rbuf);
+    r->rbuf = NULL;
+    if (!r->dir || read_chunk_file(r, c, &r->rbuf, len) != 0)
+        return -1;
+    *data = r->rbuf;
+    return 0;
+}
+
+/* Rank 0: one chunk's bytes into the outputs, in order. */
+static int deliver_chunk(void *user, size_t c, const void *data, size_t len)
+{
+    run *r = user;
+    chunk_head h;
+    if (len < sizeof h)
+        return -1;
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, CHUNK_MAGIC, sizeof h.magic) != 0 || h.first != c * r->chunk_size ||
+        h.n_part != (r->w ? sizeof(solve_out_part) : 0) ||
+        len != sizeof h + h.n_summary + h.n_csv + h.n_json + h.n_part)
+        return -1;
+    const char *p = (const char *)data + sizeof h;
+    if (r->delivered == 0 && r->a->json)
+        solve_json_head(stdout, &r->a->pb, r->ctx, r->model, r->batch, r->wall);
+    r->delivered++;
+    r->ok += h.ok;
+    if (r->min_steps < 0 || h.min_steps < r->min_steps)
+        r->min_steps = h.min_steps;
+    if (h.max_steps > r->max_steps)
+        r->max_steps = h.max_steps;
+    if (fwrite(p, 1, h.n_summary, r->sum) != h.n_summary)
+        return -1;
+    if (r->csv && fwrite(p + h.n_summary, 1, h.n_csv, r->csv) != h.n_csv)
+        return -1;
+    if (r->a->json && fwrite(p + h.n_summary + h.n_csv, 1, h.n_json, stdout) != h.n_json)
+        return -1;
+    if (r->w)
+        memcpy(&r->parts[c], p + h.n_summary + h.n_csv + h.n_json, sizeof *r->parts);
+    return 0;
+}
+
+/* ---- the progress record ---- */
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; ++i)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* What the chunks' bytes depend on: the command line (but --resume and the device, which do not
+ * change a bit), the initial states and per-trajectory arrays, the batch and the chunk size. */
+static uint64_t fingerprint(const run *r, int argc, char **argv, const double *y0, size_t dim)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (int i = 1; i < argc; ++i) {
+        const char *s = argv[i];
+        if (strcmp(s, "--resume") == 0)
+            continue;
+        if (strcmp(s, "--device") == 0 || strcmp(s, "--backend") == 0) {
+            ++i;
+            continue;
+        }
+        if (strncmp(s, "--device=", 9) == 0 || strncmp(s, "--backend=", 10) == 0)
+            continue;
+        h = fnv(h, s, strlen(s) + 1);
+    }
+    const uint64_t sizes[3] = {r->batch, r->chunk_size, dim};
+    h = fnv(h, sizes, sizeof sizes);
+    h = fnv(h, y0, r->batch * dim * sizeof *y0);
+    const clnode_solve_options *o = &r->a->pb.opts;
+    const double *arrays[3] = {o->t0s, o->t1s, o->dt0s};
+    for (int k = 0; k < 3; ++k)
+        if (arrays[k])
+            h = fnv(h, arrays[k], r->batch * sizeof(double));
+    if (o->inputs)
+        h = fnv(h, o->inputs, r->batch * clnode_model_num_inputs(r->model) * sizeof(double));
+    return h;
+}
+
+/* Rank 0: opens or creates the progress record; marks the chunks it holds in skip. Returns 0 or
+ * the exit status after printing why. */
+static int progress_open(run *r, uint64_t fp, unsigned char *skip)
+{
+    char manifest[256];
+    snprintf(manifest, sizeof manifest,
+             "clnode-solve progress record 1\nfingerprint %016llx\nbatch %zu\nchunk_size %zu\n",
+             (unsigned long long)fp, r->batch, r->chunk_size);
+    const size_t n = strlen(r->dir) + 16;
+    char *mpath = malloc(n);
+    if (!mpath) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    snprintf(mpath, n, "%s/manifest", r->dir);
+    int rc = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = fopen(mpath, "rb");
+    if (f) {
+        fclose(f);
+        if (tool_read_file(mpath, &text, &len) != 0) {
+            rc = TOOL_EXIT_INPUT;
+        } else if (strcmp(text, manifest) != 0) {
+            tool_error("the progress record %s belongs to another problem (other options, inputs "
+                       "or chunk size); remove it to start again",
+                       r->dir);
+            rc = TOOL_EXIT_INPUT;
+        } else {
+            size_t done = 0;
+            for (size_t c = 0; c < r->nc; ++c)
+                if (read_chunk_file(r, c, NULL, NULL) == 0) {
+                    skip[c] = 1;
+                    done++;
+                }
+            fprintf(stderr, "%s: resuming from %s: %zu of %zu chunks already solved\n", tool_prog,
+                    r->dir, done, r->nc);
+        }
+        free(text);
+    } else if ((mkdir(r->dir, 0777) != 0 && errno != EEXIST) ||
+               write_atomic(mpath, manifest, strlen(manifest)) != 0) {
+        tool_error("cannot create the progress record %s: %s", r->dir, strerror(errno));
+        rc = TOOL_EXIT_INPUT;
+    }
+    free(mpath);
+    return rc;
+}
+
+/* Rank 0, after the output is written: the record is no longer needed. */
+static void progress_remove(run *r)
+{
+    for (size_t c = 0; c < r->nc; ++c) {
+        char *p = chunk_path(r, c);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    const size_t n = strlen(r->dir) + 16;
+    char *mpath = malloc(n);
+    if (mpath) {
+        snprintf(mpath, n, "%s/manifest", r->dir);
+        unlink(mpath);
+        free(mpath);
+    }
+    rmdir(r->dir);
+}
+
+static int fail_cancel(void *user)
+{
+    const run *r = user;
+    return r->rank == r->fail_rank;
+}
+
+/* The same exit status on every rank: the largest. */
+static int agree(int rc)
+{
+    int all = rc;
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+}
+
+/* ---- the shared file of the array outputs ---- */
+
+/* Lays out the arrays (the same on every rank). Collective. Returns 0 or the exit status. */
+static int arrays_plan(run *r)
+{
+    const solve_args *a = r->a;
+    int rc = 0;
+    char err[256] = "out of memory";
+    if (a->pb.opts.save_steps) {
+        if (r->rank == 0)
+            tool_error("--out FILE.%s with --save steps is not available under MPI (its size is "
+                       "known only after the solve): use a CSV, or one process",
+                       r->fmt == SOLVE_OUT_NPZ ? "npz" : "npy");
+        return TOOL_EXIT_INPUT;
+    }
+    r->w = calloc(1, sizeof *r->w);
+    r->parts = r->rank == 0 ? calloc(r->nc ? r->nc : 1, sizeof *r->parts) : NULL;
+    if (!r->w || (r->rank == 0 && !r->parts))
+        rc = TOOL_EXIT_RESOURCE;
+    else if (solve_out_plan(r->w, r->fmt, a->ragged, &a->pb.opts, r->batch,
+                            clnode_model_dim(r->model), 0, r->dir_t0, r->dir_t1, err,
+                            sizeof err) != 0)
+        rc = TOOL_EXIT_RESOURCE;
+    if (rc && r->rank == 0)
+        tool_error("cannot lay out %s: %s", a->out_path, err);
+    return agree(rc);
+}
+
+/* Opens the shared file: OUT.progress/data with --resume (kept, with the rows of the chunks
+ * already solved), else a new temporary name beside OUT that rank 0 chooses. Collective. Returns
+ * 0 or the exit status. */
+static int arrays_open(run *r)
+{
+    const solve_args *a = r->a;
+    int rc = 0;
+    /* the name: rank 0 makes it and tells the others */
+    char name[4096] = "";
+    if (r->rank == 0) {
+        if (r->dir) {
+            snprintf(name, sizeof name, "%s/data", r->dir);
+        } else {
+            const char *slash = strrchr(a->out_path, '/');
+            const int dirlen = slash ? (int)(slash - a->out_path) + 1 : 0;
+            snprintf(name, sizeof name, "%.*s.%s.XXXXXX", dirlen, a->out_path,
+                     a->out_path + dirlen);
+            const int fd = mkstemp(name);
+            if (fd < 0) {
+                tool_error("cannot write %s: %s", a->out_path, strerror(errno));
+                rc = TOOL_EXIT_INPUT;
+            } else {
+                close(fd);
+            }
+        }
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+    r->tmp = strdup(name);
+    /* MPI_MODE_CREATE does not truncate: a resumed record keeps its rows; the file is cut to the
+       layout's size at the end */
+    int mrc = MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
+                            &r->fh);
+    r->fh_open = mrc == MPI_SUCCESS;
+    rc = r->tmp && r->fh_open ? 0 : TOOL_EXIT_RESOURCE;
+    if (rc && r->rank == 0)
+        tool_error("cannot open %s for parallel writing (MPI_File_open)", name);
+    return agree(rc);
+}
+
+/* After the gather: rank 0 combines the CRCs and writes the headers; the file is cut to its size,
+ * closed and (rank 0) renamed over OUT. Collective. Returns 0 or the exit status. */
+static int arrays_commit(run *r)
+{
+    int rc = 0;
+    if (r->rank == 0) {
+        char err[256];
+        if (solve_out_finish(r->w, r->parts, r->nc, mpi_pwrite, r, err, sizeof err) != 0) {
+            tool_error("cannot write %s: %s", r->a->out_path, err);
+            rc = TOOL_EXIT_RESOURCE;
+        }
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    const uint64_t size = r->fmt == SOLVE_OUT_NPY ? r->w->L.m[0].size : r->w->L.size;
+    int mrc = MPI_File_set_size(r->fh, (MPI_Offset)size);
+    int crc = MPI_File_close(&r->fh);
+    r->fh_open = 0;
+    rc = mrc == MPI_SUCCESS && crc == MPI_SUCCESS ? 0 : TOOL_EXIT_RESOURCE;
+    if (rc && r->rank == 0)
+        tool_error("cannot write %s (MPI_File_set_size/close)", r->a->out_path);
+    if (!rc && r->rank == 0 && rename(r->tmp, r->a->out_path) != 0) {
+        tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
+        rc = TOOL_EXIT_RESOURCE;
+    }
+    if (!rc) {
+        free(r->tmp);
+        r->tmp = NULL;
+    }
+    return agree(rc);
+}
+
+/* A failed run: no file that looks complete. The temporary file goes; the data of a progress
+ * record stays for the rerun. Collective when the file is open. */
+static void arrays_abort(run *r)
+{
+    if (r->fh_open)
+        MPI_File_close(&r->fh);
+    r->fh_open = 0;
+    if (r->rank == 0 && r->tmp && !r->dir)
+        unlink(r->tmp);
+    free(r->tmp);
+    r->tmp = NULL;
+}
+
+/* Rank 0: the outputs from the gathered chunks. */
+static int gather_and_write(run *r, clnode_context *ctx, const int *owner, tool_out *out)
+{
+    if (r->rank == 0) {
+        r->sum = open_memstream(&r->sum_text, &r->sum_len);
+        if (out->f) {
+            r->csv = out->f;
+            solve_csv_header(r->csv, clnode_model_dim(r->model));
+        }
+    }
+    int rc = r->rank == 0 && !r->sum ? TOOL_EXIT_RESOURCE : 0;
+    if (agree(rc))
+        return TOOL_EXIT_RESOURCE;
+    clnode_status st =
+        clnode_mpi_gather(ctx, MPI_COMM_WORLD, 0, r->nc, owner, get_chunk, deliver_chunk, r);
+    if (r->sum && fclose(r->sum) != 0)
+        st = st == CLNODE_OK ? CLNODE_ERR_OUT_OF_MEMORY : st;
+    r->sum = NULL;
+    if (st != CLNODE_OK) /* rank 0's logger said why */
+        return TOOL_EXIT_RESOURCE;
+    if (r->w && (rc = arrays_commit(r)) != 0)
+        return rc;
+    if (r->rank != 0)
+        return 0;
+    solve_args *a = r->a;
+    if (out->f && (rc = tool_out_commit(out)) != 0)
+        return rc;
+    if (a->json) {
+        solve_json_tail(stdout, NULL, NULL, r->wall);
+        if (fflush(stdout) != 0) {
+            tool_error("cannot write standard output");
+            return TOOL_EXIT_RESOURCE;
+        }
+    } else if (!a->quiet) {
+        const int to_stderr = a->out_path && strcmp(a->out_path, "-") == 0;
+        FILE *f = to_stderr ? stderr : stdout;
+        solve_summary_head(f, &a->pb, ctx, r->model, r->batch);
+        fwrite(r->sum_text, 1, r->sum_len, f);
+        solve_summary_tail(f, r->ok, r->batch, r->min_steps, r->max_steps, r->wall);
+        if (fflush(f) != 0) {
+            tool_error("cannot write standard output");
+            return TOOL_EXIT_RESOURCE;
+        }
+    }
+    return r->ok < r->batch ? TOOL_EXIT_UNSUCCESSFUL : TOOL_EXIT_OK;
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *e = getenv(name);
+    return e && *e ? strtol(e, NULL, 10) : dflt;
+}
+
+int solve_mpi_init(solve_args *a, int *argc, char ***argv)
+{
+    run *r = &R0;
+    MPI_Init(argc, argv);
+    memset(r, 0, sizeof *r);
+    r->a = a;
+    r->min_steps = -1;
+    r->max_steps = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r->R);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r->rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &r->local);
+    MPI_Comm_free(&node);
+    r->exit_after = env_long("CLNODE_SOLVE_TEST_EXIT_AFTER", 0);
+    r->exit_rank = (int)env_long("CLNODE_SOLVE_TEST_EXIT_RANK", -1);
+    r->fail_rank = (int)env_long("CLNODE_SOLVE_TEST_FAIL_RANK", -1);
+
+    tool_problem *pb = &a->pb;
+    pb->log = mpi_log;
+    pb->log_user = r;
+    /* each rank its own device: "%l" is the node-local rank */
+    const char *env_dev = getenv("CLNODE_DEVICE");
+    if (!pb->device && !pb->backend && env_dev)
+        pb->device = env_dev;
+    if (pb->device)
+        pb->device = r->dev = subst_local(pb->device, r->local);
+    if (pb->backend)
+        pb->backend = r->backend = subst_local(pb->backend, r->local);
+    if ((a->pb.device && !r->dev) || (a->pb.backend && !r->backend)) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    return 0;
+}
+
+int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
+                  size_t batch, double dir_t0, double dir_t1, int argc, char **argv)
+{
+    run *r = &R0;
+    r->entered = 1;
+    int *owner = NULL;
+    unsigned char *skip = NULL;
+    tool_out out;
+    memset(&out, 0, sizeof out);
+    /* every rank has opened the problem (solve_mpi_finish answers this on a rank that could not) */
+    int rc = 0;
+    if (a->certify) {
+        if (r->rank == 0)
+            tool_error("--certify is not available under MPI (certify the run in one process)");
+        rc = TOOL_EXIT_INPUT;
+    }
+    const int all = agree(rc);
+    if (all) {
+        if (!rc && r->rank == 0)
+            tool_error("another rank could not open the problem or its device (see above)");
+        return all;
+    }
+    r->ctx = ctx;
+    r->model = model;
+    r->batch = batch;
+    r->dir_t0 = dir_t0;
+    r->dir_t1 = dir_t1;
+    r->fmt = a->out_path ? solve_out_format(a->out_path) : SOLVE_OUT_CSV;
+    r->chunk_size =
+        a->chunk_size > 0 ? (size_t)a->chunk_size : clnode_mpi_default_chunk_size(r->batch);
+    r->nc = clnode_mpi_num_chunks(r->batch, r->chunk_size);
+    r->buf = calloc(r->nc ? r->nc : 1, sizeof *r->buf);
+    r->len = calloc(r->nc ? r->nc : 1, sizeof *r->len);
+    owner = malloc((r->nc ? r->nc : 1) * sizeof *owner);
+    skip = calloc(r->nc ? r->nc : 1, 1);
+    rc = r->buf && r->len && owner && skip ? 0 : TOOL_EXIT_RESOURCE;
+    if (rc)
+        tool_error("out of memory for %zu chunks", r->nc);
+    if (!rc && r->nc > (size_t)1 << 30) {
+        if (r->rank == 0)
+            tool_error("%zu chunks are too many: raise --chunk-size", r->nc);
+        rc = TOOL_EXIT_INPUT;
+    }
+    if ((rc = agree(rc)) != 0)
+        goto done;
+
+    if (a->out_path && r->fmt != SOLVE_OUT_CSV && (rc = arrays_plan(r)) != 0)
+        goto done;
+    /* rank 0 writes the text outputs: a path that cannot be written fails before the work */
+    if (r->rank == 0 && a->out_path && r->fmt == SOLVE_OUT_CSV)
+        rc = tool_out_open(&out, a->out_path);
+    if (a->resume) {
+        const size_t n = strlen(a->out_path) + 10;
+        r->dir = malloc(n);
+        if (r->dir)
+            snprintf(r->dir, n, "%s.progress", a->out_path);
+        else
+            rc = TOOL_EXIT_RESOURCE;
+        const uint64_t fp = fingerprint(r, argc, argv, y0, clnode_model_dim(model));
+        if (!rc && r->rank == 0)
+            rc = progress_open(r, fp, skip);
+    }
+    if ((rc = agree(rc)) != 0)
+        goto done;
+    if (a->out_path && r->fmt != SOLVE_OUT_CSV && (rc = arrays_open(r)) != 0)
+        goto done;
+    if (r->dir)
+        MPI_Bcast(skip, (int)r->nc, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+
+    clnode_mpi_options m;
+    clnode_mpi_default_options(&m);
+    m.chunk_size = r->chunk_size;
+    const char *split = getenv("CLNODE_MPI_SPLIT");
+    m.static_split = split && strcmp(split, "static") == 0;
+    m.skip = skip;
+    m.on_chunk = on_chunk;
+    m.chunk_user = r;
+    clnode_solve_options o = a->pb.opts;
+    if (r->fail_rank >= 0) { /* test hook: that rank's solves fail, as on a failing device */
+        o.cancel = fail_cancel;
+        o.cancel_user = r;
+    }
+    r->started = 1;
+    const double t_start = tool_now();
+    clnode_status st = clnode_solve_mpi(ctx, model, &o, r->batch, y0, MPI_COMM_WORLD, &m, owner);
+    r->wall = tool_now() - t_start;
+    if (st != CLNODE_OK) { /* rank 0's logger printed why, naming the rank */
+        rc = tool_exit_status(st);
+        goto done;
+    }
+    rc = agree(gather_and_write(r, ctx, owner, &out));
+    if (rc <= TOOL_EXIT_UNSUCCESSFUL && r->dir && r->rank == 0)
+        progress_remove(r);
+done:
+    arrays_abort(r);
+    tool_out_abort(&out);
+    if (r->buf)
+        for (size_t c = 0; c < r->nc; ++c)
+            free(r->buf[c]);
+    free(r->buf);
+    free(r->len);
+    free(r->rbuf);
+    free(r->sum_text);
+    free(r->dir);
+    free(r->w);
+    free(r->parts);
+    free(owner);
+    free(skip);
+    return rc;
+}
+
+int solve_mpi_finish(int rc)
+{
+    run *r = &R0;
+    if (!r->entered) /* this rank could not open the problem: answer the others' agreement */
+        agree(rc ? rc : TOOL_EXIT_RESOURCE);
+    r->a->pb.device = NULL;
+    r->a->pb.backend = NULL;
+    free(r->dev);
+    free(r->backend);
+    MPI_Finalize();
+    return rc;
+}
