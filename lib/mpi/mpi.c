@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clnode/mpi.h"
 #include "core/internal.h"
@@ -180,6 +181,24 @@ static int rank_loop(clnode_context *ctx, const clnode_model *model,
     return rc != MPI_SUCCESS ? rc : rc2;
 }
 
+/* Waits for every rank to end its loop without spinning (a rank that ran out of chunks sleeps,
+ * leaving its core to ranks still solving when ranks share cores), then lets MPI progress. */
+static int wait_for_all(MPI_Comm comm)
+{
+    MPI_Request req;
+    int rc = MPI_Ibarrier(comm, &req), done = 0;
+    long ns = 20000;
+    while (rc == MPI_SUCCESS && !done) {
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !done) {
+            const struct timespec ts = {0, ns};
+            nanosleep(&ts, NULL);
+            ns = ns < 1000000 ? ns * 2 : ns;
+        }
+    }
+    return rc;
+}
+
 /* The owners of every chunk, on every rank (MAX over ranks of rank-or-minus-one), in pieces that
  * fit an int count. */
 static int reduce_owners(const unsigned char *mine, size_t nc, int rank, int *owner, MPI_Comm comm)
@@ -321,6 +340,8 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     if (rc == MPI_SUCCESS)
         rc = rank_loop(ctx, model, &full, batch, y0, &m, chunk_size, todo, ntodo, win, rank, R,
                        mine, &rep, msg);
+    if (rc == MPI_SUCCESS)
+        rc = wait_for_all(comm);
     if (rc == MPI_SUCCESS)
         rc = reduce_owners(mine, nc, rank, own, comm);
     if (rc == MPI_SUCCESS)
