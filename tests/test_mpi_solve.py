@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""clnode-solve under mpirun --oversubscribe -np 1..4 (suite mpi): the output files are the same
+bytes at every rank count and the same as one process without MPI (CSV, JSON but its
+wall_seconds, the summary but its time), on the seed problem and a mixed-cost ensemble; a rank
+whose solves fail makes the run fail with a message naming it and leaves no output; a run killed
+midway with --resume is finished by a rerun (at another rank count) with the same bytes.
+
+    test_mpi_solve.py MPIEXEC CLNODE_SOLVE
+"""
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+MPIEXEC, SOLVE = sys.argv[1], sys.argv[2]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", CLNODE_NUM_THREADS="1")
+ENV.pop("CLNODE_MPI", None)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def run(np, args, env=None, **kw):
+    cmd = ([MPIEXEC, "--oversubscribe", "-np", str(np)] if np else []) + [SOLVE] + args
+    e = dict(ENV, **(env or {}))
+    if not np:
+        e["CLNODE_MPI"] = "0"
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120, **kw)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def untimed(text):
+    text = re.sub(r'"wall_seconds": [^,]*', '"wall_seconds"', text)
+    return re.sub(r"; [0-9.]+ s\n", "\n", text)
+
+
+def same_everywhere(tmp, name, args, nps=(1, 2, 3, 4)):
+    """One process without MPI, then each rank count: identical files and documents."""
+    ref = run(0, args + ["--out", f"{tmp}/{name}-ref.csv", "--json"])
+    check(ref.returncode == 0, f"{name}: one process: exit {ref.returncode}: {ref.stderr}")
+    summary = run(0, args)
+    csv = read(f"{tmp}/{name}-ref.csv")
+    lines = csv.count(b"\n")
+    check(lines > 10, f"{name}: the reference CSV has {lines} lines")
+    for np in nps:
+        out = f"{tmp}/{name}-{np}.csv"
+        r = run(np, args + ["--out", out, "--json", "--chunk-size", "3"])
+        check(r.returncode == 0, f"{name}: -np {np}: exit {r.returncode}: {r.stderr}")
+        check(os.path.exists(out) and read(out) == csv, f"{name}: -np {np}: CSV differs")
+        check(untimed(r.stdout) == untimed(ref.stdout), f"{name}: -np {np}: JSON differs")
+        s = run(np, args + ["--chunk-size", "2"])
+        check(untimed(s.stdout) == untimed(summary.stdout),
+              f"{name}: -np {np}: summary differs:\n{s.stdout}\n{summary.stdout}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        # the seed problem, a batch of 12 from y0 = 0
+        same_everywhere(tmp, "seed", ["--batch", "12", "--save", "t1", "--save", "ts:10,20"])
+
+        # a mixed-cost ensemble: states of very different sizes over a long interval, fp64
+        rnd = random.Random(7)
+        y0 = f"{tmp}/y0.csv"
+        with open(y0, "w") as f:
+            for i in range(23):
+                s = 40.0 if i % 5 == 0 else 0.5
+                f.write(",".join(f"{rnd.uniform(-s, s):.4f}" for _ in range(10)) + "\n")
+        mixed = ["--y0-file", y0, "--t1", "400", "--precision", "fp64", "--rtol", "1e-6",
+                 "--save", "t1", "--save", "ts:100,300"]
+        ref = run(0, mixed + ["--json"])
+        steps = [int(s) for s in re.findall(r'"num_steps": (\d+)', ref.stdout)]
+        check(len(steps) == 23 and max(steps) >= 1.3 * min(steps),
+              f"mixed: step counts not mixed: {steps}")
+        same_everywhere(tmp, "mixed", mixed)
+
+        # a rank whose solves fail: the run fails, names it, and leaves no output file
+        out = f"{tmp}/fail.csv"
+        r = run(3, mixed + ["--out", out, "--chunk-size", "2"],
+                env={"CLNODE_SOLVE_TEST_FAIL_RANK": "1"})
+        check(r.returncode == 3, f"failing rank: exit {r.returncode}")
+        check(re.search(r"rank 1 of 3 failed on trajectories \d+\.\.\d+ \(lost\)", r.stderr),
+              f"failing rank: message: {r.stderr}")
+        check(r.stderr.count("failed on trajectories") == 1,
+              f"failing rank: the message is printed once: {r.stderr}")
+        check(not os.path.exists(out), "failing rank: an output file was left")
+        check(not [n for n in os.listdir(tmp) if n.startswith(".fail")],
+              f"failing rank: temporary files left: {os.listdir(tmp)}")
+
+        # killed midway (every rank exits after its first chunk), then resumed at another count
+        out = f"{tmp}/resume.csv"
+        args = mixed + ["--out", out, "--chunk-size", "2", "--resume"]
+        r = run(3, args, env={"CLNODE_SOLVE_TEST_EXIT_AFTER": "1"})
+        check(r.returncode != 0, "killed run: exit 0")
+        check(not os.path.exists(out), "killed run: an output file was left")
+        check(os.path.isdir(out + ".progress"), "killed run: no progress record")
+        r = run(2, args + ["--rtol", "1e-5"])
+        check(r.returncode == 2 and "belongs to another problem" in r.stderr,
+              f"resume with other options: exit {r.returncode}: {r.stderr}")
+        r = run(2, args)
+        check(r.returncode == 0, f"resumed run: exit {r.returncode}: {r.stderr}")
+        m = re.search(r"(\d+) of (\d+) chunks already solved", r.stderr)
+        check(m and 0 < int(m.group(1)) < int(m.group(2)),
+              f"resumed run: not a partial record: {r.stderr}")
+        check(os.path.exists(out) and read(out) == read(f"{tmp}/mixed-ref.csv"),
+              "resumed run: CSV differs from an uninterrupted run")
+        check(not os.path.exists(out + ".progress"), "resumed run: the progress record was left")
+
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print("test_mpi_solve: identical bytes at 1..4 ranks and without MPI; failures and resume")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
