@@ -66,7 +66,13 @@ static void usage(FILE *f)
         "  --device SPEC           where to solve (below); --backend B: see below\n"
         "  --json                  print one JSON object on stdout instead of the summary\n"
         "  --json-points           with --json: each trajectory's saved points too\n"
-        "  --quiet                 no summary\n",
+        "  --quiet                 no summary\n"
+        "  Under mpirun (built with MPI): the batch in chunks across the ranks, each rank on its\n"
+        "  own device (%l in --device: the node-local rank, e.g. cuda:%l), every output written\n"
+        "  by rank 0 with the same bytes as one process\n"
+        "  --chunk-size N          trajectories per chunk (default: about 64 chunks, <= 4096)\n"
+        "  --resume                keep a progress record FILE.progress/ beside --out FILE; a\n"
+        "                          rerun solves only the chunks it lacks (same bytes)\n",
         f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
