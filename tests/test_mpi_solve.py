@@ -59,9 +59,10 @@ def same_everywhere(tmp, name, args, nps=(1, 2, 3, 4)):
         check(r.returncode == 0, f"{name}: -np {np}: exit {r.returncode}: {r.stderr}")
         check(os.path.exists(out) and read(out) == csv, f"{name}: -np {np}: CSV differs")
         check(untimed(r.stdout) == untimed(ref.stdout), f"{name}: -np {np}: JSON differs")
-        s = run(np, args + ["--chunk-size", "2"])
-        check(untimed(s.stdout) == untimed(summary.stdout),
-              f"{name}: -np {np}: summary differs:\n{s.stdout}\n{summary.stdout}")
+        if np % 2 == 0:  # the summary at two counts (each run costs a start of MPI)
+            s = run(np, args + ["--chunk-size", "2"])
+            check(untimed(s.stdout) == untimed(summary.stdout),
+                  f"{name}: -np {np}: summary differs:\n{s.stdout}\n{summary.stdout}")
 
 
 def main():
