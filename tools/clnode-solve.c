@@ -13,7 +13,7 @@
 #include "clnode.h"
 #include "solve_args.h"
 #include "solve_arrays.h"
-#include "solve_out.h"
+#include "solve_text.h"
 #ifdef CLNODE_SOLVE_MPI
 #include "solve_mpi.h"
 #endif

@@ -2,7 +2,7 @@
  *
  * Every rank opens the same problem (its own device: "%l" in the device string is the node-local
  * rank) and calls clnode_solve_mpi, which hands out fixed chunks of trajectories as ranks finish.
- * Each rank turns its chunks into bytes (summary lines, CSV rows, JSON entries: solve_out.c, the
+ * Each rank turns its chunks into bytes (summary lines, CSV rows, JSON entries: solve_text.c, the
  * writers of the one-process run) as they are solved; rank 0 then gathers the chunks in order and
  * writes every output, so the files are the same bytes at any number of ranks.
  *
@@ -29,7 +29,7 @@
 
 #include "clnode/mpi.h"
 #include "solve_arrays.h"
-#include "solve_out.h"
+#include "solve_text.h"
 #include "tool_common.h"
 
 int solve_mpi_wanted(const solve_args *a)

@@ -1,5 +1,5 @@
-/* solve_out.c - clnode-solve's outputs trajectory by trajectory (solve_out.h). */
-#include "solve_out.h"
+/* solve_text.c - clnode-solve's outputs trajectory by trajectory (solve_text.h). */
+#include "solve_text.h"
 
 #include <math.h>
 #include <stdlib.h>

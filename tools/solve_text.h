@@ -1,10 +1,10 @@
-/* solve_out.h - clnode-solve's outputs trajectory by trajectory: the CSV of saved points, the JSON
+/* solve_text.h - clnode-solve's outputs trajectory by trajectory: the CSV of saved points, the JSON
  * document and the summary, written in pieces so that one process (clnode-solve.c) and the ranks
  * of an MPI run (solve_mpi.c) print the same bytes. `index` is the trajectory's index in the
  * whole batch, `b` its index in `sol`; saved points are sorted in the batch's direction of
  * integration, that of the interval [dir_t0, dir_t1]. */
-#ifndef CLNODE_SOLVE_OUT_H
-#define CLNODE_SOLVE_OUT_H
+#ifndef CLNODE_SOLVE_TEXT_H
+#define CLNODE_SOLVE_TEXT_H
 
 #include <stdio.h>
 
@@ -33,4 +33,4 @@ void solve_summary_trajectory(FILE *f, const clnode_solution *sol, size_t b, siz
 void solve_summary_tail(FILE *f, size_t ok, size_t batch, long min_steps, long max_steps,
                         double wall);
 
-#endif /* CLNODE_SOLVE_OUT_H */
+#endif /* CLNODE_SOLVE_TEXT_H */
