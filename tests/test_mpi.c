@@ -31,12 +31,15 @@ typedef struct check {
     size_t dim;
     int seen[B]; /* trajectories handed to this rank's callback */
     int fail_rank;
-    size_t fail_chunk; /* the callback fails on this chunk (0: none) */
+    size_t fail_chunk;        /* the callback fails on this chunk (0: none) */
+    clnode_solution *kept[B]; /* solutions the callback took (every other chunk) */
+    int keep;
 } check;
 
-static int on_chunk(void *user, size_t chunk, size_t first, size_t count,
-                    const clnode_solution *sol, char *msg, size_t msgcap)
+static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
+                    char *msg, size_t msgcap)
 {
+    const clnode_solution *sol = *solp;
     check *c = user;
     if (c->fail_chunk && chunk == c->fail_chunk) {
         snprintf(msg, msgcap, "cannot write chunk %zu", chunk);
@@ -54,6 +57,10 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count,
                       c->dim * sizeof(double)) == 0,
                "trajectory %zu: final state not bit-identical to the one-process solve", first + i);
         c->seen[first + i]++;
+    }
+    if (c->keep && chunk % 2 == 0) { /* take the solution: the library must not destroy it */
+        c->kept[chunk] = *solp;
+        *solp = NULL;
     }
     return 0;
 }
@@ -162,9 +169,21 @@ int main(int argc, char **argv)
         m.skip = mode == 2 ? skip : NULL;
         m.on_chunk = on_chunk;
         m.chunk_user = &c;
+        c.keep = mode == 0;
         clnode_status st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
         EXPECT(st == CLNODE_OK, "mode %d: %s", mode, clnode_context_last_error(ctx));
         check_owners(&c, owner, nc, m.skip);
+        for (size_t k = 0; k < nc; ++k) { /* the kept solutions outlive the call, intact */
+            if (!c.kept[k])
+                continue;
+            EXPECT(owner[k] == rank && clnode_solution_batch(c.kept[k]) ==
+                                           (k * CHUNK + CHUNK <= B ? CHUNK : B - k * CHUNK),
+                   "kept chunk %zu", k);
+            EXPECT(memcmp(clnode_solution_y_final(c.kept[k], 0),
+                          clnode_solution_y_final(ref, k * CHUNK), N * sizeof(double)) == 0,
+                   "kept chunk %zu: final state changed after the call", k);
+            clnode_solution_destroy(&c.kept[k]);
+        }
     }
 
     /* gather in chunk order, from owners of a dynamic run */

@@ -96,16 +96,23 @@ def main():
               f"mixed: step counts not mixed: {steps}")
         same_everywhere(tmp, "mixed", mixed)
 
-        # .npz and .npy written in parallel at the chunks' offsets (MPI-IO)
-        for ext in ("npz", "npy"):
-            r = run(0, mixed + ["--out", f"{tmp}/ref.{ext}", "--quiet"])
-            check(r.returncode == 0, f"{ext}: one process: exit {r.returncode}: {r.stderr}")
-            want = read(f"{tmp}/ref.{ext}")
-            for np in (1, 2, 3, 4) if ext == "npz" else (3,):
-                out = f"{tmp}/ys-{np}.{ext}"
-                r = run(np, mixed + ["--out", out, "--quiet", "--chunk-size", "3"])
-                check(r.returncode == 0, f"{ext} -np {np}: exit {r.returncode}: {r.stderr}")
-                check(os.path.exists(out) and read(out) == want, f"{ext} -np {np}: bytes differ")
+        # .npz and .npy written in parallel at the chunks' offsets (MPI-IO); with --save steps
+        # (padded to the most points: an all-reduce) and --ragged (offsets: prefix sums) the
+        # layout is known after the solve
+        steps = ["--y0-file", y0, "--t1-file", t1, "--save", "steps", "--save", "ts:20,40"]
+        cases = [("npz", mixed, [], (1, 2, 3, 4)), ("npy", mixed, [], (3,)),
+                 ("npz", steps, [], (3,)), ("npz", steps, ["--ragged"], (2, 3))]
+        for i, (ext, args, extra, nps) in enumerate(cases):
+            r = run(0, args + extra + ["--out", f"{tmp}/ref{i}.{ext}", "--quiet"])
+            check(r.returncode == 0, f"{ext} {extra}: one process: exit {r.returncode}: {r.stderr}")
+            want = read(f"{tmp}/ref{i}.{ext}")
+            for np in nps:
+                out = f"{tmp}/ys{i}-{np}.{ext}"
+                r = run(np, args + extra + ["--out", out, "--quiet", "--chunk-size", "3"])
+                check(r.returncode == 0, f"{ext} {args[-3:]} {extra} -np {np}: exit "
+                      f"{r.returncode}: {r.stderr}")
+                check(os.path.exists(out) and read(out) == want,
+                      f"{ext} {args[-3:]} {extra} -np {np}: bytes differ from one process")
 
         # a rank whose solves fail: the run fails, names it, and leaves no output file
         out = f"{tmp}/fail.npz"
@@ -138,7 +145,7 @@ def main():
             check(m and 0 < int(m.group(1)) < int(m.group(2)),
                   f"resumed run ({ext}): not a partial record: {r.stderr}")
             check(os.path.exists(out) and read(out) == read(
-                f"{tmp}/mixed-ref.csv" if ext == "csv" else f"{tmp}/ref.npz"),
+                f"{tmp}/mixed-ref.csv" if ext == "csv" else f"{tmp}/ref0.npz"),
                 f"resumed run ({ext}): the output differs from an uninterrupted run")
             check(untimed(r.stdout) == untimed(ref.stdout),
                   f"resumed run ({ext}): the JSON differs from an uninterrupted run")

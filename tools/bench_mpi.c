@@ -28,9 +28,10 @@ typedef struct tally {
     double busy;
 } tally;
 
-static int on_chunk(void *user, size_t chunk, size_t first, size_t count,
-                    const clnode_solution *sol, char *msg, size_t msgcap)
+static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
+                    char *msg, size_t msgcap)
 {
+    const clnode_solution *sol = *solp;
     tally *t = user;
     (void)chunk;
     (void)msg;

@@ -64,7 +64,9 @@ typedef struct run {
     MPI_File fh;
     int fh_open;
     char *tmp;
-    solve_out_part *parts; /* rank 0: every chunk's CRCs, in order */
+    solve_out_part *parts;  /* rank 0: every chunk's CRCs, in order */
+    int deferred;           /* --save steps or --ragged: the arrays are laid out after the solve */
+    clnode_solution **sols; /* deferred: the solutions of this rank's chunks until then */
     size_t batch, chunk_size, nc;
     char **buf; /* per chunk on the rank that solved it (NULL elsewhere) */
     size_t *len;
@@ -178,10 +180,11 @@ static int mpi_pwrite(void *user, const void *buf, size_t len, uint64_t offset)
     return 0;
 }
 
-static int on_chunk(void *user, size_t chunk, size_t first, size_t count,
-                    const clnode_solution *sol, char *msg, size_t msgcap)
+static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
+                    char *msg, size_t msgcap)
 {
     run *r = user;
+    const clnode_solution *sol = *solp;
     const clnode_solve_options *o = &r->a->pb.opts;
     char *t[3] = {NULL, NULL, NULL};
     size_t n[3] = {0, 0, 0};
@@ -252,6 +255,10 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count,
     }
     r->buf[chunk] = b;
     r->len[chunk] = len;
+    if (r->deferred) { /* the arrays' layout needs every chunk's points: written after the solve */
+        r->sols[chunk] = *solp;
+        *solp = NULL;
+    }
     if (r->dir) {
         char *p = chunk_path(r, chunk);
         if (!p || write_atomic(p, b, len) != 0) {
@@ -470,25 +477,19 @@ static int agree(int rc)
 
 /* ---- the shared file of the array outputs ---- */
 
-/* Lays out the arrays (the same on every rank). Collective. Returns 0 or the exit status. */
-static int arrays_plan(run *r)
+/* Lays out the arrays (the same on every rank) for `points` (with --save steps the most saved
+ * points of a trajectory, --ragged their total). Collective. Returns 0 or the exit status. */
+static int arrays_plan(run *r, uint64_t points)
 {
     const solve_args *a = r->a;
     int rc = 0;
     char err[256] = "out of memory";
-    if (a->pb.opts.save_steps) {
-        if (r->rank == 0)
-            tool_error("--out FILE.%s with --save steps is not available under MPI (its size is "
-                       "known only after the solve): use a CSV, or one process",
-                       r->fmt == SOLVE_OUT_NPZ ? "npz" : "npy");
-        return TOOL_EXIT_INPUT;
-    }
     r->w = calloc(1, sizeof *r->w);
     r->parts = r->rank == 0 ? calloc(r->nc ? r->nc : 1, sizeof *r->parts) : NULL;
     if (!r->w || (r->rank == 0 && !r->parts))
         rc = TOOL_EXIT_RESOURCE;
     else if (solve_out_plan(r->w, r->fmt, a->ragged, &a->pb.opts, r->batch,
-                            clnode_model_dim(r->model), 0, r->dir_t0, r->dir_t1, err,
+                            clnode_model_dim(r->model), points, r->dir_t0, r->dir_t1, err,
                             sizeof err) != 0)
         rc = TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
@@ -580,6 +581,80 @@ static void arrays_abort(run *r)
         unlink(r->tmp);
     free(r->tmp);
     r->tmp = NULL;
+}
+
+/* Appends chunk c's CRCs to its bytes. Returns 0 or -1 (out of memory). */
+static int append_part(run *r, size_t c, const solve_out_part *part)
+{
+    char *b = realloc(r->buf[c], r->len[c] + sizeof *part);
+    if (!b)
+        return -1;
+    chunk_head h;
+    memcpy(&h, b, sizeof h);
+    h.n_part = sizeof *part;
+    memcpy(b, &h, sizeof h);
+    memcpy(b + r->len[c], part, sizeof *part);
+    r->buf[c] = b;
+    r->len[c] += sizeof *part;
+    return 0;
+}
+
+/* --save steps or --ragged with an array output: the layout needs the points of every chunk (the
+ * most of one trajectory: MPI_Allreduce MAX; ragged: each chunk's total, MPI_Allreduce SUM, and
+ * their prefix sums, the first row of each chunk). Then every rank writes the rows of the chunks
+ * it kept. Collective. Returns 0 or the exit status. */
+static int arrays_deferred(run *r)
+{
+    const int ragged = r->a->ragged;
+    uint64_t *tot = calloc(r->nc ? r->nc : 1, sizeof *tot), tmax = 0, points = 0;
+    int rc = tot ? 0 : TOOL_EXIT_RESOURCE;
+    for (size_t c = 0; c < r->nc && !rc; ++c) {
+        const clnode_solution *sol = r->sols[c];
+        for (size_t i = 0; sol && i < clnode_solution_batch(sol) && !rc; ++i) {
+            size_t n = 0;
+            if (solve_out_count(sol, i, r->dir_t0, r->dir_t1, &n) != 0)
+                rc = TOOL_EXIT_RESOURCE;
+            tot[c] += n;
+            tmax = n > tmax ? n : tmax;
+        }
+    }
+    if (rc)
+        tool_error("out of memory counting the saved points");
+    if ((rc = agree(rc)) != 0) {
+        free(tot);
+        return rc;
+    }
+    if (ragged) {
+        MPI_Allreduce(MPI_IN_PLACE, tot, (int)r->nc, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        for (size_t c = 0; c < r->nc; ++c) { /* tot[c] becomes chunk c's first point */
+            const uint64_t n = tot[c];
+            tot[c] = points;
+            points += n;
+        }
+    } else {
+        MPI_Allreduce(&tmax, &points, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    }
+    if ((rc = arrays_plan(r, points)) != 0 || (rc = arrays_open(r)) != 0) {
+        free(tot);
+        return rc;
+    }
+    for (size_t c = 0; c < r->nc && !rc; ++c) {
+        if (!r->sols[c])
+            continue;
+        solve_out_part part;
+        char err[200];
+        if (solve_out_write(r->w, r->sols[c], c * r->chunk_size, ragged ? tot[c] : 0, mpi_pwrite, r,
+                            &part, err, sizeof err) != 0) {
+            tool_error("rank %d: cannot write %s: %s", r->rank, r->a->out_path, err);
+            rc = TOOL_EXIT_RESOURCE;
+        } else if (append_part(r, c, &part) != 0) {
+            tool_error("out of memory");
+            rc = TOOL_EXIT_RESOURCE;
+        }
+        clnode_solution_destroy(&r->sols[c]);
+    }
+    free(tot);
+    return agree(rc);
 }
 
 /* Rank 0: the outputs from the gathered chunks. */
@@ -717,7 +792,19 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if ((rc = agree(rc)) != 0)
         goto done;
 
-    if (a->out_path && r->fmt != SOLVE_OUT_CSV && (rc = arrays_plan(r)) != 0)
+    r->deferred = a->out_path && r->fmt != SOLVE_OUT_CSV && (a->pb.opts.save_steps || a->ragged);
+    if (r->deferred && a->resume) {
+        if (r->rank == 0)
+            tool_error("--resume with --save steps or --ragged and --out FILE.npy/.npz is not "
+                       "available under MPI (the layout is known only after the whole solve)");
+        rc = TOOL_EXIT_INPUT;
+        goto done;
+    }
+    if (r->deferred && !(r->sols = calloc(r->nc ? r->nc : 1, sizeof *r->sols)))
+        rc = TOOL_EXIT_RESOURCE;
+    if ((rc = agree(rc)) != 0)
+        goto done;
+    if (a->out_path && r->fmt != SOLVE_OUT_CSV && !r->deferred && (rc = arrays_plan(r, 0)) != 0)
         goto done;
     /* rank 0 writes the text outputs: a path that cannot be written fails before the work */
     if (r->rank == 0 && a->out_path && r->fmt == SOLVE_OUT_CSV)
@@ -735,7 +822,7 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     }
     if ((rc = agree(rc)) != 0)
         goto done;
-    if (a->out_path && r->fmt != SOLVE_OUT_CSV && (rc = arrays_open(r)) != 0)
+    if (a->out_path && r->fmt != SOLVE_OUT_CSV && !r->deferred && (rc = arrays_open(r)) != 0)
         goto done;
     if (r->dir)
         MPI_Bcast(skip, (int)r->nc, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
@@ -761,6 +848,8 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
         rc = tool_exit_status(st);
         goto done;
     }
+    if (r->deferred && (rc = arrays_deferred(r)) != 0)
+        goto done;
     rc = agree(gather_and_write(r, ctx, owner, &out));
     if (rc <= TOOL_EXIT_UNSUCCESSFUL && r->dir && r->rank == 0)
         progress_remove(r);
@@ -777,6 +866,10 @@ done:
     free(r->dir);
     free(r->w);
     free(r->parts);
+    if (r->sols)
+        for (size_t c = 0; c < r->nc; ++c)
+            clnode_solution_destroy(&r->sols[c]);
+    free(r->sols);
     free(owner);
     free(skip);
     return rc;

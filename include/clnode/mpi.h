@@ -23,11 +23,13 @@ extern "C" {
 #endif
 
 /* Called on the rank that solved chunk `chunk` (trajectories first .. first + count - 1), with
- * their solution (trajectory first + i is index i of sol, valid during the call only). Chunks of
- * one rank come in increasing order. Return 0 to go on; non-zero fails the call (on every rank,
- * as a failed solve does), with `msg` (msgcap bytes, NUL-terminated) saying why. */
+ * their solution *sol (trajectory first + i is index i). The library destroys *sol after the
+ * call; to keep it, take the pointer and set *sol to NULL (then destroy it yourself with
+ * clnode_solution_destroy). Chunks of one rank come in increasing order. Return 0 to go on;
+ * non-zero fails the call (on every rank, as a failed solve does), with `msg` (msgcap bytes,
+ * NUL-terminated) saying why. */
 typedef int (*clnode_mpi_chunk_fn)(void *user, size_t chunk, size_t first, size_t count,
-                                   const clnode_solution *sol, char *msg, size_t msgcap);
+                                   clnode_solution **sol, char *msg, size_t msgcap);
 
 /* Fields are only ever appended (clnode/common.h): set the defaults with
  * clnode_mpi_default_options, then change what you need. Every rank passes the same values. */

@@ -106,7 +106,7 @@ static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
     }
     if (m->on_chunk) {
         char umsg[CLN_MPI_MSG - 64] = "";
-        if (m->on_chunk(m->chunk_user, c, first, count, sol, umsg, sizeof umsg) != 0) {
+        if (m->on_chunk(m->chunk_user, c, first, count, &sol, umsg, sizeof umsg) != 0) {
             snprintf(msg, CLN_MPI_MSG, "the chunk callback failed: %s",
                      umsg[0] ? umsg : "(no message)");
             st = CLNODE_ERR_IO;
