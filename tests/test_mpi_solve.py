@@ -113,6 +113,8 @@ def main():
                       f"{r.returncode}: {r.stderr}")
                 check(os.path.exists(out) and read(out) == want,
                       f"{ext} {args[-3:]} {extra} -np {np}: bytes differ from one process")
+                check(os.path.exists(out) and os.stat(out).st_mode == os.stat(
+                    f"{tmp}/ref{i}.{ext}").st_mode, f"{ext} -np {np}: permissions differ")
 
         # a rank whose solves fail: the run fails, names it, and leaves no output file
         out = f"{tmp}/fail.npz"

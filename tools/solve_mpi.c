@@ -515,12 +515,16 @@ static int arrays_open(run *r)
             snprintf(name, sizeof name, "%.*s.%s.XXXXXX", dirlen, a->out_path,
                      a->out_path + dirlen);
             const int fd = mkstemp(name);
-            if (fd < 0) {
+            const mode_t mask = umask(0); /* the permissions of a file made by fopen, as tool_out */
+            umask(mask);
+            if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0) {
                 tool_error("cannot write %s: %s", a->out_path, strerror(errno));
                 rc = TOOL_EXIT_INPUT;
-            } else {
-                close(fd);
             }
+            if (fd >= 0)
+                close(fd);
+            if (fd >= 0 && rc)
+                unlink(name);
         }
     }
     if ((rc = agree(rc)) != 0)
