@@ -750,6 +750,70 @@ int solve_mpi_init(solve_args *a, int *argc, char ***argv)
     return 0;
 }
 
+/* The outputs before the solve: the arrays' layout and shared file (or, with --save steps or
+ * --ragged, room for the solutions until the layout is known), rank 0's text output, and with
+ * --resume the progress record, whose solved chunks are marked in skip on every rank. Collective.
+ * Returns 0 or the exit status. */
+static int prepare_outputs(run *r, int argc, char **argv, const double *y0, unsigned char *skip,
+                           tool_out *out)
+{
+    const solve_args *a = r->a;
+    int rc = 0;
+    r->deferred = a->out_path && r->fmt != SOLVE_OUT_CSV && (a->pb.opts.save_steps || a->ragged);
+    if (r->deferred && a->resume) {
+        if (r->rank == 0)
+            tool_error("--resume with --save steps or --ragged and --out FILE.npy/.npz is not "
+                       "available under MPI (the layout is known only after the whole solve)");
+        return TOOL_EXIT_INPUT;
+    }
+    if (r->deferred && !(r->sols = calloc(r->nc ? r->nc : 1, sizeof *r->sols)))
+        rc = TOOL_EXIT_RESOURCE;
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    if (a->out_path && r->fmt != SOLVE_OUT_CSV && !r->deferred && (rc = arrays_plan(r, 0)) != 0)
+        return rc;
+    /* rank 0 writes the text outputs: a path that cannot be written fails before the work */
+    if (r->rank == 0 && a->out_path && r->fmt == SOLVE_OUT_CSV)
+        rc = tool_out_open(out, a->out_path);
+    if (a->resume) {
+        const size_t n = strlen(a->out_path) + 10;
+        r->dir = malloc(n);
+        if (r->dir)
+            snprintf(r->dir, n, "%s.progress", a->out_path);
+        else
+            rc = TOOL_EXIT_RESOURCE;
+        const uint64_t fp = fingerprint(r, argc, argv, y0, clnode_model_dim(r->model));
+        if (!rc && r->rank == 0)
+            rc = progress_open(r, fp, skip);
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    if (a->out_path && r->fmt != SOLVE_OUT_CSV && !r->deferred && (rc = arrays_open(r)) != 0)
+        return rc;
+    if (r->dir)
+        MPI_Bcast(skip, (int)r->nc, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+/* Frees what a run holds (the chunks' bytes, kept solutions, the layout). */
+static void run_free(run *r)
+{
+    if (r->buf)
+        for (size_t c = 0; c < r->nc; ++c)
+            free(r->buf[c]);
+    free(r->buf);
+    free(r->len);
+    free(r->rbuf);
+    free(r->sum_text);
+    free(r->dir);
+    free(r->w);
+    free(r->parts);
+    if (r->sols)
+        for (size_t c = 0; c < r->nc; ++c)
+            clnode_solution_destroy(&r->sols[c]);
+    free(r->sols);
+}
+
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
                   size_t batch, double dir_t0, double dir_t1, int argc, char **argv)
 {
@@ -796,40 +860,8 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if ((rc = agree(rc)) != 0)
         goto done;
 
-    r->deferred = a->out_path && r->fmt != SOLVE_OUT_CSV && (a->pb.opts.save_steps || a->ragged);
-    if (r->deferred && a->resume) {
-        if (r->rank == 0)
-            tool_error("--resume with --save steps or --ragged and --out FILE.npy/.npz is not "
-                       "available under MPI (the layout is known only after the whole solve)");
-        rc = TOOL_EXIT_INPUT;
+    if ((rc = prepare_outputs(r, argc, argv, y0, skip, &out)) != 0)
         goto done;
-    }
-    if (r->deferred && !(r->sols = calloc(r->nc ? r->nc : 1, sizeof *r->sols)))
-        rc = TOOL_EXIT_RESOURCE;
-    if ((rc = agree(rc)) != 0)
-        goto done;
-    if (a->out_path && r->fmt != SOLVE_OUT_CSV && !r->deferred && (rc = arrays_plan(r, 0)) != 0)
-        goto done;
-    /* rank 0 writes the text outputs: a path that cannot be written fails before the work */
-    if (r->rank == 0 && a->out_path && r->fmt == SOLVE_OUT_CSV)
-        rc = tool_out_open(&out, a->out_path);
-    if (a->resume) {
-        const size_t n = strlen(a->out_path) + 10;
-        r->dir = malloc(n);
-        if (r->dir)
-            snprintf(r->dir, n, "%s.progress", a->out_path);
-        else
-            rc = TOOL_EXIT_RESOURCE;
-        const uint64_t fp = fingerprint(r, argc, argv, y0, clnode_model_dim(model));
-        if (!rc && r->rank == 0)
-            rc = progress_open(r, fp, skip);
-    }
-    if ((rc = agree(rc)) != 0)
-        goto done;
-    if (a->out_path && r->fmt != SOLVE_OUT_CSV && !r->deferred && (rc = arrays_open(r)) != 0)
-        goto done;
-    if (r->dir)
-        MPI_Bcast(skip, (int)r->nc, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
 
     clnode_mpi_options m;
     clnode_mpi_default_options(&m);
@@ -860,20 +892,7 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
 done:
     arrays_abort(r);
     tool_out_abort(&out);
-    if (r->buf)
-        for (size_t c = 0; c < r->nc; ++c)
-            free(r->buf[c]);
-    free(r->buf);
-    free(r->len);
-    free(r->rbuf);
-    free(r->sum_text);
-    free(r->dir);
-    free(r->w);
-    free(r->parts);
-    if (r->sols)
-        for (size_t c = 0; c < r->nc; ++c)
-            clnode_solution_destroy(&r->sols[c]);
-    free(r->sols);
+    run_free(r);
     free(owner);
     free(skip);
     return rc;
