@@ -180,11 +180,11 @@ static int mpi_pwrite(void *user, const void *buf, size_t len, uint64_t offset)
     return 0;
 }
 
-static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
-                    char *msg, size_t msgcap)
+/* A chunk's bytes: its header, summary lines, CSV rows and JSON entries, then its CRCs (array
+ * outputs) when part is not NULL. Returns a new buffer of *len bytes, or NULL (out of memory). */
+static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first, size_t count,
+                         const solve_out_part *part, size_t *len)
 {
-    run *r = user;
-    const clnode_solution *sol = *solp;
     const clnode_solve_options *o = &r->a->pb.opts;
     char *t[3] = {NULL, NULL, NULL};
     size_t n[3] = {0, 0, 0};
@@ -214,28 +214,13 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
             rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points, r->dir_t0,
                                        r->dir_t1);
     }
-    solve_out_part part;
-    memset(&part, 0, sizeof part);
-    if (!rc && r->w) { /* this chunk's rows of the arrays, at their offsets in the shared file */
-        char err[200];
-        if (solve_out_write(r->w, sol, first, 0, mpi_pwrite, r, &part, err, sizeof err) != 0) {
-            for (int k = 0; k < 3; ++k)
-                if (f[k])
-                    fclose(f[k]);
-            for (int k = 0; k < 3; ++k)
-                free(t[k]);
-            snprintf(msg, msgcap, "writing trajectories %zu..%zu of %s: %s", first,
-                     first + count - 1, r->a->out_path, err);
-            return 1;
-        }
-    }
     for (int k = 0; k < 3; ++k)
         if (f[k] && fclose(f[k]) != 0)
             rc = TOOL_EXIT_RESOURCE;
     char *b = NULL;
-    const size_t np = r->w ? sizeof part : 0;
-    const size_t len = sizeof h + n[0] + n[1] + n[2] + np;
-    if (!rc && (b = malloc(len)) != NULL) {
+    const size_t np = part ? sizeof *part : 0;
+    *len = sizeof h + n[0] + n[1] + n[2] + np;
+    if (!rc && (b = malloc(*len)) != NULL) {
         h.n_summary = n[0];
         h.n_csv = n[1];
         h.n_json = n[2];
@@ -244,10 +229,30 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
         memcpy(b + sizeof h, t[0], n[0]);
         memcpy(b + sizeof h + n[0], t[1], n[1]);
         memcpy(b + sizeof h + n[0] + n[1], t[2], n[2]);
-        memcpy(b + sizeof h + n[0] + n[1] + n[2], &part, np);
+        if (part)
+            memcpy(b + sizeof h + n[0] + n[1] + n[2], part, np);
     }
     for (int k = 0; k < 3; ++k)
         free(t[k]);
+    return b;
+}
+
+static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
+                    char *msg, size_t msgcap)
+{
+    run *r = user;
+    solve_out_part part;
+    memset(&part, 0, sizeof part);
+    if (r->w) { /* this chunk's rows of the arrays, at their offsets in the shared file */
+        char err[200];
+        if (solve_out_write(r->w, *solp, first, 0, mpi_pwrite, r, &part, err, sizeof err) != 0) {
+            snprintf(msg, msgcap, "writing trajectories %zu..%zu of %s: %s", first,
+                     first + count - 1, r->a->out_path, err);
+            return 1;
+        }
+    }
+    size_t len = 0;
+    char *b = chunk_bytes(r, *solp, first, count, r->w ? &part : NULL, &len);
     if (!b) {
         snprintf(msg, msgcap, "out of memory for the output of trajectories %zu..%zu", first,
                  first + count - 1);
