@@ -169,8 +169,8 @@ def test_jax_refusals():
             stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-6)).ys)(
             jnp.asarray(Y0[:2]), jnp.array([1.0, -1.0]), jnp.asarray(ARGS[:2]))
     # the model under vmap: not one model for the batch
-    mlps = jax.vmap(lambda s: jax.tree_util.tree_map(lambda x: s * x if eqx.is_array(x) else x,
-                                                    mlp))(jnp.array([1.0, 2.0]))
+    mlps = eqx.filter_vmap(lambda s: jax.tree_util.tree_map(
+        lambda x: s * x if eqx.is_array(x) else x, mlp))(jnp.array([1.0, 2.0]))
     with pytest.raises(Exception, match="the model's parameters"):
         eqx.filter_vmap(lambda m, y, a: diffeqsolve(diffrax.ODETerm(CondFunc(m)), diffrax.Tsit5(),
                                                     0.0, 1.0, 0.1, y, args=a).ys)(
