@@ -47,6 +47,12 @@ What it writes (all files are overwritten; the output is deterministic):
   a trajectory's interval); save "ts_clip" is a longer shared list solved trajectory by
   trajectory, each with only the times inside its own interval (clnode's documented clipping
   of a shared list).  In fp32 every time is a float32 value, as diffrax sees it without x64.
+* ``tests/data/diffrax/ensemble-spread-fp64.json`` -- how far diffrax's own dopri8 solution of
+  each of those trajectories moves (step counts, step ends, final state, dense output at the
+  shared ts) when the network's sums are taken in other orders (reversed, and in two halves):
+  dopri8's error estimate on these problems is partly rounding noise even in float64, so a
+  different but equally exact GEMM moves its steps; the C test bounds clnode's dopri8 deviation
+  from diffrax by this spread.
 
 Only this script needs JAX: the C build, its tests and CI read the committed files and never
 run Python.  Each precision is solved in its own subprocess because ``jax_enable_x64`` is a
@@ -575,6 +581,99 @@ def ens_solve_fn(mlp, method, rtol, atol, save_ts, max_steps=ENS_MAX_STEPS, save
     return solve
 
 
+def ens_spread_worker() -> None:
+    """diffrax's own rounding spread on the fp64 dopri8 ensemble problems: each trajectory solved
+    alone with the MLP's sums in three orders (as written, reversed, in two halves)."""
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import diffrax
+    import jax.numpy as jnp
+    import numpy as np
+
+    mlp = load_ens_mlp(np.float64)
+    layers = [(l.weight, l.bias) for l in mlp.layers]
+
+    def field(order):
+        def f(t, y, args):
+            h = jnp.concatenate([y, args])
+            for i, (w, b) in enumerate(layers):
+                if order == "as_written":
+                    h = w @ h + b
+                elif order == "reversed":
+                    h = jnp.einsum("i,oi->o", h[::-1], w[:, ::-1]) + b
+                else:  # two halves, summed separately
+                    k = h.shape[0] // 2
+                    h = (w[:, :k] @ h[:k] + w[:, k:] @ h[k:]) + b
+                if i < len(layers) - 1:
+                    h = jnp.tanh(h)
+            return h
+        return f
+
+    def rel(a, b):
+        scale = np.maximum(np.max(np.abs(b), axis=-1, keepdims=True), 1e-3)
+        return float(np.max(np.abs(a - b) / scale))
+
+    started = time.time()
+    cases = []
+    for direction, span in ENS_SPANS.items():
+        for rtol, atol in ENS_TOLERANCES:
+            trajs = []
+            for b in range(len(ENS_Y0)):
+                solved = {}
+                for order in ("as_written", "reversed", "halves"):
+                    term = diffrax.ODETerm(field(order))
+                    ctrl = diffrax.PIDController(rtol=rtol, atol=atol)
+                    out = {}
+                    for save, saveat in (("steps", diffrax.SaveAt(steps=True)),
+                                         ("ts", diffrax.SaveAt(ts=jnp.asarray(
+                                             ENS_TS[direction], jnp.float64)))):
+                        sol = jax.jit(lambda y0, a, saveat=saveat, term=term, ctrl=ctrl:
+                                      diffrax.diffeqsolve(
+                                          term, diffrax.Dopri8(), span["t0"][b], span["t1"][b],
+                                          span["dt0"][b], y0, args=a, saveat=saveat,
+                                          stepsize_controller=ctrl, max_steps=ENS_MAX_STEPS,
+                                          throw=False))(jnp.asarray(ENS_Y0[b], jnp.float64),
+                                                        jnp.asarray(ENS_ARGS[b], jnp.float64))
+                        out[save] = (np.asarray(sol.ts), np.asarray(sol.ys),
+                                     int(sol.stats["num_steps"]),
+                                     int(sol.stats["num_accepted_steps"]))
+                    solved[order] = out
+                base = solved["as_written"]
+                steps = [solved[o]["steps"][2] for o in solved]
+                step_t = final = dense = 0.0
+                for o in ("reversed", "halves"):
+                    other = solved[o]
+                    n, n2 = base["steps"][3], other["steps"][3]
+                    final = max(final, rel(other["steps"][1][n2 - 1], base["steps"][1][n - 1]))
+                    dense = max(dense, rel(other["ts"][1], base["ts"][1]))
+                    if n == n2:
+                        t, t2 = base["steps"][0][:n], other["steps"][0][:n]
+                        step_t = max(step_t, float(np.max(np.abs(t2 - t) /
+                                                          np.maximum(np.abs(t), 1e-3))))
+                    else:
+                        step_t = math.inf
+                trajs.append({"num_steps": steps, "step_t": num(step_t), "final": num(final),
+                              "dense_ts": num(dense)})
+            cases.append({"direction": direction, "method": "dopri8", "rtol": rtol,
+                          "atol": atol, "trajectories": trajs})
+            print(f"[fp64] spread {direction:8s} dopri8 rtol={rtol:g} "
+                  f"{[t['num_steps'] for t in trajs]} ({time.time() - started:.0f}s)", flush=True)
+    notes = {"what": "each trajectory of ensemble-fp64.json's dopri8 cases solved alone by "
+                     "diffrax with the MLP's sums as written, reversed and in two halves; "
+                     "num_steps lists the three counts, step_t, final and dense_ts the largest "
+                     "relative deviation of the other two from the first (step ends in time, "
+                     "the state at t1, the states at the shared ts; 'inf' for step_t where "
+                     "the counts differ)"}
+    header = {"generator": GENERATOR + " --only-ensemble", "versions": versions(),
+              "model": ENS_MODEL["name"], "model_file": ENS_MODEL["path"],
+              "precision": "fp64", "notes": notes}
+    text = render_json(header, cases)
+    path = REPO / "tests" / "data" / "diffrax" / "ensemble-spread-fp64.json"
+    path.write_text(text)
+    print(f"[fp64] wrote {path.relative_to(REPO)} ({len(text.encode())} bytes)", flush=True)
+
+
 def ens_worker(precision: str) -> None:
     """Solve the ensemble matrix in one precision and write ensemble-<precision>.json."""
     import jax
@@ -740,7 +839,8 @@ def main() -> int:
     parser.add_argument("--no-venv", action="store_true",
                         help="use the current interpreter as it is (packages already installed)")
     parser.add_argument("--worker", choices=PRECISIONS, help=argparse.SUPPRESS)
-    parser.add_argument("--ensemble-worker", choices=PRECISIONS, help=argparse.SUPPRESS)
+    parser.add_argument("--ensemble-worker", choices=PRECISIONS + ("spread",),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated subset of models (default: all)")
     args = parser.parse_args()
@@ -751,6 +851,9 @@ def main() -> int:
 
     if args.worker:
         worker(args.worker, models)
+        return 0
+    if args.ensemble_worker == "spread":
+        ens_spread_worker()
         return 0
     if args.ensemble_worker:
         ens_worker(args.ensemble_worker)
@@ -769,7 +872,7 @@ def main() -> int:
     jax.config.update("jax_default_matmul_precision", "highest")
     if args.only_ensemble:
         export_ens_model()
-        for precision in PRECISIONS:
+        for precision in PRECISIONS + ("spread",):
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ensemble-worker",
                             precision], check=True)
         print(f"\nwall time: {time.time() - started:.1f} s")
