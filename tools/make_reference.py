@@ -5,6 +5,7 @@ How to run (from anywhere; paths are taken relative to the repository root):
 
     python3 tools/make_reference.py                 # models + the full solve matrix
     python3 tools/make_reference.py --only-models   # only the two .safetensors files
+    python3 tools/make_reference.py --only-ensemble # only the per-trajectory (ensemble) files
 
 The first run creates a virtual environment at ``.venv-reference`` in the repository root
 (override with the environment variable ``CLNODE_REF_VENV``), installs the pinned CPU-only
@@ -29,6 +30,29 @@ What it writes (all files are overwritten; the output is deterministic):
   widened to float64.  Batch 1 is a plain ``diffeqsolve``; batch 2 is ``jax.vmap`` over two
   identical copies of y0 (as in the original failure report).  Every float is written with
   Python's shortest round-trip ``repr`` of the exact value, so it parses back bit-exactly.
+
+``--only-ensemble`` writes only these (and touches none of the files above):
+
+* ``tests/data/models/cond4x2.safetensors`` -- a model with conditioning inputs,
+  ``eqx.nn.MLP(in_size=4 + 2, out_size=4, width_size=32, depth=2, activation=tanh,
+  key=PRNGKey(3))`` with every parameter multiplied by 3 in float32 (so that the problems take
+  tens of steps), with the metadata ``inputs = "2"``: the vector field is
+  ``f(t, y, args) = mlp(concatenate([y, args]))``.
+* ``tests/data/diffrax/ensemble-<fp32|fp64>.json`` -- diffrax under ``jax.vmap`` over
+  (y0, t0, t1, dt0, args) at once: five trajectories with their own interval, first step and
+  inputs, forwards and backwards, for methods {tsit5, dopri5, bosh3, heun, dopri8} x (rtol,
+  atol) in {(1e-3, 1e-6), (1e-6, 1e-9)} x SaveAt {t1, ts, steps} (and ts_clip at the
+  tighter tolerance).  SaveAt(ts) is one list
+  shared by the batch inside every trajectory's interval (diffrax refuses save times outside
+  a trajectory's interval); save "ts_clip" is a longer shared list solved trajectory by
+  trajectory, each with only the times inside its own interval (clnode's documented clipping
+  of a shared list).  In fp32 every time is a float32 value, as diffrax sees it without x64.
+* ``tests/data/diffrax/ensemble-spread-fp64.json`` -- how far diffrax's own dopri8 solution of
+  each of those trajectories moves (step counts, step ends, final state, dense output at the
+  shared ts) when the network's sums are taken in other orders (reversed, and in two halves):
+  dopri8's error estimate on these problems is partly rounding noise even in float64, so a
+  different but equally exact GEMM moves its steps; the C test bounds clnode's dopri8 deviation
+  from diffrax by this spread.
 
 Only this script needs JAX: the C build, its tests and CI read the committed files and never
 run Python.  Each precision is solved in its own subprocess because ``jax_enable_x64`` is a
@@ -451,6 +475,311 @@ def render_json(header: dict, cases: list[dict]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Per-trajectory problems (--only-ensemble)
+# --------------------------------------------------------------------------------------------
+
+ENS_MODEL = {"name": "cond4x2", "state": 4, "inputs": 2, "width": 32, "depth": 2,
+             "activation": "tanh", "seed": 3, "scale": 3.0,
+             "path": "tests/data/models/cond4x2.safetensors"}
+ENS_METHODS = ("tsit5", "dopri5", "bosh3", "heun", "dopri8")
+ENS_TOLERANCES = ((1e-3, 1e-6), (1e-6, 1e-9))
+ENS_SAVES = ("t1", "ts", "steps", "ts_clip")
+ENS_MAX_STEPS = 4096
+# Five trajectories of their own: (t0, t1, dt0, args) per direction; y0 below.
+ENS_SPANS = {
+    "forward": {"t0": [0.0, 0.5, -1.0, 0.3, 0.1], "t1": [6.0, 12.0, 4.0, 9.0, 20.0],
+                "dt0": [0.02, 0.05, 0.01, 0.1, 0.03]},
+    "backward": {"t0": [6.0, 12.0, 4.0, 9.0, 20.0], "t1": [0.0, 0.5, -1.0, 0.3, 0.1],
+                 "dt0": [-0.02, -0.05, -0.01, -0.1, -0.03]},
+}
+ENS_ARGS = [[0.0, 0.0], [1.0, -0.5], [-2.0, 0.75], [0.3, 1.7], [-0.9, -1.1]]
+ENS_Y0 = [[0.0, 0.0, 0.0, 0.0], [0.5, -0.5, 0.25, 1.0], [-1.0, 0.3, 0.7, -0.2],
+          [0.1, 0.2, 0.3, 0.4], [2.0, -1.0, 0.0, 0.5]]
+# SaveAt(ts): inside every interval (the intersection is [0.5, 4] either way); ts_clip: a
+# longer list that each trajectory clips to its own interval.
+ENS_TS = {"forward": [0.5, 1.1, 2.0, 3.3, 4.0], "backward": [4.0, 3.3, 2.0, 1.1, 0.5]}
+ENS_TS_CLIP = {"forward": [-0.5, 0.0, 0.4, 2.5, 5.0, 8.0, 11.0, 15.0],
+               "backward": [15.0, 11.0, 8.0, 5.0, 2.5, 0.4, 0.0, -0.5]}
+
+
+def ens_out_json_path(precision: str) -> Path:
+    return REPO / "tests" / "data" / "diffrax" / f"ensemble-{precision}.json"
+
+
+def build_ens_mlp():
+    import equinox as eqx
+    import jax
+    m = ENS_MODEL
+    mlp = eqx.nn.MLP(in_size=m["state"] + m["inputs"], out_size=m["state"],
+                     width_size=m["width"], depth=m["depth"],
+                     activation=activation_fn(m["activation"]),
+                     key=jax.random.PRNGKey(m["seed"]))
+    return jax.tree_util.tree_map(lambda x: x * m["scale"] if eqx.is_array(x) else x, mlp)
+
+
+def export_ens_model() -> None:
+    """Write the conditioned model (float32, equinox names, metadata inputs = k)."""
+    import equinox as eqx
+    import numpy as np
+    from safetensors.numpy import save
+
+    mlp = build_ens_mlp()
+    tensors = {}
+    for i, layer in enumerate(mlp.layers):
+        tensors[f"layers.{i}.weight"] = np.ascontiguousarray(np.asarray(layer.weight))
+        tensors[f"layers.{i}.bias"] = np.ascontiguousarray(np.asarray(layer.bias))
+        assert tensors[f"layers.{i}.weight"].dtype == np.float32
+    metadata = {"activation": ENS_MODEL["activation"], "final_activation": "identity",
+                "inputs": str(ENS_MODEL["inputs"]), "producer": f"equinox {eqx.__version__}"}
+    path = REPO / ENS_MODEL["path"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sort_safetensors_metadata(save(tensors, metadata=metadata)))
+    print(f"[make_reference] wrote {ENS_MODEL['path']} ({path.stat().st_size} bytes)", flush=True)
+
+
+def load_ens_mlp(dtype):
+    """The conditioned MLP with the committed float32 tensors, cast to `dtype`."""
+    import equinox as eqx
+    import jax.numpy as jnp
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    path = REPO / ENS_MODEL["path"]
+    with safe_open(str(path), framework="numpy") as handle:
+        assert handle.metadata()["inputs"] == str(ENS_MODEL["inputs"])
+    tensors = load_file(str(path))
+    skeleton = build_ens_mlp()
+    n = len(skeleton.layers)
+    ws = [jnp.asarray(tensors[f"layers.{i}.weight"].astype(dtype)) for i in range(n)]
+    bs = [jnp.asarray(tensors[f"layers.{i}.bias"].astype(dtype)) for i in range(n)]
+    return eqx.tree_at(lambda m: [l.weight for l in m.layers] + [l.bias for l in m.layers],
+                       skeleton, ws + bs)
+
+
+def ens_solve_fn(mlp, method, rtol, atol, save_ts, max_steps=ENS_MAX_STEPS, save="t1"):
+    """(y0, t0, t1, dt0, args) -> raw diffeqsolve outputs; the term is MLP([y, args])."""
+    import diffrax
+    import jax.numpy as jnp
+
+    solver = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "bosh3": diffrax.Bosh3,
+              "heun": diffrax.Heun, "dopri8": diffrax.Dopri8}[method]()
+    term = diffrax.ODETerm(lambda t, y, args: mlp(jnp.concatenate([y, args])))
+    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    if save == "steps":
+        saveat = diffrax.SaveAt(steps=True)
+    elif save == "t1":
+        saveat = diffrax.SaveAt(t1=True)
+    else:
+        saveat = diffrax.SaveAt(ts=save_ts)
+
+    def solve(y0, t0, t1, dt0, args):
+        sol = diffrax.diffeqsolve(term, solver, t0, t1, dt0, y0, args=args, saveat=saveat,
+                                  stepsize_controller=controller, max_steps=max_steps,
+                                  throw=False)
+        return (sol.ts, sol.ys, sol.result._value, sol.stats["num_steps"],
+                sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
+    return solve
+
+
+def ens_spread_worker() -> None:
+    """diffrax's own rounding spread on the fp64 dopri8 ensemble problems: each trajectory solved
+    alone with the MLP's sums in three orders (as written, reversed, in two halves)."""
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import diffrax
+    import jax.numpy as jnp
+    import numpy as np
+
+    mlp = load_ens_mlp(np.float64)
+    layers = [(l.weight, l.bias) for l in mlp.layers]
+
+    def field(order):
+        def f(t, y, args):
+            h = jnp.concatenate([y, args])
+            for i, (w, b) in enumerate(layers):
+                if order == "as_written":
+                    h = w @ h + b
+                elif order == "reversed":
+                    h = jnp.einsum("i,oi->o", h[::-1], w[:, ::-1]) + b
+                else:  # two halves, summed separately
+                    k = h.shape[0] // 2
+                    h = (w[:, :k] @ h[:k] + w[:, k:] @ h[k:]) + b
+                if i < len(layers) - 1:
+                    h = jnp.tanh(h)
+            return h
+        return f
+
+    def rel(a, b):
+        scale = np.maximum(np.max(np.abs(b), axis=-1, keepdims=True), 1e-3)
+        return float(np.max(np.abs(a - b) / scale))
+
+    started = time.time()
+    cases = []
+    for direction, span in ENS_SPANS.items():
+        for rtol, atol in ENS_TOLERANCES:
+            trajs = []
+            for b in range(len(ENS_Y0)):
+                solved = {}
+                for order in ("as_written", "reversed", "halves"):
+                    term = diffrax.ODETerm(field(order))
+                    ctrl = diffrax.PIDController(rtol=rtol, atol=atol)
+                    out = {}
+                    for save, saveat in (("steps", diffrax.SaveAt(steps=True)),
+                                         ("ts", diffrax.SaveAt(ts=jnp.asarray(
+                                             ENS_TS[direction], jnp.float64)))):
+                        sol = jax.jit(lambda y0, a, saveat=saveat, term=term, ctrl=ctrl:
+                                      diffrax.diffeqsolve(
+                                          term, diffrax.Dopri8(), span["t0"][b], span["t1"][b],
+                                          span["dt0"][b], y0, args=a, saveat=saveat,
+                                          stepsize_controller=ctrl, max_steps=ENS_MAX_STEPS,
+                                          throw=False))(jnp.asarray(ENS_Y0[b], jnp.float64),
+                                                        jnp.asarray(ENS_ARGS[b], jnp.float64))
+                        out[save] = (np.asarray(sol.ts), np.asarray(sol.ys),
+                                     int(sol.stats["num_steps"]),
+                                     int(sol.stats["num_accepted_steps"]))
+                    solved[order] = out
+                base = solved["as_written"]
+                steps = [solved[o]["steps"][2] for o in solved]
+                step_t = final = dense = 0.0
+                for o in ("reversed", "halves"):
+                    other = solved[o]
+                    n, n2 = base["steps"][3], other["steps"][3]
+                    final = max(final, rel(other["steps"][1][n2 - 1], base["steps"][1][n - 1]))
+                    dense = max(dense, rel(other["ts"][1], base["ts"][1]))
+                    if n == n2:
+                        t, t2 = base["steps"][0][:n], other["steps"][0][:n]
+                        step_t = max(step_t, float(np.max(np.abs(t2 - t) /
+                                                          np.maximum(np.abs(t), 1e-3))))
+                    else:
+                        step_t = math.inf
+                trajs.append({"num_steps": steps, "step_t": num(step_t), "final": num(final),
+                              "dense_ts": num(dense)})
+            cases.append({"direction": direction, "method": "dopri8", "rtol": rtol,
+                          "atol": atol, "trajectories": trajs})
+            print(f"[fp64] spread {direction:8s} dopri8 rtol={rtol:g} "
+                  f"{[t['num_steps'] for t in trajs]} ({time.time() - started:.0f}s)", flush=True)
+    notes = {"what": "each trajectory of ensemble-fp64.json's dopri8 cases solved alone by "
+                     "diffrax with the MLP's sums as written, reversed and in two halves; "
+                     "num_steps lists the three counts, step_t, final and dense_ts the largest "
+                     "relative deviation of the other two from the first (step ends in time, "
+                     "the state at t1, the states at the shared ts; 'inf' for step_t where "
+                     "the counts differ)"}
+    header = {"generator": GENERATOR + " --only-ensemble", "versions": versions(),
+              "model": ENS_MODEL["name"], "model_file": ENS_MODEL["path"],
+              "precision": "fp64", "notes": notes}
+    text = render_json(header, cases)
+    path = REPO / "tests" / "data" / "diffrax" / "ensemble-spread-fp64.json"
+    path.write_text(text)
+    print(f"[fp64] wrote {path.relative_to(REPO)} ({len(text.encode())} bytes)", flush=True)
+
+
+def ens_worker(precision: str) -> None:
+    """Solve the ensemble matrix in one precision and write ensemble-<precision>.json."""
+    import jax
+    jax.config.update("jax_enable_x64", precision == "fp64")
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import jax.numpy as jnp
+    import numpy as np
+
+    dtype = np.float64 if precision == "fp64" else np.float32
+    names = result_names()
+    mlp = load_ens_mlp(dtype)
+    started = time.time()
+
+    def rounded(values):  # every number as diffrax sees it: rounded once to the dtype
+        return np.asarray(values, np.float64).astype(dtype)
+
+    y0 = rounded(ENS_Y0)
+    args = rounded(ENS_ARGS)
+    cases = []
+    for direction, span in ENS_SPANS.items():
+        t0s, t1s, dt0s = rounded(span["t0"]), rounded(span["t1"]), rounded(span["dt0"])
+        for method in ENS_METHODS:
+            for rtol, atol in ENS_TOLERANCES:
+                counts = []
+                for save in ENS_SAVES:
+                    if save == "ts_clip" and rtol != ENS_TOLERANCES[-1][0]:
+                        continue
+                    save_ts = rounded(ENS_TS_CLIP[direction] if save == "ts_clip"
+                                      else ENS_TS[direction])
+                    trajs = []
+                    if save != "ts_clip":
+                        fn = ens_solve_fn(mlp, method, rtol, atol, jnp.asarray(save_ts),
+                                          save=save)
+                        outs = jax.jit(jax.vmap(fn))(jnp.asarray(y0), jnp.asarray(t0s),
+                                                     jnp.asarray(t1s), jnp.asarray(dt0s),
+                                                     jnp.asarray(args))
+                        outs = [np.asarray(o) for o in outs]
+                    else:
+                        # each trajectory alone, with the shared times inside its interval
+                        rows = []
+                        for b in range(len(y0)):
+                            lo, hi = sorted((t0s[b], t1s[b]))
+                            mine = save_ts[(save_ts >= lo) & (save_ts <= hi)]
+                            assert mine.size > 0
+                            fn = ens_solve_fn(mlp, method, rtol, atol, jnp.asarray(mine),
+                                              save="ts")
+                            rows.append([np.asarray(o) for o in jax.jit(fn)(
+                                jnp.asarray(y0[b]), t0s[b], t1s[b], dt0s[b],
+                                jnp.asarray(args[b]))])
+                        outs = [[r[i] for r in rows] for i in range(6)]
+                    ts, ys, res, nsteps, nacc, nrej = outs
+                    for b in range(len(y0)):
+                        traj = {"result": names[int(res[b])], "num_steps": int(nsteps[b]),
+                                "num_accepted": int(nacc[b]), "num_rejected": int(nrej[b])}
+                        tb, yb = np.asarray(ts[b]), np.asarray(ys[b])
+                        if save == "steps":
+                            n = traj["num_accepted"]
+                            assert np.all(np.isfinite(tb[:n])) and np.all(np.isinf(tb[n:]))
+                            keep = list(range(n))
+                        else:
+                            keep = [i for i in range(len(tb)) if np.isfinite(tb[i])]
+                        traj["ts"] = [num(v) for v in tb[keep]]
+                        traj["ys"] = [[num(v) for v in yb[i]] for i in keep]
+                        trajs.append(traj)
+                    counts.append([t["num_steps"] for t in trajs])
+                    case = {"direction": direction, "method": method, "rtol": rtol,
+                            "atol": atol, "save": save, "max_steps": ENS_MAX_STEPS,
+                            "t0s": [num(v) for v in t0s], "t1s": [num(v) for v in t1s],
+                            "dt0s": [num(v) for v in dt0s],
+                            "y0": [[num(v) for v in r] for r in y0],
+                            "args": [[num(v) for v in r] for r in args]}
+                    if save in ("ts", "ts_clip"):
+                        case["save_ts"] = [num(v) for v in save_ts]
+                    case["trajectories"] = trajs
+                    cases.append(case)
+                print(f"[{precision}] ensemble {direction:8s} {method:6s} rtol={rtol:g} "
+                      f"atol={atol:g} num_steps={counts[0]} ({time.time() - started:.0f}s)",
+                      flush=True)
+    notes = {
+        "vmap": "save t1, ts and steps: one jax.vmap(diffeqsolve) over (y0, t0, t1, dt0, args) "
+                "of the five trajectories; save ts_clip: each trajectory alone "
+                "(diffeqsolve without vmap) with the save times of save_ts inside its own "
+                "interval",
+        "vector_field": "f(t, y, args) = mlp(jnp.concatenate([y, args])), mlp the float32 "
+                        "tensors of model_file" + (", widened exactly to float64"
+                                                   if precision == "fp64" else ""),
+        "controller": "PIDController(rtol, atol), defaults otherwise; throw=False",
+        "numbers": "t0s, t1s, dt0s, save_ts, y0 and args are the values diffrax solved with "
+                   "(rounded once from float64 to the state precision)",
+        "rows": "ts and ys hold every saved point diffrax wrote (save steps: every accepted "
+                "step's end; padding left out)",
+        "jax_config": {"jax_enable_x64": precision == "fp64",
+                       "jax_default_matmul_precision": "highest", "platform": "cpu"},
+    }
+    header = {"generator": GENERATOR + " --only-ensemble", "versions": versions(),
+              "model": ENS_MODEL["name"], "model_file": ENS_MODEL["path"],
+              "precision": precision, "notes": notes}
+    text = render_json(header, cases)
+    assert json.loads(text) == {**header, "cases": cases}
+    path = ens_out_json_path(precision)
+    path.write_text(text)
+    print(f"[{precision}] wrote {path.relative_to(REPO)} ({len(text.encode())} bytes)",
+          flush=True)
+
+
+# --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
 
@@ -505,9 +834,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only-models", action="store_true",
                         help="export the .safetensors models only; skip the solve matrix")
+    parser.add_argument("--only-ensemble", action="store_true",
+                        help="write only the per-trajectory model and ensemble-*.json files")
     parser.add_argument("--no-venv", action="store_true",
                         help="use the current interpreter as it is (packages already installed)")
     parser.add_argument("--worker", choices=PRECISIONS, help=argparse.SUPPRESS)
+    parser.add_argument("--ensemble-worker", choices=PRECISIONS + ("spread",),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated subset of models (default: all)")
     args = parser.parse_args()
@@ -518,6 +851,12 @@ def main() -> int:
 
     if args.worker:
         worker(args.worker, models)
+        return 0
+    if args.ensemble_worker == "spread":
+        ens_spread_worker()
+        return 0
+    if args.ensemble_worker:
+        ens_worker(args.ensemble_worker)
         return 0
 
     if sys.version_info < (3, 11):
@@ -531,6 +870,13 @@ def main() -> int:
     started = time.time()
     import jax
     jax.config.update("jax_default_matmul_precision", "highest")
+    if args.only_ensemble:
+        export_ens_model()
+        for precision in PRECISIONS + ("spread",):
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ensemble-worker",
+                            precision], check=True)
+        print(f"\nwall time: {time.time() - started:.1f} s")
+        return 0
     export_models()
     if not args.only_models:
         # One JAX process at a time; each precision needs its own process for jax_enable_x64.

@@ -343,19 +343,23 @@ static int activation_arg(PyObject *o, void *out)
     return 1;
 }
 
-/* Model.from_arrays(weights, biases, activation, final_activation, time_input): weights a list
- * of 2-d float64 arrays (out x in), biases a list of 1-d arrays or None. */
+/* Model.from_arrays(weights, biases, activation, final_activation, time_input, num_inputs=0):
+ * weights a list of 2-d float64 arrays (out x in), biases a list of 1-d arrays or None. */
 static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
 {
     (void)cls;
-    static char *kwlist[] = {"weights",          "biases",     "activation",
-                             "final_activation", "time_input", NULL};
+    static char *kwlist[] = {"weights",    "biases",     "activation", "final_activation",
+                             "time_input", "num_inputs", NULL};
     PyObject *ws, *bs;
     clnode_activation act, fact;
     int time_input;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO&O&p", kwlist, &ws, &bs, activation_arg, &act,
-                                     activation_arg, &fact, &time_input))
+    Py_ssize_t num_inputs = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO&O&p|n", kwlist, &ws, &bs, activation_arg, &act,
+                                     activation_arg, &fact, &time_input, &num_inputs))
         return NULL;
+    if (num_inputs < 0)
+        return PyErr_Format(PyExc_ValueError, "num_inputs must not be negative (got %zd)",
+                            num_inputs);
     ws = PySequence_Fast(ws, "weights must be a sequence of arrays");
     if (!ws)
         return NULL;
@@ -417,7 +421,8 @@ static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
                            .biases = bp,
                            .activation = act,
                            .final_activation = fact,
-                           .time_input = time_input};
+                           .time_input = time_input,
+                           .num_inputs = (size_t)num_inputs};
     clnode_model *m = NULL;
     clnode_status st = clnode_model_create(ctx, &d, &m);
     ret = model_done(st, m);
@@ -548,6 +553,12 @@ static PyObject *model_get_time_input(ModelObject *self, void *c)
     return PyBool_FromLong(clnode_model_time_input(self->model));
 }
 
+static PyObject *model_get_num_inputs(ModelObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(clnode_model_num_inputs(self->model));
+}
+
 static PyMethodDef model_methods[] = {
     {"load", model_load, METH_O | METH_CLASS, "Model.load(path): a safetensors file."},
     {"from_bytes", model_from_bytes, METH_O | METH_CLASS,
@@ -555,7 +566,8 @@ static PyMethodDef model_methods[] = {
     {"seed", model_seed, METH_NOARGS | METH_CLASS, "Model.seed(): the built-in seed model."},
     {"from_arrays", (PyCFunction)(void (*)(void))model_from_arrays,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "Model.from_arrays(weights, biases, activation, final_activation, time_input)."},
+     "Model.from_arrays(weights, biases, activation, final_activation, time_input, "
+     "num_inputs=0)."},
     {"layer", (PyCFunction)model_layer, METH_O, "layer(i) -> (weight, bias or None), copies."},
     {"eval", (PyCFunction)model_eval, METH_VARARGS,
      "eval(y, t=None) -> the vector field at the rows of y, float64 (clnode_model_eval)."},
@@ -567,6 +579,8 @@ static PyGetSetDef model_getset[] = {
     {"activation", (getter)model_get_activation, NULL, "activation between layers", NULL},
     {"final_activation", (getter)model_get_final_activation, NULL, "after the last layer", NULL},
     {"time_input", (getter)model_get_time_input, NULL, "the input is [y, t]", NULL},
+    {"num_inputs", (getter)model_get_num_inputs, NULL,
+     "conditioning inputs k: the input is [y, c] or [y, t, c]", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -826,32 +840,68 @@ static PyObject *certify_run(ContextObject *self, const clnode_model *model,
                          "seconds", sm.seconds, "samples", samples);
 }
 
+/* A per-trajectory float64 array argument (None: absent): `ndim` dimensions, the first of B rows
+ * and, for ndim 2, `cols` columns. Returns 0 with *out set (or NULL for None), -1 with an
+ * exception. */
+static int batch_array(PyObject *o, const char *name, int ndim, size_t B, size_t cols,
+                       PyArrayObject **out)
+{
+    *out = NULL;
+    if (o == Py_None)
+        return 0;
+    PyArrayObject *a =
+        (PyArrayObject *)PyArray_FROMANY(o, NPY_DOUBLE, ndim, ndim, NPY_ARRAY_IN_ARRAY);
+    if (!a)
+        return -1;
+    if ((size_t)PyArray_DIM(a, 0) != B || (ndim == 2 && (size_t)PyArray_DIM(a, 1) != cols)) {
+        if (ndim == 2)
+            PyErr_Format(InvalidArgumentError, "%s must have shape (%zu, %zu), not (%zd, %zd)",
+                         name, B, cols, (Py_ssize_t)PyArray_DIM(a, 0),
+                         (Py_ssize_t)PyArray_DIM(a, 1));
+        else
+            PyErr_Format(InvalidArgumentError, "%s must have shape (%zu,), not (%zd,)", name, B,
+                         (Py_ssize_t)PyArray_DIM(a, 0));
+        Py_DECREF(a);
+        return -1;
+    }
+    *out = a;
+    return 0;
+}
+
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
- *   y0: (B, N) float64 C-contiguous; ts (B, T) and ys (B, T, N) in float32 for fp32 solves and
+ *   y0: (B, N) float64 C-contiguous; t0s, t1s, dt0s: None or (B,) float64 (every trajectory's
+ *   own t0, t1, dt0: clnode_solve_options t0s, t1s, dt0s); inputs: None or (B, k) float64 for a
+ *   model with k conditioning inputs; ts (B, T) and ys (B, T, N) in float32 for fp32 solves and
  *   float64 for fp64, padded with +inf (ts: dir * inf) as diffrax pads; stats (B, 5) int64:
  *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64;
  *   certificate: a dict when certify (a fraction) > 0, else None. */
 static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"model",     "y0",        "method",    "precision",     "gemm_mode",
-                             "t0",        "t1",        "dt0",       "constant_step", "rtol",
-                             "atol",      "pcoeff",    "icoeff",    "dcoeff",        "dtmin",
-                             "dtmax",     "factormin", "factormax", "safety",        "force_dtmin",
-                             "max_steps", "save_t0",   "save_t1",   "save_steps",    "save_ts",
-                             "guard",     "certify",   "certify_seed", NULL};
+    static char *kwlist[] = {"model",        "y0",          "method",
+                             "precision",    "gemm_mode",   "t0",
+                             "t1",           "dt0",         "constant_step",
+                             "rtol",         "atol",        "pcoeff",
+                             "icoeff",       "dcoeff",      "dtmin",
+                             "dtmax",        "factormin",   "factormax",
+                             "safety",       "force_dtmin", "max_steps",
+                             "save_t0",      "save_t1",     "save_steps",
+                             "save_ts",      "guard",       "certify",
+                             "certify_seed", "t0s",         "t1s",
+                             "dt0s",         "inputs",      NULL};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
-    PyObject *mo, *yo, *tso = Py_None;
+    PyObject *mo, *yo, *tso = Py_None, *t0so = Py_None, *t1so = Py_None, *dt0so = Py_None,
+                       *ino = Py_None;
     const char *method = "tsit5";
     int prec = 32, mode = 0, guard = 0;
     double certify = 0.0; /* the certificate's fraction; 0: none */
     unsigned long long certify_seed = 1;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!O|$siidddpddddddddddplpppOidK", kwlist, &ModelType, &mo, &yo, &method,
+            args, kw, "O!O|$siidddpddddddddddplpppOidKOOOO", kwlist, &ModelType, &mo, &yo, &method,
             &prec, &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff,
             &o.icoeff, &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety,
             &o.force_dtmin, &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard,
-            &certify, &certify_seed))
+            &certify, &certify_seed, &t0so, &t1so, &dt0so, &ino))
         return NULL;
     if (!context_ok(self))
         return NULL;
@@ -867,7 +917,7 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     o.precision_guard = (clnode_precision_guard)guard;
     const size_t N = clnode_model_dim(model);
     PyArrayObject *y0 = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
-    PyArrayObject *tsa = NULL;
+    PyArrayObject *tsa = NULL, *t0sa = NULL, *t1sa = NULL, *dt0sa = NULL, *ina = NULL;
     PyObject *ret = NULL;
     if (!y0)
         return NULL;
@@ -877,6 +927,15 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         goto done;
     }
     const size_t B = (size_t)PyArray_DIM(y0, 0);
+    if (batch_array(t0so, "t0", 1, B, 0, &t0sa) < 0 ||
+        batch_array(t1so, "t1", 1, B, 0, &t1sa) < 0 ||
+        batch_array(dt0so, "dt0", 1, B, 0, &dt0sa) < 0 ||
+        batch_array(ino, "args", 2, B, clnode_model_num_inputs(model), &ina) < 0)
+        goto done;
+    o.t0s = t0sa ? PyArray_DATA(t0sa) : NULL;
+    o.t1s = t1sa ? PyArray_DATA(t1sa) : NULL;
+    o.dt0s = dt0sa ? PyArray_DATA(dt0sa) : NULL;
+    o.inputs = ina ? PyArray_DATA(ina) : NULL;
     if (tso != Py_None) {
         tsa = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
         if (!tsa)
@@ -932,7 +991,15 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     }
     {
         const int f32 = o.precision == CLNODE_FP32;
-        const double dir = o.t1 < o.t0 ? -1.0 : 1.0;
+        /* the direction shared by every trajectory (the library refuses mixed directions) */
+        double dir = o.t1 < o.t0 ? -1.0 : 1.0;
+        for (size_t b = 0; (o.t0s || o.t1s) && b < B; ++b) {
+            const double b0 = o.t0s ? o.t0s[b] : o.t0, b1 = o.t1s ? o.t1s[b] : o.t1;
+            if (b0 != b1) {
+                dir = b1 < b0 ? -1.0 : 1.0;
+                break;
+            }
+        }
         npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
         const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
         PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
@@ -984,6 +1051,10 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
 done:
     Py_DECREF(y0);
     Py_XDECREF(tsa);
+    Py_XDECREF(t0sa);
+    Py_XDECREF(t1sa);
+    Py_XDECREF(dt0sa);
+    Py_XDECREF(ina);
     return ret;
 }
 

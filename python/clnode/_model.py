@@ -11,7 +11,9 @@ ACTIVATIONS = ("identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu"
 
 
 class MLP:
-    """A multilayer perceptron vector field, dy/dt = MLP(y) (or MLP([y, t]) with time_input).
+    """A multilayer perceptron vector field, dy/dt = MLP(y) (or MLP([y, t]) with time_input, and
+    with `inputs` = k conditioning inputs c, constant per trajectory: MLP([y, c]) or
+    MLP([y, t, c]), c passed to each solve as `args`).
 
     Layer i computes h_{i+1} = act_i(W_i h_i + b_i), W_i of shape (out, in) as in
     torch.nn.Linear and equinox.nn.Linear; every layer but the last uses `activation`, the last
@@ -20,18 +22,19 @@ class MLP:
     approximation, as jax.nn.gelu's default). Immutable.
 
         MLP([w0, w1], [b0, b1], activation="softplus")   # numpy arrays (out x in), biases or None
+        MLP([w0, w1], activation="tanh", inputs=3)        # w0 of shape (width, N + 3)
         MLP.load("model.safetensors"); seed_model(); from_equinox(m); from_torch(net)
     """
 
     __slots__ = ("_m",)
 
     def __init__(self, weights, biases=None, *, activation="relu", final_activation="identity",
-                 time_input=False):
+                 time_input=False, inputs=0):
         weights = list(weights)
         if biases is None:
             biases = [None] * len(weights)
         self._m = _clnode.Model.from_arrays(weights, list(biases), activation, final_activation,
-                                            bool(time_input))
+                                            bool(time_input), _num_inputs(inputs))
 
     @classmethod
     def _wrap(cls, m):
@@ -43,7 +46,7 @@ class MLP:
     def load(cls, path):
         """Loads a safetensors file (the names and metadata of the C library: "layers.<i>.weight"
         / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", metadata "activation",
-        "final_activation", "time_input"). Raises clnode.ModelError (a ValueError) for a malformed
+        "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
         file, clnode.FileError (an OSError) for an unreadable one."""
         return cls._wrap(_clnode.Model.load(os.fspath(path)))
 
@@ -62,6 +65,8 @@ class MLP:
         header = {"__metadata__": {"activation": self.activation,
                                    "final_activation": self.final_activation,
                                    "time_input": "true" if self.time_input else "false"}}
+        if self.num_inputs:
+            header["__metadata__"]["inputs"] = str(self.num_inputs)
         blobs, off = [], 0
         for i, (w, b) in enumerate(self.layers):
             for name, a in (("weight", w), ("bias", b)):
@@ -127,9 +132,17 @@ class MLP:
         """Whether the network takes [y, t] rather than y."""
         return self._m.time_input
 
-    def __call__(self, y, t=None):
-        """The vector field at y ((N,) or (n, N)), with times t for a time-input model, in float64
-        by the C library (clnode_model_eval: the activations every backend uses)."""
+    @property
+    def num_inputs(self):
+        """The number k of conditioning inputs (0: none): the network takes [y, c] (or
+        [y, t, c]), c a per-trajectory constant vector of k values (a solve's `args`)."""
+        return self._m.num_inputs
+
+    def __call__(self, y, t=None, args=None):
+        """The vector field at y ((N,) or (n, N)), with times t for a time-input model and the
+        conditioning inputs `args` ((k,) or (n, k)) for a model with inputs, in float64: by the C
+        library (clnode_model_eval: the activations every backend uses), or for a model with
+        inputs, which clnode_model_eval does not take, by numpy."""
         y = np.asarray(y, dtype=np.float64)
         single = y.ndim == 1
         y2 = y.reshape(1, -1) if single else y
@@ -138,14 +151,26 @@ class MLP:
             if t is None:
                 raise ValueError("this model takes time as an input: pass t")
             tt = np.broadcast_to(np.asarray(t, dtype=np.float64), (y2.shape[0],))
-        out = self._m.eval(y2, tt)
+        k = self.num_inputs
+        if k == 0:
+            if args is not None:
+                raise ValueError("this model has no conditioning inputs: args must be None")
+            out = self._m.eval(y2, tt)
+        else:
+            if args is None:
+                raise ValueError(f"this model takes {k} conditioning inputs: pass args")
+            c = np.broadcast_to(np.asarray(args, dtype=np.float64), (y2.shape[0], k))
+            parts = [y2] + ([tt.reshape(-1, 1)] if tt is not None else []) + [c]
+            out = _numpy_forward(self.layers, self.activation, self.final_activation,
+                                 np.concatenate(parts, axis=1))
         return out[0] if single else out
 
     def __eq__(self, other):
         if not isinstance(other, MLP):
             return NotImplemented
-        if (self.sizes, self.activation, self.final_activation, self.time_input) != \
-                (other.sizes, other.activation, other.final_activation, other.time_input):
+        if (self.sizes, self.activation, self.final_activation, self.time_input,
+                self.num_inputs) != (other.sizes, other.activation, other.final_activation,
+                                     other.time_input, other.num_inputs):
             return False
         for (w, b), (w2, b2) in zip(self.layers, other.layers):
             if not np.array_equal(w, w2) or (b is None) != (b2 is None) or \
@@ -157,7 +182,37 @@ class MLP:
 
     def __repr__(self):
         return (f"clnode.MLP(sizes={self.sizes}, activation={self.activation!r}, "
-                f"final_activation={self.final_activation!r}, time_input={self.time_input})")
+                f"final_activation={self.final_activation!r}, time_input={self.time_input}"
+                + (f", inputs={self.num_inputs})" if self.num_inputs else ")"))
+
+
+def _num_inputs(inputs):
+    """A number of conditioning inputs, checked: a non-negative integer."""
+    if isinstance(inputs, (bool, np.bool_)) or not isinstance(inputs, (int, np.integer)) \
+            or inputs < 0:
+        raise ValueError(f"inputs must be a non-negative integer (the number of conditioning "
+                         f"inputs), not {inputs!r}")
+    return int(inputs)
+
+
+_NUMPY_ACTS = {
+    "identity": lambda x: x,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "softplus": lambda x: np.logaddexp(0.0, x),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3))),
+}
+
+
+def _numpy_forward(layers, activation, final_activation, x):
+    """The network on the rows of x in float64 numpy (for checks only: solves never use it)."""
+    h = x
+    for i, (w, b) in enumerate(layers):
+        h = h @ w.T + (0.0 if b is None else b)
+        h = _NUMPY_ACTS[final_activation if i == len(layers) - 1 else activation](h)
+    return h
 
 
 def seed_model():
@@ -263,20 +318,42 @@ def _find_equinox_mlp(tree):
     return found
 
 
+def _closure_objects(fn):
+    """What a plain Python function reads besides its arguments: the contents of its closure
+    cells and the globals its code names (e.g. the `mlp` of `lambda t, y, args: mlp(y)`)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    objs = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            objs.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    glb = getattr(fn, "__globals__", {})
+    objs += [glb[name] for name in code.co_names if name in glb]
+    return objs
+
+
 def _equinox_parts(module, time_input=None):
     """The pieces of the one MLP found in an equinox module tree: (layers, activation name,
-    final activation name, time_input, path); layers hold the pytree's own arrays."""
+    final activation name, time_input, path); layers hold the pytree's own arrays. A plain
+    function (a lambda) whose pytree holds no MLP is searched through what it reads: its closure
+    and the globals it names."""
     found = _find_equinox_mlp(module)
+    if not found and callable(module) and hasattr(module, "__code__"):
+        found = _find_equinox_mlp(_closure_objects(module))
     if not found:
         import jax.tree_util as jtu
         kinds = sorted({type(x).__name__ for x in jtu.tree_leaves(
             module, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))})[:12]
         raise ValueError(
             "no equinox.nn.MLP (or eqx.nn.Sequential of eqx.nn.Linear and activations) found in "
-            f"{type(module).__name__} (its leaves: {', '.join(kinds) or 'none'}). Weights captured "
-            "in a Python closure cannot be found: keep the network as a field of an eqx.Module "
-            "(class Func(eqx.Module): mlp: eqx.nn.MLP; def __call__(self, t, y, args): return "
-            "self.mlp(y)) and pass that module")
+            f"{type(module).__name__} (its leaves: {', '.join(kinds) or 'none'}), nor in what a "
+            "plain function reads (its closure and the globals it names). Keep the network as a "
+            "field of an eqx.Module (class Func(eqx.Module): mlp: eqx.nn.MLP; def __call__(self, "
+            "t, y, args): return self.mlp(y)) or let a lambda read it (lambda t, y, args: "
+            "mlp(y))")
     if len(found) > 1:
         raise ValueError("more than one MLP found (" + ", ".join(p or "<root>" for p, *_ in found)
                          + "): clnode solves one MLP vector field; pass the one you mean")
@@ -301,17 +378,24 @@ def _equinox_parts(module, time_input=None):
     return layers, act_name, fact_name, bool(time_input), path
 
 
-def from_equinox(module, *, time_input=None):
+def from_equinox(module, *, time_input=None, inputs=0):
     """The MLP inside an equinox module tree: an `eqx.nn.MLP` (or an `eqx.nn.Sequential` of
     `eqx.nn.Linear` and activation layers) anywhere in `module` (e.g. the seed problem's
     `Func(eqx.Module)` holding `mlp`), with its activation read from the module (relu, tanh,
     sigmoid, softplus, silu, gelu with approximate=True, identity). `time_input`: whether the
-    network takes [y, t]; None guesses it from the shapes (in == out + 1). Raises ValueError when
-    there is no MLP, more than one, or an unsupported activation, saying what was found."""
+    network takes [y, t]; None guesses it from the shapes (in == out + inputs + 1). `inputs`: the
+    number k of conditioning inputs, for a network of y' = MLP([y, c]) (or MLP([y, t, c])), c
+    passed to clnode.solve as args (diffrax's f(t, y, args) = mlp(jnp.concatenate([y, args])));
+    its first layer takes N + k (or N + 1 + k) values. Raises ValueError when there is no MLP,
+    more than one, or an unsupported activation, saying what was found."""
+    k = _num_inputs(inputs)
+    if time_input is None:
+        layers = _equinox_parts(module, False)[0]
+        time_input = int(layers[0][0].shape[1]) == int(layers[-1][0].shape[0]) + 1 + k
     layers, act, fact, ti, _ = _equinox_parts(module, time_input)
     ws = [np.asarray(w, dtype=np.float64) for w, _ in layers]
     bs = [None if b is None else np.asarray(b, dtype=np.float64) for _, b in layers]
-    return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti)
+    return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti, inputs=k)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -342,7 +426,7 @@ def _torch_activation(m):
     return name
 
 
-def _from_torch_sequential(seq, time_input):
+def _from_torch_sequential(seq, time_input, inputs=0):
     mods = list(seq.children()) if hasattr(seq, "children") else list(seq)
     layers, acts = [], []
     for m in mods:
@@ -370,11 +454,12 @@ def _from_torch_sequential(seq, time_input):
     ws = [w for w, _ in layers]
     bs = [b for _, b in layers]
     if time_input is None:
-        time_input = ws[0].shape[1] == ws[-1].shape[0] + 1
-    return MLP(ws, bs, activation=inner.pop(), final_activation=final, time_input=time_input)
+        time_input = ws[0].shape[1] == ws[-1].shape[0] + 1 + inputs
+    return MLP(ws, bs, activation=inner.pop(), final_activation=final, time_input=time_input,
+               inputs=inputs)
 
 
-def _from_state_dict(sd, activation, final_activation, time_input):
+def _from_state_dict(sd, activation, final_activation, time_input, inputs=0):
     entries = {}
     prefixes = set()
     for key, value in sd.items():
@@ -401,25 +486,29 @@ def _from_state_dict(sd, activation, final_activation, time_input):
         ws.append(entries[(i, "weight")])
         bs.append(entries.get((i, "bias")))
     if time_input is None:
-        time_input = ws[0].shape[1] == ws[-1].shape[0] + 1
+        time_input = ws[0].shape[1] == ws[-1].shape[0] + 1 + inputs
     return MLP(ws, bs, activation=activation, final_activation=final_activation,
-               time_input=time_input)
+               time_input=time_input, inputs=inputs)
 
 
-def from_torch(model, *, activation=None, final_activation="identity", time_input=None):
+def from_torch(model, *, activation=None, final_activation="identity", time_input=None,
+               inputs=0):
     """An MLP from PyTorch: an `nn.Sequential` of `nn.Linear` layers with one activation module
     between them (Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate="tanh"), Identity) and
     optionally one after the last, or a state_dict of such a network (torch tensors or numpy
     arrays; "<prefix><i>.weight" / "<prefix><i>.bias", any common prefix such as "net." or
     "func.mlp.layers." stripped), which needs `activation` (and `final_activation`, default
-    identity) since a state_dict does not record them. torch is not needed to call this.
+    identity) since a state_dict does not record them. `inputs`: the number of conditioning
+    inputs k (the first layer takes [y, c] or [y, t, c]), as from_equinox. torch is not needed to
+    call this.
     Raises ValueError for anything else, saying what was found and what is supported."""
     if hasattr(model, "items") and not hasattr(model, "children"):
-        return _from_state_dict(model, activation, final_activation, time_input)
+        return _from_state_dict(model, activation, final_activation, time_input,
+                                _num_inputs(inputs))
     if type(model).__name__ == "Sequential" or isinstance(model, (list, tuple)):
         if activation is not None:
             raise ValueError("activation= is for state_dicts; a Sequential has its own")
-        return _from_torch_sequential(model, time_input)
+        return _from_torch_sequential(model, time_input, _num_inputs(inputs))
     raise ValueError(f"from_torch takes an nn.Sequential or a state_dict, not "
                      f"{type(model).__name__} (for a custom nn.Module, pass its Sequential "
                      "attribute or model.state_dict() with activation=)")

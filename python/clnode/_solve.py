@@ -138,13 +138,90 @@ def _thread_context_for(device):
     return cache[key]
 
 
-def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, pcoeff=0.0,
+_EXACT_INT = 2 ** 53
+
+
+def _float64_array(value, name):
+    """`value` as a float64 numpy array, refusing what float64 would not hold exactly: strings,
+    booleans, complex and object arrays, long double, integers beyond 2^53, NaN and infinities."""
+    try:
+        a = np.asarray(value)
+    except Exception as e:  # noqa: BLE001 - ragged nested lists and the like
+        raise ValueError(f"{name} must be a number or an array of numbers: {e}") from None
+    kind = a.dtype.kind
+    if kind == "f":
+        if a.dtype.itemsize > 8:
+            raise TypeError(f"{name} has dtype {a.dtype}, which float64 would round: pass "
+                            "float64 (or float32) values")
+    elif kind in "iu":
+        if a.size and (np.max(np.abs(a.astype(object))) > _EXACT_INT):
+            raise TypeError(f"{name} holds integers beyond 2**53, which float64 would round")
+    else:
+        raise TypeError(f"{name} must be real numbers (float or int), not dtype {a.dtype}")
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        bad = np.flatnonzero(~np.isfinite(a.reshape(-1)))
+        where = "" if a.ndim == 0 else f" (at flat index {int(bad[0])})"
+        raise ValueError(f"{name} must be finite, not {a.reshape(-1)[bad[0]]}{where}")
+    return a
+
+
+def _per_trajectory(value, name, B, single, optional=False):
+    """A scalar (returned as a float) or one value per trajectory ((B,) array)."""
+    if optional and value is None:
+        return None
+    a = _float64_array(value, name)
+    if a.ndim == 0:
+        return float(a)
+    if single or a.ndim != 1 or a.shape[0] != B:
+        want = "a scalar" if single else f"a scalar or an array of shape ({B},)"
+        extra = (" (per-trajectory values need y0 of shape (B, N); np.broadcast_to(y0, (B, N)) "
+                 "gives B copies)") if single else ""
+        raise ValueError(f"{name} must be {want}, not of shape {a.shape}{extra}")
+    return a
+
+
+def _inputs(args, model, B, single):
+    """The (B, k) conditioning inputs of a model with k inputs, or None for a model without."""
+    k = model.num_inputs
+    if k == 0:
+        if args is not None:
+            raise ValueError("args given but the model has no conditioning inputs (a model with "
+                             "k inputs takes [y, c]: MLP(..., inputs=k), from_equinox(..., "
+                             "inputs=k) or the safetensors metadata inputs = \"k\")")
+        return None
+    if args is None:
+        raise ValueError(f"the model takes {k} conditioning inputs: pass args of shape "
+                         + (f"({k},)" if single else f"({B}, {k}) or ({k},)"))
+    a = _float64_array(args, "args")
+    if a.shape == (k,):
+        return np.ascontiguousarray(np.broadcast_to(a, (B, k)))
+    if single or a.shape != (B, k):
+        want = f"({k},)" if single else f"({B}, {k}) or ({k},)"
+        raise ValueError(f"args must have shape {want} (the model has {k} conditioning "
+                         f"inputs), not {a.shape}")
+    return np.ascontiguousarray(a)
+
+
+def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, atol=1e-6, pcoeff=0.0,
           icoeff=1.0, dcoeff=0.0, dtmin=None, dtmax=None, force_dtmin=True, factormin=0.2,
           factormax=10.0, safety=0.9, constant_step=False, max_steps=4096, precision="fp32",
           gemm_precision="strict", precision_guard="warn", saveat=None, device=None,
           context=None, certify=False, certify_fraction=0.01, certify_seed=1):
     """Solves dy/dt = model(y) from t0 to t1 for one initial state y0 (N,) or a batch (B, N),
     every trajectory with its own steps, as jax.vmap(diffrax.diffeqsolve) does.
+
+    Every trajectory may be its own problem: t0, t1 and dt0 are scalars or arrays of shape (B,)
+    (jax.vmap over diffeqsolve's t0, t1, dt0), all of one direction (t1 - t0 of one sign;
+    t0 == t1 takes no step). args: the conditioning inputs of a model with k inputs
+    (MLP(..., inputs=k): the network takes [y, c] or [y, t, c]), shape (B, k), or (k,) for one
+    c shared by the batch; required for such a model, refused for others. Each trajectory is
+    solved exactly as it would be alone with its own values (same steps, same bits).
+    SaveAt(ts=...) stays one list shared by the batch: each trajectory saves the times inside
+    its own interval, in order, and its row of ts/ys holds only those (then the other saved
+    points), padded at the end with +inf as diffrax pads. Values are float64 or exactly
+    convertible to it (float32, integers up to 2^53); NaN, infinities, strings, complex numbers
+    and long doubles are refused.
 
     method: "tsit5", "dopri5", "dopri8", "bosh3", "heun" or "euler". The step size follows
     diffrax's PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin,
@@ -169,12 +246,17 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
     if not isinstance(model, MLP):
         raise TypeError(f"model must be a clnode.MLP, not {type(model).__name__} (see "
                         "clnode.from_equinox, clnode.from_torch, clnode.MLP.load)")
-    y = np.asarray(y0, dtype=np.float64)
+    y = _float64_array(y0, "y0")
     single = y.ndim == 1
     if single:
         y = y.reshape(1, -1)
     elif y.ndim != 2:
         raise ValueError(f"y0 must have shape (N,) or (B, N), not {y.shape}")
+    B = y.shape[0]
+    t0v = _per_trajectory(t0, "t0", B, single)
+    t1v = _per_trajectory(t1, "t1", B, single)
+    dt0v = _per_trajectory(dt0, "dt0", B, single, optional=True)
+    inputs = _inputs(args, model, B, single)
     if saveat is None:
         save_t0, save_t1, save_steps, save_ts = False, True, False, None
     elif isinstance(saveat, SaveAt):
@@ -187,7 +269,9 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
     opts = dict(method=method, precision=_precision_code(precision),
                 gemm_mode=_choice(_GEMM, gemm_precision, "gemm_precision"),
                 guard=_choice(_GUARD, precision_guard, "precision_guard"),
-                t0=float(t0), t1=float(t1), dt0=0.0 if dt0 is None else float(dt0),
+                t0=t0v if isinstance(t0v, float) else 0.0,
+                t1=t1v if isinstance(t1v, float) else 1.0,
+                dt0=dt0v if isinstance(dt0v, float) else 0.0,
                 constant_step=bool(constant_step), rtol=float(rtol), atol=float(atol),
                 pcoeff=float(pcoeff), icoeff=float(icoeff), dcoeff=float(dcoeff),
                 dtmin=0.0 if dtmin is None else float(dtmin),
@@ -195,6 +279,12 @@ def solve(model, y0, *, t0, t1, dt0=None, method="tsit5", rtol=1e-3, atol=1e-6, 
                 factormin=float(factormin), factormax=float(factormax), safety=float(safety),
                 max_steps=int(max_steps), save_t0=save_t0, save_t1=save_t1,
                 save_steps=save_steps, save_ts=save_ts)
+    # per-trajectory arrays, passed only when given as arrays (scalars keep the scalar options)
+    for key, v in (("t0s", t0v), ("t1s", t1v), ("dt0s", dt0v)):
+        if isinstance(v, np.ndarray):
+            opts[key] = v
+    if inputs is not None:
+        opts["inputs"] = inputs
     if certify:
         fraction = float(certify_fraction)
         if not 0.0 < fraction <= 1.0:

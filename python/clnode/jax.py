@@ -7,12 +7,23 @@
                       saveat=diffrax.SaveAt(steps=True))
 
 It takes diffrax's own objects and returns a diffrax.Solution with the same fields, shapes and
-dtypes. The vector field must be an equinox module tree holding one eqx.nn.MLP (or
-eqx.nn.Sequential of Linear layers), computing f(t, y, args) = MLP(y) (or MLP([y, t])): the MLP
-is found as clnode.from_equinox finds it and checked against the vector field at random points
-before solving. It works under jax.jit and jax.vmap (a vmapped call is one batched clnode solve,
-through jax.pure_callback(vmap_method="expand_dims")), on CPU arrays. It computes no gradients:
-train with diffrax, solve with clnode.
+dtypes. The vector field must hold one eqx.nn.MLP (or eqx.nn.Sequential of Linear layers):
+either as an equinox module tree (`Func(eqx.Module)` with an `mlp` field), or read by a plain
+function (a lambda) from its closure or a global. The forms recognised are
+
+    f(t, y, args) = mlp(y)                                   # y' = MLP(y)
+    f(t, y, args) = mlp(jnp.concatenate([y, t[None]]))       # y' = MLP([y, t])
+    f(t, y, args) = mlp(jnp.concatenate([y, args]))          # y' = MLP([y, c]), c = args
+    f(t, y, args) = mlp(jnp.concatenate([y, t[None], args])) # y' = MLP([y, t, c])
+
+with args one array of k values (a trajectory's conditioning inputs); which one is read from the
+first layer's width (N, N + 1, N + k, N + 1 + k; with k = 1 and N + 1 inputs, [y, args]). The
+vector field is then evaluated at random points with the caller's args (under vmap, each
+trajectory's own) and compared with that MLP: anything else (another order, scaling, args used
+otherwise) is refused with a ValueError, never solved as something else. It works under jax.jit
+and jax.vmap over y0, t0, t1, dt0 and args (a vmapped call is one batched clnode solve with
+per-trajectory t0s/t1s/dt0s and inputs, through jax.pure_callback(vmap_method="expand_dims")),
+on CPU arrays. It computes no gradients: train with diffrax, solve with clnode.
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
@@ -106,20 +117,104 @@ def _leaves_concrete(tree):
     return not any(_is_tracer(x) for x in jax.tree_util.tree_leaves(tree))
 
 
-def _check_message(err, where):
-    return ("clnode solves vector fields that are an MLP of y (or of y and t), and this one is "
-            f"not the MLP found in it at {where}: the largest relative difference at random "
-            f"points is {err:.3g}. (Found the network but the vector field does more with it, "
-            "such as scaling, adding terms or using args?)")
+def _check_message(err, where, k=0):
+    form = (f"MLP(jnp.concatenate([y, args])) (or [y, t, args]) with args of {k} values" if k
+            else "an MLP of y (or of y and t)")
+    return (f"clnode solves vector fields f(t, y, args) that are {form}, and this one is not the "
+            f"MLP found in it at {where}: the largest relative difference at random points is "
+            f"{err:.3g}. (Found the network but the vector field does more with it, such as "
+            "scaling, adding terms, another order of [y, t, args] or args used otherwise?)")
 
 
-def _compare(field, mlp, ys, ts, tol):
-    want = mlp(ys, ts if mlp.time_input else None)
-    field = np.asarray(field, dtype=np.float64).reshape(want.shape)
-    if not np.all(np.isfinite(field)):
+def _compare(fields, mlp, ys, ts, cs):
+    """The largest relative difference of the vector field's values `fields` (rows of
+    _CHECK_POINTS x N values, one row per trajectory) from the MLP at the check points, with each
+    row's conditioning inputs cs (rows of k values; None without inputs)."""
+    n = ys.shape[1]
+    fields = np.asarray(fields, dtype=np.float64).reshape(-1, _CHECK_POINTS, n)
+    tt = ts if mlp.time_input else None
+    if cs is None:
+        want = mlp(ys, tt)[None]
+    else:
+        # once per distinct c, all in one evaluation
+        uniq, inv = np.unique(np.asarray(cs, np.float64).reshape(-1, mlp.num_inputs), axis=0,
+                              return_inverse=True)
+        u = uniq.shape[0]
+        yy = np.tile(ys, (u, 1))
+        t2 = None if tt is None else np.tile(tt, u)
+        want = mlp(yy, t2, np.repeat(uniq, _CHECK_POINTS, axis=0)).reshape(u, _CHECK_POINTS, n)
+        want = want[np.asarray(inv).reshape(-1)]
+        if want.shape[0] != fields.shape[0]:
+            want = np.broadcast_to(want, fields.shape)
+    if not np.all(np.isfinite(fields)):
         return np.inf
     scale = max(float(np.max(np.abs(want))), 1e-300)
-    return float(np.max(np.abs(field - want))) / scale
+    return float(np.max(np.abs(fields - want))) / scale
+
+
+def _find_model(vf, n, args):
+    """The MLP of the vector field and how it is fed: (layers, activation, final activation,
+    time_input, k, path). The input is y (N values), [y, t] (N + 1), [y, args] (N + k) or
+    [y, t, args] (N + 1 + k) for args an array of k values; with k = 1 and N + 1 inputs,
+    [y, args]. The check at random points then confirms (or refuses) the reading."""
+    layers, act, fact, _, path = _model._equinox_parts(vf, False)
+    n_in, n_out = int(layers[0][0].shape[1]), int(layers[-1][0].shape[0])
+    if n_out != n:
+        raise ValueError(f"the MLP found ({path or 'the vector field'}) has {n_out} outputs but "
+                         f"y0 has {n} components")
+    a = None
+    if args is not None and hasattr(args, "shape") and hasattr(args, "dtype"):
+        if len(args.shape) == 1:
+            a = int(args.shape[0])
+    if n_in == n:
+        ti, k = False, 0
+    elif a is not None and n_in == n + a:
+        ti, k = False, a
+    elif a is not None and n_in == n + 1 + a:
+        ti, k = True, a
+    elif n_in == n + 1:
+        ti, k = True, 0
+    else:
+        forms = f"y ({n}) or [y, t] ({n + 1})"
+        if a is not None:
+            forms += f", [y, args] ({n + a}) or [y, t, args] ({n + 1 + a})"
+        else:
+            forms += (", and with args one array of k values (shape (k,) per trajectory) [y, "
+                      "args] or [y, t, args]")
+        raise ValueError(f"the MLP found ({path or 'the vector field'}) takes {n_in} inputs; "
+                         f"clnode feeds it {forms}")
+    return layers, act, fact, ti, k, path
+
+
+def _per_trajectory(x, lead):
+    """A time operand of the callback as one float (the same for every trajectory) or one value
+    per trajectory (unbatched operands have size-1 axes under vmap_method="expand_dims")."""
+    flat = np.broadcast_to(np.asarray(x, np.float64), lead).reshape(-1)
+    if flat.size == 0:
+        return 0.0
+    if np.all(flat == flat[0]):
+        return float(flat[0])
+    return np.ascontiguousarray(flat)
+
+
+def _check_save_ts(ts, t0, t1):
+    """diffrax refuses save times outside [t0, t1] (under vmap, outside any trajectory's
+    interval): so does clnode.jax.diffeqsolve, naming the trajectory. (clnode.solve instead clips
+    a shared list to each trajectory's interval.)"""
+    t0 = np.atleast_1d(t0)
+    t1 = np.atleast_1d(t1)
+    t0, t1 = np.broadcast_arrays(t0, t1)
+    lo, hi = np.minimum(t0, t1), np.maximum(t0, t1)
+    if ts.size == 0:
+        return
+    bad = (ts.min() < lo) | (ts.max() > hi)
+    if np.any(bad):
+        b = int(np.flatnonzero(bad)[0])
+        who = f" of trajectory {b}" if t0.size > 1 else ""
+        raise ValueError(f"clnode.jax.diffeqsolve: SaveAt(ts=...) has times outside the interval"
+                         f"{who} [{t0[b]:g}, {t1[b]:g}]; diffrax.diffeqsolve refuses this too "
+                         "(\"saveat.ts must lie between t0 and t1\"). clnode.solve saves a shared "
+                         "list clipped to each trajectory's interval")
 
 
 def _squeeze_unbatched(a, core_ndim, name):
@@ -130,8 +225,8 @@ def _squeeze_unbatched(a, core_ndim, name):
         if np.all(a == a.reshape((-1,) + a.shape[len(lead):])[0]):
             return a.reshape((-1,) + a.shape[len(lead):])[0]
         raise ValueError(f"clnode.jax.diffeqsolve: vmapping over {name} is not supported "
-                         "(clnode solves one model from one t0 to one t1 for every trajectory "
-                         "of a batch; vmap over y0)")
+                         "(clnode solves one model with one list of save times for every "
+                         "trajectory of a batch; vmap over y0, t0, t1, dt0 and args)")
     return a.reshape(a.shape[len(lead):])
 
 
@@ -144,7 +239,9 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
 
     terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
-    `eqx.nn.MLP`) whose value is MLP(y) (or MLP([y, t])); checked at random points first.
+    `eqx.nn.MLP`) or a function reading one, whose value is MLP(y), MLP([y, t]), MLP([y, args])
+    or MLP([y, t, args]) (see the module's documentation); checked at random points first.
+    args: None, or for a network conditioned on it one array of k values.
     solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
     PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
     factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
@@ -154,11 +251,13 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
 
     Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
-    jax.vmap over y0 the whole batch is one clnode solve. Raises UnsupportedArgument (a
-    ValueError) naming any argument it does not support (adjoint other than the default, event,
-    SubSaveAt fn, other solvers, controllers, or vmapping over t0/t1/dt0/the model), ValueError
-    when the vector field is not the MLP found in it, and a TypeError under jax.grad/jax.jvp:
-    clnode does not compute gradients."""
+    jax.vmap over any of y0, t0, t1, dt0 and args the whole batch is one clnode solve, every
+    trajectory with its own values (all of one direction of integration). Raises
+    UnsupportedArgument (a ValueError) naming any argument it does not support (adjoint other
+    than the default, event, SubSaveAt fn, other solvers, controllers, or vmapping over the
+    model or the save times), ValueError when the vector field is not the MLP found in it or
+    when save times lie outside a trajectory's interval (as diffrax), and a TypeError under
+    jax.grad/jax.jvp: clnode does not compute gradients."""
     if type(terms) is not diffrax.ODETerm:
         raise _unsupported("terms", f"{type(terms).__name__} (clnode solves ODETerm(f) with f "
                            "an MLP)")
@@ -196,13 +295,11 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
         time_dtype = y0.dtype
 
     vf = terms.vector_field
-    layers, act, fact, time_input, path = _model._equinox_parts(vf)
     n = int(y0.shape[0])
-    if int(layers[-1][0].shape[0]) != n:
-        raise ValueError(f"the MLP found ({path or 'the vector field'}) has {layers[-1][0].shape[0]}"
-                         f" outputs but y0 has {n} components")
+    layers, act, fact, time_input, k, path = _find_model(vf, n, args)
 
-    # the check: the vector field at a few random points (and times) against the MLP found
+    # the check: the vector field at a few random points (and times) against the MLP found, with
+    # the caller's args (each trajectory's own under vmap)
     rng = np.random.default_rng(20240917)
     chk_y = rng.standard_normal((_CHECK_POINTS, n))
     tlo = _static_float(t0, "t0") if not _is_tracer(t0) else 0.0
@@ -216,19 +313,29 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
 
     weights = [w for w, _ in layers]
     biases = [b for _, b in layers]
-    deferred_check = not (_leaves_concrete(vf) and _leaves_concrete(args))
+
+    def make_mlp(ws, bs):
+        return _model.MLP([np.asarray(w, np.float64) for w in ws],
+                          [None if b is None else np.asarray(b, np.float64) for b in bs],
+                          activation=act, final_activation=fact, time_input=time_input,
+                          inputs=k)
+
+    args_op = None
+    if k:
+        args_op = jnp.asarray(args)
+        if not jnp.issubdtype(args_op.dtype, jnp.floating):
+            args_op = args_op.astype(y0.dtype)
+    mlp = make_mlp(weights, biases) if _leaves_concrete(layers) else None
+    deferred_check = mlp is None or not _leaves_concrete(vf) or \
+        (args is not None and not _leaves_concrete(args))
     if not deferred_check:
         fvals = _model._eager(lambda: np.asarray(field_at_points()))
-        if True:
-            mlp = _model.MLP([np.asarray(w, np.float64) for w in weights],
-                             [None if b is None else np.asarray(b, np.float64) for b in biases],
-                             activation=act, final_activation=fact, time_input=time_input)
-        err = _compare(fvals, mlp, np.asarray(chk_y, y0.dtype), np.asarray(chk_t, y0.dtype),
-                       tol)
+        c = None if not k else np.asarray(args_op, np.float64).reshape(1, k)
+        err = _compare(fvals.reshape(1, -1), mlp, np.asarray(chk_y, y0.dtype),
+                       np.asarray(chk_t, y0.dtype), c)
         if not err <= tol:
-            raise ValueError(_check_message(err, path or "the root"))
+            raise ValueError(_check_message(err, path or "the root", k))
     else:
-        mlp = None
         fvals = field_at_points()
 
     n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
@@ -239,39 +346,44 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     n_layers = len(layers)
     has_bias = [b is not None for b in biases]
 
-    def host(y, t0_, t1_, dt0_, ts_, fv, *params):
+    def host(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+        # the batch: every vmapped operand has the full leading axes, the others size-1 axes
         y = np.asarray(y)
-        lead = y.shape[:-1]
-        yb = y.reshape(-1, n)
-        t0v = float(_squeeze_unbatched(np.asarray(t0_), 0, "t0"))
-        t1v = float(_squeeze_unbatched(np.asarray(t1_), 0, "t1"))
-        dt0v = float(_squeeze_unbatched(np.asarray(dt0_), 0, "dt0"))
+        lead = np.broadcast_shapes(y.shape[:-1], np.shape(t0_), np.shape(t1_), np.shape(dt0_),
+                                   np.shape(c_)[:-1] if k else (),
+                                   np.shape(fv)[:-2] if deferred_check else ())
+        yb = np.broadcast_to(y, lead + (n,)).reshape(-1, n)
+        B = yb.shape[0]
+        t0v = _per_trajectory(t0_, lead)
+        t1v = _per_trajectory(t1_, lead)
+        dt0v = _per_trajectory(dt0_, lead)
+        cv = None
+        if k:
+            cv = np.broadcast_to(np.asarray(c_, np.float64), lead + (k,)).reshape(B, k)
         m = mlp
         if m is None:
             ps = [np.asarray(p, np.float64) for p in params]
             ws = [_squeeze_unbatched(ps[i], 2, "the model's parameters") for i in range(n_layers)]
-            bs, k = [], n_layers
+            bs, j = [], n_layers
             for hb in has_bias:
-                bs.append(_squeeze_unbatched(ps[k], 1, "the model's parameters") if hb else None)
-                k += hb
-            m = _model.MLP(ws, bs, activation=act, final_activation=fact,
-                           time_input=time_input)
-            fv = np.asarray(fv)
-            fvs = fv.reshape(-1, _CHECK_POINTS * n)
-            for row in fvs:
-                err = _compare(row, m, np.asarray(chk_y, y.dtype), np.asarray(chk_t, y.dtype),
-                               tol)
-                if not err <= tol:
-                    raise ValueError(_check_message(err, path or "the root"))
+                bs.append(_squeeze_unbatched(ps[j], 1, "the model's parameters") if hb else None)
+                j += hb
+            m = make_mlp(ws, bs)
+        if deferred_check:
+            fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, n)).reshape(B, -1)
+            err = _compare(fvs, m, np.asarray(chk_y, y.dtype), np.asarray(chk_t, y.dtype), cv)
+            if not err <= tol:
+                raise ValueError(_check_message(err, path or "the root", k))
         tsv = None
         if save_ts is not None:
             tsv = _squeeze_unbatched(np.asarray(ts_), 1, "SaveAt(ts=...)")
+            _check_save_ts(tsv, t0v, t1v)
         sa = _solve.SaveAt(t0=save_t0, t1=save_t1, ts=tsv, steps=save_steps) \
             if (save_t0 or save_t1 or save_steps or tsv is not None) else None
         o = dict(opts)
         o["saveat"] = sa
-        o["dt0"] = None if dt0v == 0.0 else dt0v
-        sol = _solve.solve(m, yb, t0=t0v, t1=t1v, **o)
+        o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
+        sol = _solve.solve(m, yb, t0=t0v, t1=t1v, args=cv, **o)
         st = sol.stats
         codes = np.array([_DIFFRAX_CODE[_solve.RESULT_NAMES.index(r)] for r in
                           np.asarray(sol.result).reshape(-1)], np.int32)
@@ -288,8 +400,8 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32))
 
     @jax.custom_jvp
-    def call(y, t0_, t1_, dt0_, ts_, fv, *params):
-        return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, fv, *params,
+    def call(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+        return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, *params,
                                  vmap_method="expand_dims")
 
     @call.defjvp
@@ -298,12 +410,13 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
                         "jax.grad/jax.jvp): train with diffrax.diffeqsolve, solve with clnode")
 
     ts_op = jnp.zeros((0,), time_dtype) if save_ts is None else jnp.asarray(save_ts, time_dtype)
-    fv_op = jnp.zeros((0,), y0.dtype) if mlp is not None else jnp.asarray(fvals, y0.dtype)
+    fv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(fvals, y0.dtype)
+    c_op = jnp.zeros((0,), y0.dtype) if not k else args_op
     params = [] if mlp is not None else weights + [b for b in biases if b is not None]
     t0a = jnp.asarray(t0, time_dtype)
     t1a = jnp.asarray(t1, time_dtype)
     dt0a = jnp.asarray(0.0 if dt0 is None else dt0, time_dtype)
-    ts, ys, nsteps, nacc, nrej, code = call(y0, t0a, t1a, dt0a, ts_op, fv_op, *params)
+    ts, ys, nsteps, nacc, nrej, code = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, *params)
 
     R = diffrax.RESULTS
     result = R.where(code == 1, R.max_steps_reached, R.successful)
