@@ -341,8 +341,9 @@ def _interrupt_after(seconds):
 
 @pytest.mark.parametrize("delay", [0.0, 0.05])
 def test_ctrl_c_interrupts_a_solve(delay):
-    """Ctrl-C during a solve of about 10 s (a few ms into it, or before its first step group)
-    raises KeyboardInterrupt at once; the context then solves as before."""
+    """Ctrl-C during a solve of about 25 s on this machine (10^6 fp64 steps; a few ms into it,
+    or before its first step group) raises KeyboardInterrupt long before the solve could have
+    ended, also on a loaded machine; the context then solves as before."""
     m = clnode.seed_model()
     ctx = clnode.Context("host")
     before = clnode.solve(m, np.zeros(10), t0=0, t1=50, dt0=0.02, rtol=1e-4, atol=1e-6,
@@ -350,11 +351,11 @@ def test_ctrl_c_interrupts_a_solve(delay):
     t = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         th = _interrupt_after(delay)
-        clnode.solve(m, np.zeros(10), context=ctx, **_long_problem(0.002))
+        clnode.solve(m, np.zeros(10), context=ctx, **_long_problem(0.00005))
         time.sleep(1)  # a signal that came before the solve began arrives here
     took = time.perf_counter() - t
     th.join()
-    assert took < 2.0, took
+    assert took < 6.0, took
     after = clnode.solve(m, np.zeros(10), t0=0, t1=50, dt0=0.02, rtol=1e-4, atol=1e-6,
                          context=ctx)
     assert np.array_equal(after.ys, before.ys) and after.stats == before.stats
