@@ -115,6 +115,26 @@ __kernel void cln_count_active(__global const cln_istate *IS, int B, __global in
         out[0] = scratch[0];
 }
 
+/* cln_swap_rows: the active-set compaction's row moves (lib/solver/solver.c, cln_compact): for
+ * each pair p, row pairs[2p] and row pairs[2p + 1] of a buffer swap their contents. The buffer is
+ * seen as 32-bit words (every row of the solver's buffers is a whole number of them), rows of
+ * `row` words from word `off`.
+ *   get_global_id(0) = w, word of the row, 0 <= w < row (fastest: rows are contiguous);
+ *   get_global_id(1) = p, pair, 0 <= p < npairs. */
+__kernel void cln_swap_rows(__global uint *buf, ulong off, ulong row, __global const int *pairs,
+                            int npairs)
+{
+    const ulong w = get_global_id(0);
+    const int p = (int)get_global_id(1);
+    if (w >= row || p >= npairs)
+        return;
+    __global uint *a = buf + off + (ulong)pairs[2 * p] * row + w;
+    __global uint *b = buf + off + (ulong)pairs[2 * p + 1] * row + w;
+    const uint t = *a;
+    *a = *b;
+    *b = t;
+}
+
 /* cln_tf32: the operand rounding of the tf32 GEMM emulation (cl/cln_tf32.h):
  * dst[i][j] = TF32(src[src_off + i * lds + j]) for a rows x cols block, dst packed (leading
  * dimension cols). Always float, whatever CLN_PRECISION (tf32 applies to fp32 solves only).

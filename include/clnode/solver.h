@@ -105,6 +105,12 @@ typedef struct clnode_solve_options {
                              row-major: each trajectory's conditioning inputs c (constant over
                              its solve; the network sees [y, c], or [y, t, c] with time input).
                              Required when the model has inputs, refused when it has none. */
+    int compact; /* default 1: trajectories that have finished (or failed) leave the batch's
+                    matrix products: every few groups of steps the rows still running are
+                    gathered at the front of the batch, so that the cost of a solve follows its
+                    running trajectories. Results, step counts and the order of the solution do
+                    not change (rows are independent). 0: every row stays in every product to
+                    the end (for comparisons). */
 } clnode_solve_options;
 
 /* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of

@@ -23,6 +23,11 @@ typedef struct cln_solve_dev {
     size_t esize; /* sizeof(real) */
     size_t B;     /* rows of every batch buffer: the batch padded to the backend's row_align */
     size_t Breal; /* trajectories actually solved (the padding rows start frozen) */
+    /* Rows the passes and products of a step run over: [0, live), a multiple of row_align
+     * (<= B). B until the driver compacts the batch (cln_compact in solver.c): it then moves the
+     * running trajectories' rows to the front with swap_rows and lowers live; every row from
+     * live on is frozen. */
+    size_t live;
     size_t N, ldz, stages;
     size_t num_layers;
     const size_t *sizes; /* num_layers + 1 */
@@ -33,7 +38,8 @@ typedef struct cln_solve_dev {
     cln_buf *Y, *F, *Z, *H[2];
     cln_buf *CR, *CI, *RS, *IS;
     cln_buf *TS, *TSOUT, *STT, *STY; /* may be 1-element placeholders when unused */
-    void *be_data;                   /* the backend's own per-solve state */
+    cln_buf *PAIRS; /* compaction: the row pairs swap_rows swaps, int32 (i, j) each */
+    void *be_data;  /* the backend's own per-solve state */
 } cln_solve_dev;
 
 typedef struct cln_backend_ops {
@@ -61,9 +67,10 @@ typedef struct cln_backend_ops {
      * release (accepts a half-built sd). */
     clnode_status (*solve_begin)(cln_backend *be, cln_solve_dev *sd);
     void (*solve_end)(cln_backend *be, cln_solve_dev *sd);
-    /* cln_init_traj for every trajectory. */
+    /* cln_init_traj for every row (all B). */
     clnode_status (*init)(cln_backend *be, cln_solve_dev *sd);
-    /* cln_stage_elem of stage i for every (trajectory, column < ldz). */
+    /* cln_stage_elem of stage i for every (row < live, column < ldz). The GEMMs the driver
+     * issues, stage_rhs, finish and count_active cover rows [0, live) too. */
     clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, int i);
     /* Optional (may be NULL): stage i and then F block i = MLP(Z) in one call, with the same
      * bits as `stage` followed by `gemm` and `bias_act` per layer (what the driver does when it
@@ -71,9 +78,14 @@ typedef struct cln_backend_ops {
     clnode_status (*stage_rhs)(cln_backend *be, cln_solve_dev *sd, int i);
     /* cln_finish_traj for every trajectory. */
     clnode_status (*finish)(cln_backend *be, cln_solve_dev *sd);
-    /* Waits for the queue and counts the trajectories not yet frozen; the only read-back made
-     * while a solve runs. */
+    /* Waits for the queue and counts the trajectories not yet frozen (rows < live); the only
+     * read-back made while a solve runs, besides the compaction's (cln_compact). */
     clnode_status (*count_active)(cln_backend *be, cln_solve_dev *sd, size_t *active);
+    /* Compaction: for each of the first npairs pairs (i, j) of sd->PAIRS, swaps the row_bytes
+     * bytes at off_bytes + i * row_bytes of buf with those at off_bytes + j * row_bytes (row_bytes
+     * a multiple of 4). Enqueued like a kernel; allocates nothing. */
+    clnode_status (*swap_rows)(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off_bytes,
+                               size_t row_bytes, size_t npairs);
 
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */

@@ -124,7 +124,7 @@ static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, cln
     sd->prec = prec;
     sd->gemm_mode = CLNODE_GEMM_STRICT;
     sd->esize = es;
-    sd->B = sd->Breal = rows;
+    sd->B = sd->Breal = sd->live = rows;
     sd->N = m->sizes[m->num_layers];
     sd->ldz = m->sizes[0];
     sd->stages = 1;

@@ -40,6 +40,7 @@ void cln_solve_defaults(clnode_solve_options *o)
     o->t1s = NULL;
     o->dt0s = NULL;
     o->inputs = NULL;
+    o->compact = 1;
     o->precision_guard = CLNODE_GUARD_WARN;
 }
 

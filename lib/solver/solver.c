@@ -393,6 +393,12 @@ typedef struct cln_run {
     double dir;          /* the direction of integration: tau = dir * t */
     void *progress_rows; /* staging for the progress read-back, allocated up front */
     int begun;           /* solve_begin succeeded */
+    /* active-set compaction (cln_compact), with its staging allocated up front: */
+    int compact;         /* the options ask for it and the backend can swap rows */
+    size_t *perm;        /* Breal: the trajectory whose state row r holds */
+    cln_istate *is_rows; /* Breal: the integer state rows read back to find the frozen ones */
+    int32_t *pairs;      /* Breal: the row pairs to swap, (i, j) each */
+    long compactions;    /* compactions made (statistics for the log) */
 } cln_run;
 
 static clnode_status cln_alloc(cln_run *r, cln_buf **out, size_t n_elems, size_t esize)
@@ -413,17 +419,23 @@ static void cln_release(cln_run *r)
         be->ops->buf_free(be, sd->W[i]);
         be->ops->buf_free(be, sd->bias[i]);
     }
-    cln_buf **all[] = {&sd->Y,  &sd->F,  &sd->Z,  &sd->H[0],  &sd->H[1], &sd->CR, &sd->CI,
-                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT,  &sd->STY};
+    cln_buf **all[] = {&sd->Y,  &sd->F,  &sd->Z,  &sd->H[0],  &sd->H[1], &sd->CR,  &sd->CI,
+                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT,  &sd->STY, &sd->PAIRS};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         be->ops->buf_free(be, *all[i]);
         *all[i] = NULL;
     }
     free(r->progress_rows);
     r->progress_rows = NULL;
+    free(r->perm);
+    free(r->is_rows);
+    free(r->pairs);
+    r->perm = NULL;
+    r->is_rows = NULL;
+    r->pairs = NULL;
 }
 
-/* One evaluation of the vector field for the whole batch: Z -> F block i. */
+/* One evaluation of the vector field for the batch's live rows: Z -> F block i. */
 static clnode_status cln_rhs(cln_run *r, size_t i)
 {
     cln_solve_dev *sd = &r->sd;
@@ -436,10 +448,10 @@ static clnode_status cln_rhs(cln_run *r, size_t i)
         cln_buf *C = last ? sd->F : sd->H[l % 2];
         const size_t c_off = last ? i * sd->B * sd->N : 0;
         const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
-        st = be->ops->gemm(be, sd->prec, sd->gemm_mode, sd->B, n, k, A, 0, l == 0 ? sd->ldz : k,
+        st = be->ops->gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
                            sd->W[l], 0, k, C, c_off, n);
         if (st == CLNODE_OK && (sd->bias[l] || sd->act[l] != 0))
-            st = be->ops->bias_act(be, sd, C, c_off, n, sd->B, n, sd->bias[l], sd->act[l]);
+            st = be->ops->bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
     }
     return st;
 }
@@ -721,8 +733,62 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     }
 }
 
+/* Rows moved by compaction back to their trajectories, in place: row r of `a` (row_len values
+ * each, n rows) holds the values of trajectory perm[r]; cycle by cycle, with one row of carry. */
+static void cln_unpermute(double *a, size_t row_len, const size_t *perm, size_t n,
+                          unsigned char *seen, double *carry)
+{
+    if (!row_len)
+        return;
+    memset(seen, 0, n);
+    for (size_t r0 = 0; r0 < n; ++r0) {
+        if (seen[r0] || perm[r0] == r0)
+            continue;
+        memcpy(carry, a + r0 * row_len, row_len * sizeof *a);
+        for (size_t r = perm[r0]; r != r0; r = perm[r]) { /* carry holds the values of row r */
+            double *row = a + r * row_len;
+            for (size_t k = 0; k < row_len; ++k) {
+                const double v = row[k];
+                row[k] = carry[k];
+                carry[k] = v;
+            }
+            seen[r] = 1;
+        }
+        memcpy(a + r0 * row_len, carry, row_len * sizeof *a);
+        seen[r0] = 1;
+    }
+}
+
+/* After compaction: every per-trajectory array of the solution read back so far (final states,
+ * dense output, saved steps) in the caller's order. */
+static clnode_status cln_unpermute_solution(const cln_run *r, clnode_solution *s)
+{
+    const size_t B = r->sd.Breal, N = r->sd.N;
+    const size_t nts = s->cap[CLNODE_SAVE_TS], ms = s->cap[CLNODE_SAVE_STEPS];
+    size_t len = N;
+    len = nts * N > len ? nts * N : len;
+    len = ms * N > len ? ms * N : len;
+    unsigned char *seen = malloc(B);
+    double *carry = malloc(len * sizeof *carry);
+    if (!seen || !carry) {
+        free(seen);
+        free(carry);
+        return cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the reordering");
+    }
+    cln_unpermute(s->y_final, N, r->perm, B, seen, carry);
+    if (nts)
+        cln_unpermute(s->ys[CLNODE_SAVE_TS], nts * N, r->perm, B, seen, carry);
+    if (ms) {
+        cln_unpermute(s->ts[CLNODE_SAVE_STEPS], ms, r->perm, B, seen, carry);
+        cln_unpermute(s->ys[CLNODE_SAVE_STEPS], ms * N, r->perm, B, seen, carry);
+    }
+    free(seen);
+    free(carry);
+    return CLNODE_OK;
+}
+
 /* Phase 6: allocates the solution and reads every result back (one transfer per buffer; rows
- * past Breal are padding and are not read). */
+ * past Breal are padding and are not read), in the caller's order of trajectories. */
 static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution **out)
 {
     const clnode_solve_options *o = r->o;
@@ -751,8 +817,10 @@ static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution *
         CLN_TRY(st, cln_download(be, sd, sd->STY, 0, s->ys[CLNODE_SAVE_STEPS],
                                  B * (size_t)o->max_steps * N));
     }
-    for (size_t b = 0; b < B; ++b)
-        cln_fill_trajectory(r, s, b, &rs[b], &is[b], y0);
+    if (r->compactions)
+        CLN_TRY(st, cln_unpermute_solution(r, s));
+    for (size_t row = 0; row < B; ++row) /* trajectory perm[row]'s state rows */
+        cln_fill_trajectory(r, s, r->compactions ? r->perm[row] : row, &rs[row], &is[row], y0);
     free(rs);
     free(is);
     *out = s;
@@ -796,6 +864,8 @@ static clnode_status cln_size(cln_run *r, size_t batch)
               "batch %zu is too large", batch);
     sd->Breal = batch;
     sd->B = (batch + align - 1) / align * align;
+    sd->live = sd->B;
+    r->compact = o->compact && r->be->ops->swap_rows;
     sd->N = clnode_model_dim(model);
     sd->ldz = sd->N + (model->time_input ? 1 : 0) + model->num_inputs;
     sd->stages = (size_t)r->m->stages;
@@ -866,6 +936,16 @@ static clnode_status cln_allocate(cln_run *r)
         r->progress_rows = malloc(CLN_PROGRESS_ROWS * CLN_RSTATE_REALS * es);
         CLN_CHECK(r->ctx, r->progress_rows, CLNODE_ERR_OUT_OF_MEMORY,
                   "cannot allocate the progress read-back");
+    }
+    CLN_TRY(st, cln_alloc(r, &sd->PAIRS, r->compact ? sd->Breal : 0, sizeof(int32_t)));
+    if (r->compact) {
+        r->perm = malloc(sd->Breal * sizeof *r->perm);
+        r->is_rows = malloc(sd->Breal * sizeof *r->is_rows);
+        r->pairs = malloc(sd->Breal * sizeof *r->pairs);
+        CLN_CHECK(r->ctx, r->perm && r->is_rows && r->pairs, CLNODE_ERR_OUT_OF_MEMORY,
+                  "cannot allocate the compaction's staging");
+        for (size_t b = 0; b < sd->Breal; ++b)
+            r->perm[b] = b;
     }
 fail:
     return st;
@@ -983,9 +1063,83 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
     return CLNODE_OK;
 }
 
+/* Active-set compaction, at a point where the loop has just waited for the device (the active
+ * count): when a quarter or more of the live rows [0, live) are frozen, their integer state rows
+ * are read back, each frozen row among the first `active` is swapped with a running row after
+ * them (every per-trajectory buffer: state, stage derivatives, stage argument with the
+ * conditioning inputs, saved points), and live drops to `active` rounded up to the backend's row
+ * alignment. Rows are independent in every pass and product, so no trajectory's arithmetic
+ * changes; r->perm records where each trajectory went, and cln_collect puts the results back in
+ * the caller's order. Allocates nothing. */
+typedef struct cln_row_move {
+    cln_buf *buf;
+    size_t off, row; /* bytes */
+} cln_row_move;
+
+static clnode_status cln_compact(cln_run *r, size_t active)
+{
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t align = be->row_align ? be->row_align : 1, live = sd->live;
+    if (!r->compact || active == 0 || live - active < live / 4 ||
+        (active + align - 1) / align * align >= live)
+        return CLNODE_OK;
+    /* running trajectories only ever move down, so rows from Breal on (padding) never hold one */
+    const size_t rows = live < sd->Breal ? live : sd->Breal;
+    clnode_status st = be->ops->buf_read(be, sd->IS, 0, rows * sizeof(cln_istate), r->is_rows);
+    if (st != CLNODE_OK)
+        return st;
+    size_t lo = 0, hi = rows, np = 0;
+    for (;;) {
+        while (lo < hi && !r->is_rows[lo].done)
+            ++lo; /* the first frozen row */
+        while (hi > lo && r->is_rows[hi - 1].done)
+            --hi; /* after the last running row */
+        if (hi == lo)
+            break;
+        const size_t j = hi - 1, t = r->perm[lo];
+        r->pairs[2 * np] = (int32_t)lo;
+        r->pairs[2 * np + 1] = (int32_t)j;
+        ++np;
+        r->perm[lo] = r->perm[j];
+        r->perm[j] = t;
+        r->is_rows[lo].done = 0;
+        r->is_rows[j].done = 1;
+    }
+    /* lo: the running trajectories, now rows [0, lo) (the count read at the same wait) */
+    CLN_CHECK(r->ctx, lo == active, CLNODE_ERR_INTERNAL,
+              "compaction found %zu running trajectories, the count %zu", lo, active);
+    if (np) {
+        const size_t es = sd->esize, N = sd->N;
+        CLN_TRY(st, be->ops->buf_write(be, sd->PAIRS, 0, 2 * np * sizeof(int32_t), r->pairs));
+        cln_row_move moves[4 + CLN_MAX_STAGES + 3];
+        size_t nm = 0;
+        moves[nm++] = (cln_row_move){sd->Y, 0, N * es};
+        moves[nm++] = (cln_row_move){sd->Z, 0, sd->ldz * es};
+        moves[nm++] = (cln_row_move){sd->RS, 0, CLN_RSTATE_REALS * es};
+        moves[nm++] = (cln_row_move){sd->IS, 0, sizeof(cln_istate)};
+        for (size_t i = 0; i < sd->stages; ++i) /* FSAL methods carry block 0 to the next step */
+            moves[nm++] = (cln_row_move){sd->F, i * sd->B * N * es, N * es};
+        if (r->o->n_save_ts)
+            moves[nm++] = (cln_row_move){sd->TSOUT, 0, r->o->n_save_ts * N * es};
+        if (r->o->save_steps) {
+            moves[nm++] = (cln_row_move){sd->STT, 0, (size_t)r->o->max_steps * es};
+            moves[nm++] = (cln_row_move){sd->STY, 0, (size_t)r->o->max_steps * N * es};
+        }
+        for (size_t k = 0; k < nm; ++k)
+            CLN_TRY(st, be->ops->swap_rows(be, sd, moves[k].buf, moves[k].off, moves[k].row, np));
+    }
+    cln_log(r->ctx, CLNODE_LOG_DEBUG, "compaction: %zu of %zu live rows running, %zu swapped",
+            active, live, np);
+    sd->live = (active + align - 1) / align * align;
+    ++r->compactions;
+fail:
+    return st;
+}
+
 /* Phase 5: groups of steps with one read-back of the active count per group, until every
- * trajectory is frozen (or max_steps attempts were enqueued); a progress report at most once a
- * second. Allocates nothing. */
+ * trajectory is frozen (or max_steps attempts were enqueued), compacting the live rows as
+ * trajectories freeze; a progress report at most once a second. Allocates nothing. */
 static clnode_status cln_loop(cln_run *r)
 {
     cln_backend *be = r->be;
@@ -1000,6 +1154,8 @@ static clnode_status cln_loop(cln_run *r)
             st = cln_step(r);
         if (st == CLNODE_OK)
             st = be->ops->count_active(be, &r->sd, &active);
+        if (st == CLNODE_OK && it < o->max_steps)
+            st = cln_compact(r, active);
         if (st == CLNODE_OK && o->cancel && active > 0 && o->cancel(o->cancel_user))
             st = cln_fail(r->ctx, CLNODE_ERR_CANCELLED, "cancelled by the caller after %ld steps",
                           it);

@@ -64,8 +64,8 @@ struct cln_buf {
 /* The kernels of one (device, precision) program and their block sizes. */
 typedef struct cu_program {
     cudaLibrary_t lib;
-    cudaKernel_t init, stage, finish, bias_act, count, gemm;
-    unsigned t_rows, t_stage, t_bias, t_gemm; /* threads per block */
+    cudaKernel_t init, stage, finish, bias_act, count, gemm, swap;
+    unsigned t_rows, t_stage, t_bias, t_gemm, t_swap; /* threads per block */
 } cu_program;
 
 /* Threads of cln_count_active's one block: CLN_COUNT_THREADS in cl/clnode_cuda.cu. */
@@ -466,7 +466,8 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
         const char *name;
     } ks[] = {{&p->init, "cln_init"},          {&p->stage, "cln_stage"},
               {&p->finish, "cln_finish"},      {&p->bias_act, "cln_bias_act"},
-              {&p->count, "cln_count_active"}, {&p->gemm, "cln_gemm_ordered"}};
+              {&p->count, "cln_count_active"}, {&p->gemm, "cln_gemm_ordered"},
+              {&p->swap, "cln_swap_rows"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = CU(cudaLibraryGetKernel)(ks[i].k, p->lib, ks[i].name);
         if (e != cudaSuccess) {
@@ -486,6 +487,7 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     CLN_TRY(st, cu_threads(ctx, p->bias_act, CU_THREADS, "cln_bias_act", &p->t_bias));
     CLN_TRY(st, cu_threads(ctx, p->count, CU_COUNT_THREADS, "cln_count_active", &t_count));
     CLN_TRY(st, cu_threads(ctx, p->gemm, CU_THREADS, "cln_gemm_ordered", &p->t_gemm));
+    CLN_TRY(st, cu_threads(ctx, p->swap, CU_THREADS, "cln_swap_rows", &p->t_swap));
     if (t_count != CU_COUNT_THREADS) {
         st = cln_fail(ctx, CLNODE_ERR_BUILD,
                       "cln_count_active allows %u threads per block, needs %u", t_count,
@@ -848,17 +850,28 @@ static clnode_status cu_init(cln_backend *be, cln_solve_dev *sd)
     return cu_launch(be, cs->p->init, cs->g_rows, cs->p->t_rows, cs->a_init, "cln_init");
 }
 
+/* The stage and finish passes run over the live rows only (rows past them are frozen; the
+ * kernels' bounds stay at B). */
 static clnode_status cu_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {
     cu_solve *cs = sd->be_data;
     cs->stage_i = i; /* read by cudaLaunchKernel through a_stage[0] */
-    return cu_launch(be, cs->p->stage, cs->g_stage, cs->p->t_stage, cs->a_stage, "cln_stage");
+    unsigned blocks = 0;
+    const clnode_status st =
+        cu_blocks(be->ctx, (unsigned long long)sd->live * sd->ldz, cs->p->t_stage, &blocks);
+    if (st != CLNODE_OK)
+        return st;
+    return cu_launch(be, cs->p->stage, blocks, cs->p->t_stage, cs->a_stage, "cln_stage");
 }
 
 static clnode_status cu_finish(cln_backend *be, cln_solve_dev *sd)
 {
     cu_solve *cs = sd->be_data;
-    return cu_launch(be, cs->p->finish, cs->g_rows, cs->p->t_rows, cs->a_finish, "cln_finish");
+    unsigned blocks = 0;
+    const clnode_status st = cu_blocks(be->ctx, sd->live, cs->p->t_rows, &blocks);
+    if (st != CLNODE_OK)
+        return st;
+    return cu_launch(be, cs->p->finish, blocks, cs->p->t_rows, cs->a_finish, "cln_finish");
 }
 
 static clnode_status cu_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
@@ -890,6 +903,7 @@ static clnode_status cu_count_active(cln_backend *be, cln_solve_dev *sd, size_t 
 {
     cuda_backend *cb = cub(be);
     cu_solve *cs = sd->be_data;
+    cs->B = (int)sd->live; /* the rows counted, read through a_count[1]; rows past are frozen */
     clnode_status st =
         cu_launch(be, cs->p->count, 1, CU_COUNT_THREADS, cs->a_count, "cln_count_active");
     if (st != CLNODE_OK)
@@ -904,6 +918,30 @@ static clnode_status cu_count_active(cln_backend *be, cln_solve_dev *sd, size_t 
               "active count %d out of range (batch %zu)", n, sd->B);
     *active = (size_t)n;
     return CLNODE_OK;
+}
+
+/* Compaction (backend.h): cln_swap_rows over (pair, word of the row). */
+static clnode_status cu_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
+                                  size_t row, size_t npairs)
+{
+    clnode_context *ctx = be->ctx;
+    const cu_solve *cs = sd->be_data;
+    CLN_CHECK(ctx, cs, CLNODE_ERR_INTERNAL, "swap_rows outside a solve");
+    if (npairs == 0 || row == 0)
+        return CLNODE_OK;
+    CLN_CHECK(ctx,
+              off % 4 == 0 && row % 4 == 0 && npairs <= INT32_MAX / 2 &&
+                  2 * npairs * sizeof(int) <= sd->PAIRS->size,
+              CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, row, off);
+    void *b = buf->p, *pairs = sd->PAIRS->p;
+    unsigned long long o = off / 4, r = row / 4;
+    int np = (int)npairs;
+    void *args[] = {&b, &o, &r, &pairs, &np};
+    unsigned blocks = 0;
+    const clnode_status st = cu_blocks(ctx, (unsigned long long)npairs * r, cs->p->t_swap, &blocks);
+    if (st != CLNODE_OK)
+        return st;
+    return cu_launch(be, cs->p->swap, blocks, cs->p->t_swap, args, "cln_swap_rows");
 }
 
 /* NVIDIA GPUs: IEEE fp64 and fp32 FMA; the kernels are compiled with --ftz=false and
@@ -934,6 +972,7 @@ static const cln_backend_ops cuda_ops = {
     .stage = cu_stage,
     .finish = cu_finish,
     .count_active = cu_count_active,
+    .swap_rows = cu_swap_rows,
     .facts = cu_facts,
 };
 

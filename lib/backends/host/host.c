@@ -539,11 +539,11 @@ static clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {
     (void)be;
     if (sd->prec == CLNODE_FP32)
-        cln_host_stage_f32(i, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
+        cln_host_stage_f32(i, sd->live, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
                            HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
                            HOST_F32(sd->Z, 0));
     else
-        cln_host_stage_f64(i, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
+        cln_host_stage_f64(i, sd->live, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
                            HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
                            HOST_F64(sd->Z, 0));
     return CLNODE_OK;
@@ -562,7 +562,7 @@ static void host_fused_part(void *arg, size_t part, size_t parts)
     cln_solve_dev *sd = j->sd;
     host_solve *hs = sd->be_data;
     size_t r0, r1;
-    host_part_rows(sd->B, part, parts, &r0, &r1);
+    host_part_rows(sd->live, part, parts, &r0, &r1);
     if (sd->prec == CLNODE_FP32)
         cln_host_stage_mlp_f32(j->hb->isa, j->i, r0, r1, &hs->mlp, HOST_F32(sd->CR, 0),
                                HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS),
@@ -575,14 +575,14 @@ static void host_fused_part(void *arg, size_t part, size_t parts)
                                (double *)hs->H + part * hs->h_elems);
 }
 
-/* The fused pass over every row (i < 0: the MLP alone, see host_mlp.h), its rows shared between
- * the pool's threads when there are enough of them. */
+/* The fused pass over the live rows (i < 0: the MLP alone, see host_mlp.h), its rows shared
+ * between the pool's threads when there are enough of them. */
 static void host_fused_run(host_backend *hb, cln_solve_dev *sd, const host_solve *hs, int i)
 {
     host_fused_job j = {.hb = hb, .sd = sd, .i = i};
     cln_pool_run(
         hb->pool,
-        cln_pool_parts(hb->pool, sd->B, hs->fmas_per_row, CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS),
+        cln_pool_parts(hb->pool, sd->live, hs->fmas_per_row, CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS),
         host_fused_part, &j);
 }
 
@@ -604,10 +604,10 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
         cln_buf *C = last ? sd->F : sd->H[l % 2];
         const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
         const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
-        st = host_gemm(be, sd->prec, sd->gemm_mode, sd->B, n, k, A, 0, l == 0 ? sd->ldz : k,
+        st = host_gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
                        sd->W[l], 0, k, C, c_off, n);
         if (st == CLNODE_OK && (sd->bias[l] || sd->act[l] != 0))
-            st = host_bias_act(be, sd, C, c_off, n, sd->B, n, sd->bias[l], sd->act[l]);
+            st = host_bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
     }
     return st;
 }
@@ -627,12 +627,12 @@ static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
 {
     (void)be;
     if (sd->prec == CLNODE_FP32)
-        cln_host_finish_f32(HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
+        cln_host_finish_f32(sd->live, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
                             HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
                             HOST_F32(sd->Z, 0), HOST_F32(sd->TS, 0), HOST_F32(sd->TSOUT, 0),
                             HOST_F32(sd->STT, 0), HOST_F32(sd->STY, 0));
     else
-        cln_host_finish_f64(HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
+        cln_host_finish_f64(sd->live, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
                             HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
                             HOST_F64(sd->Z, 0), HOST_F64(sd->TS, 0), HOST_F64(sd->TSOUT, 0),
                             HOST_F64(sd->STT, 0), HOST_F64(sd->STY, 0));
@@ -644,9 +644,36 @@ static clnode_status host_count_active(cln_backend *be, cln_solve_dev *sd, size_
     (void)be;
     const cln_istate *is = (const cln_istate *)(const void *)HOST_I32(sd->IS);
     size_t n = 0;
-    for (size_t b = 0; b < sd->B; ++b)
+    for (size_t b = 0; b < sd->live; ++b)
         n += is[b].done == 0;
     *active = n;
+    return CLNODE_OK;
+}
+
+/* Compaction (backend.h): the pairs' rows swapped through a small buffer on the stack. */
+static clnode_status host_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
+                                    size_t row, size_t npairs)
+{
+    const int32_t *pairs = HOST_I32(sd->PAIRS);
+    CLN_CHECK(be->ctx, 2 * npairs * sizeof(int32_t) <= sd->PAIRS->size, CLNODE_ERR_INTERNAL,
+              "%zu row pairs overflow their buffer", npairs);
+    for (size_t p = 0; p < 2 * npairs; ++p)
+        CLN_CHECK(be->ctx,
+                  pairs[p] >= 0 && off <= buf->size &&
+                      (size_t)pairs[p] < (buf->size - off) / (row ? row : 1),
+                  CLNODE_ERR_INTERNAL, "row %d out of range of a %zu-byte buffer", (int)pairs[p],
+                  buf->size);
+    unsigned char tmp[512];
+    for (size_t p = 0; p < npairs; ++p) {
+        unsigned char *a = buf->p + off + (size_t)pairs[2 * p] * row;
+        unsigned char *b = buf->p + off + (size_t)pairs[2 * p + 1] * row;
+        for (size_t done = 0; done < row; done += sizeof tmp) {
+            const size_t n = row - done < sizeof tmp ? row - done : sizeof tmp;
+            memcpy(tmp, a + done, n);
+            memcpy(a + done, b + done, n);
+            memcpy(b + done, tmp, n);
+        }
+    }
     return CLNODE_OK;
 }
 
@@ -686,6 +713,7 @@ static const cln_backend_ops host_ops = {
     .rhs = host_rhs,
     .finish = host_finish,
     .count_active = host_count_active,
+    .swap_rows = host_swap_rows,
     .facts = host_facts,
 };
 

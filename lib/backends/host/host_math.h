@@ -1,4 +1,5 @@
-/* host_math.h - the per-precision loops of the host backend (lib/backends/host/host_math.inc). */
+/* host_math.h - the per-precision loops of the host backend (lib/backends/host/host_math.inc).
+ * The stage and finish passes run over rows [0, rows) (the solve's live rows). */
 #ifndef CLN_HOST_MATH_H
 #define CLN_HOST_MATH_H
 
@@ -9,11 +10,12 @@
     void cln_host_bias_act_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *bias,        \
                                  int act);                                                         \
     void cln_host_init_##sfx(size_t B, const real *CR, const int32_t *CI, real *RS, int32_t *IS);  \
-    void cln_host_stage_##sfx(int i, const real *CR, const int32_t *CI, const real *RS,            \
-                              const int32_t *IS, const real *Y, const real *F, real *Z);           \
-    void cln_host_finish_##sfx(const real *CR, const int32_t *CI, real *RS, int32_t *IS, real *Y,  \
-                               real *F, const real *Z, const real *TS, real *TSOUT, real *STT,     \
-                               real *STY);
+    void cln_host_stage_##sfx(int i, size_t rows, const real *CR, const int32_t *CI,               \
+                              const real *RS, const int32_t *IS, const real *Y, const real *F,     \
+                              real *Z);                                                            \
+    void cln_host_finish_##sfx(size_t rows, const real *CR, const int32_t *CI, real *RS,           \
+                               int32_t *IS, real *Y, real *F, const real *Z, const real *TS,       \
+                               real *TSOUT, real *STT, real *STY);
 
 CLN_HOST_MATH_DECLARE(float, f32)
 CLN_HOST_MATH_DECLARE(double, f64)

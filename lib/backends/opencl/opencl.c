@@ -51,10 +51,11 @@ static const char *const ocl_bias_act_names[OCL_NUM_ACT] = {
 /* The kernels of one (device, precision) program. */
 typedef struct ocl_program {
     cl_program prog;
-    cl_kernel init, stage, finish, count, tf32;
+    cl_kernel init, stage, finish, count, tf32, swap;
     cl_kernel bias_act[OCL_NUM_ACT]; /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
     size_t lim_bias[OCL_NUM_ACT];    /* their work-group size limits */
     size_t lim_tf32;                 /* work-group size limit of cln_tf32 */
+    size_t lim_swap;                 /* ... and of cln_swap_rows */
     size_t wg_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE of cln_stage, >= 1; used
                            for every 2-D kernel (it is the warp or vector width of the device) */
 } ocl_program;
@@ -457,7 +458,7 @@ static int ocl_select_one(void *user, size_t index, const ocl_dev_info *info)
 
 static void ocl_program_release(ocl_program *p)
 {
-    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->count, &p->tf32};
+    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->count, &p->tf32, &p->swap};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         if (*ks[i])
             clReleaseKernel(*ks[i]);
@@ -791,14 +792,12 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
     struct {
         cl_kernel *k;
         const char *name;
-    } ks[5 + OCL_NUM_ACT] = {{&p->init, "cln_init"},
-                             {&p->stage, "cln_stage"},
-                             {&p->finish, "cln_finish"},
-                             {&p->count, "cln_count_active"},
-                             {&p->tf32, "cln_tf32"}};
+    } ks[6 + OCL_NUM_ACT] = {{&p->init, "cln_init"},     {&p->stage, "cln_stage"},
+                             {&p->finish, "cln_finish"}, {&p->count, "cln_count_active"},
+                             {&p->tf32, "cln_tf32"},     {&p->swap, "cln_swap_rows"}};
     for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
-        ks[5 + i].k = &p->bias_act[i];
-        ks[5 + i].name = ocl_bias_act_names[i];
+        ks[6 + i].k = &p->bias_act[i];
+        ks[6 + i].name = ocl_bias_act_names[i];
     }
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         cl_int e = CL_SUCCESS;
@@ -861,6 +860,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
     CLN_TRY(st, ocl_create_kernels(ctx, p));
     for (size_t i = 0; i < OCL_NUM_ACT; ++i)
         p->lim_bias[i] = ocl_wg_limit(ob, p->bias_act[i], OCL_WG);
+    p->lim_swap = ocl_wg_limit(ob, p->swap, OCL_WG);
     p->wg_multiple = 0;
     if (clGetKernelWorkGroupInfo(p->stage, ob->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
                                  sizeof p->wg_multiple, &p->wg_multiple, NULL) != CL_SUCCESS ||
@@ -1034,13 +1034,15 @@ static clnode_status ocl_init(cln_backend *be, cln_solve_dev *sd)
     return ocl_run_1d(be, os->p->init, os->g_rows, os->l_rows, "clEnqueueNDRangeKernel(cln_init)");
 }
 
+/* The stage and finish passes run over the live rows only (rows past them are frozen). */
 static clnode_status ocl_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {
     const ocl_solve *os = sd->be_data;
     const cl_int ci = i;
     OCL_ARG(be->ctx, os->p->stage, 0, ci);
-    const cl_int e = clEnqueueNDRangeKernel(ocl(be)->queue, os->p->stage, 2, NULL, os->g_stage,
-                                            os->l_stage, 0, NULL, NULL);
+    const size_t g[2] = {os->g_stage[0], ocl_round_up(sd->live, os->l_stage[1])};
+    const cl_int e = clEnqueueNDRangeKernel(ocl(be)->queue, os->p->stage, 2, NULL, g, os->l_stage,
+                                            0, NULL, NULL);
     if (e != CL_SUCCESS)
         return OCL_FAIL(be->ctx, e, "clEnqueueNDRangeKernel(cln_stage)");
     return CLNODE_OK;
@@ -1049,7 +1051,7 @@ static clnode_status ocl_stage(cln_backend *be, cln_solve_dev *sd, int i)
 static clnode_status ocl_finish(cln_backend *be, cln_solve_dev *sd)
 {
     const ocl_solve *os = sd->be_data;
-    return ocl_run_1d(be, os->p->finish, os->g_rows, os->l_rows,
+    return ocl_run_1d(be, os->p->finish, ocl_round_up(sd->live, os->l_rows), os->l_rows,
                       "clEnqueueNDRangeKernel(cln_finish)");
 }
 
@@ -1090,6 +1092,8 @@ static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t
 {
     opencl_backend *ob = ocl(be);
     const ocl_solve *os = sd->be_data;
+    const cl_int live = (cl_int)sd->live; /* rows past it are frozen */
+    OCL_ARG(be->ctx, os->p->count, 1, live);
     clnode_status st = ocl_run_1d(be, os->p->count, os->l_count, os->l_count,
                                   "clEnqueueNDRangeKernel(cln_count_active)");
     if (st != CLNODE_OK)
@@ -1102,6 +1106,36 @@ static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t
     CLN_CHECK(be->ctx, n >= 0 && (size_t)n <= sd->B, CLNODE_ERR_INTERNAL,
               "active count %d out of range (batch %zu)", (int)n, sd->B);
     *active = (size_t)n;
+    return CLNODE_OK;
+}
+
+/* Compaction (backend.h): cln_swap_rows over (word of the row, pair). */
+static clnode_status ocl_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
+                                   size_t row, size_t npairs)
+{
+    opencl_backend *ob = ocl(be);
+    clnode_context *ctx = be->ctx;
+    const ocl_solve *os = sd->be_data;
+    CLN_CHECK(ctx, os, CLNODE_ERR_INTERNAL, "swap_rows outside a solve");
+    if (npairs == 0 || row == 0)
+        return CLNODE_OK;
+    CLN_CHECK(ctx, off % 4 == 0 && row % 4 == 0 && npairs <= INT32_MAX / 2, CLNODE_ERR_INTERNAL,
+              "swap_rows of %zu pairs of %zu bytes at %zu", npairs, row, off);
+    cl_kernel k = os->p->swap;
+    const cl_ulong o = off / 4, r = row / 4;
+    const cl_int np = (cl_int)npairs;
+    OCL_ARG(ctx, k, 0, buf->mem);
+    OCL_ARG(ctx, k, 1, o);
+    OCL_ARG(ctx, k, 2, r);
+    OCL_ARG(ctx, k, 3, sd->PAIRS->mem);
+    OCL_ARG(ctx, k, 4, np);
+    size_t l[2], g[2];
+    ocl_local_2d(ob, os->p, os->p->lim_swap, row / 4, l);
+    g[0] = ocl_round_up(row / 4, l[0]);
+    g[1] = ocl_round_up(npairs, l[1]);
+    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_swap_rows)");
     return CLNODE_OK;
 }
 
@@ -1133,6 +1167,7 @@ static const cln_backend_ops opencl_ops = {
     .stage = ocl_stage,
     .finish = ocl_finish,
     .count_active = ocl_count_active,
+    .swap_rows = ocl_swap_rows,
     .facts = ocl_facts,
 };
 
@@ -1267,8 +1302,9 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                 CL_SUCCESS &&
             clGetPlatformInfo(ob->platform, CL_PLATFORM_VERSION, sizeof plat - 1, plat, NULL) ==
                 CL_SUCCESS)
-            snprintf(ob->base.cache_id, sizeof ob->base.cache_id, "%.120s | %.100s | %.90s | %.90s | %.90s",
-                     chosen->name, chosen->platform_name, drv, dev, plat);
+            snprintf(ob->base.cache_id, sizeof ob->base.cache_id,
+                     "%.120s | %.100s | %.90s | %.90s | %.90s", chosen->name, chosen->platform_name,
+                     drv, dev, plat);
     }
     ocl_query_device(ob);
 
