@@ -11,10 +11,18 @@
  * vector-field loop and their ratio (the solver's own cost on top of its vector field), the
  * achieved GEMM rate of the solve as a ratio to the bare loop, the host-device synchronisations of
  * the solve, and the ratio of each device's time to the host's. Ratios, not absolute times, are
- * the result: all are measured in one process on one machine.
+ * the result: all are measured in one process on one machine. These solves run without
+ * active-set compaction (clnode_solve_options.compact = 0): every trajectory takes about the same
+ * steps, and the bare loops evaluate the whole batch every time.
+ *
+ * --compaction times active-set compaction instead: a batch in which 90% of the trajectories
+ * end at t = 5 and every tenth at t = 50 (the seed problem with dtmax = 0.1, so that a
+ * trajectory's steps follow its interval: 50 and 500), solved with compaction on and off in the
+ * same run (alternating, best of N each), and the ratio of the two times next to the ratio of
+ * the live work (trajectory-steps over batch x longest) that an ideal compaction would reach.
  *
  *   clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N]
- *                [--precision fp32|fp64] */
+ *                [--precision fp32|fp64] [--compaction] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +78,64 @@ done:
     return dt;
 }
 
+/* The --compaction measurement for one device and batch size: prints one line; returns 0 or a
+ * tool exit status. */
+static int bench_compaction(clnode_context *ctx, const clnode_model *m, size_t B, int repeat,
+                            clnode_precision prec)
+{
+    const size_t N = clnode_model_dim(m);
+    double *y0 = malloc(B * N * sizeof *y0), *t1s = malloc(B * sizeof *t1s);
+    if (!y0 || !t1s) {
+        free(y0);
+        free(t1s);
+        tool_error("out of memory: cannot allocate %zu initial states", B);
+        return TOOL_EXIT_RESOURCE;
+    }
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0;
+    for (size_t b = 0; b < B; ++b)
+        t1s[b] = b % 10 == 9 ? 50.0 : 5.0; /* the long ones spread over the batch */
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.precision = prec;
+    o.t1s = t1s;
+    o.dtmax = 0.1;
+    double best[2] = {1e30, 1e30};
+    long work = 0, longest = 0, syncs[2] = {0, 0};
+    int rc = 0;
+    for (int r = 0; r < repeat + 1 && rc == 0; ++r) { /* the first round warms up */
+        for (int on = 1; on >= 0 && rc == 0; --on) {
+            o.compact = on;
+            clnode_solution *s = NULL;
+            const double t0 = tool_now();
+            const clnode_status sst = clnode_solve(ctx, m, &o, B, y0, &s);
+            const double dt = tool_now() - t0;
+            if (sst != CLNODE_OK) {
+                rc = tool_exit_status(sst);
+                break;
+            }
+            if (r > 0 && dt < best[on])
+                best[on] = dt;
+            work = longest = 0;
+            for (size_t b = 0; b < B; ++b) {
+                clnode_trajectory_stats st;
+                clnode_solution_stats(s, b, &st);
+                work += st.num_steps;
+                longest = st.num_steps > longest ? st.num_steps : longest;
+            }
+            syncs[on] = clnode_solution_syncs(s);
+            clnode_solution_destroy(&s);
+        }
+    }
+    if (rc == 0)
+        printf("%7zu %8.2f %8.2f %7.3f %7.3f %7ld %7ld %7ld\n", B, 1e3 * best[1], 1e3 * best[0],
+               best[1] / best[0], (double)work / ((double)B * (double)longest), longest, syncs[1],
+               syncs[0]);
+    free(y0);
+    free(t1s);
+    return rc;
+}
+
 /* Lets the worker threads of the last phase go to sleep. */
 static void settle(void)
 {
@@ -105,6 +171,8 @@ static void usage(FILE *f)
           "                   baseline of the \"vs host\" column\n"
           "  --batches LIST   batch sizes, at most 16 (default 1,64,4096)\n"
           "  --repeat N       timed runs per measurement, the best kept (default 3)\n"
+          "  --compaction     time active-set compaction instead: 90% of the trajectories end\n"
+          "                   at a tenth of the others' steps; compaction on against off\n"
           "  --precision P    fp32 (default) or fp64: the solve's and the loops' precision\n"
           "  --help, -h       this text      --version   the version\n",
           f);
@@ -144,13 +212,14 @@ int main(int argc, char **argv)
     size_t nd = 1;
     char batch_s[16][64];
     size_t nb = parse_list("1,64,4096", batch_s, 16);
-    int repeat = 3;
+    int repeat = 3, compaction = 0;
     clnode_precision prec = CLNODE_FP32;
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, 'd'},
         {"device", required_argument, NULL, 'd'},
         {"batches", required_argument, NULL, 'b'},
         {"repeat", required_argument, NULL, 'r'},
+        {"compaction", no_argument, NULL, 'c'},
         {"precision", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, TOOL_OPT_HELP},
         {"version", no_argument, NULL, TOOL_OPT_VERSION},
@@ -185,6 +254,9 @@ int main(int argc, char **argv)
                 return TOOL_EXIT_INPUT;
             }
             break;
+        case 'c':
+            compaction = 1;
+            break;
         case TOOL_OPT_HELP:
             usage(stdout);
             return TOOL_EXIT_OK;
@@ -197,9 +269,14 @@ int main(int argc, char **argv)
     }
     double host_us[16] = {0};
     int rc = 0;
-    printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, %s, rtol 1e-4, "
-           "atol 1e-6, t in [0, 50]; best of %d\n",
-           clnode_precision_name(prec), repeat);
+    if (compaction)
+        printf("clnode-bench --compaction: seed model, tsit5, %s, rtol 1e-4, atol 1e-6, dtmax 0.1; "
+               "t1 = 5 for 90%% of the trajectories, 50 for every tenth; best of %d\n",
+               clnode_precision_name(prec), repeat);
+    else
+        printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, %s, rtol "
+               "1e-4, atol 1e-6, t in [0, 50]; best of %d\n",
+               clnode_precision_name(prec), repeat);
     for (size_t d = 0; d < nd && rc == 0; ++d) {
         clnode_context_options co;
         clnode_context_default_options(&co);
@@ -225,6 +302,15 @@ int main(int argc, char **argv)
             flops_row +=
                 2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
         printf("\n%s: %s\n", devices[d], clnode_context_device(ctx));
+        if (compaction) {
+            printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off",
+                   "ideal", "steps", "syncs", "(off)");
+            for (size_t k = 0; k < nb && rc == 0; ++k)
+                rc = bench_compaction(ctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec);
+            clnode_model_destroy(&m);
+            clnode_context_destroy(&ctx);
+            continue;
+        }
         printf("%6s %6s %6s %10s %10s %10s %7s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
                "solve ms", "us/step", "MLP us/st", "vs MLP", "GEMM GF/s", "bare GF/s", "vs bare",
                "cblas GF/s", "syncs", "vs host");
@@ -242,6 +328,7 @@ int main(int argc, char **argv)
             clnode_solve_options o;
             clnode_solve_seed_options(&o);
             o.precision = prec;
+            o.compact = 0; /* the bare loops below evaluate the whole batch every time */
             double best = 1e30;
             long steps = 0, rhs = 0, syncs = 0;
             for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
@@ -318,7 +405,7 @@ int main(int argc, char **argv)
         clnode_model_destroy(&m);
         clnode_context_destroy(&ctx);
     }
-    if (nd > 1)
+    if (nd > 1 && !compaction)
         printf("\n\"vs host\": the device's time per step over the first device's (%s).\n",
                devices[0]);
     return rc;
