@@ -188,7 +188,8 @@ CLNODE_API size_t clnode_solution_batch(const clnode_solution *sol);
 CLNODE_API size_t clnode_solution_dim(const clnode_solution *sol);
 
 /* How many times the solve waited for the device (reading the active count between groups of
- * steps, and the results at the end); 0 on the host, where nothing needs waiting for. */
+ * steps, the frozen trajectories' flags when it compacts the batch (clnode_solve_options.compact),
+ * and the results at the end); 0 on the host, where nothing needs waiting for. */
 CLNODE_API long clnode_solution_syncs(const clnode_solution *sol);
 
 /* Statistics of trajectory `traj` (< batch). Returns CLNODE_ERR_INVALID_ARGUMENT if out of range

@@ -1063,6 +1063,12 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
     return CLNODE_OK;
 }
 
+/* A per-trajectory buffer as compaction moves it: rows of `row` bytes from byte `off`. */
+typedef struct cln_row_move {
+    cln_buf *buf;
+    size_t off, row; /* bytes */
+} cln_row_move;
+
 /* Active-set compaction, at a point where the loop has just waited for the device (the active
  * count): when a quarter or more of the live rows [0, live) are frozen, their integer state rows
  * are read back, each frozen row among the first `active` is swapped with a running row after
@@ -1071,11 +1077,6 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
  * alignment. Rows are independent in every pass and product, so no trajectory's arithmetic
  * changes; r->perm records where each trajectory went, and cln_collect puts the results back in
  * the caller's order. Allocates nothing. */
-typedef struct cln_row_move {
-    cln_buf *buf;
-    size_t off, row; /* bytes */
-} cln_row_move;
-
 static clnode_status cln_compact(cln_run *r, size_t active)
 {
     cln_backend *be = r->be;
