@@ -116,20 +116,20 @@ __kernel void cln_count_active(__global const cln_istate *IS, int B, __global in
 }
 
 /* cln_swap_rows: the active-set compaction's row moves (lib/solver/solver.c, cln_compact): for
- * each pair p, row pairs[2p] and row pairs[2p + 1] of a buffer swap their contents. The buffer is
- * seen as 32-bit words (every row of the solver's buffers is a whole number of them), rows of
- * `row` words from word `off`.
- *   get_global_id(0) = w, word of the row, 0 <= w < row (fastest: rows are contiguous);
+ * each pair p, row pairs[2p] and row pairs[2p + 1] of a buffer swap their first `len` words. The
+ * buffer is seen as 32-bit words (every row of the solver's buffers is a whole number of them),
+ * rows of `stride` words from word `off`.
+ *   get_global_id(0) = w, word of the row, 0 <= w < len (fastest: rows are contiguous);
  *   get_global_id(1) = p, pair, 0 <= p < npairs. */
-__kernel void cln_swap_rows(__global uint *buf, ulong off, ulong row, __global const int *pairs,
-                            int npairs)
+__kernel void cln_swap_rows(__global uint *buf, ulong off, ulong stride, ulong len,
+                            __global const int *pairs, int npairs)
 {
     const ulong w = get_global_id(0);
     const int p = (int)get_global_id(1);
-    if (w >= row || p >= npairs)
+    if (w >= len || p >= npairs)
         return;
-    __global uint *a = buf + off + (ulong)pairs[2 * p] * row + w;
-    __global uint *b = buf + off + (ulong)pairs[2 * p + 1] * row + w;
+    __global uint *a = buf + off + (ulong)pairs[2 * p] * stride + w;
+    __global uint *b = buf + off + (ulong)pairs[2 * p + 1] * stride + w;
     const uint t = *a;
     *a = *b;
     *b = t;

@@ -137,19 +137,20 @@ extern "C" __global__ void cln_count_active(const cln_istate *IS, int B, int *ou
 }
 
 /* cln_swap_rows: the active-set compaction's row moves (lib/solver/solver.c, cln_compact): for
- * each pair p, row pairs[2p] and row pairs[2p + 1] of a buffer swap their contents. The buffer is
- * seen as 32-bit words (every row of the solver's buffers is a whole number of them), rows of
- * `row` words from word `off`.
- *   g = p * row + w: p pair (0 <= p < npairs), w word of the row (0 <= w < row). */
+ * each pair p, row pairs[2p] and row pairs[2p + 1] of a buffer swap their first `len` words. The
+ * buffer is seen as 32-bit words (every row of the solver's buffers is a whole number of them),
+ * rows of `stride` words from word `off`.
+ *   g = p * len + w: p pair (0 <= p < npairs), w word of the row (0 <= w < len). */
 extern "C" __global__ void cln_swap_rows(unsigned int *buf, unsigned long long off,
-                                         unsigned long long row, const int *pairs, int npairs)
+                                         unsigned long long stride, unsigned long long len,
+                                         const int *pairs, int npairs)
 {
     const unsigned long long g = cln_gid();
-    if (row == 0 || g >= (unsigned long long)npairs * row)
+    if (len == 0 || g >= (unsigned long long)npairs * len)
         return;
-    const unsigned long long p = g / row, w = g % row;
-    unsigned int *a = buf + off + (unsigned long long)pairs[2 * p] * row + w;
-    unsigned int *b = buf + off + (unsigned long long)pairs[2 * p + 1] * row + w;
+    const unsigned long long p = g / len, w = g % len;
+    unsigned int *a = buf + off + (unsigned long long)pairs[2 * p] * stride + w;
+    unsigned int *b = buf + off + (unsigned long long)pairs[2 * p + 1] * stride + w;
     const unsigned int t = *a;
     *a = *b;
     *b = t;

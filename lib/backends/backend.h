@@ -81,11 +81,12 @@ typedef struct cln_backend_ops {
     /* Waits for the queue and counts the trajectories not yet frozen (rows < live); the only
      * read-back made while a solve runs, besides the compaction's (cln_compact). */
     clnode_status (*count_active)(cln_backend *be, cln_solve_dev *sd, size_t *active);
-    /* Compaction: for each of the first npairs pairs (i, j) of sd->PAIRS, swaps the row_bytes
-     * bytes at off_bytes + i * row_bytes of buf with those at off_bytes + j * row_bytes (row_bytes
-     * a multiple of 4). Enqueued like a kernel; allocates nothing. */
+    /* Compaction: for each of the first npairs pairs (i, j) of sd->PAIRS, swaps the len_bytes
+     * bytes at off_bytes + i * stride_bytes of buf with those at off_bytes + j * stride_bytes
+     * (len_bytes <= stride_bytes, all multiples of 4). Enqueued like a kernel; allocates
+     * nothing. */
     clnode_status (*swap_rows)(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off_bytes,
-                               size_t row_bytes, size_t npairs);
+                               size_t stride_bytes, size_t len_bytes, size_t npairs);
 
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */

@@ -1063,10 +1063,11 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
     return CLNODE_OK;
 }
 
-/* A per-trajectory buffer as compaction moves it: rows of `row` bytes from byte `off`. */
+/* A per-trajectory buffer as compaction moves it: rows `stride` bytes apart from byte `off`, of
+ * which the first `len` are moved. */
 typedef struct cln_row_move {
     cln_buf *buf;
-    size_t off, row; /* bytes */
+    size_t off, stride, len; /* bytes */
 } cln_row_move;
 
 /* Active-set compaction, at a point where the loop has just waited for the device (the active
@@ -1091,6 +1092,7 @@ static clnode_status cln_compact(cln_run *r, size_t active)
     if (st != CLNODE_OK)
         return st;
     size_t lo = 0, hi = rows, np = 0;
+    int nts = 0, nsaved = 0; /* the most points written in a swapped row, per kind */
     for (;;) {
         while (lo < hi && !r->is_rows[lo].done)
             ++lo; /* the first frozen row */
@@ -1099,6 +1101,11 @@ static clnode_status cln_compact(cln_run *r, size_t active)
         if (hi == lo)
             break;
         const size_t j = hi - 1, t = r->perm[lo];
+        for (int q = 0; q < 2; ++q) {
+            const cln_istate *is = &r->is_rows[q ? j : lo];
+            nts = is->nts > nts ? is->nts : nts;
+            nsaved = is->nsteps_saved > nsaved ? is->nsteps_saved : nsaved;
+        }
         r->pairs[2 * np] = (int32_t)lo;
         r->pairs[2 * np + 1] = (int32_t)j;
         ++np;
@@ -1113,22 +1120,25 @@ static clnode_status cln_compact(cln_run *r, size_t active)
     if (np) {
         const size_t es = sd->esize, N = sd->N;
         CLN_TRY(st, be->ops->buf_write(be, sd->PAIRS, 0, 2 * np * sizeof(int32_t), r->pairs));
+        const size_t ms = (size_t)r->o->max_steps, nt = r->o->n_save_ts;
         cln_row_move moves[4 + CLN_MAX_STAGES + 3];
         size_t nm = 0;
-        moves[nm++] = (cln_row_move){sd->Y, 0, N * es};
-        moves[nm++] = (cln_row_move){sd->Z, 0, sd->ldz * es};
-        moves[nm++] = (cln_row_move){sd->RS, 0, CLN_RSTATE_REALS * es};
-        moves[nm++] = (cln_row_move){sd->IS, 0, sizeof(cln_istate)};
+        moves[nm++] = (cln_row_move){sd->Y, 0, N * es, N * es};
+        moves[nm++] = (cln_row_move){sd->Z, 0, sd->ldz * es, sd->ldz * es};
+        moves[nm++] = (cln_row_move){sd->RS, 0, CLN_RSTATE_REALS * es, CLN_RSTATE_REALS * es};
+        moves[nm++] = (cln_row_move){sd->IS, 0, sizeof(cln_istate), sizeof(cln_istate)};
         for (size_t i = 0; i < sd->stages; ++i) /* FSAL methods carry block 0 to the next step */
-            moves[nm++] = (cln_row_move){sd->F, i * sd->B * N * es, N * es};
-        if (r->o->n_save_ts)
-            moves[nm++] = (cln_row_move){sd->TSOUT, 0, r->o->n_save_ts * N * es};
+            moves[nm++] = (cln_row_move){sd->F, i * sd->B * N * es, N * es, N * es};
+        /* the saved points: only the part of the rows written so far */
+        if (nt)
+            moves[nm++] = (cln_row_move){sd->TSOUT, 0, nt * N * es, (size_t)nts * N * es};
         if (r->o->save_steps) {
-            moves[nm++] = (cln_row_move){sd->STT, 0, (size_t)r->o->max_steps * es};
-            moves[nm++] = (cln_row_move){sd->STY, 0, (size_t)r->o->max_steps * N * es};
+            moves[nm++] = (cln_row_move){sd->STT, 0, ms * es, (size_t)nsaved * es};
+            moves[nm++] = (cln_row_move){sd->STY, 0, ms * N * es, (size_t)nsaved * N * es};
         }
         for (size_t k = 0; k < nm; ++k)
-            CLN_TRY(st, be->ops->swap_rows(be, sd, moves[k].buf, moves[k].off, moves[k].row, np));
+            CLN_TRY(st, be->ops->swap_rows(be, sd, moves[k].buf, moves[k].off, moves[k].stride,
+                                           moves[k].len, np));
     }
     cln_log(r->ctx, CLNODE_LOG_DEBUG, "compaction: %zu of %zu live rows running, %zu swapped",
             active, live, np);

@@ -922,23 +922,24 @@ static clnode_status cu_count_active(cln_backend *be, cln_solve_dev *sd, size_t 
 
 /* Compaction (backend.h): cln_swap_rows over (pair, word of the row). */
 static clnode_status cu_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
-                                  size_t row, size_t npairs)
+                                  size_t stride, size_t len, size_t npairs)
 {
     clnode_context *ctx = be->ctx;
     const cu_solve *cs = sd->be_data;
     CLN_CHECK(ctx, cs, CLNODE_ERR_INTERNAL, "swap_rows outside a solve");
-    if (npairs == 0 || row == 0)
+    if (npairs == 0 || len == 0)
         return CLNODE_OK;
     CLN_CHECK(ctx,
-              off % 4 == 0 && row % 4 == 0 && npairs <= INT32_MAX / 2 &&
-                  2 * npairs * sizeof(int) <= sd->PAIRS->size,
-              CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, row, off);
+              off % 4 == 0 && stride % 4 == 0 && len % 4 == 0 && len <= stride &&
+                  npairs <= INT32_MAX / 2 && 2 * npairs * sizeof(int) <= sd->PAIRS->size,
+              CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, len, off);
     void *b = buf->p, *pairs = sd->PAIRS->p;
-    unsigned long long o = off / 4, r = row / 4;
+    unsigned long long o = off / 4, sw = stride / 4, lw = len / 4;
     int np = (int)npairs;
-    void *args[] = {&b, &o, &r, &pairs, &np};
+    void *args[] = {&b, &o, &sw, &lw, &pairs, &np};
     unsigned blocks = 0;
-    const clnode_status st = cu_blocks(ctx, (unsigned long long)npairs * r, cs->p->t_swap, &blocks);
+    const clnode_status st =
+        cu_blocks(ctx, (unsigned long long)npairs * lw, cs->p->t_swap, &blocks);
     if (st != CLNODE_OK)
         return st;
     return cu_launch(be, cs->p->swap, blocks, cs->p->t_swap, args, "cln_swap_rows");

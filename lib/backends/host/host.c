@@ -652,23 +652,23 @@ static clnode_status host_count_active(cln_backend *be, cln_solve_dev *sd, size_
 
 /* Compaction (backend.h): the pairs' rows swapped through a small buffer on the stack. */
 static clnode_status host_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
-                                    size_t row, size_t npairs)
+                                    size_t stride, size_t len, size_t npairs)
 {
     const int32_t *pairs = HOST_I32(sd->PAIRS);
     CLN_CHECK(be->ctx, 2 * npairs * sizeof(int32_t) <= sd->PAIRS->size, CLNODE_ERR_INTERNAL,
               "%zu row pairs overflow their buffer", npairs);
     for (size_t p = 0; p < 2 * npairs; ++p)
         CLN_CHECK(be->ctx,
-                  pairs[p] >= 0 && off <= buf->size &&
-                      (size_t)pairs[p] < (buf->size - off) / (row ? row : 1),
+                  pairs[p] >= 0 && len <= stride && off + len <= buf->size &&
+                      (size_t)pairs[p] <= (buf->size - off - len) / (stride ? stride : 1),
                   CLNODE_ERR_INTERNAL, "row %d out of range of a %zu-byte buffer", (int)pairs[p],
                   buf->size);
     unsigned char tmp[512];
     for (size_t p = 0; p < npairs; ++p) {
-        unsigned char *a = buf->p + off + (size_t)pairs[2 * p] * row;
-        unsigned char *b = buf->p + off + (size_t)pairs[2 * p + 1] * row;
-        for (size_t done = 0; done < row; done += sizeof tmp) {
-            const size_t n = row - done < sizeof tmp ? row - done : sizeof tmp;
+        unsigned char *a = buf->p + off + (size_t)pairs[2 * p] * stride;
+        unsigned char *b = buf->p + off + (size_t)pairs[2 * p + 1] * stride;
+        for (size_t done = 0; done < len; done += sizeof tmp) {
+            const size_t n = len - done < sizeof tmp ? len - done : sizeof tmp;
             memcpy(tmp, a + done, n);
             memcpy(a + done, b + done, n);
             memcpy(b + done, tmp, n);

@@ -1111,27 +1111,30 @@ static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t
 
 /* Compaction (backend.h): cln_swap_rows over (word of the row, pair). */
 static clnode_status ocl_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
-                                   size_t row, size_t npairs)
+                                   size_t stride, size_t len, size_t npairs)
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
     const ocl_solve *os = sd->be_data;
     CLN_CHECK(ctx, os, CLNODE_ERR_INTERNAL, "swap_rows outside a solve");
-    if (npairs == 0 || row == 0)
+    if (npairs == 0 || len == 0)
         return CLNODE_OK;
-    CLN_CHECK(ctx, off % 4 == 0 && row % 4 == 0 && npairs <= INT32_MAX / 2, CLNODE_ERR_INTERNAL,
-              "swap_rows of %zu pairs of %zu bytes at %zu", npairs, row, off);
+    CLN_CHECK(ctx,
+              off % 4 == 0 && stride % 4 == 0 && len % 4 == 0 && len <= stride &&
+                  npairs <= INT32_MAX / 2,
+              CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, len, off);
     cl_kernel k = os->p->swap;
-    const cl_ulong o = off / 4, r = row / 4;
+    const cl_ulong o = off / 4, sw = stride / 4, lw = len / 4;
     const cl_int np = (cl_int)npairs;
     OCL_ARG(ctx, k, 0, buf->mem);
     OCL_ARG(ctx, k, 1, o);
-    OCL_ARG(ctx, k, 2, r);
-    OCL_ARG(ctx, k, 3, sd->PAIRS->mem);
-    OCL_ARG(ctx, k, 4, np);
+    OCL_ARG(ctx, k, 2, sw);
+    OCL_ARG(ctx, k, 3, lw);
+    OCL_ARG(ctx, k, 4, sd->PAIRS->mem);
+    OCL_ARG(ctx, k, 5, np);
     size_t l[2], g[2];
-    ocl_local_2d(ob, os->p, os->p->lim_swap, row / 4, l);
-    g[0] = ocl_round_up(row / 4, l[0]);
+    ocl_local_2d(ob, os->p, os->p->lim_swap, len / 4, l);
+    g[0] = ocl_round_up(len / 4, l[0]);
     g[1] = ocl_round_up(npairs, l[1]);
     const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
     if (e != CL_SUCCESS)
