@@ -1,26 +1,31 @@
 /* cln_activation.h - the MLP activations, written once for the host (C11) and OpenCL C 1.2.
  *
  * Every function here is branch-free element-wise arithmetic in the state precision `real`:
- * only +, -, *, /, comparisons feeding bit-mask selects, and bit casts (CLN_AS_BITS/CLN_AS_REAL).
- * No libm call, no data-dependent loop, so GCC vectorises a host loop over them (-O3, or -O2 with
- * -fvect-cost-model=dynamic) and an OpenCL device evaluates exactly the same operation sequence.
- * With contraction disabled on both sides (see cln_prelude.h), correctly rounded division
- * (-cl-fp32-correctly-rounded-divide-sqrt where the device offers it), no -cl-fast-relaxed-math
- * and no -cl-denorms-are-zero, an IEEE-conforming device returns the same bits as the host
- * (checked on PoCL: all activations, float and double).
+ * only +, -, *, /, fma, comparisons feeding bit-mask selects, and bit casts
+ * (CLN_AS_BITS/CLN_AS_REAL). No libm call but fma, no data-dependent loop, so GCC vectorises a
+ * host loop over them (-O3, or -O2 with -fvect-cost-model=dynamic; with FMA in the target, as the
+ * host's x86-64-v3 and v4 clones have it) and an OpenCL device evaluates exactly the same
+ * operation sequence. fma is written out where it is meant and is correctly rounded in C99,
+ * OpenCL C and CUDA alike; contraction of a*b+c is disabled on every side (see cln_prelude.h).
+ * With correctly rounded division (-cl-fp32-correctly-rounded-divide-sqrt where the device
+ * offers it), no -cl-fast-relaxed-math and no -cl-denorms-are-zero, an IEEE-conforming device
+ * returns the same bits as the host (checked on PoCL and Oclgrind: all activations, float and
+ * double).
  *
- * The polynomial coefficients below are near-minimax fits (Chebyshev interpolation in 60-digit
- * arithmetic, then rounded to the state precision) made for this file; each block says its
- * interval and the relative error of the rounded polynomial on it.
+ * The polynomial coefficients below are near-minimax fits (Chebyshev interpolation or least
+ * squares on Chebyshev nodes in 60-digit arithmetic, then rounded to the state precision) made
+ * for this file; each block says its interval and the error of the rounded polynomial on it.
  *
  * Accuracy (tests/test_activation.c, against double libm for float and long double libm for
  * double; max error in ulps of the reference, float sweep of every 64th bit pattern in
  * [-100, 100], 4 million random doubles):
  *            tanh  sigmoid  softplus  silu  gelu*  exp   log1p
  *   float    1.12  1.56     1.46      1.49  1.55   0.78  0.83
- *   double   1.12  1.55     1.47      1.48  1.61   0.76  0.88
+ *   double   1.12  1.55     1.44      1.48  1.61   0.76  0.88
  * (*gelu on x >= 0; for x < 0 the function is ill-conditioned, see cln_gelu.) relu and identity
- * are exact.
+ * are exact. softplus in float, every float in [-100, 100] (outside it the result is exact):
+ * SP_EXHAUSTIVE. exp and log1p are the double-word forms that cln_pow_pos uses; softplus has its
+ * own fma forms (cln_exp_fma_, cln_log1p_fma_).
  *
  * Inputs: every real, including +-0, +-inf, NaN (propagated) and subnormals.
  */
@@ -131,7 +136,45 @@ CLN_INLINE real cln_copysign_(real a, real b)
                                                              (z) * (CLN_R(9.257116129556769e-05) + \
                                                                     (z) * (CLN_R(-3.12011014257974e-05) + \
                                                                            (z) * CLN_R(6.485163482793113e-06))))))))))))
+
+/* The fma-based core of softplus (cln_exp_fma_, cln_log1p_fma_). Both polynomials were fitted
+ * with their coefficients rounded one at a time, each next one refitted (least squares on
+ * Chebyshev nodes in 60-digit arithmetic) to what the rounded ones leave. */
+/* e^r = 1 + r P(r), |r| <= 1.001 ln2/2; |r (P - (e^r - 1)/r)| < 0.08 ulp of e^r. */
+#define CLN_EXPM1_P_(r)                                                                            \
+    fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r,                          \
+        CLN_R(2.5109221785853486e-08), CLN_R(2.762642206421934e-07)),                              \
+        CLN_R(2.7557243684278753e-06)), CLN_R(2.4801504236409678e-05)),                            \
+        CLN_R(0.00019841269886645515)), CLN_R(0.0013888888932519676)),                             \
+        CLN_R(0.008333333333321424)), CLN_R(0.04166666666657334)),                                 \
+        CLN_R(0.16666666666666677)), CLN_R(0.5000000000000006)), CLN_R(1.0))
+/* log1p(t) = t + t^2 Q(t), 0 <= t <= 1; |t^2 (Q - (log1p(t) - t)/t^2)| < 0.09 ulp of log1p(t). */
+#define CLN_LOG1P_Q_(t)                                                                            \
+    fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,     \
+    fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,                                               \
+        CLN_R(-2.3800308618576132e-05), CLN_R(0.0002739927701516572)),                             \
+        CLN_R(-0.0014975637743205516)), CLN_R(0.005197715366008703)),                              \
+        CLN_R(-0.012962120538398009)), CLN_R(0.025013253640721808)),                               \
+        CLN_R(-0.039482469062704716)), CLN_R(0.053520809061179675)),                               \
+        CLN_R(-0.06523232083603495)), CLN_R(0.074545244741932)),                                   \
+        CLN_R(-0.08260012593061461)), CLN_R(0.09073006741467184)),                                 \
+        CLN_R(-0.09996599778308828)), CLN_R(0.11110620068858097)),                                 \
+        CLN_R(-0.12499947691424937)), CLN_R(0.14285710343949545)),                                 \
+        CLN_R(-0.16666666468888716)), CLN_R(0.19999999993985043)),                                 \
+        CLN_R(-0.2499999999990591)), CLN_R(0.3333333333333281)), CLN_R(-0.5))
+/* softplus(x) = ln2 + x/2 + x^2 G(x^2) for |x| < 1/2 (log(2 cosh(x/2)) is even); the rounded
+ * polynomial's error is below 0.001 ulp of the result. */
+#define CLN_SP_G_(z)                                                                               \
+    fma(z, fma(z, fma(z, fma(z, fma(z, fma(z, fma(z,                                               \
+        CLN_R(-1.2707925703325254e-09), CLN_R(1.5614011548316922e-08)),                            \
+        CLN_R(-1.8031339867757278e-07)), CLN_R(2.1356911461669786e-06)),                           \
+        CLN_R(-2.6351686440995224e-05)), CLN_R(0.0003472222222202716)),                            \
+        CLN_R(-0.005208333333333314)), CLN_R(0.125))
 /* clang-format on */
+/* softplus: below this x, e^x < DBL_MIN (x < -1022 ln2) and the result is flushed to zero; an
+ * argument clamped to CLAMP gives 2^-1023, whose bits are those of +0. */
+#define CLN_SP_THRESH_ CLN_R(-708.3964185322641)
+#define CLN_SP_CLAMP_ CLN_R(-709.0)
 
 #else
 /* ---------------------------------------------------------------- float constants
@@ -179,7 +222,32 @@ CLN_INLINE real cln_copysign_(real a, real b)
             (z) * (CLN_R(-0.053959257900714874) +                                                  \
                    (z) * (CLN_R(0.02176891826093197) +                                             \
                           (z) * (CLN_R(-0.008343945257365704) + (z) * CLN_R(0.002292744815349579))))))
+
+/* The fma-based core of softplus (see the double block). */
+/* e^r = 1 + r P(r), |r| <= 1.001 ln2/2; |r (P - (e^r - 1)/r)| < 0.11 ulp of e^r. */
+#define CLN_EXPM1_P_(r)                                                                            \
+    fma(r, fma(r, fma(r, fma(r, fma(r,                                                             \
+        CLN_R(0.0013933711452409625), CLN_R(0.008366839960217476)),                                \
+        CLN_R(0.04166647791862488)), CLN_R(0.16666540503501892)), CLN_R(0.5)), CLN_R(1.0))
+/* log1p(t) = t + t^2 Q(t), 0 <= t <= 1; |t^2 (Q - (log1p(t) - t)/t^2)| < 0.08 ulp of log1p(t). */
+#define CLN_LOG1P_Q_(t)                                                                            \
+    fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,                                \
+        CLN_R(0.0029282658360898495), CLN_R(-0.017770692706108093)),                               \
+        CLN_R(0.0504484549164772)), CLN_R(-0.09259596467018127)),                                  \
+        CLN_R(0.13108190894126892)), CLN_R(-0.16393019258975983)),                                 \
+        CLN_R(0.19962714612483978)), CLN_R(-0.24997445940971375)),                                 \
+        CLN_R(0.33333271741867065)), CLN_R(-0.5))
+/* softplus(x) = ln2 + x/2 + x^2 G(x^2) for |x| < 1/2 (see the double block); error below
+ * 0.001 ulp. */
+#define CLN_SP_G_(z)                                                                               \
+    fma(z, fma(z, fma(z,                                                                           \
+        CLN_R(-2.5353969249408692e-05), CLN_R(0.0003470787778496742)),                             \
+        CLN_R(-0.0052083274349570274)), CLN_R(0.125))
 /* clang-format on */
+/* softplus: below this x, e^x < FLT_MIN (x < -126 ln2) and the result is flushed to zero; an
+ * argument clamped to CLAMP gives 2^-127, whose bits are those of +0. */
+#define CLN_SP_THRESH_ CLN_R(-87.33654022216797)
+#define CLN_SP_CLAMP_ CLN_R(-88.0)
 #endif
 
 /* Subnormal activations are flushed to (signed) zero. They carry nothing a sum of normal terms
@@ -333,13 +401,49 @@ CLN_INLINE real cln_pow_pos(real x, real y)
     return cln_select_(x == x, r, x);
 }
 
-/* softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): jax.nn.softplus, i.e.
- * jnp.logaddexp(x, 0). The argument of log1p is in [0, 1]. */
+/* e^a for a in [SP_THRESH, 0] (e^a >= the smallest normal number), or a = SP_CLAMP (gives +0):
+ * a = n ln2 + r with n = rint(a / ln2) (the add-and-subtract of 1.5 * 2^p, fused with the
+ * product), r = (a - n HI) - n LO with ln2 = HI + LO (HI the rounded ln2: the first fma is
+ * exact, |r| <= ln2/2, so r rounds once), e^r = 1 + r P(r) with the last step fused, and the
+ * exact scaling by 2^n through the exponent bits (n + bias >= 0 on this domain). fma is
+ * correctly rounded in C99, OpenCL C and CUDA, so every backend rounds each step alike. Error:
+ * below 1 ulp (0.5 from the last fma, up to ~0.35 from the rounding of r, the rest from P). */
+CLN_INLINE real cln_exp_fma_(real a)
+{
+    const real t = fma(a, CLN_LOG2E_, CLN_EXP_SHIFT_);
+    const real n = t - CLN_EXP_SHIFT_;
+    real r = fma(n, -CLN_LN2_HI_, a);
+    r = fma(n, -CLN_LN2_LO_, r);
+    const real p = fma(r, CLN_EXPM1_P_(r), CLN_R(1.0));
+    const cln_rbits e = CLN_AS_BITS(t) - CLN_AS_BITS(CLN_EXP_SHIFT_) + CLN_EXP_BIAS_;
+    return p * CLN_AS_REAL(e << CLN_EXP_MANT_);
+}
+
+/* log1p(t) for 0 <= t <= 1: t + t (t Q(t)) with the last step fused. One polynomial over the
+ * whole interval (degree 9 in float, 20 in double) costs fewer operations than a reduction of
+ * the argument and a division, and no subnormal intermediate arises for normal t. */
+CLN_INLINE real cln_log1p_fma_(real t)
+{
+    return fma(t, t * CLN_LOG1P_Q_(t), t);
+}
+
+/* softplus(x) = log(1 + e^x): jax.nn.softplus, i.e. jnp.logaddexp(x, 0). Branch-free, with fma
+ * (see cln_exp_fma_): about 40 vector operations in float, both forms evaluated and one selected.
+ *   |x| >= 1/2: max(x, 0) + log1p(e^-|x|). Where e^-|x| is below the smallest normal number the
+ *     exact result is too (x < 0, flushed to +0) or log1p(e^-|x|) is below half an ulp of x
+ *     (x > 0): the argument is clamped so that the log1p term is exactly +0.
+ *   |x| < 1/2: ln2 + x (1/2 + x G(x^2)), one rounding at the end. (The first form would round
+ *     log1p(e^-|x|) ~ ln2 and then its sum with x: up to 1.97 ulp near 0+.)
+ * NaN propagates (through max(x, 0); the clamp maps it to +0 there). */
 CLN_INLINE real cln_softplus(real x)
 {
-    real m = cln_select_(x > CLN_R(0.0), x, CLN_R(0.0));
+    const real m = cln_select_(x < CLN_R(0.0), CLN_R(0.0), x);
     real a = cln_negabs_(x);
-    return cln_ftz_(m + cln_log1p(cln_exp(a)));
+    a = cln_select_(a >= CLN_SP_THRESH_, a, CLN_SP_CLAMP_);
+    const real big = m + cln_log1p_fma_(cln_exp_fma_(a));
+    const real z = x * x;
+    const real small = fma(x, fma(x, CLN_SP_G_(z), CLN_R(0.5)), CLN_LN2_HI_);
+    return cln_select_(z < CLN_R(0.25), small, big);
 }
 
 /* m sigmoid(w) = m / (1 + e^-w), the common core of sigmoid, silu and gelu, with one exp.

@@ -44,7 +44,7 @@ echo "$out" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 b = d["sensitivity"]["fp32"]
-assert b["steps"][0] <= 13 <= b["steps"][1] and not b["ill_conditioned"], b
+assert b["steps"][0] <= 14 <= b["steps"][1] and not b["ill_conditioned"], b
 rows = {(r["precision"], r["gemm_precision"]): r for r in d["rows"]}
 s = rows[("fp32", "strict")]["sensitivity"]
 assert s["judgement"]["verdict"] == "agrees" and s["certified"], s

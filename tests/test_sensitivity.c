@@ -121,11 +121,11 @@ static void test_seed(void **state)
     print_baseline("the seed problem", b);
     clnode_sensitivity_stats s;
     assert_ok(clnode_sensitivity_get(b, 0, &s));
-    /* the reference takes diffrax's fp64 step count; fp32's 13 lies in the perturbed range;
+    /* the reference takes diffrax's fp64 step count; fp32's 14 lies in the perturbed range;
      * perturbations of a few u change something (the spread is not zero) but far less than the
      * tolerance, in both precisions */
     assert_int_equal(s.ref_steps_min, 12);
-    assert_true(s.steps_min <= 13 && 13 <= s.steps_max);
+    assert_true(s.steps_min <= 14 && 14 <= s.steps_max);
     assert_true(s.spread > 0 && s.spread < s.tolerance / 10);
     assert_true(s.has_fp64 && s.fp64_spread > 0 && s.fp64_spread < 1e-10);
     assert_false(s.ill_conditioned);
