@@ -401,6 +401,16 @@ CLN_INLINE real cln_pow_pos(real x, real y)
     return cln_select_(x == x, r, x);
 }
 
+/* The softplus functions are always inlined in C: a vectorised host loop must see their whole
+ * body (GCC's inliner left the double softplus, with its degree-20 polynomial, as a call, and
+ * the loop ran scalar with libm's fma: 30x slower). OpenCL C and CUDA inline CLN_INLINE anyway. */
+#if defined(__GNUC__) && !defined(__OPENCL_VERSION__) && !defined(__CUDACC__) &&                   \
+    !defined(__CUDACC_RTC__)
+#define CLN_ACT_INLINE static inline __attribute__((always_inline))
+#else
+#define CLN_ACT_INLINE CLN_INLINE
+#endif
+
 /* e^a for a in [SP_THRESH, 0] (e^a >= the smallest normal number), or a = SP_CLAMP (gives +0):
  * a = n ln2 + r with n = rint(a / ln2) (the add-and-subtract of 1.5 * 2^p, fused with the
  * product), r = (a - n HI) - n LO with ln2 = HI + LO (HI the rounded ln2: the first fma is
@@ -408,7 +418,7 @@ CLN_INLINE real cln_pow_pos(real x, real y)
  * exact scaling by 2^n through the exponent bits (n + bias >= 0 on this domain). fma is
  * correctly rounded in C99, OpenCL C and CUDA, so every backend rounds each step alike. Error:
  * below 1 ulp (0.5 from the last fma, up to ~0.35 from the rounding of r, the rest from P). */
-CLN_INLINE real cln_exp_fma_(real a)
+CLN_ACT_INLINE real cln_exp_fma_(real a)
 {
     const real t = fma(a, CLN_LOG2E_, CLN_EXP_SHIFT_);
     const real n = t - CLN_EXP_SHIFT_;
@@ -422,7 +432,7 @@ CLN_INLINE real cln_exp_fma_(real a)
 /* log1p(t) for 0 <= t <= 1: t + t (t Q(t)) with the last step fused. One polynomial over the
  * whole interval (degree 9 in float, 20 in double) costs fewer operations than a reduction of
  * the argument and a division, and no subnormal intermediate arises for normal t. */
-CLN_INLINE real cln_log1p_fma_(real t)
+CLN_ACT_INLINE real cln_log1p_fma_(real t)
 {
     return fma(t, t * CLN_LOG1P_Q_(t), t);
 }
@@ -435,7 +445,7 @@ CLN_INLINE real cln_log1p_fma_(real t)
  *   |x| < 1/2: ln2 + x (1/2 + x G(x^2)), one rounding at the end. (The first form would round
  *     log1p(e^-|x|) ~ ln2 and then its sum with x: up to 1.97 ulp near 0+.)
  * NaN propagates (through max(x, 0); the clamp maps it to +0 there). */
-CLN_INLINE real cln_softplus(real x)
+CLN_ACT_INLINE real cln_softplus(real x)
 {
     const real m = cln_select_(x < CLN_R(0.0), CLN_R(0.0), x);
     real a = cln_negabs_(x);
