@@ -388,6 +388,15 @@ static void test_specials_f32(void **state)
     EXPECT_SAME(act_f32(SOFTPLUS, -big), 0.0f);
     EXPECT_SAME(act_f32(SOFTPLUS, -100.0f), 0.0f);
     EXPECT_CLOSE(act_f32(SOFTPLUS, -87.0f), exp(-87.0), 1.0, ulp_of_f32);
+    /* the clamp: the smallest float >= -126 ln2 still gives e^x (>= FLT_MIN), the next one down
+     * the flushed zero; the switch to the polynomial around 0 at |x| = 1/2, from both sides */
+    EXPECT_CLOSE(act_f32(SOFTPLUS, -87.33654022216797f), exp(-87.33654022216797), 1.0, ulp_of_f32);
+    EXPECT_SAME(act_f32(SOFTPLUS, nextafterf(-87.33654022216797f, -inf)), 0.0f);
+    const float half[3] = {nextafterf(0.5f, 0.0f), 0.5f, nextafterf(0.5f, 1.0f)};
+    for (int k = 0; k < 3; k++) {
+        EXPECT_CLOSE(act_f32(SOFTPLUS, half[k]), log1p(exp((double)half[k])), 1.5, ulp_of_f32);
+        EXPECT_CLOSE(act_f32(SOFTPLUS, -half[k]), log1p(exp(-(double)half[k])), 1.5, ulp_of_f32);
+    }
 
     EXPECT_SAME(act_f32(SILU, 0.0f), 0.0f);
     EXPECT_SAME(act_f32(SILU, inf), inf);
@@ -448,6 +457,11 @@ static void test_specials_f64(void **state)
     EXPECT_SAME(act_f64(SOFTPLUS, -inf), 0.0);
     EXPECT_SAME(act_f64(SOFTPLUS, DBL_MAX), DBL_MAX);
     EXPECT_SAME(act_f64(SOFTPLUS, -big), 0.0);
+    const double sp_lo = -708.3964185322641; /* the smallest double >= -1022 ln2 */
+    EXPECT_CLOSE(act_f64(SOFTPLUS, sp_lo), (double)expl((long double)sp_lo), 1.0, ulp_of_f64d);
+    EXPECT_SAME(act_f64(SOFTPLUS, nextafter(sp_lo, -inf)), 0.0);
+    EXPECT_CLOSE(act_f64(SOFTPLUS, 0.5), (double)log1pl(expl(0.5L)), 1.5, ulp_of_f64d);
+    EXPECT_CLOSE(act_f64(SOFTPLUS, -0.5), (double)log1pl(expl(-0.5L)), 1.5, ulp_of_f64d);
     EXPECT_SAME(act_f64(SILU, inf), inf);
     EXPECT_SAME(act_f64(SILU, -inf), -0.0);
     EXPECT_SAME(act_f64(SILU, -big), -0.0);
