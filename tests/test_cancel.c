@@ -86,7 +86,7 @@ static void test_never_cancelling_changes_nothing(void **state)
     clnode_solution *a = NULL, *b = NULL;
     assert_int_equal(seed_solve(&p, 2, 0, &a), CLNODE_OK); /* also: usable after a cancel */
     assert_int_equal(seed_solve(NULL, 2, 0, &b), CLNODE_OK);
-    assert_true(p.calls >= 1); /* polled even in this 13-step solve */
+    assert_true(p.calls >= 1); /* polled even in this 14-step solve */
     for (size_t t = 0; t < 2; ++t) {
         clnode_trajectory_stats sa, sb;
         assert_int_equal(clnode_solution_stats(a, t, &sa), CLNODE_OK);
