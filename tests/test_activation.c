@@ -3,10 +3,11 @@
  * float: a sweep of every 256th bit pattern in [-100, 100] (about 8.7 million inputs) against a
  * double-precision libm reference. double: a million pseudo-random inputs against a long double
  * (x87 extended, 64-bit mantissa) libm reference. With CLNODE_TEST_FULL=1 in the environment:
- * every 64th pattern (35 million) and 4.2 million random doubles (about 30 s optimised). Errors are
- * in ulps of the reference (the ulp of the reference's binade; 2^-149 / 2^-1074 in the subnormal
- * range), and each function's maximum must stay within the bound stated in bound_f32 / bound_f64.
- * The measured maxima are printed so that they can be quoted.
+ * every 64th pattern (35 million) and 4.2 million random doubles (about 30 s optimised); with
+ * CLNODE_TEST_FULL=all also softplus on every float in [-100, 100] (2.24e9 inputs, minutes). Errors
+ * are in ulps of the reference (the ulp of the reference's binade; 2^-149 / 2^-1074 in the
+ * subnormal range), and each function's maximum must stay within the bound stated in bound_f32 /
+ * bound_f64. The measured maxima are printed so that they can be quoted.
  *
  * gelu is ill-conditioned for x < 0 (relative condition number about |w| (1 - sigmoid(w)) with
  * respect to its inner argument w = 2 sqrt(2/pi) (x + 0.044715 x^3)), so the three roundings of
@@ -212,6 +213,35 @@ static void test_sweep_f32(void **state)
         stats_add(&s, LOG1P, ulps_f32(log1p01_f32(u), log1p((double)u)), u);
     }
     stats_report(&s, "f32", bound_f32);
+}
+
+/* softplus on every float in [-100, 100] (beyond, the result is x or the flushed zero), only
+ * with CLNODE_TEST_FULL=all: the float figure quoted in cl/cln_activation.h. */
+static void test_exhaustive_softplus_f32(void **state)
+{
+    (void)state;
+    const char *v = getenv("CLNODE_TEST_FULL");
+    if (v == NULL || strcmp(v, "all") != 0)
+        skip();
+    static float x[CHUNK], y[CHUNK];
+    err_stats s;
+    stats_init(&s);
+    for (uint32_t sign = 0; sign <= 1; sign++) {
+        for (uint64_t b0 = 0; b0 <= 0x42C80000u; b0 += CHUNK) {
+            size_t n = 0;
+            for (uint64_t b = b0; b < b0 + CHUNK && b <= 0x42C80000u; b++)
+                x[n++] = f32_of_bits((uint32_t)b | sign << 31);
+            act_array_f32(SOFTPLUS, x, y, n);
+            for (size_t i = 0; i < n; i++) {
+                const double xd = x[i];
+                const double sp = fmax(xd, 0.0) + log1p(exp(-fabs(xd)));
+                stats_add(&s, SOFTPLUS, ulps_f32(y[i], sp), xd);
+            }
+        }
+    }
+    print_message("f32 softplus on every float in [-100, 100]: max %.3f ulp at x = %.9g\n",
+                  s.max_ulp[SOFTPLUS], s.at[SOFTPLUS]);
+    assert_true(s.max_ulp[SOFTPLUS] <= bound_f32[SOFTPLUS]);
 }
 
 /* ------------------------------------------------------------------------ double */
@@ -520,7 +550,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_specials_f32),         cmocka_unit_test(test_specials_f64),
         cmocka_unit_test(test_array_matches_scalar), cmocka_unit_test(test_sweep_f32),
-        cmocka_unit_test(test_random_f64),
+        cmocka_unit_test(test_random_f64),           cmocka_unit_test(test_exhaustive_softplus_f32),
     };
     return cmocka_run_group_tests_name("activation", tests, NULL, NULL);
 }
