@@ -2,7 +2,7 @@
  * verdict of a solve against it, and the precision certificate of a run.
  *
  * A solve in floating point is one sample of what rounding allows. Some problems barely notice
- * (the seed problem in fp32 takes 13 steps whatever the last bits do); others amplify every
+ * (the seed problem in fp32 takes 13 or 14 steps whatever the last bits do); others amplify every
  * rounding (a tanh MLP with large weights over a long interval: a perturbation of 1e-15 moves
  * diffrax's fp64 step count from 319 to 312). To tell a device whose arithmetic is at fault from a
  * problem that is intrinsically sensitive, clnode measures the problem's own sensitivity on the

@@ -121,7 +121,7 @@ CLNODE_API void clnode_solve_default_options_sized(clnode_solve_options *opts, s
 
 /* The defaults with the seed experiment's interval and tolerances: t in [0, 50], dt0 = 0.02,
  * rtol 1e-4, atol 1e-6 (tsit5, fp32) -- the problem of clnode_model_create_seed from y0 = 0, which
- * takes 13 steps at every batch size on every device. A macro, as clnode_solve_default_options. */
+ * takes 14 steps at every batch size on every device. A macro, as clnode_solve_default_options. */
 #define clnode_solve_seed_options(opts) clnode_solve_seed_options_sized((opts), sizeof *(opts))
 CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t struct_size);
 
