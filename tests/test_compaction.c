@@ -31,14 +31,6 @@ static const char *g_device = "host";
 static clnode_context *g_ctx;
 static long g_compactions; /* "compaction:" debug messages since the last reset */
 
-#define assert_ok(expr)                                                                            \
-    do {                                                                                           \
-        clnode_status st_ = (expr);                                                                \
-        if (st_ != CLNODE_OK)                                                                      \
-            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
-                     clnode_context_last_error(g_ctx));                                            \
-    } while (0)
-
 static void count_log(void *user, clnode_log_level level, const char *message)
 {
     (void)user;

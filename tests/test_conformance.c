@@ -36,14 +36,6 @@ static clnode_context *g_ctx;
                      a_, #b, b_, fabs(a_ - b_), (double)(atol), (double)(rtol));                   \
     } while (0)
 
-#define assert_ok(expr)                                                                            \
-    do {                                                                                           \
-        clnode_status st_ = (expr);                                                                \
-        if (st_ != CLNODE_OK)                                                                      \
-            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
-                     clnode_context_last_error(g_ctx));                                            \
-    } while (0)
-
 /* ---- linear models ---- */
 
 /* y' = W y (+ b) with an n x n matrix: one layer, identity activation. */

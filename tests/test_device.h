@@ -15,6 +15,16 @@
 
 #include "clnode.h"
 
+/* Fails the running cmocka test unless `expr` returns CLNODE_OK, naming the call, the status and
+ * the message of the test's context `g_ctx` (every per-device test keeps its context there). */
+#define assert_ok(expr)                                                                            \
+    do {                                                                                           \
+        clnode_status st_ = (expr);                                                                \
+        if (st_ != CLNODE_OK)                                                                      \
+            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
+                     clnode_context_last_error(g_ctx));                                            \
+    } while (0)
+
 /* The exit status that tells meson a test was skipped. */
 #define TEST_SKIPPED 77
 

@@ -28,14 +28,6 @@
 static const char *g_device = "host";
 static clnode_context *g_ctx;
 
-#define assert_ok(expr)                                                                            \
-    do {                                                                                           \
-        clnode_status st_ = (expr);                                                                \
-        if (st_ != CLNODE_OK)                                                                      \
-            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
-                     clnode_context_last_error(g_ctx));                                            \
-    } while (0)
-
 static clnode_solution *solve(const clnode_model *m, const clnode_solve_options *o, size_t batch,
                               const double *y0)
 {

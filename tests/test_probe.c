@@ -38,14 +38,6 @@ static void capture_log(void *user, clnode_log_level level, const char *msg)
     snprintf(g_log + used, sizeof g_log - used, "%s\n", msg);
 }
 
-#define assert_ok(expr)                                                                            \
-    do {                                                                                           \
-        clnode_status st_ = (expr);                                                                \
-        if (st_ != CLNODE_OK)                                                                      \
-            fail_msg("%s returned %s: %s", #expr, clnode_status_name(st_),                         \
-                     clnode_context_last_error(g_ctx));                                            \
-    } while (0)
-
 /* ---- emulated GEMMs ---- */
 
 typedef enum emu_kind {
