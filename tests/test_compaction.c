@@ -4,8 +4,8 @@
  * place with the same steps, result, final state and saved points (t0, save_ts dense output,
  * every step, t1), bit for bit, while the solve with compaction on did compact (the library's
  * debug log says so; required from batch 64 on, where the batch's rows outnumber the row
- * alignment of every backend) and the one with it off did not. The batches end their trajectories at many
- * different steps and in every way:
+ * alignment of every backend) and the one with it off did not. The batches end their trajectories
+ * at many different steps and in every way:
  *   - the seed model with per-trajectory end times (t1s; t0 == t1 too) and initial states, at
  *     batch sizes 1, 2, 7, 64 and 333, fp32 and fp64, tsit5 (FSAL) and heun (not), a step
  *     budget that some trajectories run out of (max_steps_reached);

@@ -816,11 +816,11 @@ static PyObject *certify_run(ContextObject *self, const clnode_model *model,
     for (size_t k = 0; samples && k < sm.num_sampled; ++k) {
         clnode_certificate_sample p;
         clnode_certificate_sample_get(c, k, &p);
-        PyObject *d = Py_BuildValue(
-            "{s:n,s:d,s:d,s:l,s:l,s:l,s:O,s:O}", "trajectory", (Py_ssize_t)p.traj,
-            "deviation_rtol", p.deviation_rtol, "spread_rtol", p.spread_rtol, "steps", p.steps,
-            "steps_min", p.steps_min, "steps_max", p.steps_max, "complete",
-            p.complete ? Py_True : Py_False, "within", p.within ? Py_True : Py_False);
+        PyObject *d =
+            Py_BuildValue("{s:n,s:d,s:d,s:l,s:l,s:l,s:O,s:O}", "trajectory", (Py_ssize_t)p.traj,
+                          "deviation_rtol", p.deviation_rtol, "spread_rtol", p.spread_rtol, "steps",
+                          p.steps, "steps_min", p.steps_min, "steps_max", p.steps_max, "complete",
+                          p.complete ? Py_True : Py_False, "within", p.within ? Py_True : Py_False);
         if (!d) {
             Py_CLEAR(samples);
             break;
@@ -830,14 +830,13 @@ static PyObject *certify_run(ContextObject *self, const clnode_model *model,
     clnode_certificate_destroy(&c);
     if (!samples)
         return NULL;
-    return Py_BuildValue("{s:O,s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:d,s:N}", "certified",
-                         sm.certified ? Py_True : Py_False, "batch", (Py_ssize_t)sm.batch,
-                         "num_sampled", (Py_ssize_t)sm.num_sampled, "num_failed",
-                         (Py_ssize_t)sm.num_failed, "num_ill_conditioned",
-                         (Py_ssize_t)sm.num_ill_conditioned, "rtol", sm.rtol,
-                         "max_deviation_rtol", sm.max_deviation_rtol, "max_spread_rtol",
-                         sm.max_spread_rtol, "worst_trajectory", (Py_ssize_t)sm.worst_traj,
-                         "seconds", sm.seconds, "samples", samples);
+    return Py_BuildValue(
+        "{s:O,s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:d,s:N}", "certified",
+        sm.certified ? Py_True : Py_False, "batch", (Py_ssize_t)sm.batch, "num_sampled",
+        (Py_ssize_t)sm.num_sampled, "num_failed", (Py_ssize_t)sm.num_failed, "num_ill_conditioned",
+        (Py_ssize_t)sm.num_ill_conditioned, "rtol", sm.rtol, "max_deviation_rtol",
+        sm.max_deviation_rtol, "max_spread_rtol", sm.max_spread_rtol, "worst_trajectory",
+        (Py_ssize_t)sm.worst_traj, "seconds", sm.seconds, "samples", samples);
 }
 
 /* A per-trajectory float64 array argument (None: absent): `ndim` dimensions, the first of B rows
