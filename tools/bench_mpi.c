@@ -3,7 +3,7 @@
  *
  * The seed model from y0 = 0 over per-trajectory intervals: the first `--long-fraction` of the
  * batch (default 10%) ends at t1 = --long-t1 (default 1000: about 11x the steps), the rest at
- * t1 = 50 (13 steps). The long trajectories come first, as in a sweep sorted by its parameter:
+ * t1 = 50 (14 steps). The long trajectories come first, as in a sweep sorted by its parameter:
  * a static split gives them all to rank 0; chunks handed out as ranks finish balance them.
  *
  *   bench_mpi [--batch B] [--chunk-size C] [--static] [--device SPEC] [--long-t1 T]
