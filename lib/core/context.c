@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "precision/probe_internal.h"
 
 /* ---- status codes, version, names ---- */
 
@@ -198,6 +199,7 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
         clnode_context_destroy(&ctx);
         return st;
     }
+    cln_probe_preload(ctx);
     cln_log(ctx, CLNODE_LOG_INFO, "context on %s: %s", ctx->backend->ops->name,
             ctx->backend->device_name);
     *out = ctx;

@@ -19,6 +19,10 @@ struct clnode_context {
     /* GEMM probe results per [precision == fp64][mode == tf32], measured on first use */
     clnode_probe_result probe[2][2];
     unsigned char probe_done[2][2];
+    /* the probe cache file's results, read once when the context is created (file reads and
+     * parsing stay out of the first solve); used on first use in place of reading the file */
+    clnode_probe_result probe_file[2][2];
+    unsigned char probe_file_ok[2][2];
     long last_native;
     char last_error[1024];
 };

@@ -469,7 +469,11 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
     const int pi = prec == CLNODE_FP64, mi = mode == CLNODE_GEMM_TF32;
     clnode_probe_result *r = &ctx->probe[pi][mi];
     if (!ctx->probe_done[pi][mi]) {
-        const int cached = cln_probe_cache_load(ctx, prec, mode, r);
+        int cached = ctx->probe_file_ok[pi][mi];
+        if (cached)
+            *r = ctx->probe_file[pi][mi];
+        else
+            cached = cln_probe_cache_load(ctx, prec, mode, r);
         if (!cached) {
             st = pr_run_backend(ctx, prec, mode, r);
             if (st != CLNODE_OK)
@@ -488,6 +492,15 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
     }
     *out = r;
     return CLNODE_OK;
+}
+
+void cln_probe_preload(clnode_context *ctx)
+{
+    for (int pi = 0; pi < 2; ++pi)
+        for (int mi = 0; mi < 2; ++mi)
+            ctx->probe_file_ok[pi][mi] = (unsigned char)cln_probe_cache_load(
+                ctx, pi ? CLNODE_FP64 : CLNODE_FP32, mi ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT,
+                &ctx->probe_file[pi][mi]);
 }
 
 const clnode_probe_result *cln_probe_peek(const clnode_context *ctx, clnode_precision prec,
