@@ -580,10 +580,10 @@ static void host_fused_part(void *arg, size_t part, size_t parts)
 static void host_fused_run(host_backend *hb, cln_solve_dev *sd, const host_solve *hs, int i)
 {
     host_fused_job j = {.hb = hb, .sd = sd, .i = i};
-    cln_pool_run(
-        hb->pool,
-        cln_pool_parts(hb->pool, sd->live, hs->fmas_per_row, CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS),
-        host_fused_part, &j);
+    cln_pool_run(hb->pool,
+                 cln_pool_parts(hb->pool, sd->live, hs->fmas_per_row, CLN_HOST_PART_FMAS,
+                                CLN_HOST_PART_ROWS),
+                 host_fused_part, &j);
 }
 
 /* Stage i, then F block i = MLP(Z): one fused pass where the solve has one (host_fused_begin),
