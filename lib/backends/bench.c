@@ -77,13 +77,10 @@ clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnode_model *m,
     cln_clear_error(ctx);
     CLN_CHECK(ctx, m && batch >= 1 && evals >= 1, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_bench_gemm_loop: needs a model, batch >= 1 and evals >= 1");
-    clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
+    clnode_status st = cln_check_device_precision(ctx, prec, mode, "compute");
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, be->ops->supports(be, prec),
-              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-              "device %s cannot compute in %s", be->device_name, clnode_precision_name(prec));
     /* the rows a solve computes: the batch padded to the backend's alignment */
     const size_t align = be->row_align ? be->row_align : 1;
     CLN_CHECK(ctx, batch <= (size_t)-1 - align, CLNODE_ERR_INVALID_ARGUMENT, "batch too large");
@@ -194,12 +191,10 @@ clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *m, 
     cln_clear_error(ctx);
     CLN_CHECK(ctx, m && batch >= 1 && batch <= INT32_MAX && evals >= 1, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_bench_mlp_loop: needs a model, 1 <= batch <= 2^31 - 1 and evals >= 1");
-    CLN_CHECK(ctx, prec == CLNODE_FP32 || prec == CLNODE_FP64, CLNODE_ERR_INVALID_ARGUMENT,
-              "unknown precision %d", (int)prec);
+    const clnode_status pst = cln_check_device_precision(ctx, prec, CLNODE_GEMM_STRICT, "compute");
+    if (pst != CLNODE_OK)
+        return pst;
     cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, be->ops->supports(be, prec),
-              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-              "device %s cannot compute in %s", be->device_name, clnode_precision_name(prec));
     CLN_CHECK(ctx, be->ops->rhs, CLNODE_ERR_UNSUPPORTED, "device %s has no bare vector-field loop",
               be->device_name);
     CLN_CHECK(ctx, m->time_input == 0 && m->num_inputs == 0, CLNODE_ERR_UNSUPPORTED,

@@ -81,6 +81,19 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec, cl
     return CLNODE_OK;
 }
 
+clnode_status cln_check_device_precision(clnode_context *ctx, clnode_precision prec,
+                                         clnode_gemm_mode mode, const char *what)
+{
+    const clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
+    if (st != CLNODE_OK)
+        return st;
+    cln_backend *be = ctx->backend;
+    CLN_CHECK(ctx, be->ops->supports(be, prec),
+              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
+              "device %s cannot %s in %s", be->device_name, what, clnode_precision_name(prec));
+    return CLNODE_OK;
+}
+
 /* ---- logging and errors ---- */
 
 static void cln_vlog(clnode_log_fn log, void *user, clnode_log_level max, clnode_log_level level,

@@ -84,6 +84,12 @@ static inline int cln_add_size(size_t a, size_t b, size_t *out)
 clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
                                   clnode_gemm_mode mode);
 
+/* cln_check_gemm_mode, then whether the context's device computes in `prec`
+ * (CLNODE_ERR_NO_FP64 for fp64, else CLNODE_ERR_UNSUPPORTED): what a solve, a probe and a
+ * benchmark loop check before they touch the device (context.c). */
+clnode_status cln_check_device_precision(clnode_context *ctx, clnode_precision prec,
+                                         clnode_gemm_mode mode, const char *what);
+
 /* ---- struct sizes: the compatibility policy of clnode/common.h ---- */
 
 /* The end of `member` in `type`. */

@@ -450,14 +450,7 @@ fail:
 /* Arguments of a probe of (prec, mode) on the context's device, as clnode_solve checks them. */
 static clnode_status pr_check(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode)
 {
-    const clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
-    if (st != CLNODE_OK)
-        return st;
-    cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, be->ops->supports(be, prec),
-              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-              "device %s cannot compute in %s", be->device_name, clnode_precision_name(prec));
-    return CLNODE_OK;
+    return cln_check_device_precision(ctx, prec, mode, "compute");
 }
 
 clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,

@@ -842,11 +842,9 @@ static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
     const clnode_status st = cln_validate(ctx, model, o, batch, y0);
     if (st != CLNODE_OK)
         return st;
-    cln_backend *be = ctx->backend;
-    if (!be->ops->supports(be, o->precision))
-        return cln_fail(
-            ctx, o->precision == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-            "device %s cannot solve in %s", be->device_name, clnode_precision_name(o->precision));
+    const clnode_status pst = cln_check_device_precision(ctx, o->precision, o->gemm_mode, "solve");
+    if (pst != CLNODE_OK)
+        return pst;
     return cln_guard_tolerance(ctx, o);
 }
 
