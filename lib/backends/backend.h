@@ -37,6 +37,10 @@ typedef struct cln_solve_dev {
     cln_buf *W[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS]; /* bias[i] may be NULL */
     cln_buf *Y, *F, *Z, *H[2];
     cln_buf *CR, *CI, *RS, *IS;
+    /* STT and STY hold KI.steps_cap points per row. That capacity grows with the steps the solve
+     * takes (cln_grow_steps in solver.c): between two groups of steps the driver may replace
+     * both buffers by larger ones (the old rows copied with copy_rows), write the new capacity
+     * into CI and call solve_rebind. */
     cln_buf *TS, *TSOUT, *STT, *STY; /* may be 1-element placeholders when unused */
     cln_buf *PAIRS; /* compaction: the row pairs swap_rows swaps, int32 (i, j) each */
     void *be_data;  /* the backend's own per-solve state */
@@ -88,6 +92,19 @@ typedef struct cln_backend_ops {
     clnode_status (*swap_rows)(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off_bytes,
                                size_t stride_bytes, size_t len_bytes, size_t npairs);
 
+    /* Copies `rows` rows of len_bytes bytes from src (row r at src_off + r * src_stride) to dst
+     * (row r at dst_off + r * dst_stride); dst and src are different buffers, len_bytes <= both
+     * strides. Enqueued in order like a kernel (no host round trip of the data); allocates
+     * nothing. The driver grows the saved steps with it (and packs them before reading back). */
+    clnode_status (*copy_rows)(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
+                               cln_buf *src, size_t src_off, size_t src_stride, size_t len_bytes,
+                               size_t rows);
+    /* Optional (NULL: the backend reads sd's buffers at every enqueue, as the host does): the
+     * driver replaced sd->STT and sd->STY during the solve (their capacity grew, between two
+     * groups of steps); the kernels enqueued from now on must use the new buffers. Called at
+     * most a few times per solve (the capacity doubles); allocates nothing. */
+    clnode_status (*solve_rebind)(cln_backend *be, cln_solve_dev *sd);
+
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */
     void (*facts)(const cln_backend *be, clnode_device_facts *out);
@@ -109,6 +126,16 @@ struct cln_backend {
     size_t row_align; /* the driver pads the batch to a multiple of this many rows */
     long syncs;       /* host-device synchronisations so far (statistics) */
 };
+
+/* Whether `rows` rows of len bytes, `stride` bytes apart from byte `off`, lie inside a buffer of
+ * `size` bytes (copy_rows' bounds, without overflow). */
+static inline int cln_rows_fit(size_t size, size_t off, size_t stride, size_t len, size_t rows)
+{
+    if (rows == 0 || len == 0)
+        return 1;
+    return len <= stride && off <= size && len <= size - off &&
+           rows - 1 <= (size - off - len) / stride;
+}
 
 /* Backends register their device strings, capabilities, enumeration and constructor in the
  * registry (backends/registry.h); nothing else names them. */

@@ -588,7 +588,8 @@ static clnode_status cu_buf_write(cln_backend *be, cln_buf *b, size_t off, size_
     if (st != CLNODE_OK)
         return st;
     /* in stream order; waiting here makes the write blocking (src may be reused at once) and
-     * reports its errors here. Set-up only: never called while steps run. */
+     * reports its errors here. Set-up only (and the saved steps' new capacity into CI, a few
+     * times per solve between groups of steps): never called per step. */
     CU_CHECK(be->ctx, CU(cudaMemcpyAsync)((unsigned char *)b->p + off, src, bytes,
                                           cudaMemcpyHostToDevice, cb->stream));
     CU_CHECK(be->ctx, CU(cudaStreamSynchronize)(cb->stream));
@@ -945,6 +946,47 @@ static clnode_status cu_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *b
     return cu_launch(be, cs->p->swap, blocks, cs->p->t_swap, args, "cln_swap_rows");
 }
 
+/* The saved steps' growth (backend.h): one 2D copy on the stream (a copy per row where a pitch
+ * is beyond what cudaMemcpy2DAsync takes). */
+static clnode_status cu_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
+                                  cln_buf *src, size_t src_off, size_t src_stride, size_t len,
+                                  size_t rows)
+{
+    cuda_backend *cb = cub(be);
+    clnode_context *ctx = be->ctx;
+    if (rows == 0 || len == 0)
+        return CLNODE_OK;
+    CLN_CHECK(ctx,
+              dst != src && cln_rows_fit(dst->size, dst_off, dst_stride, len, rows) &&
+                  cln_rows_fit(src->size, src_off, src_stride, len, rows),
+              CLNODE_ERR_INTERNAL, "copy_rows of %zu rows of %zu bytes out of range", rows, len);
+    clnode_status st = cu_bind(cb);
+    if (st != CLNODE_OK)
+        return st;
+    unsigned char *d = (unsigned char *)dst->p + dst_off;
+    const unsigned char *sp = (const unsigned char *)src->p + src_off;
+    if (dst_stride <= INT32_MAX && src_stride <= INT32_MAX) {
+        CU_CHECK(ctx, CU(cudaMemcpy2DAsync)(d, dst_stride, sp, src_stride, len, rows,
+                                            cudaMemcpyDeviceToDevice, cb->stream));
+        return CLNODE_OK;
+    }
+    for (size_t r = 0; r < rows; ++r)
+        CU_CHECK(ctx, CU(cudaMemcpyAsync)(d + r * dst_stride, sp + r * src_stride, len,
+                                          cudaMemcpyDeviceToDevice, cb->stream));
+    return CLNODE_OK;
+}
+
+/* The saved steps grew (backend.h): cln_finish reads them through cs->STT and cs->STY (a_finish
+ * points at them), so the new pointers take effect at its next launch. */
+static clnode_status cu_solve_rebind(cln_backend *be, cln_solve_dev *sd)
+{
+    cu_solve *cs = sd->be_data;
+    CLN_CHECK(be->ctx, cs, CLNODE_ERR_INTERNAL, "solve_rebind outside a solve");
+    cs->STT = sd->STT->p;
+    cs->STY = sd->STY->p;
+    return CLNODE_OK;
+}
+
 /* NVIDIA GPUs: IEEE fp64 and fp32 FMA; the kernels are compiled with --ftz=false and
  * --prec-div=true --prec-sqrt=true (cl/cln_prelude.h), so denormals are kept and division and
  * sqrt are correctly rounded. */
@@ -974,6 +1016,8 @@ static const cln_backend_ops cuda_ops = {
     .finish = cu_finish,
     .count_active = cu_count_active,
     .swap_rows = cu_swap_rows,
+    .copy_rows = cu_copy_rows,
+    .solve_rebind = cu_solve_rebind,
     .facts = cu_facts,
 };
 

@@ -41,6 +41,7 @@
     X(cudaMallocHost)                                                                              \
     X(cudaFreeHost)                                                                                \
     X(cudaMemcpyAsync)                                                                             \
+    X(cudaMemcpy2DAsync)                                                                           \
     X(cudaMemsetAsync)                                                                             \
     X(cudaMemset2DAsync)                                                                           \
     X(cudaStreamCreateWithFlags)                                                                   \

@@ -677,6 +677,22 @@ static clnode_status host_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf 
     return CLNODE_OK;
 }
 
+/* The saved steps' growth (backend.h): a memcpy per row. */
+static clnode_status host_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off,
+                                    size_t dst_stride, cln_buf *src, size_t src_off,
+                                    size_t src_stride, size_t len, size_t rows)
+{
+    CLN_CHECK(be->ctx,
+              dst != src && cln_rows_fit(dst->size, dst_off, dst_stride, len, rows) &&
+                  cln_rows_fit(src->size, src_off, src_stride, len, rows),
+              CLNODE_ERR_INTERNAL, "copy_rows of %zu rows of %zu bytes out of range", rows, len);
+    if (len == 0)
+        return CLNODE_OK;
+    for (size_t r = 0; r < rows; ++r)
+        memcpy(dst->p + dst_off + r * dst_stride, src->p + src_off + r * src_stride, len);
+    return CLNODE_OK;
+}
+
 /* The host computes with the CPU's IEEE arithmetic: fp64, denormals (the library never sets
  * flush-to-zero) and correctly rounded division and sqrt always; FMA as the CPU reports it. */
 static void host_facts(const cln_backend *be, clnode_device_facts *out)
@@ -714,6 +730,7 @@ static const cln_backend_ops host_ops = {
     .finish = host_finish,
     .count_active = host_count_active,
     .swap_rows = host_swap_rows,
+    .copy_rows = host_copy_rows, /* no solve_rebind: the passes read sd's buffers each time */
     .facts = host_facts,
 };
 

@@ -941,6 +941,9 @@ static clnode_status ocl_set_arg(clnode_context *ctx, cl_kernel k, cl_uint i, si
 /* solve_begin's argument setting: kernel name from the kernel field */
 #define SB_ARG(k, i, v) CLN_TRY(st, ocl_set_arg(ctx, (k), (i), sizeof(v), &(v), #k))
 
+/* cln_finish's arguments (cl/clnode.cl), the saved steps' STT and STY the last two. */
+#define OCL_FINISH_ARGS 11
+
 static void ocl_solve_end(cln_backend *be, cln_solve_dev *sd)
 {
     (void)be;
@@ -1000,8 +1003,10 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     SB_ARG(p->stage, 6, sd->F->mem);
     SB_ARG(p->stage, 7, sd->Z->mem);
 
+    /* STT and STY last: ocl_solve_rebind sets them again when they grow */
     cl_mem fin[] = {sd->CR->mem, sd->CI->mem, sd->RS->mem,    sd->IS->mem,  sd->Y->mem,  sd->F->mem,
                     sd->Z->mem,  sd->TS->mem, sd->TSOUT->mem, sd->STT->mem, sd->STY->mem};
+    _Static_assert(sizeof fin / sizeof fin[0] == OCL_FINISH_ARGS, "cln_finish's arguments");
     for (cl_uint i = 0; i < sizeof fin / sizeof fin[0]; ++i)
         SB_ARG(p->finish, i, fin[i]);
 
@@ -1142,6 +1147,36 @@ static clnode_status ocl_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *
     return CLNODE_OK;
 }
 
+/* The saved steps' growth (backend.h): one rectangular copy, enqueued like a kernel. */
+static clnode_status ocl_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
+                                   cln_buf *src, size_t src_off, size_t src_stride, size_t len,
+                                   size_t rows)
+{
+    clnode_context *ctx = be->ctx;
+    if (rows == 0 || len == 0)
+        return CLNODE_OK;
+    CLN_CHECK(ctx,
+              dst != src && cln_rows_fit(dst->size, dst_off, dst_stride, len, rows) &&
+                  cln_rows_fit(src->size, src_off, src_stride, len, rows),
+              CLNODE_ERR_INTERNAL, "copy_rows of %zu rows of %zu bytes out of range", rows, len);
+    const size_t so[3] = {src_off, 0, 0}, dof[3] = {dst_off, 0, 0}, region[3] = {len, rows, 1};
+    OCL_CHECK(ctx, "clEnqueueCopyBufferRect (the saved steps, to larger buffers)",
+              clEnqueueCopyBufferRect(ocl(be)->queue, src->mem, dst->mem, so, dof, region,
+                                      src_stride, 0, dst_stride, 0, 0, NULL, NULL));
+    return CLNODE_OK;
+}
+
+/* The saved steps grew (backend.h): cln_finish's two last arguments again. */
+static clnode_status ocl_solve_rebind(cln_backend *be, cln_solve_dev *sd)
+{
+    const ocl_solve *os = sd->be_data;
+    CLN_CHECK(be->ctx, os, CLNODE_ERR_INTERNAL, "solve_rebind outside a solve");
+    cl_kernel k = os->p->finish;
+    OCL_ARG(be->ctx, k, OCL_FINISH_ARGS - 2, sd->STT->mem);
+    OCL_ARG(be->ctx, k, OCL_FINISH_ARGS - 1, sd->STY->mem);
+    return CLNODE_OK;
+}
+
 /* As the driver reports them: CL_DEVICE_SINGLE_FP_CONFIG and cl_khr_fp64. */
 static void ocl_facts(const cln_backend *be, clnode_device_facts *out)
 {
@@ -1171,6 +1206,8 @@ static const cln_backend_ops opencl_ops = {
     .finish = ocl_finish,
     .count_active = ocl_count_active,
     .swap_rows = ocl_swap_rows,
+    .copy_rows = ocl_copy_rows,
+    .solve_rebind = ocl_solve_rebind,
     .facts = ocl_facts,
 };
 
