@@ -58,6 +58,8 @@ typedef struct cln_iconsts {
     int max_steps;
     int has_dtmin, has_dtmax, force_dtmin;
     int save_steps;   /* save every accepted step */
+    int steps_cap;    /* row stride of STT and STY: the points each trajectory has room for, set
+                         (and raised as the solve takes steps) by the driver, <= max_steps */
     int n_ts;         /* requested save times */
     int coeff1_zero;  /* coeff1 == 0: the controller skips that power */
     int coeff2_zero;  /* coeff2 == 0 */

@@ -27,7 +27,8 @@
  *   RS [B] cln_rstate, IS [B] cln_istate   per-trajectory state
  *   K  cln_consts, KI cln_iconsts          per-solve constants
  *   TS [n_ts]          requested save times as tau (increasing), TSOUT [B][n_ts][N]
- *   STT [B][max_steps], STY [B][max_steps][N]   saved accepted steps (when KI.save_steps)
+ *   STT [B][steps_cap], STY [B][steps_cap][N]   saved accepted steps (when KI.save_steps);
+ *                      steps_cap (KI) grows with the steps taken (the driver's cln_grow_steps)
  */
 #ifndef CLN_STEP_H
 #define CLN_STEP_H
@@ -436,17 +437,21 @@ CLN_INLINE void cln_accept(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, s
     }
 }
 
-/* Saves the accepted step's end: t = direction * tau and y (already moved on). */
+/* Saves the accepted step's end: t = direction * tau and y (already moved on), as point m of row
+ * b (rows steps_cap points apart). The driver keeps steps_cap above every count a step can reach;
+ * a point past it would not be written, only counted, and the driver reports that. */
 CLN_INLINE void cln_save_step(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
                               CLN_GLOBAL cln_istate *is, real tau, CLN_CONST real *y,
                               CLN_GLOBAL real *STT, CLN_GLOBAL real *STY)
 {
     const cln_int N = KI->N;
     const size_t m = (size_t)is->nsteps_saved;
-    const size_t ms = (size_t)KI->max_steps;
-    STT[b * ms + m] = K->dir * tau;
-    for (cln_int n = 0; n < N; ++n)
-        STY[(b * ms + m) * (size_t)N + (size_t)n] = y[n];
+    const size_t cap = (size_t)KI->steps_cap;
+    if (m < cap) {
+        STT[b * cap + m] = K->dir * tau;
+        for (cln_int n = 0; n < N; ++n)
+            STY[(b * cap + m) * (size_t)N + (size_t)n] = y[n];
+    }
     is->nsteps_saved = (cln_int)(m + 1);
 }
 

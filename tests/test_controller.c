@@ -308,10 +308,18 @@ static void test_save_dense_and_step(void **state)
     assert_true(TSOUT2[0] == -1 && TSOUT2[1] == 1.5 && TSOUT2[2] == -1); /* 1 + 4 (0.25 / 2) */
     double STT[4] = {0}, STY[4] = {0};
     K.dir = -1.0;
+    KI.steps_cap = 2; /* rows of 2 points: row 1 starts at element 2 */
     cln_save_step(&K, &KI, 0, &is, 2.0, y, STT, STY);
     cln_save_step(&K, &KI, 0, &is, 3.0, y, STT, STY);
     assert_int_equal(is.nsteps_saved, 2);
     assert_true(STT[0] == -2.0 && STT[1] == -3.0 && STY[1] == 1.0); /* t = dir * tau */
+    cln_istate is1 = {0};
+    cln_save_step(&K, &KI, 1, &is1, 4.0, y, STT, STY);
+    assert_true(STT[2] == -4.0 && STY[2] == 1.0 && STT[3] == 0.0);
+    /* past the row's capacity: counted (the driver checks the counts) but never written */
+    cln_save_step(&K, &KI, 0, &is, 5.0, y, STT, STY);
+    assert_int_equal(is.nsteps_saved, 3);
+    assert_true(STT[2] == -4.0 && STT[3] == 0.0 && STY[2] == 1.0 && STY[3] == 0.0);
 }
 
 static void test_freeze(void **state)

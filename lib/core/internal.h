@@ -128,6 +128,18 @@ void cln_solve_seed_defaults(clnode_solve_options *o);
 clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
                                        clnode_solve_options *full);
 
+/* ---- the solve (lib/solver/solver.c): hooks for white-box tests ---- */
+
+/* The saved steps' first capacity, points per trajectory (0, the default: the solver's choice;
+ * always at most max_steps). Tests set it before their solves, from one thread: 1 makes a solve
+ * grow its saved steps through many doublings, max_steps gives every trajectory room for every
+ * step up front (no growth). */
+extern size_t cln_steps_cap_first;
+
+/* The points per trajectory a solution has room for, per clnode_save_kind (0 for a kind not
+ * saved; for CLNODE_SAVE_STEPS the largest count any trajectory saved). */
+size_t cln_solution_capacity(const clnode_solution *s, clnode_save_kind kind);
+
 /* ---- the model (lib/model/model.c) ---- */
 #define CLN_MAX_LAYERS 64
 

@@ -22,11 +22,12 @@ struct clnode_solution {
     long syncs;                     /* host-device synchronisations made by the solve */
     clnode_trajectory_stats *stats; /* B */
     double *y_final;                /* B x N */
-    size_t cap[4];                  /* points per trajectory, per clnode_save_kind */
-    size_t *count[4];               /* B each */
-    size_t *first_ts;               /* B: index in save_ts of each trajectory's first saved time */
-    double *ts[4];                  /* B x cap */
-    double *ys[4];                  /* B x cap x N */
+    size_t cap[4];    /* points per trajectory, per clnode_save_kind: for the steps, the most
+                         points a trajectory saved (rows are packed to it after the solve) */
+    size_t *count[4]; /* B each, for every kind saved (NULL: not saved) */
+    size_t *first_ts; /* B: index in save_ts of each trajectory's first saved time */
+    double *ts[4];    /* B x cap */
+    double *ys[4];    /* B x cap x N */
 };
 
 static const char *const cln_result_names[] = {"success", "max_steps_reached", "dt_min_reached",
@@ -94,12 +95,17 @@ clnode_status clnode_solution_saved(const clnode_solution *s, size_t traj, clnod
     const size_t cap = s->cap[kind];
     /* save_ts shared by trajectories with their own intervals: each reports its own run */
     const size_t first = kind == CLNODE_SAVE_TS && cap ? s->first_ts[traj] : 0;
-    *n = cap ? s->count[kind][traj] : 0;
+    *n = s->count[kind] ? s->count[kind][traj] : 0;
     if (ts)
         *ts = cap ? s->ts[kind] + traj * cap + first : NULL;
     if (ys)
         *ys = cap ? s->ys[kind] + (traj * cap + first) * s->N : NULL;
     return CLNODE_OK;
+}
+
+size_t cln_solution_capacity(const clnode_solution *s, clnode_save_kind kind)
+{
+    return s && (unsigned)kind <= CLNODE_SAVE_T1 ? s->cap[kind] : 0;
 }
 
 /* ---- the problem of each trajectory ---- */
@@ -399,7 +405,16 @@ typedef struct cln_run {
     cln_istate *is_rows; /* Breal: the integer state rows read back to find the frozen ones */
     int32_t *pairs;      /* Breal: the row pairs to swap, (i, j) each */
     long compactions;    /* compactions made (statistics for the log) */
+    /* the saved steps (save_steps): room for steps_cap points per trajectory, the row stride of
+     * STT and STY (KI.steps_cap), grown as the solve takes steps (cln_grow_steps) */
+    size_t steps_cap;
 } cln_run;
+
+size_t cln_steps_cap_first = 0;
+
+/* The saved steps' first capacity, when the solver chooses it: a few groups of steps (most
+ * solves of a batch take tens of steps: room for them at once, and growth by doubling after). */
+#define CLN_STEPS_CAP_FIRST 32
 
 static clnode_status cln_alloc(cln_run *r, cln_buf **out, size_t n_elems, size_t esize)
 {
@@ -575,6 +590,7 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     KI->has_dtmax = !o->constant_step && o->dtmax > 0.0;
     KI->force_dtmin = o->force_dtmin != 0;
     KI->save_steps = o->save_steps != 0;
+    KI->steps_cap = (int32_t)r->steps_cap;
     KI->n_ts = (int32_t)o->n_save_ts;
     KI->coeff1_zero = K->coeff1 == 0.0;
     KI->coeff2_zero = K->coeff2 == 0.0;
@@ -642,9 +658,10 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
 
 /* ---- reading the results back ---- */
 
-/* The solution object with room for every saved point the options ask for. */
+/* The solution object with room for every saved point the options ask for: `steps` points per
+ * trajectory for the saved steps (the most any trajectory saved). */
 static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_options *o,
-                                        size_t B, size_t N, clnode_solution **out)
+                                        size_t B, size_t N, size_t steps, clnode_solution **out)
 {
     clnode_solution *s = calloc(1, sizeof *s);
     CLN_CHECK(ctx, s, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution");
@@ -652,20 +669,24 @@ static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_
     s->N = N;
     s->cap[CLNODE_SAVE_T0] = o->save_t0 ? 1 : 0;
     s->cap[CLNODE_SAVE_TS] = o->n_save_ts;
-    s->cap[CLNODE_SAVE_STEPS] = o->save_steps ? (size_t)o->max_steps : 0;
+    s->cap[CLNODE_SAVE_STEPS] = o->save_steps ? steps : 0;
     s->cap[CLNODE_SAVE_T1] = o->save_t1 ? 1 : 0;
+    const int saved[4] = {o->save_t0, o->n_save_ts > 0, o->save_steps, o->save_t1};
     size_t bn, bc, bcn;
     s->stats = calloc(B, sizeof *s->stats);
     s->y_final = cln_mul_size(B, N, &bn) ? calloc(bn, sizeof(double)) : NULL;
     int ok = s->stats && s->y_final;
     for (int k = 0; k < 4 && ok; ++k) {
-        if (!s->cap[k])
+        if (!saved[k])
             continue;
-        const int fits = cln_mul_size(B, s->cap[k], &bc) && cln_mul_size(bc, N, &bcn);
         s->count[k] = calloc(B, sizeof(size_t));
+        ok = s->count[k] != NULL;
+        if (!s->cap[k] || !ok)
+            continue; /* saved steps, none taken: counts only */
+        const int fits = cln_mul_size(B, s->cap[k], &bc) && cln_mul_size(bc, N, &bcn);
         s->ts[k] = fits ? calloc(bc, sizeof(double)) : NULL;
         s->ys[k] = fits ? calloc(bcn, sizeof(double)) : NULL;
-        ok = s->count[k] && s->ts[k] && s->ys[k];
+        ok = s->ts[k] && s->ys[k];
     }
     if (ok && s->cap[CLNODE_SAVE_TS]) {
         s->first_ts = calloc(B, sizeof(size_t));
@@ -724,7 +745,7 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
         for (size_t j = 0; j < nt; ++j)
             s->ts[CLNODE_SAVE_TS][b * nt + j] = cln_round(prec, o->save_ts[j]);
     }
-    if (s->cap[CLNODE_SAVE_STEPS])
+    if (s->count[CLNODE_SAVE_STEPS])
         s->count[CLNODE_SAVE_STEPS][b] = (size_t)is->nsteps_saved;
     if (s->cap[CLNODE_SAVE_T1]) {
         s->count[CLNODE_SAVE_T1][b] = 1;
@@ -787,6 +808,37 @@ static clnode_status cln_unpermute_solution(const cln_run *r, clnode_solution *s
     return CLNODE_OK;
 }
 
+/* The saved steps into the solution, rows packed to its capacity (the most points any
+ * trajectory saved, <= r->steps_cap): where the device rows are longer, they are packed first on
+ * the device into a buffer of that size (copy_rows), so that what is read back and kept grows
+ * with the longest trajectory's points, not with the capacity the solve grew to. */
+static clnode_status cln_collect_steps(cln_run *r, clnode_solution *s)
+{
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->Breal, N = sd->N, es = sd->esize, cap = s->cap[CLNODE_SAVE_STEPS];
+    if (!cap)
+        return CLNODE_OK;
+    if (cap == r->steps_cap) {
+        clnode_status st = cln_download(be, sd, sd->STT, 0, s->ts[CLNODE_SAVE_STEPS], B * cap);
+        if (st == CLNODE_OK)
+            st = cln_download(be, sd, sd->STY, 0, s->ys[CLNODE_SAVE_STEPS], B * cap * N);
+        return st;
+    }
+    cln_buf *packed = NULL; /* holds the times, then the states */
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, cln_alloc(r, &packed, B * cap * N, es));
+    CLN_TRY(st, be->ops->copy_rows(be, packed, 0, cap * es, sd->STT, 0, r->steps_cap * es, cap * es,
+                                   B));
+    CLN_TRY(st, cln_download(be, sd, packed, 0, s->ts[CLNODE_SAVE_STEPS], B * cap));
+    CLN_TRY(st, be->ops->copy_rows(be, packed, 0, cap * N * es, sd->STY, 0, r->steps_cap * N * es,
+                                   cap * N * es, B));
+    CLN_TRY(st, cln_download(be, sd, packed, 0, s->ys[CLNODE_SAVE_STEPS], B * cap * N));
+fail:
+    be->ops->buf_free(be, packed);
+    return st;
+}
+
 /* Phase 6: allocates the solution and reads every result back (one transfer per buffer; rows
  * past Breal are padding and are not read), in the caller's order of trajectories. */
 static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution **out)
@@ -796,9 +848,7 @@ static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution *
     cln_solve_dev *sd = &r->sd;
     const size_t B = sd->Breal, N = sd->N;
     clnode_solution *s = NULL;
-    clnode_status st = cln_solution_alloc(r->ctx, o, B, N, &s);
-    if (st != CLNODE_OK)
-        return st;
+    clnode_status st = CLNODE_OK;
     cln_rstate_d *rs = calloc(B, sizeof *rs);
     cln_istate *is = calloc(B, sizeof *is);
     if (!rs || !is) {
@@ -807,16 +857,22 @@ static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution *
     }
     CLN_TRY(st, cln_download(be, sd, sd->RS, 0, (double *)(void *)rs, B * CLN_RSTATE_REALS));
     CLN_TRY(st, be->ops->buf_read(be, sd->IS, 0, B * sizeof *is, is));
+    size_t steps = 0; /* the most points a trajectory saved */
+    for (size_t row = 0; o->save_steps && row < B; ++row)
+        if ((size_t)is[row].nsteps_saved > steps)
+            steps = (size_t)is[row].nsteps_saved;
+    if (steps > r->steps_cap) {
+        st = cln_fail(r->ctx, CLNODE_ERR_INTERNAL,
+                      "a trajectory saved %zu steps, but the rows had room for %zu", steps,
+                      r->steps_cap);
+        goto fail;
+    }
+    CLN_TRY(st, cln_solution_alloc(r->ctx, o, B, N, steps, &s));
     CLN_TRY(st, cln_download(be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
         CLN_TRY(st,
                 cln_download(be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS], B * o->n_save_ts * N));
-    if (s->cap[CLNODE_SAVE_STEPS]) {
-        CLN_TRY(st, cln_download(be, sd, sd->STT, 0, s->ts[CLNODE_SAVE_STEPS],
-                                 B * (size_t)o->max_steps));
-        CLN_TRY(st, cln_download(be, sd, sd->STY, 0, s->ys[CLNODE_SAVE_STEPS],
-                                 B * (size_t)o->max_steps * N));
-    }
+    CLN_TRY(st, cln_collect_steps(r, s));
     if (r->compactions)
         CLN_TRY(st, cln_unpermute_solution(r, s));
     for (size_t row = 0; row < B; ++row) /* trajectory perm[row]'s state rows */
@@ -911,11 +967,19 @@ static clnode_status cln_allocate(cln_run *r)
         if (model->biases[l])
             CLN_TRY(st, cln_alloc(r, &sd->bias[l], model->sizes[l + 1], es));
     }
+    /* the saved steps start with room for a few groups of steps and grow with the steps taken
+     * (cln_grow_steps), never past max_steps */
+    if (o->save_steps) {
+        const size_t group = r->be->group_steps > 0 ? (size_t)r->be->group_steps : 1;
+        size_t first = cln_steps_cap_first;
+        if (!first)
+            first = CLN_STEPS_CAP_FIRST > 2 * group ? CLN_STEPS_CAP_FIRST : 2 * group;
+        r->steps_cap = first < (size_t)o->max_steps ? first : (size_t)o->max_steps;
+    }
     size_t tsout = 0, steps_t = 0, steps_y = 0;
     CLN_CHECK(r->ctx,
               cln_mul_size(B * N, o->n_save_ts, &tsout) &&
-                  cln_mul_size(B, o->save_steps ? (size_t)o->max_steps : 0, &steps_t) &&
-                  cln_mul_size(steps_t, N, &steps_y),
+                  cln_mul_size(B, r->steps_cap, &steps_t) && cln_mul_size(steps_t, N, &steps_y),
               CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
     CLN_TRY(st, cln_alloc(r, &sd->Y, B * N, es));
     CLN_TRY(st, cln_alloc(r, &sd->F, B * N * sd->stages, es));
@@ -1061,6 +1125,63 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
     return CLNODE_OK;
 }
 
+/* The saved steps' growth, between two groups of steps (where the loop has just waited for the
+ * device, or before the first group). Each attempted step saves at most one point per trajectory,
+ * so after `it` attempts no row holds more than `it` points, and room for min(max_steps, it +
+ * group) points per row covers the next group. When the rows are shorter, STT and STY are
+ * replaced by buffers with rows twice as long (at least that long, at most max_steps): every
+ * trajectory's points are copied to the new rows on the device (copy_rows, frozen rows too; no
+ * round trip through the host), the old buffers freed, the capacity written into KI and the
+ * backend's kernels pointed at the new buffers (solve_rebind). Doubling keeps the growths to
+ * O(log steps) per solve and the copies to O(points) in all, and the memory follows the longest
+ * trajectory instead of max_steps. Never called per step. */
+static clnode_status cln_grow_steps(cln_run *r, long it, long group)
+{
+    const clnode_solve_options *o = r->o;
+    const size_t ms = (size_t)o->max_steps;
+    size_t need = (size_t)it + (size_t)group;
+    need = need < ms ? need : ms;
+    if (!o->save_steps || r->steps_cap >= need)
+        return CLNODE_OK;
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t old = r->steps_cap, es = sd->esize, N = sd->N;
+    size_t cap = old <= ms / 2 ? 2 * old : ms;
+    cap = cap > need ? cap : need;
+    size_t nt, ny;
+    CLN_CHECK(
+        r->ctx, cln_mul_size(sd->B, cap, &nt) && cln_mul_size(nt, N, &ny), CLNODE_ERR_OUT_OF_MEMORY,
+        "the saved steps of %zu trajectories, %zu points each, do not fit in memory", sd->B, cap);
+    clnode_status st = CLNODE_OK;
+    cln_buf *stt = NULL, *sty = NULL;
+    CLN_TRY(st, cln_alloc(r, &stt, nt, es));
+    CLN_TRY(st, cln_alloc(r, &sty, ny, es));
+    /* rows past Breal are padding and never save */
+    CLN_TRY(st,
+            be->ops->copy_rows(be, stt, 0, cap * es, sd->STT, 0, old * es, old * es, sd->Breal));
+    CLN_TRY(st, be->ops->copy_rows(be, sty, 0, cap * N * es, sd->STY, 0, old * N * es, old * N * es,
+                                   sd->Breal));
+    cln_buf *t = sd->STT; /* the new buffers in, the old ones freed below */
+    sd->STT = stt;
+    stt = t;
+    t = sd->STY;
+    sd->STY = sty;
+    sty = t;
+    r->steps_cap = cap;
+    const int32_t kcap = (int32_t)cap;
+    CLN_TRY(st,
+            be->ops->buf_write(be, sd->CI, offsetof(cln_iconsts, steps_cap), sizeof kcap, &kcap));
+    if (be->ops->solve_rebind)
+        CLN_TRY(st, be->ops->solve_rebind(be, sd));
+    cln_log(r->ctx, CLNODE_LOG_DEBUG,
+            "saved steps: room for %zu points per trajectory (was %zu) after %ld steps", cap, old,
+            it);
+fail:
+    be->ops->buf_free(be, stt);
+    be->ops->buf_free(be, sty);
+    return st;
+}
+
 /* A per-trajectory buffer as compaction moves it: rows `stride` bytes apart from byte `off`, of
  * which the first `len` are moved. */
 typedef struct cln_row_move {
@@ -1072,10 +1193,10 @@ typedef struct cln_row_move {
  * count): when a quarter or more of the live rows [0, live) are frozen, their integer state rows
  * are read back, each frozen row among the first `active` is swapped with a running row after
  * them (every per-trajectory buffer: state, stage derivatives, stage argument with the
- * conditioning inputs, saved points), and live drops to `active` rounded up to the backend's row
- * alignment. Rows are independent in every pass and product, so no trajectory's arithmetic
- * changes; r->perm records where each trajectory went, and cln_collect puts the results back in
- * the caller's order. Allocates nothing. */
+ * conditioning inputs, saved points; the saved steps' rows at their current capacity), and live
+ * drops to `active` rounded up to the backend's row alignment. Rows are independent in every pass
+ * and product, so no trajectory's arithmetic changes; r->perm records where each trajectory went,
+ * and cln_collect puts the results back in the caller's order. Allocates nothing. */
 static clnode_status cln_compact(cln_run *r, size_t active)
 {
     cln_backend *be = r->be;
@@ -1118,7 +1239,7 @@ static clnode_status cln_compact(cln_run *r, size_t active)
     if (np) {
         const size_t es = sd->esize, N = sd->N;
         CLN_TRY(st, be->ops->buf_write(be, sd->PAIRS, 0, 2 * np * sizeof(int32_t), r->pairs));
-        const size_t ms = (size_t)r->o->max_steps, nt = r->o->n_save_ts;
+        const size_t ms = r->steps_cap, nt = r->o->n_save_ts;
         cln_row_move moves[4 + CLN_MAX_STAGES + 3];
         size_t nm = 0;
         moves[nm++] = (cln_row_move){sd->Y, 0, N * es, N * es};
@@ -1148,7 +1269,8 @@ fail:
 
 /* Phase 5: groups of steps with one read-back of the active count per group, until every
  * trajectory is frozen (or max_steps attempts were enqueued), compacting the live rows as
- * trajectories freeze; a progress report at most once a second. Allocates nothing. */
+ * trajectories freeze; a progress report at most once a second. Allocates nothing, except when
+ * the saved steps need longer rows (cln_grow_steps, between groups, O(log steps) times). */
 static clnode_status cln_loop(cln_run *r)
 {
     cln_backend *be = r->be;
@@ -1159,6 +1281,7 @@ static clnode_status cln_loop(cln_run *r)
     long it = 0;
     clnode_status st = be->ops->count_active(be, &r->sd, &active);
     while (st == CLNODE_OK && active > 0 && it < o->max_steps) {
+        st = cln_grow_steps(r, it, group);
         for (long g = 0; g < group && it < o->max_steps && st == CLNODE_OK; ++g, ++it)
             st = cln_step(r);
         if (st == CLNODE_OK)
