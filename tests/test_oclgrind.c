@@ -3,7 +3,9 @@
  * access) and on the host, which must agree bit for bit. The seed model from t0 = 0 to t1 = 0.1
  * (two steps: a checked step costs tens of seconds), fp32 at batch 2 and fp64 at batch 3 (3 leaves
  * part of every work-group idle), saving every step and three interpolated times, so that every
- * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included.
+ * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included. The saved
+ * steps start with room for one point (the library's test hook cln_steps_cap_first), so that their
+ * growth runs too: the rectangular copy to larger buffers and the finish kernel's new arguments.
  *
  * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
  * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
@@ -15,6 +17,7 @@
 #include <time.h>
 
 #include "clnode.h"
+#include "core/internal.h" /* cln_steps_cap_first */
 
 #define N_TS 3
 #define MAX_BATCH 3
@@ -120,6 +123,7 @@ int main(int argc, char **argv)
         return 77;
     }
     printf("device: %s\n", clnode_context_device(dev));
+    cln_steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */
     clnode_model *md = NULL, *mh = NULL;
     int ok = not_simulator("opencl") && not_simulator("opencl:cpu");
     ok = ok && host && clnode_model_create_seed(dev, &md) == CLNODE_OK &&

@@ -4,7 +4,8 @@
  * interface (backend.h), in phases (clnode_solve at the end reads as their list): check (the
  * problem, the device, the tolerance guard), size, allocate, upload, begin, loop (the Runge-Kutta
  * stages and the per-trajectory step of cl/cln_step.h in groups of steps with one small read-back
- * per group, and the progress report), collect. Nothing is allocated while steps run. */
+ * per group, and the progress report), collect. Nothing is allocated while steps run; the saved
+ * steps' rows grow between groups of steps, by doubling (cln_grow_steps). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -408,6 +409,7 @@ typedef struct cln_run {
     /* the saved steps (save_steps): room for steps_cap points per trajectory, the row stride of
      * STT and STY (KI.steps_cap), grown as the solve takes steps (cln_grow_steps) */
     size_t steps_cap;
+    cln_iconsts KI; /* the integer constants as uploaded to CI (written whole again on growth) */
 } cln_run;
 
 size_t cln_steps_cap_first = 0;
@@ -954,7 +956,8 @@ static clnode_status cln_size(cln_run *r, size_t batch)
 }
 
 /* Phase 2: every buffer of the solve, once; nothing is allocated after this phase until the
- * results are read back. */
+ * results are read back, except the saved steps' longer rows (cln_grow_steps, O(log steps) times
+ * between groups of steps). */
 static clnode_status cln_allocate(cln_run *r)
 {
     const clnode_solve_options *o = r->o;
@@ -1032,12 +1035,11 @@ static clnode_status cln_upload_problem(cln_run *r, const double *y0)
     }
     {
         cln_consts_d K;
-        cln_iconsts KI;
         double flat[CLN_CONSTS_REALS];
-        cln_fill_constants(r, &K, &KI);
+        cln_fill_constants(r, &K, &r->KI);
         memcpy(flat, &K, sizeof flat);
         CLN_TRY(st, cln_upload(be, sd, sd->CR, 0, flat, CLN_CONSTS_REALS));
-        CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof KI, &KI));
+        CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     }
     if (o->n_save_ts) {
         tsbuf = malloc(o->n_save_ts * sizeof(double));
@@ -1168,9 +1170,10 @@ static clnode_status cln_grow_steps(cln_run *r, long it, long group)
     sd->STY = sty;
     sty = t;
     r->steps_cap = cap;
-    const int32_t kcap = (int32_t)cap;
-    CLN_TRY(st,
-            be->ops->buf_write(be, sd->CI, offsetof(cln_iconsts, steps_cap), sizeof kcap, &kcap));
+    /* the whole struct: a checker such as Oclgrind tracks a buffer's initialised bytes from the
+     * last host store that covers it */
+    r->KI.steps_cap = (int32_t)cap;
+    CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     if (be->ops->solve_rebind)
         CLN_TRY(st, be->ops->solve_rebind(be, sd));
     cln_log(r->ctx, CLNODE_LOG_DEBUG,
