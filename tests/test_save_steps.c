@@ -1,0 +1,365 @@
+/* test_save_steps.c - saving every step (clnode_solve_options.save_steps) with storage that grows
+ * with the steps taken, on one device (argv[1], default "host"; 77 when it is absent).
+ *
+ * The solver gives each trajectory room for a few groups of steps and doubles it on the device
+ * between groups of steps (cln_grow_steps in lib/solver/solver.c); the solution keeps as many
+ * points per trajectory as the longest trajectory saved. White-box: the first capacity is set
+ * through the library's test hook cln_steps_cap_first, so that
+ *   - the reference is the layout without growth (room for max_steps points per trajectory from
+ *     the start, what the solver did before its storage grew), and
+ *   - the solves under test start with room for one point and grow through every doubling
+ *     (counted in the debug log), with compaction on and off,
+ * and every trajectory must come back with the same steps, result, final state and saved points
+ * (t0, the save_ts dense output, every step, t1), bit for bit. Independent checks of the saved
+ * steps: one point per accepted step, times increasing, the last point the final state; a few
+ * trajectories solved alone save the same points. Then max_steps = 10^8 at a batch of 4096: the
+ * solve completes, the solution has room for exactly the most points a trajectory saved, and the
+ * process's peak resident memory grows by a few MB, not by max_steps points per trajectory. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <cmocka.h>
+
+#include "core/internal.h" /* cln_steps_cap_first, cln_solution_capacity */
+#include "test_device.h"
+
+static const char *g_device = "host";
+static clnode_context *g_ctx;
+static long g_growths; /* "saved steps:" debug messages since the last reset */
+
+static void count_log(void *user, clnode_log_level level, const char *message)
+{
+    (void)user;
+    if (level == CLNODE_LOG_DEBUG && strncmp(message, "saved steps:", 12) == 0)
+        ++g_growths;
+}
+
+/* Deterministic values in [-1, 1). */
+static double lcg(uint32_t *x)
+{
+    *x = *x * 1664525u + 1013904223u;
+    return (double)(*x >> 8) / 8388608.0 - 1.0;
+}
+
+/* Trajectory b of a and trajectory c_b of c agree: stats, final state and every kind of saved
+ * point, bit for bit. */
+static void assert_same_row(const clnode_solution *a, size_t b, const clnode_solution *c,
+                            size_t c_b, const char *what)
+{
+    const size_t N = clnode_solution_dim(a);
+    clnode_trajectory_stats sa, sc;
+    assert_ok(clnode_solution_stats(a, b, &sa));
+    assert_ok(clnode_solution_stats(c, c_b, &sc));
+    if (sa.num_steps != sc.num_steps || sa.num_accepted != sc.num_accepted ||
+        sa.result != sc.result || memcmp(&sa.t_final, &sc.t_final, sizeof(double)) != 0)
+        fail_msg("%s, trajectory %zu: %ld steps (%ld accepted), %s, t %.17g; the reference %ld "
+                 "(%ld), %s, t %.17g",
+                 what, b, sa.num_steps, sa.num_accepted, clnode_result_name(sa.result), sa.t_final,
+                 sc.num_steps, sc.num_accepted, clnode_result_name(sc.result), sc.t_final);
+    if (memcmp(clnode_solution_y_final(a, b), clnode_solution_y_final(c, c_b), N * sizeof(double)))
+        fail_msg("%s, trajectory %zu: final states differ", what, b);
+    for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
+        size_t na, nc;
+        const double *ta, *ya, *tc, *yc;
+        assert_ok(clnode_solution_saved(a, b, (clnode_save_kind)k, &na, &ta, &ya));
+        assert_ok(clnode_solution_saved(c, c_b, (clnode_save_kind)k, &nc, &tc, &yc));
+        if (na != nc)
+            fail_msg("%s, trajectory %zu, saved kind %d: %zu points, the reference %zu", what, b, k,
+                     na, nc);
+        for (size_t i = 0; i < na; ++i)
+            if (memcmp(ta + i, tc + i, sizeof(double)) ||
+                memcmp(ya + i * N, yc + i * N, N * sizeof(double)))
+                fail_msg("%s, trajectory %zu, saved kind %d: point %zu of %zu differs (t %.17g, "
+                         "the reference %.17g)",
+                         what, b, k, i, na, ta[i], tc[i]);
+    }
+}
+
+/* The saved steps of s against what the solve says independently of them: one point per
+ * accepted step, times strictly increasing in the direction of integration, the last point at
+ * (t_final, y_final); the solution's room is the most points a trajectory saved. Returns that. */
+static size_t check_steps(const clnode_solution *s)
+{
+    const size_t B = clnode_solution_batch(s), N = clnode_solution_dim(s);
+    size_t most = 0;
+    for (size_t b = 0; b < B; ++b) {
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(s, b, &st));
+        size_t n;
+        const double *t, *y;
+        assert_ok(clnode_solution_saved(s, b, CLNODE_SAVE_STEPS, &n, &t, &y));
+        if ((long)n != st.num_accepted)
+            fail_msg("trajectory %zu: %zu saved steps, %ld accepted", b, n, st.num_accepted);
+        most = n > most ? n : most;
+        for (size_t i = 1; i < n; ++i)
+            if (!(t[i] > t[i - 1]))
+                fail_msg("trajectory %zu: saved step %zu at t %.17g after %.17g", b, i, t[i],
+                         t[i - 1]);
+        if (n && (memcmp(&t[n - 1], &st.t_final, sizeof(double)) ||
+                  memcmp(y + (n - 1) * N, clnode_solution_y_final(s, b), N * sizeof(double))))
+            fail_msg("trajectory %zu: the last saved step (t %.17g) is not the final state (t "
+                     "%.17g)",
+                     b, t[n - 1], st.t_final);
+    }
+    assert_int_equal(cln_solution_capacity(s, CLNODE_SAVE_STEPS), most);
+    return most;
+}
+
+static clnode_solution *solve_with(const clnode_model *m, const clnode_solve_options *o,
+                                   size_t batch, const double *y0, size_t first_cap, int compact)
+{
+    clnode_solve_options c = *o;
+    c.compact = compact;
+    cln_steps_cap_first = first_cap;
+    g_growths = 0;
+    clnode_solution *s = NULL;
+    assert_ok(clnode_solve(g_ctx, m, &c, batch, y0, &s));
+    cln_steps_cap_first = 0;
+    return s;
+}
+
+/* The batch solved with room for every step up front (the reference, without compaction), then
+ * from room for one point with compaction off and on, and from the solver's own first capacity:
+ * the same bits everywhere. Returns the most points a trajectory saved. */
+static size_t compare_growth(const clnode_model *m, const clnode_solve_options *o, size_t batch,
+                             const double *y0, const char *what)
+{
+    clnode_solution *ref = solve_with(m, o, batch, y0, (size_t)o->max_steps, 0);
+    assert_int_equal(g_growths, 0); /* no growth: the layout with max_steps points per row */
+    const size_t most = check_steps(ref);
+    static const struct {
+        size_t first;
+        int compact;
+    } runs[] = {{1, 0}, {1, 1}, {0, 1}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; ++i) {
+        clnode_solution *s = solve_with(m, o, batch, y0, runs[i].first, runs[i].compact);
+        const long grew = g_growths;
+        char label[160];
+        snprintf(label, sizeof label, "%s, first capacity %zu, compaction %s", what, runs[i].first,
+                 runs[i].compact ? "on" : "off");
+        /* from room for one point to more than a hundred: many growths (a first one to a
+         * group of steps, doublings after) */
+        if (runs[i].first == 1 && grew < 6)
+            fail_msg("%s: %ld growths for %zu points", label, grew, most);
+        assert_int_equal(check_steps(s), most);
+        for (size_t b = 0; b < batch; ++b)
+            assert_same_row(s, b, ref, b, label);
+        printf("%s: %zu points at most, %ld growths\n", label, most, grew);
+        clnode_solution_destroy(&s);
+    }
+    clnode_solution_destroy(&ref);
+    return most;
+}
+
+/* y' = W y, a slowly decaying rotation: every trajectory takes steps in proportion to its
+ * interval, from none (t1 = t0) to the budget (max_steps_reached), hundreds to thousands. */
+static void test_rotation_many_doublings(void **state)
+{
+    (void)state;
+    const double W[4] = {-0.01, 1.0, -1.0, -0.01};
+    size_t sizes[2] = {2, 2};
+    const double *ws[1] = {W};
+    clnode_model_desc d;
+    clnode_model_default_desc(&d);
+    d.num_layers = 1;
+    d.sizes = sizes;
+    d.weights = ws;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    enum {
+        B = 67
+    };
+    static const double ends[] = {0, 0.5, 7, 60, 150, 300, 900};
+    double y0[B * 2], t1s[B], dt0s[B];
+    uint32_t x = 5u;
+    for (size_t b = 0; b < B; ++b) {
+        y0[2 * b] = lcg(&x);
+        y0[2 * b + 1] = lcg(&x);
+        t1s[b] = ends[(b * 3) % (sizeof ends / sizeof ends[0])] * (1.0 + 0.01 * (double)(b % 5));
+        dt0s[b] = b % 2 ? 0.0 : 0.05;
+    }
+    const double ts[3] = {0.25, 3.0, 100.0};
+    for (int prec = 0; prec < 2; ++prec) {
+        if (prec == 1 && !clnode_context_supports(g_ctx, CLNODE_FP64))
+            continue;
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = prec ? CLNODE_FP64 : CLNODE_FP32;
+        o.t1s = t1s;
+        o.dt0s = dt0s;
+        o.rtol = prec ? 1e-8 : 1e-5;
+        o.atol = prec ? 1e-10 : 1e-7;
+        o.save_t0 = 1;
+        o.save_ts = ts;
+        o.n_save_ts = 3;
+        o.save_steps = 1;
+        o.max_steps = 1499; /* not a power of two: the last growth stops there */
+        const size_t most = compare_growth(m, &o, B, y0, prec ? "rotation fp64" : "rotation fp32");
+        assert_true(most >= 500); /* many doublings from one point */
+        /* the longest ones run out of steps, and each trajectory alone saves the same points */
+        clnode_solution *all = solve_with(m, &o, B, y0, 0, 1);
+        int ran_out = 0;
+        for (size_t b = 0; b < B; ++b) {
+            clnode_trajectory_stats st;
+            assert_ok(clnode_solution_stats(all, b, &st));
+            ran_out |= st.result == CLNODE_RESULT_MAX_STEPS_REACHED;
+        }
+        assert_true(ran_out);
+        static const size_t alone[] = {4, 5, 6, 13};
+        for (size_t i = 0; i < sizeof alone / sizeof alone[0]; ++i) {
+            const size_t b = alone[i];
+            clnode_solve_options o1 = o;
+            o1.t1s = &t1s[b];
+            o1.dt0s = &dt0s[b];
+            clnode_solution *one = solve_with(m, &o1, 1, &y0[2 * b], 0, 1);
+            assert_same_row(one, 0, all, b, "alone");
+            clnode_solution_destroy(&one);
+        }
+        clnode_solution_destroy(&all);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* The seed model (an MLP) with rejected steps: heun at a tight tolerance and tsit5 (FSAL) over
+ * long intervals, per-trajectory ends. */
+static void test_seed_growth(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    const size_t N = clnode_model_dim(m);
+    enum {
+        B = 41
+    };
+    double y0[B * 10], t1s[B];
+    uint32_t x = 11u;
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.5 * lcg(&x);
+    for (size_t b = 0; b < B; ++b)
+        t1s[b] = b % 4 == 0 ? 0.0 : 100.0 * (double)(b % 9);
+    const clnode_method *methods[2] = {clnode_method_tsit5, clnode_method_heun};
+    for (int mi = 0; mi < 2; ++mi) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.method = methods[mi];
+        o.t1s = t1s;
+        o.rtol = mi ? 1e-4 : 1e-5;
+        o.save_steps = 1;
+        o.max_steps = 100000;
+        const size_t most = compare_growth(m, &o, B, y0, mi ? "seed heun" : "seed tsit5");
+        assert_true(most >= 64);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* No trajectory takes a step (t1 == t0), or a budget of one step: nothing or one point saved. */
+static void test_no_steps(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    double y0[3 * 10] = {0};
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 0.0;
+    o.save_steps = 1;
+    clnode_solution *s = NULL;
+    assert_ok(clnode_solve(g_ctx, m, &o, 3, y0, &s));
+    assert_int_equal(check_steps(s), 0);
+    size_t n = 1;
+    assert_ok(clnode_solution_saved(s, 2, CLNODE_SAVE_STEPS, &n, NULL, NULL));
+    assert_int_equal(n, 0);
+    clnode_solution_destroy(&s);
+    o.t1 = 50.0;
+    o.max_steps = 1;
+    assert_ok(clnode_solve(g_ctx, m, &o, 3, y0, &s));
+    assert_int_equal(check_steps(s), 1);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+/* max_steps = 10^8 at a batch of 4096 with every step saved: room for max_steps points per
+ * trajectory would take 4096 x 10^8 x 11 values (about 18 TB in fp32); the solve completes, its
+ * solution has room for the points each trajectory saves, and the process's peak resident
+ * memory grows by a few MB. Run first, before other solves raise the peak. */
+static void test_huge_max_steps(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    enum {
+        B = 4096
+    };
+    const size_t N = clnode_model_dim(m);
+    double *y0 = calloc(B * N, sizeof *y0);
+    assert_non_null(y0);
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.save_steps = 1;
+    /* a warm-up at the same batch (kernels built, the probe run, buffers of this size once) */
+    clnode_solution *s = NULL;
+    o.max_steps = 4;
+    assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &s));
+    clnode_solution_destroy(&s);
+    const long before = peak_rss_kb();
+    o.max_steps = 100000000;
+    assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &s));
+    const long after = peak_rss_kb();
+    clnode_trajectory_stats st;
+    assert_ok(clnode_solution_stats(s, B - 1, &st));
+    assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
+    assert_int_equal(st.num_steps, 14); /* the seed problem */
+    assert_int_equal(check_steps(s), (size_t)st.num_accepted);
+    printf("max_steps 1e8, batch %d: room for %zu points per trajectory; peak resident memory "
+           "%ld -> %ld kB\n",
+           B, cln_solution_capacity(s, CLNODE_SAVE_STEPS), before, after);
+    /* the points kept: 4096 x 14 x 11 doubles, 5 MB; the device's rows at most twice that */
+    if (before > 0 && after - before > 128 * 1024)
+        fail_msg("peak resident memory grew by %ld kB", after - before);
+    clnode_solution_destroy(&s);
+    free(y0);
+    clnode_model_destroy(&m);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        g_device = argv[1];
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = g_device;
+    co.log = count_log;
+    co.log_level = CLNODE_LOG_DEBUG;
+    const clnode_status st = clnode_context_create(&co, &g_ctx);
+    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
+        printf("device %s is not available here: skipped\n", g_device);
+        return TEST_SKIPPED;
+    }
+    if (st != CLNODE_OK) {
+        printf("cannot create a context on %s: %s\n", g_device, clnode_status_string(st));
+        return 1;
+    }
+    printf("saved steps on %s: %s\n", clnode_context_backend(g_ctx), clnode_context_device(g_ctx));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_huge_max_steps),
+        cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_rotation_many_doublings),
+        cmocka_unit_test(test_seed_growth),
+    };
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clnode_context_destroy(&g_ctx);
+    return rc;
+}
