@@ -78,7 +78,9 @@ typedef struct clnode_solve_options {
     long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory */
     int save_t0;       /* default 0: save (t0, y0) */
     int save_t1;       /* default 1: save (t1, y(t1)) */
-    int save_steps;    /* default 0: save the end of every accepted step */
+    int save_steps;    /* default 0: save the end of every accepted step (memory: as many
+                          points per trajectory as the longest trajectory saves, not max_steps;
+                          see clnode_solve) */
     const double *save_ts; /* default NULL: n_save_ts times inside [t0, t1], monotone in the
                               direction of integration, saved through the dense output */
     size_t n_save_ts;
@@ -174,9 +176,14 @@ typedef enum clnode_save_kind {
  * failed driver call: the message names it, clnode_context_last_native_error has its code),
  * CLNODE_ERR_BLAS, CLNODE_ERR_BUILD (the device's compiler rejected the kernels; the build log goes
  * to the logger). After any of these the context stays usable: nothing of a failed solve is cached.
- * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once. The first
- * adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a few small
- * GEMMs) unless precision_guard is CLNODE_GUARD_OFF. */
+ * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once, except
+ * the saved steps (save_steps): room for a few groups of steps per trajectory at first, doubled on
+ * the device between groups of steps when the longest trajectory could outgrow it (at most
+ * max_steps points), so their memory follows the steps actually taken (at most about twice the
+ * most attempts of a trajectory); the solution keeps as many points per trajectory as the
+ * longest trajectory saved (clnode_solution_saved). A large max_steps costs nothing up front.
+ * The first adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a
+ * few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                                       const clnode_solve_options *opts, size_t batch,
                                       const double *y0, clnode_solution **out);

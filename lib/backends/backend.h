@@ -16,7 +16,8 @@
 
 typedef struct cln_buf cln_buf; /* backend-defined */
 
-/* Everything a solve keeps on the device, allocated once per solve by the driver. */
+/* Everything a solve keeps on the device, allocated once per solve by the driver (the saved
+ * steps' STT and STY excepted: they grow, see below). */
 typedef struct cln_solve_dev {
     clnode_precision prec;
     clnode_gemm_mode gemm_mode;
