@@ -1,6 +1,7 @@
 /* test_opencl_faults.c - what the OpenCL backend does when the driver fails: a kernel build that
  * fails, a device lost in the middle of a solve (every later command fails), a buffer the device
- * cannot allocate, a device without cl_khr_fp64. Each must give the documented status with a
+ * cannot allocate (before the first step, or while the saved steps grow), a device without
+ * cl_khr_fp64. Each must give the documented status with a
  * message naming the failed call, no solution, no leak (the suite also runs under ASan), and a
  * context that solves correctly again once the driver recovers. Runs on PoCL, found by name (a
  * simulator registered ahead of it is never taken); skipped (77) without it.
@@ -203,6 +204,26 @@ static clnode_status seed_solve(clnode_context *ctx, clnode_precision prec, clno
     return st;
 }
 
+/* The seed model to t1 = 1000 saving every step (about 120 points), batch 2: the saved steps
+ * outgrow their first rows (new buffers between groups of steps, several times) and are packed
+ * into one more buffer at the end. */
+static clnode_status steps_solve(clnode_context *ctx, clnode_solution **out)
+{
+    clnode_model *m = NULL;
+    clnode_status st = clnode_model_create_seed(ctx, &m);
+    if (st != CLNODE_OK)
+        return st;
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 1000.0;
+    o.save_steps = 1;
+    const double y0[20] = {0};
+    *out = NULL;
+    st = clnode_solve(ctx, m, &o, 2, y0, out);
+    clnode_model_destroy(&m);
+    return st;
+}
+
 /* After the driver recovered: the same context solves the seed problem as always. */
 static void assert_recovers(clnode_context *ctx, clnode_precision prec)
 {
@@ -317,7 +338,8 @@ static void test_read_failure(void **state)
     clnode_context_destroy(&ctx);
 }
 
-/* Each of the solve's device buffers in turn cannot be allocated. */
+/* Each of the solve's device buffers in turn cannot be allocated, those allocated before the
+ * first step and those of the saved steps allocated while it runs. */
 static void test_buffer_failure(void **state)
 {
     (void)state;
@@ -337,6 +359,33 @@ static void test_buffer_failure(void **state)
                       "clCreateBuffer");
         assert_recovers(ctx, CLNODE_FP32);
     }
+    /* the same while the solve runs: the saved steps' larger buffers, and their packing */
+    arm(FAULT_NONE, 0, CL_SUCCESS);
+    clnode_solution *ref = NULL;
+    assert_int_equal(steps_solve(ctx, &ref), CLNODE_OK);
+    size_t n_ref = 0;
+    assert_int_equal(clnode_solution_saved(ref, 1, CLNODE_SAVE_STEPS, &n_ref, NULL, NULL),
+                     CLNODE_OK);
+    assert_true(n_ref > 64); /* past two doublings of the first 32 points */
+    for (long after = 0; after < 128; ++after) {
+        arm(FAULT_BUFFER, after, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+        clnode_solution *s = NULL;
+        const clnode_status st = steps_solve(ctx, &s);
+        if (g_fault.fired == 0) {
+            assert_true(after > 8);
+            assert_int_equal(st, CLNODE_OK);
+            size_t n = 0;
+            assert_int_equal(clnode_solution_saved(s, 1, CLNODE_SAVE_STEPS, &n, NULL, NULL),
+                             CLNODE_OK);
+            assert_int_equal(n, n_ref);
+            clnode_solution_destroy(&s);
+            break;
+        }
+        assert_failed(ctx, st, s, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE_MEMORY,
+                      "clCreateBuffer");
+        assert_recovers(ctx, CLNODE_FP32);
+    }
+    clnode_solution_destroy(&ref);
     clnode_context_destroy(&ctx);
 }
 
