@@ -214,8 +214,9 @@ CLNODE_API clnode_status clnode_solution_stats_sized(const clnode_solution *sol,
 CLNODE_API const double *clnode_solution_y_final(const clnode_solution *sol, size_t traj);
 
 /* Saved points of one kind for trajectory `traj`: *n points, times in *ts and states (n x dim,
- * row-major) in *ys, valid for the life of the solution. Points that were requested but never
- * reached (a trajectory that failed early) are absent: *n counts only the points written.
+ * row-major) in *ys, valid for the life of the solution (NULL may come with *n = 0). Points that
+ * were requested but never reached (a trajectory that failed early) are absent: *n counts only
+ * the points written.
  * CLNODE_SAVE_TS with per-trajectory intervals (t0s, t1s): the save times inside the
  * trajectory's own interval, a contiguous run of save_ts (*ts points at its first). Returns
  * CLNODE_ERR_INVALID_ARGUMENT if traj is out of range. */
