@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backends/host/host_gemm.h"
+#include "backends/host/host_gemv.h"
 #include "backends/host/host_math.h"
 #include "backends/host/host_mlp.h"
 #include "backends/host/host_pool.h"
@@ -69,11 +70,13 @@ typedef struct host_backend {
  * the copy in src): a series of small solves of one model packs it once. */
 typedef struct host_solve {
     cln_host_mlp mlp;
-    void *packed; /* every layer's packed weights */
-    void *H;      /* per thread: 2 x CLN_HOST_MLP_ROWS x mlp.ldh elements */
+    void *packed;           /* every layer's packed weights */
+    cln_gemv_panel *panels; /* every layer's row-kernel panels */
+    void *H;                /* per thread: 2 x CLN_HOST_MLP_ROWS x mlp.ldh elements */
     size_t h_elems;
     size_t fmas_per_row; /* multiply-adds of one row through the MLP */
     clnode_precision prec;
+    unsigned long evals; /* fused passes so far: their parity orders the row kernels' panels */
     void *src; /* every layer's weights, then its bias if any, as the solve uploaded them; NULL:
                   not kept (larger than CLN_HOST_KEEP_BYTES) */
     int complete;
@@ -83,6 +86,7 @@ static void host_solve_free(host_solve *hs)
 {
     if (hs) {
         free(hs->packed);
+        free(hs->panels);
         free(hs->H);
         free(hs->src);
         free(hs);
@@ -434,7 +438,7 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
     hs->prec = sd->prec;
     cln_host_mlp *mlp = &hs->mlp;
     const size_t L = sd->num_layers, vec = 32 / sd->esize;
-    size_t total = 0, ldh = vec, srcn = 0;
+    size_t total = 0, ldh = vec, srcn = 0, panels = 0;
     mlp->layers = L;
     for (size_t l = 0; l < L; ++l) {
         const size_t in = sd->sizes[l], out = sd->sizes[l + 1];
@@ -446,8 +450,13 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
         size_t e;
         CLN_CHECK(ctx,
                   cln_mul_size(in ? in : 1, mlp->ldw[l], &e) && cln_add_size(total, e, &total) &&
-                      cln_add_size(total, mlp->ldw[l], &total), /* the padded bias */
+                      cln_add_size(total, mlp->ldw[l], &total) && /* the padded bias */
+                      cln_add_size(total,
+                                   cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], in),
+                                   &total), /* the row kernels' panels (wide <= ldw) */
                   CLNODE_ERR_OUT_OF_MEMORY, "the packed weights of layer %zu are too large", l);
+        mlp->panels[l] = cln_gemv_panel_count(hb->isa, sd->esize, mlp->wide[l]);
+        panels += mlp->panels[l]; /* at most the columns: cannot overflow */
         hs->fmas_per_row += in * out;
         srcn += in * out + (sd->bias[l] ? out : 0); /* cannot overflow: the solve holds them */
         if (l + 1 < L && mlp->wide[l] > ldh)
@@ -462,15 +471,22 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             cln_mul_size(hs->h_elems * sd->esize, (size_t)cln_pool_threads(hb->pool), &hbytes),
         CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
     hs->packed = calloc(1, pbytes ? pbytes : 1); /* zeros: the padding of weights and biases */
+    hs->panels = malloc(panels * sizeof *hs->panels);
     hs->H = malloc(hbytes);
     /* a model too large to keep a copy of is packed again by every solve (where the packing
      * costs little beside the solve's own work) */
     const int keep = srcn * sd->esize <= CLN_HOST_KEEP_BYTES;
     hs->src = keep ? malloc(srcn ? srcn * sd->esize : 1) : NULL;
-    CLN_CHECK(ctx, hs->packed && hs->H && (hs->src || !keep), CLNODE_ERR_OUT_OF_MEMORY,
-              "cannot allocate %zu bytes for the packed model", pbytes + hbytes);
+    CLN_CHECK(ctx, hs->packed && hs->panels && hs->H && (hs->src || !keep),
+              CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for the packed model",
+              pbytes + hbytes);
     unsigned char *p = hs->packed, *src = hs->src;
+    cln_gemv_panel *pn = hs->panels;
     for (size_t l = 0; l < L; ++l) {
+        for (size_t q = 0; q < mlp->panels[l]; ++q)
+            pn[q] = cln_gemv_panel_at(hb->isa, sd->esize, mlp->wide[l], q);
+        mlp->panel[l] = pn;
+        pn += mlp->panels[l];
         const size_t k = mlp->in[l], n = mlp->out[l];
         if (sd->prec == CLNODE_FP32)
             cln_gemm_pack_f32(n, k, HOST_F32(sd->W[l], 0), k, (float *)(void *)p, mlp->ldw[l]);
@@ -478,6 +494,14 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             cln_gemm_pack_f64(n, k, HOST_F64(sd->W[l], 0), k, (double *)(void *)p, mlp->ldw[l]);
         mlp->Wt[l] = p;
         p += (k ? k : 1) * mlp->ldw[l] * sd->esize;
+        if (sd->prec == CLNODE_FP32)
+            cln_gemv_pack_panels_f32(hb->isa, mlp->wide[l], n, k, HOST_F32(sd->W[l], 0), k,
+                                     (float *)(void *)p);
+        else
+            cln_gemv_pack_panels_f64(hb->isa, mlp->wide[l], n, k, HOST_F64(sd->W[l], 0), k,
+                                     (double *)(void *)p);
+        mlp->Wr[l] = p;
+        p += cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], k) * sd->esize;
         if (keep) {
             memcpy(src, sd->W[l]->p, k * n * sd->esize);
             src += k * n * sd->esize;
@@ -553,7 +577,7 @@ static clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i)
 typedef struct host_fused_job {
     const host_backend *hb;
     cln_solve_dev *sd;
-    int i;
+    int i, flip;
 } host_fused_job;
 
 static void host_fused_part(void *arg, size_t part, size_t parts)
@@ -564,12 +588,12 @@ static void host_fused_part(void *arg, size_t part, size_t parts)
     size_t r0, r1;
     host_part_rows(sd->live, part, parts, &r0, &r1);
     if (sd->prec == CLNODE_FP32)
-        cln_host_stage_mlp_f32(j->hb->isa, j->i, r0, r1, &hs->mlp, HOST_F32(sd->CR, 0),
+        cln_host_stage_mlp_f32(j->hb->isa, j->i, j->flip, r0, r1, &hs->mlp, HOST_F32(sd->CR, 0),
                                HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS),
                                HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0), HOST_F32(sd->Z, 0),
                                (float *)hs->H + part * hs->h_elems);
     else
-        cln_host_stage_mlp_f64(j->hb->isa, j->i, r0, r1, &hs->mlp, HOST_F64(sd->CR, 0),
+        cln_host_stage_mlp_f64(j->hb->isa, j->i, j->flip, r0, r1, &hs->mlp, HOST_F64(sd->CR, 0),
                                HOST_I32(sd->CI), HOST_F64(sd->RS, 0), HOST_I32(sd->IS),
                                HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0), HOST_F64(sd->Z, 0),
                                (double *)hs->H + part * hs->h_elems);
@@ -577,9 +601,9 @@ static void host_fused_part(void *arg, size_t part, size_t parts)
 
 /* The fused pass over the live rows (i < 0: the MLP alone, see host_mlp.h), its rows shared
  * between the pool's threads when there are enough of them. */
-static void host_fused_run(host_backend *hb, cln_solve_dev *sd, const host_solve *hs, int i)
+static void host_fused_run(host_backend *hb, cln_solve_dev *sd, host_solve *hs, int i)
 {
-    host_fused_job j = {.hb = hb, .sd = sd, .i = i};
+    host_fused_job j = {.hb = hb, .sd = sd, .i = i, .flip = (int)(hs->evals++ & 1)};
     cln_pool_run(hb->pool,
                  cln_pool_parts(hb->pool, sd->live, hs->fmas_per_row, CLN_HOST_PART_FMAS,
                                 CLN_HOST_PART_ROWS),

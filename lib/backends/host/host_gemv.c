@@ -24,6 +24,59 @@ size_t cln_gemv_tiled_rows(size_t m)
     return m6 + (m - m6) / 4 * 4;
 }
 
+/* ---------------------------------------------------------------- panels (host_gemv.h)
+ *
+ * A layer of up to 7 vectors is one panel; a wider one is split in two or more panels of at most
+ * CLN_GEMV_MAX_VECS vectors (one pass over k each for a single row). Two panels of 6 or 7
+ * vectors still keep enough independent sums in flight for AVX2's two FMA units, and the seed
+ * model's hidden layer (40 KB of float weights, more than the 32 KB L1 of many cores with the
+ * other layers) then reads the panel it read last while it is still cached. */
+static size_t cln_gemv_lanes(cln_gemm_isa isa, size_t esize)
+{
+    return (isa == CLN_GEMM_AVX512 ? 64 : 32) / esize;
+}
+
+size_t cln_gemv_panel_count(cln_gemm_isa isa, size_t esize, size_t n)
+{
+    const size_t w = cln_gemv_lanes(isa, esize), nvec = (n + w - 1) / w;
+    if (nvec < 8)
+        return 1;
+    const size_t p = (nvec + CLN_GEMV_MAX_VECS - 1) / CLN_GEMV_MAX_VECS;
+    return p < 2 ? 2 : p;
+}
+
+cln_gemv_panel cln_gemv_panel_at(cln_gemm_isa isa, size_t esize, size_t n, size_t p)
+{
+    const size_t w = cln_gemv_lanes(isa, esize), nvec = (n + w - 1) / w;
+    const size_t np = cln_gemv_panel_count(isa, esize, n);
+    const size_t v0 = p * nvec / np, v1 = (p + 1) * nvec / np;
+    cln_gemv_panel r;
+    r.j0 = v0 * w;
+    r.nc = n - r.j0 < (v1 - v0) * w ? n - r.j0 : (v1 - v0) * w;
+    r.ld = (v1 - v0) * w;
+    return r;
+}
+
+size_t cln_gemv_panels_elems(cln_gemm_isa isa, size_t esize, size_t n, size_t k)
+{
+    const size_t w = cln_gemv_lanes(isa, esize);
+    return (n + w - 1) / w * w * k;
+}
+
+#define CLN_GEMV_PACK_PANELS(T, SFX)                                                               \
+    void cln_gemv_pack_panels_##SFX(cln_gemm_isa isa, size_t ncols, size_t n, size_t k,            \
+                                    const T *B, size_t ldb, T *P)                                  \
+    {                                                                                              \
+        const size_t np = cln_gemv_panel_count(isa, sizeof(T), ncols);                             \
+        for (size_t p = 0; p < np; ++p) {                                                          \
+            const cln_gemv_panel q = cln_gemv_panel_at(isa, sizeof(T), ncols, p);                  \
+            const size_t real = n > q.j0 ? (n - q.j0 < q.ld ? n - q.j0 : q.ld) : 0;                \
+            cln_gemm_pack_##SFX(real, k, real ? B + q.j0 *ldb : B, ldb, P + k * q.j0, q.ld);       \
+        }                                                                                          \
+    }
+CLN_GEMV_PACK_PANELS(float, f32)
+CLN_GEMV_PACK_PANELS(double, f64)
+
 #ifdef CLN_X86
 /* RT rows (1 to 3) x CV vectors of columns (CV * W >= nc > (CV - 1) * W): RT * CV accumulators,
  * each lane one element of C with its own sum over k in order; the weights of a k are loaded once

@@ -23,6 +23,30 @@ void cln_gemv_packed_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const f
 void cln_gemv_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A,
                          size_t lda, const double *Wt, size_t ldw, double *C, size_t ldc);
 
+/* Panels: the row kernels' own layout of a layer's packed weights, for the few rows the GEMM's
+ * tiles leave (above all a batch of one, where the weights are streamed once per evaluation and
+ * every byte counts). The n columns are split into cln_gemv_panel_count panels of whole vectors of
+ * the ISA; panel p holds columns [j0, j0 + nc) as a k x ld block (ld: its vectors times the
+ * lanes; the columns past n are zero), the panels one after the other, panel p at element k * j0.
+ * Each panel's weights are contiguous, so a row's pass over k reads them in order without the
+ * padding of cln_gemm_packed_ld. A product on one panel is cln_gemv_packed_* on (P + k * j0, ld)
+ * with nc columns: the same ordered sums, so the same bits. A wide layer has two panels or more:
+ * its panels may be passed over in any order (the MLP alternates it, so that the panel read last
+ * is still in L1 when the next evaluation starts with it). */
+typedef struct cln_gemv_panel {
+    size_t j0, nc, ld;
+} cln_gemv_panel;
+size_t cln_gemv_panel_count(cln_gemm_isa isa, size_t esize, size_t n);
+cln_gemv_panel cln_gemv_panel_at(cln_gemm_isa isa, size_t esize, size_t n, size_t p);
+/* Elements of the panels of an n x k layer: k times the columns rounded up to whole vectors. */
+size_t cln_gemv_panels_elems(cln_gemm_isa isa, size_t esize, size_t n, size_t k);
+/* Packs B[n x k] (leading dimension ldb) into the panels of an ncols-column layer (ncols >= n;
+ * the columns from n on are zero). */
+void cln_gemv_pack_panels_f32(cln_gemm_isa isa, size_t ncols, size_t n, size_t k, const float *B,
+                              size_t ldb, float *P);
+void cln_gemv_pack_panels_f64(cln_gemm_isa isa, size_t ncols, size_t n, size_t k, const double *B,
+                              size_t ldb, double *P);
+
 /* The rows of an m-row product that cln_gemm_packed_* covers with its 6- and 4-row tiles (the rest
  * go to cln_gemv_packed_*): 0 below 4 rows. */
 size_t cln_gemv_tiled_rows(size_t m);

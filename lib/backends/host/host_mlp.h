@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "backends/host/host_gemm.h"
+#include "backends/host/host_gemv.h"
 
 #define CLN_HOST_MLP_MAX_LAYERS 64 /* = CLN_MAX_LAYERS (checked in host.c) */
 
@@ -14,8 +15,10 @@
  * while the weights stream from L2. A multiple of the 6- and 4-row GEMM tiles. */
 #define CLN_HOST_MLP_ROWS 24
 
-/* The model as the fused pass reads it, prepared once per solve: the weights of layer l packed
- * by cln_gemm_pack (k = in[l] x ldw[l]), its bias (NULL: none) and activation code. A hidden
+/* The model as the fused pass reads it, prepared once per model: the weights of layer l packed
+ * by cln_gemm_pack (k = in[l] x ldw[l]) for the GEMM's tiles and again in the row kernels'
+ * panels (Wr[l]: cln_gemv_pack_panels of the n columns the pass computes, see below), its bias
+ * (NULL: none) and activation code. A hidden
  * layer computes wide[l] >= out[l] columns (out rounded up to 32 bytes, <= ldw; its bias is
  * zero-padded to match) so that its GEMM stores and its activation run on whole vectors; the
  * extra columns are never read by the next layer (its k is out[l]). */
@@ -24,6 +27,9 @@ typedef struct cln_host_mlp {
     size_t in[CLN_HOST_MLP_MAX_LAYERS], out[CLN_HOST_MLP_MAX_LAYERS], ldw[CLN_HOST_MLP_MAX_LAYERS];
     size_t wide[CLN_HOST_MLP_MAX_LAYERS];
     const void *Wt[CLN_HOST_MLP_MAX_LAYERS];
+    const void *Wr[CLN_HOST_MLP_MAX_LAYERS];
+    size_t panels[CLN_HOST_MLP_MAX_LAYERS];               /* cln_gemv_panel_count of the layer */
+    const cln_gemv_panel *panel[CLN_HOST_MLP_MAX_LAYERS]; /* and each one's columns */
     const void *bias[CLN_HOST_MLP_MAX_LAYERS];
     int act[CLN_HOST_MLP_MAX_LAYERS];
     size_t ldh; /* leading dimension of the activation scratch: the widest wide[l] */
@@ -34,10 +40,14 @@ typedef struct cln_host_mlp {
  * (cln_gemm_packed, and cln_gemv_packed for the rows its tiles leave) and bias + activation
  * (cln_host_bias_act) on blocks of CLN_HOST_MLP_ROWS rows. i < 0: no stage (Z as it is, RS and IS
  * not read), F block 0 = MLP(Z): the bare vector field of the benchmarks.
+ * The rows the tiles leave run on the row kernels panel by panel, each panel's bias and
+ * activation right after it; `flip` reverses the order of the panels (a caller alternates it
+ * between evaluations: see cln_gemv_panel_count).
  * Every element is computed exactly as by the separate passes, so the bits do not depend on the
- * rows' grouping. H is scratch of 2 x CLN_HOST_MLP_ROWS x ldh elements. */
+ * rows' grouping nor on the order of the panels. H is scratch of 2 x CLN_HOST_MLP_ROWS x ldh
+ * elements. */
 #define CLN_HOST_MLP_DECLARE(real, sfx)                                                            \
-    void cln_host_stage_mlp_##sfx(cln_gemm_isa isa, int i, size_t r0, size_t r1,                   \
+    void cln_host_stage_mlp_##sfx(cln_gemm_isa isa, int i, int flip, size_t r0, size_t r1,         \
                                   const cln_host_mlp *mlp, const real *CR, const int32_t *CI,      \
                                   const real *RS, const int32_t *IS, const real *Y, real *F,       \
                                   real *Z, real *H);
