@@ -158,7 +158,8 @@ static void test_threads_same_bits(void **state)
 /* ---- the packed model kept between solves ----
  * The backend keeps the last solve's packed weights and reuses them when the next solve's model is
  * the same. A model of the same shapes with one weight changed, in fp32 and in fp64, must give its
- * own result, the same bits as in a fresh context, and the first model again its own. */
+ * own result, the same bits as in a fresh context, and the first model again its own; the same
+ * model twice in a row (recognised by its serial, its upload skipped) its own bits each time. */
 
 static void solve_seed_like(clnode_context *ctx, const clnode_model *m, clnode_precision prec,
                             double *y, long *steps)
@@ -228,6 +229,12 @@ static void test_kept_model(void **state)
         solve_seed_like(ctx, seed, precs[p], ya, &sa);
         solve_seed_like(ctx, other, precs[p], yb, &sb);
         solve_seed_like(ctx, seed, precs[p], ya2, &sa2);
+        /* the same model again: the backend recognises it and the driver skips its upload */
+        double ya3[10];
+        long sa3;
+        solve_seed_like(ctx, seed, precs[p], ya3, &sa3);
+        assert_int_equal(sa3, saf);
+        assert_memory_equal(ya3, ya_fresh, sizeof ya3);
         /* the changed weight changes the result */
         assert_true(memcmp(ya_fresh, yb_fresh, sizeof ya) != 0);
         assert_int_equal(sa, saf);
@@ -237,8 +244,23 @@ static void test_kept_model(void **state)
         assert_memory_equal(yb, yb_fresh, sizeof yb);
         assert_memory_equal(ya2, ya_fresh, sizeof ya2);
     }
-    print_message("  a model of the same shapes after the seed (and back): its own bits, fp32 and "
-                  "fp64\n");
+    /* a model destroyed and another one created in its place (perhaps at the same address),
+     * solved right after it: its own bits, not the kept ones of the destroyed model */
+    {
+        double yo[10], yn[10], yn_fresh[10];
+        long so, sn, snf;
+        solve_seed_like(ctx, other, CLNODE_FP32, yo, &so);
+        clnode_model_destroy(&other);
+        w1[nw - 1] -= 0.5;
+        assert_int_equal(clnode_model_create(ctx, &d, &other), CLNODE_OK);
+        solve_seed_like(ctx, other, CLNODE_FP32, yn, &sn);
+        solve_seed_like(fresh, other, CLNODE_FP32, yn_fresh, &snf);
+        assert_true(memcmp(yo, yn, sizeof yo) != 0);
+        assert_int_equal(sn, snf);
+        assert_memory_equal(yn, yn_fresh, sizeof yn);
+    }
+    print_message("  a model of the same shapes after the seed (and back), the same model twice, a "
+                  "model created in place of a destroyed one: its own bits, fp32 and fp64\n");
     free(w1);
     clnode_model_destroy(&other);
     clnode_model_destroy(&seed);

@@ -45,6 +45,7 @@ typedef struct cln_solve_dev {
     cln_buf *TS, *TSOUT, *STT, *STY; /* may be 1-element placeholders when unused */
     cln_buf *PAIRS; /* compaction: the row pairs swap_rows swaps, int32 (i, j) each */
     void *be_data;  /* the backend's own per-solve state */
+    unsigned long long model_serial; /* the model's (clnode_model.serial); 0: not known */
 } cln_solve_dev;
 
 typedef struct cln_backend_ops {
@@ -109,6 +110,11 @@ typedef struct cln_backend_ops {
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */
     void (*facts)(const cln_backend *be, clnode_device_facts *out);
+    /* Optional (may be NULL): whether the backend still holds this solve's model from an earlier
+     * solve of it (sd->model_serial, in sd's precision and GEMM mode and for sd's layers), which
+     * solve_begin will then take over. The driver asks before it uploads the model, and when the
+     * answer is yes it leaves the W and bias buffers unwritten. */
+    int (*model_kept)(cln_backend *be, const cln_solve_dev *sd);
     /* Optional (may be NULL; benchmarks only): F block 0 = MLP(Z) for every row through the
      * kernels stage_rhs uses, without the stage, after solve_begin. Reads W, bias, Z and CI (B,
      * N, ldz) of sd and writes F and H; Y, CR, RS and IS must exist but are not read. */

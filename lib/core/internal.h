@@ -152,6 +152,9 @@ struct clnode_model {
     clnode_activation final_activation;
     int time_input;
     size_t num_inputs; /* conditioning inputs: the input is [y, (t,) c], c of this length */
+    /* Unique among the models of the process (from 1; a model never changes after creation): a
+     * backend that keeps a model's packed weights between solves recognises it by this. */
+    unsigned long long serial;
 };
 
 #endif /* CLN_INTERNAL_H */

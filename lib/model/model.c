@@ -131,6 +131,8 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
     m->final_activation = d->final_activation;
     m->time_input = d->time_input ? 1 : 0;
     m->num_inputs = d->num_inputs;
+    static _Atomic unsigned long long serials;
+    m->serial = ++serials;
     for (size_t i = 0; i < d->num_layers; ++i) {
         size_t nw;
         if (!cln_mul_size(d->sizes[i], d->sizes[i + 1], &nw)) {

@@ -927,6 +927,7 @@ static clnode_status cln_size(cln_run *r, size_t batch)
     sd->stages = (size_t)r->m->stages;
     sd->num_layers = model->num_layers;
     sd->sizes = model->sizes;
+    sd->model_serial = model->serial;
     r->maxw = 1;
     sd->max_in = sd->max_weights = 0;
     for (size_t l = 0; l < model->num_layers; ++l) {
@@ -1027,7 +1028,9 @@ static clnode_status cln_upload_problem(cln_run *r, const double *y0)
     clnode_status st = CLNODE_OK;
     double *tsbuf = NULL, *zrows = NULL;
     cln_rstate_d *rows = NULL;
-    for (size_t l = 0; l < model->num_layers; ++l) {
+    /* a backend that still holds this model's packed weights does not read W and bias */
+    const int kept = be->ops->model_kept && be->ops->model_kept(be, sd);
+    for (size_t l = 0; l < model->num_layers && !kept; ++l) {
         CLN_TRY(st, cln_upload(be, sd, sd->W[l], 0, model->weights[l],
                                model->sizes[l] * model->sizes[l + 1]));
         if (model->biases[l])
