@@ -2,7 +2,8 @@
  * exactly the sequential-fma sum of each element, for every shape (tails of every width), every
  * row position and every batch size; threads change nothing. The row-at-a-time kernels of small
  * batches (host_gemv.c) give the same bits as the GEMM, for every width up to several passes of
- * registers, and write nothing past a row's last column. */
+ * registers, on the GEMM's packing and on their own panels, and write nothing past a row's last
+ * column. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -135,6 +136,69 @@ CHECK_SHAPES(double, f64, fma)
 CHECK_GEMV(float, f32, fmaf)
 CHECK_GEMV(double, f64, fma)
 
+/* The row kernels' panels: for widths from 1 to several panels, the panels cover the columns
+ * in order, each a whole number of vectors (ld) holding its nc columns, the first columns of
+ * their layer; a product on each panel (in either order) gives, for 1 to 3 rows, the sequential
+ * fma sums, and writes nothing past the row. */
+#define CHECK_PANELS(T, SFX, FMA)                                                                  \
+    static void check_panels_##SFX(cln_gemm_isa isa)                                               \
+    {                                                                                              \
+        const size_t nmax = 3 * CLN_GEMV_MAX_VECS * 16 + 5, k = 37, m = 3, lda = k + 2;            \
+        const size_t ldc = nmax + 3;                                                               \
+        T *A = calloc(m * lda, sizeof(T)), *B = calloc(nmax * k, sizeof(T));                       \
+        T *P = calloc(k * (nmax + 64), sizeof(T)), *C = calloc(m * ldc, sizeof(T));                \
+        assert_true(A &&B &&P &&C);                                                                \
+        for (size_t i = 0; i < m * lda; ++i)                                                       \
+            A[i] = (T)(4 * urand());                                                               \
+        for (size_t i = 0; i < nmax * k; ++i)                                                      \
+            B[i] = (T)(0.5 * urand());                                                             \
+        for (size_t n = 1; n <= nmax; n += n < 40 ? 1 : 7) {                                       \
+            const size_t np = cln_gemv_panel_count(isa, sizeof(T), n);                             \
+            assert_true(np >= 1 && np <= n);                                                       \
+            assert_true(cln_gemv_panels_elems(isa, sizeof(T), n, k) <= k * (nmax + 64));           \
+            /* n - 2 real columns, the last two zero (a hidden layer's padding) */                 \
+            const size_t nr = n > 2 ? n - 2 : n;                                                   \
+            cln_gemv_pack_panels_##SFX(isa, n, nr, k, B, k, P);                                    \
+            for (size_t rows = 1; rows <= m; ++rows) {                                             \
+                for (size_t i = 0; i < m * ldc; ++i)                                               \
+                    C[i] = (T)NAN;                                                                 \
+                size_t next = 0;                                                                   \
+                for (size_t q = 0; q < np; ++q) {                                                  \
+                    const cln_gemv_panel pn = cln_gemv_panel_at(isa, sizeof(T), n, q);             \
+                    assert_int_equal(pn.j0, next);                                                 \
+                    assert_true(pn.nc >= 1 && pn.nc <= pn.ld && pn.ld <= CLN_GEMV_MAX_VECS * 16);  \
+                    next = pn.j0 + pn.nc;                                                          \
+                    /* the panels in reverse order when rows is even */                            \
+                    const cln_gemv_panel pr =                                                      \
+                        cln_gemv_panel_at(isa, sizeof(T), n, rows % 2 ? q : np - 1 - q);           \
+                    cln_gemv_packed_##SFX(isa, rows, pr.nc, k, A, lda, P + k * pr.j0, pr.ld,       \
+                                          C + pr.j0, ldc);                                         \
+                }                                                                                  \
+                assert_int_equal(next, n);                                                         \
+                for (size_t i = 0; i < rows; ++i) {                                                \
+                    for (size_t j = 0; j < n; ++j) {                                               \
+                        T acc = 0;                                                                 \
+                        for (size_t kk = 0; kk < k && j < nr; ++kk)                                \
+                            acc = FMA(A[i * lda + kk], B[j * k + kk], acc);                        \
+                        if (memcmp(&acc, &C[i * ldc + j], sizeof acc) != 0)                        \
+                            fail_msg("panels %s %s rows=%zu n=%zu: C[%zu][%zu] = %.17g, "          \
+                                     "sequential fma gives %.17g",                                 \
+                                     #SFX, cln_gemm_isa_name(isa), rows, n, i, j,                  \
+                                     (double)C[i * ldc + j], (double)acc);                         \
+                    }                                                                              \
+                    for (size_t j = n; j < ldc; ++j)                                               \
+                        assert_true(isnan(C[i * ldc + j]));                                        \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        free(A);                                                                                   \
+        free(B);                                                                                   \
+        free(P);                                                                                   \
+        free(C);                                                                                   \
+    }
+CHECK_PANELS(float, f32, fmaf)
+CHECK_PANELS(double, f64, fma)
+
 static void test_kernels(void **state)
 {
     (void)state;
@@ -148,7 +212,9 @@ static void test_kernels(void **state)
         check_f64(all[i]);
         check_gemv_f32(all[i]);
         check_gemv_f64(all[i]);
-        print_message("  %s: GEMM and row kernels bit-identical to sequential fma\n",
+        check_panels_f32(all[i]);
+        check_panels_f64(all[i]);
+        print_message("  %s: GEMM, row kernels and their panels bit-identical to sequential fma\n",
                       cln_gemm_isa_name(all[i]));
     }
 }
