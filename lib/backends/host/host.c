@@ -451,6 +451,8 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
 {
     clnode_context *ctx = hb->base.ctx;
     if (hb->kept && host_kept_fits(hb->kept, sd)) {
+        if (sd->model_serial != 0) /* the same values: this model's next solve skips its upload */
+            hb->kept->serial = sd->model_serial;
         sd->be_data = hb->kept;
         hb->kept = NULL;
         return CLNODE_OK;
