@@ -66,8 +66,9 @@ typedef struct host_backend {
 
 /* Per-solve state (sd->be_data): the fused pass's packed model and activation scratch. At the end
  * of a solve it is kept by the backend, and the next solve takes it over when its model is the
- * same (precision, shapes, activations and the weights and biases byte for byte, compared with
- * the copy in src): a series of small solves of one model packs it once. */
+ * same (precision, shapes, activations, and the same model object by its serial, whose upload the
+ * driver then skips, or the weights and biases byte for byte, compared with the copy in src): a
+ * series of small solves of one model packs it once. */
 typedef struct host_solve {
     cln_host_mlp mlp;
     void *packed;           /* every layer's packed weights */
