@@ -3,11 +3,12 @@
  *
  * Every element is the same sequential fma sum over k as in host_gemm.c (acc = fma(a_ik, b_jk,
  * acc) for k = 0, 1, ..., from 0), lanes running across output columns, so the bits are the
- * GEMM's. What differs is only how many columns one pass over k carries: a whole row of the seed
- * model's hidden layer (100 floats, 13 AVX2 vectors) at once, so that the row of A is broadcast
- * once per k, each weight is read once, and 13 independent sums cover the FMA latency (two FMA
- * units of latency 4 need 8). The GEMM's one-row tiles split such a row in 8 + 6 vectors and
- * stored a partial last vector through a buffer; here it is stored under a mask. */
+ * GEMM's. What differs is only how many columns one pass over k carries: up to 14 vectors of a
+ * row at once (the seed model's hidden layer, 100 floats or 13 AVX2 vectors, in two panels of 7
+ * and 6, see below), so that the row of A is broadcast once per k, each weight is read once, and
+ * enough independent sums cover the FMA latency (two FMA units of latency 4 need 8). The GEMM's
+ * one-row tiles split such a row in 8 + 6 vectors and stored a partial last vector through a
+ * buffer; here it is stored under a mask. */
 #include <stddef.h>
 #include <stdint.h>
 
