@@ -147,7 +147,8 @@ CHECK_GEMV(double, f64, fma)
         const size_t ldc = nmax + 3;                                                               \
         T *A = calloc(m * lda, sizeof(T)), *B = calloc(nmax * k, sizeof(T));                       \
         T *P = calloc(k * (nmax + 64), sizeof(T)), *C = calloc(m * ldc, sizeof(T));                \
-        assert_true(A &&B &&P &&C);                                                                \
+        T *Wt = calloc(k * cln_gemm_packed_ld(nmax, sizeof(T)), sizeof(T));                        \
+        assert_true(A &&B &&P &&C &&Wt);                                                           \
         for (size_t i = 0; i < m * lda; ++i)                                                       \
             A[i] = (T)(4 * urand());                                                               \
         for (size_t i = 0; i < nmax * k; ++i)                                                      \
@@ -157,8 +158,9 @@ CHECK_GEMV(double, f64, fma)
             assert_true(np >= 1 && np <= n);                                                       \
             assert_true(cln_gemv_panels_elems(isa, sizeof(T), n, k) <= k * (nmax + 64));           \
             /* n - 2 real columns, the last two zero (a hidden layer's padding) */                 \
-            const size_t nr = n > 2 ? n - 2 : n;                                                   \
-            cln_gemv_pack_panels_##SFX(isa, n, nr, k, B, k, P);                                    \
+            const size_t nr = n > 2 ? n - 2 : n, ldw = cln_gemm_packed_ld(n, sizeof(T));           \
+            cln_gemm_pack_##SFX(nr, k, B, k, Wt, ldw);                                             \
+            cln_gemv_pack_panels_##SFX(isa, n, k, Wt, ldw, P);                                     \
             for (size_t rows = 1; rows <= m; ++rows) {                                             \
                 for (size_t i = 0; i < m * ldc; ++i)                                               \
                     C[i] = (T)NAN;                                                                 \
@@ -195,6 +197,7 @@ CHECK_GEMV(double, f64, fma)
         free(B);                                                                                   \
         free(P);                                                                                   \
         free(C);                                                                                   \
+        free(Wt);                                                                                  \
     }
 CHECK_PANELS(float, f32, fmaf)
 CHECK_PANELS(double, f64, fma)

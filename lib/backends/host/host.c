@@ -523,12 +523,14 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             cln_gemm_pack_f64(n, k, HOST_F64(sd->W[l], 0), k, (double *)(void *)p, mlp->ldw[l]);
         mlp->Wt[l] = p;
         p += (k ? k : 1) * mlp->ldw[l] * sd->esize;
+        /* the row kernels' panels from the packed weights (wide[l] is out rounded up to 32
+         * bytes, and its vectors, of any ISA, fit in ldw: n rounded up to 128 bytes) */
         if (sd->prec == CLNODE_FP32)
-            cln_gemv_pack_panels_f32(hb->isa, mlp->wide[l], n, k, HOST_F32(sd->W[l], 0), k,
-                                     (float *)(void *)p);
+            cln_gemv_pack_panels_f32(hb->isa, mlp->wide[l], k, (const float *)mlp->Wt[l],
+                                     mlp->ldw[l], (float *)(void *)p);
         else
-            cln_gemv_pack_panels_f64(hb->isa, mlp->wide[l], n, k, HOST_F64(sd->W[l], 0), k,
-                                     (double *)(void *)p);
+            cln_gemv_pack_panels_f64(hb->isa, mlp->wide[l], k, (const double *)mlp->Wt[l],
+                                     mlp->ldw[l], (double *)(void *)p);
         mlp->Wr[l] = p;
         p += cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], k) * sd->esize;
         if (keep) {

@@ -11,6 +11,7 @@
  * buffer; here it is stored under a mask. */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/host/host_gemv.h"
 
@@ -68,14 +69,14 @@ size_t cln_gemv_panels_elems(cln_gemm_isa isa, size_t esize, size_t n, size_t k)
 }
 
 #define CLN_GEMV_PACK_PANELS(T, SFX)                                                               \
-    void cln_gemv_pack_panels_##SFX(cln_gemm_isa isa, size_t ncols, size_t n, size_t k,            \
-                                    const T *B, size_t ldb, T *P)                                  \
+    void cln_gemv_pack_panels_##SFX(cln_gemm_isa isa, size_t ncols, size_t k, const T *Wt,         \
+                                    size_t ldw, T *P)                                              \
     {                                                                                              \
         const size_t np = cln_gemv_panel_count(isa, sizeof(T), ncols);                             \
         for (size_t p = 0; p < np; ++p) {                                                          \
             const cln_gemv_panel q = cln_gemv_panel_at(isa, sizeof(T), ncols, p);                  \
-            const size_t real = n > q.j0 ? (n - q.j0 < q.ld ? n - q.j0 : q.ld) : 0;                \
-            cln_gemm_pack_##SFX(real, k, real ? B + q.j0 *ldb : B, ldb, P + k * q.j0, q.ld);       \
+            for (size_t kk = 0; kk < k; ++kk)                                                      \
+                memcpy(P + k * q.j0 + kk * q.ld, Wt + kk * ldw + q.j0, q.ld * sizeof(T));          \
         }                                                                                          \
     }
 CLN_GEMV_PACK_PANELS(float, f32)

@@ -40,12 +40,13 @@ size_t cln_gemv_panel_count(cln_gemm_isa isa, size_t esize, size_t n);
 cln_gemv_panel cln_gemv_panel_at(cln_gemm_isa isa, size_t esize, size_t n, size_t p);
 /* Elements of the panels of an n x k layer: k times the columns rounded up to whole vectors. */
 size_t cln_gemv_panels_elems(cln_gemm_isa isa, size_t esize, size_t n, size_t k);
-/* Packs B[n x k] (leading dimension ldb) into the panels of an ncols-column layer (ncols >= n;
- * the columns from n on are zero). */
-void cln_gemv_pack_panels_f32(cln_gemm_isa isa, size_t ncols, size_t n, size_t k, const float *B,
-                              size_t ldb, float *P);
-void cln_gemv_pack_panels_f64(cln_gemm_isa isa, size_t ncols, size_t n, size_t k, const double *B,
-                              size_t ldb, double *P);
+/* The panels of an ncols-column layer from its weights packed by cln_gemm_pack_* (Wt, k x ldw,
+ * the columns past the layer's own zero; ldw >= ncols rounded up to whole vectors, which
+ * cln_gemm_packed_ld(n) is for every ncols up to n rounded up to 32 bytes): row by row copies. */
+void cln_gemv_pack_panels_f32(cln_gemm_isa isa, size_t ncols, size_t k, const float *Wt, size_t ldw,
+                              float *P);
+void cln_gemv_pack_panels_f64(cln_gemm_isa isa, size_t ncols, size_t k, const double *Wt,
+                              size_t ldw, double *P);
 
 /* The rows of an m-row product that cln_gemm_packed_* covers with its 6- and 4-row tiles (the rest
  * go to cln_gemv_packed_*): 0 below 4 rows. */
