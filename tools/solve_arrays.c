@@ -272,6 +272,44 @@ int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_opti
     return cln_npz_plan(L, err, errlen);
 }
 
+int solve_out_check_part(const solve_out *w, const solve_out_part *p, solve_out_pread_fn fn,
+                         void *user)
+{
+    enum {
+        CHUNK = 1 << 20
+    };
+    const uint64_t shift = w->format == SOLVE_OUT_NPY ? w->L.m[0].npy_off : 0;
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return -1;
+    int ok = 1;
+    for (size_t m = 0; m < w->L.n && ok; ++m) {
+        if (p->r0[m] == p->r1[m])
+            continue;
+        const cln_npz_member *mm = &w->L.m[m];
+        if (p->r0[m] > p->r1[m] || p->r1[m] > mm->rows) {
+            ok = 0;
+            break;
+        }
+        uint64_t off = mm->data_off + p->r0[m] * mm->row_bytes - shift;
+        uint64_t left = (p->r1[m] - p->r0[m]) * mm->row_bytes;
+        uLong crc = crc32(0, Z_NULL, 0);
+        while (left > 0 && ok) {
+            const size_t n = left < CHUNK ? (size_t)left : CHUNK;
+            if (fn(user, buf, n, off) != 0) {
+                ok = 0;
+                break;
+            }
+            crc = crc32(crc, buf, (uInt)n);
+            off += n;
+            left -= n;
+        }
+        ok = ok && (uint32_t)crc == p->crc[m];
+    }
+    free(buf);
+    return ok;
+}
+
 /* One writer's pass: its part, and the writer shifted for a bare .npy. */
 typedef struct pass {
     const solve_out *w;

@@ -81,6 +81,17 @@ int solve_out_write(const solve_out *w, const clnode_solution *sol, size_t g0, u
                     cln_npz_pwrite_fn fn, void *user, solve_out_part *part, char *err,
                     size_t errlen);
 
+/* A positional reader: reads len bytes at byte `offset` of a file, whole. Returns 0, or nonzero
+ * on failure (a short file included). */
+typedef int (*solve_out_pread_fn)(void *user, void *buf, size_t len, uint64_t offset);
+
+/* Whether the rows a part names still hold the bytes its CRCs were computed from, in a file laid
+ * out as w (read through fn): a progress record's rows may have been lost with the page cache
+ * when the machine stopped. Returns 1 when every member's rows match, 0 when one does not or
+ * cannot be read, -1 when out of memory. */
+int solve_out_check_part(const solve_out *w, const solve_out_part *p, solve_out_pread_fn fn,
+                         void *user);
+
 /* Combines the parts of all writers (any order, together covering every row) into each member's
  * CRC and writes the headers and the central directory (a bare .npy: its header). Returns 0, or
  * -1 with a message (parts that leave a gap). */

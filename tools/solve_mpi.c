@@ -19,6 +19,7 @@
 #include "solve_mpi.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -126,16 +127,19 @@ static char *subst_local(const char *s, int local)
     return out;
 }
 
+/* Writes a file and waits until its bytes are on the disk (fsync). */
 static int write_all(const char *path, const void *data, size_t len)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
         return -1;
-    const int ok = fwrite(data, 1, len, f) == len;
+    const int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-/* Writes a file atomically (a temporary name in the same directory, then rename). */
+/* Writes a file atomically and durably: a temporary name in the same directory, on the disk,
+ * then renamed, and the directory's entry on the disk too (a progress record survives the
+ * machine stopping, not only the process). */
 static int write_atomic(const char *path, const void *data, size_t len)
 {
     const size_t n = strlen(path) + 8;
@@ -148,6 +152,20 @@ static int write_atomic(const char *path, const void *data, size_t len)
         rc = -1;
     if (rc != 0)
         unlink(tmp);
+    if (rc == 0) { /* the directory: path up to its last slash */
+        const char *slash = strrchr(path, '/');
+        if (slash) {
+            memcpy(tmp, path, (size_t)(slash - path));
+            tmp[slash - path] = '\0';
+        } else {
+            snprintf(tmp, n, ".");
+        }
+        const int dfd = open(slash == path ? "/" : tmp, O_RDONLY | O_DIRECTORY);
+        if (dfd < 0 || fsync(dfd) != 0)
+            rc = -1;
+        if (dfd >= 0)
+            close(dfd);
+    }
     free(tmp);
     return rc;
 }
@@ -399,6 +417,65 @@ static uint64_t fingerprint(const run *r, int argc, char **argv, const double *y
     return h;
 }
 
+static int pread_fd(void *user, void *buf, size_t len, uint64_t offset)
+{
+    const int fd = *(const int *)user;
+    for (size_t got = 0; got < len;) {
+        const ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(offset + got));
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/* Rank 0, resuming: marks in skip the chunks whose record is whole and, for array outputs, whose
+ * rows in OUT.progress/data still match the CRCs the record holds (a record is on the disk before
+ * it counts, but the rows written through MPI-IO may have been lost with the page cache). Returns
+ * 0 or the exit status after printing why. */
+static int progress_scan(run *r, unsigned char *skip, size_t *done, size_t *lost)
+{
+    int fd = -1;
+    if (r->w) {
+        const size_t n = strlen(r->dir) + 8;
+        char *dpath = malloc(n);
+        if (!dpath) {
+            tool_error("out of memory");
+            return TOOL_EXIT_RESOURCE;
+        }
+        snprintf(dpath, n, "%s/data", r->dir);
+        fd = open(dpath, O_RDONLY);
+        free(dpath);
+    }
+    int rc = 0;
+    for (size_t c = 0; c < r->nc && !rc; ++c) {
+        char *data = NULL;
+        size_t len = 0;
+        if (read_chunk_file(r, c, r->w ? &data : NULL, r->w ? &len : NULL) != 0)
+            continue;
+        int whole = 1;
+        if (r->w) {
+            solve_out_part part;
+            memcpy(&part, data + len - sizeof part, sizeof part);
+            whole = fd >= 0 ? solve_out_check_part(r->w, &part, pread_fd, &fd) : 0;
+            if (whole < 0) {
+                tool_error("out of memory");
+                rc = TOOL_EXIT_RESOURCE;
+            }
+        }
+        free(data);
+        if (whole > 0) {
+            skip[c] = 1;
+            ++*done;
+        } else if (!whole) {
+            ++*lost;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 /* Rank 0: opens or creates the progress record; marks the chunks it holds in skip. Returns 0 or
  * the exit status after printing why. */
 static int progress_open(run *r, uint64_t fp, unsigned char *skip)
@@ -428,14 +505,16 @@ static int progress_open(run *r, uint64_t fp, unsigned char *skip)
                        r->dir);
             rc = TOOL_EXIT_INPUT;
         } else {
-            size_t done = 0;
-            for (size_t c = 0; c < r->nc; ++c)
-                if (read_chunk_file(r, c, NULL, NULL) == 0) {
-                    skip[c] = 1;
-                    done++;
-                }
-            fprintf(stderr, "%s: resuming from %s: %zu of %zu chunks already solved\n", tool_prog,
-                    r->dir, done, r->nc);
+            size_t done = 0, lost = 0;
+            rc = progress_scan(r, skip, &done, &lost);
+            if (lost)
+                fprintf(stderr,
+                        "%s: %s: the rows of %zu recorded chunk(s) are not in its data file (lost "
+                        "when the machine stopped?): they are solved again\n",
+                        tool_prog, r->dir, lost);
+            if (!rc)
+                fprintf(stderr, "%s: resuming from %s: %zu of %zu chunks already solved\n",
+                        tool_prog, r->dir, done, r->nc);
         }
         free(text);
     } else if ((mkdir(r->dir, 0777) != 0 && errno != EEXIST) ||
