@@ -281,23 +281,10 @@ static void test_default_on(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        g_device = argv[1];
-    clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = g_device;
-    co.log = count_log;
-    co.log_level = CLNODE_LOG_DEBUG;
-    const clnode_status st = clnode_context_create(&co, &g_ctx);
-    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
-        printf("device %s is not available here: skipped\n", g_device);
-        return TEST_SKIPPED;
-    }
-    if (st != CLNODE_OK) {
-        printf("cannot create a context on %s: %s\n", g_device, clnode_status_string(st));
-        return 1;
-    }
-    printf("compaction on %s: %s\n", clnode_context_backend(g_ctx), clnode_context_device(g_ctx));
+    const int dev_rc = test_device_open_at(argc, argv, &g_device, count_log, CLNODE_LOG_DEBUG,
+                                           "compaction", &g_ctx);
+    if (dev_rc != 0)
+        return dev_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_on),
         cmocka_unit_test(test_seed_ensembles),

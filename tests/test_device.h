@@ -29,11 +29,12 @@
 #define TEST_SKIPPED 77
 
 /* Opens *ctx on argv[1] if given (and stores it in *device), else on *device, with the logger
- * `log` (NULL: none), and prints "WHAT on BACKEND: DEVICE" (nothing when `what` is NULL).
- * Returns 0 with *ctx open, or the status main() returns: TEST_SKIPPED where the device is absent
- * or its backend not built, 1 for any other failure (both said on stdout). */
-static inline int test_device_open(int argc, char **argv, const char **device, clnode_log_fn log,
-                                   const char *what, clnode_context **ctx)
+ * `log` (NULL: none) at log_level (the library's default when negative), and prints "WHAT on
+ * BACKEND: DEVICE" (nothing when `what` is NULL). Returns 0 with *ctx open, or the status main()
+ * returns: TEST_SKIPPED where the device is absent or its backend not built, 1 for any other
+ * failure (both said on stdout). */
+static inline int test_device_open_at(int argc, char **argv, const char **device, clnode_log_fn log,
+                                      int log_level, const char *what, clnode_context **ctx)
 {
     if (argc > 1)
         *device = argv[1];
@@ -41,6 +42,8 @@ static inline int test_device_open(int argc, char **argv, const char **device, c
     clnode_context_default_options(&co);
     co.device = *device;
     co.log = log;
+    if (log_level >= 0)
+        co.log_level = (clnode_log_level)log_level;
     const clnode_status st = clnode_context_create(&co, ctx);
     if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
         printf("device %s is not available here: skipped\n", *device);
@@ -53,6 +56,13 @@ static inline int test_device_open(int argc, char **argv, const char **device, c
     if (what)
         printf("%s on %s: %s\n", what, clnode_context_backend(*ctx), clnode_context_device(*ctx));
     return 0;
+}
+
+/* test_device_open_at at the library's default log level. */
+static inline int test_device_open(int argc, char **argv, const char **device, clnode_log_fn log,
+                                   const char *what, clnode_context **ctx)
+{
+    return test_device_open_at(argc, argv, device, log, -1, what, ctx);
 }
 
 #endif /* CLNODE_TEST_DEVICE_H */
