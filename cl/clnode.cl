@@ -47,17 +47,25 @@ __kernel void cln_stage(int i, __global const cln_consts *K, __global const cln_
 }
 
 /* cln_finish: error estimate, norm, controller, saving and freezing, one work-item per
- * trajectory (the norm is a sequential sum over the row, as on the host).
+ * trajectory (the norm is a sequential sum over the row, as on the host); then, when next >= 0,
+ * the stage argument of stage `next` of the trajectory's next attempt (the first stage the next
+ * step evaluates), exactly as cln_stage would write it from the state this pass leaves: a row
+ * that is frozen now is skipped, as cln_stage skips it. That saves the next step its cln_stage
+ * launch and pass.
  *   get_global_id(0) = b, trajectory, 0 <= b < KI->B. */
-__kernel void cln_finish(__global const cln_consts *K, __global const cln_iconsts *KI,
+__kernel void cln_finish(int next, __global const cln_consts *K, __global const cln_iconsts *KI,
                          __global cln_rstate *RS, __global cln_istate *IS, __global real *Y,
-                         __global real *F, __global const real *Z, __global const real *TS,
+                         __global real *F, __global real *Z, __global const real *TS,
                          __global real *TSOUT, __global real *STT, __global real *STY)
 {
     const size_t b = get_global_id(0);
     if (b >= (size_t)KI->B)
         return;
     cln_finish_traj(b, K, KI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
+    if (next < 0 || IS[b].done)
+        return;
+    for (int n = 0; n < KI->ldz; ++n)
+        cln_stage_elem(next, b, n, K, KI, RS, Y, F, Z);
 }
 
 /* cln_bias_act_<activation>: C[i][j] = act(C[i][j] + bias[j]) on an m x n block of C starting at
@@ -69,6 +77,9 @@ __kernel void cln_finish(__global const cln_consts *K, __global const cln_iconst
  * One kernel per activation rather than a switch on a code: with every activation inlined into
  * one body, PoCL's work-group vectoriser gave up and ran it scalar (softplus: 13.5 ns per element
  * on a 4096 x 100 block, 3.0 ns as its own kernel), and each kernel stays small. */
+#define CLN_BIAS_ACT_ELEM(fn, c, bias, j, has_bias)                                                \
+    (*(c) = fn(*(c) + ((has_bias) ? (bias)[j] : CLN_R(0.0))))
+
 #define CLN_BIAS_ACT_KERNEL(name, fn)                                                              \
     __kernel void name(__global real *C, ulong c_off, ulong ldc, int m, int n,                     \
                        __global const real *bias, int has_bias)                                    \
@@ -77,9 +88,33 @@ __kernel void cln_finish(__global const cln_consts *K, __global const cln_iconst
         const int i = (int)get_global_id(1);                                                       \
         if (j >= n || i >= m)                                                                      \
             return;                                                                                \
-        __global real *c = C + c_off + (ulong)i * ldc + (ulong)j;                                  \
-        const real x = *c + (has_bias ? bias[j] : CLN_R(0.0));                                     \
-        *c = fn(x);                                                                                \
+        CLN_BIAS_ACT_ELEM(fn, C + c_off + (ulong)i * ldc + (ulong)j, bias, j, has_bias);           \
+    }
+
+/* cln_bias_act_stage_<activation>: the last layer's bias + activation on F block i (rows < m,
+ * the live rows, as cln_bias_act_<activation> with C = F block i, ldc = N), when `apply`; then
+ * the stage argument of stage i + 1 (as cln_stage), which needs that element of F block i and
+ * the same elements of the blocks before it: one launch and one pass instead of two. Each
+ * work-item reads back only what it wrote itself.
+ *   get_global_id(0) = n, column of Z, 0 <= n < KI->ldz (the first N are columns of F);
+ *   get_global_id(1) = b, trajectory, 0 <= b < KI->B.
+ * has_bias = 0: `bias` is not read (any buffer may be passed). */
+#define CLN_BIAS_ACT_STAGE_KERNEL(name, fn)                                                        \
+    __kernel void name(int i, __global const cln_consts *K, __global const cln_iconsts *KI,        \
+                       __global const cln_rstate *RS, __global const cln_istate *IS,               \
+                       __global const real *Y, __global real *F, __global real *Z, int m,          \
+                       __global const real *bias, int has_bias, int apply)                         \
+    {                                                                                              \
+        const int n = (int)get_global_id(0);                                                       \
+        const size_t b = get_global_id(1);                                                         \
+        if (n >= KI->ldz || b >= (size_t)KI->B)                                                    \
+            return;                                                                                \
+        if (apply && n < KI->N && b < (size_t)m)                                                   \
+            CLN_BIAS_ACT_ELEM(fn, F + ((size_t)i * (size_t)KI->B + b) * (size_t)KI->N + (size_t)n, \
+                              bias, n, has_bias);                                                  \
+        if (IS[b].done)                                                                            \
+            return;                                                                                \
+        cln_stage_elem(i + 1, b, n, K, KI, RS, Y, F, Z);                                           \
     }
 
 /* In CLN_ACT_* order: lib/backends/opencl/opencl.c creates them by these names. */
@@ -90,6 +125,15 @@ CLN_BIAS_ACT_KERNEL(cln_bias_act_sigmoid, cln_sigmoid)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_softplus, cln_softplus)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_silu, cln_silu)
 CLN_BIAS_ACT_KERNEL(cln_bias_act_gelu, cln_gelu)
+
+/* In CLN_ACT_* order as well. */
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_identity, cln_identity)
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_relu, cln_relu)
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_tanh, cln_tanh)
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_sigmoid, cln_sigmoid)
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_softplus, cln_softplus)
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_silu, cln_silu)
+CLN_BIAS_ACT_STAGE_KERNEL(cln_bias_act_stage_gelu, cln_gelu)
 
 /* cln_count_active: out[0] = number of trajectories b < B with IS[b].done == 0.
  * Launched as ONE work-group of get_local_size(0) work-items, a power of two, with `scratch`

@@ -30,6 +30,9 @@ typedef struct cln_solve_dev {
      * live on is frozen. */
     size_t live;
     size_t N, ldz, stages;
+    /* The first stage a step evaluates: 1 for FSAL methods (f(t, y) is kept from the last
+     * accepted step), else 0. */
+    size_t first_stage;
     size_t num_layers;
     const size_t *sizes; /* num_layers + 1 */
     size_t max_in;       /* the widest layer input, max sizes[l] for l < num_layers */

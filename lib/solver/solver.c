@@ -488,13 +488,10 @@ static clnode_status cln_step(cln_run *r)
 {
     cln_solve_dev *sd = &r->sd;
     cln_backend *be = r->be;
-    const clnode_method *m = r->m;
     clnode_status st = CLNODE_OK;
-    for (int i = 0; i < m->stages && st == CLNODE_OK; ++i) {
-        if (i == 0 && m->fsal)
-            continue; /* f(t, y) is kept from the last accepted step */
-        st = cln_stage_rhs(r, i);
-    }
+    /* FSAL methods start at stage 1: f(t, y) is kept from the last accepted step */
+    for (size_t i = sd->first_stage; i < sd->stages && st == CLNODE_OK; ++i)
+        st = cln_stage_rhs(r, (int)i);
     if (st == CLNODE_OK)
         st = be->ops->finish(be, sd);
     return st;
@@ -925,6 +922,7 @@ static clnode_status cln_size(cln_run *r, size_t batch)
     sd->N = clnode_model_dim(model);
     sd->ldz = sd->N + (model->time_input ? 1 : 0) + model->num_inputs;
     sd->stages = (size_t)r->m->stages;
+    sd->first_stage = r->m->fsal ? 1 : 0;
     sd->num_layers = model->num_layers;
     sd->sizes = model->sizes;
     sd->model_serial = model->serial;

@@ -47,15 +47,21 @@ _Static_assert(OCL_NUM_ACT == CLNODE_ACT_GELU + 1, "one bias_act kernel per acti
 static const char *const ocl_bias_act_names[OCL_NUM_ACT] = {
     "cln_bias_act_identity", "cln_bias_act_relu", "cln_bias_act_tanh", "cln_bias_act_sigmoid",
     "cln_bias_act_softplus", "cln_bias_act_silu", "cln_bias_act_gelu"};
+static const char *const ocl_bias_act_stage_names[OCL_NUM_ACT] = {
+    "cln_bias_act_stage_identity", "cln_bias_act_stage_relu",     "cln_bias_act_stage_tanh",
+    "cln_bias_act_stage_sigmoid",  "cln_bias_act_stage_softplus", "cln_bias_act_stage_silu",
+    "cln_bias_act_stage_gelu"};
 
 /* The kernels of one (device, precision) program. */
 typedef struct ocl_program {
     cl_program prog;
     cl_kernel init, stage, finish, count, tf32, swap;
-    cl_kernel bias_act[OCL_NUM_ACT]; /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
-    size_t lim_bias[OCL_NUM_ACT];    /* their work-group size limits */
-    size_t lim_tf32;                 /* work-group size limit of cln_tf32 */
-    size_t lim_swap;                 /* ... and of cln_swap_rows */
+    cl_kernel bias_act[OCL_NUM_ACT];       /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
+    size_t lim_bias[OCL_NUM_ACT];          /* their work-group size limits */
+    cl_kernel bias_act_stage[OCL_NUM_ACT]; /* cln_bias_act_stage_<activation>, likewise */
+    size_t lim_bias_stage[OCL_NUM_ACT];
+    size_t lim_tf32;    /* work-group size limit of cln_tf32 */
+    size_t lim_swap;    /* ... and of cln_swap_rows */
     size_t wg_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE of cln_stage, >= 1; used
                            for every 2-D kernel (it is the warp or vector width of the device) */
 } ocl_program;
@@ -100,11 +106,21 @@ typedef struct opencl_backend {
 static pthread_rwlock_t ocl_clblast_lock = PTHREAD_RWLOCK_INITIALIZER;
 static unsigned long ocl_clblast_gen = 1; /* read under the lock, written under it alone */
 
-/* Per-solve state (sd->be_data). */
+/* Per-solve state (sd->be_data).
+ *
+ * A step enqueues, per stage i: the GEMM of each layer, the bias + activation of each hidden
+ * layer, and one cln_bias_act_stage kernel that does the last layer's bias + activation and
+ * the argument of stage i + 1 in one pass; after the last stage, its bias + activation, then
+ * cln_finish, which also writes the argument of the next step's first stage. So the argument of
+ * a stage is normally in Z before the stage is asked for: z_ready names the stage whose argument
+ * Z holds (-1: none; cln_stage then runs). It stays valid across the compaction's row swaps
+ * (they move the rows of Y, F, Z, RS and IS together). */
 typedef struct ocl_solve {
     ocl_program *p;
     size_t g_rows, l_rows; /* 1-D NDRange over trajectories */
     size_t g_stage[2], l_stage[2];
+    size_t l_bias_stage[OCL_NUM_ACT][2]; /* cln_bias_act_stage's work-groups (over ldz x rows) */
+    int z_ready;
     size_t l_count; /* count_active's single work-group */
     cl_int B;
 } ocl_solve;
@@ -468,6 +484,9 @@ static void ocl_program_release(ocl_program *p)
         if (p->bias_act[i])
             clReleaseKernel(p->bias_act[i]);
         p->bias_act[i] = NULL;
+        if (p->bias_act_stage[i])
+            clReleaseKernel(p->bias_act_stage[i]);
+        p->bias_act_stage[i] = NULL;
     }
     if (p->prog)
         clReleaseProgram(p->prog);
@@ -792,12 +811,14 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
     struct {
         cl_kernel *k;
         const char *name;
-    } ks[6 + OCL_NUM_ACT] = {{&p->init, "cln_init"},     {&p->stage, "cln_stage"},
-                             {&p->finish, "cln_finish"}, {&p->count, "cln_count_active"},
-                             {&p->tf32, "cln_tf32"},     {&p->swap, "cln_swap_rows"}};
+    } ks[6 + 2 * OCL_NUM_ACT] = {{&p->init, "cln_init"},     {&p->stage, "cln_stage"},
+                                 {&p->finish, "cln_finish"}, {&p->count, "cln_count_active"},
+                                 {&p->tf32, "cln_tf32"},     {&p->swap, "cln_swap_rows"}};
     for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
         ks[6 + i].k = &p->bias_act[i];
         ks[6 + i].name = ocl_bias_act_names[i];
+        ks[6 + OCL_NUM_ACT + i].k = &p->bias_act_stage[i];
+        ks[6 + OCL_NUM_ACT + i].name = ocl_bias_act_stage_names[i];
     }
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         cl_int e = CL_SUCCESS;
@@ -858,8 +879,10 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
     free(log);
     log = NULL;
     CLN_TRY(st, ocl_create_kernels(ctx, p));
-    for (size_t i = 0; i < OCL_NUM_ACT; ++i)
+    for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
         p->lim_bias[i] = ocl_wg_limit(ob, p->bias_act[i], OCL_WG);
+        p->lim_bias_stage[i] = ocl_wg_limit(ob, p->bias_act_stage[i], OCL_WG);
+    }
     p->lim_swap = ocl_wg_limit(ob, p->swap, OCL_WG);
     p->wg_multiple = 0;
     if (clGetKernelWorkGroupInfo(p->stage, ob->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
@@ -942,7 +965,14 @@ static clnode_status ocl_set_arg(clnode_context *ctx, cl_kernel k, cl_uint i, si
 #define SB_ARG(k, i, v) CLN_TRY(st, ocl_set_arg(ctx, (k), (i), sizeof(v), &(v), #k))
 
 /* cln_finish's arguments (cl/clnode.cl), the saved steps' STT and STY the last two. */
-#define OCL_FINISH_ARGS 11
+#define OCL_FINISH_ARGS 12
+
+/* A buffer argument: NULL for a buffer the solve does not have (the bare vector-field loop of
+ * bench.c has no saved points). */
+static cl_mem ocl_mem(const cln_buf *b)
+{
+    return b ? b->mem : NULL;
+}
 
 static void ocl_solve_end(cln_backend *be, cln_solve_dev *sd)
 {
@@ -978,6 +1008,9 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     os->g_stage[0] = ocl_round_up(sd->ldz, os->l_stage[0]);
     os->g_stage[1] = ocl_round_up(sd->B, os->l_stage[1]);
     os->l_count = ocl_wg_limit(ob, p->count, 256);
+    for (size_t a = 0; a < OCL_NUM_ACT; ++a)
+        ocl_local_2d(ob, p, p->lim_bias_stage[a], sd->ldz, os->l_bias_stage[a]);
+    os->z_ready = -1;
     if (sd->gemm_mode == CLNODE_GEMM_TF32) { /* the rounded operands of every layer, now */
         CLN_TRY(st, ocl_tf32_scratch(ob, 0, sd->B * sd->max_in * sizeof(float)));
         CLN_TRY(st, ocl_tf32_scratch(ob, 1, sd->max_weights * sizeof(float)));
@@ -1003,12 +1036,28 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     SB_ARG(p->stage, 6, sd->F->mem);
     SB_ARG(p->stage, 7, sd->Z->mem);
 
+    for (size_t a = 0; a < OCL_NUM_ACT; ++a) {
+        cl_kernel k = p->bias_act_stage[a];
+        SB_ARG(k, 0, zero); /* i, m, bias, has_bias and apply: set per enqueue */
+        SB_ARG(k, 1, sd->CR->mem);
+        SB_ARG(k, 2, sd->CI->mem);
+        SB_ARG(k, 3, sd->RS->mem);
+        SB_ARG(k, 4, sd->IS->mem);
+        SB_ARG(k, 5, sd->Y->mem);
+        SB_ARG(k, 6, sd->F->mem);
+        SB_ARG(k, 7, sd->Z->mem);
+    }
+
+    /* the stage the next step starts with, computed at the end of cln_finish */
+    const cl_int next = (cl_int)sd->first_stage;
     /* STT and STY last: ocl_solve_rebind sets them again when they grow */
-    cl_mem fin[] = {sd->CR->mem, sd->CI->mem, sd->RS->mem,    sd->IS->mem,  sd->Y->mem,  sd->F->mem,
-                    sd->Z->mem,  sd->TS->mem, sd->TSOUT->mem, sd->STT->mem, sd->STY->mem};
-    _Static_assert(sizeof fin / sizeof fin[0] == OCL_FINISH_ARGS, "cln_finish's arguments");
+    cl_mem fin[] = {ocl_mem(sd->CR),    ocl_mem(sd->CI),  ocl_mem(sd->RS), ocl_mem(sd->IS),
+                    ocl_mem(sd->Y),     ocl_mem(sd->F),   ocl_mem(sd->Z),  ocl_mem(sd->TS),
+                    ocl_mem(sd->TSOUT), ocl_mem(sd->STT), ocl_mem(sd->STY)};
+    _Static_assert(sizeof fin / sizeof fin[0] + 1 == OCL_FINISH_ARGS, "cln_finish's arguments");
+    SB_ARG(p->finish, 0, next);
     for (cl_uint i = 0; i < sizeof fin / sizeof fin[0]; ++i)
-        SB_ARG(p->finish, i, fin[i]);
+        SB_ARG(p->finish, i + 1, fin[i]);
 
     SB_ARG(p->count, 0, sd->IS->mem);
     SB_ARG(p->count, 1, os->B);
@@ -1035,7 +1084,8 @@ static clnode_status ocl_run_1d(cln_backend *be, cl_kernel k, size_t g, size_t l
 
 static clnode_status ocl_init(cln_backend *be, cln_solve_dev *sd)
 {
-    const ocl_solve *os = sd->be_data;
+    ocl_solve *os = sd->be_data;
+    os->z_ready = -1;
     return ocl_run_1d(be, os->p->init, os->g_rows, os->l_rows, "clEnqueueNDRangeKernel(cln_init)");
 }
 
@@ -1055,9 +1105,13 @@ static clnode_status ocl_stage(cln_backend *be, cln_solve_dev *sd, int i)
 
 static clnode_status ocl_finish(cln_backend *be, cln_solve_dev *sd)
 {
-    const ocl_solve *os = sd->be_data;
-    return ocl_run_1d(be, os->p->finish, ocl_round_up(sd->live, os->l_rows), os->l_rows,
-                      "clEnqueueNDRangeKernel(cln_finish)");
+    ocl_solve *os = sd->be_data;
+    os->z_ready = -1;
+    const clnode_status st = ocl_run_1d(be, os->p->finish, ocl_round_up(sd->live, os->l_rows),
+                                        os->l_rows, "clEnqueueNDRangeKernel(cln_finish)");
+    if (st == CLNODE_OK)
+        os->z_ready = (int)sd->first_stage;
+    return st;
 }
 
 static clnode_status ocl_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
@@ -1091,6 +1145,83 @@ static clnode_status ocl_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C
     if (e != CL_SUCCESS)
         return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_bias_act)");
     return CLNODE_OK;
+}
+
+/* The last layer's bias + activation on F block i (when the driver's loop would apply it: a
+ * bias or an activation other than the identity) and the argument of stage i + 1, in one
+ * cln_bias_act_stage launch over (column of Z, live row). */
+static clnode_status ocl_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i)
+{
+    opencl_backend *ob = ocl(be);
+    clnode_context *ctx = be->ctx;
+    ocl_solve *os = sd->be_data;
+    const size_t L = sd->num_layers;
+    const int act = sd->act[L - 1];
+    CLN_CHECK(ctx, act >= 0 && act < OCL_NUM_ACT, CLNODE_ERR_INTERNAL, "activation code %d", act);
+    cln_buf *bias = sd->bias[L - 1];
+    cl_kernel k = os->p->bias_act_stage[act];
+    const cl_int ci = i, m = (cl_int)sd->live, has_bias = bias != NULL;
+    const cl_int apply = bias != NULL || act != CLNODE_ACT_IDENTITY;
+    cl_mem bmem = bias ? bias->mem : sd->F->mem; /* not read without bias */
+    OCL_ARG(ctx, k, 0, ci);
+    OCL_ARG(ctx, k, 8, m);
+    OCL_ARG(ctx, k, 9, bmem);
+    OCL_ARG(ctx, k, 10, has_bias);
+    OCL_ARG(ctx, k, 11, apply);
+    const size_t *l = os->l_bias_stage[act];
+    const size_t g[2] = {ocl_round_up(sd->ldz, l[0]), ocl_round_up(sd->live, l[1])};
+    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_bias_act_stage)");
+    os->z_ready = i + 1;
+    return CLNODE_OK;
+}
+
+/* The vector field on Z for the live rows into F block i, layer by layer (GEMM, then bias +
+ * activation where the layer has either), as the driver's own loop; with fuse_next, the last
+ * layer's bias + activation comes with the argument of stage i + 1 (ocl_bias_act_stage). */
+static clnode_status ocl_mlp(cln_backend *be, cln_solve_dev *sd, int i, int fuse_next)
+{
+    const size_t L = sd->num_layers;
+    clnode_status st = CLNODE_OK;
+    for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
+        cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
+        const int last = l + 1 == L;
+        cln_buf *C = last ? sd->F : sd->H[l % 2];
+        const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
+        const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
+        st = ocl_gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
+                      sd->W[l], 0, k, C, c_off, n);
+        if (st != CLNODE_OK)
+            break;
+        if (last && fuse_next)
+            st = ocl_bias_act_stage(be, sd, i);
+        else if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)
+            st = ocl_bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
+    }
+    return st;
+}
+
+/* Stage i and the vector field on it (backend.h): the stage pass only when Z does not hold its
+ * argument yet (see ocl_solve); every stage but the last leaves the next one's argument in Z. */
+static clnode_status ocl_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
+{
+    ocl_solve *os = sd->be_data;
+    CLN_CHECK(be->ctx, os, CLNODE_ERR_INTERNAL, "stage_rhs outside a solve");
+    if (os->z_ready != i) {
+        const clnode_status st = ocl_stage(be, sd, i);
+        if (st != CLNODE_OK)
+            return st;
+    }
+    os->z_ready = -1;
+    return ocl_mlp(be, sd, i, (size_t)i + 1 < sd->stages);
+}
+
+/* The bare vector-field loop's evaluation (backend.h): F block 0 = MLP(Z), no stage. */
+static clnode_status ocl_rhs(cln_backend *be, cln_solve_dev *sd)
+{
+    CLN_CHECK(be->ctx, sd->be_data, CLNODE_ERR_INTERNAL, "rhs outside a solve");
+    return ocl_mlp(be, sd, 0, 0);
 }
 
 static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
@@ -1203,12 +1334,14 @@ static const cln_backend_ops opencl_ops = {
     .solve_end = ocl_solve_end,
     .init = ocl_init,
     .stage = ocl_stage,
+    .stage_rhs = ocl_stage_rhs,
     .finish = ocl_finish,
     .count_active = ocl_count_active,
     .swap_rows = ocl_swap_rows,
     .copy_rows = ocl_copy_rows,
     .solve_rebind = ocl_solve_rebind,
     .facts = ocl_facts,
+    .rhs = ocl_rhs,
 };
 
 static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
