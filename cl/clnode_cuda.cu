@@ -56,17 +56,23 @@ extern "C" __global__ void cln_stage(int i, const cln_consts *K, const cln_icons
     cln_stage_elem(i, b, n, K, KI, RS, Y, F, Z);
 }
 
-/* cln_finish: error estimate, norm, controller, saving and freezing.
+/* cln_finish: error estimate, norm, controller, saving and freezing; then, when next >= 0, the
+ * stage argument of stage `next` of the trajectory's next attempt, exactly as cln_stage would
+ * write it from the state this pass leaves (a row frozen now is skipped, as cln_stage skips it).
  *   g = b, trajectory, 0 <= b < KI->B; the norm is a sequential sum over the row, as on
  *   the host. */
-extern "C" __global__ void cln_finish(const cln_consts *K, const cln_iconsts *KI, cln_rstate *RS,
-                                      cln_istate *IS, real *Y, real *F, const real *Z,
+extern "C" __global__ void cln_finish(int next, const cln_consts *K, const cln_iconsts *KI,
+                                      cln_rstate *RS, cln_istate *IS, real *Y, real *F, real *Z,
                                       const real *TS, real *TSOUT, real *STT, real *STY)
 {
     const unsigned long long b = cln_gid();
     if (b >= (unsigned long long)KI->B)
         return;
     cln_finish_traj((size_t)b, K, KI, RS, IS, Y, F, Z, TS, TSOUT, STT, STY);
+    if (next < 0 || IS[b].done)
+        return;
+    for (int n = 0; n < KI->ldz; ++n)
+        cln_stage_elem(next, (size_t)b, n, K, KI, RS, Y, F, Z);
 }
 
 /* cln_bias_act: C[i][j] = act(C[i][j] + bias[j]) on an m x n block of C starting at element
@@ -85,6 +91,35 @@ extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsig
     real *c = C + c_off + i * ldc + (unsigned long long)j;
     const real x = *c + (has_bias ? bias[j] : CLN_R(0.0));
     *c = cln_activate(act, x);
+}
+
+/* cln_bias_act_stage: the last layer's bias + activation on F block i (rows < m, the live rows,
+ * as cln_bias_act with C = F block i, ldc = N), when `apply`; then the stage argument of stage
+ * i + 1 (as cln_stage), which needs that element of F block i and the same elements of the
+ * blocks before it: one launch and one pass instead of two. Each thread reads back only what it
+ * wrote itself.
+ *   g = b * ldz + n: b trajectory (0 <= b < KI->B), n column of Z (0 <= n < KI->ldz; the first N
+ *   are columns of F).
+ * has_bias = 0: `bias` is not read (may be NULL). act: a CLN_ACT_* code, uniform over the grid. */
+extern "C" __global__ void cln_bias_act_stage(int i, const cln_consts *K, const cln_iconsts *KI,
+                                              const cln_rstate *RS, const cln_istate *IS,
+                                              const real *Y, real *F, real *Z, int m,
+                                              const real *bias, int has_bias, int apply, int act)
+{
+    const unsigned long long g = cln_gid();
+    const unsigned long long ldz = (unsigned long long)KI->ldz;
+    if (g >= (unsigned long long)KI->B * ldz)
+        return;
+    const size_t b = (size_t)(g / ldz);
+    const int n = (int)(g % ldz);
+    if (apply && n < KI->N && b < (size_t)m) {
+        real *c = F + ((size_t)i * (size_t)KI->B + b) * (size_t)KI->N + (size_t)n;
+        const real x = *c + (has_bias ? bias[n] : CLN_R(0.0));
+        *c = cln_activate(act, x);
+    }
+    if (IS[b].done)
+        return;
+    cln_stage_elem(i + 1, b, n, K, KI, RS, Y, F, Z);
 }
 
 /* cln_gemm_ordered: C[i][j] = sum_k A[i][k] B[j][k] for an m x n block, each element summed in

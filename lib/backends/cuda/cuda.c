@@ -64,8 +64,8 @@ struct cln_buf {
 /* The kernels of one (device, precision) program and their block sizes. */
 typedef struct cu_program {
     cudaLibrary_t lib;
-    cudaKernel_t init, stage, finish, bias_act, count, gemm, swap;
-    unsigned t_rows, t_stage, t_bias, t_gemm, t_swap; /* threads per block */
+    cudaKernel_t init, stage, finish, bias_act, bias_act_stage, count, gemm, swap;
+    unsigned t_rows, t_stage, t_bias, t_bias_stage, t_gemm, t_swap; /* threads per block */
 } cu_program;
 
 /* Threads of cln_count_active's one block: CLN_COUNT_THREADS in cl/clnode_cuda.cu. */
@@ -90,12 +90,20 @@ typedef struct cuda_backend {
 } cuda_backend;
 
 /* Per-solve state (sd->be_data): device pointers and the argument arrays of every launch that
- * keeps its arguments for the whole solve (cudaLaunchKernel reads them at each launch). */
+ * keeps its arguments for the whole solve (cudaLaunchKernel reads them at each launch).
+ *
+ * A step launches, per stage i: the GEMM of each layer, the bias + activation of each hidden
+ * layer, and one cln_bias_act_stage that does the last layer's bias + activation and the argument
+ * of stage i + 1 in one pass; after the last stage, its bias + activation, then cln_finish, which
+ * also writes the argument of the next step's first stage. So the argument of a stage is
+ * normally in Z before the stage is asked for: z_ready names the stage whose argument Z holds
+ * (-1: none; cln_stage then runs). It stays valid across the compaction's row swaps (they move
+ * the rows of Y, F, Z, RS and IS together). */
 typedef struct cu_solve {
     cu_program *p;
-    int B, stage_i;
+    int B, stage_i, next, z_ready;
     void *CR, *CI, *RS, *IS, *Y, *F, *Z, *TS, *TSOUT, *STT, *STY, *count;
-    void *a_init[4], *a_stage[8], *a_finish[11], *a_count[3];
+    void *a_init[4], *a_stage[8], *a_finish[12], *a_count[3];
     unsigned g_rows, g_finish, g_stage; /* blocks */
 } cu_solve;
 
@@ -467,7 +475,7 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     } ks[] = {{&p->init, "cln_init"},          {&p->stage, "cln_stage"},
               {&p->finish, "cln_finish"},      {&p->bias_act, "cln_bias_act"},
               {&p->count, "cln_count_active"}, {&p->gemm, "cln_gemm_ordered"},
-              {&p->swap, "cln_swap_rows"}};
+              {&p->swap, "cln_swap_rows"},     {&p->bias_act_stage, "cln_bias_act_stage"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = CU(cudaLibraryGetKernel)(ks[i].k, p->lib, ks[i].name);
         if (e != cudaSuccess) {
@@ -485,6 +493,8 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
         p->t_rows = t_init;
     CLN_TRY(st, cu_threads(ctx, p->stage, CU_THREADS, "cln_stage", &p->t_stage));
     CLN_TRY(st, cu_threads(ctx, p->bias_act, CU_THREADS, "cln_bias_act", &p->t_bias));
+    CLN_TRY(st,
+            cu_threads(ctx, p->bias_act_stage, CU_THREADS, "cln_bias_act_stage", &p->t_bias_stage));
     CLN_TRY(st, cu_threads(ctx, p->count, CU_COUNT_THREADS, "cln_count_active", &t_count));
     CLN_TRY(st, cu_threads(ctx, p->gemm, CU_THREADS, "cln_gemm_ordered", &p->t_gemm));
     CLN_TRY(st, cu_threads(ctx, p->swap, CU_THREADS, "cln_swap_rows", &p->t_swap));
@@ -824,11 +834,13 @@ static clnode_status cu_solve_begin(cln_backend *be, cln_solve_dev *sd)
     cs->STT = sd->STT->p;
     cs->STY = sd->STY->p;
     cs->count = cb->count_dev;
+    cs->next = (int)sd->first_stage; /* the stage cln_finish prepares for the next step */
+    cs->z_ready = -1;
 
     void *init[] = {&cs->CR, &cs->CI, &cs->RS, &cs->IS};
     void *stage[] = {&cs->stage_i, &cs->CR, &cs->CI, &cs->RS, &cs->IS, &cs->Y, &cs->F, &cs->Z};
-    void *finish[] = {&cs->CR, &cs->CI, &cs->RS,    &cs->IS,  &cs->Y,  &cs->F,
-                      &cs->Z,  &cs->TS, &cs->TSOUT, &cs->STT, &cs->STY};
+    void *finish[] = {&cs->next, &cs->CR, &cs->CI, &cs->RS,    &cs->IS,  &cs->Y,
+                      &cs->F,    &cs->Z,  &cs->TS, &cs->TSOUT, &cs->STT, &cs->STY};
     void *count[] = {&cs->IS, &cs->B, &cs->count};
     memcpy(cs->a_init, init, sizeof init);
     memcpy(cs->a_stage, stage, sizeof stage);
@@ -848,6 +860,7 @@ fail:
 static clnode_status cu_init(cln_backend *be, cln_solve_dev *sd)
 {
     cu_solve *cs = sd->be_data;
+    cs->z_ready = -1;
     return cu_launch(be, cs->p->init, cs->g_rows, cs->p->t_rows, cs->a_init, "cln_init");
 }
 
@@ -868,11 +881,14 @@ static clnode_status cu_stage(cln_backend *be, cln_solve_dev *sd, int i)
 static clnode_status cu_finish(cln_backend *be, cln_solve_dev *sd)
 {
     cu_solve *cs = sd->be_data;
+    cs->z_ready = -1;
     unsigned blocks = 0;
-    const clnode_status st = cu_blocks(be->ctx, sd->live, cs->p->t_rows, &blocks);
-    if (st != CLNODE_OK)
-        return st;
-    return cu_launch(be, cs->p->finish, blocks, cs->p->t_rows, cs->a_finish, "cln_finish");
+    clnode_status st = cu_blocks(be->ctx, sd->live, cs->p->t_rows, &blocks);
+    if (st == CLNODE_OK)
+        st = cu_launch(be, cs->p->finish, blocks, cs->p->t_rows, cs->a_finish, "cln_finish");
+    if (st == CLNODE_OK)
+        cs->z_ready = cs->next;
+    return st;
 }
 
 static clnode_status cu_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
@@ -898,6 +914,65 @@ static clnode_status cu_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C,
     if (st != CLNODE_OK)
         return st;
     return cu_launch(be, cs->p->bias_act, blocks, cs->p->t_bias, args, "cln_bias_act");
+}
+
+/* The last layer's bias + activation on F block i (when the driver's loop would apply it: a
+ * bias or an activation other than the identity) and the argument of stage i + 1, in one
+ * cln_bias_act_stage launch over (live row, column of Z). */
+static clnode_status cu_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i)
+{
+    clnode_context *ctx = be->ctx;
+    cu_solve *cs = sd->be_data;
+    const size_t L = sd->num_layers;
+    cln_buf *bias = sd->bias[L - 1];
+    CLN_CHECK(ctx, !bias || cu_block_fits(bias->size, sd->esize, 0, 1, sd->N, sd->N),
+              CLNODE_ERR_INTERNAL, "the last layer's bias is shorter than %zu", sd->N);
+    void *b = bias ? bias->p : NULL; /* not read without bias */
+    int ci = i, m = (int)sd->live, has_bias = bias != NULL, act = sd->act[L - 1];
+    int apply = bias != NULL || act != CLNODE_ACT_IDENTITY;
+    void *args[] = {&ci,    &cs->CR, &cs->CI, &cs->RS,   &cs->IS, &cs->Y, &cs->F,
+                    &cs->Z, &m,      &b,      &has_bias, &apply,  &act};
+    unsigned blocks = 0;
+    clnode_status st =
+        cu_blocks(ctx, (unsigned long long)sd->live * sd->ldz, cs->p->t_bias_stage, &blocks);
+    if (st == CLNODE_OK)
+        st = cu_launch(be, cs->p->bias_act_stage, blocks, cs->p->t_bias_stage, args,
+                       "cln_bias_act_stage");
+    if (st == CLNODE_OK)
+        cs->z_ready = i + 1;
+    return st;
+}
+
+/* Stage i and the vector field on it (backend.h): the stage pass only when Z does not hold its
+ * argument yet (see cu_solve); every stage but the last leaves the next one's argument in Z.
+ * Layer by layer as the driver's own loop (GEMM, then bias + activation where the layer has
+ * either). */
+static clnode_status cu_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
+{
+    cu_solve *cs = sd->be_data;
+    CLN_CHECK(be->ctx, cs, CLNODE_ERR_INTERNAL, "stage_rhs outside a solve");
+    clnode_status st = CLNODE_OK;
+    if (cs->z_ready != i)
+        st = cu_stage(be, sd, i);
+    cs->z_ready = -1;
+    const size_t L = sd->num_layers;
+    const int fuse_next = (size_t)i + 1 < sd->stages;
+    for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
+        cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
+        const int last = l + 1 == L;
+        cln_buf *C = last ? sd->F : sd->H[l % 2];
+        const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
+        const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
+        st = cu_gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
+                     sd->W[l], 0, k, C, c_off, n);
+        if (st != CLNODE_OK)
+            break;
+        if (last && fuse_next)
+            st = cu_bias_act_stage(be, sd, i);
+        else if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)
+            st = cu_bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
+    }
+    return st;
 }
 
 static clnode_status cu_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
@@ -1013,6 +1088,7 @@ static const cln_backend_ops cuda_ops = {
     .solve_end = cu_solve_end,
     .init = cu_init,
     .stage = cu_stage,
+    .stage_rhs = cu_stage_rhs,
     .finish = cu_finish,
     .count_active = cu_count_active,
     .swap_rows = cu_swap_rows,
