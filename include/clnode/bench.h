@@ -36,12 +36,12 @@ CLNODE_API clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnod
  * `precision` (strict GEMM mode): per evaluation the whole MLP (the products, biases and
  * activations) through the kernels a solve on this device evaluates it with (on "host": the fused
  * pass on weights packed once, the ordered GEMM and its row-at-a-time kernels, the activation
- * loops, and the thread hand-off a solve of that batch makes), with no stage and no step of the
- * solver: the floor a solve's vector-field work cannot go below. Every evaluation starts from the
- * same input. Set-up (buffers, packing) and one warm-up evaluation come before the clock starts.
+ * loops, and the thread hand-off a solve of that batch makes; on OpenCL: CLBlast's GEMMs and the
+ * bias + activation kernels), with no stage and no step of the solver: the floor a solve's
+ * vector-field work cannot go below. Every evaluation starts from the same input. Set-up (buffers, packing) and one warm-up evaluation come before the clock starts.
  * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
  * context or model, batch 0, evals < 1), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED (a device
- * without this loop: today only "host" with the ordered GEMM has it; a model with a time or
+ * without this loop: today "host" with the ordered GEMM and OpenCL have it; a model with a time or
  * conditioning input), memory errors. Blocking. */
 CLNODE_API clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *model,
                                                size_t batch, long evals, clnode_precision precision,
