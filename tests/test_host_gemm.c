@@ -3,7 +3,8 @@
  * row position and every batch size; threads change nothing. The row-at-a-time kernels of small
  * batches (host_gemv.c) give the same bits as the GEMM, for every width up to several passes of
  * registers, on the GEMM's packing and on their own panels, and write nothing past a row's last
- * column. */
+ * column. Bias + activation on several rows at once (host_act.inc) gives the bits of the one-row
+ * pass (cln_host_bias_act) for every activation, row count and width, special values included. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,8 +15,10 @@
 
 #include <cmocka.h>
 
+#include "backends/host/host_act.h"
 #include "backends/host/host_gemm.h"
 #include "backends/host/host_gemv.h"
+#include "backends/host/host_math.h"
 
 static uint32_t rng = 2024u;
 static double urand(void)
@@ -202,6 +205,54 @@ CHECK_GEMV(double, f64, fma)
 CHECK_PANELS(float, f32, fmaf)
 CHECK_PANELS(double, f64, fma)
 
+/* Bias + activation on 1 to 13 rows and 24 (groups of 6 and 2 and a last odd row), widths with
+ * every tail of a vector and past the 128-column chunks of a missing bias, with and without a
+ * bias, for every activation code: the same bits as cln_host_bias_act, and the columns between n
+ * and ldc untouched. The inputs mix random values over the activations' whole range with +-0,
+ * +-inf, NaN, subnormals and huge values. */
+#define CHECK_ACT(T, SFX, TINY, HUGE)                                                              \
+    static void check_act_##SFX(cln_gemm_isa isa)                                                  \
+    {                                                                                              \
+        const size_t widths[] = {1, 3, 7, 8, 13, 16, 33, 100, 104, 200};                           \
+        const size_t nmax = 200, ldc = nmax + 3, rmax = 24;                                        \
+        const T special[] = {(T)0.0,  (T)-0.0, (T)INFINITY, (T)-INFINITY, (T)NAN,                  \
+                             TINY,    -TINY,   HUGE,        -HUGE,        (T)0.5,                  \
+                             (T)-0.5, (T)1e-3, (T)-90.0,    (T)-750.0};                            \
+        T *X = calloc(rmax * ldc, sizeof(T)), *C = calloc(rmax * ldc, sizeof(T));                  \
+        T *R = calloc(rmax * ldc, sizeof(T)), *bias = calloc(nmax, sizeof(T));                     \
+        assert_true(X &&C &&R &&bias);                                                             \
+        for (size_t i = 0; i < rmax * ldc; ++i)                                                    \
+            X[i] = i % 7 == 3 ? special[(i / 7) % (sizeof special / sizeof special[0])]            \
+                              : (T)(60 * urand());                                                 \
+        for (size_t j = 0; j < nmax; ++j)                                                          \
+            bias[j] = (T)(2 * urand());                                                            \
+        for (int act = 0; act <= 6; ++act)                                                         \
+            for (size_t rows = 1; rows <= rmax;                                                    \
+                 rows = rows < 13 ? rows + 1 : rmax + (rows == rmax))                              \
+                for (size_t w = 0; w < sizeof widths / sizeof widths[0]; ++w)                      \
+                    for (int with_bias = 0; with_bias < 2; ++with_bias) {                          \
+                        const size_t n = widths[w];                                                \
+                        const T *b = with_bias ? bias : NULL;                                      \
+                        for (size_t i = 0; i < rmax * ldc; ++i)                                    \
+                            C[i] = R[i] = (i % ldc) < n ? X[i] : (T)NAN;                           \
+                        cln_act_rows_##SFX(isa, C, ldc, rows, n, b, act);                          \
+                        cln_host_bias_act_##SFX(R, ldc, rows, n, b, act);                          \
+                        for (size_t i = 0; i < rows * ldc; ++i)                                    \
+                            if (memcmp(&C[i], &R[i], sizeof(T)) != 0)                              \
+                                fail_msg("act_rows %s %s act %d rows=%zu n=%zu bias %d: "          \
+                                         "C[%zu][%zu] = %.17g of %.17g, the one-row pass %.17g",   \
+                                         #SFX, cln_gemm_isa_name(isa), act, rows, n, with_bias,    \
+                                         i / ldc, i % ldc, (double)C[i], (double)X[i],             \
+                                         (double)R[i]);                                            \
+                    }                                                                              \
+        free(X);                                                                                   \
+        free(C);                                                                                   \
+        free(R);                                                                                   \
+        free(bias);                                                                                \
+    }
+CHECK_ACT(float, f32, 1e-40f, 1e30f)
+CHECK_ACT(double, f64, 1e-310, 1e300)
+
 static void test_kernels(void **state)
 {
     (void)state;
@@ -217,7 +268,10 @@ static void test_kernels(void **state)
         check_gemv_f64(all[i]);
         check_panels_f32(all[i]);
         check_panels_f64(all[i]);
-        print_message("  %s: GEMM, row kernels and their panels bit-identical to sequential fma\n",
+        check_act_f32(all[i]);
+        check_act_f64(all[i]);
+        print_message("  %s: GEMM, row kernels and their panels bit-identical to sequential fma, "
+                      "bias + activation on row groups to the one-row pass\n",
                       cln_gemm_isa_name(all[i]));
     }
 }
