@@ -678,19 +678,34 @@ static clnode_status host_rhs(cln_backend *be, cln_solve_dev *sd)
     return CLNODE_OK;
 }
 
+/* One part of the step's finish (cln_finish_traj on its rows; every trajectory's is its own). */
+static void host_finish_part(void *arg, size_t part, size_t parts)
+{
+    cln_solve_dev *sd = arg;
+    size_t r0, r1;
+    host_part_rows(sd->live, part, parts, &r0, &r1);
+    if (sd->prec == CLNODE_FP32)
+        cln_host_finish_rows_f32(r0, r1, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
+                                 HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
+                                 HOST_F32(sd->Z, 0), HOST_F32(sd->TS, 0), HOST_F32(sd->TSOUT, 0),
+                                 HOST_F32(sd->STT, 0), HOST_F32(sd->STY, 0));
+    else
+        cln_host_finish_rows_f64(r0, r1, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
+                                 HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
+                                 HOST_F64(sd->Z, 0), HOST_F64(sd->TS, 0), HOST_F64(sd->TSOUT, 0),
+                                 HOST_F64(sd->STT, 0), HOST_F64(sd->STY, 0));
+}
+
+/* The finish of every live row, the rows shared between the pool's threads when there are enough
+ * of them (a trajectory's error norm and controller cost some hundred operations per component
+ * and stage). */
 static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
 {
-    (void)be;
-    if (sd->prec == CLNODE_FP32)
-        cln_host_finish_f32(sd->live, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
-                            HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
-                            HOST_F32(sd->Z, 0), HOST_F32(sd->TS, 0), HOST_F32(sd->TSOUT, 0),
-                            HOST_F32(sd->STT, 0), HOST_F32(sd->STY, 0));
-    else
-        cln_host_finish_f64(sd->live, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
-                            HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
-                            HOST_F64(sd->Z, 0), HOST_F64(sd->TS, 0), HOST_F64(sd->TSOUT, 0),
-                            HOST_F64(sd->STT, 0), HOST_F64(sd->STY, 0));
+    host_backend *hb = (host_backend *)be;
+    const size_t work = sd->N * (sd->stages ? sd->stages : 1) * 8;
+    cln_pool_run(hb->pool,
+                 cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_ELEMS, CLN_HOST_PART_ROWS),
+                 host_finish_part, sd);
     return CLNODE_OK;
 }
 
