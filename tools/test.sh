@@ -27,7 +27,14 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # allocator_may_return_null: the out-of-memory tests ask for terabytes and expect a clean error,
 # which ASan would otherwise turn into an abort. The Oclgrind suite ran in the release build: its
 # simulated kernels are the same under ASan, and there they take twenty minutes.
-TEST_ARGS="--no-suite oclgrind" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+# intercept_tls_get_addr=0: GCC 12's LeakSanitizer, tracking the dynamic TLS blocks of the OpenCL
+# runtime's (PoCL's LLVM) threads through __tls_get_addr, sometimes scans a block recorded from
+# address 0 and its tracer faults at exit ("Tracer caught signal 11" in ScanRangeForPointers,
+# "LeakSanitizer has encountered a fatal error") after every test passed: about one run in ten
+# of test_threads and test_sensitivity on PoCL. Without the interception those blocks are
+# ordinary heap blocks reached from each thread's DTV, so they are still scanned (0 failures in
+# 60 runs of test_threads host opencl:pocl, from 5 in 48).
+TEST_ARGS="--no-suite oclgrind" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
 echo "== ThreadSanitizer build: separate contexts in separate threads =="
 # Only the thread tests (separate contexts; the host backend's own thread pool) and a few unit
