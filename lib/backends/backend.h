@@ -147,6 +147,15 @@ static inline int cln_rows_fit(size_t size, size_t off, size_t stride, size_t le
            rows - 1 <= (size - off - len) / stride;
 }
 
+/* The vector field on Z for the live rows into F block i, layer by layer through the backend's
+ * gemm and bias_act ops (bias + activation only where a layer has either): the driver's own loop,
+ * and the backends' stage_rhs after their stage. With last_fused non-NULL, the last layer's bias +
+ * activation is last_fused(be, sd, i) instead (a backend's pass that also writes stage i + 1's
+ * argument). Written once, in lib/solver/solver.c. */
+clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
+                             clnode_status (*last_fused)(cln_backend *be, cln_solve_dev *sd,
+                                                         int i));
+
 /* Backends register their device strings, capabilities, enumeration and constructor in the
  * registry (backends/registry.h); nothing else names them. */
 

@@ -944,9 +944,7 @@ static clnode_status cu_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i
 }
 
 /* Stage i and the vector field on it (backend.h): the stage pass only when Z does not hold its
- * argument yet (see cu_solve); every stage but the last leaves the next one's argument in Z.
- * Layer by layer as the driver's own loop (GEMM, then bias + activation where the layer has
- * either). */
+ * argument yet (see cu_solve); every stage but the last leaves the next one's argument in Z. */
 static clnode_status cu_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
 {
     cu_solve *cs = sd->be_data;
@@ -955,23 +953,8 @@ static clnode_status cu_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
     if (cs->z_ready != i)
         st = cu_stage(be, sd, i);
     cs->z_ready = -1;
-    const size_t L = sd->num_layers;
-    const int fuse_next = (size_t)i + 1 < sd->stages;
-    for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
-        cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
-        const int last = l + 1 == L;
-        cln_buf *C = last ? sd->F : sd->H[l % 2];
-        const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
-        const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
-        st = cu_gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
-                     sd->W[l], 0, k, C, c_off, n);
-        if (st != CLNODE_OK)
-            break;
-        if (last && fuse_next)
-            st = cu_bias_act_stage(be, sd, i);
-        else if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)
-            st = cu_bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
-    }
+    if (st == CLNODE_OK)
+        st = cln_mlp_layers(be, sd, i, (size_t)i + 1 < sd->stages ? cu_bias_act_stage : NULL);
     return st;
 }
 

@@ -651,20 +651,8 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
         host_fused_run(hb, sd, hs, i);
         return CLNODE_OK;
     }
-    clnode_status st = host_stage(be, sd, i);
-    const size_t L = sd->num_layers;
-    for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
-        cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
-        const int last = l + 1 == L;
-        cln_buf *C = last ? sd->F : sd->H[l % 2];
-        const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
-        const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
-        st = host_gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
-                       sd->W[l], 0, k, C, c_off, n);
-        if (st == CLNODE_OK && (sd->bias[l] || sd->act[l] != 0))
-            st = host_bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
-    }
-    return st;
+    const clnode_status st = host_stage(be, sd, i);
+    return st == CLNODE_OK ? cln_mlp_layers(be, sd, i, NULL) : st;
 }
 
 /* F block 0 = MLP(Z) through the fused pass's kernels, without the stage (the benchmarks' bare

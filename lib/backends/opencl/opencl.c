@@ -1177,31 +1177,6 @@ static clnode_status ocl_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int 
     return CLNODE_OK;
 }
 
-/* The vector field on Z for the live rows into F block i, layer by layer (GEMM, then bias +
- * activation where the layer has either), as the driver's own loop; with fuse_next, the last
- * layer's bias + activation comes with the argument of stage i + 1 (ocl_bias_act_stage). */
-static clnode_status ocl_mlp(cln_backend *be, cln_solve_dev *sd, int i, int fuse_next)
-{
-    const size_t L = sd->num_layers;
-    clnode_status st = CLNODE_OK;
-    for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
-        cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
-        const int last = l + 1 == L;
-        cln_buf *C = last ? sd->F : sd->H[l % 2];
-        const size_t c_off = last ? (size_t)i * sd->B * sd->N : 0;
-        const size_t k = sd->sizes[l], n = sd->sizes[l + 1];
-        st = ocl_gemm(be, sd->prec, sd->gemm_mode, sd->live, n, k, A, 0, l == 0 ? sd->ldz : k,
-                      sd->W[l], 0, k, C, c_off, n);
-        if (st != CLNODE_OK)
-            break;
-        if (last && fuse_next)
-            st = ocl_bias_act_stage(be, sd, i);
-        else if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)
-            st = ocl_bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
-    }
-    return st;
-}
-
 /* Stage i and the vector field on it (backend.h): the stage pass only when Z does not hold its
  * argument yet (see ocl_solve); every stage but the last leaves the next one's argument in Z. */
 static clnode_status ocl_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
@@ -1214,14 +1189,14 @@ static clnode_status ocl_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
             return st;
     }
     os->z_ready = -1;
-    return ocl_mlp(be, sd, i, (size_t)i + 1 < sd->stages);
+    return cln_mlp_layers(be, sd, i, (size_t)i + 1 < sd->stages ? ocl_bias_act_stage : NULL);
 }
 
 /* The bare vector-field loop's evaluation (backend.h): F block 0 = MLP(Z), no stage. */
 static clnode_status ocl_rhs(cln_backend *be, cln_solve_dev *sd)
 {
     CLN_CHECK(be->ctx, sd->be_data, CLNODE_ERR_INTERNAL, "rhs outside a solve");
-    return ocl_mlp(be, sd, 0, 0);
+    return cln_mlp_layers(be, sd, 0, NULL);
 }
 
 static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
