@@ -116,8 +116,9 @@ def diffrax_worker(precision, batches, repeat):
             "diffrax": diffrax.__version__, "results": results}
 
 
-def run_diffrax(precision, batches, repeat):
-    cmd = [sys.executable, os.path.abspath(__file__), "--diffrax-worker", precision,
+def run_worker(python, worker, precision, batches, repeat, *extra):
+    """Runs this script as --WORKER PRECISION in a child process; (its JSON, None) or (None, why)."""
+    cmd = [python, os.path.abspath(__file__), f"--{worker}", precision, *extra,
            "--batches", ",".join(map(str, batches)), "--repeat", str(repeat)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -152,17 +153,6 @@ def clnode_worker(precision, batches, repeat, device):
         results[batch] = {"seconds": statistics.median(times),
                           "steps": float(np.mean(sol.stats["num_steps"]))}
     return {"device": ctx.device_name, "version": clnode.__version__, "results": results}
-
-
-def run_clnode_python(python, precision, batches, repeat, device):
-    cmd = [python, os.path.abspath(__file__), "--clnode-worker", precision, "--device", device,
-           "--batches", ",".join(map(str, batches)), "--repeat", str(repeat)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"
-    out = json.loads(p.stdout)
-    out["results"] = {int(k): v for k, v in out["results"].items()}
-    return out, None
 
 
 # ---------------------------------------------------------------- clnode-solve (fresh processes)
@@ -221,13 +211,13 @@ def main():
     print(f"seed problem, tsit5 rtol 1e-4 atol 1e-6, t in [0, 50]; median of {args.repeat} "
           "solves each")
     for precision in args.precisions.split(","):
-        dx, why = run_diffrax(precision, batches, args.repeat)
+        dx, why = run_worker(sys.executable, "diffrax-worker", precision, batches, args.repeat)
         if dx is None:
             print(f"{precision}: diffrax not run ({why}); clnode only")
         else:
             print(f"{precision}: diffrax {dx['diffrax']} on JAX {dx['jax']} ({dx['device']})")
-        cp, cwhy = run_clnode_python(args.clnode_python, precision, batches, args.repeat,
-                                     args.device)
+        cp, cwhy = run_worker(args.clnode_python, "clnode-worker", precision, batches, args.repeat,
+                              "--device", args.device)
         if cp is None:
             print(f"  clnode's Python package not run with {args.clnode_python} ({cwhy}): the "
                   "ratio is against clnode-solve's fresh process")
