@@ -332,12 +332,14 @@ def test_context_busy_in_another_thread():
 
 
 def _interrupt_after(seconds):
+    """A thread, not yet started, that sends this process SIGINT `seconds` after its start. It
+    is made before the `pytest.raises` block and started inside it: a signal sent at once may
+    interrupt the main thread anywhere after the start, even before an assignment of the
+    thread to a name completes."""
     def fire():
         time.sleep(seconds)
         os.kill(os.getpid(), signal.SIGINT)
-    th = threading.Thread(target=fire)
-    th.start()
-    return th
+    return threading.Thread(target=fire)
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05])
@@ -350,8 +352,9 @@ def test_ctrl_c_interrupts_a_solve(delay):
     before = clnode.solve(m, np.zeros(10), t0=0, t1=50, dt0=0.02, rtol=1e-4, atol=1e-6,
                           context=ctx)
     t = time.perf_counter()
+    th = _interrupt_after(delay)
     with pytest.raises(KeyboardInterrupt):
-        th = _interrupt_after(delay)
+        th.start()
         clnode.solve(m, np.zeros(10), context=ctx, **_long_problem(0.00005))
         time.sleep(1)  # a signal that came before the solve began arrives here
     took = time.perf_counter() - t
