@@ -21,10 +21,10 @@
  * [-100, 100], 4 million random doubles):
  *            tanh  sigmoid  softplus  silu  gelu*  exp   log1p
  *   float    1.12  1.56     1.46      1.49  1.55   0.78  0.83
- *   double   1.12  1.55     1.44      1.48  1.61   0.76  0.88
+ *   double   1.12  1.55     1.50      1.48  1.61   0.76  0.88
  * (*gelu on x >= 0; for x < 0 the function is ill-conditioned, see cln_gelu.) relu and identity
  * are exact. softplus in float over every float in [-100, 100] (2.24e9 inputs; outside it the
- * result is x or the flushed zero): max 1.55 ulp, at x = -0.5148. exp and log1p are the
+ * result is x or the flushed zero): max 1.53 ulp, at x = -1.2703. exp and log1p are the
  * double-word forms that cln_pow_pos uses; softplus has its own fma forms (cln_exp_fma_,
  * cln_log1p_fma_).
  *
@@ -138,9 +138,10 @@ CLN_INLINE real cln_copysign_(real a, real b)
                                                                     (z) * (CLN_R(-3.12011014257974e-05) + \
                                                                            (z) * CLN_R(6.485163482793113e-06))))))))))))
 
-/* The fma-based core of softplus (cln_exp_fma_, cln_log1p_fma_). Both polynomials were fitted
- * with their coefficients rounded one at a time, each next one refitted (least squares on
- * Chebyshev nodes in 60-digit arithmetic) to what the rounded ones leave. */
+/* The fma-based core of softplus (cln_exp_fma_, cln_log1p_fma_, and the small form's G). The
+ * polynomials were fitted with their coefficients rounded one at a time, each next one refitted
+ * (weighted least squares on Chebyshev nodes in 60-digit arithmetic) to what the rounded ones
+ * leave; tools/fit_softplus.py makes Q and G (eps = 2^-53 here, 2^-24 in float). */
 /* e^r = 1 + r P(r), |r| <= 1.001 ln2/2; |r (P - (e^r - 1)/r)| < 0.08 ulp of e^r. */
 #define CLN_EXPM1_P_(r)                                                                            \
     fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r,                          \
@@ -149,33 +150,35 @@ CLN_INLINE real cln_copysign_(real a, real b)
         CLN_R(0.00019841269886645515)), CLN_R(0.0013888888932519676)),                             \
         CLN_R(0.008333333333321424)), CLN_R(0.04166666666657334)),                                 \
         CLN_R(0.16666666666666677)), CLN_R(0.5000000000000006)), CLN_R(1.0))
-/* log1p(t) = t + t^2 Q(t), 0 <= t <= 1; |t^2 (Q - (log1p(t) - t)/t^2)| < 0.09 ulp of log1p(t). */
+/* log1p(t) = t + t^2 Q(t), 0 <= t <= e^-1/2 (softplus's big form, |x| >= 1/2);
+ * |t^2 (Q - (log1p(t) - t)/t^2)| < 0.033 eps log1p(t) (degree 16). */
 #define CLN_LOG1P_Q_(t)                                                                            \
     fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,     \
-    fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,                                               \
-        CLN_R(-2.3800308618576132e-05), CLN_R(0.0002739927701516572)),                             \
-        CLN_R(-0.0014975637743205516)), CLN_R(0.005197715366008703)),                              \
-        CLN_R(-0.012962120538398009)), CLN_R(0.025013253640721808)),                               \
-        CLN_R(-0.039482469062704716)), CLN_R(0.053520809061179675)),                               \
-        CLN_R(-0.06523232083603495)), CLN_R(0.074545244741932)),                                   \
-        CLN_R(-0.08260012593061461)), CLN_R(0.09073006741467184)),                                 \
-        CLN_R(-0.09996599778308828)), CLN_R(0.11110620068858097)),                                 \
-        CLN_R(-0.12499947691424937)), CLN_R(0.14285710343949545)),                                 \
-        CLN_R(-0.16666666468888716)), CLN_R(0.19999999993985043)),                                 \
-        CLN_R(-0.2499999999990591)), CLN_R(0.3333333333333281)), CLN_R(-0.5))
+    fma(t, fma(t, fma(t,                                                                           \
+        CLN_R(-0.000790680566821139), CLN_R(0.005125118819540457)),                                \
+        CLN_R(-0.016094724520427428)), CLN_R(0.03321347287674102)),                                \
+        CLN_R(-0.05196596864819302)), CLN_R(0.06794503952215178)),                                 \
+        CLN_R(-0.08008415146767023)), CLN_R(0.0899949414406107)),                                  \
+        CLN_R(-0.09980224191689184)), CLN_R(0.11107871415202054)),                                 \
+        CLN_R(-0.12499606785297268)), CLN_R(0.14285680034051673)),                                 \
+        CLN_R(-0.16666664625184038)), CLN_R(0.19999999922818268)),                                 \
+        CLN_R(-0.2499999999838333)), CLN_R(0.3333333333331964)),                                   \
+        CLN_R(-0.5))
 /* softplus(x) = ln2 + x/2 + x^2 G(x^2) for |x| < 1/2 (log(2 cosh(x/2)) is even); the rounded
- * polynomial's error is below 0.001 ulp of the result. */
+ * polynomial's error is below 0.017 eps of the result (degree 6). */
 #define CLN_SP_G_(z)                                                                               \
-    fma(z, fma(z, fma(z, fma(z, fma(z, fma(z, fma(z,                                               \
-        CLN_R(-1.2707925703325254e-09), CLN_R(1.5614011548316922e-08)),                            \
-        CLN_R(-1.8031339867757278e-07)), CLN_R(2.1356911461669786e-06)),                           \
-        CLN_R(-2.6351686440995224e-05)), CLN_R(0.0003472222222202716)),                            \
-        CLN_R(-0.005208333333333314)), CLN_R(0.125))
+    fma(z, fma(z, fma(z, fma(z, fma(z, fma(z,                                                      \
+        CLN_R(1.4396555170757956e-08), CLN_R(-1.798468318323455e-07)),                             \
+        CLN_R(2.13560035989025e-06)), CLN_R(-2.635167708796631e-05)),                              \
+        CLN_R(0.00034722222174426044)), CLN_R(-0.005208333333324184)),                             \
+        CLN_R(0.125))
 /* clang-format on */
 /* softplus: below this x, e^x < DBL_MIN (x < -1022 ln2) and the result is flushed to zero; an
  * argument clamped to CLAMP gives 2^-1023, whose bits are those of +0. */
 #define CLN_SP_THRESH_ CLN_R(-708.3964185322641)
 #define CLN_SP_CLAMP_ CLN_R(-709.0)
+/* cln_exp_fma_'s rounding constant, 1.5 * 2^52 + 1023 (see there). */
+#define CLN_SP_SHIFT_ CLN_R(6755399441056767.0)
 
 #else
 /* ---------------------------------------------------------------- float constants
@@ -230,25 +233,26 @@ CLN_INLINE real cln_copysign_(real a, real b)
     fma(r, fma(r, fma(r, fma(r, fma(r,                                                             \
         CLN_R(0.0013933711452409625), CLN_R(0.008366839960217476)),                                \
         CLN_R(0.04166647791862488)), CLN_R(0.16666540503501892)), CLN_R(0.5)), CLN_R(1.0))
-/* log1p(t) = t + t^2 Q(t), 0 <= t <= 1; |t^2 (Q - (log1p(t) - t)/t^2)| < 0.08 ulp of log1p(t). */
+/* log1p(t) = t + t^2 Q(t), 0 <= t <= e^-1/2; |t^2 (Q - (log1p(t) - t)/t^2)| < 0.032 eps
+ * log1p(t) (degree 7). */
 #define CLN_LOG1P_Q_(t)                                                                            \
-    fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,                                \
-        CLN_R(0.0029282658360898495), CLN_R(-0.017770692706108093)),                               \
-        CLN_R(0.0504484549164772)), CLN_R(-0.09259596467018127)),                                  \
-        CLN_R(0.13108190894126892)), CLN_R(-0.16393019258975983)),                                 \
-        CLN_R(0.19962714612483978)), CLN_R(-0.24997445940971375)),                                 \
-        CLN_R(0.33333271741867065)), CLN_R(-0.5))
+    fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,                                               \
+        CLN_R(0.015607708133757114), CLN_R(-0.058963384479284286)),                                \
+        CLN_R(0.11278295516967773)), CLN_R(-0.15809336304664612)),                                 \
+        CLN_R(0.19855943322181702)), CLN_R(-0.24987296760082245)),                                 \
+        CLN_R(0.3333289623260498)), CLN_R(-0.5))
 /* softplus(x) = ln2 + x/2 + x^2 G(x^2) for |x| < 1/2 (see the double block); error below
- * 0.001 ulp. */
+ * 0.064 eps of the result (degree 2). */
 #define CLN_SP_G_(z)                                                                               \
-    fma(z, fma(z, fma(z,                                                                           \
-        CLN_R(-2.5353969249408692e-05), CLN_R(0.0003470787778496742)),                             \
-        CLN_R(-0.0052083274349570274)), CLN_R(0.125))
+    fma(z, fma(z,                                                                                  \
+        CLN_R(0.0003370101912878454), CLN_R(-0.005207369104027748)),                               \
+        CLN_R(0.125))
 /* clang-format on */
 /* softplus: below this x, e^x < FLT_MIN (x < -126 ln2) and the result is flushed to zero; an
  * argument clamped to CLAMP gives 2^-127, whose bits are those of +0. */
 #define CLN_SP_THRESH_ CLN_R(-87.33654022216797)
 #define CLN_SP_CLAMP_ CLN_R(-88.0)
+#define CLN_SP_SHIFT_ CLN_R(12583039.0) /* 1.5 * 2^23 + 127 */
 #endif
 
 /* Subnormal activations are flushed to (signed) zero. They carry nothing a sum of normal terms
@@ -413,33 +417,40 @@ CLN_INLINE real cln_pow_pos(real x, real y)
 #endif
 
 /* e^a for a in [SP_THRESH, 0] (e^a >= the smallest normal number), or a = SP_CLAMP (gives +0):
- * a = n ln2 + r with n = rint(a / ln2) (the add-and-subtract of 1.5 * 2^p, fused with the
- * product), r = (a - n HI) - n LO with ln2 = HI + LO (HI the rounded ln2: the first fma is
- * exact, |r| <= ln2/2, so r rounds once), e^r = 1 + r P(r) with the last step fused, and the
- * exact scaling by 2^n through the exponent bits (n + bias >= 0 on this domain). fma is
- * correctly rounded in C99, OpenCL C and CUDA, so every backend rounds each step alike. Error:
- * below 1 ulp (0.5 from the last fma, up to ~0.35 from the rounding of r, the rest from P). */
+ * a = n ln2 + r with n = rint(a / ln2) (the add-and-subtract of SHIFT = 1.5 * 2^p + bias, fused
+ * with the product; a LOG2E is never halfway between two integers, which would need the odd part
+ * of LOG2E's significand, far above 2^12, to divide an odd number below 2^12), r = (a - n HI) -
+ * n LO with ln2 = HI + LO (HI the rounded ln2: the first fma is exact, |r| <= ln2/2, so r rounds
+ * once), e^r = 1 + r P(r) with the last step fused, and the exact scaling by 2^n. The sum
+ * t = SHIFT + n has the bits of SHIFT plus n, and the low bits of SHIFT's are those of the bias
+ * (the bits of 1.5 * 2^p are 0 below its top significand bit), so t's bits shifted left by p keep
+ * exactly bias + n in the exponent field: the bits of 2^n (0 <= bias + n <= bias on this domain;
+ * bias + n = 0 gives +0). fma is correctly rounded in C99, OpenCL C and CUDA, so every backend
+ * rounds each step alike. Error: below 1 ulp (0.5 from the last fma, up to ~0.35 from the rounding
+ * of r, the rest from P). */
 CLN_ACT_INLINE real cln_exp_fma_(real a)
 {
-    const real t = fma(a, CLN_LOG2E_, CLN_EXP_SHIFT_);
-    const real n = t - CLN_EXP_SHIFT_;
+    const real t = fma(a, CLN_LOG2E_, CLN_SP_SHIFT_);
+    const real n = t - CLN_SP_SHIFT_;
     real r = fma(n, -CLN_LN2_HI_, a);
     r = fma(n, -CLN_LN2_LO_, r);
     const real p = fma(r, CLN_EXPM1_P_(r), CLN_R(1.0));
-    const cln_rbits e = CLN_AS_BITS(t) - CLN_AS_BITS(CLN_EXP_SHIFT_) + CLN_EXP_BIAS_;
-    return p * CLN_AS_REAL(e << CLN_EXP_MANT_);
+    const cln_urbits e = (cln_urbits)CLN_AS_BITS(t) << CLN_EXP_MANT_;
+    return p * CLN_AS_REAL((cln_rbits)e);
 }
 
-/* log1p(t) for 0 <= t <= 1: t + t (t Q(t)) with the last step fused. One polynomial over the
- * whole interval (degree 9 in float, 20 in double) costs fewer operations than a reduction of
- * the argument and a division, and no subnormal intermediate arises for normal t. */
+/* log1p(t) for 0 <= t <= e^-1/2, the arguments of softplus's big form (|x| >= 1/2): t + t (t Q(t))
+ * with the last step fused. One polynomial over the whole interval (degree 7 in float, 16 in
+ * double; over [0, 1] it would take 9 and 20) costs fewer operations than a reduction of the
+ * argument and a division, and no subnormal intermediate arises for normal t. */
 CLN_ACT_INLINE real cln_log1p_fma_(real t)
 {
     return fma(t, t * CLN_LOG1P_Q_(t), t);
 }
 
 /* softplus(x) = log(1 + e^x): jax.nn.softplus, i.e. jnp.logaddexp(x, 0). Branch-free, with fma
- * (see cln_exp_fma_): about 40 vector operations in float, both forms evaluated and one selected.
+ * (see cln_exp_fma_): 34 vector operations per 8 floats on AVX2 (besides the loads, stores and
+ * register copies), both forms evaluated and one selected.
  *   |x| >= 1/2: max(x, 0) + log1p(e^-|x|). Where e^-|x| is below the smallest normal number the
  *     exact result is too (x < 0, flushed to +0) or log1p(e^-|x|) is below half an ulp of x
  *     (x > 0): the argument is clamped so that the log1p term is exactly +0.

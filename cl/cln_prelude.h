@@ -12,6 +12,8 @@
  *   CLN_R(x)        a literal in the state precision (the constant is written once, in double, and
  *                   rounded to real exactly like a weakly typed Python float is in JAX);
  *   cln_int         a 32-bit signed integer (int in both languages);
+ *   cln_rbits       a signed integer of real's width, for bit casts (CLN_AS_BITS, CLN_AS_REAL),
+ *                   and cln_urbits, its unsigned twin (for a left shift that drops high bits);
  * and the type-generic maths functions (exp, log1p, sqrt, pow, fabs, fmin, fmax, isnan, isinf,
  * nextafter) that OpenCL C provides as overloads and C provides through <tgmath.h>.
  *
@@ -35,12 +37,14 @@
 #if CLN_PRECISION == 64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double real;
-typedef long cln_rbits; /* integer of the same width as real */
+typedef long cln_rbits;   /* integer of the same width as real */
+typedef ulong cln_urbits; /* and its unsigned twin, for shifts that drop high bits */
 #define CLN_AS_BITS(x) as_long(x)
 #define CLN_AS_REAL(b) as_double(b)
 #else
 typedef float real;
 typedef int cln_rbits;
+typedef uint cln_urbits;
 #define CLN_AS_BITS(x) as_int(x)
 #define CLN_AS_REAL(b) as_float(b)
 #endif
@@ -58,11 +62,13 @@ typedef long cln_long;
 #if CLN_PRECISION == 64
 typedef double real;
 typedef long long cln_rbits;
+typedef unsigned long long cln_urbits;
 #define CLN_AS_BITS(x) __double_as_longlong(x)
 #define CLN_AS_REAL(b) __longlong_as_double(b)
 #else
 typedef float real;
 typedef int cln_rbits;
+typedef unsigned int cln_urbits;
 #define CLN_AS_BITS(x) __float_as_int(x)
 #define CLN_AS_REAL(b) __int_as_float(b)
 #endif
@@ -83,9 +89,11 @@ typedef long long cln_long;
 #if CLN_PRECISION == 64
 typedef double real;
 typedef int64_t cln_rbits;
+typedef uint64_t cln_urbits;
 #else
 typedef float real;
 typedef int32_t cln_rbits;
+typedef uint32_t cln_urbits;
 #endif
 #define CLN_GLOBAL
 #define CLN_CONST const
