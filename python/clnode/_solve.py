@@ -1,4 +1,5 @@
 """Contexts, solves and devices."""
+import math
 import os
 import threading
 
@@ -159,7 +160,7 @@ def _float64_array(value, name):
     else:
         raise TypeError(f"{name} must be real numbers (float or int), not dtype {a.dtype}")
     a = a.astype(np.float64)
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():
         bad = np.flatnonzero(~np.isfinite(a.reshape(-1)))
         where = "" if a.ndim == 0 else f" (at flat index {int(bad[0])})"
         raise ValueError(f"{name} must be finite, not {a.reshape(-1)[bad[0]]}{where}")
@@ -170,6 +171,10 @@ def _per_trajectory(value, name, B, single, optional=False):
     """A scalar (returned as a float) or one value per trajectory ((B,) array)."""
     if optional and value is None:
         return None
+    # the common case first, without numpy: a finite Python float, or an int float64 holds
+    if (type(value) is float and math.isfinite(value)) or (
+            type(value) is int and -_EXACT_INT <= value <= _EXACT_INT):
+        return float(value)
     a = _float64_array(value, name)
     if a.ndim == 0:
         return float(a)
