@@ -87,6 +87,11 @@ typedef struct cln_backend_ops {
     clnode_status (*stage_rhs)(cln_backend *be, cln_solve_dev *sd, int i);
     /* cln_finish_traj for every trajectory. */
     clnode_status (*finish)(cln_backend *be, cln_solve_dev *sd);
+    /* Optional (may be NULL): n attempted steps (n <= group_steps), with the same bits as n times
+     * stage_rhs (or stage and the MLP) for stages first_stage .. stages - 1 followed by finish,
+     * which is what the driver does when it is NULL. A backend may take the rows in any order
+     * and interleave the steps of different rows (every row's steps are its own). */
+    clnode_status (*steps)(cln_backend *be, cln_solve_dev *sd, long n);
     /* Waits for the queue and counts the trajectories not yet frozen (rows < live); the only
      * read-back made while a solve runs, besides the compaction's (cln_compact). */
     clnode_status (*count_active)(cln_backend *be, cln_solve_dev *sd, size_t *active);

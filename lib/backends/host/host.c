@@ -604,6 +604,24 @@ static clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i)
     return CLNODE_OK;
 }
 
+/* Stage i and the MLP on it (i < 0: the MLP alone) for rows [r0, r1), with thread part `part`'s
+ * activation scratch. */
+static void host_stage_mlp_rows(const host_backend *hb, cln_solve_dev *sd, size_t part, int i,
+                                int flip, size_t r0, size_t r1)
+{
+    host_solve *hs = sd->be_data;
+    if (sd->prec == CLNODE_FP32)
+        cln_host_stage_mlp_f32(hb->isa, i, flip, r0, r1, &hs->mlp, HOST_F32(sd->CR, 0),
+                               HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS),
+                               HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0), HOST_F32(sd->Z, 0),
+                               (float *)hs->H + part * hs->h_elems);
+    else
+        cln_host_stage_mlp_f64(hb->isa, i, flip, r0, r1, &hs->mlp, HOST_F64(sd->CR, 0),
+                               HOST_I32(sd->CI), HOST_F64(sd->RS, 0), HOST_I32(sd->IS),
+                               HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0), HOST_F64(sd->Z, 0),
+                               (double *)hs->H + part * hs->h_elems);
+}
+
 /* One part of the fused pass: its rows of stage i and the MLP on them. */
 typedef struct host_fused_job {
     const host_backend *hb;
@@ -614,20 +632,9 @@ typedef struct host_fused_job {
 static void host_fused_part(void *arg, size_t part, size_t parts)
 {
     const host_fused_job *j = arg;
-    cln_solve_dev *sd = j->sd;
-    host_solve *hs = sd->be_data;
     size_t r0, r1;
-    host_part_rows(sd->live, part, parts, &r0, &r1);
-    if (sd->prec == CLNODE_FP32)
-        cln_host_stage_mlp_f32(j->hb->isa, j->i, j->flip, r0, r1, &hs->mlp, HOST_F32(sd->CR, 0),
-                               HOST_I32(sd->CI), HOST_F32(sd->RS, 0), HOST_I32(sd->IS),
-                               HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0), HOST_F32(sd->Z, 0),
-                               (float *)hs->H + part * hs->h_elems);
-    else
-        cln_host_stage_mlp_f64(j->hb->isa, j->i, j->flip, r0, r1, &hs->mlp, HOST_F64(sd->CR, 0),
-                               HOST_I32(sd->CI), HOST_F64(sd->RS, 0), HOST_I32(sd->IS),
-                               HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0), HOST_F64(sd->Z, 0),
-                               (double *)hs->H + part * hs->h_elems);
+    host_part_rows(j->sd->live, part, parts, &r0, &r1);
+    host_stage_mlp_rows(j->hb, j->sd, part, j->i, j->flip, r0, r1);
 }
 
 /* The fused pass over the live rows (i < 0: the MLP alone, see host_mlp.h), its rows shared
@@ -666,12 +673,9 @@ static clnode_status host_rhs(cln_backend *be, cln_solve_dev *sd)
     return CLNODE_OK;
 }
 
-/* One part of the step's finish (cln_finish_traj on its rows; every trajectory's is its own). */
-static void host_finish_part(void *arg, size_t part, size_t parts)
+/* cln_finish_traj for rows [r0, r1) (every trajectory's is its own). */
+static void host_finish_rows(cln_solve_dev *sd, size_t r0, size_t r1)
 {
-    cln_solve_dev *sd = arg;
-    size_t r0, r1;
-    host_part_rows(sd->live, part, parts, &r0, &r1);
     if (sd->prec == CLNODE_FP32)
         cln_host_finish_rows_f32(r0, r1, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
                                  HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
@@ -684,6 +688,15 @@ static void host_finish_part(void *arg, size_t part, size_t parts)
                                  HOST_F64(sd->STT, 0), HOST_F64(sd->STY, 0));
 }
 
+/* One part of the step's finish. */
+static void host_finish_part(void *arg, size_t part, size_t parts)
+{
+    cln_solve_dev *sd = arg;
+    size_t r0, r1;
+    host_part_rows(sd->live, part, parts, &r0, &r1);
+    host_finish_rows(sd, r0, r1);
+}
+
 /* The finish of every live row, the rows shared between the pool's threads when there are enough
  * of them (a trajectory's error norm and controller cost some hundred operations per component
  * and stage). */
@@ -694,6 +707,62 @@ static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
     cln_pool_run(hb->pool,
                  cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_ELEMS, CLN_HOST_PART_ROWS),
                  host_finish_part, sd);
+    return CLNODE_OK;
+}
+
+/* n whole steps, row block by row block: each part takes its rows CLN_HOST_MLP_ROWS at a time
+ * through every stage and the finish of a step, n times, before the next block. A block's Y, F
+ * and Z (the seed model's: 24 rows x 90 values) stay in L1 from stage to stage, where a pass of
+ * one stage over the whole batch would find the earlier stages' F in L3 or memory (B = 4096:
+ * 1.1 MB of fp32 F), and the pool wakes its threads once per call instead of once per stage.
+ * Every row's arithmetic is the one the stage-by-stage order does (rows are independent), so
+ * the bits are the same. */
+typedef struct host_steps_job {
+    const host_backend *hb;
+    cln_solve_dev *sd;
+    long n;
+    unsigned long evals; /* the first evaluation's number (its panel order, see host_mlp.h) */
+} host_steps_job;
+
+static void host_steps_part(void *arg, size_t part, size_t parts)
+{
+    const host_steps_job *j = arg;
+    cln_solve_dev *sd = j->sd;
+    size_t r0, r1;
+    host_part_rows(sd->live, part, parts, &r0, &r1);
+    for (size_t c0 = r0; c0 < r1; c0 += CLN_HOST_MLP_ROWS) {
+        const size_t c1 = r1 - c0 > CLN_HOST_MLP_ROWS ? c0 + CLN_HOST_MLP_ROWS : r1;
+        unsigned long e = j->evals;
+        for (long s = 0; s < j->n; ++s) {
+            for (size_t i = sd->first_stage; i < sd->stages; ++i, ++e)
+                host_stage_mlp_rows(j->hb, sd, part, (int)i, (int)(e & 1), c0, c1);
+            host_finish_rows(sd, c0, c1);
+        }
+    }
+}
+
+static clnode_status host_steps(cln_backend *be, cln_solve_dev *sd, long n)
+{
+    host_backend *hb = (host_backend *)be;
+    host_solve *hs = sd->be_data;
+    if (!hs) { /* no fused pass (OpenBLAS, TF32): stage by stage, as the driver would */
+        clnode_status st = CLNODE_OK;
+        for (long s = 0; s < n && st == CLNODE_OK; ++s) {
+            for (size_t i = sd->first_stage; i < sd->stages && st == CLNODE_OK; ++i)
+                st = host_stage_rhs(be, sd, (int)i);
+            if (st == CLNODE_OK)
+                st = host_finish(be, sd);
+        }
+        return st;
+    }
+    const size_t per_step = sd->stages - sd->first_stage;
+    host_steps_job j = {.hb = hb, .sd = sd, .n = n, .evals = hs->evals};
+    hs->evals += (unsigned long)n * per_step;
+    size_t work = hs->fmas_per_row;
+    work = work * per_step * (size_t)n; /* a few million at most: steps are few per call */
+    cln_pool_run(hb->pool,
+                 cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS),
+                 host_steps_part, &j);
     return CLNODE_OK;
 }
 
@@ -786,6 +855,7 @@ static const cln_backend_ops host_ops = {
     .stage_rhs = host_stage_rhs,
     .rhs = host_rhs,
     .finish = host_finish,
+    .steps = host_steps,
     .count_active = host_count_active,
     .swap_rows = host_swap_rows,
     .copy_rows = host_copy_rows, /* no solve_rebind: the passes read sd's buffers each time */
