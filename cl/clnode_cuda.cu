@@ -36,6 +36,19 @@ extern "C" __global__ void cln_init(const cln_consts *K, const cln_iconsts *KI, 
     cln_init_traj((size_t)b, K, KI, RS, IS);
 }
 
+/* This thread's place in the B x ldz grid of the stage kernels: row b (trajectory) and column
+ * n of Z (g = b * ldz + n); 0 for a thread past the grid's end. */
+__device__ static inline int cln_row_col(const cln_iconsts *KI, size_t *b, int *n)
+{
+    const unsigned long long g = cln_gid();
+    const unsigned long long ldz = (unsigned long long)KI->ldz;
+    if (g >= (unsigned long long)KI->B * ldz)
+        return 0;
+    *b = (size_t)(g / ldz);
+    *n = (int)(g % ldz);
+    return 1;
+}
+
 /* cln_stage: the stage argument Z of stage i.
  *   g = b * ldz + n: b trajectory (0 <= b < KI->B), n column of Z (0 <= n < ldz =
  *   KI->ldz); consecutive threads walk a row of Z and Y.
@@ -45,12 +58,10 @@ extern "C" __global__ void cln_stage(int i, const cln_consts *K, const cln_icons
                                      const cln_rstate *RS, const cln_istate *IS, const real *Y,
                                      const real *F, real *Z)
 {
-    const unsigned long long g = cln_gid();
-    const unsigned long long ldz = (unsigned long long)KI->ldz;
-    if (g >= (unsigned long long)KI->B * ldz)
+    size_t b;
+    int n;
+    if (!cln_row_col(KI, &b, &n))
         return;
-    const size_t b = (size_t)(g / ldz);
-    const int n = (int)(g % ldz);
     if (IS[b].done)
         return;
     cln_stage_elem(i, b, n, K, KI, RS, Y, F, Z);
@@ -106,12 +117,10 @@ extern "C" __global__ void cln_bias_act_stage(int i, const cln_consts *K, const 
                                               const real *Y, real *F, real *Z, int m,
                                               const real *bias, int has_bias, int apply, int act)
 {
-    const unsigned long long g = cln_gid();
-    const unsigned long long ldz = (unsigned long long)KI->ldz;
-    if (g >= (unsigned long long)KI->B * ldz)
+    size_t b;
+    int n;
+    if (!cln_row_col(KI, &b, &n))
         return;
-    const size_t b = (size_t)(g / ldz);
-    const int n = (int)(g % ldz);
     if (apply && n < KI->N && b < (size_t)m) {
         real *c = F + ((size_t)i * (size_t)KI->B + b) * (size_t)KI->N + (size_t)n;
         const real x = *c + (has_bias ? bias[n] : CLN_R(0.0));

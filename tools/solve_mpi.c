@@ -170,13 +170,21 @@ static int write_atomic(const char *path, const void *data, size_t len)
     return rc;
 }
 
-static char *chunk_path(const run *r, size_t c)
+/* DIR/name of the progress record (malloc'd; NULL when out of memory). */
+static char *record_path(const run *r, const char *name)
 {
-    const size_t n = strlen(r->dir) + 40;
+    const size_t n = strlen(r->dir) + strlen(name) + 2;
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%s/chunk-%zu", r->dir, c);
+        snprintf(p, n, "%s/%s", r->dir, name);
     return p;
+}
+
+static char *chunk_path(const run *r, size_t c)
+{
+    char name[40];
+    snprintf(name, sizeof name, "chunk-%zu", c);
+    return record_path(r, name);
 }
 
 /* The positional writer of the array outputs: MPI_File_write_at on the shared file, in pieces
@@ -437,13 +445,11 @@ static int progress_scan(run *r, unsigned char *skip, size_t *done, size_t *lost
 {
     int fd = -1;
     if (r->w) {
-        const size_t n = strlen(r->dir) + 8;
-        char *dpath = malloc(n);
+        char *dpath = record_path(r, "data");
         if (!dpath) {
             tool_error("out of memory");
             return TOOL_EXIT_RESOURCE;
         }
-        snprintf(dpath, n, "%s/data", r->dir);
         fd = open(dpath, O_RDONLY);
         free(dpath);
     }
@@ -484,13 +490,11 @@ static int progress_open(run *r, uint64_t fp, unsigned char *skip)
     snprintf(manifest, sizeof manifest,
              "clnode-solve progress record 1\nfingerprint %016llx\nbatch %zu\nchunk_size %zu\n",
              (unsigned long long)fp, r->batch, r->chunk_size);
-    const size_t n = strlen(r->dir) + 16;
-    char *mpath = malloc(n);
+    char *mpath = record_path(r, "manifest");
     if (!mpath) {
         tool_error("out of memory");
         return TOOL_EXIT_RESOURCE;
     }
-    snprintf(mpath, n, "%s/manifest", r->dir);
     int rc = 0;
     char *text = NULL;
     size_t len = 0;
@@ -535,13 +539,10 @@ static void progress_remove(run *r)
             unlink(p);
         free(p);
     }
-    const size_t n = strlen(r->dir) + 16;
-    char *mpath = malloc(n);
-    if (mpath) {
-        snprintf(mpath, n, "%s/manifest", r->dir);
+    char *mpath = record_path(r, "manifest");
+    if (mpath)
         unlink(mpath);
-        free(mpath);
-    }
+    free(mpath);
     rmdir(r->dir);
 }
 

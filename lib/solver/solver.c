@@ -1294,14 +1294,14 @@ static clnode_status cln_loop(cln_run *r)
     clnode_status st = be->ops->count_active(be, &r->sd, &active);
     while (st == CLNODE_OK && active > 0 && it < o->max_steps) {
         st = cln_grow_steps(r, it, group);
-        if (st == CLNODE_OK && be->ops->steps) {
+        if (st == CLNODE_OK && be->ops->steps) { /* the backend orders the group's work */
             const long n = o->max_steps - it < group ? o->max_steps - it : group;
             st = be->ops->steps(be, &r->sd, n);
             it += n;
+        } else {
+            for (long g = 0; g < group && it < o->max_steps && st == CLNODE_OK; ++g, ++it)
+                st = cln_step(r);
         }
-        for (long g = 0; g < group && it < o->max_steps && st == CLNODE_OK && !be->ops->steps;
-             ++g, ++it)
-            st = cln_step(r);
         if (st == CLNODE_OK)
             st = be->ops->count_active(be, &r->sd, &active);
         if (st == CLNODE_OK && it < o->max_steps)
