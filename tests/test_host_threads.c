@@ -60,6 +60,18 @@ static void test_pool_parts_once(void **state)
                         assert_int_equal(j.parts_seen[p], (int)parts);
                 }
             }
+            /* jobs back to back with part counts that go up and down: a worker left out of one
+             * job (and still watching for the next) must run only the parts it is given */
+            for (int i = 0; i < 200; ++i) {
+                const size_t parts = 1 + (size_t)(i * 7 + round) % (size_t)threads;
+                count_job j;
+                memset(&j, 0, sizeof j);
+                cln_pool_run(pool, parts, count_part, &j);
+                for (size_t p = 0; p < 8; ++p)
+                    if (j.hits[p] != (p < parts ? 1 : 0))
+                        fail_msg("threads %d, job %d of %zu parts: part %zu ran %d times", threads,
+                                 i, parts, p, j.hits[p]);
+            }
             cln_pool_destroy(pool);
         }
     }

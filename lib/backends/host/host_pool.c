@@ -1,5 +1,6 @@
 /* host_pool.c - the host backend's thread pool: workers that sleep on a condition variable
- * between jobs (passive waiting), a job split into parts, part 0 on the caller. See host_pool.h. */
+ * between jobs (after a short bounded spin), a job split into parts, part 0 on the caller. See
+ * host_pool.h. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "backends/host/host_pool.h"
 
@@ -7,13 +8,26 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+
+/* How long a worker that finished its part watches for the next job, and the caller for the
+ * workers' parts to finish, before sleeping on the condition variable. A solve hands the pool a
+ * job per step, a few microseconds after the last one (the driver counts the active rows in
+ * between), and waking a sleeping thread took ~100 us a step on a virtual machine (its CPU
+ * halted and woken by the hypervisor): B = 1024 on two threads lost ~1.5 ms a solve to it. The
+ * spin is bounded, so an idle pool still costs nothing and a pool on a busy machine gives its
+ * core back within this time. */
+#define CLN_POOL_SPIN_NS 50000L
+#define CLN_POOL_JOB_HELPERS 65536u /* > the most workers (cln_pool_default_threads: 1024) */
 
 typedef struct cln_worker {
     cln_pool *pool;
-    size_t index;       /* 1 .. threads - 1: the part it runs */
-    unsigned long gen0; /* the pool's job number when it was started */
+    size_t index;  /* 1 .. threads - 1: the part it runs */
+    uint64_t job0; /* the pool's job when it was started */
     pthread_t tid;
 } cln_worker;
 
@@ -25,14 +39,60 @@ struct cln_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake; /* a new job (or quit) */
     pthread_cond_t done; /* the last worker of a job finished */
-    unsigned long gen;   /* job number */
-    size_t parts;        /* of the current job */
-    size_t helpers;      /* workers 1 .. helpers run parts of it */
+    /* the current job: its number times CLN_POOL_JOB_HELPERS plus its helpers (workers 1 ..
+     * helpers run parts of it), stored (release) after its fields below, so that a worker not
+     * needed for a job reads nothing else of it */
+    _Atomic uint64_t job;
+    size_t parts; /* of the current job */
     cln_pool_fn fn;
     void *arg;
-    int pending; /* worker parts of the current job not finished */
+    atomic_int pending; /* worker parts of the current job not finished */
     int quit;
 };
+
+static void cln_pool_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static long cln_pool_elapsed_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)(t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* Spins up to CLN_POOL_SPIN_NS until the job differs from `seen` (1) or the time is up (0). */
+static int cln_pool_spin_job(cln_pool *pool, uint64_t seen)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 1;; ++i) {
+        if (atomic_load_explicit(&pool->job, memory_order_acquire) != seen)
+            return 1;
+        cln_pool_relax();
+        if ((i & 63) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
+            return 0;
+    }
+}
+
+/* The same for the workers' parts of the current job: 1 when they are all done. */
+static int cln_pool_spin_done(cln_pool *pool)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 1;; ++i) {
+        if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0)
+            return 1;
+        cln_pool_relax();
+        if ((i & 63) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
+            return 0;
+    }
+}
 
 int cln_pool_default_threads(void)
 {
@@ -60,28 +120,34 @@ static void *cln_worker_main(void *p)
 {
     cln_worker *w = p;
     cln_pool *pool = w->pool;
-    /* not the job number it finds once running: a job published between pthread_create and
-     * this point would be missed */
-    unsigned long seen = w->gen0;
-    pthread_mutex_lock(&pool->mu);
+    /* not the job it finds once running: a job published between pthread_create and this point
+     * would be missed */
+    uint64_t seen = w->job0;
     for (;;) {
-        while (pool->gen == seen && !pool->quit)
-            pthread_cond_wait(&pool->wake, &pool->mu);
-        if (pool->quit)
-            break;
-        seen = pool->gen;
-        if (w->index > pool->helpers)
-            continue; /* not needed for this job */
-        const cln_pool_fn fn = pool->fn;
-        void *arg = pool->arg;
-        const size_t parts = pool->parts;
-        pthread_mutex_unlock(&pool->mu);
-        fn(arg, w->index, parts);
-        pthread_mutex_lock(&pool->mu);
-        if (--pool->pending == 0)
+        /* the next job: watched for a while, then waited for asleep */
+        if (!cln_pool_spin_job(pool, seen)) {
+            pthread_mutex_lock(&pool->mu);
+            while (atomic_load_explicit(&pool->job, memory_order_acquire) == seen && !pool->quit)
+                pthread_cond_wait(&pool->wake, &pool->mu);
+            const int quit = pool->quit;
+            pthread_mutex_unlock(&pool->mu);
+            if (quit)
+                break;
+        }
+        seen = atomic_load_explicit(&pool->job, memory_order_acquire);
+        if (w->index > seen % CLN_POOL_JOB_HELPERS)
+            continue; /* not needed for this job: nothing else of it is read */
+        /* the job's fields were written before it was published (release), and are not written
+         * again before this part of it is done */
+        pool->fn(pool->arg, w->index, pool->parts);
+        if (atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_acq_rel) == 1) {
+            /* the last part: the caller may be asleep on `done` (it checks pending under the
+             * mutex, so taking the mutex here cannot slip between its check and its wait) */
+            pthread_mutex_lock(&pool->mu);
             pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->mu);
+        }
     }
-    pthread_mutex_unlock(&pool->mu);
     return NULL;
 }
 
@@ -149,7 +215,8 @@ static void cln_pool_start(cln_pool *pool)
         cln_worker *w = &pool->workers[i];
         w->pool = pool;
         w->index = (size_t)i;
-        w->gen0 = pool->gen; /* no job runs now: only this thread writes gen */
+        /* no job runs now: only this thread publishes jobs */
+        w->job0 = atomic_load_explicit(&pool->job, memory_order_relaxed);
         if (pthread_create(&w->tid, NULL, cln_worker_main, w) != 0)
             break;
         pool->started = i;
@@ -175,18 +242,20 @@ void cln_pool_run(cln_pool *pool, size_t parts, cln_pool_fn fn, void *arg)
         pool->fn = fn;
         pool->arg = arg;
         pool->parts = parts;
-        pool->helpers = helpers;
-        pool->pending = (int)helpers;
-        pool->gen++;
-        pthread_cond_broadcast(&pool->wake);
+        atomic_store_explicit(&pool->pending, (int)helpers, memory_order_relaxed);
+        const uint64_t job = atomic_load_explicit(&pool->job, memory_order_relaxed);
+        atomic_store_explicit(&pool->job,
+                              (job / CLN_POOL_JOB_HELPERS + 1) * CLN_POOL_JOB_HELPERS + helpers,
+                              memory_order_release); /* publishes the above */
+        pthread_cond_broadcast(&pool->wake);         /* for sleeping workers */
         pthread_mutex_unlock(&pool->mu);
     }
     fn(arg, 0, parts);
     for (size_t p = helpers + 1; p < parts; ++p) /* parts of workers that could not start */
         fn(arg, p, parts);
-    if (helpers > 0) {
+    if (helpers > 0 && !cln_pool_spin_done(pool)) {
         pthread_mutex_lock(&pool->mu);
-        while (pool->pending > 0)
+        while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0)
             pthread_cond_wait(&pool->done, &pool->mu);
         pthread_mutex_unlock(&pool->mu);
     }
