@@ -35,6 +35,13 @@ _Static_assert(CLN_HOST_MLP_MAX_LAYERS == CLN_MAX_LAYERS, "host_mlp.h sizes its 
 #define CLN_HOST_PART_FMAS ((size_t)1 << 20)
 #define CLN_HOST_PART_ELEMS ((size_t)1 << 16)
 #define CLN_HOST_PART_ROWS 64
+/* The fused pass and whole steps hand another thread at least one row block: at the seed
+ * model's ~72k multiply-adds a row a step, 24 rows are ~100 us of work, against a hand-off of a
+ * few microseconds now that the pool's threads watch for the next job (host_pool.c). Two threads
+ * took a batch of 48 in 1.5 ms where one took 2.4. */
+#define CLN_HOST_FUSED_PART_ROWS CLN_HOST_MLP_ROWS
+/* Parts split the rows at multiples of the GEMM's row tile. */
+#define CLN_HOST_PART_ALIGN 6
 
 /* Models whose weights and biases take up to this many bytes are kept packed between solves. */
 #define CLN_HOST_KEEP_BYTES ((size_t)64 << 20)
@@ -220,13 +227,21 @@ static clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size
 #define HOST_F32(buf, off) ((float *)(void *)(buf)->p + (off))
 #define HOST_F64(buf, off) ((double *)(void *)(buf)->p + (off))
 
-/* Row range of one part of a pass over `rows` rows: split at multiples of the fused pass's row
- * block (itself a multiple of the GEMM's row tiles). */
+/* Row `rows * part / parts` rounded to the nearest multiple of CLN_HOST_PART_ALIGN (at most
+ * rows). */
+static size_t host_part_edge(size_t rows, size_t part, size_t parts)
+{
+    const size_t q = CLN_HOST_PART_ALIGN, e = (rows * part / parts + q / 2) / q * q;
+    return part == 0 ? 0 : part >= parts || e > rows ? rows : e;
+}
+
+/* Row range of one part of a pass over `rows` rows: even shares split at multiples of the GEMM's
+ * row tile (at multiples of the 24-row block, a batch of 64 went 24 + 40 and took as long as 40
+ * rows on one thread). */
 static void host_part_rows(size_t rows, size_t part, size_t parts, size_t *r0, size_t *r1)
 {
-    const size_t q = CLN_HOST_MLP_ROWS;
-    *r0 = part == 0 ? 0 : rows * part / parts / q * q;
-    *r1 = part + 1 == parts ? rows : rows * (part + 1) / parts / q * q;
+    *r0 = host_part_edge(rows, part, parts);
+    *r1 = host_part_edge(rows, part + 1, parts);
 }
 
 /* One ordered product on packed B, its rows shared between the pool's threads. */
@@ -689,7 +704,7 @@ static void host_fused_run(host_backend *hb, cln_solve_dev *sd, host_solve *hs, 
     host_fused_job j = {.hb = hb, .sd = sd, .i = i, .flip = (int)(hs->evals++ & 1)};
     cln_pool_run(hb->pool,
                  cln_pool_parts(hb->pool, sd->live, hs->fmas_per_row, CLN_HOST_PART_FMAS,
-                                CLN_HOST_PART_ROWS),
+                                CLN_HOST_FUSED_PART_ROWS),
                  host_fused_part, &j);
 }
 
@@ -805,9 +820,10 @@ static clnode_status host_steps(cln_backend *be, cln_solve_dev *sd, long n)
     hs->evals += (unsigned long)n * per_step;
     size_t work = hs->fmas_per_row;
     work = work * per_step * (size_t)n; /* a few million at most: steps are few per call */
-    cln_pool_run(hb->pool,
-                 cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_FMAS, CLN_HOST_PART_ROWS),
-                 host_steps_part, &j);
+    cln_pool_run(
+        hb->pool,
+        cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_FMAS, CLN_HOST_FUSED_PART_ROWS),
+        host_steps_part, &j);
     return CLNODE_OK;
 }
 

@@ -1,6 +1,6 @@
 /* host_pool.c - the host backend's thread pool: workers that sleep on a condition variable
- * between jobs (after a short bounded spin), a job split into parts, part 0 on the caller. See
- * host_pool.h. */
+ * between jobs (after watching for the next one for a moment, yielding the CPU), a job split
+ * into parts, part 0 on the caller. See host_pool.h. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "backends/host/host_pool.h"
 
@@ -19,8 +19,11 @@
  * job per step, a few microseconds after the last one (the driver counts the active rows in
  * between), and waking a sleeping thread took ~100 us a step on a virtual machine (its CPU
  * halted and woken by the hypervisor): B = 1024 on two threads lost ~1.5 ms a solve to it. The
- * spin is bounded, so an idle pool still costs nothing and a pool on a busy machine gives its
- * core back within this time. */
+ * watch is bounded, so an idle pool still costs nothing, and it yields the CPU at every look
+ * (sched_yield): where the scheduler has put a worker on its caller's CPU (it does, for whole
+ * runs, on a 2-CPU virtual machine) the caller gets the CPU at once, so such a run is as fast as
+ * one thread, where a busy-waiting worker made it twice as slow; and another busy process gets
+ * it too. */
 #define CLN_POOL_SPIN_NS 50000L
 #define CLN_POOL_JOB_HELPERS 65536u /* > the most workers (cln_pool_default_threads: 1024) */
 
@@ -50,15 +53,6 @@ struct cln_pool {
     int quit;
 };
 
-static void cln_pool_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
 static long cln_pool_elapsed_ns(const struct timespec *t0)
 {
     struct timespec t;
@@ -74,8 +68,8 @@ static int cln_pool_spin_job(cln_pool *pool, uint64_t seen)
     for (unsigned i = 1;; ++i) {
         if (atomic_load_explicit(&pool->job, memory_order_acquire) != seen)
             return 1;
-        cln_pool_relax();
-        if ((i & 63) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
+        sched_yield();
+        if ((i & 7) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
             return 0;
     }
 }
@@ -88,8 +82,8 @@ static int cln_pool_spin_done(cln_pool *pool)
     for (unsigned i = 1;; ++i) {
         if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0)
             return 1;
-        cln_pool_relax();
-        if ((i & 63) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
+        sched_yield();
+        if ((i & 7) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
             return 0;
     }
 }

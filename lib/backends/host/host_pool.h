@@ -1,10 +1,11 @@
 /* host_pool.h - the host backend's thread pool (lib/backends/host/host_pool.c).
  *
  * A fixed set of worker threads that sleep on a condition variable between jobs: a worker that
- * finished its part watches for the next job for at most 50 us (a solve hands out one a step, a
- * few microseconds apart, and waking a sleeping thread costs far more), then sleeps, costing no
- * CPU time; so on a machine shared with other busy processes the pool never holds a core it has
- * no work for (an OpenMP runtime's spinning threads did, which made run times vary many-fold).
+ * finished its part watches for the next job for at most 50 us, yielding the CPU at every look
+ * (a solve hands out one a step, a few microseconds apart, and waking a sleeping thread costs far
+ * more), then sleeps, costing no CPU time; so on a machine shared with other busy processes the
+ * pool never holds a core it has no work for (an OpenMP runtime's spinning threads did, which
+ * made run times vary many-fold).
  * The caller's thread runs part 0 of every job itself and waits for the others the same way; a
  * job of one part runs inline, without touching the workers. Workers start on the first job
  * that needs them. */
