@@ -142,7 +142,7 @@ CHECK_GEMV(double, f64, fma)
 /* The row kernels' panels: for widths from 1 to several panels, the panels cover the columns
  * in order, each a whole number of vectors (ld) holding its nc columns, the first columns of
  * their layer; a product on each panel (in either order) gives, for 1 to 3 rows, the sequential
- * fma sums, and writes nothing past the row (one row through cln_gemv_row_*). */
+ * fma sums, and writes nothing past the row. */
 #define CHECK_PANELS(T, SFX, FMA)                                                                  \
     static void check_panels_##SFX(cln_gemm_isa isa)                                               \
     {                                                                                              \
@@ -176,11 +176,8 @@ CHECK_GEMV(double, f64, fma)
                     /* the panels in reverse order when rows is even */                            \
                     const cln_gemv_panel pr =                                                      \
                         cln_gemv_panel_at(isa, sizeof(T), n, rows % 2 ? q : np - 1 - q);           \
-                    if (rows == 1) /* a batch of one's own entry */                                \
-                        cln_gemv_row_##SFX(isa, pr.nc, k, A, P + k * pr.j0, pr.ld, C + pr.j0);     \
-                    else                                                                           \
-                        cln_gemv_packed_##SFX(isa, rows, pr.nc, k, A, lda, P + k * pr.j0, pr.ld,   \
-                                              C + pr.j0, ldc);                                     \
+                    cln_gemv_packed_##SFX(isa, rows, pr.nc, k, A, lda, P + k * pr.j0, pr.ld,       \
+                                          C + pr.j0, ldc);                                         \
                 }                                                                                  \
                 assert_int_equal(next, n);                                                         \
                 for (size_t i = 0; i < rows; ++i) {                                                \

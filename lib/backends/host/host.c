@@ -91,10 +91,10 @@ typedef struct host_solve {
     int complete;
 } host_solve;
 
-/* The packed model's blocks (each layer's GEMM weights, row-kernel panels and bias) and each
- * thread's activation scratch start on a cache line: a 32- or 64-byte vector load from them never
- * straddles two lines (malloc aligns to 16 bytes: half the AVX2 loads of a panel read by the
- * batch-of-one kernels did, ~40% more time per pass over weights held in L1). */
+/* The packed model's blocks (each layer's GEMM weights, row-kernel panels and bias) start on a
+ * cache line: a 32- or 64-byte vector load from them never straddles two lines (malloc aligns to
+ * 16 bytes: half the AVX2 loads of a panel did, and a pass over weights held in L1 took ~40%
+ * longer so in isolation; no difference was measurable in a whole solve). */
 #define CLN_HOST_LINE 64
 
 /* n elements of esize bytes rounded up to whole cache lines, in elements; 0 on overflow. */

@@ -175,6 +175,10 @@ _Static_assert(CLN_GEMV_MAX_VECS == 14, "one tile per vector count up to CLN_GEM
                          size_t ldw, T *C, size_t ldc)                                             \
     {                                                                                              \
         const size_t nvec = (n + W - 1) / W;                                                       \
+        if (m == 1 && nvec <= CLN_GEMV_MAX_VECS) { /* a batch of one's panel: one tile */          \
+            STRIP(1, nvec, k, A, lda, Wt, ldw, C, ldc, n);                                         \
+            return;                                                                                \
+        }                                                                                          \
         for (size_t i = 0; i < m;) {                                                               \
             const size_t rt = m - i >= 3 ? 3 : m - i;                                              \
             const size_t vmax = rt == 1 ? CLN_GEMV_MAX_VECS : rt == 2 ? 5 : 3;                     \
@@ -227,15 +231,6 @@ CLN_GEMV_STRIP(strip_avx512_f64, CLN_AVX512, double, gv_avx512_f64_)
 CLN_GEMV_ROWS(gemv_avx512_f32, CLN_AVX512, float, 16, strip_avx512_f32)
 CLN_GEMV_ROWS(gemv_avx512_f64, CLN_AVX512, double, 8, strip_avx512_f64)
 
-/* One row on one panel: its vectors (ld / lanes, at most CLN_GEMV_MAX_VECS) in one tile. */
-#define CLN_GEMV_ROW_DISPATCH(SFX, W2, W5)                                                         \
-    if (isa == CLN_GEMM_AVX512)                                                                    \
-        strip_avx512_##SFX(1, ld / W5, k, a, k, P, ld, c, nc, nc);                                 \
-    else if (isa == CLN_GEMM_AVX2)                                                                 \
-        strip_avx2_##SFX(1, ld / W2, k, a, k, P, ld, c, nc, nc);                                   \
-    else                                                                                           \
-        cln_gemm_packed_##SFX(isa, 1, nc, k, a, k, P, ld, c, nc);
-
 #define CLN_GEMV_DISPATCH(SFX)                                                                     \
     if (isa == CLN_GEMM_AVX512)                                                                    \
         gemv_avx512_##SFX(m, n, k, A, lda, Wt, ldw, C, ldc);                                       \
@@ -244,7 +239,6 @@ CLN_GEMV_ROWS(gemv_avx512_f64, CLN_AVX512, double, 8, strip_avx512_f64)
     else                                                                                           \
         cln_gemm_packed_##SFX(isa, m, n, k, A, lda, Wt, ldw, C, ldc);
 #else
-#define CLN_GEMV_ROW_DISPATCH(SFX, W2, W5) cln_gemm_packed_##SFX(isa, 1, nc, k, a, k, P, ld, c, nc);
 #define CLN_GEMV_DISPATCH(SFX) cln_gemm_packed_##SFX(isa, m, n, k, A, lda, Wt, ldw, C, ldc);
 #endif /* CLN_X86 */
 
@@ -262,20 +256,4 @@ void cln_gemv_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const d
     if (m == 0 || n == 0)
         return;
     CLN_GEMV_DISPATCH(f64)
-}
-
-void cln_gemv_row_f32(cln_gemm_isa isa, size_t nc, size_t k, const float *a, const float *P,
-                      size_t ld, float *c)
-{
-    if (nc == 0)
-        return;
-    CLN_GEMV_ROW_DISPATCH(f32, 8, 16)
-}
-
-void cln_gemv_row_f64(cln_gemm_isa isa, size_t nc, size_t k, const double *a, const double *P,
-                      size_t ld, double *c)
-{
-    if (nc == 0)
-        return;
-    CLN_GEMV_ROW_DISPATCH(f64, 4, 8)
 }

@@ -48,16 +48,6 @@ void cln_gemv_pack_panels_f32(cln_gemm_isa isa, size_t ncols, size_t k, const fl
 void cln_gemv_pack_panels_f64(cln_gemm_isa isa, size_t ncols, size_t k, const double *Wt,
                               size_t ldw, double *P);
 
-/* One row on one panel of the layout above: c[j] for j < nc (the panel's columns) = the row a
- * (k elements) times the panel P (k x ld), as cln_gemv_packed_* computes it (the same ordered
- * sums: the same bits), in one tile of the panel's ld / lanes vectors, without the search for
- * strips that cln_gemv_packed_* makes for any shape: for a batch of one, where each pass costs a
- * few hundred cycles. */
-void cln_gemv_row_f32(cln_gemm_isa isa, size_t nc, size_t k, const float *a, const float *P,
-                      size_t ld, float *c);
-void cln_gemv_row_f64(cln_gemm_isa isa, size_t nc, size_t k, const double *a, const double *P,
-                      size_t ld, double *c);
-
 /* The rows of an m-row product that cln_gemm_packed_* covers with its 6- and 4-row tiles (the rest
  * go to cln_gemv_packed_*): 0 below 4 rows. */
 size_t cln_gemv_tiled_rows(size_t m);

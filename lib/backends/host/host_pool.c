@@ -53,38 +53,34 @@ struct cln_pool {
     int quit;
 };
 
-static long cln_pool_elapsed_ns(const struct timespec *t0)
+/* What a watch waits for: a job other than the one seen, or the current job's worker parts all
+ * done. */
+static int cln_pool_new_job(cln_pool *pool, uint64_t seen)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)(t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+    return atomic_load_explicit(&pool->job, memory_order_acquire) != seen;
 }
 
-/* Spins up to CLN_POOL_SPIN_NS until the job differs from `seen` (1) or the time is up (0). */
-static int cln_pool_spin_job(cln_pool *pool, uint64_t seen)
+static int cln_pool_parts_done(cln_pool *pool, uint64_t unused)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned i = 1;; ++i) {
-        if (atomic_load_explicit(&pool->job, memory_order_acquire) != seen)
-            return 1;
-        sched_yield();
-        if ((i & 7) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
-            return 0;
-    }
+    (void)unused;
+    return atomic_load_explicit(&pool->pending, memory_order_acquire) == 0;
 }
 
-/* The same for the workers' parts of the current job: 1 when they are all done. */
-static int cln_pool_spin_done(cln_pool *pool)
+/* Watches for up to CLN_POOL_SPIN_NS, yielding the CPU at every look, until ready(pool, seen)
+ * (1) or the time is up (0). */
+static int cln_pool_watch(cln_pool *pool, int (*ready)(cln_pool *, uint64_t), uint64_t seen)
 {
-    struct timespec t0;
+    struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 1;; ++i) {
-        if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0)
+        if (ready(pool, seen))
             return 1;
         sched_yield();
-        if ((i & 7) == 0 && cln_pool_elapsed_ns(&t0) > CLN_POOL_SPIN_NS)
-            return 0;
+        if ((i & 7) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > CLN_POOL_SPIN_NS)
+                return 0;
+        }
     }
 }
 
@@ -119,7 +115,7 @@ static void *cln_worker_main(void *p)
     uint64_t seen = w->job0;
     for (;;) {
         /* the next job: watched for a while, then waited for asleep */
-        if (!cln_pool_spin_job(pool, seen)) {
+        if (!cln_pool_watch(pool, cln_pool_new_job, seen)) {
             pthread_mutex_lock(&pool->mu);
             while (atomic_load_explicit(&pool->job, memory_order_acquire) == seen && !pool->quit)
                 pthread_cond_wait(&pool->wake, &pool->mu);
@@ -247,7 +243,7 @@ void cln_pool_run(cln_pool *pool, size_t parts, cln_pool_fn fn, void *arg)
     fn(arg, 0, parts);
     for (size_t p = helpers + 1; p < parts; ++p) /* parts of workers that could not start */
         fn(arg, p, parts);
-    if (helpers > 0 && !cln_pool_spin_done(pool)) {
+    if (helpers > 0 && !cln_pool_watch(pool, cln_pool_parts_done, 0)) {
         pthread_mutex_lock(&pool->mu);
         while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0)
             pthread_cond_wait(&pool->done, &pool->mu);
