@@ -74,6 +74,22 @@ CLN_INLINE real cln_stage_time(real c, real t, real tn)
     return c == CLN_R(1.0) ? tn : t + c * (tn - t);
 }
 
+/* direction h of the step from t to tn: the factor of every k_j = (direction h) f_j. */
+CLN_INLINE real cln_stage_hd(CLN_CONST cln_consts *K, real t, real tn)
+{
+    return K->dir * (tn - t);
+}
+
+/* One stage argument y + sum_{j<i} a_ij (hd f_j), f_j = f[j * stride] (see cln_stage_elem). */
+CLN_INLINE real cln_stage_value(cln_int i, CLN_CONST cln_consts *K, real hd, CLN_CONST real *f,
+                                size_t stride, real y)
+{
+    real acc = CLN_R(0.0);
+    for (cln_int j = 0; j < i; ++j)
+        acc += K->a[i][j] * (hd * f[(size_t)j * stride]);
+    return i == 0 ? y : y + acc;
+}
+
 /* Stage argument of stage i for element (b, n), 0 <= n < ldz:
  *   z = y + sum_{j<i} a_ij k_j,  k_j = (direction h) f_j,
  * summed in order j = 0, 1, ... and added to y last, as diffrax's tensordot then add.
@@ -94,12 +110,9 @@ CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST cln_con
             Z[b * ldz + (size_t)n] = K->dir * cln_stage_time(K->c[i], t, tn);
         return;
     }
-    const real hd = K->dir * (tn - t);
-    real acc = CLN_R(0.0);
-    for (cln_int j = 0; j < i; ++j)
-        acc += K->a[i][j] * (hd * F[((size_t)j * B + b) * (size_t)N + (size_t)n]);
-    const real y = Y[b * (size_t)N + (size_t)n];
-    Z[b * ldz + (size_t)n] = i == 0 ? y : y + acc;
+    const size_t e = b * (size_t)N + (size_t)n;
+    Z[b * ldz + (size_t)n] =
+        cln_stage_value(i, K, cln_stage_hd(K, t, tn), F + e, B * (size_t)N, Y[e]);
 }
 
 /* ---- dense output: y(theta) over an accepted step from y0, y1 and k_0..k_{s-1}, in the form
@@ -240,7 +253,10 @@ CLN_INLINE real cln_scaled_error(real err, real y0, real y1, real atol, real rto
 {
     if (isnan(err))
         err = (real)INFINITY;
-    const real ymax = fmax(fabs(y0), fabs(y1));
+    const real a0 = fabs(y0), a1 = fabs(y1);
+    /* fmax(a0, a1) of two magnitudes (a NaN gives way to the other one), as a select that a
+     * compiler vectorises (where fmax is a library call) */
+    const real ymax = a0 >= a1 || a1 != a1 ? a0 : a1;
     return err / (atol + ymax * rtol);
 }
 
@@ -261,6 +277,10 @@ CLN_INLINE real cln_error_norm(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *K
     real k[CLN_MAX_STAGES];
     int y1_nan = 0;
     for (cln_int n = 0; n < N; ++n) {
+        if (ssal) { /* y1 is the last stage argument: no k to load */
+            y1_nan |= isnan(zrow[n]);
+            continue;
+        }
         cln_load_k(k, F, B, N, s, b, n, hd);
         y1_nan |= isnan(cln_y1(K, ssal, s, y[n], k, zrow, n));
     }

@@ -546,11 +546,12 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
             ldh = mlp->wide[l];
     }
     mlp->ldh = ldh;
+    mlp->stage_n = sd->N;
     size_t pbytes, hbytes, part_bytes;
     CLN_CHECK(
         ctx,
-        cln_mul_size(total, sd->esize, &pbytes) &&
-            cln_mul_size(2 * CLN_HOST_MLP_ROWS * sd->esize, ldh, &part_bytes) &&
+        cln_mul_size(total, sd->esize, &pbytes) && ldh <= (size_t)-1 / 2 - sd->N &&
+            cln_mul_size(CLN_HOST_MLP_ROWS * sd->esize, 2 * ldh + sd->N, &part_bytes) &&
             part_bytes <= (size_t)-1 / 2 - 2 * CLN_HOST_SCRATCH &&
             cln_mul_size((part_bytes + CLN_HOST_SCRATCH - 1) / CLN_HOST_SCRATCH * CLN_HOST_SCRATCH +
                              CLN_HOST_SCRATCH, /* its own region, and a gap */

@@ -7,6 +7,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The host's element-wise loops (the activation pass, the stage rows of the fused pass, the step
+ * finish) are built for x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 + FMA) as well as the baseline,
+ * chosen when the library loads. Contraction is off, and the only fused multiply-adds are the
+ * formulas' explicit fma calls, correctly rounded in every clone (the baseline calls libm's); sqrt,
+ * division and fmax are IEEE operations in each: every clone computes the same bits.
+ * Not under ThreadSanitizer (GCC defines __SANITIZE_THREAD__): the clones' ifunc resolvers run
+ * while the library is relocated, before the sanitizer's runtime is set up, and crash there. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && !defined(__clang__) &&       \
+    !defined(__SANITIZE_THREAD__)
+#define CLN_HOST_CLONES                                                                            \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLN_HOST_CLONES
+#endif
+
 #define CLN_HOST_MATH_DECLARE(real, sfx)                                                           \
     void cln_host_bias_act_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *bias,        \
                                  int act);                                                         \

@@ -32,7 +32,8 @@ typedef struct cln_host_mlp {
     const cln_gemv_panel *panel[CLN_HOST_MLP_MAX_LAYERS]; /* and each one's columns */
     const void *bias[CLN_HOST_MLP_MAX_LAYERS];
     int act[CLN_HOST_MLP_MAX_LAYERS];
-    size_t ldh; /* leading dimension of the activation scratch: the widest wide[l] */
+    size_t ldh;     /* leading dimension of the activation scratch: the widest wide[l] */
+    size_t stage_n; /* the state size whose stage scratch follows it (see below) */
 } cln_host_mlp;
 
 /* For rows r0 .. r1 - 1: stage i (cln_stage_elem of cl/cln_step.h, skipping frozen rows as the
@@ -45,7 +46,8 @@ typedef struct cln_host_mlp {
  * between evaluations: see cln_gemv_panel_count).
  * Every element is computed exactly as by the separate passes, so the bits do not depend on the
  * rows' grouping nor on the order of the panels. H is scratch of 2 x CLN_HOST_MLP_ROWS x ldh
- * elements. */
+ * elements for the activations, then CLN_HOST_MLP_ROWS x stage_n for the stage (a solve whose N
+ * is larger runs its stage row by row). */
 #define CLN_HOST_MLP_DECLARE(real, sfx)                                                            \
     void cln_host_stage_mlp_##sfx(cln_gemm_isa isa, int i, int flip, size_t r0, size_t r1,         \
                                   const cln_host_mlp *mlp, const real *CR, const int32_t *CI,      \
