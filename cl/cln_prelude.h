@@ -118,6 +118,22 @@ static inline real cln_as_real_(cln_rbits b)
 
 #define CLN_R(x) ((real)(x))
 
+/* Components of a trajectory's error norm computed together before they are summed in order
+ * (cln_error_norm): a vector's worth on the host, whose compiler is told not to unroll the loops
+ * across them (GCC unrolls a loop of 8 before its vectoriser sees it); one at a time where a
+ * work-item is a trajectory. */
+#if defined(__OPENCL_VERSION__) || defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define CLN_NORM_CHUNK 1
+#define CLN_ACROSS_COMPONENTS
+#else
+#define CLN_NORM_CHUNK 8
+#if defined(__GNUC__) && !defined(__clang__)
+#define CLN_ACROSS_COMPONENTS _Pragma("GCC unroll 1")
+#else
+#define CLN_ACROSS_COMPONENTS
+#endif
+#endif
+
 #if CLN_PRECISION == 64
 #define CLN_FN(name) name##_f64
 #else

@@ -211,7 +211,7 @@ CLN_INLINE int cln_row_nonfinite(CLN_CONST real *f, cln_int N)
 {
     int bad = 0;
     for (cln_int n = 0; n < N; ++n)
-        bad |= isnan(f[n]) || isinf(f[n]);
+        bad |= !isfinite(f[n]);
     return bad;
 }
 
@@ -267,8 +267,42 @@ CLN_INLINE real cln_rms(real sum, real last, cln_int N, real sqrt_n)
     return N == 1 ? fabs(last) : sqrt(sum) / sqrt_n;
 }
 
-/* E of trajectory b's attempt: the RMS of the scaled errors over its N components. Two passes:
- * when any component of y1 is NaN, y0 alone sets the scale of every component (diffrax). */
+/* The scaled errors of components n .. n + CLN_NORM_CHUNK - 1 of trajectory b into sc: each
+ * one's error estimate and y1 (cln_error_estimate, cln_y1: the same sums in stage order) and
+ * cln_scaled_error, computed stage by stage across the chunk's components, contiguous in F, y
+ * and zrow. */
+CLN_INLINE void cln_scaled_chunk(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                                 cln_int n, CLN_CONST real *y, CLN_CONST real *F,
+                                 CLN_CONST real *zrow, real hd, int y1_nan, real *sc)
+{
+    const size_t B = (size_t)KI->B, N = (size_t)KI->N;
+    const cln_int s = KI->stages, ssal = KI->ssal;
+    real err[CLN_NORM_CHUNK], acc[CLN_NORM_CHUNK];
+    CLN_ACROSS_COMPONENTS
+    for (cln_int c = 0; c < CLN_NORM_CHUNK; ++c)
+        err[c] = acc[c] = CLN_R(0.0);
+    for (cln_int j = 0; j < s; ++j) {
+        CLN_CONST real *f = F + ((size_t)j * B + b) * N + (size_t)n;
+        CLN_ACROSS_COMPONENTS
+        for (cln_int c = 0; c < CLN_NORM_CHUNK; ++c) {
+            const real k = hd * f[c];
+            err[c] += K->e[j] * k;
+            acc[c] += K->b[j] * k;
+        }
+    }
+    CLN_ACROSS_COMPONENTS
+    for (cln_int c = 0; c < CLN_NORM_CHUNK; ++c) {
+        const real y0 = y[n + c];
+        const real y1 = y1_nan ? y0 : ssal ? zrow[n + c] : y0 + acc[c];
+        sc[c] = cln_scaled_error(err[c], y0, y1, K->atol, K->rtol);
+    }
+}
+
+/* E of trajectory b's attempt: the RMS of the scaled errors over its N components, squared and
+ * summed in component order. Two passes: when any component of y1 is NaN, y0 alone sets the
+ * scale of every component (diffrax). Where N >= CLN_NORM_CHUNK the scaled errors are computed a
+ * chunk at a time (cln_scaled_chunk; the last chunk ends at component N - 1, overlapping the one
+ * before, whose components it does not sum again), then summed in order. */
 CLN_INLINE real cln_error_norm(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
                                CLN_CONST real *y, CLN_CONST real *F, CLN_CONST real *zrow, real hd)
 {
@@ -276,15 +310,28 @@ CLN_INLINE real cln_error_norm(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *K
     const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal;
     real k[CLN_MAX_STAGES];
     int y1_nan = 0;
-    for (cln_int n = 0; n < N; ++n) {
-        if (ssal) { /* y1 is the last stage argument: no k to load */
+    if (ssal) { /* y1 is the last stage argument: no k to load */
+        for (cln_int n = 0; n < N; ++n)
             y1_nan |= isnan(zrow[n]);
-            continue;
+    } else {
+        for (cln_int n = 0; n < N; ++n) {
+            cln_load_k(k, F, B, N, s, b, n, hd);
+            y1_nan |= isnan(cln_y1(K, ssal, s, y[n], k, zrow, n));
         }
-        cln_load_k(k, F, B, N, s, b, n, hd);
-        y1_nan |= isnan(cln_y1(K, ssal, s, y[n], k, zrow, n));
     }
     real sum = CLN_R(0.0), last = CLN_R(0.0);
+    if (N >= CLN_NORM_CHUNK) {
+        for (cln_int n0 = 0; n0 < N; n0 += CLN_NORM_CHUNK) {
+            real sc[CLN_NORM_CHUNK];
+            const cln_int base = n0 + CLN_NORM_CHUNK > N ? N - CLN_NORM_CHUNK : n0;
+            cln_scaled_chunk(K, KI, b, base, y, F, zrow, hd, y1_nan, sc);
+            for (cln_int n = n0; n < N && n < n0 + CLN_NORM_CHUNK; ++n) {
+                last = sc[n - base];
+                sum += last * last;
+            }
+        }
+        return cln_rms(sum, last, N, K->sqrt_n);
+    }
     for (cln_int n = 0; n < N; ++n) {
         cln_load_k(k, F, B, N, s, b, n, hd);
         const real err = cln_error_estimate(K, s, k);
