@@ -119,6 +119,61 @@ static void test_error_norm_nan_y1(void **state)
     assert_true(close_to(E, 0.5, 1e-15)); /* 50 / 100 and 25 / 50 */
 }
 
+/* E over N = 1 .. 40 components (the host computes the scaled errors CLN_NORM_CHUNK at a time,
+ * the last chunk overlapping the one before): the RMS of cln_scaled_error of every component,
+ * squared and summed in component order, exactly. The components' errors span 30 orders of
+ * magnitude, so that another order of the sum would round differently. Then the same with an
+ * SSAL tableau (y1 is the last stage argument, z), and with a NaN in one component of z. */
+static void test_error_norm_components(void **state)
+{
+    (void)state;
+    enum {
+        NMAX = 40
+    };
+    cln_consts K;
+    cln_iconsts KI;
+    consts_init(&K, &KI);
+    heun_tableau(&K, &KI);
+    K.rtol = 0.25;
+    K.atol = 1e-3;
+    double y[NMAX], F[2 * NMAX], z[NMAX];
+    for (int ssal = 0; ssal <= 1; ++ssal)
+        for (int nan_at = -1; nan_at < NMAX; nan_at += 13)
+            for (int N = 1; N <= NMAX; ++N) {
+                KI.N = KI.ldz = N;
+                KI.ssal = ssal;
+                K.sqrt_n = sqrt((double)N);
+                const double hd = 0.75;
+                for (int n = 0; n < N; ++n) {
+                    y[n] = (n % 3 - 1) * (1.0 + n);
+                    F[n] = pow(10.0, (double)((n * 7) % 31 - 15)) * (n % 2 ? 1.0 : -1.0);
+                    F[N + n] = 0.5 * F[n] + 0.125 * n;
+                    z[n] = n == nan_at && ssal ? NAN : 3.0 - n;
+                }
+                int y1_nan = 0;
+                for (int n = 0; n < N; ++n)
+                    y1_nan |= ssal ? isnan(z[n]) : 0;
+                double sum = 0.0, last = 0.0;
+                for (int n = 0; n < N; ++n) {
+                    const double k0 = hd * F[n], k1 = hd * F[N + n];
+                    double err = 0.0, acc = 0.0;
+                    err += K.e[0] * k0;
+                    err += K.e[1] * k1;
+                    acc += K.b[0] * k0;
+                    acc += K.b[1] * k1;
+                    const double y1 = y1_nan ? y[n] : ssal ? z[n] : y[n] + acc;
+                    last = cln_scaled_error(err, y[n], y1, K.atol, K.rtol);
+                    sum += last * last;
+                }
+                const double ref = N == 1 ? fabs(last) : sqrt(sum) / sqrt((double)N);
+                const double E = cln_error_norm(&K, &KI, 0, y, F, z, hd);
+                if (memcmp(&E, &ref, sizeof E) != 0)
+                    print_message("  N %d ssal %d NaN at %d: %.17g, expected %.17g\n", N, ssal,
+                                  nan_at, E, ref);
+                assert_memory_equal(&E, &ref, sizeof E);
+            }
+}
+
 /* ---- the PID controller ---- */
 
 static void test_pid_factor_accept(void **state)
@@ -461,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_rms),
         cmocka_unit_test(test_error_norm),
         cmocka_unit_test(test_error_norm_nan_y1),
+        cmocka_unit_test(test_error_norm_components),
         cmocka_unit_test(test_pid_factor_accept),
         cmocka_unit_test(test_pid_factor_reject),
         cmocka_unit_test(test_pid_history),
