@@ -9,7 +9,7 @@
  *
  * cln_finish_traj is a composition of layers that are usable and tested on their own
  * (tests/test_controller.c), in the order GSL's odeiv2 and diffrax keep them apart:
- *   error      cln_error_estimate, cln_scaled_error, cln_rms -> cln_error_norm
+ *   error      cln_scaled_span (cln_scaled_error), cln_rms -> cln_error_norm
  *   control    cln_pid_factor, cln_limit_dt, cln_shift_history, cln_floor_detect -> cln_control
  *   step end   cln_clip_to_end, cln_save_dense (cln_interpolate), cln_accept, cln_save_step,
  *              cln_freeze
@@ -223,6 +223,17 @@ CLN_INLINE void cln_load_k(real *k, CLN_CONST real *F, size_t B, cln_int N, cln_
         k[j] = hd * F[((size_t)j * B + b) * (size_t)N + (size_t)n];
 }
 
+/* Term j of y1's sum (b_j k_j) and of the error estimate's (e_j k_j, e = b - b_hat), each sum
+ * taken from 0 in stage order (cln_y1, cln_scaled_span). */
+CLN_INLINE real cln_y1_term(CLN_CONST cln_consts *K, cln_int j, real acc, real k)
+{
+    return acc + K->b[j] * k;
+}
+CLN_INLINE real cln_err_term(CLN_CONST cln_consts *K, cln_int j, real acc, real k)
+{
+    return acc + K->e[j] * k;
+}
+
 /* y1 of component n: the last stage argument for SSAL tableaux (Z holds it), else
  * y + sum_j b_j k_j. */
 CLN_INLINE real cln_y1(CLN_CONST cln_consts *K, cln_int ssal, cln_int s, real y, const real *k,
@@ -232,20 +243,11 @@ CLN_INLINE real cln_y1(CLN_CONST cln_consts *K, cln_int ssal, cln_int s, real y,
         return zrow[n];
     real acc = CLN_R(0.0);
     for (cln_int j = 0; j < s; ++j)
-        acc += K->b[j] * k[j];
+        acc = cln_y1_term(K, j, acc, k[j]);
     return y + acc;
 }
 
 /* ---- the error norm ---- */
-
-/* y_err of one component: sum_j e_j k_j with e = b - b_hat, in stage order (never y1 - y1_hat). */
-CLN_INLINE real cln_error_estimate(CLN_CONST cln_consts *K, cln_int s, const real *k)
-{
-    real err = CLN_R(0.0);
-    for (cln_int j = 0; j < s; ++j)
-        err += K->e[j] * k[j];
-    return err;
-}
 
 /* One component of the scaled error: y_err / (atol + rtol max(|y0|, |y1|)), a NaN y_err counting
  * as +inf. */
@@ -267,31 +269,32 @@ CLN_INLINE real cln_rms(real sum, real last, cln_int N, real sqrt_n)
     return N == 1 ? fabs(last) : sqrt(sum) / sqrt_n;
 }
 
-/* The scaled errors of components n .. n + CLN_NORM_CHUNK - 1 of trajectory b into sc: each
- * one's error estimate and y1 (cln_error_estimate, cln_y1: the same sums in stage order) and
- * cln_scaled_error, computed stage by stage across the chunk's components, contiguous in F, y
+/* The scaled errors of components n .. n + len - 1 of trajectory b (len <= CLN_NORM_CHUNK) into
+ * sc: each one's error estimate y_err = sum_j e_j k_j in stage order (never y1 - y1_hat), its y1
+ * (y0 alone when y1_nan; the last stage argument for SSAL tableaux, else y + sum_j b_j k_j, as
+ * cln_y1) and cln_scaled_error, computed stage by stage across the components, contiguous in F, y
  * and zrow. */
-CLN_INLINE void cln_scaled_chunk(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
-                                 cln_int n, CLN_CONST real *y, CLN_CONST real *F,
-                                 CLN_CONST real *zrow, real hd, int y1_nan, real *sc)
+CLN_INLINE void cln_scaled_span(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
+                                cln_int n, cln_int len, CLN_CONST real *y, CLN_CONST real *F,
+                                CLN_CONST real *zrow, real hd, int y1_nan, real *sc)
 {
     const size_t B = (size_t)KI->B, N = (size_t)KI->N;
     const cln_int s = KI->stages, ssal = KI->ssal;
     real err[CLN_NORM_CHUNK], acc[CLN_NORM_CHUNK];
     CLN_ACROSS_COMPONENTS
-    for (cln_int c = 0; c < CLN_NORM_CHUNK; ++c)
+    for (cln_int c = 0; c < len; ++c)
         err[c] = acc[c] = CLN_R(0.0);
     for (cln_int j = 0; j < s; ++j) {
         CLN_CONST real *f = F + ((size_t)j * B + b) * N + (size_t)n;
         CLN_ACROSS_COMPONENTS
-        for (cln_int c = 0; c < CLN_NORM_CHUNK; ++c) {
+        for (cln_int c = 0; c < len; ++c) {
             const real k = hd * f[c];
-            err[c] += K->e[j] * k;
-            acc[c] += K->b[j] * k;
+            err[c] = cln_err_term(K, j, err[c], k);
+            acc[c] = cln_y1_term(K, j, acc[c], k);
         }
     }
     CLN_ACROSS_COMPONENTS
-    for (cln_int c = 0; c < CLN_NORM_CHUNK; ++c) {
+    for (cln_int c = 0; c < len; ++c) {
         const real y0 = y[n + c];
         const real y1 = y1_nan ? y0 : ssal ? zrow[n + c] : y0 + acc[c];
         sc[c] = cln_scaled_error(err[c], y0, y1, K->atol, K->rtol);
@@ -300,45 +303,40 @@ CLN_INLINE void cln_scaled_chunk(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts 
 
 /* E of trajectory b's attempt: the RMS of the scaled errors over its N components, squared and
  * summed in component order. Two passes: when any component of y1 is NaN, y0 alone sets the
- * scale of every component (diffrax). Where N >= CLN_NORM_CHUNK the scaled errors are computed a
- * chunk at a time (cln_scaled_chunk; the last chunk ends at component N - 1, overlapping the one
- * before, whose components it does not sum again), then summed in order. */
+ * scale of every component (diffrax). The scaled errors are computed CLN_NORM_CHUNK components at
+ * a time (cln_scaled_span, whose loops have that constant length, so that a host compiler
+ * vectorises them; the last chunk ends at component N - 1 and overlaps the one before, whose
+ * components it does not sum again), or all N at once when N is smaller, then summed in order. */
 CLN_INLINE real cln_error_norm(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
                                CLN_CONST real *y, CLN_CONST real *F, CLN_CONST real *zrow, real hd)
 {
-    const size_t B = (size_t)KI->B;
-    const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal;
-    real k[CLN_MAX_STAGES];
+    const cln_int N = KI->N, ssal = KI->ssal;
     int y1_nan = 0;
     if (ssal) { /* y1 is the last stage argument: no k to load */
         for (cln_int n = 0; n < N; ++n)
             y1_nan |= isnan(zrow[n]);
     } else {
+        const cln_int s = KI->stages;
+        real k[CLN_MAX_STAGES];
         for (cln_int n = 0; n < N; ++n) {
-            cln_load_k(k, F, B, N, s, b, n, hd);
+            cln_load_k(k, F, (size_t)KI->B, N, s, b, n, hd);
             y1_nan |= isnan(cln_y1(K, ssal, s, y[n], k, zrow, n));
         }
     }
     real sum = CLN_R(0.0), last = CLN_R(0.0);
-    if (N >= CLN_NORM_CHUNK) {
-        for (cln_int n0 = 0; n0 < N; n0 += CLN_NORM_CHUNK) {
-            real sc[CLN_NORM_CHUNK];
-            const cln_int base = n0 + CLN_NORM_CHUNK > N ? N - CLN_NORM_CHUNK : n0;
-            cln_scaled_chunk(K, KI, b, base, y, F, zrow, hd, y1_nan, sc);
-            for (cln_int n = n0; n < N && n < n0 + CLN_NORM_CHUNK; ++n) {
-                last = sc[n - base];
-                sum += last * last;
-            }
+    for (cln_int n0 = 0; n0 < N; n0 += CLN_NORM_CHUNK) {
+        real sc[CLN_NORM_CHUNK];
+        cln_int base = 0;
+        if (N >= CLN_NORM_CHUNK) {
+            base = n0 + CLN_NORM_CHUNK > N ? N - CLN_NORM_CHUNK : n0;
+            cln_scaled_span(K, KI, b, base, CLN_NORM_CHUNK, y, F, zrow, hd, y1_nan, sc);
+        } else {
+            cln_scaled_span(K, KI, b, 0, N, y, F, zrow, hd, y1_nan, sc);
         }
-        return cln_rms(sum, last, N, K->sqrt_n);
-    }
-    for (cln_int n = 0; n < N; ++n) {
-        cln_load_k(k, F, B, N, s, b, n, hd);
-        const real err = cln_error_estimate(K, s, k);
-        const real y1 = y1_nan ? y[n] : cln_y1(K, ssal, s, y[n], k, zrow, n);
-        const real sc = cln_scaled_error(err, y[n], y1, K->atol, K->rtol);
-        last = sc;
-        sum += sc * sc;
+        for (cln_int n = n0; n < N && n < n0 + CLN_NORM_CHUNK; ++n) {
+            last = sc[n - base];
+            sum += last * last;
+        }
     }
     return cln_rms(sum, last, N, K->sqrt_n);
 }
