@@ -7,15 +7,21 @@ initial states clnode-bench uses (y0[i] = 0.05 * ((i * 7919) % 41) / 41 over the
 values). diffrax 0.7.2 runs `jax.vmap(diffeqsolve)` jit-compiled on JAX's default device, the
 compilation excluded (one warm-up call first). clnode is timed the same way where its Python
 package is importable (by this interpreter, or the one --clnode-python names): `clnode.solve`
-called in one process after one warm-up call (numpy in and out, the Python layer's own cost
-included, as diffrax's figure includes JAX's dispatch) -- the ratio column compares these two.
-Next to it, `clnode-solve --json` in a fresh process per solve (the JSON's wall_seconds, after
-one warm-up process that fills the probe cache): the first solve of a process, with its set-up,
-which is what a command-line run pays. Each figure is the median of --repeat solves. The steps
-per trajectory of both are printed so that one can see the same problem was solved.
+called in a process of its own after one warm-up call (numpy in and out, the Python layer's own
+cost included, as diffrax's figure includes JAX's dispatch) -- the ratio column compares these
+two. The two processes take turns: each batch size is timed in --rounds rounds, in each of
+which diffrax and clnode run their share of the --repeat solves one after the other (which goes
+first alternates), so that whatever else the machine does at that moment weighs on both. The
+times are the medians of all --repeat solves; the ratio is the median of the rounds' ratios
+(each the ratio of that round's medians), printed with the lowest and highest of them: a wide
+range says the machine was not quiet. Next to it, `clnode-solve --json` in a fresh process per
+solve (the JSON's wall_seconds, after one warm-up process that fills the probe cache): the first
+solve of a process, with its set-up, which is what a command-line run pays. The steps per
+trajectory of both are printed so that one can see the same problem was solved.
 
     python3 tools/bench_peers.py [--batches 1,64,1024,4096] [--precisions fp32,fp64]
-                                 [--repeat 5] [--clnode-solve build/tools/clnode-solve]
+                                 [--repeat 5] [--rounds 5]
+                                 [--clnode-solve build/tools/clnode-solve]
                                  [--clnode-python build/python-venv/bin/python]
                                  [--device host] [--json FILE]
 
@@ -31,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -58,11 +65,37 @@ def load_safetensors(path):
     return out, header.get("__metadata__", {})
 
 
-# ---------------------------------------------------------------- diffrax (child process)
+# ---------------------------------------------------------------- the workers (child processes)
+#
+# A worker sets up its solver, prints one JSON line about itself, then answers requests on its
+# standard input, a JSON line each: {"batch": B, "repeat": k, "warm": w} -> {"times": [k
+# seconds], "steps": mean steps per trajectory of the last solve}: w untimed solves, then k timed
+# ones. The first request for a batch size first makes the warm-up call (compilation, probes,
+# caches).
 
-def diffrax_worker(precision, batches, repeat):
-    import time
+def serve(prepare, info):
+    """prepare(batch) -> (solve, steps): solve() solves once, steps(result) its mean steps."""
+    print(json.dumps(info), flush=True)
+    ready = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        batch = int(req["batch"])
+        if batch not in ready:
+            ready[batch] = prepare(batch)
+            ready[batch][0]()
+        solve, steps = ready[batch]
+        for _ in range(int(req.get("warm", 0))):
+            solve()
+        times, out = [], None
+        for _ in range(int(req["repeat"])):
+            t0 = time.perf_counter()
+            out = solve()
+            times.append(time.perf_counter() - t0)
+        print(json.dumps({"times": times, "steps": None if out is None else steps(out)}),
+              flush=True)
 
+
+def diffrax_worker(precision):
     import numpy as np
     if precision == "fp64":
         import jax
@@ -100,59 +133,106 @@ def diffrax_worker(precision, batches, repeat):
         return sol.ys, sol.stats["num_steps"]
 
     run = jax.jit(jax.vmap(solve))
-    results = {}
+
+    def prepare(batch):
+        y0 = jnp.asarray(np.array(y0_values(batch)).reshape(batch, N), dt)
+        return (lambda: jax.block_until_ready(run(y0)),
+                lambda out: float(np.mean(np.asarray(out[1]))))
+
     with jax.default_matmul_precision("highest"):
-        for batch in batches:
-            y0 = jnp.asarray(np.array(y0_values(batch)).reshape(batch, N), dt)
-            jax.block_until_ready(run(y0))  # compile
-            times = []
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                ys, steps = jax.block_until_ready(run(y0))
-                times.append(time.perf_counter() - t0)
-            results[batch] = {"seconds": statistics.median(times),
-                              "steps": float(np.mean(np.asarray(steps)))}
-    return {"device": str(jax.devices()[0]), "jax": jax.__version__,
-            "diffrax": diffrax.__version__, "results": results}
+        serve(prepare, {"device": str(jax.devices()[0]), "jax": jax.__version__,
+                        "diffrax": diffrax.__version__})
 
 
-def run_worker(python, worker, precision, batches, repeat, *extra):
-    """Runs this script as --WORKER PRECISION in a child process; (its JSON, None) or (None, why)."""
-    cmd = [python, os.path.abspath(__file__), f"--{worker}", precision, *extra,
-           "--batches", ",".join(map(str, batches)), "--repeat", str(repeat)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"
-    out = json.loads(p.stdout)
-    out["results"] = {int(k): v for k, v in out["results"].items()}
-    return out, None
-
-
-# ---------------------------------------------------------------- clnode in process (child)
-
-def clnode_worker(precision, batches, repeat, device):
-    import time
-
+def clnode_worker(precision, device):
     import numpy as np
 
     import clnode
 
     model = clnode.seed_model()
     ctx = clnode.Context(device)
-    results = {}
-    for batch in batches:
+
+    def prepare(batch):
         y0 = np.array(y0_values(batch)).reshape(batch, N)
         kw = dict(t0=0.0, t1=50.0, dt0=0.02, rtol=1e-4, atol=1e-6, max_steps=4096,
                   precision=precision, context=ctx)
-        clnode.solve(model, y0, **kw)  # warm-up: the probe, the packed model, the caches
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            sol = clnode.solve(model, y0, **kw)
-            times.append(time.perf_counter() - t0)
-        results[batch] = {"seconds": statistics.median(times),
-                          "steps": float(np.mean(sol.stats["num_steps"]))}
-    return {"device": ctx.device_name, "version": clnode.__version__, "results": results}
+        return (lambda: clnode.solve(model, y0, **kw),
+                lambda sol: float(np.mean(sol.stats["num_steps"])))
+
+    serve(prepare, {"device": ctx.device_name, "version": clnode.__version__})
+
+
+class WorkerError(Exception):
+    pass
+
+
+class Worker:
+    """This script as --KIND PRECISION in a child process that stays up for the whole run."""
+
+    def __init__(self, python, kind, precision, *extra):
+        self.err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(
+            [python, os.path.abspath(__file__), f"--{kind}", precision, *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.info = self._answer()
+
+    def _answer(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            self.err.seek(0)
+            lines = self.err.read().strip().splitlines()
+            raise WorkerError(lines[-1] if lines else f"exit status {self.proc.returncode}")
+        return json.loads(line)
+
+    def run(self, batch, repeat, warm=0):
+        try:
+            self.proc.stdin.write(json.dumps({"batch": batch, "repeat": repeat, "warm": warm})
+                                  + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker is gone: _answer says why
+        return self._answer()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+        self.err.close()
+
+
+def start_worker(python, kind, precision, *extra):
+    """(the worker, None), or (None, why it did not start)."""
+    try:
+        return Worker(python, kind, precision, *extra), None
+    except (WorkerError, OSError) as e:
+        return None, str(e) or type(e).__name__
+
+
+def timed_rounds(dx, cp, batch, repeat, rounds):
+    """Times both workers (either may be None) on `batch` in turns: `rounds` rounds sharing the
+    `repeat` solves of each, the first to go alternating, each turn after one untimed solve (the
+    other side's threads have had the CPUs: a worker thread that slept through the other's turn,
+    on a virtual CPU the hypervisor has halted meanwhile, takes its time to come back, and the
+    figures are the steady state's, as diffrax's and clnode's repeated calls see it). Returns
+    {worker: (times, steps)} and the rounds' ratios of medians (diffrax over clnode; empty unless
+    both ran)."""
+    workers = [w for w in (dx, cp) if w is not None]
+    for w in workers:
+        w.run(batch, 0)  # warm-up
+    rounds = min(rounds, repeat)
+    shares = [repeat // rounds + (1 if r < repeat % rounds else 0) for r in range(rounds)]
+    got = {w: ([], None) for w in workers}
+    ratios = []
+    for r, k in enumerate(shares):
+        this = {}
+        for w in (workers if r % 2 == 0 else workers[::-1]):
+            this[w] = w.run(batch, k, warm=1)
+            got[w] = (got[w][0] + this[w]["times"], this[w]["steps"])
+        if dx is not None and cp is not None:
+            ratios.append(statistics.median(this[dx]["times"]) /
+                          statistics.median(this[cp]["times"]))
+    return got, ratios
 
 
 # ---------------------------------------------------------------- clnode-solve (fresh processes)
@@ -185,7 +265,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,64,1024,4096")
     ap.add_argument("--precisions", default="fp32,fp64")
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5, help="timed solves per batch size and side")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="turns the --repeat solves are split into (at most --repeat)")
     ap.add_argument("--clnode-solve", default=os.path.join(ROOT, "build", "tools", "clnode-solve"))
     ap.add_argument("--clnode-python", default=sys.executable,
                     help="an interpreter that imports the clnode package (default: this one)")
@@ -194,56 +276,86 @@ def main():
     ap.add_argument("--diffrax-worker", help=argparse.SUPPRESS)
     ap.add_argument("--clnode-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    batches = [int(b) for b in args.batches.split(",") if b]
-    if args.repeat < 1:
-        raise SystemExit("bench_peers: --repeat must be at least 1")
+    try:
+        batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        raise SystemExit(f"bench_peers: --batches must be a comma-separated list of integers, "
+                         f"not {args.batches!r}") from None
+    if not batches or min(batches) < 1:
+        raise SystemExit("bench_peers: --batches needs at least one batch size, each at least 1")
+    if args.repeat < 1 or args.rounds < 1:
+        raise SystemExit("bench_peers: --repeat and --rounds must be at least 1")
     if args.diffrax_worker:
-        print(json.dumps(diffrax_worker(args.diffrax_worker, batches, args.repeat)))
+        diffrax_worker(args.diffrax_worker)
         return 0
     if args.clnode_worker:
-        print(json.dumps(clnode_worker(args.clnode_worker, batches, args.repeat, args.device)))
+        clnode_worker(args.clnode_worker, args.device)
         return 0
     if not os.access(args.clnode_solve, os.X_OK):
         raise SystemExit(f"bench_peers: {args.clnode_solve} not found (build first, or "
                          "--clnode-solve PATH)")
 
     rows = []
+    rounds = min(args.rounds, args.repeat)
     print(f"seed problem, tsit5 rtol 1e-4 atol 1e-6, t in [0, 50]; median of {args.repeat} "
-          "solves each")
+          f"solves each, diffrax and clnode taking turns in {rounds} rounds")
     for precision in args.precisions.split(","):
-        dx, why = run_worker(sys.executable, "diffrax-worker", precision, batches, args.repeat)
+        dx, why = start_worker(sys.executable, "diffrax-worker", precision)
         if dx is None:
             print(f"{precision}: diffrax not run ({why}); clnode only")
         else:
-            print(f"{precision}: diffrax {dx['diffrax']} on JAX {dx['jax']} ({dx['device']})")
-        cp, cwhy = run_worker(args.clnode_python, "clnode-worker", precision, batches, args.repeat,
-                              "--device", args.device)
+            info = dx.info
+            print(f"{precision}: diffrax {info['diffrax']} on JAX {info['jax']} ({info['device']})")
+        cp, cwhy = start_worker(args.clnode_python, "clnode-worker", precision,
+                                "--device", args.device)
         if cp is None:
             print(f"  clnode's Python package not run with {args.clnode_python} ({cwhy}): the "
                   "ratio is against clnode-solve's fresh process")
         print(f"  {'batch':>6} {'diffrax ms':>11} {'clnode ms':>10} {'us/step':>8} "
-              f"{'diffrax/clnode':>15} {'steps d/c':>12} {'fresh process ms':>17}")
-        for batch in batches:
-            c = run_clnode(args.clnode_solve, args.device, precision, batch, args.repeat)
-            d = dx["results"][batch] if dx else None
-            w = cp["results"][batch] if cp else c  # the warm in-process solve where it ran
-            us_step = 1e6 * w["seconds"] / w["steps"] if w["steps"] else float("nan")
-            row = {"precision": precision, "batch": batch, "clnode_seconds": w["seconds"],
-                   "clnode_in_process": cp is not None, "clnode_steps": w["steps"],
-                   "clnode_fresh_process_seconds": c["seconds"], "clnode_device": c["device"]}
-            if d:
-                row.update(diffrax_seconds=d["seconds"], diffrax_steps=d["steps"],
-                           ratio=d["seconds"] / w["seconds"])
-                print(f"  {batch:>6} {1e3 * d['seconds']:>11.3f} {1e3 * w['seconds']:>10.3f} "
-                      f"{us_step:>8.1f} {row['ratio']:>14.2f}x {d['steps']:>5.1f}/{w['steps']:<5.1f} "
-                      f"{1e3 * c['seconds']:>17.3f}")
-            else:
-                print(f"  {batch:>6} {'-':>11} {1e3 * w['seconds']:>10.3f} {us_step:>8.1f} "
-                      f"{'-':>15} {'-':>5}/{w['steps']:<5.1f} {1e3 * c['seconds']:>17.3f}")
-            rows.append(row)
+              f"{'diffrax/clnode':>15} {'rounds':>11} {'steps d/c':>12} {'fresh process ms':>17}")
+        try:
+            for batch in batches:
+                try:
+                    got, ratios = timed_rounds(dx, cp, batch, args.repeat, rounds)
+                except WorkerError as e:
+                    raise SystemExit(f"bench_peers: a worker failed at batch {batch}: {e}") from None
+                c = run_clnode(args.clnode_solve, args.device, precision, batch, args.repeat)
+                d = None
+                if dx is not None:
+                    d = {"seconds": statistics.median(got[dx][0]), "steps": got[dx][1]}
+                # the warm in-process solve where it ran, else the fresh process
+                w = c if cp is None else {"seconds": statistics.median(got[cp][0]),
+                                          "steps": got[cp][1]}
+                us_step = 1e6 * w["seconds"] / w["steps"] if w["steps"] else float("nan")
+                row = {"precision": precision, "batch": batch, "clnode_seconds": w["seconds"],
+                       "clnode_in_process": cp is not None, "clnode_steps": w["steps"],
+                       "clnode_fresh_process_seconds": c["seconds"],
+                       "clnode_device": c["device"]}
+                if d:
+                    ratio = statistics.median(ratios) if ratios else d["seconds"] / w["seconds"]
+                    row.update(diffrax_seconds=d["seconds"], diffrax_steps=d["steps"],
+                               ratio=ratio)
+                    span = "-"
+                    if ratios:
+                        row.update(ratio_min=min(ratios), ratio_max=max(ratios),
+                                   rounds=len(ratios))
+                        span = f"{min(ratios):.2f}-{max(ratios):.2f}"
+                    print(f"  {batch:>6} {1e3 * d['seconds']:>11.3f} {1e3 * w['seconds']:>10.3f} "
+                          f"{us_step:>8.1f} {ratio:>14.2f}x {span:>11} "
+                          f"{d['steps']:>5.1f}/{w['steps']:<5.1f} {1e3 * c['seconds']:>17.3f}")
+                else:
+                    print(f"  {batch:>6} {'-':>11} {1e3 * w['seconds']:>10.3f} {us_step:>8.1f} "
+                          f"{'-':>15} {'-':>11} {'-':>5}/{w['steps']:<5.1f} "
+                          f"{1e3 * c['seconds']:>17.3f}")
+                rows.append(row)
+        finally:
+            for wk in (dx, cp):
+                if wk is not None:
+                    wk.close()
         if rows:
             where = "clnode.solve in process" if cp else "clnode-solve"
-            print(f"  clnode device: {rows[-1]['clnode_device']}; clnode ms: {where}")
+            spans = "; rounds: the lowest and highest of the rounds' ratios" if dx and cp else ""
+            print(f"  clnode device: {rows[-1]['clnode_device']}; clnode ms: {where}{spans}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
