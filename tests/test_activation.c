@@ -418,8 +418,9 @@ static void test_specials_f32(void **state)
     EXPECT_SAME(act_f32(SOFTPLUS, -big), 0.0f);
     EXPECT_SAME(act_f32(SOFTPLUS, -100.0f), 0.0f);
     EXPECT_CLOSE(act_f32(SOFTPLUS, -87.0f), exp(-87.0), 1.0, ulp_of_f32);
-    /* the clamp: the smallest float >= -126 ln2 still gives e^x (>= FLT_MIN), the next one down
-     * the flushed zero; the switch to the polynomial around 0 at |x| = 1/2, from both sides */
+    /* the cut: the smallest float >= -126 ln2 still gives e^x (>= FLT_MIN), the next one down
+     * the flushed zero (test_softplus_tail: every float around it); the switch to the
+     * polynomial around 0 at |x| = 1/2, from both sides */
     EXPECT_CLOSE(act_f32(SOFTPLUS, -87.33654022216797f), exp(-87.33654022216797), 1.0, ulp_of_f32);
     EXPECT_SAME(act_f32(SOFTPLUS, nextafterf(-87.33654022216797f, -inf)), 0.0f);
     const float half[3] = {nextafterf(0.5f, 0.0f), 0.5f, nextafterf(0.5f, 1.0f)};
@@ -545,12 +546,82 @@ static void test_array_matches_scalar(void **state)
     }
 }
 
+/* softplus's tail, where e^x nears the smallest normal number: cln_exp_fma_ scales e^r by 2^n by
+ * adding n to the exponent bits, which is exact only while the result stays normal, and cuts to
+ * +0 below SP_THRESH = -126 ln2 (float) or -1022 ln2 (double). Every x below the cut must give
+ * exactly +0, every x above it a normal number within the sweep's bound of log(1 + e^x); checked
+ * on the vectorised loop (and the scalar function, bit for bit) for every float within 1 of the
+ * cut, 2^17 doubles on each side of it, and the values around each switch of n, (n + 1/2) ln2 for
+ * n = -128 .. 0 (float) and -1024 .. 0 (double), where e^r is at its extremes. */
+static void test_softplus_tail(void **state)
+{
+    (void)state;
+    enum {
+        CAP = 1 << 19
+    };
+    static float xf[CAP], yf[CAP];
+    static double xd[CAP], yd[CAP];
+    const float cut_f = -87.33654022216797f;
+    const double cut_d = -708.3964185322641;
+    size_t n = 0;
+    for (float x = cut_f - 1.0f; x <= cut_f + 1.0f; x = nextafterf(x, 0.0f))
+        xf[n++] = x;
+    for (int k = -128; k <= 0; k++) {
+        float x = (float)((k + 0.5) * 0.6931471805599453);
+        for (int i = 0; i < 64; i++)
+            x = nextafterf(x, -INFINITY);
+        for (int i = 0; i < 128 && n < CAP; i++, x = nextafterf(x, INFINITY))
+            xf[n++] = x;
+    }
+    assert_true(n < CAP);
+    act_array_f32(SOFTPLUS, xf, yf, n);
+    for (size_t i = 0; i < n; i++) {
+        const float x = xf[i], y = yf[i], s = act_f32(SOFTPLUS, x);
+        if (memcmp(&y, &s, sizeof y) != 0)
+            fail_msg("f32 softplus(%a): array %a, scalar %a", x, y, s);
+        if (x < cut_f) {
+            if (!(y == 0.0f && !signbit(y)))
+                fail_msg("f32 softplus(%a) = %a below the cut: +0 expected", x, y);
+        } else if (!(y >= FLT_MIN && ulps_f32(y, log1p(exp((double)x))) <= bound_f32[SOFTPLUS])) {
+            fail_msg("f32 softplus(%a) = %a, log(1 + e^x) = %a", x, y, log1p(exp((double)x)));
+        }
+    }
+    n = 0;
+    double x = cut_d;
+    for (int i = 0; i < (1 << 17); i++)
+        x = nextafter(x, -INFINITY);
+    for (int i = 0; i < (1 << 18); i++, x = nextafter(x, INFINITY))
+        xd[n++] = x;
+    for (int k = -1024; k <= 0; k++) {
+        x = (k + 0.5) * 0.6931471805599453;
+        for (int i = 0; i < 64; i++)
+            x = nextafter(x, -INFINITY);
+        for (int i = 0; i < 128 && n < CAP; i++, x = nextafter(x, INFINITY))
+            xd[n++] = x;
+    }
+    assert_true(n < CAP);
+    act_array_f64(SOFTPLUS, xd, yd, n);
+    for (size_t i = 0; i < n; i++) {
+        const double y = yd[i], s = act_f64(SOFTPLUS, xd[i]);
+        const long double ref = log1pl(expl((long double)xd[i]));
+        if (memcmp(&y, &s, sizeof y) != 0)
+            fail_msg("f64 softplus(%a): array %a, scalar %a", xd[i], y, s);
+        if (xd[i] < cut_d) {
+            if (!(y == 0.0 && !signbit(y)))
+                fail_msg("f64 softplus(%a) = %a below the cut: +0 expected", xd[i], y);
+        } else if (!(y >= DBL_MIN && ulps_f64(y, ref) <= bound_f64[SOFTPLUS])) {
+            fail_msg("f64 softplus(%a) = %a, log(1 + e^x) = %La", xd[i], y, ref);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_specials_f32),         cmocka_unit_test(test_specials_f64),
         cmocka_unit_test(test_array_matches_scalar), cmocka_unit_test(test_sweep_f32),
         cmocka_unit_test(test_random_f64),           cmocka_unit_test(test_exhaustive_softplus_f32),
+        cmocka_unit_test(test_softplus_tail),
     };
     return cmocka_run_group_tests_name("activation", tests, NULL, NULL);
 }
