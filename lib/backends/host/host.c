@@ -11,6 +11,7 @@
  * shared between the threads of the backend's pool (host_pool.c) when a pass has enough work to
  * pay for the hand-off; a small batch runs inline on the caller's thread. No element's arithmetic
  * depends on the split. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,15 @@ typedef struct host_backend {
     size_t scratch_a_cap;
     void *scratch_c; /* OpenBLAS: one block of C, column-major */
     size_t scratch_c_cap;
-    cln_pool *pool;          /* the threads of every pass (1: all inline) */
-    struct host_solve *kept; /* the last solve's packed model, for the next solve of that model */
+    cln_pool *pool;            /* the threads of every pass (1: all inline) */
+    struct host_claim *claims; /* whole steps: one counter of claimed blocks per part */
+    struct host_solve *kept;   /* the last solve's packed model, for the next solve of that model */
 } host_backend;
+
+/* The next unclaimed row block of one part's rows (host_steps), on a cache line of its own. */
+typedef struct host_claim {
+    _Alignas(64) atomic_size_t next;
+} host_claim;
 
 /* Per-solve state (sd->be_data): the fused pass's packed model and activation scratch. At the end
  * of a solve it is kept by the backend, and the next solve takes it over when its model is the
@@ -143,6 +150,7 @@ static void host_destroy(cln_backend *be)
     host_backend *hb = (host_backend *)be;
     host_solve_free(hb->kept);
     cln_pool_destroy(hb->pool);
+    free(hb->claims);
     free(hb->scratch);
     free(hb->scratch_a);
     free(hb->scratch_c);
@@ -776,8 +784,11 @@ static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
  * and Z (the seed model's: 24 rows x 90 values) stay in L1 from stage to stage, where a pass of
  * one stage over the whole batch would find the earlier stages' F in L3 or memory (B = 4096:
  * 1.1 MB of fp32 F), and the pool wakes its threads once per call instead of once per stage.
- * Every row's arithmetic is the one the stage-by-stage order does (rows are independent), so
- * the bits are the same. */
+ * The blocks are claimed, not assigned: a part takes its own rows' blocks in order, then those
+ * the other parts have not taken yet, so a thread whose core is slower (another process on it,
+ * or a virtual CPU the hypervisor lends elsewhere) does less of the step instead of holding back
+ * the others. Every row's arithmetic is the one the stage-by-stage order does (rows are
+ * independent), whichever thread does it, so the bits are the same. */
 typedef struct host_steps_job {
     const host_backend *hb;
     cln_solve_dev *sd;
@@ -785,19 +796,32 @@ typedef struct host_steps_job {
     unsigned long evals; /* the first evaluation's number (its panel order, see host_mlp.h) */
 } host_steps_job;
 
+static void host_steps_block(const host_steps_job *j, size_t part, size_t c0, size_t c1)
+{
+    cln_solve_dev *sd = j->sd;
+    unsigned long e = j->evals;
+    for (long s = 0; s < j->n; ++s) {
+        for (size_t i = sd->first_stage; i < sd->stages; ++i, ++e)
+            host_stage_mlp_rows(j->hb, sd, part, (int)i, (int)(e & 1), c0, c1);
+        host_finish_rows(sd, c0, c1);
+    }
+}
+
 static void host_steps_part(void *arg, size_t part, size_t parts)
 {
     const host_steps_job *j = arg;
-    cln_solve_dev *sd = j->sd;
-    size_t r0, r1;
-    host_part_rows(sd->live, part, parts, &r0, &r1);
-    for (size_t c0 = r0; c0 < r1; c0 += CLN_HOST_MLP_ROWS) {
-        const size_t c1 = r1 - c0 > CLN_HOST_MLP_ROWS ? c0 + CLN_HOST_MLP_ROWS : r1;
-        unsigned long e = j->evals;
-        for (long s = 0; s < j->n; ++s) {
-            for (size_t i = sd->first_stage; i < sd->stages; ++i, ++e)
-                host_stage_mlp_rows(j->hb, sd, part, (int)i, (int)(e & 1), c0, c1);
-            host_finish_rows(sd, c0, c1);
+    for (size_t q = 0; q < parts; ++q) {
+        const size_t owner = (part + q) % parts; /* its own rows first */
+        size_t r0, r1;
+        host_part_rows(j->sd->live, owner, parts, &r0, &r1);
+        atomic_size_t *next = &j->hb->claims[owner].next;
+        for (;;) {
+            const size_t c0 =
+                r0 + atomic_fetch_add_explicit(next, CLN_HOST_MLP_ROWS, memory_order_relaxed);
+            if (c0 >= r1)
+                break;
+            host_steps_block(j, part, c0,
+                             r1 - c0 > CLN_HOST_MLP_ROWS ? c0 + CLN_HOST_MLP_ROWS : r1);
         }
     }
 }
@@ -821,10 +845,11 @@ static clnode_status host_steps(cln_backend *be, cln_solve_dev *sd, long n)
     hs->evals += (unsigned long)n * per_step;
     size_t work = hs->fmas_per_row;
     work = work * per_step * (size_t)n; /* a few million at most: steps are few per call */
-    cln_pool_run(
-        hb->pool,
-        cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_FMAS, CLN_HOST_FUSED_PART_ROWS),
-        host_steps_part, &j);
+    const size_t parts =
+        cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_FMAS, CLN_HOST_FUSED_PART_ROWS);
+    for (size_t p = 0; p < parts; ++p) /* published to the workers with the job */
+        atomic_store_explicit(&hb->claims[p].next, 0, memory_order_relaxed);
+    cln_pool_run(hb->pool, parts, host_steps_part, &j);
     return CLNODE_OK;
 }
 
@@ -964,7 +989,11 @@ static clnode_status host_create(clnode_context *ctx, const cln_device_sel *sel,
     hb->isa = cln_gemm_best_isa();
     hb->pool =
         cln_pool_create(ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads());
-    if (!hb->pool) {
+    const size_t threads = (size_t)cln_pool_threads(hb->pool);
+    hb->claims =
+        hb->pool ? aligned_alloc(_Alignof(host_claim), threads * sizeof *hb->claims) : NULL;
+    if (!hb->pool || !hb->claims) {
+        cln_pool_destroy(hb->pool);
         free(hb);
         return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host thread pool");
     }
