@@ -550,68 +550,81 @@ static void test_array_matches_scalar(void **state)
  * adding n to the exponent bits, which is exact only while the result stays normal, and cuts to
  * +0 below SP_THRESH = -126 ln2 (float) or -1022 ln2 (double). Every x below the cut must give
  * exactly +0, every x above it a normal number within the sweep's bound of log(1 + e^x); checked
- * on the vectorised loop (and the scalar function, bit for bit) for every float within 1 of the
- * cut, 2^17 doubles on each side of it, and the values around each switch of n, (n + 1/2) ln2 for
- * n = -128 .. 0 (float) and -1024 .. 0 (double), where e^r is at its extremes. */
+ * on the vectorised loop (and the scalar function, bit for bit) for the 2^17 values of the
+ * precision on each side of the cut (in float: every float within 1 of it), and the 128 around
+ * each switch of n, (n + 1/2) ln2 for n = -128 .. 0 (float) and -1024 .. 0 (double), where e^r is
+ * at its extremes. */
+typedef double (*tail_step)(double x, double toward);
+
+static double tail_step_f32(double x, double toward)
+{
+    return nextafterf((float)x, (float)toward);
+}
+
+static double tail_step_f64(double x, double toward)
+{
+    return nextafter(x, toward);
+}
+
+/* The points above, in the precision `step` moves in, into x[0 .. cap); returns how many. */
+static size_t tail_points(double *x, size_t cap, tail_step step, double cut, int kmin)
+{
+    size_t n = 0;
+    double v = cut;
+    for (int i = 0; i < (1 << 17); i++)
+        v = step(v, -INFINITY);
+    for (int i = 0; i < (1 << 18) && n < cap; i++, v = step(v, INFINITY))
+        x[n++] = v;
+    for (int k = kmin; k <= 0; k++) {
+        v = step((k + 0.5) * 0.6931471805599453, 0.0);
+        for (int i = 0; i < 64; i++)
+            v = step(v, -INFINITY);
+        for (int i = 0; i < 128 && n < cap; i++, v = step(v, INFINITY))
+            x[n++] = v;
+    }
+    assert_true(n < cap);
+    return n;
+}
+
+/* One point: y from the loop, `same`: whether the scalar function gave its bits. */
+static void tail_check(const char *prec, double x, double y, int same, double cut, double least,
+                       double ulps, double bound)
+{
+    if (!same)
+        fail_msg("%s softplus(%a): the loop and the scalar function differ", prec, x);
+    if (x < cut) {
+        if (!(y == 0.0 && !signbit(y)))
+            fail_msg("%s softplus(%a) = %a below the cut: +0 expected", prec, x, y);
+    } else if (!(y >= least && ulps <= bound)) {
+        fail_msg("%s softplus(%a) = %a: %.3f ulp (bound %.2f), or below the least normal", prec, x,
+                 y, ulps, bound);
+    }
+}
+
 static void test_softplus_tail(void **state)
 {
     (void)state;
     enum {
         CAP = 1 << 19
     };
+    static double x[CAP], yd[CAP];
     static float xf[CAP], yf[CAP];
-    static double xd[CAP], yd[CAP];
-    const float cut_f = -87.33654022216797f;
-    const double cut_d = -708.3964185322641;
-    size_t n = 0;
-    for (float x = cut_f - 1.0f; x <= cut_f + 1.0f; x = nextafterf(x, 0.0f))
-        xf[n++] = x;
-    for (int k = -128; k <= 0; k++) {
-        float x = (float)((k + 0.5) * 0.6931471805599453);
-        for (int i = 0; i < 64; i++)
-            x = nextafterf(x, -INFINITY);
-        for (int i = 0; i < 128 && n < CAP; i++, x = nextafterf(x, INFINITY))
-            xf[n++] = x;
-    }
-    assert_true(n < CAP);
+    const double cut_f = -87.33654022216797, cut_d = -708.3964185322641;
+    size_t n = tail_points(x, CAP, tail_step_f32, cut_f, -128);
+    for (size_t i = 0; i < n; i++)
+        xf[i] = (float)x[i];
     act_array_f32(SOFTPLUS, xf, yf, n);
     for (size_t i = 0; i < n; i++) {
-        const float x = xf[i], y = yf[i], s = act_f32(SOFTPLUS, x);
-        if (memcmp(&y, &s, sizeof y) != 0)
-            fail_msg("f32 softplus(%a): array %a, scalar %a", x, y, s);
-        if (x < cut_f) {
-            if (!(y == 0.0f && !signbit(y)))
-                fail_msg("f32 softplus(%a) = %a below the cut: +0 expected", x, y);
-        } else if (!(y >= FLT_MIN && ulps_f32(y, log1p(exp((double)x))) <= bound_f32[SOFTPLUS])) {
-            fail_msg("f32 softplus(%a) = %a, log(1 + e^x) = %a", x, y, log1p(exp((double)x)));
-        }
+        const float s = act_f32(SOFTPLUS, xf[i]);
+        tail_check("f32", x[i], yf[i], memcmp(&s, &yf[i], sizeof s) == 0, cut_f, FLT_MIN,
+                   ulps_f32(yf[i], log1p(exp(x[i]))), bound_f32[SOFTPLUS]);
     }
-    n = 0;
-    double x = cut_d;
-    for (int i = 0; i < (1 << 17); i++)
-        x = nextafter(x, -INFINITY);
-    for (int i = 0; i < (1 << 18); i++, x = nextafter(x, INFINITY))
-        xd[n++] = x;
-    for (int k = -1024; k <= 0; k++) {
-        x = (k + 0.5) * 0.6931471805599453;
-        for (int i = 0; i < 64; i++)
-            x = nextafter(x, -INFINITY);
-        for (int i = 0; i < 128 && n < CAP; i++, x = nextafter(x, INFINITY))
-            xd[n++] = x;
-    }
-    assert_true(n < CAP);
-    act_array_f64(SOFTPLUS, xd, yd, n);
+    n = tail_points(x, CAP, tail_step_f64, cut_d, -1024);
+    act_array_f64(SOFTPLUS, x, yd, n);
     for (size_t i = 0; i < n; i++) {
-        const double y = yd[i], s = act_f64(SOFTPLUS, xd[i]);
-        const long double ref = log1pl(expl((long double)xd[i]));
-        if (memcmp(&y, &s, sizeof y) != 0)
-            fail_msg("f64 softplus(%a): array %a, scalar %a", xd[i], y, s);
-        if (xd[i] < cut_d) {
-            if (!(y == 0.0 && !signbit(y)))
-                fail_msg("f64 softplus(%a) = %a below the cut: +0 expected", xd[i], y);
-        } else if (!(y >= DBL_MIN && ulps_f64(y, ref) <= bound_f64[SOFTPLUS])) {
-            fail_msg("f64 softplus(%a) = %a, log(1 + e^x) = %La", xd[i], y, ref);
-        }
+        const double s = act_f64(SOFTPLUS, x[i]);
+        tail_check("f64", x[i], yd[i], memcmp(&s, &yd[i], sizeof s) == 0, cut_d, DBL_MIN,
+                   ulps_f64(yd[i], log1pl(expl((long double)x[i]))), bound_f64[SOFTPLUS]);
     }
 }
 
