@@ -997,6 +997,8 @@ static clnode_status host_create(clnode_context *ctx, const cln_device_sel *sel,
         free(hb);
         return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host thread pool");
     }
+    for (size_t p = 0; p < threads; ++p)
+        atomic_init(&hb->claims[p].next, 0);
     hb->base.row_align = openblas ? CLN_HOST_ROWS : 1;
     if (openblas)
         snprintf(hb->base.device_name, sizeof hb->base.device_name,
