@@ -115,8 +115,8 @@ static void test_old_program_solves(void **state)
     assert_true(canary_intact(&st, STATS_V1));
     clnode_trajectory_stats sb;
     assert_int_equal(clnode_solution_stats(b, 0, &sb), CLNODE_OK);
-    assert_int_equal(((const clnode_trajectory_stats *)(const void *)st.bytes)->num_steps, 13);
-    assert_int_equal(sb.num_steps, 13);
+    assert_int_equal(((const clnode_trajectory_stats *)(const void *)st.bytes)->num_steps, 12);
+    assert_int_equal(sb.num_steps, 12);
     assert_memory_equal(clnode_solution_y_final(a, 0), clnode_solution_y_final(b, 0),
                         10 * sizeof(double));
 

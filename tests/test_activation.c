@@ -59,11 +59,12 @@ static const char *const fn_name[N_FN] = {"identity", "relu", "tanh", "sigmoid",
 
 /* Maximum error in ulps. Measured with GCC 12 on x86-64 (this sweep and these random points):
  *          tanh  sigmoid softplus silu  gelu(excess) exp   log1p
- *   f32    1.12  1.56    1.46     1.49  1.49         0.78  0.83
+ *   f32    1.12  1.56    1.77     1.49  1.49         0.78  0.83
  *   f64    1.12  1.55    1.50     1.48  1.48         0.76  0.88
  * (softplus: the fma forms of cln_softplus; exp and log1p: the double-word forms cln_pow_pos
- * uses.) */
-static const double bound_f32[N_FN] = {0, 0, 1.75, 1.75, 1.75, 1.75, 1.75, 1.0, 1.0};
+ * uses.) Float softplus has no small form (see cln_softplus): its bound is 1.9, which also holds
+ * on every float in [-100, 100] (test_exhaustive_softplus_f32: 1.881). */
+static const double bound_f32[N_FN] = {0, 0, 1.75, 1.75, 1.9, 1.75, 1.75, 1.0, 1.0};
 static const double bound_f64[N_FN] = {0, 0, 1.75, 1.75, 1.75, 1.75, 1.75, 1.0, 1.0};
 #define GELU_BASE 1.75
 #define GELU_COND 4.0

@@ -45,7 +45,7 @@ static void test_loop_runs(void **state)
     assert_int_equal(clnode_solve(g_ctx, g_model, &o, 1, y0, &s), CLNODE_OK);
     clnode_trajectory_stats st;
     assert_int_equal(clnode_solution_stats(s, 0, &st), CLNODE_OK);
-    assert_int_equal(st.num_steps, 13);
+    assert_int_equal(st.num_steps, 12);
     clnode_solution_destroy(&s);
 }
 

@@ -187,7 +187,7 @@ static clnode_context *opencl_context(void)
     return ctx;
 }
 
-/* The seed problem (13 steps at any batch on every device), batch 2. */
+/* The seed problem (12 steps at any batch on every device), batch 2. */
 static clnode_status seed_solve(clnode_context *ctx, clnode_precision prec, clnode_solution **out)
 {
     clnode_model *m = NULL;
@@ -237,7 +237,7 @@ static void assert_recovers(clnode_context *ctx, clnode_precision prec)
         clnode_trajectory_stats t;
         assert_int_equal(clnode_solution_stats(s, b, &t), CLNODE_OK);
         assert_int_equal(t.result, CLNODE_RESULT_SUCCESS);
-        assert_int_equal(t.num_steps, 13);
+        assert_int_equal(t.num_steps, 12);
         assert_int_equal(t.num_accepted, 12);
     }
     clnode_solution_destroy(&s);
@@ -405,7 +405,7 @@ static void test_no_fp64(void **state)
     assert_int_equal(seed_solve(ctx, CLNODE_FP32, &s), CLNODE_OK);
     clnode_trajectory_stats t;
     assert_int_equal(clnode_solution_stats(s, 0, &t), CLNODE_OK);
-    assert_int_equal(t.num_steps, 13);
+    assert_int_equal(t.num_steps, 12);
     clnode_solution_destroy(&s);
     clnode_context_destroy(&ctx);
     arm(FAULT_NONE, 0, CL_SUCCESS);

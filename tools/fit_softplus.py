@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Fits the polynomials of cln_softplus (cl/cln_activation.h): CLN_LOG1P_Q_ and CLN_SP_G_.
 
-    python3 tools/fit_softplus.py 32 0.5 7 2     # precision, small-form bound c, degrees of Q, G
+    python3 tools/fit_softplus.py 32 0 9          # float: Q alone, on [0, 1] (no small form)
+    python3 tools/fit_softplus.py 64 0.5 16 6     # precision, small-form bound c, degrees of Q, G
 
 softplus(x) takes its small form ln2 + x/2 + x^2 G(x^2) for |x| < c and its big form
 max(x, 0) + log1p(t), t = e^-|x|, log1p(t) = t + t^2 Q(t), for |x| >= c, so Q is fitted on
-[0, e^-c] and G on [0, c^2]. Each polynomial is fitted by weighted least squares on Chebyshev
+[0, e^-c] and G on [0, c^2]; with c = 0 there is no small form and no G. Each polynomial is fitted by weighted least squares on Chebyshev
 nodes (near-minimax), in 60-digit arithmetic (mpmath), to the relative error of the result it feeds: t^2 (Q - Q*) / log1p(t), and z (G - G*) / softplus(-x)
 (the smaller of the two results). The constant terms are exact (Q(0) = -1/2, G(0) = 1/8); the other
 coefficients are rounded to the precision one at a time, from the lowest degree up, each rounding
@@ -72,13 +73,18 @@ def g_weight(z):
 
 
 def main():
-    prec, c, q_deg, g_deg = int(sys.argv[1]), mp.mpf(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    if len(sys.argv) not in (4, 5) or (mp.mpf(sys.argv[2]) > 0) != (len(sys.argv) == 5):
+        sys.exit("usage: fit_softplus.py PRECISION C DEGREE_Q [DEGREE_G] (DEGREE_G iff C > 0)")
+    prec, c, q_deg = int(sys.argv[1]), mp.mpf(sys.argv[2]), int(sys.argv[3])
+    g_deg = int(sys.argv[4]) if c > 0 else 0
     eps = mp.mpf(2) ** (-24 if prec == 32 else -53)
     widen = 1 + mp.mpf(2) ** -20  # the bounds as rounded in the state precision
     for name, f, w, b, deg, c0 in (
         ("CLN_LOG1P_Q_", q_exact, q_weight, mp.e ** (-c), q_deg, mp.mpf(-0.5)),
         ("CLN_SP_G_", g_exact, g_weight, c * c, g_deg, mp.mpf(1) / 8),
     ):
+        if deg == 0:  # no small form
+            continue
         coeffs = fit(f, w, b * widen, deg, c0, prec)
         err = max_error(f, w, b, coeffs) / eps
         print("%s: degree %d on [0, %.6g], max error %.4f" % (name, deg, float(b), float(err)))
