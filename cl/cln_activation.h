@@ -466,12 +466,12 @@ CLN_ACT_INLINE real cln_softplus(real x)
 {
     const real m = cln_select_(x < CLN_R(0.0), CLN_R(0.0), x);
     const real big = m + cln_log1p_fma_(cln_exp_fma_(cln_negabs_(x)));
-#if CLN_PRECISION == 32
-    return big;
-#else
+#ifdef CLN_SP_G_ /* the small form, where its polynomial is defined (double) */
     const real z = x * x;
     const real small = fma(x, fma(x, CLN_SP_G_(z), CLN_R(0.5)), CLN_LN2_HI_);
     return cln_select_(z < CLN_R(0.25), small, big);
+#else
+    return big;
 #endif
 }
 

@@ -4,16 +4,17 @@
     python3 tools/fit_softplus.py 32 0 9          # float: Q alone, on [0, 1] (no small form)
     python3 tools/fit_softplus.py 64 0.5 16 6     # precision, small-form bound c, degrees of Q, G
 
-softplus(x) takes its small form ln2 + x/2 + x^2 G(x^2) for |x| < c and its big form
-max(x, 0) + log1p(t), t = e^-|x|, log1p(t) = t + t^2 Q(t), for |x| >= c, so Q is fitted on
-[0, e^-c] and G on [0, c^2]; with c = 0 there is no small form and no G. Each polynomial is fitted by weighted least squares on Chebyshev
-nodes (near-minimax), in 60-digit arithmetic (mpmath), to the relative error of the result it feeds: t^2 (Q - Q*) / log1p(t), and z (G - G*) / softplus(-x)
-(the smaller of the two results). The constant terms are exact (Q(0) = -1/2, G(0) = 1/8); the other
-coefficients are rounded to the precision one at a time, from the lowest degree up, each rounding
-followed by a refit of the higher ones to what the rounded ones leave. Prints the coefficients,
-highest degree first as the Horner macros take them, and the largest error of the rounded
-polynomial in units of 2^-24 (float) or 2^-53 (double) relative to the result. (e^r's CLN_EXPM1_P_
-is older and not refitted here.) Needs mpmath.
+softplus(x) takes its small form ln2 + x/2 + x^2 G(x^2) for |x| < c and its big form max(x, 0) +
+log1p(t), t = e^-|x|, log1p(t) = t + t^2 Q(t), for |x| >= c, so Q is fitted on [0, e^-c] and G on
+[0, c^2]; with c = 0 there is no small form and no G. Each polynomial is fitted by weighted least
+squares on Chebyshev nodes (near-minimax), in 60-digit arithmetic (mpmath), to the relative error of
+the result it feeds: t^2 (Q - Q*) / log1p(t), and z (G - G*) / softplus(-x) (the smaller of the two
+results). The constant terms are exact (Q(0) = -1/2, G(0) = 1/8); the other coefficients are rounded
+to the precision one at a time, from the lowest degree up, each rounding followed by a refit of the
+higher ones to what the rounded ones leave. Prints the coefficients, highest degree first as the
+Horner macros take them, and the largest error of the rounded polynomial in units of 2^-24 (float)
+or 2^-53 (double) relative to the result. (e^r's CLN_EXPM1_P_ is older and not refitted here.) Needs
+mpmath.
 """
 import struct
 import sys
