@@ -420,8 +420,8 @@ static void test_specials_f32(void **state)
     EXPECT_SAME(act_f32(SOFTPLUS, -100.0f), 0.0f);
     EXPECT_CLOSE(act_f32(SOFTPLUS, -87.0f), exp(-87.0), 1.0, ulp_of_f32);
     /* the cut: the smallest float >= -126 ln2 still gives e^x (>= FLT_MIN), the next one down
-     * the flushed zero (test_softplus_tail: every float around it); the switch to the
-     * polynomial around 0 at |x| = 1/2, from both sides */
+     * the flushed zero (test_softplus_tail: every float around it); around |x| = 1/2, from both
+     * sides (where float switched to a small form before it lost it, and double still does) */
     EXPECT_CLOSE(act_f32(SOFTPLUS, -87.33654022216797f), exp(-87.33654022216797), 1.0, ulp_of_f32);
     EXPECT_SAME(act_f32(SOFTPLUS, nextafterf(-87.33654022216797f, -inf)), 0.0f);
     const float half[3] = {nextafterf(0.5f, 0.0f), 0.5f, nextafterf(0.5f, 1.0f)};
