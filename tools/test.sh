@@ -23,6 +23,8 @@ echo "== a program outside the tree, built with pkg-config against the installed
 tests/install/check.sh build-ci
 echo "== the Python package: pip install . into a virtual environment, then pytest =="
 tools/test_python.sh build-ci
+echo "== the Python package as users install it, beside Debian's numpy: pip install ., python -m build =="
+tools/test_install.sh
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # allocator_may_return_null: the out-of-memory tests ask for terabytes and expect a clean error,
 # which ASan would otherwise turn into an abort. The Oclgrind suite ran in the release build: its

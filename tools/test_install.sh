@@ -30,8 +30,14 @@ else
   work=$(mktemp -d /tmp/clnode-install.XXXXXX)
   trap 'rm -rf "$work"' EXIT
 fi
-# A copy of the tracked files: pip and build see what a clone has, and nothing built here.
-git -C "$src" ls-files -z | (cd "$src" && tar --null -T - -cf -) | (mkdir -p "$work/src" && cd "$work/src" && tar -xf -)
+# The tracked files as they are in the working tree, committed into a repository of their own:
+# pip and build see what a clone would have (no build outputs), and `meson dist`, which makes
+# the sdist, needs a git repository.
+mkdir -p "$work/src"
+git -C "$src" ls-files -z | (cd "$src" && tar --null -T - -cf -) | tar -C "$work/src" -xf -
+git -C "$work/src" init -q
+git -C "$work/src" add -A
+git -C "$work/src" -c user.name=clnode -c user.email=clnode@localhost commit -q -m snapshot
 
 # The seed problem: 12 accepted fp32 steps on the host; its bytes go to FILE for comparison.
 seed_check() {  # seed_check PYTHON NUMPY_MAJOR OUTFILE
@@ -62,8 +68,8 @@ seed_check "$work/venv-pip/bin/python" 2 "$work/ys-pip" || fail "pip install .: 
 
 echo "== python -m build, the wheel installed into a --system-site-packages venv (Debian's numpy) =="
 "$work/venv-pip/bin/python" -m pip install -q build
-(cd "$work/src" && "$work/venv-pip/bin/python" -m build -q --outdir "$work/dist" . >/dev/null) ||
-  fail "python -m build failed"
+(cd "$work/src" && "$work/venv-pip/bin/python" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1) ||
+  { tail -40 "$work/build.log" >&2; fail "python -m build failed"; }
 wheel=$(ls "$work"/dist/clnode-*.whl)
 "$py" -m venv --system-site-packages "$work/venv-system"
 # the wheel's dependency (numpy >= 1.23) is met by Debian's numpy: pip installs no other

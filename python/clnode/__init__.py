@@ -19,7 +19,14 @@ The library's log goes to the `logging` logger "clnode"; the precision guard's w
 import logging as _logging
 import warnings as _warnings
 
-from . import _clnode
+try:
+    from . import _clnode
+except ImportError as _e:  # the extension runs with numpy 1.23 and later (pyproject.toml)
+    import numpy as _np
+    if tuple(int(v) for v in _np.__version__.split(".")[:2]) < (1, 23):
+        raise ImportError("clnode needs numpy >= 1.23 at run time; this Python has numpy "
+                          f"{_np.__version__} ({_np.__file__})") from _e
+    raise
 from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, FileError,
                       InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
 from ._model import MLP, from_equinox, from_torch, seed_model
