@@ -202,6 +202,9 @@ if pocl:
     expect("--backend opencl --device pocl is opencl:pocl",
            run([SOLVE, "--backend", "opencl", "--device", "pocl", "--t1", "0.5"], timeout=600), 0,
            out_has="Portable Computing Language")
+elif "opencl:pocl" in os.environ.get("CLNODE_REQUIRE_DEVICES", "").split(","):
+    check("device opencl:pocl, required here (CLNODE_REQUIRE_DEVICES), is available", False,
+          "clnode-solve --device opencl:pocl failed")
 else:
     print("skip: no PoCL device (opencl:pocl)")
 

@@ -19,6 +19,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_api.h"
 #include "clnode.h"
+#include "test_device.h"
 
 static clnode_context *g_ctx;
 
@@ -150,8 +151,7 @@ int main(void)
     /* NVRTC is loaded at run time (cuda_api.h): on a machine without it there is nothing to test */
     char why[512];
     if (cln_cuda_load_nvrtc(why, sizeof why) != CLNODE_OK) {
-        printf("SKIP: %s\n", why);
-        return 77;
+        return test_device_absent("cuda", why);
     }
     clnode_context_options o;
     clnode_context_default_options(&o);

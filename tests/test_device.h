@@ -12,6 +12,8 @@
 #define CLNODE_TEST_DEVICE_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "clnode.h"
 
@@ -27,6 +29,43 @@
 
 /* The exit status that tells meson a test was skipped. */
 #define TEST_SKIPPED 77
+
+/* Whether `device` is one that this run must have: CLNODE_REQUIRE_DEVICES lists them, separated
+ * by commas (tools/test.sh: "host,opencl:pocl,opencl:oclgrind"). An entry matches a device string
+ * equal to it, and a bare backend ("opencl") matches each of that backend's devices either way:
+ * a test of "opencl" (any OpenCL device) that finds none fails where "opencl:pocl" is required. */
+static inline int test_device_required(const char *device)
+{
+    const char *list = getenv("CLNODE_REQUIRE_DEVICES");
+    const size_t dlen = strlen(device);
+    const char *dcolon = strchr(device, ':');
+    const size_t dback = dcolon ? (size_t)(dcolon - device) : dlen;
+    while (list && *list) {
+        const char *end = strchr(list, ',');
+        const size_t n = end ? (size_t)(end - list) : strlen(list);
+        const char *colon = memchr(list, ':', n);
+        const size_t back = colon ? (size_t)(colon - list) : n;
+        if ((n == dlen && memcmp(list, device, n) == 0) ||
+            ((!colon || !dcolon) && back == dback && memcmp(list, device, back) == 0))
+            return 1;
+        list = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* What main() returns when `device` is absent (`why` says how): TEST_SKIPPED, or 1 where the run
+ * requires the device (test_device_required). Says which on stdout. */
+static inline int test_device_absent(const char *device, const char *why)
+{
+    if (test_device_required(device)) {
+        printf("FAIL: device %s is required here (CLNODE_REQUIRE_DEVICES=%s) but not available: "
+               "%s\n",
+               device, getenv("CLNODE_REQUIRE_DEVICES"), why);
+        return 1;
+    }
+    printf("device %s is not available here (%s): skipped\n", device, why);
+    return TEST_SKIPPED;
+}
 
 /* Opens *ctx on argv[1] if given (and stores it in *device), else on *device, with the logger
  * `log` (NULL: none) at log_level (the library's default when negative), and prints "WHAT on
@@ -45,10 +84,8 @@ static inline int test_device_open_at(int argc, char **argv, const char **device
     if (log_level >= 0)
         co.log_level = (clnode_log_level)log_level;
     const clnode_status st = clnode_context_create(&co, ctx);
-    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED) {
-        printf("device %s is not available here: skipped\n", *device);
-        return TEST_SKIPPED;
-    }
+    if (st == CLNODE_ERR_NO_DEVICE || st == CLNODE_ERR_UNSUPPORTED)
+        return test_device_absent(*device, clnode_status_string(st));
     if (st != CLNODE_OK) {
         printf("cannot create a context on %s: %s\n", *device, clnode_status_string(st));
         return 1;

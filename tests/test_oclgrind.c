@@ -18,6 +18,7 @@
 
 #include "clnode.h"
 #include "core/internal.h" /* cln_steps_cap_first */
+#include "test_device.h"
 
 #define N_TS 3
 #define MAX_BATCH 3
@@ -118,9 +119,8 @@ int main(int argc, char **argv)
     const char *device = argc > 1 ? argv[1] : "opencl:oclgrind";
     clnode_context *dev = context_on(device), *host = context_on("host");
     if (!dev) {
-        printf("%s is not available: skipped\n", device);
         clnode_context_destroy(&host);
-        return 77;
+        return test_device_absent(device, "no context on it");
     }
     printf("device: %s\n", clnode_context_device(dev));
     cln_steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */

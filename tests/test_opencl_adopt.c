@@ -15,6 +15,7 @@
 
 #include "clnode.h"
 #include "clnode/opencl.h"
+#include "test_device.h"
 
 static cl_platform_id g_plat;
 static cl_device_id g_dev;
@@ -155,8 +156,7 @@ static int find_platform_device(const char *want, cl_platform_id *plat, cl_devic
 int main(void)
 {
     if (!find_platform_device("pocl", &g_plat, &g_dev)) {
-        printf("no PoCL device: skipped\n");
-        return 77;
+        return test_device_absent("opencl:pocl", "no PoCL platform with a device");
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adopt),

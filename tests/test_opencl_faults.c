@@ -27,6 +27,7 @@
 #include <CL/cl.h>
 
 #include "clnode.h"
+#include "test_device.h"
 
 /* ---- the injected faults ---- */
 
@@ -447,8 +448,7 @@ int main(void)
     cl_platform_id plat;
     cl_device_id dev;
     if (!find_platform_device("pocl", &plat, &dev)) {
-        printf("no PoCL device: skipped\n");
-        return 77;
+        return test_device_absent("opencl:pocl", "no PoCL platform with a device");
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_build_failure, disarm),

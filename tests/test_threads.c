@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "clnode.h"
+#include "test_device.h"
 
 #define THREADS_PER_DEVICE 2
 #define ROUNDS 2
@@ -132,7 +133,8 @@ int main(int argc, char **argv)
         clnode_status st;
         clnode_context *ctx = context_on(r->device, &st);
         if (!ctx) {
-            printf("%s: not available (%s): skipped\n", r->device, clnode_status_name(st));
+            if (test_device_absent(r->device, clnode_status_name(st)) != TEST_SKIPPED)
+                return 1;
             continue;
         }
         clnode_device_facts facts;

@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/env.sh
 tools/install-deps.sh
+# The devices this run must have (tools/install-deps.sh installs them): a test of one of them that
+# finds it absent fails, naming it, instead of skipping (tests/test_device.h). Set the variable
+# (empty: none) to require other devices.
+export CLNODE_REQUIRE_DEVICES="${CLNODE_REQUIRE_DEVICES-host,opencl:pocl,opencl:oclgrind}"
 # run DIR TIMEOUT_MULTIPLIER [meson setup options...]; $TEST_ARGS adds meson test options.
 run() {
   local dir=$1 mult=$2; shift 2
