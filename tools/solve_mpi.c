@@ -32,6 +32,7 @@
 #include "solve_arrays.h"
 #include "solve_text.h"
 #include "tool_common.h"
+#include "tool_temp.h"
 
 int solve_mpi_wanted(const solve_args *a)
 {
@@ -65,6 +66,8 @@ typedef struct run {
     MPI_File fh;
     int fh_open;
     char *tmp;
+    tool_target target;     /* rank 0: the file the arrays replace */
+    int slot;               /* rank 0: the temporary file's registration (tool_temp.h), or -1 */
     solve_out_part *parts;  /* rank 0: every chunk's CRCs, in order */
     int deferred;           /* --save steps or --ragged: the arrays are laid out after the solve */
     clnode_solution **sols; /* deferred: the solutions of this rank's chunks until then */
@@ -147,11 +150,13 @@ static int write_atomic(const char *path, const void *data, size_t len)
     if (!tmp)
         return -1;
     snprintf(tmp, n, "%s.tmp", path);
+    const int slot = tool_temp_register(tmp);
     int rc = write_all(tmp, data, len);
     if (rc == 0 && rename(tmp, path) != 0)
         rc = -1;
     if (rc != 0)
         unlink(tmp);
+    tool_temp_release(slot);
     if (rc == 0) { /* the directory: path up to its last slash */
         const char *slash = strrchr(path, '/');
         if (slash) {
@@ -592,24 +597,30 @@ static int arrays_open(run *r)
     /* the name: rank 0 makes it and tells the others */
     char name[4096] = "";
     if (r->rank == 0) {
-        if (r->dir) {
+        rc = tool_target_open(&r->target, a->out_path);
+        if (!rc && r->target.special) {
+            tool_error("cannot write %s: not a regular file (the arrays are written at their "
+                       "offsets)",
+                       a->out_path);
+            rc = TOOL_EXIT_RESOURCE;
+        }
+        if (!rc && r->dir) {
             snprintf(name, sizeof name, "%s/data", r->dir);
-        } else {
-            const char *slash = strrchr(a->out_path, '/');
-            const int dirlen = slash ? (int)(slash - a->out_path) + 1 : 0;
-            snprintf(name, sizeof name, "%.*s.%s.XXXXXX", dirlen, a->out_path,
-                     a->out_path + dirlen);
-            const int fd = mkstemp(name);
-            const mode_t mask = umask(0); /* the permissions of a file made by fopen, as tool_out */
-            umask(mask);
-            if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0) {
-                tool_error("cannot write %s: %s", a->out_path, strerror(errno));
-                rc = TOOL_EXIT_INPUT;
-            }
+        } else if (!rc) { /* beside the target, with its mode, owner and group */
+            char *tmp = NULL;
+            const int fd = tool_target_mktemp(&r->target, a->out_path, &tmp, &r->slot);
             if (fd >= 0)
                 close(fd);
-            if (fd >= 0 && rc)
-                unlink(name);
+            if (fd >= 0 && strlen(tmp) < sizeof name) {
+                memcpy(name, tmp, strlen(tmp) + 1);
+            } else if (fd >= 0) {
+                tool_error("cannot write %s: %s", a->out_path, strerror(ENAMETOOLONG));
+                unlink(tmp);
+                tool_temp_release(r->slot);
+                r->slot = -1;
+            }
+            rc = name[0] ? 0 : TOOL_EXIT_RESOURCE;
+            free(tmp);
         }
     }
     if ((rc = agree(rc)) != 0)
@@ -648,11 +659,23 @@ static int arrays_commit(run *r)
     rc = mrc == MPI_SUCCESS && crc == MPI_SUCCESS ? 0 : TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
         tool_error("cannot write %s (MPI_File_set_size/close)", r->a->out_path);
-    if (!rc && r->rank == 0 && rename(r->tmp, r->a->out_path) != 0) {
-        tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
-        rc = TOOL_EXIT_RESOURCE;
+    if (!rc && r->rank == 0) { /* the target's mode, owner and group, then over it */
+        const int fd = open(r->tmp, O_RDONLY);
+        if (fd < 0) {
+            tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
+            rc = TOOL_EXIT_RESOURCE;
+        } else {
+            rc = tool_target_adopt(&r->target, fd, r->a->out_path);
+            close(fd);
+        }
+        if (!rc && rename(r->tmp, r->target.path) != 0) {
+            tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
+            rc = TOOL_EXIT_RESOURCE;
+        }
     }
     if (!rc) {
+        tool_temp_release(r->slot);
+        r->slot = -1;
         free(r->tmp);
         r->tmp = NULL;
     }
@@ -668,8 +691,11 @@ static void arrays_abort(run *r)
     r->fh_open = 0;
     if (r->rank == 0 && r->tmp && !r->dir)
         unlink(r->tmp);
+    tool_temp_release(r->slot);
+    r->slot = -1;
     free(r->tmp);
     r->tmp = NULL;
+    tool_target_free(&r->target);
 }
 
 /* Appends chunk c's CRCs to its bytes. Returns 0 or -1 (out of memory). */
@@ -804,6 +830,7 @@ int solve_mpi_init(solve_args *a, int *argc, char ***argv)
     run *r = &R0;
     MPI_Init(argc, argv);
     memset(r, 0, sizeof *r);
+    r->slot = -1;
     r->a = a;
     r->min_steps = -1;
     r->max_steps = -1;
