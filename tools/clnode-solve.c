@@ -72,7 +72,9 @@ static void usage(FILE *f)
         "  by rank 0 with the same bytes as one process\n"
         "  --chunk-size N          trajectories per chunk (default: about 64 chunks, <= 4096)\n"
         "  --resume                keep a progress record FILE.progress/ beside --out FILE; a\n"
-        "                          rerun solves only the chunks it lacks (same bytes)\n",
+        "                          rerun solves only the chunks it lacks (same bytes); one\n"
+        "                          whose model, inputs or options changed is refused, naming\n"
+        "                          what changed\n",
         f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
@@ -344,7 +346,7 @@ int main(int argc, char **argv)
     direction(&pb->opts, batch, &dir_t0, &dir_t1);
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {
-        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1, argc, argv);
+        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);
         goto done;
     }
 #endif
