@@ -9,15 +9,16 @@ resumed run is the same problem (clnode-solve, clnode-compare).
 Outputs: --out naming any input (--model, --y0-file CSV and .npy and standard input, --t0-file,
 --t1-file, --dt0-file, --args-file, --in), spelled relative, absolute, ./, as a hard link and as a
 symbolic link, is refused (2) naming both, the input untouched; clnode-compare --plot likewise. A
-symbolic link is written through to its target; an existing file keeps its mode; a file the user
-could not write in place (read-only, or another user's) is refused; a missing or read-only
-directory is exit status 3 (the README's table); SIGINT and SIGTERM leave no temporary file and end
-the process with the signal. The ownership and mode cases run as user 65534 (setpriv, util-linux):
+symbolic link is written through to its target; an existing file keeps its mode (and, written by
+root, its owner and group); a file the user could not write in place (read-only, or another
+user's) is refused; a missing or read-only directory is exit status 3 (the README's table); SIGINT
+and SIGTERM leave no temporary file and end the process with the signal. The ownership and mode cases run as user 65534 (setpriv, util-linux):
 as root, every file is writable. Without setpriv those checks FAIL (they are never skipped).
 
 Resume: a run killed midway, resumed after changing one thing (the model's bytes at the same path,
 y0, t0/t1/dt0 files, the args file, an option), is refused naming what changed; --rtol=1e-3 then
---rtol 0.001 is the same problem and resumes to the bytes of an uninterrupted run.
+--rtol 0.001 is the same problem and resumes to the bytes of an uninterrupted run. The MPI writer
+keeps the target's identity and removes its temporary file on SIGINT and SIGTERM too.
 
 Standard library only. Exit status 0 when every check passes, 1 otherwise.
 """
@@ -181,26 +182,44 @@ def outputs_naming_inputs():
 
 
 # ---------------------------------------------------------------------------------------------
-def identity():
+def identity(writer="one process", env=None, full=True):
+    """Symbolic links, mode, owner and group of an existing --out (CSV and .npz) kept; with
+    full, the refusals and the directories too."""
     # a symbolic link is written through: the link stays, its target gets the output
-    write("target.csv", "OLD\n")
-    if os.path.lexists(path("link.csv")):
-        os.unlink(path("link.csv"))
-    os.symlink("target.csv", path("link.csv"))
-    rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", "link.csv"])
-    check("--out through a symbolic link: written (0)", rc == 0, "exit %d: %s" % (rc, err))
-    check("--out through a symbolic link: the link stays a link to its target",
-          os.path.islink(path("link.csv")) and os.readlink(path("link.csv")) == "target.csv")
-    check("--out through a symbolic link: the target holds the output",
-          read(path("target.csv")).startswith(b"traj,kind,t,y0"),
-          repr(read(path("target.csv"))[:40]))
+    for ext, magic in (("csv", b"traj,kind,t,y0"), ("npz", b"PK\x03\x04")):
+        target, link = "target." + ext, "link." + ext
+        write(target, "OLD\n")
+        if os.path.lexists(path(link)):
+            os.unlink(path(link))
+        os.symlink(target, path(link))
+        rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", link], env=env)
+        check("%s: --out .%s through a symbolic link: written (0)" % (writer, ext), rc == 0,
+              "exit %d: %s" % (rc, err))
+        check("%s: --out .%s through a symbolic link: the link stays" % (writer, ext),
+              os.path.islink(path(link)) and os.readlink(path(link)) == target)
+        check("%s: --out .%s through a symbolic link: the target holds the output"
+              % (writer, ext), read(path(target)).startswith(magic), repr(read(path(target))[:40]))
     if os.path.lexists(path("dangling.csv")):
         os.unlink(path("dangling.csv"))
     os.symlink("nowhere/missing.csv", path("dangling.csv"))
-    rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", "dangling.csv"])
-    check("--out a symbolic link to nothing is refused (3), the link kept",
+    rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", "dangling.csv"], env=env)
+    check("%s: --out a symbolic link to nothing is refused (3), the link kept" % writer,
           rc == 3 and "symbolic link" in err and os.path.islink(path("dangling.csv")),
           "exit %d: %s" % (rc, err.strip()))
+
+    # root can give the new file away: another user's file keeps its owner, group and mode
+    for ext in ("csv", "npz"):
+        theirs = write("nobodys." + ext, "NOBODY'S\n")
+        os.chown(theirs, NOBODY, NOBODY)
+        os.chmod(theirs, 0o640)
+        rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", theirs], env=env)
+        st = os.stat(theirs)
+        check("%s: root replacing user %d's --out .%s keeps its owner, group and mode 640"
+              % (writer, NOBODY, ext),
+              rc == 0 and (st.st_uid, st.st_gid) == (NOBODY, NOBODY) and
+              stat.S_IMODE(st.st_mode) == 0o640 and read(theirs) != b"NOBODY'S\n",
+              "exit %d, uid %d gid %d mode %o: %s" % (rc, st.st_uid, st.st_gid,
+                                                     stat.S_IMODE(st.st_mode), err))
 
     # the ownership and mode cases, as a user other than root
     if not SETPRIV:
@@ -211,12 +230,15 @@ def identity():
         mine = write("mine600." + ext, "OLD\n")
         os.chown(mine, NOBODY, NOBODY)
         os.chmod(mine, 0o600)
-        rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", mine], as_nobody=True)
+        rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", mine], as_nobody=True,
+                         env=env)
         st = os.stat(mine)
-        check("mode 600 of an existing --out .%s is kept (as user %d)" % (ext, NOBODY),
+        check("%s: mode 600 of an existing --out .%s is kept (as user %d)" % (writer, ext, NOBODY),
               rc == 0 and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == NOBODY and
               read(mine) != b"OLD\n",
               "exit %d, mode %o, uid %d: %s" % (rc, stat.S_IMODE(st.st_mode), st.st_uid, err))
+        if not full:
+            continue
         theirs = write("theirs-ro." + ext, "ROOT'S\n")
         os.chmod(theirs, 0o444)  # root's, read-only, in a directory user 65534 can write
         rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", theirs], as_nobody=True)
@@ -231,6 +253,8 @@ def identity():
         check("another user's writable --out .%s is refused (3): its owner is kept" % ext,
               rc == 3 and "another user" in err and read(shared) == b"ROOT'S\n" and
               os.stat(shared).st_uid == 0, "exit %d: %s" % (rc, err.strip()))
+    if not full:
+        return
     # an output that cannot be created: the README's table says 3
     rc, _, err = run([SOLVE, "--t1", "0.5", "--quiet", "--out", "no/such/dir/out.csv"])
     check("--out into a missing directory exits 3", rc == 3 and "cannot write" in err,
@@ -357,7 +381,9 @@ def resume():
 # ---------------------------------------------------------------------------------------------
 if RESUME:
     resume()
-    interrupted("mpi", env={"CLNODE_MPI": "1"})  # the MPI writer (rank 0's temporary file)
+    # the MPI writer: rank 0's temporary file, the target's identity
+    interrupted("mpi", env={"CLNODE_MPI": "1"})
+    identity("MPI writer", env={"CLNODE_MPI": "1"}, full=False)
 else:
     outputs_naming_inputs()
     identity()
