@@ -401,7 +401,7 @@ static int deliver_chunk(void *user, size_t c, const void *data, size_t len)
 
 #define RECORD_FORMAT 2
 #define RECORD_HEAD "clnode-solve progress record "
-#define RECORD_MAX_ITEMS 48
+#define RECORD_MAX_ITEMS 48 /* record_inputs and record_options add 33 */
 
 typedef struct record_item {
     char key[24];
@@ -501,7 +501,8 @@ static int record_inputs(const run *r, const double *y0, record *m)
     const clnode_solve_options *o = &a->pb.opts;
     snprintf(add_item(m, "library", 0, "the clnode library")->value, sizeof m->it[0].value, "%s",
              clnode_version_string());
-    add_long(m, "batch", "the batch size", (long long)r->batch);
+    add_long(m, "batch", "the batch size (--batch, or the rows of the inputs)",
+             (long long)r->batch);
     add_long(m, "chunk_size", "--chunk-size", (long long)r->chunk_size);
     char what[400];
     if (a->pb.model_path) {
@@ -514,12 +515,13 @@ static int record_inputs(const run *r, const double *y0, record *m)
                  sizeof m->it[0].value, "seed");
     }
     const size_t N = clnode_model_dim(r->model), k = clnode_model_num_inputs(r->model);
-    snprintf(what, sizeof what, "the initial states y0 (%s%s%s%s)",
-             a->pb.y0_file ? "--y0-file "
-             : a->pb.y0    ? "--y0"
-                           : "zeros",
-             a->pb.y0_file ? a->pb.y0_file : "", a->in_path ? ", --in " : "",
-             a->in_path ? a->in_path : "");
+    if (a->pb.y0_file)
+        snprintf(what, sizeof what, "the initial states y0 (--y0-file %s)", a->pb.y0_file);
+    else if (a->in_path && !a->pb.y0)
+        snprintf(what, sizeof what, "the initial states y0 (--in %s, member y0, or zeros)",
+                 a->in_path);
+    else
+        snprintf(what, sizeof what, "the initial states y0 (%s)", a->pb.y0 ? "--y0" : "zeros");
     add_hash(m, "y0", what, y0, r->batch * N * sizeof *y0);
     add_time(m, r, "t0", o->t0s, a->t0_file, o->t0);
     add_time(m, r, "t1", o->t1s, a->t1_file, o->t1);
