@@ -126,7 +126,8 @@ int tool_target_mktemp(const tool_target *t, const char *shown, char **tmp, int 
     snprintf(*tmp, len, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
     const int fd = tool_temp_create(*tmp, 0600, slot);
     if (fd < 0) {
-        tool_error("cannot write %s: %s", shown, strerror(errno));
+        tool_error("cannot write %s: %s (a temporary file in its directory)", shown,
+                   strerror(errno));
         free(*tmp);
         *tmp = NULL;
         return -1;
