@@ -232,8 +232,8 @@ check("a failed --out write leaves the old file untouched", open(target).read() 
       open(target).read()[:100])
 leftovers = [f for f in os.listdir(TMP) if f.startswith(".old.csv")]
 check("a failed --out write leaves no temporary file", not leftovers, str(leftovers))
-expect("--out into a missing directory is bad input (2)",
-       run([SOLVE, "--out", os.path.join(TMP, "no", "such", "dir.csv")]), 2,
+expect("--out into a missing directory is an output that could not be written (3)",
+       run([SOLVE, "--out", os.path.join(TMP, "no", "such", "dir.csv")]), 3,
        err_has="cannot write")
 cwd = tempfile.mkdtemp(dir=TMP)
 rc, out, err = run([SOLVE, "--t1", "1", "--out", "-"], cwd=cwd)

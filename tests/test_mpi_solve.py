@@ -143,7 +143,7 @@ def main():
             check(os.path.isdir(out + ".progress"), f"killed run ({ext}): no progress record")
             if ext == "csv":
                 r = run(2, args + ["--rtol", "1e-5"])
-                check(r.returncode == 2 and "belongs to another problem" in r.stderr,
+                check(r.returncode == 2 and "--rtol (was 0.0001, now 1e-05) changed" in r.stderr,
                       f"resume with other options: exit {r.returncode}: {r.stderr}")
             r = run(2, args)
             check(r.returncode == 0, f"resumed run ({ext}): exit {r.returncode}: {r.stderr}")

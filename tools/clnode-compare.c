@@ -1243,6 +1243,27 @@ static int plot_check(void)
     return TOOL_EXIT_INPUT;
 }
 
+/* Refuses a --plot FILE (or its data file FILE.json) that is the same file as an input.
+ * Returns 0, 2 or 3. */
+static int check_outputs(const compare *c)
+{
+    if (!c->plot)
+        return 0;
+    const tool_input in[] = {{"--model", c->pb.model_path}, {"--y0-file", c->pb.y0_file}};
+    const size_t len = strlen(c->plot) + 6;
+    char *json_path = malloc(len);
+    if (!json_path) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    snprintf(json_path, len, "%s.json", c->plot);
+    int rc = tool_out_check_inputs("--plot", c->plot, in, 2);
+    if (!rc)
+        rc = tool_out_check_inputs("--plot (its data file)", json_path, in, 2);
+    free(json_path);
+    return rc;
+}
+
 static int make_plot(const compare *c)
 {
     const size_t len = strlen(c->plot) + 6;
@@ -1380,6 +1401,8 @@ int main(int argc, char **argv)
         c.pb.ts = NULL;
     }
     c.progress = isatty(STDERR_FILENO);
+    if ((rc = check_outputs(&c)) != 0)
+        goto done;
     if (c.plot && (rc = plot_check()) != 0)
         goto done;
     if (!c.ndev && (rc = default_devices(&c)) != 0)

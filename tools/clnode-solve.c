@@ -72,7 +72,9 @@ static void usage(FILE *f)
         "  by rank 0 with the same bytes as one process\n"
         "  --chunk-size N          trajectories per chunk (default: about 64 chunks, <= 4096)\n"
         "  --resume                keep a progress record FILE.progress/ beside --out FILE; a\n"
-        "                          rerun solves only the chunks it lacks (same bytes)\n",
+        "                          rerun solves only the chunks it lacks (same bytes); one\n"
+        "                          whose model, inputs or options changed is refused, naming\n"
+        "                          what changed\n",
         f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
@@ -283,11 +285,30 @@ static void direction(const clnode_solve_options *o, size_t batch, double *t0, d
     }
 }
 
+/* What the run refuses before it opens anything: --resume and --chunk-size without MPI, an --out
+ * that is the same file as one of the inputs. Returns 0 or 2 after printing an error. */
+static int refuse_early(const solve_args *a)
+{
+#ifndef CLNODE_SOLVE_MPI
+    if (a->resume || a->chunk_size) {
+        tool_error("--resume and --chunk-size need clnode-solve built with MPI (meson option mpi)");
+        return TOOL_EXIT_INPUT;
+    }
+#endif
+    const tool_input in[] = {
+        {"--model", a->pb.model_path}, {"--y0-file", a->pb.y0_file}, {"--t0-file", a->t0_file},
+        {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},  {"--args-file", a->args_file},
+        {"--in", a->in_path},
+    };
+    return tool_out_check_inputs("--out", a->out_path, in, sizeof in / sizeof in[0]);
+}
+
 int main(int argc, char **argv)
 {
     tool_prog = "clnode-solve";
     solve_args a;
     int rc = solve_args_parse(&a, argc, argv);
+    rc = rc < 0 && refuse_early(&a) ? TOOL_EXIT_INPUT : rc;
     if (rc >= 0) {
         if (a.help)
             usage(stdout);
@@ -302,12 +323,6 @@ int main(int argc, char **argv)
         rc = solve_mpi_finish(rc);
         solve_args_free(&a);
         return rc;
-    }
-#else
-    if (a.resume || a.chunk_size) {
-        tool_error("--resume and --chunk-size need clnode-solve built with MPI (meson option mpi)");
-        solve_args_free(&a);
-        return TOOL_EXIT_INPUT;
     }
 #endif
     tool_problem *pb = &a.pb;
@@ -331,7 +346,7 @@ int main(int argc, char **argv)
     direction(&pb->opts, batch, &dir_t0, &dir_t1);
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {
-        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1, argc, argv);
+        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);
         goto done;
     }
 #endif

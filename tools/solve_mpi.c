@@ -13,7 +13,8 @@
  *
  * --resume keeps each solved chunk's bytes (and CRCs) in a progress record beside the output,
  * OUT.progress/chunk-C, written atomically by the rank that solved it (on a shared filesystem
- * across nodes), under a manifest with a fingerprint of the problem; array outputs are written
+ * across nodes), under a manifest of everything the result depends on, item by item (a rerun
+ * whose problem differs is refused, naming what changed); array outputs are written
  * into OUT.progress/data. A rerun solves only the chunks the record lacks and removes it once the
  * output is written. */
 #include "solve_mpi.h"
@@ -32,6 +33,7 @@
 #include "solve_arrays.h"
 #include "solve_text.h"
 #include "tool_common.h"
+#include "tool_temp.h"
 
 int solve_mpi_wanted(const solve_args *a)
 {
@@ -65,6 +67,8 @@ typedef struct run {
     MPI_File fh;
     int fh_open;
     char *tmp;
+    tool_target target;     /* rank 0: the file the arrays replace */
+    int slot;               /* rank 0: the temporary file's registration (tool_temp.h), or -1 */
     solve_out_part *parts;  /* rank 0: every chunk's CRCs, in order */
     int deferred;           /* --save steps or --ragged: the arrays are laid out after the solve */
     clnode_solution **sols; /* deferred: the solutions of this rank's chunks until then */
@@ -147,11 +151,13 @@ static int write_atomic(const char *path, const void *data, size_t len)
     if (!tmp)
         return -1;
     snprintf(tmp, n, "%s.tmp", path);
+    const int slot = tool_temp_register(tmp);
     int rc = write_all(tmp, data, len);
     if (rc == 0 && rename(tmp, path) != 0)
         rc = -1;
     if (rc != 0)
         unlink(tmp);
+    tool_temp_release(slot);
     if (rc == 0) { /* the directory: path up to its last slash */
         const char *slash = strrchr(path, '/');
         if (slash) {
@@ -385,7 +391,29 @@ static int deliver_chunk(void *user, size_t c, const void *data, size_t len)
     return 0;
 }
 
-/* ---- the progress record ---- */
+/* ---- the progress record ----
+ *
+ * OUT.progress/manifest holds, item by item, everything the chunks' bytes depend on: one line
+ * "KEY VALUE" per item after the format line. A resume whose items differ from the record's is
+ * refused, naming each item that changed. What is not in it changes no bit by design: the rank
+ * count, the device in strict GEMM mode (host, OpenCL and CUDA give the same bits), thread
+ * counts, --quiet, --resume itself. */
+
+#define RECORD_FORMAT 2
+#define RECORD_HEAD "clnode-solve progress record "
+#define RECORD_MAX_ITEMS 48 /* record_inputs and record_options add 33 */
+
+typedef struct record_item {
+    char key[24];
+    char value[112];
+    char what[400]; /* what the item is, for the message naming it */
+    int hashed;     /* the value is a content hash: not shown in messages */
+} record_item;
+
+typedef struct record {
+    record_item it[RECORD_MAX_ITEMS];
+    size_t n;
+} record;
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
 {
@@ -395,34 +423,245 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-/* What the chunks' bytes depend on: the command line (but --resume and the device, which do not
- * change a bit), the initial states and per-trajectory arrays, the batch and the chunk size. */
-static uint64_t fingerprint(const run *r, int argc, char **argv, const double *y0, size_t dim)
+#define FNV_INIT 14695981039346656037ull
+
+static record_item *add_item(record *m, const char *key, int hashed, const char *what)
 {
-    uint64_t h = 14695981039346656037ull;
-    for (int i = 1; i < argc; ++i) {
-        const char *s = argv[i];
-        if (strcmp(s, "--resume") == 0)
-            continue;
-        if (strcmp(s, "--device") == 0 || strcmp(s, "--backend") == 0) {
-            ++i;
-            continue;
-        }
-        if (strncmp(s, "--device=", 9) == 0 || strncmp(s, "--backend=", 10) == 0)
-            continue;
-        h = fnv(h, s, strlen(s) + 1);
+    record_item *it = &m->it[m->n++];
+    snprintf(it->key, sizeof it->key, "%s", key);
+    snprintf(it->what, sizeof it->what, "%s", what);
+    it->hashed = hashed;
+    return it;
+}
+
+static void add_num(record *m, const char *key, const char *what, double x)
+{
+    tool_fmt_num(add_item(m, key, 0, what)->value, x, CLNODE_FP64);
+}
+
+static void add_long(record *m, const char *key, const char *what, long long v)
+{
+    snprintf(add_item(m, key, 0, what)->value, sizeof m->it[0].value, "%lld", v);
+}
+
+static void add_hash(record *m, const char *key, const char *what, const void *data, size_t n)
+{
+    snprintf(add_item(m, key, 1, what)->value, sizeof m->it[0].value, "fnv1a64:%016llx:%zu",
+             (unsigned long long)fnv(FNV_INIT, data, n), n);
+}
+
+/* The FNV-1a hash of a file's bytes, read in pieces. Returns 0, or 2 after printing an error. */
+static int hash_file(const char *path, char *value, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tool_error("--resume: cannot read the model file %s: %s", path, strerror(errno));
+        return TOOL_EXIT_INPUT;
     }
-    const uint64_t sizes[3] = {r->batch, r->chunk_size, dim};
-    h = fnv(h, sizes, sizeof sizes);
-    h = fnv(h, y0, r->batch * dim * sizeof *y0);
-    const clnode_solve_options *o = &r->a->pb.opts;
-    const double *arrays[3] = {o->t0s, o->t1s, o->dt0s};
-    for (int k = 0; k < 3; ++k)
-        if (arrays[k])
-            h = fnv(h, arrays[k], r->batch * sizeof(double));
-    if (o->inputs)
-        h = fnv(h, o->inputs, r->batch * clnode_model_num_inputs(r->model) * sizeof(double));
-    return h;
+    static unsigned char buf[1 << 16];
+    uint64_t h = FNV_INIT, total = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        h = fnv(h, buf, n);
+        total += n;
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        tool_error("--resume: cannot read the model file %s", path);
+        return TOOL_EXIT_INPUT;
+    }
+    snprintf(value, cap, "fnv1a64:%016llx:%llu", (unsigned long long)h, (unsigned long long)total);
+    return 0;
+}
+
+/* A per-trajectory time (t0, t1, dt0): its array's contents, or the scalar option's value. */
+static void add_time(record *m, const run *r, const char *key, const double *array,
+                     const char *file, double scalar)
+{
+    const solve_args *a = r->a;
+    char what[400];
+    if (array && file)
+        snprintf(what, sizeof what, "the %s array (--%s-file %s)", key, key, file);
+    else if (array)
+        snprintf(what, sizeof what, "the %s array (--in %s, member %s)", key, a->in_path, key);
+    else
+        snprintf(what, sizeof what, "--%s", key);
+    if (array)
+        add_hash(m, key, what, array, r->batch * sizeof *array);
+    else
+        add_num(m, key, what, scalar);
+}
+
+/* The inputs of the record: the library, the batch and its chunks, the model's bytes and every
+ * input array's contents. Returns 0 or 2 after printing an error. */
+static int record_inputs(const run *r, const double *y0, record *m)
+{
+    const solve_args *a = r->a;
+    const clnode_solve_options *o = &a->pb.opts;
+    snprintf(add_item(m, "library", 0, "the clnode library")->value, sizeof m->it[0].value, "%s",
+             clnode_version_string());
+    add_long(m, "batch", "the batch size (--batch, or the rows of the inputs)",
+             (long long)r->batch);
+    add_long(m, "chunk_size", "--chunk-size", (long long)r->chunk_size);
+    char what[400];
+    if (a->pb.model_path) {
+        snprintf(what, sizeof what, "the model file %s", a->pb.model_path);
+        if (hash_file(a->pb.model_path, add_item(m, "model", 1, what)->value,
+                      sizeof m->it[0].value) != 0)
+            return TOOL_EXIT_INPUT;
+    } else {
+        snprintf(add_item(m, "model", 0, "the model (the built-in seed model)")->value,
+                 sizeof m->it[0].value, "seed");
+    }
+    const size_t N = clnode_model_dim(r->model), k = clnode_model_num_inputs(r->model);
+    if (a->pb.y0_file)
+        snprintf(what, sizeof what, "the initial states y0 (--y0-file %s)", a->pb.y0_file);
+    else if (a->in_path && !a->pb.y0)
+        snprintf(what, sizeof what, "the initial states y0 (--in %s, member y0, or zeros)",
+                 a->in_path);
+    else
+        snprintf(what, sizeof what, "the initial states y0 (%s)", a->pb.y0 ? "--y0" : "zeros");
+    add_hash(m, "y0", what, y0, r->batch * N * sizeof *y0);
+    add_time(m, r, "t0", o->t0s, a->t0_file, o->t0);
+    add_time(m, r, "t1", o->t1s, a->t1_file, o->t1);
+    add_time(m, r, "dt0", o->dt0s, a->dt0_file, o->dt0);
+    if (o->inputs) {
+        if (a->args_file)
+            snprintf(what, sizeof what, "the conditioning inputs (--args-file %s)", a->args_file);
+        else
+            snprintf(what, sizeof what, "the conditioning inputs (--in %s, member args)",
+                     a->in_path);
+        add_hash(m, "args", what, o->inputs, r->batch * k * sizeof *o->inputs);
+    } else {
+        snprintf(add_item(m, "args", 0, "the conditioning inputs")->value, sizeof m->it[0].value,
+                 "none");
+    }
+    return 0;
+}
+
+/* The options as parsed (canonical values: --rtol=1e-3 and --rtol 0.001 are the same item) and
+ * the GEMM arithmetic of the device where it differs (tf32: native on CUDA, emulated elsewhere). */
+static void record_options(const run *r, record *m)
+{
+    const solve_args *a = r->a;
+    const clnode_solve_options *o = &a->pb.opts;
+    snprintf(add_item(m, "method", 0, "--method")->value, sizeof m->it[0].value, "%s",
+             o->method ? o->method->name : "tsit5");
+    snprintf(add_item(m, "precision", 0, "--precision")->value, sizeof m->it[0].value, "%s",
+             clnode_precision_name(o->precision));
+    const int cuda = strcmp(clnode_context_backend(r->ctx), "cuda") == 0;
+    snprintf(
+        add_item(m, "gemm", 0, "--gemm-precision and the GEMM arithmetic of the device")->value,
+        sizeof m->it[0].value, "%s%s", clnode_gemm_mode_name(o->gemm_mode),
+        o->gemm_mode == CLNODE_GEMM_STRICT ? ""
+        : cuda                             ? " native"
+                                           : " emulated");
+    const struct {
+        const char *key;
+        double x;
+    } nums[] = {{"rtol", o->rtol},     {"atol", o->atol},           {"pcoeff", o->pcoeff},
+                {"icoeff", o->icoeff}, {"dcoeff", o->dcoeff},       {"dtmin", o->dtmin},
+                {"dtmax", o->dtmax},   {"factormin", o->factormin}, {"factormax", o->factormax},
+                {"safety", o->safety}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; ++i) {
+        char what[32];
+        snprintf(what, sizeof what, "--%s", nums[i].key);
+        add_num(m, nums[i].key, what, nums[i].x);
+    }
+    add_long(m, "constant_step", "--constant-step", o->constant_step);
+    add_long(m, "force_dtmin", "--no-force-dtmin", o->force_dtmin);
+    add_long(m, "max_steps", "--max-steps", o->max_steps);
+    static const char *const guards[] = {"warn", "refuse", "off"};
+    snprintf(add_item(m, "precision_guard", 0, "--precision-guard")->value, sizeof m->it[0].value,
+             "%s", (unsigned)o->precision_guard < 3 ? guards[o->precision_guard] : "?");
+    add_long(m, "save_t0", "--save t0", o->save_t0);
+    add_long(m, "save_t1", "--save t1", o->save_t1);
+    add_long(m, "save_steps", "--save steps", o->save_steps);
+    add_hash(m, "save_ts", "--save ts:", o->save_ts, o->n_save_ts * sizeof *o->save_ts);
+    add_long(m, "json", "--json", a->json);
+    add_long(m, "json_points", "--json-points", a->json_points);
+    add_long(m, "ragged", "--ragged", a->ragged);
+}
+
+/* The manifest text of a record (malloc'd; NULL when out of memory). */
+static char *record_text(const record *m)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "%s%d\n", RECORD_HEAD, RECORD_FORMAT);
+    for (size_t i = 0; i < m->n; ++i)
+        fprintf(f, "%s %s\n", m->it[i].key, m->it[i].value);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The value of `key` in a manifest's text (its line's rest, without the newline), or NULL. */
+static const char *record_find(const char *text, const char *key, size_t *len)
+{
+    const size_t k = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, k) == 0 && p[k] == ' ') {
+            const char *v = p + k + 1, *e = strchr(v, '\n');
+            *len = e ? (size_t)(e - v) : strlen(v);
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* Compares the record on the disk (text) with this run's. Returns 0 when every item is the
+ * same, or 2 after printing which changed. */
+static int record_compare(const run *r, const record *m, const char *text)
+{
+    int format = 0;
+    if (strncmp(text, RECORD_HEAD, strlen(RECORD_HEAD)) != 0 ||
+        sscanf(text + strlen(RECORD_HEAD), "%d", &format) != 1) {
+        tool_error("--resume: %s/manifest is not a progress record of clnode-solve; remove %s to "
+                   "start again",
+                   r->dir, r->dir);
+        return TOOL_EXIT_INPUT;
+    }
+    if (format != RECORD_FORMAT) {
+        tool_error("--resume: the progress record %s was made by another version of clnode-solve "
+                   "(record format %d; this one reads format %d); remove %s to start again",
+                   r->dir, format, RECORD_FORMAT, r->dir);
+        return TOOL_EXIT_INPUT;
+    }
+    char *msg = NULL;
+    size_t mlen = 0, nchanged = 0;
+    FILE *f = open_memstream(&msg, &mlen);
+    if (!f) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    for (size_t i = 0; i < m->n; ++i) {
+        const record_item *it = &m->it[i];
+        size_t len = 0;
+        const char *v = record_find(text, it->key, &len);
+        if (v && len == strlen(it->value) && memcmp(v, it->value, len) == 0)
+            continue;
+        fprintf(f, "%s%s", nchanged++ ? "; " : "", it->what);
+        if (!it->hashed && v)
+            fprintf(f, " (was %.*s, now %s)", (int)(len < 200 ? len : 200), v, it->value);
+    }
+    if (fclose(f) != 0) {
+        free(msg);
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    if (nchanged)
+        tool_error("--resume: %s changed since the progress record %s was made; remove %s to "
+                   "start again, or resume with the problem it was made for",
+                   msg, r->dir, r->dir);
+    free(msg);
+    return nchanged ? TOOL_EXIT_INPUT : 0;
 }
 
 static int pread_fd(void *user, void *buf, size_t len, uint64_t offset)
@@ -484,15 +723,14 @@ static int progress_scan(run *r, unsigned char *skip, size_t *done, size_t *lost
 
 /* Rank 0: opens or creates the progress record; marks the chunks it holds in skip. Returns 0 or
  * the exit status after printing why. */
-static int progress_open(run *r, uint64_t fp, unsigned char *skip)
+static int progress_open(run *r, const record *m, unsigned char *skip)
 {
-    char manifest[256];
-    snprintf(manifest, sizeof manifest,
-             "clnode-solve progress record 1\nfingerprint %016llx\nbatch %zu\nchunk_size %zu\n",
-             (unsigned long long)fp, r->batch, r->chunk_size);
+    char *manifest = record_text(m);
     char *mpath = record_path(r, "manifest");
-    if (!mpath) {
+    if (!mpath || !manifest) {
         tool_error("out of memory");
+        free(mpath);
+        free(manifest);
         return TOOL_EXIT_RESOURCE;
     }
     int rc = 0;
@@ -503,12 +741,7 @@ static int progress_open(run *r, uint64_t fp, unsigned char *skip)
         fclose(f);
         if (tool_read_file(mpath, &text, &len) != 0) {
             rc = TOOL_EXIT_INPUT;
-        } else if (strcmp(text, manifest) != 0) {
-            tool_error("the progress record %s belongs to another problem (other options, inputs "
-                       "or chunk size); remove it to start again",
-                       r->dir);
-            rc = TOOL_EXIT_INPUT;
-        } else {
+        } else if ((rc = record_compare(r, m, text)) == 0) {
             size_t done = 0, lost = 0;
             rc = progress_scan(r, skip, &done, &lost);
             if (lost)
@@ -524,9 +757,10 @@ static int progress_open(run *r, uint64_t fp, unsigned char *skip)
     } else if ((mkdir(r->dir, 0777) != 0 && errno != EEXIST) ||
                write_atomic(mpath, manifest, strlen(manifest)) != 0) {
         tool_error("cannot create the progress record %s: %s", r->dir, strerror(errno));
-        rc = TOOL_EXIT_INPUT;
+        rc = TOOL_EXIT_RESOURCE;
     }
     free(mpath);
+    free(manifest);
     return rc;
 }
 
@@ -592,24 +826,30 @@ static int arrays_open(run *r)
     /* the name: rank 0 makes it and tells the others */
     char name[4096] = "";
     if (r->rank == 0) {
-        if (r->dir) {
+        rc = tool_target_open(&r->target, a->out_path);
+        if (!rc && r->target.special) {
+            tool_error("cannot write %s: not a regular file (the arrays are written at their "
+                       "offsets)",
+                       a->out_path);
+            rc = TOOL_EXIT_RESOURCE;
+        }
+        if (!rc && r->dir) {
             snprintf(name, sizeof name, "%s/data", r->dir);
-        } else {
-            const char *slash = strrchr(a->out_path, '/');
-            const int dirlen = slash ? (int)(slash - a->out_path) + 1 : 0;
-            snprintf(name, sizeof name, "%.*s.%s.XXXXXX", dirlen, a->out_path,
-                     a->out_path + dirlen);
-            const int fd = mkstemp(name);
-            const mode_t mask = umask(0); /* the permissions of a file made by fopen, as tool_out */
-            umask(mask);
-            if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0) {
-                tool_error("cannot write %s: %s", a->out_path, strerror(errno));
-                rc = TOOL_EXIT_INPUT;
-            }
+        } else if (!rc) { /* beside the target, with its mode, owner and group */
+            char *tmp = NULL;
+            const int fd = tool_target_mktemp(&r->target, a->out_path, &tmp, &r->slot);
             if (fd >= 0)
                 close(fd);
-            if (fd >= 0 && rc)
-                unlink(name);
+            if (fd >= 0 && strlen(tmp) < sizeof name) {
+                memcpy(name, tmp, strlen(tmp) + 1);
+            } else if (fd >= 0) {
+                tool_error("cannot write %s: %s", a->out_path, strerror(ENAMETOOLONG));
+                unlink(tmp);
+                tool_temp_release(r->slot);
+                r->slot = -1;
+            }
+            rc = name[0] ? 0 : TOOL_EXIT_RESOURCE;
+            free(tmp);
         }
     }
     if ((rc = agree(rc)) != 0)
@@ -648,11 +888,23 @@ static int arrays_commit(run *r)
     rc = mrc == MPI_SUCCESS && crc == MPI_SUCCESS ? 0 : TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
         tool_error("cannot write %s (MPI_File_set_size/close)", r->a->out_path);
-    if (!rc && r->rank == 0 && rename(r->tmp, r->a->out_path) != 0) {
-        tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
-        rc = TOOL_EXIT_RESOURCE;
+    if (!rc && r->rank == 0) { /* the target's mode, owner and group, then over it */
+        const int fd = open(r->tmp, O_RDONLY);
+        if (fd < 0) {
+            tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
+            rc = TOOL_EXIT_RESOURCE;
+        } else {
+            rc = tool_target_adopt(&r->target, fd, r->a->out_path);
+            close(fd);
+        }
+        if (!rc && rename(r->tmp, r->target.path) != 0) {
+            tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
+            rc = TOOL_EXIT_RESOURCE;
+        }
     }
     if (!rc) {
+        tool_temp_release(r->slot);
+        r->slot = -1;
         free(r->tmp);
         r->tmp = NULL;
     }
@@ -668,8 +920,11 @@ static void arrays_abort(run *r)
     r->fh_open = 0;
     if (r->rank == 0 && r->tmp && !r->dir)
         unlink(r->tmp);
+    tool_temp_release(r->slot);
+    r->slot = -1;
     free(r->tmp);
     r->tmp = NULL;
+    tool_target_free(&r->target);
 }
 
 /* Appends chunk c's CRCs to its bytes. Returns 0 or -1 (out of memory). */
@@ -804,6 +1059,7 @@ int solve_mpi_init(solve_args *a, int *argc, char ***argv)
     run *r = &R0;
     MPI_Init(argc, argv);
     memset(r, 0, sizeof *r);
+    r->slot = -1;
     r->a = a;
     r->min_steps = -1;
     r->max_steps = -1;
@@ -839,8 +1095,7 @@ int solve_mpi_init(solve_args *a, int *argc, char ***argv)
  * --ragged, room for the solutions until the layout is known), rank 0's text output, and with
  * --resume the progress record, whose solved chunks are marked in skip on every rank. Collective.
  * Returns 0 or the exit status. */
-static int prepare_outputs(run *r, int argc, char **argv, const double *y0, unsigned char *skip,
-                           tool_out *out)
+static int prepare_outputs(run *r, const double *y0, unsigned char *skip, tool_out *out)
 {
     const solve_args *a = r->a;
     int rc = 0;
@@ -867,9 +1122,16 @@ static int prepare_outputs(run *r, int argc, char **argv, const double *y0, unsi
             snprintf(r->dir, n, "%s.progress", a->out_path);
         else
             rc = TOOL_EXIT_RESOURCE;
-        const uint64_t fp = fingerprint(r, argc, argv, y0, clnode_model_dim(r->model));
-        if (!rc && r->rank == 0)
-            rc = progress_open(r, fp, skip);
+        record *m = !rc && r->rank == 0 ? calloc(1, sizeof *m) : NULL;
+        if (!rc && r->rank == 0 && !m) {
+            tool_error("out of memory");
+            rc = TOOL_EXIT_RESOURCE;
+        }
+        if (m && (rc = record_inputs(r, y0, m)) == 0) {
+            record_options(r, m);
+            rc = progress_open(r, m, skip);
+        }
+        free(m);
     }
     if ((rc = agree(rc)) != 0)
         return rc;
@@ -900,7 +1162,7 @@ static void run_free(run *r)
 }
 
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
-                  size_t batch, double dir_t0, double dir_t1, int argc, char **argv)
+                  size_t batch, double dir_t0, double dir_t1)
 {
     run *r = &R0;
     r->entered = 1;
@@ -945,7 +1207,7 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if ((rc = agree(rc)) != 0)
         goto done;
 
-    if ((rc = prepare_outputs(r, argc, argv, y0, skip, &out)) != 0)
+    if ((rc = prepare_outputs(r, y0, skip, &out)) != 0)
         goto done;
 
     clnode_mpi_options m;

@@ -1,5 +1,5 @@
-/* tool_common.c - messages, exit statuses, option parsing, the y0 and list parsers, loading,
- * atomic output files and number formatting shared by the command-line tools. */
+/* tool_common.c - messages, exit statuses, option parsing, the y0 and list parsers, loading and
+ * number formatting shared by the command-line tools (output files: tool_out.c). */
 #include "tool_common.h"
 
 #include <errno.h>
@@ -775,102 +775,6 @@ fail:
     clnode_model_destroy(model);
     clnode_context_destroy(ctx);
     return rc ? rc : TOOL_EXIT_INPUT;
-}
-
-/* ---- output files ---- */
-
-int tool_out_open(tool_out *o, const char *path)
-{
-    memset(o, 0, sizeof *o);
-    if (strcmp(path, "-") == 0) {
-        o->f = stdout;
-        o->is_stdout = 1;
-        return 0;
-    }
-    if (!path[0]) {
-        tool_error("an output file name is empty");
-        return TOOL_EXIT_INPUT;
-    }
-    o->path = strdup(path);
-    if (!o->path) {
-        tool_error("out of memory");
-        return TOOL_EXIT_RESOURCE;
-    }
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        o->f = fopen(path, "w");
-        if (!o->f) {
-            tool_error("cannot write %s: %s", path, strerror(errno));
-            tool_out_abort(o);
-            return TOOL_EXIT_INPUT;
-        }
-        return 0;
-    }
-    /* ".NAME.XXXXXX" in the target's directory, so that rename() replaces it atomically */
-    const char *slash = strrchr(path, '/');
-    const size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    const size_t len = strlen(path) + 9;
-    o->tmp = malloc(len);
-    if (!o->tmp) {
-        tool_error("out of memory");
-        tool_out_abort(o);
-        return TOOL_EXIT_RESOURCE;
-    }
-    snprintf(o->tmp, len, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-    const int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        tool_error("cannot write %s: %s", path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        tool_out_abort(o);
-        return TOOL_EXIT_INPUT;
-    }
-    const mode_t mask = umask(0);
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w"))) {
-        tool_error("cannot write %s: %s", path, strerror(errno));
-        close(fd);
-        tool_out_abort(o);
-        return TOOL_EXIT_RESOURCE;
-    }
-    return 0;
-}
-
-int tool_out_commit(tool_out *o)
-{
-    const char *name = o->is_stdout ? "standard output" : o->path;
-    int ok = fflush(o->f) == 0 && !ferror(o->f);
-    int err = ok ? 0 : errno;
-    if (!o->is_stdout) {
-        if (fclose(o->f) != 0 && ok) {
-            ok = 0;
-            err = errno;
-        }
-        o->f = NULL;
-        if (ok && o->tmp && rename(o->tmp, o->path) != 0) {
-            ok = 0;
-            err = errno;
-        }
-        if (ok) {
-            free(o->tmp);
-            o->tmp = NULL;
-        }
-    }
-    if (!ok)
-        tool_error("cannot write %s: %s", name, err ? strerror(err) : "write error");
-    tool_out_abort(o);
-    return ok ? 0 : TOOL_EXIT_RESOURCE;
-}
-
-void tool_out_abort(tool_out *o)
-{
-    if (o->f && !o->is_stdout)
-        fclose(o->f);
-    if (o->tmp)
-        unlink(o->tmp);
-    free(o->tmp);
-    free(o->path);
-    memset(o, 0, sizeof *o);
 }
 
 /* ---- numbers and JSON ---- */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "clnode.h"
+#include "tool_out.h"
 
 /* ---- exit statuses and messages: the same for every tool ---- */
 
@@ -207,26 +208,7 @@ void tool_log(void *user, clnode_log_level level, const char *msg);
 
 double tool_now(void);
 
-/* ---- output files ---- */
-
-/* An output written to a temporary file in the target's directory and renamed over the target
- * on success, so that a failed run leaves no partial file (and an existing file untouched). "-"
- * is standard output; a target that exists and is not a regular file (/dev/null, a pipe) is
- * written directly. */
-typedef struct tool_out {
-    FILE *f;
-    char *path;
-    char *tmp; /* NULL: written directly */
-    int is_stdout;
-} tool_out;
-
-/* Returns 0, or 2 (the directory cannot be written) after printing an error. */
-int tool_out_open(tool_out *o, const char *path);
-/* Flushes, closes and renames. Returns 0, or 3 after printing an error (the temporary file is
- * removed). */
-int tool_out_commit(tool_out *o);
-/* Closes and removes the temporary file. Accepts an output never opened (zeroed). */
-void tool_out_abort(tool_out *o);
+/* ---- output files: tool_out.h ---- */
 
 /* ---- numbers and JSON ---- */
 

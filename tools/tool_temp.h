@@ -1,0 +1,23 @@
+/* tool_temp.h - temporary files that a signal does not leave behind: the tools register each
+ * temporary output file while it exists, and SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGXFSZ remove
+ * every registered file, then do what they did before: the default action (the exit status is
+ * still the signal's), or the handler installed earlier. Library-free (the .npy writer uses it
+ * too). */
+#ifndef CLNODE_TOOL_TEMP_H
+#define CLNODE_TOOL_TEMP_H
+
+/* Creates a temporary file from the mkstemp template `name` (its last six characters "XXXXXX",
+ * replaced in place) with permissions `mode`, registered for removal on a signal. The first call
+ * installs the handlers, except for a signal that is ignored (it stays ignored). Signals are
+ * blocked in the calling thread between the creation and the registration. Returns the open
+ * descriptor and the registration in *slot, or -1 with errno set (EMFILE: every slot is taken). */
+int tool_temp_create(char *name, unsigned mode, int *slot);
+
+/* Unregisters a file (it was renamed or removed). Accepts -1. */
+void tool_temp_release(int slot);
+
+/* Registers an existing path (a name made otherwise, e.g. by MPI-IO). Returns the slot, or -1
+ * with errno set. */
+int tool_temp_register(const char *path);
+
+#endif /* CLNODE_TOOL_TEMP_H */
