@@ -116,14 +116,6 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
     return 0;
 }
 
-static int read_whole(const char *path, unsigned char **buf, size_t *len)
-{
-    char *text = NULL;
-    const int rc = tool_read_file(path, &text, len);
-    *buf = (unsigned char *)text;
-    return rc;
-}
-
 int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
 {
     memset(s, 0, sizeof *s);
@@ -134,7 +126,7 @@ int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
             continue;
         unsigned char *img = NULL;
         size_t len = 0;
-        if ((rc = read_whole(files[w], &img, &len)) == 0)
+        if ((rc = tool_read_npy(files[w], &img, &len)) == 0)
             rc = take(s, w, files[w], img, len, N, k);
         free(img);
     }
@@ -143,7 +135,7 @@ int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
         size_t len = 0, n = 0;
         cln_npz_entry e[CLN_NPZ_MAX_MEMBERS];
         char err[256];
-        if ((rc = read_whole(a->in_path, &img, &len)) == 0 &&
+        if ((rc = tool_read_npz(a->in_path, &img, &len)) == 0 &&
             cln_npz_parse(img, len, e, &n, err, sizeof err) != 0) {
             tool_error("%s: %s", a->in_path, err);
             rc = TOOL_EXIT_INPUT;
