@@ -3,8 +3,8 @@
  *
  * Usage: clnode-devices [--json] [--no-probe]. Works with no OpenCL platform and no CUDA driver
  * (the host is always there) and says what is missing. clnode-devices --model FILE [--json]
- * prints instead what a safetensors model file says, as the library reads it. Exit status: 0, or 3 when a listed device
- * could not be opened or probed, 2 for bad arguments (tool_exit_help). */
+ * prints instead what a safetensors model file says, as the library reads it. Exit status: 0, or 3
+ * when a listed device could not be opened or probed, 2 for bad arguments (tool_exit_help). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,8 +413,7 @@ static int print_model(const char *path, int json)
         }
         printf("], \"activation\": \"%s\", \"final_activation\": \"%s\", \"time_input\": %s, "
                "\"inputs\": %zu, \"metadata\": {",
-               act, fin, clnode_model_time_input(m) ? "true" : "false",
-               clnode_model_num_inputs(m));
+               act, fin, clnode_model_time_input(m) ? "true" : "false", clnode_model_num_inputs(m));
         for (size_t i = 0; i < nm; ++i) {
             fputs(i ? ", " : "", stdout);
             tool_json_str(stdout, clnode_model_metadata_key(m, i));

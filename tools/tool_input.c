@@ -95,8 +95,8 @@ int tool_read_npy(const char *path, unsigned char **img, size_t *size)
         return rc;
     cln_npy_header h;
     char err[256];
-    if (cln_npy_read_stream(in_read, &in, (size_t)TOOL_BATCH_MAX, img, size, &h, err,
-                            sizeof err) != 0) {
+    if (cln_npy_read_stream(in_read, &in, (size_t)TOOL_BATCH_MAX, img, size, &h, err, sizeof err) !=
+        0) {
         tool_error("%s: %s", path, err);
         rc = status_of(err);
     }
