@@ -15,6 +15,7 @@ Exit status 0 when every check passes, 1 otherwise.
 import json
 import os
 import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -223,6 +224,13 @@ expect("--y0-file /dev/urandom: refused, not read without end",
 expect("--t1-file /dev/urandom: refused at its header",
        run([SOLVE, "--t1-file", "/dev/urandom", "--quiet"], timeout=60), 2,
        err_has="/dev/urandom: not a .npy file")
+sparse = write("sparse.bin", b"")
+os.truncate(sparse, 8 << 30)  # 8 GiB of zeros, no disk
+for opt, msg in (("--in", "not a .npz file (not a ZIP archive)"),
+                 ("--y0-file", "line 1: a NUL byte"), ("--t1-file", "not a .npy file")):
+    expect("%s FILE: 8 GiB of zeros refused at the first bytes, not read whole" % opt,
+           run([SOLVE, opt, sparse, "--quiet"], timeout=60), 2, err_has=msg)
+os.unlink(sparse)
 t1 = npy([0.5, 0.25], [2])
 expect("a .npy on a pipe followed by endless bytes: refused after its declared data",
        run([SOLVE, "--t1-file", "-", "--quiet"], stdin=t1, feed=endless(b"\0" * 65536),
@@ -281,6 +289,7 @@ expect("--y0-file - --t1-file -: standard input can be read by one option only",
 expect("--t0-file - --in -: the same", run([SOLVE, "--t0-file", "-", "--in", "-"], stdin=b""), 2,
        err_has="--t0-file - and --in - both name standard input")
 
+shutil.rmtree(TMP, ignore_errors=True)
 print("%d check%s failed" % (len(FAILED), "" if len(FAILED) == 1 else "s") if FAILED else
       "all checks passed")
 sys.exit(1 if FAILED else 0)

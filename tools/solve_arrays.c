@@ -84,6 +84,11 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
         tool_error("%s: %s holds no trajectory", src, arr_names[which]);
         return TOOL_EXIT_INPUT;
     }
+    if (rows > (size_t)TOOL_BATCH_MAX) {
+        tool_error("%s: %s holds %zu trajectories, more than %ld (the batch limit)", src,
+                   arr_names[which], rows, (long)TOOL_BATCH_MAX);
+        return TOOL_EXIT_INPUT;
+    }
     if (s->batch && rows != s->batch) {
         tool_error("%s: %s holds %zu trajectories, but %s holds %zu", src, arr_names[which], rows,
                    s->batch_src, s->batch);

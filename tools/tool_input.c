@@ -105,10 +105,11 @@ int tool_read_npy(const char *path, unsigned char **img, size_t *size)
 }
 
 /* A regular file whole, by its size (an archive's directory is at its end; a member whose sizes
- * follow its data is found from there). Returns 0, 1 when f is not a regular file, or -1 with a
- * message. */
-static int read_regular(FILE *f, unsigned char **img, size_t *size, char *err, size_t errlen)
+ * follow its data is found from there), the bytes read ahead included. Returns 0, 1 when it is
+ * not a regular file, or -1 with a message. */
+static int read_regular(tool_in *in, unsigned char **img, size_t *size, char *err, size_t errlen)
 {
+    FILE *f = in->f;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
         return 1;
@@ -117,12 +118,17 @@ static int read_regular(FILE *f, unsigned char **img, size_t *size, char *err, s
         return -1;
     }
     const size_t n = (size_t)st.st_size;
+    if (n < in->n_ahead) {
+        snprintf(err, errlen, "the file shrank while read");
+        return -1;
+    }
     unsigned char *b = malloc(n ? n : 1);
     if (!b) {
         snprintf(err, errlen, "out of memory for %zu bytes", n);
         return -1;
     }
-    size_t got = 0;
+    memcpy(b, in->ahead, in->n_ahead);
+    size_t got = in->n_ahead;
     while (got < n) {
         const size_t k = fread(b + got, 1, n - got, f);
         if (k == 0)
@@ -146,8 +152,14 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size)
     if (rc)
         return rc;
     char err[256];
-    int r = read_regular(in.f, img, size, err, sizeof err);
-    if (r > 0)
+    /* the first record before anything else: a file that is no archive is not read further */
+    const size_t n = in_peek(&in, 4);
+    int r = -1;
+    if (n == 0)
+        snprintf(err, sizeof err, "an empty file (not a .npz archive)");
+    else if (n < 4 || memcmp(in.ahead, "PK\x03\x04", 4) != 0)
+        snprintf(err, sizeof err, "not a .npz file (not a ZIP archive)");
+    else if ((r = read_regular(&in, img, size, err, sizeof err)) > 0)
         r = cln_npz_read_stream(in_read, &in, img, size, err, sizeof err);
     if (r != 0) {
         tool_error("%s: %s", path, err);
