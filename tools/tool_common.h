@@ -235,11 +235,15 @@ int tool_read_y0(const char *path, size_t N, tool_header_mode mode, double **y0,
  * dimension of at most TOOL_BATCH_MAX): *img (malloc'ed, *size bytes) passes cln_npy_parse. */
 int tool_read_npy(const char *path, unsigned char **img, size_t *size);
 
-/* A .npz archive: a regular file by its size, anything else (a pipe) record by record
- * (cln_npz_read_stream). *img (malloc'ed, *size bytes) is for cln_npz_parse. */
+/* A .npz archive: refused at its first bytes when they are no ZIP local header; then a regular
+ * file by its size, anything else (a pipe) record by record (cln_npz_read_stream). *img
+ * (malloc'ed, *size bytes) is for cln_npz_parse. */
 int tool_read_npz(const char *path, unsigned char **img, size_t *size);
 
-/* Reads a whole file ("-": stdin) into a new NUL-terminated buffer. Returns 0, 2 or 3 after
+/* ---- other files ---- */
+
+/* Reads a whole file ("-": stdin) into a new NUL-terminated buffer, without bound: for the tools'
+ * own small files (a progress record's manifest), not for inputs. Returns 0, 2 or 3 after
  * printing an error. */
 int tool_read_file(const char *path, char **out, size_t *len);
 
