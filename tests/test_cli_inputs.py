@@ -260,6 +260,14 @@ expect("a .npy declaring more rows than the batch limit: refused, named, before 
        run([SOLVE, "--t1-file", "-", "--quiet"], stdin=big, feed=endless(b"\0" * 65536),
            timeout=60), 2, err_has="3000000000 rows, more than 2147483647 (the batch limit)")
 
+expect("a y0 .npy of the wrong shape on an endless pipe: refused at its header",
+       run([SOLVE, "--y0-file", "-", "--quiet"], stdin=npy([], [3, 7]),
+           feed=endless(b"\0" * 65536), timeout=60), 2, err_has="-: y0 of shape (3, 7)")
+expect("a t1 .npy of the wrong shape on an endless pipe: refused at its header",
+       run([SOLVE, "--t1-file", "-", "--quiet"], stdin=npy([], [2, 2]),
+           feed=endless(b"\0" * 65536), timeout=60), 2,
+       err_has="-: t1 of shape (2, 2): one value per trajectory")
+
 # ---- the CSV says each trajectory's result ----
 rc, out, err = run([SOLVE, "--batch", "2", "--max-steps", "3", "--save", "ts:0.01,0.345,1",
                     "--save", "t1", "--out", "-"])

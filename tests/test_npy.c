@@ -286,7 +286,7 @@ static int stream_read(const unsigned char *p, size_t size, size_t piece, int en
     unsigned char *img = NULL;
     size_t n = 0;
     cln_npy_header h;
-    const int r = cln_npy_read_stream(mem_read, &m, max_rows, &img, &n, &h, err, 256);
+    const int r = cln_npy_read_stream(mem_read, &m, max_rows, NULL, NULL, &img, &n, &h, err, 256);
     if (r == 0) {
         assert_int_equal(n, size);
         assert_memory_equal(img, p, size);
@@ -301,10 +301,20 @@ static int stream_read(const unsigned char *p, size_t size, size_t piece, int en
     return r;
 }
 
+static int refuse_2d(void *user, const cln_npy_header *h, char *err, size_t errlen)
+{
+    (void)user;
+    if (h->ndim != 2)
+        return 0;
+    snprintf(err, errlen, "2 dimensions");
+    return -1;
+}
+
 /* The stream reader takes the header first, then exactly the data it declares: the image read
  * in any pieces; a stream that goes on after the data (an endless one included) refused after
  * one byte more; an endless stream of zeros refused at its first bytes; a first dimension past
- * the limit refused before its data; every truncation refused. */
+ * the limit, or a header the caller's check refuses, refused before its data; every truncation
+ * refused. */
 static void test_stream(void **state)
 {
     (void)state;
@@ -333,6 +343,19 @@ static void test_stream(void **state)
     assert_int_equal(stream_read(g, size, 4096, 1, 1, err, &handed), -1);
     assert_non_null(strstr(err, "2 rows, more than 1 (the batch limit)"));
     assert_true(handed <= 128 + 4096);
+    /* the caller's check refuses the header: no data read */
+    {
+        mem_stream m = {g, size, 0, 4096, 0, 1};
+        unsigned char *out = NULL;
+        size_t n = 0;
+        cln_npy_header h;
+        assert_int_equal(
+            cln_npy_read_stream(mem_read, &m, 1000, refuse_2d, NULL, &out, &n, &h, err, sizeof err),
+            -1);
+        assert_string_equal(err, "2 dimensions");
+        assert_null(out);
+        assert_true(m.handed <= 128);
+    }
     for (size_t n = 1; n < size; ++n) {
         assert_int_equal(stream_read(g, n, 3, 0, 1000, err, &handed), -1);
         if (n < 10)

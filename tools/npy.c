@@ -286,8 +286,9 @@ static long long npy_fill(cln_npy_read_fn fn, void *user, unsigned char **buf, s
     return (long long)got;
 }
 
-int cln_npy_read_stream(cln_npy_read_fn fn, void *user, size_t max_rows, unsigned char **img,
-                        size_t *size, cln_npy_header *h, char *err, size_t errlen)
+int cln_npy_read_stream(cln_npy_read_fn fn, void *user, size_t max_rows, cln_npy_check_fn check,
+                        void *check_user, unsigned char **img, size_t *size, cln_npy_header *h,
+                        char *err, size_t errlen)
 {
     unsigned char *buf = NULL;
     size_t n = 0, cap = 0, total = 0;
@@ -315,6 +316,8 @@ int cln_npy_read_stream(cln_npy_read_fn fn, void *user, size_t max_rows, unsigne
         npy_fail(err, errlen, "%zu rows, more than %zu (the batch limit)", h->shape[0], max_rows);
         goto fail;
     }
+    if (check && check(check_user, h, err, errlen) != 0)
+        goto fail;
     const size_t data = h->count * (size_t)h->itemsize;
     if (data > SIZE_MAX - n) {
         npy_fail(err, errlen, "the shape's size overflows");
@@ -385,7 +388,8 @@ int cln_npy_read(const char *path, cln_npy_header *h, double **data, char *err, 
     unsigned char *buf = NULL;
     size_t size = 0;
     char why[256];
-    const int r = cln_npy_read_stream(npy_fread, f, SIZE_MAX, &buf, &size, h, why, sizeof why);
+    const int r =
+        cln_npy_read_stream(npy_fread, f, SIZE_MAX, NULL, NULL, &buf, &size, h, why, sizeof why);
     fclose(f);
     if (r)
         return npy_fail(err, errlen, "%s: %s", path, why);

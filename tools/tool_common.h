@@ -231,9 +231,16 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
 int tool_read_y0(const char *path, size_t N, tool_header_mode mode, double **y0, size_t *rows,
                  int *note);
 
-/* A .npy image, header first, then exactly the data it declares (cln_npy_read_stream; a first
- * dimension of at most TOOL_BATCH_MAX): *img (malloc'ed, *size bytes) passes cln_npy_parse. */
-int tool_read_npy(const char *path, unsigned char **img, size_t *size);
+/* A check of a .npy header before its data are read: 0, or the exit status after printing an
+ * error. */
+struct cln_npy_header;
+typedef int (*tool_npy_check_fn)(void *user, const struct cln_npy_header *h);
+
+/* A .npy image, header first (a first dimension of at most TOOL_BATCH_MAX, then `check` when not
+ * NULL), then exactly the data it declares (cln_npy_read_stream): *img (malloc'ed, *size bytes)
+ * passes cln_npy_parse. */
+int tool_read_npy(const char *path, tool_npy_check_fn check, void *check_user, unsigned char **img,
+                  size_t *size);
 
 /* A .npz archive: refused at its first bytes when they are no ZIP local header; then a regular
  * file by its size, anything else (a pipe) record by record (cln_npz_read_stream). *img

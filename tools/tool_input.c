@@ -87,19 +87,49 @@ static int status_of(const char *err)
     return strncmp(err, "out of memory", 13) == 0 ? TOOL_EXIT_RESOURCE : TOOL_EXIT_INPUT;
 }
 
-int tool_read_npy(const char *path, unsigned char **img, size_t *size)
+/* A tool's header check as the check of cln_npy_read_stream: its status kept, its message
+ * printed already. */
+typedef struct in_check {
+    tool_npy_check_fn fn;
+    void *user;
+    int rc;
+} in_check;
+
+static int run_check(void *user, const cln_npy_header *h, char *err, size_t errlen)
+{
+    in_check *c = user;
+    if (!c->fn || (c->rc = c->fn(c->user, h)) == 0)
+        return 0;
+    if (errlen)
+        err[0] = '\0';
+    return -1;
+}
+
+/* Reads a .npy image from an open input (the bytes read ahead first). Returns 0, 2 or 3 after
+ * printing an error. */
+static int npy_from(tool_in *in, tool_npy_check_fn check, void *check_user, unsigned char **img,
+                    size_t *size)
+{
+    in_check c = {check, check_user, 0};
+    cln_npy_header h;
+    char err[256];
+    if (cln_npy_read_stream(in_read, in, (size_t)TOOL_BATCH_MAX, run_check, &c, img, size, &h, err,
+                            sizeof err) == 0)
+        return 0;
+    if (c.rc)
+        return c.rc;
+    tool_error("%s: %s", in->path, err);
+    return status_of(err);
+}
+
+int tool_read_npy(const char *path, tool_npy_check_fn check, void *check_user, unsigned char **img,
+                  size_t *size)
 {
     tool_in in;
     int rc = in_open(&in, path);
     if (rc)
         return rc;
-    cln_npy_header h;
-    char err[256];
-    if (cln_npy_read_stream(in_read, &in, (size_t)TOOL_BATCH_MAX, img, size, &h, err, sizeof err) !=
-        0) {
-        tool_error("%s: %s", path, err);
-        rc = status_of(err);
-    }
+    rc = npy_from(&in, check, check_user, img, size);
     in_close(&in);
     return rc;
 }
@@ -169,7 +199,37 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size)
     return rc;
 }
 
-/* y0 from a .npy image: (B, N), or (N,) for one trajectory, finite. */
+/* The shape of a y0 .npy, checked before its data are read: (B, N), or (N,) for one
+ * trajectory. */
+typedef struct y0_shape {
+    const char *path;
+    size_t N;
+} y0_shape;
+
+static int check_y0_shape(void *user, const cln_npy_header *h)
+{
+    const y0_shape *y = user;
+    const size_t N = y->N;
+    if (!((h->ndim == 2 && h->shape[1] == N) || (h->ndim == 1 && h->shape[0] == N))) {
+        char sh[128];
+        size_t k = (size_t)snprintf(sh, sizeof sh, "(");
+        for (size_t d = 0; d < h->ndim && k < sizeof sh; ++d)
+            k += (size_t)snprintf(sh + k, sizeof sh - k, d ? ", %zu" : "%zu", h->shape[d]);
+        if (k < sizeof sh)
+            snprintf(sh + k, sizeof sh - k, h->ndim == 1 ? ",)" : ")");
+        tool_error("%s: y0 of shape %s, but the model's state has %zu components: (B, %zu) or "
+                   "(%zu,) expected",
+                   y->path, sh, N, N, N);
+        return TOOL_EXIT_INPUT;
+    }
+    if (h->ndim == 2 && h->shape[0] == 0) {
+        tool_error("%s: y0 holds no trajectory", y->path);
+        return TOOL_EXIT_INPUT;
+    }
+    return 0;
+}
+
+/* y0 from a .npy image whose shape check_y0_shape accepted: finite values. */
 static int y0_from_npy(const char *path, const unsigned char *img, size_t len, size_t N,
                        double **y0, size_t *rows)
 {
@@ -179,23 +239,7 @@ static int y0_from_npy(const char *path, const unsigned char *img, size_t len, s
         tool_error("%s: %s", path, err);
         return TOOL_EXIT_INPUT;
     }
-    if (!((h.ndim == 2 && h.shape[1] == N) || (h.ndim == 1 && h.shape[0] == N))) {
-        char sh[128];
-        size_t k = (size_t)snprintf(sh, sizeof sh, "(");
-        for (size_t d = 0; d < h.ndim && k < sizeof sh; ++d)
-            k += (size_t)snprintf(sh + k, sizeof sh - k, d ? ", %zu" : "%zu", h.shape[d]);
-        if (k < sizeof sh)
-            snprintf(sh + k, sizeof sh - k, h.ndim == 1 ? ",)" : ")");
-        tool_error("%s: y0 of shape %s, but the model's state has %zu components: (B, %zu) or "
-                   "(%zu,) expected",
-                   path, sh, N, N, N);
-        return TOOL_EXIT_INPUT;
-    }
     *rows = h.ndim == 2 ? h.shape[0] : 1;
-    if (*rows == 0) {
-        tool_error("%s: y0 holds no trajectory", path);
-        return TOOL_EXIT_INPUT;
-    }
     if (!(*y0 = malloc(h.count * sizeof(double)))) {
         tool_error("%s: out of memory", path);
         return TOOL_EXIT_RESOURCE;
@@ -289,14 +333,9 @@ int tool_read_y0(const char *path, size_t N, tool_header_mode mode, double **y0,
     if (npy) {
         unsigned char *img = NULL;
         size_t size = 0;
-        cln_npy_header h;
-        if (cln_npy_read_stream(in_read, &in, (size_t)TOOL_BATCH_MAX, &img, &size, &h, err,
-                                sizeof err) != 0) {
-            tool_error("%s: %s", path, err);
-            rc = status_of(err);
-        } else {
+        y0_shape y = {path, N};
+        if ((rc = npy_from(&in, check_y0_shape, &y, &img, &size)) == 0)
             rc = y0_from_npy(path, img, size, N, y0, rows);
-        }
         free(img);
     } else if ((rc = y0_csv_stream(&in, N, mode, y0, rows, note, err, sizeof err)) != 0) {
         tool_error("%s: %s", path, err);
