@@ -207,6 +207,8 @@ check("clnode-devices --model --json: the same as one object",
           "trained_by": "someone"} and doc["layers"][1]["bias"] is None and
       doc["layers"][0]["weight"] == {"shape": [10, 10], "dtype": "F32"} and
       doc["time_input"] is False and doc["inputs"] == 0, "exit %d: %s %s" % (rc, out, err))
+expect("clnode-devices --model with --no-probe is refused, not ignored",
+       run([DEVICES, "--model", m, "--no-probe"]), 2, err_has="--no-probe has no meaning")
 expect("clnode-devices --model names a misspelt key too",
        run([DEVICES, "--model", path("typo-final_activaton.safetensors")]), 2,
        err_has="resembles \"final_activation\"")

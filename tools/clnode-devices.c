@@ -489,6 +489,10 @@ int main(int argc, char **argv)
             return TOOL_EXIT_INPUT;
         }
     }
+    if (model && !probe) {
+        tool_error("--no-probe has no meaning with --model (no device is listed or probed)");
+        return TOOL_EXIT_INPUT;
+    }
     if (model)
         return print_model(model, json);
     clnode_device_list *l = NULL;
