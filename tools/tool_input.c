@@ -78,7 +78,7 @@ static int in_getc(tool_in *in)
         in->back = EOF;
         return c;
     }
-    return in->at < in->n_ahead ? in->ahead[in->at++] : getc(in->f);
+    return in->at < in->n_ahead ? in->ahead[in->at++] : getc_unlocked(in->f);
 }
 
 /* The exit status of a reader's message: 3 for memory, 2 for the rest. */
