@@ -288,6 +288,10 @@ expect("an empty .npz is said to be empty", run([SOLVE, "--in", write("empty.npz
        err_has="an empty file (not a .npz archive)")
 expect("an empty .npy is said to be empty", run([SOLVE, "--t1-file", write("empty.npy", b"")]), 2,
        err_has="an empty file (not a .npy file)")
+os.mkdir(path("dir"))
+for opt in ("--in", "--y0-file", "--t1-file"):
+    expect("%s DIRECTORY is said to be unreadable (not empty, not malformed)" % opt,
+           run([SOLVE, opt, path("dir")]), 2, err_has="Is a directory")
 expect("--batch 3000000000 names the batch limit (not out of memory)",
        run([SOLVE, "--batch", "3000000000"]), 2,
        err_has="--batch expects an integer from 1 to 2147483647 (the batch limit)")

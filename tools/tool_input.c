@@ -185,7 +185,9 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size)
     /* the first record before anything else: a file that is no archive is not read further */
     const size_t n = in_peek(&in, 4);
     int r = -1;
-    if (n == 0)
+    if (n < 4 && ferror(in.f))
+        snprintf(err, sizeof err, "cannot read: %s", strerror(errno));
+    else if (n == 0)
         snprintf(err, sizeof err, "an empty file (not a .npz archive)");
     else if (n < 4 || memcmp(in.ahead, "PK\x03\x04", 4) != 0)
         snprintf(err, sizeof err, "not a .npz file (not a ZIP archive)");
