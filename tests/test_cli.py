@@ -96,9 +96,10 @@ def csv_line(row, fmt="%r"):
 
 
 # ---- 1. heap overflow: batch x dim wraps around ----
-expect("huge --batch is refused as out of memory (3), no crash",
-       run([SOLVE, "--batch", "1844674407370955162", "--y0", ",".join(["1"] * SEED_DIM)]), 3,
-       err_has="clnode-solve: out of memory")
+# (a batch past the library's limit, 2^31 - 1, is refused as such before any allocation)
+expect("huge --batch is refused at the batch limit (2), no crash",
+       run([SOLVE, "--batch", "1844674407370955162", "--y0", ",".join(["1"] * SEED_DIM)]), 2,
+       err_has="from 1 to 2147483647 (the batch limit)")
 expect("--batch above LONG_MAX is bad input", run([SOLVE, "--batch", "99999999999999999999"]), 2,
        err_has="--batch expects an integer")
 
@@ -281,8 +282,8 @@ rc, out, err = run([SOLVE, "--batch", "2", "--t1", "2", "--save", "t1", "--save"
 lines = out.strip().split("\n")
 header = lines[0].split(",")
 rows = [l.split(",") for l in lines[1:]]
-check("CSV header traj,kind,t,y0..y9", header == ["traj", "kind", "t"] +
-      ["y%d" % j for j in range(SEED_DIM)], str(header))
+check("CSV header traj,kind,t,y0..y9,result", header == ["traj", "kind", "t"] +
+      ["y%d" % j for j in range(SEED_DIM)] + ["result"], str(header))
 rank = {"t0": 0, "ts": 1, "step": 2, "t1": 3}
 keys = [(int(r[0]), float(r[2]), rank.get(r[1], 9)) for r in rows]
 check("CSV rows sorted by trajectory, then time (t0, ts, step, t1 at equal times)",
@@ -291,7 +292,7 @@ check("CSV rows sorted by trajectory, then time (t0, ts, step, t1 at equal times
       [r[1] for r in rows if r[0] == "0"][-1] == "t1", "\n".join(lines[:8]))
 check("float32 times print in their shortest form (0.02)",
       any(r[1] == "ts" and r[2] == "0.02" for r in rows) and
-      all(len(v) <= 16 for r in rows for v in r[2:]), "\n".join(lines[:4]))
+      all(len(v) <= 16 for r in rows for v in r[2:-1]), "\n".join(lines[:4]))
 rc, out, err = run([SOLVE, "--t0", "1", "--t1", "0", "--dt0", "-0.02", "--save", "steps", "--save", "t0",
                     "--save", "t1", "--out", "-"])
 ts = [float(l.split(",")[2]) for l in out.strip().split("\n")[1:]]
@@ -302,12 +303,12 @@ rc, d, err = solve_json(["--batch", "2", "--save", "steps", "--save", "t1", "--j
 rc2, out, _ = run([SOLVE, "--json", "--t1", "0.5", "--batch", "2", "--save", "steps", "--save",
                    "t1", "--precision", "fp64", "--out", os.path.join(TMP, "pts.csv")])
 csv_rows = [l.split(",") for l in open(os.path.join(TMP, "pts.csv")).read().split("\n")[1:] if l]
-pts = [(str(b), k, t, y) for b, tr in enumerate(d["trajectories"])
+pts = [(str(b), k, t, y, tr["result"]) for b, tr in enumerate(d["trajectories"])
        for k, t, y in zip(tr["points"]["kind"], tr["points"]["t"], tr["points"]["y"])]
-check("--json-points: the CSV's points, kinds and order, exactly (fp64)",
+check("--json-points: the CSV's points, kinds, order and results, exactly (fp64)",
       rc == 0 and len(pts) == len(csv_rows) and
       all(p[0] == c[0] and p[1] == c[1] and p[2] == float(c[2]) and
-          p[3] == [float(v) for v in c[3:]] for p, c in zip(pts, csv_rows)),
+          p[3] == [float(v) for v in c[3:-1]] and p[4] == c[-1] for p, c in zip(pts, csv_rows)),
       "%d points, %d CSV rows" % (len(pts), len(csv_rows)))
 check("solve JSON carries format_version 1", d is not None and d.get("format_version") == 1, "")
 expect("--json-points without --json is refused", run([SOLVE, "--json-points"]), 2)

@@ -289,7 +289,7 @@ if (rc1, rc2, rc3, rc4, rc5) == (0, 0, 0, 0, 0):
         next(f)
         for line in f:
             c = line.strip().split(",")
-            csv.setdefault(int(c[0]), []).append([f32(v) for v in c[2:]])
+            csv.setdefault(int(c[0]), []).append([f32(v) for v in c[2:-1]])  # t, y (not result)
     T = p["ts"][1][1]
     check("padded: T is the largest number of saved points",
           T == max(len(v) for v in csv.values()) and p["ys"][1] == (B, T, DIM),

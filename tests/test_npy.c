@@ -253,12 +253,125 @@ static void test_files(void **state)
     rmdir(dir);
 }
 
+/* A stream over `size` bytes, handed out in pieces of at most `piece` bytes; with `endless`,
+ * zeros for ever after them (/dev/zero behind a file). Counts the bytes handed out. */
+typedef struct mem_stream {
+    const unsigned char *p;
+    size_t size, at, piece, handed;
+    int endless;
+} mem_stream;
+
+static long long mem_read(void *user, void *buf, size_t n)
+{
+    mem_stream *m = user;
+    if (n > m->piece)
+        n = m->piece;
+    size_t k = 0;
+    if (m->at < m->size) {
+        k = n < m->size - m->at ? n : m->size - m->at;
+        memcpy(buf, m->p + m->at, k);
+        m->at += k;
+    } else if (m->endless) {
+        memset(buf, 0, n);
+        k = n;
+    }
+    m->handed += k;
+    return (long long)k;
+}
+
+static int stream_read(const unsigned char *p, size_t size, size_t piece, int endless,
+                       size_t max_rows, char *err, size_t *handed)
+{
+    mem_stream m = {p, size, 0, piece, 0, endless};
+    unsigned char *img = NULL;
+    size_t n = 0;
+    cln_npy_header h;
+    const int r = cln_npy_read_stream(mem_read, &m, max_rows, NULL, NULL, &img, &n, &h, err, 256);
+    if (r == 0) {
+        assert_int_equal(n, size);
+        assert_memory_equal(img, p, size);
+        cln_npy_header h2;
+        assert_int_equal(cln_npy_parse(img, n, &h2, err, 256), 0);
+        assert_int_equal(h.count, h2.count);
+    } else {
+        assert_null(img);
+    }
+    free(img);
+    *handed = m.handed;
+    return r;
+}
+
+static int refuse_2d(void *user, const cln_npy_header *h, char *err, size_t errlen)
+{
+    (void)user;
+    if (h->ndim != 2)
+        return 0;
+    snprintf(err, errlen, "2 dimensions");
+    return -1;
+}
+
+/* The stream reader takes the header first, then exactly the data it declares: the image read
+ * in any pieces; a stream that goes on after the data (an endless one included) refused after
+ * one byte more; an endless stream of zeros refused at its first bytes; a first dimension past
+ * the limit, or a header the caller's check refuses, refused before its data; every truncation
+ * refused. */
+static void test_stream(void **state)
+{
+    (void)state;
+    size_t size, handed;
+    unsigned char *g = golden(golden_f4_header, golden_f4_data, 24, &size);
+    char err[256];
+    for (size_t piece = 1; piece <= size + 1; ++piece)
+        assert_int_equal(stream_read(g, size, piece, 0, 1000, err, &handed), 0);
+    /* version 2.0: a 4-byte header length */
+    const double v[3] = {1, 2, 3};
+    const size_t shape[1] = {3};
+    unsigned char *img;
+    size_t isize;
+    assert_int_equal(cln_npy_encode(v, shape, 1, 8, &img, &isize, err, sizeof err), 0);
+    assert_int_equal(stream_read(img, isize, 5, 0, 1000, err, &handed), 0);
+    free(img);
+    assert_int_equal(stream_read(g, size, 7, 1, 1000, err, &handed), -1);
+    assert_non_null(strstr(err, "more bytes than the 24 of data the shape needs"));
+    assert_true(handed <= size + 7);
+    assert_int_equal(stream_read(g, 0, 4096, 1, 1000, err, &handed), -1);
+    assert_non_null(strstr(err, "not a .npy file (no \\x93NUMPY magic)"));
+    assert_true(handed <= 12);
+    assert_int_equal(stream_read(g, 0, 4096, 0, 1000, err, &handed), -1);
+    assert_non_null(strstr(err, "an empty file"));
+    /* (2, 3): 2 rows, one past a limit of 1 */
+    assert_int_equal(stream_read(g, size, 4096, 1, 1, err, &handed), -1);
+    assert_non_null(strstr(err, "2 rows, more than 1 (the batch limit)"));
+    assert_true(handed <= 128 + 4096);
+    /* the caller's check refuses the header: no data read */
+    {
+        mem_stream m = {g, size, 0, 4096, 0, 1};
+        unsigned char *out = NULL;
+        size_t n = 0;
+        cln_npy_header h;
+        assert_int_equal(
+            cln_npy_read_stream(mem_read, &m, 1000, refuse_2d, NULL, &out, &n, &h, err, sizeof err),
+            -1);
+        assert_string_equal(err, "2 dimensions");
+        assert_null(out);
+        assert_true(m.handed <= 128);
+    }
+    for (size_t n = 1; n < size; ++n) {
+        assert_int_equal(stream_read(g, n, 3, 0, 1000, err, &handed), -1);
+        if (n < 10)
+            assert_non_null(strstr(err, "ends inside the .npy preamble"));
+        else if (n >= 128)
+            assert_non_null(strstr(err, "bytes of data, but the shape needs 24"));
+    }
+    free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writer_is_numpy), cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_malformed),       cmocka_unit_test(test_truncation),
-        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_files),           cmocka_unit_test(test_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -391,6 +391,87 @@ static int write_files(const char *dir)
     return 0;
 }
 
+/* A stream over `size` bytes in pieces of at most `piece` bytes, then zeros for ever when
+ * `endless`; counts the bytes handed out. */
+typedef struct mem_stream {
+    const unsigned char *p;
+    size_t size, at, piece, handed;
+    int endless;
+} mem_stream;
+
+static long long mem_read(void *user, void *buf, size_t n)
+{
+    mem_stream *m = user;
+    if (n > m->piece)
+        n = m->piece;
+    size_t k = 0;
+    if (m->at < m->size) {
+        k = n < m->size - m->at ? n : m->size - m->at;
+        memcpy(buf, m->p + m->at, k);
+        m->at += k;
+    } else if (m->endless) {
+        memset(buf, 0, n);
+        k = n;
+    }
+    m->handed += k;
+    return (long long)k;
+}
+
+static int stream_read(const unsigned char *p, size_t size, size_t piece, int endless, char *err,
+                       size_t *handed)
+{
+    mem_stream m = {p, size, 0, piece, 0, endless};
+    unsigned char *img = NULL;
+    size_t n = 0;
+    const int r = cln_npz_read_stream(mem_read, &m, &img, &n, err, 256);
+    if (r == 0) {
+        assert_int_equal(n, size);
+        assert_memory_equal(img, p, size);
+    } else {
+        assert_null(img);
+    }
+    free(img);
+    *handed = m.handed;
+    return r;
+}
+
+/* The stream reader takes the archive record by record, each size before its bytes: the archive
+ * whole in any pieces (ZIP64 records too); bytes after its end (an endless stream of them)
+ * refused after one more; an endless stream of zeros refused at its first record; an empty one
+ * named empty; every truncation refused. */
+static void test_stream(void **state)
+{
+    (void)state;
+    sample s;
+    sample_fill(&s);
+    char err[256];
+    size_t handed;
+    for (int z = 0; z < 2; ++z) {
+        uint64_t size;
+        unsigned char *img =
+            sample_write(&s, z ? 0 : CLN_NPZ_ZIP64_THRESHOLD, NULL, 0, &size, NULL);
+        static const size_t pieces[] = {1, 3, 64, 4096, 1 << 20};
+        for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; ++i)
+            assert_int_equal(stream_read(img, (size_t)size, pieces[i], 0, err, &handed), 0);
+        assert_int_equal(stream_read(img, (size_t)size, 4096, 1, err, &handed), -1);
+        assert_non_null(strstr(err, "bytes after the end of the archive"));
+        assert_true(handed <= size + 4096);
+        for (size_t n = 1; n < size; n += z ? 1 : 7) {
+            assert_int_equal(stream_read(img, n, 4096, 0, err, &handed), -1);
+            assert_true(handed <= n);
+        }
+        free(img);
+    }
+    unsigned char none[1] = {0};
+    assert_int_equal(stream_read(none, 0, 4096, 1, err, &handed), -1);
+    assert_non_null(strstr(err, "not a .npz file (not a ZIP archive)"));
+    assert_true(handed <= 4096);
+    assert_int_equal(stream_read(none, 0, 4096, 0, err, &handed), -1);
+    assert_non_null(strstr(err, "an empty file (not a .npz archive)"));
+    /* the whole-image parser says empty too */
+    expect_parse_fails(none, 0, "an empty file (not a .npz archive)");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write") == 0)
@@ -401,6 +482,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_zip64_records),
         cmocka_unit_test(test_reader_refuses),
         cmocka_unit_test(test_crc_and_write_refusals),
+        cmocka_unit_test(test_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

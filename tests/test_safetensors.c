@@ -775,6 +775,109 @@ static void test_bad_metadata(void **state)
              "__metadata__ value of 'time_input' is boolean, not a string");
 }
 
+/* A metadata key that resembles a known one (case, blanks, '-', an edit or two) was ignored and
+ * its default used: "final_activaton" gave an identity final activation. Refused, naming both. */
+static void test_misspelt_metadata(void **state)
+{
+    (void)state;
+    const clnode_status B = CLNODE_ERR_BAD_MODEL;
+    static const tb_tensor two[] = {{"layers.0.weight", "F32", 2, {2, 2, 0}, NULL, 1},
+                                    {"layers.1.weight", "F32", 2, {2, 2, 0}, NULL, 2}};
+    static const struct {
+        const char *key, *known;
+    } cases[] = {
+        {"final_activaton", "final_activation"},
+        {"Final_activation", "final_activation"},
+        {"final-activation", "final_activation"},
+        {"final activation", "final_activation"},
+        {"FINAL_ACTIVATION", "final_activation"},
+        {"finalactivation", "final_activation"},
+        {"activation ", "activation"},
+        {" activation", "activation"},
+        {"Activation", "activation"},
+        {"activatoin", "activation"},
+        {"activations", "activation"},
+        {"time-input", "time_input"},
+        {"Time_Input", "time_input"},
+        {"time_inputs", "time_input"},
+        {"input", "inputs"},
+        {"Inputs", "inputs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        /* the real key is present too where the misspelt one names "activation" */
+        const char *meta[] = {"activation", "tanh", cases[i].key, "tanh", NULL};
+        const char *only[] = {cases[i].key, "tanh", NULL};
+        const int act = strcmp(cases[i].known, "activation") == 0;
+        char want[200];
+        snprintf(want, sizeof want,
+                 "__metadata__ key '%s' is not one clnode reads, but resembles "
+                 "\"%s\"",
+                 cases[i].key, cases[i].known);
+        if (act) {
+            /* one layer, whose activation defaults to identity: the key alone */
+            built_case(two, 1, only, B, want);
+        } else {
+            built_case(two, 2, meta, B, want);
+        }
+    }
+}
+
+/* Keys that resemble none are kept with the known ones, in the file's order, with each tensor's
+ * dtype; a model built from arrays has no metadata and float64 tensors. */
+static void test_metadata_kept(void **state)
+{
+    (void)state;
+    static const tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {4, 2, 0}, NULL, 1},
+                                   {"layers.0.bias", "F64", 1, {4, 0, 0}, NULL, 2},
+                                   {"layers.1.weight", "F64", 2, {2, 4, 0}, NULL, 3}};
+    static const char *const meta[] = {"format", "pt",       "activation", "tanh",
+                                       "author", "me, 2024", "final_act",  "relu",
+                                       "time",   "x",        NULL};
+    size_t size;
+    unsigned char *b = tb_build(ts, 3, meta, &size);
+    clnode_model *m = NULL;
+    assert_int_equal(load_mem(b, size, &m), CLNODE_OK);
+    free(b);
+    assert_int_equal(clnode_model_metadata_count(m), 5);
+    for (size_t i = 0; i < 5; ++i) {
+        assert_string_equal(clnode_model_metadata_key(m, i), meta[2 * i]);
+        assert_string_equal(clnode_model_metadata_value(m, i), meta[2 * i + 1]);
+    }
+    assert_null(clnode_model_metadata_key(m, 5));
+    assert_null(clnode_model_metadata_value(m, 5));
+    /* the unknown "final_act" does not set the final activation */
+    assert_int_equal(clnode_model_final_activation(m), CLNODE_ACT_IDENTITY);
+    assert_string_equal(clnode_model_tensor_dtype(m, 0, 0), "F32");
+    assert_string_equal(clnode_model_tensor_dtype(m, 0, 1), "F64");
+    assert_string_equal(clnode_model_tensor_dtype(m, 1, 0), "F64");
+    assert_null(clnode_model_tensor_dtype(m, 1, 1)); /* no bias */
+    assert_null(clnode_model_tensor_dtype(m, 2, 0)); /* no layer 2 */
+    clnode_model_destroy(&m);
+    /* no __metadata__ at all: none kept */
+    static const tb_tensor one[] = {{"layers.0.weight", "F32", 2, {2, 2, 0}, NULL, 1}};
+    b = tb_build(one, 1, NULL, &size);
+    assert_int_equal(load_mem(b, size, &m), CLNODE_OK);
+    free(b);
+    assert_int_equal(clnode_model_metadata_count(m), 0);
+    assert_null(clnode_model_metadata_key(m, 0));
+    clnode_model_destroy(&m);
+    /* from arrays */
+    const size_t sizes[2] = {2, 2};
+    const double w[4] = {1, 0, 0, 1};
+    const double *ws[1] = {w};
+    clnode_model_desc d;
+    clnode_model_default_desc(&d);
+    d.num_layers = 1;
+    d.sizes = sizes;
+    d.weights = ws;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_OK);
+    assert_int_equal(clnode_model_metadata_count(m), 0);
+    assert_string_equal(clnode_model_tensor_dtype(m, 0, 0), "F64");
+    assert_null(clnode_model_tensor_dtype(m, 0, 1));
+    clnode_model_destroy(&m);
+    assert_int_equal(clnode_model_metadata_count(NULL), 0);
+}
+
 static void test_nonfinite(void **state)
 {
     (void)state;
@@ -1049,6 +1152,8 @@ int main(void)
         cmocka_unit_test(test_bad_shapes),
         cmocka_unit_test(test_too_many_layers),
         cmocka_unit_test(test_bad_metadata),
+        cmocka_unit_test(test_misspelt_metadata),
+        cmocka_unit_test(test_metadata_kept),
         cmocka_unit_test(test_inputs_metadata),
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_truncation_sweep),

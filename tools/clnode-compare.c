@@ -325,6 +325,17 @@ static int parse_args(compare *c, int argc, char **argv)
             tool_error("--backend is not an option of clnode-compare: name devices with "
                        "--devices (see --help)");
             return TOOL_EXIT_INPUT;
+        case TOOL_OPT_SAVE:
+            /* every row compares the values at the save times and at t1; only the times are
+             * the user's to choose */
+            if (strncmp(v, "ts:", 3) != 0) {
+                tool_error("--save %s is not an option of clnode-compare: it takes only --save "
+                           "ts:T1,... (the times it compares at, besides t1)",
+                           v);
+                return TOOL_EXIT_INPUT;
+            }
+            rc = tool_problem_opt(&c->pb, opt, v);
+            break;
         default:
             rc = tool_problem_opt(&c->pb, opt, v);
             if (rc < 0)

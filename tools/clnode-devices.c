@@ -2,8 +2,9 @@
  * what their GEMMs really compute (the probes of clnode/probe.h), per precision and GEMM mode.
  *
  * Usage: clnode-devices [--json] [--no-probe]. Works with no OpenCL platform and no CUDA driver
- * (the host is always there) and says what is missing. Exit status: 0, or 3 when a listed device
- * could not be opened or probed, 2 for bad arguments (tool_exit_help). */
+ * (the host is always there) and says what is missing. clnode-devices --model FILE [--json]
+ * prints instead what a safetensors model file says, as the library reads it. Exit status: 0, or 3
+ * when a listed device could not be opened or probed, 2 for bad arguments (tool_exit_help). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +44,19 @@ typedef struct dev_report {
 static void usage(FILE *f)
 {
     fputs("usage: clnode-devices [--json] [--no-probe]\n"
+          "       clnode-devices --model FILE.safetensors [--json]\n"
           "  Lists every backend and device, their floating-point facts and GEMM probes\n"
           "  (per precision and GEMM mode: identity exact, k = 1 outer product exact,\n"
           "  effective mantissa bits on random MLP-shaped data, classification).\n"
           "  --json       one JSON object on stdout (below)\n"
           "  --no-probe   list devices and facts only (no GEMM is run)\n"
+          "  --model FILE instead: what the model file says, as clnode reads it: each layer's\n"
+          "               weight and bias with shape and dtype, the activations, the inputs\n"
+          "               (state, time, conditioning), and every __metadata__ key, those\n"
+          "               clnode does not read included (--json: {\"format_version\": 1,\n"
+          "               \"model\", \"dim\", \"layers\": [{\"weight\": {\"shape\", \"dtype\"},\n"
+          "               \"bias\": {...} or null}], \"activation\", \"final_activation\",\n"
+          "               \"time_input\", \"inputs\", \"metadata\": {key: value}})\n"
           "  --help, -h   this text      --version   the version\n"
           "\n"
           "JSON (--json): {\"format_version\": 1, \"clnode_version\", \"backends\": [{\"name\",\n"
@@ -367,21 +376,105 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
                        reps[i].probe_error[c]);
 }
 
+/* --model FILE: everything the loader read from a safetensors file, as text or JSON. Returns
+ * the exit status. */
+static int print_model(const char *path, int json)
+{
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    co.log = tool_log;
+    co.log_user = (void *)prog;
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    clnode_status st = clnode_context_create(&co, &ctx);
+    if (st == CLNODE_OK)
+        st = clnode_model_load_safetensors(ctx, path, &m);
+    if (st != CLNODE_OK) {
+        clnode_context_destroy(&ctx);
+        return tool_exit_status(st); /* the logger printed why */
+    }
+    const size_t L = clnode_model_num_layers(m), nm = clnode_model_metadata_count(m);
+    const char *act = clnode_activation_name(clnode_model_activation(m));
+    const char *fin = clnode_activation_name(clnode_model_final_activation(m));
+    if (json) {
+        printf("{\"format_version\": %d, \"model\": ", TOOL_JSON_FORMAT_VERSION);
+        tool_json_str(stdout, path);
+        printf(", \"dim\": %zu, \"layers\": [", clnode_model_dim(m));
+        for (size_t i = 0; i < L; ++i) {
+            const size_t in = clnode_model_layer_in(m, i), out = clnode_model_layer_out(m, i);
+            printf("%s{\"weight\": {\"shape\": [%zu, %zu], \"dtype\": \"%s\"}, \"bias\": ",
+                   i ? ", " : "", out, in, clnode_model_tensor_dtype(m, i, 0));
+            if (clnode_model_tensor_dtype(m, i, 1))
+                printf("{\"shape\": [%zu], \"dtype\": \"%s\"}}", out,
+                       clnode_model_tensor_dtype(m, i, 1));
+            else
+                printf("null}");
+        }
+        printf("], \"activation\": \"%s\", \"final_activation\": \"%s\", \"time_input\": %s, "
+               "\"inputs\": %zu, \"metadata\": {",
+               act, fin, clnode_model_time_input(m) ? "true" : "false", clnode_model_num_inputs(m));
+        for (size_t i = 0; i < nm; ++i) {
+            fputs(i ? ", " : "", stdout);
+            tool_json_str(stdout, clnode_model_metadata_key(m, i));
+            fputs(": ", stdout);
+            tool_json_str(stdout, clnode_model_metadata_value(m, i));
+        }
+        printf("}}\n");
+    } else {
+        printf("model %s: %zu layer%s, state dimension %zu\n", path, L, L == 1 ? "" : "s",
+               clnode_model_dim(m));
+        for (size_t i = 0; i < L; ++i) {
+            const size_t in = clnode_model_layer_in(m, i), out = clnode_model_layer_out(m, i);
+            printf("  layer %zu: weight (%zu, %zu) %s", i, out, in,
+                   clnode_model_tensor_dtype(m, i, 0));
+            if (clnode_model_tensor_dtype(m, i, 1))
+                printf(", bias (%zu,) %s\n", out, clnode_model_tensor_dtype(m, i, 1));
+            else
+                printf(", no bias\n");
+        }
+        printf("  activation %s, final activation %s\n", act, fin);
+        printf("  input: state (%zu)%s, %zu conditioning input%s\n", clnode_model_dim(m),
+               clnode_model_time_input(m) ? " and time (1)" : ", no time",
+               clnode_model_num_inputs(m), clnode_model_num_inputs(m) == 1 ? "" : "s");
+        printf("metadata: %zu key%s\n", nm, nm == 1 ? "" : "s");
+        for (size_t i = 0; i < nm; ++i) {
+            fputs("  ", stdout);
+            tool_json_str(stdout, clnode_model_metadata_key(m, i));
+            fputs(": ", stdout);
+            tool_json_str(stdout, clnode_model_metadata_value(m, i));
+            fputc('\n', stdout);
+        }
+    }
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        tool_error("cannot write standard output");
+        return TOOL_EXIT_RESOURCE;
+    }
+    return TOOL_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     tool_prog = prog;
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"no-probe", no_argument, NULL, 'n'},
+        {"model", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, TOOL_OPT_HELP},
         {"version", no_argument, NULL, TOOL_OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     int json = 0, probe = 1, started = 0, c;
+    const char *model = NULL;
     while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
         switch (c) {
         case 'j':
             json = 1;
+            break;
+        case 'm':
+            model = optarg;
             break;
         case 'n':
             probe = 0;
@@ -396,6 +489,12 @@ int main(int argc, char **argv)
             return TOOL_EXIT_INPUT;
         }
     }
+    if (model && !probe) {
+        tool_error("--no-probe has no meaning with --model (no device is listed or probed)");
+        return TOOL_EXIT_INPUT;
+    }
+    if (model)
+        return print_model(model, json);
     clnode_device_list *l = NULL;
     clnode_status st = clnode_device_list_create(tool_log, (void *)prog, &l);
     if (st != CLNODE_OK) {

@@ -177,26 +177,49 @@ static int npy_dict(npy_scan *s, cln_npy_header *h, char *err, size_t errlen)
     return 0;
 }
 
-int cln_npy_parse(const unsigned char *buf, size_t size, cln_npy_header *h, char *err,
-                  size_t errlen)
+/* Bytes of the preamble (magic, version, header length) of format `major`. */
+static size_t npy_pre(unsigned major)
 {
-    memset(h, 0, sizeof *h);
-    if (size < 10 || memcmp(buf, npy_magic, sizeof npy_magic) != 0)
+    return major == 1 ? 10 : 12;
+}
+
+/* The preamble of an image whose first `size` bytes are buf: checks the magic and version and
+ * sets *total to the bytes up to the end of the header. Returns 0, 1 when buf is too short to
+ * tell (fewer than 12 bytes for a version 2.0 or 3.0 file), or -1 with a message. */
+static int npy_preamble(const unsigned char *buf, size_t size, size_t *total, char *err,
+                        size_t errlen)
+{
+    if (size == 0)
+        return npy_fail(err, errlen, "an empty file (not a .npy file)");
+    if (memcmp(buf, npy_magic, size < sizeof npy_magic ? size : sizeof npy_magic) != 0)
         return npy_fail(err, errlen, "not a .npy file (no \\x93NUMPY magic)");
+    if (size < 8)
+        return 1;
     const unsigned major = buf[6], minor = buf[7];
     if (major < 1 || major > 3 || minor != 0)
         return npy_fail(err, errlen, "unsupported .npy format version %u.%u (1.0, 2.0, 3.0)", major,
                         minor);
-    size_t hlen, pre;
-    if (major == 1) {
-        hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
-        pre = 10;
-    } else {
-        if (size < 12)
-            return npy_fail(err, errlen, "the file ends inside the header length");
-        hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-        pre = 12;
-    }
+    const size_t pre = npy_pre(major);
+    if (size < pre)
+        return 1;
+    size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+    if (major > 1)
+        hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    *total = pre + hlen;
+    return 0;
+}
+
+int cln_npy_parse_header(const unsigned char *buf, size_t size, cln_npy_header *h, char *err,
+                         size_t errlen)
+{
+    memset(h, 0, sizeof *h);
+    size_t total = 0;
+    const int r = npy_preamble(buf, size, &total, err, errlen);
+    if (r < 0)
+        return -1;
+    if (r > 0 || size < 10)
+        return npy_fail(err, errlen, "the file ends inside the .npy preamble (%zu bytes)", size);
+    const size_t pre = npy_pre(buf[6]), hlen = total - pre;
     if (hlen > size - pre)
         return npy_fail(err, errlen,
                         "the header length %zu runs past the end of the file (%zu bytes)", hlen,
@@ -220,13 +243,123 @@ int cln_npy_parse(const unsigned char *buf, size_t size, cln_npy_header *h, char
         return npy_fail(err, errlen, "the shape's size overflows");
     h->count = count;
     h->data_off = pre + hlen;
-    const size_t have = size - h->data_off, want = count * (size_t)h->itemsize;
+    return 0;
+}
+
+int cln_npy_parse(const unsigned char *buf, size_t size, cln_npy_header *h, char *err,
+                  size_t errlen)
+{
+    if (cln_npy_parse_header(buf, size, h, err, errlen))
+        return -1;
+    const size_t have = size - h->data_off, want = h->count * (size_t)h->itemsize;
     if (have != want)
         return npy_fail(err, errlen,
                         "%zu bytes of data, but the shape needs %zu (%zu values of %d "
                         "bytes)",
-                        have, want, count, h->itemsize);
+                        have, want, h->count, h->itemsize);
     return 0;
+}
+
+/* Appends up to n bytes from fn to the image (*buf, *size, capacity *cap), growing it by
+ * doubling (never past `limit` bytes in all). Returns the bytes appended (fewer at the end of
+ * the stream), or -1 (a read error: message in err; out of memory). */
+static long long npy_fill(cln_npy_read_fn fn, void *user, unsigned char **buf, size_t *size,
+                          size_t *cap, size_t n, char *err, size_t errlen)
+{
+    size_t got = 0;
+    while (got < n) {
+        if (*size == *cap) {
+            const size_t want = *size + (n - got), grow = *cap ? 2 * *cap : 4096;
+            const size_t ncap = grow > *cap && grow < want ? grow : want;
+            unsigned char *nb = realloc(*buf, ncap);
+            if (!nb)
+                return npy_fail(err, errlen, "out of memory for %zu bytes", ncap);
+            *buf = nb;
+            *cap = ncap;
+        }
+        const size_t room = *cap - *size < n - got ? *cap - *size : n - got;
+        const long long k = fn(user, *buf + *size, room);
+        if (k < 0)
+            return npy_fail(err, errlen, "read error: %s", strerror(errno));
+        if (k == 0)
+            break;
+        *size += (size_t)k;
+        got += (size_t)k;
+    }
+    return (long long)got;
+}
+
+int cln_npy_read_stream(cln_npy_read_fn fn, void *user, size_t max_rows, cln_npy_check_fn check,
+                        void *check_user, unsigned char **img, size_t *size, cln_npy_header *h,
+                        char *err, size_t errlen)
+{
+    unsigned char *buf = NULL;
+    size_t n = 0, cap = 0, total = 0;
+    *img = NULL;
+    *size = 0;
+    memset(h, 0, sizeof *h);
+    /* the preamble: 10 bytes, 12 for versions 2.0 and 3.0 */
+    int r = 1;
+    for (size_t want = 10; r > 0 && want <= 12; want += 2) {
+        if (npy_fill(fn, user, &buf, &n, &cap, want - n, err, errlen) < 0)
+            goto fail;
+        r = npy_preamble(buf, n, &total, err, errlen);
+        if (r > 0 && n < want) {
+            npy_fail(err, errlen, "the file ends inside the .npy preamble (%zu bytes)", n);
+            goto fail;
+        }
+    }
+    if (r < 0)
+        goto fail;
+    /* the header, then exactly the data it declares */
+    if (npy_fill(fn, user, &buf, &n, &cap, total - n, err, errlen) < 0 ||
+        cln_npy_parse_header(buf, n, h, err, errlen) != 0)
+        goto fail;
+    if (h->ndim > 0 && h->shape[0] > max_rows) {
+        npy_fail(err, errlen, "%zu rows, more than %zu (the batch limit)", h->shape[0], max_rows);
+        goto fail;
+    }
+    if (check && check(check_user, h, err, errlen) != 0)
+        goto fail;
+    const size_t data = h->count * (size_t)h->itemsize;
+    if (data > SIZE_MAX - n) {
+        npy_fail(err, errlen, "the shape's size overflows");
+        goto fail;
+    }
+    const long long got = npy_fill(fn, user, &buf, &n, &cap, data, err, errlen);
+    if (got < 0)
+        goto fail;
+    if ((size_t)got < data) {
+        npy_fail(err, errlen,
+                 "%lld bytes of data, but the shape needs %zu (%zu values of %d bytes)", got, data,
+                 h->count, h->itemsize);
+        goto fail;
+    }
+    unsigned char extra;
+    const long long more = fn(user, &extra, 1);
+    if (more != 0) {
+        if (more < 0)
+            npy_fail(err, errlen, "read error: %s", strerror(errno));
+        else
+            npy_fail(err, errlen,
+                     "more bytes than the %zu of data the shape needs (%zu values of %d bytes)",
+                     data, h->count, h->itemsize);
+        goto fail;
+    }
+    *img = buf;
+    *size = n;
+    return 0;
+fail:
+    free(buf);
+    memset(h, 0, sizeof *h);
+    return -1;
+}
+
+static long long npy_fread(void *user, void *buf, size_t n)
+{
+    FILE *f = user;
+    const size_t k = fread(buf, 1, n, f);
+    return k == 0 && ferror(f) ? -1 : (long long)k;
 }
 
 void cln_npy_decode(const unsigned char *buf, const cln_npy_header *h, double *out)
@@ -256,35 +389,13 @@ int cln_npy_read(const char *path, cln_npy_header *h, double **data, char *err, 
     if (!f)
         return npy_fail(err, errlen, "%s: %s", path, strerror(errno));
     unsigned char *buf = NULL;
-    size_t size = 0, cap = 0;
-    for (;;) {
-        if (size == cap) {
-            const size_t ncap = cap ? 2 * cap : 65536;
-            unsigned char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return npy_fail(err, errlen, "%s: out of memory", path);
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        const size_t got = fread(buf + size, 1, cap - size, f);
-        size += got;
-        if (got == 0)
-            break;
-    }
-    const int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        return npy_fail(err, errlen, "%s: read error", path);
-    }
+    size_t size = 0;
     char why[256];
-    if (cln_npy_parse(buf, size, h, why, sizeof why)) {
-        free(buf);
+    const int r =
+        cln_npy_read_stream(npy_fread, f, SIZE_MAX, NULL, NULL, &buf, &size, h, why, sizeof why);
+    fclose(f);
+    if (r)
         return npy_fail(err, errlen, "%s: %s", path, why);
-    }
     *data = malloc(h->count ? h->count * sizeof(double) : 1);
     if (!*data) {
         free(buf);

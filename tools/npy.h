@@ -28,6 +28,31 @@ typedef struct cln_npy_header {
 int cln_npy_parse(const unsigned char *buf, size_t size, cln_npy_header *h, char *err,
                   size_t errlen);
 
+/* Parses only the header of an image whose first `size` bytes are buf (the data may follow or
+ * not): h->count and h->data_off say how many bytes of data the header declares. Returns 0, or -1
+ * with a message. */
+int cln_npy_parse_header(const unsigned char *buf, size_t size, cln_npy_header *h, char *err,
+                         size_t errlen);
+
+/* A sequential reader: up to n bytes into buf. Returns the bytes read (fewer, or 0, only at the
+ * end of the stream), or -1 on a read error (errno set). */
+typedef long long (*cln_npy_read_fn)(void *user, void *buf, size_t n);
+
+/* A check of a parsed header before its data are read (its shape against what the caller
+ * expects): 0 to read them, or -1 with a message in err. */
+typedef int (*cln_npy_check_fn)(void *user, const cln_npy_header *h, char *err, size_t errlen);
+
+/* Reads one .npy image from a stream (a pipe works): the preamble and header first, then (after
+ * `check`, when not NULL, accepted the header) exactly the data bytes the header declares, then
+ * one more read that must find the end of the stream. Memory grows with the bytes that arrive,
+ * never past what the header declares. Refuses, with a message: an empty stream, no magic, a
+ * stream that ends inside the header or the data, a first dimension of more than max_rows (named
+ * as the batch limit), what check refuses, and bytes after the data. On success *img (malloc'ed,
+ * *size bytes) is an image cln_npy_parse accepts, parsed into h. Returns 0 or -1. */
+int cln_npy_read_stream(cln_npy_read_fn fn, void *user, size_t max_rows, cln_npy_check_fn check,
+                        void *check_user, unsigned char **img, size_t *size, cln_npy_header *h,
+                        char *err, size_t errlen);
+
 /* Decodes the data of a parsed image into `out` (h->count doubles). */
 void cln_npy_decode(const unsigned char *buf, const cln_npy_header *h, double *out);
 

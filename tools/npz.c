@@ -516,6 +516,8 @@ int cln_npz_parse(const unsigned char *buf, size_t size, cln_npz_entry *entries,
                   char *err, size_t errlen)
 {
     *n = 0;
+    if (size == 0)
+        return npz_fail(err, errlen, "an empty file (not a .npz archive)");
     if (size < END_SIZE || get32(buf) != LOCAL_SIG)
         return npz_fail(err, errlen, "not a .npz file (not a ZIP archive)");
     /* the end of central directory record: the last signature that ends the file with its
@@ -599,5 +601,171 @@ int cln_npz_parse(const unsigned char *buf, size_t size, cln_npz_entry *entries,
         en->size = csize;
         p += CENTRAL_FIXED + nl + xl + cl;
     }
+    return 0;
+}
+
+/* ---- reading a stream ---- */
+
+typedef struct zin {
+    cln_npz_read_fn fn;
+    void *user;
+    unsigned char *buf;
+    size_t n, cap;
+    char *err;
+    size_t errlen;
+} zin;
+
+/* Appends exactly k bytes from the stream. Returns 0, 1 when the stream ends first (no message),
+ * or -1 with a message (a read error, out of memory, sizes past this machine's). Memory grows by
+ * doubling with the bytes that arrive. */
+static int zin_need(zin *z, uint64_t k)
+{
+    if (k > SIZE_MAX - z->n)
+        return npz_fail(z->err, z->errlen, "sizes too large for this machine");
+    const size_t end = z->n + (size_t)k;
+    while (z->n < end) {
+        if (z->n == z->cap) {
+            const size_t grow = z->cap ? 2 * z->cap : 4096;
+            const size_t ncap = grow > z->cap && grow < end ? grow : end;
+            unsigned char *nb = realloc(z->buf, ncap);
+            if (!nb)
+                return npz_fail(z->err, z->errlen, "out of memory for %zu bytes", ncap);
+            z->buf = nb;
+            z->cap = ncap;
+        }
+        const size_t room = (z->cap < end ? z->cap : end) - z->n;
+        const long long got = z->fn(z->user, z->buf + z->n, room);
+        if (got < 0)
+            return npz_fail(z->err, z->errlen, "read error: %s", strerror(errno));
+        if (got == 0)
+            return 1;
+        z->n += (size_t)got;
+    }
+    return 0;
+}
+
+/* The next record's signature: 0 at the end of the stream, -1 after an error. */
+static int64_t zin_sig(zin *z)
+{
+    const int r = zin_need(z, 4);
+    return r < 0 ? -1 : r > 0 ? 0 : (int64_t)get32(z->buf + z->n - 4);
+}
+
+/* The local headers and member data, up to the first record that is not a local header (its
+ * signature in *sig). Returns 0 or -1 with a message. */
+static int zin_members(zin *z, int64_t *sig)
+{
+    for (size_t members = 0; *sig == LOCAL_SIG; ++members) {
+        if (members == CLN_NPZ_MAX_MEMBERS)
+            return npz_fail(z->err, z->errlen, "more than %d members", CLN_NPZ_MAX_MEMBERS);
+        const size_t at = z->n - 4;
+        int r = zin_need(z, LOCAL_FIXED - 4);
+        const unsigned char *h = z->buf + at;
+        const size_t nl = r ? 0 : get16(h + 26), xl = r ? 0 : get16(h + 28);
+        if (r == 0)
+            r = zin_need(z, nl + xl);
+        if (r)
+            return r < 0 ? -1
+                         : npz_fail(z->err, z->errlen,
+                                    "the file ends inside the local header at byte %zu", at);
+        h = z->buf + at;
+        const uint32_t flags = get16(h + 6);
+        uint64_t csize = get32(h + 18), usize = get32(h + 22), loff = 0;
+        if (flags & 8)
+            return npz_fail(z->err, z->errlen,
+                            "member %.*s: its sizes follow its data (a ZIP written to a stream), "
+                            "which a stream cannot be read by: give the archive as a file",
+                            (int)nl, (const char *)h + LOCAL_FIXED);
+        if (zip64_extra(h + LOCAL_FIXED + nl, xl, &usize, &csize, &loff))
+            return npz_fail(z->err, z->errlen, "member %.*s: a broken ZIP64 extra field", (int)nl,
+                            (const char *)h + LOCAL_FIXED);
+        if ((r = zin_need(z, csize)) != 0)
+            return r < 0 ? -1
+                         : npz_fail(z->err, z->errlen,
+                                    "member %.*s: the file ends inside its %llu bytes of data",
+                                    (int)nl, (const char *)z->buf + at + LOCAL_FIXED,
+                                    (unsigned long long)csize);
+        if ((*sig = zin_sig(z)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The central directory and the end records, from the record whose signature is *sig. Returns
+ * 0 or -1 with a message. */
+static int zin_directory(zin *z, int64_t sig)
+{
+    const char *ends = "the file ends inside the central directory";
+    int r = 0;
+    for (size_t k = 0; sig == CENTRAL_SIG && r == 0; ++k) {
+        if (k == CLN_NPZ_MAX_MEMBERS)
+            return npz_fail(z->err, z->errlen, "more than %d members", CLN_NPZ_MAX_MEMBERS);
+        const size_t at = z->n - 4;
+        if ((r = zin_need(z, CENTRAL_FIXED - 4)) == 0)
+            r = zin_need(z, (uint64_t)get16(z->buf + at + 28) + get16(z->buf + at + 30) +
+                                get16(z->buf + at + 32));
+        if (r == 0 && (sig = zin_sig(z)) <= 0)
+            r = sig < 0 ? -1 : 1;
+    }
+    if (r == 0 && sig == END64_SIG) {
+        const size_t at = z->n - 4;
+        if ((r = zin_need(z, 8)) == 0) {
+            const uint64_t len = get64(z->buf + at + 4);
+            if (len < END64_SIZE - 12 || len > 65536)
+                return npz_fail(z->err, z->errlen, "a broken ZIP64 end record");
+            r = zin_need(z, len);
+        }
+        if (r == 0 && (sig = zin_sig(z)) == LOC64_SIG && (r = zin_need(z, LOC64_SIZE - 4)) == 0)
+            sig = zin_sig(z);
+        if (r == 0 && sig <= 0)
+            r = sig < 0 ? -1 : 1;
+    }
+    if (r == 0 && sig != END_SIG)
+        return npz_fail(z->err, z->errlen,
+                        "not a .npz file (a record of signature 0x%08llx at byte %zu where the "
+                        "end of the central directory belongs)",
+                        (unsigned long long)sig, z->n - 4);
+    if (r == 0 && (r = zin_need(z, END_SIZE - 4)) == 0)
+        r = zin_need(z, get16(z->buf + z->n - 2));
+    return r < 0 ? -1 : r > 0 ? npz_fail(z->err, z->errlen, "%s", ends) : 0;
+}
+
+int cln_npz_read_stream(cln_npz_read_fn fn, void *user, unsigned char **img, size_t *size,
+                        char *err, size_t errlen)
+{
+    zin z = {fn, user, NULL, 0, 0, err, errlen};
+    *img = NULL;
+    *size = 0;
+    int64_t sig = zin_sig(&z);
+    int rc = -1;
+    if (sig == 0 && z.n == 0)
+        npz_fail(err, errlen, "an empty file (not a .npz archive)");
+    else if (sig == 0 || (sig > 0 && sig != LOCAL_SIG))
+        npz_fail(err, errlen, "not a .npz file (not a ZIP archive)");
+    else if (sig > 0 && zin_members(&z, &sig) == 0) {
+        if (sig == 0)
+            npz_fail(err, errlen, "the file ends after the members (no central directory)");
+        else if (sig > 0 && sig != CENTRAL_SIG)
+            npz_fail(err, errlen,
+                     "not a .npz file (a record of signature 0x%08llx at byte %zu where a member "
+                     "or the central directory belongs)",
+                     (unsigned long long)sig, z.n - 4);
+        else if (sig > 0 && zin_directory(&z, sig) == 0) {
+            unsigned char extra;
+            const long long more = fn(user, &extra, 1);
+            if (more < 0)
+                npz_fail(err, errlen, "read error: %s", strerror(errno));
+            else if (more > 0)
+                npz_fail(err, errlen, "bytes after the end of the archive (%zu bytes)", z.n);
+            else
+                rc = 0;
+        }
+    }
+    if (rc) {
+        free(z.buf);
+        return -1;
+    }
+    *img = z.buf;
+    *size = z.n;
     return 0;
 }

@@ -171,4 +171,20 @@ typedef struct cln_npz_entry {
 int cln_npz_parse(const unsigned char *buf, size_t size, cln_npz_entry *entries, size_t *n,
                   char *err, size_t errlen);
 
+/* A sequential reader: up to n bytes into buf. Returns the bytes read (fewer, or 0, only at the
+ * end of the stream), or -1 on a read error (errno set). */
+typedef long long (*cln_npz_read_fn)(void *user, void *buf, size_t n);
+
+/* Reads one archive from a stream (a pipe works) record by record, each size from the record
+ * before its bytes: the local headers and the data their sizes declare, the central directory,
+ * the ZIP64 end records, the end of central directory record and its comment, then one more read
+ * that must find the end of the stream. Memory grows with the bytes that arrive, never past what
+ * the records declare. Refuses, with a message: an empty stream, one that does not start with a
+ * local header, that ends inside a record or its data, more than CLN_NPZ_MAX_MEMBERS members, a
+ * member whose sizes follow its data (general purpose flag bit 3: unknown before the data), and
+ * bytes after the end record. On success *img (malloc'ed, *size bytes) is the archive, to be
+ * checked by cln_npz_parse. Returns 0 or -1. */
+int cln_npz_read_stream(cln_npz_read_fn fn, void *user, unsigned char **img, size_t *size,
+                        char *err, size_t errlen);
+
 #endif /* CLN_NPZ_H */

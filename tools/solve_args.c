@@ -23,6 +23,29 @@ enum {
     OPT_CHUNK_SIZE
 };
 
+/* Standard input is one stream: one input option may read it. Returns 0, or -1 after an error
+ * naming the two options. */
+static int stdin_once(const solve_args *a)
+{
+    const struct {
+        const char *opt, *path;
+    } in[] = {{"--y0-file", a->pb.y0_file},  {"--t0-file", a->t0_file},
+              {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},
+              {"--args-file", a->args_file}, {"--in", a->in_path}};
+    const char *first_stdin = NULL;
+    for (size_t k = 0; k < sizeof in / sizeof in[0]; ++k) {
+        if (!in[k].path || strcmp(in[k].path, "-") != 0)
+            continue;
+        if (first_stdin) {
+            tool_error("%s - and %s - both name standard input, which only one option can read",
+                       first_stdin, in[k].opt);
+            return -1;
+        }
+        first_stdin = in[k].opt;
+    }
+    return 0;
+}
+
 int solve_args_parse(solve_args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -158,6 +181,8 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
             tool_error("give either %s or %s, not both", both[k].scalar, both[k].file);
             return TOOL_EXIT_INPUT;
         }
+    if (stdin_once(a) != 0)
+        return TOOL_EXIT_INPUT;
     const int fmt = solve_out_format(a->out_path);
     if (a->ragged && fmt != SOLVE_OUT_NPZ) {
         tool_error("--ragged needs --out FILE.npz (the offsets of each trajectory's points)");

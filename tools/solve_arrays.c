@@ -35,27 +35,22 @@ static const char *shape_str(char *buf, size_t cap, const cln_npy_header *h)
     return buf;
 }
 
-/* Checks array `which` (its .npy image `img` of `size` bytes, from `src`: a file name, or "FILE
- * member NAME") and stores its values. Returns 0, 2 or 3 after an error. */
-static int take(solve_arrays *s, int which, const char *src, const unsigned char *img, size_t size,
-                size_t N, size_t k)
+/* Checks the header of array `which` (from `src`: a file name, or "FILE member NAME") against
+ * the model (N, k) and the arrays read before: its shape, and its number of trajectories
+ * (*rows). Returns 0, or 2 after an error. */
+static int check_shape(const solve_arrays *s, int which, const char *src, const cln_npy_header *h,
+                       size_t N, size_t k, size_t *rows)
 {
-    cln_npy_header h;
-    char err[256], sh[128];
-    if (cln_npy_parse(img, size, &h, err, sizeof err)) {
-        tool_error("%s: %s", src, err);
-        return TOOL_EXIT_INPUT;
-    }
-    size_t rows;
+    char sh[128];
     if (which == ARR_Y0) {
-        if (h.ndim == 1 && h.shape[0] == N) {
-            rows = 1;
-        } else if (h.ndim == 2 && h.shape[1] == N) {
-            rows = h.shape[0];
+        if (h->ndim == 1 && h->shape[0] == N) {
+            *rows = 1;
+        } else if (h->ndim == 2 && h->shape[1] == N) {
+            *rows = h->shape[0];
         } else {
             tool_error("%s: y0 of shape %s, but the model's state has %zu components: (B, %zu) "
                        "or (%zu,) expected",
-                       src, shape_str(sh, sizeof sh, &h), N, N, N);
+                       src, shape_str(sh, sizeof sh, h), N, N, N);
             return TOOL_EXIT_INPUT;
         }
     } else if (which == ARR_ARGS) {
@@ -65,30 +60,68 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
                        src);
             return TOOL_EXIT_INPUT;
         }
-        if (h.ndim != 2 || h.shape[1] != k) {
+        if (h->ndim != 2 || h->shape[1] != k) {
             tool_error("%s: args of shape %s, but the model takes %zu conditioning inputs: "
                        "(B, %zu) expected",
-                       src, shape_str(sh, sizeof sh, &h), k, k);
+                       src, shape_str(sh, sizeof sh, h), k, k);
             return TOOL_EXIT_INPUT;
         }
-        rows = h.shape[0];
+        *rows = h->shape[0];
     } else {
-        if (h.ndim != 1) {
+        if (h->ndim != 1) {
             tool_error("%s: %s of shape %s: one value per trajectory, (B,), expected", src,
-                       arr_names[which], shape_str(sh, sizeof sh, &h));
+                       arr_names[which], shape_str(sh, sizeof sh, h));
             return TOOL_EXIT_INPUT;
         }
-        rows = h.shape[0];
+        *rows = h->shape[0];
     }
-    if (rows == 0) {
+    if (*rows == 0) {
         tool_error("%s: %s holds no trajectory", src, arr_names[which]);
         return TOOL_EXIT_INPUT;
     }
-    if (s->batch && rows != s->batch) {
-        tool_error("%s: %s holds %zu trajectories, but %s holds %zu", src, arr_names[which], rows,
+    if (*rows > (size_t)TOOL_BATCH_MAX) {
+        tool_error("%s: %s holds %zu trajectories, more than %ld (the batch limit)", src,
+                   arr_names[which], *rows, (long)TOOL_BATCH_MAX);
+        return TOOL_EXIT_INPUT;
+    }
+    if (s->batch && *rows != s->batch) {
+        tool_error("%s: %s holds %zu trajectories, but %s holds %zu", src, arr_names[which], *rows,
                    s->batch_src, s->batch);
         return TOOL_EXIT_INPUT;
     }
+    return 0;
+}
+
+/* check_shape for a file's header before its data are read (tool_read_npy). */
+typedef struct shape_check {
+    const solve_arrays *s;
+    int which;
+    const char *src;
+    size_t N, k;
+} shape_check;
+
+static int check_file_shape(void *user, const cln_npy_header *h)
+{
+    const shape_check *c = user;
+    size_t rows;
+    return check_shape(c->s, c->which, c->src, h, c->N, c->k, &rows);
+}
+
+/* Checks array `which` (its .npy image `img` of `size` bytes, from `src`) and stores its values.
+ * Returns 0, 2 or 3 after an error. */
+static int take(solve_arrays *s, int which, const char *src, const unsigned char *img, size_t size,
+                size_t N, size_t k)
+{
+    cln_npy_header h;
+    char err[256];
+    if (cln_npy_parse(img, size, &h, err, sizeof err)) {
+        tool_error("%s: %s", src, err);
+        return TOOL_EXIT_INPUT;
+    }
+    size_t rows;
+    const int rc = check_shape(s, which, src, &h, N, k, &rows);
+    if (rc)
+        return rc;
     double *v = malloc(h.count * sizeof(double));
     if (!v) {
         tool_error("%s: out of memory", src);
@@ -116,14 +149,6 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
     return 0;
 }
 
-static int read_whole(const char *path, unsigned char **buf, size_t *len)
-{
-    char *text = NULL;
-    const int rc = tool_read_file(path, &text, len);
-    *buf = (unsigned char *)text;
-    return rc;
-}
-
 int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
 {
     memset(s, 0, sizeof *s);
@@ -134,7 +159,8 @@ int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
             continue;
         unsigned char *img = NULL;
         size_t len = 0;
-        if ((rc = read_whole(files[w], &img, &len)) == 0)
+        shape_check c = {s, w, files[w], N, k};
+        if ((rc = tool_read_npy(files[w], check_file_shape, &c, &img, &len)) == 0)
             rc = take(s, w, files[w], img, len, N, k);
         free(img);
     }
@@ -143,7 +169,7 @@ int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
         size_t len = 0, n = 0;
         cln_npz_entry e[CLN_NPZ_MAX_MEMBERS];
         char err[256];
-        if ((rc = read_whole(a->in_path, &img, &len)) == 0 &&
+        if ((rc = tool_read_npz(a->in_path, &img, &len)) == 0 &&
             cln_npz_parse(img, len, e, &n, err, sizeof err) != 0) {
             tool_error("%s: %s", a->in_path, err);
             rc = TOOL_EXIT_INPUT;

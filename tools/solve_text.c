@@ -11,7 +11,7 @@ void solve_csv_header(FILE *f, size_t dim)
     fputs("traj,kind,t", f);
     for (size_t j = 0; j < dim; ++j)
         fprintf(f, ",y%zu", j);
-    fputc('\n', f);
+    fputs(",result\n", f);
 }
 
 int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
@@ -25,12 +25,15 @@ int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
         tool_error("out of memory");
         return TOOL_EXIT_RESOURCE;
     }
+    clnode_trajectory_stats s;
+    clnode_solution_stats(sol, b, &s);
+    const char *result = clnode_result_name(s.result);
     for (size_t k = 0; k < n; ++k) {
         fprintf(f, "%zu,%s,%s", index, tool_kind_name(p[k].kind),
                 tool_fmt_num(buf, p[k].t, o->precision));
         for (size_t j = 0; j < N; ++j)
             fprintf(f, ",%s", tool_fmt_num(buf, p[k].y[j], o->precision));
-        fputc('\n', f);
+        fprintf(f, ",%s\n", result);
     }
     free(p);
     return 0;

@@ -11,7 +11,9 @@
 #include "clnode.h"
 #include "tool_common.h"
 
-/* CSV: the header line, then each trajectory's rows. Rows return 0 or 3 (out of memory). */
+/* CSV: the header line traj,kind,t,y0,...,y{N-1},result, then each trajectory's rows (result:
+ * the trajectory's result name, the same on each of its rows). Rows return 0 or 3 (out of
+ * memory). */
 void solve_csv_header(FILE *f, size_t dim);
 int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
                    const clnode_solve_options *o, double dir_t0, double dir_t1);

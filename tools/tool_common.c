@@ -31,11 +31,13 @@ const char tool_y0_help[] =
     "y0 file (--y0-file FILE, \"-\" for stdin): a CSV of initial states, one per line, N\n"
     "  numbers separated by commas (N: the model's dimension), as numpy.savetxt(f, y0,\n"
     "  delimiter=\",\") and pandas.DataFrame(y0).to_csv(f, index=False) write them. Lines end\n"
-    "  in \\n, \\r\\n or \\r and may be of any length; blank lines and lines starting with '#'\n"
-    "  are skipped; empty fields and non-finite values are refused. The first line may be a\n"
-    "  header (--y0-header auto|yes|no, default auto: a header when it holds a token that is\n"
-    "  not a number - nan and inf are numbers - or when it is exactly 0,1,...,N-1, the column\n"
-    "  labels pandas writes, which is said on stderr). The batch is the number of states.\n"
+    "  in \\n, \\r\\n or \\r, hold no NUL and at most 1 MiB + 1 KiB per value; blank lines and\n"
+    "  lines starting with '#' are skipped; empty fields and non-finite values are refused.\n"
+    "  The first line may be a header (--y0-header auto|yes|no, default auto: a header when\n"
+    "  none of its tokens is a number - nan and inf are numbers - or when it is exactly\n"
+    "  0,1,...,N-1, the column labels pandas writes, which is said on stderr; a first line\n"
+    "  mixing numbers with other tokens is refused). The batch is the number of states, at\n"
+    "  most 2147483647 (the batch limit). Files are read as they arrive (a pipe works).\n"
     "  A file that starts with the .npy magic (\\x93NUMPY) or whose name ends in .npy is read\n"
     "  as a NumPy array instead: little-endian float32 or float64, C order, of shape (B, N),\n"
     "  or (N,) for one trajectory (numpy.save(f, y0)); a malformed header is refused.\n";
@@ -261,6 +263,145 @@ static int pandas_labels(const char *p, const char *e, size_t N)
     return 0;
 }
 
+void tool_y0_csv_init(tool_y0_csv *c, size_t N, tool_header_mode mode, size_t max_rows)
+{
+    memset(c, 0, sizeof *c);
+    c->N = N;
+    c->mode = mode;
+    c->max_rows = max_rows;
+    c->first = 1;
+}
+
+void tool_y0_csv_free(tool_y0_csv *c)
+{
+    free(c->v);
+    c->v = NULL;
+}
+
+/* Whether the first content line [a, eol) is a header in auto mode: 1 when its tokens are all
+ * text (or empty), 0 when none is, or -1 (message in err) when it mixes numbers with text - a
+ * state with a typo, never silently dropped - or out of memory (rc 3 in *rc). */
+static int auto_header(const char *a, const char *eol, size_t line_no, char *err, size_t errcap,
+                       int *rc)
+{
+    size_t text_k = 0, numbers = 0, k = 0;
+    const char *tp0 = NULL, *te0 = NULL;
+    for (const char *f = a; f <= eol; ++k) {
+        const char *fe = f;
+        while (fe < eol && *fe != ',')
+            ++fe;
+        const char *tp = f, *te = fe;
+        double x;
+        const int t = token(&tp, &te, &x);
+        if (t == TOK_NOMEM) {
+            snprintf(err, errcap, "out of memory");
+            *rc = TOOL_EXIT_RESOURCE;
+            return -1;
+        }
+        numbers += t == TOK_NUMBER;
+        if (t == TOK_TEXT && !text_k) {
+            text_k = k + 1;
+            tp0 = tp;
+            te0 = te;
+        }
+        f = fe + 1;
+    }
+    if (text_k && numbers) {
+        char b[48];
+        snprintf(err, errcap,
+                 "line %zu: field %zu, \"%s\", is not a number, though the line holds numbers "
+                 "(a header holds none; --y0-header yes takes the line for one)",
+                 line_no, text_k, show(b, tp0, te0));
+        *rc = TOOL_EXIT_INPUT;
+        return -1;
+    }
+    return text_k != 0;
+}
+
+int tool_y0_csv_line(tool_y0_csv *c, const char *a, const char *eol, char *err, size_t errcap)
+{
+    const size_t N = c->N;
+    ++c->line_no;
+    if (N == 0) {
+        snprintf(err, errcap, "the model's dimension is 0");
+        return TOOL_EXIT_INPUT;
+    }
+    while (a < eol && is_blank(*a))
+        ++a;
+    if (a == eol || *a == '#')
+        return 0;
+    if (c->first) {
+        c->first = 0;
+        if (c->mode == TOOL_HEADER_YES)
+            return 0;
+        if (c->mode == TOOL_HEADER_AUTO) {
+            int rc = 0;
+            const int h = auto_header(a, eol, c->line_no, err, errcap, &rc);
+            if (h)
+                return h < 0 ? rc : 0;
+            if (pandas_labels(a, eol, N)) {
+                c->header_note = 1;
+                return 0;
+            }
+        }
+    }
+    size_t count = 1;
+    for (const char *f = a; f < eol; ++f)
+        count += *f == ',';
+    char where[64];
+    snprintf(where, sizeof where, "line %zu", c->line_no);
+    if (count != N) {
+        snprintf(err, errcap, "%s: %zu values, but the model's state has %zu", where, count, N);
+        return TOOL_EXIT_INPUT;
+    }
+    if (c->rows == c->max_rows) {
+        snprintf(err, errcap, "%s: more than %zu states (the batch limit)", where, c->max_rows);
+        return TOOL_EXIT_INPUT;
+    }
+    if (c->rows == c->cap) {
+        size_t ncap = c->cap ? 2 * c->cap : 16, bytes, elems;
+        double *nv = NULL;
+        if (ncap > c->max_rows)
+            ncap = c->max_rows;
+        if (ncap > c->cap && tool_mul_size(ncap, N, &elems) &&
+            tool_mul_size(elems, sizeof(double), &bytes))
+            nv = realloc(c->v, bytes);
+        if (!nv) {
+            snprintf(err, errcap, "out of memory for %zu states of dimension %zu", ncap, N);
+            return TOOL_EXIT_RESOURCE;
+        }
+        c->v = nv;
+        c->cap = ncap;
+    }
+    const char *f = a;
+    for (size_t k = 0; k < N; ++k) {
+        const char *fe = f;
+        while (fe < eol && *fe != ',')
+            ++fe;
+        const int rc = field(f, fe, where, k + 1, &c->v[c->rows * N + k], err, errcap);
+        if (rc)
+            return rc;
+        f = fe + 1;
+    }
+    ++c->rows;
+    return 0;
+}
+
+int tool_y0_csv_end(tool_y0_csv *c, double **out, size_t *rows, int *header_note, char *err,
+                    size_t errcap)
+{
+    if (c->rows == 0) {
+        snprintf(err, errcap, "no initial state (%zu line%s)", c->line_no,
+                 c->line_no == 1 ? "" : "s");
+        return TOOL_EXIT_INPUT;
+    }
+    *out = c->v;
+    *rows = c->rows;
+    *header_note = c->header_note;
+    c->v = NULL;
+    return 0;
+}
+
 int tool_parse_y0_text(const char *text, size_t len, size_t N, tool_header_mode mode, double **out,
                        size_t *rows, int *header_note, char *err, size_t errcap)
 {
@@ -272,9 +413,9 @@ int tool_parse_y0_text(const char *text, size_t len, size_t N, tool_header_mode 
     const char *p = text, *end = text + len;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
         p += 3;
-    size_t cap = 0, n = 0, line_no = 0;
-    double *v = NULL;
-    int first = 1, rc = 0;
+    tool_y0_csv c;
+    tool_y0_csv_init(&c, N, mode, (size_t)TOOL_BATCH_MAX);
+    int rc = 0;
     while (p < end && !rc) {
         const char *eol = p;
         while (eol < end && *eol != '\n' && *eol != '\r')
@@ -282,89 +423,13 @@ int tool_parse_y0_text(const char *text, size_t len, size_t N, tool_header_mode 
         const char *next = eol;
         if (next < end)
             next += *next == '\r' && next + 1 < end && next[1] == '\n' ? 2 : 1;
-        ++line_no;
-        const char *a = p;
+        rc = tool_y0_csv_line(&c, p, eol, err, errcap);
         p = next;
-        while (a < eol && is_blank(*a))
-            ++a;
-        if (a == eol || *a == '#')
-            continue;
-        if (first) {
-            first = 0;
-            if (mode == TOOL_HEADER_YES)
-                continue;
-            if (mode == TOOL_HEADER_AUTO) {
-                int text_token = 0;
-                for (const char *f = a; f <= eol && !text_token;) {
-                    const char *fe = f;
-                    while (fe < eol && *fe != ',')
-                        ++fe;
-                    const char *tp = f, *te = fe;
-                    double x;
-                    const int k = token(&tp, &te, &x);
-                    if (k == TOK_NOMEM) {
-                        snprintf(err, errcap, "out of memory");
-                        rc = TOOL_EXIT_RESOURCE;
-                        break;
-                    }
-                    text_token = k == TOK_TEXT;
-                    f = fe + 1;
-                }
-                if (rc)
-                    break;
-                if (text_token)
-                    continue;
-                if (pandas_labels(a, eol, N)) {
-                    *header_note = 1;
-                    continue;
-                }
-            }
-        }
-        size_t count = 1;
-        for (const char *f = a; f < eol; ++f)
-            count += *f == ',';
-        char where[64];
-        snprintf(where, sizeof where, "line %zu", line_no);
-        if (count != N) {
-            snprintf(err, errcap, "%s: %zu values, but the model's state has %zu", where, count, N);
-            rc = TOOL_EXIT_INPUT;
-            break;
-        }
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16, bytes, elems;
-            double *nv = NULL;
-            if (ncap > cap && tool_mul_size(ncap, N, &elems) &&
-                tool_mul_size(elems, sizeof(double), &bytes))
-                nv = realloc(v, bytes);
-            if (!nv) {
-                snprintf(err, errcap, "out of memory for %zu states of dimension %zu", ncap, N);
-                rc = TOOL_EXIT_RESOURCE;
-                break;
-            }
-            v = nv;
-            cap = ncap;
-        }
-        const char *f = a;
-        for (size_t k = 0; k < N && !rc; ++k) {
-            const char *fe = f;
-            while (fe < eol && *fe != ',')
-                ++fe;
-            rc = field(f, fe, where, k + 1, &v[n * N + k], err, errcap);
-            f = fe + 1;
-        }
-        ++n;
     }
-    if (!rc && n == 0) {
-        snprintf(err, errcap, "no initial state (%zu line%s)", line_no, line_no == 1 ? "" : "s");
-        rc = TOOL_EXIT_INPUT;
-    }
-    if (rc) {
-        free(v);
-        return rc;
-    }
-    *out = v;
-    *rows = n;
-    return 0;
+    if (!rc)
+        rc = tool_y0_csv_end(&c, out, rows, header_note, err, errcap);
+    tool_y0_csv_free(&c);
+    return rc;
 }
 
 /* ---- problem options ---- */
@@ -414,6 +479,22 @@ static int opt_long(const char *opt, const char *s, long lo, long *out)
     return 0;
 }
 
+/* --batch: an integer from 1 to the batch limit, TOOL_BATCH_MAX. */
+static int opt_batch(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || is_blank(*s) || *s == '-' || v < 1 || errno == ERANGE ||
+        v > TOOL_BATCH_MAX) {
+        tool_error("--batch expects an integer from 1 to %ld (the batch limit), not \"%s\"",
+                   (long)TOOL_BATCH_MAX, s);
+        return TOOL_EXIT_INPUT;
+    }
+    *out = v;
+    return 0;
+}
+
 static int opt_list(const char *opt, const char *arg, double **out, size_t *n)
 {
     char err[256];
@@ -421,6 +502,29 @@ static int opt_list(const char *opt, const char *arg, double **out, size_t *n)
     if (rc)
         tool_error("%s", err);
     return rc;
+}
+
+/* --save ts:LIST appends LIST to the times of the --save ts given before it: --save ts:1
+ * --save ts:2 is --save ts:1,2. */
+static int opt_save_ts(tool_problem *pb, const char *arg)
+{
+    double *more = NULL;
+    size_t n = 0, bytes;
+    if (opt_list("--save ts", arg, &more, &n))
+        return TOOL_EXIT_INPUT;
+    double *all = tool_mul_size(pb->n_ts + n, sizeof(double), &bytes) && pb->n_ts + n >= n
+                      ? realloc(pb->ts, bytes)
+                      : NULL;
+    if (!all) {
+        free(more);
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    memcpy(all + pb->n_ts, more, n * sizeof(double));
+    free(more);
+    pb->ts = all;
+    pb->n_ts += n;
+    return 0;
 }
 
 /* Picks one of names[] (NULL-terminated); returns its index or -1 after an error. */
@@ -508,7 +612,7 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
         return 0;
     }
     case TOOL_OPT_BATCH:
-        return opt_long("--batch", arg, 1, &pb->batch);
+        return opt_batch(arg, &pb->batch);
     case TOOL_OPT_Y0:
         return opt_list("--y0", arg, &pb->y0, &pb->y0_len);
     case TOOL_OPT_Y0_FILE:
@@ -534,8 +638,9 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
         else if (strcmp(arg, "t1") == 0)
             o->save_t1 = 1;
         else if (strncmp(arg, "ts:", 3) == 0) {
-            if (opt_list("--save ts", arg + 3, &pb->ts, &pb->n_ts))
-                return TOOL_EXIT_INPUT;
+            const int rc = opt_save_ts(pb, arg + 3);
+            if (rc)
+                return rc;
             o->save_ts = pb->ts;
             o->n_save_ts = pb->n_ts;
         } else {
@@ -646,54 +751,6 @@ int tool_read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
-int tool_is_npy(const char *path, const char *text, size_t len)
-{
-    const size_t n = strlen(path);
-    return (len >= 6 && memcmp(text, "\x93NUMPY", 6) == 0) ||
-           (n > 4 && strcmp(path + n - 4, ".npy") == 0);
-}
-
-/* y0 from a .npy image: (B, N), or (N,) for one trajectory, finite. */
-static int y0_from_npy(const char *path, const unsigned char *img, size_t len, size_t N,
-                       double **y0, size_t *rows)
-{
-    cln_npy_header h;
-    char err[256];
-    if (cln_npy_parse(img, len, &h, err, sizeof err)) {
-        tool_error("%s: %s", path, err);
-        return TOOL_EXIT_INPUT;
-    }
-    if (!((h.ndim == 2 && h.shape[1] == N) || (h.ndim == 1 && h.shape[0] == N))) {
-        char sh[128];
-        size_t k = (size_t)snprintf(sh, sizeof sh, "(");
-        for (size_t d = 0; d < h.ndim && k < sizeof sh; ++d)
-            k += (size_t)snprintf(sh + k, sizeof sh - k, d ? ", %zu" : "%zu", h.shape[d]);
-        if (k < sizeof sh)
-            snprintf(sh + k, sizeof sh - k, h.ndim == 1 ? ",)" : ")");
-        tool_error("%s: y0 of shape %s, but the model's state has %zu components: (B, %zu) or "
-                   "(%zu,) expected",
-                   path, sh, N, N, N);
-        return TOOL_EXIT_INPUT;
-    }
-    *rows = h.ndim == 2 ? h.shape[0] : 1;
-    if (*rows == 0) {
-        tool_error("%s: y0 holds no trajectory", path);
-        return TOOL_EXIT_INPUT;
-    }
-    if (!(*y0 = malloc(h.count * sizeof(double)))) {
-        tool_error("%s: out of memory", path);
-        return TOOL_EXIT_RESOURCE;
-    }
-    cln_npy_decode(img, &h, *y0);
-    for (size_t i = 0; i < h.count; ++i)
-        if (!isfinite((*y0)[i])) {
-            tool_error("%s: y0[%zu][%zu] is %g: initial states must be finite", path, i / N, i % N,
-                       (*y0)[i]);
-            return TOOL_EXIT_INPUT;
-        }
-    return 0;
-}
-
 int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **model, double **y0,
                       size_t *batch)
 {
@@ -719,30 +776,15 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
         goto fail;
     const size_t N = clnode_model_dim(*model);
     if (pb->y0_file) {
-        char *text = NULL, err[256];
-        size_t len = 0, rows = 0;
+        size_t rows = 0;
         int note = 0;
-        if ((rc = tool_read_file(pb->y0_file, &text, &len)) != 0)
+        if ((rc = tool_read_y0(pb->y0_file, N, pb->y0_header, y0, &rows, &note)) != 0)
             goto fail;
-        if (tool_is_npy(pb->y0_file, text, len)) {
-            rc = y0_from_npy(pb->y0_file, (const unsigned char *)text, len, N, y0, &rows);
-            free(text);
-            if (rc)
-                goto fail;
-            goto rows_read;
-        }
-        rc = tool_parse_y0_text(text, len, N, pb->y0_header, y0, &rows, &note, err, sizeof err);
-        free(text);
-        if (rc) {
-            tool_error("%s: %s", pb->y0_file, err);
-            goto fail;
-        }
         if (note && !pb->header_noted++)
             fprintf(stderr,
                     "%s: %s: the first line, 0,1,...,%zu, is taken for pandas' column labels "
                     "(--y0-header no reads it as a state)\n",
                     tool_prog, pb->y0_file, N - 1);
-    rows_read:
         if (pb->batch && (size_t)pb->batch != rows) {
             tool_error("--batch %ld disagrees with the %zu states of %s", pb->batch, rows,
                        pb->y0_file);

@@ -37,6 +37,10 @@ int tool_exit_status(clnode_status st);
 /* Prints "PROG VERSION (library VERSION)" on stdout (for --version). */
 void tool_print_version(void);
 
+/* The batch limit: the most trajectories one solve takes (the library's limit, 2^31 - 1). The
+ * readers of y0 and of the per-trajectory arrays stop at it. */
+#define TOOL_BATCH_MAX 2147483647L
+
 /* Overflow-checked size arithmetic: 1 on success, 0 when a * b (a + b) does not fit. */
 static inline int tool_mul_size(size_t a, size_t b, size_t *out)
 {
@@ -59,8 +63,9 @@ int tool_parse_list(const char *s, const char *what, double **out, size_t *n, ch
 
 /* How the first content line of a y0 file is read. */
 typedef enum tool_header_mode {
-    TOOL_HEADER_AUTO = 0, /* a header if it has a token that is not a number (nan and inf are
-                             numbers), or if it is exactly 0,1,...,N-1 (pandas' column labels) */
+    TOOL_HEADER_AUTO = 0, /* a header if every token is not a number (nan and inf are numbers;
+                             a line that mixes numbers with text is refused), or if it is exactly
+                             0,1,...,N-1 (pandas' column labels) */
     TOOL_HEADER_YES,      /* the first content line is a header, whatever it holds */
     TOOL_HEADER_NO,       /* every content line is a state */
 } tool_header_mode;
@@ -73,6 +78,23 @@ typedef enum tool_header_mode {
  * or 3 with a message ("line L: ...") in err. */
 int tool_parse_y0_text(const char *text, size_t len, size_t N, tool_header_mode mode, double **out,
                        size_t *rows, int *header_note, char *err, size_t errcap);
+
+/* The same parser line by line, for a stream: init, then each line without its ending (the byte
+ * order mark already skipped), then end. max_rows: the most states kept (more is an error naming
+ * the batch limit); memory grows with the states kept. tool_y0_csv_line returns 0, 2 or 3 with
+ * a message in err; tool_y0_csv_end hands over the states (or refuses a file without one). Call
+ * tool_y0_csv_free in every case. */
+typedef struct tool_y0_csv {
+    size_t N, max_rows, line_no, rows, cap;
+    tool_header_mode mode;
+    double *v;
+    int first, header_note;
+} tool_y0_csv;
+void tool_y0_csv_init(tool_y0_csv *c, size_t N, tool_header_mode mode, size_t max_rows);
+int tool_y0_csv_line(tool_y0_csv *c, const char *line, const char *eol, char *err, size_t errcap);
+int tool_y0_csv_end(tool_y0_csv *c, double **out, size_t *rows, int *header_note, char *err,
+                    size_t errcap);
+void tool_y0_csv_free(tool_y0_csv *c);
 
 /* ---- the problem options ---- */
 
@@ -195,11 +217,41 @@ const char *tool_device_string(tool_problem *pb);
 int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **model, double **y0,
                       size_t *batch);
 
-/* Whether a y0 file is read as .npy: its bytes start with the .npy magic, or its name ends in
- * ".npy" (a file so named without the magic is then refused as not a .npy file). */
-int tool_is_npy(const char *path, const char *text, size_t len);
+/* ---- bounded readers: a file or "-" (standard input, a pipe works), never read whole before
+ * knowing what it declares; each prints "PATH: what is wrong" and returns 0, 2 (bad input) or
+ * 3 (out of memory) ---- */
 
-/* Reads a whole file ("-": stdin) into a new NUL-terminated buffer. Returns 0, 2 or 3 after
+/* The longest line of a y0 CSV of N values: 1 MiB, plus 1 KiB per value. */
+#define TOOL_CSV_LINE_MAX(N) (((size_t)1 << 20) + (size_t)1024 * (N))
+
+/* y0 of a model of dimension N from a .npy (the file starts with the .npy magic or its name ends
+ * in ".npy"; read header first, then exactly its data) or else a CSV (read line by line, lines
+ * of at most TOOL_CSV_LINE_MAX(N) bytes without NUL, memory in proportion to the states kept).
+ * At most TOOL_BATCH_MAX states. *y0 (malloc'ed) holds *rows x N finite values; *note says the
+ * first line was taken for pandas' column labels. */
+int tool_read_y0(const char *path, size_t N, tool_header_mode mode, double **y0, size_t *rows,
+                 int *note);
+
+/* A check of a .npy header before its data are read: 0, or the exit status after printing an
+ * error. */
+struct cln_npy_header;
+typedef int (*tool_npy_check_fn)(void *user, const struct cln_npy_header *h);
+
+/* A .npy image, header first (a first dimension of at most TOOL_BATCH_MAX, then `check` when not
+ * NULL), then exactly the data it declares (cln_npy_read_stream): *img (malloc'ed, *size bytes)
+ * passes cln_npy_parse. */
+int tool_read_npy(const char *path, tool_npy_check_fn check, void *check_user, unsigned char **img,
+                  size_t *size);
+
+/* A .npz archive: refused at its first bytes when they are no ZIP local header; then a regular
+ * file by its size, anything else (a pipe) record by record (cln_npz_read_stream). *img
+ * (malloc'ed, *size bytes) is for cln_npz_parse. */
+int tool_read_npz(const char *path, unsigned char **img, size_t *size);
+
+/* ---- other files ---- */
+
+/* Reads a whole file ("-": stdin) into a new NUL-terminated buffer, without bound: for the tools'
+ * own small files (a progress record's manifest), not for inputs. Returns 0, 2 or 3 after
  * printing an error. */
 int tool_read_file(const char *path, char **out, size_t *len);
 

@@ -80,9 +80,12 @@ CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_m
  * (equinox) or "<i>.weight"/"<i>.bias" (torch.nn.Sequential, where non-Linear modules leave gaps
  * in the numbering); string metadata "activation", "final_activation" (default "identity") and
  * "time_input" ("true"/"false", default "false") and "inputs" (the number of conditioning inputs,
- * a decimal integer, default "0"; the first layer's width must make room for them). Every length,
- * offset, dtype and shape is checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message
- * naming the problem, an unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
+ * a decimal integer, default "0"; the first layer's width must make room for them). A metadata
+ * key that is none of these but resembles one (another case, blanks or '-' for '_', or within
+ * an edit or two: "Final_activation", "activation ", "final_activaton") is refused, naming both
+ * keys; other keys are kept (clnode_model_metadata_key). Every length, offset, dtype and shape
+ * is checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message naming the problem, an
+ * unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
 CLNODE_API clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *path,
                                                        clnode_model **out);
 
@@ -113,6 +116,20 @@ CLNODE_API clnode_activation clnode_model_final_activation(const clnode_model *m
 CLNODE_API int clnode_model_time_input(const clnode_model *model);
 /* Number of conditioning inputs k (0: none). */
 CLNODE_API size_t clnode_model_num_inputs(const clnode_model *model);
+
+/* What a model loaded from a safetensors file read there beyond its parameters: every string
+ * entry of the file's "__metadata__", in the file's order, the keys the loader reads and the
+ * ones it does not know alike (a writer's own, e.g. "format": "pt"). Index i from 0 to count - 1;
+ * key and value are owned by the model (valid until it is destroyed), NULL for an index out of
+ * range. A model built from arrays, or from a file without metadata, has none. */
+CLNODE_API size_t clnode_model_metadata_count(const clnode_model *model);
+CLNODE_API const char *clnode_model_metadata_key(const clnode_model *model, size_t i);
+CLNODE_API const char *clnode_model_metadata_value(const clnode_model *model, size_t i);
+
+/* The dtype layer i's weight (bias = 0) or bias (bias != 0) had where the model came from: "F32"
+ * or "F64" for a file, "F64" for a model built from arrays (its parameters are float64). NULL
+ * for a layer out of range or a bias the layer lacks. */
+CLNODE_API const char *clnode_model_tensor_dtype(const clnode_model *model, size_t i, int bias);
 
 /* Evaluates the vector field at n points in float64 on the host, with the activations every
  * backend uses (cl/cln_activation.h) and products summed in order with fused multiply-adds, as

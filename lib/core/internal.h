@@ -152,6 +152,12 @@ struct clnode_model {
     clnode_activation final_activation;
     int time_input;
     size_t num_inputs; /* conditioning inputs: the input is [y, (t,) c], c of this length */
+    /* What a loaded file said beyond the parameters: every string entry of its __metadata__ in
+     * the file's order (meta[2i] the key, meta[2i+1] the value; owned), and whether each weight
+     * and bias was F32 there. None and float64 for a model built from arrays. */
+    size_t num_meta;
+    char **meta;
+    unsigned char weight_f32[CLN_MAX_LAYERS], bias_f32[CLN_MAX_LAYERS];
     /* Unique among the models of the process (from 1; a model never changes after creation): a
      * backend that keeps a model's packed weights between solves recognises it by this. */
     unsigned long long serial;

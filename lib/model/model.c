@@ -46,6 +46,9 @@ void clnode_model_destroy(clnode_model **pm)
         free(m->weights[i]);
         free(m->biases[i]);
     }
+    for (size_t i = 0; i < 2 * m->num_meta; ++i)
+        free(m->meta[i]);
+    free(m->meta);
     free(m);
     *pm = NULL;
 }
@@ -248,4 +251,26 @@ clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size
 size_t clnode_model_num_inputs(const clnode_model *m)
 {
     return m->num_inputs;
+}
+
+size_t clnode_model_metadata_count(const clnode_model *m)
+{
+    return m ? m->num_meta : 0;
+}
+
+const char *clnode_model_metadata_key(const clnode_model *m, size_t i)
+{
+    return m && i < m->num_meta ? m->meta[2 * i] : NULL;
+}
+
+const char *clnode_model_metadata_value(const clnode_model *m, size_t i)
+{
+    return m && i < m->num_meta ? m->meta[2 * i + 1] : NULL;
+}
+
+const char *clnode_model_tensor_dtype(const clnode_model *m, size_t i, int bias)
+{
+    if (!m || i >= m->num_layers || (bias && !m->biases[i]))
+        return NULL;
+    return (bias ? m->bias_f32[i] : m->weight_f32[i]) ? "F32" : "F64";
 }
