@@ -678,6 +678,49 @@ static void test_bad_inputs(void **state)
     assert_int_equal(clnode_model_create(g_ctx, &d2, &m), CLNODE_ERR_INVALID_ARGUMENT);
 }
 
+/* ---- refusals ---- */
+
+/* The solve is refused with CLNODE_ERR_INVALID_ARGUMENT, nothing stored, and the message holds
+ * every word of `words` (NULL-terminated). */
+static void expect_refused(const clnode_model *m, const clnode_solve_options *o, size_t batch,
+                           const double *y0, const char *const *words, int line)
+{
+    clnode_solution *s = NULL;
+    const clnode_status st = clnode_solve(g_ctx, m, o, batch, y0, &s);
+    const char *msg = clnode_context_last_error(g_ctx);
+    if (st != CLNODE_ERR_INVALID_ARGUMENT)
+        fail_msg("line %d: %s, not refused (%s)", line, clnode_status_string(st), msg);
+    assert_null(s);
+    for (size_t k = 0; words[k]; ++k)
+        if (!strstr(msg, words[k]))
+            fail_msg("line %d: message \"%s\" does not mention \"%s\"", line, msg, words[k]);
+}
+#define EXPECT_REFUSED(m, o, batch, y0, ...)                                                       \
+    expect_refused((m), (o), (batch), (y0), (const char *const[]){__VA_ARGS__, NULL}, __LINE__)
+
+/* Regression: three ranges were stated for max_steps. The library's is [1, 2147483647] in every
+ * save mode, and its refusal says so. */
+static void test_max_steps_range(void **state)
+{
+    (void)state;
+    const double W[1] = {-1}, y0[1] = {1};
+    clnode_model *m = linear_model(1, W, NULL);
+    clnode_solve_options o;
+    for (int steps = 0; steps < 2; ++steps) {
+        clnode_solve_default_options(&o);
+        o.save_steps = steps;
+        o.max_steps = 2147483647L;
+        clnode_solution *s = solve(m, &o, 1, y0);
+        assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+        clnode_solution_destroy(&s);
+        o.max_steps = 2147483648L;
+        EXPECT_REFUSED(m, &o, 1, y0, "max_steps = 2147483648", "[1, 2147483647]");
+        o.max_steps = 0;
+        EXPECT_REFUSED(m, &o, 1, y0, "max_steps = 0", "[1, 2147483647]");
+    }
+    clnode_model_destroy(&m);
+}
+
 /* max_steps ends only the trajectories that reach it; the others finish normally. */
 static void test_max_steps_per_trajectory(void **state)
 {
@@ -996,6 +1039,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_convergence_order_nonlinear),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_max_steps_per_trajectory),
+        cmocka_unit_test(test_max_steps_range),
         cmocka_unit_test(test_empty_interval),
         cmocka_unit_test(test_nonfinite_vector_field),
         cmocka_unit_test(test_dt_bounds),

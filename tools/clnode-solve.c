@@ -38,7 +38,7 @@ static void usage(FILE *f)
         "  --factormin X --factormax X --safety X   (default 0.2, 10, 0.9)\n"
         "  --constant-step         constant steps of dt0 instead of the PID controller\n"
         "  --t0 X --t1 X --dt0 X   interval and first step (default 0, 50, 0.02)\n"
-        "  --max-steps N           attempts per trajectory (default 4096)\n"
+        "  --max-steps N           attempts per trajectory, in [1, 2147483647] (default 4096)\n"
         "  --precision fp32|fp64   state precision (default fp32)\n"
         "  --gemm-precision strict|tf32   precision of the MLP's matrix products (default\n"
         "                          strict: IEEE in the state precision; tf32: 10-bit mantissa\n"

@@ -414,6 +414,20 @@ static int opt_long(const char *opt, const char *s, long lo, long *out)
     return 0;
 }
 
+/* An integer in [lo, hi], the range named in the refusal as the library names it. */
+static int opt_long_in(const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || v < lo || v > hi || is_blank(*s)) {
+        tool_error("%s expects an integer in [%ld, %ld], not \"%s\"", opt, lo, hi, s);
+        return TOOL_EXIT_INPUT;
+    }
+    *out = v;
+    return 0;
+}
+
 static int opt_list(const char *opt, const char *arg, double **out, size_t *n)
 {
     char err[256];
@@ -483,7 +497,7 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
         o->force_dtmin = 0;
         return 0;
     case TOOL_OPT_MAX_STEPS:
-        return opt_long("--max-steps", arg, 1, &o->max_steps);
+        return opt_long_in("--max-steps", arg, 1, CLNODE_MAX_STEPS_LIMIT, &o->max_steps);
     case TOOL_OPT_PRECISION: {
         static const char *const names[] = {"fp32", "fp64", NULL};
         if ((k = opt_choice("--precision", arg, names)) < 0)

@@ -51,6 +51,10 @@ typedef enum clnode_precision_guard {
  * still normal at 5 u; 16 keeps a margin of 3 to 8 above that knee. */
 #define CLNODE_GUARD_FACTOR 16.0
 
+/* The largest max_steps (the kernels count attempts in 32-bit integers): max_steps lies in
+ * [1, CLNODE_MAX_STEPS_LIMIT] = [1, 2147483647], whatever is saved. */
+#define CLNODE_MAX_STEPS_LIMIT 2147483647L
+
 /* Fields are only ever appended (clnode/common.h): set the defaults with
  * clnode_solve_default_options or clnode_solve_seed_options, then change what you need. */
 typedef struct clnode_solve_options {
@@ -75,7 +79,8 @@ typedef struct clnode_solve_options {
     double factormin;  /* default 0.2 */
     double factormax;  /* default 10 */
     double safety;     /* default 0.9 */
-    long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory */
+    long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory, in
+                          [1, CLNODE_MAX_STEPS_LIMIT] */
     int save_t0;       /* default 0: save (t0, y0) */
     int save_t1;       /* default 1: save (t1, y(t1)) */
     int save_steps;    /* default 0: save the end of every accepted step (memory: as many

@@ -209,8 +209,9 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
         CLN_CHECK(ctx, !o->constant_step || dt0 != 0.0 || t0 == t1, CLNODE_ERR_INVALID_ARGUMENT,
                   "constant steps need a non-zero dt0%s", who);
     }
-    CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "max_steps = %ld is out of range (1 to %d)", o->max_steps, INT32_MAX);
+    CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= CLNODE_MAX_STEPS_LIMIT,
+              CLNODE_ERR_INVALID_ARGUMENT, "max_steps = %ld is out of range [1, %ld]", o->max_steps,
+              (long)CLNODE_MAX_STEPS_LIMIT);
     return CLNODE_OK;
 }
 

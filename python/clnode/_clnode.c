@@ -867,6 +867,10 @@ static int batch_array(PyObject *o, const char *name, int ndim, size_t B, size_t
     return 0;
 }
 
+/* The largest max_steps with saved steps: the arrays returned have max_steps slots per
+ * trajectory (diffrax's layout), allocated before the solve. */
+#define MAX_STEPS_SAVED (1L << 24)
+
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
  *   y0: (B, N) float64 C-contiguous; t0s, t1s, dt0s: None or (B,) float64 (every trajectory's
  *   own t0, t1, dt0: clnode_solve_options t0s, t1s, dt0s); inputs: None or (B, k) float64 for a
@@ -942,9 +946,17 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         o.save_ts = PyArray_DATA(tsa);
         o.n_save_ts = (size_t)PyArray_DIM(tsa, 0);
     }
-    if (o.max_steps < 1 || (o.save_steps && o.max_steps > (1L << 24))) {
-        PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
-                     o.save_steps ? (1L << 24) : LONG_MAX, o.max_steps);
+    /* the library's range; with saved steps the arrays returned have max_steps slots */
+    if (o.max_steps < 1 || o.max_steps > CLNODE_MAX_STEPS_LIMIT ||
+        (o.save_steps && o.max_steps > MAX_STEPS_SAVED)) {
+        if (o.save_steps)
+            PyErr_Format(InvalidArgumentError,
+                         "max_steps must be in [1, %ld] with SaveAt(steps=True), whose arrays "
+                         "have max_steps slots per trajectory ([1, %ld] otherwise) (got %ld)",
+                         MAX_STEPS_SAVED, (long)CLNODE_MAX_STEPS_LIMIT, o.max_steps);
+        else
+            PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
+                         (long)CLNODE_MAX_STEPS_LIMIT, o.max_steps);
         goto done;
     }
     const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
