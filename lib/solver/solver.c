@@ -810,17 +810,29 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
     if (!hit)
         return;
     const clnode_probe_result *pr = cln_probe_peek(ctx, o->precision, o->gemm_mode);
-    char measured[96] = "";
-    if (pr)
+    char measured[96] = "", larger[64] = "a larger rtol";
+    if (pr) {
         snprintf(measured, sizeof measured, " (measured %s, unit roundoff %.3g)",
                  clnode_gemm_class_name(pr->gemm_class), pr->unit_roundoff);
+        snprintf(larger, sizeof larger, "a larger rtol (at least %.3g)",
+                 CLNODE_GUARD_FACTOR * pr->unit_roundoff);
+    }
+    /* the advice: only what differs from this solve's arithmetic */
+    char advice[160];
+    if (o->gemm_mode == CLNODE_GEMM_TF32)
+        snprintf(advice, sizeof advice, "use GEMM mode strict, or fp64, or %s", larger);
+    else if (o->precision == CLNODE_FP32)
+        snprintf(advice, sizeof advice, "use fp64, or %s", larger);
+    else
+        snprintf(advice, sizeof advice,
+                 "use %s (fp64 with GEMM mode strict is the finest arithmetic clnode has)", larger);
     cln_log(ctx, CLNODE_LOG_WARN,
             "precision_floor: %zu of %zu trajectories (the first: %zu, at t = %g) stopped with "
             "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
-            "is below what this arithmetic resolves; use GEMM mode strict, fp64, or a larger rtol",
+            "is below what this arithmetic resolves; %s",
             hit, s->B, first, s->stats[first].t_final, ctx->backend->device_name,
             clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode), measured,
-            o->rtol);
+            o->rtol, advice);
 }
 
 /* ---- reading the results back ---- */
