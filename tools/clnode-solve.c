@@ -360,8 +360,11 @@ int main(int argc, char **argv)
         clnode_solution_stats(sol, b, &s);
         failed += s.result != CLNODE_RESULT_SUCCESS;
     }
-    if (a.certify) {
+    if (a.certify) { /* the re-solves report progress as the solve did */
+        ps.shown = 0;
         st = clnode_certify(ctx, model, &pb->opts, batch, y0, sol, &a.certify_opts, &cert);
+        if (ps.shown)
+            fputs("\n", stderr);
         if (st != CLNODE_OK) { /* the logger has printed why */
             rc = tool_exit_status(st);
             goto done;

@@ -1508,6 +1508,9 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;
+    cln_log(ctx, CLNODE_LOG_DEBUG, "solve: %zu trajectories of dimension %zu on %s, %s in %s",
+            batch, clnode_model_dim(model), be->device_name, opts->method->name,
+            clnode_precision_name(opts->precision));
     cln_run r;
     memset(&r, 0, sizeof r);
     r.ctx = ctx;
