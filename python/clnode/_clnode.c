@@ -17,6 +17,17 @@
 #define PY_ARRAY_UNIQUE_SYMBOL clnode_ARRAY_API
 #include <numpy/arrayobject.h>
 
+/* The extension is built against numpy 2's headers (it then runs with numpy 1.23 and later, as
+ * NPY_TARGET_VERSION says); an extension built against numpy 1.x's fails to import under numpy 2.
+ * A numpy 1.x <numpy/arrayobject.h> found first (Debian's python3-numpy puts one in
+ * /usr/include/python3.X/numpy) stops the build here rather than the import. */
+#if !defined(NPY_ABI_VERSION) || NPY_ABI_VERSION < 0x02000000
+#ifdef CLN_NUMPY_INCLUDE
+#pragma message("clnode: the numpy headers meant for this build are in " CLN_NUMPY_INCLUDE)
+#endif
+#error "clnode: the <numpy/arrayobject.h> found first is numpy 1.x's (NPY_ABI_VERSION < 0x02000000), not numpy 2's: Debian's python3-numpy installs its 1.x headers as /usr/include/python3.X/numpy; the build must search numpy 2's include directory (numpy.get_include()) before Python's (python/meson.build)"
+#endif
+
 #include "clnode.h"
 
 /* ------------------------------------------------------------------------------------------------
