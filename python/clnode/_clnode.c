@@ -879,6 +879,24 @@ static int batch_array(PyObject *o, const char *name, int ndim, size_t B, size_t
  * trajectory (diffrax's layout), allocated before the solve. */
 #define MAX_STEPS_SAVED (1L << 24)
 
+/* max_steps in the library's range and, with saved steps, in MAX_STEPS_SAVED. Returns 0, or -1
+ * with InvalidArgumentError. */
+static int check_max_steps(const clnode_solve_options *o)
+{
+    if (o->max_steps >= 1 && o->max_steps <= CLNODE_MAX_STEPS_LIMIT &&
+        (!o->save_steps || o->max_steps <= MAX_STEPS_SAVED))
+        return 0;
+    if (o->save_steps)
+        PyErr_Format(InvalidArgumentError,
+                     "max_steps must be in [1, %ld] with SaveAt(steps=True), whose arrays have "
+                     "max_steps slots per trajectory ([1, %ld] otherwise) (got %ld)",
+                     MAX_STEPS_SAVED, (long)CLNODE_MAX_STEPS_LIMIT, o->max_steps);
+    else
+        PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
+                     (long)CLNODE_MAX_STEPS_LIMIT, o->max_steps);
+    return -1;
+}
+
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
  *   y0: (B, N) float64 C-contiguous; t0s, t1s, dt0s: None or (B,) float64 (every trajectory's
  *   own t0, t1, dt0: clnode_solve_options t0s, t1s, dt0s); inputs: None or (B, k) float64 for a
@@ -954,19 +972,8 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         o.save_ts = PyArray_DATA(tsa);
         o.n_save_ts = (size_t)PyArray_DIM(tsa, 0);
     }
-    /* the library's range; with saved steps the arrays returned have max_steps slots */
-    if (o.max_steps < 1 || o.max_steps > CLNODE_MAX_STEPS_LIMIT ||
-        (o.save_steps && o.max_steps > MAX_STEPS_SAVED)) {
-        if (o.save_steps)
-            PyErr_Format(InvalidArgumentError,
-                         "max_steps must be in [1, %ld] with SaveAt(steps=True), whose arrays "
-                         "have max_steps slots per trajectory ([1, %ld] otherwise) (got %ld)",
-                         MAX_STEPS_SAVED, (long)CLNODE_MAX_STEPS_LIMIT, o.max_steps);
-        else
-            PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
-                         (long)CLNODE_MAX_STEPS_LIMIT, o.max_steps);
+    if (check_max_steps(&o) < 0)
         goto done;
-    }
     const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
                      (o.save_steps ? (size_t)o.max_steps : 0) +
                      (size_t)(o.save_t1 && !o.save_steps);
