@@ -1,14 +1,16 @@
 /* test_cancel.c - cancelling a running solve: the cancel callback is polled between groups of
  * steps from the first group on (so a solve of a few milliseconds can be stopped), a non-zero
  * answer ends the solve with CLNODE_ERR_CANCELLED and nothing stored, and the context then solves
- * as before; a callback that never cancels changes nothing. The device is the first argument
- * ("host", "opencl"); an absent device skips (77). */
+ * as before; a callback that never cancels changes nothing. The certificate's re-solves take the
+ * caller's progress and cancel callbacks, and none starts once cancel has asked to stop. The
+ * device is the first argument ("host", "opencl"); an absent device skips (77). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -100,15 +102,155 @@ static void test_never_cancelling_changes_nothing(void **state)
     clnode_solution_destroy(&b);
 }
 
+/* ---- the certificate's re-solves ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* What the certificate did after the interrupt (the flag), seen through its callbacks and the
+ * context's log (every solve logs "solve: ..." at DEBUG as it starts, every context "context on
+ * ..." as it opens). */
+typedef struct cert_watch {
+    int recording;       /* log lines are counted */
+    int flag;            /* the interrupt: cancel returns it */
+    double t_flag;       /* when it was set */
+    double t_start;      /* when clnode_certify was called */
+    long progress_calls; /* progress reports from the re-solves */
+    long polls_after;    /* cancel polls with the flag set */
+    long solves_after;   /* solves started with the flag set */
+    long contexts_after; /* contexts opened with the flag set */
+    int watchdog;        /* the flag came from the 5 s safety net, not from progress */
+} cert_watch;
+
+static cert_watch g_watch;
+
+static void watch_log(void *user, clnode_log_level level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    if (!g_watch.recording || !g_watch.flag)
+        return;
+    if (strncmp(msg, "solve:", 6) == 0)
+        ++g_watch.solves_after;
+    if (strncmp(msg, "context on", 10) == 0)
+        ++g_watch.contexts_after;
+}
+
+/* The interrupt arrives in the first progress report (the program's handler sets the flag). */
+static int watch_progress(void *user, size_t active, size_t batch, double fraction, long steps)
+{
+    (void)active, (void)batch, (void)fraction, (void)steps;
+    cert_watch *w = user;
+    ++w->progress_calls;
+    if (!w->flag) {
+        w->flag = 1;
+        w->t_flag = now_s();
+    }
+    return 0;
+}
+
+static int watch_cancel(void *user)
+{
+    cert_watch *w = user;
+    if (!w->flag && now_s() - w->t_start > 5.0) { /* bounds the run when progress never comes */
+        w->flag = w->watchdog = 1;
+        w->t_flag = now_s();
+    }
+    w->polls_after += w->flag;
+    return w->flag;
+}
+
+/* A certificate whose float64 reference solve runs for seconds: the seed problem at rtol 1e-20,
+ * unguarded (thousands of steps per unit of time). The run's own solution is a short solve of
+ * the same batch (certify reads only its points). */
+static clnode_status watched_certify(int flag_at_start, clnode_model *m)
+{
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.precision = clnode_context_supports(g_ctx, CLNODE_FP64) ? CLNODE_FP64 : CLNODE_FP32;
+    o.rtol = o.atol = 1e-20;
+    o.precision_guard = CLNODE_GUARD_OFF;
+    o.max_steps = 10;
+    double y0[10] = {0};
+    clnode_solution *sol = NULL;
+    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &sol));
+    o.max_steps = 100000000;
+    memset(&g_watch, 0, sizeof g_watch);
+    g_watch.flag = flag_at_start;
+    g_watch.t_flag = now_s();
+    o.progress = watch_progress;
+    o.progress_user = &g_watch;
+    o.cancel = watch_cancel;
+    o.cancel_user = &g_watch;
+    clnode_certify_options co;
+    clnode_certify_default_options(&co);
+    co.fraction = 1.0;
+    clnode_certificate *c = NULL;
+    g_watch.recording = 1;
+    g_watch.t_start = now_s();
+    const clnode_status st = clnode_certify(g_ctx, m, &o, 1, y0, sol, &co, &c);
+    const double t_end = now_s();
+    g_watch.recording = 0;
+    print_message("  certify: %s, %ld progress reports, %.3f s from the flag to the return\n",
+                  clnode_status_string(st), g_watch.progress_calls,
+                  g_watch.flag ? t_end - g_watch.t_flag : -1.0);
+    if (g_watch.flag && !flag_at_start)
+        assert_true(t_end - g_watch.t_flag < 2.0);
+    clnode_certificate_destroy(&c);
+    clnode_solution_destroy(&sol);
+    assert_null(c);
+    return st;
+}
+
+/* Regression: the re-solves were given no progress callback, and nothing stopped a re-solve
+ * from starting after the interrupt. An interrupt in a progress report of a re-solve ends the
+ * certificate with CLNODE_ERR_CANCELLED at the next poll (well within 2 s), with no solve
+ * started after it. */
+static void test_certify_cancelled_from_progress(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    assert_int_equal(watched_certify(0, m), CLNODE_ERR_CANCELLED);
+    assert_false(g_watch.watchdog); /* progress reached the re-solves */
+    assert_true(g_watch.progress_calls >= 1);
+    assert_int_equal(g_watch.polls_after, 1);
+    assert_int_equal(g_watch.solves_after, 0);
+    assert_int_equal(g_watch.contexts_after, 0);
+    clnode_model_destroy(&m);
+}
+
+/* Regression: an interrupt before the certificate starts: nothing of it runs (no host context,
+ * no solve), CLNODE_ERR_CANCELLED. */
+static void test_certify_cancelled_before(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    assert_int_equal(watched_certify(1, m), CLNODE_ERR_CANCELLED);
+    assert_int_equal(g_watch.progress_calls, 0);
+    assert_int_equal(g_watch.solves_after, 0);
+    assert_int_equal(g_watch.contexts_after, 0);
+    assert_int_equal(g_watch.polls_after, 1);
+    clnode_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
-    const int dev_rc = test_device_open(argc, argv, &g_device, NULL, NULL, &g_ctx);
+    const int dev_rc =
+        test_device_open_at(argc, argv, &g_device, watch_log, CLNODE_LOG_DEBUG, NULL, &g_ctx);
     if (dev_rc != 0)
         return dev_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_is_null),
         cmocka_unit_test(test_cancel_stops),
         cmocka_unit_test(test_never_cancelling_changes_nothing),
+        cmocka_unit_test(test_certify_cancelled_from_progress),
+        cmocka_unit_test(test_certify_cancelled_before),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

@@ -99,7 +99,7 @@ def csv_line(row, fmt="%r"):
 # (a batch past the library's limit, 2^31 - 1, is refused as such before any allocation)
 expect("huge --batch is refused at the batch limit (2), no crash",
        run([SOLVE, "--batch", "1844674407370955162", "--y0", ",".join(["1"] * SEED_DIM)]), 2,
-       err_has="from 1 to 2147483647 (the batch limit)")
+       err_has="in [1, 2147483647] (the batch limit)")
 expect("--batch above LONG_MAX is bad input", run([SOLVE, "--batch", "99999999999999999999"]), 2,
        err_has="--batch expects an integer")
 

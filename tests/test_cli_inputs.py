@@ -294,7 +294,7 @@ for opt in ("--in", "--y0-file", "--t1-file"):
            run([SOLVE, opt, path("dir")]), 2, err_has="Is a directory")
 expect("--batch 3000000000 names the batch limit (not out of memory)",
        run([SOLVE, "--batch", "3000000000"]), 2,
-       err_has="--batch expects an integer from 1 to 2147483647 (the batch limit)")
+       err_has="--batch expects an integer in [1, 2147483647] (the batch limit)")
 expect("--batch 2147483648 names the batch limit", run([SOLVE, "--batch", "2147483648"]), 2,
        err_has="(the batch limit)")
 expect("--y0-file - --t1-file -: standard input can be read by one option only",

@@ -678,6 +678,243 @@ static void test_bad_inputs(void **state)
     assert_int_equal(clnode_model_create(g_ctx, &d2, &m), CLNODE_ERR_INVALID_ARGUMENT);
 }
 
+/* ---- values in the state precision ---- */
+
+/* The solve is refused with CLNODE_ERR_INVALID_ARGUMENT, nothing stored, and the message holds
+ * every word of `words` (NULL-terminated). */
+static void expect_refused(const clnode_model *m, const clnode_solve_options *o, size_t batch,
+                           const double *y0, const char *const *words, int line)
+{
+    clnode_solution *s = NULL;
+    const clnode_status st = clnode_solve(g_ctx, m, o, batch, y0, &s);
+    const char *msg = clnode_context_last_error(g_ctx);
+    if (st != CLNODE_ERR_INVALID_ARGUMENT)
+        fail_msg("line %d: %s, not refused (%s)", line, clnode_status_string(st), msg);
+    assert_null(s);
+    for (size_t k = 0; words[k]; ++k)
+        if (!strstr(msg, words[k]))
+            fail_msg("line %d: message \"%s\" does not mention \"%s\"", line, msg, words[k]);
+}
+#define EXPECT_REFUSED(m, o, batch, y0, ...)                                                       \
+    expect_refused((m), (o), (batch), (y0), (const char *const[]){__VA_ARGS__, NULL}, __LINE__)
+
+/* Regression: in fp32, t0 = 1.7e9 and t1 = 1700000060 are the same float; the solve reported
+ * success after 0 steps with y unchanged (fp64 takes 13 steps). Times that differ as given but
+ * collapse in the state precision are refused, naming them (and the trajectory); t0 == t1 as
+ * given stays a valid solve of no step, in fp32 too. */
+static void test_times_collapsing(void **state)
+{
+    (void)state;
+    const double W[1] = {-1};
+    clnode_model *m = linear_model(1, W, NULL);
+    clnode_solve_options o;
+    const double y0[3] = {1, 1, 1};
+    clnode_solve_default_options(&o);
+    o.t0 = 1.7e9;
+    o.t1 = 1700000060;
+    o.dt0 = 1000;
+    EXPECT_REFUSED(m, &o, 1, y0, "t0 = 1700000000", "t1 = 1700000060", "fp32");
+    o.t1 = o.t0; /* equal as given: no step, success */
+    clnode_solution *s = solve(m, &o, 1, y0);
+    assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+    assert_int_equal(stats_of(s, 0).num_steps, 0);
+    clnode_solution_destroy(&s);
+    if (have_fp64()) { /* fp64 tells them apart */
+        o.precision = CLNODE_FP64;
+        o.t1 = 1700000060;
+        s = solve(m, &o, 1, y0);
+        assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+        assert_true(stats_of(s, 0).num_steps > 0);
+        clnode_solution_destroy(&s);
+        o.precision = CLNODE_FP32;
+    }
+    /* per trajectory: the one that collapses is named */
+    const double t0s[3] = {0, 1.7e9, 5}, t1s[3] = {1, 1700000060, 5};
+    o.t0s = t0s;
+    o.t1s = t1s;
+    o.dt0 = 0;
+    EXPECT_REFUSED(m, &o, 3, y0, "trajectory 1", "t1 = 1700000060", "fp32");
+    clnode_model_destroy(&m);
+}
+
+/* Regression: a dt0 or dtmax that rounds to 0 in the state precision, or a first step too small
+ * to move t0 there, took max_steps zero-length steps. Refused, naming the option (and the
+ * trajectory); the same steps in fp64, where they move t0, solve. */
+static void test_steps_collapsing(void **state)
+{
+    (void)state;
+    const double W[1] = {-1};
+    clnode_model *m = linear_model(1, W, NULL);
+    clnode_solve_options o;
+    const double y0[2] = {1, 1};
+    clnode_solve_default_options(&o);
+    o.dt0 = 1e-50;
+    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1e-50", "rounds to 0", "fp32");
+    o.constant_step = 1;
+    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1e-50", "rounds to 0", "fp32");
+    clnode_solve_default_options(&o);
+    o.dtmax = 1e-50;
+    EXPECT_REFUSED(m, &o, 1, y0, "dtmax = 1e-50", "rounds to 0", "fp32");
+    /* fp32 times 128 apart near 1.7e9 */
+    clnode_solve_default_options(&o);
+    o.t0 = 1.7e9;
+    o.t1 = 1.7e9 + 4096;
+    o.dt0 = 1;
+    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1", "does not move t0", "fp32", "128 apart");
+    o.dt0 = 0; /* none given: 0.01 */
+    EXPECT_REFUSED(m, &o, 1, y0, "0.01", "does not move t0");
+    o.dt0 = 1000;
+    o.dtmax = 10; /* the first step clipped to dtmax */
+    EXPECT_REFUSED(m, &o, 1, y0, "dtmax = 10", "does not move t0");
+    o.dtmax = 0;
+    o.constant_step = 1;
+    o.dt0 = 60;
+    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 60", "does not move t0");
+    o.dt0 = 256; /* constant steps that move t0 */
+    clnode_solution *s = solve(m, &o, 1, y0);
+    assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+    assert_true(stats_of(s, 0).num_steps > 0);
+    clnode_solution_destroy(&s);
+    /* backwards, per trajectory */
+    clnode_solve_default_options(&o);
+    const double t0s[2] = {-10, -1.7e9}, t1s[2] = {-20, -1.7e9 - 256}, dt0s[2] = {-1, -1};
+    o.t0s = t0s;
+    o.t1s = t1s;
+    o.dt0s = dt0s;
+    EXPECT_REFUSED(m, &o, 2, y0, "dt0 = -1 (trajectory 1)", "does not move t0");
+    if (have_fp64()) {
+        o.precision = CLNODE_FP64;
+        s = solve(m, &o, 2, y0);
+        assert_int_equal(stats_of(s, 1).result, CLNODE_RESULT_SUCCESS);
+        clnode_solution_destroy(&s);
+        /* fp64 has its own resolution: times 2^14 apart near 1e20 */
+        clnode_solve_default_options(&o);
+        o.precision = CLNODE_FP64;
+        o.t0 = 1e20;
+        o.t1 = 2e20;
+        o.dt0 = 1000;
+        EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1000", "does not move t0", "fp64");
+    }
+    clnode_model_destroy(&m);
+}
+
+/* Regression: finite doubles beyond the float range became infinities in an fp32 solve, which
+ * ended as nonfinite at t = 0. Refused, naming the value and its index; fp64 solves them. */
+static void test_values_beyond_fp32(void **state)
+{
+    (void)state;
+    const double W[4] = {-1, 0, 0, -1};
+    clnode_model *m = linear_model(2, W, NULL);
+    clnode_solve_options o;
+    double y0[4] = {1, 2, 1e39, 4};
+    clnode_solve_default_options(&o);
+    EXPECT_REFUSED(m, &o, 2, y0, "y0 of trajectory 1, component 0", "1e+39", "fp32 range");
+    y0[2] = -3.5e38; /* rounds to -inf too: beyond FLT_MAX by more than half an ulp */
+    EXPECT_REFUSED(m, &o, 2, y0, "y0 of trajectory 1, component 0", "fp32 range");
+    y0[2] = -3.4028234e38; /* FLT_MAX itself rounds to FLT_MAX */
+    clnode_solution *s = solve(m, &o, 2, y0);
+    clnode_solution_destroy(&s);
+    y0[2] = 3;
+    o.t1 = 1e308;
+    EXPECT_REFUSED(m, &o, 2, y0, "t1 = 1e+308", "fp32 range");
+    clnode_solve_default_options(&o);
+    o.dtmax = 1e39;
+    EXPECT_REFUSED(m, &o, 2, y0, "dtmax = 1e+39", "fp32 range");
+    clnode_solve_default_options(&o);
+    o.dt0 = 1e39;
+    o.t1 = 1e39; /* t1 is named first */
+    EXPECT_REFUSED(m, &o, 2, y0, "t1 = 1e+39", "fp32 range");
+    const double t0s[2] = {0, 0}, t1s[2] = {1, 1e300};
+    clnode_solve_default_options(&o);
+    o.t0s = t0s;
+    o.t1s = t1s;
+    EXPECT_REFUSED(m, &o, 2, y0, "t1 of trajectory 1", "fp32 range");
+    const double t1ok[2] = {1, 2}, ts[3] = {0.5, 1, 1e39};
+    o.t1s = t1ok;
+    o.save_ts = ts;
+    o.n_save_ts = 3;
+    EXPECT_REFUSED(m, &o, 2, y0, "save time of index 2", "fp32 range");
+    if (have_fp64()) {
+        clnode_solve_default_options(&o);
+        o.precision = CLNODE_FP64;
+        y0[2] = 1e39;
+        s = solve(m, &o, 2, y0);
+        assert_int_equal(stats_of(s, 1).result, CLNODE_RESULT_SUCCESS);
+        clnode_solution_destroy(&s);
+    }
+    clnode_model_destroy(&m);
+    /* conditioning inputs */
+    size_t sizes[2] = {2, 1};
+    const double Wc[2] = {-1, 1};
+    const double *ws[1] = {Wc};
+    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
+                           .weights = ws, .num_inputs = 1};
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    const double c[2] = {1, -1e39};
+    clnode_solve_default_options(&o);
+    o.inputs = c;
+    EXPECT_REFUSED(m, &o, 2, y0, "conditioning input of trajectory 1", "fp32 range");
+    clnode_model_destroy(&m);
+}
+
+/* Regression: a model parameter beyond the float range (an F64 weight of 1e300) became an
+ * infinity in an fp32 solve. The fp32 solve refuses the model, naming the layer, the element and,
+ * for a loaded file, the tensor; fp64 solves it. */
+static void test_weights_beyond_fp32(void **state)
+{
+    (void)state;
+    const double W[4] = {-1, 0, 1e300, -1}, y0[2] = {1, 1};
+    clnode_model *m = linear_model(2, W, NULL);
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    EXPECT_REFUSED(m, &o, 1, y0, "layer 0 weight, element 2", "1e+300", "fp32 range");
+    if (have_fp64()) {
+        o.precision = CLNODE_FP64;
+        clnode_solution *s = solve(m, &o, 1, y0);
+        clnode_solution_destroy(&s);
+        o.precision = CLNODE_FP32;
+    }
+    clnode_model_destroy(&m);
+    /* a safetensors file: one F64 layer 1 x 1 of weight -1 and bias 1e300 */
+    static const char hdr[] = "{\"layers.0.weight\":{\"dtype\":\"F64\",\"shape\":[1,1],"
+                              "\"data_offsets\":[0,8]},\"layers.0.bias\":{\"dtype\":\"F64\","
+                              "\"shape\":[1],\"data_offsets\":[8,16]}}";
+    unsigned char file[8 + sizeof hdr - 1 + 16];
+    const uint64_t hl = sizeof hdr - 1;
+    for (int i = 0; i < 8; ++i)
+        file[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(file + 8, hdr, hl);
+    const double wb[2] = {-1, 1e300};
+    memcpy(file + 8 + hl, wb, sizeof wb); /* little-endian hosts (as safetensors) */
+    assert_ok(clnode_model_load_safetensors_memory(g_ctx, file, sizeof file, &m));
+    EXPECT_REFUSED(m, &o, 1, y0, "tensor 'layers.0.bias'", "layer 0 bias, element 0", "1e+300",
+                   "fp32 range");
+    clnode_model_destroy(&m);
+}
+
+/* Regression: three ranges were stated for max_steps. The library's is [1, 2147483647] in every
+ * save mode, and its refusal says so. */
+static void test_max_steps_range(void **state)
+{
+    (void)state;
+    const double W[1] = {-1}, y0[1] = {1};
+    clnode_model *m = linear_model(1, W, NULL);
+    clnode_solve_options o;
+    for (int steps = 0; steps < 2; ++steps) {
+        clnode_solve_default_options(&o);
+        o.save_steps = steps;
+        o.max_steps = 2147483647L;
+        clnode_solution *s = solve(m, &o, 1, y0);
+        assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
+        clnode_solution_destroy(&s);
+        o.max_steps = 2147483648L;
+        EXPECT_REFUSED(m, &o, 1, y0, "max_steps = 2147483648", "[1, 2147483647]");
+        o.max_steps = 0;
+        EXPECT_REFUSED(m, &o, 1, y0, "max_steps = 0", "[1, 2147483647]");
+    }
+    clnode_model_destroy(&m);
+}
+
 /* max_steps ends only the trajectories that reach it; the others finish normally. */
 static void test_max_steps_per_trajectory(void **state)
 {
@@ -996,6 +1233,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_convergence_order_nonlinear),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_max_steps_per_trajectory),
+        cmocka_unit_test(test_times_collapsing),
+        cmocka_unit_test(test_steps_collapsing),
+        cmocka_unit_test(test_values_beyond_fp32),
+        cmocka_unit_test(test_weights_beyond_fp32),
+        cmocka_unit_test(test_max_steps_range),
         cmocka_unit_test(test_empty_interval),
         cmocka_unit_test(test_nonfinite_vector_field),
         cmocka_unit_test(test_dt_bounds),

@@ -423,6 +423,48 @@ static void test_guard(void **state)
     clnode_model_destroy(&m);
 }
 
+/* Regression: the precision_floor warning of an fp64 strict solve advised "use GEMM mode strict,
+ * fp64", what it already ran. Its advice names only what differs from the solve's arithmetic: in
+ * fp32 strict, fp64 or a larger rtol; in fp64 strict, a larger rtol. The seed problem far below
+ * the unit roundoff (fp32 at rtol 1e-9, fp64 at 1e-18) stops at the floor on the host. */
+static void test_floor_advice(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    double y0[10] = {0};
+    for (int f64 = 0; f64 < 2; ++f64) {
+        if (f64 && !have_fp64())
+            break;
+        clnode_solve_options o;
+        seed_options(&o, CLNODE_GEMM_STRICT);
+        o.precision = f64 ? CLNODE_FP64 : CLNODE_FP32;
+        o.rtol = o.atol = f64 ? 1e-18 : 1e-9;
+        o.max_steps = 100000;
+        g_log[0] = '\0';
+        clnode_solution *s = NULL;
+        assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(s, 0, &st));
+        clnode_solution_destroy(&s);
+        print_message("  %s strict at rtol %g: %s after %ld steps\n", f64 ? "fp64" : "fp32", o.rtol,
+                      clnode_result_name(st.result), st.num_steps);
+        if (strcmp(clnode_context_backend(g_ctx), "host") == 0)
+            assert_int_equal(st.result, CLNODE_RESULT_PRECISION_FLOOR);
+        if (st.result != CLNODE_RESULT_PRECISION_FLOOR)
+            continue;
+        const char *w = strstr(g_log, "precision_floor:");
+        assert_non_null(w);
+        assert_non_null(strstr(w, "a larger rtol (at least"));
+        assert_null(strstr(w, "use GEMM mode strict"));
+        if (f64)
+            assert_null(strstr(w, "fp64, or"));
+        else
+            assert_non_null(strstr(w, "use fp64, or a larger rtol"));
+    }
+    clnode_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc = test_device_open(argc, argv, &g_device, capture_log, "probe suite", &g_ctx);
@@ -431,7 +473,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_injected), cmocka_unit_test(test_tf32_rounding),
         cmocka_unit_test(test_device),   cmocka_unit_test(test_seed_tf32),
-        cmocka_unit_test(test_guard),
+        cmocka_unit_test(test_guard),    cmocka_unit_test(test_floor_advice),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

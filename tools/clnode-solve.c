@@ -38,7 +38,7 @@ static void usage(FILE *f)
         "  --factormin X --factormax X --safety X   (default 0.2, 10, 0.9)\n"
         "  --constant-step         constant steps of dt0 instead of the PID controller\n"
         "  --t0 X --t1 X --dt0 X   interval and first step (default 0, 50, 0.02)\n"
-        "  --max-steps N           attempts per trajectory (default 4096)\n"
+        "  --max-steps N           attempts per trajectory, in [1, 2147483647] (default 4096)\n"
         "  --precision fp32|fp64   state precision (default fp32)\n"
         "  --gemm-precision strict|tf32   precision of the MLP's matrix products (default\n"
         "                          strict: IEEE in the state precision; tf32: 10-bit mantissa\n"
@@ -379,8 +379,11 @@ int main(int argc, char **argv)
         clnode_solution_stats(sol, b, &s);
         failed += s.result != CLNODE_RESULT_SUCCESS;
     }
-    if (a.certify) {
+    if (a.certify) { /* the re-solves report progress as the solve did */
+        ps.shown = 0;
         st = clnode_certify(ctx, model, &pb->opts, batch, y0, sol, &a.certify_opts, &cert);
+        if (ps.shown)
+            fputs("\n", stderr);
         if (st != CLNODE_OK) { /* the logger has printed why */
             rc = tool_exit_status(st);
             goto done;

@@ -479,16 +479,16 @@ static int opt_long(const char *opt, const char *s, long lo, long *out)
     return 0;
 }
 
-/* --batch: an integer from 1 to the batch limit, TOOL_BATCH_MAX. */
-static int opt_batch(const char *s, long *out)
+/* An integer in [lo, hi]; the refusal names the range, and `what` what sets it ("" or e.g.
+ * " (the batch limit)"). */
+static int opt_long_in(const char *opt, const char *s, long lo, long hi, const char *what,
+                       long *out)
 {
     char *end;
     errno = 0;
     const long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || is_blank(*s) || *s == '-' || v < 1 || errno == ERANGE ||
-        v > TOOL_BATCH_MAX) {
-        tool_error("--batch expects an integer from 1 to %ld (the batch limit), not \"%s\"",
-                   (long)TOOL_BATCH_MAX, s);
+    if (end == s || *end != '\0' || errno == ERANGE || v < lo || v > hi || is_blank(*s)) {
+        tool_error("%s expects an integer in [%ld, %ld]%s, not \"%s\"", opt, lo, hi, what, s);
         return TOOL_EXIT_INPUT;
     }
     *out = v;
@@ -587,7 +587,7 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
         o->force_dtmin = 0;
         return 0;
     case TOOL_OPT_MAX_STEPS:
-        return opt_long("--max-steps", arg, 1, &o->max_steps);
+        return opt_long_in("--max-steps", arg, 1, CLNODE_MAX_STEPS_LIMIT, "", &o->max_steps);
     case TOOL_OPT_PRECISION: {
         static const char *const names[] = {"fp32", "fp64", NULL};
         if ((k = opt_choice("--precision", arg, names)) < 0)
@@ -612,7 +612,7 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
         return 0;
     }
     case TOOL_OPT_BATCH:
-        return opt_batch(arg, &pb->batch);
+        return opt_long_in("--batch", arg, 1, TOOL_BATCH_MAX, " (the batch limit)", &pb->batch);
     case TOOL_OPT_Y0:
         return opt_list("--y0", arg, &pb->y0, &pb->y0_len);
     case TOOL_OPT_Y0_FILE:

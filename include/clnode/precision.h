@@ -95,13 +95,16 @@ typedef struct clnode_sensitivity_stats {
 } clnode_sensitivity_stats;
 
 /* Measures the sensitivity baseline of `batch` trajectories of `model` from y0 (batch x dim) with
- * the solve options `opts` (their precision is the working precision; their GEMM mode, progress
- * callback, precision guard and saving of steps and t0 are ignored: the baseline solves are
- * strict, unguarded (diffrax's step sequence: the problem's own), and save the save_ts times and
- * t1). The solves run on a host context of their own ("host": the ordered
- * strict GEMM, the reference of every comparison); `ctx` (any device) receives the error
- * message. Errors: those of clnode_context_create and clnode_solve (bad options, non-finite y0,
- * out of memory), CLNODE_ERR_INVALID_ARGUMENT for NULL arguments, batch 0 or bad options
+ * the solve options `opts` (their precision is the working precision; their GEMM mode, precision
+ * guard and saving of steps and t0 are ignored: the baseline solves are strict, unguarded
+ * (diffrax's step sequence: the problem's own), and save the save_ts times and t1). The solves
+ * run on a host context of their own ("host": the ordered strict GEMM, the reference of every
+ * comparison); `ctx` (any device) receives the error message. The options' progress and cancel
+ * callbacks reach every solve (progress reports each solve's own batch: the trajectories and
+ * their perturbed copies), and the cancel callback is also polled before each solve starts:
+ * once it asks to stop, no solve starts and CLNODE_ERR_CANCELLED is returned. Errors: those of
+ * clnode_context_create and clnode_solve (bad options, non-finite y0, out of memory,
+ * CLNODE_ERR_CANCELLED), CLNODE_ERR_INVALID_ARGUMENT for NULL arguments, batch 0 or bad options
  * (K < 1 or > 1000, k <= 0, slack < 1, floor_ulps < 0, tolerance < 0). Memory: the two solutions,
  * batch x (K + 1) trajectories each, kept until clnode_sensitivity_destroy. */
 CLNODE_API clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_model *model,
@@ -220,8 +223,10 @@ typedef struct clnode_certificate_sample {
  * re-solved on a host context as a baseline (clnode_sensitivity_baseline) and each sampled
  * trajectory of `sol` is compared with its float64 solve. Cost: with the defaults, per sampled
  * trajectory 9 working-precision solves and 1 float64 solve, in two batched host solves. `ctx`
- * receives error messages. Errors: as clnode_sensitivity_baseline; CLNODE_ERR_INVALID_ARGUMENT
- * when `sol` does not match batch and the model's dimension, or for fraction outside (0, 1]. */
+ * receives error messages. The re-solves take the options' progress and cancel callbacks as
+ * clnode_sensitivity_baseline does: none starts once cancel asks to stop (CLNODE_ERR_CANCELLED).
+ * Errors: as clnode_sensitivity_baseline; CLNODE_ERR_INVALID_ARGUMENT when `sol` does not match
+ * batch and the model's dimension, or for fraction outside (0, 1]. */
 CLNODE_API clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
                                         const clnode_solve_options *opts, size_t batch,
                                         const double *y0, const clnode_solution *sol,

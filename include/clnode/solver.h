@@ -51,6 +51,10 @@ typedef enum clnode_precision_guard {
  * still normal at 5 u; 16 keeps a margin of 3 to 8 above that knee. */
 #define CLNODE_GUARD_FACTOR 16.0
 
+/* The largest max_steps (the kernels count attempts in 32-bit integers): max_steps lies in
+ * [1, CLNODE_MAX_STEPS_LIMIT] = [1, 2147483647], whatever is saved. */
+#define CLNODE_MAX_STEPS_LIMIT 2147483647L
+
 /* Fields are only ever appended (clnode/common.h): set the defaults with
  * clnode_solve_default_options or clnode_solve_seed_options, then change what you need. */
 typedef struct clnode_solve_options {
@@ -75,7 +79,8 @@ typedef struct clnode_solve_options {
     double factormin;  /* default 0.2 */
     double factormax;  /* default 10 */
     double safety;     /* default 0.9 */
-    long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory */
+    long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory, in
+                          [1, CLNODE_MAX_STEPS_LIMIT] */
     int save_t0;       /* default 0: save (t0, y0) */
     int save_t1;       /* default 1: save (t1, y(t1)) */
     int save_steps;    /* default 0: save the end of every accepted step (memory: as many
@@ -168,8 +173,9 @@ typedef enum clnode_save_kind {
  * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
  * save_ts outside [t0, t1] or not monotone, euler with the PID controller, a struct_size this
  * library does not know, per-trajectory intervals in both directions, conditioning inputs missing
- * or not expected, ...; the message says which, and names the trajectory),
- * CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0 or the conditioning inputs),
+ * or not expected, max_steps outside [1, CLNODE_MAX_STEPS_LIMIT], values that do not mean what
+ * they say in the state precision (below), ...; the message says which, and names the trajectory
+ * or index), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0 or the conditioning inputs),
  * CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64 (precision or GEMM mode not available on the device),
  * CLNODE_ERR_PRECISION (rtol below what the device's GEMM resolves, with precision_guard =
  * CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a
@@ -183,7 +189,21 @@ typedef enum clnode_save_kind {
  * most attempts of a trajectory); the solution keeps as many points per trajectory as the
  * longest trajectory saved (clnode_solution_saved). A large max_steps costs nothing up front.
  * The first adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a
- * few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF. */
+ * few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF.
+ * Values in the state precision: the solve rounds its inputs to the state precision, and refuses
+ * (CLNODE_ERR_INVALID_ARGUMENT) the problems that rounding would change into another:
+ * - fp32: a finite value beyond the float range (|x| >= 2^128 - 2^103, which rounds to an
+ *   infinity) among t0, t1, dt0 (scalars or t0s, t1s, dt0s), the save times, y0, the conditioning
+ *   inputs, the model's parameters (named by layer, element and, for a loaded file, tensor) and,
+ *   for adaptive solves, rtol, atol, dtmin, dtmax, pcoeff, icoeff, dcoeff, factormax;
+ * - t0 != t1 as given but equal once rounded (t0 == t1 as given stays a valid solve of no step);
+ * - a positive dtmax that rounds to 0 (adaptive solves);
+ * - a trajectory with t0 != t1 whose first step does not move t0: dt0 (0.01 when dt0 = 0;
+ *   adaptive solves clip it to [dtmin, dtmax] first) rounded to the state precision and added to
+ *   t0 in it gives t0 again. The step after a zero-length step has zero length too (the
+ *   controller scales the step just taken), so such a solve would spend max_steps attempts
+ *   without moving. The rule reads the first step only: a step that stops moving t later in a
+ *   long interval ends the trajectory with max_steps_reached, as diffrax's does. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                                       const clnode_solve_options *opts, size_t batch,
                                       const double *y0, clnode_solution **out);

@@ -161,6 +161,19 @@ struct clnode_model {
     /* Unique among the models of the process (from 1; a model never changes after creation): a
      * backend that keeps a model's packed weights between solves recognises it by this. */
     unsigned long long serial;
+    /* The first parameter that no float holds (|x| beyond CLN_FP32_LIMIT: an fp32 solve refuses
+     * the model), in layer order, weight before bias; f32_over 0: every parameter fits. */
+    int f32_over;
+    int f32_bias;        /* 1: in the bias of f32_layer, 0: in its weight */
+    size_t f32_layer;    /* the layer */
+    size_t f32_index;    /* the element, row-major */
+    double f32_value;    /* its value */
+    char f32_where[160]; /* where it came from, e.g. "m.safetensors: tensor 'layers.0.weight'" */
 };
+
+/* The smallest magnitude that rounds to infinity in float: the midpoint between FLT_MAX and
+ * 2^128 (round to nearest even takes it up). A double x stays finite in float iff
+ * fabs(x) < CLN_FP32_LIMIT. */
+#define CLN_FP32_LIMIT 0x1.ffffffp127
 
 #endif /* CLN_INTERNAL_H */

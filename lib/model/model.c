@@ -53,14 +53,24 @@ void clnode_model_destroy(clnode_model **pm)
     *pm = NULL;
 }
 
-/* Copies n doubles after checking they are finite; `what` names them in the error. */
-static clnode_status cln_copy_finite(clnode_context *ctx, const double *src, size_t n,
-                                     const char *what, size_t layer, double **dst)
+/* Copies n doubles after checking they are finite; `what` names them in the error. The first
+ * parameter of the model beyond the float range is recorded in m (f32_*): an fp32 solve refuses
+ * the model, an fp64 solve takes it. */
+static clnode_status cln_copy_finite(clnode_context *ctx, clnode_model *m, const double *src,
+                                     size_t n, const char *what, size_t layer, double **dst)
 {
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
         CLN_CHECK(ctx, isfinite(src[i]), CLNODE_ERR_NONFINITE_INPUT,
                   "model layer %zu %s: element %zu is %g (parameters must be finite)", layer, what,
                   i, src[i]);
+        if (!m->f32_over && !(fabs(src[i]) < CLN_FP32_LIMIT)) {
+            m->f32_over = 1;
+            m->f32_bias = strcmp(what, "bias") == 0;
+            m->f32_layer = layer;
+            m->f32_index = i;
+            m->f32_value = src[i];
+        }
+    }
     *dst = malloc(n ? n * sizeof(double) : 1);
     CLN_CHECK(ctx, *dst, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu model parameters", n);
     if (n)
@@ -146,10 +156,10 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
             st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "layer %zu has no weights", i);
             goto fail;
         }
-        CLN_TRY(st, cln_copy_finite(ctx, d->weights[i], nw, "weight", i, &m->weights[i]));
+        CLN_TRY(st, cln_copy_finite(ctx, m, d->weights[i], nw, "weight", i, &m->weights[i]));
         if (d->biases && d->biases[i])
-            CLN_TRY(st,
-                    cln_copy_finite(ctx, d->biases[i], d->sizes[i + 1], "bias", i, &m->biases[i]));
+            CLN_TRY(st, cln_copy_finite(ctx, m, d->biases[i], d->sizes[i + 1], "bias", i,
+                                        &m->biases[i]));
     }
     *out = m;
     return CLNODE_OK;

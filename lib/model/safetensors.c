@@ -863,6 +863,7 @@ static clnode_status cln_st_build(cln_st_loader *L, const cln_st_layers *ly,
                                   clnode_model_desc *desc, clnode_model **out)
 {
     clnode_context *ctx = L->ctx;
+    char show[CLN_ST_SHOW + 4];
     double *weights[CLN_MAX_LAYERS] = {0};
     double *biases[CLN_MAX_LAYERS] = {0};
     clnode_status st = CLNODE_OK;
@@ -876,6 +877,12 @@ static clnode_status cln_st_build(cln_st_loader *L, const cln_st_layers *ly,
     desc->weights = (const double *const *)weights;
     desc->biases = (const double *const *)biases;
     st = clnode_model_create(ctx, desc, out);
+    if (st == CLNODE_OK && (*out)->f32_over) { /* named by its tensor in an fp32 solve's refusal */
+        const clnode_model *m = *out;
+        const cln_st_tensor *t = m->f32_bias ? ly->b[m->f32_layer] : ly->w[m->f32_layer];
+        snprintf((*out)->f32_where, sizeof(*out)->f32_where, "%s: tensor '%s'", L->src,
+                 cln_st_show(show, t->name));
+    }
     if (st == CLNODE_ERR_INVALID_ARGUMENT) {
         char why[sizeof ctx->last_error], k[40] = "";
         snprintf(why, sizeof why, "%s", ctx != NULL ? ctx->last_error : "");

@@ -284,11 +284,23 @@ static clnode_status host_context(clnode_context *ctx, clnode_context **host)
     return CLNODE_OK;
 }
 
-/* Solves on `host`, passing a failure's message on to `ctx`. */
+/* CLNODE_ERR_CANCELLED when the caller's cancel callback asks to stop, polled before each piece
+ * of work starts. */
+static clnode_status check_cancel(clnode_context *ctx, const clnode_solve_options *o)
+{
+    CLN_CHECK(ctx, !o->cancel || !o->cancel(o->cancel_user), CLNODE_ERR_CANCELLED,
+              "sensitivity: cancelled by the caller");
+    return CLNODE_OK;
+}
+
+/* Solves on `host`, passing a failure's message on to `ctx`; none starts once the caller's cancel
+ * callback asks to stop. */
 static clnode_status host_solve(clnode_context *ctx, clnode_context *host,
                                 const clnode_model *model, const clnode_solve_options *o,
                                 size_t batch, const double *y0, clnode_solution **out)
 {
+    if (check_cancel(ctx, o) != CLNODE_OK)
+        return CLNODE_ERR_CANCELLED;
     clnode_status st = clnode_solve(host, model, o, batch, y0, out);
     if (st != CLNODE_OK)
         return cln_fail(ctx, st, "sensitivity: the host %s reference solve failed: %s",
@@ -331,15 +343,15 @@ static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model
                       "cannot allocate %zu bytes of perturbed states", elems);
         goto fail;
     }
+    CLN_TRY(st, check_cancel(ctx, opts));
     CLN_TRY(st, host_context(ctx, &host));
 
+    /* the caller's progress and cancel callbacks reach the reference solves */
     clnode_solve_options o = *opts;
     o.gemm_mode = CLNODE_GEMM_STRICT;
     o.save_t0 = 0;
     o.save_steps = 0;
     o.save_t1 = 1;
-    o.progress = NULL;
-    o.progress_user = NULL;
     /* the problem's own step sequence, as diffrax takes it: the guard's floor detection judges
      * a device's arithmetic, which is what the baseline is compared with, not part of it */
     o.precision_guard = CLNODE_GUARD_OFF;

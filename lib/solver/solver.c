@@ -209,8 +209,9 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
         CLN_CHECK(ctx, !o->constant_step || dt0 != 0.0 || t0 == t1, CLNODE_ERR_INVALID_ARGUMENT,
                   "constant steps need a non-zero dt0%s", who);
     }
-    CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "max_steps = %ld is out of range (1 to %d)", o->max_steps, INT32_MAX);
+    CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= CLNODE_MAX_STEPS_LIMIT,
+              CLNODE_ERR_INVALID_ARGUMENT, "max_steps = %ld is out of range [1, %ld]", o->max_steps,
+              (long)CLNODE_MAX_STEPS_LIMIT);
     return CLNODE_OK;
 }
 
@@ -283,6 +284,179 @@ static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model
     return CLNODE_OK;
 }
 
+/* ---- the values in the state precision ---- */
+
+/* x rounded to the solve's precision (x inside the precision's range: cln_validate_range). */
+static double cln_round(clnode_precision p, double x)
+{
+    return p == CLNODE_FP32 ? (double)(float)x : x;
+}
+
+/* The first step |dt0| of a trajectory in the state precision, after dtmin/dtmax clipping. */
+static double cln_first_step(const clnode_solve_options *o, clnode_precision p, double dt0_in)
+{
+    double dt0 = dt0_in != 0.0 ? fabs(dt0_in) : 0.01; /* diffrax 0.7.2: dt0=None -> 0.01 */
+    dt0 = cln_round(p, dt0);
+    if (!o->constant_step && o->dtmax > 0.0 && dt0 > cln_round(p, o->dtmax))
+        dt0 = cln_round(p, o->dtmax);
+    if (!o->constant_step && o->dtmin > 0.0 && dt0 < cln_round(p, o->dtmin))
+        dt0 = cln_round(p, o->dtmin);
+    return dt0;
+}
+
+/* The first of v[0..n) beyond the float range, or n. */
+static size_t cln_first_beyond_fp32(const double *v, size_t n)
+{
+    size_t i = 0;
+    while (i < n && fabs(v[i]) < CLN_FP32_LIMIT)
+        ++i;
+    return i;
+}
+
+/* A scalar option the solve rounds to its precision, and whether it is used. */
+typedef struct cln_named {
+    const char *name;
+    double v;
+    int used;
+} cln_named;
+
+/* An fp32 solve: every value it rounds to float stays finite there (a finite double beyond
+ * +-3.4e38 would become an infinity): the options' reals, the per-trajectory times, the save
+ * times, y0, the conditioning inputs and the model's parameters. The first beyond is named, with
+ * its index. */
+static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model *model,
+                                        const clnode_solve_options *o, size_t batch,
+                                        const double *y0)
+{
+    if (o->precision != CLNODE_FP32)
+        return CLNODE_OK;
+    static const char beyond[] = "beyond the fp32 range (|x| <= 3.40282347e+38: it would be "
+                                 "infinite in this solve); solve in fp64";
+    const int adaptive = !o->constant_step;
+    const cln_named sc[] = {{"t0", o->t0, !o->t0s},
+                            {"t1", o->t1, !o->t1s},
+                            {"dt0", o->dt0, !o->dt0s},
+                            {"rtol", o->rtol, adaptive},
+                            {"atol", o->atol, adaptive},
+                            {"dtmin", o->dtmin, adaptive},
+                            {"dtmax", o->dtmax, adaptive},
+                            {"pcoeff", o->pcoeff, adaptive},
+                            {"icoeff", o->icoeff, adaptive},
+                            {"dcoeff", o->dcoeff, adaptive},
+                            {"factormax", o->factormax, adaptive}};
+    for (size_t k = 0; k < sizeof sc / sizeof sc[0]; ++k)
+        CLN_CHECK(ctx, !sc[k].used || fabs(sc[k].v) < CLN_FP32_LIMIT, CLNODE_ERR_INVALID_ARGUMENT,
+                  "%s = %g is %s", sc[k].name, sc[k].v, beyond);
+    const struct {
+        const char *name, *index;
+        const double *v;
+        size_t n, row;
+    } arr[] = {
+        {"t0", "trajectory", o->t0s, o->t0s ? batch : 0, 1},
+        {"t1", "trajectory", o->t1s, o->t1s ? batch : 0, 1},
+        {"dt0", "trajectory", o->dt0s, o->dt0s ? batch : 0, 1},
+        {"save time", "index", o->save_ts, o->n_save_ts, 1},
+        {"y0", "trajectory", y0, batch * clnode_model_dim(model), clnode_model_dim(model)},
+        {"conditioning input", "trajectory", o->inputs, o->inputs ? batch * model->num_inputs : 0,
+         model->num_inputs},
+    };
+    for (size_t k = 0; k < sizeof arr / sizeof arr[0]; ++k) {
+        const size_t i = cln_first_beyond_fp32(arr[k].v, arr[k].n);
+        if (i == arr[k].n)
+            continue;
+        if (arr[k].row > 1)
+            return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                            "%s of %s %zu, component %zu, is %g: %s", arr[k].name, arr[k].index,
+                            i / arr[k].row, i % arr[k].row, arr[k].v[i], beyond);
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "%s of %s %zu is %g: %s", arr[k].name,
+                        arr[k].index, i, arr[k].v[i], beyond);
+    }
+    if (!model->f32_over)
+        return CLNODE_OK;
+    char what[96];
+    snprintf(what, sizeof what, "layer %zu %s, element %zu", model->f32_layer,
+             model->f32_bias ? "bias" : "weight", model->f32_index);
+    if (model->f32_where[0])
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "the model's %s (%s) is %g: %s",
+                        model->f32_where, what, model->f32_value, beyond);
+    return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "the model's %s is %g: %s", what,
+                    model->f32_value, beyond);
+}
+
+/* t + dt differs from t in precision p (the sum as the kernels compute it). */
+static int cln_advances(clnode_precision p, double t, double dt)
+{
+    if (p == CLNODE_FP32) {
+        const float a = (float)t, s = a + (float)dt;
+        return s != a;
+    }
+    return t + dt != t;
+}
+
+/* The solve's first step of a trajectory (cln_first_step) does not move its start in the state
+ * precision: the option that sets that step is named. */
+static clnode_status cln_fail_first_step(clnode_context *ctx, const clnode_solve_options *o,
+                                         double t0, double dt0, const char *who)
+{
+    const clnode_precision p = o->precision;
+    const char *pn = clnode_precision_name(p);
+    const double base = cln_round(p, dt0 != 0.0 ? fabs(dt0) : 0.01);
+    char what[96];
+    if (!o->constant_step && o->dtmax > 0.0 && base > cln_round(p, o->dtmax))
+        snprintf(what, sizeof what, "dtmax = %g", o->dtmax);
+    else if (!o->constant_step && o->dtmin > 0.0 && base < cln_round(p, o->dtmin))
+        snprintf(what, sizeof what, "dtmin = %g", o->dtmin);
+    else if (dt0 != 0.0)
+        snprintf(what, sizeof what, "dt0 = %g%s", dt0, who);
+    else
+        snprintf(what, sizeof what, "the first step 0.01 (dt0 = 0: none given%s)", who);
+    if (cln_first_step(o, p, dt0) == 0.0)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                        "%s rounds to 0 in %s, so every step would have zero length: give a "
+                        "larger step%s",
+                        what, pn, p == CLNODE_FP32 ? ", or solve in fp64" : "");
+    const double r0 = cln_round(p, t0);
+    const double gap = p == CLNODE_FP32 ? (double)nextafterf((float)fabs(r0), INFINITY) - fabs(r0)
+                                        : nextafter(fabs(r0), INFINITY) - fabs(r0);
+    return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                    "%s does not move t0 = %.9g in %s (t0 + step rounds to t0: neighbouring %s "
+                    "times are %g apart there), so every step would have zero length: give a "
+                    "larger step%s",
+                    what, t0, pn, pn, gap, p == CLNODE_FP32 ? ", or solve in fp64" : "");
+}
+
+/* In the state precision the problem does not collapse: t0 and t1 that differ as given stay
+ * different, a positive dtmax stays positive, and the first step of a trajectory that has an
+ * interval moves its start (see clnode_solve). Trajectory by trajectory with t0s, t1s, dt0s. */
+static clnode_status cln_validate_collapse(clnode_context *ctx, const clnode_solve_options *o,
+                                           size_t batch)
+{
+    const clnode_precision p = o->precision;
+    const char *pn = clnode_precision_name(p);
+    CLN_CHECK(ctx, o->constant_step || !(o->dtmax > 0.0) || cln_round(p, o->dtmax) > 0.0,
+              CLNODE_ERR_INVALID_ARGUMENT, "dtmax = %g rounds to 0 in %s: give a larger dtmax%s",
+              o->dtmax, pn, p == CLNODE_FP32 ? ", or solve in fp64" : "");
+    const int per_traj = o->t0s || o->t1s || o->dt0s;
+    const double dir = cln_direction(o, batch);
+    for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
+        const double t0 = cln_t0(o, b), t1 = cln_t1(o, b), dt0 = cln_dt0_of(o, b);
+        char who[48] = "";
+        if (per_traj)
+            snprintf(who, sizeof who, " (trajectory %zu)", b);
+        const double r0 = cln_round(p, t0), r1 = cln_round(p, t1);
+        CLN_CHECK(ctx, t0 == t1 || r0 != r1, CLNODE_ERR_INVALID_ARGUMENT,
+                  "t0 = %.17g and t1 = %.17g%s differ, but in %s both are %.9g: the interval "
+                  "would have no length%s",
+                  t0, t1, who, pn, r0,
+                  p == CLNODE_FP32 ? " (solve in fp64, or shift the times towards 0)" : "");
+        if (r0 == r1)
+            continue; /* no step */
+        if (!cln_advances(p, dir * r0, cln_first_step(o, p, dt0)))
+            return cln_fail_first_step(ctx, o, t0, dt0, who);
+    }
+    return CLNODE_OK;
+}
+
 static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
                                   const clnode_solve_options *o, size_t batch, const double *y0)
 {
@@ -294,6 +468,10 @@ static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model
         st = cln_validate_controller(ctx, o);
     if (st == CLNODE_OK)
         st = cln_validate_inputs(ctx, model, o, batch, y0);
+    if (st == CLNODE_OK)
+        st = cln_validate_range(ctx, model, o, batch, y0);
+    if (st == CLNODE_OK)
+        st = cln_validate_collapse(ctx, o, batch);
     return st;
 }
 
@@ -336,12 +514,6 @@ static clnode_status cln_download(cln_backend *be, const cln_solve_dev *sd, cln_
         dst[i] = sd->prec == CLNODE_FP32 ? (double)((float *)tmp)[i] : ((double *)tmp)[i];
     free(tmp);
     return st;
-}
-
-/* x rounded to the solve's precision. */
-static double cln_round(clnode_precision p, double x)
-{
-    return p == CLNODE_FP32 ? (double)(float)x : x;
 }
 
 /* diffrax's t1_clip_floor: t1 stepped 100 times towards -inf (0 maps to minus the smallest
@@ -512,18 +684,6 @@ static double cln_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The first step |dt0| of a trajectory in the state precision, after dtmin/dtmax clipping. */
-static double cln_first_step(const clnode_solve_options *o, clnode_precision p, double dt0_in)
-{
-    double dt0 = dt0_in != 0.0 ? fabs(dt0_in) : 0.01; /* diffrax 0.7.2: dt0=None -> 0.01 */
-    dt0 = cln_round(p, dt0);
-    if (!o->constant_step && o->dtmax > 0.0 && dt0 > cln_round(p, o->dtmax))
-        dt0 = cln_round(p, o->dtmax);
-    if (!o->constant_step && o->dtmin > 0.0 && dt0 < cln_round(p, o->dtmin))
-        dt0 = cln_round(p, o->dtmin);
-    return dt0;
-}
-
 /* Each trajectory's problem into its state row (tau0, tau1, clip_floor, dt0 in the state
  * precision; the rest zero, cln_init_traj fills it). Padding rows stay zero. */
 static void cln_problem_rows(const cln_run *r, cln_rstate_d *rows)
@@ -650,17 +810,29 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
     if (!hit)
         return;
     const clnode_probe_result *pr = cln_probe_peek(ctx, o->precision, o->gemm_mode);
-    char measured[96] = "";
-    if (pr)
+    char measured[96] = "", larger[64] = "a larger rtol";
+    if (pr) {
         snprintf(measured, sizeof measured, " (measured %s, unit roundoff %.3g)",
                  clnode_gemm_class_name(pr->gemm_class), pr->unit_roundoff);
+        snprintf(larger, sizeof larger, "a larger rtol (at least %.3g)",
+                 CLNODE_GUARD_FACTOR * pr->unit_roundoff);
+    }
+    /* the advice: only what differs from this solve's arithmetic */
+    char advice[160];
+    if (o->gemm_mode == CLNODE_GEMM_TF32)
+        snprintf(advice, sizeof advice, "use GEMM mode strict, or fp64, or %s", larger);
+    else if (o->precision == CLNODE_FP32)
+        snprintf(advice, sizeof advice, "use fp64, or %s", larger);
+    else
+        snprintf(advice, sizeof advice,
+                 "use %s (fp64 with GEMM mode strict is the finest arithmetic clnode has)", larger);
     cln_log(ctx, CLNODE_LOG_WARN,
             "precision_floor: %zu of %zu trajectories (the first: %zu, at t = %g) stopped with "
             "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
-            "is below what this arithmetic resolves; use GEMM mode strict, fp64, or a larger rtol",
+            "is below what this arithmetic resolves; %s",
             hit, s->B, first, s->stats[first].t_final, ctx->backend->device_name,
             clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode), measured,
-            o->rtol);
+            o->rtol, advice);
 }
 
 /* ---- reading the results back ---- */
@@ -1336,6 +1508,9 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;
+    cln_log(ctx, CLNODE_LOG_DEBUG, "solve: %zu trajectories of dimension %zu on %s, %s in %s",
+            batch, clnode_model_dim(model), be->device_name, opts->method->name,
+            clnode_precision_name(opts->precision));
     cln_run r;
     memset(&r, 0, sizeof r);
     r.ctx = ctx;

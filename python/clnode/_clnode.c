@@ -800,27 +800,24 @@ CLN_WRITE_POINTS(float)
 
 /* The precision certificate of a finished solve (clnode_certify, clnode/precision.h) as a dict:
  * the summary's fields and "samples", a list of dicts, one per re-solved trajectory. */
-static PyObject *certify_run(ContextObject *self, const clnode_model *model,
-                             const clnode_solve_options *o, size_t B, const double *y0,
-                             const clnode_solution *sol, double fraction, unsigned long long seed)
+/* Certifies a finished solve (clnode_certify with the certificate's fraction and seed), with the
+ * GIL released by the caller: the solve's options, cancel callback included, reach the
+ * re-solves. */
+static clnode_status certify_nogil(ContextObject *self, const clnode_model *model,
+                                   const clnode_solve_options *o, size_t B, const double *y0,
+                                   const clnode_solution *sol, double fraction,
+                                   unsigned long long seed, clnode_certificate **out)
 {
     clnode_certify_options co;
     clnode_certify_default_options(&co);
     co.fraction = fraction;
     co.seed = (uint64_t)seed;
-    clnode_certificate *c = NULL;
-    clnode_status st;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS st = clnode_certify(self->ctx, model, o, B, y0, sol, &co, &c);
-    Py_END_ALLOW_THREADS self->busy = 0;
-    if (flush_log(&self->log, "certify") < 0) {
-        clnode_certificate_destroy(&c);
-        return NULL;
-    }
-    if (st != CLNODE_OK) {
-        raise_status(st, clnode_context_last_error(self->ctx));
-        return NULL;
-    }
+    return clnode_certify(self->ctx, model, o, B, y0, sol, &co, out);
+}
+
+/* The certificate as a dict (the certificate is destroyed). */
+static PyObject *certificate_dict(clnode_certificate *c)
+{
     clnode_certificate_summary sm;
     clnode_certificate_get(c, &sm);
     PyObject *samples = PyList_New((Py_ssize_t)sm.num_sampled);
@@ -876,6 +873,28 @@ static int batch_array(PyObject *o, const char *name, int ndim, size_t B, size_t
     }
     *out = a;
     return 0;
+}
+
+/* The largest max_steps with saved steps: the arrays returned have max_steps slots per
+ * trajectory (diffrax's layout), allocated before the solve. */
+#define MAX_STEPS_SAVED (1L << 24)
+
+/* max_steps in the library's range and, with saved steps, in MAX_STEPS_SAVED. Returns 0, or -1
+ * with InvalidArgumentError. */
+static int check_max_steps(const clnode_solve_options *o)
+{
+    if (o->max_steps >= 1 && o->max_steps <= CLNODE_MAX_STEPS_LIMIT &&
+        (!o->save_steps || o->max_steps <= MAX_STEPS_SAVED))
+        return 0;
+    if (o->save_steps)
+        PyErr_Format(InvalidArgumentError,
+                     "max_steps must be in [1, %ld] with SaveAt(steps=True), whose arrays have "
+                     "max_steps slots per trajectory ([1, %ld] otherwise) (got %ld)",
+                     MAX_STEPS_SAVED, (long)CLNODE_MAX_STEPS_LIMIT, o->max_steps);
+    else
+        PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
+                     (long)CLNODE_MAX_STEPS_LIMIT, o->max_steps);
+    return -1;
 }
 
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
@@ -953,11 +972,8 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         o.save_ts = PyArray_DATA(tsa);
         o.n_save_ts = (size_t)PyArray_DIM(tsa, 0);
     }
-    if (o.max_steps < 1 || (o.save_steps && o.max_steps > (1L << 24))) {
-        PyErr_Format(InvalidArgumentError, "max_steps must be in [1, %ld] (got %ld)",
-                     o.save_steps ? (1L << 24) : LONG_MAX, o.max_steps);
+    if (check_max_steps(&o) < 0)
         goto done;
-    }
     const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
                      (o.save_steps ? (size_t)o.max_steps : 0) +
                      (size_t)(o.save_t1 && !o.save_steps);
@@ -969,35 +985,29 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         o.cancel = on_cancel;
         o.cancel_user = NULL;
     }
+    clnode_certificate *c = NULL;
     self->busy = 1;
+    /* the solve and its certificate under one SIGINT handler: Ctrl-C cancels either */
     Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, &o, B, PyArray_DATA(y0), &sol);
+    if (st == CLNODE_OK && certify > 0)
+        st = certify_nogil(self, model, &o, B, PyArray_DATA(y0), sol, certify, certify_seed, &c);
     Py_END_ALLOW_THREADS self->busy = 0;
     const int interrupted = sig && sigint_restore();
-    if (flush_log(&self->log, "solve") < 0) {
+    const int failed = flush_log(&self->log, "solve") < 0 ||
+                       (interrupted && PyErr_CheckSignals() < 0); /* Python's handler raised */
+    if (!failed && st != CLNODE_OK) /* CANCELLED too: a Python handler that did not raise */
+        raise_status(st, clnode_context_last_error(self->ctx));
+    PyObject *cert = NULL;
+    if (!failed && st == CLNODE_OK) {
+        cert = c ? certificate_dict(c) : Py_None;
+        c = NULL;
+        if (cert == Py_None)
+            Py_INCREF(cert);
+    }
+    clnode_certificate_destroy(&c);
+    if (!cert) {
         clnode_solution_destroy(&sol);
         goto done;
-    }
-    if (interrupted && PyErr_CheckSignals() < 0) { /* Python's handler: KeyboardInterrupt */
-        clnode_solution_destroy(&sol);
-        goto done;
-    }
-    if (st == CLNODE_ERR_CANCELLED) { /* a Python handler that did not raise */
-        raise_status(st, clnode_context_last_error(self->ctx));
-        goto done;
-    }
-    if (st != CLNODE_OK) {
-        raise_status(st, clnode_context_last_error(self->ctx));
-        goto done;
-    }
-    PyObject *cert = Py_None;
-    Py_INCREF(cert);
-    if (certify > 0) {
-        Py_DECREF(cert);
-        cert = certify_run(self, model, &o, B, PyArray_DATA(y0), sol, certify, certify_seed);
-        if (!cert) {
-            clnode_solution_destroy(&sol);
-            goto done;
-        }
     }
     {
         const int f32 = o.precision == CLNODE_FP32;

@@ -231,7 +231,9 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
     method: "tsit5", "dopri5", "dopri8", "bosh3", "heun" or "euler". The step size follows
     diffrax's PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin,
     factormin, factormax, safety), or constant steps of dt0 with constant_step=True. dt0=None:
-    0.01 (diffrax's choice for dt0=None). max_steps bounds the attempts per trajectory.
+    0.01 (diffrax's choice for dt0=None). max_steps bounds the attempts per trajectory, in
+    [1, 2147483647]; with SaveAt(steps=True), whose arrays have max_steps slots, in
+    [1, 16777216].
     precision: "fp32" (default) or "fp64", the state precision; gemm_precision: "strict" (IEEE
     in the state precision) or "tf32" (to see what TF32 does). precision_guard: "warn"
     (clnode.PrecisionWarning when rtol is below what the device resolves, and trajectories stuck

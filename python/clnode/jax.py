@@ -245,7 +245,8 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
     PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
     factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
-    max_steps, throw: as diffrax. y0: a float32 (fp32 solve) or float64 (fp64 solve) vector.
+    max_steps, throw: as diffrax (max_steps in [1, 2147483647]; with SaveAt(steps=True) in
+    [1, 16777216]). y0: a float32 (fp32 solve) or float64 (fp64 solve) vector.
 
     clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"),
     gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
