@@ -466,19 +466,6 @@ static int opt_double(const char *opt, const char *arg, double *out)
     return rc;
 }
 
-static int opt_long(const char *opt, const char *s, long lo, long *out)
-{
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || errno == ERANGE || v < lo || is_blank(*s)) {
-        tool_error("%s expects an integer >= %ld, not \"%s\"", opt, lo, s);
-        return TOOL_EXIT_INPUT;
-    }
-    *out = v;
-    return 0;
-}
-
 /* An integer in [lo, hi]; the refusal names the range, and `what` what sets it ("" or e.g.
  * " (the batch limit)"). */
 static int opt_long_in(const char *opt, const char *s, long lo, long hi, const char *what,
