@@ -33,7 +33,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _model, _solve
+from . import _args, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
@@ -63,10 +63,9 @@ def _static_float(x, name):
         return None
     if _is_tracer(x):
         raise _unsupported(name, "it must be a concrete number, not a traced value")
-    a = np.asarray(x)
-    if a.size != 1:
-        raise _unsupported(name, f"it must be a scalar (got shape {a.shape})")
-    return float(a.reshape(()))
+    if isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"{name} must be a real number, not {x!r}")
+    return _args.real(np.asarray(x), name)
 
 
 def _controller_options(ctrl, dt0):
@@ -89,7 +88,7 @@ def _controller_options(ctrl, dt0):
         o[name] = _static_float(getattr(ctrl, name), f"PIDController({name}=...)")
     o["dtmin"] = _static_float(ctrl.dtmin, "PIDController(dtmin=...)")
     o["dtmax"] = _static_float(ctrl.dtmax, "PIDController(dtmax=...)")
-    o["force_dtmin"] = bool(ctrl.force_dtmin)
+    o["force_dtmin"] = _args.boolean(ctrl.force_dtmin, "PIDController(force_dtmin=...)")
     return o
 
 
@@ -107,10 +106,23 @@ def _saveat_options(saveat):
                            "SaveAt(t0=, t1=, ts=, steps=))")
     if sub.fn is not diffrax.SubSaveAt(t1=True).fn:
         raise _unsupported("SubSaveAt(fn=...)", "clnode saves y itself")
-    steps = int(sub.steps)
+    steps = _args.integer(sub.steps, "SaveAt(steps=...)")
     if steps not in (0, 1):
         raise _unsupported(f"SaveAt(steps={steps})", "clnode saves every step or none")
-    return bool(sub.t0), bool(sub.t1), bool(steps), sub.ts
+    ts = sub.ts
+    if ts is not None and np.ndim(ts) != 1:
+        raise ValueError(f"SaveAt(ts=...) must be a 1-d array of times, not of shape "
+                         f"{tuple(np.shape(ts))}"
+                         + (": per-trajectory save times (B, T) are not supported yet"
+                            if np.ndim(ts) == 2 else ""))
+    return (_args.boolean(sub.t0, "SaveAt(t0=...)"), _args.boolean(sub.t1, "SaveAt(t1=...)"),
+            bool(steps), ts)
+
+
+def _jitting():
+    """Whether this runs under a jax.jit trace (where a callback's error reaches the caller
+    only through XLA's runtime error)."""
+    return _is_tracer(jnp.asarray(1) + 1)
 
 
 def _leaves_concrete(tree):
@@ -230,6 +242,79 @@ def _squeeze_unbatched(a, core_ndim, name):
     return a.reshape(a.shape[len(lead):])
 
 
+def _time_arg(x, name):
+    """t0, t1 or dt0: a real scalar (a traced one too), refused by name otherwise."""
+    if x is None:
+        if name == "dt0":
+            return
+        raise TypeError(f"clnode.jax.diffeqsolve: {name} must be a real number, not None")
+    if isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"clnode.jax.diffeqsolve: {name} must be a real number, not {x!r}")
+    shape = np.shape(x)
+    if shape != ():
+        raise ValueError(f"clnode.jax.diffeqsolve: {name} must be a scalar, not of shape {shape} "
+                         "(jax.vmap over it for one value per trajectory)")
+
+
+def _promote(y0, t0, t1, dt0, save_ts):
+    """y0 as an array of the dtype diffrax.diffeqsolve gives it, and the times' dtype: the times'
+    dtype is jnp.result_type of t0, t1, dt0 and SaveAt(ts=...) (the default floating dtype for
+    integer times), y0's is jnp.result_type(y0, time dtype), under standard promotion."""
+    if not isinstance(y0, (jax.Array, np.ndarray, np.generic, float, int)):
+        kind = type(y0).__name__
+        raise _unsupported(f"y0 as a {kind}", "clnode.jax takes y0 as one array, not a pytree "
+                           "(clnode's state is one vector)")
+    for name, x in (("t0", t0), ("t1", t1), ("dt0", dt0)):
+        _time_arg(x, name)
+    timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
+    with jax.numpy_dtype_promotion("standard"):
+        time_dtype = jnp.result_type(*timelikes)
+    if jnp.issubdtype(time_dtype, jnp.integer):
+        time_dtype = jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+    elif not jnp.issubdtype(time_dtype, jnp.floating) or \
+            jnp.issubdtype(time_dtype, jnp.complexfloating):
+        raise _unsupported(f"times of dtype {time_dtype}", "t0, t1, dt0 and SaveAt(ts=...) must "
+                           "be real numbers")
+    with jax.numpy_dtype_promotion("standard"):
+        y_dtype = jnp.result_type(y0, time_dtype)
+    if y_dtype not in (jnp.float32, jnp.float64):
+        raise _unsupported(f"y0 of dtype {jnp.result_type(y0)}",
+                           f"it becomes {y_dtype} with times of dtype {time_dtype} (as diffrax "
+                           "promotes it) and clnode solves in float32 or float64")
+    y0 = jnp.asarray(y0, y_dtype)
+    if y0.ndim != 1:
+        raise _unsupported(f"y0 of shape {y0.shape}", "clnode's state is a vector (vmap over "
+                           "a batch of initial states)")
+    return y0, jnp.dtype(time_dtype)
+
+
+def _check_save_ts_now(save_ts, t0, t1):
+    """The save times against [t0, t1] where all three are concrete: refused here, before any
+    callback (traced ones are checked by _check_save_ts_traced and in the callback)."""
+    if save_ts is None or not _leaves_concrete((save_ts, t0, t1)):
+        return
+    _check_save_ts(np.asarray(save_ts, np.float64), np.asarray(t0, np.float64),
+                   np.asarray(t1, np.float64))
+
+
+def _check_traced(ts_op, t0a, t1a, dt0a):
+    """Under jax.jit, the checks that traced t0, t1, dt0 and save times allow in JAX, as
+    diffrax makes them: eqx.error_if raises their messages before the callback runs (under
+    equinox.filter_jit as equinox.EquinoxRuntimeError). Returns (ts_op, dt0a)."""
+    import equinox as eqx
+    dt0a = eqx.error_if(dt0a, (t1a - t0a) * dt0a < 0, "clnode.jax.diffeqsolve: dt0 has the "
+                        "wrong sign for integrating from t0 to t1 (diffrax.diffeqsolve: \"Must "
+                        "have (t1 - t0) * dt0 >= 0\")")
+    if ts_op is not None:
+        lo, hi = jnp.minimum(t0a, t1a), jnp.maximum(t0a, t1a)
+        bad = jnp.any(ts_op < lo) | jnp.any(ts_op > hi)
+        ts_op = eqx.error_if(ts_op, bad, "clnode.jax.diffeqsolve: SaveAt(ts=...) has times "
+                             "outside the interval [t0, t1] (of a trajectory, under jax.vmap); "
+                             "diffrax.diffeqsolve refuses this too (\"saveat.ts must lie "
+                             "between t0 and t1\")")
+    return ts_op, dt0a
+
+
 def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.SaveAt(t1=True),
                 stepsize_controller=diffrax.ConstantStepSize(),
                 adjoint=diffrax.RecursiveCheckpointAdjoint(), event=None, max_steps=4096,
@@ -245,7 +330,9 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
     PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
     factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
-    max_steps, throw: as diffrax. y0: a float32 (fp32 solve) or float64 (fp64 solve) vector.
+    max_steps, throw: as diffrax. y0: one array (not a pytree), promoted as diffrax promotes it
+    (jnp.result_type(y0, time dtype), the time dtype jnp.result_type(t0, t1, dt0, SaveAt ts));
+    a float32 state is an fp32 solve, float64 fp64; the Solution has diffrax's dtypes.
 
     clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"),
     gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
@@ -256,8 +343,13 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     UnsupportedArgument (a ValueError) naming any argument it does not support (adjoint other
     than the default, event, SubSaveAt fn, other solvers, controllers, or vmapping over the
     model or the save times), ValueError when the vector field is not the MLP found in it or
-    when save times lie outside a trajectory's interval (as diffrax), and a TypeError under
-    jax.grad/jax.jvp: clnode does not compute gradients."""
+    when save times lie outside a trajectory's interval (as diffrax), TypeError for an argument
+    of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
+    it refuses the problem, and a TypeError under jax.grad/jax.jvp: clnode does not compute
+    gradients. Checks on concrete values run before the callback; under jax.jit, those on traced
+    times run in JAX through eqx.error_if (with equinox.filter_jit, equinox.EquinoxRuntimeError
+    carrying the message), and the rest inside the callback (XLA's runtime error, its message
+    inside)."""
     if type(terms) is not diffrax.ODETerm:
         raise _unsupported("terms", f"{type(terms).__name__} (clnode solves ODETerm(f) with f "
                            "an MLP)")
@@ -278,21 +370,16 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
             raise _unsupported(name, "clnode starts every solve afresh")
     if max_steps is None:
         raise _unsupported("max_steps=None", "clnode needs a bound on the steps")
-    max_steps = int(max_steps)
+    max_steps = _args.integer(max_steps, "max_steps")
+    _args.boolean(throw, "throw")
+    _solve._choice(_solve._GEMM, gemm_precision, "gemm_precision")
+    _solve._choice(_solve._GUARD, precision_guard, "precision_guard")
+    _solve._device_arg(device)
     ctrl = _controller_options(stepsize_controller, dt0)
     save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
-
-    y0 = jnp.asarray(y0)
-    if y0.ndim != 1:
-        raise _unsupported(f"y0 of shape {y0.shape}", "clnode's state is a vector (vmap over "
-                           "a batch of initial states)")
-    if y0.dtype not in (jnp.float32, jnp.float64):
-        raise _unsupported(f"y0 of dtype {y0.dtype}", "clnode solves in float32 or float64")
+    y0, time_dtype = _promote(y0, t0, t1, dt0, save_ts)
     precision = "fp64" if y0.dtype == jnp.float64 else "fp32"
-    timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
-    time_dtype = jnp.result_type(*timelikes)
-    if not jnp.issubdtype(time_dtype, jnp.floating):
-        time_dtype = y0.dtype
+    _check_save_ts_now(save_ts, t0, t1)
 
     vf = terms.vector_field
     n = int(y0.shape[0])
@@ -346,12 +433,28 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     n_layers = len(layers)
     has_bias = [b is not None for b in biases]
 
-    def host(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+    failures = []  # what the callback raised, for the eager caller to raise as it is
+    jitting = _jitting()
+
+    def batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
         # the batch: every vmapped operand has the full leading axes, the others size-1 axes
-        y = np.asarray(y)
-        lead = np.broadcast_shapes(y.shape[:-1], np.shape(t0_), np.shape(t1_), np.shape(dt0_),
-                                   np.shape(c_)[:-1] if k else (),
+        return np.broadcast_shapes(np.shape(y)[:-1], np.shape(t0_), np.shape(t1_),
+                                   np.shape(dt0_), np.shape(c_)[:-1] if k else (),
                                    np.shape(fv)[:-2] if deferred_check else ())
+
+    def host(*operands):
+        try:
+            return solve_batch(*operands)
+        except Exception as e:
+            if jitting:  # reaches the caller as XLA's runtime error, its message inside
+                raise
+            failures.append(e)  # an eager call raises it after the callback returns
+            lead = batch_shape(*operands)
+            return tuple(np.zeros(lead + s.shape, s.dtype) for s in shapes)
+
+    def solve_batch(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+        y = np.asarray(y)
+        lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, *params)
         yb = np.broadcast_to(y, lead + (n,)).reshape(-1, n)
         B = yb.shape[0]
         t0v = _per_trajectory(t0_, lead)
@@ -416,7 +519,14 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     t0a = jnp.asarray(t0, time_dtype)
     t1a = jnp.asarray(t1, time_dtype)
     dt0a = jnp.asarray(0.0 if dt0 is None else dt0, time_dtype)
-    ts, ys, nsteps, nacc, nrej, code = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, *params)
+    if jitting and not _leaves_concrete((save_ts, t0, t1, dt0)):
+        ts_op, dt0a = _check_traced(ts_op if save_ts is not None else None, t0a, t1a, dt0a)
+    out = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, *params)
+    if not jitting:
+        jax.block_until_ready(out)
+        if failures:  # the library's (or this module's) exception itself
+            raise failures[0]
+    ts, ys, nsteps, nacc, nrej, code = out
 
     R = diffrax.RESULTS
     result = R.where(code == 1, R.max_steps_reached, R.successful)
