@@ -298,9 +298,9 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
     for key, v in (("rtol", rtol), ("atol", atol), ("pcoeff", pcoeff), ("icoeff", icoeff),
                    ("dcoeff", dcoeff), ("factormin", factormin), ("factormax", factormax),
                    ("safety", safety)):
-        opts[key] = _args.real(v, key)
+        opts[key] = _args.real(v, key, finite=True)
     for key, v in (("dtmin", dtmin), ("dtmax", dtmax)):
-        v = _args.real(v, key, optional=True)
+        v = _args.real(v, key, optional=True, finite=True)
         opts[key] = 0.0 if v is None else v
     # per-trajectory arrays, passed only when given as arrays (scalars keep the scalar options)
     for key, v in (("t0s", t0v), ("t1s", t1v), ("dt0s", dt0v)):
@@ -308,7 +308,7 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
             opts[key] = v
     if inputs is not None:
         opts["inputs"] = inputs
-    fraction = _args.real(certify_fraction, "certify_fraction")
+    fraction = _args.real(certify_fraction, "certify_fraction", finite=True)
     seed = _args.integer(certify_seed, "certify_seed", 0, _args.UINT64_MAX)
     if _args.boolean(certify, "certify"):
         if not 0.0 < fraction <= 1.0:
