@@ -60,7 +60,10 @@ class MLP:
     def to_bytes(self, dtype="float64"):
         """The model as safetensors bytes (equinox names "layers.<i>.weight"/"layers.<i>.bias",
         tensors in `dtype`: "float64" (exact) or "float32")."""
-        dt = np.dtype(dtype)
+        try:  # not None, which numpy reads as float64
+            dt = None if dtype is None else np.dtype(dtype)
+        except TypeError:
+            dt = None
         code = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}.get(dt)
         if code is None:
             raise ValueError(f"dtype must be float64 or float32, not {dtype}")
@@ -423,6 +426,8 @@ def from_equinox(module, *, time_input=None, inputs=0):
     its first layer takes N + k (or N + 1 + k) values. Raises ValueError when there is no MLP,
     more than one, or an unsupported activation, saying what was found."""
     k = _num_inputs(inputs)
+    if time_input is not None:
+        time_input = _args.boolean(time_input, "time_input")
     if time_input is None:
         layers = _equinox_parts(module, False)[0]
         time_input = int(layers[0][0].shape[1]) == int(layers[-1][0].shape[0]) + 1 + k

@@ -95,6 +95,12 @@ def test_numpy_bools_are_bools():
          solve(constant_step=True, saveat=clnode.SaveAt(t0=True, t1=True)))
 
 
+def test_model_file_dtype_none_is_refused():
+    with pytest.raises(ValueError, match="dtype must be float64 or float32"):
+        MODEL.to_bytes(dtype=None)
+    assert MODEL.to_bytes(np.float32) == MODEL.to_bytes("float32")
+
+
 # ------------------------------------------------------------------------------------------------
 # numbers: integers where integers are meant, never strings; named choices never None or ""
 
@@ -228,6 +234,13 @@ def test_jax_booleans_and_integers():
         jsolve(stepsize_controller=diffrax.PIDController(rtol="1e-3", atol=1e-6))
     with pytest.raises(ValueError, match="device must be a device string"):
         jsolve(device="")
+
+
+def test_from_equinox_time_input_refuses_strings():
+    with pytest.raises(TypeError, match="time_input must be a bool"):
+        clnode.from_equinox(jax_func(), time_input="false")
+    assert clnode.from_equinox(jax_func(), time_input=np.False_) == clnode.from_equinox(
+        jax_func())
 
 
 def test_jax_pytree_y0_is_refused_clearly():
