@@ -265,10 +265,19 @@ def seed_model():
 def _eager(fn):
     """fn() outside every JAX transformation: JAX's tracing state is per thread, so a fresh
     thread evaluates concrete arrays eagerly even when the caller is inside jax.jit or
-    jax.vmap. For checks on concrete parameters only."""
+    jax.vmap. The caller's jax_enable_x64 (a `with jax.enable_x64(...)` is per thread too)
+    holds in that thread. For checks on concrete parameters only."""
     import concurrent.futures
+
+    import jax
+    x64 = bool(jax.config.jax_enable_x64)
+
+    def run():
+        with jax.enable_x64(x64):
+            return fn()
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
-        return ex.submit(fn).result()
+        return ex.submit(run).result()
 
 
 def _fingerprint_activation(fn):

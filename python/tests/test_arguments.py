@@ -284,3 +284,21 @@ def test_jax_traced_checks_under_jit_come_first():
         assert "CpuCallback" not in msg
         with pytest.raises(jax.errors.JaxRuntimeError, match="outside the interval|wrong sign"):
             jax.block_until_ready(jax.jit(fn)(jnp.asarray(arg)))
+
+
+def test_jax_x64_context_reaches_the_check():
+    """`with jax.enable_x64(True)` while the global flag is off (the check of the vector field
+    runs in a fresh thread, where the context does not hold unless carried there)."""
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with jax.enable_x64(True):
+            func = jax_func(jnp.float64)
+            kw = dict(stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))
+            y0 = jnp.asarray(Y0, jnp.float64)
+            got = diffeqsolve(diffrax.ODETerm(func), diffrax.Tsit5(), 0.0, 1.0, 0.1, y0, **kw)
+            ref = diffrax.diffeqsolve(diffrax.ODETerm(func), diffrax.Tsit5(), 0.0, 1.0, 0.1, y0,
+                                      **kw)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    assert got.ys.dtype == ref.ys.dtype == jnp.float64
+    assert int(got.stats["num_steps"]) == int(ref.stats["num_steps"])
