@@ -118,6 +118,15 @@ class Context(_clnode.Context):
         """clnode.solve on this context (same arguments, without device=)."""
         return solve(model, y0, context=self, **kwargs)
 
+    def supports(self, precision):
+        """Whether this device computes in `precision`: "fp32" or "fp64" (or the library's codes
+        32 and 64)."""
+        code = not isinstance(precision, (bool, np.bool_)) and \
+            isinstance(precision, (int, np.integer)) and int(precision) in (32, 64)
+        if code:
+            return super().supports(int(precision))
+        return super().supports(_precision_code(precision))
+
     def probe(self, precision="fp32", gemm_precision="strict"):
         """What this device's GEMM computes in `precision` and `gemm_precision`: a dict of the
         library's probe (identity/outer exactness, effective bits, class such as "fp32" or
@@ -260,9 +269,9 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
     more dimensions than the argument takes (nothing is flattened).
 
     Returns a clnode.Solution. Raises TypeError for an argument of the wrong kind, ValueError
-    (clnode.InvalidArgumentError from the library, with its message) for bad values; other clnode.Error subclasses for device failures;
-    KeyboardInterrupt on Ctrl-C (the solve stops within one group of steps). The GIL is released
-    while solving."""
+    (clnode.InvalidArgumentError from the library, with its message) for bad values; other
+    clnode.Error subclasses for device failures; KeyboardInterrupt on Ctrl-C (the solve stops
+    within one group of steps). The GIL is released while solving."""
     if not isinstance(model, MLP):
         raise TypeError(f"model must be a clnode.MLP, not {type(model).__name__} (see "
                         "clnode.from_equinox, clnode.from_torch, clnode.MLP.load)")

@@ -302,3 +302,10 @@ def test_jax_x64_context_reaches_the_check():
         jax.config.update("jax_enable_x64", True)
     assert got.ys.dtype == ref.ys.dtype == jnp.float64
     assert int(got.stats["num_steps"]) == int(ref.stats["num_steps"])
+
+
+def test_context_supports_takes_precision_names():
+    ctx = clnode.Context("host")
+    assert ctx.supports("fp64") is True and ctx.supports(64) is True
+    with pytest.raises(ValueError, match="precision must be"):
+        ctx.supports(True)
