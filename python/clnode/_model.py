@@ -50,7 +50,12 @@ class MLP:
         / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", metadata "activation",
         "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
         file, clnode.FileError (an OSError) for an unreadable one."""
-        return cls._wrap(_clnode.Model.load(os.fspath(path)))
+        try:
+            path = os.fspath(path)
+        except TypeError:
+            raise TypeError(f"path must be a file path (str or os.PathLike), not "
+                            f"{type(path).__name__}") from None
+        return cls._wrap(_clnode.Model.load(path))
 
     @classmethod
     def from_bytes(cls, data):
@@ -205,10 +210,10 @@ class MLP:
 
 
 def _layer_arrays(arrays, name, ndim):
-    """MLP's weights (ndim 2) or biases (ndim 1, None for a layer without): a list or tuple of
-    real arrays, each of exactly `ndim` dimensions, as float64 (non-finite values are left to the
-    library, which refuses them naming the layer)."""
-    if isinstance(arrays, (str, bytes, np.ndarray)) or not hasattr(arrays, "__len__"):
+    """MLP's weights (ndim 2) or biases (ndim 1, None for a layer without): a sequence (not one
+    array) of real arrays, each of exactly `ndim` dimensions, as float64 (non-finite values are
+    left to the library, which refuses them naming the layer)."""
+    if isinstance(arrays, (str, bytes, np.ndarray)) or not hasattr(arrays, "__iter__"):
         raise TypeError(f"{name} must be a list of arrays (one per layer), not "
                         f"{type(arrays).__name__}")
     out = []

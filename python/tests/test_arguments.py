@@ -53,6 +53,14 @@ def test_mlp_layer_arrays_of_the_wrong_ndim_are_refused_by_name():
         clnode.MLP([W0.astype(str), W1])
 
 
+def test_mlp_layer_sequences():
+    assert clnode.MLP(iter([W0, W1]), (B0, B1), activation="tanh") == MODEL
+    with pytest.raises(TypeError, match="weights must be a list of arrays"):
+        clnode.MLP(np.stack([W1 @ W0, W1 @ W0]))  # one array of two (3, 3) layers
+    with pytest.raises(TypeError, match="path must be a file path"):
+        clnode.MLP.load(None)
+
+
 def test_model_call_arrays_checked_and_t_refused_without_time_input():
     with pytest.raises(ValueError, match="time_input=False.*t must be None"):
         MODEL(Y0, t=1.0)
