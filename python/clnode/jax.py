@@ -317,6 +317,27 @@ def _check_traced(ts_op, t0a, t1a, dt0a):
     return ts_op, dt0a
 
 
+def _raise_in_callback(e):
+    """Raises `e` from a callback under jax.jit. XLA reports it as `INTERNAL: CpuCallback error`
+    with the traceback inside; equinox.filter_jit replaces that by equinox.EquinoxRuntimeError
+    carrying the message for errors of eqx.error_if, which this one is made to look like (the
+    name and the message equinox's filter_jit reads), so that under filter_jit the library's
+    message is the error. Without equinox's internals it is raised as it is."""
+    try:
+        from equinox import _jit as eqx_jit
+        from equinox._errors import _EquinoxRuntimeError
+    except ImportError:
+        raise e from None
+    cls = type(e).__qualname__
+    if type(e).__module__ != "builtins":
+        cls = f"{type(e).__module__}.{cls}"
+    msg = f"clnode.jax.diffeqsolve: {cls}: {e}"
+    if not hasattr(eqx_jit, "last_error_info"):
+        raise e from None
+    eqx_jit.last_error_info = (msg, [])
+    raise _EquinoxRuntimeError(msg) from e
+
+
 def _host_callback(p, failures, jitting, shapes):
     """The callback of a diffeqsolve call: the batch it is given solved by clnode.solve. p: the
     problem's static parts (the MLP or how to build it from traced parameters, the check
@@ -334,8 +355,8 @@ def _host_callback(p, failures, jitting, shapes):
         try:
             return solve_batch(*operands)
         except Exception as e:
-            if jitting:  # reaches the caller as XLA's runtime error, its message inside
-                raise
+            if jitting:  # reaches the caller through XLA's runtime error
+                _raise_in_callback(e)
             failures.append(e)  # an eager call raises it after the callback returns
             lead = batch_shape(*operands)
             return tuple(np.zeros(lead + s.shape, s.dtype) for s in shapes)
@@ -522,9 +543,9 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
     it refuses the problem, and a TypeError under jax.grad/jax.jvp: clnode does not compute
     gradients. Checks on concrete values run before the callback; under jax.jit, those on traced
-    times run in JAX through eqx.error_if (with equinox.filter_jit, equinox.EquinoxRuntimeError
-    carrying the message), and the rest inside the callback (XLA's runtime error, its message
-    inside)."""
+    times run in JAX through eqx.error_if, and the rest inside the callback, raised in
+    eqx.error_if's form: with equinox.filter_jit, equinox.EquinoxRuntimeError carrying the
+    message; with jax.jit, XLA's runtime error with the message inside."""
     method, max_steps = _check_arguments(terms, solver, adjoint, event, progress_meter,
                                          solver_state, controller_state, made_jump, max_steps,
                                          throw, gemm_precision, precision_guard, device)

@@ -294,6 +294,23 @@ def test_jax_traced_checks_under_jit_come_first():
             jax.block_until_ready(jax.jit(fn)(jnp.asarray(arg)))
 
 
+def test_jax_library_errors_under_filter_jit_are_the_message():
+    """A refusal only the callback can make (one solve, two directions of integration, under
+    jit and vmap): under equinox.filter_jit its message is the error (EquinoxRuntimeError), not
+    XLA's `INTERNAL: CpuCallback error`; under jax.jit it is inside XLA's error."""
+    def solve(t1):
+        return jsolve(t1=t1, dt0=None,
+                      stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-6))
+    t1s = jnp.array([1.0, -1.0])
+    with pytest.raises(Exception, match="one direction of integration") as e:
+        jax.block_until_ready(eqx.filter_jit(jax.vmap(solve))(t1s))
+    assert "CpuCallback" not in str(e.value) and "InvalidArgumentError" in str(e.value)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="one direction of integration"):
+        jax.block_until_ready(jax.jit(jax.vmap(solve))(t1s))
+    with pytest.raises(clnode.InvalidArgumentError, match="one direction of integration"):
+        jax.vmap(solve)(t1s)  # eager: the library's exception itself
+
+
 def test_jax_x64_context_reaches_the_check():
     """`with jax.enable_x64(True)` while the global flag is off (the check of the vector field
     runs in a fresh thread, where the context does not hold unless carried there)."""
