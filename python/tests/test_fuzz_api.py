@@ -9,9 +9,9 @@ ValueError) whose message names one of the arguments spelled differently, or a r
 bit-identical (ts, ys, stats, result, t_final, certificate) to the same solve with canonical
 arguments (float64 C-contiguous arrays, real bools, Python ints and floats, the value each
 spelling says: "False" says False, numpy.float32(0.1) says the float32 nearest 0.1). A spelling
-that says nothing (2.9 steps, an array where a scalar goes, a (1, N) y0 where (N,) is meant
-differs from (N,) only in shape) must be refused. Anything else, another exception or a
-different answer, fails: coercions are exactly the spellings that change the answer."""
+that says no valid value (2.9 steps, a bool for a number, an array where a scalar goes, an extra
+axis on an array) must be refused. Anything else, another exception or a different answer,
+fails: coercions are exactly the spellings that change the answer."""
 import re
 import warnings
 
