@@ -45,17 +45,22 @@ class SaveAt:
     times `ts` (inside [t0, t1], monotone in the direction of integration, through the dense
     output) and the end of every accepted step (steps). The saved points come in diffrax's
     order: t0, then ts and steps in time order, then t1 (not repeated when steps=True), padded to
-    max_steps with +inf when steps=True."""
+    max_steps with +inf when steps=True. Immutable (its fields are checked once, here); ts is a
+    read-only float64 array."""
 
     __slots__ = ("t0", "t1", "ts", "steps")
 
     def __init__(self, *, t0=False, t1=False, ts=None, steps=False):
-        self.t0 = _args.boolean(t0, "SaveAt t0")
-        self.t1 = _args.boolean(t1, "SaveAt t1")
-        self.steps = _args.boolean(steps, "SaveAt steps")
-        self.ts = None if ts is None else _save_times(ts)
+        init = object.__setattr__
+        init(self, "t0", _args.boolean(t0, "SaveAt t0"))
+        init(self, "t1", _args.boolean(t1, "SaveAt t1"))
+        init(self, "steps", _args.boolean(steps, "SaveAt steps"))
+        init(self, "ts", None if ts is None else _save_times(ts))
         if not (self.t0 or self.t1 or self.steps or self.ts is not None):
             raise ValueError("SaveAt saves nothing: set t0, t1, ts or steps")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"clnode.SaveAt is immutable: make a new one (SaveAt({name}=...))")
 
     def __repr__(self):
         return f"clnode.SaveAt(t0={self.t0}, t1={self.t1}, ts={self.ts}, steps={self.steps})"
@@ -69,6 +74,7 @@ def _save_times(ts):
                          "per-trajectory save times (B, T) are not supported yet")
     if a.ndim != 1:
         raise ValueError(f"SaveAt ts must be a 1-d array of times, not of shape {a.shape}")
+    a.flags.writeable = False  # a copy (astype copies): the caller's array stays the caller's
     return a
 
 

@@ -334,3 +334,12 @@ def test_context_supports_takes_precision_names():
     assert ctx.supports("fp64") is True and ctx.supports(64) is True
     with pytest.raises(ValueError, match="precision must be"):
         ctx.supports(True)
+
+
+def test_saveat_is_immutable():
+    """A field set after construction would bypass its check (SaveAt.t0 = "False")."""
+    sa = clnode.SaveAt(t1=True, ts=np.array([0.5]))
+    with pytest.raises(AttributeError, match="immutable"):
+        sa.t0 = "False"
+    with pytest.raises(ValueError, match="read-only"):
+        sa.ts[0] = 2.0
