@@ -62,8 +62,15 @@ class SaveAt:
     def __setattr__(self, name, value):
         raise AttributeError(f"clnode.SaveAt is immutable: make a new one (SaveAt({name}=...))")
 
+    def __reduce__(self):  # copy and pickle through the constructor
+        return _saveat, (self.t0, self.t1, self.ts, self.steps)
+
     def __repr__(self):
         return f"clnode.SaveAt(t0={self.t0}, t1={self.t1}, ts={self.ts}, steps={self.steps})"
+
+
+def _saveat(t0, t1, ts, steps):
+    return SaveAt(t0=t0, t1=t1, ts=ts, steps=steps)
 
 
 def _save_times(ts):

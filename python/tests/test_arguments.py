@@ -343,3 +343,7 @@ def test_saveat_is_immutable():
         sa.t0 = "False"
     with pytest.raises(ValueError, match="read-only"):
         sa.ts[0] = 2.0
+    import copy
+    import pickle
+    for other in (copy.deepcopy(sa), pickle.loads(pickle.dumps(sa))):
+        same(solve(saveat=other), solve(saveat=sa))
