@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 
-from . import _clnode
+from . import _args, _clnode
 
 ACTIVATIONS = ("identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu")
 
@@ -30,11 +30,13 @@ class MLP:
 
     def __init__(self, weights, biases=None, *, activation="relu", final_activation="identity",
                  time_input=False, inputs=0):
-        weights = list(weights)
-        if biases is None:
-            biases = [None] * len(weights)
-        self._m = _clnode.Model.from_arrays(weights, list(biases), activation, final_activation,
-                                            bool(time_input), _num_inputs(inputs))
+        ws = _layer_arrays(weights, "weights", 2)
+        bs = [None] * len(ws) if biases is None else _layer_arrays(biases, "biases", 1)
+        for name, v in (("activation", activation), ("final_activation", final_activation)):
+            _args.name_string(v, name)
+        self._m = _clnode.Model.from_arrays(ws, bs, activation, final_activation,
+                                            _args.boolean(time_input, "time_input"),
+                                            _num_inputs(inputs))
 
     @classmethod
     def _wrap(cls, m):
@@ -48,7 +50,12 @@ class MLP:
         / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", metadata "activation",
         "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
         file, clnode.FileError (an OSError) for an unreadable one."""
-        return cls._wrap(_clnode.Model.load(os.fspath(path)))
+        try:
+            path = os.fspath(path)
+        except TypeError:
+            raise TypeError(f"path must be a file path (str or os.PathLike), not "
+                            f"{type(path).__name__}") from None
+        return cls._wrap(_clnode.Model.load(path))
 
     @classmethod
     def from_bytes(cls, data):
@@ -58,7 +65,10 @@ class MLP:
     def to_bytes(self, dtype="float64"):
         """The model as safetensors bytes (equinox names "layers.<i>.weight"/"layers.<i>.bias",
         tensors in `dtype`: "float64" (exact) or "float32")."""
-        dt = np.dtype(dtype)
+        try:  # not None, which numpy reads as float64
+            dt = None if dtype is None else np.dtype(dtype)
+        except TypeError:
+            dt = None
         code = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}.get(dt)
         if code is None:
             raise ValueError(f"dtype must be float64 or float32, not {dtype}")
@@ -143,14 +153,23 @@ class MLP:
         conditioning inputs `args` ((k,) or (n, k)) for a model with inputs, in float64: by the C
         library (clnode_model_eval: the activations every backend uses), or for a model with
         inputs, which clnode_model_eval does not take, by numpy."""
-        y = np.asarray(y, dtype=np.float64)
+        y = _args.real_array(y, "y", finite=False)
+        if y.ndim not in (1, 2):
+            raise ValueError(f"y must have shape (N,) or (n, N), not {y.shape}")
         single = y.ndim == 1
         y2 = y.reshape(1, -1) if single else y
         tt = None
         if self.time_input:
             if t is None:
                 raise ValueError("this model takes time as an input: pass t")
-            tt = np.broadcast_to(np.asarray(t, dtype=np.float64), (y2.shape[0],))
+            tt = _args.real_array(t, "t", finite=False)
+            if tt.ndim != 0 and tt.shape != (y2.shape[0],):
+                raise ValueError(f"t must be a scalar or one time per point (shape "
+                                 f"({y2.shape[0]},)), not of shape {tt.shape}")
+            tt = np.broadcast_to(tt, (y2.shape[0],))
+        elif t is not None:
+            raise ValueError("this model does not take time as an input (time_input=False): t "
+                             "must be None")
         k = self.num_inputs
         if k == 0:
             if args is not None:
@@ -159,7 +178,11 @@ class MLP:
         else:
             if args is None:
                 raise ValueError(f"this model takes {k} conditioning inputs: pass args")
-            c = np.broadcast_to(np.asarray(args, dtype=np.float64), (y2.shape[0], k))
+            c = _args.real_array(args, "args", finite=False)
+            if c.shape not in ((k,), (y2.shape[0], k)):
+                raise ValueError(f"args must have shape ({k},) or ({y2.shape[0]}, {k}), not "
+                                 f"{c.shape}")
+            c = np.broadcast_to(c, (y2.shape[0], k))
             parts = [y2] + ([tt.reshape(-1, 1)] if tt is not None else []) + [c]
             out = _numpy_forward(self.layers, self.activation, self.final_activation,
                                  np.concatenate(parts, axis=1))
@@ -184,6 +207,25 @@ class MLP:
         return (f"clnode.MLP(sizes={self.sizes}, activation={self.activation!r}, "
                 f"final_activation={self.final_activation!r}, time_input={self.time_input}"
                 + (f", inputs={self.num_inputs})" if self.num_inputs else ")"))
+
+
+def _layer_arrays(arrays, name, ndim):
+    """MLP's weights (ndim 2) or biases (ndim 1, None for a layer without): a sequence (not one
+    array) of real arrays, each of exactly `ndim` dimensions, as float64 (non-finite values are
+    left to the library, which refuses them naming the layer)."""
+    if isinstance(arrays, (str, bytes, np.ndarray)) or not hasattr(arrays, "__iter__"):
+        raise TypeError(f"{name} must be a list of arrays (one per layer), not "
+                        f"{type(arrays).__name__}")
+    out = []
+    for i, a in enumerate(arrays):
+        if a is None and ndim == 1:
+            out.append(None)
+            continue
+        a = _args.real_array(a, f"{name}[{i}]", finite=False)
+        if a.ndim != ndim:
+            raise ValueError(f"{name}[{i}] must be a {ndim}-d array, not of shape {a.shape}")
+        out.append(a)
+    return out
 
 
 def _num_inputs(inputs):
@@ -228,10 +270,19 @@ def seed_model():
 def _eager(fn):
     """fn() outside every JAX transformation: JAX's tracing state is per thread, so a fresh
     thread evaluates concrete arrays eagerly even when the caller is inside jax.jit or
-    jax.vmap. For checks on concrete parameters only."""
+    jax.vmap. The caller's jax_enable_x64 (a `with jax.enable_x64(...)` is per thread too)
+    holds in that thread. For checks on concrete parameters only."""
     import concurrent.futures
+
+    import jax
+    x64 = bool(jax.config.jax_enable_x64)
+
+    def run():
+        with jax.enable_x64(x64):
+            return fn()
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
-        return ex.submit(fn).result()
+        return ex.submit(run).result()
 
 
 def _fingerprint_activation(fn):
@@ -389,6 +440,8 @@ def from_equinox(module, *, time_input=None, inputs=0):
     its first layer takes N + k (or N + 1 + k) values. Raises ValueError when there is no MLP,
     more than one, or an unsupported activation, saying what was found."""
     k = _num_inputs(inputs)
+    if time_input is not None:
+        time_input = _args.boolean(time_input, "time_input")
     if time_input is None:
         layers = _equinox_parts(module, False)[0]
         time_input = int(layers[0][0].shape[1]) == int(layers[-1][0].shape[0]) + 1 + k

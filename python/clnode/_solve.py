@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 
-from . import _clnode
+from . import _args, _clnode
 from ._model import MLP
 
 _METHODS = ("tsit5", "dopri5", "dopri8", "bosh3", "heun", "euler")
@@ -19,13 +19,16 @@ _RESULT_ARRAY = np.array(RESULT_NAMES, dtype=object)
 def _precision_code(precision):
     if isinstance(precision, str):
         code = _PRECISIONS.get(precision)
+    elif precision is None or isinstance(precision, (bool, int, float, np.generic)):
+        code = None  # np.dtype(None) would be float64
     else:
         try:
             code = {np.dtype(np.float32): 32, np.dtype(np.float64): 64}.get(np.dtype(precision))
         except TypeError:
             code = None
     if code is None:
-        raise ValueError(f"precision must be 'fp32' or 'fp64', not {precision!r}")
+        raise ValueError(f"precision must be 'fp32' or 'fp64' (or numpy.float32, "
+                         f"numpy.float64), not {precision!r}")
     return code
 
 
@@ -42,18 +45,44 @@ class SaveAt:
     times `ts` (inside [t0, t1], monotone in the direction of integration, through the dense
     output) and the end of every accepted step (steps). The saved points come in diffrax's
     order: t0, then ts and steps in time order, then t1 (not repeated when steps=True), padded to
-    max_steps with +inf when steps=True."""
+    max_steps with +inf when steps=True. Immutable (its fields are checked once, here); ts is a
+    read-only float64 array."""
 
     __slots__ = ("t0", "t1", "ts", "steps")
 
     def __init__(self, *, t0=False, t1=False, ts=None, steps=False):
-        self.t0, self.t1, self.steps = bool(t0), bool(t1), bool(steps)
-        self.ts = None if ts is None else np.asarray(ts, dtype=np.float64).reshape(-1)
+        init = object.__setattr__
+        init(self, "t0", _args.boolean(t0, "SaveAt t0"))
+        init(self, "t1", _args.boolean(t1, "SaveAt t1"))
+        init(self, "steps", _args.boolean(steps, "SaveAt steps"))
+        init(self, "ts", None if ts is None else _save_times(ts))
         if not (self.t0 or self.t1 or self.steps or self.ts is not None):
             raise ValueError("SaveAt saves nothing: set t0, t1, ts or steps")
 
+    def __setattr__(self, name, value):
+        raise AttributeError(f"clnode.SaveAt is immutable: make a new one (SaveAt({name}=...))")
+
+    def __reduce__(self):  # copy and pickle through the constructor
+        return _saveat, (self.t0, self.t1, self.ts, self.steps)
+
     def __repr__(self):
         return f"clnode.SaveAt(t0={self.t0}, t1={self.t1}, ts={self.ts}, steps={self.steps})"
+
+
+def _saveat(t0, t1, ts, steps):
+    return SaveAt(t0=t0, t1=t1, ts=ts, steps=steps)
+
+
+def _save_times(ts):
+    """SaveAt's ts: a 1-d array of finite times, as float64."""
+    a = _args.real_array(ts, "SaveAt ts")
+    if a.ndim == 2:
+        raise ValueError(f"SaveAt ts must be a 1-d array of times, not of shape {a.shape}: "
+                         "per-trajectory save times (B, T) are not supported yet")
+    if a.ndim != 1:
+        raise ValueError(f"SaveAt ts must be a 1-d array of times, not of shape {a.shape}")
+    a.flags.writeable = False  # a copy (astype copies): the caller's array stays the caller's
+    return a
 
 
 class Solution:
@@ -95,12 +124,21 @@ class Context(_clnode.Context):
     solves in different contexts run in parallel (the GIL is released while solving)."""
 
     def __init__(self, device=None):
-        super().__init__(device)
-        self.device = device if device is not None else os.environ.get("CLNODE_DEVICE", "host")
+        super().__init__(_device_arg(device))
+        self.device = device if device is not None else _default_device()
 
     def solve(self, model, y0, **kwargs):
         """clnode.solve on this context (same arguments, without device=)."""
         return solve(model, y0, context=self, **kwargs)
+
+    def supports(self, precision):
+        """Whether this device computes in `precision`: "fp32" or "fp64" (or the library's codes
+        32 and 64)."""
+        code = not isinstance(precision, (bool, np.bool_)) and \
+            isinstance(precision, (int, np.integer)) and int(precision) in (32, 64)
+        if code:
+            return super().supports(int(precision))
+        return super().supports(_precision_code(precision))
 
     def probe(self, precision="fp32", gemm_precision="strict"):
         """What this device's GEMM computes in `precision` and `gemm_precision`: a dict of the
@@ -113,13 +151,32 @@ class Context(_clnode.Context):
         return f"clnode.Context({self.device!r}: {self.device_name})"
 
 
+def _default_device():
+    """The device that device=None means (as the library reads it: an empty $CLNODE_DEVICE is
+    unset)."""
+    return os.environ.get("CLNODE_DEVICE") or "host"
+
+
+def _device_arg(device):
+    """A device string (not empty: the library would read "" as the default), or None."""
+    if device is None:
+        return None
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a device string such as 'host' (or None for "
+                        f"$CLNODE_DEVICE, else host), not {device!r}")
+    if not device:
+        raise ValueError("device must be a device string such as 'host' (or None for "
+                         "$CLNODE_DEVICE, else host), not ''")
+    return device
+
+
 _cache_lock = threading.Lock()
 _contexts = {}
 _local = threading.local()
 
 
 def _context_for(device):
-    key = device if device is not None else os.environ.get("CLNODE_DEVICE", "host")
+    key = _default_device() if _device_arg(device) is None else device
     ctx = _contexts.get(key)
     if ctx is None:
         with _cache_lock:
@@ -130,7 +187,7 @@ def _context_for(device):
 
 
 def _thread_context_for(device):
-    key = device if device is not None else os.environ.get("CLNODE_DEVICE", "host")
+    key = _default_device() if _device_arg(device) is None else device
     cache = getattr(_local, "contexts", None)
     if cache is None:
         cache = _local.contexts = {}
@@ -139,32 +196,8 @@ def _thread_context_for(device):
     return cache[key]
 
 
-_EXACT_INT = 2 ** 53
-
-
-def _float64_array(value, name):
-    """`value` as a float64 numpy array, refusing what float64 would not hold exactly: strings,
-    booleans, complex and object arrays, long double, integers beyond 2^53, NaN and infinities."""
-    try:
-        a = np.asarray(value)
-    except Exception as e:  # noqa: BLE001 - ragged nested lists and the like
-        raise ValueError(f"{name} must be a number or an array of numbers: {e}") from None
-    kind = a.dtype.kind
-    if kind == "f":
-        if a.dtype.itemsize > 8:
-            raise TypeError(f"{name} has dtype {a.dtype}, which float64 would round: pass "
-                            "float64 (or float32) values")
-    elif kind in "iu":
-        if a.size and (np.max(np.abs(a.astype(object))) > _EXACT_INT):
-            raise TypeError(f"{name} holds integers beyond 2**53, which float64 would round")
-    else:
-        raise TypeError(f"{name} must be real numbers (float or int), not dtype {a.dtype}")
-    a = a.astype(np.float64)
-    if not np.isfinite(a).all():
-        bad = np.flatnonzero(~np.isfinite(a.reshape(-1)))
-        where = "" if a.ndim == 0 else f" (at flat index {int(bad[0])})"
-        raise ValueError(f"{name} must be finite, not {a.reshape(-1)[bad[0]]}{where}")
-    return a
+_float64_array = _args.real_array
+_EXACT_INT = _args.EXACT_INT
 
 
 def _per_trajectory(value, name, B, single, optional=False):
@@ -246,10 +279,14 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
     to their rounding-sensitivity baseline, and return the run's precision certificate as
     Solution.certificate (the certificate of clnode-solve --certify).
 
-    Returns a clnode.Solution. Raises ValueError (clnode.InvalidArgumentError) for bad input,
-    with the library's message; other clnode.Error subclasses for device failures;
-    KeyboardInterrupt on Ctrl-C (the solve stops within one group of steps). The GIL is released
-    while solving."""
+    Every argument is taken as what it says or refused by name: booleans must be bool (or
+    numpy.bool_), max_steps and certify_seed integers, the numbers real (not strings), arrays no
+    more dimensions than the argument takes (nothing is flattened).
+
+    Returns a clnode.Solution. Raises TypeError for an argument of the wrong kind, ValueError
+    (clnode.InvalidArgumentError from the library, with its message) for bad values; other
+    clnode.Error subclasses for device failures; KeyboardInterrupt on Ctrl-C (the solve stops
+    within one group of steps). The GIL is released while solving."""
     if not isinstance(model, MLP):
         raise TypeError(f"model must be a clnode.MLP, not {type(model).__name__} (see "
                         "clnode.from_equinox, clnode.from_torch, clnode.MLP.load)")
@@ -271,33 +308,40 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
     else:
         raise TypeError("saveat must be a clnode.SaveAt (for diffrax.SaveAt use "
                         "clnode.jax.diffeqsolve)")
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {', '.join(_METHODS)}, not {method!r}")
-    opts = dict(method=method, precision=_precision_code(precision),
+    opts = dict(method=_args.name_string(method, "method", _METHODS),
+                precision=_precision_code(precision),
                 gemm_mode=_choice(_GEMM, gemm_precision, "gemm_precision"),
                 guard=_choice(_GUARD, precision_guard, "precision_guard"),
                 t0=t0v if isinstance(t0v, float) else 0.0,
                 t1=t1v if isinstance(t1v, float) else 1.0,
                 dt0=dt0v if isinstance(dt0v, float) else 0.0,
-                constant_step=bool(constant_step), rtol=float(rtol), atol=float(atol),
-                pcoeff=float(pcoeff), icoeff=float(icoeff), dcoeff=float(dcoeff),
-                dtmin=0.0 if dtmin is None else float(dtmin),
-                dtmax=0.0 if dtmax is None else float(dtmax), force_dtmin=bool(force_dtmin),
-                factormin=float(factormin), factormax=float(factormax), safety=float(safety),
-                max_steps=int(max_steps), save_t0=save_t0, save_t1=save_t1,
-                save_steps=save_steps, save_ts=save_ts)
+                constant_step=_args.boolean(constant_step, "constant_step"),
+                force_dtmin=_args.boolean(force_dtmin, "force_dtmin"),
+                max_steps=_args.integer(max_steps, "max_steps", 1, 2147483647),
+                save_t0=save_t0,
+                save_t1=save_t1, save_steps=save_steps, save_ts=save_ts)
+    for key, v in (("rtol", rtol), ("atol", atol), ("pcoeff", pcoeff), ("icoeff", icoeff),
+                   ("dcoeff", dcoeff), ("factormin", factormin), ("factormax", factormax),
+                   ("safety", safety)):
+        opts[key] = _args.real(v, key, finite=True)
+    for key, v in (("dtmin", dtmin), ("dtmax", dtmax)):
+        v = _args.real(v, key, optional=True, finite=True)
+        opts[key] = 0.0 if v is None else v
     # per-trajectory arrays, passed only when given as arrays (scalars keep the scalar options)
     for key, v in (("t0s", t0v), ("t1s", t1v), ("dt0s", dt0v)):
         if isinstance(v, np.ndarray):
             opts[key] = v
     if inputs is not None:
         opts["inputs"] = inputs
-    if certify:
-        fraction = float(certify_fraction)
+    fraction = _args.real(certify_fraction, "certify_fraction", finite=True)
+    seed = _args.integer(certify_seed, "certify_seed", 0, _args.UINT64_MAX)
+    if _args.boolean(certify, "certify"):
         if not 0.0 < fraction <= 1.0:
             raise ValueError(f"certify_fraction must be in (0, 1], not {certify_fraction!r}")
-        opts.update(certify=fraction, certify_seed=int(certify_seed))
+        opts.update(certify=fraction, certify_seed=seed)
     if context is not None:
+        if not isinstance(context, _clnode.Context):
+            raise TypeError(f"context must be a clnode.Context, not {type(context).__name__}")
         if device is not None:
             raise ValueError("pass device= or context=, not both")
         out = _clnode.Context.solve(context, model._m, y, **opts)

@@ -27,13 +27,15 @@ on CPU arrays. It computes no gradients: train with diffrax, solve with clnode.
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
+import types
+
 import numpy as np
 
 import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _model, _solve
+from . import _args, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
@@ -63,10 +65,9 @@ def _static_float(x, name):
         return None
     if _is_tracer(x):
         raise _unsupported(name, "it must be a concrete number, not a traced value")
-    a = np.asarray(x)
-    if a.size != 1:
-        raise _unsupported(name, f"it must be a scalar (got shape {a.shape})")
-    return float(a.reshape(()))
+    if isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"{name} must be a real number, not {x!r}")
+    return _args.real(np.asarray(x), name)
 
 
 def _controller_options(ctrl, dt0):
@@ -89,7 +90,7 @@ def _controller_options(ctrl, dt0):
         o[name] = _static_float(getattr(ctrl, name), f"PIDController({name}=...)")
     o["dtmin"] = _static_float(ctrl.dtmin, "PIDController(dtmin=...)")
     o["dtmax"] = _static_float(ctrl.dtmax, "PIDController(dtmax=...)")
-    o["force_dtmin"] = bool(ctrl.force_dtmin)
+    o["force_dtmin"] = _args.boolean(ctrl.force_dtmin, "PIDController(force_dtmin=...)")
     return o
 
 
@@ -107,10 +108,23 @@ def _saveat_options(saveat):
                            "SaveAt(t0=, t1=, ts=, steps=))")
     if sub.fn is not diffrax.SubSaveAt(t1=True).fn:
         raise _unsupported("SubSaveAt(fn=...)", "clnode saves y itself")
-    steps = int(sub.steps)
+    steps = _args.integer(sub.steps, "SaveAt(steps=...)")
     if steps not in (0, 1):
         raise _unsupported(f"SaveAt(steps={steps})", "clnode saves every step or none")
-    return bool(sub.t0), bool(sub.t1), bool(steps), sub.ts
+    ts = sub.ts
+    if ts is not None and np.ndim(ts) != 1:
+        raise ValueError(f"SaveAt(ts=...) must be a 1-d array of times, not of shape "
+                         f"{tuple(np.shape(ts))}"
+                         + (": per-trajectory save times (B, T) are not supported yet"
+                            if np.ndim(ts) == 2 else ""))
+    return (_args.boolean(sub.t0, "SaveAt(t0=...)"), _args.boolean(sub.t1, "SaveAt(t1=...)"),
+            bool(steps), ts)
+
+
+def _jitting():
+    """Whether this runs under a jax.jit trace (where a callback's error reaches the caller
+    only through XLA's runtime error)."""
+    return _is_tracer(jnp.asarray(1) + 1)
 
 
 def _leaves_concrete(tree):
@@ -230,77 +244,181 @@ def _squeeze_unbatched(a, core_ndim, name):
     return a.reshape(a.shape[len(lead):])
 
 
-def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.SaveAt(t1=True),
-                stepsize_controller=diffrax.ConstantStepSize(),
-                adjoint=diffrax.RecursiveCheckpointAdjoint(), event=None, max_steps=4096,
-                throw=True, progress_meter=diffrax.NoProgressMeter(), solver_state=None,
-                controller_state=None, made_jump=None, device=None, gemm_precision="strict",
-                precision_guard="warn"):
-    """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
+def _time_arg(x, name):
+    """t0, t1 or dt0: a real scalar (a traced one too), refused by name otherwise."""
+    if x is None:
+        if name == "dt0":
+            return
+        raise TypeError(f"clnode.jax.diffeqsolve: {name} must be a real number, not None")
+    if isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"clnode.jax.diffeqsolve: {name} must be a real number, not {x!r}")
+    shape = np.shape(x)
+    if shape != ():
+        raise ValueError(f"clnode.jax.diffeqsolve: {name} must be a scalar, not of shape {shape} "
+                         "(jax.vmap over it for one value per trajectory)")
 
-    terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
-    `eqx.nn.MLP`) or a function reading one, whose value is MLP(y), MLP([y, t]), MLP([y, args])
-    or MLP([y, t, args]) (see the module's documentation); checked at random points first.
-    args: None, or for a network conditioned on it one array of k values.
-    solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
-    PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
-    factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
-    max_steps, throw: as diffrax (max_steps in [1, 2147483647]; with SaveAt(steps=True) in
-    [1, 16777216]). y0: a float32 (fp32 solve) or float64 (fp64 solve) vector.
 
-    clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"),
-    gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
-
-    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
-    jax.vmap over any of y0, t0, t1, dt0 and args the whole batch is one clnode solve, every
-    trajectory with its own values (all of one direction of integration). Raises
-    UnsupportedArgument (a ValueError) naming any argument it does not support (adjoint other
-    than the default, event, SubSaveAt fn, other solvers, controllers, or vmapping over the
-    model or the save times), ValueError when the vector field is not the MLP found in it or
-    when save times lie outside a trajectory's interval (as diffrax), and a TypeError under
-    jax.grad/jax.jvp: clnode does not compute gradients."""
-    if type(terms) is not diffrax.ODETerm:
-        raise _unsupported("terms", f"{type(terms).__name__} (clnode solves ODETerm(f) with f "
-                           "an MLP)")
-    method = _SOLVERS.get(type(solver))
-    if method is None:
-        raise _unsupported("solver", f"{type(solver).__name__} (clnode has "
-                           + ", ".join(c.__name__ + "()" for c in _SOLVERS) + ")")
-    if type(adjoint) is not diffrax.RecursiveCheckpointAdjoint:
-        raise _unsupported("adjoint", f"{type(adjoint).__name__} (clnode computes no "
-                           "gradients: train with diffrax, solve with clnode)")
-    if event is not None:
-        raise _unsupported("event", "clnode has no events")
-    if type(progress_meter) is not diffrax.NoProgressMeter:
-        raise _unsupported("progress_meter", type(progress_meter).__name__)
-    for name, v in (("solver_state", solver_state), ("controller_state", controller_state),
-                    ("made_jump", made_jump)):
-        if v is not None:
-            raise _unsupported(name, "clnode starts every solve afresh")
-    if max_steps is None:
-        raise _unsupported("max_steps=None", "clnode needs a bound on the steps")
-    max_steps = int(max_steps)
-    ctrl = _controller_options(stepsize_controller, dt0)
-    save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
-
-    y0 = jnp.asarray(y0)
+def _promote(y0, t0, t1, dt0, save_ts):
+    """y0 as an array of the dtype diffrax.diffeqsolve gives it, and the times' dtype: the times'
+    dtype is jnp.result_type of t0, t1, dt0 and SaveAt(ts=...) (the default floating dtype for
+    integer times), y0's is jnp.result_type(y0, time dtype), under standard promotion."""
+    if not isinstance(y0, (jax.Array, np.ndarray, np.generic, float, int)):
+        kind = type(y0).__name__
+        raise _unsupported(f"y0 as a {kind}", "clnode.jax takes y0 as one array, not a pytree "
+                           "(clnode's state is one vector)")
+    for name, x in (("t0", t0), ("t1", t1), ("dt0", dt0)):
+        _time_arg(x, name)
+    timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
+    with jax.numpy_dtype_promotion("standard"):
+        time_dtype = jnp.result_type(*timelikes)
+    if jnp.issubdtype(time_dtype, jnp.integer):
+        time_dtype = jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+    elif not jnp.issubdtype(time_dtype, jnp.floating) or \
+            jnp.issubdtype(time_dtype, jnp.complexfloating):
+        raise _unsupported(f"times of dtype {time_dtype}", "t0, t1, dt0 and SaveAt(ts=...) must "
+                           "be real numbers")
+    with jax.numpy_dtype_promotion("standard"):
+        y_dtype = jnp.result_type(y0, time_dtype)
+    if y_dtype not in (jnp.float32, jnp.float64):
+        raise _unsupported(f"y0 of dtype {jnp.result_type(y0)}",
+                           f"it becomes {y_dtype} with times of dtype {time_dtype} (as diffrax "
+                           "promotes it) and clnode solves in float32 or float64")
+    y0 = jnp.asarray(y0, y_dtype)
     if y0.ndim != 1:
         raise _unsupported(f"y0 of shape {y0.shape}", "clnode's state is a vector (vmap over "
                            "a batch of initial states)")
-    if y0.dtype not in (jnp.float32, jnp.float64):
-        raise _unsupported(f"y0 of dtype {y0.dtype}", "clnode solves in float32 or float64")
-    precision = "fp64" if y0.dtype == jnp.float64 else "fp32"
-    timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
-    time_dtype = jnp.result_type(*timelikes)
-    if not jnp.issubdtype(time_dtype, jnp.floating):
-        time_dtype = y0.dtype
+    return y0, jnp.dtype(time_dtype)
 
-    vf = terms.vector_field
+
+def _check_save_ts_now(save_ts, t0, t1):
+    """The save times against [t0, t1] where all three are concrete: refused here, before any
+    callback (traced ones are checked by _check_save_ts_traced and in the callback)."""
+    if save_ts is None or not _leaves_concrete((save_ts, t0, t1)):
+        return
+    _check_save_ts(np.asarray(save_ts, np.float64), np.asarray(t0, np.float64),
+                   np.asarray(t1, np.float64))
+
+
+def _check_traced(ts_op, t0a, t1a, dt0a):
+    """Under jax.jit, the checks that traced t0, t1, dt0 and save times allow in JAX, as
+    diffrax makes them: eqx.error_if raises their messages before the callback runs (under
+    equinox.filter_jit as equinox.EquinoxRuntimeError). Returns (ts_op, dt0a)."""
+    import equinox as eqx
+    dt0a = eqx.error_if(dt0a, (t1a - t0a) * dt0a < 0, "clnode.jax.diffeqsolve: dt0 has the "
+                        "wrong sign for integrating from t0 to t1 (diffrax.diffeqsolve: \"Must "
+                        "have (t1 - t0) * dt0 >= 0\")")
+    if ts_op is not None:
+        lo, hi = jnp.minimum(t0a, t1a), jnp.maximum(t0a, t1a)
+        bad = jnp.any(ts_op < lo) | jnp.any(ts_op > hi)
+        ts_op = eqx.error_if(ts_op, bad, "clnode.jax.diffeqsolve: SaveAt(ts=...) has times "
+                             "outside the interval [t0, t1] (of a trajectory, under jax.vmap); "
+                             "diffrax.diffeqsolve refuses this too (\"saveat.ts must lie "
+                             "between t0 and t1\")")
+    return ts_op, dt0a
+
+
+def _raise_in_callback(e):
+    """Raises `e` from a callback under jax.jit. XLA reports it as `INTERNAL: CpuCallback error`
+    with the traceback inside; equinox.filter_jit replaces that by equinox.EquinoxRuntimeError
+    carrying the message for errors of eqx.error_if, which this one is made to look like (the
+    name and the message equinox's filter_jit reads), so that under filter_jit the library's
+    message is the error. Without equinox's internals it is raised as it is."""
+    try:
+        from equinox import _jit as eqx_jit
+        from equinox._errors import _EquinoxRuntimeError
+    except ImportError:
+        raise e from None
+    cls = type(e).__qualname__
+    if type(e).__module__ != "builtins":
+        cls = f"{type(e).__module__}.{cls}"
+    msg = f"clnode.jax.diffeqsolve: {cls}: {e}"
+    if not hasattr(eqx_jit, "last_error_info"):
+        raise e from None
+    eqx_jit.last_error_info = (msg, [])
+    raise _EquinoxRuntimeError(msg) from e
+
+
+def _host_callback(p, failures, jitting, shapes):
+    """The callback of a diffeqsolve call: the batch it is given solved by clnode.solve. p: the
+    problem's static parts (the MLP or how to build it from traced parameters, the check
+    points, the save options, clnode.solve's options); failures: where an eager call's
+    exception is kept for diffeqsolve to raise as it is (under jit it is raised, reaching the
+    caller inside XLA's runtime error); shapes: the outputs' ShapeDtypeStructs."""
+
+    def batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+        # the batch: every vmapped operand has the full leading axes, the others size-1 axes
+        return np.broadcast_shapes(np.shape(y)[:-1], np.shape(t0_), np.shape(t1_),
+                                   np.shape(dt0_), np.shape(c_)[:-1] if p.k else (),
+                                   np.shape(fv)[:-2] if p.deferred_check else ())
+
+    def host(*operands):
+        try:
+            return solve_batch(*operands)
+        except Exception as e:
+            if jitting:  # reaches the caller through XLA's runtime error
+                _raise_in_callback(e)
+            failures.append(e)  # an eager call raises it after the callback returns
+            lead = batch_shape(*operands)
+            return tuple(np.zeros(lead + s.shape, s.dtype) for s in shapes)
+
+    def solve_batch(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+        y = np.asarray(y)
+        lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, *params)
+        yb = np.broadcast_to(y, lead + (p.n,)).reshape(-1, p.n)
+        B = yb.shape[0]
+        t0v = _per_trajectory(t0_, lead)
+        t1v = _per_trajectory(t1_, lead)
+        dt0v = _per_trajectory(dt0_, lead)
+        cv = None
+        if p.k:
+            cv = np.broadcast_to(np.asarray(c_, np.float64), lead + (p.k,)).reshape(B, p.k)
+        m = p.mlp
+        if m is None:
+            ps = [np.asarray(x, np.float64) for x in params]
+            ws = [_squeeze_unbatched(ps[i], 2, "the model's parameters")
+                  for i in range(p.n_layers)]
+            bs, j = [], p.n_layers
+            for hb in p.has_bias:
+                bs.append(_squeeze_unbatched(ps[j], 1, "the model's parameters") if hb else None)
+                j += hb
+            m = p.make_mlp(ws, bs)
+        if p.deferred_check:
+            fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, p.n)).reshape(B, -1)
+            err = _compare(fvs, m, np.asarray(p.chk_y, y.dtype), np.asarray(p.chk_t, y.dtype),
+                           cv)
+            if not err <= p.tol:
+                raise ValueError(_check_message(err, p.path or "the root", p.k))
+        tsv = None
+        if p.save_ts is not None:
+            tsv = _squeeze_unbatched(np.asarray(ts_), 1, "SaveAt(ts=...)")
+            _check_save_ts(tsv, t0v, t1v)
+        sa = _solve.SaveAt(t0=p.save_t0, t1=p.save_t1, ts=tsv, steps=p.save_steps) \
+            if (p.save_t0 or p.save_t1 or p.save_steps or tsv is not None) else None
+        o = dict(p.opts)
+        o["saveat"] = sa
+        o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
+        sol = _solve.solve(m, yb, t0=t0v, t1=t1v, args=cv, **o)
+        st = sol.stats
+        codes = np.array([_DIFFRAX_CODE[_solve.RESULT_NAMES.index(r)] for r in
+                          np.asarray(sol.result).reshape(-1)], np.int32)
+        return (sol.ts.reshape(lead + (p.T,)).astype(p.time_dtype),
+                sol.ys.reshape(lead + (p.T, p.n)).astype(y.dtype),
+                st["num_steps"].reshape(lead).astype(np.int32),
+                st["num_accepted_steps"].reshape(lead).astype(np.int32),
+                st["num_rejected_steps"].reshape(lead).astype(np.int32),
+                codes.reshape(lead))
+
+    return host
+
+
+def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time_input, k,
+                        path):
+    """The check of the vector field against the MLP found in it: its values at a few random
+    points (and times) with the caller's args (each trajectory's own under vmap), compared
+    here when everything is concrete, else in the callback (deferred). Returns the pieces the
+    solve needs: mlp (None for traced parameters), make_mlp, the check points, tol, the field's
+    values there (fvals), args_op, weights, biases, deferred."""
     n = int(y0.shape[0])
-    layers, act, fact, time_input, k, path = _find_model(vf, n, args)
-
-    # the check: the vector field at a few random points (and times) against the MLP found, with
-    # the caller's args (each trajectory's own under vmap)
     rng = np.random.default_rng(20240917)
     chk_y = rng.standard_normal((_CHECK_POINTS, n))
     tlo = _static_float(t0, "t0") if not _is_tracer(t0) else 0.0
@@ -338,67 +456,132 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
             raise ValueError(_check_message(err, path or "the root", k))
     else:
         fvals = field_at_points()
+    return types.SimpleNamespace(mlp=mlp, deferred=deferred_check, make_mlp=make_mlp, y=chk_y,
+                                 t=chk_t, tol=tol, fvals=fvals, args_op=args_op,
+                                 weights=weights, biases=biases)
+
+
+def _solution(t0a, t1a, out, max_steps, throw):
+    """The diffrax.Solution of the callback's outputs (ts, ys, step counts, result codes); with
+    throw, diffrax's own error_if on a failed trajectory."""
+    ts, ys, nsteps, nacc, nrej, code = out
+    R = diffrax.RESULTS
+    result = R.where(code == 1, R.max_steps_reached, R.successful)
+    result = R.where(code == 2, R.dt_min_reached, result)
+    stats = {"num_steps": nsteps, "num_accepted_steps": nacc, "num_rejected_steps": nrej,
+             "max_steps": max_steps}
+    sol = diffrax.Solution(t0=t0a, t1=t1a, ts=ts, ys=ys, interpolation=None, stats=stats,
+                           result=result, solver_state=None, controller_state=None,
+                           made_jump=None, event_mask=None)
+    if throw:
+        sol = result.error_if(sol, code != 0)
+    return sol
+
+
+def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state,
+                     controller_state, made_jump, max_steps, throw, gemm_precision,
+                     precision_guard, device):
+    """diffeqsolve's arguments that clnode does not support refused by name, and the keywords
+    checked before any callback. Returns (method name, max_steps)."""
+    if type(terms) is not diffrax.ODETerm:
+        raise _unsupported("terms", f"{type(terms).__name__} (clnode solves ODETerm(f) with f "
+                           "an MLP)")
+    method = _SOLVERS.get(type(solver))
+    if method is None:
+        raise _unsupported("solver", f"{type(solver).__name__} (clnode has "
+                           + ", ".join(c.__name__ + "()" for c in _SOLVERS) + ")")
+    if type(adjoint) is not diffrax.RecursiveCheckpointAdjoint:
+        raise _unsupported("adjoint", f"{type(adjoint).__name__} (clnode computes no "
+                           "gradients: train with diffrax, solve with clnode)")
+    if event is not None:
+        raise _unsupported("event", "clnode has no events")
+    if type(progress_meter) is not diffrax.NoProgressMeter:
+        raise _unsupported("progress_meter", type(progress_meter).__name__)
+    for name, v in (("solver_state", solver_state), ("controller_state", controller_state),
+                    ("made_jump", made_jump)):
+        if v is not None:
+            raise _unsupported(name, "clnode starts every solve afresh")
+    if max_steps is None:
+        raise _unsupported("max_steps=None", "clnode needs a bound on the steps")
+    max_steps = _args.integer(max_steps, "max_steps", 1, 2147483647)
+    _args.boolean(throw, "throw")
+    _solve._choice(_solve._GEMM, gemm_precision, "gemm_precision")
+    _solve._choice(_solve._GUARD, precision_guard, "precision_guard")
+    _solve._device_arg(device)
+    return method, max_steps
+
+
+def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.SaveAt(t1=True),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                adjoint=diffrax.RecursiveCheckpointAdjoint(), event=None, max_steps=4096,
+                throw=True, progress_meter=diffrax.NoProgressMeter(), solver_state=None,
+                controller_state=None, made_jump=None, device=None, gemm_precision="strict",
+                precision_guard="warn"):
+    """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
+
+    terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
+    `eqx.nn.MLP`) or a function reading one, whose value is MLP(y), MLP([y, t]), MLP([y, args])
+    or MLP([y, t, args]) (see the module's documentation); checked at random points first.
+    args: None, or for a network conditioned on it one array of k values.
+    solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
+    PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
+    factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
+    max_steps, throw: as diffrax (max_steps in [1, 2147483647]; with SaveAt(steps=True) in
+    [1, 16777216]). y0: one array (not a pytree), promoted as diffrax promotes it
+    (jnp.result_type(y0, time dtype), the time dtype jnp.result_type(t0, t1, dt0, SaveAt ts));
+    a float32 state is an fp32 solve, float64 fp64; the Solution has diffrax's dtypes.
+
+    clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"),
+    gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
+
+    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
+    jax.vmap over any of y0, t0, t1, dt0 and args the whole batch is one clnode solve, every
+    trajectory with its own values (all of one direction of integration). Raises
+    UnsupportedArgument (a ValueError) naming any argument it does not support (adjoint other
+    than the default, event, SubSaveAt fn, other solvers, controllers, or vmapping over the
+    model or the save times), ValueError when the vector field is not the MLP found in it or
+    when save times lie outside a trajectory's interval (as diffrax), TypeError for an argument
+    of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
+    it refuses the problem, and a TypeError under jax.grad/jax.jvp: clnode does not compute
+    gradients. Checks on concrete values run before the callback; under jax.jit, those on traced
+    times run in JAX through eqx.error_if, and the rest inside the callback, raised in
+    eqx.error_if's form: with equinox.filter_jit, equinox.EquinoxRuntimeError carrying the
+    message; with jax.jit, XLA's runtime error with the message inside."""
+    method, max_steps = _check_arguments(terms, solver, adjoint, event, progress_meter,
+                                         solver_state, controller_state, made_jump, max_steps,
+                                         throw, gemm_precision, precision_guard, device)
+    ctrl = _controller_options(stepsize_controller, dt0)
+    save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
+    y0, time_dtype = _promote(y0, t0, t1, dt0, save_ts)
+    precision = "fp64" if y0.dtype == jnp.float64 else "fp32"
+    _check_save_ts_now(save_ts, t0, t1)
+
+    vf = terms.vector_field
+    n = int(y0.shape[0])
+    layers, act, fact, time_input, k, path = _find_model(vf, n, args)
+
+    c = _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time_input,
+                            k, path)
+    mlp, deferred_check, make_mlp, chk_y, chk_t = c.mlp, c.deferred, c.make_mlp, c.y, c.t
+    tol, fvals, args_op, weights, biases = c.tol, c.fvals, c.args_op, c.weights, c.biases
 
     n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
     T = int(save_t0) + n_ts + (max_steps if save_steps else 0) + int(save_t1 and not save_steps)
     opts = dict(method=method, max_steps=max_steps, precision=precision,
                 gemm_precision=gemm_precision, precision_guard=precision_guard, device=device,
                 saveat=None, **ctrl)
-    n_layers = len(layers)
-    has_bias = [b is not None for b in biases]
-
-    def host(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
-        # the batch: every vmapped operand has the full leading axes, the others size-1 axes
-        y = np.asarray(y)
-        lead = np.broadcast_shapes(y.shape[:-1], np.shape(t0_), np.shape(t1_), np.shape(dt0_),
-                                   np.shape(c_)[:-1] if k else (),
-                                   np.shape(fv)[:-2] if deferred_check else ())
-        yb = np.broadcast_to(y, lead + (n,)).reshape(-1, n)
-        B = yb.shape[0]
-        t0v = _per_trajectory(t0_, lead)
-        t1v = _per_trajectory(t1_, lead)
-        dt0v = _per_trajectory(dt0_, lead)
-        cv = None
-        if k:
-            cv = np.broadcast_to(np.asarray(c_, np.float64), lead + (k,)).reshape(B, k)
-        m = mlp
-        if m is None:
-            ps = [np.asarray(p, np.float64) for p in params]
-            ws = [_squeeze_unbatched(ps[i], 2, "the model's parameters") for i in range(n_layers)]
-            bs, j = [], n_layers
-            for hb in has_bias:
-                bs.append(_squeeze_unbatched(ps[j], 1, "the model's parameters") if hb else None)
-                j += hb
-            m = make_mlp(ws, bs)
-        if deferred_check:
-            fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, n)).reshape(B, -1)
-            err = _compare(fvs, m, np.asarray(chk_y, y.dtype), np.asarray(chk_t, y.dtype), cv)
-            if not err <= tol:
-                raise ValueError(_check_message(err, path or "the root", k))
-        tsv = None
-        if save_ts is not None:
-            tsv = _squeeze_unbatched(np.asarray(ts_), 1, "SaveAt(ts=...)")
-            _check_save_ts(tsv, t0v, t1v)
-        sa = _solve.SaveAt(t0=save_t0, t1=save_t1, ts=tsv, steps=save_steps) \
-            if (save_t0 or save_t1 or save_steps or tsv is not None) else None
-        o = dict(opts)
-        o["saveat"] = sa
-        o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
-        sol = _solve.solve(m, yb, t0=t0v, t1=t1v, args=cv, **o)
-        st = sol.stats
-        codes = np.array([_DIFFRAX_CODE[_solve.RESULT_NAMES.index(r)] for r in
-                          np.asarray(sol.result).reshape(-1)], np.int32)
-        return (sol.ts.reshape(lead + (T,)).astype(time_dtype),
-                sol.ys.reshape(lead + (T, n)).astype(y.dtype),
-                st["num_steps"].reshape(lead).astype(np.int32),
-                st["num_accepted_steps"].reshape(lead).astype(np.int32),
-                st["num_rejected_steps"].reshape(lead).astype(np.int32),
-                codes.reshape(lead))
-
     i32 = jnp.int32
     shapes = (jax.ShapeDtypeStruct((T,), time_dtype), jax.ShapeDtypeStruct((T, n), y0.dtype),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32))
+    failures = []  # what the callback raised, for the eager caller to raise as it is
+    jitting = _jitting()
+    prob = types.SimpleNamespace(
+        n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
+        has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
+        tol=tol, path=path, save_ts=save_ts, save_t0=save_t0, save_t1=save_t1,
+        save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype)
+    host = _host_callback(prob, failures, jitting, shapes)
 
     @jax.custom_jvp
     def call(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
@@ -417,16 +600,11 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     t0a = jnp.asarray(t0, time_dtype)
     t1a = jnp.asarray(t1, time_dtype)
     dt0a = jnp.asarray(0.0 if dt0 is None else dt0, time_dtype)
-    ts, ys, nsteps, nacc, nrej, code = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, *params)
-
-    R = diffrax.RESULTS
-    result = R.where(code == 1, R.max_steps_reached, R.successful)
-    result = R.where(code == 2, R.dt_min_reached, result)
-    stats = {"num_steps": nsteps, "num_accepted_steps": nacc, "num_rejected_steps": nrej,
-             "max_steps": max_steps}
-    sol = diffrax.Solution(t0=t0a, t1=t1a, ts=ts, ys=ys, interpolation=None, stats=stats,
-                           result=result, solver_state=None, controller_state=None,
-                           made_jump=None, event_mask=None)
-    if throw:
-        sol = result.error_if(sol, code != 0)
-    return sol
+    if jitting and not _leaves_concrete((save_ts, t0, t1, dt0)):
+        ts_op, dt0a = _check_traced(ts_op if save_ts is not None else None, t0a, t1a, dt0a)
+    out = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, *params)
+    if not jitting:
+        jax.block_until_ready(out)
+        if failures:  # the library's (or this module's) exception itself
+            raise failures[0]
+    return _solution(t0a, t1a, out, max_steps, throw)
