@@ -3,6 +3,8 @@ not bool, numbers that are strings or not integers, arrays with more dimensions 
 argument takes, None or "" for a named choice. clnode.jax follows diffrax's dtype promotion and
 raises its errors in Python (or through eqx.error_if under jit), not as XLA's callback error.
 Each test here guards a coercion the package once made silently."""
+import re
+
 import numpy as np
 import pytest
 
@@ -354,3 +356,24 @@ def test_saveat_is_immutable():
     import pickle
     for other in (copy.deepcopy(sa), pickle.loads(pickle.dumps(sa))):
         same(solve(saveat=other), solve(saveat=sa))
+
+
+# The library refuses values that collapse or overflow in the working precision; through the
+# package its message names the argument (on the old code each of these solved: 0 steps, or a
+# non-finite result at t0, or 4096 zero-length steps).
+@pytest.mark.parametrize("kw, named", [
+    (dict(t0=1.7e9, t1=1700000060.0, dt0=0.02), "t1 = 1700000060 differ, but in fp32"),
+    (dict(t1=1e308), "t1 = 1e+308 is beyond the fp32 range"),
+    (dict(dt0=1e-50), "dt0 = 1e-50 rounds to 0 in fp32"),
+    (dict(t0=1e6, t1=1e6 + 1.0, dt0=1e-3), "does not move t0"),
+])
+def test_values_that_change_in_fp32_are_refused_by_name(kw, named):
+    with pytest.raises(clnode.InvalidArgumentError, match=re.escape(named)):
+        solve(precision="fp32", **kw)
+    if "t1" not in kw or kw["t1"] < 1e300:
+        solve(precision="fp64", **kw)  # the same problem is solved where the values hold
+
+
+def test_y0_beyond_the_float_range_is_refused_in_fp32():
+    with pytest.raises(clnode.InvalidArgumentError, match=r"y0 of trajectory 0, component 1, is"):
+        clnode.solve(MODEL, np.array([0.0, 1e39, 0.0]), t0=0.0, t1=1.0, dt0=0.1, precision="fp32")
