@@ -165,8 +165,8 @@ static void usage(FILE *f)
 {
     fputs("usage: clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N]\n"
           "  Times the seed problem per device and batch size against the bare GEMMs it\n"
-          "  contains (see the comment at the top of clnode-bench.c). Options take their value\n"
-          "  as --opt VALUE or --opt=VALUE.\n"
+          "  contains (see the comment at the top of tools/clnode-bench/main.c). Options take\n"
+          "  their value as --opt VALUE or --opt=VALUE.\n"
           "  --devices LIST   device strings, at most 16 (default host); the first is the\n"
           "                   baseline of the \"vs host\" column\n"
           "  --batches LIST   batch sizes, at most 16 (default 1,64,4096)\n"
