@@ -51,7 +51,7 @@
  * through ?: because GCC gimplifies ?: into branches, and under the default -ftrapping-math it
  * then neither speculates the floating-point operations that end up inside them nor if-converts
  * the loop, so the loop would not vectorise (measured with GCC 12: of the seven array loops in
- * tests/activation_f32.c only identity vectorised with ?:, all seven with this). OpenCL compilers
+ * cl/activation_f32.c only identity vectorised with ?:, all seven with this). OpenCL compilers
  * turn it into their select either way. */
 CLN_INLINE real cln_select_(cln_int c, real a, real b)
 {
@@ -142,7 +142,7 @@ CLN_INLINE real cln_copysign_(real a, real b)
 /* The fma-based core of softplus (cln_exp_fma_, cln_log1p_fma_, and double's small form G). The
  * polynomials were fitted with their coefficients rounded one at a time, each next one refitted
  * (weighted least squares on Chebyshev nodes in 60-digit arithmetic) to what the rounded ones
- * leave; tools/fit_softplus.py makes Q and G (eps = 2^-53 here, 2^-24 in float). */
+ * leave; scripts/fit_softplus.py makes Q and G (eps = 2^-53 here, 2^-24 in float). */
 /* e^r = 1 + r P(r), |r| <= 1.001 ln2/2; |r (P - (e^r - 1)/r)| < 0.08 ulp of e^r. */
 #define CLN_EXPM1_P_(r)                                                                            \
     fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r, fma(r,                          \
@@ -232,7 +232,7 @@ CLN_INLINE real cln_copysign_(real a, real b)
         CLN_R(0.04166647791862488)), CLN_R(0.16666540503501892)), CLN_R(0.5)), CLN_R(1.0))
 /* log1p(t) = t + t^2 Q(t), 0 <= t <= 1 (float softplus takes this form for every x, see
  * cln_softplus); |t^2 (Q - (log1p(t) - t)/t^2)| < 0.024 eps log1p(t) (degree 9; made by
- * tools/fit_softplus.py 32 0 9). */
+ * scripts/fit_softplus.py 32 0 9). */
 #define CLN_LOG1P_Q_(t)                                                                            \
     fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t, fma(t,                                 \
         CLN_R(0.0022042884957045317), CLN_R(-0.0143276397138834)),                                 \

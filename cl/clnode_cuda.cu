@@ -3,7 +3,7 @@
  * OpenCL and lib/backends/host/host_math.inc does in host loops.
  *
  * Compiled at run time by NVRTC (lib/backends/cuda/cuda.c), once per (device, precision), from the
- * text embedded into the library by tools/embed.py (local includes inlined), with
+ * text embedded into the library by cl/embed.py (local includes inlined), with
  *   -DCLN_PRECISION=32|64 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true
  * and no fast-math option. It also compiles with nvcc (-Icl --fmad=false).
  *

@@ -16,7 +16,7 @@
  * error minus that allowance, next to the raw maximum over x >= 0 where cond < 0.3.
  *
  * Also checked: +-0, +-inf, NaN, huge, tiny and subnormal inputs; that the vectorised array
- * loops (tests/activation_f32.c, _f64.c, built with AVX2 clones) return the same bits as the
+ * loops (cl/activation_f32.c, _f64.c, built with AVX2 clones) return the same bits as the
  * scalar functions.
  */
 #include <float.h>
@@ -31,7 +31,7 @@
 
 #include <cmocka.h>
 
-/* tests/activation_f32.c and tests/activation_f64.c */
+/* cl/activation_f32.c and cl/activation_f64.c */
 float act_f32(int act, float x);
 float exp_f32(float x);
 float log1p01_f32(float u);

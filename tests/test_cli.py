@@ -389,7 +389,8 @@ expect("clnode-compare: a device that names nothing is bad input",
        run([COMPARE, "--devices", "bogus"]), 2, err_has="bogus")
 rc, out, err = run([COMPARE, "--version"])
 check("clnode-compare in the build tree runs the source tree's plot script",
-      rc == 0 and "plot script: " in out and out.strip().endswith("tools/plot_compare.py") and
+      rc == 0 and "plot script: " in out
+      and out.strip().endswith("tools/clnode-compare/plot_compare.py") and
       os.path.exists(out.strip().split("plot script: ")[1]), out)
 
 try:

@@ -3,7 +3,7 @@
  *
  * Oracles: analytic solutions of linear ODEs (a one-layer identity-activation MLP is y' = W y + b),
  * convergence orders with constant steps, the committed results of the real diffrax 0.7.2
- * (tests/data/diffrax, produced by tools/make_reference.py), the host float64 backend, and batch
+ * (tests/data/diffrax, produced by scripts/make_reference.py), the host float64 backend, and batch
  * invariance (a trajectory's steps do not depend on its batch). */
 #include <math.h>
 #include <setjmp.h>

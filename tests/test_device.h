@@ -31,7 +31,7 @@
 #define TEST_SKIPPED 77
 
 /* Whether `device` is one that this run must have: CLNODE_REQUIRE_DEVICES lists them, separated
- * by commas (tools/test.sh: "host,opencl:pocl,opencl:oclgrind"). An entry matches a device string
+ * by commas (scripts/test.sh: "host,opencl:pocl,opencl:oclgrind"). An entry matches a device string
  * equal to it, and a bare backend ("opencl") matches each of that backend's devices either way:
  * a test of "opencl" (any OpenCL device) that finds none fails where "opencl:pocl" is required. */
 static inline int test_device_required(const char *device)

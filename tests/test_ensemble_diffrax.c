@@ -2,7 +2,7 @@
  * on one device (argv[1], default "host"; 77 when it is absent).
  *
  * Oracle: tests/data/diffrax/ensemble-<fp64|fp32>.json, written by
- * `tools/make_reference.py --only-ensemble`: five trajectories with their own t0, t1, dt0 and
+ * `scripts/make_reference.py --only-ensemble`: five trajectories with their own t0, t1, dt0 and
  * conditioning inputs (diffrax's args, the vector field MLP([y, args]) of the model
  * tests/data/models/cond4x2.safetensors with the metadata inputs = "2"), forwards and backwards,
  * five methods, two tolerances, SaveAt t1, ts (inside every interval) and steps, all solved by one

@@ -1,7 +1,8 @@
-/* test_npy.c - the tools' .npy reader and writer (tools/npy.c): the writer produces numpy.save's
- * bytes (golden images written by numpy 1.26), images round-trip bit for bit, and every kind of
- * malformed header or data size is refused with a message naming the problem; every truncation
- * of a valid image is refused without reading past it (exact-size copies, checked under ASan). */
+/* test_npy.c - the tools' .npy reader and writer (tools/arrays/npy.c): the writer produces
+ * numpy.save's bytes (golden images written by numpy 1.26), images round-trip bit for bit, and
+ * every kind of malformed header or data size is refused with a message naming the problem; every
+ * truncation of a valid image is refused without reading past it (exact-size copies, checked
+ * under ASan). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

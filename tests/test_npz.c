@@ -1,4 +1,4 @@
-/* test_npz.c - the tools' .npz writer and reader (tools/npz.c): the layout step places every
+/* test_npz.c - the tools' .npz writer and reader (tools/arrays/npz.c): the layout step places every
  * byte before any data is written (members back to back, the central directory after them, the
  * file's size known); row ranges written in any order and split any way give the same bytes;
  * each member's CRC combined from its row ranges equals zlib's crc32 of the whole member computed

@@ -1,8 +1,8 @@
-/* test_solve_out.c - clnode-solve's array outputs written by several writers (tools/
- * solve_arrays.h), as MPI ranks write them: the batch solved in contiguous pieces (each piece its
- * own solve, as on its own rank), each piece written at its offsets in any order, the parts
- * combined by one writer, gives the same bytes as one writer with the whole batch solved at once
- * - padded (--save t1, --save steps, ts slots) and ragged .npz, and .npy. On the host. */
+/* test_solve_out.c - clnode-solve's array outputs written by several writers
+ * (tools/clnode-solve/arrays.h), as MPI ranks write them: the batch solved in contiguous pieces
+ * (each piece its own solve, as on its own rank), each piece written at its offsets in any order,
+ * the parts combined by one writer, gives the same bytes as one writer with the whole batch solved
+ * at once - padded (--save t1, --save steps, ts slots) and ragged .npz, and .npy. On the host. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
-#include "solve_arrays.h"
+#include "arrays.h"
 
 enum {
     B = 7

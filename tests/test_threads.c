@@ -5,7 +5,7 @@
  * (a barrier), so solves, context creations and destructions of different threads overlap: on
  * OpenCL each destruction clears CLBlast's process-wide caches while other threads run GEMMs.
  *
- * Built as usual it checks the results; built with -Db_sanitize=thread (tools/test.sh) it is the
+ * Built as usual it checks the results; built with -Db_sanitize=thread (scripts/test.sh) it is the
  * test ThreadSanitizer watches (with the host backend's own thread pool in every host context).
  *
  * Usage: test_threads DEVICE... ; devices that are absent are skipped, none present: 77. */

@@ -114,7 +114,7 @@ def test_scalars_and_arrays_mix(model):
 
 
 def test_against_diffrax_reference_fp64(model, repo):
-    """The committed diffrax data (tools/make_reference.py --only-ensemble): exact steps, final
+    """The committed diffrax data (scripts/make_reference.py --only-ensemble): exact steps, final
     states within the diffrax parity bound (1e-9)."""
     data = json.loads((repo / "tests/data/diffrax/ensemble-fp64.json").read_text())
     seen = 0

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""clnode against diffrax on the same problems, timed in one run, with the ratios.
+
+The seed problem (the built-in 10 -> 100 -> 100 -> 10 softplus MLP, Tsit5, PIDController rtol
+1e-4 atol 1e-6, t in [0, 50], dt0 0.02, max_steps 4096) at each batch size, with the distinct
+initial states clnode-bench uses (y0[i] = 0.05 * ((i * 7919) % 41) / 41 over the batch x 10
+values). diffrax 0.7.2 runs `jax.vmap(diffeqsolve)` jit-compiled on JAX's default device, the
+compilation excluded (one warm-up call first). clnode is timed the same way where its Python
+package is importable (by this interpreter, or the one --clnode-python names): `clnode.solve`
+called in a process of its own after one warm-up call (numpy in and out, the Python layer's own
+cost included, as diffrax's figure includes JAX's dispatch) -- the ratio column compares these
+two. The two processes take turns: each batch size is timed in --rounds rounds, in each of
+which diffrax and clnode run their share of the --repeat solves one after the other (which goes
+first alternates), so that whatever else the machine does at that moment weighs on both. The
+times are the medians of all --repeat solves; the ratio is the median of the rounds' ratios
+(each the ratio of that round's medians), printed with the lowest and highest of them: a wide
+range says the machine was not quiet. Next to it, `clnode-solve --json` in a fresh process per
+solve (the JSON's wall_seconds, after one warm-up process that fills the probe cache): the first
+solve of a process, with its set-up, which is what a command-line run pays. The steps per
+trajectory of both are printed so that one can see the same problem was solved.
+
+    python3 bench/bench_peers.py [--batches 1,64,1024,4096] [--precisions fp32,fp64]
+                                 [--repeat 5] [--rounds 5]
+                                 [--clnode-solve build/tools/clnode-solve]
+                                 [--clnode-python build/python-venv/bin/python]
+                                 [--device host] [--json FILE]
+
+fp64 runs diffrax with jax_enable_x64 (in a child process of its own, so that the fp32 runs keep
+JAX's defaults). Needs numpy, jax, equinox and diffrax==0.7.2 for the diffrax side; without them
+only clnode's times are printed; without the clnode package the ratio is taken against
+clnode-solve's fresh-process time (and says so). Timings on a shared machine are noisy: rerun on a quiet one.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SEED = os.path.join(ROOT, "lib", "model", "seed.safetensors")
+N = 10
+
+
+def y0_values(batch):
+    return [0.05 * float((i * 7919) % 41) / 41.0 for i in range(batch * N)]
+
+
+def load_safetensors(path):
+    """{name: (dtype string, shape, bytes)} from a safetensors file (no extra package needed)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    hlen = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + hlen])
+    data = raw[8 + hlen:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        out[name] = (t["dtype"], t["shape"], data[a:b])
+    return out, header.get("__metadata__", {})
+
+
+# ---------------------------------------------------------------- the workers (child processes)
+#
+# A worker sets up its solver, prints one JSON line about itself, then answers requests on its
+# standard input, a JSON line each: {"batch": B, "repeat": k, "warm": w} -> {"times": [k
+# seconds], "steps": mean steps per trajectory of the last solve}: w untimed solves, then k timed
+# ones. The first request for a batch size first makes the warm-up call (compilation, probes,
+# caches).
+
+def serve(prepare, info):
+    """prepare(batch) -> (solve, steps): solve() solves once, steps(result) its mean steps."""
+    print(json.dumps(info), flush=True)
+    ready = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        batch = int(req["batch"])
+        if batch not in ready:
+            ready[batch] = prepare(batch)
+            ready[batch][0]()
+        solve, steps = ready[batch]
+        for _ in range(int(req.get("warm", 0))):
+            solve()
+        times, out = [], None
+        for _ in range(int(req["repeat"])):
+            t0 = time.perf_counter()
+            out = solve()
+            times.append(time.perf_counter() - t0)
+        print(json.dumps({"times": times, "steps": None if out is None else steps(out)}),
+              flush=True)
+
+
+def diffrax_worker(precision):
+    import numpy as np
+    if precision == "fp64":
+        import jax
+        jax.config.update("jax_enable_x64", True)
+    import jax
+    import jax.numpy as jnp
+    import diffrax
+
+    dt = jnp.float64 if precision == "fp64" else jnp.float32
+    tensors, meta = load_safetensors(SEED)
+    npdt = {"F32": np.float32, "F64": np.float64}
+    layers = []
+    i = 0
+    while f"layers.{i}.weight" in tensors:
+        w = tensors[f"layers.{i}.weight"]
+        b = tensors[f"layers.{i}.bias"]
+        layers.append((jnp.asarray(np.frombuffer(w[2], npdt[w[0]]).reshape(w[1]), dt),
+                       jnp.asarray(np.frombuffer(b[2], npdt[b[0]]).reshape(b[1]), dt)))
+        i += 1
+    if meta.get("activation", "softplus") != "softplus":
+        raise SystemExit("bench_peers: the seed model is expected to use softplus")
+
+    def field(t, y, args):
+        for j, (w, b) in enumerate(layers):
+            y = w @ y + b
+            if j + 1 < len(layers):
+                y = jax.nn.softplus(y)
+        return y
+
+    def solve(y0):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field), diffrax.Tsit5(), t0=0.0, t1=50.0, dt0=0.02, y0=y0,
+            stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6), max_steps=4096,
+            throw=False)
+        return sol.ys, sol.stats["num_steps"]
+
+    run = jax.jit(jax.vmap(solve))
+
+    def prepare(batch):
+        y0 = jnp.asarray(np.array(y0_values(batch)).reshape(batch, N), dt)
+        return (lambda: jax.block_until_ready(run(y0)),
+                lambda out: float(np.mean(np.asarray(out[1]))))
+
+    with jax.default_matmul_precision("highest"):
+        serve(prepare, {"device": str(jax.devices()[0]), "jax": jax.__version__,
+                        "diffrax": diffrax.__version__})
+
+
+def clnode_worker(precision, device):
+    import numpy as np
+
+    import clnode
+
+    model = clnode.seed_model()
+    ctx = clnode.Context(device)
+
+    def prepare(batch):
+        y0 = np.array(y0_values(batch)).reshape(batch, N)
+        kw = dict(t0=0.0, t1=50.0, dt0=0.02, rtol=1e-4, atol=1e-6, max_steps=4096,
+                  precision=precision, context=ctx)
+        return (lambda: clnode.solve(model, y0, **kw),
+                lambda sol: float(np.mean(sol.stats["num_steps"])))
+
+    serve(prepare, {"device": ctx.device_name, "version": clnode.__version__})
+
+
+class WorkerError(Exception):
+    pass
+
+
+class Worker:
+    """This script as --KIND PRECISION in a child process that stays up for the whole run."""
+
+    def __init__(self, python, kind, precision, *extra):
+        self.err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(
+            [python, os.path.abspath(__file__), f"--{kind}", precision, *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.info = self._answer()
+
+    def _answer(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            self.err.seek(0)
+            lines = self.err.read().strip().splitlines()
+            raise WorkerError(lines[-1] if lines else f"exit status {self.proc.returncode}")
+        return json.loads(line)
+
+    def run(self, batch, repeat, warm=0):
+        try:
+            self.proc.stdin.write(json.dumps({"batch": batch, "repeat": repeat, "warm": warm})
+                                  + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker is gone: _answer says why
+        return self._answer()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+        self.err.close()
+
+
+def start_worker(python, kind, precision, *extra):
+    """(the worker, None), or (None, why it did not start)."""
+    try:
+        return Worker(python, kind, precision, *extra), None
+    except (WorkerError, OSError) as e:
+        return None, str(e) or type(e).__name__
+
+
+def timed_rounds(dx, cp, batch, repeat, rounds):
+    """Times both workers (either may be None) on `batch` in turns: `rounds` rounds sharing the
+    `repeat` solves of each, the first to go alternating, each turn after one untimed solve (the
+    other side's threads have had the CPUs: a worker thread that slept through the other's turn,
+    on a virtual CPU the hypervisor has halted meanwhile, takes its time to come back, and the
+    figures are the steady state's, as diffrax's and clnode's repeated calls see it). Returns
+    {worker: (times, steps)} and the rounds' ratios of medians (diffrax over clnode; empty unless
+    both ran)."""
+    workers = [w for w in (dx, cp) if w is not None]
+    for w in workers:
+        w.run(batch, 0)  # warm-up
+    rounds = min(rounds, repeat)
+    shares = [repeat // rounds + (1 if r < repeat % rounds else 0) for r in range(rounds)]
+    got = {w: ([], None) for w in workers}
+    ratios = []
+    for r, k in enumerate(shares):
+        this = {}
+        for w in (workers if r % 2 == 0 else workers[::-1]):
+            this[w] = w.run(batch, k, warm=1)
+            got[w] = (got[w][0] + this[w]["times"], this[w]["steps"])
+        if dx is not None and cp is not None:
+            ratios.append(statistics.median(this[dx]["times"]) /
+                          statistics.median(this[cp]["times"]))
+    return got, ratios
+
+
+# ---------------------------------------------------------------- clnode-solve (fresh processes)
+
+def run_clnode(exe, device, precision, batch, repeat):
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        v = y0_values(batch)
+        for b in range(batch):
+            f.write(",".join(repr(x) for x in v[b * N:(b + 1) * N]) + "\n")
+        path = f.name
+    cmd = [exe, "--y0-file", path, "--json", "--precision", precision, "--device", device]
+    try:
+        times, steps, name = [], None, ""
+        for r in range(repeat + 1):  # the first fills the probe cache: not counted
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode not in (0, 1):
+                raise SystemExit(f"bench_peers: {' '.join(cmd)} failed: {p.stderr.strip()}")
+            js = json.loads(p.stdout)
+            name = js.get("device", "")
+            trajs = js["trajectories"]
+            steps = sum(t["num_steps"] for t in trajs) / len(trajs)
+            if r > 0:
+                times.append(js["wall_seconds"])
+        return {"seconds": statistics.median(times), "steps": steps, "device": name}
+    finally:
+        os.unlink(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", default="1,64,1024,4096")
+    ap.add_argument("--precisions", default="fp32,fp64")
+    ap.add_argument("--repeat", type=int, default=5, help="timed solves per batch size and side")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="turns the --repeat solves are split into (at most --repeat)")
+    ap.add_argument("--clnode-solve", default=os.path.join(ROOT, "build", "tools", "clnode-solve"))
+    ap.add_argument("--clnode-python", default=sys.executable,
+                    help="an interpreter that imports the clnode package (default: this one)")
+    ap.add_argument("--device", default="host")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--diffrax-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--clnode-worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    try:
+        batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        raise SystemExit(f"bench_peers: --batches must be a comma-separated list of integers, "
+                         f"not {args.batches!r}") from None
+    if not batches or min(batches) < 1:
+        raise SystemExit("bench_peers: --batches needs at least one batch size, each at least 1")
+    if args.repeat < 1 or args.rounds < 1:
+        raise SystemExit("bench_peers: --repeat and --rounds must be at least 1")
+    if args.diffrax_worker:
+        diffrax_worker(args.diffrax_worker)
+        return 0
+    if args.clnode_worker:
+        clnode_worker(args.clnode_worker, args.device)
+        return 0
+    if not os.access(args.clnode_solve, os.X_OK):
+        raise SystemExit(f"bench_peers: {args.clnode_solve} not found (build first, or "
+                         "--clnode-solve PATH)")
+
+    rows = []
+    rounds = min(args.rounds, args.repeat)
+    print(f"seed problem, tsit5 rtol 1e-4 atol 1e-6, t in [0, 50]; median of {args.repeat} "
+          f"solves each, diffrax and clnode taking turns in {rounds} rounds")
+    for precision in args.precisions.split(","):
+        dx, why = start_worker(sys.executable, "diffrax-worker", precision)
+        if dx is None:
+            print(f"{precision}: diffrax not run ({why}); clnode only")
+        else:
+            info = dx.info
+            print(f"{precision}: diffrax {info['diffrax']} on JAX {info['jax']} ({info['device']})")
+        cp, cwhy = start_worker(args.clnode_python, "clnode-worker", precision,
+                                "--device", args.device)
+        if cp is None:
+            print(f"  clnode's Python package not run with {args.clnode_python} ({cwhy}): the "
+                  "ratio is against clnode-solve's fresh process")
+        print(f"  {'batch':>6} {'diffrax ms':>11} {'clnode ms':>10} {'us/step':>8} "
+              f"{'diffrax/clnode':>15} {'rounds':>11} {'steps d/c':>12} {'fresh process ms':>17}")
+        try:
+            for batch in batches:
+                try:
+                    got, ratios = timed_rounds(dx, cp, batch, args.repeat, rounds)
+                except WorkerError as e:
+                    raise SystemExit(f"bench_peers: a worker failed at batch {batch}: {e}") from None
+                c = run_clnode(args.clnode_solve, args.device, precision, batch, args.repeat)
+                d = None
+                if dx is not None:
+                    d = {"seconds": statistics.median(got[dx][0]), "steps": got[dx][1]}
+                # the warm in-process solve where it ran, else the fresh process
+                w = c if cp is None else {"seconds": statistics.median(got[cp][0]),
+                                          "steps": got[cp][1]}
+                us_step = 1e6 * w["seconds"] / w["steps"] if w["steps"] else float("nan")
+                row = {"precision": precision, "batch": batch, "clnode_seconds": w["seconds"],
+                       "clnode_in_process": cp is not None, "clnode_steps": w["steps"],
+                       "clnode_fresh_process_seconds": c["seconds"],
+                       "clnode_device": c["device"]}
+                if d:
+                    ratio = statistics.median(ratios) if ratios else d["seconds"] / w["seconds"]
+                    row.update(diffrax_seconds=d["seconds"], diffrax_steps=d["steps"],
+                               ratio=ratio)
+                    span = "-"
+                    if ratios:
+                        row.update(ratio_min=min(ratios), ratio_max=max(ratios),
+                                   rounds=len(ratios))
+                        span = f"{min(ratios):.2f}-{max(ratios):.2f}"
+                    print(f"  {batch:>6} {1e3 * d['seconds']:>11.3f} {1e3 * w['seconds']:>10.3f} "
+                          f"{us_step:>8.1f} {ratio:>14.2f}x {span:>11} "
+                          f"{d['steps']:>5.1f}/{w['steps']:<5.1f} {1e3 * c['seconds']:>17.3f}")
+                else:
+                    print(f"  {batch:>6} {'-':>11} {1e3 * w['seconds']:>10.3f} {us_step:>8.1f} "
+                          f"{'-':>15} {'-':>11} {'-':>5}/{w['steps']:<5.1f} "
+                          f"{1e3 * c['seconds']:>17.3f}")
+                rows.append(row)
+        finally:
+            for wk in (dx, cp):
+                if wk is not None:
+                    wk.close()
+        if rows:
+            where = "clnode.solve in process" if cp else "clnode-solve"
+            spans = "; rounds: the lowest and highest of the rounds' ratios" if dx and cp else ""
+            print(f"  clnode device: {rows[-1]['clnode_device']}; clnode ms: {where}{spans}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

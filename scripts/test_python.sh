@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The Python stage of the test suite: a virtual environment under the build directory (first
+# argument, default build-ci) with python/requirements-test.txt from PyPI, the package built into
+# it from this tree by meson-python (`pip install .`), then pytest on python/tests.
+# The interpreter is $CLNODE_PYTHON, else Debian's /usr/bin/python3 (python3-venv and python3-dev
+# come from scripts/install-deps.sh), else python3 on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-ci}
+py=${CLNODE_PYTHON:-}
+if [ -z "$py" ]; then
+  if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
+fi
+venv="$build/python-venv"
+mkdir -p "$build"
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q -r python/requirements-test.txt
+# no build isolation: the pinned meson-python, meson and numpy above build it
+"$venv/bin/python" -m pip install -q --no-build-isolation --force-reinstall --no-deps .
+# run from outside the tree so that `import clnode` is the installed package
+cd "$build"
+"$(pwd)/python-venv/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests"

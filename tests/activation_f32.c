@@ -1,3 +1,0 @@
-/* activation_f32.c - the float instance of tests/activation_inst.inc. */
-#define CLN_PRECISION 32
-#include "activation_inst.inc"

@@ -1,3 +1,0 @@
-/* activation_f64.c - the double instance of tests/activation_inst.inc. */
-#define CLN_PRECISION 64
-#include "activation_inst.inc"

@@ -1,0 +1,211 @@
+/* args.c - clnode-solve's command line (args.h). */
+#include "args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_OUT = TOOL_OPT_FIRST_TOOL,
+    OPT_JSON,
+    OPT_JSON_POINTS,
+    OPT_QUIET,
+    OPT_CERTIFY,
+    OPT_CERTIFY_FRACTION,
+    OPT_CERTIFY_SEED,
+    OPT_T0_FILE,
+    OPT_T1_FILE,
+    OPT_DT0_FILE,
+    OPT_ARGS_FILE,
+    OPT_IN,
+    OPT_RAGGED,
+    OPT_RESUME,
+    OPT_CHUNK_SIZE
+};
+
+/* Standard input is one stream: one input option may read it. Returns 0, or -1 after an error
+ * naming the two options. */
+static int stdin_once(const solve_args *a)
+{
+    const struct {
+        const char *opt, *path;
+    } in[] = {{"--y0-file", a->pb.y0_file},  {"--t0-file", a->t0_file},
+              {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},
+              {"--args-file", a->args_file}, {"--in", a->in_path}};
+    const char *first_stdin = NULL;
+    for (size_t k = 0; k < sizeof in / sizeof in[0]; ++k) {
+        if (!in[k].path || strcmp(in[k].path, "-") != 0)
+            continue;
+        if (first_stdin) {
+            tool_error("%s - and %s - both name standard input, which only one option can read",
+                       first_stdin, in[k].opt);
+            return -1;
+        }
+        first_stdin = in[k].opt;
+    }
+    return 0;
+}
+
+int solve_args_parse(solve_args *a, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        TOOL_PROBLEM_LONGOPTS,
+        {"out", required_argument, NULL, OPT_OUT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"json-points", no_argument, NULL, OPT_JSON_POINTS},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"certify", no_argument, NULL, OPT_CERTIFY},
+        {"certify-fraction", required_argument, NULL, OPT_CERTIFY_FRACTION},
+        {"certify-seed", required_argument, NULL, OPT_CERTIFY_SEED},
+        {"t0-file", required_argument, NULL, OPT_T0_FILE},
+        {"t1-file", required_argument, NULL, OPT_T1_FILE},
+        {"dt0-file", required_argument, NULL, OPT_DT0_FILE},
+        {"args-file", required_argument, NULL, OPT_ARGS_FILE},
+        {"in", required_argument, NULL, OPT_IN},
+        {"ragged", no_argument, NULL, OPT_RAGGED},
+        {"resume", no_argument, NULL, OPT_RESUME},
+        {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    tool_problem_defaults(&a->pb);
+    clnode_certify_default_options(&a->certify_opts);
+    int started = 0, c;
+    while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
+        switch (c) {
+        case '?':
+            return TOOL_EXIT_INPUT;
+        case TOOL_OPT_HELP:
+            a->help = 1;
+            return TOOL_EXIT_OK;
+        case TOOL_OPT_VERSION:
+            a->version = 1;
+            return TOOL_EXIT_OK;
+        case OPT_OUT:
+            a->out_path = optarg;
+            break;
+        case OPT_JSON:
+            a->json = 1;
+            break;
+        case OPT_T0_FILE:
+            a->t0_file = optarg;
+            break;
+        case OPT_T1_FILE:
+            a->t1_file = optarg;
+            break;
+        case OPT_DT0_FILE:
+            a->dt0_file = optarg;
+            break;
+        case OPT_ARGS_FILE:
+            a->args_file = optarg;
+            break;
+        case OPT_IN:
+            a->in_path = optarg;
+            break;
+        case OPT_RAGGED:
+            a->ragged = 1;
+            break;
+        case OPT_JSON_POINTS:
+            a->json_points = 1;
+            break;
+        case OPT_QUIET:
+            a->quiet = 1;
+            break;
+        case OPT_CERTIFY:
+            a->certify = 1;
+            break;
+        case OPT_CERTIFY_FRACTION: {
+            char err[256];
+            double x;
+            if (tool_parse_double(optarg, "--certify-fraction", &x, err, sizeof err) != 0 ||
+                !(x > 0 && x <= 1)) {
+                tool_error("--certify-fraction expects a number in (0, 1], not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            a->certify_opts.fraction = x;
+            a->certify = 1;
+            break;
+        }
+        case OPT_CERTIFY_SEED: {
+            char *end;
+            errno = 0;
+            const unsigned long long v = strtoull(optarg, &end, 10);
+            if (!*optarg || *end || errno || optarg[0] == '-') {
+                tool_error("--certify-seed expects a non-negative integer, not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            a->certify_opts.seed = v;
+            a->certify = 1;
+            break;
+        }
+        case OPT_RESUME:
+            a->resume = 1;
+            break;
+        case OPT_CHUNK_SIZE: {
+            char *end;
+            errno = 0;
+            const long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || errno || v < 1) {
+                tool_error("--chunk-size expects a positive integer, not \"%s\"", optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            a->chunk_size = v;
+            break;
+        }
+        default: {
+            a->t0_given |= c == TOOL_OPT_T0;
+            a->t1_given |= c == TOOL_OPT_T1;
+            a->dt0_given |= c == TOOL_OPT_DT0;
+            const int rc = tool_problem_opt(&a->pb, c, optarg);
+            if (rc)
+                return rc < 0 ? TOOL_EXIT_INPUT : rc;
+        }
+        }
+    }
+    if (a->json_points && !a->json) {
+        tool_error("--json-points needs --json");
+        return TOOL_EXIT_INPUT;
+    }
+    if (a->json && a->out_path && strcmp(a->out_path, "-") == 0) {
+        tool_error("--json and --out - would both write to standard output");
+        return TOOL_EXIT_INPUT;
+    }
+    static const struct {
+        const char *scalar, *file;
+    } both[] = {{"--t0", "--t0-file"}, {"--t1", "--t1-file"}, {"--dt0", "--dt0-file"}};
+    const int given[3][2] = {{a->t0_given, a->t0_file != NULL},
+                             {a->t1_given, a->t1_file != NULL},
+                             {a->dt0_given, a->dt0_file != NULL}};
+    for (int k = 0; k < 3; ++k)
+        if (given[k][0] && given[k][1]) {
+            tool_error("give either %s or %s, not both", both[k].scalar, both[k].file);
+            return TOOL_EXIT_INPUT;
+        }
+    if (stdin_once(a) != 0)
+        return TOOL_EXIT_INPUT;
+    const int fmt = solve_out_format(a->out_path);
+    if (a->ragged && fmt != SOLVE_OUT_NPZ) {
+        tool_error("--ragged needs --out FILE.npz (the offsets of each trajectory's points)");
+        return TOOL_EXIT_INPUT;
+    }
+    if (a->resume && (!a->out_path || strcmp(a->out_path, "-") == 0)) {
+        tool_error("--resume needs --out FILE (its progress record is kept beside FILE)");
+        return TOOL_EXIT_INPUT;
+    }
+    return -1;
+}
+
+int solve_out_format(const char *path)
+{
+    const size_t n = path ? strlen(path) : 0;
+    if (n > 4 && strcmp(path + n - 4, ".npz") == 0)
+        return SOLVE_OUT_NPZ;
+    if (n > 4 && strcmp(path + n - 4, ".npy") == 0)
+        return SOLVE_OUT_NPY;
+    return SOLVE_OUT_CSV;
+}
+
+void solve_args_free(solve_args *a)
+{
+    tool_problem_free(&a->pb);
+}

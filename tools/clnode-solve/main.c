@@ -1,0 +1,432 @@
+/* clnode-solve - solve a batch of neural ODEs from the command line.
+ *
+ * With no arguments it solves the seed problem: the built-in seed model (eqx.nn.MLP 10 -> 100 ->
+ * 100 -> 10, softplus, PRNGKey(42)), y0 = 0, t in [0, 50], dt0 = 0.02, tsit5, rtol 1e-4,
+ * atol 1e-6, fp32, batch 1. Exit statuses: tool_exit_help (tool_common.c). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clnode.h"
+#include "args.h"
+#include "arrays.h"
+#include "text.h"
+#ifdef CLNODE_SOLVE_MPI
+#include "ranks.h"
+#endif
+#include "tool_common.h"
+#include "tool_precision.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: clnode-solve [options]\n"
+          "Solves a batch of neural ODEs dy/dt = MLP(y) (default: the seed problem). Options\n"
+          "take their value as --opt VALUE or --opt=VALUE.\n"
+          "  --model FILE            safetensors MLP (default: the built-in seed model)\n"
+          "  --method NAME           ",
+          f);
+    tool_print_methods(f);
+    fputs(
+        "\n"
+        "  --rtol X --atol X       tolerances (default 1e-4, 1e-6)\n"
+        "  --pcoeff X --icoeff X --dcoeff X   PID coefficients (default 0, 1, 0)\n"
+        "  --dtmin X --dtmax X     step size bounds (default none)\n"
+        "  --no-force-dtmin        end a trajectory with dt_min_reached instead of forcing dtmin\n"
+        "  --factormin X --factormax X --safety X   (default 0.2, 10, 0.9)\n"
+        "  --constant-step         constant steps of dt0 instead of the PID controller\n"
+        "  --t0 X --t1 X --dt0 X   interval and first step (default 0, 50, 0.02)\n"
+        "  --max-steps N           attempts per trajectory, in [1, 2147483647] (default 4096)\n"
+        "  --precision fp32|fp64   state precision (default fp32)\n"
+        "  --gemm-precision strict|tf32   precision of the MLP's matrix products (default\n"
+        "                          strict: IEEE in the state precision; tf32: 10-bit mantissa\n"
+        "                          inputs, fp32 accumulation; native on CUDA, emulated elsewhere)\n"
+        "  --precision-guard warn|refuse|off  rtol below 16 unit roundoffs of the measured\n"
+        "                          GEMM: warn (default) or refuse (exit status 2); warn and\n"
+        "                          refuse also end trajectories stuck at the rounding floor\n"
+        "                          (precision_floor); off keeps diffrax's steps whatever the\n"
+        "                          arithmetic does\n"
+        "  --batch B               number of trajectories, all starting at y0 (default 1)\n"
+        "  --y0 v1,v2,...          initial state (default zeros)\n"
+        "  --y0-file FILE          initial states: FILE.npy (B, N) or (N,), or a CSV with one\n"
+        "                          per line (below); the batch is the number of states\n"
+        "  --y0-header auto|yes|no whether a CSV y0 file's first line is a header (default auto)\n"
+        "  --t0-file, --t1-file, --dt0-file FILE.npy   each trajectory's t0, t1, dt0: shape (B,)\n"
+        "                          (instead of --t0, --t1, --dt0; giving both is an error)\n"
+        "  --args-file FILE.npy    conditioning inputs (B, k) of a model with k inputs\n"
+        "  --in FILE.npz           any of the members y0, t0, t1, dt0, args in one archive\n"
+        "  --save steps|t0|t1|ts:T1,T2,...   what to save; repeatable, ts lists accumulate\n"
+        "                          (default t1)\n"
+        "  --out FILE              write the saved points: FILE.npy, FILE.npz (below), else CSV\n"
+        "                          (\"-\": CSV on standard output, the summary then goes to\n"
+        "                          stderr)\n"
+        "  --ragged                with --out FILE.npz: ts (P,), ys (P, N) and offsets (B+1,)\n"
+        "                          instead of the padded (B, T) and (B, T, N)\n"
+        "  --device SPEC           where to solve (below); --backend B: see below\n"
+        "  --json                  print one JSON object on stdout instead of the summary\n"
+        "  --json-points           with --json: each trajectory's saved points too\n"
+        "  --quiet                 no summary\n"
+        "  Under mpirun (built with MPI): the batch in chunks across the ranks, each rank on its\n"
+        "  own device (%l in --device: the node-local rank, e.g. cuda:%l), every output written\n"
+        "  by rank 0 with the same bytes as one process\n"
+        "  --chunk-size N          trajectories per chunk (default: about 64 chunks, <= 4096)\n"
+        "  --resume                keep a progress record FILE.progress/ beside --out FILE; a\n"
+        "                          rerun solves only the chunks it lacks (same bytes); one\n"
+        "                          whose model, inputs or options changed is refused, naming\n"
+        "                          what changed\n",
+        f);
+    fputs(
+        "  --certify               after the solve, re-solve a seeded random sample of the\n"
+        "                          trajectories on the host in fp64 with their sensitivity\n"
+        "                          baseline (8 solves with y0 perturbed by 4 u max(|y0|,\n"
+        "                          atol/rtol)); the run is certified when every sampled\n"
+        "                          trajectory lies within 3x its own spread or within rtol of\n"
+        "                          its fp64 solve; not certified: exit status 4. Cost: about\n"
+        "                          fraction x (9 + 2) of the run's work, on the host\n"
+        "  --certify-fraction X    share of the trajectories sampled (default 0.01, at least 1)\n"
+        "  --certify-seed N        which trajectories (default 1)\n"
+        "  --help, -h              this text      --version   the version\n"
+        "\n"
+        "Output CSV (--out): a header line traj,kind,t,y0,...,y{N-1},result, then one line per\n"
+        "  saved point: trajectory index, kind (t0, ts, step: the end of an accepted step, t1),\n"
+        "  time, state and the trajectory's result (success, max_steps_reached, dt_min_reached,\n"
+        "  nonfinite, precision_floor), sorted by trajectory, then time (at equal times t0, ts,\n"
+        "  step, t1); a point the trajectory did not reach has no line.\n"
+        "  Numbers are printed in the shortest form that reads back as the same value in the\n"
+        "  solve's precision; pandas.read_csv and numpy.loadtxt(skiprows=1, usecols=...) read it.\n"
+        "JSON (--json): {\"format_version\": 1, \"clnode_version\", \"backend\", \"device\",\n"
+        "  \"model\", \"precision\", \"gemm_precision\", \"method\", \"controller\", \"rtol\",\n"
+        "  \"atol\", \"t0\", \"t1\", \"dt0\", \"max_steps\", \"batch\", \"dim\", "
+        "\"wall_seconds\",\n"
+        "  \"trajectories\": [{\"result\", \"num_steps\", \"num_accepted\", \"num_rejected\",\n"
+        "  \"num_rhs_evals\", \"t_final\", \"y_final\": [...], with --json-points \"points\":\n"
+        "  {\"kind\": [...], \"t\": [...], \"y\": [[...], ...]} in the CSV's order}],\n"
+        "  with --certify \"certificate\": {\"certified\", \"fraction\", \"seed\", \"batch\",\n"
+        "  \"num_sampled\", \"num_failed\", \"num_ill_conditioned\", \"perturbations\",\n"
+        "  \"perturbation_ulps\", \"slack\", \"rtol\", \"max_deviation_rtol\",\n"
+        "  \"worst_trajectory\", \"max_spread_rtol\", \"tolerance_rtol\", \"seconds\",\n"
+        "  \"added_fraction_of_solve\", \"samples\": [{\"trajectory\", \"deviation_rtol\",\n"
+        "  \"spread_rtol\", \"num_steps\", \"baseline_steps\": [lo, hi], \"complete\",\n"
+        "  \"within\"}]}}; non-finite numbers are null. With --t0-file, --t1-file or\n"
+        "  --dt0-file the top-level \"t0\", \"t1\", \"dt0\" are null and each trajectory has its "
+        "own.\n"
+        "Arrays in (.npy, numpy.save; little-endian float32/float64, C order; a malformed header\n"
+        "  is refused): every array finite, all with the same number of trajectories B (a --y0\n"
+        "  vector is repeated for them); --in FILE.npz (numpy.savez, stored) may hold y0 (B, N),\n"
+        "  t0, t1, dt0 (B,) and args (B, k), no other member, none also given by an option.\n"
+        "Arrays out: --out FILE.npy: ys (B, T, N) in the solve's precision (float32 for fp32).\n"
+        "  --out FILE.npz: ts (B, T), ys (B, T, N), num_steps, num_accepted, num_rejected (B,)\n"
+        "  int64, result (B,) int32 (0 success, 1 max_steps_reached, 2 dt_min_reached,\n"
+        "  3 nonfinite, 4 precision_floor), format_version (int64 scalar, 1). T: 1 for --save t1;\n"
+        "  the requested points for t0/ts/t1 (fixed slots t0, each save time, t1; a save time\n"
+        "  not reached or outside a trajectory's interval is +inf, the t1 slot of a trajectory\n"
+        "  that failed holds where it stopped); for --save steps the most points of any\n"
+        "  trajectory, each row in time order padded with +inf (diffrax's SaveAt(steps=True)).\n"
+        "  --ragged: ts (P,), ys (P, N), offsets (B+1,) int64: trajectory b is rows\n"
+        "  offsets[b]..offsets[b+1]. Members stored, CRC-32, ZIP64 past 4 GiB, no time stamps.\n",
+        f);
+    fputs(tool_y0_help, f);
+    tool_print_device_help(f);
+    fputs(tool_exit_help, f);
+}
+
+typedef struct progress_state {
+    double start;
+    int shown;
+} progress_state;
+
+static int on_progress(void *user, size_t active, size_t batch, double fraction, long steps)
+{
+    progress_state *p = user;
+    p->shown = 1;
+    fprintf(stderr, "\r  %5.1f%% of [t0, t1]  %zu/%zu trajectories active  %ld steps  %.1f s ",
+            100.0 * fraction, active, batch, steps, tool_now() - p->start);
+    fflush(stderr);
+    return 0;
+}
+
+/* The saved points of every trajectory as CSV. Returns 0 or 3 (out of memory). */
+static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o,
+                     double dir_t0, double dir_t1)
+{
+    const size_t B = clnode_solution_batch(sol);
+    solve_csv_header(f, clnode_solution_dim(sol));
+    for (size_t i = 0; i < B; ++i) {
+        const int rc = solve_csv_rows(f, sol, i, i, o, dir_t0, dir_t1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx,
+                      const clnode_model *model, const clnode_solution *sol, size_t batch,
+                      double wall, int points, const clnode_certificate *cert,
+                      const clnode_certify_options *copts, double dir_t0, double dir_t1)
+{
+    solve_json_head(f, pb, ctx, model, batch, wall);
+    for (size_t b = 0; b < batch; ++b) {
+        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points, dir_t0, dir_t1);
+        if (rc)
+            return rc;
+    }
+    solve_json_tail(f, cert, copts, wall);
+    return 0;
+}
+
+static void print_summary(FILE *f, const tool_problem *pb, const clnode_context *ctx,
+                          const clnode_model *model, const clnode_solution *sol, size_t batch,
+                          double wall)
+{
+    solve_summary_head(f, pb, ctx, model, batch);
+    long min_steps = -1, max_steps = -1;
+    size_t ok = 0;
+    for (size_t b = 0; b < batch; ++b) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, b, &s);
+        ok += s.result == CLNODE_RESULT_SUCCESS;
+        if (min_steps < 0 || s.num_steps < min_steps)
+            min_steps = s.num_steps;
+        if (s.num_steps > max_steps)
+            max_steps = s.num_steps;
+        solve_summary_trajectory(f, sol, b, b, batch, pb->opts.precision);
+    }
+    solve_summary_tail(f, ok, batch, min_steps, max_steps, wall);
+}
+
+/* The batch the arrays give against the one of y0: y0 from a file (--y0-file, or --in's y0)
+ * and --batch fix it, and every array must agree; y0 from --y0 or zeros, without --batch, is
+ * repeated for the arrays' trajectories. Returns 0, or 2 or 3 after an error. */
+static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, double **y0,
+                           size_t *batch)
+{
+    if (arr->y0) { /* --in's y0 replaces the zeros; its rows fixed arr->batch or agree with it */
+        if (a->pb.batch && (size_t)a->pb.batch != arr->batch) {
+            tool_error("--batch %ld disagrees with the %zu trajectories of %s", a->pb.batch,
+                       arr->batch, arr->batch_src);
+            return TOOL_EXIT_INPUT;
+        }
+        free(*y0);
+        *y0 = arr->y0;
+        arr->y0 = NULL;
+        *batch = arr->batch;
+        return 0;
+    }
+    if (!arr->batch || arr->batch == *batch)
+        return 0;
+    if (a->pb.y0_file || a->pb.batch) {
+        tool_error("%s holds %zu trajectories, but %s %zu", arr->batch_src, arr->batch,
+                   a->pb.y0_file ? a->pb.y0_file : "--batch is", *batch);
+        return TOOL_EXIT_INPUT;
+    }
+    size_t n;
+    double *y =
+        tool_mul_size(arr->batch, N, &n) && tool_mul_size(n, sizeof(double), &n) ? malloc(n) : NULL;
+    if (!y) {
+        tool_error("out of memory: cannot allocate %zu initial states of dimension %zu", arr->batch,
+                   N);
+        return TOOL_EXIT_RESOURCE;
+    }
+    for (size_t b = 0; b < arr->batch; ++b)
+        memcpy(y + b * N, *y0, N * sizeof(double));
+    free(*y0);
+    *y0 = y;
+    *batch = arr->batch;
+    return 0;
+}
+
+/* The saved points to --out (opened before the solve): CSV, or .npy/.npz written by position on
+ * the temporary file's descriptor; then renamed over the target. Returns 0 or 3. */
+static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol,
+                        double dir_t0, double dir_t1)
+{
+    const int fmt = solve_out_format(a->out_path);
+    int rc;
+    if (fmt == SOLVE_OUT_CSV) {
+        rc = write_csv(out->f, sol, &a->pb.opts, dir_t0, dir_t1);
+    } else if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
+        tool_error("cannot write %s: %s", a->out_path, strerror(errno));
+        rc = TOOL_EXIT_RESOURCE;
+    } else {
+        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
+                                dir_t0, dir_t1);
+    }
+    return rc ? rc : tool_out_commit(out);
+}
+
+/* Reads the per-trajectory arrays, reconciles the batch and points the options at them. */
+static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *arr, double **y0,
+                       size_t *batch)
+{
+    const size_t N = clnode_model_dim(model);
+    int rc = solve_arrays_load(a, N, clnode_model_num_inputs(model), arr);
+    if (rc || (rc = reconcile_batch(a, arr, N, y0, batch)) != 0)
+        return rc;
+    a->pb.opts.t0s = arr->t0s;
+    a->pb.opts.t1s = arr->t1s;
+    a->pb.opts.dt0s = arr->dt0s;
+    a->pb.opts.inputs = arr->inputs;
+    return 0;
+}
+
+/* The direction the batch integrates in, as an interval (the library refuses a batch that mixes
+ * directions): the first trajectory with t0 != t1, else the scalar interval. */
+static void direction(const clnode_solve_options *o, size_t batch, double *t0, double *t1)
+{
+    *t0 = o->t0;
+    *t1 = o->t1;
+    if (!o->t0s && !o->t1s)
+        return;
+    for (size_t b = 0; b < batch; ++b) {
+        const double x = o->t0s ? o->t0s[b] : o->t0, y = o->t1s ? o->t1s[b] : o->t1;
+        if (x != y) {
+            *t0 = x;
+            *t1 = y;
+            return;
+        }
+    }
+}
+
+/* What the run refuses before it opens anything: --resume and --chunk-size without MPI, an --out
+ * that is the same file as one of the inputs. Returns 0 or 2 after printing an error. */
+static int refuse_early(const solve_args *a)
+{
+#ifndef CLNODE_SOLVE_MPI
+    if (a->resume || a->chunk_size) {
+        tool_error("--resume and --chunk-size need clnode-solve built with MPI (meson option mpi)");
+        return TOOL_EXIT_INPUT;
+    }
+#endif
+    const tool_input in[] = {
+        {"--model", a->pb.model_path}, {"--y0-file", a->pb.y0_file}, {"--t0-file", a->t0_file},
+        {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},  {"--args-file", a->args_file},
+        {"--in", a->in_path},
+    };
+    return tool_out_check_inputs("--out", a->out_path, in, sizeof in / sizeof in[0]);
+}
+
+int main(int argc, char **argv)
+{
+    tool_prog = "clnode-solve";
+    solve_args a;
+    int rc = solve_args_parse(&a, argc, argv);
+    rc = rc < 0 && refuse_early(&a) ? TOOL_EXIT_INPUT : rc;
+    if (rc >= 0) {
+        if (a.help)
+            usage(stdout);
+        else if (a.version)
+            tool_print_version();
+        solve_args_free(&a);
+        return rc;
+    }
+#ifdef CLNODE_SOLVE_MPI
+    const int mpi = solve_mpi_wanted(&a); /* under mpirun: the batch across the ranks */
+    if (mpi && (rc = solve_mpi_init(&a, &argc, &argv)) != 0) {
+        rc = solve_mpi_finish(rc);
+        solve_args_free(&a);
+        return rc;
+    }
+#endif
+    tool_problem *pb = &a.pb;
+
+    clnode_context *ctx = NULL;
+    clnode_model *model = NULL;
+    clnode_solution *sol = NULL;
+    clnode_certificate *cert = NULL;
+    double *y0 = NULL;
+    size_t batch = 0;
+    tool_out out;
+    memset(&out, 0, sizeof out);
+    solve_arrays arr;
+    memset(&arr, 0, sizeof arr);
+    rc = tool_problem_open(pb, &ctx, &model, &y0, &batch);
+    if (rc)
+        goto done;
+    if ((rc = open_arrays(&a, model, &arr, &y0, &batch)) != 0)
+        goto done;
+    double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
+    direction(&pb->opts, batch, &dir_t0, &dir_t1);
+#ifdef CLNODE_SOLVE_MPI
+    if (mpi) {
+        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);
+        goto done;
+    }
+#endif
+    /* opened before the solve: a path that cannot be written fails before the work */
+    if (a.out_path && (rc = tool_out_open(&out, a.out_path)) != 0)
+        goto done;
+
+    progress_state ps = {tool_now(), 0};
+    if (isatty(STDERR_FILENO) && !a.json) {
+        pb->opts.progress = on_progress;
+        pb->opts.progress_user = &ps;
+    }
+    const double t_start = tool_now();
+    clnode_status st = clnode_solve(ctx, model, &pb->opts, batch, y0, &sol);
+    const double wall = tool_now() - t_start;
+    if (ps.shown)
+        fputs("\n", stderr);
+    if (st != CLNODE_OK) { /* the context's logger has printed why, on one line */
+        rc = tool_exit_status(st);
+        goto done;
+    }
+
+    size_t failed = 0;
+    for (size_t b = 0; b < batch; ++b) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, b, &s);
+        failed += s.result != CLNODE_RESULT_SUCCESS;
+    }
+    if (a.certify) { /* the re-solves report progress as the solve did */
+        ps.shown = 0;
+        st = clnode_certify(ctx, model, &pb->opts, batch, y0, sol, &a.certify_opts, &cert);
+        if (ps.shown)
+            fputs("\n", stderr);
+        if (st != CLNODE_OK) { /* the logger has printed why */
+            rc = tool_exit_status(st);
+            goto done;
+        }
+    }
+
+    if (a.out_path && (rc = write_points(&out, &a, sol, dir_t0, dir_t1)) != 0)
+        goto done;
+    if (a.json) {
+        tool_out js;
+        tool_out_open(&js, "-");
+        if ((rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a.json_points, cert,
+                             &a.certify_opts, dir_t0, dir_t1)) != 0 ||
+            (rc = tool_out_commit(&js)) != 0)
+            goto done;
+    } else if (!a.quiet) {
+        const int to_stderr = a.out_path && strcmp(a.out_path, "-") == 0;
+        print_summary(to_stderr ? stderr : stdout, pb, ctx, model, sol, batch, wall);
+        if (cert)
+            tool_print_certificate(to_stderr ? stderr : stdout, cert, &a.certify_opts, wall);
+        if (!to_stderr && fflush(stdout) != 0) {
+            tool_error("cannot write standard output");
+            rc = TOOL_EXIT_RESOURCE;
+            goto done;
+        }
+    }
+    if (cert && a.quiet && !a.json)
+        tool_print_certificate(stderr, cert, &a.certify_opts, wall);
+    clnode_certificate_summary cs;
+    clnode_certificate_get(cert, &cs);
+    rc = cert && !cs.certified ? TOOL_EXIT_VERIFY : failed ? TOOL_EXIT_UNSUCCESSFUL : TOOL_EXIT_OK;
+done:
+    clnode_certificate_destroy(&cert);
+    tool_out_abort(&out);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&model);
+    clnode_context_destroy(&ctx);
+    free(y0);
+    solve_arrays_free(&arr);
+#ifdef CLNODE_SOLVE_MPI
+    if (mpi)
+        rc = solve_mpi_finish(rc);
+#endif
+    solve_args_free(&a);
+    return rc;
+}

@@ -1,0 +1,194 @@
+/* text.c - clnode-solve's outputs trajectory by trajectory (text.h). */
+#include "text.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "tool_precision.h"
+
+void solve_csv_header(FILE *f, size_t dim)
+{
+    fputs("traj,kind,t", f);
+    for (size_t j = 0; j < dim; ++j)
+        fprintf(f, ",y%zu", j);
+    fputs(",result\n", f);
+}
+
+int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
+                   const clnode_solve_options *o, double dir_t0, double dir_t1)
+{
+    const size_t N = clnode_solution_dim(sol);
+    char buf[32];
+    size_t n = 0;
+    tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
+    if (!p) {
+        tool_error("out of memory");
+        return TOOL_EXIT_RESOURCE;
+    }
+    clnode_trajectory_stats s;
+    clnode_solution_stats(sol, b, &s);
+    const char *result = clnode_result_name(s.result);
+    for (size_t k = 0; k < n; ++k) {
+        fprintf(f, "%zu,%s,%s", index, tool_kind_name(p[k].kind),
+                tool_fmt_num(buf, p[k].t, o->precision));
+        for (size_t j = 0; j < N; ++j)
+            fprintf(f, ",%s", tool_fmt_num(buf, p[k].y[j], o->precision));
+        fprintf(f, ",%s\n", result);
+    }
+    free(p);
+    return 0;
+}
+
+void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
+                     const clnode_model *model, size_t batch, double wall)
+{
+    const clnode_solve_options *o = &pb->opts;
+    const clnode_precision p = o->precision;
+    const size_t N = clnode_model_dim(model);
+    fprintf(f, "{\"format_version\": %d, \"clnode_version\": ", TOOL_JSON_FORMAT_VERSION);
+    tool_json_str(f, clnode_version_string());
+    fputs(", \"backend\": ", f);
+    tool_json_str(f, clnode_context_backend(ctx));
+    fputs(", \"device\": ", f);
+    tool_json_str(f, clnode_context_device(ctx));
+    fputs(", \"model\": ", f);
+    tool_json_str(f, pb->model_path ? pb->model_path : "seed");
+    fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"method\": \"%s\"",
+            clnode_precision_name(p), clnode_gemm_mode_name(o->gemm_mode), o->method->name);
+    fprintf(f, ", \"controller\": \"%s\"", o->constant_step ? "constant" : "pid");
+    fputs(", \"rtol\": ", f);
+    tool_json_num(f, o->rtol);
+    fputs(", \"atol\": ", f);
+    tool_json_num(f, o->atol);
+    /* per-trajectory arrays: null here, each trajectory's value in its entry */
+    fputs(", \"t0\": ", f);
+    tool_json_num(f, o->t0s ? NAN : o->t0);
+    fputs(", \"t1\": ", f);
+    tool_json_num(f, o->t1s ? NAN : o->t1);
+    fputs(", \"dt0\": ", f);
+    tool_json_num(f, o->dt0s ? NAN : o->dt0);
+    fprintf(f,
+            ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
+            batch, N);
+    tool_json_num(f, wall);
+    fputs(", \"trajectories\": [", f);
+}
+
+int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
+                          const clnode_solve_options *o, int points, double dir_t0, double dir_t1)
+{
+    const clnode_precision p = o->precision;
+    const size_t N = clnode_solution_dim(sol);
+    clnode_trajectory_stats s;
+    clnode_solution_stats(sol, b, &s);
+    fprintf(f,
+            "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
+            "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
+            index ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
+            s.num_rejected, s.num_rhs_evals);
+    tool_json_num_p(f, s.t_final, p);
+    const double *per[3] = {o->t0s, o->t1s, o->dt0s};
+    static const char *const per_name[3] = {"t0", "t1", "dt0"};
+    for (int k = 0; k < 3; ++k)
+        if (per[k]) {
+            fprintf(f, ", \"%s\": ", per_name[k]);
+            tool_json_num(f, per[k][index]);
+        }
+    fputs(", \"y_final\": [", f);
+    const double *y = clnode_solution_y_final(sol, b);
+    for (size_t j = 0; j < N; ++j) {
+        fputs(j ? ", " : "", f);
+        tool_json_num_p(f, y[j], p);
+    }
+    fputc(']', f);
+    if (points) {
+        size_t n = 0;
+        tool_point *pt = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
+        if (!pt) {
+            tool_error("out of memory");
+            return TOOL_EXIT_RESOURCE;
+        }
+        fputs(", \"points\": {\"kind\": [", f);
+        for (size_t k = 0; k < n; ++k)
+            fprintf(f, "%s\"%s\"", k ? ", " : "", tool_kind_name(pt[k].kind));
+        fputs("], \"t\": [", f);
+        for (size_t k = 0; k < n; ++k) {
+            fputs(k ? ", " : "", f);
+            tool_json_num_p(f, pt[k].t, p);
+        }
+        fputs("], \"y\": [", f);
+        for (size_t k = 0; k < n; ++k) {
+            fputs(k ? ", [" : "[", f);
+            for (size_t j = 0; j < N; ++j) {
+                fputs(j ? ", " : "", f);
+                tool_json_num_p(f, pt[k].y[j], p);
+            }
+            fputc(']', f);
+        }
+        fputs("]}", f);
+        free(pt);
+    }
+    fputc('}', f);
+    return 0;
+}
+
+void solve_json_tail(FILE *f, const clnode_certificate *cert, const clnode_certify_options *copts,
+                     double wall)
+{
+    fputs("\n]", f);
+    if (cert) {
+        fputs(", \"certificate\": ", f);
+        tool_json_certificate(f, cert, copts, wall);
+    }
+    fputs("}\n", f);
+}
+
+void solve_summary_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
+                        const clnode_model *model, size_t batch)
+{
+    const clnode_solve_options *o = &pb->opts;
+    const size_t N = clnode_model_dim(model);
+    fprintf(f, "clnode %s on %s: %s\n", clnode_version_string(), clnode_context_backend(ctx),
+            clnode_context_device(ctx));
+    fprintf(f, "model    %s (%zu layers, dim %zu, %s)\n",
+            pb->model_path ? pb->model_path : "built-in seed", clnode_model_num_layers(model), N,
+            clnode_activation_name(clnode_model_activation(model)));
+    if (o->constant_step)
+        fprintf(f, "method   %s, constant steps of %g, %s\n", o->method->name, o->dt0,
+                clnode_precision_name(o->precision));
+    else
+        fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
+                o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode));
+    if (o->t0s || o->t1s || o->dt0s)
+        fprintf(f, "interval [%g, %g], dt0 %g of trajectory 0 (per trajectory:%s%s%s), batch %zu\n",
+                o->t0s ? o->t0s[0] : o->t0, o->t1s ? o->t1s[0] : o->t1,
+                o->dt0s ? o->dt0s[0] : o->dt0, o->t0s ? " t0" : "", o->t1s ? " t1" : "",
+                o->dt0s ? " dt0" : "", batch);
+    else
+        fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
+}
+
+void solve_summary_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
+                              size_t batch, clnode_precision p)
+{
+    char b1[32], b2[32];
+    if (index < 4 || index + 1 == batch) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, b, &s);
+        fprintf(f,
+                "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
+                "t = %s, y[0] = %s\n",
+                index, clnode_result_name(s.result), s.num_steps, s.num_accepted, s.num_rejected,
+                s.num_rhs_evals, tool_fmt_num(b1, s.t_final, p),
+                tool_fmt_num(b2, clnode_solution_y_final(sol, b)[0], p));
+    } else if (index == 4) {
+        fprintf(f, "  ...\n");
+    }
+}
+
+void solve_summary_tail(FILE *f, size_t ok, size_t batch, long min_steps, long max_steps,
+                        double wall)
+{
+    fprintf(f, "%zu/%zu trajectories succeeded; steps per trajectory %ld..%ld; %.3f s\n", ok, batch,
+            min_steps, max_steps, wall);
+}
