@@ -148,9 +148,8 @@ static int bench_compaction(clnode_context *ctx, const clnode_model *m, size_t B
         printf("%7zu %8.2f %8.2f %7.3f %7.3f %7ld %7ld %7ld\n", B, 1e3 * best[1], 1e3 * best[0],
                best[1] / best[0], ideal, longest, syncs[1], syncs[0]);
         if (md)
-            fprintf(md, "| %zu | %.2f | %.2f | %.3f | %.3f | %ld | %ld | %ld |\n", B,
-                    1e3 * best[1], 1e3 * best[0], best[1] / best[0], ideal, longest, syncs[1],
-                    syncs[0]);
+            fprintf(md, "| %zu | %.2f | %.2f | %.3f | %.3f | %ld | %ld | %ld |\n", B, 1e3 * best[1],
+                    1e3 * best[0], best[1] / best[0], ideal, longest, syncs[1], syncs[0]);
     }
     free(y0);
     free(t1s);
@@ -280,8 +279,7 @@ static int bench_batch(clnode_context *ctx, const clnode_model *m, size_t B, int
     settle();
     for (int r = 0; r < repeat; ++r) {
         double t = -1;
-        if (clnode_bench_gemm_loop(ctx, m, B, rhs, prec, CLNODE_GEMM_STRICT, &t, NULL) !=
-            CLNODE_OK)
+        if (clnode_bench_gemm_loop(ctx, m, B, rhs, prec, CLNODE_GEMM_STRICT, &t, NULL) != CLNODE_OK)
             fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
         bare = t >= 0 && t < bare ? t : bare;
     }
@@ -353,8 +351,8 @@ static int bench_device(const char *device, char batch_s[][64], size_t nb, int r
         fprintf(md, "\n`%s`: %s\n\n", device, clnode_context_device(ctx));
     int rc = 0;
     if (compaction) {
-        printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off",
-               "ideal", "steps", "syncs", "(off)");
+        printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off", "ideal",
+               "steps", "syncs", "(off)");
         if (md)
             fputs("| batch | on ms | off ms | on/off | ideal | steps | syncs | (off) |\n"
                   "|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -371,8 +369,8 @@ static int bench_device(const char *device, char batch_s[][64], size_t nb, int r
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
                   md);
         for (size_t k = 0; k < nb && rc == 0; ++k)
-            rc = bench_batch(ctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec,
-                             flops_row, d, k, host_us);
+            rc = bench_batch(ctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec, flops_row,
+                             d, k, host_us);
     }
     clnode_model_destroy(&m);
     clnode_context_destroy(&ctx);
