@@ -23,7 +23,7 @@ import sys
 
 SUMMARIES = {
     "clnode-solve": "solve a batch of neural ODEs with adaptive Runge-Kutta methods",
-    "clnode-compare": "solve one problem on every device and compare it with the host fp64 reference",
+    "clnode-compare": "compare one problem on every device with the host fp64 reference",
     "clnode-devices": "list the devices, their floating-point facts and GEMM probes",
     "clnode-bench": "time the seed problem against the bare GEMMs it contains",
 }
