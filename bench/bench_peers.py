@@ -23,14 +23,24 @@ trajectory of both are printed so that one can see the same problem was solved.
                                  [--repeat 5] [--rounds 5]
                                  [--clnode-solve build/tools/clnode-solve]
                                  [--clnode-python build/python-venv/bin/python]
-                                 [--device host] [--json FILE]
+                                 [--device host] [--json FILE] [--markdown FILE]
 
 fp64 runs diffrax with jax_enable_x64 (in a child process of its own, so that the fp32 runs keep
 JAX's defaults). Needs numpy, jax, equinox and diffrax==0.7.2 for the diffrax side; without them
 only clnode's times are printed; without the clnode package the ratio is taken against
 clnode-solve's fresh-process time (and says so). Timings on a shared machine are noisy: rerun on a quiet one.
+
+--markdown FILE (doc/benchmarks.md) also writes the tables as Markdown into FILE, as the section
+between the lines "<!-- begin bench_peers -->" and "<!-- end bench_peers -->": a section of that
+name is replaced, else it is appended; every other byte of FILE is kept, and FILE is replaced
+(through a temporary file beside it) only when the run completed. The section is stamped with
+the machine (the CPU model of /proc/cpuinfo and the CPUs online), clnode's device description
+(on the host it names the ISA of its kernels: AVX-512, AVX2+FMA or portable fma()), the commit
+of this source tree (git rev-parse --short HEAD, "dirty" when it has changes), the command line
+and the date.
 """
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -261,6 +271,84 @@ def run_clnode(exe, device, precision, batch, repeat):
         os.unlink(path)
 
 
+def machine_stamp():
+    """The CPU model (/proc/cpuinfo) and the CPUs online."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line:
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs online"
+
+
+def commit_stamp():
+    """This tree's commit, and "dirty" when it has changes; "unknown" outside git."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        changes = subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
+                                  "--untracked-files=no"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head} dirty" if changes else head
+
+
+def replace_section(path, name, body):
+    """Writes body as the section `name` of the Markdown file path (see --markdown above)."""
+    begin, end = f"<!-- begin {name} -->\n", f"<!-- end {name} -->\n"
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = ""
+    b = old.find(begin)
+    if b >= 0:
+        e = old.find(end, b)
+        if e < 0:
+            raise SystemExit(f"bench_peers: --markdown: {path} has the line {begin.strip()!r} "
+                             f"but no {end.strip()!r} after it")
+        new = old[:b] + begin + body + end + old[e + len(end):]
+    else:
+        new = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "")
+        new += begin + body + end
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(new)
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def markdown_section(title, tables, argv):
+    """The section's text: title, stamp, one table per precision (its heading and rows)."""
+    devices = sorted({r["clnode_device"] for t in tables for r in t["rows"]})
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [f"### {title}", "",
+           f"Machine: {machine_stamp()}. clnode device (its ISA): {'; '.join(devices) or '-'}. "
+           f"Commit {commit_stamp()}. Date: {date}.", "",
+           f"Run: `python3 {os.path.relpath(os.path.abspath(__file__), ROOT)} "
+           + " ".join(argv) + "`"]
+    for t in tables:
+        out += ["", t["heading"], "",
+                "| batch | diffrax ms | clnode ms | us/step | diffrax/clnode | rounds | "
+                "steps d/c | fresh process ms |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in t["rows"]:
+            out.append("| " + " | ".join(r["cells"]) + " |")
+        out += ["", t["note"]]
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,64,1024,4096")
@@ -273,6 +361,8 @@ def main():
                     help="an interpreter that imports the clnode package (default: this one)")
     ap.add_argument("--device", default="host")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--markdown", help="also write the tables as the bench_peers section of "
+                    "this Markdown file (doc/benchmarks.md)")
     ap.add_argument("--diffrax-worker", help=argparse.SUPPRESS)
     ap.add_argument("--clnode-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -295,17 +385,22 @@ def main():
         raise SystemExit(f"bench_peers: {args.clnode_solve} not found (build first, or "
                          "--clnode-solve PATH)")
 
-    rows = []
+    rows, tables = [], []
     rounds = min(args.rounds, args.repeat)
-    print(f"seed problem, tsit5 rtol 1e-4 atol 1e-6, t in [0, 50]; median of {args.repeat} "
-          f"solves each, diffrax and clnode taking turns in {rounds} rounds")
+    title = (f"seed problem, tsit5 rtol 1e-4 atol 1e-6, t in [0, 50]; median of {args.repeat} "
+             f"solves each, diffrax and clnode taking turns in {rounds} rounds")
+    print(title)
     for precision in args.precisions.split(","):
         dx, why = start_worker(sys.executable, "diffrax-worker", precision)
         if dx is None:
-            print(f"{precision}: diffrax not run ({why}); clnode only")
+            heading = f"{precision}: diffrax not run ({why}); clnode only"
         else:
             info = dx.info
-            print(f"{precision}: diffrax {info['diffrax']} on JAX {info['jax']} ({info['device']})")
+            heading = (f"{precision}: diffrax {info['diffrax']} on JAX {info['jax']} "
+                       f"({info['device']})")
+        print(heading)
+        table = {"heading": heading, "rows": [], "note": ""}
+        tables.append(table)
         cp, cwhy = start_worker(args.clnode_python, "clnode-worker", precision,
                                 "--device", args.device)
         if cp is None:
@@ -340,14 +435,20 @@ def main():
                         row.update(ratio_min=min(ratios), ratio_max=max(ratios),
                                    rounds=len(ratios))
                         span = f"{min(ratios):.2f}-{max(ratios):.2f}"
+                    cells = [f"{batch}", f"{1e3 * d['seconds']:.3f}", f"{1e3 * w['seconds']:.3f}",
+                             f"{us_step:.1f}", f"{ratio:.2f}x", span,
+                             f"{d['steps']:.1f}/{w['steps']:.1f}", f"{1e3 * c['seconds']:.3f}"]
                     print(f"  {batch:>6} {1e3 * d['seconds']:>11.3f} {1e3 * w['seconds']:>10.3f} "
                           f"{us_step:>8.1f} {ratio:>14.2f}x {span:>11} "
                           f"{d['steps']:>5.1f}/{w['steps']:<5.1f} {1e3 * c['seconds']:>17.3f}")
                 else:
+                    cells = [f"{batch}", "-", f"{1e3 * w['seconds']:.3f}", f"{us_step:.1f}", "-",
+                             "-", f"-/{w['steps']:.1f}", f"{1e3 * c['seconds']:.3f}"]
                     print(f"  {batch:>6} {'-':>11} {1e3 * w['seconds']:>10.3f} {us_step:>8.1f} "
                           f"{'-':>15} {'-':>11} {'-':>5}/{w['steps']:<5.1f} "
                           f"{1e3 * c['seconds']:>17.3f}")
                 rows.append(row)
+                table["rows"].append(dict(row, cells=cells))
         finally:
             for wk in (dx, cp):
                 if wk is not None:
@@ -355,10 +456,15 @@ def main():
         if rows:
             where = "clnode.solve in process" if cp else "clnode-solve"
             spans = "; rounds: the lowest and highest of the rounds' ratios" if dx and cp else ""
-            print(f"  clnode device: {rows[-1]['clnode_device']}; clnode ms: {where}{spans}")
+            table["note"] = (f"clnode device: {rows[-1]['clnode_device']}; clnode ms: "
+                             f"{where}{spans}")
+            print(f"  {table['note']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.markdown:
+        replace_section(args.markdown, "bench_peers",
+                        markdown_section(title, tables, sys.argv[1:]))
     return 0
 
 

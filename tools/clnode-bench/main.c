@@ -21,17 +21,33 @@
  * same run (alternating, best of N each), and the ratio of the two times next to the ratio of
  * the live work (trajectory-steps over batch x longest) that an ideal compaction would reach.
  *
+ * --markdown FILE also writes the tables as Markdown into FILE (doc/benchmarks.md), as the
+ * section between the lines "<!-- begin NAME -->" and "<!-- end NAME -->", NAME being
+ * "clnode-bench", "clnode-bench-fp64", "clnode-bench-compaction" or
+ * "clnode-bench-compaction-fp64" as run: a section of that name is replaced, else the section is
+ * appended; every other byte of FILE is kept. FILE is replaced only when the run succeeded
+ * (tool_out.h). The section is stamped with the machine (the CPU model of /proc/cpuinfo and the
+ * CPUs online), the host backend's device description (which names the ISA of its kernels:
+ * AVX-512, AVX2+FMA or portable fma()), the commit the tool was built from (git describe at
+ * build time, "-dirty" when the tree had changes) and the date.
+ *
  *   clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N]
- *                [--precision fp32|fp64] [--compaction] */
+ *                [--precision fp32|fp64] [--compaction] [--markdown FILE] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
+#include "clnode-bench-commit.h"
 #include "clnode.h"
 #include "tool_common.h"
+#include "tool_out.h"
+
+/* The Markdown copy of the tables (--markdown), or NULL. */
+static FILE *md;
 
 /* The same loop through OpenBLAS, one cblas_sgemm per layer over all B rows. */
 static double bare_cblas_seconds(const clnode_model *m, size_t B, long evals)
@@ -127,10 +143,14 @@ static int bench_compaction(clnode_context *ctx, const clnode_model *m, size_t B
             clnode_solution_destroy(&s);
         }
     }
-    if (rc == 0)
+    if (rc == 0) {
+        const double ideal = (double)work / ((double)B * (double)longest);
         printf("%7zu %8.2f %8.2f %7.3f %7.3f %7ld %7ld %7ld\n", B, 1e3 * best[1], 1e3 * best[0],
-               best[1] / best[0], (double)work / ((double)B * (double)longest), longest, syncs[1],
-               syncs[0]);
+               best[1] / best[0], ideal, longest, syncs[1], syncs[0]);
+        if (md)
+            fprintf(md, "| %zu | %.2f | %.2f | %.3f | %.3f | %ld | %ld | %ld |\n", B, 1e3 * best[1],
+                    1e3 * best[0], best[1] / best[0], ideal, longest, syncs[1], syncs[0]);
+    }
     free(y0);
     free(t1s);
     return rc;
@@ -174,6 +194,10 @@ static void usage(FILE *f)
           "  --compaction     time active-set compaction instead: 90% of the trajectories end\n"
           "                   at a tenth of the others' steps; compaction on against off\n"
           "  --precision P    fp32 (default) or fp64: the solve's and the loops' precision\n"
+          "  --markdown FILE  also write the tables as Markdown into FILE (doc/benchmarks.md):\n"
+          "                   its section \"clnode-bench\" (-compaction, -fp64 as run),\n"
+          "                   stamped with the machine, the host ISA, the commit and the date;\n"
+          "                   the rest of FILE is kept\n"
           "  --help, -h       this text      --version   the version\n",
           f);
     tool_print_device_help(f);
@@ -205,15 +229,248 @@ static int parse_arg_list(const char *opt, const char *s, char out[][64], size_t
     return TOOL_EXIT_INPUT;
 }
 
-int main(int argc, char **argv)
+/* One batch size of the throughput table: the solve, then each bare loop in its own phase.
+ * host_us: the first device's time per step (k < 16), set when d == 0, compared with after. */
+static int bench_batch(clnode_context *ctx, const clnode_model *m, size_t B, int repeat,
+                       clnode_precision prec, double flops_row, size_t d, size_t k,
+                       double host_us[16])
 {
-    tool_prog = "clnode-bench";
-    char devices[16][64] = {"host"};
-    size_t nd = 1;
-    char batch_s[16][64];
-    size_t nb = parse_list("1,64,4096", batch_s, 16);
-    int repeat = 3, compaction = 0;
-    clnode_precision prec = CLNODE_FP32;
+    const size_t N = clnode_model_dim(m);
+    size_t bytes;
+    double *y0 = NULL;
+    if (!tool_mul_size(B, N * sizeof(double), &bytes) || !(y0 = malloc(bytes))) {
+        tool_error("out of memory: cannot allocate %zu initial states", B);
+        return TOOL_EXIT_RESOURCE;
+    }
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.precision = prec;
+    o.compact = 0; /* the bare loops below evaluate the whole batch every time */
+    double best = 1e30;
+    long steps = 0, rhs = 0, syncs = 0;
+    for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
+        clnode_solution *s = NULL;
+        const double t0 = tool_now();
+        const clnode_status sst = clnode_solve(ctx, m, &o, B, y0, &s);
+        if (sst != CLNODE_OK) { /* the logger printed why */
+            free(y0);
+            return tool_exit_status(sst);
+        }
+        const double dt = tool_now() - t0;
+        if (r > 0 && dt < best)
+            best = dt;
+        steps = rhs = 0;
+        for (size_t b = 0; b < B; ++b) {
+            clnode_trajectory_stats st;
+            clnode_solution_stats(s, b, &st);
+            steps = st.num_steps > steps ? st.num_steps : steps;
+            rhs = st.num_rhs_evals > rhs ? st.num_rhs_evals : rhs;
+        }
+        syncs = clnode_solution_syncs(s);
+        clnode_solution_destroy(&s);
+    }
+    free(y0);
+    /* the solve evaluates the whole batch `rhs` times (finished rows ride along). Each kind of
+     * loop runs in its own phase, after a pause: OpenMP's and OpenBLAS's worker threads spin
+     * for a while after their last call, and would slow the other's. */
+    double bare = 1e30, cb = 1e30, mlp = 1e30;
+    settle();
+    for (int r = 0; r < repeat; ++r) {
+        double t = -1;
+        if (clnode_bench_gemm_loop(ctx, m, B, rhs, prec, CLNODE_GEMM_STRICT, &t, NULL) != CLNODE_OK)
+            fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
+        bare = t >= 0 && t < bare ? t : bare;
+    }
+    settle();
+    /* the solve's own vector-field evaluations, alone: a device without this loop prints "-" */
+    for (int r = 0; r < repeat; ++r) {
+        double t = -1;
+        if (clnode_bench_mlp_loop(ctx, m, B, rhs, prec, &t) != CLNODE_OK)
+            break;
+        mlp = t >= 0 && t < mlp ? t : mlp;
+    }
+    settle();
+    for (int r = 0; r < repeat && prec == CLNODE_FP32; ++r) {
+        const double c = bare_cblas_seconds(m, B, rhs);
+        cb = c >= 0 && c < cb ? c : cb;
+    }
+    settle();
+    const double flops = flops_row * (double)B * (double)rhs;
+    const double us = 1e6 * best / (double)steps;
+    if (d == 0 && k < 16)
+        host_us[k] = us;
+    char vs_host[32] = "-";
+    if (d > 0 && k < 16 && host_us[k] > 0)
+        snprintf(vs_host, sizeof vs_host, "%.2fx", us / host_us[k]);
+    char mlp_us[32] = "-", vs_mlp[32] = "-", cblas[32] = "-";
+    if (mlp < 1e30) {
+        snprintf(mlp_us, sizeof mlp_us, "%.2f", 1e6 * mlp / (double)steps);
+        snprintf(vs_mlp, sizeof vs_mlp, "%.2fx", best / mlp);
+    }
+    if (cb < 1e30)
+        snprintf(cblas, sizeof cblas, "%.2f", flops / cb / 1e9);
+    printf("%6zu %6ld %6ld %10.3f %10.2f %10s %7s %9.2f %9.2f %7.0f%% %9s %7ld %9s\n", B, steps,
+           rhs, 1e3 * best, us, mlp_us, vs_mlp, flops / best / 1e9, flops / bare / 1e9,
+           100.0 * bare / best, cblas, syncs, vs_host);
+    if (md)
+        fprintf(md,
+                "| %zu | %ld | %ld | %.3f | %.2f | %s | %s | %.2f | %.2f | %.0f%% | %s | %ld | "
+                "%s |\n",
+                B, steps, rhs, 1e3 * best, us, mlp_us, vs_mlp, flops / best / 1e9,
+                flops / bare / 1e9, 100.0 * bare / best, cblas, syncs, vs_host);
+    return 0;
+}
+
+/* One device: its heading and its table (throughput, or --compaction's). */
+static int bench_device(const char *device, char batch_s[][64], size_t nb, int repeat,
+                        clnode_precision prec, int compaction, size_t d, double host_us[16])
+{
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = device;
+    co.log = tool_log;
+    co.log_user = (void *)"clnode-bench";
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    const clnode_status cst = clnode_context_create(&co, &ctx);
+    if (cst != CLNODE_OK)
+        return tool_exit_status(cst);
+    const clnode_status mst = clnode_model_create_seed(ctx, &m);
+    if (mst != CLNODE_OK) {
+        clnode_context_destroy(&ctx);
+        return tool_exit_status(mst);
+    }
+    double flops_row = 0;
+    for (size_t l = 0; l < clnode_model_num_layers(m); ++l)
+        flops_row +=
+            2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
+    printf("\n%s: %s\n", device, clnode_context_device(ctx));
+    if (md)
+        fprintf(md, "\n`%s`: %s\n\n", device, clnode_context_device(ctx));
+    int rc = 0;
+    if (compaction) {
+        printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off", "ideal",
+               "steps", "syncs", "(off)");
+        if (md)
+            fputs("| batch | on ms | off ms | on/off | ideal | steps | syncs | (off) |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                  md);
+        for (size_t k = 0; k < nb && rc == 0; ++k)
+            rc = bench_compaction(ctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec);
+    } else {
+        printf("%6s %6s %6s %10s %10s %10s %7s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
+               "solve ms", "us/step", "MLP us/st", "vs MLP", "GEMM GF/s", "bare GF/s", "vs bare",
+               "cblas GF/s", "syncs", "vs host");
+        if (md)
+            fputs("| batch | steps | rhs | solve ms | us/step | MLP us/st | vs MLP | GEMM GF/s | "
+                  "bare GF/s | vs bare | cblas GF/s | syncs | vs host |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                  md);
+        for (size_t k = 0; k < nb && rc == 0; ++k)
+            rc = bench_batch(ctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec, flops_row,
+                             d, k, host_us);
+    }
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+    return rc;
+}
+
+/* The stamp of a Markdown section: machine, host ISA, commit, date (see the top). */
+static void md_stamp(FILE *f)
+{
+    char model[256] = "unknown CPU", line[512];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    while (ci && fgets(line, sizeof line, ci)) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(model, sizeof model, "%s", colon + 1 + strspn(colon + 1, " \t"));
+            model[strcspn(model, "\n")] = '\0';
+            break;
+        }
+    }
+    if (ci)
+        fclose(ci);
+    char host[512] = "host device unavailable";
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    clnode_context *ctx = NULL;
+    if (clnode_context_create(&co, &ctx) == CLNODE_OK)
+        snprintf(host, sizeof host, "%s", clnode_context_device(ctx));
+    clnode_context_destroy(&ctx);
+    char date[64] = "unknown date";
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+    fprintf(f,
+            "Machine: %s, %ld CPUs online. Host backend (its ISA): %s. Commit %s (clnode %s). "
+            "Date: %s.\n",
+            model, cpus, host, CLN_BENCH_COMMIT, clnode_version_string(), date);
+}
+
+/* Replaces (or appends) the section `name` of `path` with `body` (see the top). */
+static int md_write(const char *path, const char *name, const char *body)
+{
+    char begin[128], end[128];
+    snprintf(begin, sizeof begin, "<!-- begin %s -->\n", name);
+    snprintf(end, sizeof end, "<!-- end %s -->\n", name);
+    char *old = NULL;
+    size_t len = 0;
+    FILE *in = fopen(path, "r");
+    if (in) {
+        FILE *buf = open_memstream(&old, &len);
+        int ch;
+        while (buf && (ch = fgetc(in)) != EOF)
+            fputc(ch, buf);
+        const int bad = ferror(in) || !buf;
+        fclose(in);
+        if (buf)
+            fclose(buf);
+        if (bad) {
+            free(old);
+            tool_error("--markdown: cannot read %s", path);
+            return TOOL_EXIT_RESOURCE;
+        }
+    }
+    const char *b = old ? strstr(old, begin) : NULL;
+    const char *e = b ? strstr(b, end) : NULL;
+    if (old && b && !e) {
+        free(old);
+        tool_error("--markdown: %s has the line \"<!-- begin %s -->\" but no \"<!-- end %s -->\" "
+                   "after it",
+                   path, name, name);
+        return TOOL_EXIT_INPUT;
+    }
+    tool_out o;
+    int rc = tool_out_open(&o, path);
+    if (rc) {
+        free(old);
+        return rc;
+    }
+    if (b) {
+        fwrite(old, 1, (size_t)(b - old), o.f);
+    } else if (old && len) {
+        fwrite(old, 1, len, o.f);
+        if (old[len - 1] != '\n')
+            fputc('\n', o.f);
+        fputc('\n', o.f);
+    }
+    fprintf(o.f, "%s%s%s", begin, body, end);
+    if (e)
+        fputs(e + strlen(end), o.f);
+    free(old);
+    return tool_out_commit(&o);
+}
+
+/* The options; returns -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, char devices[][64], size_t *nd, char batch_s[][64],
+                         size_t *nb, int *repeat, int *compaction, clnode_precision *prec,
+                         const char **markdown)
+{
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, 'd'},
         {"device", required_argument, NULL, 'd'},
@@ -221,6 +478,7 @@ int main(int argc, char **argv)
         {"repeat", required_argument, NULL, 'r'},
         {"compaction", no_argument, NULL, 'c'},
         {"precision", required_argument, NULL, 'p'},
+        {"markdown", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, TOOL_OPT_HELP},
         {"version", no_argument, NULL, TOOL_OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -230,32 +488,40 @@ int main(int argc, char **argv)
         char *end;
         switch (c) {
         case 'd':
-            if (parse_arg_list("--devices", optarg, devices, &nd, 0))
+            if (parse_arg_list("--devices", optarg, devices, nd, 0))
                 return TOOL_EXIT_INPUT;
             break;
         case 'b':
-            if (parse_arg_list("--batches", optarg, batch_s, &nb, 1))
+            if (parse_arg_list("--batches", optarg, batch_s, nb, 1))
                 return TOOL_EXIT_INPUT;
             break;
         case 'r':
-            repeat = (int)strtol(optarg, &end, 10);
-            if (*end || repeat < 1 || repeat > 1000) {
+            *repeat = (int)strtol(optarg, &end, 10);
+            if (*end || *repeat < 1 || *repeat > 1000) {
                 tool_error("--repeat expects an integer in 1..1000, not \"%s\"", optarg);
                 return TOOL_EXIT_INPUT;
             }
             break;
         case 'p':
             if (strcmp(optarg, "fp32") == 0)
-                prec = CLNODE_FP32;
+                *prec = CLNODE_FP32;
             else if (strcmp(optarg, "fp64") == 0)
-                prec = CLNODE_FP64;
+                *prec = CLNODE_FP64;
             else {
                 tool_error("--precision expects fp32 or fp64, not \"%s\"", optarg);
                 return TOOL_EXIT_INPUT;
             }
             break;
         case 'c':
-            compaction = 1;
+            *compaction = 1;
+            break;
+        case 'm':
+            if (!*optarg || strcmp(optarg, "-") == 0) {
+                tool_error("--markdown expects the file whose section it replaces, not \"%s\"",
+                           optarg);
+                return TOOL_EXIT_INPUT;
+            }
+            *markdown = optarg;
             break;
         case TOOL_OPT_HELP:
             usage(stdout);
@@ -267,146 +533,65 @@ int main(int argc, char **argv)
             return TOOL_EXIT_INPUT;
         }
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    tool_prog = "clnode-bench";
+    char devices[16][64] = {"host"};
+    size_t nd = 1;
+    char batch_s[16][64];
+    size_t nb = parse_list("1,64,4096", batch_s, 16);
+    int repeat = 3, compaction = 0;
+    clnode_precision prec = CLNODE_FP32;
+    const char *markdown = NULL;
+    const int prc = parse_options(argc, argv, devices, &nd, batch_s, &nb, &repeat, &compaction,
+                                  &prec, &markdown);
+    if (prc >= 0)
+        return prc;
+    char *md_body = NULL;
+    size_t md_len = 0;
+    if (markdown && !(md = open_memstream(&md_body, &md_len))) {
+        tool_error("out of memory: cannot hold the Markdown tables");
+        return TOOL_EXIT_RESOURCE;
+    }
+    char title[256];
+    if (compaction)
+        snprintf(title, sizeof title,
+                 "clnode-bench --compaction: seed model, tsit5, %s, rtol 1e-4, atol 1e-6, dtmax "
+                 "0.1; t1 = 5 for 90%% of the trajectories, 50 for every tenth; best of %d",
+                 clnode_precision_name(prec), repeat);
+    else
+        snprintf(title, sizeof title,
+                 "clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, %s, rtol "
+                 "1e-4, atol 1e-6, t in [0, 50]; best of %d",
+                 clnode_precision_name(prec), repeat);
+    printf("%s\n", title);
+    if (md) {
+        fprintf(md, "### %s\n\n", title);
+        md_stamp(md);
+    }
     double host_us[16] = {0};
     int rc = 0;
-    if (compaction)
-        printf("clnode-bench --compaction: seed model, tsit5, %s, rtol 1e-4, atol 1e-6, dtmax 0.1; "
-               "t1 = 5 for 90%% of the trajectories, 50 for every tenth; best of %d\n",
-               clnode_precision_name(prec), repeat);
-    else
-        printf("clnode-bench: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, %s, rtol "
-               "1e-4, atol 1e-6, t in [0, 50]; best of %d\n",
-               clnode_precision_name(prec), repeat);
-    for (size_t d = 0; d < nd && rc == 0; ++d) {
-        clnode_context_options co;
-        clnode_context_default_options(&co);
-        co.device = devices[d];
-        co.log = tool_log;
-        co.log_user = (void *)"clnode-bench";
-        clnode_context *ctx = NULL;
-        clnode_model *m = NULL;
-        const clnode_status cst = clnode_context_create(&co, &ctx);
-        if (cst != CLNODE_OK) {
-            rc = tool_exit_status(cst);
-            break;
-        }
-        const clnode_status mst = clnode_model_create_seed(ctx, &m);
-        if (mst != CLNODE_OK) {
-            clnode_context_destroy(&ctx);
-            rc = tool_exit_status(mst);
-            break;
-        }
-        const size_t N = clnode_model_dim(m);
-        double flops_row = 0;
-        for (size_t l = 0; l < clnode_model_num_layers(m); ++l)
-            flops_row +=
-                2.0 * (double)clnode_model_layer_in(m, l) * (double)clnode_model_layer_out(m, l);
-        printf("\n%s: %s\n", devices[d], clnode_context_device(ctx));
-        if (compaction) {
-            printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off",
-                   "ideal", "steps", "syncs", "(off)");
-            for (size_t k = 0; k < nb && rc == 0; ++k)
-                rc = bench_compaction(ctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec);
-            clnode_model_destroy(&m);
-            clnode_context_destroy(&ctx);
-            continue;
-        }
-        printf("%6s %6s %6s %10s %10s %10s %7s %9s %9s %8s %9s %7s %9s\n", "batch", "steps", "rhs",
-               "solve ms", "us/step", "MLP us/st", "vs MLP", "GEMM GF/s", "bare GF/s", "vs bare",
-               "cblas GF/s", "syncs", "vs host");
-        for (size_t k = 0; k < nb; ++k) {
-            const size_t B = (size_t)strtoul(batch_s[k], NULL, 10);
-            size_t bytes;
-            double *y0 = NULL;
-            if (!tool_mul_size(B, N * sizeof(double), &bytes) || !(y0 = malloc(bytes))) {
-                tool_error("out of memory: cannot allocate %zu initial states", B);
-                rc = TOOL_EXIT_RESOURCE;
-                break;
-            }
-            for (size_t i = 0; i < B * N; ++i)
-                y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
-            clnode_solve_options o;
-            clnode_solve_seed_options(&o);
-            o.precision = prec;
-            o.compact = 0; /* the bare loops below evaluate the whole batch every time */
-            double best = 1e30;
-            long steps = 0, rhs = 0, syncs = 0;
-            for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
-                clnode_solution *s = NULL;
-                const double t0 = tool_now();
-                const clnode_status sst = clnode_solve(ctx, m, &o, B, y0, &s);
-                if (sst != CLNODE_OK) { /* the logger printed why */
-                    rc = tool_exit_status(sst);
-                    break;
-                }
-                const double dt = tool_now() - t0;
-                if (r > 0 && dt < best)
-                    best = dt;
-                steps = rhs = 0;
-                for (size_t b = 0; b < B; ++b) {
-                    clnode_trajectory_stats st;
-                    clnode_solution_stats(s, b, &st);
-                    steps = st.num_steps > steps ? st.num_steps : steps;
-                    rhs = st.num_rhs_evals > rhs ? st.num_rhs_evals : rhs;
-                }
-                syncs = clnode_solution_syncs(s);
-                clnode_solution_destroy(&s);
-            }
-            if (rc) {
-                free(y0);
-                break;
-            }
-            /* the solve evaluates the whole batch `rhs` times (finished rows ride along). Each
-             * kind of loop runs in its own phase, after a pause: OpenMP's and OpenBLAS's worker
-             * threads spin for a while after their last call, and would slow the other's. */
-            double bare = 1e30, cb = 1e30, mlp = 1e30;
-            settle();
-            for (int r = 0; r < repeat; ++r) {
-                double t = -1;
-                if (clnode_bench_gemm_loop(ctx, m, B, rhs, prec, CLNODE_GEMM_STRICT, &t, NULL) !=
-                    CLNODE_OK)
-                    fprintf(stderr, "clnode-bench: %s\n", clnode_context_last_error(ctx));
-                bare = t >= 0 && t < bare ? t : bare;
-            }
-            settle();
-            /* the solve's own vector-field evaluations, alone: a device without this loop
-             * prints "-" */
-            for (int r = 0; r < repeat; ++r) {
-                double t = -1;
-                if (clnode_bench_mlp_loop(ctx, m, B, rhs, prec, &t) != CLNODE_OK)
-                    break;
-                mlp = t >= 0 && t < mlp ? t : mlp;
-            }
-            settle();
-            for (int r = 0; r < repeat && prec == CLNODE_FP32; ++r) {
-                const double c = bare_cblas_seconds(m, B, rhs);
-                cb = c >= 0 && c < cb ? c : cb;
-            }
-            settle();
-            const double flops = flops_row * (double)B * (double)rhs;
-            const double us = 1e6 * best / (double)steps;
-            if (d == 0 && k < 16)
-                host_us[k] = us;
-            char vs_host[32] = "-";
-            if (d > 0 && k < 16 && host_us[k] > 0)
-                snprintf(vs_host, sizeof vs_host, "%.2fx", us / host_us[k]);
-            char mlp_us[32] = "-", vs_mlp[32] = "-", cblas[32] = "-";
-            if (mlp < 1e30) {
-                snprintf(mlp_us, sizeof mlp_us, "%.2f", 1e6 * mlp / (double)steps);
-                snprintf(vs_mlp, sizeof vs_mlp, "%.2fx", best / mlp);
-            }
-            if (cb < 1e30)
-                snprintf(cblas, sizeof cblas, "%.2f", flops / cb / 1e9);
-            printf("%6zu %6ld %6ld %10.3f %10.2f %10s %7s %9.2f %9.2f %7.0f%% %9s %7ld %9s\n", B,
-                   steps, rhs, 1e3 * best, us, mlp_us, vs_mlp, flops / best / 1e9,
-                   flops / bare / 1e9, 100.0 * bare / best, cblas, syncs, vs_host);
-            free(y0);
-        }
-        clnode_model_destroy(&m);
-        clnode_context_destroy(&ctx);
-    }
-    if (nd > 1 && !compaction)
+    for (size_t d = 0; d < nd && rc == 0; ++d)
+        rc = bench_device(devices[d], batch_s, nb, repeat, prec, compaction, d, host_us);
+    if (nd > 1 && !compaction) {
         printf("\n\"vs host\": the device's time per step over the first device's (%s).\n",
                devices[0]);
+        if (md)
+            fprintf(md, "\n\"vs host\": the device's time per step over the first device's (%s).\n",
+                    devices[0]);
+    }
+    if (md) {
+        fclose(md);
+        md = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "clnode-bench%s%s", compaction ? "-compaction" : "",
+                 prec == CLNODE_FP64 ? "-fp64" : "");
+        if (rc == 0)
+            rc = md_write(markdown, name, md_body);
+        free(md_body);
+    }
     return rc;
 }
