@@ -156,7 +156,7 @@ static inline int cln_rows_fit(size_t size, size_t off, size_t stride, size_t le
  * gemm and bias_act ops (bias + activation only where a layer has either): the driver's own loop,
  * and the backends' stage_rhs after their stage. With last_fused non-NULL, the last layer's bias +
  * activation is last_fused(be, sd, i) instead (a backend's pass that also writes stage i + 1's
- * argument). Written once, in lib/solver/solver.c. */
+ * argument). Written once, in lib/backends/mlp.c. */
 clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
                              clnode_status (*last_fused)(cln_backend *be, cln_solve_dev *sd,
                                                          int i));
