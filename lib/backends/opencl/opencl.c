@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/opencl/opencl_adopt.h"
 #include "backends/registry.h"
 #include "clnode/opencl.h"
 #include "cln_activation.h"
@@ -1541,9 +1542,9 @@ static clnode_status ocl_adopt_make(clnode_context *ctx, void *user, cln_backend
     return ocl_setup(ctx, &info, a->context, a->queue, out);
 }
 
-clnode_status clnode_context_create_opencl(const clnode_context_options *opts, cl_context context,
-                                           cl_device_id device, cl_command_queue queue,
-                                           clnode_context **out)
+clnode_status cln_opencl_context_adopt(const clnode_context_options *opts, cl_context context,
+                                       cl_device_id device, cl_command_queue queue,
+                                       clnode_context **out)
 {
     ocl_adopt a = {context, device, queue};
     return cln_context_create_with(opts, ocl_adopt_make, &a, out);
