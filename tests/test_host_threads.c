@@ -373,6 +373,23 @@ static void test_probe_cache(void **state)
     assert_true(cached);
     assert_int_equal(b.gemm_class, CLNODE_GEMM_CLASS_TF32);
 
+    /* the stored results are read when the context is created, not by its first probe (which a
+     * first solve makes): a file removed in between is still served */
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "host";
+    co.log = log_fn;
+    co.log_level = CLNODE_LOG_INFO;
+    clnode_context *ctx = NULL;
+    assert_int_equal(clnode_context_create(&co, &ctx), CLNODE_OK);
+    snprintf(cmd, sizeof cmd, "rm -f %s/probe-*.txt", dir);
+    assert_int_equal(system(cmd), 0);
+    logged_cached = 0;
+    assert_int_equal(clnode_probe_gemm(ctx, CLNODE_FP32, CLNODE_GEMM_STRICT, &b), CLNODE_OK);
+    assert_true(logged_cached);
+    assert_int_equal(b.gemm_class, CLNODE_GEMM_CLASS_TF32);
+    clnode_context_destroy(&ctx);
+
     snprintf(cmd, sizeof cmd, "rm -rf %s", cache_root);
     assert_int_equal(system(cmd), 0);
     unsetenv("XDG_CACHE_HOME");

@@ -156,10 +156,25 @@ static inline int cln_rows_fit(size_t size, size_t off, size_t stride, size_t le
  * gemm and bias_act ops (bias + activation only where a layer has either): the driver's own loop,
  * and the backends' stage_rhs after their stage. With last_fused non-NULL, the last layer's bias +
  * activation is last_fused(be, sd, i) instead (a backend's pass that also writes stage i + 1's
- * argument). Written once, in lib/solver/solver.c. */
+ * argument). Written once, in lib/backends/mlp.c. */
 clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
                              clnode_status (*last_fused)(cln_backend *be, cln_solve_dev *sd,
                                                          int i));
+
+/* ---- contexts (lib/backends/context.c) ---- */
+
+/* Creates a context whose backend `make` builds (the device-string constructor and the adopting
+ * constructors of backends share it); it reads no stored probe result (the public constructors in
+ * lib/solver/context_open.c do). On failure everything is released and *out is NULL. */
+typedef clnode_status (*cln_backend_factory)(clnode_context *ctx, void *user, cln_backend **out);
+clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
+                                      void *user, clnode_context **out);
+
+/* cln_check_gemm_mode, then whether the context's device computes in `prec`
+ * (CLNODE_ERR_NO_FP64 for fp64, else CLNODE_ERR_UNSUPPORTED): what a solve, a probe and a
+ * benchmark loop check before they touch the device (backends/context.c). */
+clnode_status cln_check_device_precision(clnode_context *ctx, clnode_precision prec,
+                                         clnode_gemm_mode mode, const char *what);
 
 /* Backends register their device strings, capabilities, enumeration and constructor in the
  * registry (backends/registry.h); nothing else names them. */

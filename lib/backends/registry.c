@@ -188,15 +188,3 @@ clnode_status cln_registry_open(clnode_context *ctx, const char *spec, cln_backe
                     "present)",
                     spec, forms);
 }
-
-/* The backend named by a device string (cln_backend_factory's user: the string). */
-static clnode_status registry_factory(clnode_context *ctx, void *user, cln_backend **out)
-{
-    return cln_registry_open(ctx, user, out);
-}
-
-clnode_status clnode_context_create(const clnode_context_options *opts, clnode_context **out)
-{
-    const char *spec = opts ? opts->device : NULL;
-    return cln_context_create_with(opts, registry_factory, (void *)spec, out);
-}

@@ -1,15 +1,14 @@
-/* lib/core/: what every part of the library shares and which calls none of them: contexts,
- * status codes, logging and errors (internal.h). */
-/* context.c - contexts, status strings, version, logging and errors: the core every other part
- * of the library calls, and which calls none of them (devices are opened by backends/registry.c).
- */
+/* lib/core/: what every part of the library shares and which calls none of them: the context's
+ * fields, status codes, logging and errors (internal.h). */
+/* context.c - status strings, version, names, logging, errors and struct sizes: the core every
+ * other part of the library calls, and which calls none of them (a context is created and
+ * destroyed with its backend in backends/context.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/backend.h"
-#include "precision/probe_internal.h"
+#include "core/internal.h"
 
 /* ---- status codes, version, names ---- */
 
@@ -81,19 +80,6 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec, cl
     return CLNODE_OK;
 }
 
-clnode_status cln_check_device_precision(clnode_context *ctx, clnode_precision prec,
-                                         clnode_gemm_mode mode, const char *what)
-{
-    const clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
-    if (st != CLNODE_OK)
-        return st;
-    cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, be->ops->supports(be, prec),
-              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-              "device %s cannot %s in %s", be->device_name, what, clnode_precision_name(prec));
-    return CLNODE_OK;
-}
-
 /* ---- logging and errors ---- */
 
 static void cln_vlog(clnode_log_fn log, void *user, clnode_log_level max, clnode_log_level level,
@@ -153,82 +139,7 @@ void cln_clear_error(clnode_context *ctx)
     }
 }
 
-/* ---- contexts ---- */
-
-/* The documented defaults. A field appended to clnode_context_options gets its default here and
- * is read only from programs whose struct_size covers it (clnode/common.h). */
-static void cln_context_defaults(clnode_context_options *opts)
-{
-    memset(opts, 0, sizeof *opts);
-    opts->struct_size = sizeof *opts;
-    opts->device = NULL;
-    opts->log = NULL;
-    opts->log_user = NULL;
-    opts->log_level = CLNODE_LOG_WARN;
-    opts->num_threads = 0;
-}
-
-void clnode_context_default_options_sized(clnode_context_options *opts, size_t size)
-{
-    clnode_context_options d;
-    cln_context_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(opts, size, &d, sizeof d);
-}
-
-clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
-                                      void *user, clnode_context **out)
-{
-    if (!out)
-        return CLNODE_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    /* the program's options as this library's struct: the fields it knows, defaults for the rest */
-    clnode_context_options full;
-    cln_context_defaults(&full);
-    if (opts) {
-        if (opts->struct_size < CLN_CONTEXT_OPTIONS_MIN || opts->struct_size > sizeof full) {
-            if (opts->struct_size >= CLN_CONTEXT_OPTIONS_MIN && opts->log)
-                opts->log(opts->log_user, CLNODE_LOG_ERROR,
-                          "clnode_context_options is larger than this clnode knows: the program "
-                          "was built against a newer clnode");
-            return CLNODE_ERR_INVALID_ARGUMENT;
-        }
-        cln_struct_copy(&full, sizeof full, opts, opts->struct_size);
-        full.struct_size = sizeof full;
-    }
-    opts = &full;
-    clnode_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
-        if (opts->log)
-            opts->log(opts->log_user, CLNODE_LOG_ERROR, "cannot allocate a clnode context");
-        return CLNODE_ERR_OUT_OF_MEMORY;
-    }
-    ctx->log = opts->log;
-    ctx->log_user = opts->log_user;
-    ctx->log_level = opts->log_level;
-    ctx->num_threads = opts->num_threads;
-    clnode_status st = make(ctx, user, &ctx->backend);
-    if (st != CLNODE_OK) {
-        clnode_context_destroy(&ctx);
-        return st;
-    }
-    cln_probe_preload(ctx);
-    cln_log(ctx, CLNODE_LOG_INFO, "context on %s: %s", ctx->backend->ops->name,
-            ctx->backend->device_name);
-    *out = ctx;
-    return CLNODE_OK;
-}
-
-void clnode_context_destroy(clnode_context **pctx)
-{
-    if (!pctx || !*pctx)
-        return;
-    clnode_context *ctx = *pctx;
-    if (ctx->backend)
-        ctx->backend->ops->destroy(ctx->backend);
-    free(ctx);
-    *pctx = NULL;
-}
+/* ---- a context's last error ---- */
 
 const char *clnode_context_last_error(const clnode_context *ctx)
 {
@@ -238,19 +149,4 @@ const char *clnode_context_last_error(const clnode_context *ctx)
 long clnode_context_last_native_error(const clnode_context *ctx)
 {
     return ctx ? ctx->last_native : 0;
-}
-
-const char *clnode_context_backend(const clnode_context *ctx)
-{
-    return ctx->backend->ops->name;
-}
-
-const char *clnode_context_device(const clnode_context *ctx)
-{
-    return ctx->backend->device_name;
-}
-
-int clnode_context_supports(const clnode_context *ctx, clnode_precision precision)
-{
-    return ctx->backend->ops->supports(ctx->backend, precision);
 }

@@ -27,12 +27,6 @@ struct clnode_context {
     char last_error[1024];
 };
 
-/* Creates a context whose backend `make` builds (the device-string constructor and the adopting
- * constructors of backends share it). On failure everything is released and *out is NULL. */
-typedef clnode_status (*cln_backend_factory)(clnode_context *ctx, void *user, cln_backend **out);
-clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
-                                      void *user, clnode_context **out);
-
 /* Logs a message through the context's logger (printf-style). ctx may be NULL. */
 void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -83,12 +77,6 @@ static inline int cln_add_size(size_t a, size_t b, size_t *out)
  * fp64. */
 clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
                                   clnode_gemm_mode mode);
-
-/* cln_check_gemm_mode, then whether the context's device computes in `prec`
- * (CLNODE_ERR_NO_FP64 for fp64, else CLNODE_ERR_UNSUPPORTED): what a solve, a probe and a
- * benchmark loop check before they touch the device (context.c). */
-clnode_status cln_check_device_precision(clnode_context *ctx, clnode_precision prec,
-                                         clnode_gemm_mode mode, const char *what);
 
 /* ---- struct sizes: the compatibility policy of clnode/common.h ---- */
 

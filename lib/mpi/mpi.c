@@ -269,6 +269,47 @@ static clnode_status settle(clnode_context *ctx, MPI_Comm comm, int R, const ran
     return st;
 }
 
+/* The program's clnode_mpi_options (NULL: the defaults) into *m and its solve options into *full,
+ * as this library's structs. */
+static clnode_status mpi_import_options(clnode_context *ctx, const clnode_solve_options *opts,
+                                        const clnode_mpi_options *mopts, clnode_mpi_options *m,
+                                        clnode_solve_options *full)
+{
+    clnode_mpi_default_options(m);
+    if (mopts) {
+        const clnode_status st =
+            cln_check_struct_size(ctx, "clnode_mpi_options", mopts->struct_size,
+                                  CLN_END_OF(clnode_mpi_options, chunk_user), sizeof *m);
+        if (st != CLNODE_OK)
+            return st;
+        cln_struct_copy(m, sizeof *m, mopts, mopts->struct_size);
+    }
+    const clnode_status st = cln_solve_options_import(ctx, opts, full);
+    if (st != CLNODE_OK)
+        return st;
+    full->struct_size = sizeof *full;
+    return CLNODE_OK;
+}
+
+/* The chunk counter every rank takes chunks from: one int64 on rank 0 (a window in *win), set to
+ * 0 before any rank reads it (a barrier). An MPI error code. */
+static int counter_create(MPI_Comm comm, int rank, MPI_Win *win)
+{
+    int64_t *base = NULL;
+    int rc = MPI_Win_allocate(rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0, (int)sizeof(int64_t),
+                              MPI_INFO_NULL, comm, &base, win);
+    if (rc == MPI_SUCCESS && rank == 0) {
+        rc = MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, *win);
+        if (rc == MPI_SUCCESS) {
+            *base = 0;
+            rc = MPI_Win_unlock(0, *win);
+        }
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Barrier(comm);
+    return rc;
+}
+
 clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
                                const clnode_solve_options *opts, size_t batch, const double *y0,
                                MPI_Comm comm, const clnode_mpi_options *mopts, int *owner)
@@ -277,20 +318,10 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     CLN_CHECK(ctx, ctx && model && y0, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_solve_mpi: context, model and y0 are required");
     clnode_mpi_options m;
-    clnode_mpi_default_options(&m);
-    if (mopts) {
-        clnode_status st =
-            cln_check_struct_size(ctx, "clnode_mpi_options", mopts->struct_size,
-                                  CLN_END_OF(clnode_mpi_options, chunk_user), sizeof m);
-        if (st != CLNODE_OK)
-            return st;
-        cln_struct_copy(&m, sizeof m, mopts, mopts->struct_size);
-    }
     clnode_solve_options full;
-    clnode_status st = cln_solve_options_import(ctx, opts, &full);
+    clnode_status st = mpi_import_options(ctx, opts, mopts, &m, &full);
     if (st != CLNODE_OK)
         return st;
-    full.struct_size = sizeof full;
     cancel_wrap cw = {comm, full.cancel, full.cancel_user};
     full.cancel = cancel_and_progress;
     full.cancel_user = &cw;
@@ -321,19 +352,8 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
                         "out of memory for the chunk lists of %zu chunks (on some rank)", nc);
     }
 
-    int64_t *base = NULL;
     MPI_Win win = MPI_WIN_NULL;
-    rc = MPI_Win_allocate(rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0, (int)sizeof(int64_t),
-                          MPI_INFO_NULL, comm, &base, &win);
-    if (rc == MPI_SUCCESS && rank == 0) {
-        rc = MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
-        if (rc == MPI_SUCCESS) {
-            *base = 0;
-            rc = MPI_Win_unlock(0, win);
-        }
-    }
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Barrier(comm);
+    rc = counter_create(comm, rank, &win);
     rank_report rep;
     memset(&rep, 0, sizeof rep);
     char msg[CLN_MPI_MSG] = "";

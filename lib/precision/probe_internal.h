@@ -39,8 +39,9 @@ void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, cln
                            const clnode_probe_result *r);
 
 /* Reads the probe cache's stored results for every (precision, mode) of the context's device into
- * the context, once at its creation, so that a solve's first use of a probe result reads no file
- * (cln_probe_cached takes them from there; a missing one is still measured on first use). */
+ * the context, once at its creation (by the public constructors, lib/solver/context_open.c), so
+ * that a solve's first use of a probe result reads no file (cln_probe_cached takes them from
+ * there; a missing one is still measured on first use). */
 void cln_probe_preload(clnode_context *ctx);
 
 /* The context's probe result for (precision, mode) if it was measured already, else NULL (runs

@@ -504,29 +504,47 @@ static int host_model_kept(cln_backend *be, const cln_solve_dev *sd)
            host_kept_shape(hb->kept, sd);
 }
 
-/* The fused pass (stage + MLP, host_mlp.inc) needs the ordered GEMM in strict mode: packs every
- * layer's weights once and sizes each thread's activation scratch, or takes over the last solve's
- * when it packed the same model. */
-static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
+/* Takes over the last solve's packed model when it is this solve's (host_kept_fits): 1 if so. */
+static int host_fused_take_kept(host_backend *hb, cln_solve_dev *sd)
+{
+    if (!hb->kept || !host_kept_fits(hb->kept, sd))
+        return 0;
+    if (sd->model_serial != 0) /* the same values: this model's next solve skips its upload */
+        hb->kept->serial = sd->model_serial;
+    sd->be_data = hb->kept;
+    hb->kept = NULL;
+    return 1;
+}
+
+/* Adds layer l's packed elements to *total: its weights, its padded bias and the row kernels'
+ * panels (wide <= ldw), each rounded up to whole lines. 0 when a size overflows. */
+static int host_layer_elems(const host_backend *hb, const cln_solve_dev *sd,
+                            const cln_host_mlp *mlp, size_t l, size_t *total)
+{
+    size_t e;
+    if (!cln_mul_size(mlp->in[l] ? mlp->in[l] : 1, mlp->ldw[l], &e))
+        return 0;
+    const size_t we = host_line_elems(e, sd->esize);
+    if (we == 0 || !cln_add_size(*total, we, total))
+        return 0;
+    const size_t be = host_line_elems(mlp->ldw[l], sd->esize);
+    if (be == 0 || !cln_add_size(*total, be, total))
+        return 0;
+    const size_t pe = host_line_elems(
+        cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], mlp->in[l]), sd->esize);
+    return pe != 0 && cln_add_size(*total, pe, total);
+}
+
+/* The packed model's layout, layer by layer (hs->mlp's shapes, leading dimensions, activations
+ * and panel counts, hs->fmas_per_row): its packed elements in *total, the elements of the
+ * model's own copy (weights and biases) in *srcn, the row kernels' panels in *panels. */
+static clnode_status host_fused_layout(host_backend *hb, const cln_solve_dev *sd, host_solve *hs,
+                                       size_t *total, size_t *srcn, size_t *panels)
 {
     clnode_context *ctx = hb->base.ctx;
-    if (hb->kept && host_kept_fits(hb->kept, sd)) {
-        if (sd->model_serial != 0) /* the same values: this model's next solve skips its upload */
-            hb->kept->serial = sd->model_serial;
-        sd->be_data = hb->kept;
-        hb->kept = NULL;
-        return CLNODE_OK;
-    }
-    host_solve_free(hb->kept);
-    hb->kept = NULL;
-    host_solve *hs = calloc(1, sizeof *hs);
-    CLN_CHECK(ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
-    sd->be_data = hs;
-    hs->prec = sd->prec;
-    hs->serial = sd->model_serial;
     cln_host_mlp *mlp = &hs->mlp;
     const size_t L = sd->num_layers, vec = 32 / sd->esize;
-    size_t total = 0, ldh = vec, srcn = 0, panels = 0;
+    size_t ldh = vec;
     mlp->layers = L;
     for (size_t l = 0; l < L; ++l) {
         const size_t in = sd->sizes[l], out = sd->sizes[l + 1];
@@ -535,50 +553,49 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
         mlp->wide[l] = l + 1 < L ? (out + vec - 1) / vec * vec : out;
         mlp->ldw[l] = cln_gemm_packed_ld(out, sd->esize);
         mlp->act[l] = sd->act[l];
-        size_t e, we, pe, be;
-        CLN_CHECK(
-            ctx,
-            cln_mul_size(in ? in : 1, mlp->ldw[l], &e) &&
-                (we = host_line_elems(e, sd->esize)) != 0 && cln_add_size(total, we, &total) &&
-                (be = host_line_elems(mlp->ldw[l], sd->esize)) != 0 &&
-                cln_add_size(total, be, &total) && /* the padded bias */
-                (pe = host_line_elems(cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], in),
-                                      sd->esize)) != 0 &&
-                cln_add_size(total, pe, &total), /* the row kernels' panels (wide <= ldw) */
-            CLNODE_ERR_OUT_OF_MEMORY, "the packed weights of layer %zu are too large", l);
+        CLN_CHECK(ctx, host_layer_elems(hb, sd, mlp, l, total), CLNODE_ERR_OUT_OF_MEMORY,
+                  "the packed weights of layer %zu are too large", l);
         mlp->panels[l] = cln_gemv_panel_count(hb->isa, sd->esize, mlp->wide[l]);
-        panels += mlp->panels[l]; /* at most the columns: cannot overflow */
+        *panels += mlp->panels[l]; /* at most the columns: cannot overflow */
         hs->fmas_per_row += in * out;
-        srcn += in * out + (sd->bias[l] ? out : 0); /* cannot overflow: the solve holds them */
+        *srcn += in * out + (sd->bias[l] ? out : 0); /* cannot overflow: the solve holds them */
         if (l + 1 < L && mlp->wide[l] > ldh)
             ldh = mlp->wide[l];
     }
     mlp->ldh = ldh;
     mlp->stage_n = sd->N;
-    size_t pbytes, hbytes, part_bytes;
+    return CLNODE_OK;
+}
+
+/* The bytes of the packed model (*pbytes, from its `total` elements) and of every thread's
+ * activation scratch (*hbytes; hs->h_elems per thread). */
+static clnode_status host_fused_bytes(host_backend *hb, const cln_solve_dev *sd, host_solve *hs,
+                                      size_t total, size_t *pbytes, size_t *hbytes)
+{
+    const size_t ldh = hs->mlp.ldh;
+    size_t part_bytes;
     CLN_CHECK(
-        ctx,
-        cln_mul_size(total, sd->esize, &pbytes) && ldh <= (size_t)-1 / 2 - sd->N &&
+        hb->base.ctx,
+        cln_mul_size(total, sd->esize, pbytes) && ldh <= (size_t)-1 / 2 - sd->N &&
             cln_mul_size(CLN_HOST_MLP_ROWS * sd->esize, 2 * ldh + sd->N, &part_bytes) &&
             part_bytes <= (size_t)-1 / 2 - 2 * CLN_HOST_SCRATCH &&
             cln_mul_size((part_bytes + CLN_HOST_SCRATCH - 1) / CLN_HOST_SCRATCH * CLN_HOST_SCRATCH +
                              CLN_HOST_SCRATCH, /* its own region, and a gap */
-                         (size_t)cln_pool_threads(hb->pool), &hbytes),
+                         (size_t)cln_pool_threads(hb->pool), hbytes),
         CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
-    hs->h_elems = hbytes / (size_t)cln_pool_threads(hb->pool) / sd->esize;
-    hs->packed = host_zalloc(pbytes, CLN_HOST_LINE); /* zeros: the padding of weights, biases */
-    hs->panels = malloc(panels * sizeof *hs->panels);
-    hs->H = host_zalloc(hbytes, CLN_HOST_PAGE);
-    /* a model too large to keep a copy of is packed again by every solve (where the packing
-     * costs little beside the solve's own work) */
-    const int keep = srcn * sd->esize <= CLN_HOST_KEEP_BYTES;
-    hs->src = keep ? malloc(srcn ? srcn * sd->esize : 1) : NULL;
-    CLN_CHECK(ctx, hs->packed && hs->panels && hs->H && (hs->src || !keep),
-              CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for the packed model",
-              pbytes + hbytes);
+    hs->h_elems = *hbytes / (size_t)cln_pool_threads(hb->pool) / sd->esize;
+    return CLNODE_OK;
+}
+
+/* Packs every layer into hs->packed (weights, row-kernel panels, bias) and hs->panels, and copies
+ * the model's weights and biases to hs->src when `keep`. */
+static void host_fused_pack(const host_backend *hb, const cln_solve_dev *sd, host_solve *hs,
+                            int keep)
+{
+    cln_host_mlp *mlp = &hs->mlp;
     unsigned char *p = hs->packed, *src = hs->src;
     cln_gemv_panel *pn = hs->panels;
-    for (size_t l = 0; l < L; ++l) {
+    for (size_t l = 0; l < sd->num_layers; ++l) {
         for (size_t q = 0; q < mlp->panels[l]; ++q)
             pn[q] = cln_gemv_panel_at(hb->isa, sd->esize, mlp->wide[l], q);
         mlp->panel[l] = pn;
@@ -617,6 +634,41 @@ static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
         }
         p += host_line_elems(mlp->ldw[l], sd->esize) * sd->esize;
     }
+}
+
+/* The fused pass (stage + MLP, host_mlp.inc) needs the ordered GEMM in strict mode: packs every
+ * layer's weights once and sizes each thread's activation scratch, or takes over the last solve's
+ * when it packed the same model. */
+static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
+{
+    clnode_context *ctx = hb->base.ctx;
+    if (host_fused_take_kept(hb, sd))
+        return CLNODE_OK;
+    host_solve_free(hb->kept);
+    hb->kept = NULL;
+    host_solve *hs = calloc(1, sizeof *hs);
+    CLN_CHECK(ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
+    sd->be_data = hs;
+    hs->prec = sd->prec;
+    hs->serial = sd->model_serial;
+    size_t total = 0, srcn = 0, panels = 0, pbytes = 0, hbytes = 0;
+    clnode_status st = host_fused_layout(hb, sd, hs, &total, &srcn, &panels);
+    if (st != CLNODE_OK)
+        return st;
+    st = host_fused_bytes(hb, sd, hs, total, &pbytes, &hbytes);
+    if (st != CLNODE_OK)
+        return st;
+    hs->packed = host_zalloc(pbytes, CLN_HOST_LINE); /* zeros: the padding of weights, biases */
+    hs->panels = malloc(panels * sizeof *hs->panels);
+    hs->H = host_zalloc(hbytes, CLN_HOST_PAGE);
+    /* a model too large to keep a copy of is packed again by every solve (where the packing
+     * costs little beside the solve's own work) */
+    const int keep = srcn * sd->esize <= CLN_HOST_KEEP_BYTES;
+    hs->src = keep ? malloc(srcn ? srcn * sd->esize : 1) : NULL;
+    CLN_CHECK(ctx, hs->packed && hs->panels && hs->H && (hs->src || !keep),
+              CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for the packed model",
+              pbytes + hbytes);
+    host_fused_pack(hb, sd, hs, keep);
     hs->complete = 1;
     return CLNODE_OK;
 }

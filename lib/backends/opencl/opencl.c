@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/opencl/opencl_adopt.h"
 #include "backends/registry.h"
 #include "clnode/opencl.h"
 #include "cln_activation.h"
@@ -981,22 +982,10 @@ static void ocl_solve_end(cln_backend *be, cln_solve_dev *sd)
     sd->be_data = NULL;
 }
 
-static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
+/* The work-group sizes of a solve's kernels on the device, into *os. */
+static void ocl_solve_sizes(opencl_backend *ob, ocl_program *p, const cln_solve_dev *sd,
+                            ocl_solve *os)
 {
-    opencl_backend *ob = ocl(be);
-    clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, sd->B <= INT32_MAX && sd->ldz <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "batch %zu x %zu is too large for the OpenCL kernels", sd->B, sd->ldz);
-    ocl_program *p = NULL;
-    clnode_status st = ocl_program_get(ob, sd->prec, &p);
-    if (st != CLNODE_OK)
-        return st;
-    ocl_solve *os = calloc(1, sizeof *os);
-    CLN_CHECK(ctx, os, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL solve state");
-    sd->be_data = os; /* released by solve_end, or below on failure */
-    os->p = p;
-    os->B = (cl_int)sd->B;
-
     os->l_rows = ocl_wg_limit(ob, p->finish, OCL_WG);
     {
         const size_t li = ocl_wg_limit(ob, p->init, OCL_WG);
@@ -1011,16 +1000,29 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     for (size_t a = 0; a < OCL_NUM_ACT; ++a)
         ocl_local_2d(ob, p, p->lim_bias_stage[a], sd->ldz, os->l_bias_stage[a]);
     os->z_ready = -1;
-    if (sd->gemm_mode == CLNODE_GEMM_TF32) { /* the rounded operands of every layer, now */
-        CLN_TRY(st, ocl_tf32_scratch(ob, 0, sd->B * sd->max_in * sizeof(float)));
-        CLN_TRY(st, ocl_tf32_scratch(ob, 1, sd->max_weights * sizeof(float)));
-        ocl_program *p32 = NULL;
-        CLN_TRY(st, ocl_program_get(ob, CLNODE_FP32, &p32));
-        if (!p32->lim_tf32)
-            p32->lim_tf32 = ocl_wg_limit(ob, p32->tf32, OCL_WG);
-    }
+}
 
-    /* every argument that stays for the whole solve, once */
+/* A tf32 solve rounds the operands of every layer: the scratch for them now, and the fp32
+ * program's rounding kernel. */
+static clnode_status ocl_solve_tf32(opencl_backend *ob, const cln_solve_dev *sd)
+{
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, ocl_tf32_scratch(ob, 0, sd->B * sd->max_in * sizeof(float)));
+    CLN_TRY(st, ocl_tf32_scratch(ob, 1, sd->max_weights * sizeof(float)));
+    ocl_program *p32 = NULL;
+    CLN_TRY(st, ocl_program_get(ob, CLNODE_FP32, &p32));
+    if (!p32->lim_tf32)
+        p32->lim_tf32 = ocl_wg_limit(ob, p32->tf32, OCL_WG);
+fail:
+    return st;
+}
+
+/* Every kernel argument that stays for the whole solve, once. */
+static clnode_status ocl_solve_args(opencl_backend *ob, ocl_program *p, const cln_solve_dev *sd,
+                                    ocl_solve *os)
+{
+    clnode_context *ctx = ob->base.ctx;
+    clnode_status st = CLNODE_OK;
     SB_ARG(p->init, 0, sd->CR->mem);
     SB_ARG(p->init, 1, sd->CI->mem);
     SB_ARG(p->init, 2, sd->RS->mem);
@@ -1064,6 +1066,29 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     SB_ARG(p->count, 2, ob->count_buf);
     CLN_TRY(st,
             ocl_set_arg(ctx, p->count, 3, os->l_count * sizeof(cl_int), NULL, "cln_count_active"));
+fail:
+    return st;
+}
+
+static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
+{
+    opencl_backend *ob = ocl(be);
+    clnode_context *ctx = be->ctx;
+    CLN_CHECK(ctx, sd->B <= INT32_MAX && sd->ldz <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
+              "batch %zu x %zu is too large for the OpenCL kernels", sd->B, sd->ldz);
+    ocl_program *p = NULL;
+    clnode_status st = ocl_program_get(ob, sd->prec, &p);
+    if (st != CLNODE_OK)
+        return st;
+    ocl_solve *os = calloc(1, sizeof *os);
+    CLN_CHECK(ctx, os, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL solve state");
+    sd->be_data = os; /* released by solve_end, or below on failure */
+    os->p = p;
+    os->B = (cl_int)sd->B;
+    ocl_solve_sizes(ob, p, sd, os);
+    if (sd->gemm_mode == CLNODE_GEMM_TF32)
+        CLN_TRY(st, ocl_solve_tf32(ob, sd));
+    CLN_TRY(st, ocl_solve_args(ob, p, sd, os));
     cln_log(ctx, CLNODE_LOG_DEBUG,
             "OpenCL solve: B=%zu ldz=%zu; rows %zu/%zu, stage %zux%zu/%zux%zu, count %zu", sd->B,
             sd->ldz, os->g_rows, os->l_rows, os->g_stage[0], os->g_stage[1], os->l_stage[0],
@@ -1541,9 +1566,9 @@ static clnode_status ocl_adopt_make(clnode_context *ctx, void *user, cln_backend
     return ocl_setup(ctx, &info, a->context, a->queue, out);
 }
 
-clnode_status clnode_context_create_opencl(const clnode_context_options *opts, cl_context context,
-                                           cl_device_id device, cl_command_queue queue,
-                                           clnode_context **out)
+clnode_status cln_opencl_context_adopt(const clnode_context_options *opts, cl_context context,
+                                       cl_device_id device, cl_command_queue queue,
+                                       clnode_context **out)
 {
     ocl_adopt a = {context, device, queue};
     return cln_context_create_with(opts, ocl_adopt_make, &a, out);
