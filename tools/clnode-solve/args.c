@@ -218,13 +218,15 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
     memset(a, 0, sizeof *a);
     tool_problem_defaults(&a->pb);
     clnode_certify_default_options(&a->certify_opts);
-    int started = 0, c;
-    while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
+    int started = 0;
+    for (;;) {
+        const int c = tool_getopt(argc, argv, longopts, &started);
+        if (c == -1)
+            return check_combinations(a);
         const int rc = solve_option(a, c, optarg);
         if (rc != -1)
             return rc;
     }
-    return check_combinations(a);
 }
 
 int solve_out_format(const char *path)

@@ -394,7 +394,8 @@ int main(int argc, char **argv)
     }
 #ifdef CLNODE_SOLVE_MPI
     const int mpi = solve_mpi_wanted(&a); /* under mpirun: the batch across the ranks */
-    if (mpi && (rc = solve_mpi_init(&a, &argc, &argv)) != 0) {
+    rc = mpi ? solve_mpi_init(&a, &argc, &argv) : 0;
+    if (rc) {
         rc = solve_mpi_finish(rc);
         solve_args_free(&a);
         return rc;
@@ -413,7 +414,8 @@ int main(int argc, char **argv)
     rc = tool_problem_open(&a.pb, &ctx, &model, &y0, &batch);
     if (rc)
         goto done;
-    if ((rc = open_arrays(&a, model, &arr, &y0, &batch)) != 0)
+    rc = open_arrays(&a, model, &arr, &y0, &batch);
+    if (rc)
         goto done;
     double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
     direction(&a.pb.opts, batch, &dir_t0, &dir_t1);
@@ -424,15 +426,19 @@ int main(int argc, char **argv)
     }
 #endif
     /* opened before the solve: a path that cannot be written fails before the work */
-    if (a.out_path && (rc = tool_out_open(&out, a.out_path)) != 0)
+    rc = a.out_path ? tool_out_open(&out, a.out_path) : 0;
+    if (rc)
         goto done;
     double wall;
-    if ((rc = solve_and_certify(&a, ctx, model, y0, batch, &sol, &cert, &wall)) != 0)
+    rc = solve_and_certify(&a, ctx, model, y0, batch, &sol, &cert, &wall);
+    if (rc)
         goto done;
     const size_t failed = count_failed(sol, batch);
-    if (a.out_path && (rc = write_points(&out, &a, sol, dir_t0, dir_t1)) != 0)
+    rc = a.out_path ? write_points(&out, &a, sol, dir_t0, dir_t1) : 0;
+    if (rc)
         goto done;
-    if ((rc = write_report(&a, ctx, model, sol, cert, batch, wall, dir_t0, dir_t1)) != 0)
+    rc = write_report(&a, ctx, model, sol, cert, batch, wall, dir_t0, dir_t1);
+    if (rc)
         goto done;
     clnode_certificate_summary cs;
     clnode_certificate_get(cert, &cs);
