@@ -897,6 +897,173 @@ static int check_max_steps(const clnode_solve_options *o)
     return -1;
 }
 
+/* The arrays a solve reads: y0 and the optional ones (NULL: absent). */
+typedef struct solve_arrays {
+    PyArrayObject *y0, *ts, *t0s, *t1s, *dt0s, *inputs;
+} solve_arrays;
+
+static void solve_arrays_release(solve_arrays *in)
+{
+    Py_XDECREF(in->y0);
+    Py_XDECREF(in->ts);
+    Py_XDECREF(in->t0s);
+    Py_XDECREF(in->t1s);
+    Py_XDECREF(in->dt0s);
+    Py_XDECREF(in->inputs);
+}
+
+/* y0 (B, N) and the optional t0s, t1s, dt0s, inputs and ts arguments (None: absent) as float64
+ * arrays in `in`, checked against the model's dimensions, with the options pointing at their
+ * data. Returns 0, or -1 with an exception (the arrays read so far stay in `in`). */
+static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObject *yo,
+                             PyObject *tso, PyObject *t0so, PyObject *t1so, PyObject *dt0so,
+                             PyObject *ino, clnode_solve_options *o)
+{
+    const size_t N = clnode_model_dim(model);
+    in->y0 = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
+    if (!in->y0)
+        return -1;
+    if ((size_t)PyArray_DIM(in->y0, 1) != N) {
+        PyErr_Format(InvalidArgumentError, "y0 has %zd components but the model's state has %zu",
+                     (Py_ssize_t)PyArray_DIM(in->y0, 1), N);
+        return -1;
+    }
+    const size_t B = (size_t)PyArray_DIM(in->y0, 0);
+    if (batch_array(t0so, "t0", 1, B, 0, &in->t0s) < 0 ||
+        batch_array(t1so, "t1", 1, B, 0, &in->t1s) < 0 ||
+        batch_array(dt0so, "dt0", 1, B, 0, &in->dt0s) < 0 ||
+        batch_array(ino, "args", 2, B, clnode_model_num_inputs(model), &in->inputs) < 0)
+        return -1;
+    o->t0s = in->t0s ? PyArray_DATA(in->t0s) : NULL;
+    o->t1s = in->t1s ? PyArray_DATA(in->t1s) : NULL;
+    o->dt0s = in->dt0s ? PyArray_DATA(in->dt0s) : NULL;
+    o->inputs = in->inputs ? PyArray_DATA(in->inputs) : NULL;
+    if (tso != Py_None) {
+        in->ts = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+        if (!in->ts)
+            return -1;
+        o->save_ts = PyArray_DATA(in->ts);
+        o->n_save_ts = (size_t)PyArray_DIM(in->ts, 0);
+    }
+    return 0;
+}
+
+/* The solve and, when certify (a fraction) > 0, its certificate, without the GIL and under one
+ * SIGINT handler: Ctrl-C cancels either. Returns the certificate's dict (None without one) with
+ * *sol set, or NULL with an exception and *sol destroyed. */
+static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
+                               clnode_solve_options *o, size_t B, const double *y0, double certify,
+                               unsigned long long certify_seed, clnode_solution **sol)
+{
+    clnode_status st;
+    const int sig = sigint_install();
+    if (sig) {
+        o->cancel = on_cancel;
+        o->cancel_user = NULL;
+    }
+    clnode_certificate *c = NULL;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, o, B, y0, sol);
+    if (st == CLNODE_OK && certify > 0)
+        st = certify_nogil(self, model, o, B, y0, *sol, certify, certify_seed, &c);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    const int interrupted = sig && sigint_restore();
+    const int failed = flush_log(&self->log, "solve") < 0 ||
+                       (interrupted && PyErr_CheckSignals() < 0); /* Python's handler raised */
+    if (!failed && st != CLNODE_OK) /* CANCELLED too: a Python handler that did not raise */
+        raise_status(st, clnode_context_last_error(self->ctx));
+    PyObject *cert = NULL;
+    if (!failed && st == CLNODE_OK) {
+        cert = c ? certificate_dict(c) : Py_None;
+        c = NULL;
+        if (cert == Py_None)
+            Py_INCREF(cert);
+    }
+    clnode_certificate_destroy(&c);
+    if (!cert)
+        clnode_solution_destroy(sol);
+    return cert;
+}
+
+/* The direction shared by every trajectory (the library refuses mixed directions): the first
+ * with t0 != t1, else the scalar interval's. */
+static double batch_direction(const clnode_solve_options *o, size_t B)
+{
+    double dir = o->t1 < o->t0 ? -1.0 : 1.0;
+    for (size_t b = 0; (o->t0s || o->t1s) && b < B; ++b) {
+        const double b0 = o->t0s ? o->t0s[b] : o->t0, b1 = o->t1s ? o->t1s[b] : o->t1;
+        if (b0 != b1) {
+            dir = b1 < b0 ? -1.0 : 1.0;
+            break;
+        }
+    }
+    return dir;
+}
+
+/* Trajectory b's row of the result: stats (result, num_steps, num_accepted, num_rejected,
+ * num_rhs_evals), t_final, and its T time slots of ts and ys (float32 when f32), padded past
+ * its points with +inf (ts: dir * inf). Needs no GIL. */
+static void trajectory_row(const clnode_solution *sol, const clnode_solve_options *o, size_t b,
+                           size_t T, size_t N, double dir, int f32, PyObject *ts, PyObject *ys,
+                           int64_t *sp, double *tfp)
+{
+    clnode_trajectory_stats s;
+    clnode_solution_stats(sol, b, &s);
+    sp[5 * b + 0] = s.result;
+    sp[5 * b + 1] = s.num_steps;
+    sp[5 * b + 2] = s.num_accepted;
+    sp[5 * b + 3] = s.num_rejected;
+    sp[5 * b + 4] = s.num_rhs_evals;
+    tfp[b] = s.t_final;
+    size_t k;
+    if (f32) {
+        float *tp = (float *)PyArray_DATA((PyArrayObject *)ts) + b * T;
+        float *yp = (float *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
+        k = write_points_float(sol, b, N, dir, o->save_t0, o->save_t1, o->save_steps, tp, yp);
+        for (size_t j = k; j < T; ++j)
+            tp[j] = (float)(dir * INFINITY);
+        for (size_t j = k * N; j < T * N; ++j)
+            yp[j] = INFINITY;
+    } else {
+        double *tp = (double *)PyArray_DATA((PyArrayObject *)ts) + b * T;
+        double *yp = (double *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
+        k = write_points_double(sol, b, N, dir, o->save_t0, o->save_t1, o->save_steps, tp, yp);
+        for (size_t j = k; j < T; ++j)
+            tp[j] = dir * INFINITY;
+        for (size_t j = k * N; j < T * N; ++j)
+            yp[j] = INFINITY;
+    }
+}
+
+/* The tuple (ts, ys, stats, t_final, cert) of a solution of B trajectories with T time slots
+ * of dimension N. Destroys sol and takes cert's reference, also on failure. Returns NULL with an
+ * exception. */
+static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o, size_t B,
+                                size_t T, size_t N, PyObject *cert)
+{
+    const int f32 = o->precision == CLNODE_FP32;
+    const double dir = batch_direction(o, B);
+    npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
+    const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
+    PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
+    PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64), *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
+    if (!ts || !ys || !sa || !tf) {
+        Py_DECREF(cert);
+        Py_XDECREF(ts);
+        Py_XDECREF(ys);
+        Py_XDECREF(sa);
+        Py_XDECREF(tf);
+        clnode_solution_destroy(&sol);
+        return NULL;
+    }
+    int64_t *sp = PyArray_DATA((PyArrayObject *)sa);
+    double *tfp = PyArray_DATA((PyArrayObject *)tf);
+    Py_BEGIN_ALLOW_THREADS for (size_t b = 0; b < B; ++b)
+        trajectory_row(sol, o, b, T, N, dir, f32, ts, ys, sp, tfp);
+    clnode_solution_destroy(&sol);
+    Py_END_ALLOW_THREADS return Py_BuildValue("(NNNNN)", ts, ys, sa, tf, cert);
+}
+
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
  *   y0: (B, N) float64 C-contiguous; t0s, t1s, dt0s: None or (B,) float64 (every trajectory's
  *   own t0, t1, dt0: clnode_solve_options t0s, t1s, dt0s); inputs: None or (B, k) float64 for a
@@ -944,137 +1111,22 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     o.precision = (clnode_precision)prec;
     o.gemm_mode = (clnode_gemm_mode)mode;
     o.precision_guard = (clnode_precision_guard)guard;
-    const size_t N = clnode_model_dim(model);
-    PyArrayObject *y0 = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
-    PyArrayObject *tsa = NULL, *t0sa = NULL, *t1sa = NULL, *dt0sa = NULL, *ina = NULL;
+    solve_arrays in = {NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *ret = NULL;
-    if (!y0)
-        return NULL;
-    if ((size_t)PyArray_DIM(y0, 1) != N) {
-        PyErr_Format(InvalidArgumentError, "y0 has %zd components but the model's state has %zu",
-                     (Py_ssize_t)PyArray_DIM(y0, 1), N);
+    if (read_solve_arrays(&in, model, yo, tso, t0so, t1so, dt0so, ino, &o) < 0 ||
+        check_max_steps(&o) < 0)
         goto done;
-    }
-    const size_t B = (size_t)PyArray_DIM(y0, 0);
-    if (batch_array(t0so, "t0", 1, B, 0, &t0sa) < 0 ||
-        batch_array(t1so, "t1", 1, B, 0, &t1sa) < 0 ||
-        batch_array(dt0so, "dt0", 1, B, 0, &dt0sa) < 0 ||
-        batch_array(ino, "args", 2, B, clnode_model_num_inputs(model), &ina) < 0)
-        goto done;
-    o.t0s = t0sa ? PyArray_DATA(t0sa) : NULL;
-    o.t1s = t1sa ? PyArray_DATA(t1sa) : NULL;
-    o.dt0s = dt0sa ? PyArray_DATA(dt0sa) : NULL;
-    o.inputs = ina ? PyArray_DATA(ina) : NULL;
-    if (tso != Py_None) {
-        tsa = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
-        if (!tsa)
-            goto done;
-        o.save_ts = PyArray_DATA(tsa);
-        o.n_save_ts = (size_t)PyArray_DIM(tsa, 0);
-    }
-    if (check_max_steps(&o) < 0)
-        goto done;
+    const size_t N = clnode_model_dim(model), B = (size_t)PyArray_DIM(in.y0, 0);
     const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
                      (o.save_steps ? (size_t)o.max_steps : 0) +
                      (size_t)(o.save_t1 && !o.save_steps);
-
     clnode_solution *sol = NULL;
-    clnode_status st;
-    const int sig = sigint_install();
-    if (sig) {
-        o.cancel = on_cancel;
-        o.cancel_user = NULL;
-    }
-    clnode_certificate *c = NULL;
-    self->busy = 1;
-    /* the solve and its certificate under one SIGINT handler: Ctrl-C cancels either */
-    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, &o, B, PyArray_DATA(y0), &sol);
-    if (st == CLNODE_OK && certify > 0)
-        st = certify_nogil(self, model, &o, B, PyArray_DATA(y0), sol, certify, certify_seed, &c);
-    Py_END_ALLOW_THREADS self->busy = 0;
-    const int interrupted = sig && sigint_restore();
-    const int failed = flush_log(&self->log, "solve") < 0 ||
-                       (interrupted && PyErr_CheckSignals() < 0); /* Python's handler raised */
-    if (!failed && st != CLNODE_OK) /* CANCELLED too: a Python handler that did not raise */
-        raise_status(st, clnode_context_last_error(self->ctx));
-    PyObject *cert = NULL;
-    if (!failed && st == CLNODE_OK) {
-        cert = c ? certificate_dict(c) : Py_None;
-        c = NULL;
-        if (cert == Py_None)
-            Py_INCREF(cert);
-    }
-    clnode_certificate_destroy(&c);
-    if (!cert) {
-        clnode_solution_destroy(&sol);
-        goto done;
-    }
-    {
-        const int f32 = o.precision == CLNODE_FP32;
-        /* the direction shared by every trajectory (the library refuses mixed directions) */
-        double dir = o.t1 < o.t0 ? -1.0 : 1.0;
-        for (size_t b = 0; (o.t0s || o.t1s) && b < B; ++b) {
-            const double b0 = o.t0s ? o.t0s[b] : o.t0, b1 = o.t1s ? o.t1s[b] : o.t1;
-            if (b0 != b1) {
-                dir = b1 < b0 ? -1.0 : 1.0;
-                break;
-            }
-        }
-        npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
-        const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
-        PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
-        PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64),
-                 *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
-        if (!ts || !ys || !sa || !tf) {
-            Py_DECREF(cert);
-            Py_XDECREF(ts);
-            Py_XDECREF(ys);
-            Py_XDECREF(sa);
-            Py_XDECREF(tf);
-            clnode_solution_destroy(&sol);
-            goto done;
-        }
-        int64_t *sp = PyArray_DATA((PyArrayObject *)sa);
-        double *tfp = PyArray_DATA((PyArrayObject *)tf);
-        Py_BEGIN_ALLOW_THREADS for (size_t b = 0; b < B; ++b)
-        {
-            clnode_trajectory_stats s;
-            clnode_solution_stats(sol, b, &s);
-            sp[5 * b + 0] = s.result;
-            sp[5 * b + 1] = s.num_steps;
-            sp[5 * b + 2] = s.num_accepted;
-            sp[5 * b + 3] = s.num_rejected;
-            sp[5 * b + 4] = s.num_rhs_evals;
-            tfp[b] = s.t_final;
-            size_t k;
-            if (f32) {
-                float *tp = (float *)PyArray_DATA((PyArrayObject *)ts) + b * T;
-                float *yp = (float *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
-                k = write_points_float(sol, b, N, dir, o.save_t0, o.save_t1, o.save_steps, tp, yp);
-                for (size_t j = k; j < T; ++j)
-                    tp[j] = (float)(dir * INFINITY);
-                for (size_t j = k * N; j < T * N; ++j)
-                    yp[j] = INFINITY;
-            } else {
-                double *tp = (double *)PyArray_DATA((PyArrayObject *)ts) + b * T;
-                double *yp = (double *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
-                k = write_points_double(sol, b, N, dir, o.save_t0, o.save_t1, o.save_steps, tp, yp);
-                for (size_t j = k; j < T; ++j)
-                    tp[j] = dir * INFINITY;
-                for (size_t j = k * N; j < T * N; ++j)
-                    yp[j] = INFINITY;
-            }
-        }
-        clnode_solution_destroy(&sol);
-        Py_END_ALLOW_THREADS ret = Py_BuildValue("(NNNNN)", ts, ys, sa, tf, cert);
-    }
+    PyObject *cert =
+        solve_certify(self, model, &o, B, PyArray_DATA(in.y0), certify, certify_seed, &sol);
+    if (cert)
+        ret = solution_tuple(sol, &o, B, T, N, cert);
 done:
-    Py_DECREF(y0);
-    Py_XDECREF(tsa);
-    Py_XDECREF(t0sa);
-    Py_XDECREF(t1sa);
-    Py_XDECREF(dt0sa);
-    Py_XDECREF(ina);
+    solve_arrays_release(&in);
     return ret;
 }
 

@@ -45,41 +45,30 @@ def fnum(x):
     return float("nan") if x is None else float(x)
 
 
-def main(argv):
-    if len(argv) == 2 and argv[1] == "--check":
-        need_matplotlib()
-        return 0
-    if len(argv) != 3:
-        sys.stderr.write(__doc__)
-        return 2
-    plt = need_matplotlib()
-    with open(argv[1]) as f:
-        data = json.load(f)
-    if data.get("format_version") != 1:
-        sys.stderr.write("plot_compare.py: %s: format_version %r, expected 1\n"
-                         % (argv[1], data.get("format_version")))
-        return 2
-    rows = data["rows"]
-    batches = data["batches"]
+def row_styles(plt, rows):
+    """One colour per row, and each row's line width: identical curves (bit-identical rows) lie
+    on top of each other, so each row is drawn narrower and above the ones before it, so that
+    they show as nested lines."""
     cmap = plt.get_cmap("tab10" if len(rows) <= 10 else "tab20")
     colours = [cmap(i % cmap.N) for i in range(len(rows))]
-    # identical curves (bit-identical rows) lie on top of each other: each row is drawn narrower
-    # and above the ones before it, so that they show as nested lines
     widths = [max(1.0, 6.0 - 5.0 * i / max(len(rows) - 1, 1)) for i in range(len(rows))]
+    return colours, widths
 
-    # the deviation panel's floor: below the smallest positive deviation drawn
+
+def deviation_floor(rows):
+    """The deviation panel's floor: below the smallest positive deviation drawn."""
     positive = [d for r in rows for d in r.get("rel_dev", []) if d is not None and d > 0]
-    floor = 10.0 ** math.floor(math.log10(min(positive))) / 10 if positive else 1e-17
+    return 10.0 ** math.floor(math.log10(min(positive))) / 10 if positive else 1e-17
 
-    fig = plt.figure(figsize=(13, 13), constrained_layout=True)
-    gs = fig.add_gridspec(3, 1, height_ratios=[1.5, 1.0, 0.9])
 
-    # 1. relative deviation from the reference
-    ax = fig.add_subplot(gs[0])
+def draw_tolerances(ax, data, rows, floor):
+    """Each precision's tolerance as a dashed line, the floor as a dotted one, and the problem's
+    own spread under rounding-size perturbations of y0 (clnode-compare --sensitivity), per
+    precision, as a band: a row inside its band agrees with what rounding allows. Returns
+    {tolerance: {precision}}."""
     tols = {}
     for r in rows:
         tols.setdefault(r["tolerance"], set()).add(r["precision"])
-    top = max(list(tols) + [floor * 10])
     for tol, precs in sorted(tols.items()):
         ax.axhline(tol, color="black", ls="--", lw=1.2, zorder=1)
         ax.text(data["t0"], tol, " tolerance (%s): %.3g; above it a strict row DISAGREES"
@@ -87,8 +76,6 @@ def main(argv):
     ax.axhline(floor, color="black", ls=":", lw=0.8, zorder=1)
     ax.text(data["t0"], floor, " 0: bit-identical to the reference", va="bottom", ha="left",
             fontsize=8)
-    # the problem's own spread under rounding-size perturbations of y0 (clnode-compare
-    # --sensitivity), per precision: a row inside its band agrees with what rounding allows
     spreads = {}
     for r in rows:
         if r.get("spread") is not None:
@@ -98,6 +85,12 @@ def main(argv):
             ax.axhspan(floor, sp, color="tab:green", alpha=0.08 + 0.04 * k, zorder=0)
             ax.text(data["t1"], sp, "%s: the problem's own rounding spread %.2g " % (prec, sp),
                     va="bottom", ha="right", fontsize=8, color="darkgreen")
+    return tols
+
+
+def draw_deviation_curves(ax, plt, rows, colours, widths, floor, top):
+    """Each row's deviation curve, styled by its verdict. Returns (handles, labels, top): the
+    legend's entries and the largest value drawn (at least `top`)."""
     handles, labels = [], []
     for i, (r, c) in enumerate(zip(rows, colours)):
         ok = not r["fails"] and r["verdict"].startswith(("agrees", "reference", "differs within"))
@@ -117,6 +110,15 @@ def main(argv):
                      zorder=3 + i, label=mark)
         handles.append(h)
         labels.append(label)
+    return handles, labels, top
+
+
+def plot_deviation(ax, plt, data, rows, colours, widths):
+    """Panel 1: the relative deviation of trajectory 0 from the reference, over time."""
+    floor = deviation_floor(rows)
+    tols = draw_tolerances(ax, data, rows, floor)
+    top = max(list(tols) + [floor * 10])
+    handles, labels, top = draw_deviation_curves(ax, plt, rows, colours, widths, floor, top)
     ax.set_yscale("log")
     ax.set_ylim(floor / 2, top * 5)
     if tols:
@@ -130,8 +132,9 @@ def main(argv):
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False)
 
-    # 2. step sizes over time
-    ax = fig.add_subplot(gs[1])
+
+def plot_step_sizes(ax, data, rows, colours, widths):
+    """Panel 2: the accepted step sizes over time."""
     for i, (r, c) in enumerate(zip(rows, colours)):
         if r.get("step_t"):
             ax.step(r["step_t"], r["step_dt"], where="pre", color=c, lw=widths[i] * 0.6,
@@ -145,20 +148,20 @@ def main(argv):
     ax.set_title("Step sizes over time (log scale)", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
-    # 3. steps per batch size
-    ax = fig.add_subplot(gs[2])
+
+def plot_batch_steps(ax, data, rows, batches, colours):
+    """Panel 3: the step counts per batch size, as bars, with the reference's as a line."""
     nb = max(len(batches), 1)
     width = 0.8 / nb
     for b, B in enumerate(batches):
         xs = [i + (b - (nb - 1) / 2) * width for i in range(len(rows))]
         ys = [fnum(r["steps_per_batch"][b]) for r in rows]
-        bars = ax.bar(xs, [0 if math.isnan(y) else y for y in ys], width * 0.95,
-                      color=colours, alpha=1.0 - 0.5 * b / nb, edgecolor="black", lw=0.5)
+        ax.bar(xs, [0 if math.isnan(y) else y for y in ys], width * 0.95,
+               color=colours, alpha=1.0 - 0.5 * b / nb, edgecolor="black", lw=0.5)
         for x, y in zip(xs, ys):
             ax.text(x, 0 if math.isnan(y) else y, "B=%d\n%s" % (B, "error" if math.isnan(y)
                                                                  else "%d" % y),
                     ha="center", va="bottom", fontsize=7)
-        del bars
     ax.axhline(data["reference"]["num_steps"], color="black", ls="--", lw=1.0)
     tallest = [fnum(v) for r in rows for v in r["steps_per_batch"]]
     tallest = max([v for v in tallest if not math.isnan(v)] + [data["reference"]["num_steps"]])
@@ -171,8 +174,9 @@ def main(argv):
                  fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
 
-    fig.suptitle("clnode-compare: %s" % data["title"], fontsize=11)
-    out = argv[2]
+
+def save_png(fig, out):
+    """The figure as a PNG at `out`, through a temporary file in its directory renamed over it."""
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".",
                                dir=os.path.dirname(os.path.abspath(out)))
     os.close(fd)
@@ -183,6 +187,32 @@ def main(argv):
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "--check":
+        need_matplotlib()
+        return 0
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    plt = need_matplotlib()
+    with open(argv[1]) as f:
+        data = json.load(f)
+    if data.get("format_version") != 1:
+        sys.stderr.write("plot_compare.py: %s: format_version %r, expected 1\n"
+                         % (argv[1], data.get("format_version")))
+        return 2
+    rows = data["rows"]
+    batches = data["batches"]
+    colours, widths = row_styles(plt, rows)
+    fig = plt.figure(figsize=(13, 13), constrained_layout=True)
+    gs = fig.add_gridspec(3, 1, height_ratios=[1.5, 1.0, 0.9])
+    plot_deviation(fig.add_subplot(gs[0]), plt, data, rows, colours, widths)
+    plot_step_sizes(fig.add_subplot(gs[1]), data, rows, colours, widths)
+    plot_batch_steps(fig.add_subplot(gs[2]), data, rows, batches, colours)
+    fig.suptitle("clnode-compare: %s" % data["title"], fontsize=11)
+    save_png(fig, argv[2])
     return 0
 
 

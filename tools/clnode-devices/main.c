@@ -231,12 +231,12 @@ static void print_json(const clnode_device_list *l, const dev_report *reps, size
     printf("\n]}\n");
 }
 
-static void print_text(const clnode_device_list *l, const dev_report *reps, size_t n, int probe)
+/* The backends table, then the notes too long for it in full. */
+static void print_backends(const clnode_device_list *l)
 {
-    printf("clnode %s: backends and devices\n\nBackends\n", clnode_version_string());
     tool_table t;
     tool_table_init(&t, 4);
-    size_t r0 = tool_table_row(&t);
+    const size_t r0 = tool_table_row(&t);
     const char *h1[] = {"backend", "built", "devices", "note"};
     for (size_t c = 0; c < 4; ++c)
         tool_table_set(&t, r0, c, "%s", h1[c]);
@@ -255,10 +255,15 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
         if (strlen(b->note) > 180)
             printf("  %s: %s\n", b->name, b->note);
     }
+}
 
+/* The devices table: one row per device and GEMM engine. */
+static void print_devices(const dev_report *reps, size_t n)
+{
     printf("\nDevices (host and CUDA devices appear once per GEMM engine)\n");
+    tool_table t;
     tool_table_init(&t, 9);
-    r0 = tool_table_row(&t);
+    const size_t r0 = tool_table_row(&t);
     const char *h2[] = {"device",   "engine", "name",   "vendor", "driver",
                         "OpenCL C", "units",  "memory", "fp64"};
     for (size_t c = 0; c < 9; ++c)
@@ -286,11 +291,16 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
     }
     tool_table_print(stdout, &t, "  ");
     tool_table_free(&t);
+}
 
+/* The floating-point facts table, then why a device has none. */
+static void print_facts(const dev_report *reps, size_t n)
+{
     printf("\nFloating-point facts, as the driver reports them (\"-\": not reported; measured: "
            "the probes below)\n");
+    tool_table t;
     tool_table_init(&t, 5);
-    r0 = tool_table_row(&t);
+    const size_t r0 = tool_table_row(&t);
     const char *h3[] = {"device", "fp64", "FMA", "fp32 denormals", "div/sqrt correctly rounded"};
     for (size_t c = 0; c < 5; ++c)
         tool_table_set(&t, r0, c, "%s", h3[c]);
@@ -315,16 +325,17 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
         else if (reps[i].facts_status != CLNODE_OK)
             printf("  %s: no facts: %s\n", reps[i].info->spec, reps[i].facts_error);
     }
+}
 
-    if (!probe) {
-        printf("\n(GEMM probes not run: --no-probe)\n");
-        return;
-    }
+/* The GEMM probes table, then the error of each probe that failed. */
+static void print_probes(const dev_report *reps, size_t n)
+{
     printf("\nGEMM probes: identity = A.I == A and I.B == B bit for bit; outer = every k = 1 "
            "product correctly rounded;\nbits = effective mantissa bits on random MLP-shaped "
            "data; range = products past 65504 stay finite\n");
+    tool_table t;
     tool_table_init(&t, 9);
-    r0 = tool_table_row(&t);
+    const size_t r0 = tool_table_row(&t);
     const char *h4[] = {"device", "precision", "GEMM",  "identity",     "outer",
                         "bits",   "range",     "class", "unit roundoff"};
     for (size_t c = 0; c < 9; ++c)
@@ -374,6 +385,20 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
                 printf("  %s %s %s: %s\n", reps[i].info->spec,
                        clnode_precision_name(combos[c].prec), clnode_gemm_mode_name(combos[c].mode),
                        reps[i].probe_error[c]);
+}
+
+/* The text report: backends, devices, facts and, unless --no-probe, the GEMM probes. */
+static void print_text(const clnode_device_list *l, const dev_report *reps, size_t n, int probe)
+{
+    printf("clnode %s: backends and devices\n\nBackends\n", clnode_version_string());
+    print_backends(l);
+    print_devices(reps, n);
+    print_facts(reps, n);
+    if (!probe) {
+        printf("\n(GEMM probes not run: --no-probe)\n");
+        return;
+    }
+    print_probes(reps, n);
 }
 
 /* --model FILE: everything the loader read from a safetensors file, as text or JSON. Returns

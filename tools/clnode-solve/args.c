@@ -46,122 +46,121 @@ static int stdin_once(const solve_args *a)
     return 0;
 }
 
-int solve_args_parse(solve_args *a, int argc, char **argv)
+/* --certify-fraction X: X in (0, 1]. Returns -1 (go on), or 2 after an error naming it. */
+static int certify_fraction_opt(solve_args *a, const char *arg)
 {
-    static const struct option longopts[] = {
-        TOOL_PROBLEM_LONGOPTS,
-        {"out", required_argument, NULL, OPT_OUT},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"json-points", no_argument, NULL, OPT_JSON_POINTS},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"certify", no_argument, NULL, OPT_CERTIFY},
-        {"certify-fraction", required_argument, NULL, OPT_CERTIFY_FRACTION},
-        {"certify-seed", required_argument, NULL, OPT_CERTIFY_SEED},
-        {"t0-file", required_argument, NULL, OPT_T0_FILE},
-        {"t1-file", required_argument, NULL, OPT_T1_FILE},
-        {"dt0-file", required_argument, NULL, OPT_DT0_FILE},
-        {"args-file", required_argument, NULL, OPT_ARGS_FILE},
-        {"in", required_argument, NULL, OPT_IN},
-        {"ragged", no_argument, NULL, OPT_RAGGED},
-        {"resume", no_argument, NULL, OPT_RESUME},
-        {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
-        {NULL, 0, NULL, 0},
-    };
-    memset(a, 0, sizeof *a);
-    tool_problem_defaults(&a->pb);
-    clnode_certify_default_options(&a->certify_opts);
-    int started = 0, c;
-    while ((c = tool_getopt(argc, argv, longopts, &started)) != -1) {
-        switch (c) {
-        case '?':
-            return TOOL_EXIT_INPUT;
-        case TOOL_OPT_HELP:
-            a->help = 1;
-            return TOOL_EXIT_OK;
-        case TOOL_OPT_VERSION:
-            a->version = 1;
-            return TOOL_EXIT_OK;
-        case OPT_OUT:
-            a->out_path = optarg;
-            break;
-        case OPT_JSON:
-            a->json = 1;
-            break;
-        case OPT_T0_FILE:
-            a->t0_file = optarg;
-            break;
-        case OPT_T1_FILE:
-            a->t1_file = optarg;
-            break;
-        case OPT_DT0_FILE:
-            a->dt0_file = optarg;
-            break;
-        case OPT_ARGS_FILE:
-            a->args_file = optarg;
-            break;
-        case OPT_IN:
-            a->in_path = optarg;
-            break;
-        case OPT_RAGGED:
-            a->ragged = 1;
-            break;
-        case OPT_JSON_POINTS:
-            a->json_points = 1;
-            break;
-        case OPT_QUIET:
-            a->quiet = 1;
-            break;
-        case OPT_CERTIFY:
-            a->certify = 1;
-            break;
-        case OPT_CERTIFY_FRACTION: {
-            char err[256];
-            double x;
-            if (tool_parse_double(optarg, "--certify-fraction", &x, err, sizeof err) != 0 ||
-                !(x > 0 && x <= 1)) {
-                tool_error("--certify-fraction expects a number in (0, 1], not \"%s\"", optarg);
-                return TOOL_EXIT_INPUT;
-            }
-            a->certify_opts.fraction = x;
-            a->certify = 1;
-            break;
-        }
-        case OPT_CERTIFY_SEED: {
-            char *end;
-            errno = 0;
-            const unsigned long long v = strtoull(optarg, &end, 10);
-            if (!*optarg || *end || errno || optarg[0] == '-') {
-                tool_error("--certify-seed expects a non-negative integer, not \"%s\"", optarg);
-                return TOOL_EXIT_INPUT;
-            }
-            a->certify_opts.seed = v;
-            a->certify = 1;
-            break;
-        }
-        case OPT_RESUME:
-            a->resume = 1;
-            break;
-        case OPT_CHUNK_SIZE: {
-            char *end;
-            errno = 0;
-            const long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || errno || v < 1) {
-                tool_error("--chunk-size expects a positive integer, not \"%s\"", optarg);
-                return TOOL_EXIT_INPUT;
-            }
-            a->chunk_size = v;
-            break;
-        }
-        default: {
-            a->t0_given |= c == TOOL_OPT_T0;
-            a->t1_given |= c == TOOL_OPT_T1;
-            a->dt0_given |= c == TOOL_OPT_DT0;
-            const int rc = tool_problem_opt(&a->pb, c, optarg);
-            if (rc)
-                return rc < 0 ? TOOL_EXIT_INPUT : rc;
-        }
-        }
+    char err[256];
+    double x;
+    if (tool_parse_double(arg, "--certify-fraction", &x, err, sizeof err) != 0 ||
+        !(x > 0 && x <= 1)) {
+        tool_error("--certify-fraction expects a number in (0, 1], not \"%s\"", arg);
+        return TOOL_EXIT_INPUT;
     }
+    a->certify_opts.fraction = x;
+    a->certify = 1;
+    return -1;
+}
+
+/* --certify-seed N: a non-negative decimal integer. Returns -1 (go on), or 2 after an error. */
+static int certify_seed_opt(solve_args *a, const char *arg)
+{
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(arg, &end, 10);
+    if (!*arg || *end || errno || arg[0] == '-') {
+        tool_error("--certify-seed expects a non-negative integer, not \"%s\"", arg);
+        return TOOL_EXIT_INPUT;
+    }
+    a->certify_opts.seed = v;
+    a->certify = 1;
+    return -1;
+}
+
+/* --chunk-size N: a positive decimal integer. Returns -1 (go on), or 2 after an error. */
+static int chunk_size_opt(solve_args *a, const char *arg)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(arg, &end, 10);
+    if (!*arg || *end || errno || v < 1) {
+        tool_error("--chunk-size expects a positive integer, not \"%s\"", arg);
+        return TOOL_EXIT_INPUT;
+    }
+    a->chunk_size = v;
+    return -1;
+}
+
+/* One option `c` with its argument `arg` (getopt's optarg). Returns -1 to go on, or the exit
+ * status to stop with (0 after --help and --version, which set their flag). */
+static int solve_option(solve_args *a, int c, const char *arg)
+{
+    switch (c) {
+    case '?':
+        return TOOL_EXIT_INPUT;
+    case TOOL_OPT_HELP:
+        a->help = 1;
+        return TOOL_EXIT_OK;
+    case TOOL_OPT_VERSION:
+        a->version = 1;
+        return TOOL_EXIT_OK;
+    case OPT_OUT:
+        a->out_path = arg;
+        return -1;
+    case OPT_JSON:
+        a->json = 1;
+        return -1;
+    case OPT_T0_FILE:
+        a->t0_file = arg;
+        return -1;
+    case OPT_T1_FILE:
+        a->t1_file = arg;
+        return -1;
+    case OPT_DT0_FILE:
+        a->dt0_file = arg;
+        return -1;
+    case OPT_ARGS_FILE:
+        a->args_file = arg;
+        return -1;
+    case OPT_IN:
+        a->in_path = arg;
+        return -1;
+    case OPT_RAGGED:
+        a->ragged = 1;
+        return -1;
+    case OPT_JSON_POINTS:
+        a->json_points = 1;
+        return -1;
+    case OPT_QUIET:
+        a->quiet = 1;
+        return -1;
+    case OPT_CERTIFY:
+        a->certify = 1;
+        return -1;
+    case OPT_CERTIFY_FRACTION:
+        return certify_fraction_opt(a, arg);
+    case OPT_CERTIFY_SEED:
+        return certify_seed_opt(a, arg);
+    case OPT_RESUME:
+        a->resume = 1;
+        return -1;
+    case OPT_CHUNK_SIZE:
+        return chunk_size_opt(a, arg);
+    default: {
+        a->t0_given |= c == TOOL_OPT_T0;
+        a->t1_given |= c == TOOL_OPT_T1;
+        a->dt0_given |= c == TOOL_OPT_DT0;
+        const int rc = tool_problem_opt(&a->pb, c, arg);
+        if (rc)
+            return rc < 0 ? TOOL_EXIT_INPUT : rc;
+        return -1;
+    }
+    }
+}
+
+/* The options that need or exclude one another, once all are read. Returns -1 (they agree), or
+ * 2 after an error naming them. */
+static int check_combinations(const solve_args *a)
+{
     if (a->json_points && !a->json) {
         tool_error("--json-points needs --json");
         return TOOL_EXIT_INPUT;
@@ -193,6 +192,41 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         return TOOL_EXIT_INPUT;
     }
     return -1;
+}
+
+int solve_args_parse(solve_args *a, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        TOOL_PROBLEM_LONGOPTS,
+        {"out", required_argument, NULL, OPT_OUT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"json-points", no_argument, NULL, OPT_JSON_POINTS},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"certify", no_argument, NULL, OPT_CERTIFY},
+        {"certify-fraction", required_argument, NULL, OPT_CERTIFY_FRACTION},
+        {"certify-seed", required_argument, NULL, OPT_CERTIFY_SEED},
+        {"t0-file", required_argument, NULL, OPT_T0_FILE},
+        {"t1-file", required_argument, NULL, OPT_T1_FILE},
+        {"dt0-file", required_argument, NULL, OPT_DT0_FILE},
+        {"args-file", required_argument, NULL, OPT_ARGS_FILE},
+        {"in", required_argument, NULL, OPT_IN},
+        {"ragged", no_argument, NULL, OPT_RAGGED},
+        {"resume", no_argument, NULL, OPT_RESUME},
+        {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    tool_problem_defaults(&a->pb);
+    clnode_certify_default_options(&a->certify_opts);
+    int started = 0;
+    for (;;) {
+        const int c = tool_getopt(argc, argv, longopts, &started);
+        if (c == -1)
+            return check_combinations(a);
+        const int rc = solve_option(a, c, optarg);
+        if (rc != -1)
+            return rc;
+    }
 }
 
 int solve_out_format(const char *path)

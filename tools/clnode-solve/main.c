@@ -307,6 +307,77 @@ static int refuse_early(const solve_args *a)
     return tool_out_check_inputs("--out", a->out_path, in, sizeof in / sizeof in[0]);
 }
 
+/* The solve, with the progress line on a terminal (not with --json), then with --certify the
+ * certificate, whose re-solves report progress as the solve did. Returns 0 with *sol (and *cert)
+ * set, or the exit status of a failure the context's logger has printed. */
+static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_model *model,
+                             const double *y0, size_t batch, clnode_solution **sol,
+                             clnode_certificate **cert, double *wall)
+{
+    tool_problem *pb = &a->pb;
+    progress_state ps = {tool_now(), 0};
+    if (isatty(STDERR_FILENO) && !a->json) {
+        pb->opts.progress = on_progress;
+        pb->opts.progress_user = &ps;
+    }
+    const double t_start = tool_now();
+    clnode_status st = clnode_solve(ctx, model, &pb->opts, batch, y0, sol);
+    *wall = tool_now() - t_start;
+    if (ps.shown)
+        fputs("\n", stderr);
+    if (st == CLNODE_OK && a->certify) {
+        ps.shown = 0;
+        st = clnode_certify(ctx, model, &pb->opts, batch, y0, *sol, &a->certify_opts, cert);
+        if (ps.shown)
+            fputs("\n", stderr);
+    }
+    pb->opts.progress = NULL; /* ps ends here */
+    pb->opts.progress_user = NULL;
+    return st == CLNODE_OK ? 0 : tool_exit_status(st);
+}
+
+/* How many trajectories did not end in success. */
+static size_t count_failed(const clnode_solution *sol, size_t batch)
+{
+    size_t failed = 0;
+    for (size_t b = 0; b < batch; ++b) {
+        clnode_trajectory_stats s;
+        clnode_solution_stats(sol, b, &s);
+        failed += s.result != CLNODE_RESULT_SUCCESS;
+    }
+    return failed;
+}
+
+/* The report on standard output: --json's, or the summary and the certificate (on standard
+ * error when --out - has standard output) unless --quiet; with --quiet the certificate on
+ * standard error. Returns 0 or an exit status after an error. */
+static int write_report(const solve_args *a, const clnode_context *ctx, const clnode_model *model,
+                        const clnode_solution *sol, const clnode_certificate *cert, size_t batch,
+                        double wall, double dir_t0, double dir_t1)
+{
+    const tool_problem *pb = &a->pb;
+    if (a->json) {
+        tool_out js;
+        tool_out_open(&js, "-");
+        const int rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a->json_points, cert,
+                                  &a->certify_opts, dir_t0, dir_t1);
+        return rc ? rc : tool_out_commit(&js);
+    }
+    if (!a->quiet) {
+        const int to_stderr = a->out_path && strcmp(a->out_path, "-") == 0;
+        print_summary(to_stderr ? stderr : stdout, pb, ctx, model, sol, batch, wall);
+        if (cert)
+            tool_print_certificate(to_stderr ? stderr : stdout, cert, &a->certify_opts, wall);
+        if (!to_stderr && fflush(stdout) != 0) {
+            tool_error("cannot write standard output");
+            return TOOL_EXIT_RESOURCE;
+        }
+    }
+    if (cert && a->quiet)
+        tool_print_certificate(stderr, cert, &a->certify_opts, wall);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     tool_prog = "clnode-solve";
@@ -323,14 +394,13 @@ int main(int argc, char **argv)
     }
 #ifdef CLNODE_SOLVE_MPI
     const int mpi = solve_mpi_wanted(&a); /* under mpirun: the batch across the ranks */
-    if (mpi && (rc = solve_mpi_init(&a, &argc, &argv)) != 0) {
+    rc = mpi ? solve_mpi_init(&a, &argc, &argv) : 0;
+    if (rc) {
         rc = solve_mpi_finish(rc);
         solve_args_free(&a);
         return rc;
     }
 #endif
-    tool_problem *pb = &a.pb;
-
     clnode_context *ctx = NULL;
     clnode_model *model = NULL;
     clnode_solution *sol = NULL;
@@ -341,13 +411,14 @@ int main(int argc, char **argv)
     memset(&out, 0, sizeof out);
     solve_arrays arr;
     memset(&arr, 0, sizeof arr);
-    rc = tool_problem_open(pb, &ctx, &model, &y0, &batch);
+    rc = tool_problem_open(&a.pb, &ctx, &model, &y0, &batch);
     if (rc)
         goto done;
-    if ((rc = open_arrays(&a, model, &arr, &y0, &batch)) != 0)
+    rc = open_arrays(&a, model, &arr, &y0, &batch);
+    if (rc)
         goto done;
     double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
-    direction(&pb->opts, batch, &dir_t0, &dir_t1);
+    direction(&a.pb.opts, batch, &dir_t0, &dir_t1);
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {
         rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);
@@ -355,63 +426,20 @@ int main(int argc, char **argv)
     }
 #endif
     /* opened before the solve: a path that cannot be written fails before the work */
-    if (a.out_path && (rc = tool_out_open(&out, a.out_path)) != 0)
+    rc = a.out_path ? tool_out_open(&out, a.out_path) : 0;
+    if (rc)
         goto done;
-
-    progress_state ps = {tool_now(), 0};
-    if (isatty(STDERR_FILENO) && !a.json) {
-        pb->opts.progress = on_progress;
-        pb->opts.progress_user = &ps;
-    }
-    const double t_start = tool_now();
-    clnode_status st = clnode_solve(ctx, model, &pb->opts, batch, y0, &sol);
-    const double wall = tool_now() - t_start;
-    if (ps.shown)
-        fputs("\n", stderr);
-    if (st != CLNODE_OK) { /* the context's logger has printed why, on one line */
-        rc = tool_exit_status(st);
+    double wall;
+    rc = solve_and_certify(&a, ctx, model, y0, batch, &sol, &cert, &wall);
+    if (rc)
         goto done;
-    }
-
-    size_t failed = 0;
-    for (size_t b = 0; b < batch; ++b) {
-        clnode_trajectory_stats s;
-        clnode_solution_stats(sol, b, &s);
-        failed += s.result != CLNODE_RESULT_SUCCESS;
-    }
-    if (a.certify) { /* the re-solves report progress as the solve did */
-        ps.shown = 0;
-        st = clnode_certify(ctx, model, &pb->opts, batch, y0, sol, &a.certify_opts, &cert);
-        if (ps.shown)
-            fputs("\n", stderr);
-        if (st != CLNODE_OK) { /* the logger has printed why */
-            rc = tool_exit_status(st);
-            goto done;
-        }
-    }
-
-    if (a.out_path && (rc = write_points(&out, &a, sol, dir_t0, dir_t1)) != 0)
+    const size_t failed = count_failed(sol, batch);
+    rc = a.out_path ? write_points(&out, &a, sol, dir_t0, dir_t1) : 0;
+    if (rc)
         goto done;
-    if (a.json) {
-        tool_out js;
-        tool_out_open(&js, "-");
-        if ((rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a.json_points, cert,
-                             &a.certify_opts, dir_t0, dir_t1)) != 0 ||
-            (rc = tool_out_commit(&js)) != 0)
-            goto done;
-    } else if (!a.quiet) {
-        const int to_stderr = a.out_path && strcmp(a.out_path, "-") == 0;
-        print_summary(to_stderr ? stderr : stdout, pb, ctx, model, sol, batch, wall);
-        if (cert)
-            tool_print_certificate(to_stderr ? stderr : stdout, cert, &a.certify_opts, wall);
-        if (!to_stderr && fflush(stdout) != 0) {
-            tool_error("cannot write standard output");
-            rc = TOOL_EXIT_RESOURCE;
-            goto done;
-        }
-    }
-    if (cert && a.quiet && !a.json)
-        tool_print_certificate(stderr, cert, &a.certify_opts, wall);
+    rc = write_report(&a, ctx, model, sol, cert, batch, wall, dir_t0, dir_t1);
+    if (rc)
+        goto done;
     clnode_certificate_summary cs;
     clnode_certificate_get(cert, &cs);
     rc = cert && !cs.certified ? TOOL_EXIT_VERIFY : failed ? TOOL_EXIT_UNSUCCESSFUL : TOOL_EXIT_OK;
