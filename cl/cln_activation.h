@@ -16,7 +16,7 @@
  * squares on Chebyshev nodes in 60-digit arithmetic, then rounded to the state precision) made
  * for this file; each block says its interval and the error of the rounded polynomial on it.
  *
- * Accuracy (tests/test_activation.c, against double libm for float and long double libm for
+ * Accuracy (tests/unit/test_activation.c, against double libm for float and long double libm for
  * double; max error in ulps of the reference, float sweep of every 64th bit pattern in
  * [-100, 100], 4 million random doubles):
  *            tanh  sigmoid  softplus  silu  gelu*  exp   log1p
@@ -418,7 +418,7 @@ CLN_INLINE real cln_pow_pos(real x, real y)
  * That is p 2^n exactly, the product of the scaling it replaces, because p 2^n is a normal number
  * on this domain (p's exponent plus n stays >= 1: the same bits as the product on every float and
  * on 5e8 doubles, from the 2^26 on each side of SP_THRESH to every boundary between two n;
- * tests/test_activation.c keeps a sweep of that tail). Below SP_THRESH the sum is meaningless
+ * tests/unit/test_activation.c keeps a sweep of that tail). Below SP_THRESH the sum is meaningless
  * (the scaling would give a subnormal number or wrap around) and a mask returns +0 in its place.
  * The integer addition instead of a multiplication, and the mask (an and) instead of a clamp of
  * the argument (a compare and a blend), take two operations a vector off the FMA units, which

@@ -8,7 +8,7 @@
  * The vector field (GEMMs, bias + activation) is evaluated between stages by the backend.
  *
  * cln_finish_traj is a composition of layers that are usable and tested on their own
- * (tests/test_controller.c), in the order GSL's odeiv2 and diffrax keep them apart:
+ * (tests/unit/test_controller.c), in the order GSL's odeiv2 and diffrax keep them apart:
  *   error      cln_scaled_span (cln_scaled_error), cln_rms -> cln_error_norm
  *   control    cln_pid_factor, cln_limit_dt, cln_shift_history, cln_floor_detect -> cln_control
  *   step end   cln_clip_to_end, cln_save_dense (cln_interpolate), cln_accept, cln_save_step,

@@ -25,7 +25,7 @@ bundle() {
     [ -d "$build" ] || { echo "no build directory $build" >&2; return 1; }
     dest="$build/_libs"
     mkdir -p "$dest"
-    for f in "$build"/lib/libclnode.so* "$build"/tests/test_conformance "$build"/tools/clnode-solve \
+    for f in "$build"/lib/libclnode.so* "$build"/tests/backend/test_conformance "$build"/tools/clnode-solve \
              "$build"/tools/clnode-bench; do
         [ -f "$f" ] || continue
         ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
@@ -169,7 +169,7 @@ say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 check_libs() {
     local f missing=0
-    for f in "$BUILD"/lib/libclnode.so "$BUILD"/tests/test_conformance "$BUILD"/tools/clnode-solve \
+    for f in "$BUILD"/lib/libclnode.so "$BUILD"/tests/backend/test_conformance "$BUILD"/tools/clnode-solve \
              "$BUILD"/tools/clnode-bench; do
         if [ ! -e "$f" ]; then
             echo "$f: not built"
@@ -207,7 +207,7 @@ fi
 
 # ---------------------------------------------------------------- the checks
 if [ -n "$BUILD" ]; then
-    T="$BUILD/tests/test_conformance"
+    T="$BUILD/tests/backend/test_conformance"
     S="$BUILD/tools/clnode-solve"
     BENCH="$BUILD/tools/clnode-bench"
 
@@ -215,7 +215,7 @@ if [ -n "$BUILD" ]; then
     CMP="$BUILD/tools/clnode-compare"
     # clnode-compare --plot runs this tree's plot script (the build may come from elsewhere)
     export CLNODE_PLOT_SCRIPT="$ROOT/tools/clnode-compare/plot_compare.py"
-    PROBE="$BUILD/tests/test_probe"
+    PROBE="$BUILD/tests/backend/test_probe"
 
     # what each device's GEMMs really compute, then the seed problem on every device and mode
     step "clnode-devices" 120 "$DEVS"

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 . scripts/env.sh
 scripts/install-deps.sh
 # The devices this run must have (scripts/install-deps.sh installs them): a test of one of them that
-# finds it absent fails, naming it, instead of skipping (tests/test_device.h). Set the variable
-# (empty: none) to require other devices.
+# finds it absent fails, naming it, instead of skipping (tests/common/test_device.h). Set the
+# variable (empty: none) to require other devices.
 export CLNODE_REQUIRE_DEVICES="${CLNODE_REQUIRE_DEVICES-host,opencl:pocl,opencl:oclgrind}"
 # run DIR TIMEOUT_MULTIPLIER [meson setup options...]; $TEST_ARGS adds meson test options.
 run() {
@@ -50,8 +50,8 @@ if [ ! -d build-tsan ]; then
   meson setup build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false --buildtype=debug
 fi
 tsan_tests=(threads host-threads method controller safetensors host-gemm)
-ninja -C build-tsan tests/test_threads tests/test_host_threads tests/test_method tests/test_controller \
-  tests/test_safetensors tests/test_host_gemm
+ninja -C build-tsan tests/backend/test_threads tests/backend/test_host_threads tests/unit/test_method \
+  tests/unit/test_controller tests/unit/test_safetensors tests/unit/test_host_gemm
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 \
   --timeout-multiplier 4 "${tsan_tests[@]}"

@@ -1,6 +1,6 @@
-/* test_mpi - clnode_solve_mpi and clnode_mpi_gather under mpirun -np R (tests/meson.build runs
- * R = 1..4): every chunk's trajectories bit-identical to one clnode_solve of the whole batch on
- * one process (dynamic and static splits, skipped chunks), every chunk solved exactly once, the
+/* test_mpi - clnode_solve_mpi and clnode_mpi_gather under mpirun -np R (tests/mpi/meson.build
+ * runs R = 1..4): every chunk's trajectories bit-identical to one clnode_solve of the whole batch
+ * on one process (dynamic and static splits, skipped chunks), every chunk solved exactly once, the
  * gather in chunk order, and a rank whose solve fails making the call fail on every rank with a
  * message naming it. Exits 0 on success; prints the first failure. */
 #include <stdio.h>

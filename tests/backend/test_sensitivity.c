@@ -23,6 +23,7 @@
 
 #include "clnode.h"
 #include "test_device.h"
+#include "test_util.h"
 
 #ifndef CLN_SOURCE_ROOT
 #define CLN_SOURCE_ROOT "."
@@ -142,7 +143,7 @@ static void test_seed(void **state)
     assert_int_equal(j.verdict, CLNODE_VERDICT_BEYOND);
     assert_true(j.steps_beyond);
     assert_true(j.ratio > 3 && isfinite(j.ratio));
-    assert_true(fabs(j.ratio - dev / s.spread) <= 1e-12 * j.ratio);
+    assert_close(j.ratio, dev / s.spread, 0, 1e-12 * j.ratio);
     assert_non_null(strstr(j.text, "the device's arithmetic changes the solution"));
     o.precision_guard = CLNODE_GUARD_WARN;
     solve_and_judge(b, m, &o, 1, y0, 1, &j, &dev);
@@ -225,8 +226,7 @@ static clnode_model *linear_model(void)
     const size_t sizes[2] = {3, 3};
     const double w[9] = {-1, 0, 0, 0, -1, 0, 0, 0, -1};
     const double *ws[1] = {w};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
-                           .weights = ws};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     return m;
@@ -256,8 +256,8 @@ static void test_linear(void **state)
         /* the reference solves the ODE: y(t1) = exp(-t1) y0 to the solver's tolerance */
         const double *yf = clnode_solution_y_final(clnode_sensitivity_reference(b), i);
         for (size_t c = 0; c < 3; ++c)
-            assert_true(fabs(yf[c] - exp(-5.0) * y0[i * 3 + c]) <=
-                        10 * o.rtol * exp(-5.0) * fabs(y0[i * 3 + c]));
+            assert_close(yf[c], exp(-5.0) * y0[i * 3 + c], 0,
+                         10 * o.rtol * exp(-5.0) * fabs(y0[i * 3 + c]));
     }
     clnode_judgement j;
     solve_and_judge(b, m, &o, 2, y0, 3, &j, NULL);
@@ -270,7 +270,7 @@ static void test_linear(void **state)
     assert_true(s.floor == 4.0 * ldexp(1.0, -24));
     assert_ok(clnode_sensitivity_judge(b, 0, 1e-3, s.steps_min, s.steps_max, 1, &j));
     assert_int_equal(j.verdict, CLNODE_VERDICT_BEYOND);
-    assert_true(fabs(j.ratio - 1e-3 / fmax(s.spread, s.floor)) <= 1e-12 * j.ratio);
+    assert_close(j.ratio, 1e-3 / fmax(s.spread, s.floor), 0, 1e-12 * j.ratio);
     assert_ok(clnode_sensitivity_judge(b, 0, 0.0, s.steps_min, s.steps_max, 1, &j));
     assert_int_equal(j.verdict, CLNODE_VERDICT_AGREES);
     assert_true(j.ratio == 0.0);

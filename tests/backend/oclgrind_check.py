@@ -4,8 +4,8 @@ Oclgrind's checkers.
 
 Usage: oclgrind_check.py OCLGRIND_ICD [--expect REGEX] PROGRAM [ARGS...]
 
-OCLGRIND_ICD is the .icd file that names Oclgrind's ICD library (tests/meson.build generates it in
-the build directory: Debian installs liboclgrind-rt-icd.so without one). The program sees the
+OCLGRIND_ICD is the .icd file that names Oclgrind's ICD library (tests/backend/meson.build generates
+it in the build directory: Debian installs liboclgrind-rt-icd.so without one). The program sees the
 platforms of /etc/OpenCL/vendors (or of $OCL_ICD_VENDORS when it is a folder) plus Oclgrind,
 through a vendors folder made for this run, with Oclgrind's checks on: --check-api --data-races
 --uninitialized, set for the ICD as OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES and

@@ -37,7 +37,7 @@ RESUME = "--resume" in sys.argv[1:]
 ARGS = [a for a in sys.argv[1:] if a != "--resume"]
 SOLVE = os.path.abspath(ARGS[0])
 COMPARE = os.path.abspath(ARGS[1]) if len(ARGS) > 1 else None
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")  # tests/
 TANH = os.path.join(HERE, "data", "models", "tanh4x32.safetensors")  # dim 4
 COND = os.path.join(HERE, "data", "models", "cond4x2.safetensors")  # dim 4, 2 inputs
 NOBODY = 65534

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "clnode.h"
+#include "test_util.h"
 
 static clnode_context *g_ctx;
 
@@ -865,11 +866,7 @@ static void test_metadata_kept(void **state)
     const size_t sizes[2] = {2, 2};
     const double w[4] = {1, 0, 0, 1};
     const double *ws[1] = {w};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 1;
-    d.sizes = sizes;
-    d.weights = ws;
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_OK);
     assert_int_equal(clnode_model_metadata_count(m), 0);
     assert_string_equal(clnode_model_tensor_dtype(m, 0, 0), "F64");

@@ -381,7 +381,8 @@ def test_log_goes_to_logging(caplog):
 
 def test_certificate():
     # the certificate of clnode-solve --certify: strict fp32 on the seed problem is within its
-    # rounding baseline; emulated TF32 is not (tests/test_sensitivity.c has the same oracles)
+    # rounding baseline; emulated TF32 is not (tests/backend/test_sensitivity.c has the same
+    # oracles)
     y0 = np.zeros((4, 10))
     o = dict(device="host")
     assert seed_solve(y0, **o).certificate is None

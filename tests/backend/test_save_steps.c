@@ -29,6 +29,7 @@
 
 #include "core/internal.h" /* cln_steps_cap_first, cln_solution_capacity */
 #include "test_device.h"
+#include "test_util.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -39,13 +40,6 @@ static void count_log(void *user, clnode_log_level level, const char *message)
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "saved steps:", 12) == 0)
         ++g_growths;
-}
-
-/* Deterministic values in [-1, 1). */
-static double lcg(uint32_t *x)
-{
-    *x = *x * 1664525u + 1013904223u;
-    return (double)(*x >> 8) / 8388608.0 - 1.0;
 }
 
 /* Trajectory b of a and trajectory c_b of c agree: stats, final state and every kind of saved
@@ -166,11 +160,7 @@ static void test_rotation_many_doublings(void **state)
     const double W[4] = {-0.01, 1.0, -1.0, -0.01};
     size_t sizes[2] = {2, 2};
     const double *ws[1] = {W};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 1;
-    d.sizes = sizes;
-    d.weights = ws;
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     enum {
@@ -180,8 +170,8 @@ static void test_rotation_many_doublings(void **state)
     double y0[B * 2], t1s[B], dt0s[B];
     uint32_t x = 5u;
     for (size_t b = 0; b < B; ++b) {
-        y0[2 * b] = lcg(&x);
-        y0[2 * b + 1] = lcg(&x);
+        y0[2 * b] = test_lcg(&x);
+        y0[2 * b + 1] = test_lcg(&x);
         t1s[b] = ends[(b * 3) % (sizeof ends / sizeof ends[0])] * (1.0 + 0.01 * (double)(b % 5));
         dt0s[b] = b % 2 ? 0.0 : 0.05;
     }
@@ -241,7 +231,7 @@ static void test_seed_growth(void **state)
     double y0[B * 10], t1s[B];
     uint32_t x = 11u;
     for (size_t i = 0; i < B * N; ++i)
-        y0[i] = 0.5 * lcg(&x);
+        y0[i] = 0.5 * test_lcg(&x);
     for (size_t b = 0; b < B; ++b)
         t1s[b] = b % 4 == 0 ? 0.0 : 100.0 * (double)(b % 9);
     const clnode_method *methods[2] = {clnode_method_tsit5, clnode_method_heun};

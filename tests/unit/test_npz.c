@@ -8,7 +8,7 @@
  *   test_npz                 the unit tests
  *   test_npz --write DIR     writes DIR/plain.npz and DIR/zip64.npz (the same members, the
  *                            second with every ZIP64 record forced) for Python's zipfile and
- *                            numpy.load to check (tests/test_cli_arrays.py) */
+ *                            numpy.load to check (tests/tools/test_cli_arrays.py) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -120,7 +120,7 @@ def test_against_diffrax_reference_fp64(model, repo):
     seen = 0
     for case in data["cases"]:
         # dopri8's steps on these problems move with the rounding of the sums in diffrax itself:
-        # tests/test_ensemble_diffrax.c holds it to diffrax's own spread
+        # tests/backend/test_ensemble_diffrax.c holds it to diffrax's own spread
         if case["save"] not in ("t1", "steps") or case["method"] == "dopri8":
             continue
         saveat = clnode.SaveAt(t1=True) if case["save"] == "t1" else clnode.SaveAt(steps=True)

@@ -19,6 +19,7 @@
 
 #include "clnode.h"
 #include "test_device.h"
+#include "test_util.h"
 
 #ifndef CLN_SOURCE_ROOT
 #error "CLN_SOURCE_ROOT must name the source tree"
@@ -26,15 +27,6 @@
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
-
-/* |a - b| <= atol + rtol |b|, printing both values and the expression on failure. */
-#define assert_close(a, b, rtol, atol)                                                             \
-    do {                                                                                           \
-        const double a_ = (a), b_ = (b);                                                           \
-        if (!(fabs(a_ - b_) <= (atol) + (rtol)*fabs(b_)))                                          \
-            fail_msg("%s = %.17g and %s = %.17g differ by %.3g (allowed %.3g + %.3g * |b|)", #a,   \
-                     a_, #b, b_, fabs(a_ - b_), (double)(atol), (double)(rtol));                   \
-    } while (0)
 
 /* ---- linear models ---- */
 
@@ -44,8 +36,7 @@ static clnode_model *linear_model(size_t n, const double *W, const double *bias)
     size_t sizes[2] = {n, n};
     const double *ws[1] = {W};
     const double *bs[1] = {bias};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
-                           .weights = ws, .biases = bias ? bs : NULL};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, bias ? bs : NULL);
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     return m;
@@ -211,7 +202,7 @@ static void test_convergence_order(void **state)
         print_message("  %-6s constant-step order %.3f (expected %d)\n", methods[k]->name, order,
                       methods[k]->order);
         /* dopri8: see test_convergence_order_nonlinear */
-        assert_true(fabs(order - methods[k]->order) < (k == 5 ? 1.25 : 0.25));
+        assert_close_lt(order, methods[k]->order, k == 5 ? 1.25 : 0.25);
     }
     clnode_model_destroy(&m);
 }
@@ -233,8 +224,7 @@ static void test_convergence_order_nonlinear(void **state)
         b1[i] = 0.3 * sin(0.7 * i);
     const size_t sizes[3] = {2, 8, 2};
     const double *ws[2] = {W1, W2}, *bs[2] = {b1, b2};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 2, .sizes = sizes,
-                           .weights = ws, .biases = bs};
+    clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
     d.activation = CLNODE_ACT_TANH;
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
@@ -526,8 +516,7 @@ static void test_batch_invariance(void **state)
     /* distinct initial states, deterministic */
     uint32_t x = 12345u;
     for (size_t i = 0; i < maxB * N; ++i) {
-        x = x * 1664525u + 1013904223u;
-        y0[i] = ((double)(x >> 8) / 16777216.0 - 0.5) * 2.0;
+        y0[i] = test_lcg(&x);
     }
     for (int p = 0; p < 2; ++p) {
         if (p == 1 && !have_fp64())
@@ -665,16 +654,14 @@ static void test_bad_inputs(void **state)
     const double Wn[1] = {NAN};
     size_t sizes[2] = {1, 1};
     const double *ws[1] = {Wn};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
-                           .weights = ws};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_NONFINITE_INPUT);
     assert_null(m);
     /* a model whose output width is not its input width is no vector field */
     size_t sz2[2] = {2, 1};
     const double W2[2] = {1, 1};
     const double *ws2[1] = {W2};
-    clnode_model_desc d2 = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sz2,
-                            .weights = ws2};
+    clnode_model_desc d2 = test_mlp_desc(1, sz2, ws2, NULL);
     assert_int_equal(clnode_model_create(g_ctx, &d2, &m), CLNODE_ERR_INVALID_ARGUMENT);
 }
 
@@ -847,8 +834,8 @@ static void test_values_beyond_fp32(void **state)
     size_t sizes[2] = {2, 1};
     const double Wc[2] = {-1, 1};
     const double *ws[1] = {Wc};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
-                           .weights = ws, .num_inputs = 1};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
+    d.num_inputs = 1;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     const double c[2] = {1, -1e39};
     clnode_solve_default_options(&o);
@@ -1143,8 +1130,8 @@ static void test_time_input(void **state)
     size_t sizes[2] = {2, 1};
     const double W[2] = {0.0, 1.0};
     const double *ws[1] = {W};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 1, .sizes = sizes,
-                           .weights = ws, .time_input = 1};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
+    d.time_input = 1;
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     assert_int_equal(clnode_model_time_input(m), 1);
@@ -1186,8 +1173,8 @@ static void test_out_of_memory(void **state)
     double *w0 = calloc(wide, sizeof(double)), *w1 = calloc(wide, sizeof(double));
     assert_true(w0 && w1);
     const double *ws[2] = {w0, w1};
-    clnode_model_desc d = {CLNODE_MODEL_DESC_DEFAULTS, .num_layers = 2, .sizes = sizes,
-                           .weights = ws, .activation = CLNODE_ACT_TANH};
+    clnode_model_desc d = test_mlp_desc(2, sizes, ws, NULL);
+    d.activation = CLNODE_ACT_TANH;
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     free(w0);

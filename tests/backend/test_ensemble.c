@@ -24,6 +24,7 @@
 
 #include <clnode.h>
 #include "test_device.h"
+#include "test_util.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -306,11 +307,7 @@ static clnode_model *decay_to_c(size_t n, int time_input)
     }
     size_t sizes[2] = {in, n};
     const double *ws[1] = {W};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 1;
-    d.sizes = sizes;
-    d.weights = ws;
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     d.time_input = time_input;
     d.num_inputs = n;
     clnode_model *m = NULL;
@@ -378,24 +375,17 @@ static clnode_model *conditioned_mlp(clnode_context *ctx)
     double W0[H * IN], b0[H], W1[N * H];
     uint32_t x = 12345u;
     for (size_t i = 0; i < H * IN; ++i) {
-        x = x * 1664525u + 1013904223u;
-        W0[i] = ((double)(x >> 8) / 16777216.0 - 0.5) * 1.2;
+        W0[i] = 0.6 * test_lcg(&x);
     }
     for (size_t i = 0; i < H; ++i)
         b0[i] = 0.05 * (double)i - 0.8;
     for (size_t i = 0; i < N * H; ++i) {
-        x = x * 1664525u + 1013904223u;
-        W1[i] = ((double)(x >> 8) / 16777216.0 - 0.5) * 0.6;
+        W1[i] = 0.3 * test_lcg(&x);
     }
     size_t sizes[3] = {IN, H, N};
     const double *ws[2] = {W0, W1};
     const double *bs[2] = {b0, NULL};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 2;
-    d.sizes = sizes;
-    d.weights = ws;
-    d.biases = bs;
+    clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
     d.activation = CLNODE_ACT_TANH;
     d.time_input = 1;
     d.num_inputs = K;
@@ -481,11 +471,7 @@ static void test_inputs_refusals(void **state)
     size_t sizes[2] = {3, 2};
     const double W[6] = {0};
     const double *ws[1] = {W};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 1;
-    d.sizes = sizes;
-    d.weights = ws;
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     d.num_inputs = 2;
     assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(
@@ -553,11 +539,7 @@ static void test_wide_model_batch(void **state)
         for (size_t i = 0; i < n; ++i)
             w[l][i] = sin(1.3 * (double)i + (double)l) / sqrt((double)sizes[l]);
     }
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 3;
-    d.sizes = sizes;
-    d.weights = (const double *const *)w;
+    clnode_model_desc d = test_mlp_desc(3, sizes, (const double *const *)w, NULL);
     d.activation = CLNODE_ACT_TANH;
     d.final_activation = CLNODE_ACT_IDENTITY;
     clnode_model *m = NULL;

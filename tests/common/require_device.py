@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """require_device.py DEVICE WHY - stands for the tests of DEVICE where the build found no such
 device (WHY says what is missing): exits 77 (meson: skipped), or 1 naming the device where
-CLNODE_REQUIRE_DEVICES lists it (the rule of tests/test_device.h: an entry equal to the device, or
-a bare backend on either side that matches the other's backend)."""
+CLNODE_REQUIRE_DEVICES lists it (the rule of tests/common/test_device.h: an entry equal to the
+device, or a bare backend on either side that matches the other's backend)."""
 import os
 import sys
 

@@ -9,7 +9,7 @@
  *
  * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
  * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
- * done by tests/oclgrind_check.py, which runs this program.
+ * done by tests/backend/oclgrind_check.py, which runs this program.
  *
  * Usage: test_oclgrind [DEVICE] (default "opencl:oclgrind"); absent: 77. */
 #include <stdio.h>

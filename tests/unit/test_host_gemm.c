@@ -19,12 +19,13 @@
 #include "backends/host/host_gemm.h"
 #include "backends/host/host_gemv.h"
 #include "backends/host/host_math.h"
+#include "test_util.h"
 
 static uint32_t rng = 2024u;
+/* Deterministic values in [-0.5, 0.5). */
 static double urand(void)
 {
-    rng = rng * 1664525u + 1013904223u;
-    return (double)(rng >> 8) / 16777216.0 - 0.5;
+    return 0.5 * test_lcg(&rng);
 }
 
 static int isa_available(cln_gemm_isa isa)

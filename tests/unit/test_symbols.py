@@ -50,7 +50,7 @@ def main(argv):
             print("  + " + r)
         for r in removed:
             print("  - " + r)
-        print("after a deliberate change of the API: tests/test_symbols.py %s %s --write"
+        print("after a deliberate change of the API: tests/unit/test_symbols.py %s %s --write"
               % (lib, path))
     if ok:
         print("ok: %d exported symbols, all clnode_*, as listed in %s" % (len(rows), path))

@@ -24,6 +24,7 @@
 #include "backends/host/host_pool.h"
 #include "clnode.h"
 #include "precision/probe_internal.h"
+#include "test_util.h"
 
 /* ---- the pool ---- */
 
@@ -223,12 +224,7 @@ static void test_kept_model(void **state)
     memcpy(w1, w[1], nw * sizeof *w1);
     w1[nw - 1] += 0.25;
     w[1] = w1;
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = L;
-    d.sizes = sizes;
-    d.weights = w;
-    d.biases = b;
+    clnode_model_desc d = test_mlp_desc(L, sizes, w, b);
     d.activation = clnode_model_activation(seed);
     d.final_activation = clnode_model_final_activation(seed);
     assert_int_equal(clnode_model_create(ctx, &d, &other), CLNODE_OK);

@@ -26,6 +26,7 @@
 
 #include <clnode.h>
 #include "test_device.h"
+#include "test_util.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -36,13 +37,6 @@ static void count_log(void *user, clnode_log_level level, const char *message)
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "compaction:", 11) == 0)
         ++g_compactions;
-}
-
-/* Deterministic values in [-1, 1). */
-static double lcg(uint32_t *x)
-{
-    *x = *x * 1664525u + 1013904223u;
-    return (double)(*x >> 8) / 8388608.0 - 1.0;
 }
 
 /* Trajectory b of a and of b agree: stats, final state and every kind of saved point. */
@@ -132,7 +126,7 @@ static void test_seed_ensembles(void **state)
                 assert_non_null(t1s);
                 uint32_t x = 7u + (uint32_t)B;
                 for (size_t i = 0; i < B * N; ++i)
-                    y0[i] = 0.5 * lcg(&x);
+                    y0[i] = 0.5 * test_lcg(&x);
                 for (size_t b = 0; b < B; ++b)
                     t1s[b] = ends[(b * 7 + bi) % nend];
                 clnode_solve_options o;
@@ -168,11 +162,7 @@ static void test_nonfinite_and_intervals(void **state)
     const double W[9] = {20, 0, 0, 0.5, -1, 0, 0, 1, -0.5};
     size_t sizes[2] = {3, 3};
     const double *ws[1] = {W};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 1;
-    d.sizes = sizes;
-    d.weights = ws;
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     enum {
@@ -184,8 +174,8 @@ static void test_nonfinite_and_intervals(void **state)
         /* y0[0] from 0 (never grows) and 1e29 (overflows in fp32 after about a hundred
          * steps) to 1e38 (at once) */
         y0[3 * b] = b % 11 == 0 ? 0.0 : pow(10.0, 28.0 + (double)(b % 11));
-        y0[3 * b + 1] = lcg(&x);
-        y0[3 * b + 2] = lcg(&x);
+        y0[3 * b + 1] = test_lcg(&x);
+        y0[3 * b + 2] = test_lcg(&x);
         t0s[b] = 0.25 * (double)(b % 3);
         t1s[b] = t0s[b] + (b % 5 == 0 ? 0.5 : 4.0 + (double)(b % 4));
         dt0s[b] = b % 2 ? 0.0 : 0.01 * (double)(1 + b % 3);
@@ -229,20 +219,15 @@ static void test_inputs_move(void **state)
     double W0[H * IN], b0[H], W1[N * H];
     uint32_t x = 4242u;
     for (size_t i = 0; i < H * IN; ++i)
-        W0[i] = 0.6 * lcg(&x);
+        W0[i] = 0.6 * test_lcg(&x);
     for (size_t i = 0; i < H; ++i)
         b0[i] = 0.05 * (double)i - 0.4;
     for (size_t i = 0; i < N * H; ++i)
-        W1[i] = 0.3 * lcg(&x);
+        W1[i] = 0.3 * test_lcg(&x);
     size_t sizes[3] = {IN, H, N};
     const double *ws[2] = {W0, W1};
     const double *bs[2] = {b0, NULL};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 2;
-    d.sizes = sizes;
-    d.weights = ws;
-    d.biases = bs;
+    clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
     d.activation = CLNODE_ACT_TANH;
     d.time_input = 1;
     d.num_inputs = K;
@@ -250,10 +235,10 @@ static void test_inputs_move(void **state)
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     double y0[B * N], in[B * K], t1s[B];
     for (size_t b = 0; b < B; ++b) {
-        y0[N * b] = lcg(&x);
-        y0[N * b + 1] = lcg(&x);
-        in[K * b] = 2.0 * lcg(&x);
-        in[K * b + 1] = 2.0 * lcg(&x);
+        y0[N * b] = test_lcg(&x);
+        y0[N * b + 1] = test_lcg(&x);
+        in[K * b] = 2.0 * test_lcg(&x);
+        in[K * b + 1] = 2.0 * test_lcg(&x);
         t1s[b] = b % 10 ? 1.0 : 10.0; /* 90% end early */
     }
     clnode_solve_options o;
