@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "test_stream.h"
+
 #include "npy.h"
 
 /* numpy.save(f, numpy.array([1.0, -2.5, 0.125])) */
@@ -252,32 +254,6 @@ static void test_files(void **state)
     assert_non_null(strstr(err, "x.npy: cannot write"));
     remove(path);
     rmdir(dir);
-}
-
-/* A stream over `size` bytes, handed out in pieces of at most `piece` bytes; with `endless`,
- * zeros for ever after them (/dev/zero behind a file). Counts the bytes handed out. */
-typedef struct mem_stream {
-    const unsigned char *p;
-    size_t size, at, piece, handed;
-    int endless;
-} mem_stream;
-
-static long long mem_read(void *user, void *buf, size_t n)
-{
-    mem_stream *m = user;
-    if (n > m->piece)
-        n = m->piece;
-    size_t k = 0;
-    if (m->at < m->size) {
-        k = n < m->size - m->at ? n : m->size - m->at;
-        memcpy(buf, m->p + m->at, k);
-        m->at += k;
-    } else if (m->endless) {
-        memset(buf, 0, n);
-        k = n;
-    }
-    m->handed += k;
-    return (long long)k;
 }
 
 static int stream_read(const unsigned char *p, size_t size, size_t piece, int endless,

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "test_stream.h"
+
 #include "npy.h"
 #include "npz.h"
 
@@ -389,32 +391,6 @@ static int write_files(const char *dir)
         free(img);
     }
     return 0;
-}
-
-/* A stream over `size` bytes in pieces of at most `piece` bytes, then zeros for ever when
- * `endless`; counts the bytes handed out. */
-typedef struct mem_stream {
-    const unsigned char *p;
-    size_t size, at, piece, handed;
-    int endless;
-} mem_stream;
-
-static long long mem_read(void *user, void *buf, size_t n)
-{
-    mem_stream *m = user;
-    if (n > m->piece)
-        n = m->piece;
-    size_t k = 0;
-    if (m->at < m->size) {
-        k = n < m->size - m->at ? n : m->size - m->at;
-        memcpy(buf, m->p + m->at, k);
-        m->at += k;
-    } else if (m->endless) {
-        memset(buf, 0, n);
-        k = n;
-    }
-    m->handed += k;
-    return (long long)k;
 }
 
 static int stream_read(const unsigned char *p, size_t size, size_t piece, int endless, char *err,
