@@ -169,6 +169,15 @@ static clnode_status cln_validate_method(clnode_context *ctx, const clnode_metho
     return CLNODE_OK;
 }
 
+
+/* " (trajectory b)" where the problem is per trajectory, else "": the suffix of a message that
+ * names a trajectory's interval or first step. */
+static void cln_traj_who(char *who, size_t n, int per_traj, size_t b)
+{
+    who[0] = '\0';
+    if (per_traj)
+        snprintf(who, n, " (trajectory %zu)", b);
+}
 /* Precision, GEMM mode, guard, the interval and the step budget. */
 static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solve_options *o,
                                           size_t batch, const double *y0)
@@ -191,9 +200,8 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
     const double dir = cln_direction(o, batch);
     for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
         const double t0 = cln_t0(o, b), t1 = cln_t1(o, b), dt0 = cln_dt0_of(o, b);
-        char who[48] = "";
-        if (per_traj)
-            snprintf(who, sizeof who, " (trajectory %zu)", b);
+        char who[48];
+        cln_traj_who(who, sizeof who, per_traj, b);
         CLN_CHECK(ctx, isfinite(t0) && isfinite(t1), CLNODE_ERR_INVALID_ARGUMENT,
                   "t0 = %g and t1 = %g must be finite%s", t0, t1, who);
         CLN_CHECK(ctx, isfinite(dt0), CLNODE_ERR_INVALID_ARGUMENT, "dt0 = %g must be finite%s", dt0,
@@ -440,9 +448,8 @@ static clnode_status cln_validate_collapse(clnode_context *ctx, const clnode_sol
     const double dir = cln_direction(o, batch);
     for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
         const double t0 = cln_t0(o, b), t1 = cln_t1(o, b), dt0 = cln_dt0_of(o, b);
-        char who[48] = "";
-        if (per_traj)
-            snprintf(who, sizeof who, " (trajectory %zu)", b);
+        char who[48];
+        cln_traj_who(who, sizeof who, per_traj, b);
         const double r0 = cln_round(p, t0), r1 = cln_round(p, t1);
         CLN_CHECK(ctx, t0 == t1 || r0 != r1, CLNODE_ERR_INVALID_ARGUMENT,
                   "t0 = %.17g and t1 = %.17g%s differ, but in %s both are %.9g: the interval "
