@@ -51,7 +51,7 @@ if int(np.__version__.split(".")[0]) != major:
 sol = clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=50, dt0=0.02, rtol=1e-4, atol=1e-6,
                    saveat=clnode.SaveAt(steps=True), precision="fp32")
 n = int(sol.stats["num_accepted_steps"])
-if n != 12 or sol.result != "success":
+if n != 12 or sol.result != clnode.Result.success:
     sys.exit("seed problem: %d steps, result %s (expected 12, success)" % (n, sol.result))
 open(out, "wb").write(np.ascontiguousarray(sol.ys).tobytes())
 print("  numpy %s: clnode %s, seed problem %d steps, %s" % (np.__version__, clnode.__version__, n,

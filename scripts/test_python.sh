@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python stage of the test suite: a virtual environment under the build directory (first
 # argument, default build-ci) with python/requirements-test.txt from PyPI, the package built into
-# it from this tree by meson-python (`pip install .`), then pytest on tests/python.
+# it from this tree by meson-python (`pip install .`), then mypy over the installed package and
+# pytest on tests/python.
 # The interpreter is $CLNODE_PYTHON, else Debian's /usr/bin/python3 (python3-venv and python3-dev
 # come from scripts/install-deps.sh), else python3 on PATH.
 set -euo pipefail
@@ -22,4 +23,7 @@ fi
 "$venv/bin/python" -m pip install -q --no-build-isolation --force-reinstall --no-deps .
 # run from outside the tree so that `import clnode` is the installed package
 cd "$build"
+# the installed package's types (its py.typed, the extension's stub), with pyproject's [tool.mypy]
+"$(pwd)/python-venv/bin/python" -m mypy --config-file "$OLDPWD/pyproject.toml" \
+  --cache-dir "$(pwd)/mypy-cache" -p clnode
 "$(pwd)/python-venv/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python"

@@ -30,14 +30,13 @@ except ImportError as _e:  # the extension runs with numpy 1.23 and later (pypro
 from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, FileError,
                       InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
 from ._model import MLP, from_equinox, from_torch, seed_model
-from ._solve import Context, SaveAt, Solution, devices, probe, solve
+from ._solve import Context, Result, SaveAt, Solution, devices, probe, solve
+from ._version import version as __version__
 
 __all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt", "Solution",
-           "solve", "devices", "probe", "library_version", "Error", "InvalidArgumentError",
+           "Result", "solve", "devices", "probe", "library_version", "Error", "InvalidArgumentError",
            "ModelError", "FileError", "DeviceError", "UnsupportedError", "PrecisionError",
            "CancelledError", "ContextBusyError", "PrecisionWarning"]
-
-__version__ = "0.1.0"
 
 # the library's status name of an error (instances raised by the library carry their own)
 Error.status = None
@@ -49,7 +48,7 @@ class PrecisionWarning(UserWarning):
     (expect many more steps), or trajectories ended with result "precision_floor"."""
 
 
-def library_version():
+def library_version() -> str:
     """The version of the C library linked into this package ("MAJOR.MINOR.PATCH")."""
     return _clnode.version()
 

@@ -2,6 +2,7 @@
 refused with a TypeError (a value of the wrong kind) or a ValueError (a value out of place),
 whose message names the argument. Nothing is coerced by truthiness, truncation or flattening."""
 import math
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -9,7 +10,7 @@ EXACT_INT = 2 ** 53
 UINT64_MAX = 2 ** 64 - 1
 
 
-def boolean(value, name):
+def boolean(value: Any, name: str) -> bool:
     """`value` as a bool: True, False or a numpy.bool_; anything else (strings such as "False",
     integers, None) is refused."""
     if isinstance(value, (bool, np.bool_)):
@@ -17,7 +18,8 @@ def boolean(value, name):
     raise TypeError(f"{name} must be a bool (True or False), not {value!r}")
 
 
-def integer(value, name, lo=None, hi=None):
+def integer(value: Any, name: str, lo: Optional[int] = None,
+            hi: Optional[int] = None) -> int:
     """`value` as a Python int: an int or a numpy integer (not a bool, a float or a string),
     within [lo, hi] where given."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -28,7 +30,7 @@ def integer(value, name, lo=None, hi=None):
     return v
 
 
-def real_array(value, name, finite=True):
+def real_array(value: Any, name: str, finite: bool = True) -> np.ndarray:
     """`value` as a float64 numpy array, refusing what float64 would not hold exactly: strings,
     booleans, None, complex and object arrays, long double, integers beyond 2^53, and (with
     `finite`) NaN and infinities."""
@@ -55,7 +57,8 @@ def real_array(value, name, finite=True):
     return a
 
 
-def real(value, name, optional=False, finite=False):
+def real(value: Any, name: str, optional: bool = False,
+         finite: bool = False) -> Optional[float]:
     """`value` as a Python float: a float, an int float64 holds exactly, a numpy scalar or a 0-d
     array of those; None where `optional`. Non-finite values pass (with finite=False) for the
     library to judge."""
@@ -70,7 +73,7 @@ def real(value, name, optional=False, finite=False):
     return float(a)
 
 
-def name_string(value, name, choices=None):
+def name_string(value: Any, name: str, choices: Optional[Sequence[str]] = None) -> str:
     """`value` as a str (one of `choices` where given)."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, not {value!r}")

@@ -1213,9 +1213,71 @@ static PyObject *version(PyObject *self, PyObject *noargs)
     return PyUnicode_FromString(clnode_version_string());
 }
 
+/* The library's names by code, as a tuple: name_at(0), name_at(1), ... up to the first NULL. */
+static PyObject *names_tuple(const char *(*name_at)(size_t))
+{
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && name_at(i); ++i) {
+        PyObject *s = PyUnicode_FromString(name_at(i));
+        if (!s || PyList_Append(list, s) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(s);
+    }
+    PyObject *t = list ? PyList_AsTuple(list) : NULL;
+    Py_XDECREF(list);
+    return t;
+}
+
+/* The results are the codes 0, 1, ... before the first that clnode_result_name calls "unknown";
+ * so are the activations for clnode_activation_name. */
+static const char *result_at(size_t i)
+{
+    const char *name = clnode_result_name((clnode_result)i);
+    return strcmp(name, "unknown") ? name : NULL;
+}
+
+static const char *activation_at(size_t i)
+{
+    const char *name = clnode_activation_name((clnode_activation)i);
+    return strcmp(name, "unknown") ? name : NULL;
+}
+
+static const char *method_at(size_t i)
+{
+    const clnode_method *m = clnode_method_at(i);
+    return m ? m->name : NULL;
+}
+
+static PyObject *result_names(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return names_tuple(result_at);
+}
+
+static PyObject *activation_names(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return names_tuple(activation_at);
+}
+
+static PyObject *method_names(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return names_tuple(method_at);
+}
+
 static PyMethodDef module_methods[] = {
     {"devices", devices, METH_NOARGS, "devices() -> (device dicts, backend dicts)"},
     {"version", version, METH_NOARGS, "the C library's version"},
+    {"result_names", result_names, METH_NOARGS,
+     "result_names() -> the library's trajectory result names, indexed by result code"},
+    {"activation_names", activation_names, METH_NOARGS,
+     "activation_names() -> the library's activation names, indexed by activation code"},
+    {"method_names", method_names, METH_NOARGS,
+     "method_names() -> the library's built-in Runge-Kutta methods, in clnode_method_at order"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
     {NULL, NULL, 0, NULL},
 };

@@ -2,12 +2,14 @@
 import json
 import os
 import struct
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _args, _clnode
 
-ACTIVATIONS = ("identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu")
+# the library's activations, in the order of their codes
+ACTIVATIONS: Tuple[str, ...] = _clnode.activation_names()
 
 
 class MLP:
@@ -70,7 +72,7 @@ class MLP:
         except TypeError:
             dt = None
         code = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}.get(dt)
-        if code is None:
+        if code is None or dt is None:
             raise ValueError(f"dtype must be float64 or float32, not {dtype}")
         header = {"__metadata__": {"activation": self.activation,
                                    "final_activation": self.final_activation,
@@ -201,7 +203,7 @@ class MLP:
                 return False
         return True
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable equality: unhashable
 
     def __repr__(self):
         return (f"clnode.MLP(sizes={self.sizes}, activation={self.activation!r}, "
@@ -216,7 +218,7 @@ def _layer_arrays(arrays, name, ndim):
     if isinstance(arrays, (str, bytes, np.ndarray)) or not hasattr(arrays, "__iter__"):
         raise TypeError(f"{name} must be a list of arrays (one per layer), not "
                         f"{type(arrays).__name__}")
-    out = []
+    out: List[Optional[np.ndarray]] = []
     for i, a in enumerate(arrays):
         if a is None and ndim == 1:
             out.append(None)
@@ -237,7 +239,7 @@ def _num_inputs(inputs):
     return int(inputs)
 
 
-_NUMPY_ACTS = {
+_NUMPY_ACTS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "identity": lambda x: x,
     "relu": lambda x: np.maximum(x, 0.0),
     "tanh": np.tanh,
@@ -275,7 +277,7 @@ def _eager(fn):
     import concurrent.futures
 
     import jax
-    x64 = bool(jax.config.jax_enable_x64)
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
 
     def run():
         with jax.enable_x64(x64):
@@ -310,14 +312,20 @@ def _fingerprint_now(fn):
     return None
 
 
-def _jax_activation_name(fn):
+def _first_of_vmapped(x: Any) -> Any:
+    """An array leaf's first entry along its first axis; other leaves as they are."""
+    ndim = getattr(x, "ndim", 0)
+    return x[0] if hasattr(x, "shape") and ndim else x
+
+
+def _jax_activation_name(fn: Any) -> str:
     import jax
     import jax.tree_util as jtu
     if isinstance(fn, str):
         return fn
     # equinox.nn.MLP keeps its activation vmapped over (depth, width) to allow learnt ones;
     # a plain function comes back unchanged
-    fn = jtu.tree_map(lambda x: x[0] if hasattr(x, "shape") and getattr(x, "ndim", 0) else x, fn)
+    fn = jtu.tree_map(_first_of_vmapped, fn)
     name = _fingerprint_activation(fn)
     if name is None:
         raise ValueError(f"unsupported activation {fn!r}: clnode has {', '.join(ACTIVATIONS)} "
@@ -340,14 +348,14 @@ def _find_equinox_mlp(tree):
     def is_net(x):
         return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
 
-    found = []
+    found: List[Tuple[str, list, Any, Any]] = []
     leaves = jtu.tree_flatten_with_path(tree, is_leaf=is_net)[0]
     for path, leaf in leaves:
         if isinstance(leaf, eqx.nn.MLP):
             layers = [(l.weight, l.bias) for l in leaf.layers]
             found.append((jtu.keystr(path), layers, leaf.activation, leaf.final_activation))
         elif isinstance(leaf, eqx.nn.Sequential):
-            layers, acts, final = [], [], None
+            layers, acts, final = [], [], None  # type: ignore[var-annotated]
             for m in leaf.layers:
                 if isinstance(m, eqx.nn.Linear):
                     if layers and len(acts) < len(layers):
@@ -481,7 +489,8 @@ def _torch_activation(m):
 
 def _from_torch_sequential(seq, time_input, inputs=0):
     mods = list(seq.children()) if hasattr(seq, "children") else list(seq)
-    layers, acts = [], []
+    layers: List[Tuple[np.ndarray, Optional[np.ndarray]]] = []
+    acts: List[str] = []
     for m in mods:
         cls = type(m).__name__
         if cls == "Linear":

@@ -1,19 +1,45 @@
 """Contexts, solves and devices."""
+import enum
 import math
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _args, _clnode
 from ._model import MLP
 
-_METHODS = ("tsit5", "dopri5", "dopri8", "bosh3", "heun", "euler")
+# the library's built-in methods, in its order
+METHODS: Tuple[str, ...] = _clnode.method_names()
 _PRECISIONS = {"fp32": 32, "float32": 32, "fp64": 64, "float64": 64}
 _GEMM = {"strict": 0, "tf32": 1}
 _GUARD = {"warn": 0, "refuse": 1, "off": 2}
-RESULT_NAMES = ("success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor")
-_RESULT_ARRAY = np.array(RESULT_NAMES, dtype=object)
+
+
+class _ResultEnum(enum.IntEnum):
+    """An IntEnum shown by its name: str(Result.success) is "success"."""
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# How a trajectory ended: the library's result codes (clnode_result), each named as the library
+# names it (clnode_result_name): Result.success == 0, Result.max_steps_reached, ... Its members are
+# the library's, known at run time: to a type checker, Result is the member-less base class.
+if TYPE_CHECKING:
+    Result = _ResultEnum
+else:
+    Result = _ResultEnum("Result", [(name, code) for code, name in
+                                    enumerate(_clnode.result_names())],
+                         module="clnode", qualname="Result")
+    Result.__doc__ = ("How a trajectory ended: the library's result codes, named as "
+                      "clnode_result_name names them (Result.success == 0).")
+_RESULT_ARRAY: np.ndarray = np.array(list(Result), dtype=object)
+_SUCCESS = Result.__members__["success"]
+# one float, or one value per trajectory
+PerTrajectory = Union[float, npt.ArrayLike]
 
 
 def _precision_code(precision):
@@ -50,7 +76,13 @@ class SaveAt:
 
     __slots__ = ("t0", "t1", "ts", "steps")
 
-    def __init__(self, *, t0=False, t1=False, ts=None, steps=False):
+    t0: bool
+    t1: bool
+    ts: Optional[np.ndarray]
+    steps: bool
+
+    def __init__(self, *, t0: bool = False, t1: bool = False,
+                 ts: Optional[npt.ArrayLike] = None, steps: bool = False) -> None:
         init = object.__setattr__
         init(self, "t0", _args.boolean(t0, "SaveAt t0"))
         init(self, "t1", _args.boolean(t1, "SaveAt t1"))
@@ -59,13 +91,13 @@ class SaveAt:
         if not (self.t0 or self.t1 or self.steps or self.ts is not None):
             raise ValueError("SaveAt saves nothing: set t0, t1, ts or steps")
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"clnode.SaveAt is immutable: make a new one (SaveAt({name}=...))")
 
     def __reduce__(self):  # copy and pickle through the constructor
         return _saveat, (self.t0, self.t1, self.ts, self.steps)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"clnode.SaveAt(t0={self.t0}, t1={self.t1}, ts={self.ts}, steps={self.steps})"
 
 
@@ -92,26 +124,43 @@ class Solution:
     was (N,)), in the solve's precision (float32 or float64), padded with +inf as diffrax pads
     (SaveAt(steps=True) has max_steps slots). stats: per trajectory (arrays of B, or ints),
     under diffrax's names "num_steps" (attempts), "num_accepted_steps", "num_rejected_steps",
-    "max_steps", plus clnode's "num_rhs_evals". result: per trajectory "success",
-    "max_steps_reached", "dt_min_reached", "nonfinite" or "precision_floor". t_final: where
+    "max_steps", plus clnode's "num_rhs_evals". result: per trajectory a clnode.Result (the
+    library's code, an IntEnum named as the library names it: Result.success,
+    Result.max_steps_reached, ...); for a batch an array of them (dtype object). t_final: where
     each trajectory stopped (t1 on success). certificate: with solve(certify=True), the run's
     precision certificate (a dict: "certified", "num_sampled", "max_deviation_rtol",
     "max_spread_rtol", "samples", ... as clnode_certify in clnode/precision.h), else None."""
 
     __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate")
 
-    def __init__(self, ts, ys, stats, result, t_final, certificate=None):
+    ts: np.ndarray
+    ys: np.ndarray
+    stats: Dict[str, Any]
+    result: Any  # a Result, or an array of B of them (dtype object)
+    t_final: Union[float, np.ndarray]
+    certificate: Optional[Dict[str, Any]]
+
+    def __init__(self, ts: np.ndarray, ys: np.ndarray, stats: Dict[str, Any], result: Any,
+                 t_final: Union[float, np.ndarray],
+                 certificate: Optional[Dict[str, Any]] = None) -> None:
         self.ts, self.ys, self.stats, self.result, self.t_final = ts, ys, stats, result, t_final
         self.certificate = certificate
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """True when every trajectory succeeded."""
-        return bool(np.all(np.asarray(self.result) == "success"))
+        return bool(np.all(np.asarray(self.result) == _SUCCESS))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"clnode.Solution(ts{tuple(self.ts.shape)}, ys{tuple(self.ys.shape)}, "
-                f"stats={self.stats}, result={self.result})")
+                f"stats={self.stats}, result={_result_text(self.result)})")
+
+
+def _result_text(result: Any) -> str:
+    """A result (or an array of them) by name."""
+    if isinstance(result, np.ndarray):
+        return np.array2string(result, formatter={"all": str})
+    return str(result)
 
 
 class Context(_clnode.Context):
@@ -123,15 +172,18 @@ class Context(_clnode.Context):
     A context is used by one thread at a time (another thread gets clnode.ContextBusyError);
     solves in different contexts run in parallel (the GIL is released while solving)."""
 
-    def __init__(self, device=None):
+    device: str
+
+    def __init__(self, device: Optional[str] = None) -> None:
         super().__init__(_device_arg(device))
         self.device = device if device is not None else _default_device()
 
-    def solve(self, model, y0, **kwargs):
+    def solve(self, model: MLP, y0: npt.ArrayLike,  # type: ignore[override]
+              **kwargs: Any) -> "Solution":
         """clnode.solve on this context (same arguments, without device=)."""
         return solve(model, y0, context=self, **kwargs)
 
-    def supports(self, precision):
+    def supports(self, precision: Any) -> bool:
         """Whether this device computes in `precision`: "fp32" or "fp64" (or the library's codes
         32 and 64)."""
         code = not isinstance(precision, (bool, np.bool_)) and \
@@ -140,14 +192,15 @@ class Context(_clnode.Context):
             return super().supports(int(precision))
         return super().supports(_precision_code(precision))
 
-    def probe(self, precision="fp32", gemm_precision="strict"):
+    def probe(self, precision: Any = "fp32",  # type: ignore[override]
+              gemm_precision: str = "strict") -> Dict[str, Any]:
         """What this device's GEMM computes in `precision` and `gemm_precision`: a dict of the
         library's probe (identity/outer exactness, effective bits, class such as "fp32" or
         "tf32-like", unit_roundoff). Cached in the context."""
         return super().probe(_precision_code(precision), _choice(_GEMM, gemm_precision,
                                                                  "gemm_precision"))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"clnode.Context({self.device!r}: {self.device_name})"
 
 
@@ -171,7 +224,7 @@ def _device_arg(device):
 
 
 _cache_lock = threading.Lock()
-_contexts = {}
+_contexts: Dict[str, "Context"] = {}
 _local = threading.local()
 
 
@@ -241,11 +294,17 @@ def _inputs(args, model, B, single):
     return np.ascontiguousarray(a)
 
 
-def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, atol=1e-6, pcoeff=0.0,
-          icoeff=1.0, dcoeff=0.0, dtmin=None, dtmax=None, force_dtmin=True, factormin=0.2,
-          factormax=10.0, safety=0.9, constant_step=False, max_steps=4096, precision="fp32",
-          gemm_precision="strict", precision_guard="warn", saveat=None, device=None,
-          context=None, certify=False, certify_fraction=0.01, certify_seed=1):
+def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory,
+          dt0: Optional[PerTrajectory] = None, args: Optional[npt.ArrayLike] = None,
+          method: str = "tsit5", rtol: float = 1e-3, atol: float = 1e-6, pcoeff: float = 0.0,
+          icoeff: float = 1.0, dcoeff: float = 0.0, dtmin: Optional[float] = None,
+          dtmax: Optional[float] = None, force_dtmin: bool = True, factormin: float = 0.2,
+          factormax: float = 10.0, safety: float = 0.9, constant_step: bool = False,
+          max_steps: int = 4096, precision: Any = "fp32", gemm_precision: str = "strict",
+          precision_guard: str = "warn", saveat: Optional["SaveAt"] = None,
+          device: Optional[str] = None, context: Optional["Context"] = None,
+          certify: bool = False, certify_fraction: float = 0.01,
+          certify_seed: int = 1) -> "Solution":
     """Solves dy/dt = model(y) from t0 to t1 for one initial state y0 (N,) or a batch (B, N),
     every trajectory with its own steps, as jax.vmap(diffrax.diffeqsolve) does.
 
@@ -301,69 +360,97 @@ def solve(model, y0, *, t0, t1, dt0=None, args=None, method="tsit5", rtol=1e-3, 
     t1v = _per_trajectory(t1, "t1", B, single)
     dt0v = _per_trajectory(dt0, "dt0", B, single, optional=True)
     inputs = _inputs(args, model, B, single)
-    if saveat is None:
-        save_t0, save_t1, save_steps, save_ts = False, True, False, None
-    elif isinstance(saveat, SaveAt):
-        save_t0, save_t1, save_steps, save_ts = saveat.t0, saveat.t1, saveat.steps, saveat.ts
-    else:
-        raise TypeError("saveat must be a clnode.SaveAt (for diffrax.SaveAt use "
-                        "clnode.jax.diffeqsolve)")
-    opts = dict(method=_args.name_string(method, "method", _METHODS),
-                precision=_precision_code(precision),
-                gemm_mode=_choice(_GEMM, gemm_precision, "gemm_precision"),
-                guard=_choice(_GUARD, precision_guard, "precision_guard"),
-                t0=t0v if isinstance(t0v, float) else 0.0,
-                t1=t1v if isinstance(t1v, float) else 1.0,
-                dt0=dt0v if isinstance(dt0v, float) else 0.0,
-                constant_step=_args.boolean(constant_step, "constant_step"),
-                force_dtmin=_args.boolean(force_dtmin, "force_dtmin"),
-                max_steps=_args.integer(max_steps, "max_steps", 1, 2147483647),
-                save_t0=save_t0,
-                save_t1=save_t1, save_steps=save_steps, save_ts=save_ts)
+    save = _saveat_options(saveat)
+    opts: Dict[str, Any] = dict(
+        method=_args.name_string(method, "method", METHODS),
+        precision=_precision_code(precision),
+        gemm_mode=_choice(_GEMM, gemm_precision, "gemm_precision"),
+        guard=_choice(_GUARD, precision_guard, "precision_guard"),
+        t0=t0v if isinstance(t0v, float) else 0.0,
+        t1=t1v if isinstance(t1v, float) else 1.0,
+        dt0=dt0v if isinstance(dt0v, float) else 0.0,
+        constant_step=_args.boolean(constant_step, "constant_step"),
+        force_dtmin=_args.boolean(force_dtmin, "force_dtmin"),
+        max_steps=_args.integer(max_steps, "max_steps", 1, 2147483647), **save)
     for key, v in (("rtol", rtol), ("atol", atol), ("pcoeff", pcoeff), ("icoeff", icoeff),
                    ("dcoeff", dcoeff), ("factormin", factormin), ("factormax", factormax),
                    ("safety", safety)):
         opts[key] = _args.real(v, key, finite=True)
-    for key, v in (("dtmin", dtmin), ("dtmax", dtmax)):
-        v = _args.real(v, key, optional=True, finite=True)
-        opts[key] = 0.0 if v is None else v
+    for key, bound in (("dtmin", dtmin), ("dtmax", dtmax)):
+        r = _args.real(bound, key, optional=True, finite=True)
+        opts[key] = 0.0 if r is None else r
     # per-trajectory arrays, passed only when given as arrays (scalars keep the scalar options)
     for key, v in (("t0s", t0v), ("t1s", t1v), ("dt0s", dt0v)):
         if isinstance(v, np.ndarray):
             opts[key] = v
     if inputs is not None:
         opts["inputs"] = inputs
+    opts.update(_certify_options(certify, certify_fraction, certify_seed))
+    out = _run(context, device, model, y, opts)
+    return _solution(out, single, opts["max_steps"])
+
+
+def _saveat_options(saveat: Optional["SaveAt"]) -> Dict[str, Any]:
+    """The extension's save_t0, save_t1, save_steps and save_ts of solve's saveat."""
+    if saveat is None:
+        return dict(save_t0=False, save_t1=True, save_steps=False, save_ts=None)
+    if not isinstance(saveat, SaveAt):
+        raise TypeError("saveat must be a clnode.SaveAt (for diffrax.SaveAt use "
+                        "clnode.jax.diffeqsolve)")
+    return dict(save_t0=saveat.t0, save_t1=saveat.t1, save_steps=saveat.steps,
+                save_ts=saveat.ts)
+
+
+def _certify_options(certify: bool, certify_fraction: float,
+                     certify_seed: int) -> Dict[str, Any]:
+    """The extension's certify and certify_seed (none without certify)."""
     fraction = _args.real(certify_fraction, "certify_fraction", finite=True)
     seed = _args.integer(certify_seed, "certify_seed", 0, _args.UINT64_MAX)
-    if _args.boolean(certify, "certify"):
-        if not 0.0 < fraction <= 1.0:
-            raise ValueError(f"certify_fraction must be in (0, 1], not {certify_fraction!r}")
-        opts.update(certify=fraction, certify_seed=seed)
+    if not _args.boolean(certify, "certify"):
+        return {}
+    assert fraction is not None
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"certify_fraction must be in (0, 1], not {certify_fraction!r}")
+    return dict(certify=fraction, certify_seed=seed)
+
+
+def _run(context: Optional[_clnode.Context], device: Optional[str], model: MLP, y: np.ndarray,
+         opts: Dict[str, Any]) -> Tuple[Any, ...]:
+    """The extension's solve, on `context` or on the cached context of `device` (this thread's
+    own when another thread solves on the process's): the one call of Context.solve of the
+    extension, for clnode.solve and clnode.Context.solve alike."""
     if context is not None:
         if not isinstance(context, _clnode.Context):
             raise TypeError(f"context must be a clnode.Context, not {type(context).__name__}")
         if device is not None:
             raise ValueError("pass device= or context=, not both")
-        out = _clnode.Context.solve(context, model._m, y, **opts)
+        ctx = context
     else:
         ctx = _context_for(device)
-        try:
-            out = _clnode.Context.solve(ctx, model._m, y, **opts)
-        except _clnode.ContextBusyError:  # another thread solves on the shared one
-            out = _clnode.Context.solve(_thread_context_for(device), model._m, y, **opts)
+    try:
+        return _clnode.Context.solve(ctx, model._m, y, **opts)
+    except _clnode.ContextBusyError:
+        if context is not None:
+            raise
+    # another thread solves on the shared context: this thread's own
+    return _clnode.Context.solve(_thread_context_for(device), model._m, y, **opts)
+
+
+def _solution(out: Tuple[Any, ...], single: bool, max_steps: int) -> Solution:
+    """The Solution of the extension's (ts, ys, stats, t_final, certificate)."""
     ts, ys, st, t_final, cert = out
     if single:  # plain Python numbers: no per-field numpy indexing
         res, n, acc, rej, rhs = st[0].tolist()
         stats = {"num_steps": n, "num_accepted_steps": acc, "num_rejected_steps": rej,
-                 "max_steps": opts["max_steps"], "num_rhs_evals": rhs}
-        return Solution(ts[0], ys[0], stats, RESULT_NAMES[res], float(t_final[0]), cert)
+                 "max_steps": max_steps, "num_rhs_evals": rhs}
+        return Solution(ts[0], ys[0], stats, Result(res), float(t_final[0]), cert)
     stats = {"num_steps": st[:, 1], "num_accepted_steps": st[:, 2],
-             "num_rejected_steps": st[:, 3], "max_steps": opts["max_steps"],
+             "num_rejected_steps": st[:, 3], "max_steps": max_steps,
              "num_rhs_evals": st[:, 4]}
     return Solution(ts, ys, stats, _RESULT_ARRAY[st[:, 0]], t_final, cert)
 
 
-def devices():
+def devices() -> "list[Dict[str, Any]]":
     """Every device this build reaches, as dicts with the facts clnode-devices prints: "spec"
     (the string for Context/solve), "backend", "engine" (what computes its strict GEMMs),
     "name", "vendor", "platform", "driver_version", "opencl_c_version", "compute_capability",
@@ -373,7 +460,7 @@ def devices():
     return devs
 
 
-def probe(device=None):
+def probe(device: Optional[str] = None) -> Dict[str, Any]:
     """What `device` computes, as clnode-devices reports it: {"device", "backend", "name",
     "facts" (the driver's fp64/fma/denormals/correctly-rounded div-sqrt), "gemm": {"fp32/strict",
     "fp32/tf32", "fp64/strict": the GEMM probe, or {"error": message} where not available}}.

@@ -28,6 +28,7 @@ on CPU arrays. It computes no gradients: train with diffrax, solve with clnode.
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
 import types
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -39,12 +40,15 @@ from . import _args, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
-_SOLVERS = {diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
+_SOLVERS: Dict[type, str] = {diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
             diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
 # clnode result -> diffrax RESULTS: success, max_steps_reached, dt_min_reached; a non-finite
 # vector field and the precision floor end the trajectory early where diffrax would shrink dt
 # until max_steps: reported as max_steps_reached (a failure, raised with throw=True)
-_DIFFRAX_CODE = (0, 1, 2, 1, 1)  # 0 successful, 1 max_steps_reached, 2 dt_min_reached
+_DIFFRAX_OF = {"success": 0, "max_steps_reached": 1, "dt_min_reached": 2, "nonfinite": 1,
+               "precision_floor": 1}
+# the diffrax code of each clnode result code (0 successful, 1 max_steps_reached, 2 dt_min_reached)
+_DIFFRAX_CODE = np.array([_DIFFRAX_OF[r.name] for r in _solve.Result], np.int32)
 _CHECK_POINTS = 4
 
 
@@ -272,7 +276,8 @@ def _promote(y0, t0, t1, dt0, save_ts):
     with jax.numpy_dtype_promotion("standard"):
         time_dtype = jnp.result_type(*timelikes)
     if jnp.issubdtype(time_dtype, jnp.integer):
-        time_dtype = jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+        x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]
+        time_dtype = jnp.dtype(jnp.float64 if x64 else jnp.float32)
     elif not jnp.issubdtype(time_dtype, jnp.floating) or \
             jnp.issubdtype(time_dtype, jnp.complexfloating):
         raise _unsupported(f"times of dtype {time_dtype}", "t0, t1, dt0 and SaveAt(ts=...) must "
@@ -399,8 +404,7 @@ def _host_callback(p, failures, jitting, shapes):
         o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
         sol = _solve.solve(m, yb, t0=t0v, t1=t1v, args=cv, **o)
         st = sol.stats
-        codes = np.array([_DIFFRAX_CODE[_solve.RESULT_NAMES.index(r)] for r in
-                          np.asarray(sol.result).reshape(-1)], np.int32)
+        codes = _DIFFRAX_CODE[np.asarray(sol.result, np.intp).reshape(-1)]
         return (sol.ts.reshape(lead + (p.T,)).astype(p.time_dtype),
                 sol.ys.reshape(lead + (p.T, p.n)).astype(y.dtype),
                 st["num_steps"].reshape(lead).astype(np.int32),
@@ -574,7 +578,7 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     shapes = (jax.ShapeDtypeStruct((T,), time_dtype), jax.ShapeDtypeStruct((T, n), y0.dtype),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32))
-    failures = []  # what the callback raised, for the eager caller to raise as it is
+    failures: List[BaseException] = []  # what the callback raised, for the eager caller to raise as it is
     jitting = _jitting()
     prob = types.SimpleNamespace(
         n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),

@@ -62,7 +62,7 @@ def test_time_input_model():
     with pytest.raises(ValueError, match="time"):
         m(y)
     sol = clnode.solve(m, np.zeros(3), t0=0, t1=1, precision="fp64")
-    assert sol.result == "success"
+    assert sol.result == clnode.Result.success
 
 
 def test_round_trips(tmp_path):
@@ -145,11 +145,11 @@ def test_seed_problem_and_shapes():
     s = seed_solve(np.zeros(10))
     assert s.stats == {"num_steps": 12, "num_accepted_steps": 12, "num_rejected_steps": 0,
                        "max_steps": 4096, "num_rhs_evals": s.stats["num_rhs_evals"]}
-    assert s.result == "success" and s.ts.shape == (1,) and s.ys.shape == (1, 10)
+    assert s.result == clnode.Result.success and s.ts.shape == (1,) and s.ys.shape == (1, 10)
     assert s.ys.dtype == np.float32 and s.ts[0] == 50.0
     b = seed_solve(np.zeros((3, 10)), saveat=clnode.SaveAt(steps=True), max_steps=64)
     assert b.ts.shape == (3, 64) and b.ys.shape == (3, 64, 10)
-    assert list(b.stats["num_steps"]) == [12, 12, 12] and list(b.result) == ["success"] * 3
+    assert list(b.stats["num_steps"]) == [12, 12, 12] and list(b.result) == [clnode.Result.success] * 3
     # the same bits at every batch size, and diffrax's padding
     assert np.array_equal(b.ys[0, 11], s.ys[0]) and np.array_equal(b.ys[2], b.ys[0])
     assert np.all(np.isinf(b.ts[:, 12:])) and np.all(np.isinf(b.ys[:, 12:]))
@@ -189,7 +189,7 @@ def test_diffrax_reference_oracle(repo):
                          max_steps=case["max_steps"], precision="fp64",
                          saveat=clnode.SaveAt(steps=True))
         for b, tr in enumerate(case["trajectories"]):
-            assert s.result[b] == tr["result"]
+            assert s.result[b] == clnode.Result[tr["result"]]
             assert s.stats["num_steps"][b] == tr["num_steps"], case["method"]
             assert s.stats["num_rejected_steps"][b] == tr["num_rejected"]
             n = tr["num_accepted"]
@@ -240,7 +240,7 @@ def test_bad_arrays_raise():
 
 def test_max_steps_result():
     s = seed_solve(np.zeros(10), max_steps=5, saveat=clnode.SaveAt(t1=True))
-    assert s.result == "max_steps_reached" and s.stats["num_steps"] == 5
+    assert s.result == clnode.Result.max_steps_reached and s.stats["num_steps"] == 5
     assert s.ts[0] == s.t_final < 50.0  # diffrax saves the final point at t1's slot
 
 
@@ -328,7 +328,7 @@ def test_context_busy_in_another_thread():
             clnode.solve(m, np.zeros(10), t0=0, t1=50, context=ctx)
     finally:
         th.join()
-    assert res["sol"].result == "success"
+    assert res["sol"].result == clnode.Result.success
 
 
 def _interrupt_after(seconds):
