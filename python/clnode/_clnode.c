@@ -233,6 +233,54 @@ static int sigint_restore(void)
 }
 
 /* ------------------------------------------------------------------------------------------------
+ * The library's names of results, activations and methods */
+
+/* The library's names by code, as a tuple: name_at(0), name_at(1), ... up to the first NULL. */
+static PyObject *names_tuple(const char *(*name_at)(size_t))
+{
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && name_at(i); ++i) {
+        PyObject *s = PyUnicode_FromString(name_at(i));
+        if (!s || PyList_Append(list, s) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(s);
+    }
+    PyObject *t = list ? PyList_AsTuple(list) : NULL;
+    Py_XDECREF(list);
+    return t;
+}
+
+/* The results are the codes 0, 1, ... before the first that clnode_result_name calls "unknown";
+ * so are the activations for clnode_activation_name. */
+static const char *result_at(size_t i)
+{
+    const char *name = clnode_result_name((clnode_result)i);
+    return strcmp(name, "unknown") ? name : NULL;
+}
+
+static const char *activation_at(size_t i)
+{
+    const char *name = clnode_activation_name((clnode_activation)i);
+    return strcmp(name, "unknown") ? name : NULL;
+}
+
+static const char *method_at(size_t i)
+{
+    const clnode_method *m = clnode_method_at(i);
+    return m ? m->name : NULL;
+}
+
+/* The names as one string, "a, b, c", for messages. */
+static PyObject *names_text(const char *(*name_at)(size_t))
+{
+    PyObject *t = names_tuple(name_at), *sep = PyUnicode_FromString(", ");
+    PyObject *text = t && sep ? PyUnicode_Join(sep, t) : NULL;
+    Py_XDECREF(t);
+    Py_XDECREF(sep);
+    return text;
+}
+
+/* ------------------------------------------------------------------------------------------------
  * A private host context for model creation and evaluation (used with the GIL held, so by one
  * thread at a time). */
 
@@ -345,10 +393,10 @@ static int activation_arg(PyObject *o, void *out)
     if (!name)
         return 0;
     if (clnode_activation_from_name(name, out) != CLNODE_OK) {
-        PyErr_Format(PyExc_ValueError,
-                     "unknown activation %R (clnode has identity, relu, tanh, sigmoid, softplus, "
-                     "silu, gelu)",
-                     o);
+        PyObject *names = names_text(activation_at);
+        if (names)
+            PyErr_Format(PyExc_ValueError, "unknown activation %R (clnode has %U)", o, names);
+        Py_XDECREF(names);
         return 0;
     }
     return 1;
@@ -1103,11 +1151,13 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         return NULL;
     const clnode_model *model = ((ModelObject *)mo)->model;
     o.method = clnode_method_by_name(method);
-    if (!o.method)
-        return PyErr_Format(InvalidArgumentError,
-                            "unknown method %s (clnode has tsit5, dopri5, dopri8, bosh3, heun, "
-                            "euler)",
-                            method);
+    if (!o.method) {
+        PyObject *names = names_text(method_at);
+        if (names)
+            PyErr_Format(InvalidArgumentError, "unknown method %s (clnode has %U)", method, names);
+        Py_XDECREF(names);
+        return NULL;
+    }
     o.precision = (clnode_precision)prec;
     o.gemm_mode = (clnode_gemm_mode)mode;
     o.precision_guard = (clnode_precision_guard)guard;
@@ -1211,41 +1261,6 @@ static PyObject *version(PyObject *self, PyObject *noargs)
     (void)self;
     (void)noargs;
     return PyUnicode_FromString(clnode_version_string());
-}
-
-/* The library's names by code, as a tuple: name_at(0), name_at(1), ... up to the first NULL. */
-static PyObject *names_tuple(const char *(*name_at)(size_t))
-{
-    PyObject *list = PyList_New(0);
-    for (size_t i = 0; list && name_at(i); ++i) {
-        PyObject *s = PyUnicode_FromString(name_at(i));
-        if (!s || PyList_Append(list, s) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(s);
-    }
-    PyObject *t = list ? PyList_AsTuple(list) : NULL;
-    Py_XDECREF(list);
-    return t;
-}
-
-/* The results are the codes 0, 1, ... before the first that clnode_result_name calls "unknown";
- * so are the activations for clnode_activation_name. */
-static const char *result_at(size_t i)
-{
-    const char *name = clnode_result_name((clnode_result)i);
-    return strcmp(name, "unknown") ? name : NULL;
-}
-
-static const char *activation_at(size_t i)
-{
-    const char *name = clnode_activation_name((clnode_activation)i);
-    return strcmp(name, "unknown") ? name : NULL;
-}
-
-static const char *method_at(size_t i)
-{
-    const clnode_method *m = clnode_method_at(i);
-    return m ? m->name : NULL;
 }
 
 static PyObject *result_names(PyObject *self, PyObject *noargs)
