@@ -34,7 +34,8 @@ from ._solve import Context, Result, SaveAt, Solution, devices, probe, solve
 from ._version import version as __version__
 
 __all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt", "Solution",
-           "Result", "solve", "devices", "probe", "library_version", "Error", "InvalidArgumentError",
+           "Result", "solve", "devices", "probe", "library_version", "Error",
+           "InvalidArgumentError",
            "ModelError", "FileError", "DeviceError", "UnsupportedError", "PrecisionError",
            "CancelledError", "ContextBusyError", "PrecisionWarning"]
 

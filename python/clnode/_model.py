@@ -2,9 +2,10 @@
 import json
 import os
 import struct
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _args, _clnode
 
@@ -30,8 +31,10 @@ class MLP:
 
     __slots__ = ("_m",)
 
-    def __init__(self, weights, biases=None, *, activation="relu", final_activation="identity",
-                 time_input=False, inputs=0):
+    def __init__(self, weights: Sequence[npt.ArrayLike],
+                 biases: Optional[Sequence[Optional[npt.ArrayLike]]] = None, *,
+                 activation: str = "relu", final_activation: str = "identity",
+                 time_input: bool = False, inputs: int = 0) -> None:
         ws = _layer_arrays(weights, "weights", 2)
         bs = [None] * len(ws) if biases is None else _layer_arrays(biases, "biases", 1)
         for name, v in (("activation", activation), ("final_activation", final_activation)):
@@ -41,13 +44,13 @@ class MLP:
                                             _num_inputs(inputs))
 
     @classmethod
-    def _wrap(cls, m):
+    def _wrap(cls, m: _clnode.Model) -> "MLP":
         self = cls.__new__(cls)
         self._m = m
         return self
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: "Union[str, os.PathLike[str]]") -> "MLP":
         """Loads a safetensors file (the names and metadata of the C library: "layers.<i>.weight"
         / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", metadata "activation",
         "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
@@ -60,11 +63,11 @@ class MLP:
         return cls._wrap(_clnode.Model.load(path))
 
     @classmethod
-    def from_bytes(cls, data):
+    def from_bytes(cls, data: bytes) -> "MLP":
         """The same from the bytes of a safetensors file."""
         return cls._wrap(_clnode.Model.from_bytes(data))
 
-    def to_bytes(self, dtype="float64"):
+    def to_bytes(self, dtype: Any = "float64") -> bytes:
         """The model as safetensors bytes (equinox names "layers.<i>.weight"/"layers.<i>.bias",
         tensors in `dtype`: "float64" (exact) or "float32")."""
         try:  # not None, which numpy reads as float64
@@ -74,9 +77,9 @@ class MLP:
         code = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}.get(dt)
         if code is None or dt is None:
             raise ValueError(f"dtype must be float64 or float32, not {dtype}")
-        header = {"__metadata__": {"activation": self.activation,
-                                   "final_activation": self.final_activation,
-                                   "time_input": "true" if self.time_input else "false"}}
+        header: Dict[str, Any] = {"__metadata__": {
+            "activation": self.activation, "final_activation": self.final_activation,
+            "time_input": "true" if self.time_input else "false"}}
         if self.num_inputs:
             header["__metadata__"]["inputs"] = str(self.num_inputs)
         blobs, off = [], 0
@@ -93,64 +96,65 @@ class MLP:
         h += b" " * (-len(h) % 8)
         return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
-    def save(self, path, dtype="float64"):
+    def save(self, path: "Union[str, os.PathLike[str]]", dtype: Any = "float64") -> None:
         """Writes the model as a safetensors file that MLP.load, clnode-solve --model and the C
         library read (see to_bytes)."""
         with open(path, "wb") as f:
             f.write(self.to_bytes(dtype))
 
     @property
-    def sizes(self):
+    def sizes(self) -> Tuple[int, ...]:
         """The widths (in, hidden..., out) as a tuple."""
         return self._m.sizes
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         """The state dimension N (the output width)."""
         return self._m.sizes[-1]
 
     @property
-    def num_layers(self):
+    def num_layers(self) -> int:
         """The number of Linear layers."""
         return len(self._m.sizes) - 1
 
     @property
-    def layers(self):
+    def layers(self) -> List[Tuple[np.ndarray, Optional[np.ndarray]]]:
         """[(weight (out, in), bias (out,) or None), ...] as float64 copies."""
         return [self._m.layer(i) for i in range(self.num_layers)]
 
     @property
-    def weights(self):
+    def weights(self) -> List[np.ndarray]:
         """The weight matrices (float64 copies)."""
         return [w for w, _ in self.layers]
 
     @property
-    def biases(self):
+    def biases(self) -> List[Optional[np.ndarray]]:
         """The biases (float64 copies; None where a layer has none)."""
         return [b for _, b in self.layers]
 
     @property
-    def activation(self):
+    def activation(self) -> str:
         """The activation between layers (a name)."""
         return self._m.activation
 
     @property
-    def final_activation(self):
+    def final_activation(self) -> str:
         """The activation after the last layer (a name)."""
         return self._m.final_activation
 
     @property
-    def time_input(self):
+    def time_input(self) -> bool:
         """Whether the network takes [y, t] rather than y."""
         return self._m.time_input
 
     @property
-    def num_inputs(self):
+    def num_inputs(self) -> int:
         """The number k of conditioning inputs (0: none): the network takes [y, c] (or
         [y, t, c]), c a per-trajectory constant vector of k values (a solve's `args`)."""
         return self._m.num_inputs
 
-    def __call__(self, y, t=None, args=None):
+    def __call__(self, y: npt.ArrayLike, t: Optional[npt.ArrayLike] = None,
+                 args: Optional[npt.ArrayLike] = None) -> np.ndarray:
         """The vector field at y ((N,) or (n, N)), with times t for a time-input model and the
         conditioning inputs `args` ((k,) or (n, k)) for a model with inputs, in float64: by the C
         library (clnode_model_eval: the activations every backend uses), or for a model with
@@ -190,7 +194,7 @@ class MLP:
                                  np.concatenate(parts, axis=1))
         return out[0] if single else out
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, MLP):
             return NotImplemented
         if (self.sizes, self.activation, self.final_activation, self.time_input,
@@ -199,7 +203,7 @@ class MLP:
             return False
         for (w, b), (w2, b2) in zip(self.layers, other.layers):
             if not np.array_equal(w, w2) or (b is None) != (b2 is None) or \
-                    (b is not None and not np.array_equal(b, b2)):
+                    (b is not None and b2 is not None and not np.array_equal(b, b2)):
                 return False
         return True
 
@@ -259,7 +263,7 @@ def _numpy_forward(layers, activation, final_activation, x):
     return h
 
 
-def seed_model():
+def seed_model() -> MLP:
     """The built-in seed model: eqx.nn.MLP(10 -> 100 -> 100 -> 10, softplus, PRNGKey(42)), the
     model of the original TF32 failure report (14 Tsit5 steps on [0, 50] from y0 = 0 in fp32)."""
     return MLP._wrap(_clnode.Model.seed())
@@ -437,7 +441,7 @@ def _equinox_parts(module, time_input=None):
     return layers, act_name, fact_name, bool(time_input), path
 
 
-def from_equinox(module, *, time_input=None, inputs=0):
+def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int = 0) -> MLP:
     """The MLP inside an equinox module tree: an `eqx.nn.MLP` (or an `eqx.nn.Sequential` of
     `eqx.nn.Linear` and activation layers) anywhere in `module` (e.g. the seed problem's
     `Func(eqx.Module)` holding `mlp`), with its activation read from the module (relu, tanh,
@@ -553,8 +557,9 @@ def _from_state_dict(sd, activation, final_activation, time_input, inputs=0):
                time_input=time_input, inputs=inputs)
 
 
-def from_torch(model, *, activation=None, final_activation="identity", time_input=None,
-               inputs=0):
+def from_torch(model: Any, *, activation: Optional[str] = None,
+               final_activation: str = "identity", time_input: Optional[bool] = None,
+               inputs: int = 0) -> MLP:
     """An MLP from PyTorch: an `nn.Sequential` of `nn.Linear` layers with one activation module
     between them (Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate="tanh"), Identity) and
     optionally one after the last, or a state_dict of such a network (torch tensors or numpy

@@ -3,7 +3,7 @@ import enum
 import math
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt

@@ -28,7 +28,7 @@ on CPU arrays. It computes no gradients: train with diffrax, solve with clnode.
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
 import types
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -40,8 +40,9 @@ from . import _args, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
-_SOLVERS: Dict[type, str] = {diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
-            diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
+_SOLVERS: Dict[type, str] = {
+    diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
+    diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
 # clnode result -> diffrax RESULTS: success, max_steps_reached, dt_min_reached; a non-finite
 # vector field and the precision floor end the trajectory early where diffrax would shrink dt
 # until max_steps: reported as max_steps_reached (a failure, raised with throw=True)
@@ -515,12 +516,15 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
     return method, max_steps
 
 
-def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.SaveAt(t1=True),
-                stepsize_controller=diffrax.ConstantStepSize(),
-                adjoint=diffrax.RecursiveCheckpointAdjoint(), event=None, max_steps=4096,
-                throw=True, progress_meter=diffrax.NoProgressMeter(), solver_state=None,
-                controller_state=None, made_jump=None, device=None, gemm_precision="strict",
-                precision_guard="warn"):
+def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, args: Any = None,
+                *, saveat: Any = diffrax.SaveAt(t1=True),
+                stepsize_controller: Any = diffrax.ConstantStepSize(),
+                adjoint: Any = diffrax.RecursiveCheckpointAdjoint(), event: Any = None,
+                max_steps: Optional[int] = 4096, throw: bool = True,
+                progress_meter: Any = diffrax.NoProgressMeter(), solver_state: Any = None,
+                controller_state: Any = None, made_jump: Any = None, device: Optional[str] = None,
+                gemm_precision: str = "strict",
+                precision_guard: str = "warn") -> diffrax.Solution:
     """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
 
     terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
@@ -578,7 +582,8 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     shapes = (jax.ShapeDtypeStruct((T,), time_dtype), jax.ShapeDtypeStruct((T, n), y0.dtype),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32))
-    failures: List[BaseException] = []  # what the callback raised, for the eager caller to raise as it is
+    # what the callback raised, for the eager caller to raise as it is
+    failures: List[BaseException] = []
     jitting = _jitting()
     prob = types.SimpleNamespace(
         n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
