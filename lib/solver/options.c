@@ -3,6 +3,7 @@
  * back as this library's struct (the sizes policy of clnode/common.h); the table itself, by
  * name; setting, parsing and formatting an option; the validation of every value against its
  * type and range. A row appended to the table needs nothing here. */
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -259,7 +260,8 @@ clnode_status clnode_solve_option_parse(clnode_solve_options *opts, const char *
         char *end = NULL;
         errno = 0;
         v = strtod(text, &end);
-        if (end == text || *end != '\0' || (errno == ERANGE && isinf(v))) {
+        if (end == text || *end != '\0' || (errno == ERANGE && isinf(v)) ||
+            isspace((unsigned char)text[0])) {
             cln_message(message, size, "%s takes %s, not \"%s\"", in->name,
                         in->type == CLNODE_OPTION_INTEGER ? "an integer" : "a number", text);
             return CLNODE_ERR_INVALID_ARGUMENT;
