@@ -560,6 +560,11 @@ static void record_options(const run *r, record *m)
         for (char *c = what + 2; *c; ++c)
             if (*c == '_')
                 *c = '-';
+        double v = 0.0;
+        if (in->type == CLNODE_OPTION_REAL && clnode_solve_option_get(o, in->name, &v) == CLNODE_OK) {
+            add_num(m, in->name, what, v);
+            continue;
+        }
         record_item *it = add_item(m, in->name, 0, what);
         if (clnode_solve_option_format(o, in->name, it->value, sizeof it->value) != CLNODE_OK)
             snprintf(it->value, sizeof it->value, "?");
