@@ -7,6 +7,8 @@
 #ifndef CLNODE_SOLVER_H
 #define CLNODE_SOLVER_H
 
+#include <float.h>
+
 #include "clnode/common.h"
 #include "clnode/context.h"
 #include "clnode/method.h"
@@ -55,46 +57,100 @@ typedef enum clnode_precision_guard {
  * [1, CLNODE_MAX_STEPS_LIMIT] = [1, 2147483647], whatever is saved. */
 #define CLNODE_MAX_STEPS_LIMIT 2147483647L
 
+/* The solve options, one table. Each row X(ctype, name, type, where, default, min, max, flags,
+ * doc) is a field `ctype name` of clnode_solve_options and an entry of the library's option
+ * table (clnode_solve_option_at below), from which the library sets the defaults, validates the
+ * values and fills the step arithmetic's constants, and from which the tools take their long
+ * options and --help and the Python package its keywords. Rows are only ever appended.
+ * type: CLNODE_OPTION_<type> (clnode_option_type). where: KERNEL for a constant of the step
+ * arithmetic (cl/cln_step.h reads it from cln_consts, a member of the same name, in the state
+ * precision; flag CLNODE_OPTION_KERNEL), HOST for one the driver reads. default: the value (REAL, INTEGER, BOOLEAN),
+ * the enum value (CHOICE) or the index in clnode_method_at (METHOD). [min, max]: the valid values
+ * of a REAL or INTEGER option, an end excluded with CLNODE_OPTION_MIN_OPEN / MAX_OPEN; a REAL
+ * option is finite. flags: CLNODE_OPTION_* below. */
+#define CLNODE_SOLVE_OPTION_LIST(X)                                                                \
+    X(const clnode_method *, method, METHOD, HOST, 0, 0, 0, 0,                                     \
+      "Runge-Kutta method")                                      \
+    X(clnode_precision, precision, CHOICE, HOST, CLNODE_FP32, 0, 0, 0,                             \
+      "state and time precision")                                                    \
+    X(clnode_gemm_mode, gemm_precision, CHOICE, HOST, CLNODE_GEMM_STRICT, 0, 0, 0,                 \
+      "precision of the MLP's matrix products: strict (IEEE in the state precision) or tf32 "      \
+      "(10-bit mantissa inputs, fp32 accumulation; native on CUDA, emulated elsewhere)")           \
+    X(double, t0, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                       \
+      "start of the interval")                                \
+    X(double, t1, REAL, HOST, 1.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                       \
+      "end of the interval; t1 < t0 integrates backwards")                   \
+    X(double, dt0, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                      \
+      "first step, of the sign of t1 - t0 (constant steps: the step); 0: 0.01, diffrax's "         \
+      "choice for dt0=None")                                                                         \
+    X(int, constant_step, BOOLEAN, HOST, 0, 0, 1, 0,                                               \
+      "constant steps of dt0 instead of the PID controller")                                       \
+    X(double, rtol, REAL, KERNEL, 1e-3, 0.0, DBL_MAX,                                              \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      "relative tolerance")                                                                        \
+    X(double, atol, REAL, KERNEL, 1e-6, 0.0, DBL_MAX,                                              \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      "absolute tolerance")                                                                        \
+    X(double, pcoeff, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_CONTROLLER,                \
+      "proportional coefficient of the PID controller")                                            \
+    X(double, icoeff, REAL, HOST, 1.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_CONTROLLER,                \
+      "integral coefficient of the PID controller")                                                \
+    X(double, dcoeff, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_CONTROLLER,                \
+      "derivative coefficient of the PID controller")                                              \
+    X(double, dtmin, REAL, KERNEL, 0.0, 0.0, DBL_MAX, CLNODE_OPTION_CONTROLLER,                    \
+      "lower bound on |dt|; 0: none")                                                              \
+    X(double, dtmax, REAL, KERNEL, 0.0, 0.0, DBL_MAX, CLNODE_OPTION_CONTROLLER,                    \
+      "upper bound on |dt|; 0: none")                                                              \
+    X(int, force_dtmin, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_CONTROLLER,                          \
+      "at dtmin, accept the step anyway; off: end the trajectory with dt_min_reached")             \
+    X(double, factormin, REAL, KERNEL, 0.2, 0.0, 1.0,                                              \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      "smallest factor of a step size change")                                                     \
+    X(double, factormax, REAL, KERNEL, 10.0, 1.0, DBL_MAX, CLNODE_OPTION_CONTROLLER,               \
+      "largest factor of a step size change")                                                      \
+    X(double, safety, REAL, KERNEL, 0.9, 0.0, 1.0,                                                 \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      "safety factor of the step size controller")                                                 \
+    X(long, max_steps, INTEGER, HOST, 4096, 1, CLNODE_MAX_STEPS_LIMIT, 0,                          \
+      "attempts (accepted + rejected steps) per trajectory")                                       \
+    X(int, save_t0, BOOLEAN, HOST, 0, 0, 1, CLNODE_OPTION_SAVE,                                    \
+      "save (t0, y0)")                                                                             \
+    X(int, save_t1, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_SAVE,                                    \
+      "save (t1, y(t1))")                                                                          \
+    X(int, save_steps, BOOLEAN, HOST, 0, 0, 1, CLNODE_OPTION_SAVE,                                 \
+      "save the end of every accepted step")                                                       \
+    X(clnode_precision_guard, precision_guard, CHOICE, HOST, CLNODE_GUARD_WARN, 0, 0, 0,           \
+      "a tolerance below what the device's GEMM resolves: warn, refuse the solve, or off "         \
+      "(diffrax's steps whatever the arithmetic does)")                                                                  \
+    X(int, compact, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_SAME_BITS,                               \
+      "finished trajectories leave the batch's matrix products (results do not change)")
+
+/* Option flags (clnode_option_info.flags, the flags column of CLNODE_SOLVE_OPTION_LIST). */
+#define CLNODE_OPTION_MIN_OPEN 1u   /* min itself is not valid */
+#define CLNODE_OPTION_MAX_OPEN 2u   /* max itself is not valid */
+#define CLNODE_OPTION_CONTROLLER 4u /* the PID controller's: read (and validated) only by
+                                       adaptive solves; a field of diffrax's PIDController */
+#define CLNODE_OPTION_KERNEL 8u     /* `where` is KERNEL: a constant of the step arithmetic */
+#define CLNODE_OPTION_PROBLEM 16u   /* a value of the problem, which clnode_problem may give per
+                                       trajectory; validated with each trajectory's interval */
+#define CLNODE_OPTION_SAVE 32u      /* what is saved (diffrax's SaveAt) */
+#define CLNODE_OPTION_SAME_BITS 64u /* how the work is done: no value of it changes a bit of the
+                                       results */
+
 /* Fields are only ever appended (clnode/common.h): set the defaults with
- * clnode_solve_default_options or clnode_solve_seed_options, then change what you need. */
+ * clnode_solve_default_options or clnode_solve_seed_options, then change what you need. The
+ * table's options follow the callbacks, so that a row appended to the table is a field appended
+ * to the struct. */
 typedef struct clnode_solve_options {
     size_t struct_size; /* sizeof(clnode_solve_options) where the program was compiled: set by the
                            defaults functions; the library reads only the fields it covers */
-    const clnode_method *method; /* default clnode_method_tsit5 */
-    clnode_precision precision;  /* default CLNODE_FP32 */
-    clnode_gemm_mode gemm_mode;  /* default CLNODE_GEMM_STRICT */
-    double t0;                   /* default 0 */
-    double t1;                   /* default 1; t1 < t0 integrates backwards */
-    double dt0;        /* first step size, same sign as t1 - t0; 0 (default) means 0.01 * sign,
-                          what diffrax 0.7.2 uses for dt0=None */
-    int constant_step; /* 0 (default): PID controller; 1: constant steps of dt0 */
-    double rtol;       /* default 1e-3 */
-    double atol;       /* default 1e-6 */
-    double pcoeff;     /* default 0 */
-    double icoeff;     /* default 1 */
-    double dcoeff;     /* default 0 */
-    double dtmin;      /* default 0: none; otherwise a positive lower bound on |dt| */
-    double dtmax;      /* default 0: none; otherwise a positive upper bound on |dt| */
-    int force_dtmin;   /* default 1: at dtmin, accept the step anyway; 0: end with dt_min_reached */
-    double factormin;  /* default 0.2 */
-    double factormax;  /* default 10 */
-    double safety;     /* default 0.9 */
-    long max_steps;    /* default 4096: attempts (accepted + rejected) per trajectory, in
-                          [1, CLNODE_MAX_STEPS_LIMIT] */
-    int save_t0;       /* default 0: save (t0, y0) */
-    int save_t1;       /* default 1: save (t1, y(t1)) */
-    int save_steps;    /* default 0: save the end of every accepted step (memory: as many
-                          points per trajectory as the longest trajectory saves, not max_steps;
-                          see clnode_solve) */
+    clnode_progress_fn progress; /* default NULL */
+    void *progress_user;
+    clnode_cancel_fn cancel; /* default NULL: never cancelled */
+    void *cancel_user;
     const double *save_ts; /* default NULL: n_save_ts times inside [t0, t1], monotone in the
                               direction of integration, saved through the dense output */
     size_t n_save_ts;
-    clnode_progress_fn progress; /* default NULL */
-    void *progress_user;
-    clnode_precision_guard precision_guard; /* default CLNODE_GUARD_WARN */
-    clnode_cancel_fn cancel;                /* default NULL: never cancelled */
-    void *cancel_user;
-
     /* Ensembles: every trajectory its own problem, as jax.vmap over diffeqsolve's t0, t1, dt0 and
      * args would give. Each trajectory of a batch is solved exactly as it would be alone with
      * its own values (same steps, same bits). */
@@ -112,13 +168,60 @@ typedef struct clnode_solve_options {
                              row-major: each trajectory's conditioning inputs c (constant over
                              its solve; the network sees [y, c], or [y, t, c] with time input).
                              Required when the model has inputs, refused when it has none. */
-    int compact; /* default 1: trajectories that have finished (or failed) leave the batch's
-                    matrix products: every few groups of steps the rows still running are
-                    gathered at the front of the batch, so that the cost of a solve follows its
-                    running trajectories. Results, step counts and the order of the solution do
-                    not change (rows are independent). 0: every row stays in every product to
-                    the end (for comparisons). */
+#define CLNODE_X_FIELD(ctype, name, type, where, def, min, max, flags, doc) ctype name;
+    CLNODE_SOLVE_OPTION_LIST(CLNODE_X_FIELD)
+#undef CLNODE_X_FIELD
 } clnode_solve_options;
+
+/* The kinds of option (clnode_option_info.type). */
+typedef enum clnode_option_type {
+    CLNODE_OPTION_REAL = 0,    /* a double */
+    CLNODE_OPTION_INTEGER = 1, /* a long (or int) */
+    CLNODE_OPTION_BOOLEAN = 2, /* an int, 0 or 1 */
+    CLNODE_OPTION_CHOICE = 3,  /* an enum: one of the named values choice_names / choice_values */
+    CLNODE_OPTION_METHOD = 4,  /* a const clnode_method *: one of clnode_method_at(i), by name */
+} clnode_option_type;
+
+/* One entry of the option table, static and owned by the library. Grows at its end. */
+typedef struct clnode_option_info {
+    const char *name; /* the field's name: "rtol" */
+    clnode_option_type type;
+    unsigned flags;       /* CLNODE_OPTION_* */
+    double default_value; /* as the table's default column; METHOD: index in clnode_method_at */
+    double min, max;      /* REAL and INTEGER: the valid range (flags say which ends are open) */
+    const char *doc;      /* one line */
+    size_t n_choices;     /* CHOICE: the named values */
+    const char *const *choice_names;
+    const int *choice_values;
+} clnode_option_info;
+
+/* The number of options, and option i (NULL when i >= the count), in the table's order. */
+CLNODE_API size_t clnode_solve_option_count(void);
+CLNODE_API const clnode_option_info *clnode_solve_option_at(size_t i);
+/* The option called `name`, or NULL. */
+CLNODE_API const clnode_option_info *clnode_solve_option_find(const char *name);
+
+/* Sets option `name` of opts to `value` (REAL, INTEGER, BOOLEAN: the number; CHOICE: the enum
+ * value; METHOD: the index in clnode_method_at). Returns CLNODE_ERR_INVALID_ARGUMENT, opts
+ * unchanged and a message naming the option and what it takes in `message` (when not NULL; at
+ * most `size` bytes with the terminating NUL) for an unknown name, a value outside the option's
+ * range or not an integer where an integer is needed. Thread-safe; needs no context. */
+CLNODE_API clnode_status clnode_solve_option_set(clnode_solve_options *opts, const char *name,
+                                                 double value, char *message, size_t size);
+/* As clnode_solve_option_set, from text: a number (REAL, INTEGER; C syntax, the whole text), 0/1,
+ * yes/no, true/false, on/off (BOOLEAN), or the name of a choice or of a method. */
+CLNODE_API clnode_status clnode_solve_option_parse(clnode_solve_options *opts, const char *name,
+                                                   const char *text, char *message,
+                                                   size_t size);
+/* The value of option `name` as clnode_solve_option_set takes it. CLNODE_ERR_INVALID_ARGUMENT
+ * for an unknown name. */
+CLNODE_API clnode_status clnode_solve_option_get(const clnode_solve_options *opts,
+                                                 const char *name, double *value);
+/* The value of option `name` as text that clnode_solve_option_parse reads back to the same value
+ * (%.17g for reals, the name of a choice or method). CLNODE_ERR_INVALID_ARGUMENT for an unknown
+ * name or a buffer too small. */
+CLNODE_API clnode_status clnode_solve_option_format(const clnode_solve_options *opts,
+                                                    const char *name, char *text, size_t size);
 
 /* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of
  * the struct the program was compiled with to clnode_solve_default_options_sized. */

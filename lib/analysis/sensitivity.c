@@ -348,7 +348,7 @@ static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model
 
     /* the caller's progress and cancel callbacks reach the reference solves */
     clnode_solve_options o = *opts;
-    o.gemm_mode = CLNODE_GEMM_STRICT;
+    o.gemm_precision = CLNODE_GEMM_STRICT;
     o.save_t0 = 0;
     o.save_steps = 0;
     o.save_t1 = 1;

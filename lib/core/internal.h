@@ -86,7 +86,7 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
 /* The smallest size of each struct a program passes in: its size in the first release that
  * carried its size, up to and with its last field then. These never change when fields are
  * appended (sizeof grows, these stay). */
-#define CLN_SOLVE_OPTIONS_MIN CLN_END_OF(clnode_solve_options, precision_guard)
+#define CLN_SOLVE_OPTIONS_MIN CLN_END_OF(clnode_solve_options, compact)
 #define CLN_CONTEXT_OPTIONS_MIN CLN_END_OF(clnode_context_options, log_level)
 #define CLN_TRAJECTORY_STATS_MIN CLN_END_OF(clnode_trajectory_stats, t_final)
 #define CLN_PROBE_RESULT_MIN CLN_END_OF(clnode_probe_result, unit_roundoff)
@@ -115,6 +115,14 @@ void cln_solve_seed_defaults(clnode_solve_options *o);
  * does not know. */
 clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
                                        clnode_solve_options *full);
+
+/* The options of the table against their type and range: the CLNODE_OPTION_CONTROLLER ones
+ * (which adaptive solves read) when `controller`, else the others. Not checked here: the
+ * CLNODE_OPTION_PROBLEM ones (with each trajectory's interval) and the method (any descriptor
+ * that fits the kernels, cln_validate_method). CLNODE_OK, or CLNODE_ERR_INVALID_ARGUMENT with the
+ * message of clnode_solve_option_set. */
+clnode_status cln_validate_options(clnode_context *ctx, const clnode_solve_options *o,
+                                   int controller);
 
 /* ---- the solve (lib/solver/solver.c): hooks for white-box tests ---- */
 

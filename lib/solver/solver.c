@@ -185,17 +185,11 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
     CLN_CHECK(ctx, batch >= 1 && batch <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "batch size %zu is out of range (1 to %d)", batch, INT32_MAX);
     CLN_CHECK(ctx, y0, CLNODE_ERR_INVALID_ARGUMENT, "no initial states");
-    CLN_CHECK(ctx, o->precision == CLNODE_FP32 || o->precision == CLNODE_FP64,
-              CLNODE_ERR_INVALID_ARGUMENT, "unknown precision %d", (int)o->precision);
-    CLN_CHECK(ctx, o->gemm_mode == CLNODE_GEMM_STRICT || o->gemm_mode == CLNODE_GEMM_TF32,
-              CLNODE_ERR_INVALID_ARGUMENT, "unknown GEMM mode %d", (int)o->gemm_mode);
-    if (cln_check_gemm_mode(ctx, o->precision, o->gemm_mode) != CLNODE_OK)
+    clnode_status st = cln_validate_options(ctx, o, 0);
+    if (st != CLNODE_OK)
+        return st;
+    if (cln_check_gemm_mode(ctx, o->precision, o->gemm_precision) != CLNODE_OK)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    CLN_CHECK(ctx,
-              o->precision_guard == CLNODE_GUARD_WARN ||
-                  o->precision_guard == CLNODE_GUARD_REFUSE ||
-                  o->precision_guard == CLNODE_GUARD_OFF,
-              CLNODE_ERR_INVALID_ARGUMENT, "unknown precision guard %d", (int)o->precision_guard);
     const int per_traj = o->t0s || o->t1s || o->dt0s;
     const double dir = cln_direction(o, batch);
     for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
@@ -217,9 +211,6 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
         CLN_CHECK(ctx, !o->constant_step || dt0 != 0.0 || t0 == t1, CLNODE_ERR_INVALID_ARGUMENT,
                   "constant steps need a non-zero dt0%s", who);
     }
-    CLN_CHECK(ctx, o->max_steps >= 1 && o->max_steps <= CLNODE_MAX_STEPS_LIMIT,
-              CLNODE_ERR_INVALID_ARGUMENT, "max_steps = %ld is out of range [1, %ld]", o->max_steps,
-              (long)CLNODE_MAX_STEPS_LIMIT);
     return CLNODE_OK;
 }
 
@@ -230,22 +221,9 @@ static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_s
         return CLNODE_OK; /* dt0 is checked with the interval (cln_validate_problem) */
     CLN_CHECK(ctx, o->method->adaptive, CLNODE_ERR_INVALID_ARGUMENT,
               "method %s has no error estimate: use constant steps", o->method->name);
-    CLN_CHECK(ctx, isfinite(o->rtol) && o->rtol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
-              "rtol = %g must be positive and finite", o->rtol);
-    CLN_CHECK(ctx, isfinite(o->atol) && o->atol > 0.0, CLNODE_ERR_INVALID_ARGUMENT,
-              "atol = %g must be positive and finite", o->atol);
-    CLN_CHECK(ctx, isfinite(o->pcoeff) && isfinite(o->icoeff) && isfinite(o->dcoeff),
-              CLNODE_ERR_INVALID_ARGUMENT, "pcoeff, icoeff and dcoeff must be finite");
-    CLN_CHECK(ctx, o->factormin > 0.0 && o->factormin <= 1.0, CLNODE_ERR_INVALID_ARGUMENT,
-              "factormin = %g must lie in (0, 1]", o->factormin);
-    CLN_CHECK(ctx, o->factormax >= 1.0 && isfinite(o->factormax), CLNODE_ERR_INVALID_ARGUMENT,
-              "factormax = %g must be finite and at least 1", o->factormax);
-    CLN_CHECK(ctx, o->safety > 0.0 && o->safety <= 1.0, CLNODE_ERR_INVALID_ARGUMENT,
-              "safety = %g must lie in (0, 1]", o->safety);
-    CLN_CHECK(ctx, o->dtmin >= 0.0 && isfinite(o->dtmin), CLNODE_ERR_INVALID_ARGUMENT,
-              "dtmin = %g must be finite and non-negative (0: none)", o->dtmin);
-    CLN_CHECK(ctx, o->dtmax >= 0.0 && isfinite(o->dtmax), CLNODE_ERR_INVALID_ARGUMENT,
-              "dtmax = %g must be finite and non-negative (0: none)", o->dtmax);
+    const clnode_status st = cln_validate_options(ctx, o, 1);
+    if (st != CLNODE_OK)
+        return st;
     CLN_CHECK(ctx, !(o->dtmin > 0.0 && o->dtmax > 0.0 && o->dtmin > o->dtmax),
               CLNODE_ERR_INVALID_ARGUMENT, "dtmin = %g exceeds dtmax = %g", o->dtmin, o->dtmax);
     return CLNODE_OK;
@@ -716,16 +694,17 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     const double eo = (double)m->error_order;
     K->dir = r->dir;
     K->sqrt_n = sqrt((double)sd->N);
-    K->rtol = o->rtol;
-    K->atol = o->atol;
-    K->safety = o->safety;
-    K->factormin = o->factormin;
-    K->factormax = o->factormax;
+    /* the table's KERNEL options, by name into cln_consts */
+#define CLN_CONST_KERNEL(name) K->name = o->name;
+#define CLN_CONST_HOST(name)
+#define CLN_X_CONST(ctype, name, type, where, def, min, max, flags, doc) CLN_CONST_##where(name)
+    CLNODE_SOLVE_OPTION_LIST(CLN_X_CONST)
+#undef CLN_X_CONST
+#undef CLN_CONST_HOST
+#undef CLN_CONST_KERNEL
     K->coeff1 = (o->icoeff + o->pcoeff + o->dcoeff) / eo;
     K->coeff2 = -(o->pcoeff + 2.0 * o->dcoeff) / eo;
     K->coeff3 = o->dcoeff / eo;
-    K->dtmin = o->dtmin;
-    K->dtmax = o->dtmax;
     cln_fill_method(m, K);
     KI->B = (int32_t)sd->B;
     KI->Breal = (int32_t)sd->Breal;
@@ -758,7 +737,7 @@ static clnode_status cln_guard_tolerance(clnode_context *ctx, const clnode_solve
     if (o->constant_step || o->precision_guard == CLNODE_GUARD_OFF)
         return CLNODE_OK;
     const clnode_probe_result *pr = NULL;
-    const clnode_status st = cln_probe_cached(ctx, o->precision, o->gemm_mode, &pr);
+    const clnode_status st = cln_probe_cached(ctx, o->precision, o->gemm_precision, &pr);
     if (st != CLNODE_OK)
         return st;
     const double floor = CLNODE_GUARD_FACTOR * pr->unit_roundoff;
@@ -769,14 +748,14 @@ static clnode_status cln_guard_tolerance(clnode_context *ctx, const clnode_solve
                         "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, "
                         "unit roundoff %.3g; rtol must be at least %g u = %.3g)",
                         o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
-                        clnode_gemm_mode_name(o->gemm_mode), clnode_gemm_class_name(pr->gemm_class),
+                        clnode_gemm_mode_name(o->gemm_precision), clnode_gemm_class_name(pr->gemm_class),
                         pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
     cln_log(ctx, CLNODE_LOG_WARN,
             "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, unit "
             "roundoff %.3g; rtol should be at least %g u = %.3g): expect many more steps, or "
             "trajectories ending with precision_floor",
             o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
-            clnode_gemm_mode_name(o->gemm_mode), clnode_gemm_class_name(pr->gemm_class),
+            clnode_gemm_mode_name(o->gemm_precision), clnode_gemm_class_name(pr->gemm_class),
             pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
     return CLNODE_OK;
 }
@@ -793,7 +772,7 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
         }
     if (!hit)
         return;
-    const clnode_probe_result *pr = cln_probe_peek(ctx, o->precision, o->gemm_mode);
+    const clnode_probe_result *pr = cln_probe_peek(ctx, o->precision, o->gemm_precision);
     char measured[96] = "", larger[64] = "a larger rtol";
     if (pr) {
         snprintf(measured, sizeof measured, " (measured %s, unit roundoff %.3g)",
@@ -803,7 +782,7 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
     }
     /* the advice: only what differs from this solve's arithmetic */
     char advice[160];
-    if (o->gemm_mode == CLNODE_GEMM_TF32)
+    if (o->gemm_precision == CLNODE_GEMM_TF32)
         snprintf(advice, sizeof advice, "use GEMM mode strict, or fp64, or %s", larger);
     else if (o->precision == CLNODE_FP32)
         snprintf(advice, sizeof advice, "use fp64, or %s", larger);
@@ -815,7 +794,7 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
             "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
             "is below what this arithmetic resolves; %s",
             hit, s->B, first, s->stats[first].t_final, ctx->backend->device_name,
-            clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode), measured,
+            clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_precision), measured,
             o->rtol, advice);
 }
 
@@ -1061,7 +1040,7 @@ static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
     const clnode_status st = cln_validate(ctx, model, o, batch, y0);
     if (st != CLNODE_OK)
         return st;
-    const clnode_status pst = cln_check_device_precision(ctx, o->precision, o->gemm_mode, "solve");
+    const clnode_status pst = cln_check_device_precision(ctx, o->precision, o->gemm_precision, "solve");
     if (pst != CLNODE_OK)
         return pst;
     return cln_guard_tolerance(ctx, o);
@@ -1074,7 +1053,7 @@ static clnode_status cln_size(cln_run *r, size_t batch)
     const clnode_model *model = r->model;
     cln_solve_dev *sd = &r->sd;
     sd->prec = o->precision;
-    sd->gemm_mode = o->gemm_mode;
+    sd->gemm_mode = o->gemm_precision;
     sd->esize = o->precision == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     const size_t align = r->be->row_align ? r->be->row_align : 1;
     CLN_CHECK(r->ctx, batch <= (size_t)-1 / 2 - align, CLNODE_ERR_OUT_OF_MEMORY,

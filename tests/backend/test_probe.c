@@ -300,7 +300,7 @@ static void test_device(void **state)
 static void seed_options(clnode_solve_options *o, clnode_gemm_mode mode)
 {
     clnode_solve_seed_options(o);
-    o->gemm_mode = mode;
+    o->gemm_precision = mode;
 }
 
 /* Strict: the same step count at batch 1 and 2, success. tf32 (emulated, or native on CUDA):

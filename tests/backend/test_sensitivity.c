@@ -79,7 +79,7 @@ static void solve_and_judge(const clnode_sensitivity *b, const clnode_model *m,
     }
     assert_ok(clnode_sensitivity_judge(b, CLNODE_SENSITIVITY_ALL, dev, lo, hi, success, j));
     printf("  %s %s B=%zu: %ld-%ld steps, deviation %.3e: %s: %s\n",
-           clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode), B, lo, hi, dev,
+           clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_precision), B, lo, hi, dev,
            clnode_verdict_name(j->verdict), j->text);
     if (dev_out)
         *dev_out = dev;
@@ -127,7 +127,7 @@ static void test_seed(void **state)
 
     clnode_judgement j;
     /* strict fp32 on the device, batch 1 and 2: within the problem's own spread */
-    o.gemm_mode = CLNODE_GEMM_STRICT;
+    o.gemm_precision = CLNODE_GEMM_STRICT;
     solve_and_judge(b, m, &o, 1, y0, 1, &j, NULL);
     assert_int_equal(j.verdict, CLNODE_VERDICT_AGREES);
     assert_true(j.ratio <= 1.0);
@@ -136,7 +136,7 @@ static void test_seed(void **state)
 
     /* emulated TF32, unguarded (it runs to t1 in ~149 steps): the device's arithmetic, far
      * beyond the spread; guarded, it stops at the rounding floor: beyond too */
-    o.gemm_mode = CLNODE_GEMM_TF32;
+    o.gemm_precision = CLNODE_GEMM_TF32;
     o.precision_guard = CLNODE_GUARD_OFF;
     double dev;
     solve_and_judge(b, m, &o, 1, y0, 2, &j, &dev);
@@ -155,7 +155,7 @@ static void test_seed(void **state)
     /* the fp64 rows are judged against the fp64 baseline */
     clnode_sensitivity *b64 = NULL;
     o.precision = CLNODE_FP64;
-    o.gemm_mode = CLNODE_GEMM_STRICT;
+    o.gemm_precision = CLNODE_GEMM_STRICT;
     if (clnode_context_supports(g_ctx, CLNODE_FP64)) {
         assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, NULL, &b64));
         solve_and_judge(b64, m, &o, 1, y0, 2, &j, NULL);
@@ -412,7 +412,7 @@ static void test_certificate(void **state)
     clnode_solution_destroy(&sol);
 
     /* TF32 (unguarded): not certified, every sample beyond band and tolerance */
-    o.gemm_mode = CLNODE_GEMM_TF32;
+    o.gemm_precision = CLNODE_GEMM_TF32;
     o.precision_guard = CLNODE_GUARD_OFF;
     assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &sol));
     assert_ok(clnode_certify(g_ctx, m, &o, B, y0, sol, &co, &c));

@@ -16,7 +16,7 @@
 
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 /* the first release's structs end here (their last fields then) */
-#define OPTS_V1 END_OF(clnode_solve_options, precision_guard)
+#define OPTS_V1 END_OF(clnode_solve_options, compact)
 #define CTX_V1 END_OF(clnode_context_options, log_level)
 #define STATS_V1 END_OF(clnode_trajectory_stats, t_final)
 #define PROBE_V1 END_OF(clnode_probe_result, unit_roundoff)

@@ -136,7 +136,7 @@ static void test_tf32_only_fp32(void **state)
     clnode_solve_options o;
     clnode_solve_seed_options(&o);
     o.precision = CLNODE_FP64;
-    o.gemm_mode = CLNODE_GEMM_TF32;
+    o.gemm_precision = CLNODE_GEMM_TF32;
     const double y0[10] = {0};
     clnode_solution *s = NULL;
     assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);

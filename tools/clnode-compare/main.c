@@ -137,12 +137,15 @@ static void usage(FILE *f)
           "                          time, the step sizes, and the steps per batch size\n"
           "                          (matplotlib); its data go to FILE.png.json\n"
           "  --help, -h              this text      --version   the version and the plot script\n"
-          "  problem options: --model --method --rtol --atol --t0 --t1 --dt0 --max-steps\n"
-          "    --pcoeff --icoeff --dcoeff --dtmin --dtmax --factormin --factormax --safety\n"
-          "    --constant-step --no-force-dtmin --precision-guard --y0 --y0-file --y0-header, as\n"
-          "    clnode-solve; --save ts:T1,... sets the comparison times; --device, --batch,\n"
-          "    --precision and --gemm-precision are read as one-element --devices, --batches,\n"
-          "    --precisions and --gemm-modes\n"
+          "  problem options, as clnode-solve: --model --y0 --y0-file --y0-header; --save\n"
+          "    ts:T1,... sets the comparison times; --device, --batch, --precision and\n"
+          "    --gemm-precision are read as one-element --devices, --batches, --precisions and\n"
+          "    --gemm-modes; and the solve options:\n",
+          f);
+    clnode_solve_options defaults;
+    clnode_solve_seed_options(&defaults);
+    tool_print_solve_options(f, &defaults);
+    fputs(
           "\n"
           "  Messages the library logs while a row runs (the precision guard's warning, ...) are\n"
           "  printed once per row with their count, after the row.\n"
@@ -239,8 +242,7 @@ enum {
  * caller prints). */
 static int parse_args(compare *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        TOOL_PROBLEM_LONGOPTS,
+    static const struct option own[] = {
         {"devices", required_argument, NULL, OPT_DEVICES},
         {"batches", required_argument, NULL, OPT_BATCHES},
         {"precisions", required_argument, NULL, OPT_PRECISIONS},
@@ -253,10 +255,20 @@ static int parse_args(compare *c, int argc, char **argv)
         {"perturbations", required_argument, NULL, OPT_PERTURBATIONS},
         {NULL, 0, NULL, 0},
     };
+    struct option longopts[TOOL_LONGOPTS_MAX];
+    if (tool_longopts(longopts, own) != 0) {
+        tool_error("too many options");
+        return TOOL_EXIT_INPUT;
+    }
     int started = 0, opt;
     while ((opt = tool_getopt(argc, argv, longopts, &started)) != -1) {
         const char *v = optarg;
         int rc = 0;
+        /* --precision and --gemm-precision are one-element --precisions and --gemm-modes */
+        if (opt == tool_option_code("precision"))
+            opt = OPT_PRECISIONS;
+        else if (opt == tool_option_code("gemm_precision"))
+            opt = OPT_GEMM_MODES;
         switch (opt) {
         case '?':
             return TOOL_EXIT_INPUT;
@@ -280,11 +292,9 @@ static int parse_args(compare *c, int argc, char **argv)
             rc = parse_batches(c, v);
             break;
         case OPT_PRECISIONS:
-        case TOOL_OPT_PRECISION:
             rc = parse_names("--precisions", v, "fp32", "fp64", c->want_prec);
             break;
         case OPT_GEMM_MODES:
-        case TOOL_OPT_GEMM_PRECISION:
             rc = parse_names("--gemm-modes", v, "strict", "tf32", c->want_mode);
             break;
         case OPT_TOLERANCE: {
@@ -480,7 +490,7 @@ static clnode_status solve_batch(compare *c, clnode_context *ctx, const clnode_m
 {
     clnode_solve_options o = c->pb.opts;
     o.precision = prec;
-    o.gemm_mode = mode;
+    o.gemm_precision = mode;
     o.save_t0 = 0;
     o.save_t1 = 1;
     o.save_steps = 1;

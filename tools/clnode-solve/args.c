@@ -146,9 +146,9 @@ static int solve_option(solve_args *a, int c, const char *arg)
     case OPT_CHUNK_SIZE:
         return chunk_size_opt(a, arg);
     default: {
-        a->t0_given |= c == TOOL_OPT_T0;
-        a->t1_given |= c == TOOL_OPT_T1;
-        a->dt0_given |= c == TOOL_OPT_DT0;
+        a->t0_given |= c == tool_option_code("t0");
+        a->t1_given |= c == tool_option_code("t1");
+        a->dt0_given |= c == tool_option_code("dt0");
         const int rc = tool_problem_opt(&a->pb, c, arg);
         if (rc)
             return rc < 0 ? TOOL_EXIT_INPUT : rc;
@@ -196,8 +196,7 @@ static int check_combinations(const solve_args *a)
 
 int solve_args_parse(solve_args *a, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        TOOL_PROBLEM_LONGOPTS,
+    static const struct option own[] = {
         {"out", required_argument, NULL, OPT_OUT},
         {"json", no_argument, NULL, OPT_JSON},
         {"json-points", no_argument, NULL, OPT_JSON_POINTS},
@@ -215,6 +214,11 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
         {NULL, 0, NULL, 0},
     };
+    struct option longopts[TOOL_LONGOPTS_MAX];
+    if (tool_longopts(longopts, own) != 0) {
+        tool_error("too many options");
+        return TOOL_EXIT_INPUT;
+    }
     memset(a, 0, sizeof *a);
     tool_problem_defaults(&a->pb);
     clnode_certify_default_options(&a->certify_opts);

@@ -25,29 +25,12 @@ static void usage(FILE *f)
     fputs("usage: clnode-solve [options]\n"
           "Solves a batch of neural ODEs dy/dt = MLP(y) (default: the seed problem). Options\n"
           "take their value as --opt VALUE or --opt=VALUE.\n"
-          "  --model FILE            safetensors MLP (default: the built-in seed model)\n"
-          "  --method NAME           ",
+          "  --model FILE            safetensors MLP (default: the built-in seed model)\n",
           f);
-    tool_print_methods(f);
+    clnode_solve_options defaults;
+    clnode_solve_seed_options(&defaults);
+    tool_print_solve_options(f, &defaults);
     fputs(
-        "\n"
-        "  --rtol X --atol X       tolerances (default 1e-4, 1e-6)\n"
-        "  --pcoeff X --icoeff X --dcoeff X   PID coefficients (default 0, 1, 0)\n"
-        "  --dtmin X --dtmax X     step size bounds (default none)\n"
-        "  --no-force-dtmin        end a trajectory with dt_min_reached instead of forcing dtmin\n"
-        "  --factormin X --factormax X --safety X   (default 0.2, 10, 0.9)\n"
-        "  --constant-step         constant steps of dt0 instead of the PID controller\n"
-        "  --t0 X --t1 X --dt0 X   interval and first step (default 0, 50, 0.02)\n"
-        "  --max-steps N           attempts per trajectory, in [1, 2147483647] (default 4096)\n"
-        "  --precision fp32|fp64   state precision (default fp32)\n"
-        "  --gemm-precision strict|tf32   precision of the MLP's matrix products (default\n"
-        "                          strict: IEEE in the state precision; tf32: 10-bit mantissa\n"
-        "                          inputs, fp32 accumulation; native on CUDA, emulated elsewhere)\n"
-        "  --precision-guard warn|refuse|off  rtol below 16 unit roundoffs of the measured\n"
-        "                          GEMM: warn (default) or refuse (exit status 2); warn and\n"
-        "                          refuse also end trajectories stuck at the rounding floor\n"
-        "                          (precision_floor); off keeps diffrax's steps whatever the\n"
-        "                          arithmetic does\n"
         "  --batch B               number of trajectories, all starting at y0 (default 1)\n"
         "  --y0 v1,v2,...          initial state (default zeros)\n"
         "  --y0-file FILE          initial states: FILE.npy (B, N) or (N,), or a CSV with one\n"

@@ -399,7 +399,7 @@ static int deliver_chunk(void *user, size_t c, const void *data, size_t len)
  * count, the device in strict GEMM mode (host, OpenCL and CUDA give the same bits), thread
  * counts, --quiet, --resume itself. */
 
-#define RECORD_FORMAT 2
+#define RECORD_FORMAT 3
 #define RECORD_HEAD "clnode-solve progress record "
 #define RECORD_MAX_ITEMS 48 /* record_inputs and record_options add 33 */
 
@@ -546,38 +546,36 @@ static void record_options(const run *r, record *m)
 {
     const solve_args *a = r->a;
     const clnode_solve_options *o = &a->pb.opts;
-    snprintf(add_item(m, "method", 0, "--method")->value, sizeof m->it[0].value, "%s",
-             o->method ? o->method->name : "tsit5");
-    snprintf(add_item(m, "precision", 0, "--precision")->value, sizeof m->it[0].value, "%s",
-             clnode_precision_name(o->precision));
-    const int cuda = strcmp(clnode_context_backend(r->ctx), "cuda") == 0;
-    snprintf(
-        add_item(m, "gemm", 0, "--gemm-precision and the GEMM arithmetic of the device")->value,
-        sizeof m->it[0].value, "%s%s", clnode_gemm_mode_name(o->gemm_mode),
-        o->gemm_mode == CLNODE_GEMM_STRICT ? ""
-        : cuda                             ? " native"
-                                           : " emulated");
-    const struct {
-        const char *key;
-        double x;
-    } nums[] = {{"rtol", o->rtol},     {"atol", o->atol},           {"pcoeff", o->pcoeff},
-                {"icoeff", o->icoeff}, {"dcoeff", o->dcoeff},       {"dtmin", o->dtmin},
-                {"dtmax", o->dtmax},   {"factormin", o->factormin}, {"factormax", o->factormax},
-                {"safety", o->safety}};
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; ++i) {
-        char what[32];
-        snprintf(what, sizeof what, "--%s", nums[i].key);
-        add_num(m, nums[i].key, what, nums[i].x);
+    /* every option of the library's table that the bits depend on, but the interval's
+     * (record_inputs has them) */
+    for (size_t i = 0; i < clnode_solve_option_count(); ++i) {
+        const clnode_option_info *in = clnode_solve_option_at(i);
+        if (in->flags & (CLNODE_OPTION_PROBLEM | CLNODE_OPTION_SAME_BITS))
+            continue;
+        char what[80];
+        if (in->flags & CLNODE_OPTION_SAVE)
+            snprintf(what, sizeof what, "--save %s", in->name + strlen("save_"));
+        else
+            snprintf(what, sizeof what, "--%s", in->name);
+        for (char *c = what + 2; *c; ++c)
+            if (*c == '_')
+                *c = '-';
+        double v = 0.0;
+        if (in->type == CLNODE_OPTION_REAL && clnode_solve_option_get(o, in->name, &v) == CLNODE_OK) {
+            add_num(m, in->name, what, v);
+            continue;
+        }
+        record_item *it = add_item(m, in->name, 0, what);
+        if (clnode_solve_option_format(o, in->name, it->value, sizeof it->value) != CLNODE_OK)
+            snprintf(it->value, sizeof it->value, "?");
     }
-    add_long(m, "constant_step", "--constant-step", o->constant_step);
-    add_long(m, "force_dtmin", "--no-force-dtmin", o->force_dtmin);
-    add_long(m, "max_steps", "--max-steps", o->max_steps);
-    static const char *const guards[] = {"warn", "refuse", "off"};
-    snprintf(add_item(m, "precision_guard", 0, "--precision-guard")->value, sizeof m->it[0].value,
-             "%s", (unsigned)o->precision_guard < 3 ? guards[o->precision_guard] : "?");
-    add_long(m, "save_t0", "--save t0", o->save_t0);
-    add_long(m, "save_t1", "--save t1", o->save_t1);
-    add_long(m, "save_steps", "--save steps", o->save_steps);
+    const int cuda = strcmp(clnode_context_backend(r->ctx), "cuda") == 0;
+    snprintf(add_item(m, "gemm_engine", 0, "the GEMM arithmetic of the device (--gemm-precision)")
+                 ->value,
+             sizeof m->it[0].value, "%s",
+             o->gemm_precision == CLNODE_GEMM_STRICT ? "ieee"
+             : cuda                                  ? "native"
+                                                     : "emulated");
     add_hash(m, "save_ts", "--save ts:", o->save_ts, o->n_save_ts * sizeof *o->save_ts);
     add_long(m, "json", "--json", a->json);
     add_long(m, "json_points", "--json-points", a->json_points);

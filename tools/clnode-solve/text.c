@@ -54,7 +54,7 @@ void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
     fputs(", \"model\": ", f);
     tool_json_str(f, pb->model_path ? pb->model_path : "seed");
     fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"method\": \"%s\"",
-            clnode_precision_name(p), clnode_gemm_mode_name(o->gemm_mode), o->method->name);
+            clnode_precision_name(p), clnode_gemm_mode_name(o->gemm_precision), o->method->name);
     fprintf(f, ", \"controller\": \"%s\"", o->constant_step ? "constant" : "pid");
     fputs(", \"rtol\": ", f);
     tool_json_num(f, o->rtol);
@@ -158,7 +158,7 @@ void solve_summary_head(FILE *f, const tool_problem *pb, const clnode_context *c
                 clnode_precision_name(o->precision));
     else
         fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
-                o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_mode));
+                o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_precision));
     if (o->t0s || o->t1s || o->dt0s)
         fprintf(f, "interval [%g, %g], dt0 %g of trajectory 0 (per trajectory:%s%s%s), batch %zu\n",
                 o->t0s ? o->t0s[0] : o->t0, o->t1s ? o->t1s[0] : o->t1,

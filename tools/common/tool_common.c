@@ -3,6 +3,7 @@
 #include "tool_common.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -528,76 +529,229 @@ static int opt_choice(const char *opt, const char *arg, const char *const *names
     return -1;
 }
 
+/* ---- the solve options of the library's table ---- */
+
+/* Table option i's long name, its name with '-' for '_' ("max-steps"), or with `no` that name
+ * after "no-"; NULL past the table. */
+static const char *table_long_name_of(size_t i, int no)
+{
+    static char names[TOOL_LONGOPTS_MAX][2][48];
+    const clnode_option_info *in = clnode_solve_option_at(i);
+    if (!in || i >= TOOL_LONGOPTS_MAX)
+        return NULL;
+    char *n = names[i][0];
+    snprintf(n, sizeof names[i][0], "%s", in->name);
+    for (char *c = n; *c; ++c)
+        if (*c == '_')
+            *c = '-';
+    memcpy(names[i][1], "no-", 3);
+    memcpy(names[i][1] + 3, n, strlen(n) + 1 < 45 ? strlen(n) + 1 : 45);
+    names[i][1][47] = '\0';
+    return names[i][no != 0];
+}
+
+static const char *table_long_name(size_t i)
+{
+    return table_long_name_of(i, 0);
+}
+
+int tool_longopts(struct option *out, const struct option *own)
+{
+    static const struct option problem[] = {
+        {"model", required_argument, NULL, TOOL_OPT_MODEL},
+        {"batch", required_argument, NULL, TOOL_OPT_BATCH},
+        {"y0", required_argument, NULL, TOOL_OPT_Y0},
+        {"y0-file", required_argument, NULL, TOOL_OPT_Y0_FILE},
+        {"y0-header", required_argument, NULL, TOOL_OPT_Y0_HEADER},
+        {"save", required_argument, NULL, TOOL_OPT_SAVE},
+        {"backend", required_argument, NULL, TOOL_OPT_BACKEND},
+        {"device", required_argument, NULL, TOOL_OPT_DEVICE},
+        {"help", no_argument, NULL, TOOL_OPT_HELP},
+        {"version", no_argument, NULL, TOOL_OPT_VERSION},
+    };
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof problem / sizeof problem[0]; ++k)
+        out[n++] = problem[k];
+    for (size_t i = 0; i < clnode_solve_option_count(); ++i) {
+        const clnode_option_info *in = clnode_solve_option_at(i);
+        const char *name = table_long_name(i);
+        if (!name || n + 3 > TOOL_LONGOPTS_MAX)
+            return -1;
+        if (in->flags & CLNODE_OPTION_SAVE)
+            continue;
+        const int code = TOOL_OPT_TABLE + 2 * (int)i;
+        if (in->type == CLNODE_OPTION_BOOLEAN) {
+            out[n++] = (struct option){name, no_argument, NULL, code};
+            out[n++] = (struct option){table_long_name_of(i, 1), no_argument, NULL, code + 1};
+        } else {
+            out[n++] = (struct option){name, required_argument, NULL, code};
+        }
+    }
+    for (size_t k = 0; own && own[k].name; ++k) {
+        if (n + 1 >= TOOL_LONGOPTS_MAX)
+            return -1;
+        out[n++] = own[k];
+    }
+    out[n] = (struct option){NULL, 0, NULL, 0};
+    return 0;
+}
+
+int tool_option_code(const char *name)
+{
+    const clnode_option_info *in = clnode_solve_option_find(name);
+    return in ? TOOL_OPT_TABLE + 2 * (int)(in - clnode_solve_option_at(0)) : -1;
+}
+
+/* The metavariable of a table option's --help line ("X", "N", "fp32|fp64", "NAME"). */
+static void table_metavar(const clnode_option_info *in, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    switch (in->type) {
+    case CLNODE_OPTION_REAL:
+        snprintf(buf, n, "X");
+        break;
+    case CLNODE_OPTION_INTEGER:
+        snprintf(buf, n, "N");
+        break;
+    case CLNODE_OPTION_BOOLEAN:
+        break;
+    case CLNODE_OPTION_CHOICE:
+        for (size_t k = 0; k < in->n_choices && used < n; ++k)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "|" : "",
+                                     in->choice_names[k]);
+        break;
+    case CLNODE_OPTION_METHOD:
+        for (size_t k = 0; clnode_method_at(k) && used < n; ++k)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "|" : "",
+                                     clnode_method_at(k)->name);
+        break;
+    }
+}
+
+/* ", in [lo, hi]" for a bounded REAL or INTEGER option ("" when it takes any finite number). */
+static void table_range(const clnode_option_info *in, char *buf, size_t n)
+{
+    char lo[40] = "-inf", hi[40] = "inf";
+    buf[0] = '\0';
+    if (in->min <= -DBL_MAX && in->max >= DBL_MAX)
+        return;
+    if (in->min > -DBL_MAX)
+        tool_fmt_num(lo, in->min, CLNODE_FP64);
+    if (in->max < DBL_MAX)
+        tool_fmt_num(hi, in->max, CLNODE_FP64);
+    snprintf(buf, n, ", in %c%s, %s%c",
+             (in->flags & CLNODE_OPTION_MIN_OPEN) || in->min <= -DBL_MAX ? '(' : '[', lo, hi,
+             (in->flags & CLNODE_OPTION_MAX_OPEN) || in->max >= DBL_MAX ? ')' : ']');
+}
+
+/* Prints `text` from column `col` wrapped at 79 columns, continuation lines indented by 26. */
+static void print_wrapped(FILE *f, size_t col, const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        const char *e = p;
+        const char *last = NULL;
+        while (*e && (size_t)(e - p) + col <= 79) {
+            if (*e == ' ')
+                last = e;
+            ++e;
+        }
+        if (*e && last)
+            e = last;
+        fprintf(f, "%.*s\n", (int)(e - p), p);
+        p = *e == ' ' ? e + 1 : e;
+        if (*p) {
+            fprintf(f, "%26s", "");
+            col = 26;
+        }
+    }
+}
+
+void tool_print_solve_options(FILE *f, const clnode_solve_options *defaults)
+{
+    for (size_t i = 0; i < clnode_solve_option_count(); ++i) {
+        const clnode_option_info *in = clnode_solve_option_at(i);
+        const char *name = table_long_name(i);
+        if (!name || (in->flags & CLNODE_OPTION_SAVE))
+            continue;
+        char head[160], meta[96], def[64], line[512];
+        table_metavar(in, meta, sizeof meta);
+        if (in->type == CLNODE_OPTION_BOOLEAN)
+            snprintf(head, sizeof head, "  --%s, --no-%s", name, name);
+        else
+            snprintf(head, sizeof head, "  --%s %s", name, meta);
+        double dv = 0.0;
+        if (clnode_solve_option_format(defaults, in->name, def, sizeof def) != CLNODE_OK ||
+            clnode_solve_option_get(defaults, in->name, &dv) != CLNODE_OK)
+            snprintf(def, sizeof def, "?");
+        else if (in->type == CLNODE_OPTION_BOOLEAN)
+            snprintf(def, sizeof def, "%s", dv == 0.0 ? "no" : "yes");
+        else if (in->type == CLNODE_OPTION_REAL) /* the shortest text of the value */
+            tool_fmt_num(def, dv, CLNODE_FP64);
+        char range[96] = "";
+        if (in->type == CLNODE_OPTION_REAL || in->type == CLNODE_OPTION_INTEGER)
+            table_range(in, range, sizeof range);
+        snprintf(line, sizeof line, "%s%s (default %s)", in->doc, range, def);
+        const size_t w = strlen(head);
+        fputs(head, f);
+        if (w >= 25) {
+            fprintf(f, "\n%26s", "");
+            print_wrapped(f, 26, line);
+        } else {
+            fprintf(f, "%*s", (int)(26 - w), "");
+            print_wrapped(f, 26, line);
+        }
+    }
+}
+
+/* Table option `code` (TOOL_OPT_TABLE + ...) with value arg: 0, or 2 after an error. */
+static int table_opt(tool_problem *pb, int code, const char *arg)
+{
+    const size_t i = (size_t)(code - TOOL_OPT_TABLE) / 2;
+    const clnode_option_info *in = clnode_solve_option_at(i);
+    const char *name = table_long_name(i);
+    char msg[320];
+    double v = 0.0;
+    clnode_status st;
+    if (!in || !name)
+        return -1;
+    if (in->type == CLNODE_OPTION_BOOLEAN) {
+        st = clnode_solve_option_set(&pb->opts, in->name, (code - TOOL_OPT_TABLE) % 2 ? 0.0 : 1.0,
+                                     msg, sizeof msg);
+    } else if (in->type == CLNODE_OPTION_REAL) {
+        char opt[64];
+        snprintf(opt, sizeof opt, "--%s", name);
+        if (opt_double(opt, arg, &v))
+            return TOOL_EXIT_INPUT;
+        st = clnode_solve_option_set(&pb->opts, in->name, v, msg, sizeof msg);
+    } else if (in->type == CLNODE_OPTION_INTEGER) {
+        char opt[64];
+        long x = 0;
+        snprintf(opt, sizeof opt, "--%s", name);
+        if (opt_long_in(opt, arg, (long)in->min, (long)in->max, "", &x))
+            return TOOL_EXIT_INPUT;
+        st = clnode_solve_option_set(&pb->opts, in->name, (double)x, msg, sizeof msg);
+    } else {
+        st = clnode_solve_option_parse(&pb->opts, in->name, arg, msg, sizeof msg);
+    }
+    if (st != CLNODE_OK) {
+        tool_error("--%s: %s", name, msg);
+        return TOOL_EXIT_INPUT;
+    }
+    return 0;
+}
+
 int tool_problem_opt(tool_problem *pb, int code, const char *arg)
 {
     clnode_solve_options *o = &pb->opts;
-    static const struct {
-        int code;
-        const char *name;
-        size_t offset;
-    } dbl[] = {
-        {TOOL_OPT_RTOL, "--rtol", offsetof(clnode_solve_options, rtol)},
-        {TOOL_OPT_ATOL, "--atol", offsetof(clnode_solve_options, atol)},
-        {TOOL_OPT_PCOEFF, "--pcoeff", offsetof(clnode_solve_options, pcoeff)},
-        {TOOL_OPT_ICOEFF, "--icoeff", offsetof(clnode_solve_options, icoeff)},
-        {TOOL_OPT_DCOEFF, "--dcoeff", offsetof(clnode_solve_options, dcoeff)},
-        {TOOL_OPT_DTMIN, "--dtmin", offsetof(clnode_solve_options, dtmin)},
-        {TOOL_OPT_DTMAX, "--dtmax", offsetof(clnode_solve_options, dtmax)},
-        {TOOL_OPT_FACTORMIN, "--factormin", offsetof(clnode_solve_options, factormin)},
-        {TOOL_OPT_FACTORMAX, "--factormax", offsetof(clnode_solve_options, factormax)},
-        {TOOL_OPT_SAFETY, "--safety", offsetof(clnode_solve_options, safety)},
-        {TOOL_OPT_T0, "--t0", offsetof(clnode_solve_options, t0)},
-        {TOOL_OPT_T1, "--t1", offsetof(clnode_solve_options, t1)},
-        {TOOL_OPT_DT0, "--dt0", offsetof(clnode_solve_options, dt0)},
-    };
-    for (size_t k = 0; k < sizeof dbl / sizeof dbl[0]; ++k)
-        if (dbl[k].code == code)
-            return opt_double(dbl[k].name, arg, (double *)(void *)((char *)o + dbl[k].offset));
     int k;
+    if (code >= TOOL_OPT_TABLE)
+        return table_opt(pb, code, arg);
     switch (code) {
     case TOOL_OPT_MODEL:
         pb->model_path = arg;
         return 0;
-    case TOOL_OPT_METHOD:
-        o->method = clnode_method_by_name(arg);
-        if (!o->method) {
-            fprintf(stderr, "%s: --method expects one of ", tool_prog);
-            tool_print_methods(stderr);
-            fprintf(stderr, ", not \"%s\"\n", arg);
-            return TOOL_EXIT_INPUT;
-        }
-        return 0;
-    case TOOL_OPT_CONSTANT_STEP:
-        o->constant_step = 1;
-        return 0;
-    case TOOL_OPT_NO_FORCE_DTMIN:
-        o->force_dtmin = 0;
-        return 0;
-    case TOOL_OPT_MAX_STEPS:
-        return opt_long_in("--max-steps", arg, 1, CLNODE_MAX_STEPS_LIMIT, "", &o->max_steps);
-    case TOOL_OPT_PRECISION: {
-        static const char *const names[] = {"fp32", "fp64", NULL};
-        if ((k = opt_choice("--precision", arg, names)) < 0)
-            return TOOL_EXIT_INPUT;
-        o->precision = k ? CLNODE_FP64 : CLNODE_FP32;
-        return 0;
-    }
-    case TOOL_OPT_GEMM_PRECISION: {
-        static const char *const names[] = {"strict", "tf32", NULL};
-        if ((k = opt_choice("--gemm-precision", arg, names)) < 0)
-            return TOOL_EXIT_INPUT;
-        o->gemm_mode = k ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT;
-        return 0;
-    }
-    case TOOL_OPT_PRECISION_GUARD: {
-        static const char *const names[] = {"warn", "refuse", "off", NULL};
-        static const clnode_precision_guard g[] = {CLNODE_GUARD_WARN, CLNODE_GUARD_REFUSE,
-                                                   CLNODE_GUARD_OFF};
-        if ((k = opt_choice("--precision-guard", arg, names)) < 0)
-            return TOOL_EXIT_INPUT;
-        o->precision_guard = g[k];
-        return 0;
-    }
     case TOOL_OPT_BATCH:
         return opt_long_in("--batch", arg, 1, TOOL_BATCH_MAX, " (the batch limit)", &pb->batch);
     case TOOL_OPT_Y0:

@@ -117,29 +117,12 @@ typedef struct tool_problem {
     void *log_user;
 } tool_problem;
 
-/* getopt_long codes of the problem options (above every character). */
+/* getopt_long codes of the problem options (above every character). The solve options of the
+ * library's table (clnode_solve_option_at) have codes of their own: TOOL_OPT_TABLE + 2 i for
+ * --NAME (a boolean: set it) and TOOL_OPT_TABLE + 2 i + 1 for --no-NAME (a boolean: clear it),
+ * NAME the option's name with '-' for '_'. */
 enum {
-    TOOL_OPT_RTOL = 256,
-    TOOL_OPT_ATOL,
-    TOOL_OPT_PCOEFF,
-    TOOL_OPT_ICOEFF,
-    TOOL_OPT_DCOEFF,
-    TOOL_OPT_DTMIN,
-    TOOL_OPT_DTMAX,
-    TOOL_OPT_FACTORMIN,
-    TOOL_OPT_FACTORMAX,
-    TOOL_OPT_SAFETY,
-    TOOL_OPT_T0,
-    TOOL_OPT_T1,
-    TOOL_OPT_DT0,
-    TOOL_OPT_MODEL,
-    TOOL_OPT_METHOD,
-    TOOL_OPT_CONSTANT_STEP,
-    TOOL_OPT_NO_FORCE_DTMIN,
-    TOOL_OPT_MAX_STEPS,
-    TOOL_OPT_PRECISION,
-    TOOL_OPT_GEMM_PRECISION,
-    TOOL_OPT_PRECISION_GUARD,
+    TOOL_OPT_MODEL = 256,
     TOOL_OPT_BATCH,
     TOOL_OPT_Y0,
     TOOL_OPT_Y0_FILE,
@@ -149,43 +132,25 @@ enum {
     TOOL_OPT_DEVICE,
     TOOL_OPT_HELP,
     TOOL_OPT_VERSION,
-    TOOL_OPT_FIRST_TOOL /* each tool numbers its own options from here */
+    TOOL_OPT_FIRST_TOOL, /* each tool numbers its own options from here */
+    TOOL_OPT_TABLE = 4096
 };
 
-/* The problem options as getopt_long entries, for a tool's option table. */
-#define TOOL_PROBLEM_LONGOPTS                                                                      \
-    {"rtol", required_argument, NULL, TOOL_OPT_RTOL},                                              \
-        {"atol", required_argument, NULL, TOOL_OPT_ATOL},                                          \
-        {"pcoeff", required_argument, NULL, TOOL_OPT_PCOEFF},                                      \
-        {"icoeff", required_argument, NULL, TOOL_OPT_ICOEFF},                                      \
-        {"dcoeff", required_argument, NULL, TOOL_OPT_DCOEFF},                                      \
-        {"dtmin", required_argument, NULL, TOOL_OPT_DTMIN},                                        \
-        {"dtmax", required_argument, NULL, TOOL_OPT_DTMAX},                                        \
-        {"factormin", required_argument, NULL, TOOL_OPT_FACTORMIN},                                \
-        {"factormax", required_argument, NULL, TOOL_OPT_FACTORMAX},                                \
-        {"safety", required_argument, NULL, TOOL_OPT_SAFETY},                                      \
-        {"t0", required_argument, NULL, TOOL_OPT_T0},                                              \
-        {"t1", required_argument, NULL, TOOL_OPT_T1},                                              \
-        {"dt0", required_argument, NULL, TOOL_OPT_DT0},                                            \
-        {"model", required_argument, NULL, TOOL_OPT_MODEL},                                        \
-        {"method", required_argument, NULL, TOOL_OPT_METHOD},                                      \
-        {"constant-step", no_argument, NULL, TOOL_OPT_CONSTANT_STEP},                              \
-        {"no-force-dtmin", no_argument, NULL, TOOL_OPT_NO_FORCE_DTMIN},                            \
-        {"max-steps", required_argument, NULL, TOOL_OPT_MAX_STEPS},                                \
-        {"precision", required_argument, NULL, TOOL_OPT_PRECISION},                                \
-        {"gemm-precision", required_argument, NULL, TOOL_OPT_GEMM_PRECISION},                      \
-        {"precision-guard", required_argument, NULL, TOOL_OPT_PRECISION_GUARD},                    \
-        {"batch", required_argument, NULL, TOOL_OPT_BATCH},                                        \
-        {"y0", required_argument, NULL, TOOL_OPT_Y0},                                              \
-        {"y0-file", required_argument, NULL, TOOL_OPT_Y0_FILE},                                    \
-        {"y0-header", required_argument, NULL, TOOL_OPT_Y0_HEADER},                                \
-        {"save", required_argument, NULL, TOOL_OPT_SAVE},                                          \
-        {"backend", required_argument, NULL, TOOL_OPT_BACKEND},                                    \
-        {"device", required_argument, NULL, TOOL_OPT_DEVICE},                                      \
-        {"help", no_argument, NULL, TOOL_OPT_HELP},                                                \
-    {                                                                                              \
-        "version", no_argument, NULL, TOOL_OPT_VERSION                                             \
-    }
+/* Room for a tool's long options (tool_longopts): the problem's, the table's and its own. */
+#define TOOL_LONGOPTS_MAX 192
+
+/* Fills out[TOOL_LONGOPTS_MAX] with the problem options (--model, --batch, --y0, --y0-file,
+ * --y0-header, --save, --backend, --device, --help, --version), the solve options of the
+ * library's table (but the CLNODE_OPTION_SAVE ones, which --save sets) and then `own` (up to its
+ * entry with a NULL name), and the terminating entry. Returns 0, or -1 when they do not fit. */
+int tool_longopts(struct option *out, const struct option *own);
+
+/* The getopt code of --NAME for the table's option `name` ("t0"), or -1. */
+int tool_option_code(const char *name);
+
+/* Prints the --help lines of the table's solve options (but the CLNODE_OPTION_SAVE ones), each
+ * with its value in `defaults` as the default. */
+void tool_print_solve_options(FILE *f, const clnode_solve_options *defaults);
 
 /* The y0 file format paragraph of --help. */
 extern const char tool_y0_help[];

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""The tools' solve options come from the library's one table (CLNODE_SOLVE_OPTION_LIST in
+include/clnode/solver.h): every row but the SaveAt ones is a long option of clnode-solve and
+clnode-compare (--NAME with '-' for '_', booleans as --NAME and --no-NAME), listed in --help with
+its doc line and default, and accepted by clnode-solve with a valid value. A row that a tool
+missed fails here. Oracle: the rows as the header writes them.
+
+usage: test_cli_options.py SOLVER_H CLNODE_SOLVE CLNODE_COMPARE"""
+import re
+import subprocess
+import sys
+
+
+def rows(header):
+    """(name, type, flags, doc) of every row of the table, in its order."""
+    text = open(header, encoding="utf-8").read()
+    body = text[text.index("#define CLNODE_SOLVE_OPTION_LIST(X)"):]
+    body = body[:body.index("\n\n")].replace("\\\n", " ")
+    out = []
+    for m in re.finditer(r'X\(([^,]+(?:\*)?),\s*(\w+),\s*(\w+),\s*(\w+),\s*([^,]+),\s*([^,]+),'
+                         r'\s*([^,]+),\s*([^"]+?),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)', body):
+        doc = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(9)))
+        out.append((m.group(2), m.group(3), m.group(8).strip(), doc))
+    return out
+
+
+def main():
+    header, solve, compare = sys.argv[1:4]
+    table = rows(header)
+    failures = []
+    n_rows = open(header, encoding="utf-8").read().count("\n    X(")
+    if len(table) != n_rows or len(table) < 20:
+        failures.append(f"read {len(table)} rows of {n_rows} from {header}")
+    helps = {tool: subprocess.run([tool, "--help"], capture_output=True, text=True).stdout
+             for tool in (solve, compare)}
+    for name, typ, flags, doc in table:
+        if "CLNODE_OPTION_SAVE" in flags:
+            continue  # --save sets them
+        opt = "--" + name.replace("_", "-")
+        for tool, text in helps.items():
+            words = re.findall(r"--[a-z0-9-]+", text)
+            if opt not in words or (typ == "BOOLEAN" and "--no-" + opt[2:] not in words):
+                failures.append(f"{tool} --help does not list {opt}")
+            if " ".join(doc.split()[:3]) not in " ".join(text.split()):
+                failures.append(f"{tool} --help does not show the doc line of {name}: {doc!r}")
+        value = []
+        if typ != "BOOLEAN":  # the default --help shows, given back
+            m = re.search(re.escape(opt) + r" .*?\(default ([^)]+)\)", helps[solve], re.S)
+            value = [m.group(1) if m else "?"]
+        args = [solve, "--t0", "1", "--t1", "1", "--dt0", "0", "--quiet", opt] + value
+        if name in ("t0", "t1", "dt0"):
+            args = [solve, "--quiet", "--t0", "1", "--t1", "1", opt, "1" if name != "dt0" else "0"]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"clnode-solve {opt} {' '.join(value)}: exit {r.returncode}: "
+                            f"{r.stderr.strip()}")
+    r = subprocess.run([solve, "--quiet", "--rtol", "0"], capture_output=True, text=True)
+    if r.returncode != 2 or "rtol" not in r.stderr or "(0, inf)" not in r.stderr:
+        failures.append(f"--rtol 0: exit {r.returncode}, {r.stderr.strip()!r}: want 2 naming the "
+                        "range (0, inf)")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{len(table)} options, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
