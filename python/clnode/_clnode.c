@@ -1119,48 +1119,88 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
  *   float64 for fp64, padded with +inf (ts: dir * inf) as diffrax pads; stats (B, 5) int64:
  *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64;
  *   certificate: a dict when certify (a fraction) > 0, else None. */
+/* The options of a solve from a dict {name: value} of the library's option table: a str is
+ * parsed (a choice or a method by name), a number set (clnode_solve_option_set). Returns 0, or
+ * -1 with InvalidArgumentError carrying the library's message. */
+static int apply_options(clnode_solve_options *o, PyObject *dict)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!name) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "option names must be strings");
+            return -1;
+        }
+        char msg[320];
+        clnode_status st;
+        if (PyUnicode_Check(value)) {
+            const char *text = PyUnicode_AsUTF8(value);
+            if (!text)
+                return -1;
+            st = clnode_solve_option_parse(o, name, text, msg, sizeof msg);
+        } else {
+            const double v = PyFloat_AsDouble(value);
+            if (v == -1.0 && PyErr_Occurred())
+                return -1;
+            st = clnode_solve_option_set(o, name, v, msg, sizeof msg);
+        }
+        if (st != CLNODE_OK) {
+            PyErr_SetString(InvalidArgumentError, msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* solve_options() -> the library's option table, a tuple of dicts in its order. */
+static PyObject *solve_options(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    static const char *const types[] = {"real", "integer", "boolean", "choice", "method"};
+    const size_t n = clnode_solve_option_count();
+    PyObject *out = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; ++i) {
+        const clnode_option_info *in = clnode_solve_option_at(i);
+        PyObject *choices = in->type == CLNODE_OPTION_METHOD ? names_tuple(method_at)
+                                                             : PyTuple_New((Py_ssize_t)in->n_choices);
+        for (size_t k = 0; choices && in->type == CLNODE_OPTION_CHOICE && k < in->n_choices; ++k)
+            PyTuple_SET_ITEM(choices, (Py_ssize_t)k,
+                             Py_BuildValue("(si)", in->choice_names[k], in->choice_values[k]));
+        PyObject *d = choices ? Py_BuildValue(
+                                    "{s:s,s:s,s:I,s:d,s:d,s:d,s:s,s:N}", "name", in->name, "type",
+                                    types[in->type], "flags", in->flags, "default",
+                                    in->default_value, "min", in->min, "max", in->max, "doc",
+                                    in->doc, "choices", choices)
+                              : NULL;
+        if (!d) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    return out;
+}
+
 static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"model",        "y0",          "method",
-                             "precision",    "gemm_mode",   "t0",
-                             "t1",           "dt0",         "constant_step",
-                             "rtol",         "atol",        "pcoeff",
-                             "icoeff",       "dcoeff",      "dtmin",
-                             "dtmax",        "factormin",   "factormax",
-                             "safety",       "force_dtmin", "max_steps",
-                             "save_t0",      "save_t1",     "save_steps",
-                             "save_ts",      "guard",       "certify",
-                             "certify_seed", "t0s",         "t1s",
-                             "dt0s",         "inputs",      NULL};
+    static char *kwlist[] = {"model", "y0",  "options", "save_ts", "certify", "certify_seed",
+                             "t0s",   "t1s", "dt0s",    "inputs",  NULL};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
-    PyObject *mo, *yo, *tso = Py_None, *t0so = Py_None, *t1so = Py_None, *dt0so = Py_None,
-                       *ino = Py_None;
-    const char *method = "tsit5";
-    int prec = 32, mode = 0, guard = 0;
+    PyObject *mo, *yo, *opts, *tso = Py_None, *t0so = Py_None, *t1so = Py_None, *dt0so = Py_None,
+                             *ino = Py_None;
     double certify = 0.0; /* the certificate's fraction; 0: none */
     unsigned long long certify_seed = 1;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!O|$siidddpddddddddddplpppOidKOOOO", kwlist, &ModelType, &mo, &yo, &method,
-            &prec, &mode, &o.t0, &o.t1, &o.dt0, &o.constant_step, &o.rtol, &o.atol, &o.pcoeff,
-            &o.icoeff, &o.dcoeff, &o.dtmin, &o.dtmax, &o.factormin, &o.factormax, &o.safety,
-            &o.force_dtmin, &o.max_steps, &o.save_t0, &o.save_t1, &o.save_steps, &tso, &guard,
-            &certify, &certify_seed, &t0so, &t1so, &dt0so, &ino))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!|$OdKOOOO", kwlist, &ModelType, &mo, &yo,
+                                     &PyDict_Type, &opts, &tso, &certify, &certify_seed, &t0so,
+                                     &t1so, &dt0so, &ino))
         return NULL;
-    if (!context_ok(self))
+    if (!context_ok(self) || apply_options(&o, opts) < 0)
         return NULL;
     const clnode_model *model = ((ModelObject *)mo)->model;
-    o.method = clnode_method_by_name(method);
-    if (!o.method) {
-        PyObject *names = names_text(method_at);
-        if (names)
-            PyErr_Format(InvalidArgumentError, "unknown method %s (clnode has %U)", method, names);
-        Py_XDECREF(names);
-        return NULL;
-    }
-    o.precision = (clnode_precision)prec;
-    o.gemm_mode = (clnode_gemm_mode)mode;
-    o.precision_guard = (clnode_precision_guard)guard;
     solve_arrays in = {NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *ret = NULL;
     if (read_solve_arrays(&in, model, yo, tso, t0so, t1so, dt0so, ino, &o) < 0 ||
@@ -1182,7 +1222,9 @@ done:
 
 static PyMethodDef context_methods[] = {
     {"solve", (PyCFunction)(void (*)(void))context_solve, METH_VARARGS | METH_KEYWORDS,
-     "solve(model, y0, **options) -> (ts, ys, stats, t_final, certificate); see clnode.solve."},
+     "solve(model, y0, options, *, save_ts, certify, certify_seed, t0s, t1s, dt0s, inputs) -> "
+     "(ts, ys, stats, t_final, certificate): options a dict of the library's option table "
+     "(solve_options()); see clnode.solve."},
     {"supports", (PyCFunction)context_supports, METH_O, "supports(32 or 64) -> bool"},
     {"probe", (PyCFunction)context_probe, METH_VARARGS,
      "probe(precision, gemm_mode) -> dict: what the device's GEMM computes (clnode_probe_gemm)."},
@@ -1293,6 +1335,10 @@ static PyMethodDef module_methods[] = {
      "activation_names() -> the library's activation names, indexed by activation code"},
     {"method_names", method_names, METH_NOARGS,
      "method_names() -> the library's built-in Runge-Kutta methods, in clnode_method_at order"},
+    {"solve_options", solve_options, METH_NOARGS,
+     "solve_options() -> the library's solve options (clnode_solve_option_at), a tuple of dicts: "
+     "name, type (real, integer, boolean, choice, method), flags, default, min, max, doc, "
+     "choices ((name, value) pairs; the method names)"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
     {NULL, NULL, 0, NULL},
 };

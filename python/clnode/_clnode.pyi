@@ -1,7 +1,7 @@
 # The types of the extension module clnode._clnode (python/clnode/_clnode.c): every name it
 # exports. tests/python/test_typing.py checks that this stub and the compiled module name the same
 # things.
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -44,10 +44,36 @@ class Model:
     @property
     def num_inputs(self) -> int: ...
 
+# The keywords of clnode.solve from the library's option table (solve_options()): every row but
+# the interval's (t0, t1, dt0: solve's own arguments) and the SaveAt ones (saveat=). A type
+# checker's view only, not a name of the module; tests/python/test_options.py checks it against
+# the table. None is the option's default.
+class SolveOptions(TypedDict, total=False):
+    method: Optional[str]
+    precision: Any  # "fp32", "fp64", numpy.float32, numpy.float64
+    gemm_precision: Optional[str]
+    constant_step: Optional[bool]
+    rtol: Optional[float]
+    atol: Optional[float]
+    pcoeff: Optional[float]
+    icoeff: Optional[float]
+    dcoeff: Optional[float]
+    dtmin: Optional[float]
+    dtmax: Optional[float]
+    force_dtmin: Optional[bool]
+    factormin: Optional[float]
+    factormax: Optional[float]
+    safety: Optional[float]
+    max_steps: Optional[int]
+    precision_guard: Optional[str]
+    compact: Optional[bool]
+
 class Context:
     def __init__(self, device: Optional[str] = None) -> None: ...
-    # (ts, ys, stats, t_final, certificate); the options: see Context.solve in _clnode.c
-    def solve(self, model: Model, y0: npt.ArrayLike, **options: Any) -> Tuple[
+    # (ts, ys, stats, t_final, certificate); options: {name: value} of the option table
+    def solve(self, model: Model, y0: npt.ArrayLike, options: Dict[str, Any], /, *,
+              save_ts: Any = None, certify: float = 0.0, certify_seed: int = 1, t0s: Any = None,
+              t1s: Any = None, dt0s: Any = None, inputs: Any = None) -> Tuple[
         np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[Dict[str, Any]]]: ...
     def supports(self, precision: int, /) -> bool: ...
     def probe(self, precision: int, gemm_mode: int, /) -> Dict[str, Any]: ...
@@ -62,4 +88,5 @@ def version() -> str: ...
 def result_names() -> Tuple[str, ...]: ...
 def activation_names() -> Tuple[str, ...]: ...
 def method_names() -> Tuple[str, ...]: ...
+def solve_options() -> Tuple[Dict[str, Any], ...]: ...
 def _set_log_sink(sink: Optional[Callable[[List[Tuple[int, str]], str], None]], /) -> None: ...

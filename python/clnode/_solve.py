@@ -3,7 +3,10 @@ import enum
 import math
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -13,9 +16,12 @@ from ._model import MLP
 
 # the library's built-in methods, in its order
 METHODS: Tuple[str, ...] = _clnode.method_names()
-_PRECISIONS = {"fp32": 32, "float32": 32, "fp64": 64, "float64": 64}
-_GEMM = {"strict": 0, "tf32": 1}
-_GUARD = {"warn": 0, "refuse": 1, "off": 2}
+# the library's solve options (its one table), by name
+OPTIONS: Dict[str, Dict[str, Any]] = {o["name"]: o for o in _clnode.solve_options()}
+# flags of the table's rows (clnode/solver.h)
+_CONTROLLER, _PROBLEM, _SAVE = 4, 16, 32
+_GEMM = dict(OPTIONS["gemm_precision"]["choices"])
+_PRECISIONS = dict(OPTIONS["precision"]["choices"], float32=32, float64=64)
 
 
 class _ResultEnum(enum.IntEnum):
@@ -296,15 +302,10 @@ def _inputs(args, model, B, single):
 
 def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory,
           dt0: Optional[PerTrajectory] = None, args: Optional[npt.ArrayLike] = None,
-          method: str = "tsit5", rtol: float = 1e-3, atol: float = 1e-6, pcoeff: float = 0.0,
-          icoeff: float = 1.0, dcoeff: float = 0.0, dtmin: Optional[float] = None,
-          dtmax: Optional[float] = None, force_dtmin: bool = True, factormin: float = 0.2,
-          factormax: float = 10.0, safety: float = 0.9, constant_step: bool = False,
-          max_steps: int = 4096, precision: Any = "fp32", gemm_precision: str = "strict",
-          precision_guard: str = "warn", saveat: Optional["SaveAt"] = None,
-          device: Optional[str] = None, context: Optional["Context"] = None,
-          certify: bool = False, certify_fraction: float = 0.01,
-          certify_seed: int = 1) -> "Solution":
+          saveat: Optional["SaveAt"] = None, device: Optional[str] = None,
+          context: Optional["Context"] = None, certify: bool = False,
+          certify_fraction: float = 0.01, certify_seed: int = 1,
+          **options: "Unpack[_clnode.SolveOptions]") -> "Solution":
     """Solves dy/dt = model(y) from t0 to t1 for one initial state y0 (N,) or a batch (B, N),
     every trajectory with its own steps, as jax.vmap(diffrax.diffeqsolve) does.
 
@@ -318,34 +319,30 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     its own interval, in order, and its row of ts/ys holds only those (then the other saved
     points), padded at the end with +inf as diffrax pads. Values are float64 or exactly
     convertible to it (float32, integers up to 2^53); NaN, infinities, strings, complex numbers
-    and long doubles are refused.
-
-    method: "tsit5", "dopri5", "dopri8", "bosh3", "heun" or "euler". The step size follows
-    diffrax's PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin,
-    factormin, factormax, safety), or constant steps of dt0 with constant_step=True. dt0=None:
-    0.01 (diffrax's choice for dt0=None). max_steps bounds the attempts per trajectory, in
-    [1, 2147483647]; with SaveAt(steps=True), whose arrays have max_steps slots, in
-    [1, 16777216].
-    precision: "fp32" (default) or "fp64", the state precision; gemm_precision: "strict" (IEEE
-    in the state precision) or "tf32" (to see what TF32 does). precision_guard: "warn"
-    (clnode.PrecisionWarning when rtol is below what the device resolves, and trajectories stuck
-    at the rounding floor end with "precision_floor"), "refuse" (raise clnode.PrecisionError
-    instead), "off" (diffrax's steps whatever the arithmetic does). saveat: clnode.SaveAt
-    (default: t1 only). device: the device string (one cached Context per device per process,
-    another per thread when that one is busy); context: a Context to use instead.
+    and long doubles are refused. dt0=None: 0.01 (diffrax's choice for dt0=None). saveat:
+    clnode.SaveAt (default: t1 only). device: the device string (one cached Context per device
+    per process, another per thread when that one is busy); context: a Context to use instead.
     certify=True: after the solve, re-solve a seeded random sample of the trajectories
     (certify_fraction of them, at least one; certify_seed picks them) on the host in float64 next
     to their rounding-sensitivity baseline, and return the run's precision certificate as
     Solution.certificate (the certificate of clnode-solve --certify).
 
+    The solve options are the library's option table (clnode.OPTIONS), as keywords; one left
+    out has its default (dtmin=None, dtmax=None: no bound). The step size follows diffrax's PIDController (rtol, atol,
+    pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin, factormax, safety), or constant
+    steps of dt0 with constant_step=True. With SaveAt(steps=True), whose arrays have max_steps
+    slots, max_steps lies in [1, 16777216]. precision_guard "warn" issues
+    clnode.PrecisionWarning, "refuse" raises clnode.PrecisionError.
+{options}
     Every argument is taken as what it says or refused by name: booleans must be bool (or
-    numpy.bool_), max_steps and certify_seed integers, the numbers real (not strings), arrays no
-    more dimensions than the argument takes (nothing is flattened).
+    numpy.bool_), integers integers, the numbers real (not strings), arrays no more dimensions
+    than the argument takes (nothing is flattened).
 
-    Returns a clnode.Solution. Raises TypeError for an argument of the wrong kind, ValueError
-    (clnode.InvalidArgumentError from the library, with its message) for bad values; other
-    clnode.Error subclasses for device failures; KeyboardInterrupt on Ctrl-C (the solve stops
-    within one group of steps). The GIL is released while solving."""
+    Returns a clnode.Solution. Raises TypeError for an argument of the wrong kind or a keyword
+    that is not an option, ValueError (clnode.InvalidArgumentError from the library, with its
+    message) for bad values; other clnode.Error subclasses for device failures;
+    KeyboardInterrupt on Ctrl-C (the solve stops within one group of steps). The GIL is released
+    while solving."""
     if not isinstance(model, MLP):
         raise TypeError(f"model must be a clnode.MLP, not {type(model).__name__} (see "
                         "clnode.from_equinox, clnode.from_torch, clnode.MLP.load)")
@@ -360,34 +357,80 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     t1v = _per_trajectory(t1, "t1", B, single)
     dt0v = _per_trajectory(dt0, "dt0", B, single, optional=True)
     inputs = _inputs(args, model, B, single)
+    opts = _table_options(options)
     save = _saveat_options(saveat)
-    opts: Dict[str, Any] = dict(
-        method=_args.name_string(method, "method", METHODS),
-        precision=_precision_code(precision),
-        gemm_mode=_choice(_GEMM, gemm_precision, "gemm_precision"),
-        guard=_choice(_GUARD, precision_guard, "precision_guard"),
-        t0=t0v if isinstance(t0v, float) else 0.0,
-        t1=t1v if isinstance(t1v, float) else 1.0,
-        dt0=dt0v if isinstance(dt0v, float) else 0.0,
-        constant_step=_args.boolean(constant_step, "constant_step"),
-        force_dtmin=_args.boolean(force_dtmin, "force_dtmin"),
-        max_steps=_args.integer(max_steps, "max_steps", 1, 2147483647), **save)
-    for key, v in (("rtol", rtol), ("atol", atol), ("pcoeff", pcoeff), ("icoeff", icoeff),
-                   ("dcoeff", dcoeff), ("factormin", factormin), ("factormax", factormax),
-                   ("safety", safety)):
-        opts[key] = _args.real(v, key, finite=True)
-    for key, bound in (("dtmin", dtmin), ("dtmax", dtmax)):
-        r = _args.real(bound, key, optional=True, finite=True)
-        opts[key] = 0.0 if r is None else r
-    # per-trajectory arrays, passed only when given as arrays (scalars keep the scalar options)
+    opts.update(save_t0=save.pop("save_t0"), save_t1=save.pop("save_t1"),
+                save_steps=save.pop("save_steps"))
+    # the scalar interval; per-trajectory arrays are passed beside the options
+    for key, v in (("t0", t0v), ("t1", t1v), ("dt0", dt0v)):
+        if isinstance(v, float):
+            opts[key] = v
+    extra: Dict[str, Any] = dict(save)
     for key, v in (("t0s", t0v), ("t1s", t1v), ("dt0s", dt0v)):
         if isinstance(v, np.ndarray):
-            opts[key] = v
+            extra[key] = v
     if inputs is not None:
-        opts["inputs"] = inputs
-    opts.update(_certify_options(certify, certify_fraction, certify_seed))
-    out = _run(context, device, model, y, opts)
-    return _solution(out, single, opts["max_steps"])
+        extra["inputs"] = inputs
+    extra.update(_certify_options(certify, certify_fraction, certify_seed))
+    out = _run(context, device, model, y, opts, extra)
+    return _solution(out, single, opts.get("max_steps", int(OPTIONS["max_steps"]["default"])))
+
+
+def _option_value(info: Dict[str, Any], value: object) -> Any:
+    """`value` of a table option as the extension takes it, checked for its kind (the library
+    checks the range)."""
+    name, kind = info["name"], info["type"]
+    if kind == "real":
+        return _args.real(value, name, finite=True)
+    if kind == "integer":
+        return _args.integer(value, name, int(info["min"]), int(info["max"]))
+    if kind == "boolean":
+        return _args.boolean(value, name)
+    if name == "precision":  # also numpy.float32, "float64", ...
+        return {32: "fp32", 64: "fp64"}[_precision_code(value)]
+    names = [c if isinstance(c, str) else c[0] for c in info["choices"]]
+    if isinstance(value, str) and value in names:
+        return value
+    raise ValueError(f"{name} must be one of {', '.join(map(repr, names))}, not {value!r}")
+
+
+def _table_options(options: Mapping[str, object]) -> Dict[str, Any]:
+    """solve's keywords of the option table, checked and converted. None is refused as a value,
+    but for a bound whose default 0 means none (dtmin, dtmax): None means none too."""
+    out: Dict[str, Any] = {}
+    for name, value in options.items():
+        info = OPTIONS.get(name)
+        if info is None or info["flags"] & (_PROBLEM | _SAVE):
+            hint = (" (pass saveat=clnode.SaveAt(...))" if info and info["flags"] & _SAVE
+                    else "")
+            raise TypeError(f"solve() got an unexpected keyword argument {name!r}{hint}")
+        if value is None and info["type"] == "real" and info["min"] == info["default"] == 0.0:
+            continue  # a bound that 0 turns off (dtmin, dtmax): None is none
+        out[name] = _option_value(info, value)
+    return out
+
+
+def _options_doc() -> str:
+    """The options' lines of solve's docstring, from the library's table."""
+    lines = []
+    for o in OPTIONS.values():
+        if o["flags"] & (_PROBLEM | _SAVE):
+            continue
+        if o["type"] in ("choice", "method"):
+            names = [c if isinstance(c, str) else c[0] for c in o["choices"]]
+            default = names[int(o["default"])] if o["type"] == "method" else next(
+                c[0] for c in o["choices"] if c[1] == o["default"])
+            what = f"one of {', '.join(map(repr, names))}; default {default!r}"
+        elif o["type"] == "boolean":
+            what = f"bool; default {bool(o['default'])}"
+        else:
+            what = f"default {o['default']:g}" if o["type"] == "real" else \
+                f"default {int(o['default'])}, in [{int(o['min'])}, {int(o['max'])}]"
+        lines.append(f"    {o['name']}: {o['doc']} ({what}).")
+    return "\n".join(lines) + "\n"
+
+
+solve.__doc__ = (solve.__doc__ or "").replace("{options}\n", _options_doc())
 
 
 def _saveat_options(saveat: Optional["SaveAt"]) -> Dict[str, Any]:
@@ -415,7 +458,7 @@ def _certify_options(certify: bool, certify_fraction: float,
 
 
 def _run(context: Optional[_clnode.Context], device: Optional[str], model: MLP, y: np.ndarray,
-         opts: Dict[str, Any]) -> Tuple[Any, ...]:
+         opts: Dict[str, Any], extra: Dict[str, Any]) -> Tuple[Any, ...]:
     """The extension's solve, on `context` or on the cached context of `device` (this thread's
     own when another thread solves on the process's): the one call of Context.solve of the
     extension, for clnode.solve and clnode.Context.solve alike."""
@@ -428,12 +471,12 @@ def _run(context: Optional[_clnode.Context], device: Optional[str], model: MLP, 
     else:
         ctx = _context_for(device)
     try:
-        return _clnode.Context.solve(ctx, model._m, y, **opts)
+        return _clnode.Context.solve(ctx, model._m, y, opts, **extra)
     except _clnode.ContextBusyError:
         if context is not None:
             raise
     # another thread solves on the shared context: this thread's own
-    return _clnode.Context.solve(_thread_context_for(device), model._m, y, **opts)
+    return _clnode.Context.solve(_thread_context_for(device), model._m, y, opts, **extra)
 
 
 def _solution(out: Tuple[Any, ...], single: bool, max_steps: int) -> Solution:

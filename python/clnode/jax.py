@@ -27,6 +27,7 @@ on CPU arrays. It computes no gradients: train with diffrax, solve with clnode.
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
+import dataclasses
 import types
 from typing import Any, Dict, List, Optional
 
@@ -51,6 +52,30 @@ _DIFFRAX_OF = {"success": 0, "max_steps_reached": 1, "dt_min_reached": 2, "nonfi
 # the diffrax code of each clnode result code (0 successful, 1 max_steps_reached, 2 dt_min_reached)
 _DIFFRAX_CODE = np.array([_DIFFRAX_OF[r.name] for r in _solve.Result], np.int32)
 _CHECK_POINTS = 4
+
+# Where each option of the library's table comes from in diffeqsolve: the table's controller
+# options that PIDController has, from the controller; what diffrax's own arguments say; the rest
+# are clnode's keywords of diffeqsolve (gemm_precision, precision_guard, ...).
+_PID_FIELDS = frozenset(f.name for f in dataclasses.fields(diffrax.PIDController))
+_FROM_ARGUMENTS = {"method": "solver", "precision": "the dtype of y0 (float32: fp32, float64: "
+                   "fp64)", "t0": "t0", "t1": "t1", "dt0": "dt0", "max_steps": "max_steps",
+                   "constant_step": "stepsize_controller (ConstantStepSize)"}
+
+
+def _option_route(info: Dict[str, Any]) -> str:
+    """Where diffeqsolve takes option `info` of the table from."""
+    if info["name"] in _FROM_ARGUMENTS:
+        return _FROM_ARGUMENTS[info["name"]]
+    if info["flags"] & _solve._CONTROLLER and info["name"] in _PID_FIELDS:
+        return "stepsize_controller (PIDController)"
+    if info["flags"] & _solve._SAVE:
+        return "saveat"
+    return "keyword"
+
+
+_ROUTES = {name: _option_route(info) for name, info in _solve.OPTIONS.items()}
+_PID_OPTIONS = tuple(n for n, r in _ROUTES.items() if r == "stepsize_controller (PIDController)")
+_KEYWORDS = tuple(n for n, r in _ROUTES.items() if r == "keyword")
 
 
 class UnsupportedArgument(ValueError):
@@ -89,13 +114,11 @@ def _controller_options(ctrl, dt0):
     default_norm = diffrax.PIDController(rtol=1.0, atol=1.0).norm
     if ctrl.norm is not default_norm:
         raise _unsupported("PIDController(norm=...)", "clnode uses diffrax's default RMS norm")
-    o = {"constant_step": False}
-    for name in ("rtol", "atol", "pcoeff", "icoeff", "dcoeff", "factormin", "factormax",
-                 "safety"):
-        o[name] = _static_float(getattr(ctrl, name), f"PIDController({name}=...)")
-    o["dtmin"] = _static_float(ctrl.dtmin, "PIDController(dtmin=...)")
-    o["dtmax"] = _static_float(ctrl.dtmax, "PIDController(dtmax=...)")
-    o["force_dtmin"] = _args.boolean(ctrl.force_dtmin, "PIDController(force_dtmin=...)")
+    o: Dict[str, Any] = {"constant_step": False}
+    for name in _PID_OPTIONS:  # the table's controller options, as PIDController holds them
+        info, v = _solve.OPTIONS[name], getattr(ctrl, name)
+        what = f"PIDController({name}=...)"
+        o[name] = _args.boolean(v, what) if info["type"] == "boolean" else _static_float(v, what)
     return o
 
 
@@ -484,8 +507,7 @@ def _solution(t0a, t1a, out, max_steps, throw):
 
 
 def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state,
-                     controller_state, made_jump, max_steps, throw, gemm_precision,
-                     precision_guard, device):
+                     controller_state, made_jump, max_steps, throw, options, device):
     """diffeqsolve's arguments that clnode does not support refused by name, and the keywords
     checked before any callback. Returns (method name, max_steps)."""
     if type(terms) is not diffrax.ODETerm:
@@ -510,10 +532,14 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
         raise _unsupported("max_steps=None", "clnode needs a bound on the steps")
     max_steps = _args.integer(max_steps, "max_steps", 1, 2147483647)
     _args.boolean(throw, "throw")
-    _solve._choice(_solve._GEMM, gemm_precision, "gemm_precision")
-    _solve._choice(_solve._GUARD, precision_guard, "precision_guard")
+    for name in options:
+        if name not in _KEYWORDS:
+            where = _ROUTES.get(name)
+            raise TypeError(f"diffeqsolve() got an unexpected keyword argument {name!r}"
+                            + (f" (clnode takes {name} from {where})" if where else ""))
+    kw = _solve._table_options(options)
     _solve._device_arg(device)
-    return method, max_steps
+    return method, max_steps, kw
 
 
 def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, args: Any = None,
@@ -523,8 +549,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
                 max_steps: Optional[int] = 4096, throw: bool = True,
                 progress_meter: Any = diffrax.NoProgressMeter(), solver_state: Any = None,
                 controller_state: Any = None, made_jump: Any = None, device: Optional[str] = None,
-                gemm_precision: str = "strict",
-                precision_guard: str = "warn") -> diffrax.Solution:
+                **options: Any) -> diffrax.Solution:
     """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
 
     terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
@@ -539,9 +564,10 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     (jnp.result_type(y0, time dtype), the time dtype jnp.result_type(t0, t1, dt0, SaveAt ts));
     a float32 state is an fp32 solve, float64 fp64; the Solution has diffrax's dtypes.
 
-    clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"),
-    gemm_precision ("strict" or "tf32"), precision_guard ("warn", "refuse", "off").
-
+    clnode's own keywords: device (a device string, default $CLNODE_DEVICE or "host"), and the
+    options of the library's table that diffrax's arguments do not give (clnode.solve's
+    keywords of the same names):
+{keywords}
     Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
     jax.vmap over any of y0, t0, t1, dt0 and args the whole batch is one clnode solve, every
     trajectory with its own values (all of one direction of integration). Raises
@@ -555,9 +581,9 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     times run in JAX through eqx.error_if, and the rest inside the callback, raised in
     eqx.error_if's form: with equinox.filter_jit, equinox.EquinoxRuntimeError carrying the
     message; with jax.jit, XLA's runtime error with the message inside."""
-    method, max_steps = _check_arguments(terms, solver, adjoint, event, progress_meter,
-                                         solver_state, controller_state, made_jump, max_steps,
-                                         throw, gemm_precision, precision_guard, device)
+    method, max_steps, kw = _check_arguments(terms, solver, adjoint, event, progress_meter,
+                                             solver_state, controller_state, made_jump,
+                                             max_steps, throw, options, device)
     ctrl = _controller_options(stepsize_controller, dt0)
     save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
     y0, time_dtype = _promote(y0, t0, t1, dt0, save_ts)
@@ -575,9 +601,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
 
     n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
     T = int(save_t0) + n_ts + (max_steps if save_steps else 0) + int(save_t1 and not save_steps)
-    opts = dict(method=method, max_steps=max_steps, precision=precision,
-                gemm_precision=gemm_precision, precision_guard=precision_guard, device=device,
-                saveat=None, **ctrl)
+    opts = dict(method=method, max_steps=max_steps, precision=precision, device=device,
+                saveat=None, **ctrl, **kw)
     i32 = jnp.int32
     shapes = (jax.ShapeDtypeStruct((T,), time_dtype), jax.ShapeDtypeStruct((T, n), y0.dtype),
               jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32),
@@ -617,3 +642,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         if failures:  # the library's (or this module's) exception itself
             raise failures[0]
     return _solution(t0a, t1a, out, max_steps, throw)
+
+
+diffeqsolve.__doc__ = (diffeqsolve.__doc__ or "").replace("{keywords}\n", "".join(
+    f"    {n}: {_solve.OPTIONS[n]['doc']}.\n" for n in _KEYWORDS))

@@ -374,9 +374,9 @@ def test_ctrl_c_handler_restored():
 def test_log_goes_to_logging(caplog):
     import logging
     with caplog.at_level(logging.DEBUG, logger="clnode"):
-        with pytest.raises(ValueError):
-            seed_solve(np.zeros(10), rtol=-1)
-    assert any("rtol" in r.getMessage() for r in caplog.records)
+        with pytest.raises(ValueError):  # refused by the solve, which logs it
+            seed_solve(np.zeros(10), dt0=-0.02)
+    assert any("dt0" in r.getMessage() and "sign" in r.getMessage() for r in caplog.records)
 
 
 def test_certificate():
