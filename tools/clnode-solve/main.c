@@ -119,11 +119,12 @@ static void usage(FILE *f)
         "Arrays out: --out FILE.npy: ys (B, T, N) in the solve's precision (float32 for fp32).\n"
         "  --out FILE.npz: ts (B, T), ys (B, T, N), num_steps, num_accepted, num_rejected (B,)\n"
         "  int64, result (B,) int32 (0 success, 1 max_steps_reached, 2 dt_min_reached,\n"
-        "  3 nonfinite, 4 precision_floor), format_version (int64 scalar, 1). T: 1 for --save t1;\n"
-        "  the requested points for t0/ts/t1 (fixed slots t0, each save time, t1; a save time\n"
-        "  not reached or outside a trajectory's interval is +inf, the t1 slot of a trajectory\n"
-        "  that failed holds where it stopped); for --save steps the most points of any\n"
-        "  trajectory, each row in time order padded with +inf (diffrax's SaveAt(steps=True)).\n"
+        "  3 nonfinite, 4 precision_floor), format_version (int64 scalar, 2). Each row is\n"
+        "  diffrax's layout, as the Python package's: t0, the save times reached and the steps\n"
+        "  in time order, where the trajectory stopped (t1, not with steps), then +inf (a\n"
+        "  trajectory that failed or saves fewer times is packed from slot 0). T: the requested\n"
+        "  points for t0/ts/t1; for --save steps the most points of any trajectory (not\n"
+        "  max_steps: the file grows with the steps taken).\n"
         "  --ragged: ts (P,), ys (P, N), offsets (B+1,) int64: trajectory b is rows\n"
         "  offsets[b]..offsets[b+1]. Members stored, CRC-32, ZIP64 past 4 GiB, no time stamps.\n",
         f);
@@ -250,8 +251,7 @@ static int write_points(tool_out *out, const solve_args *a, const clnode_solutio
         tool_error("cannot write %s: %s", a->out_path, strerror(errno));
         rc = TOOL_EXIT_RESOURCE;
     } else {
-        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
-                                dir_t0, dir_t1);
+        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts);
     }
     return rc ? rc : tool_out_commit(out);
 }

@@ -808,8 +808,7 @@ static int arrays_plan(run *r, uint64_t points)
     if (!r->w || (r->rank == 0 && !r->parts))
         rc = TOOL_EXIT_RESOURCE;
     else if (solve_out_plan(r->w, r->fmt, a->ragged, &a->pb.opts, r->batch,
-                            clnode_model_dim(r->model), points, r->dir_t0, r->dir_t1, err,
-                            sizeof err) != 0)
+                            clnode_model_dim(r->model), points, err, sizeof err) != 0)
         rc = TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
         tool_error("cannot lay out %s: %s", a->out_path, err);
@@ -955,9 +954,7 @@ static int arrays_deferred(run *r)
     for (size_t c = 0; c < r->nc && !rc; ++c) {
         const clnode_solution *sol = r->sols[c];
         for (size_t i = 0; sol && i < clnode_solution_batch(sol) && !rc; ++i) {
-            size_t n = 0;
-            if (solve_out_count(sol, i, r->dir_t0, r->dir_t1, &n) != 0)
-                rc = TOOL_EXIT_RESOURCE;
+            const size_t n = clnode_solution_points(sol, i);
             tot[c] += n;
             tmax = n > tmax ? n : tmax;
         }
