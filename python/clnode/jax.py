@@ -35,7 +35,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _args, _model, _solve
+from . import _args, _clnode, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
@@ -566,7 +566,8 @@ def diffeqsolve(terms, solver, t0, t1, dt0, y0, args=None, *, saveat=diffrax.Sav
     tol, fvals, args_op, weights, biases = c.tol, c.fvals, c.args_op, c.weights, c.biases
 
     n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
-    T = int(save_t0) + n_ts + (max_steps if save_steps else 0) + int(save_t1 and not save_steps)
+    T = _clnode.save_slots(save_t0=save_t0, save_t1=save_t1, n_ts=n_ts, save_steps=save_steps,
+                           max_steps=max_steps)
     opts = dict(method=method, max_steps=max_steps, precision=precision,
                 gemm_precision=gemm_precision, precision_guard=precision_guard, device=device,
                 saveat=None, **ctrl)
