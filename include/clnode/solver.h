@@ -287,6 +287,13 @@ CLNODE_API clnode_status clnode_solution_rows_f32(const clnode_solution *sol, si
                                                   size_t count, size_t slots, float *ts,
                                                   float *ys);
 
+/* The kind of each point of trajectory traj's row: kinds[k] for the first
+ * clnode_solution_points(sol, traj) slots (the others are not written). Returns
+ * CLNODE_ERR_INVALID_ARGUMENT if sol or kinds is NULL, traj is out of range, or the trajectory has
+ * more points than `slots`. */
+CLNODE_API clnode_status clnode_solution_kinds(const clnode_solution *sol, size_t traj,
+                                               size_t slots, clnode_save_kind *kinds);
+
 /* The index in save_ts of trajectory traj's first saved time, in *first: its CLNODE_SAVE_TS
  * points are the save times save_ts[first .. first + n) (n from clnode_solution_saved), the
  * first not before its t0 in the direction of integration; 0 when the solve has no save times.

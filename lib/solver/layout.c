@@ -66,6 +66,7 @@ clnode_status clnode_solution_ts_index(const clnode_solution *s, size_t traj, si
 /* Where rows are written: times and states as float or double, NULL to skip. */
 typedef struct cln_rows_out {
     void *ts, *ys;
+    clnode_save_kind *kinds; /* NULL: not asked for */
     int f32;
 } cln_rows_out;
 
@@ -78,9 +79,12 @@ static void cln_put(void *a, size_t i, double x, int f32)
         ((double *)a)[i] = x;
 }
 
-/* Slot `slot` (index into the output's rows) holds (t, y). */
-static void cln_put_point(const cln_rows_out *out, size_t slot, size_t N, double t, const double *y)
+/* Slot `slot` (index into the output's rows) holds (t, y), a point of kind `kind`. */
+static void cln_put_point(const cln_rows_out *out, size_t slot, size_t N, clnode_save_kind kind,
+                          double t, const double *y)
 {
+    if (out->kinds)
+        out->kinds[slot] = kind;
     if (out->ts)
         cln_put(out->ts, slot, t, out->f32);
     for (size_t j = 0; out->ys && j < N; ++j)
@@ -96,23 +100,23 @@ static void cln_layout_row(const clnode_solution *s, size_t b, size_t slots, siz
     size_t k = 0, n, na = 0, nb = 0;
     const double *t, *y, *ta = NULL, *ya = NULL, *tb = NULL, *yb = NULL;
     if (clnode_solution_saved(s, b, CLNODE_SAVE_T0, &n, &t, &y) == CLNODE_OK && n)
-        cln_put_point(out, at + k++, N, t[0], y);
+        cln_put_point(out, at + k++, N, CLNODE_SAVE_T0, t[0], y);
     clnode_solution_saved(s, b, CLNODE_SAVE_TS, &na, &ta, &ya);
     clnode_solution_saved(s, b, CLNODE_SAVE_STEPS, &nb, &tb, &yb);
     /* merged in the direction of integration; at equal times the save time first */
     for (size_t ia = 0, ib = 0; ia < na || ib < nb; ++k) {
         if (ib >= nb || (ia < na && s->dir * ta[ia] <= s->dir * tb[ib])) {
-            cln_put_point(out, at + k, N, ta[ia], ya + ia * N);
+            cln_put_point(out, at + k, N, CLNODE_SAVE_TS, ta[ia], ya + ia * N);
             ++ia;
         } else {
-            cln_put_point(out, at + k, N, tb[ib], yb + ib * N);
+            cln_put_point(out, at + k, N, CLNODE_SAVE_STEPS, tb[ib], yb + ib * N);
             ++ib;
         }
     }
     if (cln_layout_has_t1(s) && clnode_solution_saved(s, b, CLNODE_SAVE_T1, &n, &t, &y) == CLNODE_OK &&
         n)
-        cln_put_point(out, at + k++, N, t[0], y);
-    for (; k < slots; ++k) {
+        cln_put_point(out, at + k++, N, CLNODE_SAVE_T1, t[0], y);
+    for (; k < slots && (out->ts || out->ys); ++k) {
         if (out->ts)
             cln_put(out->ts, at + k, INFINITY, out->f32);
         for (size_t j = 0; out->ys && j < N; ++j)
@@ -138,13 +142,22 @@ static clnode_status cln_solution_rows(const clnode_solution *s, size_t first, s
 clnode_status clnode_solution_rows_f64(const clnode_solution *sol, size_t first, size_t count,
                                        size_t slots, double *ts, double *ys)
 {
-    const cln_rows_out out = {ts, ys, 0};
+    const cln_rows_out out = {ts, ys, NULL, 0};
     return cln_solution_rows(sol, first, count, slots, &out);
 }
 
 clnode_status clnode_solution_rows_f32(const clnode_solution *sol, size_t first, size_t count,
                                        size_t slots, float *ts, float *ys)
 {
-    const cln_rows_out out = {ts, ys, 1};
+    const cln_rows_out out = {ts, ys, NULL, 1};
     return cln_solution_rows(sol, first, count, slots, &out);
+}
+
+clnode_status clnode_solution_kinds(const clnode_solution *sol, size_t traj, size_t slots,
+                                    clnode_save_kind *kinds)
+{
+    if (!kinds)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    const cln_rows_out out = {NULL, NULL, kinds, 0};
+    return cln_solution_rows(sol, traj, 1, slots, &out);
 }

@@ -1,5 +1,6 @@
 /* test_layout.c - diffrax's layout of the saved points (clnode_save_slots,
- * clnode_solution_points, clnode_solution_rows_f64/_f32, clnode_solution_ts_index) on the host.
+ * clnode_solution_points, clnode_solution_rows_f64/_f32, clnode_solution_kinds,
+ * clnode_solution_ts_index) on the host.
  *
  * Every combination of save_t0, save_t1, save_steps and save times, forward and backward, with
  * one interval and with per-trajectory intervals (t0s, t1s) that hold only some of the save
@@ -7,8 +8,9 @@
  * against a layout built here independently from clnode_solution_saved and the stats: every
  * saved point sorted by time in the direction of integration (at equal times t0 < ts < step <
  * t1), the final point only without steps and at the trajectory's t_final, packed from slot 0,
- * then +inf in times and states. The f32 rows are the f64 rows cast to float, bit for bit; T is
- * diffrax's count; the ts index is the first save time not before the trajectory's t0. */
+ * then +inf in times and states, each point's kind as sorted. The f32 rows are the f64 rows cast
+ * to float, bit for bit; T is diffrax's count; the ts index is the first save time not before
+ * the trajectory's t0. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -109,6 +111,15 @@ static void check_rows(const clnode_solution *s, const clnode_solve_options *o, 
             fail_msg("%s, trajectory %zu: %zu points, want %zu", what, b,
                      clnode_solution_points(s, b), m);
         most = m > most ? m : most;
+        clnode_save_kind kinds[MAXP];
+        assert_int_equal(clnode_solution_kinds(s, b, m, kinds), CLNODE_OK);
+        for (size_t k = 0; k < m; ++k)
+            if ((int)kinds[k] != p[k].kind)
+                fail_msg("%s, trajectory %zu slot %zu: kind %d, want %d", what, b, k,
+                         (int)kinds[k], p[k].kind);
+        if (m > 0)
+            assert_int_equal(clnode_solution_kinds(s, b, m - 1, kinds),
+                             CLNODE_ERR_INVALID_ARGUMENT);
         for (size_t k = 0; k < T; ++k) {
             const double t = k < m ? p[k].t : INFINITY;
             if (memcmp(&ts[b * T + k], &t, sizeof t) != 0)

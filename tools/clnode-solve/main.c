@@ -149,13 +149,12 @@ static int on_progress(void *user, size_t active, size_t batch, double fraction,
 }
 
 /* The saved points of every trajectory as CSV. Returns 0 or 3 (out of memory). */
-static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o,
-                     double dir_t0, double dir_t1)
+static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o)
 {
     const size_t B = clnode_solution_batch(sol);
     solve_csv_header(f, clnode_solution_dim(sol));
     for (size_t i = 0; i < B; ++i) {
-        const int rc = solve_csv_rows(f, sol, i, i, o, dir_t0, dir_t1);
+        const int rc = solve_csv_rows(f, sol, i, i, o);
         if (rc)
             return rc;
     }
@@ -165,11 +164,11 @@ static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_opt
 static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                       const clnode_model *model, const clnode_solution *sol, size_t batch,
                       double wall, int points, const clnode_certificate *cert,
-                      const clnode_certify_options *copts, double dir_t0, double dir_t1)
+                      const clnode_certify_options *copts)
 {
     solve_json_head(f, pb, ctx, model, batch, wall);
     for (size_t b = 0; b < batch; ++b) {
-        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points, dir_t0, dir_t1);
+        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points);
         if (rc)
             return rc;
     }
@@ -240,13 +239,12 @@ static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, dou
 
 /* The saved points to --out (opened before the solve): CSV, or .npy/.npz written by position on
  * the temporary file's descriptor; then renamed over the target. Returns 0 or 3. */
-static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol,
-                        double dir_t0, double dir_t1)
+static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol)
 {
     const int fmt = solve_out_format(a->out_path);
     int rc;
     if (fmt == SOLVE_OUT_CSV) {
-        rc = write_csv(out->f, sol, &a->pb.opts, dir_t0, dir_t1);
+        rc = write_csv(out->f, sol, &a->pb.opts);
     } else if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
         tool_error("cannot write %s: %s", a->out_path, strerror(errno));
         rc = TOOL_EXIT_RESOURCE;
@@ -269,24 +267,6 @@ static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *a
     a->pb.opts.dt0s = arr->dt0s;
     a->pb.opts.inputs = arr->inputs;
     return 0;
-}
-
-/* The direction the batch integrates in, as an interval (the library refuses a batch that mixes
- * directions): the first trajectory with t0 != t1, else the scalar interval. */
-static void direction(const clnode_solve_options *o, size_t batch, double *t0, double *t1)
-{
-    *t0 = o->t0;
-    *t1 = o->t1;
-    if (!o->t0s && !o->t1s)
-        return;
-    for (size_t b = 0; b < batch; ++b) {
-        const double x = o->t0s ? o->t0s[b] : o->t0, y = o->t1s ? o->t1s[b] : o->t1;
-        if (x != y) {
-            *t0 = x;
-            *t1 = y;
-            return;
-        }
-    }
 }
 
 /* What the run refuses before it opens anything: --resume and --chunk-size without MPI, an --out
@@ -353,14 +333,14 @@ static size_t count_failed(const clnode_solution *sol, size_t batch)
  * standard error. Returns 0 or an exit status after an error. */
 static int write_report(const solve_args *a, const clnode_context *ctx, const clnode_model *model,
                         const clnode_solution *sol, const clnode_certificate *cert, size_t batch,
-                        double wall, double dir_t0, double dir_t1)
+                        double wall)
 {
     const tool_problem *pb = &a->pb;
     if (a->json) {
         tool_out js;
         tool_out_open(&js, "-");
         const int rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a->json_points, cert,
-                                  &a->certify_opts, dir_t0, dir_t1);
+                                  &a->certify_opts);
         return rc ? rc : tool_out_commit(&js);
     }
     if (!a->quiet) {
@@ -417,11 +397,9 @@ int main(int argc, char **argv)
     rc = open_arrays(&a, model, &arr, &y0, &batch);
     if (rc)
         goto done;
-    double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
-    direction(&a.pb.opts, batch, &dir_t0, &dir_t1);
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {
-        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);
+        rc = solve_mpi_run(&a, ctx, model, y0, batch);
         goto done;
     }
 #endif
@@ -434,10 +412,10 @@ int main(int argc, char **argv)
     if (rc)
         goto done;
     const size_t failed = count_failed(sol, batch);
-    rc = a.out_path ? write_points(&out, &a, sol, dir_t0, dir_t1) : 0;
+    rc = a.out_path ? write_points(&out, &a, sol) : 0;
     if (rc)
         goto done;
-    rc = write_report(&a, ctx, model, sol, cert, batch, wall, dir_t0, dir_t1);
+    rc = write_report(&a, ctx, model, sol, cert, batch, wall);
     if (rc)
         goto done;
     clnode_certificate_summary cs;

@@ -61,7 +61,6 @@ typedef struct run {
     int rank, R, local, started, entered;
     char *dev, *backend; /* the device strings with %l replaced */
     int fmt;             /* SOLVE_OUT_CSV, _NPY, _NPZ */
-    double dir_t0, dir_t1;
     /* array outputs: the layout, the shared file and its temporary name */
     solve_out *w;
     MPI_File fh;
@@ -241,10 +240,9 @@ static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first,
             h.max_steps = s.num_steps;
         solve_summary_trajectory(f[0], sol, i, first + i, r->batch, o->precision);
         if (r->a->out_path && r->fmt == SOLVE_OUT_CSV)
-            rc = solve_csv_rows(f[1], sol, i, first + i, o, r->dir_t0, r->dir_t1);
+            rc = solve_csv_rows(f[1], sol, i, first + i, o);
         if (!rc && r->a->json)
-            rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points, r->dir_t0,
-                                       r->dir_t1);
+            rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points);
     }
     for (int k = 0; k < 3; ++k)
         if (f[k] && fclose(f[k]) != 0)
@@ -1159,7 +1157,7 @@ static void run_free(run *r)
 }
 
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
-                  size_t batch, double dir_t0, double dir_t1)
+                  size_t batch)
 {
     run *r = &R0;
     r->entered = 1;
@@ -1183,8 +1181,6 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     r->ctx = ctx;
     r->model = model;
     r->batch = batch;
-    r->dir_t0 = dir_t0;
-    r->dir_t1 = dir_t1;
     r->fmt = a->out_path ? solve_out_format(a->out_path) : SOLVE_OUT_CSV;
     r->chunk_size =
         a->chunk_size > 0 ? (size_t)a->chunk_size : clnode_mpi_default_chunk_size(r->batch);
