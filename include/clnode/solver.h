@@ -284,8 +284,7 @@ CLNODE_API clnode_status clnode_solution_rows_f64(const clnode_solution *sol, si
                                                   size_t count, size_t slots, double *ts,
                                                   double *ys);
 CLNODE_API clnode_status clnode_solution_rows_f32(const clnode_solution *sol, size_t first,
-                                                  size_t count, size_t slots, float *ts,
-                                                  float *ys);
+                                                  size_t count, size_t slots, float *ts, float *ys);
 
 /* The kind of each point of trajectory traj's row: kinds[k] for the first
  * clnode_solution_points(sol, traj) slots (the others are not written). Returns

@@ -113,8 +113,8 @@ static void cln_layout_row(const clnode_solution *s, size_t b, size_t slots, siz
             ++ib;
         }
     }
-    if (cln_layout_has_t1(s) && clnode_solution_saved(s, b, CLNODE_SAVE_T1, &n, &t, &y) == CLNODE_OK &&
-        n)
+    if (cln_layout_has_t1(s) &&
+        clnode_solution_saved(s, b, CLNODE_SAVE_T1, &n, &t, &y) == CLNODE_OK && n)
         cln_put_point(out, at + k++, N, CLNODE_SAVE_T1, t[0], y);
     for (; k < slots && (out->ts || out->ys); ++k) {
         if (out->ts)

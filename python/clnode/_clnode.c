@@ -946,6 +946,19 @@ static void trajectory_stats(const clnode_solution *sol, size_t b, int64_t *sp, 
     tfp[b] = s.t_final;
 }
 
+/* The arrays of a solution of B trajectories with T time slots (float32 ts and ys when f32),
+ * then the solution destroyed. Needs no GIL. Returns clnode_solution_rows's status. */
+static clnode_status solution_fill(clnode_solution *sol, size_t B, size_t T, int f32, int64_t *sp,
+                                   double *tfp, void *tsp, void *ysp)
+{
+    for (size_t b = 0; b < B; ++b)
+        trajectory_stats(sol, b, sp, tfp);
+    const clnode_status st = f32 ? clnode_solution_rows_f32(sol, 0, B, T, tsp, ysp)
+                                 : clnode_solution_rows_f64(sol, 0, B, T, tsp, ysp);
+    clnode_solution_destroy(&sol);
+    return st;
+}
+
 /* The tuple (ts, ys, stats, t_final, cert) of a solution of B trajectories with T time slots
  * of dimension N. Destroys sol and takes cert's reference, also on failure. Returns NULL with an
  * exception. */
@@ -970,14 +983,9 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
     double *tfp = PyArray_DATA((PyArrayObject *)tf);
     void *tsp = PyArray_DATA((PyArrayObject *)ts), *ysp = PyArray_DATA((PyArrayObject *)ys);
     clnode_status st;
-    Py_BEGIN_ALLOW_THREADS
-    for (size_t b = 0; b < B; ++b)
-        trajectory_stats(sol, b, sp, tfp);
-    st = f32 ? clnode_solution_rows_f32(sol, 0, B, T, tsp, ysp)
-             : clnode_solution_rows_f64(sol, 0, B, T, tsp, ysp);
-    clnode_solution_destroy(&sol);
-    Py_END_ALLOW_THREADS
-    if (st != CLNODE_OK) {
+    Py_BEGIN_ALLOW_THREADS st = solution_fill(sol, B, T, f32, sp, tfp, tsp, ysp);
+    Py_END_ALLOW_THREADS if (st != CLNODE_OK)
+    {
         Py_DECREF(cert);
         Py_DECREF(ts);
         Py_DECREF(ys);

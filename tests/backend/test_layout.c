@@ -57,8 +57,7 @@ static size_t ref_row(const clnode_solution *s, size_t b, double dir, int steps,
     for (int k = 0; k < 4; ++k) {
         size_t n;
         const double *ts, *ys;
-        assert_int_equal(clnode_solution_saved(s, b, (clnode_save_kind)k, &n, &ts, &ys),
-                         CLNODE_OK);
+        assert_int_equal(clnode_solution_saved(s, b, (clnode_save_kind)k, &n, &ts, &ys), CLNODE_OK);
         if (k == CLNODE_SAVE_T1 && steps)
             continue; /* the last step is the stop point */
         for (size_t i = 0; i < n; ++i, ++m)
@@ -80,7 +79,8 @@ static void check_slots(int t0, int t1, int steps, size_t nts, long max_steps, s
     o.n_save_ts = nts;
     o.max_steps = max_steps;
     assert_int_equal(clnode_save_slots(NULL, &o, T), CLNODE_OK);
-    assert_int_equal(*T, (size_t)t0 + nts + (steps ? (size_t)max_steps : 0) + (size_t)(t1 && !steps));
+    assert_int_equal(*T,
+                     (size_t)t0 + nts + (steps ? (size_t)max_steps : 0) + (size_t)(t1 && !steps));
 }
 
 /* The expected index of the first save time not before t0 (in the direction dir). */
@@ -115,8 +115,8 @@ static void check_rows(const clnode_solution *s, const clnode_solve_options *o, 
         assert_int_equal(clnode_solution_kinds(s, b, m, kinds), CLNODE_OK);
         for (size_t k = 0; k < m; ++k)
             if ((int)kinds[k] != p[k].kind)
-                fail_msg("%s, trajectory %zu slot %zu: kind %d, want %d", what, b, k,
-                         (int)kinds[k], p[k].kind);
+                fail_msg("%s, trajectory %zu slot %zu: kind %d, want %d", what, b, k, (int)kinds[k],
+                         p[k].kind);
         if (m > 0)
             assert_int_equal(clnode_solution_kinds(s, b, m - 1, kinds),
                              CLNODE_ERR_INVALID_ARGUMENT);
@@ -139,9 +139,8 @@ static void check_rows(const clnode_solution *s, const clnode_solve_options *o, 
             assert_memory_equal(&ts[b * T], o->t0s ? &o->t0s[b] : &o->t0, sizeof(double));
         size_t first;
         assert_int_equal(clnode_solution_ts_index(s, b, &first), CLNODE_OK);
-        assert_int_equal(first, o->n_save_ts ? ref_first(o->save_ts, o->t0s ? o->t0s[b] : o->t0,
-                                                         dir)
-                                             : 0);
+        assert_int_equal(first,
+                         o->n_save_ts ? ref_first(o->save_ts, o->t0s ? o->t0s[b] : o->t0, dir) : 0);
         size_t n;
         const double *tts;
         assert_int_equal(clnode_solution_saved(s, b, CLNODE_SAVE_TS, &n, &tts, NULL), CLNODE_OK);

@@ -433,9 +433,8 @@ static int write_padded(pass *ps, const clnode_solution *sol, size_t g0)
             snprintf(ps->err, ps->errlen, "a trajectory has more saved points than the %zu slots",
                      T);
             rc = -1;
-        }
-        else if (put_rows(ps, "ts", g0 + b0, g0 + b1, ts) != 0 ||
-                 put_rows(ps, "ys", g0 + b0, g0 + b1, ys) != 0)
+        } else if (put_rows(ps, "ts", g0 + b0, g0 + b1, ts) != 0 ||
+                   put_rows(ps, "ys", g0 + b0, g0 + b1, ys) != 0)
             rc = -1;
     }
     free(ts);
@@ -479,10 +478,10 @@ static int write_ragged(pass *ps, const clnode_solution *sol, size_t g0, uint64_
         for (size_t b = b0; b < b1 && !rc; ++b) {
             const size_t at = (size_t)(off[b] - off[b0]), n = (size_t)(off[b + 1] - off[b]);
             const clnode_status st =
-                w->f4 ? clnode_solution_rows_f32(sol, b, 1, n, (float *)ts + at,
-                                                 (float *)ys + at * N)
-                      : clnode_solution_rows_f64(sol, b, 1, n, (double *)ts + at,
-                                                 (double *)ys + at * N);
+                w->f4
+                    ? clnode_solution_rows_f32(sol, b, 1, n, (float *)ts + at, (float *)ys + at * N)
+                    : clnode_solution_rows_f64(sol, b, 1, n, (double *)ts + at,
+                                               (double *)ys + at * N);
             if (st != CLNODE_OK) {
                 snprintf(ps->err, ps->errlen, "cannot lay out trajectory %zu", g0 + b);
                 rc = -1;
