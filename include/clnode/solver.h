@@ -347,6 +347,62 @@ CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_
                                                clnode_save_kind kind, size_t *n, const double **ts,
                                                const double **ys);
 
+/* ---- the saved points in diffrax's layout ----
+ *
+ * Every trajectory has the same number of slots T (clnode_save_slots). Its row holds, from slot
+ * 0: (t0, y0) with save_t0; the save times it reached and, with save_steps, the end of every
+ * accepted step, merged in the direction of integration (a save time equal to a step's end time
+ * comes first); with save_t1 and without save_steps, the point where the trajectory stopped (t1
+ * on success, the last point reached when it failed: diffrax's _save_t1); then padding, +inf in
+ * both times and states (diffrax fills its times with direction * inf in its normalised time,
+ * which it returns multiplied by direction: +inf). A trajectory that fails early therefore has
+ * its points packed from slot 0, its stop point right after its last saved point, and more
+ * padding. With save_steps the last step is the stop point, so t1 is not saved twice.
+ * The save times are one list shared by the batch: with per-trajectory intervals (t0s, t1s) a
+ * trajectory saves the run of it inside its own interval, save_ts[first .. first + n)
+ * (clnode_solution_ts_index). Per-trajectory save times (a batch x n array, as jax.vmap over
+ * SaveAt(ts=...) gives) read the same way: n, the row length, counts in T, and `first` indexes
+ * the trajectory's own row. */
+
+/* The slots T of every trajectory's row from the options alone (nothing is solved): save_t0 +
+ * n_save_ts + (save_steps ? max_steps : 0) + (save_t1 && !save_steps), diffrax's size of
+ * SaveAt(t0, ts, steps=True, t1). With save_steps most rows hold far fewer points than T; a
+ * consumer that does not need diffrax's shapes may keep only the most points of any trajectory
+ * (clnode_solution_points) as its slots. ctx may be NULL (no message then). Returns
+ * CLNODE_ERR_INVALID_ARGUMENT (opts or slots NULL, a struct_size this library does not know,
+ * max_steps outside [1, CLNODE_MAX_STEPS_LIMIT], save_ts NULL with n_save_ts > 0). */
+CLNODE_API clnode_status clnode_save_slots(clnode_context *ctx, const clnode_solve_options *opts,
+                                           size_t *slots);
+
+/* How many slots of trajectory traj's row hold points (the rest is padding); 0 if sol is NULL
+ * or traj out of range. */
+CLNODE_API size_t clnode_solution_points(const clnode_solution *sol, size_t traj);
+
+/* Rows [first, first + count) of the layout, `slots` slots each: ts (count x slots) and ys
+ * (count x slots x dim), row-major; either may be NULL to skip it. The f32 variant converts each
+ * stored double to float as a C cast does. Returns CLNODE_ERR_INVALID_ARGUMENT (nothing written)
+ * if sol is NULL, the range is outside the batch, or a trajectory of the range has more points
+ * than `slots` (clnode_solution_points); rows are never truncated. */
+CLNODE_API clnode_status clnode_solution_rows_f64(const clnode_solution *sol, size_t first,
+                                                  size_t count, size_t slots, double *ts,
+                                                  double *ys);
+CLNODE_API clnode_status clnode_solution_rows_f32(const clnode_solution *sol, size_t first,
+                                                  size_t count, size_t slots, float *ts, float *ys);
+
+/* The kind of each point of trajectory traj's row: kinds[k] for the first
+ * clnode_solution_points(sol, traj) slots (the others are not written). Returns
+ * CLNODE_ERR_INVALID_ARGUMENT if sol or kinds is NULL, traj is out of range, or the trajectory has
+ * more points than `slots`. */
+CLNODE_API clnode_status clnode_solution_kinds(const clnode_solution *sol, size_t traj,
+                                               size_t slots, clnode_save_kind *kinds);
+
+/* The index in save_ts of trajectory traj's first saved time, in *first: its CLNODE_SAVE_TS
+ * points are the save times save_ts[first .. first + n) (n from clnode_solution_saved), the
+ * first not before its t0 in the direction of integration; 0 when the solve has no save times.
+ * Returns CLNODE_ERR_INVALID_ARGUMENT if sol or first is NULL or traj is out of range. */
+CLNODE_API clnode_status clnode_solution_ts_index(const clnode_solution *sol, size_t traj,
+                                                  size_t *first);
+
 #ifdef __cplusplus
 }
 #endif

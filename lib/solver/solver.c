@@ -17,19 +17,8 @@
 #include "backends/backend.h"
 #include "cln_layout.h"
 #include "precision/probe_internal.h"
+#include "solver/solution.h"
 
-struct clnode_solution {
-    size_t B, N;
-    long syncs;                     /* host-device synchronisations made by the solve */
-    clnode_trajectory_stats *stats; /* B */
-    double *y_final;                /* B x N */
-    size_t cap[4];    /* points per trajectory, per clnode_save_kind: for the steps, the most
-                         points a trajectory saved (rows are packed to it after the solve) */
-    size_t *count[4]; /* B each, for every kind saved (NULL: not saved) */
-    size_t *first_ts; /* B: index in save_ts of each trajectory's first saved time */
-    double *ts[4];    /* B x cap */
-    double *ys[4];    /* B x cap x N */
-};
 
 static const char *const cln_result_names[] = {"success", "max_steps_reached", "dt_min_reached",
                                                "nonfinite", "precision_floor"};
@@ -1010,6 +999,7 @@ static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution *
         goto fail;
     }
     CLN_TRY(st, cln_solution_alloc(r->ctx, o, B, N, steps, &s));
+    s->dir = r->dir;
     CLN_TRY(st, cln_download(be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
         CLN_TRY(st,

@@ -793,59 +793,6 @@ static PyObject *context_facts(ContextObject *self, PyObject *noargs)
                          fact_value(f.correctly_rounded_div_sqrt));
 }
 
-/* The saved points of one trajectory in diffrax's order: t0; ts and steps merged in the direction
- * of integration (a ts point at a step's end time comes first); t1 (the final point, also when
- * the trajectory stopped early, as diffrax saves it). Returns how many were written (<= cap). */
-#define CLN_WRITE_POINTS(real)                                                                     \
-    static size_t write_points_##real(const clnode_solution *s, size_t b, size_t N, double dir,    \
-                                      int save_t0, int save_t1, int save_steps, real *ts,          \
-                                      real *ys)                                                    \
-    {                                                                                              \
-        size_t k = 0, n;                                                                           \
-        const double *t, *y;                                                                       \
-        if (save_t0 && clnode_solution_saved(s, b, CLNODE_SAVE_T0, &n, &t, &y) == CLNODE_OK &&     \
-            n) {                                                                                   \
-            ts[k] = (real)t[0];                                                                    \
-            for (size_t j = 0; j < N; ++j)                                                         \
-                ys[k * N + j] = (real)y[j];                                                        \
-            ++k;                                                                                   \
-        }                                                                                          \
-        size_t na = 0, nb = 0;                                                                     \
-        const double *ta = NULL, *ya = NULL, *tb = NULL, *yb = NULL;                               \
-        clnode_solution_saved(s, b, CLNODE_SAVE_TS, &na, &ta, &ya);                                \
-        clnode_solution_saved(s, b, CLNODE_SAVE_STEPS, &nb, &tb, &yb);                             \
-        size_t ia = 0, ib = 0;                                                                     \
-        while (ia < na || ib < nb) {                                                               \
-            const double *src;                                                                     \
-            double tv;                                                                             \
-            if (ib >= nb || (ia < na && dir * ta[ia] <= dir * tb[ib])) {                           \
-                tv = ta[ia];                                                                       \
-                src = ya + ia * N;                                                                 \
-                ++ia;                                                                              \
-            } else {                                                                               \
-                tv = tb[ib];                                                                       \
-                src = yb + ib * N;                                                                 \
-                ++ib;                                                                              \
-            }                                                                                      \
-            ts[k] = (real)tv;                                                                      \
-            for (size_t j = 0; j < N; ++j)                                                         \
-                ys[k * N + j] = (real)src[j];                                                      \
-            ++k;                                                                                   \
-        }                                                                                          \
-        if (save_t1 && !save_steps) {                                                              \
-            clnode_trajectory_stats st;                                                            \
-            clnode_solution_stats(s, b, &st);                                                      \
-            const double *yf = clnode_solution_y_final(s, b);                                      \
-            ts[k] = (real)st.t_final;                                                              \
-            for (size_t j = 0; j < N; ++j)                                                         \
-                ys[k * N + j] = (real)yf[j];                                                       \
-            ++k;                                                                                   \
-        }                                                                                          \
-        return k;                                                                                  \
-    }
-CLN_WRITE_POINTS(double)
-CLN_WRITE_POINTS(float)
-
 /* The precision certificate of a finished solve (clnode_certify, clnode/precision.h) as a dict:
  * the summary's fields and "samples", a list of dicts, one per re-solved trajectory. */
 /* Certifies a finished solve (clnode_certify with the certificate's fraction and seed), with the
@@ -1033,27 +980,9 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
     return cert;
 }
 
-/* The direction shared by every trajectory (the library refuses mixed directions): the first
- * with t0 != t1, else the scalar interval's. */
-static double batch_direction(const clnode_solve_options *o, size_t B)
-{
-    double dir = o->t1 < o->t0 ? -1.0 : 1.0;
-    for (size_t b = 0; (o->t0s || o->t1s) && b < B; ++b) {
-        const double b0 = o->t0s ? o->t0s[b] : o->t0, b1 = o->t1s ? o->t1s[b] : o->t1;
-        if (b0 != b1) {
-            dir = b1 < b0 ? -1.0 : 1.0;
-            break;
-        }
-    }
-    return dir;
-}
-
-/* Trajectory b's row of the result: stats (result, num_steps, num_accepted, num_rejected,
- * num_rhs_evals), t_final, and its T time slots of ts and ys (float32 when f32), padded past
- * its points with +inf (ts: dir * inf). Needs no GIL. */
-static void trajectory_row(const clnode_solution *sol, const clnode_solve_options *o, size_t b,
-                           size_t T, size_t N, double dir, int f32, PyObject *ts, PyObject *ys,
-                           int64_t *sp, double *tfp)
+/* Trajectory b's stats (result, num_steps, num_accepted, num_rejected, num_rhs_evals) and
+ * t_final. Needs no GIL. */
+static void trajectory_stats(const clnode_solution *sol, size_t b, int64_t *sp, double *tfp)
 {
     clnode_trajectory_stats s;
     clnode_solution_stats(sol, b, &s);
@@ -1063,24 +992,19 @@ static void trajectory_row(const clnode_solution *sol, const clnode_solve_option
     sp[5 * b + 3] = s.num_rejected;
     sp[5 * b + 4] = s.num_rhs_evals;
     tfp[b] = s.t_final;
-    size_t k;
-    if (f32) {
-        float *tp = (float *)PyArray_DATA((PyArrayObject *)ts) + b * T;
-        float *yp = (float *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
-        k = write_points_float(sol, b, N, dir, o->save_t0, o->save_t1, o->save_steps, tp, yp);
-        for (size_t j = k; j < T; ++j)
-            tp[j] = (float)(dir * INFINITY);
-        for (size_t j = k * N; j < T * N; ++j)
-            yp[j] = INFINITY;
-    } else {
-        double *tp = (double *)PyArray_DATA((PyArrayObject *)ts) + b * T;
-        double *yp = (double *)PyArray_DATA((PyArrayObject *)ys) + b * T * N;
-        k = write_points_double(sol, b, N, dir, o->save_t0, o->save_t1, o->save_steps, tp, yp);
-        for (size_t j = k; j < T; ++j)
-            tp[j] = dir * INFINITY;
-        for (size_t j = k * N; j < T * N; ++j)
-            yp[j] = INFINITY;
-    }
+}
+
+/* The arrays of a solution of B trajectories with T time slots (float32 ts and ys when f32),
+ * then the solution destroyed. Needs no GIL. Returns clnode_solution_rows's status. */
+static clnode_status solution_fill(clnode_solution *sol, size_t B, size_t T, int f32, int64_t *sp,
+                                   double *tfp, void *tsp, void *ysp)
+{
+    for (size_t b = 0; b < B; ++b)
+        trajectory_stats(sol, b, sp, tfp);
+    const clnode_status st = f32 ? clnode_solution_rows_f32(sol, 0, B, T, tsp, ysp)
+                                 : clnode_solution_rows_f64(sol, 0, B, T, tsp, ysp);
+    clnode_solution_destroy(&sol);
+    return st;
 }
 
 /* The tuple (ts, ys, stats, t_final, cert) of a solution of B trajectories with T time slots
@@ -1090,7 +1014,6 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
                                 size_t T, size_t N, PyObject *cert)
 {
     const int f32 = o->precision == CLNODE_FP32;
-    const double dir = batch_direction(o, B);
     npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
     const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
     PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
@@ -1106,17 +1029,26 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
     }
     int64_t *sp = PyArray_DATA((PyArrayObject *)sa);
     double *tfp = PyArray_DATA((PyArrayObject *)tf);
-    Py_BEGIN_ALLOW_THREADS for (size_t b = 0; b < B; ++b)
-        trajectory_row(sol, o, b, T, N, dir, f32, ts, ys, sp, tfp);
-    clnode_solution_destroy(&sol);
-    Py_END_ALLOW_THREADS return Py_BuildValue("(NNNNN)", ts, ys, sa, tf, cert);
+    void *tsp = PyArray_DATA((PyArrayObject *)ts), *ysp = PyArray_DATA((PyArrayObject *)ys);
+    clnode_status st;
+    Py_BEGIN_ALLOW_THREADS st = solution_fill(sol, B, T, f32, sp, tfp, tsp, ysp);
+    Py_END_ALLOW_THREADS if (st != CLNODE_OK)
+    {
+        Py_DECREF(cert);
+        Py_DECREF(ts);
+        Py_DECREF(ys);
+        Py_DECREF(sa);
+        Py_DECREF(tf);
+        return raise_status(st, "the solution has more saved points than its slots");
+    }
+    return Py_BuildValue("(NNNNN)", ts, ys, sa, tf, cert);
 }
 
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
  *   y0: (B, N) float64 C-contiguous; t0s, t1s, dt0s: None or (B,) float64 (every trajectory's
  *   own t0, t1, dt0: clnode_solve_options t0s, t1s, dt0s); inputs: None or (B, k) float64 for a
  *   model with k conditioning inputs; ts (B, T) and ys (B, T, N) in float32 for fp32 solves and
- *   float64 for fp64, padded with +inf (ts: dir * inf) as diffrax pads; stats (B, 5) int64:
+ *   float64 for fp64, padded with +inf as diffrax pads (clnode_solution_rows); stats (B, 5) int64:
  *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64;
  *   certificate: a dict when certify (a fraction) > 0, else None. */
 /* The options of a solve from a dict {name: value} of the library's option table: a str is
@@ -1207,9 +1139,12 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         check_max_steps(&o) < 0)
         goto done;
     const size_t N = clnode_model_dim(model), B = (size_t)PyArray_DIM(in.y0, 0);
-    const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
-                     (o.save_steps ? (size_t)o.max_steps : 0) +
-                     (size_t)(o.save_t1 && !o.save_steps);
+    size_t T;
+    const clnode_status st = clnode_save_slots(self->ctx, &o, &T);
+    if (st != CLNODE_OK) {
+        raise_status(st, clnode_context_last_error(self->ctx));
+        goto done;
+    }
     clnode_solution *sol = NULL;
     PyObject *cert =
         solve_certify(self, model, &o, B, PyArray_DATA(in.y0), certify, certify_seed, &sol);
@@ -1326,7 +1261,38 @@ static PyObject *method_names(PyObject *self, PyObject *noargs)
     return names_tuple(method_at);
 }
 
+/* save_slots(*, save_t0, save_t1, n_ts, save_steps, max_steps) -> T: the time slots of every
+ * trajectory's row of Context.solve's arrays (clnode_save_slots), for shapes known before the
+ * solve (clnode.jax at trace time). InvalidArgumentError as Context.solve refuses max_steps. */
+static PyObject *save_slots(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"save_t0", "save_t1", "n_ts", "save_steps", "max_steps", NULL};
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    Py_ssize_t n_ts = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$ppnpl", kwlist, &o.save_t0, &o.save_t1, &n_ts,
+                                     &o.save_steps, &o.max_steps))
+        return NULL;
+    if (n_ts < 0)
+        return PyErr_Format(InvalidArgumentError, "n_ts must not be negative (got %zd)", n_ts);
+    if (check_max_steps(&o) < 0)
+        return NULL;
+    /* the count is all that is read: any non-NULL list of n_ts times */
+    static const double no_times[1] = {0.0};
+    o.save_ts = n_ts ? no_times : NULL;
+    o.n_save_ts = (size_t)n_ts;
+    size_t T;
+    const clnode_status st = clnode_save_slots(NULL, &o, &T);
+    if (st != CLNODE_OK)
+        return raise_status(st, "clnode_save_slots refused the save options");
+    return PyLong_FromSize_t(T);
+}
+
 static PyMethodDef module_methods[] = {
+    {"save_slots", (PyCFunction)(void (*)(void))save_slots, METH_VARARGS | METH_KEYWORDS,
+     "save_slots(*, save_t0, save_t1, n_ts, save_steps, max_steps) -> the time slots T of "
+     "every trajectory of a solve (clnode_save_slots)"},
     {"devices", devices, METH_NOARGS, "devices() -> (device dicts, backend dicts)"},
     {"version", version, METH_NOARGS, "the C library's version"},
     {"result_names", result_names, METH_NOARGS,

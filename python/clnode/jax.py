@@ -37,7 +37,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _args, _model, _solve
+from . import _args, _clnode, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
@@ -600,7 +600,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     tol, fvals, args_op, weights, biases = c.tol, c.fvals, c.args_op, c.weights, c.biases
 
     n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
-    T = int(save_t0) + n_ts + (max_steps if save_steps else 0) + int(save_t1 and not save_steps)
+    T = _clnode.save_slots(save_t0=save_t0, save_t1=save_t1, n_ts=n_ts, save_steps=save_steps,
+                           max_steps=max_steps)
     opts = dict(method=method, max_steps=max_steps, precision=precision, device=device,
                 saveat=None, **ctrl, **kw)
     i32 = jnp.int32

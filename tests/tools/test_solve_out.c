@@ -85,14 +85,12 @@ static void check_splits(int format, int ragged, int steps, int ts)
     mem_file one = {NULL, 0};
     uint64_t points = 0;
     for (size_t b = 0; b < B; ++b) {
-        size_t n;
-        assert_int_equal(solve_out_count(all, b, 0, 1, &n), 0);
+        const size_t n = clnode_solution_points(all, b);
         points = ragged ? points + n : (n > points ? n : points);
     }
     solve_out w;
     solve_out_part part;
-    assert_int_equal(solve_out_plan(&w, format, ragged, &o, B, 10, points, 0, 1, err, sizeof err),
-                     0);
+    assert_int_equal(solve_out_plan(&w, format, ragged, &o, B, 10, points, err, sizeof err), 0);
     assert_int_equal(solve_out_write(&w, all, 0, 0, mem_pwrite, &one, &part, err, sizeof err), 0);
     assert_int_equal(solve_out_finish(&w, &part, 1, mem_pwrite, &one, err, sizeof err), 0);
     assert_int_equal(one.size, format == SOLVE_OUT_NPY ? w.L.m[0].size : w.L.size);
@@ -103,8 +101,7 @@ static void check_splits(int format, int ragged, int steps, int ts)
     for (int r = 0; r < 3; ++r) {
         piece[r] = solve_range(ctx, m, &o, cut[r], cut[r + 1], y0, t1s);
         for (size_t b = 0; b < cut[r + 1] - cut[r]; ++b) {
-            size_t n;
-            assert_int_equal(solve_out_count(piece[r], b, 0, 1, &n), 0);
+            const size_t n = clnode_solution_points(piece[r], b);
             local_points[r] =
                 ragged ? local_points[r] + n : (n > local_points[r] ? n : local_points[r]);
         }
@@ -120,8 +117,7 @@ static void check_splits(int format, int ragged, int steps, int ts)
     mem_file split = {NULL, 0};
     solve_out w2;
     solve_out_part parts[3];
-    assert_int_equal(solve_out_plan(&w2, format, ragged, &o, B, 10, total, 0, 1, err, sizeof err),
-                     0);
+    assert_int_equal(solve_out_plan(&w2, format, ragged, &o, B, 10, total, err, sizeof err), 0);
     for (int r = 2; r >= 0; --r)
         assert_int_equal(solve_out_write(&w2, piece[r], cut[r], p0[r], mem_pwrite, &split,
                                          &parts[r], err, sizeof err),

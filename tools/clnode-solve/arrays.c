@@ -243,18 +243,8 @@ static int shifted_pwrite(void *user, const void *buf, size_t len, uint64_t offs
     return s->fn(s->user, buf, len, offset - s->shift);
 }
 
-int solve_out_count(const clnode_solution *sol, size_t b, double dir_t0, double dir_t1, size_t *n)
-{
-    tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, n);
-    if (!p)
-        return -1;
-    free(p);
-    return 0;
-}
-
 int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
-                   size_t N, uint64_t points, double dir_t0, double dir_t1, char *err,
-                   size_t errlen)
+                   size_t N, uint64_t points, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->format = format;
@@ -262,8 +252,6 @@ int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_opti
     w->o = o;
     w->B = B;
     w->N = N;
-    w->dir_t0 = dir_t0;
-    w->dir_t1 = dir_t1;
     w->f4 = o->precision == CLNODE_FP32;
     const cln_npz_dtype ft = w->f4 ? CLN_NPZ_F4 : CLN_NPZ_F8;
     cln_npz_layout *L = &w->L;
@@ -279,8 +267,11 @@ int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_opti
             cln_npz_add(L, "offsets", CLN_NPZ_I8, 1, (uint64_t[]){B + 1}, err, errlen) < 0)
             return -1;
     } else {
-        w->T = o->save_steps ? (size_t)points
-                             : (size_t)(o->save_t0 != 0) + o->n_save_ts + (size_t)(o->save_t1 != 0);
+        w->T = (size_t)points;
+        if (!o->save_steps && clnode_save_slots(NULL, o, &w->T) != CLNODE_OK) {
+            snprintf(err, errlen, "the save options have no layout");
+            return -1;
+        }
         if ((format == SOLVE_OUT_NPZ &&
              cln_npz_add(L, "ts", ft, 2, (uint64_t[]){B, w->T}, err, errlen) < 0) ||
             cln_npz_add(L, "ys", ft, 3, (uint64_t[]){B, w->T, N}, err, errlen) < 0)
@@ -370,70 +361,14 @@ static int put_rows(pass *ps, const char *name, uint64_t r0, uint64_t r1, const 
     return 0;
 }
 
-/* The index in save_ts of the first time trajectory b saved (its run is contiguous): the first
- * time that, rounded to the solve's precision, equals the first saved time. */
-static size_t first_ts_index(const clnode_solve_options *o, double t)
-{
-    for (size_t j = 0; j < o->n_save_ts; ++j) {
-        const double r = o->precision == CLNODE_FP32 ? (double)(float)o->save_ts[j] : o->save_ts[j];
-        if (r == t)
-            return j;
-    }
-    return 0;
-}
-
-static void store(void *dst, size_t i, double x, int f4)
-{
-    if (f4)
-        ((float *)dst)[i] = (float)x;
-    else
-        ((double *)dst)[i] = x;
-}
-
-/* Fills the padded rows of local trajectories [b0, b1): ts (rows x T), ys (rows x T x N). The
- * slots: without steps, the requested points in a fixed order ([t0] ts... [t1]; a point not
- * reached or outside the trajectory's interval stays +inf); with steps, the points in time
- * order from slot 0, +inf after them (diffrax's padding). */
+/* The padded rows of local trajectories [b0, b1): ts (rows x T), ys (rows x T x N), in the
+ * library's layout (clnode_solution_rows). */
 static int fill_padded(const solve_out *w, const clnode_solution *sol, size_t b0, size_t b1,
                        void *ts, void *ys)
 {
-    const clnode_solve_options *o = w->o;
-    const size_t N = w->N, T = w->T;
-    for (size_t i = 0; i < (b1 - b0) * T; ++i)
-        store(ts, i, INFINITY, w->f4);
-    for (size_t i = 0; i < (b1 - b0) * T * N; ++i)
-        store(ys, i, INFINITY, w->f4);
-    for (size_t b = b0; b < b1; ++b) {
-        size_t n = 0;
-        tool_point *p = tool_sorted_points(sol, b, w->dir_t0, w->dir_t1, &n);
-        if (!p)
-            return -1;
-        size_t ts_first = 0;
-        if (!o->save_steps && o->n_save_ts) {
-            size_t nts = 0;
-            const double *tts = NULL;
-            if (clnode_solution_saved(sol, b, CLNODE_SAVE_TS, &nts, &tts, NULL) == CLNODE_OK && nts)
-                ts_first = first_ts_index(o, tts[0]);
-        }
-        size_t ts_k = 0;
-        for (size_t k = 0; k < n && k < T; ++k) {
-            size_t slot = k;
-            if (!o->save_steps) {
-                const size_t base = o->save_t0 != 0;
-                slot = p[k].kind == CLNODE_SAVE_T0   ? 0
-                       : p[k].kind == CLNODE_SAVE_TS ? base + ts_first + ts_k++
-                                                     : base + o->n_save_ts;
-                if (slot >= T)
-                    continue;
-            }
-            const size_t row = (b - b0) * T + slot;
-            store(ts, row, p[k].t, w->f4);
-            for (size_t j = 0; j < N; ++j)
-                store(ys, row * N + j, p[k].y[j], w->f4);
-        }
-        free(p);
-    }
-    return 0;
+    const clnode_status st = w->f4 ? clnode_solution_rows_f32(sol, b0, b1 - b0, w->T, ts, ys)
+                                   : clnode_solution_rows_f64(sol, b0, b1 - b0, w->T, ts, ys);
+    return st == CLNODE_OK ? 0 : -1;
 }
 
 static int oom(pass *ps)
@@ -494,10 +429,12 @@ static int write_padded(pass *ps, const clnode_solution *sol, size_t g0)
     int rc = !ts || !ys ? oom(ps) : 0;
     for (size_t b0 = 0; b0 < B && !rc; b0 += step) {
         const size_t b1 = B - b0 < step ? B : b0 + step;
-        if (fill_padded(w, sol, b0, b1, ts, ys) != 0)
-            rc = oom(ps);
-        else if (put_rows(ps, "ts", g0 + b0, g0 + b1, ts) != 0 ||
-                 put_rows(ps, "ys", g0 + b0, g0 + b1, ys) != 0)
+        if (fill_padded(w, sol, b0, b1, ts, ys) != 0) {
+            snprintf(ps->err, ps->errlen, "a trajectory has more saved points than the %zu slots",
+                     T);
+            rc = -1;
+        } else if (put_rows(ps, "ts", g0 + b0, g0 + b1, ts) != 0 ||
+                   put_rows(ps, "ys", g0 + b0, g0 + b1, ys) != 0)
             rc = -1;
     }
     free(ts);
@@ -515,14 +452,8 @@ static int write_ragged(pass *ps, const clnode_solution *sol, size_t g0, uint64_
     if (!off)
         return oom(ps);
     off[0] = (int64_t)p0;
-    for (size_t b = 0; b < B; ++b) {
-        size_t n = 0;
-        if (solve_out_count(sol, b, w->dir_t0, w->dir_t1, &n) != 0) {
-            free(off);
-            return oom(ps);
-        }
-        off[b + 1] = off[b] + (int64_t)n;
-    }
+    for (size_t b = 0; b < B; ++b)
+        off[b + 1] = off[b] + (int64_t)clnode_solution_points(sol, b);
     int rc = put_rows(ps, "offsets", g0, g0 + B + (size_t)last, off);
     size_t cap = 0;
     void *ts = NULL, *ys = NULL;
@@ -543,20 +474,18 @@ static int write_ragged(pass *ps, const clnode_solution *sol, size_t g0, uint64_
                 break;
             }
         }
-        size_t at = 0;
+        /* each trajectory's row exactly as long as its points */
         for (size_t b = b0; b < b1 && !rc; ++b) {
-            size_t n = 0;
-            tool_point *p = tool_sorted_points(sol, b, w->dir_t0, w->dir_t1, &n);
-            if (!p) {
-                rc = oom(ps);
-                break;
+            const size_t at = (size_t)(off[b] - off[b0]), n = (size_t)(off[b + 1] - off[b]);
+            const clnode_status st =
+                w->f4
+                    ? clnode_solution_rows_f32(sol, b, 1, n, (float *)ts + at, (float *)ys + at * N)
+                    : clnode_solution_rows_f64(sol, b, 1, n, (double *)ts + at,
+                                               (double *)ys + at * N);
+            if (st != CLNODE_OK) {
+                snprintf(ps->err, ps->errlen, "cannot lay out trajectory %zu", g0 + b);
+                rc = -1;
             }
-            for (size_t k = 0; k < n; ++k, ++at) {
-                store(ts, at, p[k].t, w->f4);
-                for (size_t j = 0; j < N; ++j)
-                    store(ys, at * N + j, p[k].y[j], w->f4);
-            }
-            free(p);
         }
         if (!rc && (put_rows(ps, "ts", (uint64_t)off[b0], (uint64_t)off[b1], ts) != 0 ||
                     put_rows(ps, "ys", (uint64_t)off[b0], (uint64_t)off[b1], ys) != 0))
@@ -627,7 +556,7 @@ int solve_out_finish(solve_out *w, const solve_out_part *parts, size_t nparts, c
 }
 
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
-                       const clnode_solve_options *o, double dir_t0, double dir_t1)
+                       const clnode_solve_options *o)
 {
     solve_out *w = malloc(sizeof *w);
     const size_t B = clnode_solution_batch(sol), N = clnode_solution_dim(sol);
@@ -638,13 +567,11 @@ int solve_arrays_write(int fd, const char *path, int format, int ragged, const c
     /* the layout needs the points: the largest count (padded, steps) or the total (ragged) */
     uint64_t points = 0;
     for (size_t b = 0; b < B && (ragged || o->save_steps); ++b) {
-        size_t n;
-        if (solve_out_count(sol, b, dir_t0, dir_t1, &n) != 0)
-            goto done;
+        const size_t n = clnode_solution_points(sol, b);
         points = ragged ? points + n : (n > points ? n : points);
     }
     solve_out_part part;
-    if (solve_out_plan(w, format, ragged, o, B, N, points, dir_t0, dir_t1, err, sizeof err) == 0 &&
+    if (solve_out_plan(w, format, ragged, o, B, N, points, err, sizeof err) == 0 &&
         solve_out_write(w, sol, 0, 0, cln_npz_pwrite_fd, &fd, &part, err, sizeof err) == 0 &&
         solve_out_finish(w, &part, 1, cln_npz_pwrite_fd, &fd, err, sizeof err) == 0)
         rc = 0;

@@ -12,7 +12,7 @@
 
 /* The version of the .npy/.npz outputs (the npz member format_version): raised when a member
  * changes meaning or disappears, not when one is added. */
-#define SOLVE_ARRAYS_FORMAT_VERSION 1
+#define SOLVE_ARRAYS_FORMAT_VERSION 2
 
 typedef struct solve_arrays {
     double *y0;                        /* --in's y0 member (batch x N), or NULL */
@@ -29,16 +29,21 @@ int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s);
 void solve_arrays_free(solve_arrays *s);
 
 /* Writes the solution to the file descriptor fd (a new, empty temporary file that the caller
- * renames) as format SOLVE_OUT_NPY or SOLVE_OUT_NPZ (args.h), ragged or padded, for
- * trajectories integrating in the direction of t1 - t0 (dir_t0, dir_t1). One writer through the
- * pieces below. Returns 0, or 3 after printing an error. */
+ * renames) as format SOLVE_OUT_NPY or SOLVE_OUT_NPZ (args.h), ragged or padded. One writer
+ * through the pieces below. Returns 0, or 3 after printing an error. */
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
-                       const clnode_solve_options *o, double dir_t0, double dir_t1);
+                       const clnode_solve_options *o);
 
 /* ---- the same output written by several writers (MPI ranks), each with the solution of a
  * contiguous range of the batch ----
  *
- *   every writer:  solve_out_count for each of its trajectories; T = the largest count
+ * The rows are the library's layout of the saved points (clnode_solution_rows): the padded
+ * layout has the slots of clnode_save_slots, except with --save steps, where it keeps only the
+ * most points of any trajectory (clnode_solution_points): max_steps slots, diffrax's shape, would
+ * make the file grow with max_steps instead of the steps taken. The ragged layout keeps each
+ * trajectory's points and no padding.
+ *
+ *   every writer:  clnode_solution_points for each of its trajectories; T = the largest count
  *                  (padded --save steps: MPI_Allreduce MAX) or P = the total (ragged:
  *                  MPI_Allreduce SUM, and p0 = the exclusive prefix sum, MPI_Exscan);
  *                  solve_out_plan(&w, ..., B, N, T or P, ...) (the same on every writer);
@@ -51,9 +56,8 @@ int solve_arrays_write(int fd, const char *path, int format, int ragged, const c
 typedef struct solve_out {
     cln_npz_layout L;
     int format, ragged, f4;
-    size_t B, N, T; /* T: points per trajectory in the padded layout */
+    size_t B, N, T; /* T: slots per trajectory in the padded layout */
     const clnode_solve_options *o;
-    double dir_t0, dir_t1;
 } solve_out;
 
 /* The rows one writer wrote, per member of the layout: [r0, r1) and their CRC-32 (r0 == r1:
@@ -63,15 +67,10 @@ typedef struct solve_out_part {
     uint32_t crc[CLN_NPZ_MAX_MEMBERS];
 } solve_out_part;
 
-/* The number of saved points of trajectory b of sol (its rows in the CSV). Returns 0, or -1 when
- * out of memory. */
-int solve_out_count(const clnode_solution *sol, size_t b, double dir_t0, double dir_t1, size_t *n);
-
 /* Lays out the output of B trajectories of dimension N; `points` is T (padded with --save
  * steps; ignored otherwise) or P (ragged). o must outlive w. Returns 0, or -1 with a message. */
 int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
-                   size_t N, uint64_t points, double dir_t0, double dir_t1, char *err,
-                   size_t errlen);
+                   size_t N, uint64_t points, char *err, size_t errlen);
 
 /* Writes the rows of sol's trajectories as trajectories [g0, g0 + batch(sol)) of the batch, their
  * first saved point being point p0 of the batch (ragged), through fn (offsets in the file). The

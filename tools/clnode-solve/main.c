@@ -102,11 +102,12 @@ static void usage(FILE *f)
         "Arrays out: --out FILE.npy: ys (B, T, N) in the solve's precision (float32 for fp32).\n"
         "  --out FILE.npz: ts (B, T), ys (B, T, N), num_steps, num_accepted, num_rejected (B,)\n"
         "  int64, result (B,) int32 (0 success, 1 max_steps_reached, 2 dt_min_reached,\n"
-        "  3 nonfinite, 4 precision_floor), format_version (int64 scalar, 1). T: 1 for --save t1;\n"
-        "  the requested points for t0/ts/t1 (fixed slots t0, each save time, t1; a save time\n"
-        "  not reached or outside a trajectory's interval is +inf, the t1 slot of a trajectory\n"
-        "  that failed holds where it stopped); for --save steps the most points of any\n"
-        "  trajectory, each row in time order padded with +inf (diffrax's SaveAt(steps=True)).\n"
+        "  3 nonfinite, 4 precision_floor), format_version (int64 scalar, 2). Each row is\n"
+        "  diffrax's layout, as the Python package's: t0, the save times reached and the steps\n"
+        "  in time order, where the trajectory stopped (t1, not with steps), then +inf (a\n"
+        "  trajectory that failed or saves fewer times is packed from slot 0). T: the requested\n"
+        "  points for t0/ts/t1; for --save steps the most points of any trajectory (not\n"
+        "  max_steps: the file grows with the steps taken).\n"
         "  --ragged: ts (P,), ys (P, N), offsets (B+1,) int64: trajectory b is rows\n"
         "  offsets[b]..offsets[b+1]. Members stored, CRC-32, ZIP64 past 4 GiB, no time stamps.\n",
         f);
@@ -131,13 +132,12 @@ static int on_progress(void *user, size_t active, size_t batch, double fraction,
 }
 
 /* The saved points of every trajectory as CSV. Returns 0 or 3 (out of memory). */
-static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o,
-                     double dir_t0, double dir_t1)
+static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_options *o)
 {
     const size_t B = clnode_solution_batch(sol);
     solve_csv_header(f, clnode_solution_dim(sol));
     for (size_t i = 0; i < B; ++i) {
-        const int rc = solve_csv_rows(f, sol, i, i, o, dir_t0, dir_t1);
+        const int rc = solve_csv_rows(f, sol, i, i, o);
         if (rc)
             return rc;
     }
@@ -147,11 +147,11 @@ static int write_csv(FILE *f, const clnode_solution *sol, const clnode_solve_opt
 static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                       const clnode_model *model, const clnode_solution *sol, size_t batch,
                       double wall, int points, const clnode_certificate *cert,
-                      const clnode_certify_options *copts, double dir_t0, double dir_t1)
+                      const clnode_certify_options *copts)
 {
     solve_json_head(f, pb, ctx, model, batch, wall);
     for (size_t b = 0; b < batch; ++b) {
-        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points, dir_t0, dir_t1);
+        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points);
         if (rc)
             return rc;
     }
@@ -222,19 +222,17 @@ static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, dou
 
 /* The saved points to --out (opened before the solve): CSV, or .npy/.npz written by position on
  * the temporary file's descriptor; then renamed over the target. Returns 0 or 3. */
-static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol,
-                        double dir_t0, double dir_t1)
+static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol)
 {
     const int fmt = solve_out_format(a->out_path);
     int rc;
     if (fmt == SOLVE_OUT_CSV) {
-        rc = write_csv(out->f, sol, &a->pb.opts, dir_t0, dir_t1);
+        rc = write_csv(out->f, sol, &a->pb.opts);
     } else if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
         tool_error("cannot write %s: %s", a->out_path, strerror(errno));
         rc = TOOL_EXIT_RESOURCE;
     } else {
-        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
-                                dir_t0, dir_t1);
+        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts);
     }
     return rc ? rc : tool_out_commit(out);
 }
@@ -252,24 +250,6 @@ static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *a
     a->pb.opts.dt0s = arr->dt0s;
     a->pb.opts.inputs = arr->inputs;
     return 0;
-}
-
-/* The direction the batch integrates in, as an interval (the library refuses a batch that mixes
- * directions): the first trajectory with t0 != t1, else the scalar interval. */
-static void direction(const clnode_solve_options *o, size_t batch, double *t0, double *t1)
-{
-    *t0 = o->t0;
-    *t1 = o->t1;
-    if (!o->t0s && !o->t1s)
-        return;
-    for (size_t b = 0; b < batch; ++b) {
-        const double x = o->t0s ? o->t0s[b] : o->t0, y = o->t1s ? o->t1s[b] : o->t1;
-        if (x != y) {
-            *t0 = x;
-            *t1 = y;
-            return;
-        }
-    }
 }
 
 /* What the run refuses before it opens anything: --resume and --chunk-size without MPI, an --out
@@ -336,14 +316,14 @@ static size_t count_failed(const clnode_solution *sol, size_t batch)
  * standard error. Returns 0 or an exit status after an error. */
 static int write_report(const solve_args *a, const clnode_context *ctx, const clnode_model *model,
                         const clnode_solution *sol, const clnode_certificate *cert, size_t batch,
-                        double wall, double dir_t0, double dir_t1)
+                        double wall)
 {
     const tool_problem *pb = &a->pb;
     if (a->json) {
         tool_out js;
         tool_out_open(&js, "-");
         const int rc = write_json(js.f, pb, ctx, model, sol, batch, wall, a->json_points, cert,
-                                  &a->certify_opts, dir_t0, dir_t1);
+                                  &a->certify_opts);
         return rc ? rc : tool_out_commit(&js);
     }
     if (!a->quiet) {
@@ -400,11 +380,9 @@ int main(int argc, char **argv)
     rc = open_arrays(&a, model, &arr, &y0, &batch);
     if (rc)
         goto done;
-    double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
-    direction(&a.pb.opts, batch, &dir_t0, &dir_t1);
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {
-        rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);
+        rc = solve_mpi_run(&a, ctx, model, y0, batch);
         goto done;
     }
 #endif
@@ -417,10 +395,10 @@ int main(int argc, char **argv)
     if (rc)
         goto done;
     const size_t failed = count_failed(sol, batch);
-    rc = a.out_path ? write_points(&out, &a, sol, dir_t0, dir_t1) : 0;
+    rc = a.out_path ? write_points(&out, &a, sol) : 0;
     if (rc)
         goto done;
-    rc = write_report(&a, ctx, model, sol, cert, batch, wall, dir_t0, dir_t1);
+    rc = write_report(&a, ctx, model, sol, cert, batch, wall);
     if (rc)
         goto done;
     clnode_certificate_summary cs;

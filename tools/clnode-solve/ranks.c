@@ -61,7 +61,6 @@ typedef struct run {
     int rank, R, local, started, entered;
     char *dev, *backend; /* the device strings with %l replaced */
     int fmt;             /* SOLVE_OUT_CSV, _NPY, _NPZ */
-    double dir_t0, dir_t1;
     /* array outputs: the layout, the shared file and its temporary name */
     solve_out *w;
     MPI_File fh;
@@ -241,10 +240,9 @@ static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first,
             h.max_steps = s.num_steps;
         solve_summary_trajectory(f[0], sol, i, first + i, r->batch, o->precision);
         if (r->a->out_path && r->fmt == SOLVE_OUT_CSV)
-            rc = solve_csv_rows(f[1], sol, i, first + i, o, r->dir_t0, r->dir_t1);
+            rc = solve_csv_rows(f[1], sol, i, first + i, o);
         if (!rc && r->a->json)
-            rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points, r->dir_t0,
-                                       r->dir_t1);
+            rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points);
     }
     for (int k = 0; k < 3; ++k)
         if (f[k] && fclose(f[k]) != 0)
@@ -806,8 +804,7 @@ static int arrays_plan(run *r, uint64_t points)
     if (!r->w || (r->rank == 0 && !r->parts))
         rc = TOOL_EXIT_RESOURCE;
     else if (solve_out_plan(r->w, r->fmt, a->ragged, &a->pb.opts, r->batch,
-                            clnode_model_dim(r->model), points, r->dir_t0, r->dir_t1, err,
-                            sizeof err) != 0)
+                            clnode_model_dim(r->model), points, err, sizeof err) != 0)
         rc = TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
         tool_error("cannot lay out %s: %s", a->out_path, err);
@@ -953,9 +950,7 @@ static int arrays_deferred(run *r)
     for (size_t c = 0; c < r->nc && !rc; ++c) {
         const clnode_solution *sol = r->sols[c];
         for (size_t i = 0; sol && i < clnode_solution_batch(sol) && !rc; ++i) {
-            size_t n = 0;
-            if (solve_out_count(sol, i, r->dir_t0, r->dir_t1, &n) != 0)
-                rc = TOOL_EXIT_RESOURCE;
+            const size_t n = clnode_solution_points(sol, i);
             tot[c] += n;
             tmax = n > tmax ? n : tmax;
         }
@@ -1160,7 +1155,7 @@ static void run_free(run *r)
 }
 
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
-                  size_t batch, double dir_t0, double dir_t1)
+                  size_t batch)
 {
     run *r = &R0;
     r->entered = 1;
@@ -1184,8 +1179,6 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     r->ctx = ctx;
     r->model = model;
     r->batch = batch;
-    r->dir_t0 = dir_t0;
-    r->dir_t1 = dir_t1;
     r->fmt = a->out_path ? solve_out_format(a->out_path) : SOLVE_OUT_CSV;
     r->chunk_size =
         a->chunk_size > 0 ? (size_t)a->chunk_size : clnode_mpi_default_chunk_size(r->batch);

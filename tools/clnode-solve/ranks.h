@@ -21,7 +21,7 @@ int solve_mpi_wanted(const solve_args *a);
  *                    problem (solve_mpi_run not entered). Returns rc. */
 int solve_mpi_init(solve_args *a, int *argc, char ***argv);
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
-                  size_t batch, double dir_t0, double dir_t1);
+                  size_t batch);
 int solve_mpi_finish(int rc);
 
 #endif /* CLNODE_SOLVE_MPI_H */

@@ -14,28 +14,59 @@ void solve_csv_header(FILE *f, size_t dim)
     fputs(",result\n", f);
 }
 
-int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                   const clnode_solve_options *o, double dir_t0, double dir_t1)
+/* Trajectory b's saved points in the library's layout (clnode_solution_rows_f64,
+ * clnode_solution_kinds): n points, times t, states y (n x N), kinds. */
+typedef struct text_points {
+    size_t n;
+    double *t, *y;
+    clnode_save_kind *kind;
+} text_points;
+
+static void text_points_free(text_points *p)
+{
+    free(p->t);
+    free(p->y);
+    free(p->kind);
+}
+
+/* Returns 0, or TOOL_EXIT_RESOURCE after printing an error. */
+static int text_points_get(const clnode_solution *sol, size_t b, text_points *p)
 {
     const size_t N = clnode_solution_dim(sol);
-    char buf[32];
-    size_t n = 0;
-    tool_point *p = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
-    if (!p) {
+    p->n = clnode_solution_points(sol, b);
+    const size_t n = p->n ? p->n : 1;
+    size_t ny;
+    p->t = malloc(n * sizeof *p->t);
+    p->y = tool_mul_size(n, N ? N : 1, &ny) ? malloc(ny * sizeof *p->y) : NULL;
+    p->kind = malloc(n * sizeof *p->kind);
+    if (!p->t || !p->y || !p->kind || clnode_solution_rows_f64(sol, b, 1, p->n, p->t, p->y) ||
+        clnode_solution_kinds(sol, b, p->n, p->kind)) {
+        text_points_free(p);
         tool_error("out of memory");
         return TOOL_EXIT_RESOURCE;
     }
+    return 0;
+}
+
+int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
+                   const clnode_solve_options *o)
+{
+    const size_t N = clnode_solution_dim(sol);
+    char buf[32];
+    text_points p;
+    if (text_points_get(sol, b, &p))
+        return TOOL_EXIT_RESOURCE;
     clnode_trajectory_stats s;
     clnode_solution_stats(sol, b, &s);
     const char *result = clnode_result_name(s.result);
-    for (size_t k = 0; k < n; ++k) {
-        fprintf(f, "%zu,%s,%s", index, tool_kind_name(p[k].kind),
-                tool_fmt_num(buf, p[k].t, o->precision));
+    for (size_t k = 0; k < p.n; ++k) {
+        fprintf(f, "%zu,%s,%s", index, tool_kind_name(p.kind[k]),
+                tool_fmt_num(buf, p.t[k], o->precision));
         for (size_t j = 0; j < N; ++j)
-            fprintf(f, ",%s", tool_fmt_num(buf, p[k].y[j], o->precision));
+            fprintf(f, ",%s", tool_fmt_num(buf, p.y[k * N + j], o->precision));
         fprintf(f, ",%s\n", result);
     }
-    free(p);
+    text_points_free(&p);
     return 0;
 }
 
@@ -75,7 +106,7 @@ void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
 }
 
 int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                          const clnode_solve_options *o, int points, double dir_t0, double dir_t1)
+                          const clnode_solve_options *o, int points)
 {
     const clnode_precision p = o->precision;
     const size_t N = clnode_solution_dim(sol);
@@ -102,31 +133,28 @@ int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t 
     }
     fputc(']', f);
     if (points) {
-        size_t n = 0;
-        tool_point *pt = tool_sorted_points(sol, b, dir_t0, dir_t1, &n);
-        if (!pt) {
-            tool_error("out of memory");
+        text_points pt;
+        if (text_points_get(sol, b, &pt))
             return TOOL_EXIT_RESOURCE;
-        }
         fputs(", \"points\": {\"kind\": [", f);
-        for (size_t k = 0; k < n; ++k)
-            fprintf(f, "%s\"%s\"", k ? ", " : "", tool_kind_name(pt[k].kind));
+        for (size_t k = 0; k < pt.n; ++k)
+            fprintf(f, "%s\"%s\"", k ? ", " : "", tool_kind_name(pt.kind[k]));
         fputs("], \"t\": [", f);
-        for (size_t k = 0; k < n; ++k) {
+        for (size_t k = 0; k < pt.n; ++k) {
             fputs(k ? ", " : "", f);
-            tool_json_num_p(f, pt[k].t, p);
+            tool_json_num_p(f, pt.t[k], p);
         }
         fputs("], \"y\": [", f);
-        for (size_t k = 0; k < n; ++k) {
+        for (size_t k = 0; k < pt.n; ++k) {
             fputs(k ? ", [" : "[", f);
             for (size_t j = 0; j < N; ++j) {
                 fputs(j ? ", " : "", f);
-                tool_json_num_p(f, pt[k].y[j], p);
+                tool_json_num_p(f, pt.y[k * N + j], p);
             }
             fputc(']', f);
         }
         fputs("]}", f);
-        free(pt);
+        text_points_free(&pt);
     }
     fputc('}', f);
     return 0;

@@ -1,8 +1,8 @@
 /* text.h - clnode-solve's outputs trajectory by trajectory: the CSV of saved points, the JSON
  * document and the summary, written in pieces so that one process (main.c) and the ranks
  * of an MPI run (ranks.c) print the same bytes. `index` is the trajectory's index in the
- * whole batch, `b` its index in `sol`; saved points are sorted in the batch's direction of
- * integration, that of the interval [dir_t0, dir_t1]. */
+ * whole batch, `b` its index in `sol`; saved points come in the library's layout
+ * (clnode_solution_rows). */
 #ifndef CLNODE_SOLVE_TEXT_H
 #define CLNODE_SOLVE_TEXT_H
 
@@ -16,13 +16,13 @@
  * memory). */
 void solve_csv_header(FILE *f, size_t dim);
 int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                   const clnode_solve_options *o, double dir_t0, double dir_t1);
+                   const clnode_solve_options *o);
 
 /* JSON: everything before the first trajectory, one trajectory (returns 0 or 3), and the end. */
 void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                      const clnode_model *model, size_t batch, double wall);
 int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                          const clnode_solve_options *o, int points, double dir_t0, double dir_t1);
+                          const clnode_solve_options *o, int points);
 void solve_json_tail(FILE *f, const clnode_certificate *cert, const clnode_certify_options *copts,
                      double wall);
 

@@ -243,18 +243,7 @@ void tool_json_num_p(FILE *f, double x, clnode_precision p);
  * "format_version"); raised when a field changes meaning or disappears, not when one is added. */
 #define TOOL_JSON_FORMAT_VERSION 1
 
-/* Saved points of one trajectory in time order, kinds merged. */
-typedef struct tool_point {
-    clnode_save_kind kind;
-    double t;
-    const double *y; /* dim values, owned by the solution */
-} tool_point;
-
-/* Every saved point of trajectory b sorted by time in the direction of integration, at equal
- * times t0 < ts < step < t1. Returns a new array (*n points), or NULL when out of memory (*n = 0
- * for a trajectory without points, then the return is non-NULL). */
-tool_point *tool_sorted_points(const clnode_solution *sol, size_t b, double t0, double t1,
-                               size_t *n);
+/* The CSV and JSON name of a kind of saved point: "t0", "ts", "step", "t1". */
 const char *tool_kind_name(clnode_save_kind k);
 
 #endif /* CLNODE_TOOL_COMMON_H */
