@@ -41,6 +41,8 @@ ALLOWED = {
         "--save ts:... parsing: a repeated option appends its times to the list",
     ("tools/common/tool_common.c", "memcpy(all + pb->n_ts, more, n * sizeof(double));"):
         "--save ts:... parsing: the appended times after the earlier ones",
+    ("tools/common/tool_common.c", 'char lo[40] = "-inf", hi[40] = "inf";'):
+        "--help text of an option's range: an unbounded end of the option table's range",
     ("tools/clnode-solve/main.c",
      '"  in time order, where the trajectory stopped (t1, not with steps), then +inf (a\\n"'):
         "--help text describing the library's padding",
