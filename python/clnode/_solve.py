@@ -30,6 +30,19 @@ class _ResultEnum(enum.IntEnum):
     def __str__(self) -> str:
         return self.name
 
+    # A result is its code: compared with a name it would silently be unequal, so that
+    # comparison is refused, saying what to write instead.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            raise TypeError(f"a clnode.Result is compared with clnode.Result.{other} (or by "
+                            f"name: str(result) == {other!r}), not with the string {other!r}")
+        return int(self) == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = int.__hash__
+
 
 # How a trajectory ended: the library's result codes (clnode_result), each named as the library
 # names it (clnode_result_name): Result.success == 0, Result.max_steps_reached, ... Its members are

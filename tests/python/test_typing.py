@@ -149,3 +149,14 @@ def test_mypy_checks_against_the_stub(tmp_path):
     assert bad.returncode == 1, bad.stdout + bad.stderr
     for line in (4, 5, 6):  # each wrong line, found through the stub and the annotations
         assert f"bad.py:{line}: error" in bad.stdout, bad.stdout
+
+
+def test_result_compared_with_a_string_is_refused():
+    # code that compared results with "success" would otherwise be silently False
+    sol = clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=1, dt0=0.1)
+    assert sol.result == clnode.Result.success and sol.result == 0 and str(sol.result) == "success"
+    assert sol.result != clnode.Result(1) and {sol.result: 1}[0] == 1
+    with pytest.raises(TypeError, match=r"clnode.Result.success"):
+        sol.result == "success"
+    with pytest.raises(TypeError, match=r"clnode.Result.success"):
+        sol.result != "success"
