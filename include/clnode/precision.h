@@ -94,22 +94,24 @@ typedef struct clnode_sensitivity_stats {
     int reference_success; /* every float64 reference trajectory succeeded */
 } clnode_sensitivity_stats;
 
-/* Measures the sensitivity baseline of `batch` trajectories of `model` from y0 (batch x dim) with
- * the solve options `opts` (their precision is the working precision; their GEMM mode, precision
- * guard and saving of steps and t0 are ignored: the baseline solves are strict, unguarded
- * (diffrax's step sequence: the problem's own), and save the save_ts times and t1). The solves
- * run on a host context of their own ("host": the ordered strict GEMM, the reference of every
- * comparison); `ctx` (any device) receives the error message. The options' progress and cancel
- * callbacks reach every solve (progress reports each solve's own batch: the trajectories and
- * their perturbed copies), and the cancel callback is also polled before each solve starts:
- * once it asks to stop, no solve starts and CLNODE_ERR_CANCELLED is returned. Errors: those of
- * clnode_context_create and clnode_solve (bad options, non-finite y0, out of memory,
- * CLNODE_ERR_CANCELLED), CLNODE_ERR_INVALID_ARGUMENT for NULL arguments, batch 0 or bad options
+/* Measures the sensitivity baseline of the problem->batch trajectories of `model` (clnode_problem:
+ * y0, and the per-trajectory t0s, t1s, dt0s and inputs, which every perturbed copy of a
+ * trajectory shares) with the solve options `opts` (their precision is the working precision; their
+ * GEMM mode, precision guard and saving of steps and t0 are ignored: the baseline solves are
+ * strict, unguarded (diffrax's step sequence: the problem's own), and save the save_ts times and
+ * t1). The solves run on a host context of their own ("host": the ordered strict GEMM, the
+ * reference of every comparison); `ctx` (any device) receives the error message. The options'
+ * progress and cancel callbacks reach every solve (progress reports each solve's own batch: the
+ * trajectories and their perturbed copies), and the cancel callback is also polled before each
+ * solve starts: once it asks to stop, no solve starts and CLNODE_ERR_CANCELLED is returned. Errors:
+ * those of clnode_context_create and clnode_solve (bad options, non-finite y0, out of memory,
+ * CLNODE_ERR_CANCELLED), CLNODE_ERR_INVALID_ARGUMENT for NULL arguments, a problem with batch 0
+ * or no y0 (the message names the field), bad options
  * (K < 1 or > 1000, k <= 0, slack < 1, floor_ulps < 0, tolerance < 0). Memory: the two solutions,
  * batch x (K + 1) trajectories each, kept until clnode_sensitivity_destroy. */
 CLNODE_API clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_model *model,
-                                                     const clnode_solve_options *opts, size_t batch,
-                                                     const double *y0,
+                                                     const clnode_solve_options *opts,
+                                                     const clnode_problem *problem,
                                                      const clnode_sensitivity_options *sopts,
                                                      clnode_sensitivity **out);
 
@@ -218,7 +220,7 @@ typedef struct clnode_certificate_sample {
     int within; /* complete, and within slack x spread (and the step range) or the tolerance */
 } clnode_certificate_sample;
 
-/* Certifies a finished solve: `sol` is what clnode_solve(any context, model, opts, batch, y0)
+/* Certifies a finished solve: `sol` is what clnode_solve(any context, model, opts, problem)
  * returned. A seeded sample of ceil(fraction x batch) trajectories (at least min_sample) is
  * re-solved on a host context as a baseline (clnode_sensitivity_baseline) and each sampled
  * trajectory of `sol` is compared with its float64 solve. Cost: with the defaults, per sampled
@@ -226,10 +228,10 @@ typedef struct clnode_certificate_sample {
  * receives error messages. The re-solves take the options' progress and cancel callbacks as
  * clnode_sensitivity_baseline does: none starts once cancel asks to stop (CLNODE_ERR_CANCELLED).
  * Errors: as clnode_sensitivity_baseline; CLNODE_ERR_INVALID_ARGUMENT when `sol` does not match
- * batch and the model's dimension, or for fraction outside (0, 1]. */
+ * the problem's batch and the model's dimension, or for fraction outside (0, 1]. */
 CLNODE_API clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
-                                        const clnode_solve_options *opts, size_t batch,
-                                        const double *y0, const clnode_solution *sol,
+                                        const clnode_solve_options *opts,
+                                        const clnode_problem *problem, const clnode_solution *sol,
                                         const clnode_certify_options *copts,
                                         clnode_certificate **out);
 

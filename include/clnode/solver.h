@@ -86,32 +86,12 @@ typedef struct clnode_solve_options {
     int save_steps;    /* default 0: save the end of every accepted step (memory: as many
                           points per trajectory as the longest trajectory saves, not max_steps;
                           see clnode_solve) */
-    const double *save_ts; /* default NULL: n_save_ts times inside [t0, t1], monotone in the
-                              direction of integration, saved through the dense output */
-    size_t n_save_ts;
     clnode_progress_fn progress; /* default NULL */
     void *progress_user;
     clnode_precision_guard precision_guard; /* default CLNODE_GUARD_WARN */
     clnode_cancel_fn cancel;                /* default NULL: never cancelled */
     void *cancel_user;
 
-    /* Ensembles: every trajectory its own problem, as jax.vmap over diffeqsolve's t0, t1, dt0 and
-     * args would give. Each trajectory of a batch is solved exactly as it would be alone with
-     * its own values (same steps, same bits). */
-    const double *t0s;  /* default NULL: t0 for every trajectory; else `batch` start times */
-    const double *t1s;  /* default NULL: t1 for every trajectory; else `batch` end times */
-    const double *dt0s; /* default NULL: dt0 for every trajectory; else `batch` first steps (0:
-                           0.01 * sign, as dt0 above; constant steps: the step) */
-    /* Per-trajectory intervals share ONE direction of integration: t1s[b] - t0s[b] must not be
-     * negative for one trajectory and positive for another (t0s[b] == t1s[b] is allowed: no
-     * step). save_ts is one list shared by the batch, monotone in that direction; a trajectory
-     * saves the times inside its own [t0, t1] and reports the others as absent
-     * (clnode_solution_saved with CLNODE_SAVE_TS returns the times it saved, a contiguous run of
-     * save_ts). Without t0s and t1s every save time must lie inside [t0, t1], as before. */
-    const double *inputs; /* default NULL; batch x clnode_model_num_inputs(model) values,
-                             row-major: each trajectory's conditioning inputs c (constant over
-                             its solve; the network sees [y, c], or [y, t, c] with time input).
-                             Required when the model has inputs, refused when it has none. */
     int compact; /* default 1: trajectories that have finished (or failed) leave the batch's
                     matrix products: every few groups of steps the rows still running are
                     gathered at the front of the batch, so that the cost of a solve follows its
@@ -131,6 +111,46 @@ CLNODE_API void clnode_solve_default_options_sized(clnode_solve_options *opts, s
  * takes 14 steps at every batch size on every device. A macro, as clnode_solve_default_options. */
 #define clnode_solve_seed_options(opts) clnode_solve_seed_options_sized((opts), sizeof *(opts))
 CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t struct_size);
+
+/* The problem a solve integrates: the batch, its initial states and the per-trajectory data,
+ * passed beside the options (which configure how it is solved). Fields are only ever appended
+ * (clnode/common.h): set the defaults (all NULL or 0) with clnode_problem_default, then set what
+ * you need.
+ * Ensembles: every trajectory its own problem, as jax.vmap over diffeqsolve's t0, t1, dt0 and
+ * args would give. Each trajectory of a batch is solved exactly as it would be alone with its own
+ * values (same steps, same bits). Per-trajectory intervals share ONE direction of integration:
+ * t1s[b] - t0s[b] must not be negative for one trajectory and positive for another (t0s[b] ==
+ * t1s[b] is allowed: no step). save_ts is one list shared by the batch, monotone in that
+ * direction; a trajectory saves the times inside its own [t0, t1] and reports the others as
+ * absent (clnode_solution_saved with CLNODE_SAVE_TS returns the times it saved, a contiguous run
+ * of save_ts). Without t0s and t1s every save time must lie inside the options' [t0, t1]. */
+typedef struct clnode_problem {
+    size_t struct_size;    /* sizeof(clnode_problem) where the program was compiled: set by
+                              clnode_problem_default; the library reads only the fields it covers */
+    size_t batch;          /* trajectories, in [1, 2147483647] */
+    const double *y0;      /* batch x dim initial states, row-major (converted to the state
+                              precision) */
+    const double *t0s;     /* default NULL: the options' t0 for every trajectory; else `batch` start
+                              times */
+    const double *t1s;     /* default NULL: the options' t1 for every trajectory; else `batch` end
+                              times */
+    const double *dt0s;    /* default NULL: the options' dt0 for every trajectory; else `batch`
+                              first steps (0: 0.01 * sign, as the options' dt0; constant steps: the
+                              step) */
+    const double *inputs;  /* default NULL; batch x clnode_model_num_inputs(model) values,
+                              row-major: each trajectory's conditioning inputs c (constant over
+                              its solve; the network sees [y, c], or [y, t, c] with time input).
+                              Required when the model has inputs, refused when it has none. */
+    const double *save_ts; /* default NULL: n_save_ts times shared by the batch (SaveAt(ts=...)),
+                              inside [t0, t1], monotone in the direction of integration, saved
+                              through the dense output */
+    size_t n_save_ts;
+} clnode_problem;
+
+/* Fills `p` with the defaults (every field 0 or NULL), struct_size included. A macro: it passes
+ * the size of the struct the program was compiled with to clnode_problem_default_sized. */
+#define clnode_problem_default(p) clnode_problem_default_sized((p), sizeof *(p))
+CLNODE_API void clnode_problem_default_sized(clnode_problem *p, size_t struct_size);
 
 /* Outcome of one trajectory. */
 typedef enum clnode_result {
@@ -166,30 +186,31 @@ typedef enum clnode_save_kind {
     CLNODE_SAVE_T1 = 3,
 } clnode_save_kind;
 
-/* Solves `batch` trajectories of `model` from the initial states y0 (batch x dim, row-major,
- * converted to the state precision) on the context's device.
+/* Solves the problem->batch trajectories of `model` from problem->y0 with the options `opts`
+ * (NULL: the defaults) on the context's device.
  * Returns CLNODE_OK when the solve ran, even if some trajectories did not succeed (see their
  * stats); *out then holds the solution. Errors (nothing is stored in *out):
- * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
- * save_ts outside [t0, t1] or not monotone, euler with the PID controller, a struct_size this
- * library does not know, per-trajectory intervals in both directions, conditioning inputs missing
- * or not expected, max_steps outside [1, CLNODE_MAX_STEPS_LIMIT], values that do not mean what
- * they say in the state precision (below), ...; the message says which, and names the trajectory
- * or index), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0 or the conditioning inputs),
- * CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64 (precision or GEMM mode not available on the device),
- * CLNODE_ERR_PRECISION (rtol below what the device's GEMM resolves, with precision_guard =
- * CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a
- * failed driver call: the message names it, clnode_context_last_native_error has its code),
- * CLNODE_ERR_BLAS, CLNODE_ERR_BUILD (the device's compiler rejected the kernels; the build log goes
- * to the logger). After any of these the context stays usable: nothing of a failed solve is cached.
- * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once, except
- * the saved steps (save_steps): room for a few groups of steps per trajectory at first, doubled on
- * the device between groups of steps when the longest trajectory could outgrow it (at most
- * max_steps points), so their memory follows the steps actually taken (at most about twice the
- * most attempts of a trajectory); the solution keeps as many points per trajectory as the
- * longest trajectory saved (clnode_solution_saved). A large max_steps costs nothing up front.
- * The first adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a
- * few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF.
+ * CLNODE_ERR_INVALID_ARGUMENT (a bad problem: NULL, no y0, batch out of range, save times
+ * counted but not given, a struct_size this library does not know; bad options: rtol/atol <= 0 or
+ * non-finite, dt0 of the wrong sign, save_ts outside [t0, t1] or not monotone, euler with the PID
+ * controller, a struct_size this library does not know, per-trajectory intervals in both
+ * directions, conditioning inputs missing or not expected, max_steps outside [1,
+ * CLNODE_MAX_STEPS_LIMIT], values that do not mean what they say in the state precision (below),
+ * ...; the message says which, and names the trajectory or index), CLNODE_ERR_NONFINITE_INPUT
+ * (NaN/Inf in y0 or the conditioning inputs), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
+ * (precision or GEMM mode not available on the device), CLNODE_ERR_PRECISION (rtol below what the
+ * device's GEMM resolves, with precision_guard = CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY,
+ * CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a failed driver call: the message names it,
+ * clnode_context_last_native_error has its code), CLNODE_ERR_BLAS, CLNODE_ERR_BUILD (the device's
+ * compiler rejected the kernels; the build log goes to the logger). After any of these the context
+ * stays usable: nothing of a failed solve is cached. Blocking. Memory: O(batch x (dim x stages +
+ * widths + saved points)), allocated once, except the saved steps (save_steps): room for a few
+ * groups of steps per trajectory at first, doubled on the device between groups of steps when the
+ * longest trajectory could outgrow it (at most max_steps points), so their memory follows the steps
+ * actually taken (at most about twice the most attempts of a trajectory); the solution keeps as
+ * many points per trajectory as the longest trajectory saved (clnode_solution_saved). A large
+ * max_steps costs nothing up front. The first adaptive solve of a (precision, GEMM mode) on a
+ * context also runs the GEMM probe (a few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF.
  * Values in the state precision: the solve rounds its inputs to the state precision, and refuses
  * (CLNODE_ERR_INVALID_ARGUMENT) the problems that rounding would change into another:
  * - fp32: a finite value beyond the float range (|x| >= 2^128 - 2^103, which rounds to an
@@ -205,8 +226,8 @@ typedef enum clnode_save_kind {
  *   without moving. The rule reads the first step only: a step that stops moving t later in a
  *   long interval ends the trajectory with max_steps_reached, as diffrax's does. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
-                                      const clnode_solve_options *opts, size_t batch,
-                                      const double *y0, clnode_solution **out);
+                                      const clnode_solve_options *opts,
+                                      const clnode_problem *problem, clnode_solution **out);
 
 /* Destroys a solution and sets *sol to NULL. Accepts NULL and a pointer to NULL. */
 CLNODE_API void clnode_solution_destroy(clnode_solution **sol);

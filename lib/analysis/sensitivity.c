@@ -297,26 +297,80 @@ static clnode_status check_cancel(clnode_context *ctx, const clnode_solve_option
  * callback asks to stop. */
 static clnode_status host_solve(clnode_context *ctx, clnode_context *host,
                                 const clnode_model *model, const clnode_solve_options *o,
-                                size_t batch, const double *y0, clnode_solution **out)
+                                const clnode_problem *p, clnode_solution **out)
 {
     if (check_cancel(ctx, o) != CLNODE_OK)
         return CLNODE_ERR_CANCELLED;
-    clnode_status st = clnode_solve(host, model, o, batch, y0, out);
+    clnode_status st = clnode_solve(host, model, o, p, out);
     if (st != CLNODE_OK)
         return cln_fail(ctx, st, "sensitivity: the host %s reference solve failed: %s",
                         clnode_precision_name(o->precision), clnode_context_last_error(host));
     return CLNODE_OK;
 }
 
+/* The problem of rows rows[0 .. n-1] of `in`: its per-trajectory arrays (t0s, t1s, dt0s and the
+ * k conditioning inputs of each row) gathered into *arena (one allocation, freed by the caller;
+ * NULL when there is none to gather); y0 stays the caller's to set. */
+static clnode_status problem_rows(clnode_context *ctx, const clnode_problem *in, size_t k,
+                                  const size_t *rows, size_t n, clnode_problem *out, double **arena)
+{
+    *out = *in;
+    out->batch = n;
+    *arena = NULL;
+    const double *const src[4] = {in->t0s, in->t1s, in->dt0s, in->inputs};
+    const size_t w[4] = {1, 1, 1, k};
+    size_t total = 0;
+    for (int a = 0; a < 4; ++a)
+        total += src[a] ? n * w[a] : 0;
+    if (!total)
+        return CLNODE_OK;
+    double *buf = malloc(total * sizeof *buf);
+    CLN_CHECK(ctx, buf, CLNODE_ERR_OUT_OF_MEMORY,
+              "sensitivity: cannot allocate the per-trajectory arrays of %zu trajectories", n);
+    const double **dst[4] = {&out->t0s, &out->t1s, &out->dt0s, &out->inputs};
+    double *at = buf;
+    for (int a = 0; a < 4; ++a) {
+        if (!src[a])
+            continue;
+        for (size_t j = 0; j < n; ++j)
+            memcpy(at + j * w[a], src[a] + rows[j] * w[a], w[a] * sizeof *at);
+        *dst[a] = at;
+        at += n * w[a];
+    }
+    *arena = buf;
+    return CLNODE_OK;
+}
+
+/* The baseline's problem: `copies` copies of every trajectory of pb (row k * batch + i is a copy
+ * of trajectory i; a prefix of it is the problem of fewer copies), the states in ys. */
+static clnode_status copies_problem(clnode_context *ctx, const clnode_problem *pb, size_t k,
+                                    size_t copies, const double *ys, clnode_problem *out,
+                                    double **arena)
+{
+    size_t n;
+    CLN_CHECK(ctx, cln_mul_size(pb->batch, copies, &n), CLNODE_ERR_OUT_OF_MEMORY,
+              "sensitivity: batch %zu too large", pb->batch);
+    size_t *rows = malloc(n * sizeof *rows);
+    CLN_CHECK(ctx, rows, CLNODE_ERR_OUT_OF_MEMORY, "sensitivity: batch %zu too large", pb->batch);
+    for (size_t r = 0; r < n; ++r)
+        rows[r] = r % pb->batch;
+    const clnode_status st = problem_rows(ctx, pb, k, rows, n, out, arena);
+    free(rows);
+    out->y0 = ys;
+    return st;
+}
+
 static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model,
-                                  const clnode_solve_options *opts, size_t batch, const double *y0,
+                                  const clnode_solve_options *opts, const clnode_problem *pb,
                                   const size_t *ids, const clnode_sensitivity_options *sopts,
                                   clnode_sensitivity **out)
 {
     clnode_status st = CLNODE_OK;
     clnode_context *host = NULL;
-    double *ys = NULL;
+    double *ys = NULL, *arena = NULL;
     clnode_sensitivity *b = NULL;
+    const size_t batch = pb->batch;
+    const double *y0 = pb->y0;
     CLN_TRY(st, check_sopts(ctx, sopts));
     CLN_CHECK(ctx, opts->rtol > 0 && opts->atol > 0 && isfinite(opts->rtol / opts->atol),
               CLNODE_ERR_INVALID_ARGUMENT, "sensitivity: rtol and atol must be positive");
@@ -345,6 +399,9 @@ static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model
     }
     CLN_TRY(st, check_cancel(ctx, opts));
     CLN_TRY(st, host_context(ctx, &host));
+    clnode_problem copies; /* K + 1 copies of every trajectory; the reference solves a prefix */
+    CLN_TRY(st,
+            copies_problem(ctx, pb, clnode_model_num_inputs(model), K + 1, ys, &copies, &arena));
 
     /* the caller's progress and cancel callbacks reach the reference solves */
     clnode_solve_options o = *opts;
@@ -360,28 +417,49 @@ static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model
     o.precision = CLNODE_FP64;
     perturbed_states(ys, y0, batch, b->dim, ids, b->k64 + 1, sopts->perturbation_ulps,
                      unit_roundoff(CLNODE_FP64), scale_floor, sopts->seed);
-    CLN_TRY(st, host_solve(ctx, host, model, &o, batch * (b->k64 + 1), ys, &b->ref));
+    copies.batch = batch * (b->k64 + 1);
+    CLN_TRY(st, host_solve(ctx, host, model, &o, &copies, &b->ref));
     if (b->precision != CLNODE_FP64) {
         o.precision = b->precision;
         perturbed_states(ys, y0, batch, b->dim, ids, K + 1, sopts->perturbation_ulps,
                          unit_roundoff(b->precision), scale_floor, sopts->seed);
-        CLN_TRY(st, host_solve(ctx, host, model, &o, batch * (K + 1), ys, &b->work));
+        copies.batch = batch * (K + 1);
+        CLN_TRY(st, host_solve(ctx, host, model, &o, &copies, &b->work));
     }
     compute_stats(b);
     free(ys);
+    free(arena);
     clnode_context_destroy(&host);
     *out = b;
     return CLNODE_OK;
 fail:
     free(ys);
+    free(arena);
     clnode_context_destroy(&host);
     clnode_sensitivity_destroy(&b);
     return st;
 }
 
+/* The caller's problem as this library's struct, with initial states for at least one
+ * trajectory. */
+static clnode_status import_problem(clnode_context *ctx, const char *who, const clnode_problem *in,
+                                    clnode_problem *full)
+{
+    const clnode_status st = cln_problem_import(ctx, in, full);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_CHECK(ctx, full->batch > 0, CLNODE_ERR_INVALID_ARGUMENT, "%s: clnode_problem.batch is 0",
+              who);
+    CLN_CHECK(ctx, full->y0, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: clnode_problem.y0 is NULL: no initial states for %zu trajectories", who,
+              full->batch);
+    return CLNODE_OK;
+}
+
 clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_model *model,
-                                          const clnode_solve_options *opts, size_t batch,
-                                          const double *y0, const clnode_sensitivity_options *sopts,
+                                          const clnode_solve_options *opts,
+                                          const clnode_problem *problem,
+                                          const clnode_sensitivity_options *sopts,
                                           clnode_sensitivity **out)
 {
     if (out)
@@ -389,14 +467,18 @@ clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_mode
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
-    CLN_CHECK(ctx, model && opts && y0 && out && batch > 0, CLNODE_ERR_INVALID_ARGUMENT,
-              "sensitivity: NULL argument or batch 0");
+    CLN_CHECK(ctx, model && opts && out, CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: NULL model, options or out");
+    clnode_problem pb;
+    const clnode_status st = import_problem(ctx, "sensitivity", problem, &pb);
+    if (st != CLNODE_OK)
+        return st;
     clnode_sensitivity_options def;
     if (!sopts) {
         clnode_sensitivity_default_options(&def);
         sopts = &def;
     }
-    return baseline_run(ctx, model, opts, batch, y0, NULL, sopts, out);
+    return baseline_run(ctx, model, opts, &pb, NULL, sopts, out);
 }
 
 size_t clnode_sensitivity_batch(const clnode_sensitivity *b)
@@ -625,8 +707,24 @@ static void certify_judge_sample(const clnode_sensitivity *b, size_t k, size_t t
     }
 }
 
+/* The solution is of the problem (batch trajectories of dimension N) and the options are valid. */
+static clnode_status certify_check(clnode_context *ctx, const clnode_solution *sol, size_t batch,
+                                   size_t N, const clnode_certify_options *copts)
+{
+    CLN_CHECK(ctx, clnode_solution_batch(sol) == batch && clnode_solution_dim(sol) == N,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: the solution (batch %zu, dim %zu) is not of this problem (batch %zu, dim "
+              "%zu)",
+              clnode_solution_batch(sol), clnode_solution_dim(sol), batch, N);
+    CLN_CHECK(ctx, copts->fraction > 0 && copts->fraction <= 1, CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: fraction must be in (0, 1], not %g", copts->fraction);
+    CLN_CHECK(ctx, copts->tolerance_rtol >= 0 && isfinite(copts->tolerance_rtol),
+              CLNODE_ERR_INVALID_ARGUMENT, "certify: tolerance_rtol must be non-negative");
+    return CLNODE_OK;
+}
+
 clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
-                             const clnode_solve_options *opts, size_t batch, const double *y0,
+                             const clnode_solve_options *opts, const clnode_problem *problem,
                              const clnode_solution *sol, const clnode_certify_options *copts,
                              clnode_certificate **out)
 {
@@ -635,30 +733,27 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
-    CLN_CHECK(ctx, model && opts && y0 && sol && out && batch > 0, CLNODE_ERR_INVALID_ARGUMENT,
-              "certify: NULL argument or batch 0");
+    CLN_CHECK(ctx, model && opts && sol && out, CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: NULL model, options, solution or out");
+    clnode_problem pb;
+    clnode_status st = import_problem(ctx, "certify", problem, &pb);
+    if (st != CLNODE_OK)
+        return st;
+    const size_t batch = pb.batch;
     const size_t N = clnode_model_dim(model);
-    CLN_CHECK(ctx, clnode_solution_batch(sol) == batch && clnode_solution_dim(sol) == N,
-              CLNODE_ERR_INVALID_ARGUMENT,
-              "certify: the solution (batch %zu, dim %zu) is not of this problem (batch %zu, dim "
-              "%zu)",
-              clnode_solution_batch(sol), clnode_solution_dim(sol), batch, N);
     clnode_certify_options def;
     if (!copts) {
         clnode_certify_default_options(&def);
         copts = &def;
     }
-    CLN_CHECK(ctx, copts->fraction > 0 && copts->fraction <= 1, CLNODE_ERR_INVALID_ARGUMENT,
-              "certify: fraction must be in (0, 1], not %g", copts->fraction);
-    CLN_CHECK(ctx, copts->tolerance_rtol >= 0 && isfinite(copts->tolerance_rtol),
-              CLNODE_ERR_INVALID_ARGUMENT, "certify: tolerance_rtol must be non-negative");
+    if ((st = certify_check(ctx, sol, batch, N, copts)) != CLNODE_OK)
+        return st;
     const double t_start = now_seconds();
 
     const size_t n = certify_sample_size(copts, batch);
 
-    clnode_status st = CLNODE_OK;
     size_t *idx = NULL;
-    double *ys = NULL;
+    double *ys = NULL, *arena = NULL;
     clnode_sensitivity *b = NULL;
     clnode_certificate *c = calloc(1, sizeof *c);
     size_t bytes;
@@ -674,9 +769,12 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     }
     certify_pick(copts->seed, batch, n, idx);
     for (size_t k = 0; k < n; ++k)
-        memcpy(ys + k * N, y0 + idx[k] * N, N * sizeof(double));
+        memcpy(ys + k * N, pb.y0 + idx[k] * N, N * sizeof(double));
+    clnode_problem sample; /* the sampled trajectories' rows of the problem */
+    CLN_TRY(st, problem_rows(ctx, &pb, clnode_model_num_inputs(model), idx, n, &sample, &arena));
+    sample.y0 = ys;
     CLN_TRY(st, check_sopts(ctx, &copts->sensitivity));
-    CLN_TRY(st, baseline_run(ctx, model, opts, n, ys, idx, &copts->sensitivity, &b));
+    CLN_TRY(st, baseline_run(ctx, model, opts, &sample, idx, &copts->sensitivity, &b));
 
     clnode_certificate_summary *sm = &c->summary;
     sm->batch = batch;
@@ -690,6 +788,7 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     clnode_sensitivity_destroy(&b);
     free(idx);
     free(ys);
+    free(arena);
     sm->seconds = now_seconds() - t_start;
     *out = c;
     return CLNODE_OK;
@@ -697,6 +796,7 @@ fail:
     clnode_sensitivity_destroy(&b);
     free(idx);
     free(ys);
+    free(arena);
     clnode_certificate_destroy(&c);
     return st;
 }

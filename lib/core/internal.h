@@ -92,6 +92,7 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
 #define CLN_PROBE_RESULT_MIN CLN_END_OF(clnode_probe_result, unit_roundoff)
 #define CLN_DEVICE_FACTS_MIN CLN_END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
 #define CLN_MODEL_DESC_MIN CLN_END_OF(clnode_model_desc, num_inputs)
+#define CLN_PROBLEM_MIN CLN_END_OF(clnode_problem, n_save_ts)
 
 /* Whether a struct of `size` bytes from the program is one this library knows (min to max):
  * CLNODE_OK, or CLNODE_ERR_INVALID_ARGUMENT with a message naming `what`. */
@@ -115,6 +116,11 @@ void cln_solve_seed_defaults(clnode_solve_options *o);
  * does not know. */
 clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
                                        clnode_solve_options *full);
+
+/* The program's problem as this library's full struct, as cln_solve_options_import. Errors: a
+ * NULL problem, a struct_size this library does not know. */
+clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
+                                 clnode_problem *full);
 
 /* ---- the solve (lib/solver/solver.c): hooks for white-box tests ---- */
 

@@ -1,7 +1,8 @@
 /* options.c - the solver's options: their documented defaults, written up to the program's
  * struct_size, and read back as this library's struct (the sizes policy of clnode/common.h).
  * A field appended to clnode_solve_options gets its default in cln_solve_defaults, here, and is
- * read only from programs whose struct_size covers it; nothing else changes. */
+ * read only from programs whose struct_size covers it; nothing else changes. The problem
+ * (clnode_problem) is read the same way. */
 #include "core/internal.h"
 
 void cln_solve_defaults(clnode_solve_options *o)
@@ -30,16 +31,10 @@ void cln_solve_defaults(clnode_solve_options *o)
     o->save_t0 = 0;
     o->save_t1 = 1;
     o->save_steps = 0;
-    o->save_ts = NULL;
-    o->n_save_ts = 0;
     o->progress = NULL;
     o->progress_user = NULL;
     o->cancel = NULL;
     o->cancel_user = NULL;
-    o->t0s = NULL; /* ensembles: the scalars t0, t1, dt0 apply to every trajectory */
-    o->t1s = NULL;
-    o->dt0s = NULL;
-    o->inputs = NULL;
     o->compact = 1;
     o->precision_guard = CLNODE_GUARD_WARN;
 }
@@ -78,6 +73,29 @@ clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_o
         return CLNODE_OK;
     const clnode_status st = cln_check_struct_size(ctx, "clnode_solve_options", in->struct_size,
                                                    CLN_SOLVE_OPTIONS_MIN, sizeof *full);
+    if (st != CLNODE_OK)
+        return st;
+    cln_struct_copy(full, sizeof *full, in, in->struct_size);
+    full->struct_size = sizeof *full;
+    return CLNODE_OK;
+}
+
+void clnode_problem_default_sized(clnode_problem *p, size_t size)
+{
+    clnode_problem d;
+    memset(&d, 0, sizeof d); /* no trajectories; every array NULL */
+    d.struct_size = size;
+    cln_struct_copy(p, size, &d, sizeof d);
+}
+
+clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
+                                 clnode_problem *full)
+{
+    memset(full, 0, sizeof *full);
+    full->struct_size = sizeof *full;
+    CLN_CHECK(ctx, in, CLNODE_ERR_INVALID_ARGUMENT, "no problem (clnode_problem is NULL)");
+    const clnode_status st = cln_check_struct_size(ctx, "clnode_problem", in->struct_size,
+                                                   CLN_PROBLEM_MIN, sizeof *full);
     if (st != CLNODE_OK)
         return st;
     cln_struct_copy(full, sizeof *full, in, in->struct_size);

@@ -37,7 +37,7 @@ __all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt
            "ModelError", "FileError", "DeviceError", "UnsupportedError", "PrecisionError",
            "CancelledError", "ContextBusyError", "PrecisionWarning"]
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 # the library's status name of an error (instances raised by the library carry their own)
 Error.status = None

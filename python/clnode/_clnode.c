@@ -804,7 +804,7 @@ CLN_WRITE_POINTS(float)
  * GIL released by the caller: the solve's options, cancel callback included, reach the
  * re-solves. */
 static clnode_status certify_nogil(ContextObject *self, const clnode_model *model,
-                                   const clnode_solve_options *o, size_t B, const double *y0,
+                                   const clnode_solve_options *o, const clnode_problem *p,
                                    const clnode_solution *sol, double fraction,
                                    unsigned long long seed, clnode_certificate **out)
 {
@@ -812,7 +812,7 @@ static clnode_status certify_nogil(ContextObject *self, const clnode_model *mode
     clnode_certify_default_options(&co);
     co.fraction = fraction;
     co.seed = (uint64_t)seed;
-    return clnode_certify(self->ctx, model, o, B, y0, sol, &co, out);
+    return clnode_certify(self->ctx, model, o, p, sol, &co, out);
 }
 
 /* The certificate as a dict (the certificate is destroyed). */
@@ -913,11 +913,11 @@ static void solve_arrays_release(solve_arrays *in)
 }
 
 /* y0 (B, N) and the optional t0s, t1s, dt0s, inputs and ts arguments (None: absent) as float64
- * arrays in `in`, checked against the model's dimensions, with the options pointing at their
+ * arrays in `in`, checked against the model's dimensions, with the problem pointing at their
  * data. Returns 0, or -1 with an exception (the arrays read so far stay in `in`). */
 static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObject *yo,
                              PyObject *tso, PyObject *t0so, PyObject *t1so, PyObject *dt0so,
-                             PyObject *ino, clnode_solve_options *o)
+                             PyObject *ino, clnode_problem *p)
 {
     const size_t N = clnode_model_dim(model);
     in->y0 = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
@@ -934,16 +934,19 @@ static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObje
         batch_array(dt0so, "dt0", 1, B, 0, &in->dt0s) < 0 ||
         batch_array(ino, "args", 2, B, clnode_model_num_inputs(model), &in->inputs) < 0)
         return -1;
-    o->t0s = in->t0s ? PyArray_DATA(in->t0s) : NULL;
-    o->t1s = in->t1s ? PyArray_DATA(in->t1s) : NULL;
-    o->dt0s = in->dt0s ? PyArray_DATA(in->dt0s) : NULL;
-    o->inputs = in->inputs ? PyArray_DATA(in->inputs) : NULL;
+    clnode_problem_default(p);
+    p->batch = B;
+    p->y0 = PyArray_DATA(in->y0);
+    p->t0s = in->t0s ? PyArray_DATA(in->t0s) : NULL;
+    p->t1s = in->t1s ? PyArray_DATA(in->t1s) : NULL;
+    p->dt0s = in->dt0s ? PyArray_DATA(in->dt0s) : NULL;
+    p->inputs = in->inputs ? PyArray_DATA(in->inputs) : NULL;
     if (tso != Py_None) {
         in->ts = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
         if (!in->ts)
             return -1;
-        o->save_ts = PyArray_DATA(in->ts);
-        o->n_save_ts = (size_t)PyArray_DIM(in->ts, 0);
+        p->save_ts = PyArray_DATA(in->ts);
+        p->n_save_ts = (size_t)PyArray_DIM(in->ts, 0);
     }
     return 0;
 }
@@ -952,7 +955,7 @@ static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObje
  * SIGINT handler: Ctrl-C cancels either. Returns the certificate's dict (None without one) with
  * *sol set, or NULL with an exception and *sol destroyed. */
 static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
-                               clnode_solve_options *o, size_t B, const double *y0, double certify,
+                               clnode_solve_options *o, const clnode_problem *p, double certify,
                                unsigned long long certify_seed, clnode_solution **sol)
 {
     clnode_status st;
@@ -963,9 +966,9 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
     }
     clnode_certificate *c = NULL;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, o, B, y0, sol);
+    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, o, p, sol);
     if (st == CLNODE_OK && certify > 0)
-        st = certify_nogil(self, model, o, B, y0, *sol, certify, certify_seed, &c);
+        st = certify_nogil(self, model, o, p, *sol, certify, certify_seed, &c);
     Py_END_ALLOW_THREADS self->busy = 0;
     const int interrupted = sig && sigint_restore();
     const int failed = flush_log(&self->log, "solve") < 0 ||
@@ -987,11 +990,11 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
 
 /* The direction shared by every trajectory (the library refuses mixed directions): the first
  * with t0 != t1, else the scalar interval's. */
-static double batch_direction(const clnode_solve_options *o, size_t B)
+static double batch_direction(const clnode_solve_options *o, const clnode_problem *p)
 {
     double dir = o->t1 < o->t0 ? -1.0 : 1.0;
-    for (size_t b = 0; (o->t0s || o->t1s) && b < B; ++b) {
-        const double b0 = o->t0s ? o->t0s[b] : o->t0, b1 = o->t1s ? o->t1s[b] : o->t1;
+    for (size_t b = 0; (p->t0s || p->t1s) && b < p->batch; ++b) {
+        const double b0 = p->t0s ? p->t0s[b] : o->t0, b1 = p->t1s ? p->t1s[b] : o->t1;
         if (b0 != b1) {
             dir = b1 < b0 ? -1.0 : 1.0;
             break;
@@ -1035,14 +1038,15 @@ static void trajectory_row(const clnode_solution *sol, const clnode_solve_option
     }
 }
 
-/* The tuple (ts, ys, stats, t_final, cert) of a solution of B trajectories with T time slots
- * of dimension N. Destroys sol and takes cert's reference, also on failure. Returns NULL with an
- * exception. */
-static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o, size_t B,
-                                size_t T, size_t N, PyObject *cert)
+/* The tuple (ts, ys, stats, t_final, cert) of a solution of the problem's B trajectories with T
+ * time slots of dimension N. Destroys sol and takes cert's reference, also on failure. Returns
+ * NULL with an exception. */
+static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o,
+                                const clnode_problem *p, size_t T, size_t N, PyObject *cert)
 {
+    const size_t B = p->batch;
     const int f32 = o->precision == CLNODE_FP32;
-    const double dir = batch_direction(o, B);
+    const double dir = batch_direction(o, p);
     npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
     const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
     PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
@@ -1113,18 +1117,18 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     o.precision_guard = (clnode_precision_guard)guard;
     solve_arrays in = {NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *ret = NULL;
-    if (read_solve_arrays(&in, model, yo, tso, t0so, t1so, dt0so, ino, &o) < 0 ||
+    clnode_problem p;
+    if (read_solve_arrays(&in, model, yo, tso, t0so, t1so, dt0so, ino, &p) < 0 ||
         check_max_steps(&o) < 0)
         goto done;
-    const size_t N = clnode_model_dim(model), B = (size_t)PyArray_DIM(in.y0, 0);
-    const size_t T = (size_t)(o.save_t0 != 0) + o.n_save_ts +
+    const size_t N = clnode_model_dim(model);
+    const size_t T = (size_t)(o.save_t0 != 0) + p.n_save_ts +
                      (o.save_steps ? (size_t)o.max_steps : 0) +
                      (size_t)(o.save_t1 && !o.save_steps);
     clnode_solution *sol = NULL;
-    PyObject *cert =
-        solve_certify(self, model, &o, B, PyArray_DATA(in.y0), certify, certify_seed, &sol);
+    PyObject *cert = solve_certify(self, model, &o, &p, certify, certify_seed, &sol);
     if (cert)
-        ret = solution_tuple(sol, &o, B, T, N, cert);
+        ret = solution_tuple(sol, &o, &p, T, N, cert);
 done:
     solve_arrays_release(&in);
     return ret;

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "cln_tf32.h"
 #include "precision/probe_internal.h"
 #include "test_device.h"
@@ -317,7 +318,7 @@ static void test_seed_tf32(void **state)
     for (size_t batch = 1; batch <= 2; ++batch) {
         seed_options(&o, CLNODE_GEMM_STRICT);
         clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, batch, y0, &s));
+        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(batch, y0), &s));
         for (size_t b = 0; b < batch; ++b) {
             clnode_trajectory_stats st;
             assert_ok(clnode_solution_stats(s, b, &st));
@@ -334,7 +335,7 @@ static void test_seed_tf32(void **state)
             o.precision_guard = guard ? CLNODE_GUARD_OFF : CLNODE_GUARD_WARN;
             g_log[0] = '\0';
             clnode_solution *s = NULL;
-            assert_ok(clnode_solve(g_ctx, m, &o, batch, y0, &s));
+            assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(batch, y0), &s));
             int floor_hit = 0;
             long most = 0;
             for (size_t b = 0; b < batch; ++b) {
@@ -380,7 +381,7 @@ static void test_guard(void **state)
     o.t1 = 1;
     o.rtol = 1e-6;
     o.precision_guard = CLNODE_GUARD_REFUSE;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_PRECISION);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_ERR_PRECISION);
     assert_null(s);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "tf32"));
 
@@ -390,16 +391,16 @@ static void test_guard(void **state)
     o.rtol = 1e-6;
     o.precision_guard = CLNODE_GUARD_REFUSE;
     g_log[0] = '\0';
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
     assert_int_equal(g_log[0], '\0');
     /* but not 1e-7 */
     o.rtol = 1e-7;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_PRECISION);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_ERR_PRECISION);
     /* constant steps have no tolerance to guard */
     o.constant_step = 1;
     o.t1 = 0.1;
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
 
     /* warn (the default): the solve runs, one warning */
@@ -408,18 +409,19 @@ static void test_guard(void **state)
     o.t1 = 1;
     o.rtol = 1e-7;
     g_log[0] = '\0';
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
     assert_non_null(strstr(g_log, "rtol"));
     /* off: silence */
     o.precision_guard = CLNODE_GUARD_OFF;
     g_log[0] = '\0';
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
     assert_int_equal(g_log[0], '\0');
     /* an unknown guard value */
     o.precision_guard = (clnode_precision_guard)9;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     clnode_model_destroy(&m);
 }
 
@@ -443,7 +445,7 @@ static void test_floor_advice(void **state)
         o.max_steps = 100000;
         g_log[0] = '\0';
         clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
         clnode_trajectory_stats st;
         assert_ok(clnode_solution_stats(s, 0, &st));
         clnode_solution_destroy(&s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "clnode/mpi.h"
 
 #define B 45
@@ -140,11 +141,12 @@ int main(int argc, char **argv)
             y0[b * N + j] = 0.1 * (double)((b + j) % 5) - 0.2;
     }
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
-    o.t1s = t1s;
+    pb.t1s = t1s;
     o.precision_guard = CLNODE_GUARD_OFF;
     clnode_solution *ref = NULL;
-    if (clnode_solve(ctx, model, &o, B, y0, &ref) != CLNODE_OK) {
+    if (clnode_solve(ctx, model, &o, test_batch(&pb, B, y0), &ref) != CLNODE_OK) {
         fprintf(stderr, "test_mpi: the reference solve failed: %s\n",
                 clnode_context_last_error(ctx));
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -170,7 +172,8 @@ int main(int argc, char **argv)
         m.on_chunk = on_chunk;
         m.chunk_user = &c;
         c.keep = mode == 0;
-        clnode_status st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
+        clnode_status st =
+            clnode_solve_mpi(ctx, model, &o, test_batch(&pb, B, y0), MPI_COMM_WORLD, &m, owner);
         EXPECT(st == CLNODE_OK, "mode %d: %s", mode, clnode_context_last_error(ctx));
         check_owners(&c, owner, nc, m.skip);
         for (size_t k = 0; k < nc; ++k) { /* the kept solutions outlive the call, intact */
@@ -208,7 +211,7 @@ int main(int argc, char **argv)
     m.static_split = 1;
     m.on_chunk = on_chunk;
     m.chunk_user = &c;
-    st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
+    st = clnode_solve_mpi(ctx, model, &o, test_batch(&pb, B, y0), MPI_COMM_WORLD, &m, owner);
     char want[96];
     const size_t lost = nc * (size_t)(R - 1) / (size_t)R * CHUNK;
     snprintf(want, sizeof want, "rank %d of %d failed on trajectories %zu..%zu (lost)", R - 1, R,
@@ -223,7 +226,7 @@ int main(int argc, char **argv)
     c.fail_rank = -1;
     c.fail_chunk = 5;
     m.static_split = 0;
-    st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
+    st = clnode_solve_mpi(ctx, model, &o, test_batch(&pb, B, y0), MPI_COMM_WORLD, &m, owner);
     EXPECT(st == CLNODE_ERR_IO, "failing callback: status %s", clnode_status_name(st));
     EXPECT(strstr(clnode_context_last_error(ctx),
                   "failed on trajectories 20..23 (lost): the "

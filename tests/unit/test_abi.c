@@ -1,9 +1,10 @@
-/* test_abi.c - the structs a program passes grow without breaking programs built against an older
- * release (clnode/common.h): a program whose structs end at the first release's last field gets
- * exactly those bytes written and nothing past them, its options are read up to its struct_size
- * with the defaults for the rest, and a struct larger than the library knows, or one never given
- * its defaults (struct_size 0), is refused. Oracle: canary bytes past the old end, and the solve
- * of the full struct. */
+/* test_abi.c - the ABI of major version 1 (SONAME libclnode.so.1, clnode/common.h): the signatures
+ * of the solve entry points, which take the problem (clnode_problem) beside the options, and the
+ * structs a program passes, which grow without breaking programs built against an older release:
+ * a program whose structs end at the first release's last field gets exactly those bytes written
+ * and nothing past them, its options are read up to its struct_size with the defaults for the
+ * rest, and a struct larger than the library knows, or one never given its defaults (struct_size
+ * 0), is refused. Oracle: canary bytes past the old end, and the solve of the full struct. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 /* the first release's structs end here (their last fields then) */
@@ -23,6 +25,24 @@
 #define FACTS_V1 END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
 /* the model description gained its struct_size with num_inputs: the first size it knows */
 #define DESC_V1 END_OF(clnode_model_desc, num_inputs)
+/* the problem came with major version 1 */
+#define PROBLEM_V1 END_OF(clnode_problem, n_save_ts)
+
+/* major version 1: the SONAME's number, and the signatures that took the problem out of the
+ * options (a program assigning them to these types compiles only against this ABI) */
+_Static_assert(CLNODE_VERSION_MAJOR == 1, "libclnode.so.1");
+_Static_assert(offsetof(clnode_problem, struct_size) == 0, "struct_size first");
+static clnode_status (*const abi_solve)(clnode_context *, const clnode_model *,
+                                        const clnode_solve_options *, const clnode_problem *,
+                                        clnode_solution **) = clnode_solve;
+static clnode_status (*const abi_baseline)(clnode_context *, const clnode_model *,
+                                           const clnode_solve_options *, const clnode_problem *,
+                                           const clnode_sensitivity_options *,
+                                           clnode_sensitivity **) = clnode_sensitivity_baseline;
+static clnode_status (*const abi_certify)(clnode_context *, const clnode_model *,
+                                          const clnode_solve_options *, const clnode_problem *,
+                                          const clnode_solution *, const clnode_certify_options *,
+                                          clnode_certificate **) = clnode_certify;
 
 /* A struct of `size` bytes followed by canaries, as an older program's would be in memory. */
 typedef union old_struct {
@@ -83,6 +103,15 @@ static void test_defaults_write_only_the_old_fields(void **state)
                 di.weights == dd.weights && di.biases == dd.biases);
     assert_true(di.activation == dd.activation && di.final_activation == dd.final_activation &&
                 di.time_input == dd.time_input && di.num_inputs == dd.num_inputs);
+
+    canary(&s, 0);
+    clnode_problem_default_sized((clnode_problem *)(void *)s.bytes, PROBLEM_V1);
+    assert_true(canary_intact(&s, PROBLEM_V1));
+    const clnode_problem *p = (const void *)s.bytes;
+    assert_int_equal(p->struct_size, PROBLEM_V1);
+    assert_true(p->batch == 0 && !p->y0 && !p->t0s && !p->t1s && !p->dt0s && !p->inputs &&
+                !p->save_ts && p->n_save_ts == 0);
+    assert_int_equal(clnode_version_number() / 10000, CLNODE_VERSION_MAJOR);
 }
 
 /* An old program's options (struct_size = the first release's) solve exactly as the full
@@ -102,10 +131,10 @@ static void test_old_program_solves(void **state)
     clnode_solve_seed_options_sized(old, OPTS_V1);
     assert_true(canary_intact(&s, OPTS_V1));
     clnode_solution *a = NULL, *b = NULL;
-    assert_int_equal(clnode_solve(ctx, m, old, 1, y0, &a), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, old, TEST_PROBLEM(1, y0), &a), CLNODE_OK);
     clnode_solve_options full;
     clnode_solve_seed_options(&full);
-    assert_int_equal(clnode_solve(ctx, m, &full, 1, y0, &b), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &full, TEST_PROBLEM(1, y0), &b), CLNODE_OK);
 
     old_struct st;
     canary(&st, 0);
@@ -190,12 +219,51 @@ static void test_unknown_sizes_refused(void **state)
     clnode_solve_seed_options(o);
     o->struct_size = sizeof *o + 8;
     clnode_solution *sol = NULL;
-    assert_int_equal(clnode_solve(ctx, m, o, 1, y0, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(ctx, m, o, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
     o->struct_size = 0;
-    assert_int_equal(clnode_solve(ctx, m, o, 1, y0, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(ctx, m, o, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "struct_size 0"));
     assert_null(sol);
+
+    /* the problem: its size as the options', then each field it must have, named */
+    clnode_solve_options ok;
+    clnode_solve_seed_options(&ok);
+    clnode_problem pb = test_problem(1, y0);
+    pb.struct_size = sizeof pb + 8;
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem: struct_size"));
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    pb.struct_size = 0;
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem: struct_size 0"));
+    assert_int_equal(abi_solve(ctx, m, &ok, NULL, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "no problem"));
+    pb = test_problem(1, NULL);
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.y0 is NULL"));
+    pb = test_problem(0, y0);
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.batch = 0"));
+    pb = test_problem(1, y0);
+    pb.n_save_ts = 2;
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.save_ts is NULL"));
+    assert_null(sol);
+    clnode_sensitivity *sb = NULL;
+    assert_int_equal(abi_baseline(ctx, m, &ok, TEST_PROBLEM(1, NULL), NULL, &sb),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.y0 is NULL"));
+    assert_null(sb);
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    clnode_certificate *cert = NULL;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(0, y0), sol, NULL, &cert),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.batch is 0"));
+    assert_null(cert);
+    clnode_solution_destroy(&sol);
 
     clnode_context_options co;
     clnode_context_default_options(&co);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 
 static clnode_status open_device(const char *spec)
 {
@@ -139,14 +140,15 @@ static void test_tf32_only_fp32(void **state)
     o.gemm_mode = CLNODE_GEMM_TF32;
     const double y0[10] = {0};
     clnode_solution *s = NULL;
-    assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "tf32"));
     clnode_probe_result r;
     assert_int_equal(clnode_probe_gemm(ctx, CLNODE_FP64, CLNODE_GEMM_TF32, &r),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "tf32"));
     o.precision = CLNODE_FP32;
-    assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_OK);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
     clnode_context_destroy(&ctx);

@@ -252,14 +252,15 @@ int solve_out_count(const clnode_solution *sol, size_t b, double dir_t0, double 
     return 0;
 }
 
-int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
-                   size_t N, uint64_t points, double dir_t0, double dir_t1, char *err,
-                   size_t errlen)
+int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o,
+                   const clnode_problem *p, size_t B, size_t N, uint64_t points, double dir_t0,
+                   double dir_t1, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->format = format;
     w->ragged = ragged;
     w->o = o;
+    w->p = p;
     w->B = B;
     w->N = N;
     w->dir_t0 = dir_t0;
@@ -280,7 +281,7 @@ int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_opti
             return -1;
     } else {
         w->T = o->save_steps ? (size_t)points
-                             : (size_t)(o->save_t0 != 0) + o->n_save_ts + (size_t)(o->save_t1 != 0);
+                             : (size_t)(o->save_t0 != 0) + p->n_save_ts + (size_t)(o->save_t1 != 0);
         if ((format == SOLVE_OUT_NPZ &&
              cln_npz_add(L, "ts", ft, 2, (uint64_t[]){B, w->T}, err, errlen) < 0) ||
             cln_npz_add(L, "ys", ft, 3, (uint64_t[]){B, w->T, N}, err, errlen) < 0)
@@ -372,10 +373,10 @@ static int put_rows(pass *ps, const char *name, uint64_t r0, uint64_t r1, const 
 
 /* The index in save_ts of the first time trajectory b saved (its run is contiguous): the first
  * time that, rounded to the solve's precision, equals the first saved time. */
-static size_t first_ts_index(const clnode_solve_options *o, double t)
+static size_t first_ts_index(const clnode_solve_options *o, const clnode_problem *p, double t)
 {
-    for (size_t j = 0; j < o->n_save_ts; ++j) {
-        const double r = o->precision == CLNODE_FP32 ? (double)(float)o->save_ts[j] : o->save_ts[j];
+    for (size_t j = 0; j < p->n_save_ts; ++j) {
+        const double r = o->precision == CLNODE_FP32 ? (double)(float)p->save_ts[j] : p->save_ts[j];
         if (r == t)
             return j;
     }
@@ -398,6 +399,7 @@ static int fill_padded(const solve_out *w, const clnode_solution *sol, size_t b0
                        void *ts, void *ys)
 {
     const clnode_solve_options *o = w->o;
+    const clnode_problem *pr = w->p;
     const size_t N = w->N, T = w->T;
     for (size_t i = 0; i < (b1 - b0) * T; ++i)
         store(ts, i, INFINITY, w->f4);
@@ -409,11 +411,11 @@ static int fill_padded(const solve_out *w, const clnode_solution *sol, size_t b0
         if (!p)
             return -1;
         size_t ts_first = 0;
-        if (!o->save_steps && o->n_save_ts) {
+        if (!o->save_steps && pr->n_save_ts) {
             size_t nts = 0;
             const double *tts = NULL;
             if (clnode_solution_saved(sol, b, CLNODE_SAVE_TS, &nts, &tts, NULL) == CLNODE_OK && nts)
-                ts_first = first_ts_index(o, tts[0]);
+                ts_first = first_ts_index(o, pr, tts[0]);
         }
         size_t ts_k = 0;
         for (size_t k = 0; k < n && k < T; ++k) {
@@ -422,7 +424,7 @@ static int fill_padded(const solve_out *w, const clnode_solution *sol, size_t b0
                 const size_t base = o->save_t0 != 0;
                 slot = p[k].kind == CLNODE_SAVE_T0   ? 0
                        : p[k].kind == CLNODE_SAVE_TS ? base + ts_first + ts_k++
-                                                     : base + o->n_save_ts;
+                                                     : base + pr->n_save_ts;
                 if (slot >= T)
                     continue;
             }
@@ -627,7 +629,8 @@ int solve_out_finish(solve_out *w, const solve_out_part *parts, size_t nparts, c
 }
 
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
-                       const clnode_solve_options *o, double dir_t0, double dir_t1)
+                       const clnode_solve_options *o, const clnode_problem *p, double dir_t0,
+                       double dir_t1)
 {
     solve_out *w = malloc(sizeof *w);
     const size_t B = clnode_solution_batch(sol), N = clnode_solution_dim(sol);
@@ -644,7 +647,8 @@ int solve_arrays_write(int fd, const char *path, int format, int ragged, const c
         points = ragged ? points + n : (n > points ? n : points);
     }
     solve_out_part part;
-    if (solve_out_plan(w, format, ragged, o, B, N, points, dir_t0, dir_t1, err, sizeof err) == 0 &&
+    if (solve_out_plan(w, format, ragged, o, p, B, N, points, dir_t0, dir_t1, err, sizeof err) ==
+            0 &&
         solve_out_write(w, sol, 0, 0, cln_npz_pwrite_fd, &fd, &part, err, sizeof err) == 0 &&
         solve_out_finish(w, &part, 1, cln_npz_pwrite_fd, &fd, err, sizeof err) == 0)
         rc = 0;

@@ -33,7 +33,8 @@ void solve_arrays_free(solve_arrays *s);
  * trajectories integrating in the direction of t1 - t0 (dir_t0, dir_t1). One writer through the
  * pieces below. Returns 0, or 3 after printing an error. */
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
-                       const clnode_solve_options *o, double dir_t0, double dir_t1);
+                       const clnode_solve_options *o, const clnode_problem *p, double dir_t0,
+                       double dir_t1);
 
 /* ---- the same output written by several writers (MPI ranks), each with the solution of a
  * contiguous range of the batch ----
@@ -53,6 +54,7 @@ typedef struct solve_out {
     int format, ragged, f4;
     size_t B, N, T; /* T: points per trajectory in the padded layout */
     const clnode_solve_options *o;
+    const clnode_problem *p; /* the save times */
     double dir_t0, dir_t1;
 } solve_out;
 
@@ -68,10 +70,11 @@ typedef struct solve_out_part {
 int solve_out_count(const clnode_solution *sol, size_t b, double dir_t0, double dir_t1, size_t *n);
 
 /* Lays out the output of B trajectories of dimension N; `points` is T (padded with --save
- * steps; ignored otherwise) or P (ragged). o must outlive w. Returns 0, or -1 with a message. */
-int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
-                   size_t N, uint64_t points, double dir_t0, double dir_t1, char *err,
-                   size_t errlen);
+ * steps; ignored otherwise) or P (ragged). o and p must outlive w. Returns 0, or -1 with a message.
+ */
+int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o,
+                   const clnode_problem *p, size_t B, size_t N, uint64_t points, double dir_t0,
+                   double dir_t1, char *err, size_t errlen);
 
 /* Writes the rows of sol's trajectories as trajectories [g0, g0 + batch(sol)) of the batch, their
  * first saved point being point p0 of the batch (ragged), through fn (offsets in the file). The

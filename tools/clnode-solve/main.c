@@ -168,7 +168,8 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
 {
     solve_json_head(f, pb, ctx, model, batch, wall);
     for (size_t b = 0; b < batch; ++b) {
-        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points, dir_t0, dir_t1);
+        const int rc =
+            solve_json_trajectory(f, sol, b, b, &pb->opts, &pb->prob, points, dir_t0, dir_t1);
         if (rc)
             return rc;
     }
@@ -251,7 +252,7 @@ static int write_points(tool_out *out, const solve_args *a, const clnode_solutio
         rc = TOOL_EXIT_RESOURCE;
     } else {
         rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
-                                dir_t0, dir_t1);
+                                &a->pb.prob, dir_t0, dir_t1);
     }
     return rc ? rc : tool_out_commit(out);
 }
@@ -264,23 +265,24 @@ static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *a
     int rc = solve_arrays_load(a, N, clnode_model_num_inputs(model), arr);
     if (rc || (rc = reconcile_batch(a, arr, N, y0, batch)) != 0)
         return rc;
-    a->pb.opts.t0s = arr->t0s;
-    a->pb.opts.t1s = arr->t1s;
-    a->pb.opts.dt0s = arr->dt0s;
-    a->pb.opts.inputs = arr->inputs;
+    a->pb.prob.t0s = arr->t0s;
+    a->pb.prob.t1s = arr->t1s;
+    a->pb.prob.dt0s = arr->dt0s;
+    a->pb.prob.inputs = arr->inputs;
     return 0;
 }
 
 /* The direction the batch integrates in, as an interval (the library refuses a batch that mixes
  * directions): the first trajectory with t0 != t1, else the scalar interval. */
-static void direction(const clnode_solve_options *o, size_t batch, double *t0, double *t1)
+static void direction(const clnode_solve_options *o, const clnode_problem *p, size_t batch,
+                      double *t0, double *t1)
 {
     *t0 = o->t0;
     *t1 = o->t1;
-    if (!o->t0s && !o->t1s)
+    if (!p->t0s && !p->t1s)
         return;
     for (size_t b = 0; b < batch; ++b) {
-        const double x = o->t0s ? o->t0s[b] : o->t0, y = o->t1s ? o->t1s[b] : o->t1;
+        const double x = p->t0s ? p->t0s[b] : o->t0, y = p->t1s ? p->t1s[b] : o->t1;
         if (x != y) {
             *t0 = x;
             *t1 = y;
@@ -321,13 +323,15 @@ static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_mo
         pb->opts.progress_user = &ps;
     }
     const double t_start = tool_now();
-    clnode_status st = clnode_solve(ctx, model, &pb->opts, batch, y0, sol);
+    pb->prob.batch = batch;
+    pb->prob.y0 = y0;
+    clnode_status st = clnode_solve(ctx, model, &pb->opts, &pb->prob, sol);
     *wall = tool_now() - t_start;
     if (ps.shown)
         fputs("\n", stderr);
     if (st == CLNODE_OK && a->certify) {
         ps.shown = 0;
-        st = clnode_certify(ctx, model, &pb->opts, batch, y0, *sol, &a->certify_opts, cert);
+        st = clnode_certify(ctx, model, &pb->opts, &pb->prob, *sol, &a->certify_opts, cert);
         if (ps.shown)
             fputs("\n", stderr);
     }
@@ -418,7 +422,7 @@ int main(int argc, char **argv)
     if (rc)
         goto done;
     double dir_t0, dir_t1; /* the batch's direction of integration, for sorting saved points */
-    direction(&a.pb.opts, batch, &dir_t0, &dir_t1);
+    direction(&a.pb.opts, &a.pb.prob, batch, &dir_t0, &dir_t1);
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {
         rc = solve_mpi_run(&a, ctx, model, y0, batch, dir_t0, dir_t1);

@@ -22,7 +22,8 @@ int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
 void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                      const clnode_model *model, size_t batch, double wall);
 int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                          const clnode_solve_options *o, int points, double dir_t0, double dir_t1);
+                          const clnode_solve_options *o, const clnode_problem *pr, int points,
+                          double dir_t0, double dir_t1);
 void solve_json_tail(FILE *f, const clnode_certificate *cert, const clnode_certify_options *copts,
                      double wall);
 

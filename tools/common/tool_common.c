@@ -438,6 +438,7 @@ void tool_problem_defaults(tool_problem *pb)
 {
     memset(pb, 0, sizeof *pb);
     clnode_solve_seed_options(&pb->opts);
+    clnode_problem_default(&pb->prob);
 }
 
 void tool_print_methods(FILE *f)
@@ -628,8 +629,8 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
             const int rc = opt_save_ts(pb, arg + 3);
             if (rc)
                 return rc;
-            o->save_ts = pb->ts;
-            o->n_save_ts = pb->n_ts;
+            pb->prob.save_ts = pb->ts;
+            pb->prob.n_save_ts = pb->n_ts;
         } else {
             tool_error("--save expects steps, t0, t1 or ts:T1,T2,..., not \"%s\"", arg);
             return TOOL_EXIT_INPUT;

@@ -100,6 +100,8 @@ void tool_y0_csv_free(tool_y0_csv *c);
 
 typedef struct tool_problem {
     clnode_solve_options opts;
+    clnode_problem prob;    /* the per-trajectory arrays and the save times (batch and y0 are set
+                               where the problem is solved) */
     const char *model_path; /* NULL: the built-in seed model */
     const char *backend;    /* NULL: not given */
     const char *device;     /* NULL: not given ($CLNODE_DEVICE, else host) */
