@@ -112,10 +112,30 @@ typedef enum clnode_log_level {
     CLNODE_LOG_DEBUG = 3,
 } clnode_log_level;
 
-/* A logger callback. `message` is one line without a trailing newline, valid only during the
- * call. The callback may be called from any thread that calls into the library with the context
- * that holds it. */
-typedef void (*clnode_log_fn)(void *user, clnode_log_level level, const char *message);
+/* What a logged message is about, so that a program recognises a warning by its code, never by
+ * its wording (which may change). One list expands to the enum and the names. */
+#define CLNODE_LOG_CODE_LIST(X)                                                                    \
+    /* any other message: progress, diagnostics, the text of an error being returned */            \
+    X(CLNODE_LOG_GENERAL, 0, "general")                                                            \
+    /* before a solve: rtol is below what the device's GEMM resolves (clnode_precision_guard) */   \
+    X(CLNODE_LOG_PRECISION_GUARD, 1, "precision_guard")                                            \
+    /* after a solve: trajectories ended at the rounding floor (CLNODE_RESULT_PRECISION_FLOOR) */  \
+    X(CLNODE_LOG_PRECISION_FLOOR, 2, "precision_floor")
+
+typedef enum clnode_log_code {
+#define CLNODE_X_ENUM(name, value, str) name = value,
+    CLNODE_LOG_CODE_LIST(CLNODE_X_ENUM)
+#undef CLNODE_X_ENUM
+} clnode_log_code;
+
+/* "general", "precision_guard", "precision_floor"; "unknown" otherwise. The string is static. */
+CLNODE_API const char *clnode_log_code_name(clnode_log_code code);
+
+/* A logger callback. `code` says what the message is about; `message` is one line without a
+ * trailing newline, valid only during the call. The callback may be called from any thread that
+ * calls into the library with the context that holds it. */
+typedef void (*clnode_log_fn)(void *user, clnode_log_level level, clnode_log_code code,
+                              const char *message);
 
 #ifdef __cplusplus
 }

@@ -27,9 +27,10 @@ struct clnode_context {
     char last_error[1024];
 };
 
-/* Logs a message through the context's logger (printf-style). ctx may be NULL. */
-void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Logs a message about `code` (CLNODE_LOG_GENERAL unless a program is to recognise it) through
+ * the context's logger (printf-style). ctx may be NULL. */
+void cln_log(const clnode_context *ctx, clnode_log_level level, clnode_log_code code,
+             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Records `status` with a formatted message as the context's last error, logs it at ERROR level
  * with the source location, and returns `status`. ctx may be NULL (then it is only returned). */

@@ -777,7 +777,7 @@ static clnode_status cln_guard_tolerance(clnode_context *ctx, const clnode_solve
                         o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
                         clnode_gemm_mode_name(o->gemm_mode), clnode_gemm_class_name(pr->gemm_class),
                         pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
-    cln_log(ctx, CLNODE_LOG_WARN,
+    cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_PRECISION_GUARD,
             "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, unit "
             "roundoff %.3g; rtol should be at least %g u = %.3g): expect many more steps, or "
             "trajectories ending with precision_floor",
@@ -816,7 +816,7 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
     else
         snprintf(advice, sizeof advice,
                  "use %s (fp64 with GEMM mode strict is the finest arithmetic clnode has)", larger);
-    cln_log(ctx, CLNODE_LOG_WARN,
+    cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_PRECISION_FLOOR,
             "precision_floor: %zu of %zu trajectories (the first: %zu, at t = %g) stopped with "
             "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
             "is below what this arithmetic resolves; %s",
@@ -1351,7 +1351,7 @@ static clnode_status cln_grow_steps(cln_run *r, long it, long group)
     CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     if (be->ops->solve_rebind)
         CLN_TRY(st, be->ops->solve_rebind(be, sd));
-    cln_log(r->ctx, CLNODE_LOG_DEBUG,
+    cln_log(r->ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
             "saved steps: room for %zu points per trajectory (was %zu) after %ld steps", cap, old,
             it);
 fail:
@@ -1437,8 +1437,8 @@ static clnode_status cln_compact(cln_run *r, size_t active)
             CLN_TRY(st, be->ops->swap_rows(be, sd, moves[k].buf, moves[k].off, moves[k].stride,
                                            moves[k].len, np));
     }
-    cln_log(r->ctx, CLNODE_LOG_DEBUG, "compaction: %zu of %zu live rows running, %zu swapped",
-            active, live, np);
+    cln_log(r->ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "compaction: %zu of %zu live rows running, %zu swapped", active, live, np);
     sd->live = (active + align - 1) / align * align;
     ++r->compactions;
 fail:
@@ -1507,8 +1507,9 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;
-    cln_log(ctx, CLNODE_LOG_DEBUG, "solve: %zu trajectories of dimension %zu on %s, %s in %s",
-            problem->batch, clnode_model_dim(model), be->device_name, opts->method->name,
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "solve: %zu trajectories of dimension %zu on %s, %s in %s", problem->batch,
+            clnode_model_dim(model), be->device_name, opts->method->name,
             clnode_precision_name(opts->precision));
     cln_run r;
     memset(&r, 0, sizeof r);

@@ -90,14 +90,14 @@ static PyObject *raise_status(clnode_status st, const char *msg)
  * handed to clnode._log_sink(messages) after the call, with the GIL. */
 
 typedef struct log_buf {
-    char *data; /* records: one level byte, the message, a NUL */
+    char *data; /* records: one level byte, one code byte, the message, a NUL */
     size_t len, cap;
 } log_buf;
 
-static void on_log(void *user, clnode_log_level level, const char *message)
+static void on_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
     log_buf *b = user;
-    size_t n = strlen(message) + 2;
+    size_t n = strlen(message) + 3;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 512;
         while (cap < b->len + n)
@@ -109,13 +109,14 @@ static void on_log(void *user, clnode_log_level level, const char *message)
         b->cap = cap;
     }
     b->data[b->len] = (char)('0' + (int)level);
-    memcpy(b->data + b->len + 1, message, n - 1);
+    b->data[b->len + 1] = (char)('0' + (int)code);
+    memcpy(b->data + b->len + 2, message, n - 2);
     b->len += n;
 }
 
 static PyObject *g_log_sink; /* set by clnode/__init__.py */
 
-/* Passes the collected messages to the sink as a list of (level, message) and empties the
+/* Passes the collected messages to the sink as a list of (level, code, message) and empties the
  * buffer. Keeps an exception already set (the sink's own failure is then dropped). */
 static int flush_log(log_buf *b, const char *origin)
 {
@@ -129,16 +130,16 @@ static int flush_log(log_buf *b, const char *origin)
     PyErr_Fetch(&etype, &evalue, &etb);
     PyObject *list = PyList_New(0);
     for (size_t i = 0; list && i < b->len;) {
-        const int level = b->data[i] - '0';
-        const char *msg = b->data + i + 1;
-        PyObject *item = Py_BuildValue("(is)", level, msg);
+        const int level = b->data[i] - '0', code = b->data[i + 1] - '0';
+        const char *msg = b->data + i + 2;
+        PyObject *item = Py_BuildValue("(iis)", level, code, msg);
         if (!item || PyList_Append(list, item) < 0) {
             Py_XDECREF(item);
             Py_CLEAR(list);
             break;
         }
         Py_DECREF(item);
-        i += strlen(msg) + 2;
+        i += strlen(msg) + 3;
     }
     b->len = 0;
     int rc = 0;
@@ -1313,6 +1314,21 @@ PyMODINIT_FUNC PyInit__clnode(void)
 #undef CLN_X_DICT
     if (PyModule_AddObject(m, "STATUS", status) < 0)
         goto fail;
+    /* the log codes by name ("precision_guard": 1, ...), as the log sink receives them */
+    PyObject *codes = PyDict_New();
+#define CLN_X_CODE(name, value, str)                                                               \
+    if (codes) {                                                                                   \
+        PyObject *v = PyLong_FromLong(value);                                                      \
+        if (!v || PyDict_SetItemString(codes, str, v) < 0)                                         \
+            Py_CLEAR(codes);                                                                       \
+        Py_XDECREF(v);                                                                             \
+    }
+    CLNODE_LOG_CODE_LIST(CLN_X_CODE)
+#undef CLN_X_CODE
+    if (!codes || PyModule_AddObject(m, "LOG_CODES", codes) < 0) {
+        Py_XDECREF(codes);
+        goto fail;
+    }
     return m;
 fail:
     Py_DECREF(m);

@@ -129,8 +129,9 @@ typedef struct cert_watch {
 
 static cert_watch g_watch;
 
-static void watch_log(void *user, clnode_log_level level, const char *msg)
+static void watch_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)user;
     (void)level;
     if (!g_watch.recording || !g_watch.flag)

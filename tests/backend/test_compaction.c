@@ -33,8 +33,9 @@ static const char *g_device = "host";
 static clnode_context *g_ctx;
 static long g_compactions; /* "compaction:" debug messages since the last reset */
 
-static void count_log(void *user, clnode_log_level level, const char *message)
+static void count_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
+    (void)code;
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "compaction:", 11) == 0)
         ++g_compactions;

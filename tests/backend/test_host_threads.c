@@ -296,8 +296,9 @@ static int count_files(const char *dir)
 }
 
 static int logged_cached;
-static void log_fn(void *user, clnode_log_level level, const char *msg)
+static void log_fn(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)user;
     (void)level;
     if (strstr(msg, "GEMM probe") && strstr(msg, "(cached)"))

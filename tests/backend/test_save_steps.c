@@ -36,8 +36,9 @@ static const char *g_device = "host";
 static clnode_context *g_ctx;
 static long g_growths; /* "saved steps:" debug messages since the last reset */
 
-static void count_log(void *user, clnode_log_level level, const char *message)
+static void count_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
+    (void)code;
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "saved steps:", 12) == 0)
         ++g_growths;

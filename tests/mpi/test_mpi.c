@@ -109,8 +109,9 @@ static int deliver(void *user, size_t chunk, const void *data, size_t len)
     return 0;
 }
 
-static void quiet(void *user, clnode_log_level level, const char *msg)
+static void quiet(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)user;
     (void)level;
     (void)msg;

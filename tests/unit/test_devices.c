@@ -27,8 +27,9 @@ static clnode_status open_device(const char *spec)
 }
 
 /* The message of a failed context creation reaches the logger (there is no context). */
-static void keep_last(void *user, clnode_log_level level, const char *msg)
+static void keep_last(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)level;
     snprintf(user, 1024, "%s", msg);
 }

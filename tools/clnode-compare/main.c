@@ -393,13 +393,13 @@ static int same_but_numbers(const char *a, const char *b)
 
 /* The library's logger: messages of a running row are collected (and printed once each, with
  * their count, when the row is done); others are printed at once. */
-static void collect_log(void *user, clnode_log_level level, const char *msg)
+static void collect_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     compare *c = user;
     if (level != CLNODE_LOG_ERROR && level != CLNODE_LOG_WARN)
         return;
     if (c->cur_row < 0) {
-        tool_log(NULL, level, msg);
+        tool_log(NULL, level, code, msg);
         return;
     }
     row *r = &c->rows[c->cur_row];

@@ -93,11 +93,11 @@ typedef struct run {
 
 static run R0; /* the one run of this process */
 
-static void mpi_log(void *user, clnode_log_level level, const char *msg)
+static void mpi_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     const run *r = user;
     if (r->rank == 0) {
-        tool_log(NULL, level, msg);
+        tool_log(NULL, level, code, msg);
         return;
     }
     /* a failure of the collective solve is reported by rank 0 (with this rank's message); before

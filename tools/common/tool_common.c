@@ -103,8 +103,9 @@ double tool_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void tool_log(void *user, clnode_log_level level, const char *msg)
+void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     const char *prog = user ? (const char *)user : tool_prog;
     if (level == CLNODE_LOG_ERROR || level == CLNODE_LOG_WARN)
         fprintf(stderr, "%s: %s%s\n", prog, level == CLNODE_LOG_ERROR ? "" : "warning: ", msg);

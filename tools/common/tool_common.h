@@ -258,7 +258,7 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size);
 int tool_read_file(const char *path, char **out, size_t *len);
 
 /* Logger printing warnings and errors to stderr with the program name as prefix. */
-void tool_log(void *user, clnode_log_level level, const char *msg);
+void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg);
 
 double tool_now(void);
 
