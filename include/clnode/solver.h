@@ -152,19 +152,31 @@ typedef struct clnode_problem {
 #define clnode_problem_default(p) clnode_problem_default_sized((p), sizeof *(p))
 CLNODE_API void clnode_problem_default_sized(clnode_problem *p, size_t struct_size);
 
-/* Outcome of one trajectory. */
+/* Outcome of one trajectory. One list expands to the enum and the names (values 0 to
+ * clnode_result_count() - 1, in this order). */
+#define CLNODE_RESULT_LIST(X)                                                                      \
+    X(CLNODE_RESULT_SUCCESS, 0, "success")                                                         \
+    X(CLNODE_RESULT_MAX_STEPS_REACHED, 1, "max_steps_reached")                                     \
+    /* only with force_dtmin = 0 */                                                                \
+    X(CLNODE_RESULT_DT_MIN_REACHED, 2, "dt_min_reached")                                           \
+    /* the vector field is not finite at the current state */                                      \
+    X(CLNODE_RESULT_NONFINITE, 3, "nonfinite")                                                     \
+    /* the error estimate is rounding noise: it rose while dt shrank, again and again (see         \
+     * clnode_precision_guard) */                                                                  \
+    X(CLNODE_RESULT_PRECISION_FLOOR, 4, "precision_floor")
+
 typedef enum clnode_result {
-    CLNODE_RESULT_SUCCESS = 0,
-    CLNODE_RESULT_MAX_STEPS_REACHED = 1,
-    CLNODE_RESULT_DT_MIN_REACHED = 2,  /* only with force_dtmin = 0 */
-    CLNODE_RESULT_NONFINITE = 3,       /* the vector field is not finite at the current state */
-    CLNODE_RESULT_PRECISION_FLOOR = 4, /* the error estimate is rounding noise: it rose while
-                                          dt shrank, again and again (see
-                                          clnode_precision_guard) */
+#define CLNODE_X_ENUM(name, value, str) name = value,
+    CLNODE_RESULT_LIST(CLNODE_X_ENUM)
+#undef CLNODE_X_ENUM
 } clnode_result;
 
-/* "success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor". */
+/* The name of a result as the list above spells it ("success", ...); "unknown" otherwise. The
+ * string is static. */
 CLNODE_API const char *clnode_result_name(clnode_result result);
+
+/* The number of results: every value from 0 to clnode_result_count() - 1 is one. */
+CLNODE_API size_t clnode_result_count(void);
 
 /* Fields are only ever appended (clnode/common.h); clnode_solution_stats passes the size. */
 typedef struct clnode_trajectory_stats {

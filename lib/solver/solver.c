@@ -31,14 +31,35 @@ struct clnode_solution {
     double *ys[4];    /* B x cap x N */
 };
 
-static const char *const cln_result_names[] = {"success", "max_steps_reached", "dt_min_reached",
-                                               "nonfinite", "precision_floor"};
+/* The kernels' result codes (cl/cln_layout.h) are the public ones, and there are as many. */
+_Static_assert(CLN_RESULT_SUCCESS == CLNODE_RESULT_SUCCESS, "CLN_RESULT_SUCCESS");
+_Static_assert(CLN_RESULT_MAX_STEPS == CLNODE_RESULT_MAX_STEPS_REACHED, "CLN_RESULT_MAX_STEPS");
+_Static_assert(CLN_RESULT_DT_MIN == CLNODE_RESULT_DT_MIN_REACHED, "CLN_RESULT_DT_MIN");
+_Static_assert(CLN_RESULT_NONFINITE == CLNODE_RESULT_NONFINITE, "CLN_RESULT_NONFINITE");
+_Static_assert(CLN_RESULT_PRECISION_FLOOR == CLNODE_RESULT_PRECISION_FLOOR,
+               "CLN_RESULT_PRECISION_FLOOR");
+#define CLN_X_COUNT(name, value, str) +1
+enum {
+    CLN_RESULT_COUNT = 0 CLNODE_RESULT_LIST(CLN_X_COUNT)
+};
+#undef CLN_X_COUNT
+_Static_assert(CLN_RESULT_COUNT == CLN_RESULT_PRECISION_FLOOR + 1, "a result the kernels lack");
 
 const char *clnode_result_name(clnode_result r)
 {
-    if ((unsigned)r < sizeof cln_result_names / sizeof cln_result_names[0])
-        return cln_result_names[r];
+    switch (r) {
+#define CLN_X_NAME(name, value, str)                                                               \
+    case name:                                                                                     \
+        return str;
+        CLNODE_RESULT_LIST(CLN_X_NAME)
+#undef CLN_X_NAME
+    }
     return "unknown";
+}
+
+size_t clnode_result_count(void)
+{
+    return CLN_RESULT_COUNT;
 }
 
 void clnode_solution_destroy(clnode_solution **ps)

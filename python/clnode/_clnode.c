@@ -989,6 +989,18 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
     return cert;
 }
 
+/* Raises InvalidArgumentError for an unknown method, listing the library's methods
+ * (clnode_method_at). Returns NULL. */
+static PyObject *unknown_method(const char *method)
+{
+    char known[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; clnode_method_at(i) && used < sizeof known; ++i)
+        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                                 clnode_method_at(i)->name);
+    return PyErr_Format(InvalidArgumentError, "unknown method %s (clnode has %s)", method, known);
+}
+
 /* The direction shared by every trajectory (the library refuses mixed directions): the first
  * with t0 != t1, else the scalar interval's. */
 static double batch_direction(const clnode_solve_options *o, const clnode_problem *p)
@@ -1109,10 +1121,7 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     const clnode_model *model = ((ModelObject *)mo)->model;
     o.method = clnode_method_by_name(method);
     if (!o.method)
-        return PyErr_Format(InvalidArgumentError,
-                            "unknown method %s (clnode has tsit5, dopri5, dopri8, bosh3, heun, "
-                            "euler)",
-                            method);
+        return unknown_method(method);
     o.precision = (clnode_precision)prec;
     o.gemm_mode = (clnode_gemm_mode)mode;
     o.precision_guard = (clnode_precision_guard)guard;

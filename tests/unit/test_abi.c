@@ -301,6 +301,35 @@ static void test_unknown_sizes_refused(void **state)
     clnode_context_destroy(&ctx);
 }
 
+/* The lists behind the enums (CLNODE_RESULT_LIST, CLNODE_ACTIVATION_LIST): values 0 to count - 1,
+ * each with its own name, the name parsed back to the value, and "unknown" past the end. */
+static void test_name_lists(void **state)
+{
+    (void)state;
+    assert_int_equal(clnode_result_count(), 5);
+    for (size_t i = 0; i < clnode_result_count(); ++i) {
+        const char *n = clnode_result_name((clnode_result)i);
+        assert_string_not_equal(n, "unknown");
+        for (size_t j = 0; j < i; ++j)
+            assert_string_not_equal(n, clnode_result_name((clnode_result)j));
+    }
+    assert_string_equal(clnode_result_name(CLNODE_RESULT_PRECISION_FLOOR), "precision_floor");
+    assert_string_equal(clnode_result_name((clnode_result)clnode_result_count()), "unknown");
+    assert_int_equal(clnode_activation_count(), 7);
+    for (size_t i = 0; i < clnode_activation_count(); ++i) {
+        const char *n = clnode_activation_name((clnode_activation)i);
+        assert_string_not_equal(n, "unknown");
+        clnode_activation a;
+        assert_int_equal(clnode_activation_from_name(n, &a), CLNODE_OK);
+        assert_int_equal(a, i);
+    }
+    assert_string_equal(clnode_activation_name(CLNODE_ACT_GELU), "gelu");
+    assert_string_equal(clnode_activation_name((clnode_activation)clnode_activation_count()),
+                        "unknown");
+    clnode_activation a = CLNODE_ACT_TANH;
+    assert_int_equal(clnode_activation_from_name("unknown", &a), CLNODE_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_old_program_solves),
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
+        cmocka_unit_test(test_name_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
