@@ -1347,6 +1347,14 @@ static const cln_backend_ops opencl_ops = {
     .rhs = ocl_rhs,
 };
 
+/* The device's facts at INFO level, once it is set up. */
+static void ocl_log_device(clnode_context *ctx, const opencl_backend *ob)
+{
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
+            "OpenCL device: %s, fp64 %s, correctly rounded fp32 div/sqrt %s", ob->base.device_name,
+            ob->has_fp64 ? "yes" : "no", ob->cr_divsqrt ? "yes" : "no");
+}
+
 static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                                cl_context adopt_ctx, cl_command_queue adopt_queue,
                                cln_backend **out);
@@ -1521,9 +1529,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
         st = OCL_FAIL(ctx, e, "clCreateBuffer(active count)");
         goto fail;
     }
-    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
-            "OpenCL device: %s, fp64 %s, correctly rounded fp32 div/sqrt %s", ob->base.device_name,
-            ob->has_fp64 ? "yes" : "no", ob->cr_divsqrt ? "yes" : "no");
+    ocl_log_device(ctx, ob);
     *out = &ob->base;
     return CLNODE_OK;
 fail:
