@@ -71,7 +71,7 @@ typedef struct clnode_model_desc {
     int time_input;    /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1); default 0 */
     size_t num_inputs; /* k conditioning inputs (default 0): the input is [y, c] or, with
                           time_input, [y, t, c]; sizes[0] == out (+1 with time_input) + k.
-                          Each solve passes every trajectory's c (clnode_solve_options.inputs). */
+                          Each solve passes every trajectory's c (clnode_problem.inputs). */
 } clnode_model_desc;
 
 /* The defaults as the start of a designated initialiser (C only). Every default but struct_size

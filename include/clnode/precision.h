@@ -134,7 +134,7 @@ CLNODE_API const clnode_solution *clnode_sensitivity_reference(const clnode_sens
 /* The deviation (see the top of this header) of trajectory `sol_traj` of `sol` from the float64
  * reference of baseline trajectory `traj`, over the save_ts points both reached and, when both
  * succeeded, their final states. `sol` must save the same save_ts times as the baseline's
- * options. `complete` (may be NULL) receives 1 when every point had its counterpart and both
+ * problem. `complete` (may be NULL) receives 1 when every point had its counterpart and both
  * trajectories ended alike, 0 when one ended early: *out is then the deviation as far as both
  * ran (a device that failed late still gets a finite "N x the spread"), or +inf when `complete`
  * is NULL. Returns CLNODE_ERR_INVALID_ARGUMENT for an index out of range or a solution of
