@@ -2,11 +2,12 @@
  * verdict of a solve against it, and the precision certificate of a run.
  *
  * A solve in floating point is one sample of what rounding allows. Some problems barely notice
- * (the seed problem in fp32 takes 13 or 14 steps whatever the last bits do); others amplify every
- * rounding (a tanh MLP with large weights over a long interval: a perturbation of 1e-15 moves
- * diffrax's fp64 step count from 319 to 312). To tell a device whose arithmetic is at fault from a
- * problem that is intrinsically sensitive, clnode measures the problem's own sensitivity on the
- * host reference and judges every other solve against it:
+ * (the seed problem: its spread is far below the tolerance, test_sensitivity.c:test_seed); others
+ * amplify every rounding (a tanh MLP with large weights over a long interval: ill-conditioned in
+ * fp32, test_sensitivity.c:test_ill_conditioned; doc/precision.md gives the figures). To tell a
+ * device whose arithmetic is at fault from a problem that is intrinsically sensitive, clnode
+ * measures the problem's own sensitivity on the host reference and judges every other solve
+ * against it:
  *
  *   baseline   the problem solved on the host (ordered strict GEMM) in float64 (the reference)
  *              and in the working precision, unperturbed and K times with the initial state

@@ -24,8 +24,8 @@ typedef int (*clnode_progress_fn)(void *user, size_t active, size_t batch, doubl
                                   long steps_taken);
 
 /* Cancellation callback, polled between groups of steps from the first group on (on the host after
- * every step, on devices after every read-back of the active count: a few times per millisecond
- * of solving), so that even a short solve can be interrupted. It runs on the thread that called
+ * every step, on devices after every read-back of the active count), so that even a short solve
+ * can be interrupted. It runs on the thread that called
  * clnode_solve and must be cheap (read a flag). Return 0 to continue, non-zero to stop:
  * clnode_solve then returns CLNODE_ERR_CANCELLED, stores nothing and leaves the context usable. */
 typedef int (*clnode_cancel_fn)(void *user);
@@ -45,10 +45,9 @@ typedef enum clnode_precision_guard {
     CLNODE_GUARD_OFF = 2,
 } clnode_precision_guard;
 
-/* rtol below this many unit roundoffs of the GEMM is below what the arithmetic resolves. On the
- * seed problem the step count blows up at rtol ~ 2 u (fp32: 127 steps at rtol 1e-7 = 1.7 u
- * against 40 in fp64; tf32: 42 steps at 0.6 u, 148 at 0.2 u, against 11-12 strict) and is
- * still normal at 5 u; 16 keeps a margin of 3 to 8 above that knee. */
+/* rtol below this many unit roundoffs u of the GEMM is below what the arithmetic resolves: the
+ * guard warns (or refuses) when rtol < CLNODE_GUARD_FACTOR u (doc/precision.md says how the factor
+ * was chosen; test_probe.c:test_guard checks the bound in fp32 strict). */
 #define CLNODE_GUARD_FACTOR 16.0
 
 /* The largest max_steps (the kernels count attempts in 32-bit integers): max_steps lies in
@@ -108,7 +107,8 @@ CLNODE_API void clnode_solve_default_options_sized(clnode_solve_options *opts, s
 
 /* The defaults with the seed experiment's interval and tolerances: t in [0, 50], dt0 = 0.02,
  * rtol 1e-4, atol 1e-6 (tsit5, fp32) -- the problem of clnode_model_create_seed from y0 = 0, which
- * takes 14 steps at every batch size on every device. A macro, as clnode_solve_default_options. */
+ * takes 12 steps at every batch size on every device (test_abi.c:test_old_program_solves,
+ * test_opencl_faults.c, test_bench.c). A macro, as clnode_solve_default_options. */
 #define clnode_solve_seed_options(opts) clnode_solve_seed_options_sized((opts), sizeof *(opts))
 CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t struct_size);
 

@@ -122,6 +122,12 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &R);
+    /* the default chunk size of clnode/mpi.h: about 64 chunks, 1 to 4096 trajectories each */
+    EXPECT(clnode_mpi_default_chunk_size(0) == 1 && clnode_mpi_default_chunk_size(1) == 1,
+           "the smallest default chunk");
+    EXPECT(clnode_mpi_num_chunks(6400, 0) == 64 && clnode_mpi_num_chunks(6401, 0) == 64,
+           "about 64 chunks");
+    EXPECT(clnode_mpi_default_chunk_size((size_t)1 << 30) == 4096, "at most 4096 per chunk");
     clnode_context_options co;
     clnode_context_default_options(&co);
     co.device = "host";
