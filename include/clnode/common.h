@@ -7,17 +7,21 @@
  * number of CLNODE_VERSION_STRING. Within one major version a program built against an older
  * release runs unchanged with any newer one: functions and enum values are only added, and a
  * struct the program allocates only grows at its end. Such a struct tells the library its size:
- * clnode_solve_options, clnode_context_options and clnode_model_desc carry it in `struct_size`,
- * which their defaults functions set (they are macros that pass sizeof), and the functions that
- * fill a struct of the program's (clnode_solution_stats, clnode_probe_gemm,
- * clnode_device_facts_get) are macros that pass sizeof as well. The library reads only the fields
- * the program knows (the rest keep their defaults) and writes only those. So a new option or
- * statistic is added as a field appended at the end of its struct, with its default set in the
- * defaults function, and nothing else changes. A struct larger than the library knows (a program
- * built against a newer release) is refused with CLNODE_ERR_INVALID_ARGUMENT. Removing, reordering
- * or retyping a field, or changing a signature or a meaning, changes the major version and with it
- * the SONAME. Structs the library allocates and hands out by pointer (clnode_device_info,
- * clnode_backend_info) grow at their end without further ado.
+ * clnode_solve_options, clnode_problem, clnode_context_options, clnode_model_desc,
+ * clnode_mpi_options, clnode_sensitivity_options and clnode_certify_options carry it in
+ * `struct_size`, which their defaults functions set (they are macros that pass sizeof), and the
+ * functions that fill a struct of the program's (clnode_solution_stats, clnode_probe_gemm,
+ * clnode_device_facts_get, clnode_sensitivity_get, clnode_sensitivity_judge,
+ * clnode_certificate_get, clnode_certificate_sample_get) are macros that pass sizeof as well
+ * (the structs of clnode/precision.h they fill also receive the size written in `struct_size`). The
+ * library reads only the fields the program knows (the rest keep their defaults) and writes only
+ * those. So a new option or statistic is added as a field appended at the end of its struct, with
+ * its default set in the defaults function, and nothing else changes. A struct larger than the
+ * library knows (a program built against a newer release) is refused with
+ * CLNODE_ERR_INVALID_ARGUMENT. Removing, reordering or retyping a field, or changing a signature or
+ * a meaning, changes the major version and with it the SONAME. Structs the library allocates and
+ * hands out by pointer (clnode_device_info, clnode_backend_info) grow at their end without further
+ * ado.
  */
 #ifndef CLNODE_COMMON_H
 #define CLNODE_COMMON_H

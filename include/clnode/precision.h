@@ -51,7 +51,10 @@
 extern "C" {
 #endif
 
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_sensitivity_default_options, then change what you need. */
 typedef struct clnode_sensitivity_options {
+    size_t struct_size;       /* set by clnode_sensitivity_default_options */
     int num_perturbations;    /* K: perturbed solves per precision; default 8 */
     double perturbation_ulps; /* k: size of each perturbation in units of u; default 4 */
     uint64_t seed;            /* the perturbations' random signs; default 1 */
@@ -65,16 +68,22 @@ typedef struct clnode_sensitivity_options {
     double floor_ulps; /* the spread used in ratios is at least floor_ulps x u; default 4 */
 } clnode_sensitivity_options;
 
-/* Fills `opts` with the documented defaults. */
-CLNODE_API void clnode_sensitivity_default_options(clnode_sensitivity_options *opts);
+/* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of
+ * the struct the program was compiled with. */
+#define clnode_sensitivity_default_options(opts)                                                   \
+    clnode_sensitivity_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_sensitivity_default_options_sized(clnode_sensitivity_options *opts,
+                                                         size_t struct_size);
 
 typedef struct clnode_sensitivity clnode_sensitivity;
 
 /* Trajectory index meaning "all trajectories of the baseline together". */
 #define CLNODE_SENSITIVITY_ALL ((size_t)-1)
 
-/* The baseline of one trajectory (or of all: ranges and maxima over them). */
+/* The baseline of one trajectory (or of all: ranges and maxima over them). Fields are only ever
+ * appended (clnode/common.h); clnode_sensitivity_get passes the size. */
 typedef struct clnode_sensitivity_stats {
+    size_t struct_size;         /* the bytes the library wrote */
     clnode_precision precision; /* the working precision */
     double unit_roundoff;       /* u of the working precision (2^-24 or 2^-53) */
     long ref_steps_min;         /* steps of the float64 reference (a range over trajectories */
@@ -123,9 +132,14 @@ CLNODE_API void clnode_sensitivity_destroy(clnode_sensitivity **b);
 CLNODE_API size_t clnode_sensitivity_batch(const clnode_sensitivity *b);
 
 /* The baseline of trajectory `traj` (< batch) or of all (CLNODE_SENSITIVITY_ALL).
- * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range. */
-CLNODE_API clnode_status clnode_sensitivity_get(const clnode_sensitivity *b, size_t traj,
-                                                clnode_sensitivity_stats *out);
+ * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range or *out is larger than this
+ * library knows. A macro: it passes the size of the struct the program was compiled with to
+ * clnode_sensitivity_get_sized, which writes only the fields it covers. */
+#define clnode_sensitivity_get(b, traj, out)                                                       \
+    clnode_sensitivity_get_sized((b), (traj), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_sensitivity_get_sized(const clnode_sensitivity *b, size_t traj,
+                                                      clnode_sensitivity_stats *out,
+                                                      size_t struct_size);
 
 /* The float64 reference solution: its trajectories 0 .. batch-1 are the reference of the
  * baseline's trajectories (further trajectories, if any, are the perturbed float64 solves).
@@ -154,7 +168,9 @@ typedef enum clnode_verdict {
 /* "agrees", "beyond", "ill_conditioned" (or "unknown"). */
 CLNODE_API const char *clnode_verdict_name(clnode_verdict v);
 
+/* Fields are only ever appended (clnode/common.h); clnode_sensitivity_judge passes the size. */
 typedef struct clnode_judgement {
+    size_t struct_size; /* the bytes the library wrote */
     clnode_verdict verdict;
     double ratio;     /* deviation / max(spread, floor): "N x the problem's own spread"; finite
                          unless the deviation is not (a trajectory that ended early) */
@@ -171,30 +187,45 @@ typedef struct clnode_judgement {
  * baseline of trajectory `traj` (or CLNODE_SENSITIVITY_ALL): `deviation` from the reference (as
  * clnode_sensitivity_deviation measures it; the largest over the trajectories judged), their step
  * range [steps_min, steps_max] and whether they all succeeded. Pure computation.
- * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range or an argument is NULL. */
-CLNODE_API clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
-                                                  double deviation, long steps_min, long steps_max,
-                                                  int success, clnode_judgement *out);
+ * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range, an argument is NULL or *out is
+ * larger than this library knows. A macro, as clnode_sensitivity_get. */
+#define clnode_sensitivity_judge(b, traj, deviation, steps_min, steps_max, success, out)           \
+    clnode_sensitivity_judge_sized((b), (traj), (deviation), (steps_min), (steps_max), (success),  \
+                                   (out), sizeof *(out))
+CLNODE_API clnode_status clnode_sensitivity_judge_sized(const clnode_sensitivity *b, size_t traj,
+                                                        double deviation, long steps_min,
+                                                        long steps_max, int success,
+                                                        clnode_judgement *out, size_t struct_size);
 
 /* ---- the precision certificate of a run ---- */
 
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_certify_default_options, then change what you need. */
 typedef struct clnode_certify_options {
+    size_t struct_size;    /* set by clnode_certify_default_options */
     double fraction;       /* share of the trajectories re-solved; default 0.01 (at least 1) */
     size_t min_sample;     /* at least this many (capped at the batch); default 1 */
     uint64_t seed;         /* which trajectories; default 1 */
     double tolerance_rtol; /* a sampled trajectory within this many rtol of its float64 solve
                               is within tolerance whatever its band; default 1 (the accuracy the
                               solve asked for) */
-    clnode_sensitivity_options sensitivity; /* the sample's baseline; defaults as above except
-                                               fp64_spread = 0 */
+    /* the sample's baseline; NULL (default): the defaults of clnode_sensitivity_options except
+     * fp64_spread = 0 (a pointer, so that either struct grows at its end) */
+    const clnode_sensitivity_options *sensitivity;
 } clnode_certify_options;
 
-/* Fills `opts` with the documented defaults. */
-CLNODE_API void clnode_certify_default_options(clnode_certify_options *opts);
+/* Fills `opts` with the documented defaults, struct_size included. A macro, as
+ * clnode_sensitivity_default_options. */
+#define clnode_certify_default_options(opts)                                                       \
+    clnode_certify_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_certify_default_options_sized(clnode_certify_options *opts,
+                                                     size_t struct_size);
 
 typedef struct clnode_certificate clnode_certificate;
 
+/* Fields are only ever appended (clnode/common.h); clnode_certificate_get passes the size. */
 typedef struct clnode_certificate_summary {
+    size_t struct_size;         /* the bytes the library wrote */
     int certified;              /* every sampled trajectory within its band or the tolerance */
     size_t batch;               /* trajectories of the run */
     size_t num_sampled;         /* trajectories re-solved */
@@ -211,7 +242,10 @@ typedef struct clnode_certificate_summary {
     double seconds;            /* wall time the certificate took */
 } clnode_certificate_summary;
 
+/* Fields are only ever appended (clnode/common.h); clnode_certificate_sample_get passes the
+ * size. */
 typedef struct clnode_certificate_sample {
+    size_t struct_size;        /* the bytes the library wrote */
     size_t traj;               /* index in the run */
     double deviation_rtol;     /* from its float64 solve, in units of rtol */
     double spread_rtol;        /* its baseline spread, in units of rtol */
@@ -239,13 +273,22 @@ CLNODE_API clnode_status clnode_certify(clnode_context *ctx, const clnode_model 
 /* Destroys a certificate and sets *cert to NULL. Accepts NULL and a pointer to NULL. */
 CLNODE_API void clnode_certificate_destroy(clnode_certificate **cert);
 
-CLNODE_API void clnode_certificate_get(const clnode_certificate *cert,
-                                       clnode_certificate_summary *out);
+/* The summary (all zero for a NULL certificate). Returns CLNODE_ERR_INVALID_ARGUMENT when out is
+ * NULL or *out is larger than this library knows. A macro, as clnode_sensitivity_get. */
+#define clnode_certificate_get(cert, out) clnode_certificate_get_sized((cert), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_certificate_get_sized(const clnode_certificate *cert,
+                                                      clnode_certificate_summary *out,
+                                                      size_t struct_size);
 
 /* Sample k (< num_sampled, in increasing trajectory order). Returns CLNODE_ERR_INVALID_ARGUMENT
- * when k is out of range. */
-CLNODE_API clnode_status clnode_certificate_sample_get(const clnode_certificate *cert, size_t k,
-                                                       clnode_certificate_sample *out);
+ * when k is out of range or *out is larger than this library knows. A macro, as
+ * clnode_sensitivity_get. */
+#define clnode_certificate_sample_get(cert, k, out)                                                \
+    clnode_certificate_sample_get_sized((cert), (k), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_certificate_sample_get_sized(const clnode_certificate *cert,
+                                                             size_t k,
+                                                             clnode_certificate_sample *out,
+                                                             size_t struct_size);
 
 #ifdef __cplusplus
 }

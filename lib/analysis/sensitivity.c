@@ -56,9 +56,18 @@ static double default_tolerance(double rtol, clnode_precision p)
     return 100.0 * fmax(rtol, 16.0 * unit_roundoff(p));
 }
 
-void clnode_sensitivity_default_options(clnode_sensitivity_options *o)
+/* The first release's sizes of the structs a program passes or receives (clnode/common.h). */
+#define CLN_SENS_OPTS_MIN CLN_END_OF(clnode_sensitivity_options, floor_ulps)
+#define CLN_CERT_OPTS_MIN CLN_END_OF(clnode_certify_options, sensitivity)
+#define CLN_SENS_STATS_MIN CLN_END_OF(clnode_sensitivity_stats, reference_success)
+#define CLN_JUDGEMENT_MIN CLN_END_OF(clnode_judgement, text)
+#define CLN_CERT_SUMMARY_MIN CLN_END_OF(clnode_certificate_summary, seconds)
+#define CLN_CERT_SAMPLE_MIN CLN_END_OF(clnode_certificate_sample, within)
+
+static void sensitivity_defaults(clnode_sensitivity_options *o)
 {
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->num_perturbations = 8;
     o->perturbation_ulps = 4.0;
     o->seed = 1;
@@ -68,15 +77,61 @@ void clnode_sensitivity_default_options(clnode_sensitivity_options *o)
     o->floor_ulps = 4.0;
 }
 
-void clnode_certify_default_options(clnode_certify_options *o)
+void clnode_sensitivity_default_options_sized(clnode_sensitivity_options *opts, size_t size)
+{
+    clnode_sensitivity_options d;
+    sensitivity_defaults(&d);
+    d.struct_size = size;
+    cln_struct_copy(opts, size, &d, sizeof d);
+}
+
+static void certify_defaults(clnode_certify_options *o)
 {
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->fraction = 0.01;
     o->min_sample = 1;
     o->seed = 1;
     o->tolerance_rtol = 1.0;
-    clnode_sensitivity_default_options(&o->sensitivity);
-    o->sensitivity.fp64_spread = 0;
+    o->sensitivity = NULL; /* the sensitivity defaults with fp64_spread = 0 */
+}
+
+void clnode_certify_default_options_sized(clnode_certify_options *opts, size_t size)
+{
+    clnode_certify_options d;
+    certify_defaults(&d);
+    d.struct_size = size;
+    cln_struct_copy(opts, size, &d, sizeof d);
+}
+
+/* The program's sensitivity options (NULL: the defaults, with fp64_spread = 0 for a certificate)
+ * as this library's full struct. Errors: a struct_size this library does not know. */
+static clnode_status import_sopts(clnode_context *ctx, const clnode_sensitivity_options *in,
+                                  int certify, clnode_sensitivity_options *full)
+{
+    sensitivity_defaults(full);
+    if (!in) {
+        full->fp64_spread = !certify;
+        return CLNODE_OK;
+    }
+    const clnode_status st = cln_check_struct_size(
+        ctx, "clnode_sensitivity_options", in->struct_size, CLN_SENS_OPTS_MIN, sizeof *full);
+    if (st == CLNODE_OK)
+        cln_struct_copy(full, sizeof *full, in, in->struct_size);
+    full->struct_size = sizeof *full;
+    return st;
+}
+
+/* Writes `size` bytes of the library's struct `full` (of `full_size` bytes, struct_size first) to
+ * the program's `out`, struct_size set to what was written; CLNODE_ERR_INVALID_ARGUMENT for a size
+ * this library does not know. */
+static clnode_status fill_sized(void *out, size_t size, void *full, size_t min, size_t full_size)
+{
+    if (!out || cln_check_struct_size(NULL, "", size, min, full_size) != CLNODE_OK)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    memcpy(full, &size, sizeof size);
+    cln_struct_copy(out, size, full, full_size);
+    return CLNODE_OK;
 }
 
 /* ---- the deviation measure ---- */
@@ -473,12 +528,11 @@ clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_mode
     const clnode_status st = import_problem(ctx, "sensitivity", problem, &pb);
     if (st != CLNODE_OK)
         return st;
-    clnode_sensitivity_options def;
-    if (!sopts) {
-        clnode_sensitivity_default_options(&def);
-        sopts = &def;
-    }
-    return baseline_run(ctx, model, opts, &pb, NULL, sopts, out);
+    clnode_sensitivity_options full;
+    const clnode_status sst = import_sopts(ctx, sopts, 0, &full);
+    if (sst != CLNODE_OK)
+        return sst;
+    return baseline_run(ctx, model, opts, &pb, NULL, &full, out);
 }
 
 size_t clnode_sensitivity_batch(const clnode_sensitivity *b)
@@ -486,13 +540,13 @@ size_t clnode_sensitivity_batch(const clnode_sensitivity *b)
     return b ? b->batch : 0;
 }
 
-clnode_status clnode_sensitivity_get(const clnode_sensitivity *b, size_t traj,
-                                     clnode_sensitivity_stats *out)
+clnode_status clnode_sensitivity_get_sized(const clnode_sensitivity *b, size_t traj,
+                                           clnode_sensitivity_stats *out, size_t size)
 {
-    if (!b || !out || (traj != CLNODE_SENSITIVITY_ALL && traj >= b->batch))
+    if (!b || (traj != CLNODE_SENSITIVITY_ALL && traj >= b->batch))
         return CLNODE_ERR_INVALID_ARGUMENT;
-    *out = b->stats[traj == CLNODE_SENSITIVITY_ALL ? b->batch : traj];
-    return CLNODE_OK;
+    clnode_sensitivity_stats s = b->stats[traj == CLNODE_SENSITIVITY_ALL ? b->batch : traj];
+    return fill_sized(out, size, &s, CLN_SENS_STATS_MIN, sizeof s);
 }
 
 const clnode_solution *clnode_sensitivity_reference(const clnode_sensitivity *b)
@@ -528,14 +582,26 @@ const char *clnode_verdict_name(clnode_verdict v)
     return "unknown";
 }
 
-clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj, double deviation,
-                                       long steps_min, long steps_max, int success,
-                                       clnode_judgement *out)
+static void judge(const clnode_sensitivity *b, const clnode_sensitivity_stats s, double deviation,
+                  long steps_min, long steps_max, int success, clnode_judgement *out);
+
+clnode_status clnode_sensitivity_judge_sized(const clnode_sensitivity *b, size_t traj,
+                                             double deviation, long steps_min, long steps_max,
+                                             int success, clnode_judgement *out, size_t size)
 {
     clnode_sensitivity_stats s;
     if (!out || clnode_sensitivity_get(b, traj, &s) != CLNODE_OK)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    memset(out, 0, sizeof *out);
+    clnode_judgement j;
+    memset(&j, 0, sizeof j);
+    judge(b, s, deviation, steps_min, steps_max, success, &j);
+    return fill_sized(out, size, &j, CLN_JUDGEMENT_MIN, sizeof j);
+}
+
+/* The verdict of a solve against the baseline stats s (of b), into the zeroed *out. */
+static void judge(const clnode_sensitivity *b, const clnode_sensitivity_stats s, double deviation,
+                  long steps_min, long steps_max, int success, clnode_judgement *out)
+{
     const char *pn = clnode_precision_name(s.precision);
     const double band = fmax(s.spread, s.floor);
     out->ratio = isnan(deviation) ? INFINITY : deviation / band;
@@ -549,7 +615,7 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
         snprintf(out->text, sizeof out->text,
                  "agrees (within the problem's own rounding sensitivity: %.2gx its %s spread)",
                  out->ratio, pn);
-        return CLNODE_OK;
+        return;
     }
     if (within) {
         out->verdict = CLNODE_VERDICT_ILL_CONDITIONED;
@@ -568,7 +634,7 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
                  "tolerance %.2e; %ld-%ld steps under perturbations of %g u), no device is "
                  "blamed%s",
                  pn, s.spread, s.tolerance, s.steps_min, s.steps_max, b->o.perturbation_ulps, fp64);
-        return CLNODE_OK;
+        return;
     }
     out->verdict = CLNODE_VERDICT_BEYOND;
     if (!success && s.reference_success && isfinite(out->ratio))
@@ -594,7 +660,6 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
                  "the device's arithmetic changes the solution: %.3gx the problem's own %s spread "
                  "(%.2e; %ld-%ld steps against %ld-%ld)",
                  out->ratio, pn, band, steps_min, steps_max, s.steps_min, s.steps_max);
-    return CLNODE_OK;
 }
 
 /* ---- the certificate ---- */
@@ -608,23 +673,24 @@ void clnode_certificate_destroy(clnode_certificate **cert)
     *cert = NULL;
 }
 
-void clnode_certificate_get(const clnode_certificate *cert, clnode_certificate_summary *out)
+clnode_status clnode_certificate_get_sized(const clnode_certificate *cert,
+                                           clnode_certificate_summary *out, size_t size)
 {
-    if (!out)
-        return;
+    clnode_certificate_summary s;
     if (cert)
-        *out = cert->summary;
+        s = cert->summary;
     else
-        memset(out, 0, sizeof *out);
+        memset(&s, 0, sizeof s);
+    return fill_sized(out, size, &s, CLN_CERT_SUMMARY_MIN, sizeof s);
 }
 
-clnode_status clnode_certificate_sample_get(const clnode_certificate *cert, size_t k,
-                                            clnode_certificate_sample *out)
+clnode_status clnode_certificate_sample_get_sized(const clnode_certificate *cert, size_t k,
+                                                  clnode_certificate_sample *out, size_t size)
 {
-    if (!cert || !out || k >= cert->summary.num_sampled)
+    if (!cert || k >= cert->summary.num_sampled)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    *out = cert->samples[k];
-    return CLNODE_OK;
+    clnode_certificate_sample s = cert->samples[k];
+    return fill_sized(out, size, &s, CLN_CERT_SAMPLE_MIN, sizeof s);
 }
 
 static int cmp_size(const void *a, const void *b)
@@ -707,6 +773,25 @@ static void certify_judge_sample(const clnode_sensitivity *b, size_t k, size_t t
     }
 }
 
+/* The program's certify options (NULL: the defaults) and the sensitivity options they point at as
+ * this library's full structs. Errors: a struct_size this library does not know. */
+static clnode_status import_copts(clnode_context *ctx, const clnode_certify_options *in,
+                                  clnode_certify_options *full, clnode_sensitivity_options *sfull)
+{
+    certify_defaults(full);
+    if (in) {
+        const clnode_status st = cln_check_struct_size(
+            ctx, "clnode_certify_options", in->struct_size, CLN_CERT_OPTS_MIN, sizeof *full);
+        if (st != CLNODE_OK)
+            return st;
+        cln_struct_copy(full, sizeof *full, in, in->struct_size);
+        full->struct_size = sizeof *full;
+    }
+    const clnode_status st = import_sopts(ctx, full->sensitivity, 1, sfull);
+    full->sensitivity = sfull;
+    return st;
+}
+
 /* The solution is of the problem (batch trajectories of dimension N) and the options are valid. */
 static clnode_status certify_check(clnode_context *ctx, const clnode_solution *sol, size_t batch,
                                    size_t N, const clnode_certify_options *copts)
@@ -741,13 +826,12 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
         return st;
     const size_t batch = pb.batch;
     const size_t N = clnode_model_dim(model);
-    clnode_certify_options def;
-    if (!copts) {
-        clnode_certify_default_options(&def);
-        copts = &def;
-    }
-    if ((st = certify_check(ctx, sol, batch, N, copts)) != CLNODE_OK)
+    clnode_certify_options cfull;
+    clnode_sensitivity_options sfull;
+    if ((st = import_copts(ctx, copts, &cfull, &sfull)) != CLNODE_OK ||
+        (st = certify_check(ctx, sol, batch, N, &cfull)) != CLNODE_OK)
         return st;
+    copts = &cfull;
     const double t_start = now_seconds();
 
     const size_t n = certify_sample_size(copts, batch);
@@ -773,8 +857,8 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     clnode_problem sample; /* the sampled trajectories' rows of the problem */
     CLN_TRY(st, problem_rows(ctx, &pb, clnode_model_num_inputs(model), idx, n, &sample, &arena));
     sample.y0 = ys;
-    CLN_TRY(st, check_sopts(ctx, &copts->sensitivity));
-    CLN_TRY(st, baseline_run(ctx, model, opts, &sample, idx, &copts->sensitivity, &b));
+    CLN_TRY(st, check_sopts(ctx, &sfull));
+    CLN_TRY(st, baseline_run(ctx, model, opts, &sample, idx, &sfull, &b));
 
     clnode_certificate_summary *sm = &c->summary;
     sm->batch = batch;

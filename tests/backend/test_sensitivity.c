@@ -375,8 +375,8 @@ static void test_certificate(void **state)
     double *y0 = random_states(B, N, 7);
     clnode_certify_options co;
     clnode_certify_default_options(&co);
-    assert_true(co.fraction == 0.01 && co.min_sample == 1 && co.tolerance_rtol == 1.0 &&
-                !co.sensitivity.fp64_spread);
+    assert_true(co.struct_size == sizeof co && co.fraction == 0.01 && co.min_sample == 1 &&
+                co.tolerance_rtol == 1.0 && co.sensitivity == NULL);
     co.fraction = 0.02;
 
     /* strict: certified; 6 distinct sampled trajectories in increasing order */

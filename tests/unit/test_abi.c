@@ -25,8 +25,11 @@
 #define FACTS_V1 END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
 /* the model description gained its struct_size with num_inputs: the first size it knows */
 #define DESC_V1 END_OF(clnode_model_desc, num_inputs)
-/* the problem came with major version 1 */
+/* the problem, and the sizes of the structs of clnode/precision.h, came with major version 1 */
 #define PROBLEM_V1 END_OF(clnode_problem, n_save_ts)
+#define SOPTS_V1 END_OF(clnode_sensitivity_options, floor_ulps)
+#define COPTS_V1 END_OF(clnode_certify_options, sensitivity)
+#define SUMMARY_V1 END_OF(clnode_certificate_summary, seconds)
 
 /* major version 1: the SONAME's number, and the signatures that took the problem out of the
  * options (a program assigning them to these types compiles only against this ABI) */
@@ -112,6 +115,26 @@ static void test_defaults_write_only_the_old_fields(void **state)
     assert_true(p->batch == 0 && !p->y0 && !p->t0s && !p->t1s && !p->dt0s && !p->inputs &&
                 !p->save_ts && p->n_save_ts == 0);
     assert_int_equal(clnode_version_number() / 10000, CLNODE_VERSION_MAJOR);
+
+    canary(&s, 0);
+    clnode_sensitivity_default_options_sized((clnode_sensitivity_options *)(void *)s.bytes,
+                                             SOPTS_V1);
+    assert_true(canary_intact(&s, SOPTS_V1));
+    const clnode_sensitivity_options *so = (const void *)s.bytes;
+    assert_true(so->struct_size == SOPTS_V1 && so->num_perturbations == 8 && so->slack == 3);
+    canary(&s, 0);
+    clnode_certify_default_options_sized((clnode_certify_options *)(void *)s.bytes, COPTS_V1);
+    assert_true(canary_intact(&s, COPTS_V1));
+    const clnode_certify_options *co = (const void *)s.bytes;
+    assert_true(co->struct_size == COPTS_V1 && co->fraction == 0.01 && co->sensitivity == NULL);
+    /* a certificate's summary (NULL: all zero) up to its old end only */
+    canary(&s, 0);
+    assert_int_equal(clnode_certificate_get_sized(
+                         NULL, (clnode_certificate_summary *)(void *)s.bytes, SUMMARY_V1),
+                     CLNODE_OK);
+    assert_true(canary_intact(&s, SUMMARY_V1));
+    assert_int_equal(((const clnode_certificate_summary *)(const void *)s.bytes)->struct_size,
+                     SUMMARY_V1);
 }
 
 /* An old program's options (struct_size = the first release's) solve exactly as the full
@@ -263,6 +286,38 @@ static void test_unknown_sizes_refused(void **state)
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.batch is 0"));
     assert_null(cert);
+    /* the precision structs: a newer program's refused, going in and coming out */
+    clnode_sensitivity_options so;
+    clnode_sensitivity_default_options(&so);
+    so.struct_size = sizeof so + 8;
+    assert_int_equal(abi_baseline(ctx, m, &ok, TEST_PROBLEM(1, y0), &so, &sb),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_sensitivity_options"));
+    clnode_certify_options cop;
+    clnode_certify_default_options(&cop);
+    cop.struct_size = 0;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(1, y0), sol, &cop, &cert),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(clnode_context_last_error(ctx), "clnode_certify_options: struct_size 0"));
+    clnode_certify_default_options(&cop);
+    cop.sensitivity = &so;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(1, y0), sol, &cop, &cert),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_null(cert);
+    cop.sensitivity = NULL;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(1, y0), sol, &cop, &cert), CLNODE_OK);
+    clnode_certificate_summary cs;
+    assert_int_equal(clnode_certificate_get_sized(cert, &cs, sizeof cs + 8),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_certificate_get(cert, &cs), CLNODE_OK);
+    assert_true(cs.struct_size == sizeof cs && cs.num_sampled == 1);
+    clnode_certificate_sample sm;
+    assert_int_equal(clnode_certificate_sample_get_sized(cert, 0, &sm, sizeof sm + 8),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_certificate_sample_get(cert, 0, &sm), CLNODE_OK);
+    assert_true(sm.struct_size == sizeof sm && sm.traj == 0);
+    clnode_certificate_destroy(&cert);
     clnode_solution_destroy(&sol);
 
     clnode_context_options co;
