@@ -31,7 +31,7 @@ typedef enum clnode_interpolation {
                                      i = 1, 2, d_i0 (th - d_i1) (th - d_i2) th^2 for i = 3..6 */
     CLNODE_INTERP_POLYNOMIAL = 4, /* y0 + sum_i theta P_i(theta) k_i, P_i = d_i0 th^5 + ... + d_i5
                                      by Horner (dopri8) */
-    /* the earlier names of the forms of dopri5 and dopri8 */
+    /* the same forms under the names of the methods that use them */
     CLNODE_INTERP_DOPRI5 = CLNODE_INTERP_MIDPOINT,
     CLNODE_INTERP_DOPRI8 = CLNODE_INTERP_POLYNOMIAL,
 } clnode_interpolation;

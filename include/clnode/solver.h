@@ -127,7 +127,7 @@ CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size
 typedef struct clnode_problem {
     size_t struct_size;    /* sizeof(clnode_problem) where the program was compiled: set by
                               clnode_problem_default; the library reads only the fields it covers */
-    size_t batch;          /* trajectories, in [1, 2147483647] */
+    size_t batch;          /* trajectories, in [1, 2147483647] (test_abi.c checks the bounds) */
     const double *y0;      /* batch x dim initial states, row-major (converted to the state
                               precision) */
     const double *t0s;     /* default NULL: the options' t0 for every trajectory; else `batch` start

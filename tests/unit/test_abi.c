@@ -270,6 +270,9 @@ static void test_unknown_sizes_refused(void **state)
     pb = test_problem(0, y0);
     assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.batch = 0"));
+    pb = test_problem((size_t)2147483647 + 1, y0); /* refused before y0 is read */
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "out of range (1 to 2147483647)"));
     pb = test_problem(1, y0);
     pb.n_save_ts = 2;
     assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
