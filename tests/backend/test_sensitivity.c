@@ -293,6 +293,53 @@ static void test_linear(void **state)
 
 /* ---- reproducibility and argument checks ---- */
 
+/* Per-trajectory intervals reach every perturbed copy of a trajectory and every sampled one: the
+ * baseline's float64 reference of each trajectory takes the steps of that trajectory solved
+ * alone in fp64 over its own interval, and a certificate of the batch is certified. */
+static void test_per_trajectory_problem(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    const double y0[20] = {0}, t1s[2] = {5.0, 50.0};
+    clnode_problem pb = test_problem(2, y0);
+    pb.t1s = t1s;
+    clnode_sensitivity *b = NULL;
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, &pb, NULL, &b));
+    for (size_t i = 0; i < 2; ++i) {
+        clnode_solve_options a = o;
+        a.precision = CLNODE_FP64;
+        a.precision_guard = CLNODE_GUARD_OFF;
+        a.t1 = t1s[i];
+        clnode_solution *alone = NULL;
+        assert_ok(clnode_solve(g_ctx, m, &a, TEST_PROBLEM(1, y0), &alone));
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(alone, 0, &st));
+        clnode_sensitivity_stats s;
+        assert_ok(clnode_sensitivity_get(b, i, &s));
+        assert_int_equal(s.ref_steps_min, st.num_steps);
+        assert_int_equal(s.ref_steps_max, st.num_steps);
+        assert_true(s.reference_success && !s.ill_conditioned);
+        clnode_solution_destroy(&alone);
+    }
+    clnode_sensitivity_destroy(&b);
+    clnode_solution *sol = NULL;
+    assert_ok(clnode_solve(g_ctx, m, &o, &pb, &sol));
+    clnode_certify_options co;
+    clnode_certify_default_options(&co);
+    co.fraction = 1;
+    clnode_certificate *c = NULL;
+    assert_ok(clnode_certify(g_ctx, m, &o, &pb, sol, &co, &c));
+    clnode_certificate_summary cs;
+    assert_ok(clnode_certificate_get(c, &cs));
+    assert_true(cs.certified && cs.num_sampled == 2);
+    clnode_certificate_destroy(&c);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+}
+
 static void test_reproducible(void **state)
 {
     (void)state;
@@ -462,7 +509,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed),        cmocka_unit_test(test_ill_conditioned),
         cmocka_unit_test(test_linear),      cmocka_unit_test(test_reproducible),
-        cmocka_unit_test(test_certificate),
+        cmocka_unit_test(test_certificate), cmocka_unit_test(test_per_trajectory_problem),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);
