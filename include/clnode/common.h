@@ -9,11 +9,12 @@
  * struct the program allocates only grows at its end. Such a struct tells the library its size:
  * clnode_solve_options, clnode_problem, clnode_context_options, clnode_model_desc,
  * clnode_mpi_options, clnode_sensitivity_options and clnode_certify_options carry it in
- * `struct_size`, which their defaults functions set (they are macros that pass sizeof), and the
- * functions that fill a struct of the program's (clnode_solution_stats, clnode_probe_gemm,
- * clnode_device_facts_get, clnode_sensitivity_get, clnode_sensitivity_judge,
- * clnode_certificate_get, clnode_certificate_sample_get) are macros that pass sizeof as well
- * (the structs of clnode/precision.h they fill also receive the size written in `struct_size`). The
+ * `struct_size`, which their defaults functions set (they are macros that pass sizeof), as does a
+ * program's own clnode_method (set to sizeof by the program); the functions that fill a struct of
+ * the program's (clnode_solution_stats, clnode_probe_gemm, clnode_device_facts_get,
+ * clnode_sensitivity_get, clnode_sensitivity_judge, clnode_certificate_get,
+ * clnode_certificate_sample_get) are macros that pass sizeof as well (the structs of
+ * clnode/precision.h they fill also receive the size written in `struct_size`). The
  * library reads only the fields the program knows (the rest keep their defaults) and writes only
  * those. So a new option or statistic is added as a field appended at the end of its struct, with
  * its default set in the defaults function, and nothing else changes. A struct larger than the

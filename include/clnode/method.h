@@ -37,8 +37,11 @@ typedef enum clnode_interpolation {
 } clnode_interpolation;
 
 /* An explicit Runge-Kutta method, everything about it in one descriptor. The solver and the
- * kernels read nothing about a method but this: a program may define its own. */
+ * kernels read nothing about a method but this: a program may define its own, with struct_size =
+ * sizeof(clnode_method) (fields are only ever appended, clnode/common.h; a size this library does
+ * not know is refused by the solve). */
 typedef struct clnode_method {
+    size_t struct_size;    /* sizeof(clnode_method) where the descriptor was compiled */
     const char *name;      /* "tsit5", ... */
     int stages;            /* s, 1 to CLNODE_MAX_STAGES */
     int order;             /* p of the solution */

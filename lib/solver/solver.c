@@ -175,6 +175,9 @@ static const struct {
 static clnode_status cln_validate_method(clnode_context *ctx, const clnode_method *m)
 {
     CLN_CHECK(ctx, m, CLNODE_ERR_INVALID_ARGUMENT, "no method");
+    /* every field is read from the descriptor itself: it has them all */
+    if (cln_check_struct_size(ctx, "clnode_method", m->struct_size, sizeof *m, sizeof *m))
+        return CLNODE_ERR_INVALID_ARGUMENT;
     CLN_CHECK(ctx, m->stages >= 1 && m->stages <= CLN_MAX_STAGES, CLNODE_ERR_INVALID_ARGUMENT,
               "method %s has %d stages (1 to %d supported)", m->name, m->stages, CLN_MAX_STAGES);
     const unsigned form = (unsigned)m->interpolation;

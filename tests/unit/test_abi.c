@@ -322,6 +322,22 @@ static void test_unknown_sizes_refused(void **state)
     assert_true(sm.struct_size == sizeof sm && sm.traj == 0);
     clnode_certificate_destroy(&cert);
     clnode_solution_destroy(&sol);
+    /* a program's own method descriptor carries its size: tsit5's copy solves as tsit5 */
+    clnode_method own = *clnode_method_tsit5;
+    ok.method = &own;
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    clnode_trajectory_stats ts;
+    assert_int_equal(clnode_solution_stats(sol, 0, &ts), CLNODE_OK);
+    assert_int_equal(ts.num_steps, 12);
+    clnode_solution_destroy(&sol);
+    own.struct_size = 0;
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_method: struct_size 0"));
+    own.struct_size = sizeof own + 8;
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_null(sol);
 
     clnode_context_options co;
     clnode_context_default_options(&co);
