@@ -106,6 +106,9 @@ static inline void cln_struct_copy(void *dst, size_t dst_size, const void *src, 
     memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
 }
 
+/* Every activation's name, in the list's order, separated by ", " (lib/model/model.c). */
+const char *cln_activation_list(void);
+
 /* ---- the solver's options (lib/solver/options.c) ---- */
 
 /* The documented defaults (clnode_solve_default_options), and the seed experiment's. */

@@ -28,6 +28,14 @@ size_t clnode_activation_count(void)
     return CLN_ACT_COUNT;
 }
 
+const char *cln_activation_list(void)
+{
+#define CLN_X_STR(name, value, str) ", " str
+    static const char list[] = CLNODE_ACTIVATION_LIST(CLN_X_STR);
+#undef CLN_X_STR
+    return list + 2;
+}
+
 const char *clnode_activation_name(clnode_activation act)
 {
     if ((unsigned)act < sizeof cln_act_names / sizeof cln_act_names[0])

@@ -346,10 +346,12 @@ static int activation_arg(PyObject *o, void *out)
     if (!name)
         return 0;
     if (clnode_activation_from_name(name, out) != CLNODE_OK) {
-        PyErr_Format(PyExc_ValueError,
-                     "unknown activation %R (clnode has identity, relu, tanh, sigmoid, softplus, "
-                     "silu, gelu)",
-                     o);
+        char known[256] = ""; /* the library's activations, from its list */
+        size_t used = 0;
+        for (size_t i = 0; i < clnode_activation_count() && used < sizeof known; ++i)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                                     clnode_activation_name((clnode_activation)i));
+        PyErr_Format(PyExc_ValueError, "unknown activation %R (clnode has %s)", o, known);
         return 0;
     }
     return 1;
