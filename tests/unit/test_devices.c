@@ -112,6 +112,12 @@ static void test_listed_devices_open(void **state)
         printf("open %s\n", d->spec);
         assert_int_equal(open_device(d->spec), CLNODE_OK);
     }
+    /* every backend is described, built or not */
+    assert_int_equal(clnode_device_list_num_backends(l), 3);
+    assert_string_equal(clnode_device_list_backend(l, 0)->name, "host");
+    assert_string_equal(clnode_device_list_backend(l, 1)->name, "opencl");
+    assert_string_equal(clnode_device_list_backend(l, 2)->name, "cuda");
+    assert_int_equal(clnode_device_list_num_backends(NULL), 0);
     for (size_t i = 0; i < clnode_device_list_num_backends(l); ++i) {
         const clnode_backend_info *b = clnode_device_list_backend(l, i);
         char msg[1024];
