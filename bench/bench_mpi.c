@@ -103,8 +103,12 @@ int main(int argc, char **argv)
         t1s[b] = b < t.n_long_first ? long_t1 : 50.0;
     clnode_solve_options o;
     clnode_solve_seed_options(&o);
-    o.t1s = t1s;
     o.max_steps = 100000;
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.batch = batch;
+    p.y0 = y0;
+    p.t1s = t1s;
     clnode_mpi_options m;
     clnode_mpi_default_options(&m);
     m.chunk_size = chunk;
@@ -113,14 +117,16 @@ int main(int argc, char **argv)
     m.chunk_user = &t;
     /* one untimed solve of one trajectory: the GEMM probe and first-touch costs */
     clnode_solution *warm = NULL;
-    clnode_solve(ctx, model, &o, 1, y0, &warm);
+    clnode_problem one = p; /* trajectory 0 alone */
+    one.batch = 1;
+    clnode_solve(ctx, model, &o, &one, &warm);
     clnode_solution_destroy(&warm);
 
     MPI_Barrier(MPI_COMM_WORLD);
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     const double t0 = MPI_Wtime();
-    clnode_status st = clnode_solve_mpi(ctx, model, &o, batch, y0, MPI_COMM_WORLD, &m, NULL);
+    clnode_status st = clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, NULL);
     const double wall = MPI_Wtime() - t0;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     const double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);

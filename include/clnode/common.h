@@ -7,17 +7,22 @@
  * number of CLNODE_VERSION_STRING. Within one major version a program built against an older
  * release runs unchanged with any newer one: functions and enum values are only added, and a
  * struct the program allocates only grows at its end. Such a struct tells the library its size:
- * clnode_solve_options, clnode_context_options and clnode_model_desc carry it in `struct_size`,
- * which their defaults functions set (they are macros that pass sizeof), and the functions that
- * fill a struct of the program's (clnode_solution_stats, clnode_probe_gemm,
- * clnode_device_facts_get) are macros that pass sizeof as well. The library reads only the fields
- * the program knows (the rest keep their defaults) and writes only those. So a new option or
- * statistic is added as a field appended at the end of its struct, with its default set in the
- * defaults function, and nothing else changes. A struct larger than the library knows (a program
- * built against a newer release) is refused with CLNODE_ERR_INVALID_ARGUMENT. Removing, reordering
- * or retyping a field, or changing a signature or a meaning, changes the major version and with it
- * the SONAME. Structs the library allocates and hands out by pointer (clnode_device_info,
- * clnode_backend_info) grow at their end without further ado.
+ * clnode_solve_options, clnode_problem, clnode_context_options, clnode_model_desc,
+ * clnode_mpi_options, clnode_sensitivity_options and clnode_certify_options carry it in
+ * `struct_size`, which their defaults functions set (they are macros that pass sizeof), as does a
+ * program's own clnode_method (set to sizeof by the program); the functions that fill a struct of
+ * the program's (clnode_solution_stats, clnode_probe_gemm, clnode_device_facts_get,
+ * clnode_sensitivity_get, clnode_sensitivity_judge, clnode_certificate_get,
+ * clnode_certificate_sample_get) are macros that pass sizeof as well (the structs of
+ * clnode/precision.h they fill also receive the size written in `struct_size`). The
+ * library reads only the fields the program knows (the rest keep their defaults) and writes only
+ * those. So a new option or statistic is added as a field appended at the end of its struct, with
+ * its default set in the defaults function, and nothing else changes. A struct larger than the
+ * library knows (a program built against a newer release) is refused with
+ * CLNODE_ERR_INVALID_ARGUMENT. Removing, reordering or retyping a field, or changing a signature or
+ * a meaning, changes the major version and with it the SONAME. Structs the library allocates and
+ * hands out by pointer (clnode_device_info, clnode_backend_info) grow at their end without further
+ * ado.
  */
 #ifndef CLNODE_COMMON_H
 #define CLNODE_COMMON_H
@@ -112,10 +117,30 @@ typedef enum clnode_log_level {
     CLNODE_LOG_DEBUG = 3,
 } clnode_log_level;
 
-/* A logger callback. `message` is one line without a trailing newline, valid only during the
- * call. The callback may be called from any thread that calls into the library with the context
- * that holds it. */
-typedef void (*clnode_log_fn)(void *user, clnode_log_level level, const char *message);
+/* What a logged message is about, so that a program recognises a warning by its code, never by
+ * its wording (which may change). One list expands to the enum and the names. */
+#define CLNODE_LOG_CODE_LIST(X)                                                                    \
+    /* any other message: progress, diagnostics, the text of an error being returned */            \
+    X(CLNODE_LOG_GENERAL, 0, "general")                                                            \
+    /* before a solve: rtol is below what the device's GEMM resolves (clnode_precision_guard) */   \
+    X(CLNODE_LOG_PRECISION_GUARD, 1, "precision_guard")                                            \
+    /* after a solve: trajectories ended at the rounding floor (CLNODE_RESULT_PRECISION_FLOOR) */  \
+    X(CLNODE_LOG_PRECISION_FLOOR, 2, "precision_floor")
+
+typedef enum clnode_log_code {
+#define CLNODE_X_ENUM(name, value, str) name = value,
+    CLNODE_LOG_CODE_LIST(CLNODE_X_ENUM)
+#undef CLNODE_X_ENUM
+} clnode_log_code;
+
+/* "general", "precision_guard", "precision_floor"; "unknown" otherwise. The string is static. */
+CLNODE_API const char *clnode_log_code_name(clnode_log_code code);
+
+/* A logger callback. `code` says what the message is about; `message` is one line without a
+ * trailing newline, valid only during the call. The callback may be called from any thread that
+ * calls into the library with the context that holds it. */
+typedef void (*clnode_log_fn)(void *user, clnode_log_level level, clnode_log_code code,
+                              const char *message);
 
 #ifdef __cplusplus
 }

@@ -74,7 +74,8 @@ CLNODE_API size_t clnode_device_list_count(const clnode_device_list *list);
 CLNODE_API const clnode_device_info *clnode_device_list_get(const clnode_device_list *list,
                                                             size_t i);
 
-/* Number of backends described (3; 0 for NULL). */
+/* Number of backends described: host, opencl and cuda, built or not (0 for NULL;
+ * test_devices.c checks them). */
 CLNODE_API size_t clnode_device_list_num_backends(const clnode_device_list *list);
 
 /* Backend i (< num_backends), valid for the life of the list; NULL if out of range. */

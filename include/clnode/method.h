@@ -31,14 +31,17 @@ typedef enum clnode_interpolation {
                                      i = 1, 2, d_i0 (th - d_i1) (th - d_i2) th^2 for i = 3..6 */
     CLNODE_INTERP_POLYNOMIAL = 4, /* y0 + sum_i theta P_i(theta) k_i, P_i = d_i0 th^5 + ... + d_i5
                                      by Horner (dopri8) */
-    /* the earlier names of the forms of dopri5 and dopri8 */
+    /* the same forms under the names of the methods that use them */
     CLNODE_INTERP_DOPRI5 = CLNODE_INTERP_MIDPOINT,
     CLNODE_INTERP_DOPRI8 = CLNODE_INTERP_POLYNOMIAL,
 } clnode_interpolation;
 
 /* An explicit Runge-Kutta method, everything about it in one descriptor. The solver and the
- * kernels read nothing about a method but this: a program may define its own. */
+ * kernels read nothing about a method but this: a program may define its own, with struct_size =
+ * sizeof(clnode_method) (fields are only ever appended, clnode/common.h; a size this library does
+ * not know is refused by the solve). */
 typedef struct clnode_method {
+    size_t struct_size;    /* sizeof(clnode_method) where the descriptor was compiled */
     const char *name;      /* "tsit5", ... */
     int stages;            /* s, 1 to CLNODE_MAX_STAGES */
     int order;             /* p of the solution */

@@ -22,18 +22,33 @@ extern "C" {
 
 typedef struct clnode_model clnode_model;
 
+/* The activations. One list expands to the enum and the names (values 0 to
+ * clnode_activation_count() - 1, in this order). */
+#define CLNODE_ACTIVATION_LIST(X)                                                                  \
+    X(CLNODE_ACT_IDENTITY, 0, "identity")                                                          \
+    X(CLNODE_ACT_RELU, 1, "relu")                                                                  \
+    X(CLNODE_ACT_TANH, 2, "tanh")                                                                  \
+    X(CLNODE_ACT_SIGMOID, 3, "sigmoid")                                                            \
+    /* log(1 + e^x), as jax.nn.softplus */                                                         \
+    X(CLNODE_ACT_SOFTPLUS, 4, "softplus")                                                          \
+    /* x * sigmoid(x) */                                                                           \
+    X(CLNODE_ACT_SILU, 5, "silu")                                                                  \
+    /* tanh approximation, as jax.nn.gelu's default */                                             \
+    X(CLNODE_ACT_GELU, 6, "gelu")
+
 typedef enum clnode_activation {
-    CLNODE_ACT_IDENTITY = 0,
-    CLNODE_ACT_RELU = 1,
-    CLNODE_ACT_TANH = 2,
-    CLNODE_ACT_SIGMOID = 3,
-    CLNODE_ACT_SOFTPLUS = 4, /* log(1 + e^x), as jax.nn.softplus */
-    CLNODE_ACT_SILU = 5,     /* x * sigmoid(x) */
-    CLNODE_ACT_GELU = 6,     /* tanh approximation, as jax.nn.gelu's default */
+#define CLNODE_X_ENUM(name, value, str) name = value,
+    CLNODE_ACTIVATION_LIST(CLNODE_X_ENUM)
+#undef CLNODE_X_ENUM
 } clnode_activation;
 
-/* "identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu"; "unknown" otherwise. */
+/* The name of an activation as the list above spells it ("identity", ...); "unknown" otherwise.
+ * The string is static. */
 CLNODE_API const char *clnode_activation_name(clnode_activation act);
+
+/* The number of activations: every value from 0 to clnode_activation_count() - 1 is one, so
+ * (clnode_activation)i for i below it, with clnode_activation_name, lists them all. */
+CLNODE_API size_t clnode_activation_count(void);
 
 /* Parses a name as above. Returns CLNODE_OK or CLNODE_ERR_INVALID_ARGUMENT. */
 CLNODE_API clnode_status clnode_activation_from_name(const char *name, clnode_activation *out);
@@ -56,7 +71,7 @@ typedef struct clnode_model_desc {
     int time_input;    /* 1: the input is [y, t] (sizes[0] == sizes[num_layers] + 1); default 0 */
     size_t num_inputs; /* k conditioning inputs (default 0): the input is [y, c] or, with
                           time_input, [y, t, c]; sizes[0] == out (+1 with time_input) + k.
-                          Each solve passes every trajectory's c (clnode_solve_options.inputs). */
+                          Each solve passes every trajectory's c (clnode_problem.inputs). */
 } clnode_model_desc;
 
 /* The defaults as the start of a designated initialiser (C only). Every default but struct_size

@@ -8,7 +8,7 @@
  * batch it is solved in (clnode/solver.h), so every chunk's results, and anything written from
  * them in trajectory order, are the same bytes at any number of ranks.
  *
- * Memory: the input arrays (y0 and the per-trajectory arrays of the options) are read only at
+ * Memory: the input arrays (y0 and the per-trajectory arrays of the problem) are read only at
  * the rows of the chunks a rank solves, so they may be memory-mapped files; results are handed
  * to a callback chunk by chunk on the rank that solved them and are not kept. */
 #ifndef CLNODE_MPI_H
@@ -56,10 +56,10 @@ CLNODE_API size_t clnode_mpi_default_chunk_size(size_t batch);
 /* The number of chunks: ceil(batch / chunk_size) (chunk_size 0: the default). */
 CLNODE_API size_t clnode_mpi_num_chunks(size_t batch, size_t chunk_size);
 
-/* Solves `batch` trajectories from y0 (batch x dim) with `opts` (per-trajectory t0s, t1s, dt0s
- * and inputs indexed by trajectory over the whole batch) across the ranks of `comm`, each on its
- * own context. Collective: every rank calls it with the same problem. Each chunk is solved by
- * clnode_solve on the rows of its trajectories and handed to mopts->on_chunk on its rank.
+/* Solves the problem->batch trajectories of `problem` (y0 and the per-trajectory t0s, t1s, dt0s
+ * and inputs indexed by trajectory over the whole batch) with `opts` across the ranks of `comm`,
+ * each on its own context. Collective: every rank calls it with the same problem. Each chunk is
+ * solved by clnode_solve on the rows of its trajectories and handed to mopts->on_chunk on its rank.
  *
  * On return every rank has the same status. When `owner` is not NULL (clnode_mpi_num_chunks
  * entries) it holds on every rank which rank solved each chunk (-1: skipped), the order for
@@ -67,13 +67,13 @@ CLNODE_API size_t clnode_mpi_num_chunks(size_t batch, size_t chunk_size);
  * stops the others at their next chunk, and the call fails on every rank with that status and a
  * message naming the rank, the trajectories it lost and how many chunks were left unsolved (the
  * context's last error; the chunks solved before were handed to the callbacks). Other errors:
- * CLNODE_ERR_INVALID_ARGUMENT (bad options, on every rank alike), CLNODE_ERR_DEVICE for a failed
- * MPI call. The user's progress and cancel callbacks of opts apply to each chunk's solve;
+ * CLNODE_ERR_INVALID_ARGUMENT (bad options or problem, on every rank alike), CLNODE_ERR_DEVICE for
+ * a failed MPI call. The user's progress and cancel callbacks of opts apply to each chunk's solve;
  * between the steps of a solve the call also lets MPI progress (MPI_Iprobe), so that rank 0
  * serves the counter while it solves. */
 CLNODE_API clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
-                                          const clnode_solve_options *opts, size_t batch,
-                                          const double *y0, MPI_Comm comm,
+                                          const clnode_solve_options *opts,
+                                          const clnode_problem *problem, MPI_Comm comm,
                                           const clnode_mpi_options *mopts, int *owner);
 
 /* Gathering per-chunk bytes to one rank in chunk order. `get` is called on the rank that owns a

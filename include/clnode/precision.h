@@ -2,11 +2,12 @@
  * verdict of a solve against it, and the precision certificate of a run.
  *
  * A solve in floating point is one sample of what rounding allows. Some problems barely notice
- * (the seed problem in fp32 takes 13 or 14 steps whatever the last bits do); others amplify every
- * rounding (a tanh MLP with large weights over a long interval: a perturbation of 1e-15 moves
- * diffrax's fp64 step count from 319 to 312). To tell a device whose arithmetic is at fault from a
- * problem that is intrinsically sensitive, clnode measures the problem's own sensitivity on the
- * host reference and judges every other solve against it:
+ * (the seed problem: its spread is far below the tolerance, test_sensitivity.c:test_seed); others
+ * amplify every rounding (a tanh MLP with large weights over a long interval: ill-conditioned in
+ * fp32, test_sensitivity.c:test_ill_conditioned; doc/precision.md gives the figures). To tell a
+ * device whose arithmetic is at fault from a problem that is intrinsically sensitive, clnode
+ * measures the problem's own sensitivity on the host reference and judges every other solve
+ * against it:
  *
  *   baseline   the problem solved on the host (ordered strict GEMM) in float64 (the reference)
  *              and in the working precision, unperturbed and K times with the initial state
@@ -50,7 +51,10 @@
 extern "C" {
 #endif
 
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_sensitivity_default_options, then change what you need. */
 typedef struct clnode_sensitivity_options {
+    size_t struct_size;       /* set by clnode_sensitivity_default_options */
     int num_perturbations;    /* K: perturbed solves per precision; default 8 */
     double perturbation_ulps; /* k: size of each perturbation in units of u; default 4 */
     uint64_t seed;            /* the perturbations' random signs; default 1 */
@@ -64,16 +68,22 @@ typedef struct clnode_sensitivity_options {
     double floor_ulps; /* the spread used in ratios is at least floor_ulps x u; default 4 */
 } clnode_sensitivity_options;
 
-/* Fills `opts` with the documented defaults. */
-CLNODE_API void clnode_sensitivity_default_options(clnode_sensitivity_options *opts);
+/* Fills `opts` with the documented defaults, struct_size included. A macro: it passes the size of
+ * the struct the program was compiled with. */
+#define clnode_sensitivity_default_options(opts)                                                   \
+    clnode_sensitivity_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_sensitivity_default_options_sized(clnode_sensitivity_options *opts,
+                                                         size_t struct_size);
 
 typedef struct clnode_sensitivity clnode_sensitivity;
 
 /* Trajectory index meaning "all trajectories of the baseline together". */
 #define CLNODE_SENSITIVITY_ALL ((size_t)-1)
 
-/* The baseline of one trajectory (or of all: ranges and maxima over them). */
+/* The baseline of one trajectory (or of all: ranges and maxima over them). Fields are only ever
+ * appended (clnode/common.h); clnode_sensitivity_get passes the size. */
 typedef struct clnode_sensitivity_stats {
+    size_t struct_size;         /* the bytes the library wrote */
     clnode_precision precision; /* the working precision */
     double unit_roundoff;       /* u of the working precision (2^-24 or 2^-53) */
     long ref_steps_min;         /* steps of the float64 reference (a range over trajectories */
@@ -94,22 +104,24 @@ typedef struct clnode_sensitivity_stats {
     int reference_success; /* every float64 reference trajectory succeeded */
 } clnode_sensitivity_stats;
 
-/* Measures the sensitivity baseline of `batch` trajectories of `model` from y0 (batch x dim) with
- * the solve options `opts` (their precision is the working precision; their GEMM mode, precision
- * guard and saving of steps and t0 are ignored: the baseline solves are strict, unguarded
- * (diffrax's step sequence: the problem's own), and save the save_ts times and t1). The solves
- * run on a host context of their own ("host": the ordered strict GEMM, the reference of every
- * comparison); `ctx` (any device) receives the error message. The options' progress and cancel
- * callbacks reach every solve (progress reports each solve's own batch: the trajectories and
- * their perturbed copies), and the cancel callback is also polled before each solve starts:
- * once it asks to stop, no solve starts and CLNODE_ERR_CANCELLED is returned. Errors: those of
- * clnode_context_create and clnode_solve (bad options, non-finite y0, out of memory,
- * CLNODE_ERR_CANCELLED), CLNODE_ERR_INVALID_ARGUMENT for NULL arguments, batch 0 or bad options
+/* Measures the sensitivity baseline of the problem->batch trajectories of `model` (clnode_problem:
+ * y0, and the per-trajectory t0s, t1s, dt0s and inputs, which every perturbed copy of a
+ * trajectory shares) with the solve options `opts` (their precision is the working precision; their
+ * GEMM mode, precision guard and saving of steps and t0 are ignored: the baseline solves are
+ * strict, unguarded (diffrax's step sequence: the problem's own), and save the save_ts times and
+ * t1). The solves run on a host context of their own ("host": the ordered strict GEMM, the
+ * reference of every comparison); `ctx` (any device) receives the error message. The options'
+ * progress and cancel callbacks reach every solve (progress reports each solve's own batch: the
+ * trajectories and their perturbed copies), and the cancel callback is also polled before each
+ * solve starts: once it asks to stop, no solve starts and CLNODE_ERR_CANCELLED is returned. Errors:
+ * those of clnode_context_create and clnode_solve (bad options, non-finite y0, out of memory,
+ * CLNODE_ERR_CANCELLED), CLNODE_ERR_INVALID_ARGUMENT for NULL arguments, a problem with batch 0
+ * or no y0 (the message names the field), bad options
  * (K < 1 or > 1000, k <= 0, slack < 1, floor_ulps < 0, tolerance < 0). Memory: the two solutions,
  * batch x (K + 1) trajectories each, kept until clnode_sensitivity_destroy. */
 CLNODE_API clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_model *model,
-                                                     const clnode_solve_options *opts, size_t batch,
-                                                     const double *y0,
+                                                     const clnode_solve_options *opts,
+                                                     const clnode_problem *problem,
                                                      const clnode_sensitivity_options *sopts,
                                                      clnode_sensitivity **out);
 
@@ -120,9 +132,14 @@ CLNODE_API void clnode_sensitivity_destroy(clnode_sensitivity **b);
 CLNODE_API size_t clnode_sensitivity_batch(const clnode_sensitivity *b);
 
 /* The baseline of trajectory `traj` (< batch) or of all (CLNODE_SENSITIVITY_ALL).
- * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range. */
-CLNODE_API clnode_status clnode_sensitivity_get(const clnode_sensitivity *b, size_t traj,
-                                                clnode_sensitivity_stats *out);
+ * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range or *out is larger than this
+ * library knows. A macro: it passes the size of the struct the program was compiled with to
+ * clnode_sensitivity_get_sized, which writes only the fields it covers. */
+#define clnode_sensitivity_get(b, traj, out)                                                       \
+    clnode_sensitivity_get_sized((b), (traj), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_sensitivity_get_sized(const clnode_sensitivity *b, size_t traj,
+                                                      clnode_sensitivity_stats *out,
+                                                      size_t struct_size);
 
 /* The float64 reference solution: its trajectories 0 .. batch-1 are the reference of the
  * baseline's trajectories (further trajectories, if any, are the perturbed float64 solves).
@@ -132,7 +149,7 @@ CLNODE_API const clnode_solution *clnode_sensitivity_reference(const clnode_sens
 /* The deviation (see the top of this header) of trajectory `sol_traj` of `sol` from the float64
  * reference of baseline trajectory `traj`, over the save_ts points both reached and, when both
  * succeeded, their final states. `sol` must save the same save_ts times as the baseline's
- * options. `complete` (may be NULL) receives 1 when every point had its counterpart and both
+ * problem. `complete` (may be NULL) receives 1 when every point had its counterpart and both
  * trajectories ended alike, 0 when one ended early: *out is then the deviation as far as both
  * ran (a device that failed late still gets a finite "N x the spread"), or +inf when `complete`
  * is NULL. Returns CLNODE_ERR_INVALID_ARGUMENT for an index out of range or a solution of
@@ -151,7 +168,9 @@ typedef enum clnode_verdict {
 /* "agrees", "beyond", "ill_conditioned" (or "unknown"). */
 CLNODE_API const char *clnode_verdict_name(clnode_verdict v);
 
+/* Fields are only ever appended (clnode/common.h); clnode_sensitivity_judge passes the size. */
 typedef struct clnode_judgement {
+    size_t struct_size; /* the bytes the library wrote */
     clnode_verdict verdict;
     double ratio;     /* deviation / max(spread, floor): "N x the problem's own spread"; finite
                          unless the deviation is not (a trajectory that ended early) */
@@ -168,30 +187,45 @@ typedef struct clnode_judgement {
  * baseline of trajectory `traj` (or CLNODE_SENSITIVITY_ALL): `deviation` from the reference (as
  * clnode_sensitivity_deviation measures it; the largest over the trajectories judged), their step
  * range [steps_min, steps_max] and whether they all succeeded. Pure computation.
- * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range or an argument is NULL. */
-CLNODE_API clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
-                                                  double deviation, long steps_min, long steps_max,
-                                                  int success, clnode_judgement *out);
+ * Returns CLNODE_ERR_INVALID_ARGUMENT when traj is out of range, an argument is NULL or *out is
+ * larger than this library knows. A macro, as clnode_sensitivity_get. */
+#define clnode_sensitivity_judge(b, traj, deviation, steps_min, steps_max, success, out)           \
+    clnode_sensitivity_judge_sized((b), (traj), (deviation), (steps_min), (steps_max), (success),  \
+                                   (out), sizeof *(out))
+CLNODE_API clnode_status clnode_sensitivity_judge_sized(const clnode_sensitivity *b, size_t traj,
+                                                        double deviation, long steps_min,
+                                                        long steps_max, int success,
+                                                        clnode_judgement *out, size_t struct_size);
 
 /* ---- the precision certificate of a run ---- */
 
+/* Fields are only ever appended (clnode/common.h): set the defaults with
+ * clnode_certify_default_options, then change what you need. */
 typedef struct clnode_certify_options {
+    size_t struct_size;    /* set by clnode_certify_default_options */
     double fraction;       /* share of the trajectories re-solved; default 0.01 (at least 1) */
     size_t min_sample;     /* at least this many (capped at the batch); default 1 */
     uint64_t seed;         /* which trajectories; default 1 */
     double tolerance_rtol; /* a sampled trajectory within this many rtol of its float64 solve
                               is within tolerance whatever its band; default 1 (the accuracy the
                               solve asked for) */
-    clnode_sensitivity_options sensitivity; /* the sample's baseline; defaults as above except
-                                               fp64_spread = 0 */
+    /* the sample's baseline; NULL (default): the defaults of clnode_sensitivity_options except
+     * fp64_spread = 0 (a pointer, so that either struct grows at its end) */
+    const clnode_sensitivity_options *sensitivity;
 } clnode_certify_options;
 
-/* Fills `opts` with the documented defaults. */
-CLNODE_API void clnode_certify_default_options(clnode_certify_options *opts);
+/* Fills `opts` with the documented defaults, struct_size included. A macro, as
+ * clnode_sensitivity_default_options. */
+#define clnode_certify_default_options(opts)                                                       \
+    clnode_certify_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_certify_default_options_sized(clnode_certify_options *opts,
+                                                     size_t struct_size);
 
 typedef struct clnode_certificate clnode_certificate;
 
+/* Fields are only ever appended (clnode/common.h); clnode_certificate_get passes the size. */
 typedef struct clnode_certificate_summary {
+    size_t struct_size;         /* the bytes the library wrote */
     int certified;              /* every sampled trajectory within its band or the tolerance */
     size_t batch;               /* trajectories of the run */
     size_t num_sampled;         /* trajectories re-solved */
@@ -208,7 +242,10 @@ typedef struct clnode_certificate_summary {
     double seconds;            /* wall time the certificate took */
 } clnode_certificate_summary;
 
+/* Fields are only ever appended (clnode/common.h); clnode_certificate_sample_get passes the
+ * size. */
 typedef struct clnode_certificate_sample {
+    size_t struct_size;        /* the bytes the library wrote */
     size_t traj;               /* index in the run */
     double deviation_rtol;     /* from its float64 solve, in units of rtol */
     double spread_rtol;        /* its baseline spread, in units of rtol */
@@ -218,7 +255,7 @@ typedef struct clnode_certificate_sample {
     int within; /* complete, and within slack x spread (and the step range) or the tolerance */
 } clnode_certificate_sample;
 
-/* Certifies a finished solve: `sol` is what clnode_solve(any context, model, opts, batch, y0)
+/* Certifies a finished solve: `sol` is what clnode_solve(any context, model, opts, problem)
  * returned. A seeded sample of ceil(fraction x batch) trajectories (at least min_sample) is
  * re-solved on a host context as a baseline (clnode_sensitivity_baseline) and each sampled
  * trajectory of `sol` is compared with its float64 solve. Cost: with the defaults, per sampled
@@ -226,23 +263,32 @@ typedef struct clnode_certificate_sample {
  * receives error messages. The re-solves take the options' progress and cancel callbacks as
  * clnode_sensitivity_baseline does: none starts once cancel asks to stop (CLNODE_ERR_CANCELLED).
  * Errors: as clnode_sensitivity_baseline; CLNODE_ERR_INVALID_ARGUMENT when `sol` does not match
- * batch and the model's dimension, or for fraction outside (0, 1]. */
+ * the problem's batch and the model's dimension, or for fraction outside (0, 1]. */
 CLNODE_API clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
-                                        const clnode_solve_options *opts, size_t batch,
-                                        const double *y0, const clnode_solution *sol,
+                                        const clnode_solve_options *opts,
+                                        const clnode_problem *problem, const clnode_solution *sol,
                                         const clnode_certify_options *copts,
                                         clnode_certificate **out);
 
 /* Destroys a certificate and sets *cert to NULL. Accepts NULL and a pointer to NULL. */
 CLNODE_API void clnode_certificate_destroy(clnode_certificate **cert);
 
-CLNODE_API void clnode_certificate_get(const clnode_certificate *cert,
-                                       clnode_certificate_summary *out);
+/* The summary (all zero for a NULL certificate). Returns CLNODE_ERR_INVALID_ARGUMENT when out is
+ * NULL or *out is larger than this library knows. A macro, as clnode_sensitivity_get. */
+#define clnode_certificate_get(cert, out) clnode_certificate_get_sized((cert), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_certificate_get_sized(const clnode_certificate *cert,
+                                                      clnode_certificate_summary *out,
+                                                      size_t struct_size);
 
 /* Sample k (< num_sampled, in increasing trajectory order). Returns CLNODE_ERR_INVALID_ARGUMENT
- * when k is out of range. */
-CLNODE_API clnode_status clnode_certificate_sample_get(const clnode_certificate *cert, size_t k,
-                                                       clnode_certificate_sample *out);
+ * when k is out of range or *out is larger than this library knows. A macro, as
+ * clnode_sensitivity_get. */
+#define clnode_certificate_sample_get(cert, k, out)                                                \
+    clnode_certificate_sample_get_sized((cert), (k), (out), sizeof *(out))
+CLNODE_API clnode_status clnode_certificate_sample_get_sized(const clnode_certificate *cert,
+                                                             size_t k,
+                                                             clnode_certificate_sample *out,
+                                                             size_t struct_size);
 
 #ifdef __cplusplus
 }

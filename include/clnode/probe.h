@@ -1,6 +1,6 @@
 /* clnode/probe.h - what a device's matrix products really compute, measured rather than trusted.
  *
- * Three probes run through the same GEMM path a solve uses (backend, precision, GEMM mode):
+ * Four probes run through the same GEMM path a solve uses (backend, precision, GEMM mode):
  *   identity  A . I and I . B must return A and B bit-exactly under IEEE arithmetic, whatever
  *             the summation order (each sum has one non-zero term);
  *   outer     with k = 1 every entry must be the correctly rounded product a_i b_j;
@@ -8,7 +8,7 @@
  *             -log2(max |C - C_exact| / (|A| |B|)_ij), normalised per element;
  *   range     a product beyond 65504 (fp16's largest finite) must stay finite: tells a TF32-like
  *             format (fp32 range) from fp16.
- * See shared reference precision-and-blas.md §3 for the expected readings of each format.
+ * doc/precision.md describes how a reading is classified (clnode_gemm_class).
  */
 #ifndef CLNODE_PROBE_H
 #define CLNODE_PROBE_H
@@ -53,8 +53,8 @@ typedef struct clnode_probe_result {
     double unit_roundoff; /* 2^-bits of the class: what rtol is compared with */
 } clnode_probe_result;
 
-/* Probes the GEMM of the context's device in `precision` and `mode`. Blocking; a few small GEMMs
- * (milliseconds once the device's kernels are built). Results are cached in the context.
+/* Probes the GEMM of the context's device in `precision` and `mode`. Blocking; a few small GEMMs.
+ * Results are cached in the context.
  * Errors: as clnode_solve (CLNODE_ERR_NO_FP64, CLNODE_ERR_UNSUPPORTED for a mode the device
  * lacks, device errors; CLNODE_ERR_INVALID_ARGUMENT for a result struct larger than this library
  * knows). A macro: it passes the size of the struct the program was compiled with to

@@ -26,8 +26,8 @@ typedef int (*clnode_progress_fn)(void *user, size_t active, size_t batch, doubl
                                   long steps_taken);
 
 /* Cancellation callback, polled between groups of steps from the first group on (on the host after
- * every step, on devices after every read-back of the active count: a few times per millisecond
- * of solving), so that even a short solve can be interrupted. It runs on the thread that called
+ * every step, on devices after every read-back of the active count), so that even a short solve
+ * can be interrupted. It runs on the thread that called
  * clnode_solve and must be cheap (read a flag). Return 0 to continue, non-zero to stop:
  * clnode_solve then returns CLNODE_ERR_CANCELLED, stores nothing and leaves the context usable. */
 typedef int (*clnode_cancel_fn)(void *user);
@@ -47,10 +47,9 @@ typedef enum clnode_precision_guard {
     CLNODE_GUARD_OFF = 2,
 } clnode_precision_guard;
 
-/* rtol below this many unit roundoffs of the GEMM is below what the arithmetic resolves. On the
- * seed problem the step count blows up at rtol ~ 2 u (fp32: 127 steps at rtol 1e-7 = 1.7 u
- * against 40 in fp64; tf32: 42 steps at 0.6 u, 148 at 0.2 u, against 11-12 strict) and is
- * still normal at 5 u; 16 keeps a margin of 3 to 8 above that knee. */
+/* rtol below this many unit roundoffs u of the GEMM is below what the arithmetic resolves: the
+ * guard warns (or refuses) when rtol < CLNODE_GUARD_FACTOR u (doc/precision.md says how the factor
+ * was chosen; test_probe.c:test_guard checks the bound in fp32 strict). */
 #define CLNODE_GUARD_FACTOR 16.0
 
 /* The largest max_steps (the kernels count attempts in 32-bit integers): max_steps lies in
@@ -148,26 +147,6 @@ typedef struct clnode_solve_options {
     void *progress_user;
     clnode_cancel_fn cancel; /* default NULL: never cancelled */
     void *cancel_user;
-    const double *save_ts; /* default NULL: n_save_ts times inside [t0, t1], monotone in the
-                              direction of integration, saved through the dense output */
-    size_t n_save_ts;
-    /* Ensembles: every trajectory its own problem, as jax.vmap over diffeqsolve's t0, t1, dt0 and
-     * args would give. Each trajectory of a batch is solved exactly as it would be alone with
-     * its own values (same steps, same bits). */
-    const double *t0s;  /* default NULL: t0 for every trajectory; else `batch` start times */
-    const double *t1s;  /* default NULL: t1 for every trajectory; else `batch` end times */
-    const double *dt0s; /* default NULL: dt0 for every trajectory; else `batch` first steps (0:
-                           0.01 * sign, as dt0 above; constant steps: the step) */
-    /* Per-trajectory intervals share ONE direction of integration: t1s[b] - t0s[b] must not be
-     * negative for one trajectory and positive for another (t0s[b] == t1s[b] is allowed: no
-     * step). save_ts is one list shared by the batch, monotone in that direction; a trajectory
-     * saves the times inside its own [t0, t1] and reports the others as absent
-     * (clnode_solution_saved with CLNODE_SAVE_TS returns the times it saved, a contiguous run of
-     * save_ts). Without t0s and t1s every save time must lie inside [t0, t1], as before. */
-    const double *inputs; /* default NULL; batch x clnode_model_num_inputs(model) values,
-                             row-major: each trajectory's conditioning inputs c (constant over
-                             its solve; the network sees [y, c], or [y, t, c] with time input).
-                             Required when the model has inputs, refused when it has none. */
 #define CLNODE_X_FIELD(ctype, name, type, where, def, min, max, flags, doc) ctype name;
     CLNODE_SOLVE_OPTION_LIST(CLNODE_X_FIELD)
 #undef CLNODE_X_FIELD
@@ -231,23 +210,76 @@ CLNODE_API void clnode_solve_default_options_sized(clnode_solve_options *opts, s
 
 /* The defaults with the seed experiment's interval and tolerances: t in [0, 50], dt0 = 0.02,
  * rtol 1e-4, atol 1e-6 (tsit5, fp32) -- the problem of clnode_model_create_seed from y0 = 0, which
- * takes 14 steps at every batch size on every device. A macro, as clnode_solve_default_options. */
+ * takes 12 steps at every batch size on every device (test_abi.c:test_old_program_solves,
+ * test_opencl_faults.c, test_bench.c). A macro, as clnode_solve_default_options. */
 #define clnode_solve_seed_options(opts) clnode_solve_seed_options_sized((opts), sizeof *(opts))
 CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t struct_size);
 
-/* Outcome of one trajectory. */
+/* The problem a solve integrates: the batch, its initial states and the per-trajectory data,
+ * passed beside the options (which configure how it is solved). Fields are only ever appended
+ * (clnode/common.h): set the defaults (all NULL or 0) with clnode_problem_default, then set what
+ * you need.
+ * Ensembles: every trajectory its own problem, as jax.vmap over diffeqsolve's t0, t1, dt0 and
+ * args would give. Each trajectory of a batch is solved exactly as it would be alone with its own
+ * values (same steps, same bits). Per-trajectory intervals share ONE direction of integration:
+ * t1s[b] - t0s[b] must not be negative for one trajectory and positive for another (t0s[b] ==
+ * t1s[b] is allowed: no step). save_ts is one list shared by the batch, monotone in that
+ * direction; a trajectory saves the times inside its own [t0, t1] and reports the others as
+ * absent (clnode_solution_saved with CLNODE_SAVE_TS returns the times it saved, a contiguous run
+ * of save_ts). Without t0s and t1s every save time must lie inside the options' [t0, t1]. */
+typedef struct clnode_problem {
+    size_t struct_size;    /* sizeof(clnode_problem) where the program was compiled: set by
+                              clnode_problem_default; the library reads only the fields it covers */
+    size_t batch;          /* trajectories, in [1, 2147483647] (test_abi.c checks the bounds) */
+    const double *y0;      /* batch x dim initial states, row-major (converted to the state
+                              precision) */
+    const double *t0s;     /* default NULL: the options' t0 for every trajectory; else `batch` start
+                              times */
+    const double *t1s;     /* default NULL: the options' t1 for every trajectory; else `batch` end
+                              times */
+    const double *dt0s;    /* default NULL: the options' dt0 for every trajectory; else `batch`
+                              first steps (0: 0.01 * sign, as the options' dt0; constant steps: the
+                              step) */
+    const double *inputs;  /* default NULL; batch x clnode_model_num_inputs(model) values,
+                              row-major: each trajectory's conditioning inputs c (constant over
+                              its solve; the network sees [y, c], or [y, t, c] with time input).
+                              Required when the model has inputs, refused when it has none. */
+    const double *save_ts; /* default NULL: n_save_ts times shared by the batch (SaveAt(ts=...)),
+                              inside [t0, t1], monotone in the direction of integration, saved
+                              through the dense output */
+    size_t n_save_ts;
+} clnode_problem;
+
+/* Fills `p` with the defaults (every field 0 or NULL), struct_size included. A macro: it passes
+ * the size of the struct the program was compiled with to clnode_problem_default_sized. */
+#define clnode_problem_default(p) clnode_problem_default_sized((p), sizeof *(p))
+CLNODE_API void clnode_problem_default_sized(clnode_problem *p, size_t struct_size);
+
+/* Outcome of one trajectory. One list expands to the enum and the names (values 0 to
+ * clnode_result_count() - 1, in this order). */
+#define CLNODE_RESULT_LIST(X)                                                                      \
+    X(CLNODE_RESULT_SUCCESS, 0, "success")                                                         \
+    X(CLNODE_RESULT_MAX_STEPS_REACHED, 1, "max_steps_reached")                                     \
+    /* only with force_dtmin = 0 */                                                                \
+    X(CLNODE_RESULT_DT_MIN_REACHED, 2, "dt_min_reached")                                           \
+    /* the vector field is not finite at the current state */                                      \
+    X(CLNODE_RESULT_NONFINITE, 3, "nonfinite")                                                     \
+    /* the error estimate is rounding noise: it rose while dt shrank, again and again (see         \
+     * clnode_precision_guard) */                                                                  \
+    X(CLNODE_RESULT_PRECISION_FLOOR, 4, "precision_floor")
+
 typedef enum clnode_result {
-    CLNODE_RESULT_SUCCESS = 0,
-    CLNODE_RESULT_MAX_STEPS_REACHED = 1,
-    CLNODE_RESULT_DT_MIN_REACHED = 2,  /* only with force_dtmin = 0 */
-    CLNODE_RESULT_NONFINITE = 3,       /* the vector field is not finite at the current state */
-    CLNODE_RESULT_PRECISION_FLOOR = 4, /* the error estimate is rounding noise: it rose while
-                                          dt shrank, again and again (see
-                                          clnode_precision_guard) */
+#define CLNODE_X_ENUM(name, value, str) name = value,
+    CLNODE_RESULT_LIST(CLNODE_X_ENUM)
+#undef CLNODE_X_ENUM
 } clnode_result;
 
-/* "success", "max_steps_reached", "dt_min_reached", "nonfinite", "precision_floor". */
+/* The name of a result as the list above spells it ("success", ...); "unknown" otherwise. The
+ * string is static. */
 CLNODE_API const char *clnode_result_name(clnode_result result);
+
+/* The number of results: every value from 0 to clnode_result_count() - 1 is one. */
+CLNODE_API size_t clnode_result_count(void);
 
 /* Fields are only ever appended (clnode/common.h); clnode_solution_stats passes the size. */
 typedef struct clnode_trajectory_stats {
@@ -269,30 +301,31 @@ typedef enum clnode_save_kind {
     CLNODE_SAVE_T1 = 3,
 } clnode_save_kind;
 
-/* Solves `batch` trajectories of `model` from the initial states y0 (batch x dim, row-major,
- * converted to the state precision) on the context's device.
+/* Solves the problem->batch trajectories of `model` from problem->y0 with the options `opts`
+ * (NULL: the defaults) on the context's device.
  * Returns CLNODE_OK when the solve ran, even if some trajectories did not succeed (see their
  * stats); *out then holds the solution. Errors (nothing is stored in *out):
- * CLNODE_ERR_INVALID_ARGUMENT (bad options: rtol/atol <= 0 or non-finite, dt0 of the wrong sign,
- * save_ts outside [t0, t1] or not monotone, euler with the PID controller, a struct_size this
- * library does not know, per-trajectory intervals in both directions, conditioning inputs missing
- * or not expected, max_steps outside [1, CLNODE_MAX_STEPS_LIMIT], values that do not mean what
- * they say in the state precision (below), ...; the message says which, and names the trajectory
- * or index), CLNODE_ERR_NONFINITE_INPUT (NaN/Inf in y0 or the conditioning inputs),
- * CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64 (precision or GEMM mode not available on the device),
- * CLNODE_ERR_PRECISION (rtol below what the device's GEMM resolves, with precision_guard =
- * CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a
- * failed driver call: the message names it, clnode_context_last_native_error has its code),
- * CLNODE_ERR_BLAS, CLNODE_ERR_BUILD (the device's compiler rejected the kernels; the build log goes
- * to the logger). After any of these the context stays usable: nothing of a failed solve is cached.
- * Blocking. Memory: O(batch x (dim x stages + widths + saved points)), allocated once, except
- * the saved steps (save_steps): room for a few groups of steps per trajectory at first, doubled on
- * the device between groups of steps when the longest trajectory could outgrow it (at most
- * max_steps points), so their memory follows the steps actually taken (at most about twice the
- * most attempts of a trajectory); the solution keeps as many points per trajectory as the
- * longest trajectory saved (clnode_solution_saved). A large max_steps costs nothing up front.
- * The first adaptive solve of a (precision, GEMM mode) on a context also runs the GEMM probe (a
- * few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF.
+ * CLNODE_ERR_INVALID_ARGUMENT (a bad problem: NULL, no y0, batch out of range, save times
+ * counted but not given, a struct_size this library does not know; bad options: rtol/atol <= 0 or
+ * non-finite, dt0 of the wrong sign, save_ts outside [t0, t1] or not monotone, euler with the PID
+ * controller, a struct_size this library does not know, per-trajectory intervals in both
+ * directions, conditioning inputs missing or not expected, max_steps outside [1,
+ * CLNODE_MAX_STEPS_LIMIT], values that do not mean what they say in the state precision (below),
+ * ...; the message says which, and names the trajectory or index), CLNODE_ERR_NONFINITE_INPUT
+ * (NaN/Inf in y0 or the conditioning inputs), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
+ * (precision or GEMM mode not available on the device), CLNODE_ERR_PRECISION (rtol below what the
+ * device's GEMM resolves, with precision_guard = CLNODE_GUARD_REFUSE), CLNODE_ERR_OUT_OF_MEMORY,
+ * CLNODE_ERR_DEVICE_MEMORY, CLNODE_ERR_DEVICE (a failed driver call: the message names it,
+ * clnode_context_last_native_error has its code), CLNODE_ERR_BLAS, CLNODE_ERR_BUILD (the device's
+ * compiler rejected the kernels; the build log goes to the logger). After any of these the context
+ * stays usable: nothing of a failed solve is cached. Blocking. Memory: O(batch x (dim x stages +
+ * widths + saved points)), allocated once, except the saved steps (save_steps): room for a few
+ * groups of steps per trajectory at first, doubled on the device between groups of steps when the
+ * longest trajectory could outgrow it (at most max_steps points), so their memory follows the steps
+ * actually taken (at most about twice the most attempts of a trajectory); the solution keeps as
+ * many points per trajectory as the longest trajectory saved (clnode_solution_saved). A large
+ * max_steps costs nothing up front. The first adaptive solve of a (precision, GEMM mode) on a
+ * context also runs the GEMM probe (a few small GEMMs) unless precision_guard is CLNODE_GUARD_OFF.
  * Values in the state precision: the solve rounds its inputs to the state precision, and refuses
  * (CLNODE_ERR_INVALID_ARGUMENT) the problems that rounding would change into another:
  * - fp32: a finite value beyond the float range (|x| >= 2^128 - 2^103, which rounds to an
@@ -308,8 +341,8 @@ typedef enum clnode_save_kind {
  *   without moving. The rule reads the first step only: a step that stops moving t later in a
  *   long interval ends the trajectory with max_steps_reached, as diffrax's does. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
-                                      const clnode_solve_options *opts, size_t batch,
-                                      const double *y0, clnode_solution **out);
+                                      const clnode_solve_options *opts,
+                                      const clnode_problem *problem, clnode_solution **out);
 
 /* Destroys a solution and sets *sol to NULL. Accepts NULL and a pointer to NULL. */
 CLNODE_API void clnode_solution_destroy(clnode_solution **sol);
@@ -364,15 +397,16 @@ CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_
  * SaveAt(ts=...) gives) read the same way: n, the row length, counts in T, and `first` indexes
  * the trajectory's own row. */
 
-/* The slots T of every trajectory's row from the options alone (nothing is solved): save_t0 +
- * n_save_ts + (save_steps ? max_steps : 0) + (save_t1 && !save_steps), diffrax's size of
+/* The slots T of every trajectory's row from the options and the problem alone (nothing is
+ * solved; only the problem's n_save_ts is read, and problem may be NULL: no save times): save_t0
+ * + n_save_ts + (save_steps ? max_steps : 0) + (save_t1 && !save_steps), diffrax's size of
  * SaveAt(t0, ts, steps=True, t1). With save_steps most rows hold far fewer points than T; a
  * consumer that does not need diffrax's shapes may keep only the most points of any trajectory
  * (clnode_solution_points) as its slots. ctx may be NULL (no message then). Returns
  * CLNODE_ERR_INVALID_ARGUMENT (opts or slots NULL, a struct_size this library does not know,
  * max_steps outside [1, CLNODE_MAX_STEPS_LIMIT], save_ts NULL with n_save_ts > 0). */
 CLNODE_API clnode_status clnode_save_slots(clnode_context *ctx, const clnode_solve_options *opts,
-                                           size_t *slots);
+                                           const clnode_problem *problem, size_t *slots);
 
 /* How many slots of trajectory traj's row hold points (the rest is padding); 0 if sol is NULL
  * or traj out of range. */

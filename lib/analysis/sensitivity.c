@@ -56,9 +56,18 @@ static double default_tolerance(double rtol, clnode_precision p)
     return 100.0 * fmax(rtol, 16.0 * unit_roundoff(p));
 }
 
-void clnode_sensitivity_default_options(clnode_sensitivity_options *o)
+/* The first release's sizes of the structs a program passes or receives (clnode/common.h). */
+#define CLN_SENS_OPTS_MIN CLN_END_OF(clnode_sensitivity_options, floor_ulps)
+#define CLN_CERT_OPTS_MIN CLN_END_OF(clnode_certify_options, sensitivity)
+#define CLN_SENS_STATS_MIN CLN_END_OF(clnode_sensitivity_stats, reference_success)
+#define CLN_JUDGEMENT_MIN CLN_END_OF(clnode_judgement, text)
+#define CLN_CERT_SUMMARY_MIN CLN_END_OF(clnode_certificate_summary, seconds)
+#define CLN_CERT_SAMPLE_MIN CLN_END_OF(clnode_certificate_sample, within)
+
+static void sensitivity_defaults(clnode_sensitivity_options *o)
 {
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->num_perturbations = 8;
     o->perturbation_ulps = 4.0;
     o->seed = 1;
@@ -68,15 +77,61 @@ void clnode_sensitivity_default_options(clnode_sensitivity_options *o)
     o->floor_ulps = 4.0;
 }
 
-void clnode_certify_default_options(clnode_certify_options *o)
+void clnode_sensitivity_default_options_sized(clnode_sensitivity_options *opts, size_t size)
+{
+    clnode_sensitivity_options d;
+    sensitivity_defaults(&d);
+    d.struct_size = size;
+    cln_struct_copy(opts, size, &d, sizeof d);
+}
+
+static void certify_defaults(clnode_certify_options *o)
 {
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->fraction = 0.01;
     o->min_sample = 1;
     o->seed = 1;
     o->tolerance_rtol = 1.0;
-    clnode_sensitivity_default_options(&o->sensitivity);
-    o->sensitivity.fp64_spread = 0;
+    o->sensitivity = NULL; /* the sensitivity defaults with fp64_spread = 0 */
+}
+
+void clnode_certify_default_options_sized(clnode_certify_options *opts, size_t size)
+{
+    clnode_certify_options d;
+    certify_defaults(&d);
+    d.struct_size = size;
+    cln_struct_copy(opts, size, &d, sizeof d);
+}
+
+/* The program's sensitivity options (NULL: the defaults, with fp64_spread = 0 for a certificate)
+ * as this library's full struct. Errors: a struct_size this library does not know. */
+static clnode_status import_sopts(clnode_context *ctx, const clnode_sensitivity_options *in,
+                                  int certify, clnode_sensitivity_options *full)
+{
+    sensitivity_defaults(full);
+    if (!in) {
+        full->fp64_spread = !certify;
+        return CLNODE_OK;
+    }
+    const clnode_status st = cln_check_struct_size(
+        ctx, "clnode_sensitivity_options", in->struct_size, CLN_SENS_OPTS_MIN, sizeof *full);
+    if (st == CLNODE_OK)
+        cln_struct_copy(full, sizeof *full, in, in->struct_size);
+    full->struct_size = sizeof *full;
+    return st;
+}
+
+/* Writes `size` bytes of the library's struct `full` (of `full_size` bytes, struct_size first) to
+ * the program's `out`, struct_size set to what was written; CLNODE_ERR_INVALID_ARGUMENT for a size
+ * this library does not know. */
+static clnode_status fill_sized(void *out, size_t size, void *full, size_t min, size_t full_size)
+{
+    if (!out || cln_check_struct_size(NULL, "", size, min, full_size) != CLNODE_OK)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    memcpy(full, &size, sizeof size);
+    cln_struct_copy(out, size, full, full_size);
+    return CLNODE_OK;
 }
 
 /* ---- the deviation measure ---- */
@@ -297,26 +352,80 @@ static clnode_status check_cancel(clnode_context *ctx, const clnode_solve_option
  * callback asks to stop. */
 static clnode_status host_solve(clnode_context *ctx, clnode_context *host,
                                 const clnode_model *model, const clnode_solve_options *o,
-                                size_t batch, const double *y0, clnode_solution **out)
+                                const clnode_problem *p, clnode_solution **out)
 {
     if (check_cancel(ctx, o) != CLNODE_OK)
         return CLNODE_ERR_CANCELLED;
-    clnode_status st = clnode_solve(host, model, o, batch, y0, out);
+    clnode_status st = clnode_solve(host, model, o, p, out);
     if (st != CLNODE_OK)
         return cln_fail(ctx, st, "sensitivity: the host %s reference solve failed: %s",
                         clnode_precision_name(o->precision), clnode_context_last_error(host));
     return CLNODE_OK;
 }
 
+/* The problem of rows rows[0 .. n-1] of `in`: its per-trajectory arrays (t0s, t1s, dt0s and the
+ * k conditioning inputs of each row) gathered into *arena (one allocation, freed by the caller;
+ * NULL when there is none to gather); y0 stays the caller's to set. */
+static clnode_status problem_rows(clnode_context *ctx, const clnode_problem *in, size_t k,
+                                  const size_t *rows, size_t n, clnode_problem *out, double **arena)
+{
+    *out = *in;
+    out->batch = n;
+    *arena = NULL;
+    const double *const src[4] = {in->t0s, in->t1s, in->dt0s, in->inputs};
+    const size_t w[4] = {1, 1, 1, k};
+    size_t total = 0;
+    for (int a = 0; a < 4; ++a)
+        total += src[a] ? n * w[a] : 0;
+    if (!total)
+        return CLNODE_OK;
+    double *buf = malloc(total * sizeof *buf);
+    CLN_CHECK(ctx, buf, CLNODE_ERR_OUT_OF_MEMORY,
+              "sensitivity: cannot allocate the per-trajectory arrays of %zu trajectories", n);
+    const double **dst[4] = {&out->t0s, &out->t1s, &out->dt0s, &out->inputs};
+    double *at = buf;
+    for (int a = 0; a < 4; ++a) {
+        if (!src[a])
+            continue;
+        for (size_t j = 0; j < n; ++j)
+            memcpy(at + j * w[a], src[a] + rows[j] * w[a], w[a] * sizeof *at);
+        *dst[a] = at;
+        at += n * w[a];
+    }
+    *arena = buf;
+    return CLNODE_OK;
+}
+
+/* The baseline's problem: `copies` copies of every trajectory of pb (row k * batch + i is a copy
+ * of trajectory i; a prefix of it is the problem of fewer copies), the states in ys. */
+static clnode_status copies_problem(clnode_context *ctx, const clnode_problem *pb, size_t k,
+                                    size_t copies, const double *ys, clnode_problem *out,
+                                    double **arena)
+{
+    size_t n;
+    CLN_CHECK(ctx, cln_mul_size(pb->batch, copies, &n), CLNODE_ERR_OUT_OF_MEMORY,
+              "sensitivity: batch %zu too large", pb->batch);
+    size_t *rows = malloc(n * sizeof *rows);
+    CLN_CHECK(ctx, rows, CLNODE_ERR_OUT_OF_MEMORY, "sensitivity: batch %zu too large", pb->batch);
+    for (size_t r = 0; r < n; ++r)
+        rows[r] = r % pb->batch;
+    const clnode_status st = problem_rows(ctx, pb, k, rows, n, out, arena);
+    free(rows);
+    out->y0 = ys;
+    return st;
+}
+
 static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model,
-                                  const clnode_solve_options *opts, size_t batch, const double *y0,
+                                  const clnode_solve_options *opts, const clnode_problem *pb,
                                   const size_t *ids, const clnode_sensitivity_options *sopts,
                                   clnode_sensitivity **out)
 {
     clnode_status st = CLNODE_OK;
     clnode_context *host = NULL;
-    double *ys = NULL;
+    double *ys = NULL, *arena = NULL;
     clnode_sensitivity *b = NULL;
+    const size_t batch = pb->batch;
+    const double *y0 = pb->y0;
     CLN_TRY(st, check_sopts(ctx, sopts));
     CLN_CHECK(ctx, opts->rtol > 0 && opts->atol > 0 && isfinite(opts->rtol / opts->atol),
               CLNODE_ERR_INVALID_ARGUMENT, "sensitivity: rtol and atol must be positive");
@@ -345,6 +454,9 @@ static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model
     }
     CLN_TRY(st, check_cancel(ctx, opts));
     CLN_TRY(st, host_context(ctx, &host));
+    clnode_problem copies; /* K + 1 copies of every trajectory; the reference solves a prefix */
+    CLN_TRY(st,
+            copies_problem(ctx, pb, clnode_model_num_inputs(model), K + 1, ys, &copies, &arena));
 
     /* the caller's progress and cancel callbacks reach the reference solves */
     clnode_solve_options o = *opts;
@@ -360,28 +472,49 @@ static clnode_status baseline_run(clnode_context *ctx, const clnode_model *model
     o.precision = CLNODE_FP64;
     perturbed_states(ys, y0, batch, b->dim, ids, b->k64 + 1, sopts->perturbation_ulps,
                      unit_roundoff(CLNODE_FP64), scale_floor, sopts->seed);
-    CLN_TRY(st, host_solve(ctx, host, model, &o, batch * (b->k64 + 1), ys, &b->ref));
+    copies.batch = batch * (b->k64 + 1);
+    CLN_TRY(st, host_solve(ctx, host, model, &o, &copies, &b->ref));
     if (b->precision != CLNODE_FP64) {
         o.precision = b->precision;
         perturbed_states(ys, y0, batch, b->dim, ids, K + 1, sopts->perturbation_ulps,
                          unit_roundoff(b->precision), scale_floor, sopts->seed);
-        CLN_TRY(st, host_solve(ctx, host, model, &o, batch * (K + 1), ys, &b->work));
+        copies.batch = batch * (K + 1);
+        CLN_TRY(st, host_solve(ctx, host, model, &o, &copies, &b->work));
     }
     compute_stats(b);
     free(ys);
+    free(arena);
     clnode_context_destroy(&host);
     *out = b;
     return CLNODE_OK;
 fail:
     free(ys);
+    free(arena);
     clnode_context_destroy(&host);
     clnode_sensitivity_destroy(&b);
     return st;
 }
 
+/* The caller's problem as this library's struct, with initial states for at least one
+ * trajectory. */
+static clnode_status import_problem(clnode_context *ctx, const char *who, const clnode_problem *in,
+                                    clnode_problem *full)
+{
+    const clnode_status st = cln_problem_import(ctx, in, full);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_CHECK(ctx, full->batch > 0, CLNODE_ERR_INVALID_ARGUMENT, "%s: clnode_problem.batch is 0",
+              who);
+    CLN_CHECK(ctx, full->y0, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: clnode_problem.y0 is NULL: no initial states for %zu trajectories", who,
+              full->batch);
+    return CLNODE_OK;
+}
+
 clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_model *model,
-                                          const clnode_solve_options *opts, size_t batch,
-                                          const double *y0, const clnode_sensitivity_options *sopts,
+                                          const clnode_solve_options *opts,
+                                          const clnode_problem *problem,
+                                          const clnode_sensitivity_options *sopts,
                                           clnode_sensitivity **out)
 {
     if (out)
@@ -389,14 +522,17 @@ clnode_status clnode_sensitivity_baseline(clnode_context *ctx, const clnode_mode
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
-    CLN_CHECK(ctx, model && opts && y0 && out && batch > 0, CLNODE_ERR_INVALID_ARGUMENT,
-              "sensitivity: NULL argument or batch 0");
-    clnode_sensitivity_options def;
-    if (!sopts) {
-        clnode_sensitivity_default_options(&def);
-        sopts = &def;
-    }
-    return baseline_run(ctx, model, opts, batch, y0, NULL, sopts, out);
+    CLN_CHECK(ctx, model && opts && out, CLNODE_ERR_INVALID_ARGUMENT,
+              "sensitivity: NULL model, options or out");
+    clnode_problem pb;
+    const clnode_status st = import_problem(ctx, "sensitivity", problem, &pb);
+    if (st != CLNODE_OK)
+        return st;
+    clnode_sensitivity_options full;
+    const clnode_status sst = import_sopts(ctx, sopts, 0, &full);
+    if (sst != CLNODE_OK)
+        return sst;
+    return baseline_run(ctx, model, opts, &pb, NULL, &full, out);
 }
 
 size_t clnode_sensitivity_batch(const clnode_sensitivity *b)
@@ -404,13 +540,13 @@ size_t clnode_sensitivity_batch(const clnode_sensitivity *b)
     return b ? b->batch : 0;
 }
 
-clnode_status clnode_sensitivity_get(const clnode_sensitivity *b, size_t traj,
-                                     clnode_sensitivity_stats *out)
+clnode_status clnode_sensitivity_get_sized(const clnode_sensitivity *b, size_t traj,
+                                           clnode_sensitivity_stats *out, size_t size)
 {
-    if (!b || !out || (traj != CLNODE_SENSITIVITY_ALL && traj >= b->batch))
+    if (!b || (traj != CLNODE_SENSITIVITY_ALL && traj >= b->batch))
         return CLNODE_ERR_INVALID_ARGUMENT;
-    *out = b->stats[traj == CLNODE_SENSITIVITY_ALL ? b->batch : traj];
-    return CLNODE_OK;
+    clnode_sensitivity_stats s = b->stats[traj == CLNODE_SENSITIVITY_ALL ? b->batch : traj];
+    return fill_sized(out, size, &s, CLN_SENS_STATS_MIN, sizeof s);
 }
 
 const clnode_solution *clnode_sensitivity_reference(const clnode_sensitivity *b)
@@ -446,14 +582,26 @@ const char *clnode_verdict_name(clnode_verdict v)
     return "unknown";
 }
 
-clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj, double deviation,
-                                       long steps_min, long steps_max, int success,
-                                       clnode_judgement *out)
+static void judge(const clnode_sensitivity *b, const clnode_sensitivity_stats s, double deviation,
+                  long steps_min, long steps_max, int success, clnode_judgement *out);
+
+clnode_status clnode_sensitivity_judge_sized(const clnode_sensitivity *b, size_t traj,
+                                             double deviation, long steps_min, long steps_max,
+                                             int success, clnode_judgement *out, size_t size)
 {
     clnode_sensitivity_stats s;
     if (!out || clnode_sensitivity_get(b, traj, &s) != CLNODE_OK)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    memset(out, 0, sizeof *out);
+    clnode_judgement j;
+    memset(&j, 0, sizeof j);
+    judge(b, s, deviation, steps_min, steps_max, success, &j);
+    return fill_sized(out, size, &j, CLN_JUDGEMENT_MIN, sizeof j);
+}
+
+/* The verdict of a solve against the baseline stats s (of b), into the zeroed *out. */
+static void judge(const clnode_sensitivity *b, const clnode_sensitivity_stats s, double deviation,
+                  long steps_min, long steps_max, int success, clnode_judgement *out)
+{
     const char *pn = clnode_precision_name(s.precision);
     const double band = fmax(s.spread, s.floor);
     out->ratio = isnan(deviation) ? INFINITY : deviation / band;
@@ -467,7 +615,7 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
         snprintf(out->text, sizeof out->text,
                  "agrees (within the problem's own rounding sensitivity: %.2gx its %s spread)",
                  out->ratio, pn);
-        return CLNODE_OK;
+        return;
     }
     if (within) {
         out->verdict = CLNODE_VERDICT_ILL_CONDITIONED;
@@ -486,7 +634,7 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
                  "tolerance %.2e; %ld-%ld steps under perturbations of %g u), no device is "
                  "blamed%s",
                  pn, s.spread, s.tolerance, s.steps_min, s.steps_max, b->o.perturbation_ulps, fp64);
-        return CLNODE_OK;
+        return;
     }
     out->verdict = CLNODE_VERDICT_BEYOND;
     if (!success && s.reference_success && isfinite(out->ratio))
@@ -512,7 +660,6 @@ clnode_status clnode_sensitivity_judge(const clnode_sensitivity *b, size_t traj,
                  "the device's arithmetic changes the solution: %.3gx the problem's own %s spread "
                  "(%.2e; %ld-%ld steps against %ld-%ld)",
                  out->ratio, pn, band, steps_min, steps_max, s.steps_min, s.steps_max);
-    return CLNODE_OK;
 }
 
 /* ---- the certificate ---- */
@@ -526,23 +673,24 @@ void clnode_certificate_destroy(clnode_certificate **cert)
     *cert = NULL;
 }
 
-void clnode_certificate_get(const clnode_certificate *cert, clnode_certificate_summary *out)
+clnode_status clnode_certificate_get_sized(const clnode_certificate *cert,
+                                           clnode_certificate_summary *out, size_t size)
 {
-    if (!out)
-        return;
+    clnode_certificate_summary s;
     if (cert)
-        *out = cert->summary;
+        s = cert->summary;
     else
-        memset(out, 0, sizeof *out);
+        memset(&s, 0, sizeof s);
+    return fill_sized(out, size, &s, CLN_CERT_SUMMARY_MIN, sizeof s);
 }
 
-clnode_status clnode_certificate_sample_get(const clnode_certificate *cert, size_t k,
-                                            clnode_certificate_sample *out)
+clnode_status clnode_certificate_sample_get_sized(const clnode_certificate *cert, size_t k,
+                                                  clnode_certificate_sample *out, size_t size)
 {
-    if (!cert || !out || k >= cert->summary.num_sampled)
+    if (!cert || k >= cert->summary.num_sampled)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    *out = cert->samples[k];
-    return CLNODE_OK;
+    clnode_certificate_sample s = cert->samples[k];
+    return fill_sized(out, size, &s, CLN_CERT_SAMPLE_MIN, sizeof s);
 }
 
 static int cmp_size(const void *a, const void *b)
@@ -625,8 +773,43 @@ static void certify_judge_sample(const clnode_sensitivity *b, size_t k, size_t t
     }
 }
 
+/* The program's certify options (NULL: the defaults) and the sensitivity options they point at as
+ * this library's full structs. Errors: a struct_size this library does not know. */
+static clnode_status import_copts(clnode_context *ctx, const clnode_certify_options *in,
+                                  clnode_certify_options *full, clnode_sensitivity_options *sfull)
+{
+    certify_defaults(full);
+    if (in) {
+        const clnode_status st = cln_check_struct_size(
+            ctx, "clnode_certify_options", in->struct_size, CLN_CERT_OPTS_MIN, sizeof *full);
+        if (st != CLNODE_OK)
+            return st;
+        cln_struct_copy(full, sizeof *full, in, in->struct_size);
+        full->struct_size = sizeof *full;
+    }
+    const clnode_status st = import_sopts(ctx, full->sensitivity, 1, sfull);
+    full->sensitivity = sfull;
+    return st;
+}
+
+/* The solution is of the problem (batch trajectories of dimension N) and the options are valid. */
+static clnode_status certify_check(clnode_context *ctx, const clnode_solution *sol, size_t batch,
+                                   size_t N, const clnode_certify_options *copts)
+{
+    CLN_CHECK(ctx, clnode_solution_batch(sol) == batch && clnode_solution_dim(sol) == N,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: the solution (batch %zu, dim %zu) is not of this problem (batch %zu, dim "
+              "%zu)",
+              clnode_solution_batch(sol), clnode_solution_dim(sol), batch, N);
+    CLN_CHECK(ctx, copts->fraction > 0 && copts->fraction <= 1, CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: fraction must be in (0, 1], not %g", copts->fraction);
+    CLN_CHECK(ctx, copts->tolerance_rtol >= 0 && isfinite(copts->tolerance_rtol),
+              CLNODE_ERR_INVALID_ARGUMENT, "certify: tolerance_rtol must be non-negative");
+    return CLNODE_OK;
+}
+
 clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
-                             const clnode_solve_options *opts, size_t batch, const double *y0,
+                             const clnode_solve_options *opts, const clnode_problem *problem,
                              const clnode_solution *sol, const clnode_certify_options *copts,
                              clnode_certificate **out)
 {
@@ -635,30 +818,26 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
-    CLN_CHECK(ctx, model && opts && y0 && sol && out && batch > 0, CLNODE_ERR_INVALID_ARGUMENT,
-              "certify: NULL argument or batch 0");
+    CLN_CHECK(ctx, model && opts && sol && out, CLNODE_ERR_INVALID_ARGUMENT,
+              "certify: NULL model, options, solution or out");
+    clnode_problem pb;
+    clnode_status st = import_problem(ctx, "certify", problem, &pb);
+    if (st != CLNODE_OK)
+        return st;
+    const size_t batch = pb.batch;
     const size_t N = clnode_model_dim(model);
-    CLN_CHECK(ctx, clnode_solution_batch(sol) == batch && clnode_solution_dim(sol) == N,
-              CLNODE_ERR_INVALID_ARGUMENT,
-              "certify: the solution (batch %zu, dim %zu) is not of this problem (batch %zu, dim "
-              "%zu)",
-              clnode_solution_batch(sol), clnode_solution_dim(sol), batch, N);
-    clnode_certify_options def;
-    if (!copts) {
-        clnode_certify_default_options(&def);
-        copts = &def;
-    }
-    CLN_CHECK(ctx, copts->fraction > 0 && copts->fraction <= 1, CLNODE_ERR_INVALID_ARGUMENT,
-              "certify: fraction must be in (0, 1], not %g", copts->fraction);
-    CLN_CHECK(ctx, copts->tolerance_rtol >= 0 && isfinite(copts->tolerance_rtol),
-              CLNODE_ERR_INVALID_ARGUMENT, "certify: tolerance_rtol must be non-negative");
+    clnode_certify_options cfull;
+    clnode_sensitivity_options sfull;
+    if ((st = import_copts(ctx, copts, &cfull, &sfull)) != CLNODE_OK ||
+        (st = certify_check(ctx, sol, batch, N, &cfull)) != CLNODE_OK)
+        return st;
+    copts = &cfull;
     const double t_start = now_seconds();
 
     const size_t n = certify_sample_size(copts, batch);
 
-    clnode_status st = CLNODE_OK;
     size_t *idx = NULL;
-    double *ys = NULL;
+    double *ys = NULL, *arena = NULL;
     clnode_sensitivity *b = NULL;
     clnode_certificate *c = calloc(1, sizeof *c);
     size_t bytes;
@@ -674,9 +853,12 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     }
     certify_pick(copts->seed, batch, n, idx);
     for (size_t k = 0; k < n; ++k)
-        memcpy(ys + k * N, y0 + idx[k] * N, N * sizeof(double));
-    CLN_TRY(st, check_sopts(ctx, &copts->sensitivity));
-    CLN_TRY(st, baseline_run(ctx, model, opts, n, ys, idx, &copts->sensitivity, &b));
+        memcpy(ys + k * N, pb.y0 + idx[k] * N, N * sizeof(double));
+    clnode_problem sample; /* the sampled trajectories' rows of the problem */
+    CLN_TRY(st, problem_rows(ctx, &pb, clnode_model_num_inputs(model), idx, n, &sample, &arena));
+    sample.y0 = ys;
+    CLN_TRY(st, check_sopts(ctx, &sfull));
+    CLN_TRY(st, baseline_run(ctx, model, opts, &sample, idx, &sfull, &b));
 
     clnode_certificate_summary *sm = &c->summary;
     sm->batch = batch;
@@ -690,6 +872,7 @@ clnode_status clnode_certify(clnode_context *ctx, const clnode_model *model,
     clnode_sensitivity_destroy(&b);
     free(idx);
     free(ys);
+    free(arena);
     sm->seconds = now_seconds() - t_start;
     *out = c;
     return CLNODE_OK;
@@ -697,6 +880,7 @@ fail:
     clnode_sensitivity_destroy(&b);
     free(idx);
     free(ys);
+    free(arena);
     clnode_certificate_destroy(&c);
     return st;
 }

@@ -42,7 +42,7 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
     if (opts) {
         if (opts->struct_size < CLN_CONTEXT_OPTIONS_MIN || opts->struct_size > sizeof full) {
             if (opts->struct_size >= CLN_CONTEXT_OPTIONS_MIN && opts->log)
-                opts->log(opts->log_user, CLNODE_LOG_ERROR,
+                opts->log(opts->log_user, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL,
                           "clnode_context_options is larger than this clnode knows: the program "
                           "was built against a newer clnode");
             return CLNODE_ERR_INVALID_ARGUMENT;
@@ -54,7 +54,8 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
     clnode_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         if (opts->log)
-            opts->log(opts->log_user, CLNODE_LOG_ERROR, "cannot allocate a clnode context");
+            opts->log(opts->log_user, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL,
+                      "cannot allocate a clnode context");
         return CLNODE_ERR_OUT_OF_MEMORY;
     }
     ctx->log = opts->log;
@@ -66,7 +67,7 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
         clnode_context_destroy(&ctx);
         return st;
     }
-    cln_log(ctx, CLNODE_LOG_INFO, "context on %s: %s", ctx->backend->ops->name,
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL, "context on %s: %s", ctx->backend->ops->name,
             ctx->backend->device_name);
     *out = ctx;
     return CLNODE_OK;

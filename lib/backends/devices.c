@@ -25,13 +25,13 @@ typedef struct dev_log {
     char last[512];
 } dev_log;
 
-static void dev_log_fn(void *user, clnode_log_level level, const char *msg)
+static void dev_log_fn(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     dev_log *d = user;
     if (level <= CLNODE_LOG_INFO)
         snprintf(d->last, sizeof d->last, "%s", msg);
     if (d->log && level <= CLNODE_LOG_WARN)
-        d->log(d->log_user, level, msg);
+        d->log(d->log_user, level, code, msg);
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)

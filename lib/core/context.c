@@ -36,6 +36,18 @@ const char *clnode_status_string(clnode_status status)
     return "unknown status";
 }
 
+const char *clnode_log_code_name(clnode_log_code code)
+{
+    switch (code) {
+#define CLN_X_NAME(name, value, str)                                                               \
+    case name:                                                                                     \
+        return str;
+        CLNODE_LOG_CODE_LIST(CLN_X_NAME)
+#undef CLN_X_NAME
+    }
+    return "unknown";
+}
+
 const char *clnode_version_string(void)
 {
     return CLNODE_VERSION_STRING;
@@ -83,22 +95,23 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec, cl
 /* ---- logging and errors ---- */
 
 static void cln_vlog(clnode_log_fn log, void *user, clnode_log_level max, clnode_log_level level,
-                     const char *fmt, va_list ap)
+                     clnode_log_code code, const char *fmt, va_list ap)
 {
     if (!log || level > max)
         return;
     char buf[2048];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    log(user, level, buf);
+    log(user, level, code, buf);
 }
 
-void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)
+void cln_log(const clnode_context *ctx, clnode_log_level level, clnode_log_code code,
+             const char *fmt, ...)
 {
     if (!ctx)
         return;
     va_list ap;
     va_start(ap, fmt);
-    cln_vlog(ctx->log, ctx->log_user, ctx->log_level, level, fmt, ap);
+    cln_vlog(ctx->log, ctx->log_user, ctx->log_level, level, code, fmt, ap);
     va_end(ap);
 }
 
@@ -113,10 +126,10 @@ clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char 
     va_end(ap);
     /* the source location is for whoever debugs clnode: only at the debug level */
     if (ctx->log_level >= CLNODE_LOG_DEBUG)
-        cln_log(ctx, CLNODE_LOG_ERROR, "%s (%s) [%s:%d]", ctx->last_error,
+        cln_log(ctx, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL, "%s (%s) [%s:%d]", ctx->last_error,
                 clnode_status_name(status), file, line);
     else
-        cln_log(ctx, CLNODE_LOG_ERROR, "%s", ctx->last_error);
+        cln_log(ctx, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL, "%s", ctx->last_error);
     return status;
 }
 

@@ -27,9 +27,10 @@ struct clnode_context {
     char last_error[1024];
 };
 
-/* Logs a message through the context's logger (printf-style). ctx may be NULL. */
-void cln_log(const clnode_context *ctx, clnode_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Logs a message about `code` (CLNODE_LOG_GENERAL unless a program is to recognise it) through
+ * the context's logger (printf-style). ctx may be NULL. */
+void cln_log(const clnode_context *ctx, clnode_log_level level, clnode_log_code code,
+             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Records `status` with a formatted message as the context's last error, logs it at ERROR level
  * with the source location, and returns `status`. ctx may be NULL (then it is only returned). */
@@ -92,6 +93,7 @@ clnode_status cln_check_gemm_mode(clnode_context *ctx, clnode_precision prec,
 #define CLN_PROBE_RESULT_MIN CLN_END_OF(clnode_probe_result, unit_roundoff)
 #define CLN_DEVICE_FACTS_MIN CLN_END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
 #define CLN_MODEL_DESC_MIN CLN_END_OF(clnode_model_desc, num_inputs)
+#define CLN_PROBLEM_MIN CLN_END_OF(clnode_problem, n_save_ts)
 
 /* Whether a struct of `size` bytes from the program is one this library knows (min to max):
  * CLNODE_OK, or CLNODE_ERR_INVALID_ARGUMENT with a message naming `what`. */
@@ -103,6 +105,9 @@ static inline void cln_struct_copy(void *dst, size_t dst_size, const void *src, 
 {
     memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
 }
+
+/* Every activation's name, in the list's order, separated by ", " (lib/model/model.c). */
+const char *cln_activation_list(void);
 
 /* ---- the solver's options (lib/solver/options.c) ---- */
 
@@ -123,6 +128,11 @@ clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_o
  * message of clnode_solve_option_set. */
 clnode_status cln_validate_options(clnode_context *ctx, const clnode_solve_options *o,
                                    int controller);
+
+/* The program's problem as this library's full struct, as cln_solve_options_import. Errors: a
+ * NULL problem, a struct_size this library does not know. */
+clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
+                                 clnode_problem *full);
 
 /* ---- the solve (lib/solver/solver.c): hooks for white-box tests ---- */
 

@@ -9,8 +9,32 @@
 #include "backends/host/host_math.h"
 #include "core/internal.h"
 
-static const char *const cln_act_names[] = {"identity", "relu", "tanh", "sigmoid",
-                                            "softplus", "silu", "gelu"};
+/* The names, indexed by value (the list's values run 0, 1, ... in order: checked below). */
+static const char *const cln_act_names[] = {
+#define CLN_X_NAME(name, value, str) [value] = str,
+    CLNODE_ACTIVATION_LIST(CLN_X_NAME)
+#undef CLN_X_NAME
+};
+#define CLN_X_COUNT(name, value, str) +1
+enum {
+    CLN_ACT_COUNT = 0 CLNODE_ACTIVATION_LIST(CLN_X_COUNT)
+};
+#undef CLN_X_COUNT
+_Static_assert(sizeof cln_act_names / sizeof cln_act_names[0] == CLN_ACT_COUNT,
+               "activation values are 0 .. count - 1");
+
+size_t clnode_activation_count(void)
+{
+    return CLN_ACT_COUNT;
+}
+
+const char *cln_activation_list(void)
+{
+#define CLN_X_STR(name, value, str) ", " str
+    static const char list[] = CLNODE_ACTIVATION_LIST(CLN_X_STR);
+#undef CLN_X_STR
+    return list + 2;
+}
 
 const char *clnode_activation_name(clnode_activation act)
 {

@@ -456,15 +456,14 @@ static clnode_status cln_st_meta_activation(cln_st_loader *L, json_object *meta,
         if (fallback == NULL)
             return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                             "%s: no \"%s\" in __metadata__; a model of %zu layers needs one "
-                            "(identity, relu, tanh, sigmoid, softplus, silu or gelu)",
-                            L->src, key, num_layers);
+                            "(one of %s)",
+                            L->src, key, num_layers, cln_activation_list());
         name = fallback;
     }
     if (clnode_activation_from_name(name, out) != CLNODE_OK)
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
-                        "%s: __metadata__ \"%s\" is '%s', not one of identity, relu, tanh, "
-                        "sigmoid, softplus, silu, gelu",
-                        L->src, key, cln_st_show(show, name));
+                        "%s: __metadata__ \"%s\" is '%s', not one of %s", L->src, key,
+                        cln_st_show(show, name), cln_activation_list());
     return CLNODE_OK;
 }
 

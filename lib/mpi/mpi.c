@@ -82,24 +82,26 @@ static clnode_status mpi_fail(clnode_context *ctx, int rc, const char *what)
 
 /* Solves chunk `c` into the callback. Returns the status, with the message in msg. */
 static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
-                                 const clnode_solve_options *full, size_t batch, const double *y0,
+                                 const clnode_solve_options *full, const clnode_problem *pb,
                                  const clnode_mpi_options *m, size_t chunk_size, size_t c,
                                  char *msg)
 {
     const size_t N = clnode_model_dim(model), K = clnode_model_num_inputs(model);
     const size_t first = c * chunk_size;
-    const size_t count = batch - first < chunk_size ? batch - first : chunk_size;
-    clnode_solve_options o = *full;
-    if (o.t0s)
-        o.t0s += first;
-    if (o.t1s)
-        o.t1s += first;
-    if (o.dt0s)
-        o.dt0s += first;
-    if (o.inputs)
-        o.inputs += first * K;
+    const size_t count = pb->batch - first < chunk_size ? pb->batch - first : chunk_size;
+    clnode_problem p = *pb; /* the chunk's rows of every per-trajectory array */
+    p.batch = count;
+    p.y0 += first * N;
+    if (p.t0s)
+        p.t0s += first;
+    if (p.t1s)
+        p.t1s += first;
+    if (p.dt0s)
+        p.dt0s += first;
+    if (p.inputs)
+        p.inputs += first * K;
     clnode_solution *sol = NULL;
-    clnode_status st = clnode_solve(ctx, model, &o, count, y0 + first * N, &sol);
+    clnode_status st = clnode_solve(ctx, model, full, &p, &sol);
     if (st != CLNODE_OK) {
         snprintf(msg, CLN_MPI_MSG, "%s", clnode_context_last_error(ctx));
         return st;
@@ -133,7 +135,7 @@ static size_t *todo_list(const clnode_mpi_options *m, size_t nc, size_t *ntodo)
 /* The rank loop: solves chunks until the counter (or the static range) runs out, or a failure.
  * Marks solved chunks in `mine`. Returns 0, or the MPI error code of a failed MPI call. */
 static int rank_loop(clnode_context *ctx, const clnode_model *model,
-                     const clnode_solve_options *full, size_t batch, const double *y0,
+                     const clnode_solve_options *full, const clnode_problem *pb,
                      const clnode_mpi_options *m, size_t chunk_size, const size_t *todo,
                      size_t ntodo, MPI_Win win, int rank, int R, unsigned char *mine,
                      rank_report *rep, char *msg)
@@ -165,11 +167,11 @@ static int rank_loop(clnode_context *ctx, const clnode_model *model,
             k = (size_t)got;
         }
         const size_t c = todo[k];
-        clnode_status st = solve_chunk(ctx, model, full, batch, y0, m, chunk_size, c, msg);
+        clnode_status st = solve_chunk(ctx, model, full, pb, m, chunk_size, c, msg);
         if (st != CLNODE_OK) {
             rep->status = (int32_t)st;
             rep->first = c * chunk_size;
-            rep->count = batch - rep->first < chunk_size ? batch - rep->first : chunk_size;
+            rep->count = pb->batch - rep->first < chunk_size ? pb->batch - rep->first : chunk_size;
             rc = MPI_Fetch_and_op(&fail, &got, MPI_INT64_T, 0, 0, MPI_SUM, win);
             if (rc == MPI_SUCCESS)
                 rc = MPI_Win_flush(0, win);
@@ -311,15 +313,24 @@ static int counter_create(MPI_Comm comm, int rank, MPI_Win *win)
 }
 
 clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
-                               const clnode_solve_options *opts, size_t batch, const double *y0,
+                               const clnode_solve_options *opts, const clnode_problem *problem,
                                MPI_Comm comm, const clnode_mpi_options *mopts, int *owner)
 {
     cln_clear_error(ctx);
-    CLN_CHECK(ctx, ctx && model && y0, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_solve_mpi: context, model and y0 are required");
+    CLN_CHECK(ctx, ctx && model, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_solve_mpi: context and model are required");
     clnode_mpi_options m;
     clnode_solve_options full;
-    clnode_status st = mpi_import_options(ctx, opts, mopts, &m, &full);
+    clnode_problem pb;
+    clnode_status st = cln_problem_import(ctx, problem, &pb);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_CHECK(ctx, pb.y0 || pb.batch == 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_solve_mpi: clnode_problem.y0 is NULL: no initial states for %zu "
+              "trajectories",
+              pb.batch);
+    const size_t batch = pb.batch;
+    st = mpi_import_options(ctx, opts, mopts, &m, &full);
     if (st != CLNODE_OK)
         return st;
     cancel_wrap cw = {comm, full.cancel, full.cancel_user};
@@ -358,8 +369,8 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     memset(&rep, 0, sizeof rep);
     char msg[CLN_MPI_MSG] = "";
     if (rc == MPI_SUCCESS)
-        rc = rank_loop(ctx, model, &full, batch, y0, &m, chunk_size, todo, ntodo, win, rank, R,
-                       mine, &rep, msg);
+        rc = rank_loop(ctx, model, &full, &pb, &m, chunk_size, todo, ntodo, win, rank, R, mine,
+                       &rep, msg);
     if (rc == MPI_SUCCESS)
         rc = wait_for_all(comm);
     if (rc == MPI_SUCCESS)

@@ -474,7 +474,7 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
             cln_probe_cache_store(ctx, prec, mode, r);
         }
         ctx->probe_done[pi][mi] = 1;
-        cln_log(ctx, CLNODE_LOG_INFO,
+        cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
                 "GEMM probe on %s, %s %s%s: identity %ld mismatches (%.1f bits), outer %ld "
                 "mismatches, random %.1f bits, range %s, subnormals %s: %s, unit roundoff %.3g",
                 ctx->backend->device_name, clnode_precision_name(prec), clnode_gemm_mode_name(mode),

@@ -178,8 +178,8 @@ void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, cln
     const int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         remove(tmp);
-        cln_log(ctx, CLNODE_LOG_DEBUG, "probe cache: cannot write %s", path);
+        cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "probe cache: cannot write %s", path);
         return;
     }
-    cln_log(ctx, CLNODE_LOG_DEBUG, "probe cache: stored %s", path);
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "probe cache: stored %s", path);
 }

@@ -6,14 +6,8 @@
 #include "core/internal.h"
 #include "solver/solution.h"
 
-/* How many save times every trajectory has: the one place that reads them from the problem. */
-static size_t cln_save_times(const clnode_solve_options *o)
-{
-    return o->n_save_ts;
-}
-
 clnode_status clnode_save_slots(clnode_context *ctx, const clnode_solve_options *opts,
-                                size_t *slots)
+                                const clnode_problem *problem, size_t *slots)
 {
     cln_clear_error(ctx);
     CLN_CHECK(ctx, opts && slots, CLNODE_ERR_INVALID_ARGUMENT,
@@ -25,9 +19,16 @@ clnode_status clnode_save_slots(clnode_context *ctx, const clnode_solve_options 
     CLN_CHECK(ctx, o.max_steps >= 1 && o.max_steps <= CLNODE_MAX_STEPS_LIMIT,
               CLNODE_ERR_INVALID_ARGUMENT, "max_steps must be in [1, %ld] (got %ld)",
               (long)CLNODE_MAX_STEPS_LIMIT, o.max_steps);
-    const size_t nts = cln_save_times(&o);
-    CLN_CHECK(ctx, nts == 0 || o.save_ts, CLNODE_ERR_INVALID_ARGUMENT,
-              "save_ts is NULL but n_save_ts is %zu", nts);
+    clnode_problem p;
+    clnode_problem_default(&p);
+    if (problem) {
+        const clnode_status pst = cln_problem_import(ctx, problem, &p);
+        if (pst != CLNODE_OK)
+            return pst;
+    }
+    const size_t nts = p.n_save_ts; /* the save times of every trajectory */
+    CLN_CHECK(ctx, nts == 0 || p.save_ts, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.save_ts is NULL but n_save_ts is %zu", nts);
     const size_t ends = (size_t)(o.save_t0 != 0) + (size_t)(o.save_t1 != 0 && !o.save_steps);
     size_t t;
     CLN_CHECK(ctx,

@@ -19,6 +19,7 @@
  * assumption", Computers & Mathematics with Applications 62 (2011) 770-775; dense output: the
  * paper's polynomials in diffrax's factored form. */
 static const clnode_method tsit5 = {
+    .struct_size = sizeof(clnode_method),
     .name = "tsit5",
     .citation = "Tsitouras (2011)",
     .stages = 7,
@@ -63,6 +64,7 @@ static const clnode_method tsit5 = {
  * Math. 6 (1980) 19-26; dense output: the midpoint weights of Shampine (1986), halved as diffrax
  * stores them. */
 static const clnode_method dopri5 = {
+    .struct_size = sizeof(clnode_method),
     .name = "dopri5",
     .citation = "Dormand & Prince (1980)",
     .stages = 7,
@@ -104,6 +106,7 @@ static const clnode_method dopri5 = {
  * b_error's entry 13 is b's 1/4. Dense output: Bogacki & Shampine (1990), as diffrax's
  * _Dopri8Interpolation, P_i highest degree first. */
 static const clnode_method dopri8 = {
+    .struct_size = sizeof(clnode_method),
     .name = "dopri8",
     .citation = "Prince & Dormand (1981)",
     .stages = 14,
@@ -176,6 +179,7 @@ static const clnode_method dopri8 = {
 /* P. Bogacki and L. F. Shampine, "A 3(2) pair of Runge-Kutta formulas", Appl. Math. Lett. 2
  * (1989) 321-325. */
 static const clnode_method bosh3 = {
+    .struct_size = sizeof(clnode_method),
     .name = "bosh3",
     .citation = "Bogacki & Shampine (1989)",
     .stages = 4,
@@ -201,6 +205,7 @@ static const clnode_method bosh3 = {
 /* Heun's method (explicit trapezoidal rule) with Euler as the embedded first-order method;
  * Hairer, Norsett & Wanner, Solving ODEs I, II.1. */
 static const clnode_method heun = {
+    .struct_size = sizeof(clnode_method),
     .name = "heun",
     .citation = "Heun (1900)",
     .stages = 2,
@@ -221,6 +226,7 @@ static const clnode_method heun = {
 
 /* Explicit Euler (constant steps only). */
 static const clnode_method euler = {
+    .struct_size = sizeof(clnode_method),
     .name = "euler",
     .citation = "Euler (1768)",
     .stages = 1,

@@ -2,7 +2,8 @@
  * clnode/solver.h): the documented defaults, written up to the program's struct_size and read
  * back as this library's struct (the sizes policy of clnode/common.h); the table itself, by
  * name; setting, parsing and formatting an option; the validation of every value against its
- * type and range. A row appended to the table needs nothing here. */
+ * type and range. A row appended to the table needs nothing here. The problem (clnode_problem)
+ * is read as the options are, up to its struct_size. */
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -365,6 +366,29 @@ clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_o
         return CLNODE_OK;
     const clnode_status st = cln_check_struct_size(ctx, "clnode_solve_options", in->struct_size,
                                                    CLN_SOLVE_OPTIONS_MIN, sizeof *full);
+    if (st != CLNODE_OK)
+        return st;
+    cln_struct_copy(full, sizeof *full, in, in->struct_size);
+    full->struct_size = sizeof *full;
+    return CLNODE_OK;
+}
+
+void clnode_problem_default_sized(clnode_problem *p, size_t size)
+{
+    clnode_problem d;
+    memset(&d, 0, sizeof d); /* no trajectories; every array NULL */
+    d.struct_size = size;
+    cln_struct_copy(p, size, &d, sizeof d);
+}
+
+clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
+                                 clnode_problem *full)
+{
+    memset(full, 0, sizeof *full);
+    full->struct_size = sizeof *full;
+    CLN_CHECK(ctx, in, CLNODE_ERR_INVALID_ARGUMENT, "no problem (clnode_problem is NULL)");
+    const clnode_status st = cln_check_struct_size(ctx, "clnode_problem", in->struct_size,
+                                                   CLN_PROBLEM_MIN, sizeof *full);
     if (st != CLNODE_OK)
         return st;
     cln_struct_copy(full, sizeof *full, in, in->struct_size);

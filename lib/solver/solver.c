@@ -20,14 +20,35 @@
 #include "solver/solution.h"
 
 
-static const char *const cln_result_names[] = {"success", "max_steps_reached", "dt_min_reached",
-                                               "nonfinite", "precision_floor"};
+/* The kernels' result codes (cl/cln_layout.h) are the public ones, and there are as many. */
+_Static_assert(CLN_RESULT_SUCCESS == CLNODE_RESULT_SUCCESS, "CLN_RESULT_SUCCESS");
+_Static_assert(CLN_RESULT_MAX_STEPS == CLNODE_RESULT_MAX_STEPS_REACHED, "CLN_RESULT_MAX_STEPS");
+_Static_assert(CLN_RESULT_DT_MIN == CLNODE_RESULT_DT_MIN_REACHED, "CLN_RESULT_DT_MIN");
+_Static_assert(CLN_RESULT_NONFINITE == CLNODE_RESULT_NONFINITE, "CLN_RESULT_NONFINITE");
+_Static_assert(CLN_RESULT_PRECISION_FLOOR == CLNODE_RESULT_PRECISION_FLOOR,
+               "CLN_RESULT_PRECISION_FLOOR");
+#define CLN_X_COUNT(name, value, str) +1
+enum {
+    CLN_RESULT_COUNT = 0 CLNODE_RESULT_LIST(CLN_X_COUNT)
+};
+#undef CLN_X_COUNT
+_Static_assert(CLN_RESULT_COUNT == CLN_RESULT_PRECISION_FLOOR + 1, "a result the kernels lack");
 
 const char *clnode_result_name(clnode_result r)
 {
-    if ((unsigned)r < sizeof cln_result_names / sizeof cln_result_names[0])
-        return cln_result_names[r];
+    switch (r) {
+#define CLN_X_NAME(name, value, str)                                                               \
+    case name:                                                                                     \
+        return str;
+        CLNODE_RESULT_LIST(CLN_X_NAME)
+#undef CLN_X_NAME
+    }
     return "unknown";
+}
+
+size_t clnode_result_count(void)
+{
+    return CLN_RESULT_COUNT;
 }
 
 void clnode_solution_destroy(clnode_solution **ps)
@@ -100,29 +121,29 @@ size_t cln_solution_capacity(const clnode_solution *s, clnode_save_kind kind)
 
 /* ---- the problem of each trajectory ---- */
 
-static double cln_t0(const clnode_solve_options *o, size_t b)
+static double cln_t0(const clnode_solve_options *o, const clnode_problem *p, size_t b)
 {
-    return o->t0s ? o->t0s[b] : o->t0;
+    return p->t0s ? p->t0s[b] : o->t0;
 }
 
-static double cln_t1(const clnode_solve_options *o, size_t b)
+static double cln_t1(const clnode_solve_options *o, const clnode_problem *p, size_t b)
 {
-    return o->t1s ? o->t1s[b] : o->t1;
+    return p->t1s ? p->t1s[b] : o->t1;
 }
 
-static double cln_dt0_of(const clnode_solve_options *o, size_t b)
+static double cln_dt0_of(const clnode_solve_options *o, const clnode_problem *p, size_t b)
 {
-    return o->dt0s ? o->dt0s[b] : o->dt0;
+    return p->dt0s ? p->dt0s[b] : o->dt0;
 }
 
 /* The direction shared by the batch: -1 when some trajectory integrates backwards, else +1 (a
  * mix is refused by cln_validate_problem). A trajectory with t0 == t1 takes no step whatever the
  * direction. */
-static double cln_direction(const clnode_solve_options *o, size_t batch)
+static double cln_direction(const clnode_solve_options *o, const clnode_problem *p)
 {
-    const size_t n = o->t0s || o->t1s ? batch : 1;
+    const size_t n = p->t0s || p->t1s ? p->batch : 1;
     for (size_t b = 0; b < n; ++b)
-        if (cln_t1(o, b) < cln_t0(o, b))
+        if (cln_t1(o, p, b) < cln_t0(o, p, b))
             return -1.0;
     return 1.0;
 }
@@ -143,6 +164,9 @@ static const struct {
 static clnode_status cln_validate_method(clnode_context *ctx, const clnode_method *m)
 {
     CLN_CHECK(ctx, m, CLNODE_ERR_INVALID_ARGUMENT, "no method");
+    /* every field is read from the descriptor itself: it has them all */
+    if (cln_check_struct_size(ctx, "clnode_method", m->struct_size, sizeof *m, sizeof *m))
+        return CLNODE_ERR_INVALID_ARGUMENT;
     CLN_CHECK(ctx, m->stages >= 1 && m->stages <= CLN_MAX_STAGES, CLNODE_ERR_INVALID_ARGUMENT,
               "method %s has %d stages (1 to %d supported)", m->name, m->stages, CLN_MAX_STAGES);
     const unsigned form = (unsigned)m->interpolation;
@@ -169,20 +193,22 @@ static void cln_traj_who(char *who, size_t n, int per_traj, size_t b)
 }
 /* Precision, GEMM mode, guard, the interval and the step budget. */
 static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solve_options *o,
-                                          size_t batch, const double *y0)
+                                          const clnode_problem *p)
 {
+    const size_t batch = p->batch;
     CLN_CHECK(ctx, batch >= 1 && batch <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "batch size %zu is out of range (1 to %d)", batch, INT32_MAX);
-    CLN_CHECK(ctx, y0, CLNODE_ERR_INVALID_ARGUMENT, "no initial states");
+              "clnode_problem.batch = %zu is out of range (1 to %d)", batch, INT32_MAX);
+    CLN_CHECK(ctx, p->y0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.y0 is NULL: no initial states for %zu trajectories", batch);
     clnode_status st = cln_validate_options(ctx, o, 0);
     if (st != CLNODE_OK)
         return st;
     if (cln_check_gemm_mode(ctx, o->precision, o->gemm_precision) != CLNODE_OK)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    const int per_traj = o->t0s || o->t1s || o->dt0s;
-    const double dir = cln_direction(o, batch);
-    for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
-        const double t0 = cln_t0(o, b), t1 = cln_t1(o, b), dt0 = cln_dt0_of(o, b);
+    const int per_traj = p->t0s || p->t1s || p->dt0s;
+    const double dir = cln_direction(o, p);
+    for (size_t b = 0; b < (per_traj ? p->batch : 1); ++b) {
+        const double t0 = cln_t0(o, p, b), t1 = cln_t1(o, p, b), dt0 = cln_dt0_of(o, p, b);
         char who[48];
         cln_traj_who(who, sizeof who, per_traj, b);
         CLN_CHECK(ctx, isfinite(t0) && isfinite(t1), CLNODE_ERR_INVALID_ARGUMENT,
@@ -220,25 +246,28 @@ static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_s
 
 /* The save times, then the initial states. */
 static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model *model,
-                                         const clnode_solve_options *o, size_t batch,
-                                         const double *y0)
+                                         const clnode_solve_options *o, const clnode_problem *p)
 {
-    CLN_CHECK(ctx, o->n_save_ts == 0 || o->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
-              "%zu save times but no array", o->n_save_ts);
-    CLN_CHECK(ctx, o->n_save_ts <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT, "too many save times");
-    const double dir = cln_direction(o, batch);
+    const size_t batch = p->batch;
+    const double *y0 = p->y0;
+    CLN_CHECK(ctx, p->n_save_ts == 0 || p->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.n_save_ts = %zu save times but clnode_problem.save_ts is NULL",
+              p->n_save_ts);
+    CLN_CHECK(ctx, p->n_save_ts <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.n_save_ts = %zu: too many save times", p->n_save_ts);
+    const double dir = cln_direction(o, p);
     /* per-trajectory intervals clip the shared list; one shared interval must contain it */
-    const int shared = !o->t0s && !o->t1s;
-    for (size_t j = 0; j < o->n_save_ts; ++j) {
-        const double t = o->save_ts[j];
+    const int shared = !p->t0s && !p->t1s;
+    for (size_t j = 0; j < p->n_save_ts; ++j) {
+        const double t = p->save_ts[j];
         CLN_CHECK(ctx, isfinite(t), CLNODE_ERR_INVALID_ARGUMENT, "save time %zu is %g", j, t);
         CLN_CHECK(ctx, !shared || (dir * t >= dir * o->t0 && dir * t <= dir * o->t1),
                   CLNODE_ERR_INVALID_ARGUMENT,
                   "save time %zu (%g) lies outside [t0, t1] = [%g, %g]", j, t, o->t0, o->t1);
-        CLN_CHECK(ctx, j == 0 || dir * t >= dir * o->save_ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
+        CLN_CHECK(ctx, j == 0 || dir * t >= dir * p->save_ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
                   "save times must be monotone in the direction of integration (time %zu = %g "
                   "after %g)",
-                  j, t, o->save_ts[j - 1]);
+                  j, t, p->save_ts[j - 1]);
     }
     const size_t N = clnode_model_dim(model);
     for (size_t i = 0; i < batch * N; ++i)
@@ -246,16 +275,16 @@ static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model
                   "y0 of trajectory %zu, component %zu is %g (initial states must be finite)",
                   i / N, i % N, y0[i]);
     const size_t k = model->num_inputs;
-    CLN_CHECK(ctx, k == 0 || o->inputs, CLNODE_ERR_INVALID_ARGUMENT,
-              "the model takes %zu conditioning inputs: pass them as the options' inputs "
-              "(batch x %zu values)",
+    CLN_CHECK(ctx, k == 0 || p->inputs, CLNODE_ERR_INVALID_ARGUMENT,
+              "the model takes %zu conditioning inputs: pass them as the problem's inputs "
+              "(clnode_problem.inputs, batch x %zu values)",
               k, k);
-    CLN_CHECK(ctx, k > 0 || !o->inputs, CLNODE_ERR_INVALID_ARGUMENT,
-              "conditioning inputs were given, but the model takes none");
+    CLN_CHECK(ctx, k > 0 || !p->inputs, CLNODE_ERR_INVALID_ARGUMENT,
+              "conditioning inputs were given (clnode_problem.inputs), but the model takes none");
     for (size_t i = 0; i < batch * k; ++i)
-        CLN_CHECK(ctx, isfinite(o->inputs[i]), CLNODE_ERR_NONFINITE_INPUT,
+        CLN_CHECK(ctx, isfinite(p->inputs[i]), CLNODE_ERR_NONFINITE_INPUT,
                   "conditioning input %zu of trajectory %zu is %g (inputs must be finite)", i % k,
-                  i / k, o->inputs[i]);
+                  i / k, p->inputs[i]);
     return CLNODE_OK;
 }
 
@@ -300,17 +329,17 @@ typedef struct cln_named {
  * times, y0, the conditioning inputs and the model's parameters. The first beyond is named, with
  * its index. */
 static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model *model,
-                                        const clnode_solve_options *o, size_t batch,
-                                        const double *y0)
+                                        const clnode_solve_options *o, const clnode_problem *p)
 {
+    const size_t batch = p->batch;
     if (o->precision != CLNODE_FP32)
         return CLNODE_OK;
     static const char beyond[] = "beyond the fp32 range (|x| <= 3.40282347e+38: it would be "
                                  "infinite in this solve); solve in fp64";
     const int adaptive = !o->constant_step;
-    const cln_named sc[] = {{"t0", o->t0, !o->t0s},
-                            {"t1", o->t1, !o->t1s},
-                            {"dt0", o->dt0, !o->dt0s},
+    const cln_named sc[] = {{"t0", o->t0, !p->t0s},
+                            {"t1", o->t1, !p->t1s},
+                            {"dt0", o->dt0, !p->dt0s},
                             {"rtol", o->rtol, adaptive},
                             {"atol", o->atol, adaptive},
                             {"dtmin", o->dtmin, adaptive},
@@ -327,12 +356,12 @@ static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model 
         const double *v;
         size_t n, row;
     } arr[] = {
-        {"t0", "trajectory", o->t0s, o->t0s ? batch : 0, 1},
-        {"t1", "trajectory", o->t1s, o->t1s ? batch : 0, 1},
-        {"dt0", "trajectory", o->dt0s, o->dt0s ? batch : 0, 1},
-        {"save time", "index", o->save_ts, o->n_save_ts, 1},
-        {"y0", "trajectory", y0, batch * clnode_model_dim(model), clnode_model_dim(model)},
-        {"conditioning input", "trajectory", o->inputs, o->inputs ? batch * model->num_inputs : 0,
+        {"t0", "trajectory", p->t0s, p->t0s ? batch : 0, 1},
+        {"t1", "trajectory", p->t1s, p->t1s ? batch : 0, 1},
+        {"dt0", "trajectory", p->dt0s, p->dt0s ? batch : 0, 1},
+        {"save time", "index", p->save_ts, p->n_save_ts, 1},
+        {"y0", "trajectory", p->y0, batch * clnode_model_dim(model), clnode_model_dim(model)},
+        {"conditioning input", "trajectory", p->inputs, p->inputs ? batch * model->num_inputs : 0,
          model->num_inputs},
     };
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; ++k) {
@@ -404,17 +433,17 @@ static clnode_status cln_fail_first_step(clnode_context *ctx, const clnode_solve
  * different, a positive dtmax stays positive, and the first step of a trajectory that has an
  * interval moves its start (see clnode_solve). Trajectory by trajectory with t0s, t1s, dt0s. */
 static clnode_status cln_validate_collapse(clnode_context *ctx, const clnode_solve_options *o,
-                                           size_t batch)
+                                           const clnode_problem *pb)
 {
     const clnode_precision p = o->precision;
     const char *pn = clnode_precision_name(p);
     CLN_CHECK(ctx, o->constant_step || !(o->dtmax > 0.0) || cln_round(p, o->dtmax) > 0.0,
               CLNODE_ERR_INVALID_ARGUMENT, "dtmax = %g rounds to 0 in %s: give a larger dtmax%s",
               o->dtmax, pn, p == CLNODE_FP32 ? ", or solve in fp64" : "");
-    const int per_traj = o->t0s || o->t1s || o->dt0s;
-    const double dir = cln_direction(o, batch);
-    for (size_t b = 0; b < (per_traj ? batch : 1); ++b) {
-        const double t0 = cln_t0(o, b), t1 = cln_t1(o, b), dt0 = cln_dt0_of(o, b);
+    const int per_traj = pb->t0s || pb->t1s || pb->dt0s;
+    const double dir = cln_direction(o, pb);
+    for (size_t b = 0; b < (per_traj ? pb->batch : 1); ++b) {
+        const double t0 = cln_t0(o, pb, b), t1 = cln_t1(o, pb, b), dt0 = cln_dt0_of(o, pb, b);
         char who[48];
         cln_traj_who(who, sizeof who, per_traj, b);
         const double r0 = cln_round(p, t0), r1 = cln_round(p, t1);
@@ -432,20 +461,20 @@ static clnode_status cln_validate_collapse(clnode_context *ctx, const clnode_sol
 }
 
 static clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
-                                  const clnode_solve_options *o, size_t batch, const double *y0)
+                                  const clnode_solve_options *o, const clnode_problem *p)
 {
     CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
     clnode_status st = cln_validate_method(ctx, o->method);
     if (st == CLNODE_OK)
-        st = cln_validate_problem(ctx, o, batch, y0);
+        st = cln_validate_problem(ctx, o, p);
     if (st == CLNODE_OK)
         st = cln_validate_controller(ctx, o);
     if (st == CLNODE_OK)
-        st = cln_validate_inputs(ctx, model, o, batch, y0);
+        st = cln_validate_inputs(ctx, model, o, p);
     if (st == CLNODE_OK)
-        st = cln_validate_range(ctx, model, o, batch, y0);
+        st = cln_validate_range(ctx, model, o, p);
     if (st == CLNODE_OK)
-        st = cln_validate_collapse(ctx, o, batch);
+        st = cln_validate_collapse(ctx, o, p);
     return st;
 }
 
@@ -540,6 +569,7 @@ typedef struct cln_run {
     cln_backend *be;
     const clnode_model *model;
     const clnode_solve_options *o;
+    const clnode_problem *p; /* the batch, y0 and the per-trajectory data */
     const clnode_method *m;
     cln_solve_dev sd;
     size_t maxw;         /* the widest layer output: rows of H */
@@ -645,15 +675,15 @@ static void cln_problem_rows(const cln_run *r, cln_rstate_d *rows)
     double last_tau1 = 0.0, last_floor = 0.0;
     for (size_t b = 0; b < r->sd.Breal; ++b) {
         cln_rstate_d *rs = &rows[b];
-        rs->tau0 = r->dir * cln_round(p, cln_t0(o, b));
-        rs->tau1 = r->dir * cln_round(p, cln_t1(o, b));
+        rs->tau0 = r->dir * cln_round(p, cln_t0(o, r->p, b));
+        rs->tau1 = r->dir * cln_round(p, cln_t1(o, r->p, b));
         /* 100 ulp steps: computed again only when the end changes */
         if (b == 0 || rs->tau1 != last_tau1) {
             last_tau1 = rs->tau1;
             last_floor = cln_clip_floor(p, rs->tau1);
         }
         rs->clip_floor = last_floor;
-        rs->dt0 = cln_first_step(o, p, cln_dt0_of(o, b));
+        rs->dt0 = cln_first_step(o, p, cln_dt0_of(o, r->p, b));
     }
 }
 
@@ -710,7 +740,7 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     KI->force_dtmin = o->force_dtmin != 0;
     KI->save_steps = o->save_steps != 0;
     KI->steps_cap = (int32_t)r->steps_cap;
-    KI->n_ts = (int32_t)o->n_save_ts;
+    KI->n_ts = (int32_t)r->p->n_save_ts;
     KI->coeff1_zero = K->coeff1 == 0.0;
     KI->coeff2_zero = K->coeff2 == 0.0;
     KI->coeff3_zero = K->coeff3 == 0.0;
@@ -739,7 +769,7 @@ static clnode_status cln_guard_tolerance(clnode_context *ctx, const clnode_solve
                         o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
                         clnode_gemm_mode_name(o->gemm_precision), clnode_gemm_class_name(pr->gemm_class),
                         pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
-    cln_log(ctx, CLNODE_LOG_WARN,
+    cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_PRECISION_GUARD,
             "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, unit "
             "roundoff %.3g; rtol should be at least %g u = %.3g): expect many more steps, or "
             "trajectories ending with precision_floor",
@@ -778,7 +808,7 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
     else
         snprintf(advice, sizeof advice,
                  "use %s (fp64 with GEMM mode strict is the finest arithmetic clnode has)", larger);
-    cln_log(ctx, CLNODE_LOG_WARN,
+    cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_PRECISION_FLOOR,
             "precision_floor: %zu of %zu trajectories (the first: %zu, at t = %g) stopped with "
             "their error estimate at the rounding floor of %s in %s with GEMM mode %s%s: rtol %g "
             "is below what this arithmetic resolves; %s",
@@ -792,17 +822,18 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
 /* The solution object with room for every saved point the options ask for: `steps` points per
  * trajectory for the saved steps (the most any trajectory saved). */
 static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_options *o,
-                                        size_t B, size_t N, size_t steps, clnode_solution **out)
+                                        size_t n_save_ts, size_t B, size_t N, size_t steps,
+                                        clnode_solution **out)
 {
     clnode_solution *s = calloc(1, sizeof *s);
     CLN_CHECK(ctx, s, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the solution");
     s->B = B;
     s->N = N;
     s->cap[CLNODE_SAVE_T0] = o->save_t0 ? 1 : 0;
-    s->cap[CLNODE_SAVE_TS] = o->n_save_ts;
+    s->cap[CLNODE_SAVE_TS] = n_save_ts;
     s->cap[CLNODE_SAVE_STEPS] = o->save_steps ? steps : 0;
     s->cap[CLNODE_SAVE_T1] = o->save_t1 ? 1 : 0;
-    const int saved[4] = {o->save_t0, o->n_save_ts > 0, o->save_steps, o->save_t1};
+    const int saved[4] = {o->save_t0, n_save_ts > 0, o->save_steps, o->save_t1};
     size_t bn, bc, bcn;
     s->stats = calloc(B, sizeof *s->stats);
     s->y_final = cln_mul_size(B, N, &bn) ? calloc(bn, sizeof(double)) : NULL;
@@ -835,9 +866,11 @@ static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_
 /* Trajectory b's statistics and saved points from its final state rows (the y_final, dense
  * output and saved steps are already read back). */
 static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
-                                const cln_rstate_d *rs, const cln_istate *is, const double *y0)
+                                const cln_rstate_d *rs, const cln_istate *is)
 {
     const clnode_solve_options *o = r->o;
+    const clnode_problem *p = r->p;
+    const double *y0 = p->y0;
     const clnode_method *m = r->m;
     const clnode_precision prec = r->sd.prec;
     const size_t N = s->N;
@@ -851,21 +884,21 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     t->t_final = r->dir * rs->t;
     if (s->cap[CLNODE_SAVE_T0]) {
         s->count[CLNODE_SAVE_T0][b] = 1;
-        s->ts[CLNODE_SAVE_T0][b] = cln_round(prec, cln_t0(o, b));
+        s->ts[CLNODE_SAVE_T0][b] = cln_round(prec, cln_t0(o, p, b));
         for (size_t n = 0; n < N; ++n)
             s->ys[CLNODE_SAVE_T0][b * N + n] = cln_round(prec, y0[b * N + n]);
     }
     if (s->cap[CLNODE_SAVE_TS]) {
         /* the run of the shared list inside this trajectory's interval starts at the first time
          * not before tau0, the comparison cln_save_dense makes (in tau, state precision) */
-        const size_t nt = o->n_save_ts;
+        const size_t nt = p->n_save_ts;
         size_t first = 0;
-        while (first < nt && r->dir * cln_round(prec, o->save_ts[first]) < rs->tau0)
+        while (first < nt && r->dir * cln_round(prec, p->save_ts[first]) < rs->tau0)
             ++first;
         size_t end = (size_t)is->nts;
-        if (cln_t0(o, b) == cln_t1(o, b)) { /* diffrax: every requested time receives y0 */
+        if (cln_t0(o, p, b) == cln_t1(o, p, b)) { /* diffrax: every requested time receives y0 */
             end = first;
-            while (end < nt && r->dir * cln_round(prec, o->save_ts[end]) <= rs->tau1)
+            while (end < nt && r->dir * cln_round(prec, p->save_ts[end]) <= rs->tau1)
                 ++end;
             for (size_t j = first; j < end; ++j)
                 memcpy(s->ys[CLNODE_SAVE_TS] + (b * nt + j) * N, s->y_final + b * N,
@@ -874,7 +907,7 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
         s->first_ts[b] = first;
         s->count[CLNODE_SAVE_TS][b] = end > first ? end - first : 0;
         for (size_t j = 0; j < nt; ++j)
-            s->ts[CLNODE_SAVE_TS][b * nt + j] = cln_round(prec, o->save_ts[j]);
+            s->ts[CLNODE_SAVE_TS][b * nt + j] = cln_round(prec, p->save_ts[j]);
     }
     if (s->count[CLNODE_SAVE_STEPS])
         s->count[CLNODE_SAVE_STEPS][b] = (size_t)is->nsteps_saved;
@@ -972,7 +1005,7 @@ fail:
 
 /* Phase 6: allocates the solution and reads every result back (one transfer per buffer; rows
  * past Breal are padding and are not read), in the caller's order of trajectories. */
-static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution **out)
+static clnode_status cln_collect(cln_run *r, clnode_solution **out)
 {
     const clnode_solve_options *o = r->o;
     cln_backend *be = r->be;
@@ -998,17 +1031,17 @@ static clnode_status cln_collect(cln_run *r, const double *y0, clnode_solution *
                       r->steps_cap);
         goto fail;
     }
-    CLN_TRY(st, cln_solution_alloc(r->ctx, o, B, N, steps, &s));
+    CLN_TRY(st, cln_solution_alloc(r->ctx, o, r->p->n_save_ts, B, N, steps, &s));
     s->dir = r->dir;
     CLN_TRY(st, cln_download(be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
         CLN_TRY(st,
-                cln_download(be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS], B * o->n_save_ts * N));
+                cln_download(be, sd, sd->TSOUT, 0, s->ys[CLNODE_SAVE_TS], B * r->p->n_save_ts * N));
     CLN_TRY(st, cln_collect_steps(r, s));
     if (r->compactions)
         CLN_TRY(st, cln_unpermute_solution(r, s));
     for (size_t row = 0; row < B; ++row) /* trajectory perm[row]'s state rows */
-        cln_fill_trajectory(r, s, r->compactions ? r->perm[row] : row, &rs[row], &is[row], y0);
+        cln_fill_trajectory(r, s, r->compactions ? r->perm[row] : row, &rs[row], &is[row]);
     free(rs);
     free(is);
     *out = s;
@@ -1025,9 +1058,9 @@ fail:
 /* Phase 0: the problem is valid and the device can solve it (precision; the tolerance against
  * the measured precision of its GEMM). */
 static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
-                               const clnode_solve_options *o, size_t batch, const double *y0)
+                               const clnode_solve_options *o, const clnode_problem *p)
 {
-    const clnode_status st = cln_validate(ctx, model, o, batch, y0);
+    const clnode_status st = cln_validate(ctx, model, o, p);
     if (st != CLNODE_OK)
         return st;
     const clnode_status pst = cln_check_device_precision(ctx, o->precision, o->gemm_precision, "solve");
@@ -1037,8 +1070,9 @@ static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
 }
 
 /* Phase 1: the sizes of every buffer and the interval in tau (nothing allocated). */
-static clnode_status cln_size(cln_run *r, size_t batch)
+static clnode_status cln_size(cln_run *r)
 {
+    const size_t batch = r->p->batch;
     const clnode_solve_options *o = r->o;
     const clnode_model *model = r->model;
     cln_solve_dev *sd = &r->sd;
@@ -1074,7 +1108,7 @@ static clnode_status cln_size(cln_run *r, size_t batch)
 
     /* times in the direction-normalised variable tau = dir * t (per trajectory: cln_problem_rows)
      */
-    r->dir = cln_direction(o, batch);
+    r->dir = cln_direction(o, r->p);
 
     /* every batch-sized buffer of cln_allocate fits size_t (their products are not checked
      * again there) */
@@ -1113,7 +1147,7 @@ static clnode_status cln_allocate(cln_run *r)
     }
     size_t tsout = 0, steps_t = 0, steps_y = 0;
     CLN_CHECK(r->ctx,
-              cln_mul_size(B * N, o->n_save_ts, &tsout) &&
+              cln_mul_size(B * N, r->p->n_save_ts, &tsout) &&
                   cln_mul_size(B, r->steps_cap, &steps_t) && cln_mul_size(steps_t, N, &steps_y),
               CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
     CLN_TRY(st, cln_alloc(r, &sd->Y, B * N, es));
@@ -1125,7 +1159,7 @@ static clnode_status cln_allocate(cln_run *r)
     CLN_TRY(st, cln_alloc(r, &sd->CI, 1, sizeof(cln_iconsts)));
     CLN_TRY(st, cln_alloc(r, &sd->RS, B * CLN_RSTATE_REALS, es));
     CLN_TRY(st, cln_alloc(r, &sd->IS, B, sizeof(cln_istate)));
-    CLN_TRY(st, cln_alloc(r, &sd->TS, o->n_save_ts, es));
+    CLN_TRY(st, cln_alloc(r, &sd->TS, r->p->n_save_ts, es));
     CLN_TRY(st, cln_alloc(r, &sd->TSOUT, tsout, es));
     CLN_TRY(st, cln_alloc(r, &sd->STT, steps_t, es));
     CLN_TRY(st, cln_alloc(r, &sd->STY, steps_y, es));
@@ -1150,9 +1184,9 @@ fail:
 
 /* Phase 3: the model, the constants, the save times and y0 to the device (padding rows of Y
  * stay zero). */
-static clnode_status cln_upload_problem(cln_run *r, const double *y0)
+static clnode_status cln_upload_problem(cln_run *r)
 {
-    const clnode_solve_options *o = r->o;
+    const clnode_problem *p = r->p;
     const clnode_model *model = r->model;
     cln_backend *be = r->be;
     cln_solve_dev *sd = &r->sd;
@@ -1175,17 +1209,17 @@ static clnode_status cln_upload_problem(cln_run *r, const double *y0)
         CLN_TRY(st, cln_upload(be, sd, sd->CR, 0, flat, CLN_CONSTS_REALS));
         CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     }
-    if (o->n_save_ts) {
-        tsbuf = malloc(o->n_save_ts * sizeof(double));
+    if (p->n_save_ts) {
+        tsbuf = malloc(p->n_save_ts * sizeof(double));
         if (!tsbuf) {
             st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the save times");
             goto fail;
         }
-        for (size_t j = 0; j < o->n_save_ts; ++j)
-            tsbuf[j] = r->dir * cln_round(sd->prec, o->save_ts[j]);
-        CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, o->n_save_ts));
+        for (size_t j = 0; j < p->n_save_ts; ++j)
+            tsbuf[j] = r->dir * cln_round(sd->prec, p->save_ts[j]);
+        CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, p->n_save_ts));
     }
-    CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, y0, sd->Breal * sd->N));
+    CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, p->y0, sd->Breal * sd->N));
     rows = malloc(sd->B * sizeof *rows);
     if (!rows) {
         st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the trajectories' rows");
@@ -1203,7 +1237,7 @@ static clnode_status cln_upload_problem(cln_run *r, const double *y0)
             goto fail;
         }
         for (size_t b = 0; b < sd->Breal; ++b)
-            memcpy(zrows + b * sd->ldz + c0, o->inputs + b * k, k * sizeof *zrows);
+            memcpy(zrows + b * sd->ldz + c0, p->inputs + b * k, k * sizeof *zrows);
         CLN_TRY(st, cln_upload(be, sd, sd->Z, 0, zrows, sd->B * sd->ldz));
     }
 fail:
@@ -1310,7 +1344,7 @@ static clnode_status cln_grow_steps(cln_run *r, long it, long group)
     CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     if (be->ops->solve_rebind)
         CLN_TRY(st, be->ops->solve_rebind(be, sd));
-    cln_log(r->ctx, CLNODE_LOG_DEBUG,
+    cln_log(r->ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
             "saved steps: room for %zu points per trajectory (was %zu) after %ld steps", cap, old,
             it);
 fail:
@@ -1376,7 +1410,7 @@ static clnode_status cln_compact(cln_run *r, size_t active)
     if (np) {
         const size_t es = sd->esize, N = sd->N;
         CLN_TRY(st, be->ops->buf_write(be, sd->PAIRS, 0, 2 * np * sizeof(int32_t), r->pairs));
-        const size_t ms = r->steps_cap, nt = r->o->n_save_ts;
+        const size_t ms = r->steps_cap, nt = r->p->n_save_ts;
         cln_row_move moves[4 + CLN_MAX_STAGES + 3];
         size_t nm = 0;
         moves[nm++] = (cln_row_move){sd->Y, 0, N * es, N * es};
@@ -1396,8 +1430,8 @@ static clnode_status cln_compact(cln_run *r, size_t active)
             CLN_TRY(st, be->ops->swap_rows(be, sd, moves[k].buf, moves[k].off, moves[k].stride,
                                            moves[k].len, np));
     }
-    cln_log(r->ctx, CLNODE_LOG_DEBUG, "compaction: %zu of %zu live rows running, %zu swapped",
-            active, live, np);
+    cln_log(r->ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "compaction: %zu of %zu live rows running, %zu swapped", active, live, np);
     sd->live = (active + align - 1) / align * align;
     ++r->compactions;
 fail:
@@ -1446,7 +1480,7 @@ static clnode_status cln_loop(cln_run *r)
 }
 
 clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
-                           const clnode_solve_options *opts, size_t batch, const double *y0,
+                           const clnode_solve_options *opts, const clnode_problem *problem,
                            clnode_solution **out)
 {
     cln_clear_error(ctx);
@@ -1457,12 +1491,18 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     if (st != CLNODE_OK)
         return st;
     opts = &full;
-    st = cln_check(ctx, model, opts, batch, y0);
+    clnode_problem pfull; /* the program's problem, as this library's struct */
+    st = cln_problem_import(ctx, problem, &pfull);
+    if (st != CLNODE_OK)
+        return st;
+    problem = &pfull;
+    st = cln_check(ctx, model, opts, problem);
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;
-    cln_log(ctx, CLNODE_LOG_DEBUG, "solve: %zu trajectories of dimension %zu on %s, %s in %s",
-            batch, clnode_model_dim(model), be->device_name, opts->method->name,
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "solve: %zu trajectories of dimension %zu on %s, %s in %s", problem->batch,
+            clnode_model_dim(model), be->device_name, opts->method->name,
             clnode_precision_name(opts->precision));
     cln_run r;
     memset(&r, 0, sizeof r);
@@ -1470,16 +1510,17 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     r.be = be;
     r.model = model;
     r.o = opts;
+    r.p = problem;
     r.m = opts->method;
-    st = cln_size(&r, batch);
+    st = cln_size(&r);
     if (st != CLNODE_OK)
         return st;
     CLN_TRY(st, cln_allocate(&r));
-    CLN_TRY(st, cln_upload_problem(&r, y0));
+    CLN_TRY(st, cln_upload_problem(&r));
     const long syncs0 = be->syncs;
     CLN_TRY(st, cln_begin(&r));
     CLN_TRY(st, cln_loop(&r));
-    CLN_TRY(st, cln_collect(&r, y0, out));
+    CLN_TRY(st, cln_collect(&r, out));
     (*out)->syncs = be->syncs - syncs0;
     cln_report_floor(ctx, opts, *out);
     cln_release(&r);

@@ -59,14 +59,18 @@ _logger = _logging.getLogger("clnode")
 _LEVELS = {0: _logging.DEBUG, 1: _logging.WARNING, 2: _logging.INFO, 3: _logging.DEBUG}
 
 
-def _is_guard_message(message):
-    return "rtol" in message and ("resolves" in message or "precision_floor" in message)
+# the library's codes of the precision guard's warnings (before a solve, and at the floor)
+_GUARD_CODES = {_clnode.LOG_CODES["precision_guard"], _clnode.LOG_CODES["precision_floor"]}
+
+
+def _is_guard_message(code):
+    return code in _GUARD_CODES
 
 
 def _log_sink(messages, origin):
     # Errors are raised as exceptions carrying the same message: logged only at DEBUG.
-    for level, message in messages:
-        if level == 1 and _is_guard_message(message):
+    for level, code, message in messages:
+        if level == 1 and _is_guard_message(code):
             _warnings.warn(message, PrecisionWarning, stacklevel=4)
         else:
             _logger.log(_LEVELS.get(level, _logging.DEBUG), "%s: %s", origin, message)

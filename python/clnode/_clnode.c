@@ -90,14 +90,14 @@ static PyObject *raise_status(clnode_status st, const char *msg)
  * handed to clnode._log_sink(messages) after the call, with the GIL. */
 
 typedef struct log_buf {
-    char *data; /* records: one level byte, the message, a NUL */
+    char *data; /* records: one level byte, one code byte, the message, a NUL */
     size_t len, cap;
 } log_buf;
 
-static void on_log(void *user, clnode_log_level level, const char *message)
+static void on_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
     log_buf *b = user;
-    size_t n = strlen(message) + 2;
+    size_t n = strlen(message) + 3;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 512;
         while (cap < b->len + n)
@@ -109,13 +109,14 @@ static void on_log(void *user, clnode_log_level level, const char *message)
         b->cap = cap;
     }
     b->data[b->len] = (char)('0' + (int)level);
-    memcpy(b->data + b->len + 1, message, n - 1);
+    b->data[b->len + 1] = (char)('0' + (int)code);
+    memcpy(b->data + b->len + 2, message, n - 2);
     b->len += n;
 }
 
 static PyObject *g_log_sink; /* set by clnode/__init__.py */
 
-/* Passes the collected messages to the sink as a list of (level, message) and empties the
+/* Passes the collected messages to the sink as a list of (level, code, message) and empties the
  * buffer. Keeps an exception already set (the sink's own failure is then dropped). */
 static int flush_log(log_buf *b, const char *origin)
 {
@@ -129,16 +130,16 @@ static int flush_log(log_buf *b, const char *origin)
     PyErr_Fetch(&etype, &evalue, &etb);
     PyObject *list = PyList_New(0);
     for (size_t i = 0; list && i < b->len;) {
-        const int level = b->data[i] - '0';
-        const char *msg = b->data + i + 1;
-        PyObject *item = Py_BuildValue("(is)", level, msg);
+        const int level = b->data[i] - '0', code = b->data[i + 1] - '0';
+        const char *msg = b->data + i + 2;
+        PyObject *item = Py_BuildValue("(iis)", level, code, msg);
         if (!item || PyList_Append(list, item) < 0) {
             Py_XDECREF(item);
             Py_CLEAR(list);
             break;
         }
         Py_DECREF(item);
-        i += strlen(msg) + 2;
+        i += strlen(msg) + 3;
     }
     b->len = 0;
     int rc = 0;
@@ -799,7 +800,7 @@ static PyObject *context_facts(ContextObject *self, PyObject *noargs)
  * GIL released by the caller: the solve's options, cancel callback included, reach the
  * re-solves. */
 static clnode_status certify_nogil(ContextObject *self, const clnode_model *model,
-                                   const clnode_solve_options *o, size_t B, const double *y0,
+                                   const clnode_solve_options *o, const clnode_problem *p,
                                    const clnode_solution *sol, double fraction,
                                    unsigned long long seed, clnode_certificate **out)
 {
@@ -807,7 +808,7 @@ static clnode_status certify_nogil(ContextObject *self, const clnode_model *mode
     clnode_certify_default_options(&co);
     co.fraction = fraction;
     co.seed = (uint64_t)seed;
-    return clnode_certify(self->ctx, model, o, B, y0, sol, &co, out);
+    return clnode_certify(self->ctx, model, o, p, sol, &co, out);
 }
 
 /* The certificate as a dict (the certificate is destroyed). */
@@ -908,11 +909,11 @@ static void solve_arrays_release(solve_arrays *in)
 }
 
 /* y0 (B, N) and the optional t0s, t1s, dt0s, inputs and ts arguments (None: absent) as float64
- * arrays in `in`, checked against the model's dimensions, with the options pointing at their
+ * arrays in `in`, checked against the model's dimensions, with the problem pointing at their
  * data. Returns 0, or -1 with an exception (the arrays read so far stay in `in`). */
 static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObject *yo,
                              PyObject *tso, PyObject *t0so, PyObject *t1so, PyObject *dt0so,
-                             PyObject *ino, clnode_solve_options *o)
+                             PyObject *ino, clnode_problem *p)
 {
     const size_t N = clnode_model_dim(model);
     in->y0 = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
@@ -929,16 +930,19 @@ static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObje
         batch_array(dt0so, "dt0", 1, B, 0, &in->dt0s) < 0 ||
         batch_array(ino, "args", 2, B, clnode_model_num_inputs(model), &in->inputs) < 0)
         return -1;
-    o->t0s = in->t0s ? PyArray_DATA(in->t0s) : NULL;
-    o->t1s = in->t1s ? PyArray_DATA(in->t1s) : NULL;
-    o->dt0s = in->dt0s ? PyArray_DATA(in->dt0s) : NULL;
-    o->inputs = in->inputs ? PyArray_DATA(in->inputs) : NULL;
+    clnode_problem_default(p);
+    p->batch = B;
+    p->y0 = PyArray_DATA(in->y0);
+    p->t0s = in->t0s ? PyArray_DATA(in->t0s) : NULL;
+    p->t1s = in->t1s ? PyArray_DATA(in->t1s) : NULL;
+    p->dt0s = in->dt0s ? PyArray_DATA(in->dt0s) : NULL;
+    p->inputs = in->inputs ? PyArray_DATA(in->inputs) : NULL;
     if (tso != Py_None) {
         in->ts = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
         if (!in->ts)
             return -1;
-        o->save_ts = PyArray_DATA(in->ts);
-        o->n_save_ts = (size_t)PyArray_DIM(in->ts, 0);
+        p->save_ts = PyArray_DATA(in->ts);
+        p->n_save_ts = (size_t)PyArray_DIM(in->ts, 0);
     }
     return 0;
 }
@@ -947,7 +951,7 @@ static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObje
  * SIGINT handler: Ctrl-C cancels either. Returns the certificate's dict (None without one) with
  * *sol set, or NULL with an exception and *sol destroyed. */
 static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
-                               clnode_solve_options *o, size_t B, const double *y0, double certify,
+                               clnode_solve_options *o, const clnode_problem *p, double certify,
                                unsigned long long certify_seed, clnode_solution **sol)
 {
     clnode_status st;
@@ -958,9 +962,9 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
     }
     clnode_certificate *c = NULL;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, o, B, y0, sol);
+    Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, o, p, sol);
     if (st == CLNODE_OK && certify > 0)
-        st = certify_nogil(self, model, o, B, y0, *sol, certify, certify_seed, &c);
+        st = certify_nogil(self, model, o, p, *sol, certify, certify_seed, &c);
     Py_END_ALLOW_THREADS self->busy = 0;
     const int interrupted = sig && sigint_restore();
     const int failed = flush_log(&self->log, "solve") < 0 ||
@@ -1007,12 +1011,13 @@ static clnode_status solution_fill(clnode_solution *sol, size_t B, size_t T, int
     return st;
 }
 
-/* The tuple (ts, ys, stats, t_final, cert) of a solution of B trajectories with T time slots
- * of dimension N. Destroys sol and takes cert's reference, also on failure. Returns NULL with an
- * exception. */
-static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o, size_t B,
-                                size_t T, size_t N, PyObject *cert)
+/* The tuple (ts, ys, stats, t_final, cert) of a solution of the problem's B trajectories with T
+ * time slots of dimension N. Destroys sol and takes cert's reference, also on failure. Returns
+ * NULL with an exception. */
+static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o,
+                                const clnode_problem *p, size_t T, size_t N, PyObject *cert)
 {
+    const size_t B = p->batch;
     const int f32 = o->precision == CLNODE_FP32;
     npy_intp d3[3] = {(npy_intp)B, (npy_intp)T, (npy_intp)N}, d2[2] = {(npy_intp)B, 5};
     const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
@@ -1135,21 +1140,21 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     const clnode_model *model = ((ModelObject *)mo)->model;
     solve_arrays in = {NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *ret = NULL;
-    if (read_solve_arrays(&in, model, yo, tso, t0so, t1so, dt0so, ino, &o) < 0 ||
+    clnode_problem p;
+    if (read_solve_arrays(&in, model, yo, tso, t0so, t1so, dt0so, ino, &p) < 0 ||
         check_max_steps(&o) < 0)
         goto done;
-    const size_t N = clnode_model_dim(model), B = (size_t)PyArray_DIM(in.y0, 0);
+    const size_t N = clnode_model_dim(model);
     size_t T;
-    const clnode_status st = clnode_save_slots(self->ctx, &o, &T);
+    const clnode_status st = clnode_save_slots(self->ctx, &o, &p, &T);
     if (st != CLNODE_OK) {
         raise_status(st, clnode_context_last_error(self->ctx));
         goto done;
     }
     clnode_solution *sol = NULL;
-    PyObject *cert =
-        solve_certify(self, model, &o, B, PyArray_DATA(in.y0), certify, certify_seed, &sol);
+    PyObject *cert = solve_certify(self, model, &o, &p, certify, certify_seed, &sol);
     if (cert)
-        ret = solution_tuple(sol, &o, B, T, N, cert);
+        ret = solution_tuple(sol, &o, &p, T, N, cert);
 done:
     solve_arrays_release(&in);
     return ret;
@@ -1280,10 +1285,12 @@ static PyObject *save_slots(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     /* the count is all that is read: any non-NULL list of n_ts times */
     static const double no_times[1] = {0.0};
-    o.save_ts = n_ts ? no_times : NULL;
-    o.n_save_ts = (size_t)n_ts;
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.save_ts = n_ts ? no_times : NULL;
+    p.n_save_ts = (size_t)n_ts;
     size_t T;
-    const clnode_status st = clnode_save_slots(NULL, &o, &T);
+    const clnode_status st = clnode_save_slots(NULL, &o, &p, &T);
     if (st != CLNODE_OK)
         return raise_status(st, "clnode_save_slots refused the save options");
     return PyLong_FromSize_t(T);
@@ -1398,6 +1405,21 @@ PyMODINIT_FUNC PyInit__clnode(void)
 #undef CLN_X_DICT
     if (PyModule_AddObject(m, "STATUS", status) < 0)
         goto fail;
+    /* the log codes by name ("precision_guard": 1, ...), as the log sink receives them */
+    PyObject *codes = PyDict_New();
+#define CLN_X_CODE(name, value, str)                                                               \
+    if (codes) {                                                                                   \
+        PyObject *v = PyLong_FromLong(value);                                                      \
+        if (!v || PyDict_SetItemString(codes, str, v) < 0)                                         \
+            Py_CLEAR(codes);                                                                       \
+        Py_XDECREF(v);                                                                             \
+    }
+    CLNODE_LOG_CODE_LIST(CLN_X_CODE)
+#undef CLN_X_CODE
+    if (!codes || PyModule_AddObject(m, "LOG_CODES", codes) < 0) {
+        Py_XDECREF(codes);
+        goto fail;
+    }
     return m;
 fail:
     Py_DECREF(m);

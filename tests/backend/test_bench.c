@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 
 static clnode_context *g_ctx;
@@ -47,7 +48,7 @@ static void test_loop_runs(void **state)
     clnode_solve_seed_options(&o);
     const double y0[10] = {0};
     clnode_solution *s = NULL;
-    assert_int_equal(clnode_solve(g_ctx, g_model, &o, 1, y0, &s), CLNODE_OK);
+    assert_int_equal(clnode_solve(g_ctx, g_model, &o, TEST_PROBLEM(1, y0), &s), CLNODE_OK);
     clnode_trajectory_stats st;
     assert_int_equal(clnode_solution_stats(s, 0, &st), CLNODE_OK);
     assert_int_equal(st.num_steps, 12);

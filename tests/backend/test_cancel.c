@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 
 static clnode_context *g_ctx;
@@ -52,7 +53,7 @@ static clnode_status seed_solve(poll_state *p, size_t batch, int tight, clnode_s
     }
     double y0[20] = {0};
     *out = NULL;
-    clnode_status st = clnode_solve(g_ctx, m, &o, batch, y0, out);
+    clnode_status st = clnode_solve(g_ctx, m, &o, TEST_PROBLEM(batch, y0), out);
     clnode_model_destroy(&m);
     return st;
 }
@@ -128,8 +129,9 @@ typedef struct cert_watch {
 
 static cert_watch g_watch;
 
-static void watch_log(void *user, clnode_log_level level, const char *msg)
+static void watch_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)user;
     (void)level;
     if (!g_watch.recording || !g_watch.flag)
@@ -177,7 +179,7 @@ static clnode_status watched_certify(int flag_at_start, clnode_model *m)
     o.max_steps = 10;
     double y0[10] = {0};
     clnode_solution *sol = NULL;
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &sol));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &sol));
     o.max_steps = 100000000;
     memset(&g_watch, 0, sizeof g_watch);
     g_watch.flag = flag_at_start;
@@ -192,7 +194,7 @@ static clnode_status watched_certify(int flag_at_start, clnode_model *m)
     clnode_certificate *c = NULL;
     g_watch.recording = 1;
     g_watch.t_start = now_s();
-    const clnode_status st = clnode_certify(g_ctx, m, &o, 1, y0, sol, &co, &c);
+    const clnode_status st = clnode_certify(g_ctx, m, &o, TEST_PROBLEM(1, y0), sol, &co, &c);
     const double t_end = now_s();
     g_watch.recording = 0;
     print_message("  certify: %s, %ld progress reports, %.3f s from the flag to the return\n",

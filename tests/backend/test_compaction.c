@@ -27,13 +27,15 @@
 #include <clnode.h>
 #include "test_device.h"
 #include "test_util.h"
+#include "test_problem.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
 static long g_compactions; /* "compaction:" debug messages since the last reset */
 
-static void count_log(void *user, clnode_log_level level, const char *message)
+static void count_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
+    (void)code;
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "compaction:", 11) == 0)
         ++g_compactions;
@@ -70,16 +72,17 @@ static void assert_same_row(const clnode_solution *a, const clnode_solution *c, 
 /* Solves the batch with compaction on and off and compares them; returns the solution with
  * compaction (the caller destroys it) after checking that it compacted iff `expect` (-1: either).
  */
-static clnode_solution *solve_both(const clnode_model *m, clnode_solve_options *o, size_t batch,
-                                   const double *y0, int expect)
+static clnode_solution *solve_both(const clnode_model *m, clnode_solve_options *o,
+                                   const clnode_problem *p, int expect)
 {
+    const size_t batch = p->batch;
     clnode_solution *on = NULL, *off = NULL;
     o->compact = 0;
     g_compactions = 0;
-    assert_ok(clnode_solve(g_ctx, m, o, batch, y0, &off));
+    assert_ok(clnode_solve(g_ctx, m, o, p, &off));
     assert_int_equal(g_compactions, 0);
     o->compact = 1;
-    assert_ok(clnode_solve(g_ctx, m, o, batch, y0, &on));
+    assert_ok(clnode_solve(g_ctx, m, o, p, &on));
     if (expect >= 0 && (g_compactions > 0) != expect)
         fail_msg("batch %zu: %ld compactions, expected %s", batch, g_compactions,
                  expect ? "some" : "none");
@@ -130,16 +133,17 @@ static void test_seed_ensembles(void **state)
                 for (size_t b = 0; b < B; ++b)
                     t1s[b] = ends[(b * 7 + bi) % nend];
                 clnode_solve_options o;
+                clnode_problem pb = test_problem(0, NULL);
                 clnode_solve_seed_options(&o);
                 o.precision = prec ? CLNODE_FP64 : CLNODE_FP32;
                 o.method = methods[mi];
-                o.t1s = t1s;
+                pb.t1s = t1s;
                 o.save_t0 = 1;
                 o.save_steps = 1;
-                o.save_ts = ts;
-                o.n_save_ts = sizeof ts / sizeof ts[0];
+                pb.save_ts = ts;
+                pb.n_save_ts = sizeof ts / sizeof ts[0];
                 o.max_steps = mi ? 120 : 24; /* the long ones run out (heun takes many more) */
-                clnode_solution *s = solve_both(m, &o, B, y0, B >= 64 ? 1 : -1);
+                clnode_solution *s = solve_both(m, &o, test_batch(&pb, B, y0), B >= 64 ? 1 : -1);
                 seen |= results_of(s);
                 clnode_solution_destroy(&s);
                 free(y0);
@@ -186,16 +190,17 @@ static void test_nonfinite_and_intervals(void **state)
         if (prec == 1 && !clnode_context_supports(g_ctx, CLNODE_FP64))
             continue;
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.precision = prec ? CLNODE_FP64 : CLNODE_FP32;
-        o.t0s = t0s;
-        o.t1s = t1s;
-        o.dt0s = dt0s;
-        o.save_ts = ts;
-        o.n_save_ts = 4;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
+        pb.dt0s = dt0s;
+        pb.save_ts = ts;
+        pb.n_save_ts = 4;
         o.save_steps = 1;
         o.max_steps = 400;
-        clnode_solution *s = solve_both(m, &o, B, y0, 1);
+        clnode_solution *s = solve_both(m, &o, test_batch(&pb, B, y0), 1);
         seen |= results_of(s);
         clnode_solution_destroy(&s);
     }
@@ -242,12 +247,13 @@ static void test_inputs_move(void **state)
         t1s[b] = b % 10 ? 1.0 : 10.0; /* 90% end early */
     }
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_default_options(&o);
-    o.t1s = t1s;
-    o.inputs = in;
+    pb.t1s = t1s;
+    pb.inputs = in;
     o.rtol = 1e-5;
     o.atol = 1e-7;
-    clnode_solution *s = solve_both(m, &o, B, y0, 1);
+    clnode_solution *s = solve_both(m, &o, test_batch(&pb, B, y0), 1);
     assert_int_equal(results_of(s), 1u << CLNODE_RESULT_SUCCESS);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);

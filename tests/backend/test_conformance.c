@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 #include "test_util.h"
 
@@ -42,11 +43,11 @@ static clnode_model *linear_model(size_t n, const double *W, const double *bias)
     return m;
 }
 
-static clnode_solution *solve(const clnode_model *m, const clnode_solve_options *o, size_t batch,
-                              const double *y0)
+static clnode_solution *solve(const clnode_model *m, const clnode_solve_options *o,
+                              const clnode_problem *p)
 {
     clnode_solution *s = NULL;
-    assert_ok(clnode_solve(g_ctx, m, o, batch, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, o, p, &s));
     return s;
 }
 
@@ -80,7 +81,7 @@ static void test_exponential_decay(void **state)
         o.dt0 = 0.1;
         o.rtol = p ? 1e-10 : 1e-6;
         o.atol = p ? 1e-12 : 1e-8;
-        clnode_solution *s = solve(m, &o, 1, y0);
+        clnode_solution *s = solve(m, &o, TEST_PROBLEM(1, y0));
         clnode_trajectory_stats st = stats_of(s, 0);
         assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
         assert_int_equal(st.num_steps, st.num_accepted + st.num_rejected);
@@ -112,6 +113,7 @@ static void test_harmonic_oscillator(void **state)
     for (size_t k = 0; k < 5; ++k) {
         for (int dir = 1; dir >= -1; dir -= 2) {
             clnode_solve_options o;
+            clnode_problem pb = test_problem(0, NULL);
             clnode_solve_default_options(&o);
             o.method = methods[k];
             o.precision = CLNODE_FP64;
@@ -123,10 +125,10 @@ static void test_harmonic_oscillator(void **state)
             o.rtol = tols[k];
             o.atol = tols[k] * 1e-2;
             double ts[5] = {0.0, dir * 1.0, dir * 2.5, dir * 7.0, dir * 10.0};
-            o.save_ts = ts;
-            o.n_save_ts = 5;
+            pb.save_ts = ts;
+            pb.n_save_ts = 5;
             o.max_steps = 100000;
-            clnode_solution *s = solve(m, &o, 1, y0);
+            clnode_solution *s = solve(m, &o, test_batch(&pb, 1, y0));
             clnode_trajectory_stats st = stats_of(s, 0);
             assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
             assert_true(st.t_final == dir * 10.0);
@@ -165,7 +167,7 @@ static void constant_step_final(const clnode_model *m, const clnode_method *meth
     o.t1 = t1;
     o.dt0 = h;
     o.max_steps = 100000;
-    clnode_solution *s = solve(m, &o, 1, y0);
+    clnode_solution *s = solve(m, &o, TEST_PROBLEM(1, y0));
     clnode_trajectory_stats st = stats_of(s, 0);
     assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
     assert_int_equal(st.num_rejected, 0);
@@ -280,9 +282,10 @@ static json_object *open_reference(const char *file, char *model_path, size_t si
     return root;
 }
 
-/* One case of a reference file as solve options and initial states (y0 is allocated). */
+/* One case of a reference file as solve options and its problem (y0 is allocated). */
 typedef struct ref_case {
     clnode_solve_options o;
+    clnode_problem p;
     double ts[64];
     double *y0;
     size_t B;
@@ -297,6 +300,7 @@ static void load_case(json_object *cs, size_t N, clnode_precision prec, ref_case
     rc->B = json_object_array_length(trajs);
     clnode_solve_options *o = &rc->o;
     clnode_solve_default_options(o);
+    rc->p = test_problem(rc->B, NULL);
     o->method = clnode_method_by_name(rc->method);
     assert_non_null(o->method);
     o->precision = prec;
@@ -312,13 +316,14 @@ static void load_case(json_object *cs, size_t N, clnode_precision prec, ref_case
         assert_true(nts <= 64);
         for (size_t j = 0; j < nts; ++j)
             rc->ts[j] = json_object_get_double(json_object_array_get_idx(sts, j));
-        o->save_ts = rc->ts;
-        o->n_save_ts = nts;
+        rc->p.save_ts = rc->ts;
+        rc->p.n_save_ts = nts;
     } else {
         o->save_steps = 1;
     }
     rc->y0 = calloc(rc->B * N, sizeof(double));
     assert_non_null(rc->y0);
+    rc->p.y0 = rc->y0;
     for (size_t b = 0; b < rc->B; ++b) {
         json_object *ty = json_object_object_get(json_object_array_get_idx(trajs, b), "y0");
         for (size_t n = 0; n < N; ++n)
@@ -347,8 +352,7 @@ static void run_parity_file(const char *file, parity_tally *t_rest, parity_tally
         json_object *trajs = json_object_object_get(cs, "trajectories");
         const size_t B = rc.B;
         clnode_solve_options o = rc.o;
-        double *y0 = rc.y0;
-        clnode_solution *s = solve(m, &o, B, y0);
+        clnode_solution *s = solve(m, &o, &rc.p);
         for (size_t b = 0; b < B; ++b) {
             json_object *tr = json_object_array_get_idx(trajs, b);
             const long ref_steps = json_object_get_int(json_object_object_get(tr, "num_steps"));
@@ -430,7 +434,7 @@ static void run_parity_file(const char *file, parity_tally *t_rest, parity_tally
             }
         }
         clnode_solution_destroy(&s);
-        free(y0);
+        free(rc.y0);
     }
     clnode_model_destroy(&m);
     json_object_put(root);
@@ -529,14 +533,14 @@ static void test_batch_invariance(void **state)
         clnode_trajectory_stats alone[6];
         double alone_y[6][16];
         for (size_t k = 0; k < 6; ++k) {
-            clnode_solution *s = solve(m, &o, 1, y0 + probe[k] * N);
+            clnode_solution *s = solve(m, &o, TEST_PROBLEM(1, y0 + probe[k] * N));
             alone[k] = stats_of(s, 0);
             memcpy(alone_y[k], clnode_solution_y_final(s, 0), N * sizeof(double));
             clnode_solution_destroy(&s);
         }
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; ++si) {
             const size_t B = sizes[si];
-            clnode_solution *s = solve(m, &o, B, y0);
+            clnode_solution *s = solve(m, &o, TEST_PROBLEM(B, y0));
             for (size_t k = 0; k < 6; ++k) {
                 if (probe[k] >= B)
                     continue;
@@ -570,7 +574,7 @@ static void test_seed_problem(void **state)
     long steps1 = -1;
     const size_t sizes[] = {1, 2, 1000};
     for (size_t k = 0; k < 3; ++k) {
-        clnode_solution *s = solve(m, &o, sizes[k], y0);
+        clnode_solution *s = solve(m, &o, TEST_PROBLEM(sizes[k], y0));
         for (size_t b = 0; b < sizes[k]; ++b) {
             clnode_trajectory_stats st = stats_of(s, b);
             assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
@@ -599,16 +603,21 @@ static void test_bad_inputs(void **state)
     const double W[1] = {-1};
     clnode_model *m = linear_model(1, W, NULL);
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solution *s = NULL;
     double y0[2] = {1.0, 2.0};
 
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
+
     y0[1] = NAN;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_NONFINITE_INPUT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_NONFINITE_INPUT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "trajectory 1"));
     assert_null(s);
     y0[1] = INFINITY;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_NONFINITE_INPUT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_NONFINITE_INPUT);
     y0[1] = 2.0;
 
     const struct {
@@ -622,12 +631,14 @@ static void test_bad_inputs(void **state)
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
         clnode_solve_default_options(&o);
+        pb = test_problem(0, NULL);
         o.rtol = bad[k].rtol;
         o.atol = bad[k].atol;
         o.dt0 = bad[k].dt0;
         o.t0 = bad[k].t0;
         o.t1 = bad[k].t1;
-        assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+        assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 1, y0), &s),
+                         CLNODE_ERR_INVALID_ARGUMENT);
         if (!strstr(clnode_context_last_error(g_ctx), bad[k].msg))
             fail_msg("case %zu: message \"%s\" does not mention \"%s\"", k,
                      clnode_context_last_error(g_ctx), bad[k].msg);
@@ -635,19 +646,26 @@ static void test_bad_inputs(void **state)
     }
     /* euler has no error estimate */
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.method = clnode_method_euler;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "error estimate"));
     /* save times outside the interval or out of order */
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     double ts[2] = {0.5, 0.25};
-    o.save_ts = ts;
-    o.n_save_ts = 2;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.save_ts = ts;
+    pb.n_save_ts = 2;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     ts[1] = 2.0;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 0, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(clnode_solve(g_ctx, NULL, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 0, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, NULL, &o, test_batch(&pb, 1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     clnode_model_destroy(&m);
 
     /* non-finite parameters are refused when the model is made */
@@ -669,11 +687,11 @@ static void test_bad_inputs(void **state)
 
 /* The solve is refused with CLNODE_ERR_INVALID_ARGUMENT, nothing stored, and the message holds
  * every word of `words` (NULL-terminated). */
-static void expect_refused(const clnode_model *m, const clnode_solve_options *o, size_t batch,
-                           const double *y0, const char *const *words, int line)
+static void expect_refused(const clnode_model *m, const clnode_solve_options *o,
+                           const clnode_problem *p, const char *const *words, int line)
 {
     clnode_solution *s = NULL;
-    const clnode_status st = clnode_solve(g_ctx, m, o, batch, y0, &s);
+    const clnode_status st = clnode_solve(g_ctx, m, o, p, &s);
     const char *msg = clnode_context_last_error(g_ctx);
     if (st != CLNODE_ERR_INVALID_ARGUMENT)
         fail_msg("line %d: %s, not refused (%s)", line, clnode_status_string(st), msg);
@@ -682,8 +700,8 @@ static void expect_refused(const clnode_model *m, const clnode_solve_options *o,
         if (!strstr(msg, words[k]))
             fail_msg("line %d: message \"%s\" does not mention \"%s\"", line, msg, words[k]);
 }
-#define EXPECT_REFUSED(m, o, batch, y0, ...)                                                       \
-    expect_refused((m), (o), (batch), (y0), (const char *const[]){__VA_ARGS__, NULL}, __LINE__)
+#define EXPECT_REFUSED(m, o, p, ...)                                                               \
+    expect_refused((m), (o), (p), (const char *const[]){__VA_ARGS__, NULL}, __LINE__)
 
 /* Regression: in fp32, t0 = 1.7e9 and t1 = 1700000060 are the same float; the solve reported
  * success after 0 steps with y unchanged (fp64 takes 13 steps). Times that differ as given but
@@ -695,21 +713,23 @@ static void test_times_collapsing(void **state)
     const double W[1] = {-1};
     clnode_model *m = linear_model(1, W, NULL);
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     const double y0[3] = {1, 1, 1};
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.t0 = 1.7e9;
     o.t1 = 1700000060;
     o.dt0 = 1000;
-    EXPECT_REFUSED(m, &o, 1, y0, "t0 = 1700000000", "t1 = 1700000060", "fp32");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "t0 = 1700000000", "t1 = 1700000060", "fp32");
     o.t1 = o.t0; /* equal as given: no step, success */
-    clnode_solution *s = solve(m, &o, 1, y0);
+    clnode_solution *s = solve(m, &o, test_batch(&pb, 1, y0));
     assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
     assert_int_equal(stats_of(s, 0).num_steps, 0);
     clnode_solution_destroy(&s);
     if (have_fp64()) { /* fp64 tells them apart */
         o.precision = CLNODE_FP64;
         o.t1 = 1700000060;
-        s = solve(m, &o, 1, y0);
+        s = solve(m, &o, test_batch(&pb, 1, y0));
         assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
         assert_true(stats_of(s, 0).num_steps > 0);
         clnode_solution_destroy(&s);
@@ -717,10 +737,10 @@ static void test_times_collapsing(void **state)
     }
     /* per trajectory: the one that collapses is named */
     const double t0s[3] = {0, 1.7e9, 5}, t1s[3] = {1, 1700000060, 5};
-    o.t0s = t0s;
-    o.t1s = t1s;
+    pb.t0s = t0s;
+    pb.t1s = t1s;
     o.dt0 = 0;
-    EXPECT_REFUSED(m, &o, 3, y0, "trajectory 1", "t1 = 1700000060", "fp32");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 3, y0), "trajectory 1", "t1 = 1700000060", "fp32");
     clnode_model_destroy(&m);
 }
 
@@ -733,54 +753,61 @@ static void test_steps_collapsing(void **state)
     const double W[1] = {-1};
     clnode_model *m = linear_model(1, W, NULL);
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     const double y0[2] = {1, 1};
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.dt0 = 1e-50;
-    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1e-50", "rounds to 0", "fp32");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dt0 = 1e-50", "rounds to 0", "fp32");
     o.constant_step = 1;
-    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1e-50", "rounds to 0", "fp32");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dt0 = 1e-50", "rounds to 0", "fp32");
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.dtmax = 1e-50;
-    EXPECT_REFUSED(m, &o, 1, y0, "dtmax = 1e-50", "rounds to 0", "fp32");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dtmax = 1e-50", "rounds to 0", "fp32");
     /* fp32 times 128 apart near 1.7e9 */
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.t0 = 1.7e9;
     o.t1 = 1.7e9 + 4096;
     o.dt0 = 1;
-    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1", "does not move t0", "fp32", "128 apart");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dt0 = 1", "does not move t0", "fp32",
+                   "128 apart");
     o.dt0 = 0; /* none given: 0.01 */
-    EXPECT_REFUSED(m, &o, 1, y0, "0.01", "does not move t0");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "0.01", "does not move t0");
     o.dt0 = 1000;
     o.dtmax = 10; /* the first step clipped to dtmax */
-    EXPECT_REFUSED(m, &o, 1, y0, "dtmax = 10", "does not move t0");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dtmax = 10", "does not move t0");
     o.dtmax = 0;
     o.constant_step = 1;
     o.dt0 = 60;
-    EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 60", "does not move t0");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dt0 = 60", "does not move t0");
     o.dt0 = 256; /* constant steps that move t0 */
-    clnode_solution *s = solve(m, &o, 1, y0);
+    clnode_solution *s = solve(m, &o, test_batch(&pb, 1, y0));
     assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
     assert_true(stats_of(s, 0).num_steps > 0);
     clnode_solution_destroy(&s);
     /* backwards, per trajectory */
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     const double t0s[2] = {-10, -1.7e9}, t1s[2] = {-20, -1.7e9 - 256}, dt0s[2] = {-1, -1};
-    o.t0s = t0s;
-    o.t1s = t1s;
-    o.dt0s = dt0s;
-    EXPECT_REFUSED(m, &o, 2, y0, "dt0 = -1 (trajectory 1)", "does not move t0");
+    pb.t0s = t0s;
+    pb.t1s = t1s;
+    pb.dt0s = dt0s;
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "dt0 = -1 (trajectory 1)", "does not move t0");
     if (have_fp64()) {
         o.precision = CLNODE_FP64;
-        s = solve(m, &o, 2, y0);
+        s = solve(m, &o, test_batch(&pb, 2, y0));
         assert_int_equal(stats_of(s, 1).result, CLNODE_RESULT_SUCCESS);
         clnode_solution_destroy(&s);
         /* fp64 has its own resolution: times 2^14 apart near 1e20 */
         clnode_solve_default_options(&o);
+        pb = test_problem(0, NULL);
         o.precision = CLNODE_FP64;
         o.t0 = 1e20;
         o.t1 = 2e20;
         o.dt0 = 1000;
-        EXPECT_REFUSED(m, &o, 1, y0, "dt0 = 1000", "does not move t0", "fp64");
+        EXPECT_REFUSED(m, &o, test_batch(&pb, 1, y0), "dt0 = 1000", "does not move t0", "fp64");
     }
     clnode_model_destroy(&m);
 }
@@ -793,39 +820,46 @@ static void test_values_beyond_fp32(void **state)
     const double W[4] = {-1, 0, 0, -1};
     clnode_model *m = linear_model(2, W, NULL);
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     double y0[4] = {1, 2, 1e39, 4};
     clnode_solve_default_options(&o);
-    EXPECT_REFUSED(m, &o, 2, y0, "y0 of trajectory 1, component 0", "1e+39", "fp32 range");
+    pb = test_problem(0, NULL);
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "y0 of trajectory 1, component 0", "1e+39",
+                   "fp32 range");
     y0[2] = -3.5e38; /* rounds to -inf too: beyond FLT_MAX by more than half an ulp */
-    EXPECT_REFUSED(m, &o, 2, y0, "y0 of trajectory 1, component 0", "fp32 range");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "y0 of trajectory 1, component 0", "fp32 range");
     y0[2] = -3.4028234e38; /* FLT_MAX itself rounds to FLT_MAX */
-    clnode_solution *s = solve(m, &o, 2, y0);
+    clnode_solution *s = solve(m, &o, test_batch(&pb, 2, y0));
     clnode_solution_destroy(&s);
     y0[2] = 3;
     o.t1 = 1e308;
-    EXPECT_REFUSED(m, &o, 2, y0, "t1 = 1e+308", "fp32 range");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "t1 = 1e+308", "fp32 range");
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.dtmax = 1e39;
-    EXPECT_REFUSED(m, &o, 2, y0, "dtmax = 1e+39", "fp32 range");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "dtmax = 1e+39", "fp32 range");
     clnode_solve_default_options(&o);
+    pb = test_problem(0, NULL);
     o.dt0 = 1e39;
     o.t1 = 1e39; /* t1 is named first */
-    EXPECT_REFUSED(m, &o, 2, y0, "t1 = 1e+39", "fp32 range");
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "t1 = 1e+39", "fp32 range");
     const double t0s[2] = {0, 0}, t1s[2] = {1, 1e300};
     clnode_solve_default_options(&o);
-    o.t0s = t0s;
-    o.t1s = t1s;
-    EXPECT_REFUSED(m, &o, 2, y0, "t1 of trajectory 1", "fp32 range");
+    pb = test_problem(0, NULL);
+    pb.t0s = t0s;
+    pb.t1s = t1s;
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "t1 of trajectory 1", "fp32 range");
     const double t1ok[2] = {1, 2}, ts[3] = {0.5, 1, 1e39};
-    o.t1s = t1ok;
-    o.save_ts = ts;
-    o.n_save_ts = 3;
-    EXPECT_REFUSED(m, &o, 2, y0, "save time of index 2", "fp32 range");
+    pb.t1s = t1ok;
+    pb.save_ts = ts;
+    pb.n_save_ts = 3;
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "save time of index 2", "fp32 range");
     if (have_fp64()) {
         clnode_solve_default_options(&o);
+        pb = test_problem(0, NULL);
         o.precision = CLNODE_FP64;
         y0[2] = 1e39;
-        s = solve(m, &o, 2, y0);
+        s = solve(m, &o, test_batch(&pb, 2, y0));
         assert_int_equal(stats_of(s, 1).result, CLNODE_RESULT_SUCCESS);
         clnode_solution_destroy(&s);
     }
@@ -839,8 +873,10 @@ static void test_values_beyond_fp32(void **state)
     assert_ok(clnode_model_create(g_ctx, &d, &m));
     const double c[2] = {1, -1e39};
     clnode_solve_default_options(&o);
-    o.inputs = c;
-    EXPECT_REFUSED(m, &o, 2, y0, "conditioning input of trajectory 1", "fp32 range");
+    pb = test_problem(0, NULL);
+    pb.inputs = c;
+    EXPECT_REFUSED(m, &o, test_batch(&pb, 2, y0), "conditioning input of trajectory 1",
+                   "fp32 range");
     clnode_model_destroy(&m);
 }
 
@@ -854,10 +890,10 @@ static void test_weights_beyond_fp32(void **state)
     clnode_model *m = linear_model(2, W, NULL);
     clnode_solve_options o;
     clnode_solve_default_options(&o);
-    EXPECT_REFUSED(m, &o, 1, y0, "layer 0 weight, element 2", "1e+300", "fp32 range");
+    EXPECT_REFUSED(m, &o, TEST_PROBLEM(1, y0), "layer 0 weight, element 2", "1e+300", "fp32 range");
     if (have_fp64()) {
         o.precision = CLNODE_FP64;
-        clnode_solution *s = solve(m, &o, 1, y0);
+        clnode_solution *s = solve(m, &o, TEST_PROBLEM(1, y0));
         clnode_solution_destroy(&s);
         o.precision = CLNODE_FP32;
     }
@@ -874,8 +910,8 @@ static void test_weights_beyond_fp32(void **state)
     const double wb[2] = {-1, 1e300};
     memcpy(file + 8 + hl, wb, sizeof wb); /* little-endian hosts (as safetensors) */
     assert_ok(clnode_model_load_safetensors_memory(g_ctx, file, sizeof file, &m));
-    EXPECT_REFUSED(m, &o, 1, y0, "tensor 'layers.0.bias'", "layer 0 bias, element 0", "1e+300",
-                   "fp32 range");
+    EXPECT_REFUSED(m, &o, TEST_PROBLEM(1, y0), "tensor 'layers.0.bias'", "layer 0 bias, element 0",
+                   "1e+300", "fp32 range");
     clnode_model_destroy(&m);
 }
 
@@ -891,13 +927,13 @@ static void test_max_steps_range(void **state)
         clnode_solve_default_options(&o);
         o.save_steps = steps;
         o.max_steps = 2147483647L;
-        clnode_solution *s = solve(m, &o, 1, y0);
+        clnode_solution *s = solve(m, &o, TEST_PROBLEM(1, y0));
         assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
         clnode_solution_destroy(&s);
         o.max_steps = 2147483648L;
-        EXPECT_REFUSED(m, &o, 1, y0, "max_steps = 2147483648", "[1, 2147483647]");
+        EXPECT_REFUSED(m, &o, TEST_PROBLEM(1, y0), "max_steps = 2147483648", "[1, 2147483647]");
         o.max_steps = 0;
-        EXPECT_REFUSED(m, &o, 1, y0, "max_steps = 0", "[1, 2147483647]");
+        EXPECT_REFUSED(m, &o, TEST_PROBLEM(1, y0), "max_steps = 0", "[1, 2147483647]");
     }
     clnode_model_destroy(&m);
 }
@@ -918,13 +954,13 @@ static void test_max_steps_per_trajectory(void **state)
     o.save_steps = 1;
     /* trajectory 0 starts at 0 (nothing happens: few steps); trajectory 1 is large (more
      * steps); with a small max_steps only the second runs out. */
-    clnode_solution *s = solve(m, &o, 2, (const double[]){0.0, 1.0});
+    clnode_solution *s = solve(m, &o, TEST_PROBLEM(2, (const double[]){0.0, 1.0}));
     const long need = stats_of(s, 1).num_steps;
     const long easy = stats_of(s, 0).num_steps;
     clnode_solution_destroy(&s);
     assert_true(easy < need);
     o.max_steps = need - 1;
-    s = solve(m, &o, 2, (const double[]){0.0, 1.0});
+    s = solve(m, &o, TEST_PROBLEM(2, (const double[]){0.0, 1.0}));
     clnode_trajectory_stats a = stats_of(s, 0), b = stats_of(s, 1);
     assert_int_equal(a.result, CLNODE_RESULT_SUCCESS);
     assert_int_equal(a.num_steps, easy);
@@ -945,14 +981,15 @@ static void test_empty_interval(void **state)
     const double W[1] = {-1};
     clnode_model *m = linear_model(1, W, NULL);
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_default_options(&o);
     o.t0 = 3;
     o.t1 = 3;
     double ts[2] = {3, 3};
-    o.save_ts = ts;
-    o.n_save_ts = 2;
+    pb.save_ts = ts;
+    pb.n_save_ts = 2;
     o.save_t0 = 1;
-    clnode_solution *s = solve(m, &o, 1, (const double[]){2.5});
+    clnode_solution *s = solve(m, &o, test_batch(&pb, 1, (const double[]){2.5}));
     clnode_trajectory_stats st = stats_of(s, 0);
     assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
     assert_int_equal(st.num_steps, 0);
@@ -978,7 +1015,7 @@ static void test_nonfinite_vector_field(void **state)
     o.t1 = 1;
     o.dt0 = 0.1;
     /* 1e30 * 1e10 overflows float32 at once; 0 stays 0 */
-    clnode_solution *s = solve(m, &o, 2, (const double[]){1e10, 0.0});
+    clnode_solution *s = solve(m, &o, TEST_PROBLEM(2, (const double[]){1e10, 0.0}));
     assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_NONFINITE);
     assert_int_equal(stats_of(s, 1).result, CLNODE_RESULT_SUCCESS);
     clnode_solution_destroy(&s);
@@ -1002,7 +1039,7 @@ static void test_dt_bounds(void **state)
     o.dt0 = 0.01;
     o.dtmax = 0.25;
     o.save_steps = 1;
-    clnode_solution *s = solve(m, &o, 1, (const double[]){1.0, 0.0});
+    clnode_solution *s = solve(m, &o, TEST_PROBLEM(1, (const double[]){1.0, 0.0}));
     size_t n;
     const double *ts;
     assert_ok(clnode_solution_saved(s, 0, CLNODE_SAVE_STEPS, &n, &ts, NULL));
@@ -1020,12 +1057,12 @@ static void test_dt_bounds(void **state)
     o.atol = 1e-14;
     o.dtmin = 0.1;
     o.force_dtmin = 0;
-    s = solve(m, &o, 1, (const double[]){1.0, 0.0});
+    s = solve(m, &o, TEST_PROBLEM(1, (const double[]){1.0, 0.0}));
     assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_DT_MIN_REACHED);
     clnode_solution_destroy(&s);
     /* with force_dtmin the same problem runs to the end at dtmin */
     o.force_dtmin = 1;
-    s = solve(m, &o, 1, (const double[]){1.0, 0.0});
+    s = solve(m, &o, TEST_PROBLEM(1, (const double[]){1.0, 0.0}));
     clnode_trajectory_stats st = stats_of(s, 0);
     assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
     assert_true(st.num_accepted >= 100 && st.num_accepted <= 110);
@@ -1054,8 +1091,8 @@ static void run_host_file(clnode_context *host, const char *file, clnode_precisi
     for (size_t c = 0; c < json_object_array_length(cases); ++c) {
         ref_case rc;
         load_case(json_object_array_get_idx(cases, c), N, prec, &rc);
-        clnode_solution *s = solve(m, &rc.o, rc.B, rc.y0), *sh = NULL;
-        assert_int_equal(clnode_solve(host, mh, &rc.o, rc.B, rc.y0, &sh), CLNODE_OK);
+        clnode_solution *s = solve(m, &rc.o, &rc.p), *sh = NULL;
+        assert_int_equal(clnode_solve(host, mh, &rc.o, &rc.p, &sh), CLNODE_OK);
         for (size_t b = 0; b < rc.B; ++b) {
             const clnode_trajectory_stats a = stats_of(s, b);
             clnode_trajectory_stats h;
@@ -1137,6 +1174,7 @@ static void test_time_input(void **state)
     assert_int_equal(clnode_model_time_input(m), 1);
     for (int dir = 1; dir >= -1; dir -= 2) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.precision = CLNODE_FP64;
         o.t0 = dir > 0 ? 0.0 : 3.0;
@@ -1145,9 +1183,9 @@ static void test_time_input(void **state)
         o.rtol = 1e-10;
         o.atol = 1e-12;
         double ts[3] = {o.t0, 0.5 * (o.t0 + o.t1), o.t1};
-        o.save_ts = ts;
-        o.n_save_ts = 3;
-        clnode_solution *s = solve(m, &o, 1, (const double[]){1.0});
+        pb.save_ts = ts;
+        pb.n_save_ts = 3;
+        clnode_solution *s = solve(m, &o, test_batch(&pb, 1, (const double[]){1.0}));
         assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
         const double exact = 1.0 + 0.5 * (o.t1 * o.t1 - o.t0 * o.t0);
         assert_close(clnode_solution_y_final(s, 0)[0], exact, 1e-12, 1e-12);
@@ -1185,7 +1223,7 @@ static void test_out_of_memory(void **state)
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     clnode_solution *s = NULL;
-    const clnode_status st = clnode_solve(g_ctx, m, &o, B, y0, &s);
+    const clnode_status st = clnode_solve(g_ctx, m, &o, TEST_PROBLEM(B, y0), &s);
     print_message("  batch %zu of a 2^24-wide model: %s: %s\n", B, clnode_status_name(st),
                   clnode_context_last_error(g_ctx));
     assert_true(st == CLNODE_ERR_OUT_OF_MEMORY || st == CLNODE_ERR_DEVICE_MEMORY);
@@ -1196,7 +1234,7 @@ static void test_out_of_memory(void **state)
     /* the context is intact */
     const double W[1] = {-1};
     m = linear_model(1, W, NULL);
-    s = solve(m, &o, 1, (const double[]){1.0});
+    s = solve(m, &o, TEST_PROBLEM(1, (const double[]){1.0}));
     assert_int_equal(stats_of(s, 0).result, CLNODE_RESULT_SUCCESS);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);

@@ -25,15 +25,16 @@
 #include <clnode.h>
 #include "test_device.h"
 #include "test_util.h"
+#include "test_problem.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
 
-static clnode_solution *solve(const clnode_model *m, const clnode_solve_options *o, size_t batch,
-                              const double *y0)
+static clnode_solution *solve(const clnode_model *m, const clnode_solve_options *o,
+                              const clnode_problem *p)
 {
     clnode_solution *s = NULL;
-    assert_ok(clnode_solve(g_ctx, m, o, batch, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, o, p, &s));
     return s;
 }
 
@@ -78,34 +79,37 @@ static void assert_same_trajectory(const clnode_solution *batch, size_t b,
 
 /* Solves the batch of `o` (with t0s/t1s/dt0s/inputs), then every trajectory alone with its own
  * scalars, its inputs and the save times inside its interval; asserts they agree. */
-static void check_against_alone(const clnode_model *m, const clnode_solve_options *o, size_t batch,
-                                const double *y0)
+static void check_against_alone(const clnode_model *m, const clnode_solve_options *o,
+                                const clnode_problem *p)
 {
+    const size_t batch = p->batch;
+    const double *y0 = p->y0;
     const size_t N = clnode_model_dim(m), k = clnode_model_num_inputs(m);
-    clnode_solution *s = solve(m, o, batch, y0);
-    double *ts = malloc((o->n_save_ts ? o->n_save_ts : 1) * sizeof(double));
+    clnode_solution *s = solve(m, o, p);
+    double *ts = malloc((p->n_save_ts ? p->n_save_ts : 1) * sizeof(double));
     assert_non_null(ts);
     for (size_t b = 0; b < batch; ++b) {
         clnode_solve_options a = *o;
-        a.t0s = a.t1s = a.dt0s = NULL;
-        a.t0 = o->t0s ? o->t0s[b] : o->t0;
-        a.t1 = o->t1s ? o->t1s[b] : o->t1;
-        a.dt0 = o->dt0s ? o->dt0s[b] : o->dt0;
-        a.inputs = k ? o->inputs + b * k : NULL;
+        clnode_problem apb = *p;
+        apb.t0s = apb.t1s = apb.dt0s = NULL;
+        a.t0 = p->t0s ? p->t0s[b] : o->t0;
+        a.t1 = p->t1s ? p->t1s[b] : o->t1;
+        a.dt0 = p->dt0s ? p->dt0s[b] : o->dt0;
+        apb.inputs = k ? p->inputs + b * k : NULL;
         const double dir = a.t1 >= a.t0 ? 1.0 : -1.0;
         size_t n = 0;
-        for (size_t j = 0; j < o->n_save_ts; ++j) {
+        for (size_t j = 0; j < p->n_save_ts; ++j) {
             /* inside [t0, t1] as the solve compares them: in the state precision */
-            const double t = o->save_ts[j];
+            const double t = p->save_ts[j];
             const double r = o->precision == CLNODE_FP32 ? (double)(float)t : t;
             const double r0 = o->precision == CLNODE_FP32 ? (double)(float)a.t0 : a.t0;
             const double r1 = o->precision == CLNODE_FP32 ? (double)(float)a.t1 : a.t1;
             if (dir * r >= dir * r0 && dir * r <= dir * r1)
                 ts[n++] = t;
         }
-        a.save_ts = n ? ts : NULL;
-        a.n_save_ts = n;
-        clnode_solution *one = solve(m, &a, 1, y0 + b * N);
+        apb.save_ts = n ? ts : NULL;
+        apb.n_save_ts = n;
+        clnode_solution *one = solve(m, &a, test_batch(&apb, 1, y0 + b * N));
         assert_same_trajectory(s, b, one);
         clnode_solution_destroy(&one);
     }
@@ -134,20 +138,21 @@ static void test_intervals_forward(void **state)
         y0[i] = 0.1 * sin(1.0 + (double)i);
     for (int p = 0; p < 2; ++p) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_seed_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
         o.rtol = p ? 1e-6 : 1e-4;
-        o.t0s = t0s;
-        o.t1s = t1s;
-        o.dt0s = dt0s;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
+        pb.dt0s = dt0s;
         o.save_t0 = 1;
         o.save_steps = 1;
         o.max_steps = 512;
-        o.save_ts = save_ts;
-        o.n_save_ts = sizeof save_ts / sizeof save_ts[0];
-        check_against_alone(m, &o, NB, y0);
+        pb.save_ts = save_ts;
+        pb.n_save_ts = sizeof save_ts / sizeof save_ts[0];
+        check_against_alone(m, &o, test_batch(&pb, NB, y0));
         /* the clipping itself: trajectory 1 ([3, 20]) saves 5, 7.5, 10 and no other */
-        clnode_solution *s = solve(m, &o, NB, y0);
+        clnode_solution *s = solve(m, &o, test_batch(&pb, NB, y0));
         size_t n;
         const double *ts, *ys;
         assert_ok(clnode_solution_saved(s, 1, CLNODE_SAVE_TS, &n, &ts, &ys));
@@ -190,18 +195,19 @@ static void test_intervals_backward_and_constant(void **state)
         y0[i] = 0.2 * cos(0.5 + (double)i);
     for (int p = 0; p < 2; ++p) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_seed_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
-        o.t0s = t0s;
-        o.t1s = t1s;
-        o.dt0s = dt0s;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
+        pb.dt0s = dt0s;
         o.save_t0 = 1;
         o.save_steps = 1;
         o.max_steps = 512;
-        o.save_ts = save_ts;
-        o.n_save_ts = sizeof save_ts / sizeof save_ts[0];
-        check_against_alone(m, &o, NB, y0);
-        clnode_solution *s = solve(m, &o, NB, y0);
+        pb.save_ts = save_ts;
+        pb.n_save_ts = sizeof save_ts / sizeof save_ts[0];
+        check_against_alone(m, &o, test_batch(&pb, NB, y0));
+        clnode_solution *s = solve(m, &o, test_batch(&pb, NB, y0));
         clnode_trajectory_stats st;
         for (size_t b = 0; b < NB; ++b) {
             assert_ok(clnode_solution_stats(s, b, &st));
@@ -218,14 +224,15 @@ static void test_intervals_backward_and_constant(void **state)
     /* constant steps of each trajectory's own dt0 (no dt0 = 0 with constant steps) */
     static const double cdt0s[NB] = {-0.5, -1.0, -0.25, -1.0, -0.5, -0.75};
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
     o.constant_step = 1;
-    o.t0s = t0s;
-    o.t1s = t1s;
-    o.dt0s = cdt0s;
+    pb.t0s = t0s;
+    pb.t1s = t1s;
+    pb.dt0s = cdt0s;
     o.save_steps = 1;
-    check_against_alone(m, &o, NB, y0);
-    clnode_solution *s = solve(m, &o, NB, y0);
+    check_against_alone(m, &o, test_batch(&pb, NB, y0));
+    clnode_solution *s = solve(m, &o, test_batch(&pb, NB, y0));
     clnode_trajectory_stats st;
     assert_ok(clnode_solution_stats(s, 0, &st)); /* 10 -> 0 by 0.5 */
     assert_int_equal(st.num_steps, 20);
@@ -249,9 +256,10 @@ static void test_t1_only_large_batch(void **state)
     for (size_t b = 0; b < B; ++b)
         t1s[b] = 1.0 + 1.25 * (double)b;
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
-    o.t1s = t1s;
-    check_against_alone(m, &o, B, y0);
+    pb.t1s = t1s;
+    check_against_alone(m, &o, test_batch(&pb, B, y0));
     free(y0);
     free(t1s);
     clnode_model_destroy(&m);
@@ -265,29 +273,34 @@ static void test_interval_refusals(void **state)
     double y0[20] = {0};
     clnode_solution *s = NULL;
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
     const double t1s[2] = {5.0, -5.0};
-    o.t1s = t1s;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.t1s = t1s;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "one direction of integration"));
     assert_null(s);
     const double t1ok[2] = {5.0, 6.0}, dt0s[2] = {0.1, -0.1};
-    o.t1s = t1ok;
-    o.dt0s = dt0s;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.t1s = t1ok;
+    pb.dt0s = dt0s;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "wrong sign"));
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "(trajectory 1)"));
     const double t0bad[2] = {0.0, NAN};
-    o.dt0s = NULL;
-    o.t0s = t0bad;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.dt0s = NULL;
+    pb.t0s = t0bad;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "must be finite (trajectory 1)"));
     /* save times not monotone in the shared direction */
     const double ts[2] = {3.0, 1.0};
-    o.t0s = NULL;
-    o.save_ts = ts;
-    o.n_save_ts = 2;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.t0s = NULL;
+    pb.save_ts = ts;
+    pb.n_save_ts = 2;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "monotone"));
     clnode_model_destroy(&m);
 }
@@ -333,14 +346,15 @@ static void test_inputs_oracle_and_alone(void **state)
     for (int ti = 0; ti < 2; ++ti) {
         clnode_model *m = decay_to_c(N, ti);
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.precision = CLNODE_FP64;
         o.rtol = 1e-10;
         o.atol = 1e-12;
-        o.t1s = t1s;
-        o.inputs = c;
+        pb.t1s = t1s;
+        pb.inputs = c;
         o.save_steps = 1;
-        clnode_solution *s = solve(m, &o, B, y0);
+        clnode_solution *s = solve(m, &o, test_batch(&pb, B, y0));
         for (size_t b = 0; b < B; ++b) {
             const double *y = clnode_solution_y_final(s, b);
             for (size_t n = 0; n < N; ++n) {
@@ -352,11 +366,11 @@ static void test_inputs_oracle_and_alone(void **state)
             }
         }
         clnode_solution_destroy(&s);
-        check_against_alone(m, &o, B, y0);
+        check_against_alone(m, &o, test_batch(&pb, B, y0));
         o.precision = CLNODE_FP32;
         o.rtol = 1e-5;
         o.atol = 1e-7;
-        check_against_alone(m, &o, B, y0);
+        check_against_alone(m, &o, test_batch(&pb, B, y0));
         clnode_model_destroy(&m);
     }
 }
@@ -415,27 +429,29 @@ static void test_inputs_nonlinear(void **state)
     static const double save_ts[] = {0.5, 1.0, 2.0, 4.0, 6.0};
     for (int p = 0; p < 2; ++p) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
         o.rtol = p ? 1e-7 : 1e-4;
-        o.inputs = c;
-        o.t0s = t0s;
-        o.t1s = t1s;
-        o.save_ts = save_ts;
-        o.n_save_ts = 5;
+        pb.inputs = c;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
+        pb.save_ts = save_ts;
+        pb.n_save_ts = 5;
         o.save_steps = 1;
-        check_against_alone(m, &o, B, y0);
+        check_against_alone(m, &o, test_batch(&pb, B, y0));
         /* the inputs matter: the same y0 and interval, other inputs, another final state */
         clnode_solve_options a = o;
-        a.t0s = a.t1s = NULL;
+        clnode_problem apb = pb;
+        apb.t0s = apb.t1s = NULL;
         a.t0 = 0.0;
         a.t1 = 4.0;
-        a.save_ts = NULL;
-        a.n_save_ts = 0;
-        a.inputs = c;
-        clnode_solution *s1 = solve(m, &a, 1, y0);
-        a.inputs = c + K;
-        clnode_solution *s2 = solve(m, &a, 1, y0);
+        apb.save_ts = NULL;
+        apb.n_save_ts = 0;
+        apb.inputs = c;
+        clnode_solution *s1 = solve(m, &a, test_batch(&apb, 1, y0));
+        apb.inputs = c + K;
+        clnode_solution *s2 = solve(m, &a, test_batch(&apb, 1, y0));
         assert_true(clnode_solution_y_final(s1, 0)[0] != clnode_solution_y_final(s2, 0)[0]);
         clnode_solution_destroy(&s1);
         clnode_solution_destroy(&s2);
@@ -450,21 +466,25 @@ static void test_inputs_refusals(void **state)
     double y0[4] = {0}, c[4] = {1, 2, 3, 4};
     clnode_solution *s = NULL;
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_default_options(&o);
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx),
                            "the model takes 2 conditioning inputs: pass them"));
     assert_null(s);
     c[3] = INFINITY;
-    o.inputs = c;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 2, y0, &s), CLNODE_ERR_NONFINITE_INPUT);
+    pb.inputs = c;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 2, y0), &s),
+                     CLNODE_ERR_NONFINITE_INPUT);
     assert_non_null(
         strstr(clnode_context_last_error(g_ctx), "conditioning input 1 of trajectory 1 is inf"));
     clnode_model_destroy(&m);
     assert_ok(clnode_model_create_seed(g_ctx, &m));
     c[3] = 4.0;
     double y10[10] = {0};
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y10, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, test_batch(&pb, 1, y10), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "the model takes none"));
     clnode_model_destroy(&m);
     /* the model-from-arrays API: the first layer's width must make room for the inputs */
@@ -499,19 +519,20 @@ static void test_batch_sizes_same_bits(void **state)
         clnode_solve_options o;
         clnode_solve_seed_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
-        clnode_solution *big = solve(m, &o, B, y0);
+        clnode_solution *big = solve(m, &o, TEST_PROBLEM(B, y0));
         static const size_t first37 = 500; /* 500 % 16 = 4: rows 4.. of its block */
-        clnode_solution *s37 = solve(m, &o, 37, y0 + first37 * N);
+        clnode_solution *s37 = solve(m, &o, TEST_PROBLEM(37, y0 + first37 * N));
         for (size_t b = 0; b < 37; ++b)
             assert_same_row(big, first37 + b, s37, b);
         clnode_solution_destroy(&s37);
-        clnode_solution *s2 = solve(m, &o, 2, y0 + 998 * N); /* rows 6 and 7 of their block */
+        clnode_solution *s2 =
+            solve(m, &o, TEST_PROBLEM(2, y0 + 998 * N)); /* rows 6 and 7 of their block */
         assert_same_row(big, 998, s2, 0);
         assert_same_row(big, 999, s2, 1);
         clnode_solution_destroy(&s2);
         static const size_t ones[] = {0, 5, 6, 11, 12, 15, 517, 999};
         for (size_t i = 0; i < sizeof ones / sizeof ones[0]; ++i) {
-            clnode_solution *s1 = solve(m, &o, 1, y0 + ones[i] * N);
+            clnode_solution *s1 = solve(m, &o, TEST_PROBLEM(1, y0 + ones[i] * N));
             assert_same_row(big, ones[i], s1, 0);
             clnode_solution_destroy(&s1);
         }
@@ -551,13 +572,13 @@ static void test_wide_model_batch(void **state)
     clnode_solve_options o;
     clnode_solve_seed_options(&o);
     o.t1 = 2.0;
-    check_against_alone(m, &o, B, y0);
+    check_against_alone(m, &o, TEST_PROBLEM(B, y0));
     if (strcmp(g_device, "host:openblas") == 0) {
         const int threads = openblas_get_num_threads();
         openblas_set_num_threads(1);
-        clnode_solution *one = solve(m, &o, B, y0);
+        clnode_solution *one = solve(m, &o, TEST_PROBLEM(B, y0));
         openblas_set_num_threads(4);
-        clnode_solution *four = solve(m, &o, B, y0);
+        clnode_solution *four = solve(m, &o, TEST_PROBLEM(B, y0));
         openblas_set_num_threads(threads);
         for (size_t b = 0; b < B; ++b)
             assert_same_row(four, b, one, b);
@@ -594,17 +615,18 @@ static void test_same_bits_as_host(void **state)
         y0[i] = 0.1 * sin(1.0 + (double)i);
     for (int p = 0; p < 2; ++p) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_seed_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
-        o.t0s = t0s;
-        o.t1s = t1s;
-        o.dt0s = dt0s;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
+        pb.dt0s = dt0s;
         o.save_steps = 1;
         o.max_steps = 512;
-        o.save_ts = save_ts;
-        o.n_save_ts = 5;
-        clnode_solution *s = solve(m, &o, NB, y0), *sh = NULL;
-        assert_int_equal(clnode_solve(host, mh, &o, NB, y0, &sh), CLNODE_OK);
+        pb.save_ts = save_ts;
+        pb.n_save_ts = 5;
+        clnode_solution *s = solve(m, &o, test_batch(&pb, NB, y0)), *sh = NULL;
+        assert_int_equal(clnode_solve(host, mh, &o, test_batch(&pb, NB, y0), &sh), CLNODE_OK);
         for (size_t b = 0; b < NB; ++b)
             assert_same_row(s, b, sh, b);
         clnode_solution_destroy(&s);
@@ -628,14 +650,15 @@ static void test_same_bits_as_host(void **state)
     }
     for (int p = 0; p < 2; ++p) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.precision = p ? CLNODE_FP64 : CLNODE_FP32;
         o.rtol = p ? 1e-7 : 1e-4;
-        o.t1s = t1c;
-        o.inputs = c;
+        pb.t1s = t1c;
+        pb.inputs = c;
         o.save_steps = 1;
-        clnode_solution *s = solve(m, &o, B2, y2), *sh = NULL;
-        assert_int_equal(clnode_solve(host, mh, &o, B2, y2, &sh), CLNODE_OK);
+        clnode_solution *s = solve(m, &o, test_batch(&pb, B2, y2)), *sh = NULL;
+        assert_int_equal(clnode_solve(host, mh, &o, test_batch(&pb, B2, y2), &sh), CLNODE_OK);
         for (size_t b = 0; b < B2; ++b)
             assert_same_row(s, b, sh, b);
         clnode_solution_destroy(&s);

@@ -32,6 +32,7 @@
 #include <json-c/json.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 
 #ifndef CLN_SOURCE_ROOT
@@ -220,6 +221,7 @@ static void run_file(const char *file, const char *file64, const char *spread_fi
                 read_doubles(json_object_array_get_idx(get(cs, "args"), b), in + b * K, K), K);
         }
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.method = clnode_method_by_name(method);
         assert_non_null(o.method);
@@ -228,18 +230,18 @@ static void run_file(const char *file, const char *file64, const char *spread_fi
         o.atol = json_object_get_double(get(cs, "atol"));
         o.max_steps = json_object_get_int(get(cs, "max_steps"));
         o.precision_guard = CLNODE_GUARD_OFF; /* diffrax's steps, whatever the arithmetic does */
-        o.t0s = t0s;
-        o.t1s = t1s;
-        o.dt0s = dt0s;
-        o.inputs = in;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
+        pb.dt0s = dt0s;
+        pb.inputs = in;
         const int mode_ts = strncmp(save, "ts", 2) == 0, mode_steps = strcmp(save, "steps") == 0;
         if (mode_ts) {
-            o.n_save_ts = read_doubles(get(cs, "save_ts"), ts, MAXTS);
-            o.save_ts = ts;
+            pb.n_save_ts = read_doubles(get(cs, "save_ts"), ts, MAXTS);
+            pb.save_ts = ts;
         }
         o.save_steps = mode_steps;
         clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &s));
+        assert_ok(clnode_solve(g_ctx, m, &o, test_batch(&pb, B, y0), &s));
         tally *tt = strcmp(method, "dopri8") == 0 ? t8 : t;
         json_object *trajs64 = NULL;
         if (cases64) {

@@ -23,6 +23,7 @@
 #include "backends/backend.h"
 #include "backends/host/host_pool.h"
 #include "clnode.h"
+#include "test_problem.h"
 #include "precision/probe_internal.h"
 #include "test_util.h"
 
@@ -124,7 +125,7 @@ static void solve_seed(int threads, const char *env, double *y, int *steps, char
     for (size_t i = 0; i < TB * N; ++i)
         y0[i] = 0.5 * sin(0.37 * (double)i);
     clnode_solution *sol = NULL;
-    assert_int_equal(clnode_solve(ctx, m, &o, TB, y0, &sol), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(TB, y0), &sol), CLNODE_OK);
     for (size_t b = 0; b < TB; ++b) {
         clnode_trajectory_stats st;
         assert_int_equal(clnode_solution_stats(sol, b, &st), CLNODE_OK);
@@ -182,7 +183,7 @@ static void solve_seed_like(clnode_context *ctx, const clnode_model *m, clnode_p
     o.precision = prec;
     const double y0[10] = {0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1};
     clnode_solution *s = NULL;
-    assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_OK);
     clnode_trajectory_stats st;
     assert_int_equal(clnode_solution_stats(s, 0, &st), CLNODE_OK);
     *steps = st.num_steps;
@@ -295,8 +296,9 @@ static int count_files(const char *dir)
 }
 
 static int logged_cached;
-static void log_fn(void *user, clnode_log_level level, const char *msg)
+static void log_fn(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)user;
     (void)level;
     if (strstr(msg, "GEMM probe") && strstr(msg, "(cached)"))

@@ -75,10 +75,12 @@ static void check_slots(int t0, int t1, int steps, size_t nts, long max_steps, s
     o.save_t0 = t0;
     o.save_t1 = t1;
     o.save_steps = steps;
-    o.save_ts = nts ? any : NULL;
-    o.n_save_ts = nts;
+    clnode_problem pb;
+    clnode_problem_default(&pb);
+    pb.save_ts = nts ? any : NULL;
+    pb.n_save_ts = nts;
     o.max_steps = max_steps;
-    assert_int_equal(clnode_save_slots(NULL, &o, T), CLNODE_OK);
+    assert_int_equal(clnode_save_slots(NULL, &o, &pb, T), CLNODE_OK);
     assert_int_equal(*T,
                      (size_t)t0 + nts + (steps ? (size_t)max_steps : 0) + (size_t)(t1 && !steps));
 }
@@ -92,8 +94,8 @@ static size_t ref_first(const double *save_ts, double t0, double dir)
     return j;
 }
 
-static void check_rows(const clnode_solution *s, const clnode_solve_options *o, double dir,
-                       size_t T, const char *what)
+static void check_rows(const clnode_solution *s, const clnode_solve_options *o,
+                       const clnode_problem *pb, double dir, size_t T, const char *what)
 {
     double *ts = malloc(B * T * sizeof *ts), *ys = malloc(B * T * N * sizeof *ys);
     float *tf = malloc(B * T * sizeof *tf), *yf = malloc(B * T * N * sizeof *yf);
@@ -136,16 +138,16 @@ static void check_rows(const clnode_solution *s, const clnode_solve_options *o, 
         if (o->save_t1 && !o->save_steps) /* the stop point right after the last point */
             assert_memory_equal(&ts[b * T + m - 1], &st.t_final, sizeof(double));
         if (o->save_t0)
-            assert_memory_equal(&ts[b * T], o->t0s ? &o->t0s[b] : &o->t0, sizeof(double));
+            assert_memory_equal(&ts[b * T], pb->t0s ? &pb->t0s[b] : &o->t0, sizeof(double));
         size_t first;
         assert_int_equal(clnode_solution_ts_index(s, b, &first), CLNODE_OK);
         assert_int_equal(first,
-                         o->n_save_ts ? ref_first(o->save_ts, o->t0s ? o->t0s[b] : o->t0, dir) : 0);
+                         pb->n_save_ts ? ref_first(pb->save_ts, pb->t0s ? pb->t0s[b] : o->t0, dir) : 0);
         size_t n;
         const double *tts;
         assert_int_equal(clnode_solution_saved(s, b, CLNODE_SAVE_TS, &n, &tts, NULL), CLNODE_OK);
         for (size_t i = 0; i < n; ++i)
-            assert_memory_equal(&tts[i], &o->save_ts[first + i], sizeof(double));
+            assert_memory_equal(&tts[i], &pb->save_ts[first + i], sizeof(double));
     }
     for (size_t i = 0; i < B * T; ++i) {
         const float t = (float)ts[i];
@@ -203,29 +205,33 @@ static void run_case(int save, double dir, int own, long max_steps, int *failed)
     o.save_t0 = save & 1;
     o.save_t1 = (save >> 1) & 1;
     o.save_steps = (save >> 2) & 1;
+    clnode_problem pb;
+    clnode_problem_default(&pb);
+    pb.batch = B;
+    pb.y0 = y0;
     if (save & 8) {
-        o.save_ts = save_ts;
-        o.n_save_ts = NTS;
+        pb.save_ts = save_ts;
+        pb.n_save_ts = NTS;
     }
     if (own) {
-        o.t0s = t0s;
-        o.t1s = t1s;
+        pb.t0s = t0s;
+        pb.t1s = t1s;
     }
     o.max_steps = max_steps;
     char what[128];
     snprintf(what, sizeof what, "t0 %d t1 %d steps %d ts %d, dir %+g, own %d, max_steps %ld",
              o.save_t0, o.save_t1, o.save_steps, (save >> 3) & 1, dir, own, max_steps);
     size_t T;
-    check_slots(o.save_t0, o.save_t1, o.save_steps, o.n_save_ts, max_steps, &T);
+    check_slots(o.save_t0, o.save_t1, o.save_steps, pb.n_save_ts, max_steps, &T);
     clnode_solution *s = NULL;
-    if (clnode_solve(g_ctx, g_model, &o, B, y0, &s) != CLNODE_OK)
+    if (clnode_solve(g_ctx, g_model, &o, &pb, &s) != CLNODE_OK)
         fail_msg("%s: %s", what, clnode_context_last_error(g_ctx));
     for (size_t b = 0; b < B; ++b) {
         clnode_trajectory_stats st;
         assert_int_equal(clnode_solution_stats(s, b, &st), CLNODE_OK);
         *failed += st.result != CLNODE_RESULT_SUCCESS;
     }
-    check_rows(s, &o, dir, T, what);
+    check_rows(s, &o, &pb, dir, T, what);
     clnode_solution_destroy(&s);
 }
 
@@ -247,23 +253,27 @@ static void test_slots_refused(void **state)
     (void)state;
     clnode_solve_options o;
     clnode_solve_default_options(&o);
+    clnode_problem pb;
+    clnode_problem_default(&pb);
     size_t T = 7;
     o.max_steps = 0;
-    assert_int_equal(clnode_save_slots(g_ctx, &o, &T), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_save_slots(g_ctx, &o, NULL, &T), CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "max_steps"));
-    assert_int_equal(clnode_save_slots(NULL, &o, &T), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_save_slots(NULL, &o, NULL, &T), CLNODE_ERR_INVALID_ARGUMENT);
     o.max_steps = CLNODE_MAX_STEPS_LIMIT + 1L;
-    assert_int_equal(clnode_save_slots(NULL, &o, &T), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_save_slots(NULL, &o, NULL, &T), CLNODE_ERR_INVALID_ARGUMENT);
     o.max_steps = 10;
-    o.n_save_ts = 3;
-    assert_int_equal(clnode_save_slots(g_ctx, &o, &T), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.n_save_ts = 3;
+    assert_int_equal(clnode_save_slots(g_ctx, &o, &pb, &T), CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "save_ts"));
     assert_int_equal(T, 7);
-    assert_int_equal(clnode_save_slots(NULL, NULL, &T), CLNODE_ERR_INVALID_ARGUMENT);
-    o.n_save_ts = 0;
-    assert_int_equal(clnode_save_slots(NULL, &o, NULL), CLNODE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(clnode_save_slots(NULL, &o, &T), CLNODE_OK);
+    assert_int_equal(clnode_save_slots(NULL, NULL, NULL, &T), CLNODE_ERR_INVALID_ARGUMENT);
+    pb.n_save_ts = 0;
+    assert_int_equal(clnode_save_slots(NULL, &o, &pb, NULL), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_save_slots(NULL, &o, &pb, &T), CLNODE_OK);
     assert_int_equal(T, 1); /* the default: t1 only */
+    pb.struct_size = sizeof pb + 8; /* a problem from a newer library */
+    assert_int_equal(clnode_save_slots(g_ctx, &o, &pb, &T), CLNODE_ERR_INVALID_ARGUMENT);
     size_t first = 5;
     assert_int_equal(clnode_solution_ts_index(NULL, 0, &first), CLNODE_ERR_INVALID_ARGUMENT);
     assert_int_equal(clnode_solution_points(NULL, 0), 0);

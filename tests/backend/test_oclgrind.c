@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "core/internal.h" /* cln_steps_cap_first */
 #include "test_device.h"
 
@@ -45,6 +46,7 @@ static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode
                               size_t batch)
 {
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
     o.precision = prec;
     o.t1 = 0.1;
@@ -52,8 +54,8 @@ static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode
     /* as many attempts as the solve takes: the driver enqueues steps in groups, and steps
      * enqueued after every trajectory froze still run their GEMMs (a waste a simulator feels) */
     o.max_steps = 2;
-    o.save_ts = g_ts;
-    o.n_save_ts = N_TS;
+    pb.save_ts = g_ts;
+    pb.n_save_ts = N_TS;
     /* the precision guard's probes run GEMMs of their own, not the solver's kernels: off, to
      * keep the simulated run short (the conformance suites cover the guard) */
     o.precision_guard = CLNODE_GUARD_OFF;
@@ -61,7 +63,7 @@ static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode
     for (size_t i = 0; i < batch * 10; ++i)
         y0[i] = 0.1 * (double)(i % 10) - 0.05 * (double)(i / 10); /* rows differ */
     clnode_solution *s = NULL;
-    if (clnode_solve(ctx, m, &o, batch, y0, &s) != CLNODE_OK) {
+    if (clnode_solve(ctx, m, &o, test_batch(&pb, batch, y0), &s) != CLNODE_OK) {
         printf("FAIL: solve on %s: %s\n", clnode_context_device(ctx),
                clnode_context_last_error(ctx));
         return NULL;

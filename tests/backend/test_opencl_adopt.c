@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "clnode/opencl.h"
 #include "test_device.h"
 
@@ -28,7 +29,7 @@ static clnode_solution *seed_solve(clnode_context *ctx, size_t batch)
     clnode_solve_seed_options(&o);
     double y0[20] = {0};
     clnode_solution *s = NULL;
-    clnode_status st = clnode_solve(ctx, m, &o, batch, y0, &s);
+    clnode_status st = clnode_solve(ctx, m, &o, TEST_PROBLEM(batch, y0), &s);
     if (st != CLNODE_OK)
         fail_msg("solve: %s", clnode_context_last_error(ctx));
     clnode_model_destroy(&m);

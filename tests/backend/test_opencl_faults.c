@@ -27,6 +27,7 @@
 #include <CL/cl.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 
 /* ---- the injected faults ---- */
@@ -200,7 +201,7 @@ static clnode_status seed_solve(clnode_context *ctx, clnode_precision prec, clno
     o.precision = prec;
     const double y0[20] = {0};
     *out = NULL;
-    st = clnode_solve(ctx, m, &o, 2, y0, out);
+    st = clnode_solve(ctx, m, &o, TEST_PROBLEM(2, y0), out);
     clnode_model_destroy(&m);
     return st;
 }
@@ -220,7 +221,7 @@ static clnode_status steps_solve(clnode_context *ctx, clnode_solution **out)
     o.save_steps = 1;
     const double y0[20] = {0};
     *out = NULL;
-    st = clnode_solve(ctx, m, &o, 2, y0, out);
+    st = clnode_solve(ctx, m, &o, TEST_PROBLEM(2, y0), out);
     clnode_model_destroy(&m);
     return st;
 }

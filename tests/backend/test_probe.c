@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "cln_tf32.h"
 #include "precision/probe_internal.h"
 #include "test_device.h"
@@ -27,11 +28,17 @@
 static const char *g_device = "host";
 static clnode_context *g_ctx;
 
-/* Messages the library logged at WARN or above since the last reset. */
+/* Messages the library logged at WARN or above since the last reset, and how many warnings of
+ * each code (test_warning_codes resets those). */
 static char g_log[8192];
-static void capture_log(void *user, clnode_log_level level, const char *msg)
+static int g_warn_codes[CLNODE_LOG_PRECISION_FLOOR + 2]; /* the last: a code not in the list */
+static void capture_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     (void)user;
+    if (level == CLNODE_LOG_WARN)
+        ++g_warn_codes[(unsigned)code <= CLNODE_LOG_PRECISION_FLOOR
+                           ? code
+                           : CLNODE_LOG_PRECISION_FLOOR + 1];
     if (level > CLNODE_LOG_WARN)
         return;
     const size_t used = strlen(g_log);
@@ -317,7 +324,7 @@ static void test_seed_tf32(void **state)
     for (size_t batch = 1; batch <= 2; ++batch) {
         seed_options(&o, CLNODE_GEMM_STRICT);
         clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, batch, y0, &s));
+        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(batch, y0), &s));
         for (size_t b = 0; b < batch; ++b) {
             clnode_trajectory_stats st;
             assert_ok(clnode_solution_stats(s, b, &st));
@@ -334,7 +341,7 @@ static void test_seed_tf32(void **state)
             o.precision_guard = guard ? CLNODE_GUARD_OFF : CLNODE_GUARD_WARN;
             g_log[0] = '\0';
             clnode_solution *s = NULL;
-            assert_ok(clnode_solve(g_ctx, m, &o, batch, y0, &s));
+            assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(batch, y0), &s));
             int floor_hit = 0;
             long most = 0;
             for (size_t b = 0; b < batch; ++b) {
@@ -380,7 +387,7 @@ static void test_guard(void **state)
     o.t1 = 1;
     o.rtol = 1e-6;
     o.precision_guard = CLNODE_GUARD_REFUSE;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_PRECISION);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_ERR_PRECISION);
     assert_null(s);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "tf32"));
 
@@ -390,16 +397,16 @@ static void test_guard(void **state)
     o.rtol = 1e-6;
     o.precision_guard = CLNODE_GUARD_REFUSE;
     g_log[0] = '\0';
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
     assert_int_equal(g_log[0], '\0');
     /* but not 1e-7 */
     o.rtol = 1e-7;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_PRECISION);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_ERR_PRECISION);
     /* constant steps have no tolerance to guard */
     o.constant_step = 1;
     o.t1 = 0.1;
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
 
     /* warn (the default): the solve runs, one warning */
@@ -408,18 +415,19 @@ static void test_guard(void **state)
     o.t1 = 1;
     o.rtol = 1e-7;
     g_log[0] = '\0';
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
     assert_non_null(strstr(g_log, "rtol"));
     /* off: silence */
     o.precision_guard = CLNODE_GUARD_OFF;
     g_log[0] = '\0';
-    assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
     clnode_solution_destroy(&s);
     assert_int_equal(g_log[0], '\0');
     /* an unknown guard value */
     o.precision_guard = (clnode_precision_guard)9;
-    assert_int_equal(clnode_solve(g_ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     clnode_model_destroy(&m);
 }
 
@@ -443,7 +451,7 @@ static void test_floor_advice(void **state)
         o.max_steps = 100000;
         g_log[0] = '\0';
         clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, 1, y0, &s));
+        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
         clnode_trajectory_stats st;
         assert_ok(clnode_solution_stats(s, 0, &st));
         clnode_solution_destroy(&s);
@@ -465,15 +473,53 @@ static void test_floor_advice(void **state)
     clnode_model_destroy(&m);
 }
 
+/* The two warnings a program acts on carry their codes (clnode_log_code), whatever their wording:
+ * the guard's before a solve (PRECISION_GUARD), the floor's after it (PRECISION_FLOOR); other
+ * messages are GENERAL, and the guard off says nothing. The seed problem in fp32 strict at rtol
+ * 1e-9 (below 16 u = 9.5e-7) is warned of and, on the host, stops at the floor. */
+static void test_warning_codes(void **state)
+{
+    (void)state;
+    assert_string_equal(clnode_log_code_name(CLNODE_LOG_GENERAL), "general");
+    assert_string_equal(clnode_log_code_name(CLNODE_LOG_PRECISION_GUARD), "precision_guard");
+    assert_string_equal(clnode_log_code_name(CLNODE_LOG_PRECISION_FLOOR), "precision_floor");
+    assert_string_equal(clnode_log_code_name((clnode_log_code)99), "unknown");
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    double y0[10] = {0};
+    clnode_solve_options o;
+    seed_options(&o, CLNODE_GEMM_STRICT);
+    o.rtol = o.atol = 1e-9;
+    o.max_steps = 100000;
+    for (int guard = 0; guard < 2; ++guard) {
+        o.precision_guard = guard ? CLNODE_GUARD_OFF : CLNODE_GUARD_WARN;
+        memset(g_warn_codes, 0, sizeof g_warn_codes);
+        clnode_solution *s = NULL;
+        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(s, 0, &st));
+        clnode_solution_destroy(&s);
+        const int floor = st.result == CLNODE_RESULT_PRECISION_FLOOR;
+        if (!guard && strcmp(clnode_context_backend(g_ctx), "host") == 0)
+            assert_true(floor);
+        assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_GUARD], guard ? 0 : 1);
+        assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_FLOOR], guard ? 0 : floor);
+        assert_int_equal(g_warn_codes[CLNODE_LOG_GENERAL], 0);
+        assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_FLOOR + 1], 0);
+    }
+    clnode_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc = test_device_open(argc, argv, &g_device, capture_log, "probe suite", &g_ctx);
     if (dev_rc != 0)
         return dev_rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_injected), cmocka_unit_test(test_tf32_rounding),
-        cmocka_unit_test(test_device),   cmocka_unit_test(test_seed_tf32),
-        cmocka_unit_test(test_guard),    cmocka_unit_test(test_floor_advice),
+        cmocka_unit_test(test_injected),      cmocka_unit_test(test_tf32_rounding),
+        cmocka_unit_test(test_device),        cmocka_unit_test(test_seed_tf32),
+        cmocka_unit_test(test_guard),         cmocka_unit_test(test_floor_advice),
+        cmocka_unit_test(test_warning_codes),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

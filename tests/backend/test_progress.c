@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 
 typedef struct report {
@@ -57,7 +58,7 @@ static void test_progress_and_cancel(void **state)
     o.progress = on_progress;
     o.progress_user = &r;
     clnode_solution *sol = NULL;
-    const clnode_status st = clnode_solve(ctx, model, &o, B, y0, &sol);
+    const clnode_status st = clnode_solve(ctx, model, &o, TEST_PROBLEM(B, y0), &sol);
     print_message("  %d report(s): %zu of %zu active, fraction %.3g after %ld steps\n", r.calls,
                   r.active, r.batch, r.fraction, r.steps);
     assert_int_equal(st, CLNODE_ERR_CANCELLED);

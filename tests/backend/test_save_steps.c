@@ -30,13 +30,15 @@
 #include "core/internal.h" /* cln_steps_cap_first, cln_solution_capacity */
 #include "test_device.h"
 #include "test_util.h"
+#include "test_problem.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
 static long g_growths; /* "saved steps:" debug messages since the last reset */
 
-static void count_log(void *user, clnode_log_level level, const char *message)
+static void count_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
+    (void)code;
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "saved steps:", 12) == 0)
         ++g_growths;
@@ -107,14 +109,14 @@ static size_t check_steps(const clnode_solution *s)
 }
 
 static clnode_solution *solve_with(const clnode_model *m, const clnode_solve_options *o,
-                                   size_t batch, const double *y0, size_t first_cap, int compact)
+                                   const clnode_problem *p, size_t first_cap, int compact)
 {
     clnode_solve_options c = *o;
     c.compact = compact;
     cln_steps_cap_first = first_cap;
     g_growths = 0;
     clnode_solution *s = NULL;
-    assert_ok(clnode_solve(g_ctx, m, &c, batch, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &c, p, &s));
     cln_steps_cap_first = 0;
     return s;
 }
@@ -122,10 +124,11 @@ static clnode_solution *solve_with(const clnode_model *m, const clnode_solve_opt
 /* The batch solved with room for every step up front (the reference, without compaction), then
  * from room for one point with compaction off and on, and from the solver's own first capacity:
  * the same bits everywhere. Returns the most points a trajectory saved. */
-static size_t compare_growth(const clnode_model *m, const clnode_solve_options *o, size_t batch,
-                             const double *y0, const char *what)
+static size_t compare_growth(const clnode_model *m, const clnode_solve_options *o,
+                             const clnode_problem *p, const char *what)
 {
-    clnode_solution *ref = solve_with(m, o, batch, y0, (size_t)o->max_steps, 0);
+    const size_t batch = p->batch;
+    clnode_solution *ref = solve_with(m, o, p, (size_t)o->max_steps, 0);
     assert_int_equal(g_growths, 0); /* no growth: the layout with max_steps points per row */
     const size_t most = check_steps(ref);
     static const struct {
@@ -133,7 +136,7 @@ static size_t compare_growth(const clnode_model *m, const clnode_solve_options *
         int compact;
     } runs[] = {{1, 0}, {1, 1}, {0, 1}};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; ++i) {
-        clnode_solution *s = solve_with(m, o, batch, y0, runs[i].first, runs[i].compact);
+        clnode_solution *s = solve_with(m, o, p, runs[i].first, runs[i].compact);
         const long grew = g_growths;
         char label[160];
         snprintf(label, sizeof label, "%s, first capacity %zu, compaction %s", what, runs[i].first,
@@ -180,21 +183,23 @@ static void test_rotation_many_doublings(void **state)
         if (prec == 1 && !clnode_context_supports(g_ctx, CLNODE_FP64))
             continue;
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_default_options(&o);
         o.precision = prec ? CLNODE_FP64 : CLNODE_FP32;
-        o.t1s = t1s;
-        o.dt0s = dt0s;
+        pb.t1s = t1s;
+        pb.dt0s = dt0s;
         o.rtol = prec ? 1e-8 : 1e-5;
         o.atol = prec ? 1e-10 : 1e-7;
         o.save_t0 = 1;
-        o.save_ts = ts;
-        o.n_save_ts = 3;
+        pb.save_ts = ts;
+        pb.n_save_ts = 3;
         o.save_steps = 1;
         o.max_steps = 1499; /* not a power of two: the last growth stops there */
-        const size_t most = compare_growth(m, &o, B, y0, prec ? "rotation fp64" : "rotation fp32");
+        const size_t most =
+            compare_growth(m, &o, test_batch(&pb, B, y0), prec ? "rotation fp64" : "rotation fp32");
         assert_true(most >= 500); /* many doublings from one point */
         /* the longest ones run out of steps, and each trajectory alone saves the same points */
-        clnode_solution *all = solve_with(m, &o, B, y0, 0, 1);
+        clnode_solution *all = solve_with(m, &o, test_batch(&pb, B, y0), 0, 1);
         int ran_out = 0;
         for (size_t b = 0; b < B; ++b) {
             clnode_trajectory_stats st;
@@ -206,9 +211,10 @@ static void test_rotation_many_doublings(void **state)
         for (size_t i = 0; i < sizeof alone / sizeof alone[0]; ++i) {
             const size_t b = alone[i];
             clnode_solve_options o1 = o;
-            o1.t1s = &t1s[b];
-            o1.dt0s = &dt0s[b];
-            clnode_solution *one = solve_with(m, &o1, 1, &y0[2 * b], 0, 1);
+            clnode_problem o1pb = pb;
+            o1pb.t1s = &t1s[b];
+            o1pb.dt0s = &dt0s[b];
+            clnode_solution *one = solve_with(m, &o1, test_batch(&o1pb, 1, &y0[2 * b]), 0, 1);
             assert_same_row(one, 0, all, b, "alone");
             clnode_solution_destroy(&one);
         }
@@ -237,13 +243,15 @@ static void test_seed_growth(void **state)
     const clnode_method *methods[2] = {clnode_method_tsit5, clnode_method_heun};
     for (int mi = 0; mi < 2; ++mi) {
         clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
         clnode_solve_seed_options(&o);
         o.method = methods[mi];
-        o.t1s = t1s;
+        pb.t1s = t1s;
         o.rtol = mi ? 1e-4 : 1e-5;
         o.save_steps = 1;
         o.max_steps = 100000;
-        const size_t most = compare_growth(m, &o, B, y0, mi ? "seed heun" : "seed tsit5");
+        const size_t most =
+            compare_growth(m, &o, test_batch(&pb, B, y0), mi ? "seed heun" : "seed tsit5");
         assert_true(most >= 64);
     }
     clnode_model_destroy(&m);
@@ -261,7 +269,7 @@ static void test_no_steps(void **state)
     o.t1 = 0.0;
     o.save_steps = 1;
     clnode_solution *s = NULL;
-    assert_ok(clnode_solve(g_ctx, m, &o, 3, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(3, y0), &s));
     assert_int_equal(check_steps(s), 0);
     size_t n = 1;
     assert_ok(clnode_solution_saved(s, 2, CLNODE_SAVE_STEPS, &n, NULL, NULL));
@@ -269,7 +277,7 @@ static void test_no_steps(void **state)
     clnode_solution_destroy(&s);
     o.t1 = 50.0;
     o.max_steps = 1;
-    assert_ok(clnode_solve(g_ctx, m, &o, 3, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(3, y0), &s));
     assert_int_equal(check_steps(s), 1);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
@@ -302,11 +310,11 @@ static void test_huge_max_steps(void **state)
     /* a warm-up at the same batch (kernels built, the probe run, buffers of this size once) */
     clnode_solution *s = NULL;
     o.max_steps = 4;
-    assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(B, y0), &s));
     clnode_solution_destroy(&s);
     const long before = peak_rss_kb();
     o.max_steps = 100000000;
-    assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &s));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(B, y0), &s));
     const long after = peak_rss_kb();
     clnode_trajectory_stats st;
     assert_ok(clnode_solution_stats(s, B - 1, &st));

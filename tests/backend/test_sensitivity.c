@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 #include "test_util.h"
 
@@ -35,28 +36,36 @@ static clnode_context *g_ctx;
 #define N_TS 11
 static double g_ts[N_TS];
 
-/* save_ts: 11 equally spaced times over [t0, t1], as clnode-compare compares. */
-static void set_times(clnode_solve_options *o)
+/* A problem saving 11 equally spaced times over [t0, t1], as clnode-compare compares (its batch
+ * and y0 still to set). */
+static clnode_problem set_times(const clnode_solve_options *o)
 {
     for (int k = 0; k < N_TS; ++k)
         g_ts[k] = k + 1 == N_TS ? o->t1 : o->t0 + (o->t1 - o->t0) * k / (N_TS - 1);
-    o->save_ts = g_ts;
-    o->n_save_ts = N_TS;
+    clnode_problem p = test_problem(0, NULL);
+    p.save_ts = g_ts;
+    p.n_save_ts = N_TS;
+    return p;
 }
 
 /* Solves `copies` copies of y0 (batch x dim) on the device and judges every trajectory against
  * the baseline: the largest deviation, the step range, success, and the verdict. */
 static void solve_and_judge(const clnode_sensitivity *b, const clnode_model *m,
-                            const clnode_solve_options *o, size_t batch, const double *y0,
-                            size_t copies, clnode_judgement *j, double *dev_out)
+                            const clnode_solve_options *o, const clnode_problem *p, size_t copies,
+                            clnode_judgement *j, double *dev_out)
 {
+    const size_t batch = p->batch;
+    const double *y0 = p->y0;
     const size_t N = clnode_model_dim(m), B = batch * copies;
     double *y = malloc(B * N * sizeof *y);
     assert_non_null(y);
     for (size_t k = 0; k < copies; ++k)
         memcpy(y + k * batch * N, y0, batch * N * sizeof *y);
     clnode_solution *sol = NULL;
-    assert_ok(clnode_solve(g_ctx, m, o, B, y, &sol));
+    clnode_problem all = *p; /* the copies, with p's save times */
+    all.batch = B;
+    all.y0 = y;
+    assert_ok(clnode_solve(g_ctx, m, o, &all, &sol));
     double dev = 0;
     long lo = -1, hi = -1;
     int success = 1;
@@ -107,10 +116,10 @@ static void test_seed(void **state)
     assert_ok(clnode_model_create_seed(g_ctx, &m));
     clnode_solve_options o;
     clnode_solve_seed_options(&o);
-    set_times(&o);
+    clnode_problem pb = set_times(&o);
     const double y0[10] = {0};
     clnode_sensitivity *b = NULL;
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, NULL, &b));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), NULL, &b));
     print_baseline("the seed problem", b);
     clnode_sensitivity_stats s;
     assert_ok(clnode_sensitivity_get(b, 0, &s));
@@ -128,10 +137,10 @@ static void test_seed(void **state)
     clnode_judgement j;
     /* strict fp32 on the device, batch 1 and 2: within the problem's own spread */
     o.gemm_precision = CLNODE_GEMM_STRICT;
-    solve_and_judge(b, m, &o, 1, y0, 1, &j, NULL);
+    solve_and_judge(b, m, &o, test_batch(&pb, 1, y0), 1, &j, NULL);
     assert_int_equal(j.verdict, CLNODE_VERDICT_AGREES);
     assert_true(j.ratio <= 1.0);
-    solve_and_judge(b, m, &o, 1, y0, 2, &j, NULL);
+    solve_and_judge(b, m, &o, test_batch(&pb, 1, y0), 2, &j, NULL);
     assert_int_equal(j.verdict, CLNODE_VERDICT_AGREES);
 
     /* emulated TF32, unguarded (it runs to t1 in ~149 steps): the device's arithmetic, far
@@ -139,14 +148,14 @@ static void test_seed(void **state)
     o.gemm_precision = CLNODE_GEMM_TF32;
     o.precision_guard = CLNODE_GUARD_OFF;
     double dev;
-    solve_and_judge(b, m, &o, 1, y0, 2, &j, &dev);
+    solve_and_judge(b, m, &o, test_batch(&pb, 1, y0), 2, &j, &dev);
     assert_int_equal(j.verdict, CLNODE_VERDICT_BEYOND);
     assert_true(j.steps_beyond);
     assert_true(j.ratio > 3 && isfinite(j.ratio));
     assert_close(j.ratio, dev / s.spread, 0, 1e-12 * j.ratio);
     assert_non_null(strstr(j.text, "the device's arithmetic changes the solution"));
     o.precision_guard = CLNODE_GUARD_WARN;
-    solve_and_judge(b, m, &o, 1, y0, 1, &j, &dev);
+    solve_and_judge(b, m, &o, test_batch(&pb, 1, y0), 1, &j, &dev);
     assert_int_equal(j.verdict, CLNODE_VERDICT_BEYOND);
     assert_false(j.success);
     assert_true(isfinite(j.ratio) && j.ratio > 3); /* as far as it ran (t = 42.5 of 50) */
@@ -157,8 +166,8 @@ static void test_seed(void **state)
     o.precision = CLNODE_FP64;
     o.gemm_precision = CLNODE_GEMM_STRICT;
     if (clnode_context_supports(g_ctx, CLNODE_FP64)) {
-        assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, NULL, &b64));
-        solve_and_judge(b64, m, &o, 1, y0, 2, &j, NULL);
+        assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), NULL, &b64));
+        solve_and_judge(b64, m, &o, test_batch(&pb, 1, y0), 2, &j, NULL);
         assert_int_equal(j.verdict, CLNODE_VERDICT_AGREES);
     }
     clnode_sensitivity_destroy(&b64);
@@ -181,10 +190,10 @@ static void test_ill_conditioned(void **state)
     o.rtol = 1e-3;
     o.atol = 1e-6;
     o.precision_guard = CLNODE_GUARD_OFF;
-    set_times(&o);
+    clnode_problem pb = set_times(&o);
     const double y0[4] = {0.5, -0.3, 0.2, 0.1};
     clnode_sensitivity *b = NULL;
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, NULL, &b));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), NULL, &b));
     print_baseline("tanh 4-32-4", b);
     clnode_sensitivity_stats s;
     assert_ok(clnode_sensitivity_get(b, CLNODE_SENSITIVITY_ALL, &s));
@@ -197,7 +206,7 @@ static void test_ill_conditioned(void **state)
 
     /* the device's strict fp32 solve is not blamed: the problem is, and fp64 is recommended */
     clnode_judgement j;
-    solve_and_judge(b, m, &o, 1, y0, 2, &j, NULL);
+    solve_and_judge(b, m, &o, test_batch(&pb, 1, y0), 2, &j, NULL);
     assert_int_equal(j.verdict, CLNODE_VERDICT_ILL_CONDITIONED);
     assert_non_null(strstr(j.text, "no device is blamed"));
     assert_non_null(strstr(j.text, "fp64 is not"));
@@ -207,11 +216,11 @@ static void test_ill_conditioned(void **state)
      * spread 1.4, 124-195 steps), a tighter rtol does */
     o.rtol = 1e-2;
     o.atol = 1e-5;
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, NULL, &b));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), NULL, &b));
     print_baseline("tanh 4-32-4 at rtol 1e-2", b);
     assert_ok(clnode_sensitivity_get(b, 0, &s));
     assert_true(s.ill_conditioned && s.fp64_ill_conditioned);
-    solve_and_judge(b, m, &o, 1, y0, 1, &j, NULL);
+    solve_and_judge(b, m, &o, test_batch(&pb, 1, y0), 1, &j, NULL);
     assert_int_equal(j.verdict, CLNODE_VERDICT_ILL_CONDITIONED);
     assert_non_null(strstr(j.text, "so is fp64"));
     assert_non_null(strstr(j.text, "tighten rtol"));
@@ -241,10 +250,10 @@ static void test_linear(void **state)
     o.t1 = 5;
     o.rtol = 1e-3; /* at 1e-5 and below, fp32's own rounding moves the count by a step or two */
     o.atol = 1e-6;
-    set_times(&o);
+    clnode_problem pb = set_times(&o);
     const double y0[6] = {1, 2, -0.5, 0.25, -3, 1};
     clnode_sensitivity *b = NULL;
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 2, y0, NULL, &b));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 2, y0), NULL, &b));
     print_baseline("dy/dt = -y", b);
     for (size_t i = 0; i < 2; ++i) {
         clnode_sensitivity_stats s;
@@ -260,7 +269,7 @@ static void test_linear(void **state)
                          10 * o.rtol * exp(-5.0) * fabs(y0[i * 3 + c]));
     }
     clnode_judgement j;
-    solve_and_judge(b, m, &o, 2, y0, 3, &j, NULL);
+    solve_and_judge(b, m, &o, test_batch(&pb, 2, y0), 3, &j, NULL);
     assert_int_equal(j.verdict, CLNODE_VERDICT_AGREES);
     assert_false(j.steps_beyond);
 
@@ -284,6 +293,53 @@ static void test_linear(void **state)
 
 /* ---- reproducibility and argument checks ---- */
 
+/* Per-trajectory intervals reach every perturbed copy of a trajectory and every sampled one: the
+ * baseline's float64 reference of each trajectory takes the steps of that trajectory solved
+ * alone in fp64 over its own interval, and a certificate of the batch is certified. */
+static void test_per_trajectory_problem(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    const double y0[20] = {0}, t1s[2] = {5.0, 50.0};
+    clnode_problem pb = test_problem(2, y0);
+    pb.t1s = t1s;
+    clnode_sensitivity *b = NULL;
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, &pb, NULL, &b));
+    for (size_t i = 0; i < 2; ++i) {
+        clnode_solve_options a = o;
+        a.precision = CLNODE_FP64;
+        a.precision_guard = CLNODE_GUARD_OFF;
+        a.t1 = t1s[i];
+        clnode_solution *alone = NULL;
+        assert_ok(clnode_solve(g_ctx, m, &a, TEST_PROBLEM(1, y0), &alone));
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(alone, 0, &st));
+        clnode_sensitivity_stats s;
+        assert_ok(clnode_sensitivity_get(b, i, &s));
+        assert_int_equal(s.ref_steps_min, st.num_steps);
+        assert_int_equal(s.ref_steps_max, st.num_steps);
+        assert_true(s.reference_success && !s.ill_conditioned);
+        clnode_solution_destroy(&alone);
+    }
+    clnode_sensitivity_destroy(&b);
+    clnode_solution *sol = NULL;
+    assert_ok(clnode_solve(g_ctx, m, &o, &pb, &sol));
+    clnode_certify_options co;
+    clnode_certify_default_options(&co);
+    co.fraction = 1;
+    clnode_certificate *c = NULL;
+    assert_ok(clnode_certify(g_ctx, m, &o, &pb, sol, &co, &c));
+    clnode_certificate_summary cs;
+    assert_ok(clnode_certificate_get(c, &cs));
+    assert_true(cs.certified && cs.num_sampled == 2);
+    clnode_certificate_destroy(&c);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+}
+
 static void test_reproducible(void **state)
 {
     (void)state;
@@ -292,16 +348,16 @@ static void test_reproducible(void **state)
     clnode_solve_options o;
     clnode_solve_seed_options(&o);
     o.t1 = 10;
-    set_times(&o);
+    clnode_problem pb = set_times(&o);
     const double y0[10] = {0};
     clnode_sensitivity_options so;
     clnode_sensitivity_default_options(&so);
     assert_int_equal(so.num_perturbations, 8);
     clnode_sensitivity *a = NULL, *b = NULL, *c = NULL;
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, &so, &a));
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, &so, &b));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), &so, &a));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), &so, &b));
     so.seed = 12345;
-    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, &so, &c));
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), &so, &c));
     clnode_sensitivity_stats sa, sb, sc;
     assert_ok(clnode_sensitivity_get(a, 0, &sa));
     assert_ok(clnode_sensitivity_get(b, 0, &sb));
@@ -319,14 +375,14 @@ static void test_reproducible(void **state)
 
     clnode_sensitivity *x = NULL;
     so.num_perturbations = 0;
-    assert_int_equal(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, &so, &x),
+    assert_int_equal(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), &so, &x),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_null(x);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "num_perturbations"));
-    assert_int_equal(clnode_sensitivity_baseline(g_ctx, m, &o, 0, y0, NULL, &x),
+    assert_int_equal(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 0, y0), NULL, &x),
                      CLNODE_ERR_INVALID_ARGUMENT);
     o.rtol = -1;
-    assert_int_equal(clnode_sensitivity_baseline(g_ctx, m, &o, 1, y0, NULL, &x),
+    assert_int_equal(clnode_sensitivity_baseline(g_ctx, m, &o, test_batch(&pb, 1, y0), NULL, &x),
                      CLNODE_ERR_INVALID_ARGUMENT);
     clnode_judgement j;
     assert_int_equal(clnode_sensitivity_judge(a, 1, 0, 1, 1, 1, &j), CLNODE_ERR_INVALID_ARGUMENT);
@@ -366,15 +422,15 @@ static void test_certificate(void **state)
     double *y0 = random_states(B, N, 7);
     clnode_certify_options co;
     clnode_certify_default_options(&co);
-    assert_true(co.fraction == 0.01 && co.min_sample == 1 && co.tolerance_rtol == 1.0 &&
-                !co.sensitivity.fp64_spread);
+    assert_true(co.struct_size == sizeof co && co.fraction == 0.01 && co.min_sample == 1 &&
+                co.tolerance_rtol == 1.0 && co.sensitivity == NULL);
     co.fraction = 0.02;
 
     /* strict: certified; 6 distinct sampled trajectories in increasing order */
     clnode_solution *sol = NULL;
-    assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &sol));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(B, y0), &sol));
     clnode_certificate *c = NULL, *c2 = NULL;
-    assert_ok(clnode_certify(g_ctx, m, &o, B, y0, sol, &co, &c));
+    assert_ok(clnode_certify(g_ctx, m, &o, TEST_PROBLEM(B, y0), sol, &co, &c));
     clnode_certificate_summary s;
     clnode_certificate_get(c, &s);
     printf("  strict: sampled %zu of %zu, max deviation %.3g rtol (spread %.3g rtol, tolerance "
@@ -399,7 +455,7 @@ static void test_certificate(void **state)
     assert_int_equal(clnode_certificate_sample_get(c, s.num_sampled, &p),
                      CLNODE_ERR_INVALID_ARGUMENT);
     /* the same seed samples the same trajectories */
-    assert_ok(clnode_certify(g_ctx, m, &o, B, y0, sol, &co, &c2));
+    assert_ok(clnode_certify(g_ctx, m, &o, TEST_PROBLEM(B, y0), sol, &co, &c2));
     for (size_t k = 0; k < s.num_sampled; ++k) {
         clnode_certificate_sample p1, p2;
         assert_ok(clnode_certificate_sample_get(c, k, &p1));
@@ -414,8 +470,8 @@ static void test_certificate(void **state)
     /* TF32 (unguarded): not certified, every sample beyond band and tolerance */
     o.gemm_precision = CLNODE_GEMM_TF32;
     o.precision_guard = CLNODE_GUARD_OFF;
-    assert_ok(clnode_solve(g_ctx, m, &o, B, y0, &sol));
-    assert_ok(clnode_certify(g_ctx, m, &o, B, y0, sol, &co, &c));
+    assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(B, y0), &sol));
+    assert_ok(clnode_certify(g_ctx, m, &o, TEST_PROBLEM(B, y0), sol, &co, &c));
     clnode_certificate_get(c, &s);
     printf("  tf32: sampled %zu, max deviation %.3g rtol (spread %.3g rtol): %s\n", s.num_sampled,
            s.max_deviation_rtol, s.max_spread_rtol, s.certified ? "certified" : "NOT certified");
@@ -426,16 +482,16 @@ static void test_certificate(void **state)
 
     /* a tiny fraction still samples one trajectory; bad arguments are refused */
     co.fraction = 1e-9;
-    assert_ok(clnode_certify(g_ctx, m, &o, B, y0, sol, &co, &c));
+    assert_ok(clnode_certify(g_ctx, m, &o, TEST_PROBLEM(B, y0), sol, &co, &c));
     clnode_certificate_get(c, &s);
     assert_int_equal(s.num_sampled, 1);
     clnode_certificate_destroy(&c);
     co.fraction = 0;
-    assert_int_equal(clnode_certify(g_ctx, m, &o, B, y0, sol, &co, &c),
+    assert_int_equal(clnode_certify(g_ctx, m, &o, TEST_PROBLEM(B, y0), sol, &co, &c),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_null(c);
     co.fraction = 0.5;
-    assert_int_equal(clnode_certify(g_ctx, m, &o, B - 1, y0, sol, &co, &c),
+    assert_int_equal(clnode_certify(g_ctx, m, &o, TEST_PROBLEM(B - 1, y0), sol, &co, &c),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "not of this problem"));
     clnode_certificate_destroy(&c);
@@ -453,7 +509,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed),        cmocka_unit_test(test_ill_conditioned),
         cmocka_unit_test(test_linear),      cmocka_unit_test(test_reproducible),
-        cmocka_unit_test(test_certificate),
+        cmocka_unit_test(test_certificate), cmocka_unit_test(test_per_trajectory_problem),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "test_device.h"
 
 #define THREADS_PER_DEVICE 2
@@ -59,7 +60,7 @@ static clnode_solution *seed_solve(clnode_context *ctx, clnode_precision prec, c
         clnode_solve_seed_options(&o);
         o.precision = prec;
         const double y0[BATCH * 10] = {0};
-        st = clnode_solve(ctx, m, &o, BATCH, y0, &s);
+        st = clnode_solve(ctx, m, &o, TEST_PROBLEM(BATCH, y0), &s);
     }
     if (st != CLNODE_OK)
         snprintf(err, n, "%s: %s", clnode_status_name(st), clnode_context_last_error(ctx));

@@ -25,9 +25,13 @@ int main(void)
     o.rtol = 1e-10;
     o.atol = 1e-12;
     const double y0[1] = {1.0};
+    clnode_problem p; /* one trajectory from y0 */
+    clnode_problem_default(&p);
+    p.batch = 1;
+    p.y0 = y0;
     int rc = 1;
     if (clnode_model_create(ctx, &d, &model) == CLNODE_OK &&
-        clnode_solve(ctx, model, &o, 1, y0, &sol) == CLNODE_OK) {
+        clnode_solve(ctx, model, &o, &p, &sol) == CLNODE_OK) {
         const double y = clnode_solution_y_final(sol, 0)[0];
         printf("clnode %s: y(2) = %.12f, exact %.12f\n", clnode_version_string(), y, exp(-2.0));
         rc = fabs(y - exp(-2.0)) < 1e-8 ? 0 : 1;

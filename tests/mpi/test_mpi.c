@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "clnode/mpi.h"
 
 #define B 45
@@ -108,8 +109,9 @@ static int deliver(void *user, size_t chunk, const void *data, size_t len)
     return 0;
 }
 
-static void quiet(void *user, clnode_log_level level, const char *msg)
+static void quiet(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)user;
     (void)level;
     (void)msg;
@@ -120,6 +122,12 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &R);
+    /* the default chunk size of clnode/mpi.h: about 64 chunks, 1 to 4096 trajectories each */
+    EXPECT(clnode_mpi_default_chunk_size(0) == 1 && clnode_mpi_default_chunk_size(1) == 1,
+           "the smallest default chunk");
+    EXPECT(clnode_mpi_num_chunks(6400, 0) == 64 && clnode_mpi_num_chunks(6401, 0) == 64,
+           "about 64 chunks");
+    EXPECT(clnode_mpi_default_chunk_size((size_t)1 << 30) == 4096, "at most 4096 per chunk");
     clnode_context_options co;
     clnode_context_default_options(&co);
     co.device = "host";
@@ -140,11 +148,12 @@ int main(int argc, char **argv)
             y0[b * N + j] = 0.1 * (double)((b + j) % 5) - 0.2;
     }
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
-    o.t1s = t1s;
+    pb.t1s = t1s;
     o.precision_guard = CLNODE_GUARD_OFF;
     clnode_solution *ref = NULL;
-    if (clnode_solve(ctx, model, &o, B, y0, &ref) != CLNODE_OK) {
+    if (clnode_solve(ctx, model, &o, test_batch(&pb, B, y0), &ref) != CLNODE_OK) {
         fprintf(stderr, "test_mpi: the reference solve failed: %s\n",
                 clnode_context_last_error(ctx));
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -170,7 +179,8 @@ int main(int argc, char **argv)
         m.on_chunk = on_chunk;
         m.chunk_user = &c;
         c.keep = mode == 0;
-        clnode_status st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
+        clnode_status st =
+            clnode_solve_mpi(ctx, model, &o, test_batch(&pb, B, y0), MPI_COMM_WORLD, &m, owner);
         EXPECT(st == CLNODE_OK, "mode %d: %s", mode, clnode_context_last_error(ctx));
         check_owners(&c, owner, nc, m.skip);
         for (size_t k = 0; k < nc; ++k) { /* the kept solutions outlive the call, intact */
@@ -208,7 +218,7 @@ int main(int argc, char **argv)
     m.static_split = 1;
     m.on_chunk = on_chunk;
     m.chunk_user = &c;
-    st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
+    st = clnode_solve_mpi(ctx, model, &o, test_batch(&pb, B, y0), MPI_COMM_WORLD, &m, owner);
     char want[96];
     const size_t lost = nc * (size_t)(R - 1) / (size_t)R * CHUNK;
     snprintf(want, sizeof want, "rank %d of %d failed on trajectories %zu..%zu (lost)", R - 1, R,
@@ -223,7 +233,7 @@ int main(int argc, char **argv)
     c.fail_rank = -1;
     c.fail_chunk = 5;
     m.static_split = 0;
-    st = clnode_solve_mpi(ctx, model, &o, B, y0, MPI_COMM_WORLD, &m, owner);
+    st = clnode_solve_mpi(ctx, model, &o, test_batch(&pb, B, y0), MPI_COMM_WORLD, &m, owner);
     EXPECT(st == CLNODE_ERR_IO, "failing callback: status %s", clnode_status_name(st));
     EXPECT(strstr(clnode_context_last_error(ctx),
                   "failed on trajectories 20..23 (lost): the "

@@ -254,6 +254,25 @@ def test_precision_guard_warns_and_refuses():
         seed_solve(np.zeros(10), rtol=1e-8, precision_guard="off", max_steps=50)
 
 
+def test_precision_warning_by_code_not_wording():
+    # the library's code makes the warning: reworded, it still warns; the old wording under
+    # another code does not
+    codes = clnode._clnode.LOG_CODES
+    assert set(codes) >= {"general", "precision_guard", "precision_floor"}
+    for name in ("precision_guard", "precision_floor"):
+        with pytest.warns(clnode.PrecisionWarning, match="reworded"):
+            clnode._log_sink([(1, codes[name], "reworded: no familiar words here")], "solve")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clnode._log_sink([(1, codes["general"], "rtol 1e-9 is below what host resolves; "
+                                                "precision_floor")], "solve")
+    # end to end: the floor's warning comes with its code (fp32 strict far below 16 u)
+    with pytest.warns(clnode.PrecisionWarning) as rec:
+        s = seed_solve(np.zeros(10), rtol=1e-9, atol=1e-9, max_steps=100000)
+    if s.result == "precision_floor":
+        assert any("precision_floor" in str(w.message) for w in rec)
+
+
 def test_devices_and_probe():
     devs = clnode.devices()
     specs = [d["spec"] for d in devs]

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 #include "arrays.h"
 
 enum {
@@ -40,15 +41,17 @@ static int mem_pwrite(void *user, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-/* Solves trajectories [b0, b1) of the ensemble alone. */
+/* Solves trajectories [b0, b1) of the ensemble alone (base_pb: the save times). */
 static clnode_solution *solve_range(clnode_context *ctx, const clnode_model *m,
-                                    const clnode_solve_options *base, size_t b0, size_t b1,
-                                    const double *y0, const double *t1s)
+                                    const clnode_solve_options *base, const clnode_problem *base_pb,
+                                    size_t b0, size_t b1, const double *y0, const double *t1s)
 {
     clnode_solve_options o = *base;
-    o.t1s = t1s + b0;
+    clnode_problem pb = *base_pb;
+    pb.t1s = t1s + b0;
     clnode_solution *sol = NULL;
-    assert_int_equal(clnode_solve(ctx, m, &o, b1 - b0, y0 + b0 * 10, &sol), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &o, test_batch(&pb, b1 - b0, y0 + b0 * 10), &sol),
+                     CLNODE_OK);
     return sol;
 }
 
@@ -62,6 +65,7 @@ static void check_splits(int format, int ragged, int steps, int ts)
     clnode_model *m = NULL;
     assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
     clnode_solve_options o;
+    clnode_problem pb = test_problem(0, NULL);
     clnode_solve_seed_options(&o);
     const double save_ts[3] = {2.0, 9.0, 30.0};
     if (steps) {
@@ -70,18 +74,18 @@ static void check_splits(int format, int ragged, int steps, int ts)
     }
     if (ts) {
         o.save_t0 = 1;
-        o.save_ts = save_ts;
-        o.n_save_ts = 3;
+        pb.save_ts = save_ts;
+        pb.n_save_ts = 3;
     }
     double y0[B * 10], t1s[B];
     for (size_t i = 0; i < B * 10; ++i)
         y0[i] = 0.01 * (double)(i % 13) - 0.05;
     for (size_t b = 0; b < B; ++b)
         t1s[b] = 5.0 + 7.0 * (double)b;
-    o.t1s = t1s;
+    pb.t1s = t1s;
     char err[256];
     /* one writer, the whole batch */
-    clnode_solution *all = solve_range(ctx, m, &o, 0, B, y0, t1s);
+    clnode_solution *all = solve_range(ctx, m, &o, &pb, 0, B, y0, t1s);
     mem_file one = {NULL, 0};
     uint64_t points = 0;
     for (size_t b = 0; b < B; ++b) {
@@ -90,7 +94,8 @@ static void check_splits(int format, int ragged, int steps, int ts)
     }
     solve_out w;
     solve_out_part part;
-    assert_int_equal(solve_out_plan(&w, format, ragged, &o, B, 10, points, err, sizeof err), 0);
+    assert_int_equal(solve_out_plan(&w, format, ragged, &o, &pb, B, 10, points, err, sizeof err),
+                     0);
     assert_int_equal(solve_out_write(&w, all, 0, 0, mem_pwrite, &one, &part, err, sizeof err), 0);
     assert_int_equal(solve_out_finish(&w, &part, 1, mem_pwrite, &one, err, sizeof err), 0);
     assert_int_equal(one.size, format == SOLVE_OUT_NPY ? w.L.m[0].size : w.L.size);
@@ -99,7 +104,7 @@ static void check_splits(int format, int ragged, int steps, int ts)
     clnode_solution *piece[3];
     uint64_t local_points[3] = {0, 0, 0}, p0[3];
     for (int r = 0; r < 3; ++r) {
-        piece[r] = solve_range(ctx, m, &o, cut[r], cut[r + 1], y0, t1s);
+        piece[r] = solve_range(ctx, m, &o, &pb, cut[r], cut[r + 1], y0, t1s);
         for (size_t b = 0; b < cut[r + 1] - cut[r]; ++b) {
             const size_t n = clnode_solution_points(piece[r], b);
             local_points[r] =
@@ -117,7 +122,8 @@ static void check_splits(int format, int ragged, int steps, int ts)
     mem_file split = {NULL, 0};
     solve_out w2;
     solve_out_part parts[3];
-    assert_int_equal(solve_out_plan(&w2, format, ragged, &o, B, 10, total, err, sizeof err), 0);
+    assert_int_equal(solve_out_plan(&w2, format, ragged, &o, &pb, B, 10, total, err, sizeof err),
+                     0);
     for (int r = 2; r >= 0; --r)
         assert_int_equal(solve_out_write(&w2, piece[r], cut[r], p0[r], mem_pwrite, &split,
                                          &parts[r], err, sizeof err),

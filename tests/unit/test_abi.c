@@ -1,9 +1,10 @@
-/* test_abi.c - the structs a program passes grow without breaking programs built against an older
- * release (clnode/common.h): a program whose structs end at the first release's last field gets
- * exactly those bytes written and nothing past them, its options are read up to its struct_size
- * with the defaults for the rest, and a struct larger than the library knows, or one never given
- * its defaults (struct_size 0), is refused. Oracle: canary bytes past the old end, and the solve
- * of the full struct. */
+/* test_abi.c - the ABI of major version 1 (SONAME libclnode.so.1, clnode/common.h): the signatures
+ * of the solve entry points, which take the problem (clnode_problem) beside the options, and the
+ * structs a program passes, which grow without breaking programs built against an older release:
+ * a program whose structs end at the first release's last field gets exactly those bytes written
+ * and nothing past them, its options are read up to its struct_size with the defaults for the
+ * rest, and a struct larger than the library knows, or one never given its defaults (struct_size
+ * 0), is refused. Oracle: canary bytes past the old end, and the solve of the full struct. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 /* the first release's structs end here (their last fields then) */
@@ -23,6 +25,27 @@
 #define FACTS_V1 END_OF(clnode_device_facts, correctly_rounded_div_sqrt)
 /* the model description gained its struct_size with num_inputs: the first size it knows */
 #define DESC_V1 END_OF(clnode_model_desc, num_inputs)
+/* the problem, and the sizes of the structs of clnode/precision.h, came with major version 1 */
+#define PROBLEM_V1 END_OF(clnode_problem, n_save_ts)
+#define SOPTS_V1 END_OF(clnode_sensitivity_options, floor_ulps)
+#define COPTS_V1 END_OF(clnode_certify_options, sensitivity)
+#define SUMMARY_V1 END_OF(clnode_certificate_summary, seconds)
+
+/* major version 1: the SONAME's number, and the signatures that took the problem out of the
+ * options (a program assigning them to these types compiles only against this ABI) */
+_Static_assert(CLNODE_VERSION_MAJOR == 1, "libclnode.so.1");
+_Static_assert(offsetof(clnode_problem, struct_size) == 0, "struct_size first");
+static clnode_status (*const abi_solve)(clnode_context *, const clnode_model *,
+                                        const clnode_solve_options *, const clnode_problem *,
+                                        clnode_solution **) = clnode_solve;
+static clnode_status (*const abi_baseline)(clnode_context *, const clnode_model *,
+                                           const clnode_solve_options *, const clnode_problem *,
+                                           const clnode_sensitivity_options *,
+                                           clnode_sensitivity **) = clnode_sensitivity_baseline;
+static clnode_status (*const abi_certify)(clnode_context *, const clnode_model *,
+                                          const clnode_solve_options *, const clnode_problem *,
+                                          const clnode_solution *, const clnode_certify_options *,
+                                          clnode_certificate **) = clnode_certify;
 
 /* A struct of `size` bytes followed by canaries, as an older program's would be in memory. */
 typedef union old_struct {
@@ -83,6 +106,35 @@ static void test_defaults_write_only_the_old_fields(void **state)
                 di.weights == dd.weights && di.biases == dd.biases);
     assert_true(di.activation == dd.activation && di.final_activation == dd.final_activation &&
                 di.time_input == dd.time_input && di.num_inputs == dd.num_inputs);
+
+    canary(&s, 0);
+    clnode_problem_default_sized((clnode_problem *)(void *)s.bytes, PROBLEM_V1);
+    assert_true(canary_intact(&s, PROBLEM_V1));
+    const clnode_problem *p = (const void *)s.bytes;
+    assert_int_equal(p->struct_size, PROBLEM_V1);
+    assert_true(p->batch == 0 && !p->y0 && !p->t0s && !p->t1s && !p->dt0s && !p->inputs &&
+                !p->save_ts && p->n_save_ts == 0);
+    assert_int_equal(clnode_version_number() / 10000, CLNODE_VERSION_MAJOR);
+
+    canary(&s, 0);
+    clnode_sensitivity_default_options_sized((clnode_sensitivity_options *)(void *)s.bytes,
+                                             SOPTS_V1);
+    assert_true(canary_intact(&s, SOPTS_V1));
+    const clnode_sensitivity_options *so = (const void *)s.bytes;
+    assert_true(so->struct_size == SOPTS_V1 && so->num_perturbations == 8 && so->slack == 3);
+    canary(&s, 0);
+    clnode_certify_default_options_sized((clnode_certify_options *)(void *)s.bytes, COPTS_V1);
+    assert_true(canary_intact(&s, COPTS_V1));
+    const clnode_certify_options *co = (const void *)s.bytes;
+    assert_true(co->struct_size == COPTS_V1 && co->fraction == 0.01 && co->sensitivity == NULL);
+    /* a certificate's summary (NULL: all zero) up to its old end only */
+    canary(&s, 0);
+    assert_int_equal(clnode_certificate_get_sized(
+                         NULL, (clnode_certificate_summary *)(void *)s.bytes, SUMMARY_V1),
+                     CLNODE_OK);
+    assert_true(canary_intact(&s, SUMMARY_V1));
+    assert_int_equal(((const clnode_certificate_summary *)(const void *)s.bytes)->struct_size,
+                     SUMMARY_V1);
 }
 
 /* An old program's options (struct_size = the first release's) solve exactly as the full
@@ -102,10 +154,10 @@ static void test_old_program_solves(void **state)
     clnode_solve_seed_options_sized(old, OPTS_V1);
     assert_true(canary_intact(&s, OPTS_V1));
     clnode_solution *a = NULL, *b = NULL;
-    assert_int_equal(clnode_solve(ctx, m, old, 1, y0, &a), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, old, TEST_PROBLEM(1, y0), &a), CLNODE_OK);
     clnode_solve_options full;
     clnode_solve_seed_options(&full);
-    assert_int_equal(clnode_solve(ctx, m, &full, 1, y0, &b), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &full, TEST_PROBLEM(1, y0), &b), CLNODE_OK);
 
     old_struct st;
     canary(&st, 0);
@@ -190,11 +242,101 @@ static void test_unknown_sizes_refused(void **state)
     clnode_solve_seed_options(o);
     o->struct_size = sizeof *o + 8;
     clnode_solution *sol = NULL;
-    assert_int_equal(clnode_solve(ctx, m, o, 1, y0, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(ctx, m, o, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
     o->struct_size = 0;
-    assert_int_equal(clnode_solve(ctx, m, o, 1, y0, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(ctx, m, o, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "struct_size 0"));
+    assert_null(sol);
+
+    /* the problem: its size as the options', then each field it must have, named */
+    clnode_solve_options ok;
+    clnode_solve_seed_options(&ok);
+    clnode_problem pb = test_problem(1, y0);
+    pb.struct_size = sizeof pb + 8;
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem: struct_size"));
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    pb.struct_size = 0;
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem: struct_size 0"));
+    assert_int_equal(abi_solve(ctx, m, &ok, NULL, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "no problem"));
+    pb = test_problem(1, NULL);
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.y0 is NULL"));
+    pb = test_problem(0, y0);
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.batch = 0"));
+    pb = test_problem((size_t)2147483647 + 1, y0); /* refused before y0 is read */
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "out of range (1 to 2147483647)"));
+    pb = test_problem(1, y0);
+    pb.n_save_ts = 2;
+    assert_int_equal(abi_solve(ctx, m, &ok, &pb, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.save_ts is NULL"));
+    assert_null(sol);
+    clnode_sensitivity *sb = NULL;
+    assert_int_equal(abi_baseline(ctx, m, &ok, TEST_PROBLEM(1, NULL), NULL, &sb),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.y0 is NULL"));
+    assert_null(sb);
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    clnode_certificate *cert = NULL;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(0, y0), sol, NULL, &cert),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_problem.batch is 0"));
+    assert_null(cert);
+    /* the precision structs: a newer program's refused, going in and coming out */
+    clnode_sensitivity_options so;
+    clnode_sensitivity_default_options(&so);
+    so.struct_size = sizeof so + 8;
+    assert_int_equal(abi_baseline(ctx, m, &ok, TEST_PROBLEM(1, y0), &so, &sb),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_sensitivity_options"));
+    clnode_certify_options cop;
+    clnode_certify_default_options(&cop);
+    cop.struct_size = 0;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(1, y0), sol, &cop, &cert),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(clnode_context_last_error(ctx), "clnode_certify_options: struct_size 0"));
+    clnode_certify_default_options(&cop);
+    cop.sensitivity = &so;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(1, y0), sol, &cop, &cert),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_null(cert);
+    cop.sensitivity = NULL;
+    assert_int_equal(abi_certify(ctx, m, &ok, TEST_PROBLEM(1, y0), sol, &cop, &cert), CLNODE_OK);
+    clnode_certificate_summary cs;
+    assert_int_equal(clnode_certificate_get_sized(cert, &cs, sizeof cs + 8),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_certificate_get(cert, &cs), CLNODE_OK);
+    assert_true(cs.struct_size == sizeof cs && cs.num_sampled == 1);
+    clnode_certificate_sample sm;
+    assert_int_equal(clnode_certificate_sample_get_sized(cert, 0, &sm, sizeof sm + 8),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_certificate_sample_get(cert, 0, &sm), CLNODE_OK);
+    assert_true(sm.struct_size == sizeof sm && sm.traj == 0);
+    clnode_certificate_destroy(&cert);
+    clnode_solution_destroy(&sol);
+    /* a program's own method descriptor carries its size: tsit5's copy solves as tsit5 */
+    clnode_method own = *clnode_method_tsit5;
+    ok.method = &own;
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    clnode_trajectory_stats ts;
+    assert_int_equal(clnode_solution_stats(sol, 0, &ts), CLNODE_OK);
+    assert_int_equal(ts.num_steps, 12);
+    clnode_solution_destroy(&sol);
+    own.struct_size = 0;
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_method: struct_size 0"));
+    own.struct_size = sizeof own + 8;
+    assert_int_equal(abi_solve(ctx, m, &ok, TEST_PROBLEM(1, y0), &sol),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_null(sol);
 
     clnode_context_options co;
@@ -233,6 +375,35 @@ static void test_unknown_sizes_refused(void **state)
     clnode_context_destroy(&ctx);
 }
 
+/* The lists behind the enums (CLNODE_RESULT_LIST, CLNODE_ACTIVATION_LIST): values 0 to count - 1,
+ * each with its own name, the name parsed back to the value, and "unknown" past the end. */
+static void test_name_lists(void **state)
+{
+    (void)state;
+    assert_int_equal(clnode_result_count(), 5);
+    for (size_t i = 0; i < clnode_result_count(); ++i) {
+        const char *n = clnode_result_name((clnode_result)i);
+        assert_string_not_equal(n, "unknown");
+        for (size_t j = 0; j < i; ++j)
+            assert_string_not_equal(n, clnode_result_name((clnode_result)j));
+    }
+    assert_string_equal(clnode_result_name(CLNODE_RESULT_PRECISION_FLOOR), "precision_floor");
+    assert_string_equal(clnode_result_name((clnode_result)clnode_result_count()), "unknown");
+    assert_int_equal(clnode_activation_count(), 7);
+    for (size_t i = 0; i < clnode_activation_count(); ++i) {
+        const char *n = clnode_activation_name((clnode_activation)i);
+        assert_string_not_equal(n, "unknown");
+        clnode_activation a;
+        assert_int_equal(clnode_activation_from_name(n, &a), CLNODE_OK);
+        assert_int_equal(a, i);
+    }
+    assert_string_equal(clnode_activation_name(CLNODE_ACT_GELU), "gelu");
+    assert_string_equal(clnode_activation_name((clnode_activation)clnode_activation_count()),
+                        "unknown");
+    clnode_activation a = CLNODE_ACT_TANH;
+    assert_int_equal(clnode_activation_from_name("unknown", &a), CLNODE_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_old_program_solves),
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
+        cmocka_unit_test(test_name_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 
 static clnode_status open_device(const char *spec)
 {
@@ -26,8 +27,9 @@ static clnode_status open_device(const char *spec)
 }
 
 /* The message of a failed context creation reaches the logger (there is no context). */
-static void keep_last(void *user, clnode_log_level level, const char *msg)
+static void keep_last(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     (void)level;
     snprintf(user, 1024, "%s", msg);
 }
@@ -110,6 +112,12 @@ static void test_listed_devices_open(void **state)
         printf("open %s\n", d->spec);
         assert_int_equal(open_device(d->spec), CLNODE_OK);
     }
+    /* every backend is described, built or not */
+    assert_int_equal(clnode_device_list_num_backends(l), 3);
+    assert_string_equal(clnode_device_list_backend(l, 0)->name, "host");
+    assert_string_equal(clnode_device_list_backend(l, 1)->name, "opencl");
+    assert_string_equal(clnode_device_list_backend(l, 2)->name, "cuda");
+    assert_int_equal(clnode_device_list_num_backends(NULL), 0);
     for (size_t i = 0; i < clnode_device_list_num_backends(l); ++i) {
         const clnode_backend_info *b = clnode_device_list_backend(l, i);
         char msg[1024];
@@ -139,14 +147,15 @@ static void test_tf32_only_fp32(void **state)
     o.gemm_precision = CLNODE_GEMM_TF32;
     const double y0[10] = {0};
     clnode_solution *s = NULL;
-    assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &s),
+                     CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "tf32"));
     clnode_probe_result r;
     assert_int_equal(clnode_probe_gemm(ctx, CLNODE_FP64, CLNODE_GEMM_TF32, &r),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(ctx), "tf32"));
     o.precision = CLNODE_FP32;
-    assert_int_equal(clnode_solve(ctx, m, &o, 1, y0, &s), CLNODE_OK);
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &s), CLNODE_OK);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
     clnode_context_destroy(&ctx);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_problem.h"
 
 /* the names, in the table's order, as the header's rows give them */
 static const char *const row_names[] = {
@@ -197,7 +198,8 @@ static void test_solve_validates_from_the_table(void **state)
         else
             memcpy((char *)&o + reals[k].offset, &(double){NAN}, sizeof(double));
         clnode_solution *sol = NULL;
-        assert_int_equal(clnode_solve(ctx, model, &o, 1, y0, &sol), CLNODE_ERR_INVALID_ARGUMENT);
+        assert_int_equal(clnode_solve(ctx, model, &o, TEST_PROBLEM(1, y0), &sol),
+                         CLNODE_ERR_INVALID_ARGUMENT);
         assert_null(sol);
         assert_non_null(strstr(clnode_context_last_error(ctx), reals[k].name));
     }

@@ -114,8 +114,12 @@ static int bench_compaction(clnode_context *ctx, const clnode_model *m, size_t B
     clnode_solve_options o;
     clnode_solve_seed_options(&o);
     o.precision = prec;
-    o.t1s = t1s;
     o.dtmax = 0.1;
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.batch = B;
+    p.y0 = y0;
+    p.t1s = t1s;
     double best[2] = {1e30, 1e30};
     long work = 0, longest = 0, syncs[2] = {0, 0};
     int rc = 0;
@@ -124,7 +128,7 @@ static int bench_compaction(clnode_context *ctx, const clnode_model *m, size_t B
             o.compact = on;
             clnode_solution *s = NULL;
             const double t0 = tool_now();
-            const clnode_status sst = clnode_solve(ctx, m, &o, B, y0, &s);
+            const clnode_status sst = clnode_solve(ctx, m, &o, &p, &s);
             const double dt = tool_now() - t0;
             if (sst != CLNODE_OK) {
                 rc = tool_exit_status(sst);
@@ -248,12 +252,16 @@ static int bench_batch(clnode_context *ctx, const clnode_model *m, size_t B, int
     clnode_solve_seed_options(&o);
     o.precision = prec;
     o.compact = 0; /* the bare loops below evaluate the whole batch every time */
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.batch = B;
+    p.y0 = y0;
     double best = 1e30;
     long steps = 0, rhs = 0, syncs = 0;
     for (int r = 0; r < repeat + 1; ++r) { /* the first run warms kernels and caches */
         clnode_solution *s = NULL;
         const double t0 = tool_now();
-        const clnode_status sst = clnode_solve(ctx, m, &o, B, y0, &s);
+        const clnode_status sst = clnode_solve(ctx, m, &o, &p, &s);
         if (sst != CLNODE_OK) { /* the logger printed why */
             free(y0);
             return tool_exit_status(sst);

@@ -403,13 +403,13 @@ static int same_but_numbers(const char *a, const char *b)
 
 /* The library's logger: messages of a running row are collected (and printed once each, with
  * their count, when the row is done); others are printed at once. */
-static void collect_log(void *user, clnode_log_level level, const char *msg)
+static void collect_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     compare *c = user;
     if (level != CLNODE_LOG_ERROR && level != CLNODE_LOG_WARN)
         return;
     if (c->cur_row < 0) {
-        tool_log(NULL, level, msg);
+        tool_log(NULL, level, code, msg);
         return;
     }
     row *r = &c->rows[c->cur_row];
@@ -494,9 +494,10 @@ static clnode_status solve_batch(compare *c, clnode_context *ctx, const clnode_m
     o.save_t0 = 0;
     o.save_t1 = 1;
     o.save_steps = 1;
-    o.save_ts = ts;
-    o.n_save_ts = n_ts;
     o.progress = NULL;
+    clnode_problem p = c->pb.prob;
+    p.save_ts = ts;
+    p.n_save_ts = n_ts;
     size_t B, elems;
     double *y0 = NULL;
     if (!tool_mul_size(copies, c->R, &B) || !tool_mul_size(B, c->N, &elems) ||
@@ -504,7 +505,9 @@ static clnode_status solve_batch(compare *c, clnode_context *ctx, const clnode_m
         return CLNODE_ERR_OUT_OF_MEMORY;
     for (size_t k = 0; k < copies; ++k)
         memcpy(y0 + k * c->R * c->N, c->y0base, c->R * c->N * sizeof(double));
-    clnode_status st = clnode_solve(ctx, model, &o, B, y0, out);
+    p.batch = B;
+    p.y0 = y0;
+    clnode_status st = clnode_solve(ctx, model, &o, &p, out);
     free(y0);
     return st;
 }
@@ -1370,12 +1373,15 @@ static int reference(compare *c)
             continue;
         clnode_solve_options o = c->pb.opts;
         o.precision = pi ? CLNODE_FP64 : CLNODE_FP32;
-        o.save_ts = c->ts;
-        o.n_save_ts = c->n_ts;
+        clnode_problem p = c->pb.prob;
+        p.batch = c->R;
+        p.y0 = c->y0base;
+        p.save_ts = c->ts;
+        p.n_save_ts = c->n_ts;
         clnode_sensitivity_options so = c->sopts;
         so.fp64_spread = !pi; /* fp32's baseline also says whether fp64 is well-conditioned */
         progress_msg(c, "host", o.precision, CLNODE_GEMM_STRICT, "sensitivity baseline");
-        st = clnode_sensitivity_baseline(ctx, model, &o, c->R, c->y0base, &so, &c->base[pi]);
+        st = clnode_sensitivity_baseline(ctx, model, &o, &p, &so, &c->base[pi]);
         if (st != CLNODE_OK) {
             tool_error("the sensitivity baseline failed: %s", clnode_context_last_error(ctx));
             rc = tool_exit_status(st);

@@ -97,8 +97,9 @@ static void fmt_error(char *buf, size_t cap, clnode_status st, const clnode_cont
 }
 
 /* Keeps the last error message: the reason clnode_context_create failed goes only there. */
-static void capture_log(void *user, clnode_log_level level, const char *msg)
+static void capture_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     if (level == CLNODE_LOG_ERROR)
         snprintf((char *)user, 512, "%s", msg);
 }

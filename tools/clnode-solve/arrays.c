@@ -243,13 +243,15 @@ static int shifted_pwrite(void *user, const void *buf, size_t len, uint64_t offs
     return s->fn(s->user, buf, len, offset - s->shift);
 }
 
-int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
-                   size_t N, uint64_t points, char *err, size_t errlen)
+int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o,
+                   const clnode_problem *p, size_t B, size_t N, uint64_t points, char *err,
+                   size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->format = format;
     w->ragged = ragged;
     w->o = o;
+    w->p = p;
     w->B = B;
     w->N = N;
     w->f4 = o->precision == CLNODE_FP32;
@@ -268,7 +270,7 @@ int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_opti
             return -1;
     } else {
         w->T = (size_t)points;
-        if (!o->save_steps && clnode_save_slots(NULL, o, &w->T) != CLNODE_OK) {
+        if (!o->save_steps && clnode_save_slots(NULL, o, p, &w->T) != CLNODE_OK) {
             snprintf(err, errlen, "the save options have no layout");
             return -1;
         }
@@ -556,7 +558,7 @@ int solve_out_finish(solve_out *w, const solve_out_part *parts, size_t nparts, c
 }
 
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
-                       const clnode_solve_options *o)
+                       const clnode_solve_options *o, const clnode_problem *p)
 {
     solve_out *w = malloc(sizeof *w);
     const size_t B = clnode_solution_batch(sol), N = clnode_solution_dim(sol);
@@ -571,7 +573,7 @@ int solve_arrays_write(int fd, const char *path, int format, int ragged, const c
         points = ragged ? points + n : (n > points ? n : points);
     }
     solve_out_part part;
-    if (solve_out_plan(w, format, ragged, o, B, N, points, err, sizeof err) == 0 &&
+    if (solve_out_plan(w, format, ragged, o, p, B, N, points, err, sizeof err) == 0 &&
         solve_out_write(w, sol, 0, 0, cln_npz_pwrite_fd, &fd, &part, err, sizeof err) == 0 &&
         solve_out_finish(w, &part, 1, cln_npz_pwrite_fd, &fd, err, sizeof err) == 0)
         rc = 0;

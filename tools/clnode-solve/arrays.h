@@ -32,7 +32,7 @@ void solve_arrays_free(solve_arrays *s);
  * renames) as format SOLVE_OUT_NPY or SOLVE_OUT_NPZ (args.h), ragged or padded. One writer
  * through the pieces below. Returns 0, or 3 after printing an error. */
 int solve_arrays_write(int fd, const char *path, int format, int ragged, const clnode_solution *sol,
-                       const clnode_solve_options *o);
+                       const clnode_solve_options *o, const clnode_problem *p);
 
 /* ---- the same output written by several writers (MPI ranks), each with the solution of a
  * contiguous range of the batch ----
@@ -58,6 +58,7 @@ typedef struct solve_out {
     int format, ragged, f4;
     size_t B, N, T; /* T: slots per trajectory in the padded layout */
     const clnode_solve_options *o;
+    const clnode_problem *p; /* the save times */
 } solve_out;
 
 /* The rows one writer wrote, per member of the layout: [r0, r1) and their CRC-32 (r0 == r1:
@@ -68,9 +69,11 @@ typedef struct solve_out_part {
 } solve_out_part;
 
 /* Lays out the output of B trajectories of dimension N; `points` is T (padded with --save
- * steps; ignored otherwise) or P (ragged). o must outlive w. Returns 0, or -1 with a message. */
-int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o, size_t B,
-                   size_t N, uint64_t points, char *err, size_t errlen);
+ * steps; ignored otherwise) or P (ragged). o and p must outlive w. Returns 0, or -1 with a message.
+ */
+int solve_out_plan(solve_out *w, int format, int ragged, const clnode_solve_options *o,
+                   const clnode_problem *p, size_t B, size_t N, uint64_t points, char *err,
+                   size_t errlen);
 
 /* Writes the rows of sol's trajectories as trajectories [g0, g0 + batch(sol)) of the batch, their
  * first saved point being point p0 of the batch (ragged), through fn (offsets in the file). The

@@ -151,7 +151,7 @@ static int write_json(FILE *f, const tool_problem *pb, const clnode_context *ctx
 {
     solve_json_head(f, pb, ctx, model, batch, wall);
     for (size_t b = 0; b < batch; ++b) {
-        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, points);
+        const int rc = solve_json_trajectory(f, sol, b, b, &pb->opts, &pb->prob, points);
         if (rc)
             return rc;
     }
@@ -232,7 +232,8 @@ static int write_points(tool_out *out, const solve_args *a, const clnode_solutio
         tool_error("cannot write %s: %s", a->out_path, strerror(errno));
         rc = TOOL_EXIT_RESOURCE;
     } else {
-        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts);
+        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
+                                &a->pb.prob);
     }
     return rc ? rc : tool_out_commit(out);
 }
@@ -245,10 +246,10 @@ static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *a
     int rc = solve_arrays_load(a, N, clnode_model_num_inputs(model), arr);
     if (rc || (rc = reconcile_batch(a, arr, N, y0, batch)) != 0)
         return rc;
-    a->pb.opts.t0s = arr->t0s;
-    a->pb.opts.t1s = arr->t1s;
-    a->pb.opts.dt0s = arr->dt0s;
-    a->pb.opts.inputs = arr->inputs;
+    a->pb.prob.t0s = arr->t0s;
+    a->pb.prob.t1s = arr->t1s;
+    a->pb.prob.dt0s = arr->dt0s;
+    a->pb.prob.inputs = arr->inputs;
     return 0;
 }
 
@@ -284,13 +285,15 @@ static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_mo
         pb->opts.progress_user = &ps;
     }
     const double t_start = tool_now();
-    clnode_status st = clnode_solve(ctx, model, &pb->opts, batch, y0, sol);
+    pb->prob.batch = batch;
+    pb->prob.y0 = y0;
+    clnode_status st = clnode_solve(ctx, model, &pb->opts, &pb->prob, sol);
     *wall = tool_now() - t_start;
     if (ps.shown)
         fputs("\n", stderr);
     if (st == CLNODE_OK && a->certify) {
         ps.shown = 0;
-        st = clnode_certify(ctx, model, &pb->opts, batch, y0, *sol, &a->certify_opts, cert);
+        st = clnode_certify(ctx, model, &pb->opts, &pb->prob, *sol, &a->certify_opts, cert);
         if (ps.shown)
             fputs("\n", stderr);
     }

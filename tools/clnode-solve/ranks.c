@@ -92,11 +92,11 @@ typedef struct run {
 
 static run R0; /* the one run of this process */
 
-static void mpi_log(void *user, clnode_log_level level, const char *msg)
+static void mpi_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     const run *r = user;
     if (r->rank == 0) {
-        tool_log(NULL, level, msg);
+        tool_log(NULL, level, code, msg);
         return;
     }
     /* a failure of the collective solve is reported by rank 0 (with this rank's message); before
@@ -242,7 +242,8 @@ static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first,
         if (r->a->out_path && r->fmt == SOLVE_OUT_CSV)
             rc = solve_csv_rows(f[1], sol, i, first + i, o);
         if (!rc && r->a->json)
-            rc = solve_json_trajectory(f[2], sol, i, first + i, o, r->a->json_points);
+            rc = solve_json_trajectory(f[2], sol, i, first + i, o, &r->a->pb.prob,
+                                       r->a->json_points);
     }
     for (int k = 0; k < 3; ++k)
         if (f[k] && fclose(f[k]) != 0)
@@ -497,6 +498,7 @@ static int record_inputs(const run *r, const double *y0, record *m)
 {
     const solve_args *a = r->a;
     const clnode_solve_options *o = &a->pb.opts;
+    const clnode_problem *p = &a->pb.prob;
     snprintf(add_item(m, "library", 0, "the clnode library")->value, sizeof m->it[0].value, "%s",
              clnode_version_string());
     add_long(m, "batch", "the batch size (--batch, or the rows of the inputs)",
@@ -521,16 +523,16 @@ static int record_inputs(const run *r, const double *y0, record *m)
     else
         snprintf(what, sizeof what, "the initial states y0 (%s)", a->pb.y0 ? "--y0" : "zeros");
     add_hash(m, "y0", what, y0, r->batch * N * sizeof *y0);
-    add_time(m, r, "t0", o->t0s, a->t0_file, o->t0);
-    add_time(m, r, "t1", o->t1s, a->t1_file, o->t1);
-    add_time(m, r, "dt0", o->dt0s, a->dt0_file, o->dt0);
-    if (o->inputs) {
+    add_time(m, r, "t0", p->t0s, a->t0_file, o->t0);
+    add_time(m, r, "t1", p->t1s, a->t1_file, o->t1);
+    add_time(m, r, "dt0", p->dt0s, a->dt0_file, o->dt0);
+    if (p->inputs) {
         if (a->args_file)
             snprintf(what, sizeof what, "the conditioning inputs (--args-file %s)", a->args_file);
         else
             snprintf(what, sizeof what, "the conditioning inputs (--in %s, member args)",
                      a->in_path);
-        add_hash(m, "args", what, o->inputs, r->batch * k * sizeof *o->inputs);
+        add_hash(m, "args", what, p->inputs, r->batch * k * sizeof *p->inputs);
     } else {
         snprintf(add_item(m, "args", 0, "the conditioning inputs")->value, sizeof m->it[0].value,
                  "none");
@@ -574,7 +576,8 @@ static void record_options(const run *r, record *m)
              o->gemm_precision == CLNODE_GEMM_STRICT ? "ieee"
              : cuda                                  ? "native"
                                                      : "emulated");
-    add_hash(m, "save_ts", "--save ts:", o->save_ts, o->n_save_ts * sizeof *o->save_ts);
+    const clnode_problem *p = &a->pb.prob;
+    add_hash(m, "save_ts", "--save ts:", p->save_ts, p->n_save_ts * sizeof *p->save_ts);
     add_long(m, "json", "--json", a->json);
     add_long(m, "json_points", "--json-points", a->json_points);
     add_long(m, "ragged", "--ragged", a->ragged);
@@ -803,7 +806,7 @@ static int arrays_plan(run *r, uint64_t points)
     r->parts = r->rank == 0 ? calloc(r->nc ? r->nc : 1, sizeof *r->parts) : NULL;
     if (!r->w || (r->rank == 0 && !r->parts))
         rc = TOOL_EXIT_RESOURCE;
-    else if (solve_out_plan(r->w, r->fmt, a->ragged, &a->pb.opts, r->batch,
+    else if (solve_out_plan(r->w, r->fmt, a->ragged, &a->pb.opts, &a->pb.prob, r->batch,
                             clnode_model_dim(r->model), points, err, sizeof err) != 0)
         rc = TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
@@ -1216,7 +1219,10 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     }
     r->started = 1;
     const double t_start = tool_now();
-    clnode_status st = clnode_solve_mpi(ctx, model, &o, r->batch, y0, MPI_COMM_WORLD, &m, owner);
+    clnode_problem p = a->pb.prob;
+    p.batch = r->batch;
+    p.y0 = y0;
+    clnode_status st = clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, owner);
     r->wall = tool_now() - t_start;
     if (st != CLNODE_OK) { /* rank 0's logger printed why, naming the rank */
         rc = tool_exit_status(st);

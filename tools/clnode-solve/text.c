@@ -93,11 +93,11 @@ void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
     tool_json_num(f, o->atol);
     /* per-trajectory arrays: null here, each trajectory's value in its entry */
     fputs(", \"t0\": ", f);
-    tool_json_num(f, o->t0s ? NAN : o->t0);
+    tool_json_num(f, pb->prob.t0s ? NAN : o->t0);
     fputs(", \"t1\": ", f);
-    tool_json_num(f, o->t1s ? NAN : o->t1);
+    tool_json_num(f, pb->prob.t1s ? NAN : o->t1);
     fputs(", \"dt0\": ", f);
-    tool_json_num(f, o->dt0s ? NAN : o->dt0);
+    tool_json_num(f, pb->prob.dt0s ? NAN : o->dt0);
     fprintf(f,
             ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
             batch, N);
@@ -106,7 +106,7 @@ void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
 }
 
 int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                          const clnode_solve_options *o, int points)
+                          const clnode_solve_options *o, const clnode_problem *pr, int points)
 {
     const clnode_precision p = o->precision;
     const size_t N = clnode_solution_dim(sol);
@@ -118,7 +118,7 @@ int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t 
             index ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
             s.num_rejected, s.num_rhs_evals);
     tool_json_num_p(f, s.t_final, p);
-    const double *per[3] = {o->t0s, o->t1s, o->dt0s};
+    const double *per[3] = {pr->t0s, pr->t1s, pr->dt0s};
     static const char *const per_name[3] = {"t0", "t1", "dt0"};
     for (int k = 0; k < 3; ++k)
         if (per[k]) {
@@ -187,11 +187,12 @@ void solve_summary_head(FILE *f, const tool_problem *pb, const clnode_context *c
     else
         fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
                 o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_precision));
-    if (o->t0s || o->t1s || o->dt0s)
+    const clnode_problem *pr = &pb->prob;
+    if (pr->t0s || pr->t1s || pr->dt0s)
         fprintf(f, "interval [%g, %g], dt0 %g of trajectory 0 (per trajectory:%s%s%s), batch %zu\n",
-                o->t0s ? o->t0s[0] : o->t0, o->t1s ? o->t1s[0] : o->t1,
-                o->dt0s ? o->dt0s[0] : o->dt0, o->t0s ? " t0" : "", o->t1s ? " t1" : "",
-                o->dt0s ? " dt0" : "", batch);
+                pr->t0s ? pr->t0s[0] : o->t0, pr->t1s ? pr->t1s[0] : o->t1,
+                pr->dt0s ? pr->dt0s[0] : o->dt0, pr->t0s ? " t0" : "", pr->t1s ? " t1" : "",
+                pr->dt0s ? " dt0" : "", batch);
     else
         fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
 }

@@ -22,7 +22,7 @@ int solve_csv_rows(FILE *f, const clnode_solution *sol, size_t b, size_t index,
 void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
                      const clnode_model *model, size_t batch, double wall);
 int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
-                          const clnode_solve_options *o, int points);
+                          const clnode_solve_options *o, const clnode_problem *pr, int points);
 void solve_json_tail(FILE *f, const clnode_certificate *cert, const clnode_certify_options *copts,
                      double wall);
 

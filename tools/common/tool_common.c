@@ -104,8 +104,9 @@ double tool_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void tool_log(void *user, clnode_log_level level, const char *msg)
+void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
+    (void)code;
     const char *prog = user ? (const char *)user : tool_prog;
     if (level == CLNODE_LOG_ERROR || level == CLNODE_LOG_WARN)
         fprintf(stderr, "%s: %s%s\n", prog, level == CLNODE_LOG_ERROR ? "" : "warning: ", msg);
@@ -439,6 +440,7 @@ void tool_problem_defaults(tool_problem *pb)
 {
     memset(pb, 0, sizeof *pb);
     clnode_solve_seed_options(&pb->opts);
+    clnode_problem_default(&pb->prob);
 }
 
 void tool_print_methods(FILE *f)
@@ -782,8 +784,8 @@ int tool_problem_opt(tool_problem *pb, int code, const char *arg)
             const int rc = opt_save_ts(pb, arg + 3);
             if (rc)
                 return rc;
-            o->save_ts = pb->ts;
-            o->n_save_ts = pb->n_ts;
+            pb->prob.save_ts = pb->ts;
+            pb->prob.n_save_ts = pb->n_ts;
         } else {
             tool_error("--save expects steps, t0, t1 or ts:T1,T2,..., not \"%s\"", arg);
             return TOOL_EXIT_INPUT;

@@ -100,6 +100,8 @@ void tool_y0_csv_free(tool_y0_csv *c);
 
 typedef struct tool_problem {
     clnode_solve_options opts;
+    clnode_problem prob;    /* the per-trajectory arrays and the save times (batch and y0 are set
+                               where the problem is solved) */
     const char *model_path; /* NULL: the built-in seed model */
     const char *backend;    /* NULL: not given */
     const char *device;     /* NULL: not given ($CLNODE_DEVICE, else host) */
@@ -221,7 +223,7 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size);
 int tool_read_file(const char *path, char **out, size_t *len);
 
 /* Logger printing warnings and errors to stderr with the program name as prefix. */
-void tool_log(void *user, clnode_log_level level, const char *msg);
+void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg);
 
 double tool_now(void);
 

@@ -78,21 +78,31 @@ void tool_print_baseline(FILE *f, const char *indent, const clnode_sensitivity_s
                 s->fp64_ill_conditioned ? ": ILL-CONDITIONED" : "");
 }
 
+/* The sensitivity options of a certificate's baseline: the options' own, else the library's
+ * defaults (clnode_certify_options.sensitivity NULL). */
+static clnode_sensitivity_options cert_sensitivity(const clnode_certify_options *o)
+{
+    clnode_sensitivity_options so;
+    clnode_sensitivity_default_options(&so);
+    return o->sensitivity ? *o->sensitivity : so;
+}
+
 void tool_json_certificate(FILE *f, const clnode_certificate *c, const clnode_certify_options *o,
                            double solve_seconds)
 {
     clnode_certificate_summary s;
     clnode_certificate_get(c, &s);
+    const clnode_sensitivity_options so = cert_sensitivity(o);
     fprintf(f, "{\"certified\": %s, \"fraction\": ", jbool(s.certified));
     tool_json_num(f, o->fraction);
     fprintf(f,
             ", \"seed\": %llu, \"batch\": %zu, \"num_sampled\": %zu, \"num_failed\": %zu, "
             "\"num_ill_conditioned\": %zu, \"perturbations\": %d, \"perturbation_ulps\": ",
             (unsigned long long)o->seed, s.batch, s.num_sampled, s.num_failed,
-            s.num_ill_conditioned, o->sensitivity.num_perturbations);
-    tool_json_num(f, o->sensitivity.perturbation_ulps);
+            s.num_ill_conditioned, so.num_perturbations);
+    tool_json_num(f, so.perturbation_ulps);
     fprintf(f, ", \"slack\": ");
-    tool_json_num(f, o->sensitivity.slack);
+    tool_json_num(f, so.slack);
     fprintf(f, ", \"rtol\": ");
     tool_json_num(f, s.rtol);
     fprintf(f, ", \"max_deviation_rtol\": ");
@@ -133,7 +143,7 @@ void tool_print_certificate(FILE *f, const clnode_certificate *c, const clnode_c
             "%.3g rtol;\n  within: %g x spread or %g rtol",
             s.certified ? "CERTIFIED" : "NOT CERTIFIED", s.num_sampled, s.batch, o->fraction,
             (unsigned long long)o->seed, s.max_deviation_rtol, s.worst_traj, s.max_spread_rtol,
-            o->sensitivity.slack, s.tolerance_rtol);
+            cert_sensitivity(o).slack, s.tolerance_rtol);
     if (s.num_failed)
         fprintf(f, "; %zu beyond both", s.num_failed);
     if (s.num_ill_conditioned)

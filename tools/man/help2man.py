@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a tool's man page (roff, man(7) macros) from its --help text.
 
-    help2man.py --tool clnode-solve --exe build/tools/clnode-solve --version 0.1.0 --out FILE
+    help2man.py --tool clnode-solve --exe build/tools/clnode-solve --version 1.0.0 --out FILE
 
 The help text of every clnode tool has one shape, and the page follows it:
   - "usage:" lines                        -> SYNOPSIS

@@ -256,11 +256,11 @@ static void cu_sanitize_env(clnode_context *ctx, cuda_backend *cb)
     const char *v = getenv("NVIDIA_TF32_OVERRIDE");
     if (v && strcmp(v, "0") == 0) {
         cb->tf32_off = 1;
-        cln_log(ctx, CLNODE_LOG_INFO,
+        cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
                 "NVIDIA_TF32_OVERRIDE=0 is set: cuBLAS uses no TF32, so the tf32 GEMM mode "
                 "computes in full fp32 on this device (strict is unaffected)");
     } else if (v) {
-        cln_log(ctx, CLNODE_LOG_WARN,
+        cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
                 "NVIDIA_TF32_OVERRIDE=\"%.40s\" has no documented meaning (only 0 is "
                 "documented); unsetting it so that clnode's GEMM mode alone decides on TF32",
                 v);
@@ -278,9 +278,10 @@ static void cu_sanitize_env(clnode_context *ctx, cuda_backend *cb)
         if (!v)
             continue;
         if (strcmp(v, "0") == 0)
-            cln_log(ctx, CLNODE_LOG_DEBUG, "%s=0: unsetting it (no emulation either way)", vars[i]);
+            cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+                    "%s=0: unsetting it (no emulation either way)", vars[i]);
         else
-            cln_log(ctx, CLNODE_LOG_WARN,
+            cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
                     "%s=\"%.40s\" would let cuBLAS emulate FP32/FP64 GEMMs (not IEEE-754); "
                     "unsetting it (strict GEMMs must be IEEE)",
                     vars[i], v);
@@ -389,16 +390,16 @@ clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_m
     clnode_status st = CLNODE_OK;
     if (rc != NVRTC_SUCCESS) {
         if (log)
-            cln_log(ctx, CLNODE_LOG_ERROR, "NVRTC build log (%s, %s %s):\n%s", device, opt_prec,
-                    opt_arch, log);
+            cln_log(ctx, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL, "NVRTC build log (%s, %s %s):\n%s",
+                    device, opt_prec, opt_arch, log);
         ctx->last_native = (long)rc;
         st = cln_fail(ctx, CLNODE_ERR_BUILD, "nvrtcCompileProgram(%s %s) failed: %s (%d)%s%.600s",
                       opt_prec, opt_arch, CU(nvrtcGetErrorString)(rc), (int)rc,
                       log ? "; log: " : "", log ? log : "");
     } else {
         if (log)
-            cln_log(ctx, CLNODE_LOG_DEBUG, "NVRTC build log (%s, %s %s):\n%s", device, opt_prec,
-                    opt_arch, log);
+            cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "NVRTC build log (%s, %s %s):\n%s",
+                    device, opt_prec, opt_arch, log);
         st = cu_nvrtc_image(ctx, prog, cubin, image, image_size);
     }
     free(log);
@@ -409,8 +410,9 @@ clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_m
         *image_size = 0;
         return st;
     }
-    cln_log(ctx, CLNODE_LOG_INFO, "NVRTC compiled the CUDA kernels for %s (%s %s, %zu-byte %s)",
-            device, opt_prec, opt_arch, *image_size, cubin ? "CUBIN" : "PTX");
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
+            "NVRTC compiled the CUDA kernels for %s (%s %s, %zu-byte %s)", device, opt_prec,
+            opt_arch, *image_size, cubin ? "CUBIN" : "PTX");
     *is_cubin = cubin;
     return CLNODE_OK;
 }
@@ -504,7 +506,7 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
                       CU_COUNT_THREADS);
         goto fail;
     }
-    cln_log(ctx, CLNODE_LOG_DEBUG,
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
             "CUDA kernels (%s): threads per block rows %u, stage %u, bias %u",
             clnode_precision_name(prec), p->t_rows, p->t_stage, p->t_bias);
     *out = p;
@@ -675,12 +677,12 @@ static void cu_note_tf32(cuda_backend *cb)
     cb->tf32_noted = 1;
     const cln_backend *be = &cb->base;
     if (cb->tf32_off || cb->cc_major < 8)
-        cln_log(be->ctx, CLNODE_LOG_WARN,
+        cln_log(be->ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
                 "tf32 GEMM mode on %s: %s, so these GEMMs compute in full fp32", be->device_name,
                 cb->tf32_off ? "NVIDIA_TF32_OVERRIDE=0 is set"
                              : "the device has no TF32 tensor cores (before sm_80)");
     else
-        cln_log(be->ctx, CLNODE_LOG_INFO,
+        cln_log(be->ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
                 "tf32 GEMM mode on %s: cuBLAS TF32 tensor cores (10-bit mantissa inputs)",
                 be->device_name);
 }
@@ -849,8 +851,9 @@ static clnode_status cu_solve_begin(cln_backend *be, cln_solve_dev *sd)
 
     CLN_TRY(st, cu_blocks(ctx, sd->B, p->t_rows, &cs->g_rows));
     CLN_TRY(st, cu_blocks(ctx, (unsigned long long)sd->B * sd->ldz, p->t_stage, &cs->g_stage));
-    cln_log(ctx, CLNODE_LOG_DEBUG, "CUDA solve: B=%zu ldz=%zu; rows %u x %u, stage %u x %u", sd->B,
-            sd->ldz, cs->g_rows, p->t_rows, cs->g_stage, p->t_stage);
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "CUDA solve: B=%zu ldz=%zu; rows %u x %u, stage %u x %u", sd->B, sd->ldz, cs->g_rows,
+            p->t_rows, cs->g_stage, p->t_stage);
     return CLNODE_OK;
 fail:
     cu_solve_end(be, sd);
@@ -1219,8 +1222,9 @@ static clnode_status cu_describe(cuda_backend *cb)
              (drv % 1000) / 10, prop.major, prop.minor,
              (unsigned long long)(prop.totalGlobalMem >> 30),
              cb->cublas_strict ? "cuBLAS pedantic" : "ordered FMA");
-    cln_log(ctx, CLNODE_LOG_INFO, "CUDA device %d: %s; %d SMs; driver CUDA %d.%d, runtime %d.%d",
-            cb->dev, cb->base.device_name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
+            "CUDA device %d: %s; %d SMs; driver CUDA %d.%d, runtime %d.%d", cb->dev,
+            cb->base.device_name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
             rt / 1000, (rt % 1000) / 10);
     return CLNODE_OK;
 }
@@ -1239,7 +1243,7 @@ static clnode_status cu_blas_setup(cuda_backend *cb)
     cb->math = mm;
     int ver = 0;
     if (CU(cublasGetVersion)(cb->blas, &ver) == CUBLAS_STATUS_SUCCESS)
-        cln_log(ctx, CLNODE_LOG_INFO,
+        cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
                 "cuBLAS %d.%d.%d, pedantic math (strict GEMMs in IEEE fp32/fp64)", ver / 10000,
                 (ver / 100) % 100, ver % 100);
     return CLNODE_OK;

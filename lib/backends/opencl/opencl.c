@@ -350,8 +350,9 @@ static clnode_status ocl_enumerate(clnode_context *ctx,
         if (e == CL_DEVICE_NOT_FOUND || nd == 0)
             continue;
         if (e != CL_SUCCESS) {
-            cln_log(ctx, CLNODE_LOG_WARN, "OpenCL platform %u: clGetDeviceIDs failed: %s (%d)", p,
-                    ocl_err_name(e), (int)e);
+            cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
+                    "OpenCL platform %u: clGetDeviceIDs failed: %s (%d)", p, ocl_err_name(e),
+                    (int)e);
             continue;
         }
         free(devs);
@@ -362,8 +363,9 @@ static clnode_status ocl_enumerate(clnode_context *ctx,
         }
         e = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL);
         if (e != CL_SUCCESS) {
-            cln_log(ctx, CLNODE_LOG_WARN, "OpenCL platform %u: clGetDeviceIDs failed: %s (%d)", p,
-                    ocl_err_name(e), (int)e);
+            cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
+                    "OpenCL platform %u: clGetDeviceIDs failed: %s (%d)", p, ocl_err_name(e),
+                    (int)e);
             continue;
         }
         for (cl_uint d = 0; d < nd; ++d, ++index) {
@@ -636,7 +638,7 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
         ob->device, "GemmRoutine", pi ? CLBlastPrecisionDouble : CLBlastPrecisionSingle, 1, names,
         values);
     if (s != CLBlastSuccess)
-        cln_log(ob->base.ctx, CLNODE_LOG_WARN,
+        cln_log(ob->base.ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
                 "CLBlastOverrideParameters(GemmRoutine, XGEMM_MIN_INDIRECT_SIZE) failed (%d); "
                 "CLBlast keeps its default GEMM routing",
                 (int)s);
@@ -864,8 +866,8 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
     log = ocl_build_log(ob, p->prog);
     if (be_ != CL_SUCCESS) {
         if (log)
-            cln_log(ctx, CLNODE_LOG_ERROR, "OpenCL build log (%s, %s):\n%s", ob->base.device_name,
-                    opts, log);
+            cln_log(ctx, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL, "OpenCL build log (%s, %s):\n%s",
+                    ob->base.device_name, opts, log);
         ctx->last_native = be_;
         st = cln_fail(ctx,
                       be_ == CL_BUILD_PROGRAM_FAILURE ? CLNODE_ERR_BUILD
@@ -875,8 +877,8 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
         goto fail;
     }
     if (log)
-        cln_log(ctx, CLNODE_LOG_DEBUG, "OpenCL build log (%s, %s):\n%s", ob->base.device_name, opts,
-                log);
+        cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "OpenCL build log (%s, %s):\n%s",
+                ob->base.device_name, opts, log);
     free(log);
     log = NULL;
     CLN_TRY(st, ocl_create_kernels(ctx, p));
@@ -890,7 +892,8 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
                                  sizeof p->wg_multiple, &p->wg_multiple, NULL) != CL_SUCCESS ||
         p->wg_multiple == 0)
         p->wg_multiple = OCL_WG;
-    cln_log(ctx, CLNODE_LOG_INFO, "OpenCL program built for %s (%s)", ob->base.device_name, opts);
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL, "OpenCL program built for %s (%s)",
+            ob->base.device_name, opts);
     *out = p;
     return CLNODE_OK;
 fail:
@@ -1089,7 +1092,7 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
     if (sd->gemm_mode == CLNODE_GEMM_TF32)
         CLN_TRY(st, ocl_solve_tf32(ob, sd));
     CLN_TRY(st, ocl_solve_args(ob, p, sd, os));
-    cln_log(ctx, CLNODE_LOG_DEBUG,
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
             "OpenCL solve: B=%zu ldz=%zu; rows %zu/%zu, stage %zux%zu/%zux%zu, count %zu", sd->B,
             sd->ldz, os->g_rows, os->l_rows, os->g_stage[0], os->g_stage[1], os->l_stage[0],
             os->l_stage[1], os->l_count);
@@ -1344,6 +1347,14 @@ static const cln_backend_ops opencl_ops = {
     .rhs = ocl_rhs,
 };
 
+/* The device's facts at INFO level, once it is set up. */
+static void ocl_log_device(clnode_context *ctx, const opencl_backend *ob)
+{
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
+            "OpenCL device: %s, fp64 %s, correctly rounded fp32 div/sqrt %s", ob->base.device_name,
+            ob->has_fp64 ? "yes" : "no", ob->cr_divsqrt ? "yes" : "no");
+}
+
 static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                                cl_context adopt_ctx, cl_command_queue adopt_queue,
                                cln_backend **out);
@@ -1518,8 +1529,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
         st = OCL_FAIL(ctx, e, "clCreateBuffer(active count)");
         goto fail;
     }
-    cln_log(ctx, CLNODE_LOG_INFO, "OpenCL device: %s, fp64 %s, correctly rounded fp32 div/sqrt %s",
-            ob->base.device_name, ob->has_fp64 ? "yes" : "no", ob->cr_divsqrt ? "yes" : "no");
+    ocl_log_device(ctx, ob);
     *out = &ob->base;
     return CLNODE_OK;
 fail:
