@@ -11,11 +11,16 @@ import subprocess
 import sys
 
 
-def rows(header):
-    """(name, type, flags, doc) of every row of the table, in its order."""
+def list_body(header):
+    """The text of CLNODE_SOLVE_OPTION_LIST's definition, its lines joined."""
     text = open(header, encoding="utf-8").read()
     body = text[text.index("#define CLNODE_SOLVE_OPTION_LIST(X)"):]
-    body = body[:body.index("\n\n")].replace("\\\n", " ")
+    return body[:body.index("\n\n")].replace("\\\n", " ")
+
+
+def rows(header):
+    """(name, type, flags, doc) of every row of the table, in its order."""
+    body = list_body(header)
     out = []
     for m in re.finditer(r'X\(([^,]+(?:\*)?),\s*(\w+),\s*(\w+),\s*(\w+),\s*([^,]+),\s*([^,]+),'
                          r'\s*([^,]+),\s*([^"]+?),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)', body):
@@ -28,7 +33,7 @@ def main():
     header, solve, compare = sys.argv[1:4]
     table = rows(header)
     failures = []
-    n_rows = open(header, encoding="utf-8").read().count("\n    X(")
+    n_rows = list_body(header).count(" X(")
     if len(table) != n_rows or len(table) < 20:
         failures.append(f"read {len(table)} rows of {n_rows} from {header}")
     helps = {tool: subprocess.run([tool, "--help"], capture_output=True, text=True).stdout
