@@ -12,15 +12,26 @@
 #include <cmocka.h>
 
 #define CLN_PRECISION 64
+#include "clnode/solver.h"
 #include "cln_step.h"
 #include "test_util.h"
 
 /* A controller as diffrax's default PIDController (icoeff 1) for a method of error order 2,
- * atol 1, rtol 0, on the interval [0, 100], one component. */
+ * atol 1, rtol 0, on the interval [0, 100], one component. The step arithmetic's constants
+ * start from the option table's defaults (its KERNEL rows, as the driver fills them). */
 static void consts_init(cln_consts *K, cln_iconsts *KI)
 {
     memset(K, 0, sizeof *K);
     memset(KI, 0, sizeof *KI);
+#define KERNEL_DEFAULT_KERNEL(name, def) K->name = (def);
+#define KERNEL_DEFAULT_HOST(name, def)
+#define KERNEL_DEFAULT(ctype, name, type, where, def, min, max, flags, doc)                        \
+    KERNEL_DEFAULT_##where(name, def)
+    CLNODE_SOLVE_OPTION_LIST(KERNEL_DEFAULT)
+#undef KERNEL_DEFAULT
+#undef KERNEL_DEFAULT_HOST
+#undef KERNEL_DEFAULT_KERNEL
+    K->rtol = 0.0;
     K->dir = 1.0;
     K->sqrt_n = 1.0;
     K->atol = 1.0;
