@@ -63,32 +63,32 @@ typedef enum clnode_precision_guard {
  * options and --help and the Python package its keywords. Rows are only ever appended.
  * type: CLNODE_OPTION_<type> (clnode_option_type). where: KERNEL for a constant of the step
  * arithmetic (cl/cln_step.h reads it from cln_consts, a member of the same name, in the state
- * precision; flag CLNODE_OPTION_KERNEL), HOST for one the driver reads. default: the value (REAL, INTEGER, BOOLEAN),
- * the enum value (CHOICE) or the index in clnode_method_at (METHOD). [min, max]: the valid values
- * of a REAL or INTEGER option, an end excluded with CLNODE_OPTION_MIN_OPEN / MAX_OPEN; a REAL
- * option is finite. flags: CLNODE_OPTION_* below. */
+ * precision; flag CLNODE_OPTION_KERNEL), HOST for one the driver reads. default: the value
+ * (REAL, INTEGER, BOOLEAN), the enum value (CHOICE) or the index in clnode_method_at (METHOD).
+ * [min, max]: the valid values of a REAL or INTEGER option, an end excluded with
+ * CLNODE_OPTION_MIN_OPEN / MAX_OPEN; a REAL option is finite. flags: CLNODE_OPTION_* below. */
 #define CLNODE_SOLVE_OPTION_LIST(X)                                                                \
     X(const clnode_method *, method, METHOD, HOST, 0, 0, 0, 0,                                     \
-      "Runge-Kutta method")                                      \
+      "Runge-Kutta method")                                                                        \
     X(clnode_precision, precision, CHOICE, HOST, CLNODE_FP32, 0, 0, 0,                             \
-      "state and time precision")                                                    \
+      "state and time precision")                                                                  \
     X(clnode_gemm_mode, gemm_precision, CHOICE, HOST, CLNODE_GEMM_STRICT, 0, 0, 0,                 \
       "precision of the MLP's matrix products: strict (IEEE in the state precision) or tf32 "      \
       "(10-bit mantissa inputs, fp32 accumulation; native on CUDA, emulated elsewhere)")           \
     X(double, t0, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                       \
-      "start of the interval")                                \
+      "start of the interval")                                                                     \
     X(double, t1, REAL, HOST, 1.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                       \
-      "end of the interval; t1 < t0 integrates backwards")                   \
+      "end of the interval; t1 < t0 integrates backwards")                                         \
     X(double, dt0, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                      \
       "first step, of the sign of t1 - t0 (constant steps: the step); 0: 0.01, diffrax's "         \
-      "choice for dt0=None")                                                                         \
+      "choice for dt0=None")                                                                       \
     X(int, constant_step, BOOLEAN, HOST, 0, 0, 1, 0,                                               \
       "constant steps of dt0 instead of the PID controller")                                       \
     X(double, rtol, REAL, KERNEL, 1e-3, 0.0, DBL_MAX,                                              \
-      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                           \
       "relative tolerance")                                                                        \
     X(double, atol, REAL, KERNEL, 1e-6, 0.0, DBL_MAX,                                              \
-      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                           \
       "absolute tolerance")                                                                        \
     X(double, pcoeff, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_CONTROLLER,                \
       "proportional coefficient of the PID controller")                                            \
@@ -103,12 +103,12 @@ typedef enum clnode_precision_guard {
     X(int, force_dtmin, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_CONTROLLER,                          \
       "at dtmin, accept the step anyway; off: end the trajectory with dt_min_reached")             \
     X(double, factormin, REAL, KERNEL, 0.2, 0.0, 1.0,                                              \
-      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                           \
       "smallest factor of a step size change")                                                     \
     X(double, factormax, REAL, KERNEL, 10.0, 1.0, DBL_MAX, CLNODE_OPTION_CONTROLLER,               \
       "largest factor of a step size change")                                                      \
     X(double, safety, REAL, KERNEL, 0.9, 0.0, 1.0,                                                 \
-      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                       \
+      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                           \
       "safety factor of the step size controller")                                                 \
     X(long, max_steps, INTEGER, HOST, 4096, 1, CLNODE_MAX_STEPS_LIMIT, 0,                          \
       "attempts (accepted + rejected steps) per trajectory")                                       \
@@ -120,7 +120,7 @@ typedef enum clnode_precision_guard {
       "save the end of every accepted step")                                                       \
     X(clnode_precision_guard, precision_guard, CHOICE, HOST, CLNODE_GUARD_WARN, 0, 0, 0,           \
       "a tolerance below what the device's GEMM resolves: warn, refuse the solve, or off "         \
-      "(diffrax's steps whatever the arithmetic does)")                                                                  \
+      "(diffrax's steps whatever the arithmetic does)")                                            \
     X(int, compact, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_SAME_BITS,                               \
       "finished trajectories leave the batch's matrix products (results do not change)")
 
