@@ -32,7 +32,6 @@
         /* the PID controller (diffrax's PIDController) */                                         \
         R rtol, atol;                                                                              \
         R safety, factormin, factormax;                                                            \
-        R trial_gain; /* the trial option: a factor on the PID proposal */                           \
         R coeff1; /* (icoeff + pcoeff + dcoeff) / error_order: exponent of 1/E */                  \
         R coeff2; /* -(pcoeff + 2 dcoeff) / error_order: exponent of the previous 1/E */           \
         R coeff3; /* dcoeff / error_order: exponent of the one before */                           \

@@ -352,7 +352,7 @@ CLN_INLINE real cln_pid_factor(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *K
     const real f1 = KI->coeff1_zero ? CLN_R(1.0) : cln_pow_pos(inv, K->coeff1);
     const real f2 = KI->coeff2_zero ? CLN_R(1.0) : cln_pow_pos(inv1, K->coeff2);
     const real f3 = KI->coeff3_zero ? CLN_R(1.0) : cln_pow_pos(inv2, K->coeff3);
-    const real factor = K->safety * f1 * f2 * f3 * K->trial_gain;
+    const real factor = K->safety * f1 * f2 * f3;
     const real lo = keep ? CLN_R(1.0) : K->factormin;
     const real hi = keep ? K->factormax : K->safety;
     return factor < hi ? (factor > lo ? factor : lo) : hi; /* jnp.clip */

@@ -122,10 +122,7 @@ typedef enum clnode_precision_guard {
       "a tolerance below what the device's GEMM resolves: warn, refuse the solve, or off "         \
       "(diffrax's steps whatever the arithmetic does)")                                            \
     X(int, compact, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_SAME_BITS,                               \
-      "finished trajectories leave the batch's matrix products (results do not change)")           \
-    X(double, trial_gain, REAL, KERNEL, 1.0, 0.0, DBL_MAX,                                         \
-      CLNODE_OPTION_MIN_OPEN | CLNODE_OPTION_CONTROLLER,                                           \
-      "trial: a factor on the step size controller's proposal")
+      "finished trajectories leave the batch's matrix products (results do not change)")
 
 /* Option flags (clnode_option_info.flags, the flags column of CLNODE_SOLVE_OPTION_LIST). */
 #define CLNODE_OPTION_MIN_OPEN 1u   /* min itself is not valid */

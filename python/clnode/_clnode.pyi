@@ -69,7 +69,6 @@ class SolveOptions(TypedDict, total=False):
     max_steps: Optional[int]
     precision_guard: Optional[str]
     compact: Optional[bool]
-    trial_gain: Optional[float]
 
 class Context:
     def __init__(self, device: Optional[str] = None) -> None: ...

@@ -519,22 +519,9 @@ static void test_pow(void **state)
     assert_close_lt(cln_pow_pos(4e-320, 0.2) / pow(4e-320, 0.2), 1, 1e-14); /* subnormal */
 }
 
-/* The trial option scales the controller's proposal inside its clip. */
-static void test_trial_gain(void **state)
-{
-    (void)state;
-    cln_consts K;
-    cln_iconsts KI;
-    consts_init(&K, &KI);
-    const double f = cln_pid_factor(&K, &KI, 4.0, 1.0, 1.0, 1);
-    K.trial_gain = 0.5;
-    assert_true(cln_pid_factor(&K, &KI, 4.0, 1.0, 1.0, 1) == (f * 0.5 > 1.0 ? f * 0.5 : 1.0));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trial_gain),
         cmocka_unit_test(test_scaled_error),
         cmocka_unit_test(test_rms),
         cmocka_unit_test(test_error_norm),
