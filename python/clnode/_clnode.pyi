@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 STATUS: Dict[str, int]
+LOG_CODES: Dict[str, int]
 
 class Error(Exception):
     status: Optional[str]
