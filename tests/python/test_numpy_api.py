@@ -269,7 +269,7 @@ def test_precision_warning_by_code_not_wording():
     # end to end: the floor's warning comes with its code (fp32 strict far below 16 u)
     with pytest.warns(clnode.PrecisionWarning) as rec:
         s = seed_solve(np.zeros(10), rtol=1e-9, atol=1e-9, max_steps=100000)
-    if s.result == "precision_floor":
+    if s.result == clnode.Result.precision_floor:
         assert any("precision_floor" in str(w.message) for w in rec)
 
 
