@@ -5,24 +5,28 @@
  *
  * Compatibility and SONAME policy. The shared library's SONAME is libclnode.so.<major>, the first
  * number of CLNODE_VERSION_STRING. Within one major version a program built against an older
- * release runs unchanged with any newer one: functions and enum values are only added, and a
- * struct the program allocates only grows at its end. Such a struct tells the library its size:
- * clnode_solve_options, clnode_problem, clnode_context_options, clnode_model_desc,
- * clnode_mpi_options, clnode_sensitivity_options and clnode_certify_options carry it in
- * `struct_size`, which their defaults functions set (they are macros that pass sizeof), as does a
- * program's own clnode_method (set to sizeof by the program); the functions that fill a struct of
- * the program's (clnode_solution_stats, clnode_probe_gemm, clnode_device_facts_get,
- * clnode_sensitivity_get, clnode_sensitivity_judge, clnode_certificate_get,
- * clnode_certificate_sample_get) are macros that pass sizeof as well (the structs of
- * clnode/precision.h they fill also receive the size written in `struct_size`). The
- * library reads only the fields the program knows (the rest keep their defaults) and writes only
- * those. So a new option or statistic is added as a field appended at the end of its struct, with
- * its default set in the defaults function, and nothing else changes. A struct larger than the
- * library knows (a program built against a newer release) is refused with
- * CLNODE_ERR_INVALID_ARGUMENT. Removing, reordering or retyping a field, or changing a signature or
- * a meaning, changes the major version and with it the SONAME. Structs the library allocates and
- * hands out by pointer (clnode_device_info, clnode_backend_info) grow at their end without further
- * ado.
+ * release runs unchanged with any newer one: functions and enum values are only added, and every
+ * public struct only grows at its end. Each carries its size in `struct_size`, its first field.
+ * - Structs the program fills and passes in: clnode_solve_options, clnode_problem,
+ *   clnode_context_options, clnode_model_desc, clnode_mpi_options, clnode_sensitivity_options and
+ *   clnode_certify_options get struct_size from their defaults functions (macros that pass
+ *   sizeof); a program's own clnode_method sets it to sizeof itself. The library reads only the
+ *   fields the program's size covers; the rest keep their defaults.
+ * - Structs the library fills in the program's memory: clnode_trajectory_stats
+ *   (clnode_solution_stats), clnode_probe_result (clnode_probe_gemm), clnode_device_facts
+ *   (clnode_device_facts_get), clnode_sensitivity_stats (clnode_sensitivity_get),
+ *   clnode_judgement (clnode_sensitivity_judge), clnode_certificate_summary
+ *   (clnode_certificate_get) and clnode_certificate_sample (clnode_certificate_sample_get). The
+ *   functions are macros that pass sizeof; the library writes only the fields that size covers
+ *   and sets struct_size to the bytes it wrote.
+ * - Structs the library owns and hands out by pointer: clnode_option_info, clnode_device_info and
+ *   clnode_backend_info. Their struct_size is sizeof at the library's build, so a program built
+ *   against a newer header tests a field with CLNODE_HAS_FIELD before it reads it.
+ * A new option or statistic is a field appended at the end of its struct (with its default set in
+ * the defaults function), and nothing else changes. A size smaller than the first release's of a
+ * struct, or larger than the library knows (a program built against a newer release), is refused
+ * with CLNODE_ERR_INVALID_ARGUMENT. Removing, reordering or retyping a field, or changing a
+ * signature or a meaning, changes the major version and with it the SONAME.
  */
 #ifndef CLNODE_COMMON_H
 #define CLNODE_COMMON_H
@@ -49,6 +53,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* 1 if the struct *p (any struct with struct_size first) has `field`: the field ends within the
+ * struct_size the library set (the policy above). */
+#define CLNODE_HAS_FIELD(p, field)                                                                 \
+    ((size_t)((const char *)&(p)->field - (const char *)(p)) + sizeof((p)->field) <=               \
+     (p)->struct_size)
 
 /* Status codes: 0 is success, errors are negative. One list expands to the enum, the names and
  * the messages, so the three can never disagree. */

@@ -16,8 +16,10 @@ extern "C" {
 
 /* One way to run a solve: a device together with the engine of its strict GEMMs. The host and
  * each CUDA device appear twice ("host" and "host:openblas", "cuda:N" and "cuda:N:cublas"). The
- * library allocates it: fields are only ever appended. */
+ * library allocates it: fields are only ever appended, and a field ends before struct_size when
+ * this library has it. */
 typedef struct clnode_device_info {
+    size_t struct_size;            /* sizeof(clnode_device_info) where the library was compiled */
     char spec[64];                 /* the device string: "host", "host:openblas", "opencl:0",
                                       "cuda:0", "cuda:0:cublas" */
     char backend[16];              /* "host", "opencl" or "cuda" */
@@ -42,8 +44,9 @@ enum {
 };
 
 /* What became of one backend when the devices were listed. The library allocates it: fields are
- * only ever appended. */
+ * only ever appended, and a field ends before struct_size when this library has it. */
 typedef struct clnode_backend_info {
+    size_t struct_size;    /* sizeof(clnode_backend_info) where the library was compiled */
     char name[16];         /* "host", "opencl" or "cuda" */
     int built;             /* 1 if this build of clnode has the backend */
     clnode_status status;  /* outcome of asking it for devices; CLNODE_OK also when it has none */

@@ -38,6 +38,7 @@ CLNODE_API const char *clnode_gemm_class_name(clnode_gemm_class c);
 
 /* Fields are only ever appended (clnode/common.h); clnode_probe_gemm passes the size. */
 typedef struct clnode_probe_result {
+    size_t struct_size; /* the bytes the library wrote */
     clnode_precision precision;
     clnode_gemm_mode gemm_mode;
     int identity_exact;       /* 1 if A . I == A and I . B == B bit for bit */
@@ -68,6 +69,7 @@ CLNODE_API clnode_status clnode_probe_gemm_sized(clnode_context *ctx, clnode_pre
 /* Floating-point facts of a device, as its driver reports them (-1: not reported). Fields are only
  * ever appended (clnode/common.h). */
 typedef struct clnode_device_facts {
+    size_t struct_size;             /* the bytes the library wrote */
     int fp64;                       /* double precision available */
     int fma;                        /* hardware fused multiply-add */
     int denormals;                  /* fp32 denormals supported (not flushed) */

@@ -161,9 +161,11 @@ typedef enum clnode_option_type {
     CLNODE_OPTION_METHOD = 4,  /* a const clnode_method *: one of clnode_method_at(i), by name */
 } clnode_option_type;
 
-/* One entry of the option table, static and owned by the library. Grows at its end. */
+/* One entry of the option table, static and owned by the library. Fields are only ever appended:
+ * a field ends before struct_size when this library has it. */
 typedef struct clnode_option_info {
-    const char *name; /* the field's name: "rtol" */
+    size_t struct_size; /* sizeof(clnode_option_info) where the library was compiled */
+    const char *name;   /* the field's name: "rtol" */
     clnode_option_type type;
     unsigned flags;       /* CLNODE_OPTION_* */
     double default_value; /* as the table's default column; METHOD: index in clnode_method_at */
@@ -283,6 +285,7 @@ CLNODE_API size_t clnode_result_count(void);
 
 /* Fields are only ever appended (clnode/common.h); clnode_solution_stats passes the size. */
 typedef struct clnode_trajectory_stats {
+    size_t struct_size; /* the bytes the library wrote */
     clnode_result result;
     long num_steps; /* attempts: num_accepted + num_rejected */
     long num_accepted;

@@ -39,7 +39,7 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-/* Appends a zeroed entry; NULL when out of memory. */
+/* Appends a zeroed entry (struct_size set); NULL when out of memory. */
 static clnode_device_info *dev_add(clnode_device_list *l)
 {
     if (l->count == l->cap) {
@@ -52,6 +52,7 @@ static clnode_device_info *dev_add(clnode_device_list *l)
     }
     clnode_device_info *d = &l->devs[l->count++];
     memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
     return d;
 }
 
@@ -90,6 +91,7 @@ static clnode_status list_backend(clnode_device_list *l, size_t i, clnode_log_fn
     clnode_backend_info *b = &l->backends[i];
     const char *name = NULL, *why_not = NULL;
     const cln_backend_desc *desc = cln_registry_get(i, &name, &why_not);
+    b->struct_size = sizeof *b;
     copy_str(b->name, sizeof b->name, name);
     b->status = CLNODE_OK;
     if (!desc) {

@@ -362,6 +362,7 @@ clnode_status cln_probe_measure(clnode_context *ctx, cln_probe_gemm_fn gemm, voi
               CLNODE_ERR_INVALID_ARGUMENT, "cln_probe_measure: bad arguments");
     const clnode_gemm_mode mode = out->gemm_mode;
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     out->precision = prec;
     out->gemm_mode = mode;
     pr_work w;
@@ -518,7 +519,8 @@ clnode_status clnode_probe_gemm_sized(clnode_context *ctx, clnode_precision prec
     st = cln_probe_cached(ctx, precision, mode, &r);
     if (st != CLNODE_OK)
         return st;
-    cln_struct_copy(out, size, r, sizeof *r);
+    clnode_probe_result full = *r;
+    cln_struct_fill(out, size, &full, sizeof full);
     return CLNODE_OK;
 }
 
@@ -534,10 +536,11 @@ clnode_status clnode_device_facts_get_sized(clnode_context *ctx, clnode_device_f
     if (st != CLNODE_OK)
         return st;
     clnode_device_facts f;
+    f.struct_size = sizeof f;
     f.fp64 = f.fma = f.denormals = f.correctly_rounded_div_sqrt = -1;
     cln_backend *be = ctx->backend;
     if (be->ops->facts)
         be->ops->facts(be, &f);
-    cln_struct_copy(out, size, &f, sizeof f);
+    cln_struct_fill(out, size, &f, sizeof f);
     return CLNODE_OK;
 }

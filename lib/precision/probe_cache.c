@@ -128,6 +128,7 @@ int cln_probe_cache_load(const clnode_context *ctx, clnode_precision prec, clnod
     int ok = 0;
     clnode_probe_result r;
     memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
     int version = 0, cls = 0;
     if (fgets(line, sizeof line, f) && strcspn(line, "\n") == strlen(key) &&
         strncmp(line, key, strlen(key)) == 0 &&

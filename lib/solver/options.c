@@ -26,20 +26,29 @@ static const int precision_guard_values[] = {CLNODE_GUARD_WARN, CLNODE_GUARD_REF
                                              CLNODE_GUARD_OFF};
 
 /* A CHOICE row names its values NAME_names / NAME_values above; other rows have none. */
-#define CLN_CHOICES_REAL(name) 0, NULL, NULL
-#define CLN_CHOICES_INTEGER(name) 0, NULL, NULL
-#define CLN_CHOICES_BOOLEAN(name) 0, NULL, NULL
-#define CLN_CHOICES_METHOD(name) 0, NULL, NULL
+#define CLN_CHOICES_NONE(name) .n_choices = 0, .choice_names = NULL, .choice_values = NULL
+#define CLN_CHOICES_REAL CLN_CHOICES_NONE
+#define CLN_CHOICES_INTEGER CLN_CHOICES_NONE
+#define CLN_CHOICES_BOOLEAN CLN_CHOICES_NONE
+#define CLN_CHOICES_METHOD CLN_CHOICES_NONE
 #define CLN_CHOICES_CHOICE(name)                                                                   \
-    sizeof name##_names / sizeof name##_names[0], name##_names, name##_values
+    .n_choices = sizeof name##_names / sizeof name##_names[0], .choice_names = name##_names,       \
+    .choice_values = name##_values
 
 #define CLN_WHERE_KERNEL CLNODE_OPTION_KERNEL
 #define CLN_WHERE_HOST 0u
 
 static const clnode_option_info cln_options[] = {
-#define CLN_X_INFO(ctype, name, type, where, def, min, max, flags, doc)                                   \
-    {#name, CLNODE_OPTION_##type, (flags) | CLN_WHERE_##where, (double)(def), (double)(min), (double)(max), doc,     \
-     CLN_CHOICES_##type(name)},
+#define CLN_X_INFO(ctype, name_, type_, where, def, min_, max_, flags_, doc_)                      \
+    {.struct_size = sizeof(clnode_option_info),                                                    \
+     .name = #name_,                                                                               \
+     .type = CLNODE_OPTION_##type_,                                                                \
+     .flags = (flags_) | CLN_WHERE_##where,                                                        \
+     .default_value = (double)(def),                                                               \
+     .min = (double)(min_),                                                                        \
+     .max = (double)(max_),                                                                        \
+     .doc = doc_,                                                                                  \
+     CLN_CHOICES_##type_(name_)},
     CLNODE_SOLVE_OPTION_LIST(CLN_X_INFO)
 #undef CLN_X_INFO
 };

@@ -89,7 +89,8 @@ clnode_status clnode_solution_stats_sized(const clnode_solution *s, size_t traj,
     if (!s || !stats || traj >= s->B ||
         cln_check_struct_size(NULL, "", size, CLN_TRAJECTORY_STATS_MIN, sizeof *stats))
         return CLNODE_ERR_INVALID_ARGUMENT;
-    cln_struct_copy(stats, size, &s->stats[traj], sizeof s->stats[traj]);
+    clnode_trajectory_stats t = s->stats[traj];
+    cln_struct_fill(stats, size, &t, sizeof t);
     return CLNODE_OK;
 }
 
@@ -875,6 +876,7 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     const clnode_precision prec = r->sd.prec;
     const size_t N = s->N;
     clnode_trajectory_stats *t = &s->stats[b];
+    t->struct_size = sizeof *t;
     t->result = (clnode_result)is->result;
     t->num_steps = is->nsteps;
     t->num_accepted = is->nacc;

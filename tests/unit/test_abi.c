@@ -35,6 +35,12 @@
  * options (a program assigning them to these types compiles only against this ABI) */
 _Static_assert(CLNODE_VERSION_MAJOR == 1, "libclnode.so.1");
 _Static_assert(offsetof(clnode_problem, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_trajectory_stats, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_probe_result, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_device_facts, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_option_info, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_device_info, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_backend_info, struct_size) == 0, "struct_size first");
 static clnode_status (*const abi_solve)(clnode_context *, const clnode_model *,
                                         const clnode_solve_options *, const clnode_problem *,
                                         clnode_solution **) = clnode_solve;
@@ -375,6 +381,133 @@ static void test_unknown_sizes_refused(void **state)
     clnode_context_destroy(&ctx);
 }
 
+/* The structs the library fills in the program's memory (clnode_trajectory_stats,
+ * clnode_probe_result, clnode_device_facts): an older program's struct of the first release's size
+ * gets the fields it has, struct_size set to that size and nothing past it; a newer program's
+ * (larger) and one smaller than the first release's are refused, the struct untouched. Oracle:
+ * the same call into this build's full struct, and canary bytes. */
+static void test_filled_structs_sized(void **state)
+{
+    (void)state;
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    const double y0[10] = {0};
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    clnode_solution *sol = NULL;
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+
+    old_struct s;
+    canary(&s, 0);
+    const clnode_trajectory_stats *st = (const void *)s.bytes;
+    assert_int_equal(
+        clnode_solution_stats_sized(sol, 0, (clnode_trajectory_stats *)(void *)s.bytes, STATS_V1),
+        CLNODE_OK);
+    assert_true(canary_intact(&s, STATS_V1));
+    clnode_trajectory_stats full;
+    assert_int_equal(clnode_solution_stats(sol, 0, &full), CLNODE_OK);
+    assert_int_equal(full.struct_size, sizeof full);
+    assert_int_equal(st->struct_size, STATS_V1);
+    assert_true(st->result == full.result && st->num_steps == full.num_steps &&
+                st->num_accepted == full.num_accepted && st->num_rejected == full.num_rejected &&
+                st->num_rhs_evals == full.num_rhs_evals && st->t_final == full.t_final);
+    assert_int_equal(full.num_steps, 12);
+    canary(&s, 0);
+    assert_int_equal(clnode_solution_stats_sized(sol, 0, (clnode_trajectory_stats *)(void *)s.bytes,
+                                                 sizeof full + 8),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solution_stats_sized(sol, 0, (clnode_trajectory_stats *)(void *)s.bytes,
+                                                 STATS_V1 - 1),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_true(canary_intact(&s, 0));
+
+    canary(&s, 0);
+    const clnode_probe_result *pr = (const void *)s.bytes;
+    assert_int_equal(clnode_probe_gemm_sized(ctx, CLNODE_FP32, CLNODE_GEMM_STRICT,
+                                             (clnode_probe_result *)(void *)s.bytes, PROBE_V1),
+                     CLNODE_OK);
+    assert_true(canary_intact(&s, PROBE_V1));
+    clnode_probe_result pf;
+    assert_int_equal(clnode_probe_gemm(ctx, CLNODE_FP32, CLNODE_GEMM_STRICT, &pf), CLNODE_OK);
+    assert_int_equal(pf.struct_size, sizeof pf);
+    assert_int_equal(pr->struct_size, PROBE_V1);
+    assert_true(pr->precision == CLNODE_FP32 && pr->gemm_mode == CLNODE_GEMM_STRICT);
+    assert_true(pr->identity_exact == pf.identity_exact && pr->random_bits == pf.random_bits &&
+                pr->gemm_class == pf.gemm_class && pr->unit_roundoff == pf.unit_roundoff);
+    assert_int_equal(pr->gemm_class, CLNODE_GEMM_CLASS_FP32);
+    canary(&s, 0);
+    assert_int_equal(clnode_probe_gemm_sized(ctx, CLNODE_FP32, CLNODE_GEMM_STRICT,
+                                             (clnode_probe_result *)(void *)s.bytes, PROBE_V1 - 1),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_probe_result: struct_size"));
+    assert_true(canary_intact(&s, 0));
+
+    canary(&s, 0);
+    const clnode_device_facts *df = (const void *)s.bytes;
+    assert_int_equal(
+        clnode_device_facts_get_sized(ctx, (clnode_device_facts *)(void *)s.bytes, FACTS_V1),
+        CLNODE_OK);
+    assert_true(canary_intact(&s, FACTS_V1));
+    clnode_device_facts ff;
+    assert_int_equal(clnode_device_facts_get(ctx, &ff), CLNODE_OK);
+    assert_int_equal(ff.struct_size, sizeof ff);
+    assert_int_equal(df->struct_size, FACTS_V1);
+    assert_true(df->fp64 == 1 && df->fma == ff.fma && df->denormals == ff.denormals &&
+                df->correctly_rounded_div_sqrt == ff.correctly_rounded_div_sqrt);
+    canary(&s, 0);
+    assert_int_equal(
+        clnode_device_facts_get_sized(ctx, (clnode_device_facts *)(void *)s.bytes, sizeof ff + 8),
+        CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    assert_true(canary_intact(&s, 0));
+
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+}
+
+/* The structs the library owns and hands out by pointer (clnode_option_info, clnode_device_info,
+ * clnode_backend_info) carry this build's sizeof, and CLNODE_HAS_FIELD reads it: a field past a
+ * smaller struct_size (as an older library's) is absent. */
+static void test_library_structs_sized(void **state)
+{
+    (void)state;
+    assert_true(clnode_solve_option_count() > 0);
+    for (size_t i = 0; i < clnode_solve_option_count(); ++i) {
+        const clnode_option_info *in = clnode_solve_option_at(i);
+        assert_int_equal(in->struct_size, sizeof *in);
+        assert_true(CLNODE_HAS_FIELD(in, choice_values));
+    }
+    const clnode_option_info *rtol = clnode_solve_option_find("rtol");
+    assert_true(rtol->type == CLNODE_OPTION_REAL && rtol->n_choices == 0);
+    assert_string_equal(clnode_solve_option_find("precision")->choice_names[1], "fp64");
+
+    clnode_device_list *l = NULL;
+    assert_int_equal(clnode_device_list_create(NULL, NULL, &l), CLNODE_OK);
+    assert_true(clnode_device_list_count(l) >= 2); /* "host" and its second engine */
+    for (size_t i = 0; i < clnode_device_list_count(l); ++i) {
+        const clnode_device_info *d = clnode_device_list_get(l, i);
+        assert_int_equal(d->struct_size, sizeof *d);
+        assert_true(CLNODE_HAS_FIELD(d, fp64));
+    }
+    assert_string_equal(clnode_device_list_get(l, 0)->spec, "host");
+    assert_int_equal(clnode_device_list_num_backends(l), 3);
+    for (size_t i = 0; i < clnode_device_list_num_backends(l); ++i) {
+        const clnode_backend_info *b = clnode_device_list_backend(l, i);
+        assert_int_equal(b->struct_size, sizeof *b);
+        assert_true(CLNODE_HAS_FIELD(b, capabilities));
+    }
+    assert_string_equal(clnode_device_list_backend(l, 0)->name, "host");
+    /* an older library's entry, ending before the field */
+    clnode_backend_info old = *clnode_device_list_backend(l, 0);
+    old.struct_size = offsetof(clnode_backend_info, capabilities);
+    assert_false(CLNODE_HAS_FIELD(&old, capabilities));
+    assert_true(CLNODE_HAS_FIELD(&old, note));
+    clnode_device_list_destroy(&l);
+}
+
 /* The lists behind the enums (CLNODE_RESULT_LIST, CLNODE_ACTIVATION_LIST): values 0 to count - 1,
  * each with its own name, the name parsed back to the value, and "unknown" past the end. */
 static void test_name_lists(void **state)
@@ -411,6 +544,8 @@ int main(void)
         cmocka_unit_test(test_old_program_solves),
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
+        cmocka_unit_test(test_filled_structs_sized),
+        cmocka_unit_test(test_library_structs_sized),
         cmocka_unit_test(test_name_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
