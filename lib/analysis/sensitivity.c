@@ -81,8 +81,7 @@ void clnode_sensitivity_default_options_sized(clnode_sensitivity_options *opts, 
 {
     clnode_sensitivity_options d;
     sensitivity_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(opts, size, &d, sizeof d);
+    cln_struct_fill(opts, size, &d, sizeof d);
 }
 
 static void certify_defaults(clnode_certify_options *o)
@@ -100,8 +99,7 @@ void clnode_certify_default_options_sized(clnode_certify_options *opts, size_t s
 {
     clnode_certify_options d;
     certify_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(opts, size, &d, sizeof d);
+    cln_struct_fill(opts, size, &d, sizeof d);
 }
 
 /* The program's sensitivity options (NULL: the defaults, with fp64_spread = 0 for a certificate)
@@ -129,8 +127,7 @@ static clnode_status fill_sized(void *out, size_t size, void *full, size_t min, 
 {
     if (!out || cln_check_struct_size(NULL, "", size, min, full_size) != CLNODE_OK)
         return CLNODE_ERR_INVALID_ARGUMENT;
-    memcpy(full, &size, sizeof size);
-    cln_struct_copy(out, size, full, full_size);
+    cln_struct_fill(out, size, full, full_size);
     return CLNODE_OK;
 }
 

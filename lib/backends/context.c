@@ -26,8 +26,7 @@ void clnode_context_default_options_sized(clnode_context_options *opts, size_t s
 {
     clnode_context_options d;
     cln_context_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(opts, size, &d, sizeof d);
+    cln_struct_fill(opts, size, &d, sizeof d);
 }
 
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,

@@ -106,9 +106,10 @@ static inline void cln_struct_copy(void *dst, size_t dst_size, const void *src, 
     memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
 }
 
-/* A struct the library fills in the program's memory (`full`, this library's struct of full_size
- * bytes, struct_size first): its first `size` bytes, with struct_size = size, the bytes written.
- * The caller has checked size (cln_check_struct_size). */
+/* A struct the library fills in the program's memory of `size` bytes (its defaults, or a result)
+ * from `full`, this library's struct of full_size bytes, struct_size first: the first min(size,
+ * full_size) bytes, with struct_size = size. A result's size is checked first
+ * (cln_check_struct_size). */
 static inline void cln_struct_fill(void *dst, size_t size, void *full, size_t full_size)
 {
     memcpy(full, &size, sizeof size);

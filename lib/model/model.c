@@ -117,8 +117,7 @@ void clnode_model_default_desc_sized(clnode_model_desc *desc, size_t size)
 {
     clnode_model_desc d;
     cln_model_desc_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(desc, size, &d, sizeof d);
+    cln_struct_fill(desc, size, &d, sizeof d);
 }
 
 clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *in,

@@ -355,16 +355,14 @@ void clnode_solve_default_options_sized(clnode_solve_options *opts, size_t size)
 {
     clnode_solve_options d;
     cln_solve_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(opts, size, &d, sizeof d);
+    cln_struct_fill(opts, size, &d, sizeof d);
 }
 
 void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t size)
 {
     clnode_solve_options d;
     cln_solve_seed_defaults(&d);
-    d.struct_size = size;
-    cln_struct_copy(opts, size, &d, sizeof d);
+    cln_struct_fill(opts, size, &d, sizeof d);
 }
 
 clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
@@ -386,8 +384,7 @@ void clnode_problem_default_sized(clnode_problem *p, size_t size)
 {
     clnode_problem d;
     memset(&d, 0, sizeof d); /* no trajectories; every array NULL */
-    d.struct_size = size;
-    cln_struct_copy(p, size, &d, sizeof d);
+    cln_struct_fill(p, size, &d, sizeof d);
 }
 
 clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
