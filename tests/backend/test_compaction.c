@@ -28,6 +28,7 @@
 #include "test_device.h"
 #include "test_util.h"
 #include "test_problem.h"
+#include "test_solution.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -39,34 +40,6 @@ static void count_log(void *user, clnode_log_level level, clnode_log_code code, 
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "compaction:", 11) == 0)
         ++g_compactions;
-}
-
-/* Trajectory b of a and of b agree: stats, final state and every kind of saved point. */
-static void assert_same_row(const clnode_solution *a, const clnode_solution *c, size_t b)
-{
-    const size_t N = clnode_solution_dim(a);
-    clnode_trajectory_stats sa, sc;
-    assert_ok(clnode_solution_stats(a, b, &sa));
-    assert_ok(clnode_solution_stats(c, b, &sc));
-    if (sa.num_steps != sc.num_steps || sa.num_accepted != sc.num_accepted ||
-        sa.result != sc.result || memcmp(&sa.t_final, &sc.t_final, sizeof(double)) != 0)
-        fail_msg("trajectory %zu: %ld steps (%ld accepted), %s, t %.17g compacted; %ld (%ld), %s, "
-                 "t %.17g not",
-                 b, sa.num_steps, sa.num_accepted, clnode_result_name(sa.result), sa.t_final,
-                 sc.num_steps, sc.num_accepted, clnode_result_name(sc.result), sc.t_final);
-    assert_int_equal(sa.num_rhs_evals, sc.num_rhs_evals);
-    if (memcmp(clnode_solution_y_final(a, b), clnode_solution_y_final(c, b), N * sizeof(double)))
-        fail_msg("trajectory %zu: final states differ", b);
-    for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
-        size_t na, nc;
-        const double *ta, *ya, *tc, *yc;
-        assert_ok(clnode_solution_saved(a, b, (clnode_save_kind)k, &na, &ta, &ya));
-        assert_ok(clnode_solution_saved(c, b, (clnode_save_kind)k, &nc, &tc, &yc));
-        if (na != nc)
-            fail_msg("trajectory %zu, saved kind %d: %zu points compacted, %zu not", b, k, na, nc);
-        if (na && (memcmp(ta, tc, na * sizeof(double)) || memcmp(ya, yc, na * N * sizeof(double))))
-            fail_msg("trajectory %zu, saved kind %d: the points differ", b, k);
-    }
 }
 
 /* Solves the batch with compaction on and off and compares them; returns the solution with
@@ -87,7 +60,7 @@ static clnode_solution *solve_both(const clnode_model *m, clnode_solve_options *
         fail_msg("batch %zu: %ld compactions, expected %s", batch, g_compactions,
                  expect ? "some" : "none");
     for (size_t b = 0; b < batch; ++b)
-        assert_same_row(on, off, b);
+        test_assert_same_row(on, b, off, b, "compacted against not", 1);
     clnode_solution_destroy(&off);
     return on;
 }

@@ -26,6 +26,7 @@
 #include "test_device.h"
 #include "test_util.h"
 #include "test_problem.h"
+#include "test_solution.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -38,37 +39,11 @@ static clnode_solution *solve(const clnode_model *m, const clnode_solve_options 
     return s;
 }
 
-/* Trajectory b of `batch` and trajectory a0 of `alone` agree: stats, final state and every
- * kind of saved point, bit for bit. */
+/* Trajectory b of `batch` and trajectory a0 of `alone` agree, bit for bit. */
 static void assert_same_row(const clnode_solution *batch, size_t b, const clnode_solution *alone,
                             size_t a0)
 {
-    const size_t N = clnode_solution_dim(batch);
-    clnode_trajectory_stats sb, sa;
-    assert_ok(clnode_solution_stats(batch, b, &sb));
-    assert_ok(clnode_solution_stats(alone, a0, &sa));
-    if (sb.num_steps != sa.num_steps || sb.num_accepted != sa.num_accepted ||
-        sb.result != sa.result || memcmp(&sb.t_final, &sa.t_final, sizeof(double)) != 0)
-        fail_msg("trajectory %zu: %ld steps (%ld accepted), %s, t %.17g in the batch; alone %ld "
-                 "(%ld), %s, t %.17g",
-                 b, sb.num_steps, sb.num_accepted, clnode_result_name(sb.result), sb.t_final,
-                 sa.num_steps, sa.num_accepted, clnode_result_name(sa.result), sa.t_final);
-    assert_int_equal(sb.num_rhs_evals, sa.num_rhs_evals);
-    assert_memory_equal(clnode_solution_y_final(batch, b), clnode_solution_y_final(alone, a0),
-                        N * sizeof(double));
-    for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
-        size_t nb, na;
-        const double *tb, *yb, *ta, *ya;
-        assert_ok(clnode_solution_saved(batch, b, (clnode_save_kind)k, &nb, &tb, &yb));
-        assert_ok(clnode_solution_saved(alone, a0, (clnode_save_kind)k, &na, &ta, &ya));
-        if (nb != na)
-            fail_msg("trajectory %zu, saved kind %d: %zu points in the batch, %zu alone", b, k, nb,
-                     na);
-        if (nb) {
-            assert_memory_equal(tb, ta, nb * sizeof(double));
-            assert_memory_equal(yb, ya, nb * N * sizeof(double));
-        }
-    }
+    test_assert_same_row(batch, b, alone, a0, "in the batch against alone", 1);
 }
 
 static void assert_same_trajectory(const clnode_solution *batch, size_t b,

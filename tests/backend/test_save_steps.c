@@ -31,6 +31,7 @@
 #include "test_device.h"
 #include "test_util.h"
 #include "test_problem.h"
+#include "test_solution.h"
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
@@ -42,40 +43,6 @@ static void count_log(void *user, clnode_log_level level, clnode_log_code code, 
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "saved steps:", 12) == 0)
         ++g_growths;
-}
-
-/* Trajectory b of a and trajectory c_b of c agree: stats, final state and every kind of saved
- * point, bit for bit. */
-static void assert_same_row(const clnode_solution *a, size_t b, const clnode_solution *c,
-                            size_t c_b, const char *what)
-{
-    const size_t N = clnode_solution_dim(a);
-    clnode_trajectory_stats sa, sc;
-    assert_ok(clnode_solution_stats(a, b, &sa));
-    assert_ok(clnode_solution_stats(c, c_b, &sc));
-    if (sa.num_steps != sc.num_steps || sa.num_accepted != sc.num_accepted ||
-        sa.result != sc.result || memcmp(&sa.t_final, &sc.t_final, sizeof(double)) != 0)
-        fail_msg("%s, trajectory %zu: %ld steps (%ld accepted), %s, t %.17g; the reference %ld "
-                 "(%ld), %s, t %.17g",
-                 what, b, sa.num_steps, sa.num_accepted, clnode_result_name(sa.result), sa.t_final,
-                 sc.num_steps, sc.num_accepted, clnode_result_name(sc.result), sc.t_final);
-    if (memcmp(clnode_solution_y_final(a, b), clnode_solution_y_final(c, c_b), N * sizeof(double)))
-        fail_msg("%s, trajectory %zu: final states differ", what, b);
-    for (int k = CLNODE_SAVE_T0; k <= CLNODE_SAVE_T1; ++k) {
-        size_t na, nc;
-        const double *ta, *ya, *tc, *yc;
-        assert_ok(clnode_solution_saved(a, b, (clnode_save_kind)k, &na, &ta, &ya));
-        assert_ok(clnode_solution_saved(c, c_b, (clnode_save_kind)k, &nc, &tc, &yc));
-        if (na != nc)
-            fail_msg("%s, trajectory %zu, saved kind %d: %zu points, the reference %zu", what, b, k,
-                     na, nc);
-        for (size_t i = 0; i < na; ++i)
-            if (memcmp(ta + i, tc + i, sizeof(double)) ||
-                memcmp(ya + i * N, yc + i * N, N * sizeof(double)))
-                fail_msg("%s, trajectory %zu, saved kind %d: point %zu of %zu differs (t %.17g, "
-                         "the reference %.17g)",
-                         what, b, k, i, na, ta[i], tc[i]);
-    }
 }
 
 /* The saved steps of s against what the solve says independently of them: one point per
@@ -147,7 +114,7 @@ static size_t compare_growth(const clnode_model *m, const clnode_solve_options *
             fail_msg("%s: %ld growths for %zu points", label, grew, most);
         assert_int_equal(check_steps(s), most);
         for (size_t b = 0; b < batch; ++b)
-            assert_same_row(s, b, ref, b, label);
+            test_assert_same_row(s, b, ref, b, label, 0);
         printf("%s: %zu points at most, %ld growths\n", label, most, grew);
         clnode_solution_destroy(&s);
     }
@@ -215,7 +182,7 @@ static void test_rotation_many_doublings(void **state)
             o1pb.t1s = &t1s[b];
             o1pb.dt0s = &dt0s[b];
             clnode_solution *one = solve_with(m, &o1, test_batch(&o1pb, 1, &y0[2 * b]), 0, 1);
-            assert_same_row(one, 0, all, b, "alone");
+            test_assert_same_row(one, 0, all, b, "alone", 0);
             clnode_solution_destroy(&one);
         }
         clnode_solution_destroy(&all);
