@@ -123,11 +123,10 @@ extern "C" __global__ void cln_out_scale_pass(real *C, unsigned long long c_off,
 
 /* cln_bias_act_stage: the last layer's bias + activation on F block i (rows < m, the live rows,
  * as cln_bias_act with C = F block i, ldc = N), when `apply`, and the output scale (as
- * cln_out_scale_pass) when ns != 0; then the stage argument of stage i + 1 (as cln_stage), which needs that element of F block i and the same elements of the
- * blocks before it: one launch and one pass instead of two. Each thread reads back only what it
- * wrote itself.
- *   g = b * ldz + n: b trajectory (0 <= b < KI->B), n column of Z (0 <= n < KI->ldz; the first N
- *   are columns of F).
+ * cln_out_scale_pass) when ns != 0; then the stage argument of stage i + 1 (as cln_stage), which
+ * needs that element of F block i and the same elements of the blocks before it: one launch and one
+ * pass instead of two. Each thread reads back only what it wrote itself. g = b * ldz + n: b
+ * trajectory (0 <= b < KI->B), n column of Z (0 <= n < KI->ldz; the first N are columns of F).
  * has_bias = 0: `bias` is not read (may be NULL); ns = 0: `scale` is not read (may be NULL).
  * act: a CLN_ACT_* code, uniform over the grid. */
 extern "C" __global__ void cln_bias_act_stage(int i, const cln_consts *K, const cln_iconsts *KI,

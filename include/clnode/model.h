@@ -101,14 +101,14 @@ CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_m
 /* Loads a safetensors file: tensors F32 or F64 named "layers.<i>.weight"/"layers.<i>.bias"
  * (equinox) or "<i>.weight"/"<i>.bias" (torch.nn.Sequential, where non-Linear modules leave gaps
  * in the numbering), and optionally "out_scale" (F32 or F64, shape [] or [1]: a scalar, or [N]:
- * one per component; finite), the output scale; string metadata "activation", "final_activation" (default "identity") and
- * "time_input" ("true"/"false", default "false") and "inputs" (the number of conditioning inputs,
- * a decimal integer, default "0"; the first layer's width must make room for them). A metadata
- * key that is none of these but resembles one (another case, blanks or '-' for '_', or within
- * an edit or two: "Final_activation", "activation ", "final_activaton") is refused, naming both
- * keys; other keys are kept (clnode_model_metadata_key). Every length, offset, dtype and shape
- * is checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message naming the problem, an
- * unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
+ * one per component; finite), the output scale; string metadata "activation", "final_activation"
+ * (default "identity") and "time_input" ("true"/"false", default "false") and "inputs" (the number
+ * of conditioning inputs, a decimal integer, default "0"; the first layer's width must make room
+ * for them). A metadata key that is none of these but resembles one (another case, blanks or '-'
+ * for '_', or within an edit or two: "Final_activation", "activation ", "final_activaton") is
+ * refused, naming both keys; other keys are kept (clnode_model_metadata_key). Every length, offset,
+ * dtype and shape is checked; a malformed file gives CLNODE_ERR_BAD_MODEL with a message naming the
+ * problem, an unreadable one CLNODE_ERR_IO. Blocking (reads the file). */
 CLNODE_API clnode_status clnode_model_load_safetensors(clnode_context *ctx, const char *path,
                                                        clnode_model **out);
 

@@ -111,6 +111,29 @@ static clnode_status cln_copy_finite(clnode_context *ctx, clnode_model *m, const
     return CLNODE_OK;
 }
 
+/* The output scale of the description into m (after the layers: the fp32 bookkeeping names the
+ * first parameter beyond the float range in that order). */
+static clnode_status cln_copy_scale(clnode_context *ctx, const clnode_model_desc *d,
+                                    clnode_model *m)
+{
+    const size_t n_out = d->sizes[d->num_layers];
+    if (!d->out_scale) {
+        CLN_CHECK(ctx, d->out_scale_size == 0, CLNODE_ERR_INVALID_ARGUMENT,
+                  "the model's out_scale_size is %zu but out_scale is NULL", d->out_scale_size);
+        return CLNODE_OK;
+    }
+    CLN_CHECK(ctx, d->out_scale_size == 1 || d->out_scale_size == n_out,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "the model's out_scale has %zu values; it takes 1 (a scalar) or the state dimension "
+              "%zu (one per component)",
+              d->out_scale_size, n_out);
+    const clnode_status st = cln_copy_finite(ctx, m, d->out_scale, d->out_scale_size, "out_scale",
+                                             CLN_SCALE_LAYER, &m->out_scale);
+    if (st == CLNODE_OK)
+        m->out_scale_n = d->out_scale_size;
+    return st;
+}
+
 /* The documented defaults (clnode/model.h). A field appended to clnode_model_desc gets its
  * default here (zero, as CLNODE_MODEL_DESC_DEFAULTS promises) and is read only from programs
  * whose struct_size covers it (the sizes policy of clnode/common.h). */
@@ -193,23 +216,7 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
             CLN_TRY(st, cln_copy_finite(ctx, m, d->biases[i], d->sizes[i + 1], "bias", i,
                                         &m->biases[i]));
     }
-    if (d->out_scale) {
-        if (d->out_scale_size != 1 && d->out_scale_size != n_out) {
-            st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
-                          "the model's out_scale has %zu values; it takes 1 (a scalar) or the "
-                          "state dimension %zu (one per component)",
-                          d->out_scale_size, n_out);
-            goto fail;
-        }
-        CLN_TRY(st, cln_copy_finite(ctx, m, d->out_scale, d->out_scale_size, "out_scale",
-                                    CLN_SCALE_LAYER, &m->out_scale));
-        m->out_scale_n = d->out_scale_size;
-    } else if (d->out_scale_size != 0) {
-        st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
-                      "the model's out_scale_size is %zu but out_scale is NULL",
-                      d->out_scale_size);
-        goto fail;
-    }
+    CLN_TRY(st, cln_copy_scale(ctx, d, m));
     *out = m;
     return CLNODE_OK;
 fail:

@@ -721,7 +721,7 @@ static clnode_status cln_st_layers_of(cln_st_loader *L, cln_st_layers *ly)
                             "%s: tensor '%s' is the bias of layer index %lu, which has no weight",
                             L->src, cln_st_show(show, w->name), w->index);
         i++;
-        if (i < L->num_tensors && L->tensors[i].index == w->index) {
+        if (i < L->num_tensors && !L->tensors[i].is_scale && L->tensors[i].index == w->index) {
             b = &L->tensors[i];
             if (!b->is_bias) /* cannot happen after json-c's de-duplication; kept as a guard */
                 return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL, "%s: tensor '%s' appears twice",

@@ -616,9 +616,9 @@ static void cln_release(cln_run *r)
         be->ops->buf_free(be, sd->W[i]);
         be->ops->buf_free(be, sd->bias[i]);
     }
-    cln_buf **all[] = {&sd->Y,  &sd->F,  &sd->Z,  &sd->H[0],  &sd->H[1], &sd->CR,  &sd->CI,
-                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT,  &sd->STY, &sd->PAIRS,
-                       &sd->scale};
+    cln_buf **all[] = {&sd->Y,     &sd->F,   &sd->Z,   &sd->H[0],  &sd->H[1],
+                       &sd->CR,    &sd->CI,  &sd->RS,  &sd->IS,    &sd->TS,
+                       &sd->TSOUT, &sd->STT, &sd->STY, &sd->PAIRS, &sd->scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         be->ops->buf_free(be, *all[i]);
         *all[i] = NULL;

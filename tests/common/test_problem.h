@@ -35,4 +35,35 @@ static inline const clnode_problem *test_batch(clnode_problem *p, size_t batch, 
     return p;
 }
 
+/* A copy of model m with the output scale `scale` (n values: 1, or one per component; NULL: none)
+ * and everything else as m has it (layers, activations, time and conditioning inputs), in *out.
+ * Returns the status of clnode_model_create. */
+static inline clnode_status test_model_scaled(clnode_context *ctx, const clnode_model *m,
+                                              const double *scale, size_t n, clnode_model **out)
+{
+    size_t L = clnode_model_num_layers(m), sizes[65];
+    const double *ws[64], *bs[64];
+    if (L > 64)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    sizes[0] = clnode_model_layer_in(m, 0);
+    for (size_t l = 0; l < L; ++l) {
+        sizes[l + 1] = clnode_model_layer_out(m, l);
+        ws[l] = clnode_model_weight(m, l);
+        bs[l] = clnode_model_bias(m, l);
+    }
+    clnode_model_desc d;
+    clnode_model_default_desc(&d);
+    d.num_layers = L;
+    d.sizes = sizes;
+    d.weights = ws;
+    d.biases = bs;
+    d.activation = clnode_model_activation(m);
+    d.final_activation = clnode_model_final_activation(m);
+    d.time_input = clnode_model_time_input(m);
+    d.num_inputs = clnode_model_num_inputs(m);
+    d.out_scale = scale;
+    d.out_scale_size = scale ? n : 0;
+    return clnode_model_create(ctx, &d, out);
+}
+
 #endif /* CLNODE_TEST_PROBLEM_H */

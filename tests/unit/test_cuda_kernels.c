@@ -24,9 +24,10 @@
 static clnode_context *g_ctx;
 
 /* The kernels lib/backends/cuda/cuda.c creates, by name. */
-static const char *const kernel_names[] = {"cln_init",      "cln_stage",         "cln_finish",
-                                           "cln_bias_act",  "cln_count_active",  "cln_gemm_ordered",
-                                           "cln_swap_rows", "cln_bias_act_stage"};
+static const char *const kernel_names[] = {
+    "cln_init",      "cln_stage",          "cln_finish",
+    "cln_bias_act",  "cln_count_active",   "cln_gemm_ordered",
+    "cln_swap_rows", "cln_bias_act_stage", "cln_out_scale_pass"};
 
 static int contains(const char *image, size_t size, const char *pat, size_t n)
 {

@@ -752,8 +752,9 @@ static void test_too_many_layers(void **state)
     assert_int_equal(clnode_model_num_layers(m), 64);
     clnode_model_destroy(&m);
     free(b);
-    /* 65 layers with biases: 130 tensors, stopped while reading the header. */
-    built_case(ts, 130, act, CLNODE_ERR_BAD_MODEL, "more than 128 tensors");
+    /* 65 layers with biases: 130 tensors, more than 64 layers with biases and an output scale
+     * have, stopped while reading the header. */
+    built_case(ts, 130, act, CLNODE_ERR_BAD_MODEL, "more than 129 tensors");
 }
 
 static void test_bad_metadata(void **state)
@@ -1118,6 +1119,221 @@ static void test_seed_embedded(void **state)
     clnode_model_destroy(&m);
 }
 
+/* ---- the output scale ---- */
+
+/* Tensor "out_scale" beside the layers, F32 and F64, shape [], [1] and [N]: the values, their
+ * count and dtype through the accessors; a file without it has none. */
+static void test_out_scale_load(void **state)
+{
+    (void)state;
+    static const double s1[] = {0.8}, s3[] = {0.5, -1.0 / 3.0, 2.0};
+    struct {
+        const char *dtype;
+        size_t rank, n;
+        const double *v;
+    } cases[] = {{"F32", 0, 1, s1}, {"F64", 0, 1, s1}, {"F32", 1, 1, s1},
+                 {"F64", 1, 1, s1}, {"F64", 1, 3, s3}, {"F32", 1, 3, s3}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        tb_tensor ts[] = {
+            {"layers.0.weight", "F32", 2, {4, 3, 0}, NULL, 1},
+            {"layers.0.bias", "F32", 1, {4, 0, 0}, NULL, 2},
+            {"layers.1.weight", "F32", 2, {3, 4, 0}, NULL, 3},
+            {"out_scale", cases[c].dtype, cases[c].rank, {cases[c].n, 0, 0}, cases[c].v, 0}};
+        static const char *const meta[] = {"activation", "tanh", "final_activation", "tanh", NULL};
+        size_t size;
+        unsigned char *b = tb_build(ts, 4, meta, &size);
+        clnode_model *m = NULL;
+        assert_int_equal(load_mem(b, size, &m), CLNODE_OK);
+        check_layer(m, 0, &ts[0], &ts[1]);
+        check_layer(m, 1, &ts[2], NULL);
+        size_t n = 99;
+        const double *v = clnode_model_out_scale(m, &n);
+        assert_non_null(v);
+        assert_int_equal(n, cases[c].n);
+        for (size_t j = 0; j < n; ++j) /* F32: the value as float32 holds it */
+            assert_true(v[j] == (strcmp(cases[c].dtype, "F32") == 0 ? (double)(float)cases[c].v[j]
+                                                                    : cases[c].v[j]));
+        assert_string_equal(clnode_model_out_scale_dtype(m), cases[c].dtype);
+        clnode_model_destroy(&m);
+        free(b);
+    }
+    /* none: NULL, 0 and no dtype */
+    static const tb_tensor plain[] = {{"0.weight", "F64", 2, {2, 2, 0}, NULL, 1}};
+    size_t size;
+    unsigned char *b = tb_build(plain, 1, NULL, &size);
+    clnode_model *m = NULL;
+    assert_int_equal(load_mem(b, size, &m), CLNODE_OK);
+    size_t n = 99;
+    assert_null(clnode_model_out_scale(m, &n));
+    assert_int_equal(n, 0);
+    assert_null(clnode_model_out_scale(m, NULL));
+    assert_null(clnode_model_out_scale_dtype(m));
+    clnode_model_destroy(&m);
+    free(b);
+}
+
+/* A wrong shape, dtype or value of "out_scale" is refused, naming it; so are a scale of the wrong
+ * size, a non-finite one and a size without values given as arrays. */
+static void test_out_scale_errors(void **state)
+{
+    (void)state;
+    static const double nan1[] = {NAN}, inf3[] = {1.0, INFINITY, 2.0};
+    tb_tensor ts[] = {{"layers.0.weight", "F32", 2, {3, 3, 0}, NULL, 1},
+                      {"out_scale", "F32", 1, {2, 0, 0}, NULL, 2}};
+    built_case(ts, 2, NULL, CLNODE_ERR_BAD_MODEL,
+               "tensor 'out_scale' has shape [2]; the output scale is a scalar (shape [] or [1]) "
+               "or one value per component of the state (shape [3])");
+    ts[1].rank = 2;
+    ts[1].shape[0] = 1;
+    ts[1].shape[1] = 3;
+    built_case(ts, 2, NULL, CLNODE_ERR_BAD_MODEL, "tensor 'out_scale' has shape [1, 3]");
+    ts[1].rank = 1;
+    ts[1].shape[0] = 1;
+    ts[1].dtype = "I32";
+    built_case(ts, 2, NULL, CLNODE_ERR_BAD_MODEL, "tensor 'out_scale' has dtype I32");
+    ts[1].dtype = "F64";
+    ts[1].values = nan1;
+    built_case(ts, 2, NULL, CLNODE_ERR_NONFINITE_INPUT, "tensor 'out_scale' element 0 is NaN");
+    ts[1].shape[0] = 3;
+    ts[1].values = inf3;
+    built_case(ts, 2, NULL, CLNODE_ERR_NONFINITE_INPUT, "tensor 'out_scale' element 1 is +inf");
+    /* the scale alone is no model */
+    built_case(&ts[1], 1, NULL, CLNODE_ERR_BAD_MODEL, "no layers beside 'out_scale'");
+    /* from arrays */
+    static const double W[4] = {1, 2, 3, 4}, two[2] = {1, 2}, three[3] = {1, 2, 3};
+    const double *ws[1] = {W};
+    size_t sizes[2] = {2, 2};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
+    clnode_model *m = NULL;
+    d.out_scale = three;
+    d.out_scale_size = 3;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "out_scale has 3 values"));
+    assert_null(m);
+    d.out_scale_size = 0;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_INVALID_ARGUMENT);
+    d.out_scale = NULL;
+    d.out_scale_size = 1;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "out_scale is NULL"));
+    const double bad[2] = {1.0, NAN};
+    d.out_scale = bad;
+    d.out_scale_size = 2;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_ERR_NONFINITE_INPUT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "out_scale: element 1 is nan"));
+    d.out_scale = two;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_OK);
+    size_t n = 0;
+    assert_memory_equal(clnode_model_out_scale(m, &n), two, sizeof two);
+    assert_int_equal(n, 2);
+    assert_string_equal(clnode_model_out_scale_dtype(m), "F64");
+    clnode_model_destroy(&m);
+}
+
+/* clnode_model_eval of a scaled model is s * (the unscaled model's value), each component's
+ * product rounded once; a scale of 1 gives the unscaled bits. */
+static void test_eval_scaled(void **state)
+{
+    (void)state;
+    enum {
+        N = 3,
+        P = 4
+    };
+    double w0[5 * N], b0[5], w1[N * 5], y[P * N], t[P];
+    for (size_t i = 0; i < 5 * N; ++i) {
+        w0[i] = tb_value(1, i);
+        w1[i] = tb_value(2, i);
+    }
+    for (size_t i = 0; i < 5; ++i)
+        b0[i] = tb_value(3, i);
+    for (size_t i = 0; i < P * N; ++i)
+        y[i] = tb_value(4, i);
+    for (size_t p = 0; p < P; ++p)
+        t[p] = 0.1 * (double)p;
+    const double *ws[2] = {w0, w1}, *bs[2] = {b0, NULL};
+    size_t sizes[3] = {N, 5, N};
+    static const double scalar[1] = {0.8}, per[N] = {0.5, -1.0 / 3.0, 7.25}, ones[N] = {1, 1, 1};
+    const double *forms[4] = {NULL, scalar, per, ones};
+    const size_t counts[4] = {0, 1, N, N};
+    double ref[P * N], got[P * N];
+    for (int f = 0; f < 4; ++f) {
+        clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
+        d.activation = CLNODE_ACT_SOFTPLUS;
+        d.final_activation = CLNODE_ACT_TANH;
+        d.out_scale = forms[f];
+        d.out_scale_size = counts[f];
+        clnode_model *m = NULL;
+        assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_OK);
+        assert_int_equal(clnode_model_eval(g_ctx, m, P, y, t, f ? got : ref), CLNODE_OK);
+        for (size_t i = 0; f && i < P * N; ++i) {
+            const double s = counts[f] == 1 ? forms[f][0] : forms[f][i % N];
+            if (!(got[i] == s * ref[i])) /* exact: one rounding of the product */
+                fail_msg("form %d, element %zu: %.17g, s * unscaled %.17g", f, i, got[i],
+                         s * ref[i]);
+        }
+        if (f == 3)
+            assert_memory_equal(got, ref, sizeof ref);
+        if (f == 1)
+            assert_true(got[0] != ref[0]);
+        clnode_model_destroy(&m);
+    }
+}
+
+/* A model with conditioning inputs (and time): clnode_model_eval refuses it (it passes no
+ * inputs), clnode_model_eval_inputs evaluates [y, t, c] through the layer; the values are sums
+ * of products of short binary fractions, exact whatever the order, computed here by hand. */
+static void test_eval_inputs(void **state)
+{
+    (void)state;
+    enum {
+        N = 2,
+        K = 2,
+        P = 3,
+        IN = N + 1 + K
+    };
+    static const double W[N * IN] = {0.5, -1, 0.25, 2, -0.5, 1, 0.75, -2, 0.5, 1.5};
+    static const double bias[N] = {0.125, -0.25}, scale[1] = {-2.0};
+    const double *ws[1] = {W}, *bs[1] = {bias};
+    size_t sizes[2] = {IN, N};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, bs);
+    d.time_input = 1;
+    d.num_inputs = K;
+    d.out_scale = scale;
+    d.out_scale_size = 1;
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create(g_ctx, &d, &m), CLNODE_OK);
+    static const double y[P * N] = {1, 2, -0.5, 0.25, 3, -1}, t[P] = {0, 0.5, -2};
+    static const double c[P * K] = {1, -1, 0.5, 0.5, -4, 2};
+    double out[P * N];
+    assert_int_equal(clnode_model_eval(g_ctx, m, P, y, t, out), CLNODE_ERR_UNSUPPORTED);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "clnode_model_eval_inputs"));
+    assert_int_equal(clnode_model_eval_inputs(g_ctx, m, P, y, t, NULL, out),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "c is NULL"));
+    assert_int_equal(clnode_model_eval_inputs(g_ctx, m, P, y, t, c, out), CLNODE_OK);
+    for (size_t p = 0; p < P; ++p) {
+        const double in[IN] = {y[p * N], y[p * N + 1], t[p], c[p * K], c[p * K + 1]};
+        for (size_t j = 0; j < N; ++j) {
+            double want = bias[j];
+            for (size_t k = 0; k < IN; ++k)
+                want += W[j * IN + k] * in[k];
+            assert_true(out[p * N + j] == scale[0] * want);
+        }
+    }
+    clnode_model_destroy(&m);
+    /* a model without inputs: the same values from both functions */
+    static const double W2[4] = {0.5, -1, 2, 0.25};
+    const double *ws2[1] = {W2};
+    size_t sizes2[2] = {2, 2};
+    clnode_model_desc d2 = test_mlp_desc(1, sizes2, ws2, NULL);
+    assert_int_equal(clnode_model_create(g_ctx, &d2, &m), CLNODE_OK);
+    double a[P * N], b[P * N];
+    assert_int_equal(clnode_model_eval(g_ctx, m, P, y, NULL, a), CLNODE_OK);
+    assert_int_equal(clnode_model_eval_inputs(g_ctx, m, P, y, NULL, NULL, b), CLNODE_OK);
+    assert_memory_equal(a, b, sizeof a);
+    clnode_model_destroy(&m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1159,6 +1375,10 @@ int main(void)
         cmocka_unit_test(test_large_file_refused_early),
         cmocka_unit_test(test_seed_file),
         cmocka_unit_test(test_seed_embedded),
+        cmocka_unit_test(test_out_scale_load),
+        cmocka_unit_test(test_out_scale_errors),
+        cmocka_unit_test(test_eval_scaled),
+        cmocka_unit_test(test_eval_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -474,10 +474,10 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     struct {
         cudaKernel_t *k;
         const char *name;
-    } ks[] = {{&p->init, "cln_init"},          {&p->stage, "cln_stage"},
-              {&p->finish, "cln_finish"},      {&p->bias_act, "cln_bias_act"},
-              {&p->count, "cln_count_active"}, {&p->gemm, "cln_gemm_ordered"},
-              {&p->swap, "cln_swap_rows"},     {&p->bias_act_stage, "cln_bias_act_stage"},
+    } ks[] = {{&p->init, "cln_init"},           {&p->stage, "cln_stage"},
+              {&p->finish, "cln_finish"},       {&p->bias_act, "cln_bias_act"},
+              {&p->count, "cln_count_active"},  {&p->gemm, "cln_gemm_ordered"},
+              {&p->swap, "cln_swap_rows"},      {&p->bias_act_stage, "cln_bias_act_stage"},
               {&p->scale, "cln_out_scale_pass"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = CU(cudaLibraryGetKernel)(ks[i].k, p->lib, ks[i].name);

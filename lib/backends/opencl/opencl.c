@@ -57,8 +57,8 @@ static const char *const ocl_bias_act_stage_names[OCL_NUM_ACT] = {
 typedef struct ocl_program {
     cl_program prog;
     cl_kernel init, stage, finish, count, tf32, swap;
-    cl_kernel out_scale; /* cln_out_scale_pass */
-    size_t lim_scale;    /* its work-group size limit */
+    cl_kernel out_scale;                   /* cln_out_scale_pass */
+    size_t lim_scale;                      /* its work-group size limit */
     cl_kernel bias_act[OCL_NUM_ACT];       /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
     size_t lim_bias[OCL_NUM_ACT];          /* their work-group size limits */
     cl_kernel bias_act_stage[OCL_NUM_ACT]; /* cln_bias_act_stage_<activation>, likewise */
@@ -479,7 +479,7 @@ static int ocl_select_one(void *user, size_t index, const ocl_dev_info *info)
 
 static void ocl_program_release(ocl_program *p)
 {
-    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->count,
+    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish,   &p->count,
                        &p->tf32, &p->swap,  &p->out_scale};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         if (*ks[i])
