@@ -403,29 +403,47 @@ static int activation_arg(PyObject *o, void *out)
     return 1;
 }
 
-/* Model.from_arrays(weights, biases, activation, final_activation, time_input, num_inputs=0):
- * weights a list of 2-d float64 arrays (out x in), biases a list of 1-d arrays or None. */
+/* The output scale argument of Model.from_arrays: None (*out NULL) or a 1-d float64 array (a new
+ * reference in *out); the library checks its length and values. */
+static int out_scale_arg(PyObject *o, PyArrayObject **out)
+{
+    *out = NULL;
+    if (o == Py_None)
+        return 1;
+    *out = (PyArrayObject *)PyArray_FROMANY(o, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+    return *out != NULL;
+}
+
+/* Model.from_arrays(weights, biases, activation, final_activation, time_input, num_inputs=0,
+ * out_scale=None): weights a list of 2-d float64 arrays (out x in), biases a list of 1-d arrays
+ * or None, out_scale None or a 1-d array of 1 or out values. */
 static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
 {
     (void)cls;
     static char *kwlist[] = {"weights",    "biases",     "activation", "final_activation",
-                             "time_input", "num_inputs", NULL};
-    PyObject *ws, *bs;
+                             "time_input", "num_inputs", "out_scale",  NULL};
+    PyObject *ws, *bs, *so = Py_None;
     clnode_activation act, fact;
     int time_input;
     Py_ssize_t num_inputs = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO&O&p|n", kwlist, &ws, &bs, activation_arg, &act,
-                                     activation_arg, &fact, &time_input, &num_inputs))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO&O&p|nO", kwlist, &ws, &bs, activation_arg,
+                                     &act, activation_arg, &fact, &time_input, &num_inputs, &so))
         return NULL;
     if (num_inputs < 0)
         return PyErr_Format(PyExc_ValueError, "num_inputs must not be negative (got %zd)",
                             num_inputs);
-    ws = PySequence_Fast(ws, "weights must be a sequence of arrays");
-    if (!ws)
+    PyArrayObject *scale = NULL;
+    if (!out_scale_arg(so, &scale))
         return NULL;
+    ws = PySequence_Fast(ws, "weights must be a sequence of arrays");
+    if (!ws) {
+        Py_XDECREF(scale);
+        return NULL;
+    }
     bs = PySequence_Fast(bs, "biases must be a sequence of arrays or None");
     if (!bs) {
         Py_DECREF(ws);
+        Py_XDECREF(scale);
         return NULL;
     }
     PyObject *ret = NULL;
@@ -482,7 +500,9 @@ static PyObject *model_from_arrays(PyObject *cls, PyObject *args, PyObject *kw)
                            .activation = act,
                            .final_activation = fact,
                            .time_input = time_input,
-                           .num_inputs = (size_t)num_inputs};
+                           .num_inputs = (size_t)num_inputs,
+                           .out_scale = scale ? PyArray_DATA(scale) : NULL,
+                           .out_scale_size = scale ? (size_t)PyArray_DIM(scale, 0) : 0};
     clnode_model *m = NULL;
     clnode_status st = clnode_model_create(ctx, &d, &m);
     ret = model_done(st, m);
@@ -496,6 +516,7 @@ done:
     free(bp);
     Py_DECREF(ws);
     Py_DECREF(bs);
+    Py_XDECREF(scale);
     return ret;
 }
 
@@ -532,15 +553,17 @@ static PyObject *model_layer(ModelObject *self, PyObject *arg)
     return Py_BuildValue("(NN)", w, bo);
 }
 
-/* Model.eval(y (n, dim), t (n,) or None) -> dydt (n, dim), float64, by clnode_model_eval. */
+/* Model.eval(y (n, dim), t (n,) or None, c (n, k) or None) -> dydt (n, dim), float64, by
+ * clnode_model_eval_inputs. */
 static PyObject *model_eval(ModelObject *self, PyObject *args)
 {
-    PyObject *yo, *to = Py_None;
-    if (!PyArg_ParseTuple(args, "O|O", &yo, &to))
+    PyObject *yo, *to = Py_None, *co = Py_None;
+    if (!PyArg_ParseTuple(args, "O|OO", &yo, &to, &co))
         return NULL;
     const npy_intp dim = (npy_intp)clnode_model_dim(self->model);
+    const npy_intp k = (npy_intp)clnode_model_num_inputs(self->model);
     PyArrayObject *y = (PyArrayObject *)PyArray_FROMANY(yo, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
-    PyArrayObject *t = NULL;
+    PyArrayObject *t = NULL, *c = NULL;
     PyObject *out = NULL;
     if (!y)
         return NULL;
@@ -559,6 +582,15 @@ static PyObject *model_eval(ModelObject *self, PyObject *args)
             goto done;
         }
     }
+    if (co != Py_None) {
+        c = (PyArrayObject *)PyArray_FROMANY(co, NPY_DOUBLE, 2, 2, NPY_ARRAY_IN_ARRAY);
+        if (!c)
+            goto done;
+        if (PyArray_DIM(c, 0) != n || PyArray_DIM(c, 1) != k) {
+            PyErr_Format(PyExc_ValueError, "c must have shape (%zd, %zd)", n, k);
+            goto done;
+        }
+    }
     npy_intp dims[2] = {n, dim};
     out = PyArray_SimpleNew(2, dims, NPY_DOUBLE);
     clnode_context *ctx = out ? model_ctx() : NULL;
@@ -566,9 +598,9 @@ static PyObject *model_eval(ModelObject *self, PyObject *args)
         Py_CLEAR(out);
         goto done;
     }
-    clnode_status st =
-        clnode_model_eval(ctx, self->model, (size_t)n, PyArray_DATA(y), t ? PyArray_DATA(t) : NULL,
-                          PyArray_DATA((PyArrayObject *)out));
+    clnode_status st = clnode_model_eval_inputs(
+        ctx, self->model, (size_t)n, PyArray_DATA(y), t ? PyArray_DATA(t) : NULL,
+        c ? PyArray_DATA(c) : NULL, PyArray_DATA((PyArrayObject *)out));
     flush_log(&g_model_log, "model");
     if (st != CLNODE_OK) {
         Py_CLEAR(out);
@@ -577,6 +609,7 @@ static PyObject *model_eval(ModelObject *self, PyObject *args)
 done:
     Py_DECREF(y);
     Py_XDECREF(t);
+    Py_XDECREF(c);
     return out;
 }
 
@@ -619,6 +652,21 @@ static PyObject *model_get_num_inputs(ModelObject *self, void *c)
     return PyLong_FromSize_t(clnode_model_num_inputs(self->model));
 }
 
+static PyObject *model_get_out_scale(ModelObject *self, void *c)
+{
+    (void)c;
+    size_t n = 0;
+    const double *s = clnode_model_out_scale(self->model, &n);
+    return s ? copy_doubles(s, (npy_intp)n, 0) : Py_NewRef(Py_None);
+}
+
+static PyObject *model_get_out_scale_dtype(ModelObject *self, void *c)
+{
+    (void)c;
+    const char *d = clnode_model_out_scale_dtype(self->model);
+    return d ? PyUnicode_FromString(d) : Py_NewRef(Py_None);
+}
+
 static PyMethodDef model_methods[] = {
     {"load", model_load, METH_O | METH_CLASS, "Model.load(path): a safetensors file."},
     {"from_bytes", model_from_bytes, METH_O | METH_CLASS,
@@ -627,10 +675,11 @@ static PyMethodDef model_methods[] = {
     {"from_arrays", (PyCFunction)(void (*)(void))model_from_arrays,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "Model.from_arrays(weights, biases, activation, final_activation, time_input, "
-     "num_inputs=0)."},
+     "num_inputs=0, out_scale=None)."},
     {"layer", (PyCFunction)model_layer, METH_O, "layer(i) -> (weight, bias or None), copies."},
     {"eval", (PyCFunction)model_eval, METH_VARARGS,
-     "eval(y, t=None) -> the vector field at the rows of y, float64 (clnode_model_eval)."},
+     "eval(y, t=None, c=None) -> the vector field at the rows of y, float64 "
+     "(clnode_model_eval_inputs)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -641,6 +690,10 @@ static PyGetSetDef model_getset[] = {
     {"time_input", (getter)model_get_time_input, NULL, "the input is [y, t]", NULL},
     {"num_inputs", (getter)model_get_num_inputs, NULL,
      "conditioning inputs k: the input is [y, c] or [y, t, c]", NULL},
+    {"out_scale", (getter)model_get_out_scale, NULL,
+     "the output scale (a float64 copy of 1 or N values), or None", NULL},
+    {"out_scale_dtype", (getter)model_get_out_scale_dtype, NULL,
+     "the output scale's dtype where the model came from (\"F32\", \"F64\"), or None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -2,7 +2,7 @@
 import json
 import os
 import struct
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +16,10 @@ ACTIVATIONS: Tuple[str, ...] = _clnode.activation_names()
 class MLP:
     """A multilayer perceptron vector field, dy/dt = MLP(y) (or MLP([y, t]) with time_input, and
     with `inputs` = k conditioning inputs c, constant per trajectory: MLP([y, c]) or
-    MLP([y, t, c]), c passed to each solve as `args`).
+    MLP([y, t, c]), c passed to each solve as `args`), optionally times an output scale:
+    dy/dt = out_scale * MLP(...), out_scale a scalar or one value per component (N,), one
+    multiplication after the final activation in the state precision, as JAX computes
+    `out_scale * mlp(y)` (diffrax's neural ODE example).
 
     Layer i computes h_{i+1} = act_i(W_i h_i + b_i), W_i of shape (out, in) as in
     torch.nn.Linear and equinox.nn.Linear; every layer but the last uses `activation`, the last
@@ -26,6 +29,7 @@ class MLP:
 
         MLP([w0, w1], [b0, b1], activation="softplus")   # numpy arrays (out x in), biases or None
         MLP([w0, w1], activation="tanh", inputs=3)        # w0 of shape (width, N + 3)
+        MLP([w0, w1], final_activation="tanh", out_scale=0.8)
         MLP.load("model.safetensors"); seed_model(); from_equinox(m); from_torch(net)
     """
 
@@ -34,14 +38,17 @@ class MLP:
     def __init__(self, weights: Sequence[npt.ArrayLike],
                  biases: Optional[Sequence[Optional[npt.ArrayLike]]] = None, *,
                  activation: str = "relu", final_activation: str = "identity",
-                 time_input: bool = False, inputs: int = 0) -> None:
+                 time_input: bool = False, inputs: int = 0,
+                 out_scale: Optional[npt.ArrayLike] = None) -> None:
         ws = _layer_arrays(weights, "weights", 2)
         bs = [None] * len(ws) if biases is None else _layer_arrays(biases, "biases", 1)
         for name, v in (("activation", activation), ("final_activation", final_activation)):
             _args.name_string(v, name)
+        scale = _out_scale_arg(out_scale, int(ws[-1].shape[0]) if ws and ws[-1] is not None
+                               else 0)
         self._m = _clnode.Model.from_arrays(ws, bs, activation, final_activation,
                                             _args.boolean(time_input, "time_input"),
-                                            _num_inputs(inputs))
+                                            _num_inputs(inputs), scale)
 
     @classmethod
     def _wrap(cls, m: _clnode.Model) -> "MLP":
@@ -52,8 +59,8 @@ class MLP:
     @classmethod
     def load(cls, path: "Union[str, os.PathLike[str]]") -> "MLP":
         """Loads a safetensors file (the names and metadata of the C library: "layers.<i>.weight"
-        / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", metadata "activation",
-        "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
+        / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", the output scale "out_scale",
+        metadata "activation", "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
         file, clnode.FileError (an OSError) for an unreadable one."""
         try:
             path = os.fspath(path)
@@ -69,7 +76,8 @@ class MLP:
 
     def to_bytes(self, dtype: Any = "float64") -> bytes:
         """The model as safetensors bytes (equinox names "layers.<i>.weight"/"layers.<i>.bias",
-        tensors in `dtype`: "float64" (exact) or "float32")."""
+        and "out_scale" (shape [] for one value, [N] for one per component) for a model with an
+        output scale; tensors in `dtype`: "float64" (exact) or "float32")."""
         try:  # not None, which numpy reads as float64
             dt = None if dtype is None else np.dtype(dtype)
         except TypeError:
@@ -82,16 +90,20 @@ class MLP:
             "time_input": "true" if self.time_input else "false"}}
         if self.num_inputs:
             header["__metadata__"]["inputs"] = str(self.num_inputs)
-        blobs, off = [], 0
+        tensors: List[Tuple[str, np.ndarray]] = []
         for i, (w, b) in enumerate(self.layers):
-            for name, a in (("weight", w), ("bias", b)):
-                if a is None:
-                    continue
-                raw = np.ascontiguousarray(a, dtype=dt.newbyteorder("<")).tobytes()
-                header[f"layers.{i}.{name}"] = {"dtype": code, "shape": list(a.shape),
-                                                "data_offsets": [off, off + len(raw)]}
-                blobs.append(raw)
-                off += len(raw)
+            tensors += [(f"layers.{i}.{name}", a) for name, a in (("weight", w), ("bias", b))
+                        if a is not None]
+        scale = self.out_scale
+        if scale is not None:
+            tensors.append(("out_scale", scale.reshape(()) if scale.size == 1 else scale))
+        blobs, off = [], 0
+        for key, a in tensors:
+            raw = np.ascontiguousarray(a, dtype=dt.newbyteorder("<")).tobytes()
+            header[key] = {"dtype": code, "shape": list(a.shape),
+                           "data_offsets": [off, off + len(raw)]}
+            blobs.append(raw)
+            off += len(raw)
         h = json.dumps(header, separators=(",", ":")).encode()
         h += b" " * (-len(h) % 8)
         return struct.pack("<Q", len(h)) + h + b"".join(blobs)
@@ -153,12 +165,18 @@ class MLP:
         [y, t, c]), c a per-trajectory constant vector of k values (a solve's `args`)."""
         return self._m.num_inputs
 
+    @property
+    def out_scale(self) -> Optional[np.ndarray]:
+        """The output scale the network's output is multiplied by: None, or a float64 array of 1
+        value (a scalar) or N (one per component)."""
+        return self._m.out_scale
+
     def __call__(self, y: npt.ArrayLike, t: Optional[npt.ArrayLike] = None,
                  args: Optional[npt.ArrayLike] = None) -> np.ndarray:
         """The vector field at y ((N,) or (n, N)), with times t for a time-input model and the
-        conditioning inputs `args` ((k,) or (n, k)) for a model with inputs, in float64: by the C
-        library (clnode_model_eval: the activations every backend uses), or for a model with
-        inputs, which clnode_model_eval does not take, by numpy."""
+        conditioning inputs `args` ((k,) or (n, k)) for a model with inputs, output scale
+        included, in float64, by the C library (clnode_model_eval_inputs: the activations every
+        backend uses)."""
         y = _args.real_array(y, "y", finite=False)
         if y.ndim not in (1, 2):
             raise ValueError(f"y must have shape (N,) or (n, N), not {y.shape}")
@@ -177,10 +195,10 @@ class MLP:
             raise ValueError("this model does not take time as an input (time_input=False): t "
                              "must be None")
         k = self.num_inputs
+        c = None
         if k == 0:
             if args is not None:
                 raise ValueError("this model has no conditioning inputs: args must be None")
-            out = self._m.eval(y2, tt)
         else:
             if args is None:
                 raise ValueError(f"this model takes {k} conditioning inputs: pass args")
@@ -189,9 +207,7 @@ class MLP:
                 raise ValueError(f"args must have shape ({k},) or ({y2.shape[0]}, {k}), not "
                                  f"{c.shape}")
             c = np.broadcast_to(c, (y2.shape[0], k))
-            parts = [y2] + ([tt.reshape(-1, 1)] if tt is not None else []) + [c]
-            out = _numpy_forward(self.layers, self.activation, self.final_activation,
-                                 np.concatenate(parts, axis=1))
+        out = self._m.eval(y2, tt, c)
         return out[0] if single else out
 
     def __eq__(self, other: object) -> bool:
@@ -200,6 +216,10 @@ class MLP:
         if (self.sizes, self.activation, self.final_activation, self.time_input,
                 self.num_inputs) != (other.sizes, other.activation, other.final_activation,
                                      other.time_input, other.num_inputs):
+            return False
+        s, s2 = self.out_scale, other.out_scale
+        if (s is None) != (s2 is None) or (s is not None and s2 is not None and
+                                           not np.array_equal(s, s2)):
             return False
         for (w, b), (w2, b2) in zip(self.layers, other.layers):
             if not np.array_equal(w, w2) or (b is None) != (b2 is None) or \
@@ -210,9 +230,12 @@ class MLP:
     __hash__ = None  # type: ignore[assignment]  # mutable equality: unhashable
 
     def __repr__(self):
+        s = self.out_scale
+        scale = "" if s is None else \
+            f", out_scale={float(s[0])!r}" if s.size == 1 else f", out_scale={s.tolist()!r}"
         return (f"clnode.MLP(sizes={self.sizes}, activation={self.activation!r}, "
                 f"final_activation={self.final_activation!r}, time_input={self.time_input}"
-                + (f", inputs={self.num_inputs})" if self.num_inputs else ")"))
+                + (f", inputs={self.num_inputs}" if self.num_inputs else "") + scale + ")")
 
 
 def _layer_arrays(arrays, name, ndim):
@@ -243,24 +266,19 @@ def _num_inputs(inputs):
     return int(inputs)
 
 
-_NUMPY_ACTS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "identity": lambda x: x,
-    "relu": lambda x: np.maximum(x, 0.0),
-    "tanh": np.tanh,
-    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "softplus": lambda x: np.logaddexp(0.0, x),
-    "silu": lambda x: x / (1.0 + np.exp(-x)),
-    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3))),
-}
-
-
-def _numpy_forward(layers, activation, final_activation, x):
-    """The network on the rows of x in float64 numpy (for checks only: solves never use it)."""
-    h = x
-    for i, (w, b) in enumerate(layers):
-        h = h @ w.T + (0.0 if b is None else b)
-        h = _NUMPY_ACTS[final_activation if i == len(layers) - 1 else activation](h)
-    return h
+def _out_scale_arg(out_scale, dim):
+    """MLP's out_scale, checked: None, or a real scalar or an array of shape (1,) or (dim,) of
+    finite real values, as a 1-d float64 array (booleans, complex and other shapes refused,
+    naming out_scale)."""
+    if out_scale is None:
+        return None
+    a = _args.real_array(out_scale, "out_scale")
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.ndim != 1 or a.shape[0] not in (1, dim):
+        raise ValueError(f"out_scale must be a scalar or an array of shape (1,) or ({dim},) (one "
+                         f"value per component of the state), not of shape {a.shape}")
+    return a
 
 
 def seed_model() -> MLP:
@@ -398,6 +416,54 @@ def _closure_objects(fn):
     return objs
 
 
+def _leaf_name(path):
+    """The field, key or index name of a pytree path's last entry ("" for the root)."""
+    if not path:
+        return ""
+    k = path[-1]
+    for attr in ("name", "key", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def _find_scale(tree, dim, skip):
+    """[(path, value)] of the leaves of a pytree outside its networks (`skip` tells them) whose
+    field name contains "scale" and that are a real scalar or an array of shape (), (1,) or
+    (dim,): the candidates for an output scale."""
+    import jax.tree_util as jtu
+    found = []
+    for path, leaf in jtu.tree_flatten_with_path(tree, is_leaf=skip)[0]:
+        if skip(leaf) or "scale" not in _leaf_name(path).lower():
+            continue
+        if isinstance(leaf, (bool, np.bool_)):
+            continue
+        shape = tuple(getattr(leaf, "shape", ())) if hasattr(leaf, "shape") else (
+            () if isinstance(leaf, (int, float, np.number)) else None)
+        if shape in ((), (1,), (dim,)):
+            found.append((jtu.keystr(path), leaf))
+    return found
+
+
+def _equinox_scale(module, dim):
+    """The output scale found in an equinox module tree (or what a plain function reads), as
+    from_equinox documents: the one leaf named like "*scale*" outside the network, or None."""
+    import equinox as eqx
+
+    def is_net(x):
+        return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
+
+    tree = module
+    if callable(module) and hasattr(module, "__code__") and not _find_equinox_mlp(module):
+        tree = _closure_objects(module)
+    found = _find_scale(tree, dim, is_net)
+    if len(found) > 1:
+        raise ValueError("more than one output scale candidate (" + ", ".join(
+            p or "<root>" for p, _ in found) + "): pass the one the field multiplies by as "
+            "out_scale= (out_scale=1.0: none)")
+    return found[0][1] if found else None
+
+
 def _equinox_parts(module, time_input=None):
     """The pieces of the one MLP found in an equinox module tree: (layers, activation name,
     final activation name, time_input, path); layers hold the pytree's own arrays. A plain
@@ -441,7 +507,8 @@ def _equinox_parts(module, time_input=None):
     return layers, act_name, fact_name, bool(time_input), path
 
 
-def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int = 0) -> MLP:
+def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int = 0,
+                 out_scale: Optional[npt.ArrayLike] = None) -> MLP:
     """The MLP inside an equinox module tree: an `eqx.nn.MLP` (or an `eqx.nn.Sequential` of
     `eqx.nn.Linear` and activation layers) anywhere in `module` (e.g. the seed problem's
     `Func(eqx.Module)` holding `mlp`), with its activation read from the module (relu, tanh,
@@ -449,8 +516,13 @@ def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int 
     network takes [y, t]; None guesses it from the shapes (in == out + inputs + 1). `inputs`: the
     number k of conditioning inputs, for a network of y' = MLP([y, c]) (or MLP([y, t, c])), c
     passed to clnode.solve as args (diffrax's f(t, y, args) = mlp(jnp.concatenate([y, args])));
-    its first layer takes N + k (or N + 1 + k) values. Raises ValueError when there is no MLP,
-    more than one, or an unsupported activation, saying what was found."""
+    its first layer takes N + k (or N + 1 + k) values. `out_scale`: the output scale of a field
+    `out_scale * mlp(y)` (a scalar or one value per component); None (the default) takes the one
+    leaf of the tree outside the network whose field name contains "scale" and that is a scalar
+    or of shape (1,) or (N,) (diffrax's neural ODE example: `Func` with fields `out_scale` and
+    `mlp`), and no scale where there is none; pass out_scale=1.0 for a field that does not
+    multiply by such a leaf. Raises ValueError when there is no MLP, more than one, more than one
+    scale candidate, or an unsupported activation, saying what was found."""
     k = _num_inputs(inputs)
     if time_input is not None:
         time_input = _args.boolean(time_input, "time_input")
@@ -460,7 +532,11 @@ def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int 
     layers, act, fact, ti, _ = _equinox_parts(module, time_input)
     ws = [np.asarray(w, dtype=np.float64) for w, _ in layers]
     bs = [None if b is None else np.asarray(b, dtype=np.float64) for _, b in layers]
-    return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti, inputs=k)
+    if out_scale is None:
+        found = _equinox_scale(module, int(ws[-1].shape[0]))
+        out_scale = None if found is None else np.asarray(found, dtype=np.float64)
+    return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti, inputs=k,
+               out_scale=out_scale)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -491,7 +567,7 @@ def _torch_activation(m):
     return name
 
 
-def _from_torch_sequential(seq, time_input, inputs=0):
+def _from_torch_sequential(seq, time_input, inputs=0, out_scale=None):
     mods = list(seq.children()) if hasattr(seq, "children") else list(seq)
     layers: List[Tuple[np.ndarray, Optional[np.ndarray]]] = []
     acts: List[str] = []
@@ -522,13 +598,43 @@ def _from_torch_sequential(seq, time_input, inputs=0):
     if time_input is None:
         time_input = ws[0].shape[1] == ws[-1].shape[0] + 1 + inputs
     return MLP(ws, bs, activation=inner.pop(), final_activation=final, time_input=time_input,
-               inputs=inputs)
+               inputs=inputs, out_scale=out_scale)
+
+
+def _torch_scale(named, where):
+    """The one output scale among (name, value) pairs: those whose last name part contains
+    "scale", as a float64 array; None where there is none."""
+    found = [(n, v) for n, v in named if "scale" in str(n).split(".")[-1].lower()]
+    if len(found) > 1:
+        raise ValueError(f"{where}: more than one output scale ({', '.join(n for n, _ in found)})"
+                         ": clnode takes one")
+    return (None, None) if not found else (found[0][0], _to_numpy(found[0][1]))
+
+
+def _from_torch_module(model, time_input, inputs):
+    """A custom module holding one nn.Sequential and, beside it, at most one parameter named
+    like "*scale" (the output scale)."""
+    kids = list(model.named_children()) if hasattr(model, "named_children") else \
+        [(k, v) for k, v in vars(model).items() if hasattr(v, "children")]
+    params = list(model.named_parameters(recurse=False)) if hasattr(model, "named_parameters") \
+        else [(k, v) for k, v in vars(model).items() if hasattr(v, "shape")]
+    seqs = [(n, c) for n, c in kids if type(c).__name__ == "Sequential"]
+    if len(seqs) != 1:
+        raise ValueError(f"from_torch takes an nn.Sequential, a state_dict, or a module holding "
+                         f"one nn.Sequential (and optionally an output scale parameter named like "
+                         f"'out_scale'); {type(model).__name__} holds {len(seqs)} Sequential "
+                         "modules (pass the one you mean, or model.state_dict() with activation=)")
+    name, scale = _torch_scale(params, type(model).__name__)
+    return _from_torch_sequential(seqs[0][1], time_input, inputs, scale)
 
 
 def _from_state_dict(sd, activation, final_activation, time_input, inputs=0):
     entries = {}
     prefixes = set()
+    scale_name, scale = _torch_scale(sd.items(), "state_dict")
     for key, value in sd.items():
+        if key == scale_name:
+            continue
         parts = str(key).split(".")
         if len(parts) < 2 or parts[-1] not in ("weight", "bias") or not parts[-2].isdigit():
             raise ValueError(f"state_dict entry {key!r}: clnode reads '<prefix><i>.weight' and "
@@ -554,7 +660,7 @@ def _from_state_dict(sd, activation, final_activation, time_input, inputs=0):
     if time_input is None:
         time_input = ws[0].shape[1] == ws[-1].shape[0] + 1 + inputs
     return MLP(ws, bs, activation=activation, final_activation=final_activation,
-               time_input=time_input, inputs=inputs)
+               time_input=time_input, inputs=inputs, out_scale=scale)
 
 
 def from_torch(model: Any, *, activation: Optional[str] = None,
@@ -566,8 +672,10 @@ def from_torch(model: Any, *, activation: Optional[str] = None,
     arrays; "<prefix><i>.weight" / "<prefix><i>.bias", any common prefix such as "net." or
     "func.mlp.layers." stripped), which needs `activation` (and `final_activation`, default
     identity) since a state_dict does not record them. `inputs`: the number of conditioning
-    inputs k (the first layer takes [y, c] or [y, t, c]), as from_equinox. torch is not needed to
-    call this.
+    inputs k (the first layer takes [y, c] or [y, t, c]), as from_equinox. The output scale of a
+    field `out_scale * net(y)`: a state_dict entry, or a parameter of a module holding one
+    nn.Sequential beside it, whose name ends in a part containing "scale" (e.g. "out_scale",
+    "func.scale"), of shape (), (1,) or (N,). torch is not needed to call this.
     Raises ValueError for anything else, saying what was found and what is supported."""
     if hasattr(model, "items") and not hasattr(model, "children"):
         return _from_state_dict(model, activation, final_activation, time_input,
@@ -576,6 +684,10 @@ def from_torch(model: Any, *, activation: Optional[str] = None,
         if activation is not None:
             raise ValueError("activation= is for state_dicts; a Sequential has its own")
         return _from_torch_sequential(model, time_input, _num_inputs(inputs))
+    if hasattr(model, "named_children") or hasattr(model, "children"):
+        if activation is not None:
+            raise ValueError("activation= is for state_dicts; a module's Sequential has its own")
+        return _from_torch_module(model, time_input, _num_inputs(inputs))
     raise ValueError(f"from_torch takes an nn.Sequential or a state_dict, not "
                      f"{type(model).__name__} (for a custom nn.Module, pass its Sequential "
                      "attribute or model.state_dict() with activation=)")

@@ -71,7 +71,6 @@ def test_result_method_and_activation_names_are_the_library_s():
                            method=method, constant_step=True)
         assert sol.result is clnode.Result.success
     # Python's tables keyed by the library's names cover them all
-    assert set(_model._NUMPY_ACTS) == set(_model.ACTIVATIONS)
     assert set(_model._TORCH_ACTS.values()) == set(_model.ACTIVATIONS)
 
 
