@@ -207,6 +207,23 @@ check("clnode-devices --model --json: the same as one object",
           "trained_by": "someone"} and doc["layers"][1]["bias"] is None and
       doc["layers"][0]["weight"] == {"shape": [10, 10], "dtype": "F32"} and
       doc["time_input"] is False and doc["inputs"] == 0, "exit %d: %s %s" % (rc, out, err))
+# ---- a model with an output scale: y' = 0.5 * (-y), y(t) = y0 exp(-t / 2) ----
+eye = [-1.0 if i == j else 0.0 for i in range(DIM) for j in range(DIM)]
+m = write("scaled.safetensors", safetensors({"layers.0.weight": ([DIM, DIM], eye),
+                                             "out_scale": ([], [0.5])}, {}))
+rc, out, err = run([DEVICES, "--model", m])
+check("clnode-devices --model prints the output scale",
+      rc == 0 and "output scale: 0.5 (1 value: one for every component, F32)" in out,
+      "exit %d: %s %s" % (rc, out, err))
+rc, out, err = run([DEVICES, "--model", m, "--json"])
+check("clnode-devices --model --json: out_scale",
+      rc == 0 and json.loads(out)["out_scale"] == {"values": [0.5], "dtype": "F32"}, out + err)
+rc, d, err = solve_json(["--model", m, "--y0", CSV_ROW, "--precision", "fp64", "--rtol", "1e-10",
+                         "--atol", "1e-12"])
+got = d["trajectories"][0]["y_final"] if rc == 0 and d else None
+check("clnode-solve --model with an output scale solves y0 exp(-s t)",
+      got is not None and all(abs(g - v * 0.7788007830714049) <= 1e-8 * abs(v) + 1e-12
+                              for g, v in zip(got, ROW)), "exit %d: %s %s" % (rc, got, err))
 expect("clnode-devices --model with --no-probe is refused, not ignored",
        run([DEVICES, "--model", m, "--no-probe"]), 2, err_has="--no-probe has no meaning")
 expect("clnode-devices --model names a misspelt key too",

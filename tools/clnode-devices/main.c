@@ -52,11 +52,13 @@ static void usage(FILE *f)
           "  --no-probe   list devices and facts only (no GEMM is run)\n"
           "  --model FILE instead: what the model file says, as clnode reads it: each layer's\n"
           "               weight and bias with shape and dtype, the activations, the inputs\n"
-          "               (state, time, conditioning), and every __metadata__ key, those\n"
-          "               clnode does not read included (--json: {\"format_version\": 1,\n"
-          "               \"model\", \"dim\", \"layers\": [{\"weight\": {\"shape\", \"dtype\"},\n"
-          "               \"bias\": {...} or null}], \"activation\", \"final_activation\",\n"
-          "               \"time_input\", \"inputs\", \"metadata\": {key: value}})\n"
+          "               (state, time, conditioning), the output scale (tensor out_scale),\n"
+          "               and every __metadata__ key, those clnode does not read included\n"
+          "               (--json: {\"format_version\": 1, \"model\", \"dim\", \"layers\":\n"
+          "               [{\"weight\": {\"shape\", \"dtype\"}, \"bias\": {...} or null}],\n"
+          "               \"activation\", \"final_activation\", \"time_input\", \"inputs\",\n"
+          "               \"out_scale\": null or {\"values\", \"dtype\"}, \"metadata\":\n"
+          "               {key: value}})\n"
           "  --help, -h   this text      --version   the version\n"
           "\n"
           "JSON (--json): {\"format_version\": 1, \"clnode_version\", \"backends\": [{\"name\",\n"
@@ -402,6 +404,26 @@ static void print_text(const clnode_device_list *l, const dev_report *reps, size
     print_probes(reps, n);
 }
 
+/* The model's output scale: JSON null or {"values": [...], "dtype"}; text "none" or the values
+ * and their dtype. */
+static void print_scale(const clnode_model *m, int json)
+{
+    size_t n = 0;
+    const double *s = clnode_model_out_scale(m, &n);
+    if (!s) {
+        fputs(json ? "null" : "none", stdout);
+        return;
+    }
+    fputs(json ? "{\"values\": [" : "", stdout);
+    for (size_t i = 0; i < n; ++i)
+        printf("%s%.17g", i ? ", " : "", s[i]);
+    if (json)
+        printf("], \"dtype\": \"%s\"}", clnode_model_out_scale_dtype(m));
+    else
+        printf(" (%zu value%s, %s)", n, n == 1 ? ": one for every component" : "s",
+               clnode_model_out_scale_dtype(m));
+}
+
 /* --model FILE: everything the loader read from a safetensors file, as text or JSON. Returns
  * the exit status. */
 static int print_model(const char *path, int json)
@@ -438,8 +460,10 @@ static int print_model(const char *path, int json)
                 printf("null}");
         }
         printf("], \"activation\": \"%s\", \"final_activation\": \"%s\", \"time_input\": %s, "
-               "\"inputs\": %zu, \"metadata\": {",
+               "\"inputs\": %zu, \"out_scale\": ",
                act, fin, clnode_model_time_input(m) ? "true" : "false", clnode_model_num_inputs(m));
+        print_scale(m, 1);
+        printf(", \"metadata\": {");
         for (size_t i = 0; i < nm; ++i) {
             fputs(i ? ", " : "", stdout);
             tool_json_str(stdout, clnode_model_metadata_key(m, i));
@@ -463,7 +487,9 @@ static int print_model(const char *path, int json)
         printf("  input: state (%zu)%s, %zu conditioning input%s\n", clnode_model_dim(m),
                clnode_model_time_input(m) ? " and time (1)" : ", no time",
                clnode_model_num_inputs(m), clnode_model_num_inputs(m) == 1 ? "" : "s");
-        printf("metadata: %zu key%s\n", nm, nm == 1 ? "" : "s");
+        fputs("  output scale: ", stdout);
+        print_scale(m, 0);
+        printf("\nmetadata: %zu key%s\n", nm, nm == 1 ? "" : "s");
         for (size_t i = 0; i < nm; ++i) {
             fputs("  ", stdout);
             tool_json_str(stdout, clnode_model_metadata_key(m, i));
