@@ -112,6 +112,8 @@ static void test_defaults_write_only_the_old_fields(void **state)
                 di.weights == dd.weights && di.biases == dd.biases);
     assert_true(di.activation == dd.activation && di.final_activation == dd.final_activation &&
                 di.time_input == dd.time_input && di.num_inputs == dd.num_inputs);
+    assert_true(di.out_scale == NULL && dd.out_scale == NULL && di.out_scale_size == 0 &&
+                dd.out_scale_size == 0);
 
     canary(&s, 0);
     clnode_problem_default_sized((clnode_problem *)(void *)s.bytes, PROBLEM_V1);
@@ -228,6 +230,9 @@ static void test_old_model_desc(void **state)
     assert_int_equal(clnode_model_time_input(m), 0);
     assert_null(clnode_model_bias(m, 0));
     assert_memory_equal(clnode_model_weight(m, 1), w1, sizeof w1);
+    size_t n = 1;
+    assert_null(clnode_model_out_scale(m, &n)); /* the canaries past it are no scale */
+    assert_int_equal(n, 0);
     clnode_model_destroy(&m);
     clnode_context_destroy(&ctx);
 }
