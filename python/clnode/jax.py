@@ -17,13 +17,21 @@ function (a lambda) from its closure or a global. The forms recognised are
     f(t, y, args) = mlp(jnp.concatenate([y, t[None], args])) # y' = MLP([y, t, c])
 
 with args one array of k values (a trajectory's conditioning inputs); which one is read from the
-first layer's width (N, N + 1, N + k, N + 1 + k; with k = 1 and N + 1 inputs, [y, args]). The
-vector field is then evaluated at random points with the caller's args (under vmap, each
-trajectory's own) and compared with that MLP: anything else (another order, scaling, args used
-otherwise) is refused with a ValueError, never solved as something else. It works under jax.jit
-and jax.vmap over y0, t0, t1, dt0 and args (a vmapped call is one batched clnode solve with
-per-trajectory t0s/t1s/dt0s and inputs, through jax.pure_callback(vmap_method="expand_dims")),
-on CPU arrays. It computes no gradients: train with diffrax, solve with clnode.
+first layer's width (N, N + 1, N + k, N + 1 + k; with k = 1 and N + 1 inputs, [y, args]). Each
+form may multiply the network's output by a constant s, a scalar or one value per component:
+
+    f(t, y, args) = self.out_scale * self.mlp(y)             # y' = s * MLP(y)
+
+where s is any expression of the field's leaves that does not involve y, t or args (a learnt
+scalar, jnp.exp(log_scale), ...). s is read by evaluating the field with the network replaced
+by ones, and solved exactly as JAX computes `s * mlp(y)`: one multiplication after the final
+activation. The vector field is then evaluated at random points with the caller's args (under
+vmap, each trajectory's own) and compared with s * MLP, on every call with that call's values:
+anything else (another order, terms added, args used otherwise) is refused with a ValueError,
+never solved as something else. It works under jax.jit and jax.vmap over y0, t0, t1, dt0, args
+and SaveAt(ts=...) (a vmapped call is one batched clnode solve with per-trajectory t0s/t1s/dt0s,
+inputs and save times, through jax.pure_callback(vmap_method="expand_dims")), on CPU arrays. It
+computes no gradients: train with diffrax, solve with clnode.
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
@@ -143,8 +151,9 @@ def _saveat_options(saveat):
     if ts is not None and np.ndim(ts) != 1:
         raise ValueError(f"SaveAt(ts=...) must be a 1-d array of times, not of shape "
                          f"{tuple(np.shape(ts))}"
-                         + (": per-trajectory save times (B, T) are not supported yet"
-                            if np.ndim(ts) == 2 else ""))
+                         + (" (as diffrax.diffeqsolve; for each trajectory its own times, "
+                            "jax.vmap over them: every trajectory of the batch passes its own "
+                            "1-d ts)" if np.ndim(ts) == 2 else ""))
     return (_args.boolean(sub.t0, "SaveAt(t0=...)"), _args.boolean(sub.t1, "SaveAt(t1=...)"),
             bool(steps), ts)
 
@@ -162,10 +171,12 @@ def _leaves_concrete(tree):
 def _check_message(err, where, k=0):
     form = (f"MLP(jnp.concatenate([y, args])) (or [y, t, args]) with args of {k} values" if k
             else "an MLP of y (or of y and t)")
-    return (f"clnode solves vector fields f(t, y, args) that are {form}, and this one is not the "
-            f"MLP found in it at {where}: the largest relative difference at random points is "
-            f"{err:.3g}. (Found the network but the vector field does more with it, such as "
-            "scaling, adding terms, another order of [y, t, args] or args used otherwise?)")
+    return (f"clnode solves vector fields f(t, y, args) that are {form} times a constant s, "
+            f"and this one is not the MLP found in it at {where} times its factor s (read with "
+            "the network replaced by ones): the largest relative difference at random points is "
+            f"{err:.3g}. (Found the network but the vector field does more with it than scale "
+            "its output, such as adding terms, another order of [y, t, args] or args used "
+            "otherwise?)")
 
 
 def _compare(fields, mlp, ys, ts, cs):
@@ -228,6 +239,75 @@ def _find_model(vf, n, args):
     return layers, act, fact, ti, k, path
 
 
+class _Ones:
+    """The stand-in for the MLP found in a vector field when its factor is read: called as the
+    network is (x, key=None), it returns ones of the network's output width, so that the field
+    evaluates to the factor it multiplies the network's output by (s for s * mlp(y))."""
+
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+
+    def __call__(self, x, *, key=None):
+        del key
+        return jnp.ones(np.shape(x)[:-1] + (self.n,), self.dtype)
+
+
+def _replace_net(vf, stand_in):
+    """The vector field with its one MLP (or Sequential) replaced by `stand_in`: in its module
+    tree, or for a plain function in what it reads (its closure cells and the globals its code
+    names), as _model._equinox_parts finds the network."""
+    import equinox as eqx
+    import jax.tree_util as jtu
+
+    def is_net(x):
+        return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
+
+    def sub(tree):
+        return jtu.tree_map(lambda x: stand_in if is_net(x) else x, tree, is_leaf=is_net)
+
+    if _model._find_equinox_mlp(vf) or not hasattr(vf, "__code__"):
+        return sub(vf)
+    cells = []
+    for cell in vf.__closure__ or ():
+        try:
+            cells.append(types.CellType(sub(cell.cell_contents)))
+        except ValueError:  # an empty cell stays empty
+            cells.append(cell)
+    glb = dict(vf.__globals__)
+    for name in vf.__code__.co_names:
+        if name in glb:
+            glb[name] = sub(glb[name])
+    fn = types.FunctionType(vf.__code__, glb, vf.__name__, vf.__defaults__,
+                            tuple(cells) if vf.__closure__ else None)
+    fn.__kwdefaults__ = vf.__kwdefaults__
+    return fn
+
+
+def _scale_message(where, what):
+    return (f"clnode solves vector fields s * MLP(...) with s a constant (a scalar or one value "
+            f"per component), and this one is not that for the MLP found in it at {where}: "
+            f"{what}")
+
+
+def _out_scale(svals, where):
+    """The output scale from the factor's values at the check points (_CHECK_POINTS x N, the
+    field with its network replaced by ones): None when it is 1 (the field is the network
+    itself), a float when one value for every component, else N values. Refused when it changes
+    from point to point (it depends on y or t) or is not finite."""
+    sv = np.asarray(svals, np.float64).reshape(_CHECK_POINTS, -1)
+    if not np.all(np.isfinite(sv)):
+        raise ValueError(_scale_message(where, "the factor of its output is not finite"))
+    if not np.all(sv == sv[0]):
+        raise ValueError(_scale_message(where, "the factor of its output changes with y or t "
+                                        "(the field does more with the network than scale it)"))
+    s = sv[0]
+    if np.all(s == 1.0):
+        return None
+    if np.all(s == s[0]):
+        return float(s[0])
+    return np.ascontiguousarray(s)
+
+
 def _per_trajectory(x, lead):
     """A time operand of the callback as one float (the same for every trajectory) or one value
     per trajectory (unbatched operands have size-1 axes under vmap_method="expand_dims")."""
@@ -240,23 +320,45 @@ def _per_trajectory(x, lead):
 
 
 def _check_save_ts(ts, t0, t1):
-    """diffrax refuses save times outside [t0, t1] (under vmap, outside any trajectory's
-    interval): so does clnode.jax.diffeqsolve, naming the trajectory. (clnode.solve instead clips
-    a shared list to each trajectory's interval.)"""
-    t0 = np.atleast_1d(t0)
-    t1 = np.atleast_1d(t1)
-    t0, t1 = np.broadcast_arrays(t0, t1)
-    lo, hi = np.minimum(t0, t1), np.maximum(t0, t1)
-    if ts.size == 0:
+    """diffrax refuses save times outside [t0, t1] and save times out of order: so does
+    clnode.jax.diffeqsolve, naming the trajectory. ts: one list (T,) for every trajectory, or
+    (B, T), each trajectory its own (under jax.vmap over the save times); t0, t1: scalars or
+    one per trajectory. (clnode.solve instead clips a shared list to each trajectory's
+    interval.)"""
+    rows = np.atleast_2d(np.asarray(ts, np.float64))
+    if rows.size == 0:
         return
-    bad = (ts.min() < lo) | (ts.max() > hi)
-    if np.any(bad):
+    t0, t1 = np.broadcast_arrays(np.atleast_1d(t0), np.atleast_1d(t1))
+    lo, hi = np.minimum(t0, t1), np.maximum(t0, t1)
+    sign = np.where(t1 >= t0, 1.0, -1.0)
+    many = max(t0.size, rows.shape[0]) > 1
+    back = sign[:, None] * np.diff(rows, axis=1) < 0
+    outside = (rows.min(axis=1) < lo) | (rows.max(axis=1) > hi)
+    for bad, what, theirs in (
+            (np.any(back, axis=1), "is not monotone in the direction of integration (from t0 "
+             "= {a:g} to t1 = {b:g})", "saveat.ts must be increasing or decreasing."),
+            (outside, "has times outside the interval [{a:g}, {b:g}]",
+             "saveat.ts must lie between t0 and t1.")):
+        bad = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, lo.shape))
+        if not np.any(bad):
+            continue
         b = int(np.flatnonzero(bad)[0])
-        who = f" of trajectory {b}" if t0.size > 1 else ""
-        raise ValueError(f"clnode.jax.diffeqsolve: SaveAt(ts=...) has times outside the interval"
-                         f"{who} [{t0[b]:g}, {t1[b]:g}]; diffrax.diffeqsolve refuses this too "
-                         "(\"saveat.ts must lie between t0 and t1\"). clnode.solve saves a shared "
-                         "list clipped to each trajectory's interval")
+        row = rows[b if rows.shape[0] > 1 else 0]
+        who = f" of trajectory {b}" if many else ""
+        where = what.format(a=t0[b % t0.size], b=t1[b % t1.size])
+        raise ValueError(f"clnode.jax.diffeqsolve: SaveAt(ts=...){who} {where} (its times: "
+                         f"{np.array2string(row, precision=6, threshold=8)}); "
+                         f"diffrax.diffeqsolve refuses this too (\"{theirs}\")")
+
+
+def _save_rows(ts_, lead, n_ts):
+    """The callback's save-times operand as clnode.solve takes it: one list (n_ts,) when it is
+    the same operand for the whole batch (size-1 axes under vmap_method="expand_dims"), else
+    each trajectory its own row, (B, n_ts) (jax.vmap over the save times, as per-sample ts)."""
+    a = np.asarray(ts_, np.float64)
+    if all(d == 1 for d in a.shape[:-1]):
+        return a.reshape(n_ts)
+    return np.ascontiguousarray(np.broadcast_to(a, tuple(lead) + (n_ts,)).reshape(-1, n_ts))
 
 
 def _squeeze_unbatched(a, core_ndim, name):
@@ -267,8 +369,8 @@ def _squeeze_unbatched(a, core_ndim, name):
         if np.all(a == a.reshape((-1,) + a.shape[len(lead):])[0]):
             return a.reshape((-1,) + a.shape[len(lead):])[0]
         raise ValueError(f"clnode.jax.diffeqsolve: vmapping over {name} is not supported "
-                         "(clnode solves one model with one list of save times for every "
-                         "trajectory of a batch; vmap over y0, t0, t1, dt0 and args)")
+                         "(clnode solves one model for every trajectory of a batch; vmap over "
+                         "y0, t0, t1, dt0, args and SaveAt(ts=...))")
     return a.reshape(a.shape[len(lead):])
 
 
@@ -343,6 +445,11 @@ def _check_traced(ts_op, t0a, t1a, dt0a):
                              "outside the interval [t0, t1] (of a trajectory, under jax.vmap); "
                              "diffrax.diffeqsolve refuses this too (\"saveat.ts must lie "
                              "between t0 and t1\")")
+        back = jnp.any(jnp.where(t1a >= t0a, 1, -1) * (ts_op[1:] - ts_op[:-1]) < 0)
+        ts_op = eqx.error_if(ts_op, back, "clnode.jax.diffeqsolve: SaveAt(ts=...) is not "
+                             "monotone in the direction of integration (of a trajectory, under "
+                             "jax.vmap); diffrax.diffeqsolve refuses this too (\"saveat.ts must "
+                             "be increasing or decreasing.\")")
     return ts_op, dt0a
 
 
@@ -374,11 +481,26 @@ def _host_callback(p, failures, jitting, shapes):
     exception is kept for diffeqsolve to raise as it is (under jit it is raised, reaching the
     caller inside XLA's runtime error); shapes: the outputs' ShapeDtypeStructs."""
 
-    def batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+    def batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params):
         # the batch: every vmapped operand has the full leading axes, the others size-1 axes
         return np.broadcast_shapes(np.shape(y)[:-1], np.shape(t0_), np.shape(t1_),
                                    np.shape(dt0_), np.shape(c_)[:-1] if p.k else (),
-                                   np.shape(fv)[:-2] if p.deferred_check else ())
+                                   np.shape(ts_)[:-1] if p.save_ts is not None else (),
+                                   np.shape(fv)[:-2] if p.deferred_check else (),
+                                   np.shape(sv)[:-2] if p.deferred_check else ())
+
+    scaled: Dict[Any, Any] = {}  # the last model given a scale, for the next call's
+
+    def with_scale(m, s):
+        if s is None:
+            return m
+        key = (id(m), np.asarray(s, np.float64).tobytes())
+        if key not in scaled:
+            scaled.clear()
+            scaled[key] = _model.MLP(m.weights, m.biases, activation=m.activation,
+                                     final_activation=m.final_activation,
+                                     time_input=m.time_input, inputs=m.num_inputs, out_scale=s)
+        return scaled[key]
 
     def host(*operands):
         try:
@@ -390,9 +512,9 @@ def _host_callback(p, failures, jitting, shapes):
             lead = batch_shape(*operands)
             return tuple(np.zeros(lead + s.shape, s.dtype) for s in shapes)
 
-    def solve_batch(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
+    def solve_batch(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params):
         y = np.asarray(y)
-        lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, *params)
+        lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params)
         yb = np.broadcast_to(y, lead + (p.n,)).reshape(-1, p.n)
         B = yb.shape[0]
         t0v = _per_trajectory(t0_, lead)
@@ -411,6 +533,11 @@ def _host_callback(p, failures, jitting, shapes):
                 bs.append(_squeeze_unbatched(ps[j], 1, "the model's parameters") if hb else None)
                 j += hb
             m = p.make_mlp(ws, bs)
+        s = p.scale
+        if p.deferred_check:
+            s = _out_scale(_squeeze_unbatched(np.asarray(sv), 2, "the vector field's output "
+                                              "scale"), p.path or "the root")
+        m = with_scale(m, s)
         if p.deferred_check:
             fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, p.n)).reshape(B, -1)
             err = _compare(fvs, m, np.asarray(p.chk_y, y.dtype), np.asarray(p.chk_t, y.dtype),
@@ -419,7 +546,7 @@ def _host_callback(p, failures, jitting, shapes):
                 raise ValueError(_check_message(err, p.path or "the root", p.k))
         tsv = None
         if p.save_ts is not None:
-            tsv = _squeeze_unbatched(np.asarray(ts_), 1, "SaveAt(ts=...)")
+            tsv = _save_rows(ts_, lead, p.n_ts)
             _check_save_ts(tsv, t0v, t1v)
         sa = _solve.SaveAt(t0=p.save_t0, t1=p.save_t1, ts=tsv, steps=p.save_steps) \
             if (p.save_t0 or p.save_t1 or p.save_steps or tsv is not None) else None
@@ -441,11 +568,15 @@ def _host_callback(p, failures, jitting, shapes):
 
 def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time_input, k,
                         path):
-    """The check of the vector field against the MLP found in it: its values at a few random
-    points (and times) with the caller's args (each trajectory's own under vmap), compared
-    here when everything is concrete, else in the callback (deferred). Returns the pieces the
-    solve needs: mlp (None for traced parameters), make_mlp, the check points, tol, the field's
-    values there (fvals), args_op, weights, biases, deferred."""
+    """The check of the vector field against s * MLP, s the factor the field multiplies the
+    network found in it by (1 for the network itself): the field's values at a few random points
+    (and times) with the caller's args (each trajectory's own under vmap), and the field's values
+    there with the network replaced by ones (s itself, which must not change from point to
+    point), compared here when everything is concrete, else in the callback of every call
+    (deferred), with that call's values. Returns the pieces the solve needs: mlp (without its
+    scale; None for traced parameters), scale (when not deferred), make_mlp, the check points,
+    tol, the field's and the factor's values there (fvals, svals), args_op, weights, biases,
+    deferred."""
     n = int(y0.shape[0])
     rng = np.random.default_rng(20240917)
     chk_y = rng.standard_normal((_CHECK_POINTS, n))
@@ -453,19 +584,21 @@ def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time
     thi = _static_float(t1, "t1") if not _is_tracer(t1) else 1.0
     chk_t = tlo + (thi - tlo) * rng.random(_CHECK_POINTS)
     tol = 1e-4 if precision == "fp32" else 1e-9
+    where = path or "the root"
+    factor = _replace_net(vf, _Ones(n, y0.dtype))
 
-    def field_at_points():
-        f = jax.vmap(lambda t, y: vf(t, y, args))
+    def at_points(field):
+        f = jax.vmap(lambda t, y: field(t, y, args))
         return f(jnp.asarray(chk_t, y0.dtype), jnp.asarray(chk_y, y0.dtype))
 
     weights = [w for w, _ in layers]
     biases = [b for _, b in layers]
 
-    def make_mlp(ws, bs):
+    def make_mlp(ws, bs, scale=None):
         return _model.MLP([np.asarray(w, np.float64) for w in ws],
                           [None if b is None else np.asarray(b, np.float64) for b in bs],
                           activation=act, final_activation=fact, time_input=time_input,
-                          inputs=k)
+                          inputs=k, out_scale=scale)
 
     args_op = None
     if k:
@@ -475,18 +608,22 @@ def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time
     mlp = make_mlp(weights, biases) if _leaves_concrete(layers) else None
     deferred_check = mlp is None or not _leaves_concrete(vf) or \
         (args is not None and not _leaves_concrete(args))
+    scale = None
     if not deferred_check:
-        fvals = _model._eager(lambda: np.asarray(field_at_points()))
+        fvals = _model._eager(lambda: np.asarray(at_points(vf)))
+        svals = _model._eager(lambda: np.asarray(at_points(factor)))
+        scale = _out_scale(svals, where)
         c = None if not k else np.asarray(args_op, np.float64).reshape(1, k)
-        err = _compare(fvals.reshape(1, -1), mlp, np.asarray(chk_y, y0.dtype),
-                       np.asarray(chk_t, y0.dtype), c)
+        err = _compare(fvals.reshape(1, -1), make_mlp(weights, biases, scale),
+                       np.asarray(chk_y, y0.dtype), np.asarray(chk_t, y0.dtype), c)
         if not err <= tol:
-            raise ValueError(_check_message(err, path or "the root", k))
+            raise ValueError(_check_message(err, where, k))
     else:
-        fvals = field_at_points()
-    return types.SimpleNamespace(mlp=mlp, deferred=deferred_check, make_mlp=make_mlp, y=chk_y,
-                                 t=chk_t, tol=tol, fvals=fvals, args_op=args_op,
-                                 weights=weights, biases=biases)
+        fvals = at_points(vf)
+        svals = at_points(factor)
+    return types.SimpleNamespace(mlp=mlp, scale=scale, deferred=deferred_check,
+                                 make_mlp=make_mlp, y=chk_y, t=chk_t, tol=tol, fvals=fvals,
+                                 svals=svals, args_op=args_op, weights=weights, biases=biases)
 
 
 def _solution(t0a, t1a, out, max_steps, throw):
@@ -614,13 +751,13 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     prob = types.SimpleNamespace(
         n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
         has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
-        tol=tol, path=path, save_ts=save_ts, save_t0=save_t0, save_t1=save_t1,
-        save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype)
+        tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
+        save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype)
     host = _host_callback(prob, failures, jitting, shapes)
 
     @jax.custom_jvp
-    def call(y, t0_, t1_, dt0_, ts_, c_, fv, *params):
-        return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, *params,
+    def call(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params):
+        return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params,
                                  vmap_method="expand_dims")
 
     @call.defjvp
@@ -630,6 +767,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
 
     ts_op = jnp.zeros((0,), time_dtype) if save_ts is None else jnp.asarray(save_ts, time_dtype)
     fv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(fvals, y0.dtype)
+    sv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(c.svals, y0.dtype)
     c_op = jnp.zeros((0,), y0.dtype) if not k else args_op
     params = [] if mlp is not None else weights + [b for b in biases if b is not None]
     t0a = jnp.asarray(t0, time_dtype)
@@ -637,7 +775,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     dt0a = jnp.asarray(0.0 if dt0 is None else dt0, time_dtype)
     if jitting and not _leaves_concrete((save_ts, t0, t1, dt0)):
         ts_op, dt0a = _check_traced(ts_op if save_ts is not None else None, t0a, t1a, dt0a)
-    out = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, *params)
+    out = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, sv_op, *params)
     if not jitting:
         jax.block_until_ready(out)
         if failures:  # the library's (or this module's) exception itself
