@@ -285,8 +285,20 @@ def _replace_net(vf, stand_in):
 
 def _scale_message(where, what):
     return (f"clnode solves vector fields s * MLP(...) with s a constant (a scalar or one value "
-            f"per component), and this one is not that for the MLP found in it at {where}: "
-            f"{what}")
+            f"per component), and this one is not the MLP found in it at {where} times a "
+            f"constant: {what}")
+
+
+def _one_factor(sv, where):
+    """The factor's values at the check points (_CHECK_POINTS x N) from the callback's operand,
+    which has leading axes under jax.vmap when the factor depends on a vmapped argument (args):
+    one model solves the batch, so it must be the same for every trajectory."""
+    a = np.asarray(sv)
+    rows = a.reshape((-1,) + a.shape[-2:])
+    if not np.all(rows == rows[0]):
+        raise ValueError(_scale_message(where, "the factor of its output changes from "
+                                        "trajectory to trajectory (it depends on args)"))
+    return rows[0]
 
 
 def _out_scale(svals, where):
@@ -335,9 +347,9 @@ def _check_save_ts(ts, t0, t1):
     back = sign[:, None] * np.diff(rows, axis=1) < 0
     outside = (rows.min(axis=1) < lo) | (rows.max(axis=1) > hi)
     for bad, what, theirs in (
-            (np.any(back, axis=1), "is not monotone in the direction of integration (from t0 "
-             "= {a:g} to t1 = {b:g})", "saveat.ts must be increasing or decreasing."),
-            (outside, "has times outside the interval [{a:g}, {b:g}]",
+            (np.any(back, axis=1), "{who} is not monotone in the direction of integration (from "
+             "t0 = {a:g} to t1 = {b:g})", "saveat.ts must be increasing or decreasing."),
+            (outside, " has times outside the interval{who} [{a:g}, {b:g}]",
              "saveat.ts must lie between t0 and t1.")):
         bad = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, lo.shape))
         if not np.any(bad):
@@ -345,8 +357,8 @@ def _check_save_ts(ts, t0, t1):
         b = int(np.flatnonzero(bad)[0])
         row = rows[b if rows.shape[0] > 1 else 0]
         who = f" of trajectory {b}" if many else ""
-        where = what.format(a=t0[b % t0.size], b=t1[b % t1.size])
-        raise ValueError(f"clnode.jax.diffeqsolve: SaveAt(ts=...){who} {where} (its times: "
+        where = what.format(who=who, a=t0[b % t0.size], b=t1[b % t1.size])
+        raise ValueError(f"clnode.jax.diffeqsolve: SaveAt(ts=...){where} (its times: "
                          f"{np.array2string(row, precision=6, threshold=8)}); "
                          f"diffrax.diffeqsolve refuses this too (\"{theirs}\")")
 
@@ -535,8 +547,7 @@ def _host_callback(p, failures, jitting, shapes):
             m = p.make_mlp(ws, bs)
         s = p.scale
         if p.deferred_check:
-            s = _out_scale(_squeeze_unbatched(np.asarray(sv), 2, "the vector field's output "
-                                              "scale"), p.path or "the root")
+            s = _out_scale(_one_factor(sv, p.path or "the root"), p.path or "the root")
         m = with_scale(m, s)
         if p.deferred_check:
             fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, p.n)).reshape(B, -1)
