@@ -321,9 +321,9 @@ typedef enum clnode_save_kind {
  * CLNODE_ERR_INVALID_ARGUMENT (a bad problem: NULL, no y0, batch out of range, save times
  * counted but not given, a struct_size this library does not know; bad options: rtol/atol <= 0 or
  * non-finite, dt0 of the wrong sign, save_ts outside [t0, t1] or not monotone (per-trajectory
- * rows: outside the trajectory's own interval), save_ts_per_trajectory other than 0 or 1, euler with the PID
- * controller, a struct_size this library does not know, per-trajectory intervals in both
- * directions, conditioning inputs missing or not expected, max_steps outside [1,
+ * rows: outside the trajectory's own interval), save_ts_per_trajectory other than 0 or 1, euler
+ * with the PID controller, a struct_size this library does not know, per-trajectory intervals in
+ * both directions, conditioning inputs missing or not expected, max_steps outside [1,
  * CLNODE_MAX_STEPS_LIMIT], values that do not mean what they say in the state precision (below),
  * ...; the message says which, and names the trajectory or index), CLNODE_ERR_NONFINITE_INPUT
  * (NaN/Inf in y0 or the conditioning inputs), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64

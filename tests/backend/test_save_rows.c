@@ -244,8 +244,8 @@ static void test_rows_layout(void **state)
         assert_ok(clnode_solution_saved(s, b, CLNODE_SAVE_TS, &n, NULL, NULL));
         short_row |= n < T;
         for (size_t j = 0; j < T; ++j) {
-            const double own = o.precision == CLNODE_FP32 ? (double)(float)r.ts[b * T + j]
-                                                          : r.ts[b * T + j];
+            const double own =
+                o.precision == CLNODE_FP32 ? (double)(float)r.ts[b * T + j] : r.ts[b * T + j];
             assert_true(j < n ? ts[b * slots + 1 + j] == own : isinf(ts[b * slots + 1 + j]));
         }
     }
@@ -281,8 +281,7 @@ static void test_rows_refusals(void **state)
     /* not monotone: trajectory 3's time 3 before its time 2 (both inside its interval) */
     double keep = r.ts[3 * T + 3];
     r.ts[3 * T + 3] = r.ts[3 * T + 2] - 0.5;
-    assert_refused(m, &o, &r.pb,
-                   (const char *const[]){"monotone", "time 3 of trajectory 3", NULL});
+    assert_refused(m, &o, &r.pb, (const char *const[]){"monotone", "time 3 of trajectory 3", NULL});
     r.ts[3 * T + 3] = keep;
     /* outside its own interval (inside another trajectory's) */
     r.ts[1 * T + 0] = r.t0s[1] - 0.25;
@@ -320,8 +319,7 @@ static void test_rows_refusals(void **state)
     r.pb.t1s = t1s;
     r.pb.save_ts = ts;
     o.precision = CLNODE_FP32;
-    assert_refused(m, &o, &r.pb,
-                   (const char *const[]){"t1 of trajectory 2", "fp32 range", NULL});
+    assert_refused(m, &o, &r.pb, (const char *const[]){"t1 of trajectory 2", "fp32 range", NULL});
     t1s[2] = 1.0; /* the interval fits, the row does not: refused by its own interval first */
     assert_refused(m, &o, &r.pb, (const char *const[]){"of trajectory 2", "outside", NULL});
     /* the solve is fine once every value is */

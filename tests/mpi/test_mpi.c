@@ -172,7 +172,6 @@ static void check_save_rows(clnode_context *ctx, const clnode_model *model,
         }
     }
     clnode_solution_destroy(&ref_rows);
-
 }
 
 int main(int argc, char **argv)

@@ -3,9 +3,9 @@
 bytes at every rank count and the same as one process without MPI (CSV, .npz and .npy written in
 parallel, JSON but its wall_seconds, the summary but its time), on the seed problem and a
 mixed-cost ensemble (per-trajectory t1 from a .npy file: some trajectories take several times the
-steps of others), and the same with each trajectory its own save times (--ts-file); a rank whose solves fail makes the run fail with a message naming it and leaves
-no output; a run killed midway with --resume is finished by a rerun (at another rank count) with
-the same bytes.
+steps of others), and the same with each trajectory its own save times (--ts-file); a rank
+whose solves fail makes the run fail with a message naming it and leaves no output; a run killed
+midway with --resume is finished by a rerun (at another rank count) with the same bytes.
 
     test_mpi_solve.py MPIEXEC CLNODE_SOLVE [--quick]
 

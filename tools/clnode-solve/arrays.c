@@ -163,8 +163,8 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
 int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
 {
     memset(s, 0, sizeof *s);
-    const char *files[ARR_COUNT] = {NULL,         a->t0_file,   a->t1_file,
-                                    a->dt0_file,  a->args_file, a->ts_file};
+    const char *files[ARR_COUNT] = {NULL,        a->t0_file,   a->t1_file,
+                                    a->dt0_file, a->args_file, a->ts_file};
     int rc = 0;
     for (int w = ARR_T0; w < ARR_COUNT && !rc; ++w) {
         if (!files[w])

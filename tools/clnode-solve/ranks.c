@@ -581,8 +581,8 @@ static void record_options(const run *r, record *m)
      * shared list lacks */
     const size_t nts = p->n_save_ts * (p->save_ts_per_trajectory ? r->batch : 1);
     char ts_what[400];
-    snprintf(ts_what, sizeof ts_what, p->save_ts_per_trajectory ? "the save times (--ts-file %s)"
-                                                                : "--save ts:",
+    snprintf(ts_what, sizeof ts_what,
+             p->save_ts_per_trajectory ? "the save times (--ts-file %s)" : "--save ts:",
              a->ts_file ? a->ts_file : "");
     add_hash(m, "save_ts", ts_what, p->save_ts, nts * sizeof *p->save_ts);
     if (p->save_ts_per_trajectory)
