@@ -928,7 +928,8 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     }
     if (s->cap[CLNODE_SAVE_TS]) {
         /* the run of the shared list inside this trajectory's interval starts at the first time
-         * not before tau0, the comparison cln_save_dense makes (in tau, state precision) */
+         * not before tau0, the comparison cln_save_dense makes (in tau, state precision); a row
+         * of its own lies inside its interval (validated), so its run starts at 0 */
         const size_t nt = p->n_save_ts;
         const double *ts = p->save_ts + (p->save_ts_per_trajectory ? b * nt : 0);
         size_t first = 0;
@@ -1409,7 +1410,8 @@ typedef struct cln_row_move {
  * count): when a quarter or more of the live rows [0, live) are frozen, their integer state rows
  * are read back, each frozen row among the first `active` is swapped with a running row after
  * them (every per-trajectory buffer: state, stage derivatives, stage argument with the
- * conditioning inputs, saved points; the saved steps' rows at their current capacity), and live
+ * conditioning inputs, each trajectory's own save times when it has them, saved points; the saved
+ * steps' rows at their current capacity), and live
  * drops to `active` rounded up to the backend's row alignment. Rows are independent in every pass
  * and product, so no trajectory's arithmetic changes; r->perm records where each trajectory went,
  * and cln_collect puts the results back in the caller's order. Allocates nothing. */

@@ -88,7 +88,8 @@ def _choice(table, value, what):
 class SaveAt:
     """What a solve saves, as diffrax.SaveAt: the initial point (t0), the final point (t1), the
     times `ts` (inside [t0, t1], monotone in the direction of integration, through the dense
-    output) and the end of every accepted step (steps). The saved points come in diffrax's
+    output: shape (T,), shared by the batch, or (B, T), each trajectory its own row) and the end
+    of every accepted step (steps). The saved points come in diffrax's
     order: t0, then ts and steps in time order, then t1 (not repeated when steps=True), padded to
     max_steps with +inf when steps=True. Immutable (its fields are checked once, here); ts is a
     read-only float64 array."""
