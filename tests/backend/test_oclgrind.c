@@ -3,7 +3,8 @@
  * access) and on the host, which must agree bit for bit. The seed model from t0 = 0 to t1 = 0.1
  * (two steps: a checked step costs tens of seconds), fp32 at batch 2 and fp64 at batch 3 (3 leaves
  * part of every work-group idle), saving every step and three interpolated times, so that every
- * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included. The saved
+ * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included (with a list
+ * of save times shared by the batch, and with each trajectory its own, fp32 at batch 3). The saved
  * steps start with room for one point (the library's test hook cln_steps_cap_first), so that their
  * growth runs too: the rectangular copy to larger buffers and the finish kernel's new arguments.
  * Then the seed model with an output scale of one value per component, fp32 at batch 2: the
@@ -27,6 +28,8 @@
 #define MAX_BATCH 3
 
 static const double g_ts[N_TS] = {0.01, 0.05, 0.09};
+/* each trajectory its own save times (clnode_problem.save_ts_per_trajectory) */
+static const double g_rows[MAX_BATCH * N_TS] = {0.0, 0.02, 0.07, 0.03, 0.03, 0.1, 0.01, 0.06, 0.08};
 
 static double now(void)
 {
@@ -45,7 +48,7 @@ static clnode_context *context_on(const char *device)
 }
 
 static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode_precision prec,
-                              size_t batch)
+                              size_t batch, int rows)
 {
     clnode_solve_options o;
     clnode_problem pb = test_problem(0, NULL);
@@ -56,8 +59,9 @@ static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode
     /* as many attempts as the solve takes: the driver enqueues steps in groups, and steps
      * enqueued after every trajectory froze still run their GEMMs (a waste a simulator feels) */
     o.max_steps = 2;
-    pb.save_ts = g_ts;
+    pb.save_ts = rows ? g_rows : g_ts;
     pb.n_save_ts = N_TS;
+    pb.save_ts_per_trajectory = rows;
     /* the precision guard's probes run GEMMs of their own, not the solver's kernels: off, to
      * keep the simulated run short (the conformance suites cover the guard) */
     o.precision_guard = CLNODE_GUARD_OFF;
@@ -132,16 +136,18 @@ int main(int argc, char **argv)
     int ok = not_simulator("opencl") && not_simulator("opencl:cpu");
     ok = ok && host && clnode_model_create_seed(dev, &md) == CLNODE_OK &&
          clnode_model_create_seed(host, &mh) == CLNODE_OK;
-    /* fp32 and fp64, batch 2 and a batch that leaves work-items idle, each at least once */
-    const clnode_precision precs[2] = {CLNODE_FP32, CLNODE_FP64};
-    const size_t batches[2] = {2, MAX_BATCH};
-    for (int c = 0; c < 2 && ok; ++c) {
+    /* fp32 and fp64, batch 2 and a batch that leaves work-items idle, each at least once; then a
+     * save time list per trajectory (the dense output reading its own row) */
+    const clnode_precision precs[3] = {CLNODE_FP32, CLNODE_FP64, CLNODE_FP32};
+    const size_t batches[3] = {2, MAX_BATCH, MAX_BATCH};
+    for (int c = 0; c < 3 && ok; ++c) {
         char what[64];
-        snprintf(what, sizeof what, "%s batch %zu", clnode_precision_name(precs[c]), batches[c]);
+        snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
+                 c == 2 ? ", save times per trajectory" : "");
         const double t0 = now();
-        clnode_solution *sd = solve(dev, md, precs[c], batches[c]);
+        clnode_solution *sd = solve(dev, md, precs[c], batches[c], c == 2);
         const double secs = now() - t0;
-        clnode_solution *sh = sd ? solve(host, mh, precs[c], batches[c]) : NULL;
+        clnode_solution *sh = sd ? solve(host, mh, precs[c], batches[c], c == 2) : NULL;
         ok = sd && sh && same(sd, sh, what);
         if (ok) {
             clnode_trajectory_stats st;

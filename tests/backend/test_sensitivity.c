@@ -340,6 +340,65 @@ static void test_per_trajectory_problem(void **state)
     clnode_model_destroy(&m);
 }
 
+/* Each trajectory its own save times (clnode_problem.save_ts_per_trajectory) reach every perturbed
+ * copy and every sampled trajectory: rows that fit only their own trajectory's interval, a
+ * baseline of every trajectory, and a certificate of a sample (not a prefix of the batch) that is
+ * certified with every sampled trajectory reaching each of its own times. */
+static void test_save_rows_problem(void **state)
+{
+    (void)state;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+#define NB 6
+#define NT 3
+    double y0[NB * 10], t1s[NB], ts[NB * NT];
+    for (size_t b = 0; b < NB; ++b) {
+        t1s[b] = 2.0 + 3.0 * (double)b;
+        for (size_t j = 0; j < NT; ++j) /* beyond the shorter intervals: only its own fits */
+            ts[b * NT + j] = t1s[b] * (double)(j + 1) / NT;
+    }
+    for (size_t i = 0; i < NB * 10; ++i)
+        y0[i] = 0.05 * (double)(i % 7) - 0.15;
+    clnode_problem pb = test_problem(NB, y0);
+    pb.t1s = t1s;
+    pb.save_ts = ts;
+    pb.n_save_ts = NT;
+    pb.save_ts_per_trajectory = 1;
+    clnode_sensitivity *b = NULL;
+    assert_ok(clnode_sensitivity_baseline(g_ctx, m, &o, &pb, NULL, &b));
+    for (size_t i = 0; i < NB; ++i) {
+        clnode_sensitivity_stats s;
+        assert_ok(clnode_sensitivity_get(b, i, &s));
+        assert_true(s.reference_success && !s.ill_conditioned);
+    }
+    clnode_sensitivity_destroy(&b);
+    clnode_solution *sol = NULL;
+    assert_ok(clnode_solve(g_ctx, m, &o, &pb, &sol));
+    clnode_certify_options co;
+    clnode_certify_default_options(&co);
+    co.fraction = 0.5;
+    clnode_certificate *c = NULL;
+    assert_ok(clnode_certify(g_ctx, m, &o, &pb, sol, &co, &c));
+    clnode_certificate_summary cs;
+    assert_ok(clnode_certificate_get(c, &cs));
+    assert_true(cs.certified && cs.num_sampled == NB / 2);
+    int skipped = 0; /* some sampled trajectory is not at its own index of the sample */
+    for (size_t k = 0; k < cs.num_sampled; ++k) {
+        clnode_certificate_sample p;
+        assert_ok(clnode_certificate_sample_get(c, k, &p));
+        assert_true(p.complete && p.within);
+        skipped |= p.traj != k;
+    }
+    assert_true(skipped);
+    clnode_certificate_destroy(&c);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+#undef NB
+#undef NT
+}
+
 static void test_reproducible(void **state)
 {
     (void)state;
@@ -507,9 +566,13 @@ int main(int argc, char **argv)
     if (dev_rc != 0)
         return dev_rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seed),        cmocka_unit_test(test_ill_conditioned),
-        cmocka_unit_test(test_linear),      cmocka_unit_test(test_reproducible),
-        cmocka_unit_test(test_certificate), cmocka_unit_test(test_per_trajectory_problem),
+        cmocka_unit_test(test_seed),
+        cmocka_unit_test(test_ill_conditioned),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_reproducible),
+        cmocka_unit_test(test_certificate),
+        cmocka_unit_test(test_per_trajectory_problem),
+        cmocka_unit_test(test_save_rows_problem),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

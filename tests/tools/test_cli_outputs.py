@@ -377,6 +377,28 @@ def resume():
           os.path.exists(path(out)) and read(path(out)) == read(path("ref.csv")))
     check("resume: the record is removed", not os.path.exists(path(out + ".progress")))
 
+    # each trajectory its own save times (--ts-file): adding them to a record of none, or
+    # changing a row of a record made with them, is refused naming them; unchanged, the rerun
+    # resumes to an uninterrupted run's bytes
+    rows = [t for i in range(B) for t in (0.05, 0.1, 0.18 + 0.045 * i)]
+    write("ts.npy", npy(rows, 3))
+    make_record()
+    refused("--ts-file added", "--ts-file", ["--ts-file", "ts.npy"])
+    rc, _, err = run([SOLVE] + args + ["--rtol=1e-3", "--ts-file", "ts.npy", "--out",
+                                       "ref-ts.csv"], env={"CLNODE_MPI": "0"})
+    check("resume: the uninterrupted run with --ts-file", rc == 0, "exit %d: %s" % (rc, err))
+    shutil.rmtree(path(out + ".progress"), ignore_errors=True)
+    rerun.extend(["--ts-file", "ts.npy"])
+    make_record()
+    changed = list(rows)
+    changed[-1] += 0.001
+    refused("the contents of ts.npy", "the save times (--ts-file ts.npy)", name="ts.npy",
+            changed=npy(changed, 3))
+    rc, _, err = run(rerun)
+    check("resume with --ts-file: resumed (0) to the uninterrupted run's bytes",
+          rc == 0 and os.path.exists(path(out)) and read(path(out)) == read(path("ref-ts.csv")),
+          "exit %d: %s" % (rc, err.strip()))
+
 
 # ---------------------------------------------------------------------------------------------
 if RESUME:

@@ -200,6 +200,43 @@ static void test_old_program_solves(void **state)
     clnode_context_destroy(&ctx);
 }
 
+/* A problem of the first size the library knows, followed by canaries (0xA5, which as
+ * save_ts_per_trajectory would be refused), solves with its save times as one list shared by the
+ * batch: the canaries are never read as the appended field. */
+static void test_old_problem_shares_its_save_times(void **state)
+{
+    (void)state;
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    const double y0[20] = {0}, ts[2] = {10.0, 20.0};
+    old_struct s;
+    canary(&s, 0);
+    clnode_problem *p = (void *)s.bytes;
+    clnode_problem_default_sized(p, PROBLEM_V1);
+    p->batch = 2;
+    p->y0 = y0;
+    p->save_ts = ts;
+    p->n_save_ts = 2;
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    clnode_solution *sol = NULL;
+    assert_int_equal(clnode_solve(ctx, m, &o, p, &sol), CLNODE_OK);
+    for (size_t b = 0; b < 2; ++b) {
+        size_t n = 0;
+        const double *t = NULL;
+        assert_int_equal(clnode_solution_saved(sol, b, CLNODE_SAVE_TS, &n, &t, NULL), CLNODE_OK);
+        assert_true(n == 2 && t[0] == 10.0 && t[1] == 20.0);
+    }
+    clnode_problem full;
+    clnode_problem_default(&full);
+    assert_int_equal(full.save_ts_per_trajectory, 0);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+}
+
 /* A model description of the first size it knows, followed by canaries, makes the model its
  * fields describe (the canaries are never read as fields). */
 static void test_old_model_desc(void **state)
@@ -547,6 +584,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_write_only_the_old_fields),
         cmocka_unit_test(test_old_program_solves),
+        cmocka_unit_test(test_old_problem_shares_its_save_times),
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
         cmocka_unit_test(test_filled_structs_sized),
