@@ -563,4 +563,16 @@ CLN_INLINE real cln_activate(cln_int act, real x)
     }
 }
 
+/* The model's output scale on one element of the last layer's activated output: x * s, one
+ * multiplication in the state precision, as JAX computes `s * mlp(y)`. s is the element's own
+ * value of the scale (the only one, or that of its component). Applied only for a model with a
+ * scale: one without multiplies nothing. */
+CLN_INLINE real cln_out_scale(real x, real s)
+{
+    return x * s;
+}
+
+/* The scale of component j of a scale of ns values (1: one for every component). */
+#define CLN_OUT_SCALE_AT(s, ns, j) ((s)[(ns) == 1 ? 0 : (j)])
+
 #endif /* CLN_ACTIVATION_H */

@@ -91,27 +91,49 @@ __kernel void cln_finish(int next, __global const cln_consts *K, __global const 
         CLN_BIAS_ACT_ELEM(fn, C + c_off + (ulong)i * ldc + (ulong)j, bias, j, has_bias);           \
     }
 
+/* cln_out_scale: the model's output scale, C[i][j] = cln_out_scale(C[i][j], s of column j) on
+ * an m x n block of C starting at element c_off with leading dimension ldc; `scale` holds ns
+ * values (1: one for every column).
+ *   get_global_id(0) = j, column, 0 <= j < n;
+ *   get_global_id(1) = i, row, 0 <= i < m. */
+__kernel void cln_out_scale_pass(__global real *C, ulong c_off, ulong ldc, int m, int n,
+                                 __global const real *scale, int ns)
+{
+    const int j = (int)get_global_id(0);
+    const int i = (int)get_global_id(1);
+    if (j >= n || i >= m)
+        return;
+    __global real *c = C + c_off + (ulong)i * ldc + (ulong)j;
+    *c = cln_out_scale(*c, CLN_OUT_SCALE_AT(scale, ns, j));
+}
+
 /* cln_bias_act_stage_<activation>: the last layer's bias + activation on F block i (rows < m,
- * the live rows, as cln_bias_act_<activation> with C = F block i, ldc = N), when `apply`; then
- * the stage argument of stage i + 1 (as cln_stage), which needs that element of F block i and
- * the same elements of the blocks before it: one launch and one pass instead of two. Each
- * work-item reads back only what it wrote itself.
+ * the live rows, as cln_bias_act_<activation> with C = F block i, ldc = N), when `apply`, and
+ * the output scale (as cln_out_scale_pass) when ns != 0; then the stage argument of stage i + 1
+ * (as cln_stage), which needs that element of F block i and the same elements of the blocks
+ * before it: one launch and one pass instead of two. Each work-item reads back only what it
+ * wrote itself.
  *   get_global_id(0) = n, column of Z, 0 <= n < KI->ldz (the first N are columns of F);
  *   get_global_id(1) = b, trajectory, 0 <= b < KI->B.
- * has_bias = 0: `bias` is not read (any buffer may be passed). */
+ * has_bias = 0: `bias` is not read, ns = 0: `scale` is not read (any buffer may be passed). */
 #define CLN_BIAS_ACT_STAGE_KERNEL(name, fn)                                                        \
     __kernel void name(int i, __global const cln_consts *K, __global const cln_iconsts *KI,        \
                        __global const cln_rstate *RS, __global const cln_istate *IS,               \
                        __global const real *Y, __global real *F, __global real *Z, int m,          \
-                       __global const real *bias, int has_bias, int apply)                         \
+                       __global const real *bias, int has_bias, int apply,                         \
+                       __global const real *scale, int ns)                                         \
     {                                                                                              \
         const int n = (int)get_global_id(0);                                                       \
         const size_t b = get_global_id(1);                                                         \
         if (n >= KI->ldz || b >= (size_t)KI->B)                                                    \
             return;                                                                                \
-        if (apply && n < KI->N && b < (size_t)m)                                                   \
-            CLN_BIAS_ACT_ELEM(fn, F + ((size_t)i * (size_t)KI->B + b) * (size_t)KI->N + (size_t)n, \
-                              bias, n, has_bias);                                                  \
+        if (n < KI->N && b < (size_t)m) {                                                          \
+            __global real *f = F + ((size_t)i * (size_t)KI->B + b) * (size_t)KI->N + (size_t)n;    \
+            if (apply)                                                                             \
+                CLN_BIAS_ACT_ELEM(fn, f, bias, n, has_bias);                                       \
+            if (ns)                                                                                \
+                *f = cln_out_scale(*f, CLN_OUT_SCALE_AT(scale, ns, n));                            \
+        }                                                                                          \
         if (IS[b].done)                                                                            \
             return;                                                                                \
         cln_stage_elem(i + 1, b, n, K, KI, RS, Y, F, Z);                                           \

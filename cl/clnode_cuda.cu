@@ -90,7 +90,8 @@ extern "C" __global__ void cln_finish(int next, const cln_consts *K, const cln_i
  * c_off with leading dimension ldc; the sum is formed exactly as the host loop forms it (x + 0
  * without bias).
  *   g = i * n + j: i row (0 <= i < m), j column (0 <= j < n).
- * has_bias = 0: `bias` is not read (may be NULL). act: a CLN_ACT_* code, uniform over the grid. */
+ * has_bias = 0: `bias` is not read (may be NULL); ns = 0: `scale` is not read (may be NULL).
+ * act: a CLN_ACT_* code, uniform over the grid. */
 extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsigned long long ldc,
                                         int m, int n, const real *bias, int has_bias, int act)
 {
@@ -104,27 +105,49 @@ extern "C" __global__ void cln_bias_act(real *C, unsigned long long c_off, unsig
     *c = cln_activate(act, x);
 }
 
+/* cln_out_scale_pass: the model's output scale, C[i][j] = cln_out_scale(C[i][j], s of column j)
+ * on an m x n block of C from element c_off, leading dimension ldc; `scale` holds ns values (1:
+ * one for every column). g = i * n + j. */
+extern "C" __global__ void cln_out_scale_pass(real *C, unsigned long long c_off,
+                                              unsigned long long ldc, int m, int n,
+                                              const real *scale, int ns)
+{
+    const unsigned long long g = cln_gid();
+    if (g >= (unsigned long long)m * (unsigned long long)n)
+        return;
+    const unsigned long long i = g / (unsigned long long)n;
+    const int j = (int)(g % (unsigned long long)n);
+    real *c = C + c_off + i * ldc + (unsigned long long)j;
+    *c = cln_out_scale(*c, CLN_OUT_SCALE_AT(scale, ns, j));
+}
+
 /* cln_bias_act_stage: the last layer's bias + activation on F block i (rows < m, the live rows,
- * as cln_bias_act with C = F block i, ldc = N), when `apply`; then the stage argument of stage
- * i + 1 (as cln_stage), which needs that element of F block i and the same elements of the
+ * as cln_bias_act with C = F block i, ldc = N), when `apply`, and the output scale (as
+ * cln_out_scale_pass) when ns != 0; then the stage argument of stage i + 1 (as cln_stage), which needs that element of F block i and the same elements of the
  * blocks before it: one launch and one pass instead of two. Each thread reads back only what it
  * wrote itself.
  *   g = b * ldz + n: b trajectory (0 <= b < KI->B), n column of Z (0 <= n < KI->ldz; the first N
  *   are columns of F).
- * has_bias = 0: `bias` is not read (may be NULL). act: a CLN_ACT_* code, uniform over the grid. */
+ * has_bias = 0: `bias` is not read (may be NULL); ns = 0: `scale` is not read (may be NULL).
+ * act: a CLN_ACT_* code, uniform over the grid. */
 extern "C" __global__ void cln_bias_act_stage(int i, const cln_consts *K, const cln_iconsts *KI,
                                               const cln_rstate *RS, const cln_istate *IS,
                                               const real *Y, real *F, real *Z, int m,
-                                              const real *bias, int has_bias, int apply, int act)
+                                              const real *bias, int has_bias, int apply, int act,
+                                              const real *scale, int ns)
 {
     size_t b;
     int n;
     if (!cln_row_col(KI, &b, &n))
         return;
-    if (apply && n < KI->N && b < (size_t)m) {
+    if (n < KI->N && b < (size_t)m) {
         real *c = F + ((size_t)i * (size_t)KI->B + b) * (size_t)KI->N + (size_t)n;
-        const real x = *c + (has_bias ? bias[n] : CLN_R(0.0));
-        *c = cln_activate(act, x);
+        if (apply) {
+            const real x = *c + (has_bias ? bias[n] : CLN_R(0.0));
+            *c = cln_activate(act, x);
+        }
+        if (ns)
+            *c = cln_out_scale(*c, CLN_OUT_SCALE_AT(scale, ns, n));
     }
     if (IS[b].done)
         return;

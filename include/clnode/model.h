@@ -1,10 +1,14 @@
 /* clnode/model.h - the vector field: a multilayer perceptron dy/dt = MLP(y) (or MLP([y, t]), and
- * with conditioning inputs c, constant per trajectory, MLP([y, c]) or MLP([y, t, c])).
+ * with conditioning inputs c, constant per trajectory, MLP([y, c]) or MLP([y, t, c])), optionally
+ * times an output scale: dy/dt = s (.) MLP(.).
  *
  * Layer i computes h_{i+1} = act_i(W_i h_i + b_i) with W_i of shape out_i x in_i (row-major, the
  * layout of torch.nn.Linear and equinox.nn.Linear). Every layer but the last uses `activation`;
  * the last uses `final_activation`. A model with one layer and the identity activation is the
- * linear ODE dy/dt = W y + b.
+ * linear ODE dy/dt = W y + b. A model with an output scale s (one value, or one per component)
+ * multiplies the last layer's activated output by it, element by element: f = s * act_final(W_L h +
+ * b_L), one multiplication in the state precision (s rounded to it like every parameter), as JAX
+ * computes `s * mlp(y)`. A model without one computes no multiplication at all.
  *
  * A model keeps its parameters in float64 on the host; each solve converts them to the state
  * precision of that solve. A model is immutable once created and may be shared by solves made
@@ -72,6 +76,9 @@ typedef struct clnode_model_desc {
     size_t num_inputs; /* k conditioning inputs (default 0): the input is [y, c] or, with
                           time_input, [y, t, c]; sizes[0] == out (+1 with time_input) + k.
                           Each solve passes every trajectory's c (clnode_problem.inputs). */
+    const double *out_scale; /* NULL (default): none. f = s (.) MLP(.); finite values */
+    size_t out_scale_size;   /* 1 (a scalar) or the state dimension N (one per component); 0
+                                with out_scale NULL */
 } clnode_model_desc;
 
 /* The defaults as the start of a designated initialiser (C only). Every default but struct_size
@@ -85,15 +92,16 @@ CLNODE_API void clnode_model_default_desc_sized(clnode_model_desc *desc, size_t 
 
 /* Creates a model from arrays. Errors: CLNODE_ERR_INVALID_ARGUMENT (inconsistent sizes: the
  * output width must equal the state dimension, sizes[0] == out (+1 with time_input, + num_inputs);
- * a struct_size this library does not know),
- * CLNODE_ERR_NONFINITE_INPUT (a NaN or infinite parameter; the message names it),
+ * an out_scale_size other than 1 or N; a struct_size this library does not know),
+ * CLNODE_ERR_NONFINITE_INPUT (a NaN or infinite parameter or output scale; the message names it),
  * CLNODE_ERR_OUT_OF_MEMORY. */
 CLNODE_API clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *desc,
                                              clnode_model **out);
 
 /* Loads a safetensors file: tensors F32 or F64 named "layers.<i>.weight"/"layers.<i>.bias"
  * (equinox) or "<i>.weight"/"<i>.bias" (torch.nn.Sequential, where non-Linear modules leave gaps
- * in the numbering); string metadata "activation", "final_activation" (default "identity") and
+ * in the numbering), and optionally "out_scale" (F32 or F64, shape [] or [1]: a scalar, or [N]:
+ * one per component; finite), the output scale; string metadata "activation", "final_activation" (default "identity") and
  * "time_input" ("true"/"false", default "false") and "inputs" (the number of conditioning inputs,
  * a decimal integer, default "0"; the first layer's width must make room for them). A metadata
  * key that is none of these but resembles one (another case, blanks or '-' for '_', or within
@@ -146,16 +154,33 @@ CLNODE_API const char *clnode_model_metadata_value(const clnode_model *model, si
  * for a layer out of range or a bias the layer lacks. */
 CLNODE_API const char *clnode_model_tensor_dtype(const clnode_model *model, size_t i, int bias);
 
+/* The model's output scale: its values (1, or one per component; owned by the model) and their
+ * count in *n (n may be NULL); NULL and *n = 0 for a model without one. */
+CLNODE_API const double *clnode_model_out_scale(const clnode_model *model, size_t *n);
+
+/* The dtype the output scale had where the model came from: "F32" or "F64" for a file, "F64" for
+ * a model built from arrays; NULL for a model without one. */
+CLNODE_API const char *clnode_model_out_scale_dtype(const clnode_model *model);
+
 /* Evaluates the vector field at n points in float64 on the host, with the activations every
  * backend uses (cl/cln_activation.h) and products summed in order with fused multiply-adds, as
- * the host GEMM does: dydt[p] = MLP(y[p]) (or MLP([y[p], t[p]]) for a time-input model), y and
- * dydt n x dim row-major, t n values (ignored, and may be NULL, without time input). For checking
- * that a model is the one meant (the Python package compares it with the framework's own
- * function); solves never call it. Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL pointers, t NULL
- * with time input), CLNODE_ERR_UNSUPPORTED (a model with conditioning inputs),
+ * the host GEMM does, and the output scale, if any, as the solves apply it: dydt[p] = s *
+ * MLP(y[p]) (or MLP([y[p], t[p]]) for a time-input model), y and dydt n x dim row-major, t n
+ * values (ignored, and may be NULL, without time input). For checking that a model is the one
+ * meant (the Python package compares it with the framework's own function); solves never call
+ * it. Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL pointers, t NULL with time input),
+ * CLNODE_ERR_UNSUPPORTED (a model with conditioning inputs: see clnode_model_eval_inputs),
  * CLNODE_ERR_OUT_OF_MEMORY. Thread-safety: as the context. */
 CLNODE_API clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *model, size_t n,
                                            const double *y, const double *t, double *dydt);
+
+/* clnode_model_eval for any model: c holds each point's k = clnode_model_num_inputs conditioning
+ * inputs (n x k row-major; ignored, and may be NULL, when k is 0), the input of point p being
+ * [y[p], (t[p],) c[p]]. Errors: as clnode_model_eval, and CLNODE_ERR_INVALID_ARGUMENT for c NULL
+ * with conditioning inputs (no CLNODE_ERR_UNSUPPORTED). */
+CLNODE_API clnode_status clnode_model_eval_inputs(clnode_context *ctx, const clnode_model *model,
+                                                  size_t n, const double *y, const double *t,
+                                                  const double *c, double *dydt);
 
 #ifdef __cplusplus
 }

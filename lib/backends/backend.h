@@ -39,6 +39,12 @@ typedef struct cln_solve_dev {
     size_t max_weights;  /* the largest weight matrix, max sizes[l] * sizes[l + 1] */
     int act[CLN_MAX_LAYERS];
     cln_buf *W[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS]; /* bias[i] may be NULL */
+    /* The model's output scale: scale_n values (1, or N: one per component) in the state
+     * precision, which the last layer's activated output is multiplied by (out_scale op);
+     * scale_n 0 and scale NULL: no scale, and nothing multiplied. Written by the driver at every
+     * solve (never part of what a backend keeps of a model between solves). */
+    cln_buf *scale;
+    size_t scale_n;
     cln_buf *Y, *F, *Z, *H[2];
     cln_buf *CR, *CI, *RS, *IS;
     /* STT and STY hold KI.steps_cap points per row. That capacity grows with the steps the solve
@@ -71,6 +77,12 @@ typedef struct cln_backend_ops {
     /* C[i][j] = act(C[i][j] + bias[j]) for an m x n block (bias may be NULL). */
     clnode_status (*bias_act)(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
                               size_t ldc, size_t m, size_t n, cln_buf *bias, int act);
+
+    /* C[i][j] = cln_out_scale(C[i][j], CLN_OUT_SCALE_AT(sd->scale, sd->scale_n, j)) for an m x n
+     * block (cl/cln_activation.h): the output scale after the last layer's bias + activation.
+     * Called only when sd->scale_n != 0. */
+    clnode_status (*out_scale)(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                               size_t ldc, size_t m, size_t n);
 
     /* Per-solve set-up (kernels, arguments) after the driver allocated and filled sd; and its
      * release (accepts a half-built sd). */
@@ -153,9 +165,10 @@ static inline int cln_rows_fit(size_t size, size_t off, size_t stride, size_t le
 }
 
 /* The vector field on Z for the live rows into F block i, layer by layer through the backend's
- * gemm and bias_act ops (bias + activation only where a layer has either): the driver's own loop,
- * and the backends' stage_rhs after their stage. With last_fused non-NULL, the last layer's bias +
- * activation is last_fused(be, sd, i) instead (a backend's pass that also writes stage i + 1's
+ * gemm and bias_act ops (bias + activation only where a layer has either), then the output
+ * scale (out_scale op) where the solve has one: the driver's own loop, and the backends'
+ * stage_rhs after their stage. With last_fused non-NULL, the last layer's bias + activation and
+ * output scale are last_fused(be, sd, i) instead (a backend's pass that also writes stage i + 1's
  * argument). Written once, in lib/backends/mlp.c. */
 clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
                              clnode_status (*last_fused)(cln_backend *be, cln_solve_dev *sd,

@@ -111,6 +111,22 @@ fail:
     return st;
 }
 
+/* The model's output scale, if any, in sd as a solve puts it there. */
+static clnode_status bench_scale_setup(cln_backend *be, const clnode_model *m,
+                                       clnode_precision prec, cln_solve_dev *sd)
+{
+    if (!m->out_scale)
+        return CLNODE_OK;
+    void *s = bench_values(prec, m->out_scale_n, m->out_scale);
+    CLN_CHECK(be->ctx, s, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's scale");
+    clnode_status st = be->ops->buf_alloc(be, m->out_scale_n * sd->esize, &sd->scale);
+    if (st == CLNODE_OK)
+        st = be->ops->buf_write(be, sd->scale, 0, m->out_scale_n * sd->esize, s);
+    free(s);
+    sd->scale_n = st == CLNODE_OK ? m->out_scale_n : 0;
+    return st;
+}
+
 /* The per-solve buffers the backend's rhs op reads (backend.h), filled as a solve fills them:
  * the model in the solve's precision, Z from a fixed pattern of small values. */
 static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, clnode_precision prec,
@@ -179,6 +195,8 @@ static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, cln
             free(b);
         }
     }
+    if (st == CLNODE_OK)
+        st = bench_scale_setup(be, m, prec, sd);
 fail:
     return st;
 }
@@ -224,7 +242,7 @@ fail:
         be->ops->buf_free(be, sd.W[l]);
         be->ops->buf_free(be, sd.bias[l]);
     }
-    cln_buf *all[] = {sd.Z, sd.F, sd.H[0], sd.H[1], sd.CI, sd.Y, sd.CR, sd.RS, sd.IS};
+    cln_buf *all[] = {sd.Z, sd.F, sd.H[0], sd.H[1], sd.CI, sd.Y, sd.CR, sd.RS, sd.IS, sd.scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         be->ops->buf_free(be, all[i]);
     return st;

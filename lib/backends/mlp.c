@@ -17,10 +17,14 @@ clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
                            sd->W[l], 0, k, C, c_off, n);
         if (st != CLNODE_OK)
             break;
-        if (last && last_fused)
+        if (last && last_fused) {
             st = last_fused(be, sd, i);
-        else if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)
+            break;
+        }
+        if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)
             st = be->ops->bias_act(be, sd, C, c_off, n, sd->live, n, sd->bias[l], sd->act[l]);
+        if (st == CLNODE_OK && last && sd->scale_n)
+            st = be->ops->out_scale(be, sd, C, c_off, n, sd->live, n);
     }
     return st;
 }

@@ -174,6 +174,11 @@ struct clnode_model {
     size_t num_meta;
     char **meta;
     unsigned char weight_f32[CLN_MAX_LAYERS], bias_f32[CLN_MAX_LAYERS];
+    /* The output scale f = s (.) MLP(.): out_scale_n values (0: none, 1: one for every component,
+     * else the state dimension), owned; out_scale_f32: F32 in the file it came from. */
+    double *out_scale;
+    size_t out_scale_n;
+    unsigned char out_scale_f32;
     /* Unique among the models of the process (from 1; a model never changes after creation): a
      * backend that keeps a model's packed weights between solves recognises it by this. */
     unsigned long long serial;
@@ -181,6 +186,7 @@ struct clnode_model {
      * the model), in layer order, weight before bias; f32_over 0: every parameter fits. */
     int f32_over;
     int f32_bias;        /* 1: in the bias of f32_layer, 0: in its weight */
+    int f32_scale;       /* 1: in the output scale (f32_layer and f32_bias not used) */
     size_t f32_layer;    /* the layer */
     size_t f32_index;    /* the element, row-major */
     double f32_value;    /* its value */

@@ -73,24 +73,33 @@ void clnode_model_destroy(clnode_model **pm)
     for (size_t i = 0; i < 2 * m->num_meta; ++i)
         free(m->meta[i]);
     free(m->meta);
+    free(m->out_scale);
     free(m);
     *pm = NULL;
 }
 
-/* Copies n doubles after checking they are finite; `what` names them in the error. The first
- * parameter of the model beyond the float range is recorded in m (f32_*): an fp32 solve refuses
- * the model, an fp64 solve takes it. */
+/* Marks the layer index of the output scale for cln_copy_finite. */
+#define CLN_SCALE_LAYER ((size_t)-1)
+
+/* Copies n doubles after checking they are finite; `what` names them in the error (layer
+ * CLN_SCALE_LAYER: the output scale). The first parameter of the model beyond the float range is
+ * recorded in m (f32_*): an fp32 solve refuses the model, an fp64 solve takes it. */
 static clnode_status cln_copy_finite(clnode_context *ctx, clnode_model *m, const double *src,
                                      size_t n, const char *what, size_t layer, double **dst)
 {
+    const int scale = layer == CLN_SCALE_LAYER;
     for (size_t i = 0; i < n; ++i) {
+        CLN_CHECK(ctx, isfinite(src[i]) || !scale, CLNODE_ERR_NONFINITE_INPUT,
+                  "model out_scale: element %zu is %g (the output scale must be finite)", i,
+                  src[i]);
         CLN_CHECK(ctx, isfinite(src[i]), CLNODE_ERR_NONFINITE_INPUT,
                   "model layer %zu %s: element %zu is %g (parameters must be finite)", layer, what,
                   i, src[i]);
         if (!m->f32_over && !(fabs(src[i]) < CLN_FP32_LIMIT)) {
             m->f32_over = 1;
+            m->f32_scale = scale;
             m->f32_bias = strcmp(what, "bias") == 0;
-            m->f32_layer = layer;
+            m->f32_layer = scale ? 0 : layer;
             m->f32_index = i;
             m->f32_value = src[i];
         }
@@ -184,6 +193,23 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
             CLN_TRY(st, cln_copy_finite(ctx, m, d->biases[i], d->sizes[i + 1], "bias", i,
                                         &m->biases[i]));
     }
+    if (d->out_scale) {
+        if (d->out_scale_size != 1 && d->out_scale_size != n_out) {
+            st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                          "the model's out_scale has %zu values; it takes 1 (a scalar) or the "
+                          "state dimension %zu (one per component)",
+                          d->out_scale_size, n_out);
+            goto fail;
+        }
+        CLN_TRY(st, cln_copy_finite(ctx, m, d->out_scale, d->out_scale_size, "out_scale",
+                                    CLN_SCALE_LAYER, &m->out_scale));
+        m->out_scale_n = d->out_scale_size;
+    } else if (d->out_scale_size != 0) {
+        st = cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                      "the model's out_scale_size is %zu but out_scale is NULL",
+                      d->out_scale_size);
+        goto fail;
+    }
     *out = m;
     return CLNODE_OK;
 fail:
@@ -236,17 +262,43 @@ int clnode_model_time_input(const clnode_model *m)
     return m->time_input;
 }
 
-clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size_t n,
-                                const double *y, const double *t, double *dydt)
+/* The vector field at one point: the input row `in` (sizes[0] values) through every layer, h
+ * scratch of 2 x maxw values, the result (dim values) to dydt. */
+static void cln_eval_point(const clnode_model *m, size_t maxw, double *h, double *dydt)
+{
+    double *in = h, *out = h + maxw;
+    for (size_t l = 0; l < m->num_layers; ++l) {
+        const size_t ni = m->sizes[l], no = m->sizes[l + 1];
+        for (size_t j = 0; j < no; ++j) {
+            const double *w = m->weights[l] + j * ni;
+            double acc = 0.0;
+            for (size_t k = 0; k < ni; ++k)
+                acc = fma(in[k], w[k], acc);
+            out[j] = acc;
+        }
+        const int act = l + 1 < m->num_layers ? (int)m->activation : (int)m->final_activation;
+        cln_host_bias_act_f64(out, no, 1, no, m->biases[l], act);
+        double *tmp = in;
+        in = out;
+        out = tmp;
+    }
+    const size_t dim = m->sizes[m->num_layers];
+    if (m->out_scale)
+        cln_host_out_scale_f64(in, dim, 1, dim, m->out_scale, m->out_scale_n);
+    memcpy(dydt, in, dim * sizeof(double));
+}
+
+clnode_status clnode_model_eval_inputs(clnode_context *ctx, const clnode_model *m, size_t n,
+                                       const double *y, const double *t, const double *c,
+                                       double *dydt)
 {
     cln_clear_error(ctx);
     CLN_CHECK(ctx, m && (y || !n) && (dydt || !n), CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_model_eval: NULL model or array");
     CLN_CHECK(ctx, !m->time_input || t || !n, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_model_eval: the model takes time as an input but t is NULL");
-    CLN_CHECK(ctx, m->num_inputs == 0, CLNODE_ERR_UNSUPPORTED,
-              "clnode_model_eval: the model takes %zu conditioning inputs, which this function "
-              "does not pass",
+    CLN_CHECK(ctx, m->num_inputs == 0 || c || !n, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_model_eval: the model takes %zu conditioning inputs but c is NULL",
               m->num_inputs);
     size_t maxw = 0;
     for (size_t l = 0; l <= m->num_layers; ++l)
@@ -254,31 +306,43 @@ clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size
             maxw = m->sizes[l];
     double *h = malloc(2 * maxw * sizeof(double));
     CLN_CHECK(ctx, h, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu values", 2 * maxw);
-    const size_t dim = m->sizes[m->num_layers];
+    const size_t dim = m->sizes[m->num_layers], k = m->num_inputs;
+    const size_t tc = m->time_input ? 1 : 0;
     for (size_t p = 0; p < n; ++p) {
-        double *in = h, *out = h + maxw;
-        memcpy(in, y + p * dim, dim * sizeof(double));
-        if (m->time_input)
-            in[dim] = t[p];
-        for (size_t l = 0; l < m->num_layers; ++l) {
-            const size_t ni = m->sizes[l], no = m->sizes[l + 1];
-            for (size_t j = 0; j < no; ++j) {
-                const double *w = m->weights[l] + j * ni;
-                double acc = 0.0;
-                for (size_t k = 0; k < ni; ++k)
-                    acc = fma(in[k], w[k], acc);
-                out[j] = acc;
-            }
-            const int act = l + 1 < m->num_layers ? (int)m->activation : (int)m->final_activation;
-            cln_host_bias_act_f64(out, no, 1, no, m->biases[l], act);
-            double *tmp = in;
-            in = out;
-            out = tmp;
-        }
-        memcpy(dydt + p * dim, in, dim * sizeof(double));
+        memcpy(h, y + p * dim, dim * sizeof(double));
+        if (tc)
+            h[dim] = t[p];
+        if (k)
+            memcpy(h + dim + tc, c + p * k, k * sizeof(double));
+        cln_eval_point(m, maxw, h, dydt + p * dim);
     }
     free(h);
     return CLNODE_OK;
+}
+
+clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size_t n,
+                                const double *y, const double *t, double *dydt)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, !m || m->num_inputs == 0, CLNODE_ERR_UNSUPPORTED,
+              "clnode_model_eval: the model takes %zu conditioning inputs, which this function "
+              "does not pass (clnode_model_eval_inputs does)",
+              m->num_inputs);
+    return clnode_model_eval_inputs(ctx, m, n, y, t, NULL, dydt);
+}
+
+const double *clnode_model_out_scale(const clnode_model *m, size_t *n)
+{
+    if (n)
+        *n = m ? m->out_scale_n : 0;
+    return m ? m->out_scale : NULL;
+}
+
+const char *clnode_model_out_scale_dtype(const clnode_model *m)
+{
+    if (!m || !m->out_scale)
+        return NULL;
+    return m->out_scale_f32 ? "F32" : "F64";
 }
 
 size_t clnode_model_num_inputs(const clnode_model *m)

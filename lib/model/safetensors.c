@@ -32,8 +32,12 @@
 /* Our schema nests three deep (object > tensor object > shape array); anything much deeper is
  * not a model and only costs parser recursion. */
 #define CLN_ST_MAX_DEPTH 8
-/* A layer has at most a weight and a bias, so more tensors than this means too many layers. */
-#define CLN_ST_MAX_TENSORS (2 * CLN_MAX_LAYERS)
+/* A layer has at most a weight and a bias, and the model one output scale, so more tensors than
+ * this means too many layers. */
+#define CLN_ST_MAX_TENSORS (2 * CLN_MAX_LAYERS + 1)
+/* The name of the output scale's tensor. */
+#define CLN_ST_SCALE "out_scale"
+
 /* Longest part of a name from the file quoted in a message. */
 #define CLN_ST_SHOW 96
 
@@ -47,6 +51,7 @@ typedef struct cln_st_tensor {
     const char *name;    /* key in the parsed JSON tree (owned by the tree) */
     unsigned long index; /* layer index taken from the name */
     int is_bias;         /* 1: "<i>.bias", 0: "<i>.weight" */
+    int is_scale;        /* 1: the output scale CLN_ST_SCALE (index and is_bias not used) */
     int is_f64;          /* 1: F64, 0: F32 */
     size_t rank;         /* number of dimensions */
     size_t dims[2];      /* the first two dimensions (the only ones a layer may have) */
@@ -240,6 +245,10 @@ static clnode_status cln_st_tensor_name(cln_st_loader *L, const char *name, cln_
 {
     char show[CLN_ST_SHOW + 4], show2[CLN_ST_SHOW + 4];
     cln_st_scheme scheme = CLN_ST_SCHEME_NONE;
+    if (strcmp(name, CLN_ST_SCALE) == 0) {
+        t->is_scale = 1;
+        return CLNODE_OK;
+    }
     if (strncmp(name, "layers.", 7) == 0 && cln_st_parse_index(name + 7, &t->index, &t->is_bias))
         scheme = CLN_ST_SCHEME_EQUINOX;
     else if (cln_st_parse_index(name, &t->index, &t->is_bias))
@@ -248,7 +257,7 @@ static clnode_status cln_st_tensor_name(cln_st_loader *L, const char *name, cln_
         return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                         "%s: unexpected tensor '%s': expected 'layers.<i>.weight' and "
                         "'layers.<i>.bias' (equinox) or '<i>.weight' and '<i>.bias' "
-                        "(torch.nn.Sequential)",
+                        "(torch.nn.Sequential), and optionally '" CLN_ST_SCALE "'",
                         L->src, cln_st_show(show, name));
     if (L->scheme == CLN_ST_SCHEME_NONE) {
         L->scheme = scheme;
@@ -397,6 +406,8 @@ static int cln_st_cmp_offset(const void *a, const void *b)
 static int cln_st_cmp_layer(const void *a, const void *b)
 {
     const cln_st_tensor *x = a, *y = b;
+    if (x->is_scale != y->is_scale) /* the output scale after every layer */
+        return x->is_scale - y->is_scale;
     if (x->index != y->index)
         return x->index < y->index ? -1 : 1;
     return x->is_bias - y->is_bias;
@@ -630,6 +641,7 @@ static clnode_status cln_st_entries(cln_st_loader *L, json_object *root, json_ob
 /* The layers in index order, as the loader found them. */
 typedef struct cln_st_layers {
     const cln_st_tensor *w[CLN_MAX_LAYERS], *b[CLN_MAX_LAYERS]; /* b[i] may be NULL */
+    const cln_st_tensor *scale;                                 /* NULL: no output scale */
     size_t sizes[CLN_MAX_LAYERS + 1];
     size_t num;
 } cln_st_layers;
@@ -676,6 +688,22 @@ static clnode_status cln_st_add_layer(cln_st_loader *L, const cln_st_tensor *w,
     return CLNODE_OK;
 }
 
+/* The output scale's shape: [] or [1] (a scalar) or [N] (one per component of the state). */
+static clnode_status cln_st_scale_shape(cln_st_loader *L, const cln_st_layers *ly)
+{
+    const cln_st_tensor *t = ly->scale;
+    if (t == NULL)
+        return CLNODE_OK;
+    char shape[64];
+    const size_t n = ly->sizes[ly->num];
+    if (t->rank == 0 || (t->rank == 1 && (t->dims[0] == 1 || t->dims[0] == n)))
+        return CLNODE_OK;
+    return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                    "%s: tensor '" CLN_ST_SCALE "' has shape %s; the output scale is a scalar "
+                    "(shape [] or [1]) or one value per component of the state (shape [%zu])",
+                    L->src, cln_st_shape_str(shape, sizeof shape, t), n);
+}
+
 /* The tensors paired into layers in index order (torch.nn.Sequential leaves gaps for activation
  * modules). */
 static clnode_status cln_st_layers_of(cln_st_loader *L, cln_st_layers *ly)
@@ -684,6 +712,10 @@ static clnode_status cln_st_layers_of(cln_st_loader *L, cln_st_layers *ly)
     qsort(L->tensors, L->num_tensors, sizeof L->tensors[0], cln_st_cmp_layer);
     for (size_t i = 0; i < L->num_tensors;) {
         const cln_st_tensor *w = &L->tensors[i], *b = NULL;
+        if (w->is_scale) { /* the last (cln_st_cmp_layer), and only one (json-c de-duplicates) */
+            ly->scale = w;
+            break;
+        }
         if (w->is_bias)
             return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
                             "%s: tensor '%s' is the bias of layer index %lu, which has no weight",
@@ -700,7 +732,11 @@ static clnode_status cln_st_layers_of(cln_st_loader *L, cln_st_layers *ly)
         if (st != CLNODE_OK)
             return st;
     }
-    return CLNODE_OK;
+    if (ly->num == 0)
+        return cln_fail(L->ctx, CLNODE_ERR_BAD_MODEL,
+                        "%s: no layers beside '" CLN_ST_SCALE "'; a model needs at least one",
+                        L->src);
+    return cln_st_scale_shape(L, ly);
 }
 
 /* The metadata keys the loader reads. */
@@ -790,6 +826,7 @@ static clnode_status cln_st_keep(cln_st_loader *L, json_object *meta, const cln_
         m->weight_f32[k] = !ly->w[k]->is_f64;
         m->bias_f32[k] = ly->b[k] != NULL && !ly->b[k]->is_f64;
     }
+    m->out_scale_f32 = ly->scale != NULL && !ly->scale->is_f64;
     const size_t n = meta != NULL ? (size_t)json_object_object_length(meta) : 0;
     if (n == 0)
         return CLNODE_OK;
@@ -865,11 +902,17 @@ static clnode_status cln_st_build(cln_st_loader *L, const cln_st_layers *ly,
     char show[CLN_ST_SHOW + 4];
     double *weights[CLN_MAX_LAYERS] = {0};
     double *biases[CLN_MAX_LAYERS] = {0};
+    double *scale = NULL;
     clnode_status st = CLNODE_OK;
     for (size_t k = 0; k < ly->num; k++) {
         CLN_TRY(st, cln_st_decode(L, ly->w[k], &weights[k]));
         if (ly->b[k] != NULL)
             CLN_TRY(st, cln_st_decode(L, ly->b[k], &biases[k]));
+    }
+    if (ly->scale != NULL) {
+        CLN_TRY(st, cln_st_decode(L, ly->scale, &scale));
+        desc->out_scale = scale;
+        desc->out_scale_size = ly->scale->numel;
     }
     desc->num_layers = ly->num;
     desc->sizes = ly->sizes;
@@ -878,7 +921,9 @@ static clnode_status cln_st_build(cln_st_loader *L, const cln_st_layers *ly,
     st = clnode_model_create(ctx, desc, out);
     if (st == CLNODE_OK && (*out)->f32_over) { /* named by its tensor in an fp32 solve's refusal */
         const clnode_model *m = *out;
-        const cln_st_tensor *t = m->f32_bias ? ly->b[m->f32_layer] : ly->w[m->f32_layer];
+        const cln_st_tensor *t = m->f32_scale  ? ly->scale
+                                 : m->f32_bias ? ly->b[m->f32_layer]
+                                               : ly->w[m->f32_layer];
         snprintf((*out)->f32_where, sizeof(*out)->f32_where, "%s: tensor '%s'", L->src,
                  cln_st_show(show, t->name));
     }
@@ -898,6 +943,7 @@ fail:
         free(weights[k]);
         free(biases[k]);
     }
+    free(scale);
     return st;
 }
 

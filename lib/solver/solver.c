@@ -379,8 +379,11 @@ static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model 
     if (!model->f32_over)
         return CLNODE_OK;
     char what[96];
-    snprintf(what, sizeof what, "layer %zu %s, element %zu", model->f32_layer,
-             model->f32_bias ? "bias" : "weight", model->f32_index);
+    if (model->f32_scale)
+        snprintf(what, sizeof what, "out_scale, element %zu", model->f32_index);
+    else
+        snprintf(what, sizeof what, "layer %zu %s, element %zu", model->f32_layer,
+                 model->f32_bias ? "bias" : "weight", model->f32_index);
     if (model->f32_where[0])
         return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "the model's %s (%s) is %g: %s",
                         model->f32_where, what, model->f32_value, beyond);
@@ -614,7 +617,8 @@ static void cln_release(cln_run *r)
         be->ops->buf_free(be, sd->bias[i]);
     }
     cln_buf **all[] = {&sd->Y,  &sd->F,  &sd->Z,  &sd->H[0],  &sd->H[1], &sd->CR,  &sd->CI,
-                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT,  &sd->STY, &sd->PAIRS};
+                       &sd->RS, &sd->IS, &sd->TS, &sd->TSOUT, &sd->STT,  &sd->STY, &sd->PAIRS,
+                       &sd->scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         be->ops->buf_free(be, *all[i]);
         *all[i] = NULL;
@@ -1138,6 +1142,10 @@ static clnode_status cln_allocate(cln_run *r)
         if (model->biases[l])
             CLN_TRY(st, cln_alloc(r, &sd->bias[l], model->sizes[l + 1], es));
     }
+    if (model->out_scale) {
+        CLN_TRY(st, cln_alloc(r, &sd->scale, model->out_scale_n, es));
+        sd->scale_n = model->out_scale_n;
+    }
     /* the saved steps start with room for a few groups of steps and grow with the steps taken
      * (cln_grow_steps), never past max_steps */
     if (o->save_steps) {
@@ -1203,6 +1211,9 @@ static clnode_status cln_upload_problem(cln_run *r)
         if (model->biases[l])
             CLN_TRY(st, cln_upload(be, sd, sd->bias[l], 0, model->biases[l], model->sizes[l + 1]));
     }
+    /* the output scale at every solve, kept model or not (backend.h: never kept) */
+    if (sd->scale)
+        CLN_TRY(st, cln_upload(be, sd, sd->scale, 0, model->out_scale, model->out_scale_n));
     {
         cln_consts_d K;
         double flat[CLN_CONSTS_REALS];

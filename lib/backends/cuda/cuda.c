@@ -64,8 +64,8 @@ struct cln_buf {
 /* The kernels of one (device, precision) program and their block sizes. */
 typedef struct cu_program {
     cudaLibrary_t lib;
-    cudaKernel_t init, stage, finish, bias_act, bias_act_stage, count, gemm, swap;
-    unsigned t_rows, t_stage, t_bias, t_bias_stage, t_gemm, t_swap; /* threads per block */
+    cudaKernel_t init, stage, finish, bias_act, bias_act_stage, count, gemm, swap, scale;
+    unsigned t_rows, t_stage, t_bias, t_bias_stage, t_gemm, t_swap, t_scale; /* per block */
 } cu_program;
 
 /* Threads of cln_count_active's one block: CLN_COUNT_THREADS in cl/clnode_cuda.cu. */
@@ -477,7 +477,8 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     } ks[] = {{&p->init, "cln_init"},          {&p->stage, "cln_stage"},
               {&p->finish, "cln_finish"},      {&p->bias_act, "cln_bias_act"},
               {&p->count, "cln_count_active"}, {&p->gemm, "cln_gemm_ordered"},
-              {&p->swap, "cln_swap_rows"},     {&p->bias_act_stage, "cln_bias_act_stage"}};
+              {&p->swap, "cln_swap_rows"},     {&p->bias_act_stage, "cln_bias_act_stage"},
+              {&p->scale, "cln_out_scale_pass"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = CU(cudaLibraryGetKernel)(ks[i].k, p->lib, ks[i].name);
         if (e != cudaSuccess) {
@@ -500,6 +501,7 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     CLN_TRY(st, cu_threads(ctx, p->count, CU_COUNT_THREADS, "cln_count_active", &t_count));
     CLN_TRY(st, cu_threads(ctx, p->gemm, CU_THREADS, "cln_gemm_ordered", &p->t_gemm));
     CLN_TRY(st, cu_threads(ctx, p->swap, CU_THREADS, "cln_swap_rows", &p->t_swap));
+    CLN_TRY(st, cu_threads(ctx, p->scale, CU_THREADS, "cln_out_scale_pass", &p->t_scale));
     if (t_count != CU_COUNT_THREADS) {
         st = cln_fail(ctx, CLNODE_ERR_BUILD,
                       "cln_count_active allows %u threads per block, needs %u", t_count,
@@ -919,9 +921,34 @@ static clnode_status cu_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C,
     return cu_launch(be, cs->p->bias_act, blocks, cs->p->t_bias, args, "cln_bias_act");
 }
 
+static clnode_status cu_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                                  size_t ldc, size_t m, size_t n)
+{
+    clnode_context *ctx = be->ctx;
+    const cu_solve *cs = sd->be_data;
+    CLN_CHECK(ctx, cs && sd->scale, CLNODE_ERR_INTERNAL, "out_scale outside a scaled solve");
+    if (m == 0 || n == 0)
+        return CLNODE_OK;
+    CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX && ldc >= n, CLNODE_ERR_INVALID_ARGUMENT,
+              "out_scale block %zu x %zu (ldc %zu) is out of range", m, n, ldc);
+    CLN_CHECK(ctx,
+              cu_block_fits(C->size, sd->esize, c_off, m, n, ldc) &&
+                  cu_block_fits(sd->scale->size, sd->esize, 0, 1, sd->scale_n, sd->scale_n),
+              CLNODE_ERR_INTERNAL, "out_scale block %zu x %zu reaches past its buffers", m, n);
+    void *c = C->p, *s = sd->scale->p;
+    unsigned long long off = c_off, ld = ldc;
+    int mi = (int)m, ni = (int)n, ns = (int)sd->scale_n;
+    void *args[] = {&c, &off, &ld, &mi, &ni, &s, &ns};
+    unsigned blocks = 0;
+    clnode_status st = cu_blocks(ctx, (unsigned long long)m * n, cs->p->t_scale, &blocks);
+    if (st != CLNODE_OK)
+        return st;
+    return cu_launch(be, cs->p->scale, blocks, cs->p->t_scale, args, "cln_out_scale_pass");
+}
+
 /* The last layer's bias + activation on F block i (when the driver's loop would apply it: a
- * bias or an activation other than the identity) and the argument of stage i + 1, in one
- * cln_bias_act_stage launch over (live row, column of Z). */
+ * bias or an activation other than the identity), its output scale and the argument of stage
+ * i + 1, in one cln_bias_act_stage launch over (live row, column of Z). */
 static clnode_status cu_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {
     clnode_context *ctx = be->ctx;
@@ -933,8 +960,10 @@ static clnode_status cu_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i
     void *b = bias ? bias->p : NULL; /* not read without bias */
     int ci = i, m = (int)sd->live, has_bias = bias != NULL, act = sd->act[L - 1];
     int apply = bias != NULL || act != CLNODE_ACT_IDENTITY;
-    void *args[] = {&ci,    &cs->CR, &cs->CI, &cs->RS,   &cs->IS, &cs->Y, &cs->F,
-                    &cs->Z, &m,      &b,      &has_bias, &apply,  &act};
+    void *s = sd->scale ? sd->scale->p : NULL; /* not read without a scale */
+    int ns = sd->scale ? (int)sd->scale_n : 0;
+    void *args[] = {&ci, &cs->CR, &cs->CI,   &cs->RS, &cs->IS, &cs->Y, &cs->F, &cs->Z,
+                    &m,  &b,      &has_bias, &apply,  &act,    &s,     &ns};
     unsigned blocks = 0;
     clnode_status st =
         cu_blocks(ctx, (unsigned long long)sd->live * sd->ldz, cs->p->t_bias_stage, &blocks);
@@ -1070,6 +1099,7 @@ static const cln_backend_ops cuda_ops = {
     .buf_read = cu_buf_read,
     .gemm = cu_gemm,
     .bias_act = cu_bias_act,
+    .out_scale = cu_out_scale,
     .solve_begin = cu_solve_begin,
     .solve_end = cu_solve_end,
     .init = cu_init,

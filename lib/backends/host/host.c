@@ -413,6 +413,8 @@ typedef struct host_act_job {
     size_t ldc, m, n;
     const void *bias;
     int act;
+    const void *scale; /* non-NULL: the output scale pass (scale_n values) instead */
+    size_t scale_n;
 } host_act_job;
 
 static void host_act_part(void *arg, size_t part, size_t parts)
@@ -420,7 +422,13 @@ static void host_act_part(void *arg, size_t part, size_t parts)
     const host_act_job *j = arg;
     size_t r0, r1;
     host_part_rows(j->m, part, parts, &r0, &r1);
-    if (j->f64)
+    if (j->scale && j->f64)
+        cln_host_out_scale_f64((double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->scale,
+                               j->scale_n);
+    else if (j->scale)
+        cln_host_out_scale_f32((float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->scale,
+                               j->scale_n);
+    else if (j->f64)
         cln_host_bias_act_f64((double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias, j->act);
     else
         cln_host_bias_act_f32((float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias, j->act);
@@ -438,6 +446,23 @@ static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *
                       .n = n,
                       .bias = bias ? (const void *)bias->p : NULL,
                       .act = act};
+    cln_pool_run(hb->pool, cln_pool_parts(hb->pool, m, n, CLN_HOST_PART_ELEMS, CLN_HOST_PART_ROWS),
+                 host_act_part, &j);
+    return CLNODE_OK;
+}
+
+static clnode_status host_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                                    size_t ldc, size_t m, size_t n)
+{
+    host_backend *hb = (host_backend *)be;
+    const int f64 = sd->prec == CLNODE_FP64;
+    host_act_job j = {.f64 = f64,
+                      .C = f64 ? (void *)HOST_F64(C, c_off) : (void *)HOST_F32(C, c_off),
+                      .ldc = ldc,
+                      .m = m,
+                      .n = n,
+                      .scale = sd->scale->p,
+                      .scale_n = sd->scale_n};
     cln_pool_run(hb->pool, cln_pool_parts(hb->pool, m, n, CLN_HOST_PART_ELEMS, CLN_HOST_PART_ROWS),
                  host_act_part, &j);
     return CLNODE_OK;
@@ -692,6 +717,11 @@ static clnode_status host_solve_begin(cln_backend *be, cln_solve_dev *sd)
         st = host_grow(hb, &hb->scratch_c, &hb->scratch_c_cap, CLN_HOST_ROWS * max_out * sd->esize);
     if (st == CLNODE_OK && !hb->openblas && sd->gemm_mode == CLNODE_GEMM_STRICT)
         st = host_fused_begin(hb, sd);
+    if (st == CLNODE_OK && sd->be_data) { /* this solve's scale, the packed model kept or not */
+        host_solve *hs = sd->be_data;
+        hs->mlp.scale = sd->scale ? sd->scale->p : NULL;
+        hs->mlp.scale_n = sd->scale ? sd->scale_n : 0;
+    }
     if (st != CLNODE_OK)
         host_solve_end(be, sd);
     return st;
@@ -987,6 +1017,7 @@ static const cln_backend_ops host_ops = {
     .buf_read = host_buf_read,
     .gemm = host_gemm,
     .bias_act = host_bias_act,
+    .out_scale = host_out_scale,
     .solve_begin = host_solve_begin,
     .solve_end = host_solve_end,
     .init = host_init,

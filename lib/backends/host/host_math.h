@@ -22,9 +22,14 @@
 #define CLN_HOST_CLONES
 #endif
 
+/* cln_host_bias_act: C = act(C + bias) on an m x n block (leading dimension ldc; bias NULL:
+ * none, and the identity then leaves C as it is). cln_host_out_scale: C = cln_out_scale(C, s[j])
+ * (ns == N) or (C, s[0]) (ns == 1) on such a block: the model's output scale. */
 #define CLN_HOST_MATH_DECLARE(real, sfx)                                                           \
     void cln_host_bias_act_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *bias,        \
                                  int act);                                                         \
+    void cln_host_out_scale_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *s,          \
+                                  size_t ns);                                                      \
     void cln_host_init_##sfx(size_t B, const real *CR, const int32_t *CI, real *RS, int32_t *IS);  \
     void cln_host_stage_##sfx(int i, size_t rows, const real *CR, const int32_t *CI,               \
                               const real *RS, const int32_t *IS, const real *Y, const real *F,     \

@@ -32,6 +32,10 @@ typedef struct cln_host_mlp {
     const cln_gemv_panel *panel[CLN_HOST_MLP_MAX_LAYERS]; /* and each one's columns */
     const void *bias[CLN_HOST_MLP_MAX_LAYERS];
     int act[CLN_HOST_MLP_MAX_LAYERS];
+    /* The output scale (cln_solve_dev.scale, scale_n values; scale_n 0: none), set by every
+     * solve (not part of the packed model a backend keeps). */
+    const void *scale;
+    size_t scale_n;
     size_t ldh;     /* leading dimension of the activation scratch: the widest wide[l] */
     size_t stage_n; /* the state size whose stage scratch follows it (see below) */
 } cln_host_mlp;
@@ -39,7 +43,8 @@ typedef struct cln_host_mlp {
 /* For rows r0 .. r1 - 1: stage i (cln_stage_elem of cl/cln_step.h, skipping frozen rows as the
  * stage pass does) into Z, then F block i = MLP(Z) layer by layer: the ordered GEMM
  * (cln_gemm_packed, and cln_gemv_packed for the rows its tiles leave) and bias + activation
- * (cln_host_bias_act) on blocks of CLN_HOST_MLP_ROWS rows. i < 0: no stage (Z as it is, RS and IS
+ * (cln_host_bias_act) on blocks of CLN_HOST_MLP_ROWS rows, and the output scale on the last
+ * layer's (cln_host_out_scale) where the model has one. i < 0: no stage (Z as it is, RS and IS
  * not read), F block 0 = MLP(Z): the bare vector field of the benchmarks.
  * The rows the tiles leave run on the row kernels panel by panel, each panel's bias and
  * activation right after it; `flip` reverses the order of the panels (a caller alternates it

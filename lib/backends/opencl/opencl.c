@@ -57,6 +57,8 @@ static const char *const ocl_bias_act_stage_names[OCL_NUM_ACT] = {
 typedef struct ocl_program {
     cl_program prog;
     cl_kernel init, stage, finish, count, tf32, swap;
+    cl_kernel out_scale; /* cln_out_scale_pass */
+    size_t lim_scale;    /* its work-group size limit */
     cl_kernel bias_act[OCL_NUM_ACT];       /* cln_bias_act_<activation>, indexed by CLN_ACT_* */
     size_t lim_bias[OCL_NUM_ACT];          /* their work-group size limits */
     cl_kernel bias_act_stage[OCL_NUM_ACT]; /* cln_bias_act_stage_<activation>, likewise */
@@ -477,7 +479,8 @@ static int ocl_select_one(void *user, size_t index, const ocl_dev_info *info)
 
 static void ocl_program_release(ocl_program *p)
 {
-    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->count, &p->tf32, &p->swap};
+    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish, &p->count,
+                       &p->tf32, &p->swap,  &p->out_scale};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         if (*ks[i])
             clReleaseKernel(*ks[i]);
@@ -814,14 +817,18 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
     struct {
         cl_kernel *k;
         const char *name;
-    } ks[6 + 2 * OCL_NUM_ACT] = {{&p->init, "cln_init"},     {&p->stage, "cln_stage"},
-                                 {&p->finish, "cln_finish"}, {&p->count, "cln_count_active"},
-                                 {&p->tf32, "cln_tf32"},     {&p->swap, "cln_swap_rows"}};
+    } ks[7 + 2 * OCL_NUM_ACT] = {{&p->init, "cln_init"},
+                                 {&p->stage, "cln_stage"},
+                                 {&p->finish, "cln_finish"},
+                                 {&p->count, "cln_count_active"},
+                                 {&p->tf32, "cln_tf32"},
+                                 {&p->swap, "cln_swap_rows"},
+                                 {&p->out_scale, "cln_out_scale_pass"}};
     for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
-        ks[6 + i].k = &p->bias_act[i];
-        ks[6 + i].name = ocl_bias_act_names[i];
-        ks[6 + OCL_NUM_ACT + i].k = &p->bias_act_stage[i];
-        ks[6 + OCL_NUM_ACT + i].name = ocl_bias_act_stage_names[i];
+        ks[7 + i].k = &p->bias_act[i];
+        ks[7 + i].name = ocl_bias_act_names[i];
+        ks[7 + OCL_NUM_ACT + i].k = &p->bias_act_stage[i];
+        ks[7 + OCL_NUM_ACT + i].name = ocl_bias_act_stage_names[i];
     }
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         cl_int e = CL_SUCCESS;
@@ -887,6 +894,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
         p->lim_bias_stage[i] = ocl_wg_limit(ob, p->bias_act_stage[i], OCL_WG);
     }
     p->lim_swap = ocl_wg_limit(ob, p->swap, OCL_WG);
+    p->lim_scale = ocl_wg_limit(ob, p->out_scale, OCL_WG);
     p->wg_multiple = 0;
     if (clGetKernelWorkGroupInfo(p->stage, ob->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
                                  sizeof p->wg_multiple, &p->wg_multiple, NULL) != CL_SUCCESS ||
@@ -1041,8 +1049,13 @@ static clnode_status ocl_solve_args(opencl_backend *ob, ocl_program *p, const cl
     SB_ARG(p->stage, 6, sd->F->mem);
     SB_ARG(p->stage, 7, sd->Z->mem);
 
+    /* the output scale, or none (ns 0: any buffer, not read) */
+    const cl_int ns = sd->scale ? (cl_int)sd->scale_n : 0;
+    cl_mem smem = sd->scale ? sd->scale->mem : sd->F->mem;
     for (size_t a = 0; a < OCL_NUM_ACT; ++a) {
         cl_kernel k = p->bias_act_stage[a];
+        SB_ARG(k, 12, smem);
+        SB_ARG(k, 13, ns);
         SB_ARG(k, 0, zero); /* i, m, bias, has_bias and apply: set per enqueue */
         SB_ARG(k, 1, sd->CR->mem);
         SB_ARG(k, 2, sd->CI->mem);
@@ -1175,9 +1188,41 @@ static clnode_status ocl_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C
     return CLNODE_OK;
 }
 
+static clnode_status ocl_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                                   size_t ldc, size_t m, size_t n)
+{
+    opencl_backend *ob = ocl(be);
+    clnode_context *ctx = be->ctx;
+    const ocl_solve *os = sd->be_data;
+    CLN_CHECK(ctx, os && sd->scale, CLNODE_ERR_INTERNAL, "out_scale outside a scaled solve");
+    if (m == 0 || n == 0)
+        return CLNODE_OK;
+    CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
+              "out_scale block %zu x %zu is too large", m, n);
+    cl_kernel k = os->p->out_scale;
+    const cl_ulong off = c_off, ld = ldc;
+    const cl_int mi = (cl_int)m, ni = (cl_int)n, ns = (cl_int)sd->scale_n;
+    OCL_ARG(ctx, k, 0, C->mem);
+    OCL_ARG(ctx, k, 1, off);
+    OCL_ARG(ctx, k, 2, ld);
+    OCL_ARG(ctx, k, 3, mi);
+    OCL_ARG(ctx, k, 4, ni);
+    OCL_ARG(ctx, k, 5, sd->scale->mem);
+    OCL_ARG(ctx, k, 6, ns);
+    size_t l[2], g[2];
+    ocl_local_2d(ob, os->p, os->p->lim_scale, n, l);
+    g[0] = ocl_round_up(n, l[0]);
+    g[1] = ocl_round_up(m, l[1]);
+    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_out_scale_pass)");
+    return CLNODE_OK;
+}
+
 /* The last layer's bias + activation on F block i (when the driver's loop would apply it: a
- * bias or an activation other than the identity) and the argument of stage i + 1, in one
- * cln_bias_act_stage launch over (column of Z, live row). */
+ * bias or an activation other than the identity), its output scale (set for the solve in
+ * ocl_solve_args) and the argument of stage i + 1, in one cln_bias_act_stage launch over
+ * (column of Z, live row). */
 static clnode_status ocl_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {
     opencl_backend *ob = ocl(be);
@@ -1333,6 +1378,7 @@ static const cln_backend_ops opencl_ops = {
     .buf_read = ocl_buf_read,
     .gemm = ocl_gemm,
     .bias_act = ocl_bias_act,
+    .out_scale = ocl_out_scale,
     .solve_begin = ocl_solve_begin,
     .solve_end = ocl_solve_end,
     .init = ocl_init,
