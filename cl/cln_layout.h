@@ -60,7 +60,9 @@ typedef struct cln_iconsts {
     int save_steps;   /* save every accepted step */
     int steps_cap;    /* row stride of STT and STY: the points each trajectory has room for, set
                          (and raised as the solve takes steps) by the driver, <= max_steps */
-    int n_ts;         /* requested save times */
+    int n_ts;         /* requested save times (of each trajectory) */
+    int ts_stride;    /* trajectory b's save times start at TS[b * ts_stride]: 0 for one list
+                         shared by the batch, n_ts for a list per trajectory */
     int coeff1_zero;  /* coeff1 == 0: the controller skips that power */
     int coeff2_zero;  /* coeff2 == 0 */
     int coeff3_zero;  /* coeff3 == 0 */

@@ -26,7 +26,9 @@
  *   Z  [B][ldz]        stage argument, ldz = N (+1 when the model takes t: Z[b][N] = t_i)
  *   RS [B] cln_rstate, IS [B] cln_istate   per-trajectory state
  *   K  cln_consts, KI cln_iconsts          per-solve constants
- *   TS [n_ts]          requested save times as tau (increasing), TSOUT [B][n_ts][N]
+ *   TS [n_ts]          requested save times as tau (increasing), one list shared by the batch,
+ *                      or TS [B][n_ts], a list per trajectory (KI.ts_stride = n_ts);
+ *                      TSOUT [B][n_ts][N]
  *   STT [B][steps_cap], STY [B][steps_cap][N]   saved accepted steps (when KI.save_steps);
  *                      steps_cap (KI) grows with the steps taken (the driver's cln_grow_steps)
  */
@@ -461,8 +463,10 @@ CLN_INLINE void cln_clip_to_end(real tau1, real clip_floor, int keep, real t, re
 }
 
 /* Dense output at the requested times inside the accepted step [t, tn], before y moves on:
- * rows is->nts, ... of TSOUT[b] while TS[j] <= tn. The list is shared by the batch: times
- * before the trajectory's own start tau0 are passed over (not written: outside its interval). */
+ * rows is->nts, ... of TSOUT[b] while ts[j] <= tn, ts the trajectory's list (row b of TS with a
+ * list per trajectory, KI->ts_stride = n_ts; the list shared by the batch, stride 0). Times
+ * before the trajectory's own start tau0 are passed over (not written: outside its interval;
+ * a list per trajectory has none). */
 CLN_INLINE void cln_save_dense(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, size_t b,
                                CLN_GLOBAL cln_istate *is, CLN_CONST real *y, CLN_CONST real *F,
                                CLN_CONST real *zrow, CLN_CONST real *TS, CLN_GLOBAL real *TSOUT,
@@ -470,12 +474,13 @@ CLN_INLINE void cln_save_dense(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *K
 {
     const size_t B = (size_t)KI->B;
     const cln_int N = KI->N, s = KI->stages, ssal = KI->ssal, nts = KI->n_ts;
+    CLN_CONST real *ts = TS + b * (size_t)KI->ts_stride;
     real k[CLN_MAX_STAGES];
     cln_int j = is->nts;
-    for (; j < nts && TS[j] <= tn; ++j) {
-        if (TS[j] < tau0)
+    for (; j < nts && ts[j] <= tn; ++j) {
+        if (ts[j] < tau0)
             continue;
-        const real th = tn == t ? CLN_R(0.0) : (TS[j] - t) / (tn - t);
+        const real th = tn == t ? CLN_R(0.0) : (ts[j] - t) / (tn - t);
         CLN_GLOBAL real *out = TSOUT + (b * (size_t)nts + (size_t)j) * (size_t)N;
         for (cln_int n = 0; n < N; ++n) {
             cln_load_k(k, F, B, N, s, b, n, hd);

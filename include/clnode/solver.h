@@ -228,7 +228,9 @@ CLNODE_API void clnode_solve_seed_options_sized(clnode_solve_options *opts, size
  * t1s[b] is allowed: no step). save_ts is one list shared by the batch, monotone in that
  * direction; a trajectory saves the times inside its own [t0, t1] and reports the others as
  * absent (clnode_solution_saved with CLNODE_SAVE_TS returns the times it saved, a contiguous run
- * of save_ts). Without t0s and t1s every save time must lie inside the options' [t0, t1]. */
+ * of save_ts). Without t0s and t1s every save time must lie inside the options' [t0, t1].
+ * With save_ts_per_trajectory every trajectory has its own row of n_save_ts save times instead,
+ * inside its own interval. */
 typedef struct clnode_problem {
     size_t struct_size;    /* sizeof(clnode_problem) where the program was compiled: set by
                               clnode_problem_default; the library reads only the fields it covers */
@@ -248,8 +250,16 @@ typedef struct clnode_problem {
                               Required when the model has inputs, refused when it has none. */
     const double *save_ts; /* default NULL: n_save_ts times shared by the batch (SaveAt(ts=...)),
                               inside [t0, t1], monotone in the direction of integration, saved
-                              through the dense output */
+                              through the dense output; batch x n_save_ts values with
+                              save_ts_per_trajectory */
     size_t n_save_ts;
+    int save_ts_per_trajectory; /* 0 (default): save_ts is one list of n_save_ts times shared
+          by the batch (clipped to each trajectory's interval, as above); 1: save_ts holds
+          batch x n_save_ts values row-major, row b trajectory b's own list (jax.vmap over
+          SaveAt(ts=...)): each row finite, monotone in the direction of integration and inside
+          that trajectory's own [t0, t1] (refused otherwise, naming trajectory and index). Every
+          trajectory then saves its whole row, and is solved exactly as it would be alone with
+          its row as a shared list (same steps, same bits). Other values are refused. */
 } clnode_problem;
 
 /* Fills `p` with the defaults (every field 0 or NULL), struct_size included. A macro: it passes
@@ -310,9 +320,10 @@ typedef enum clnode_save_kind {
  * stats); *out then holds the solution. Errors (nothing is stored in *out):
  * CLNODE_ERR_INVALID_ARGUMENT (a bad problem: NULL, no y0, batch out of range, save times
  * counted but not given, a struct_size this library does not know; bad options: rtol/atol <= 0 or
- * non-finite, dt0 of the wrong sign, save_ts outside [t0, t1] or not monotone, euler with the PID
- * controller, a struct_size this library does not know, per-trajectory intervals in both
- * directions, conditioning inputs missing or not expected, max_steps outside [1,
+ * non-finite, dt0 of the wrong sign, save_ts outside [t0, t1] or not monotone (per-trajectory
+ * rows: outside the trajectory's own interval), save_ts_per_trajectory other than 0 or 1, euler
+ * with the PID controller, a struct_size this library does not know, per-trajectory intervals in
+ * both directions, conditioning inputs missing or not expected, max_steps outside [1,
  * CLNODE_MAX_STEPS_LIMIT], values that do not mean what they say in the state precision (below),
  * ...; the message says which, and names the trajectory or index), CLNODE_ERR_NONFINITE_INPUT
  * (NaN/Inf in y0 or the conditioning inputs), CLNODE_ERR_UNSUPPORTED / CLNODE_ERR_NO_FP64
@@ -377,7 +388,8 @@ CLNODE_API const double *clnode_solution_y_final(const clnode_solution *sol, siz
  * were requested but never reached (a trajectory that failed early) are absent: *n counts only
  * the points written.
  * CLNODE_SAVE_TS with per-trajectory intervals (t0s, t1s): the save times inside the
- * trajectory's own interval, a contiguous run of save_ts (*ts points at its first). Returns
+ * trajectory's own interval, a contiguous run of save_ts (*ts points at its first). With
+ * save_ts_per_trajectory: the trajectory's own row (the times it reached, from its first). Returns
  * CLNODE_ERR_INVALID_ARGUMENT if traj is out of range. */
 CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_t traj,
                                                clnode_save_kind kind, size_t *n, const double **ts,
@@ -394,9 +406,9 @@ CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_
  * which it returns multiplied by direction: +inf). A trajectory that fails early therefore has
  * its points packed from slot 0, its stop point right after its last saved point, and more
  * padding. With save_steps the last step is the stop point, so t1 is not saved twice.
- * The save times are one list shared by the batch: with per-trajectory intervals (t0s, t1s) a
- * trajectory saves the run of it inside its own interval, save_ts[first .. first + n)
- * (clnode_solution_ts_index). Per-trajectory save times (a batch x n array, as jax.vmap over
+ * A shared list of save times with per-trajectory intervals (t0s, t1s): a trajectory saves the
+ * run of it inside its own interval, save_ts[first .. first + n) (clnode_solution_ts_index).
+ * Per-trajectory save times (save_ts_per_trajectory: a batch x n array, as jax.vmap over
  * SaveAt(ts=...) gives) read the same way: n, the row length, counts in T, and `first` indexes
  * the trajectory's own row. */
 
@@ -436,6 +448,8 @@ CLNODE_API clnode_status clnode_solution_kinds(const clnode_solution *sol, size_
 /* The index in save_ts of trajectory traj's first saved time, in *first: its CLNODE_SAVE_TS
  * points are the save times save_ts[first .. first + n) (n from clnode_solution_saved), the
  * first not before its t0 in the direction of integration; 0 when the solve has no save times.
+ * With save_ts_per_trajectory the index is into the trajectory's own row (save_ts + traj x
+ * n_save_ts), and 0: every time of the row lies inside its interval.
  * Returns CLNODE_ERR_INVALID_ARGUMENT if sol or first is NULL or traj is out of range. */
 CLNODE_API clnode_status clnode_solution_ts_index(const clnode_solution *sol, size_t traj,
                                                   size_t *first);

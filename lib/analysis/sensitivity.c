@@ -360,28 +360,34 @@ static clnode_status host_solve(clnode_context *ctx, clnode_context *host,
     return CLNODE_OK;
 }
 
-/* The problem of rows rows[0 .. n-1] of `in`: its per-trajectory arrays (t0s, t1s, dt0s and the
- * k conditioning inputs of each row) gathered into *arena (one allocation, freed by the caller;
- * NULL when there is none to gather); y0 stays the caller's to set. */
+/* The problem of rows rows[0 .. n-1] of `in`: its per-trajectory arrays (t0s, t1s, dt0s, the
+ * k conditioning inputs of each row and, with save_ts_per_trajectory, its row of save times)
+ * gathered into *arena (one allocation, freed by the caller; NULL when there is none to gather);
+ * y0 stays the caller's to set. */
 static clnode_status problem_rows(clnode_context *ctx, const clnode_problem *in, size_t k,
                                   const size_t *rows, size_t n, clnode_problem *out, double **arena)
 {
     *out = *in;
     out->batch = n;
     *arena = NULL;
-    const double *const src[4] = {in->t0s, in->t1s, in->dt0s, in->inputs};
-    const size_t w[4] = {1, 1, 1, k};
+    const double *const src[5] = {in->t0s, in->t1s, in->dt0s, in->inputs,
+                                  in->save_ts_per_trajectory ? in->save_ts : NULL};
+    const size_t w[5] = {1, 1, 1, k, in->n_save_ts};
     size_t total = 0;
-    for (int a = 0; a < 4; ++a)
-        total += src[a] ? n * w[a] : 0;
+    for (int a = 0; a < 5; ++a) {
+        size_t m;
+        CLN_CHECK(ctx, !src[a] || (cln_mul_size(n, w[a], &m) && cln_add_size(total, m, &total)),
+                  CLNODE_ERR_OUT_OF_MEMORY,
+                  "sensitivity: the per-trajectory arrays of %zu trajectories overflow", n);
+    }
     if (!total)
         return CLNODE_OK;
     double *buf = malloc(total * sizeof *buf);
     CLN_CHECK(ctx, buf, CLNODE_ERR_OUT_OF_MEMORY,
               "sensitivity: cannot allocate the per-trajectory arrays of %zu trajectories", n);
-    const double **dst[4] = {&out->t0s, &out->t1s, &out->dt0s, &out->inputs};
+    const double **dst[5] = {&out->t0s, &out->t1s, &out->dt0s, &out->inputs, &out->save_ts};
     double *at = buf;
-    for (int a = 0; a < 4; ++a) {
+    for (int a = 0; a < 5; ++a) {
         if (!src[a])
             continue;
         for (size_t j = 0; j < n; ++j)

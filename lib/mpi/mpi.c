@@ -100,6 +100,8 @@ static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
         p.dt0s += first;
     if (p.inputs)
         p.inputs += first * K;
+    if (p.save_ts_per_trajectory && p.save_ts)
+        p.save_ts += first * p.n_save_ts;
     clnode_solution *sol = NULL;
     clnode_status st = clnode_solve(ctx, model, full, &p, &sol);
     if (st != CLNODE_OK) {

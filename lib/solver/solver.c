@@ -245,31 +245,61 @@ static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_s
     return CLNODE_OK;
 }
 
+/* The save times: one list shared by the batch (inside the one shared interval; per-trajectory
+ * intervals clip it), or a row per trajectory, each inside its own trajectory's interval. */
+static clnode_status cln_validate_save_ts(clnode_context *ctx, const clnode_solve_options *o,
+                                          const clnode_problem *p)
+{
+    const size_t nt = p->n_save_ts;
+    CLN_CHECK(ctx, p->save_ts_per_trajectory == 0 || p->save_ts_per_trajectory == 1,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.save_ts_per_trajectory = %d: 0 (one list shared by the batch) or 1 "
+              "(a list per trajectory)",
+              p->save_ts_per_trajectory);
+    CLN_CHECK(ctx, nt == 0 || p->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.n_save_ts = %zu save times but clnode_problem.save_ts is NULL", nt);
+    CLN_CHECK(ctx, nt <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem.n_save_ts = %zu: too many save times", nt);
+    size_t all;
+    CLN_CHECK(ctx, !p->save_ts_per_trajectory || cln_mul_size(p->batch, nt, &all),
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_problem: %zu trajectories x n_save_ts = %zu save times overflow", p->batch,
+              nt);
+    const double dir = cln_direction(o, p);
+    const int rows = p->save_ts_per_trajectory;
+    const int shared = !rows && !p->t0s && !p->t1s; /* one list in one interval */
+    for (size_t b = 0; b < (rows ? p->batch : 1); ++b) {
+        const double *ts = p->save_ts + b * (rows ? nt : 0);
+        const double t0 = cln_t0(o, p, b), t1 = cln_t1(o, p, b);
+        char who[48] = "";
+        if (rows)
+            snprintf(who, sizeof who, " of trajectory %zu", b);
+        for (size_t j = 0; j < nt; ++j) {
+            const double t = ts[j];
+            CLN_CHECK(ctx, isfinite(t), CLNODE_ERR_INVALID_ARGUMENT, "save time %zu%s is %g", j,
+                      who, t);
+            CLN_CHECK(ctx, !(shared || rows) || (dir * t >= dir * t0 && dir * t <= dir * t1),
+                      CLNODE_ERR_INVALID_ARGUMENT,
+                      "save time %zu%s (%g) lies outside %s[t0, t1] = [%g, %g]", j, who, t,
+                      rows ? "its trajectory's interval " : "", t0, t1);
+            CLN_CHECK(ctx, j == 0 || dir * t >= dir * ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
+                      "save times must be monotone in the direction of integration (time %zu%s "
+                      "= %g after %g)",
+                      j, who, t, ts[j - 1]);
+        }
+    }
+    return CLNODE_OK;
+}
+
 /* The save times, then the initial states. */
 static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model *model,
                                          const clnode_solve_options *o, const clnode_problem *p)
 {
     const size_t batch = p->batch;
     const double *y0 = p->y0;
-    CLN_CHECK(ctx, p->n_save_ts == 0 || p->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_problem.n_save_ts = %zu save times but clnode_problem.save_ts is NULL",
-              p->n_save_ts);
-    CLN_CHECK(ctx, p->n_save_ts <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_problem.n_save_ts = %zu: too many save times", p->n_save_ts);
-    const double dir = cln_direction(o, p);
-    /* per-trajectory intervals clip the shared list; one shared interval must contain it */
-    const int shared = !p->t0s && !p->t1s;
-    for (size_t j = 0; j < p->n_save_ts; ++j) {
-        const double t = p->save_ts[j];
-        CLN_CHECK(ctx, isfinite(t), CLNODE_ERR_INVALID_ARGUMENT, "save time %zu is %g", j, t);
-        CLN_CHECK(ctx, !shared || (dir * t >= dir * o->t0 && dir * t <= dir * o->t1),
-                  CLNODE_ERR_INVALID_ARGUMENT,
-                  "save time %zu (%g) lies outside [t0, t1] = [%g, %g]", j, t, o->t0, o->t1);
-        CLN_CHECK(ctx, j == 0 || dir * t >= dir * p->save_ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
-                  "save times must be monotone in the direction of integration (time %zu = %g "
-                  "after %g)",
-                  j, t, p->save_ts[j - 1]);
-    }
+    const clnode_status st = cln_validate_save_ts(ctx, o, p);
+    if (st != CLNODE_OK)
+        return st;
     const size_t N = clnode_model_dim(model);
     for (size_t i = 0; i < batch * N; ++i)
         CLN_CHECK(ctx, isfinite(y0[i]), CLNODE_ERR_NONFINITE_INPUT,
@@ -360,7 +390,8 @@ static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model 
         {"t0", "trajectory", p->t0s, p->t0s ? batch : 0, 1},
         {"t1", "trajectory", p->t1s, p->t1s ? batch : 0, 1},
         {"dt0", "trajectory", p->dt0s, p->dt0s ? batch : 0, 1},
-        {"save time", "index", p->save_ts, p->n_save_ts, 1},
+        {"save time", "index", p->save_ts, p->n_save_ts * (p->save_ts_per_trajectory ? batch : 1),
+         1},
         {"y0", "trajectory", p->y0, batch * clnode_model_dim(model), clnode_model_dim(model)},
         {"conditioning input", "trajectory", p->inputs, p->inputs ? batch * model->num_inputs : 0,
          model->num_inputs},
@@ -369,6 +400,10 @@ static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model 
         const size_t i = cln_first_beyond_fp32(arr[k].v, arr[k].n);
         if (i == arr[k].n)
             continue;
+        if (arr[k].v == p->save_ts && p->save_ts_per_trajectory)
+            return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                            "save time %zu of trajectory %zu is %g: %s", i % p->n_save_ts,
+                            i / p->n_save_ts, arr[k].v[i], beyond);
         if (arr[k].row > 1)
             return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
                             "%s of %s %zu, component %zu, is %g: %s", arr[k].name, arr[k].index,
@@ -746,6 +781,7 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     KI->save_steps = o->save_steps != 0;
     KI->steps_cap = (int32_t)r->steps_cap;
     KI->n_ts = (int32_t)r->p->n_save_ts;
+    KI->ts_stride = r->p->save_ts_per_trajectory ? KI->n_ts : 0;
     KI->coeff1_zero = K->coeff1 == 0.0;
     KI->coeff2_zero = K->coeff2 == 0.0;
     KI->coeff3_zero = K->coeff3 == 0.0;
@@ -898,13 +934,14 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
         /* the run of the shared list inside this trajectory's interval starts at the first time
          * not before tau0, the comparison cln_save_dense makes (in tau, state precision) */
         const size_t nt = p->n_save_ts;
+        const double *ts = p->save_ts + (p->save_ts_per_trajectory ? b * nt : 0);
         size_t first = 0;
-        while (first < nt && r->dir * cln_round(prec, p->save_ts[first]) < rs->tau0)
+        while (first < nt && r->dir * cln_round(prec, ts[first]) < rs->tau0)
             ++first;
         size_t end = (size_t)is->nts;
         if (cln_t0(o, p, b) == cln_t1(o, p, b)) { /* diffrax: every requested time receives y0 */
             end = first;
-            while (end < nt && r->dir * cln_round(prec, p->save_ts[end]) <= rs->tau1)
+            while (end < nt && r->dir * cln_round(prec, ts[end]) <= rs->tau1)
                 ++end;
             for (size_t j = first; j < end; ++j)
                 memcpy(s->ys[CLNODE_SAVE_TS] + (b * nt + j) * N, s->y_final + b * N,
@@ -913,7 +950,7 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
         s->first_ts[b] = first;
         s->count[CLNODE_SAVE_TS][b] = end > first ? end - first : 0;
         for (size_t j = 0; j < nt; ++j)
-            s->ts[CLNODE_SAVE_TS][b * nt + j] = cln_round(prec, p->save_ts[j]);
+            s->ts[CLNODE_SAVE_TS][b * nt + j] = cln_round(prec, ts[j]);
     }
     if (s->count[CLNODE_SAVE_STEPS])
         s->count[CLNODE_SAVE_STEPS][b] = (size_t)is->nsteps_saved;
@@ -1155,9 +1192,10 @@ static clnode_status cln_allocate(cln_run *r)
             first = CLN_STEPS_CAP_FIRST > 2 * group ? CLN_STEPS_CAP_FIRST : 2 * group;
         r->steps_cap = first < (size_t)o->max_steps ? first : (size_t)o->max_steps;
     }
-    size_t tsout = 0, steps_t = 0, steps_y = 0;
+    size_t tsout = 0, steps_t = 0, steps_y = 0, ts_in = 0;
     CLN_CHECK(r->ctx,
               cln_mul_size(B * N, r->p->n_save_ts, &tsout) &&
+                  cln_mul_size(r->p->save_ts_per_trajectory ? B : 1, r->p->n_save_ts, &ts_in) &&
                   cln_mul_size(B, r->steps_cap, &steps_t) && cln_mul_size(steps_t, N, &steps_y),
               CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
     CLN_TRY(st, cln_alloc(r, &sd->Y, B * N, es));
@@ -1169,7 +1207,7 @@ static clnode_status cln_allocate(cln_run *r)
     CLN_TRY(st, cln_alloc(r, &sd->CI, 1, sizeof(cln_iconsts)));
     CLN_TRY(st, cln_alloc(r, &sd->RS, B * CLN_RSTATE_REALS, es));
     CLN_TRY(st, cln_alloc(r, &sd->IS, B, sizeof(cln_istate)));
-    CLN_TRY(st, cln_alloc(r, &sd->TS, r->p->n_save_ts, es));
+    CLN_TRY(st, cln_alloc(r, &sd->TS, ts_in, es)); /* a row per trajectory: padding rows too */
     CLN_TRY(st, cln_alloc(r, &sd->TSOUT, tsout, es));
     CLN_TRY(st, cln_alloc(r, &sd->STT, steps_t, es));
     CLN_TRY(st, cln_alloc(r, &sd->STY, steps_y, es));
@@ -1223,14 +1261,19 @@ static clnode_status cln_upload_problem(cln_run *r)
         CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     }
     if (p->n_save_ts) {
-        tsbuf = malloc(p->n_save_ts * sizeof(double));
+        /* one list, or a row per trajectory; the padding rows (never stepped) repeat the last */
+        const size_t nt = p->n_save_ts, rows = p->save_ts_per_trajectory ? sd->B : 1;
+        tsbuf = malloc(rows * nt * sizeof(double));
         if (!tsbuf) {
             st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the save times");
             goto fail;
         }
-        for (size_t j = 0; j < p->n_save_ts; ++j)
-            tsbuf[j] = r->dir * cln_round(sd->prec, p->save_ts[j]);
-        CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, p->n_save_ts));
+        for (size_t i = 0; i < rows * nt; ++i) {
+            const size_t b = i / nt < sd->Breal ? i / nt : sd->Breal - 1;
+            const double t = p->save_ts[(p->save_ts_per_trajectory ? b * nt : 0) + i % nt];
+            tsbuf[i] = r->dir * cln_round(sd->prec, t);
+        }
+        CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, rows * nt));
     }
     CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, p->y0, sd->Breal * sd->N));
     rows = malloc(sd->B * sizeof *rows);
@@ -1424,7 +1467,7 @@ static clnode_status cln_compact(cln_run *r, size_t active)
         const size_t es = sd->esize, N = sd->N;
         CLN_TRY(st, be->ops->buf_write(be, sd->PAIRS, 0, 2 * np * sizeof(int32_t), r->pairs));
         const size_t ms = r->steps_cap, nt = r->p->n_save_ts;
-        cln_row_move moves[4 + CLN_MAX_STAGES + 3];
+        cln_row_move moves[4 + CLN_MAX_STAGES + 4];
         size_t nm = 0;
         moves[nm++] = (cln_row_move){sd->Y, 0, N * es, N * es};
         moves[nm++] = (cln_row_move){sd->Z, 0, sd->ldz * es, sd->ldz * es};
@@ -1435,6 +1478,8 @@ static clnode_status cln_compact(cln_run *r, size_t active)
         /* the saved points: only the part of the rows written so far */
         if (nt)
             moves[nm++] = (cln_row_move){sd->TSOUT, 0, nt * N * es, (size_t)nts * N * es};
+        if (nt && r->p->save_ts_per_trajectory) /* each trajectory's own save times */
+            moves[nm++] = (cln_row_move){sd->TS, 0, nt * es, nt * es};
         if (r->o->save_steps) {
             moves[nm++] = (cln_row_move){sd->STT, 0, ms * es, (size_t)nsaved * es};
             moves[nm++] = (cln_row_move){sd->STY, 0, ms * N * es, (size_t)nsaved * N * es};

@@ -910,7 +910,9 @@ static void solve_arrays_release(solve_arrays *in)
 
 /* y0 (B, N) and the optional t0s, t1s, dt0s, inputs and ts arguments (None: absent) as float64
  * arrays in `in`, checked against the model's dimensions, with the problem pointing at their
- * data. Returns 0, or -1 with an exception (the arrays read so far stay in `in`). */
+ * data. ts: (T,), one list shared by the batch, or (B, T), each trajectory its own row
+ * (clnode_problem.save_ts_per_trajectory). Returns 0, or -1 with an exception (the arrays read
+ * so far stay in `in`). */
 static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObject *yo,
                              PyObject *tso, PyObject *t0so, PyObject *t1so, PyObject *dt0so,
                              PyObject *ino, clnode_problem *p)
@@ -938,11 +940,20 @@ static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObje
     p->dt0s = in->dt0s ? PyArray_DATA(in->dt0s) : NULL;
     p->inputs = in->inputs ? PyArray_DATA(in->inputs) : NULL;
     if (tso != Py_None) {
-        in->ts = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+        in->ts = (PyArrayObject *)PyArray_FROMANY(tso, NPY_DOUBLE, 1, 2, NPY_ARRAY_IN_ARRAY);
         if (!in->ts)
             return -1;
+        const int rows = PyArray_NDIM(in->ts) == 2;
+        if (rows && (size_t)PyArray_DIM(in->ts, 0) != B) {
+            PyErr_Format(InvalidArgumentError,
+                         "save_ts of shape (%zd, %zd): a row of save times per trajectory needs "
+                         "%zu rows, one per trajectory of y0",
+                         (Py_ssize_t)PyArray_DIM(in->ts, 0), (Py_ssize_t)PyArray_DIM(in->ts, 1), B);
+            return -1;
+        }
         p->save_ts = PyArray_DATA(in->ts);
-        p->n_save_ts = (size_t)PyArray_DIM(in->ts, 0);
+        p->n_save_ts = (size_t)PyArray_DIM(in->ts, rows ? 1 : 0);
+        p->save_ts_per_trajectory = rows;
     }
     return 0;
 }
@@ -1164,7 +1175,8 @@ static PyMethodDef context_methods[] = {
     {"solve", (PyCFunction)(void (*)(void))context_solve, METH_VARARGS | METH_KEYWORDS,
      "solve(model, y0, options, *, save_ts, certify, certify_seed, t0s, t1s, dt0s, inputs) -> "
      "(ts, ys, stats, t_final, certificate): options a dict of the library's option table "
-     "(solve_options()); see clnode.solve."},
+     "(solve_options()); save_ts (T,) shared by the batch or (B, T), a row per trajectory; see "
+     "clnode.solve."},
     {"supports", (PyCFunction)context_supports, METH_O, "supports(32 or 64) -> bool"},
     {"probe", (PyCFunction)context_probe, METH_VARARGS,
      "probe(precision, gemm_mode) -> dict: what the device's GEMM computes (clnode_probe_gemm)."},

@@ -72,7 +72,8 @@ class SolveOptions(TypedDict, total=False):
 
 class Context:
     def __init__(self, device: Optional[str] = None) -> None: ...
-    # (ts, ys, stats, t_final, certificate); options: {name: value} of the option table
+    # (ts, ys, stats, t_final, certificate); options: {name: value} of the option table;
+    # save_ts: (T,) shared by the batch, or (B, T) with a row per trajectory
     def solve(self, model: Model, y0: npt.ArrayLike, options: Dict[str, Any], /, *,
               save_ts: Any = None, certify: float = 0.0, certify_seed: int = 1, t0s: Any = None,
               t1s: Any = None, dt0s: Any = None, inputs: Any = None) -> Tuple[

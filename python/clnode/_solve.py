@@ -125,13 +125,12 @@ def _saveat(t0, t1, ts, steps):
 
 
 def _save_times(ts):
-    """SaveAt's ts: a 1-d array of finite times, as float64."""
+    """SaveAt's ts: finite times as float64, (T,) shared by the batch or (B, T), a row per
+    trajectory (clnode.solve checks B against the batch)."""
     a = _args.real_array(ts, "SaveAt ts")
-    if a.ndim == 2:
-        raise ValueError(f"SaveAt ts must be a 1-d array of times, not of shape {a.shape}: "
-                         "per-trajectory save times (B, T) are not supported yet")
-    if a.ndim != 1:
-        raise ValueError(f"SaveAt ts must be a 1-d array of times, not of shape {a.shape}")
+    if a.ndim not in (1, 2):
+        raise ValueError(f"SaveAt(ts=...) must be an array of shape (T,) (times shared by the "
+                         f"batch) or (B, T) (each trajectory its own), not of shape {a.shape}")
     a.flags.writeable = False  # a copy (astype copies): the caller's array stays the caller's
     return a
 
@@ -328,9 +327,13 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     (MLP(..., inputs=k): the network takes [y, c] or [y, t, c]), shape (B, k), or (k,) for one
     c shared by the batch; required for such a model, refused for others. Each trajectory is
     solved exactly as it would be alone with its own values (same steps, same bits).
-    SaveAt(ts=...) stays one list shared by the batch: each trajectory saves the times inside
-    its own interval, in order, and its row of ts/ys holds only those (then the other saved
-    points), padded at the end with +inf as diffrax pads. Values are float64 or exactly
+    SaveAt(ts=...) of shape (T,) is one list shared by the batch: each trajectory saves the
+    times inside its own interval, in order, and its row of ts/ys holds only those (then the
+    other saved points), padded at the end with +inf as diffrax pads. SaveAt(ts=...) of shape
+    (B, T) (jax.vmap over SaveAt(ts=...), y0 of shape (B, N)) gives each trajectory its own
+    row of times, monotone in the direction of integration and inside that trajectory's own
+    [t0, t1]: its row of Solution.ts holds its own times, and each trajectory is solved exactly
+    as alone with its row as SaveAt(ts=row). Values are float64 or exactly
     convertible to it (float32, integers up to 2^53); NaN, infinities, strings, complex numbers
     and long doubles are refused. dt0=None: 0.01 (diffrax's choice for dt0=None). saveat:
     clnode.SaveAt (default: t1 only). device: the device string (one cached Context per device
@@ -372,6 +375,7 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     inputs = _inputs(args, model, B, single)
     opts = _table_options(options)
     save = _saveat_options(saveat)
+    _check_save_rows(save["save_ts"], B, single)
     opts.update(save_t0=save.pop("save_t0"), save_t1=save.pop("save_t1"),
                 save_steps=save.pop("save_steps"))
     # the scalar interval; per-trajectory arrays are passed beside the options
@@ -455,6 +459,20 @@ def _saveat_options(saveat: Optional["SaveAt"]) -> Dict[str, Any]:
                         "clnode.jax.diffeqsolve)")
     return dict(save_t0=saveat.t0, save_t1=saveat.t1, save_steps=saveat.steps,
                 save_ts=saveat.ts)
+
+
+def _check_save_rows(ts: Optional[np.ndarray], B: int, single: bool) -> None:
+    """SaveAt(ts=...) of shape (B, T) has one row per trajectory of the batch."""
+    if ts is None or ts.ndim == 1:
+        return
+    if single:
+        raise ValueError(f"SaveAt(ts=...) of shape {ts.shape} gives each trajectory its own "
+                         "times, but y0 of shape (N,) is one trajectory: give ts of shape (T,), "
+                         "or y0 of shape (B, N)")
+    if ts.shape[0] != B:
+        raise ValueError(f"SaveAt(ts=...) of shape {ts.shape} has {ts.shape[0]} rows, but the "
+                         f"batch has {B} trajectories: (B, T) holds one row of save times per "
+                         "trajectory")
 
 
 def _certify_options(certify: bool, certify_fraction: float,

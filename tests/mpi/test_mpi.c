@@ -57,6 +57,14 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
         EXPECT(memcmp(clnode_solution_y_final(sol, i), clnode_solution_y_final(c->ref, first + i),
                       c->dim * sizeof(double)) == 0,
                "trajectory %zu: final state not bit-identical to the one-process solve", first + i);
+        size_t na = 0, nr = 0;
+        const double *ta, *ya, *tr, *yr;
+        clnode_solution_saved(sol, i, CLNODE_SAVE_TS, &na, &ta, &ya);
+        clnode_solution_saved(c->ref, first + i, CLNODE_SAVE_TS, &nr, &tr, &yr);
+        EXPECT(na == nr && (!na || (memcmp(ta, tr, na * sizeof *ta) == 0 &&
+                                    memcmp(ya, yr, na * c->dim * sizeof *ya) == 0)),
+               "trajectory %zu: its save times' points not bit-identical to the one-process solve",
+               first + i);
         c->seen[first + i]++;
     }
     if (c->keep && chunk % 2 == 0) { /* take the solution: the library must not destroy it */
@@ -115,6 +123,55 @@ static void quiet(void *user, clnode_log_level level, clnode_log_code code, cons
     (void)user;
     (void)level;
     (void)msg;
+}
+
+/* Each trajectory its own save times (clnode_problem.save_ts_per_trajectory): every chunk solves
+ * its rows of them, bit-identical to the one-process solve, dynamic and static splits. */
+static void check_save_rows(clnode_context *ctx, const clnode_model *model,
+                            const clnode_solve_options *po, const clnode_problem *pb,
+                            const double *y0, const double *t1s)
+{
+    int owner[B];
+    const clnode_solve_options o = *po;
+    const size_t N = clnode_model_dim(model), nc = clnode_mpi_num_chunks(B, CHUNK);
+    /* each trajectory its own save times: every chunk solves its rows of them */
+    double rows[B * 3];
+    for (size_t b = 0; b < B; ++b)
+        for (size_t j = 0; j < 3; ++j)
+            rows[b * 3 + j] = t1s[b] * (double)(j + 1 + b % 2) / 4.0;
+    clnode_problem pr = *pb;
+    pr.save_ts = rows;
+    pr.n_save_ts = 3;
+    pr.save_ts_per_trajectory = 1;
+    clnode_solution *ref_rows = NULL;
+    EXPECT(clnode_solve(ctx, model, &o, test_batch(&pr, B, y0), &ref_rows) == CLNODE_OK,
+           "the per-trajectory save times' reference: %s", clnode_context_last_error(ctx));
+    for (int mode = 0; ref_rows && mode < 2; ++mode) { /* dynamic, static */
+        check c;
+        memset(&c, 0, sizeof c);
+        c.ref = ref_rows;
+        c.dim = N;
+        c.fail_rank = -1;
+        clnode_mpi_options m;
+        clnode_mpi_default_options(&m);
+        m.chunk_size = CHUNK;
+        m.static_split = mode == 1;
+        m.on_chunk = on_chunk;
+        m.chunk_user = &c;
+        const clnode_status rst =
+            clnode_solve_mpi(ctx, model, &o, test_batch(&pr, B, y0), MPI_COMM_WORLD, &m, owner);
+        EXPECT(rst == CLNODE_OK, "per-trajectory save times, mode %d: %s", mode,
+               clnode_context_last_error(ctx));
+        check_owners(&c, owner, nc, NULL);
+        for (size_t b = 0; b < B && rank == 0 && mode == 0; ++b) { /* the rows were saved */
+            size_t n = 0;
+            const double *ts = NULL;
+            clnode_solution_saved(ref_rows, b, CLNODE_SAVE_TS, &n, &ts, NULL);
+            EXPECT(n == 3 && ts[0] == rows[b * 3] && ts[2] == rows[b * 3 + 2],
+                   "trajectory %zu saved %zu of its own times", b, n);
+        }
+    }
+    clnode_solution_destroy(&ref_rows);
 }
 
 int main(int argc, char **argv)
@@ -195,6 +252,8 @@ int main(int argc, char **argv)
             clnode_solution_destroy(&c.kept[k]);
         }
     }
+
+    check_save_rows(ctx, model, &o, &pb, y0, t1s);
 
     /* gather in chunk order, from owners of a dynamic run */
     size_t next = 0;

@@ -3,9 +3,9 @@
 bytes at every rank count and the same as one process without MPI (CSV, .npz and .npy written in
 parallel, JSON but its wall_seconds, the summary but its time), on the seed problem and a
 mixed-cost ensemble (per-trajectory t1 from a .npy file: some trajectories take several times the
-steps of others); a rank whose solves fail makes the run fail with a message naming it and leaves
-no output; a run killed midway with --resume is finished by a rerun (at another rank count) with
-the same bytes.
+steps of others), and the same with each trajectory its own save times (--ts-file); a rank
+whose solves fail makes the run fail with a message naming it and leaves no output; a run killed
+midway with --resume is finished by a rerun (at another rank count) with the same bytes.
 
     test_mpi_solve.py MPIEXEC CLNODE_SOLVE [--quick]
 
@@ -100,12 +100,21 @@ def main():
               f"mixed: step counts not mixed: {steps}")
         same_everywhere(tmp, "mixed", mixed)
 
+        # each trajectory its own save times (--ts-file): every chunk its rows
+        tsr = f"{tmp}/ts-rows.npy"
+        t1v = [400.0 if i % 5 == 0 else 50.0 for i in range(23)]
+        save_npy(tsr, [[t * f for f in (0.25 + 0.01 * (i % 3), 0.5, 0.9)]
+                       for i, t in enumerate(t1v)], 3)
+        rows = ["--y0-file", y0, "--t1-file", t1, "--save", "t1", "--ts-file", tsr]
+        same_everywhere(tmp, "rows", rows, nps=(1, 3) if QUICK else (1, 2, 3))
+
         # .npz and .npy written in parallel at the chunks' offsets (MPI-IO); with --save steps
         # (padded to the most points: an all-reduce) and --ragged (offsets: prefix sums) the
         # layout is known after the solve
         steps = ["--y0-file", y0, "--t1-file", t1, "--save", "steps", "--save", "ts:20,40"]
         cases = [("npz", mixed, [], NPS), ("npy", mixed, [], (3,)),
-                 ("npz", steps, [], (3,)), ("npz", steps, ["--ragged"], (2, 3)[QUICK:])]
+                 ("npz", steps, [], (3,)), ("npz", steps, ["--ragged"], (2, 3)[QUICK:]),
+                 ("npz", rows, [], (1, 3)), ("npz", rows, ["--ragged"], (2,))]
         for i, (ext, args, extra, nps) in enumerate(cases):
             r = run(0, args + extra + ["--out", f"{tmp}/ref{i}.{ext}", "--quiet"])
             check(r.returncode == 0, f"{ext} {extra}: one process: exit {r.returncode}: {r.stderr}")

@@ -34,13 +34,13 @@ def same(a, b):
 # arrays with more dimensions than the argument takes: refused, never flattened
 
 
-def test_saveat_ts_2d_is_refused_not_flattened():
-    with pytest.raises(ValueError, match=r"ts.*\(2, 2\).*per-trajectory save times \(B, T\) "
-                                         "are not supported yet"):
-        clnode.SaveAt(ts=[[0.1, 0.2], [0.3, 0.4]])
-    with pytest.raises(ValueError, match="ts must be a 1-d array"):
+def test_saveat_ts_of_other_ndim_is_refused_not_flattened():
+    # (T,) shared by the batch and (B, T) per trajectory (tests/python/test_save_rows.py)
+    assert clnode.SaveAt(ts=[[0.1, 0.2], [0.3, 0.4]]).ts.shape == (2, 2)
+    with pytest.raises(ValueError, match=r"SaveAt\(ts=\.\.\.\) must be an array of shape \(T,\)"
+                                         r".*or \(B, T\).*not of shape \(1, 1, 1\)"):
         clnode.SaveAt(ts=[[[0.5]]])
-    with pytest.raises(ValueError, match="ts must be a 1-d array"):
+    with pytest.raises(ValueError, match=r"SaveAt\(ts=\.\.\.\) must be an array of shape"):
         clnode.SaveAt(ts=0.5)  # not a list of one time (nor "0.5 points")
 
 

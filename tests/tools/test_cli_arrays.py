@@ -3,7 +3,8 @@
 
   - per-trajectory inputs (--y0-file .npy, --t0-file, --t1-file, --dt0-file, --args-file, --in
     FILE.npz) give for every trajectory exactly the bytes of solving it alone (--batch 1 with
-    scalar --y0/--t1/...);
+    scalar --y0/--t1/...), and so do each trajectory's own save times (--ts-file (B, T) against
+    --save ts: with its row), whose times every output (npz, ragged, CSV, JSON) reports;
   - .npz/.npy outputs read back (a minimal reader of this file; numpy.load too when numpy is
     importable) hold the values of the CSV and JSON outputs, pass zipfile's CRC check, pad as
     diffrax pads (+inf), and the ragged form holds the same points;
@@ -438,6 +439,107 @@ err = p.stderr.decode()
 check("a failed .npz write exits 3, leaves no partial file and the old one untouched",
       p.returncode == 3 and "cannot write %s" % keep in err and sorted(os.listdir(TMP)) == before
       and open(keep, "rb").read() == b"previous", "exit %d: %s" % (p.returncode, err))
+
+# ---- 6. each trajectory its own save times (--ts-file (B, T)) ----
+
+TSR = [[0.0, 1.0, 1.0, 2.5], [0.5, 2.0, 7.5, 7.5], [-0.25, 0.0, 0.5, 1.0], [1.0, 4.0, 8.0, 12.0],
+       [0.0, 0.0, 0.0, 0.0]]  # each inside its own [T0[b], T1[b]]; the last t0 == t1
+tsf = write("ts-rows.npy", npy([v for r in TSR for v in r], (B, 4)))
+tsf32 = write("ts-rows32.npy", npy([v for r in TSR for v in r], (B, 4), "<f4"))
+per_traj = ["--y0-file", y0f, "--t0-file", t0f, "--t1-file", t1f, "--dt0-file", dt0f]
+for prec, tsfile in (("fp32", tsf), ("fp64", tsf), ("fp64", tsf32)):
+    for extra in ([], ["--save", "t0", "--save", "steps", "--save", "t1"]):
+        tag = "%s %s %s" % (prec, os.path.basename(tsfile), " ".join(extra))
+        out = path("rows.npz")
+        rc, _, err = run([SOLVE, "--precision", prec, "--quiet", "--out", out, "--ts-file",
+                          tsfile] + per_traj + extra)
+        if rc != 0:
+            check("--ts-file solve " + tag, False, "exit %d: %s" % (rc, err))
+            continue
+        got = read_npz(out)
+        same, detail = True, ""
+        for b in range(B):
+            one = path("rows-one.npz")
+            rc, _, err = run([SOLVE, "--precision", prec, "--batch", "1",
+                              "--y0", ",".join(fmt(v) for v in Y0_32[b]), "--t0", fmt(T0[b]),
+                              "--t1", fmt(T1[b]), "--dt0", fmt(DT0[b]), "--quiet", "--out", one,
+                              "--save", "ts:" + ",".join(fmt(t) for t in TSR[b])] + extra)
+            if rc != 0:
+                same, detail = False, "alone %d: exit %d: %s" % (b, rc, err)
+                break
+            alone = read_npz(one)
+            for k in ("num_steps", "num_accepted", "result"):
+                if got[k][2][b] != alone[k][2][0]:
+                    same, detail = False, "traj %d %s differs" % (b, k)
+            for k in ("ts", "ys"):
+                raw, araw = got[k][3], alone[k][3]
+                per_b = len(raw) // got[k][1][0]
+                if raw[b * per_b:b * per_b + len(araw)] != araw:
+                    same, detail = False, "traj %d %s bytes differ from its solve alone" % (b, k)
+            if not extra and rows(got["ts"][2], got["ts"][1])[b] != [f32(t) if prec == "fp32"
+                                                                    else t for t in TSR[b]]:
+                same, detail = False, "traj %d: ts %r, its row %r" % (
+                    b, rows(got["ts"][2], got["ts"][1])[b], TSR[b])
+        check("--ts-file: every trajectory is its solve alone with its row as --save ts: (%s)"
+              % tag, same, detail)
+
+# the CSV, JSON and ragged outputs hold each trajectory's own times
+rc1 = run([SOLVE, "--quiet", "--ts-file", tsf, "--out", path("rows.csv")] + per_traj)[0]
+rc2, js, _ = run([SOLVE, "--json", "--json-points", "--ts-file", tsf] + per_traj)
+rc3 = run([SOLVE, "--quiet", "--ts-file", tsf, "--ragged", "--out", path("rows-r.npz")]
+          + per_traj)[0]
+if (rc1, rc2, rc3) == (0, 0, 0):
+    csv_t = {}
+    with open(path("rows.csv")) as f:
+        next(f)
+        for line in f:
+            c = line.strip().split(",")
+            csv_t.setdefault(int(c[0]), []).append((c[1], f32(c[2])))
+    doc = json.loads(js)
+    r = read_npz(path("rows-r.npz"))
+    off = r["offsets"][2]
+    ok = all(csv_t[b] == [("ts", t) for t in TSR[b]]
+             and [f32(t) for t in doc["trajectories"][b]["points"]["t"]] == TSR[b]
+             and r["ts"][2][off[b]:off[b + 1]] == TSR[b] for b in range(B))
+    check("--ts-file: CSV, JSON and ragged points are each trajectory's own times", ok,
+          "csv %r" % csv_t)
+else:
+    check("--ts-file: CSV, JSON and ragged outputs written", False, "exits %r" % ((rc1, rc2, rc3),))
+if numpy is not None and rc3 == 0:
+    rc = run([SOLVE, "--quiet", "--ts-file", tsf, "--out", path("rows-p.npz")] + per_traj)[0]
+    d = numpy.load(path("rows-p.npz"))
+    check("numpy.load: ts is the (B, T) rows of --ts-file",
+          rc == 0 and numpy.array_equal(d["ts"], numpy.array(TSR, dtype=numpy.float32)))
+
+refused("--ts-file of shape (T,)", ["--ts-file", write("ts-1d.npy", npy([0.0, 1.0], (2,)))],
+        "ts-1d.npy: ts of shape (2,): each trajectory's save times, (B, T) with T >= 1")
+refused("--ts-file with no column", ["--ts-file", write("ts-0.npy", npy([], (2, 0)))],
+        "ts-0.npy: ts of shape (2, 0)")
+refused("--ts-file of 3 rows against 5 trajectories",
+        ["--ts-file", write("ts-3.npy", npy([0.0] * 6, (3, 2)))] + per_traj,
+        "ts-3.npy: ts holds 3 trajectories, but %s holds 5" % t0f)
+refused("--ts-file rows against --batch", ["--batch", "2", "--ts-file", tsf],
+        "holds 5 trajectories, but --batch is 2")
+refused("--ts-file with --save ts:", ["--ts-file", tsf, "--save", "ts:1"] + per_traj,
+        "give either --save ts:LIST (one list of save times shared by the batch) or --ts-file")
+refused("--ts-file with a NaN",
+        ["--ts-file", write("ts-nan.npy", npy([0.0, float("nan"), 0.0, 1.0], (2, 2)))],
+        "ts-nan.npy: ts[0][1] is nan: every value must be finite")
+refused("--ts-file of integers", ["--ts-file", write("ts-int.npy", npy([0, 1], (1, 2), "<i8"))],
+        "ts-int.npy: dtype '<i8' is not supported")
+bad = [list(r) for r in TSR]
+bad[3][2] = 2.0  # before its time 1 (4.0)
+refused("--ts-file with a row out of order",
+        ["--ts-file", write("ts-order.npy", npy([v for r in bad for v in r], (B, 4)))] + per_traj,
+        "time 2 of trajectory 3 = 2 after 4")
+bad = [list(r) for r in TSR]
+bad[1][0] = 0.25  # trajectory 1 starts at 0.5
+refused("--ts-file with a time outside its trajectory's interval",
+        ["--ts-file", write("ts-out.npy", npy([v for r in bad for v in r], (B, 4)))] + per_traj,
+        "save time 0 of trajectory 1 (0.25) lies outside its trajectory's interval")
+refused("--ts-file and an --in member ts",
+        ["--in", npz("ts-in.npz", {"ts": npy([0.0, 1.0], (1, 2))}), "--ts-file", tsf],
+        "ts is given twice (the member ts and --ts-file)")
 
 print("%d failed" % len(FAILED) if FAILED else "all passed")
 sys.exit(1 if FAILED else 0)

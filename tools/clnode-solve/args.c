@@ -20,7 +20,8 @@ enum {
     OPT_IN,
     OPT_RAGGED,
     OPT_RESUME,
-    OPT_CHUNK_SIZE
+    OPT_CHUNK_SIZE,
+    OPT_TS_FILE
 };
 
 /* Standard input is one stream: one input option may read it. Returns 0, or -1 after an error
@@ -31,7 +32,8 @@ static int stdin_once(const solve_args *a)
         const char *opt, *path;
     } in[] = {{"--y0-file", a->pb.y0_file},  {"--t0-file", a->t0_file},
               {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},
-              {"--args-file", a->args_file}, {"--in", a->in_path}};
+              {"--args-file", a->args_file}, {"--in", a->in_path},
+              {"--ts-file", a->ts_file}};
     const char *first_stdin = NULL;
     for (size_t k = 0; k < sizeof in / sizeof in[0]; ++k) {
         if (!in[k].path || strcmp(in[k].path, "-") != 0)
@@ -121,6 +123,13 @@ static int solve_option(solve_args *a, int c, const char *arg)
     case OPT_ARGS_FILE:
         a->args_file = arg;
         return -1;
+    case OPT_TS_FILE: /* saves the times as --save ts: does, in place of the default t1 */
+        a->ts_file = arg;
+        if (!a->pb.save_given) {
+            a->pb.save_given = 1;
+            a->pb.opts.save_t0 = a->pb.opts.save_t1 = a->pb.opts.save_steps = 0;
+        }
+        return -1;
     case OPT_IN:
         a->in_path = arg;
         return -1;
@@ -180,6 +189,12 @@ static int check_combinations(const solve_args *a)
             tool_error("give either %s or %s, not both", both[k].scalar, both[k].file);
             return TOOL_EXIT_INPUT;
         }
+    if (a->ts_file && a->pb.n_ts) {
+        tool_error("give either --save ts:LIST (one list of save times shared by the batch) or "
+                   "--ts-file %s (a list per trajectory), not both",
+                   a->ts_file);
+        return TOOL_EXIT_INPUT;
+    }
     if (stdin_once(a) != 0)
         return TOOL_EXIT_INPUT;
     const int fmt = solve_out_format(a->out_path);
@@ -208,6 +223,7 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         {"t1-file", required_argument, NULL, OPT_T1_FILE},
         {"dt0-file", required_argument, NULL, OPT_DT0_FILE},
         {"args-file", required_argument, NULL, OPT_ARGS_FILE},
+        {"ts-file", required_argument, NULL, OPT_TS_FILE},
         {"in", required_argument, NULL, OPT_IN},
         {"ragged", no_argument, NULL, OPT_RAGGED},
         {"resume", no_argument, NULL, OPT_RESUME},

@@ -10,6 +10,7 @@ typedef struct solve_args {
     const char *out_path;
     /* per-trajectory arrays (arrays.h): .npy files and one .npz */
     const char *t0_file, *t1_file, *dt0_file, *args_file, *in_path;
+    const char *ts_file; /* --ts-file: each trajectory's own save times, (B, T) */
     int t0_given, t1_given, dt0_given; /* the scalar --t0, --t1, --dt0 */
     int ragged;                        /* --ragged: .npz output with ts (P,), ys (P, N), offsets */
     int json, json_points, quiet, help, version;

@@ -21,9 +21,10 @@ enum {
     ARR_T1,
     ARR_DT0,
     ARR_ARGS,
+    ARR_TS,
     ARR_COUNT
 };
-static const char *const arr_names[ARR_COUNT] = {"y0", "t0", "t1", "dt0", "args"};
+static const char *const arr_names[ARR_COUNT] = {"y0", "t0", "t1", "dt0", "args", "ts"};
 
 static const char *shape_str(char *buf, size_t cap, const cln_npy_header *h)
 {
@@ -64,6 +65,14 @@ static int check_shape(const solve_arrays *s, int which, const char *src, const 
             tool_error("%s: args of shape %s, but the model takes %zu conditioning inputs: "
                        "(B, %zu) expected",
                        src, shape_str(sh, sizeof sh, h), k, k);
+            return TOOL_EXIT_INPUT;
+        }
+        *rows = h->shape[0];
+    } else if (which == ARR_TS) {
+        if (h->ndim != 2 || h->shape[1] == 0) {
+            tool_error("%s: ts of shape %s: each trajectory's save times, (B, T) with T >= 1, "
+                       "expected",
+                       src, shape_str(sh, sizeof sh, h));
             return TOOL_EXIT_INPUT;
         }
         *rows = h->shape[0];
@@ -140,8 +149,10 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
             free(v);
             return TOOL_EXIT_INPUT;
         }
-    double **dst[ARR_COUNT] = {&s->y0, &s->t0s, &s->t1s, &s->dt0s, &s->inputs};
+    double **dst[ARR_COUNT] = {&s->y0, &s->t0s, &s->t1s, &s->dt0s, &s->inputs, &s->ts};
     *dst[which] = v;
+    if (which == ARR_TS)
+        s->n_ts = per;
     if (!s->batch) {
         s->batch = rows;
         snprintf(s->batch_src, sizeof s->batch_src, "%.200s", src);
@@ -152,7 +163,8 @@ static int take(solve_arrays *s, int which, const char *src, const unsigned char
 int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
 {
     memset(s, 0, sizeof *s);
-    const char *files[ARR_COUNT] = {NULL, a->t0_file, a->t1_file, a->dt0_file, a->args_file};
+    const char *files[ARR_COUNT] = {NULL,        a->t0_file,   a->t1_file,
+                                    a->dt0_file, a->args_file, a->ts_file};
     int rc = 0;
     for (int w = ARR_T0; w < ARR_COUNT && !rc; ++w) {
         if (!files[w])
@@ -181,12 +193,15 @@ int solve_arrays_load(const solve_args *a, size_t N, size_t k, solve_arrays *s)
             char src[256];
             snprintf(src, sizeof src, "%.200s member %.31s", a->in_path, e[i].name);
             if (w == ARR_COUNT) {
-                tool_error("%s: unknown member %s.npy (y0, t0, t1, dt0 and args are read)",
+                tool_error("%s: unknown member %s.npy (y0, t0, t1, dt0, args and ts are read)",
                            a->in_path, e[i].name);
                 rc = TOOL_EXIT_INPUT;
             } else if (w == ARR_Y0 && (a->pb.y0_file || a->pb.y0)) {
                 tool_error("%s: y0 is given twice (the member y0 and %s)", a->in_path,
                            a->pb.y0_file ? "--y0-file" : "--y0");
+                rc = TOOL_EXIT_INPUT;
+            } else if (w == ARR_TS && a->pb.n_ts) {
+                tool_error("%s: ts is given twice (the member ts and --save ts:)", a->in_path);
                 rc = TOOL_EXIT_INPUT;
             } else if (w != ARR_Y0 && files[w]) {
                 tool_error("%s: %s is given twice (the member %s and --%s-file)", a->in_path,
@@ -224,6 +239,7 @@ void solve_arrays_free(solve_arrays *s)
     free(s->t1s);
     free(s->dt0s);
     free(s->inputs);
+    free(s->ts);
     memset(s, 0, sizeof *s);
 }
 

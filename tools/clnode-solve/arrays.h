@@ -17,11 +17,13 @@
 typedef struct solve_arrays {
     double *y0;                        /* --in's y0 member (batch x N), or NULL */
     double *t0s, *t1s, *dt0s, *inputs; /* NULL where not given */
+    double *ts;                        /* --ts-file (batch x n_ts) or NULL */
+    size_t n_ts;
     size_t batch;                      /* trajectories the arrays hold; 0: no array given */
     char batch_src[256]; /* what set it ("t1.npy", "in.npz member t1"), for messages */
 } solve_arrays;
 
-/* Reads --t0-file, --t1-file, --dt0-file, --args-file and --in for a model of state dimension N
+/* Reads --t0-file, --t1-file, --dt0-file, --args-file, --ts-file and --in for a model of state dimension N
  * and k conditioning inputs. Every array must be finite, of the documented shape, and hold the
  * same number of trajectories. Returns 0, or the exit status (2: bad input, 3: out of memory)
  * after printing an error naming the file and the problem. */

@@ -39,7 +39,11 @@ static void usage(FILE *f)
         "  --t0-file, --t1-file, --dt0-file FILE.npy   each trajectory's t0, t1, dt0: shape (B,)\n"
         "                          (instead of --t0, --t1, --dt0; giving both is an error)\n"
         "  --args-file FILE.npy    conditioning inputs (B, k) of a model with k inputs\n"
-        "  --in FILE.npz           any of the members y0, t0, t1, dt0, args in one archive\n"
+        "  --ts-file FILE.npy      each trajectory's own save times: shape (B, T), row b\n"
+        "                          monotone in the direction of integration and inside\n"
+        "                          trajectory b's [t0, t1]; saved as --save ts: saves (not with\n"
+        "                          --save ts:, the one list shared by the batch)\n"
+        "  --in FILE.npz           any of the members y0, t0, t1, dt0, args, ts in one archive\n"
         "  --save steps|t0|t1|ts:T1,T2,...   what to save; repeatable, ts lists accumulate\n"
         "                          (default t1)\n"
         "  --out FILE              write the saved points: FILE.npy, FILE.npz (below), else CSV\n"
@@ -98,7 +102,8 @@ static void usage(FILE *f)
         "Arrays in (.npy, numpy.save; little-endian float32/float64, C order; a malformed header\n"
         "  is refused): every array finite, all with the same number of trajectories B (a --y0\n"
         "  vector is repeated for them); --in FILE.npz (numpy.savez, stored) may hold y0 (B, N),\n"
-        "  t0, t1, dt0 (B,) and args (B, k), no other member, none also given by an option.\n"
+        "  t0, t1, dt0 (B,), args (B, k) and ts (B, T), no other member, none also given by an\n"
+        "  option.\n"
         "Arrays out: --out FILE.npy: ys (B, T, N) in the solve's precision (float32 for fp32).\n"
         "  --out FILE.npz: ts (B, T), ys (B, T, N), num_steps, num_accepted, num_rejected (B,)\n"
         "  int64, result (B,) int32 (0 success, 1 max_steps_reached, 2 dt_min_reached,\n"
@@ -250,6 +255,15 @@ static int open_arrays(solve_args *a, const clnode_model *model, solve_arrays *a
     a->pb.prob.t1s = arr->t1s;
     a->pb.prob.dt0s = arr->dt0s;
     a->pb.prob.inputs = arr->inputs;
+    if (arr->ts) { /* --ts-file: every trajectory its own row (exclusive with --save ts:) */
+        if (!a->pb.save_given) { /* --in's member ts: saved in place of the default t1 */
+            a->pb.save_given = 1;
+            a->pb.opts.save_t0 = a->pb.opts.save_t1 = a->pb.opts.save_steps = 0;
+        }
+        a->pb.prob.save_ts = arr->ts;
+        a->pb.prob.n_save_ts = arr->n_ts;
+        a->pb.prob.save_ts_per_trajectory = 1;
+    }
     return 0;
 }
 
@@ -266,7 +280,7 @@ static int refuse_early(const solve_args *a)
     const tool_input in[] = {
         {"--model", a->pb.model_path}, {"--y0-file", a->pb.y0_file}, {"--t0-file", a->t0_file},
         {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},  {"--args-file", a->args_file},
-        {"--in", a->in_path},
+        {"--in", a->in_path},          {"--ts-file", a->ts_file},
     };
     return tool_out_check_inputs("--out", a->out_path, in, sizeof in / sizeof in[0]);
 }

@@ -577,7 +577,16 @@ static void record_options(const run *r, record *m)
              : cuda                                  ? "native"
                                                      : "emulated");
     const clnode_problem *p = &a->pb.prob;
-    add_hash(m, "save_ts", "--save ts:", p->save_ts, p->n_save_ts * sizeof *p->save_ts);
+    /* a list per trajectory (--ts-file): its rows, and an item of its own that a record of a
+     * shared list lacks */
+    const size_t nts = p->n_save_ts * (p->save_ts_per_trajectory ? r->batch : 1);
+    char ts_what[400];
+    snprintf(ts_what, sizeof ts_what,
+             p->save_ts_per_trajectory ? "the save times (--ts-file %s)" : "--save ts:",
+             a->ts_file ? a->ts_file : "");
+    add_hash(m, "save_ts", ts_what, p->save_ts, nts * sizeof *p->save_ts);
+    if (p->save_ts_per_trajectory)
+        add_long(m, "save_ts_rows", "--ts-file (a list of save times per trajectory)", 1);
     add_long(m, "json", "--json", a->json);
     add_long(m, "json_points", "--json-points", a->json_points);
     add_long(m, "ragged", "--ragged", a->ragged);
