@@ -16,13 +16,14 @@
  * clnode solves each case as one batch, with t0s, t1s and dt0s, and the rows of save times as
  * save_ts_per_trajectory.
  *
- * fp64: every trajectory with diffrax's result, exact step counts (attempts, accepted, rejected),
- * diffrax's saved times and every saved state within FP64_BOUND of diffrax's, relative to the
- * state's magnitude (as test_conformance.c's diffrax parity measures it); step ends within
- * FP64_BOUND in time. fp32: see test_forms_diffrax_fp32. Both: on a device other than the host,
- * every trajectory bit for bit the host's; and every trajectory of a batch bit for bit the same
- * trajectory solved alone (its row of save times as a shared list). One line per case. */
-#include <limits.h>
+ * fp64 (check_fp64): every trajectory with diffrax's result, exact step counts (attempts,
+ * accepted, rejected) and saved times, the dense output (SaveAt ts, t1) and the last saved states
+ * within FP64_BOUND = 1e-10 of diffrax's, relative to the state's magnitude (as
+ * test_conformance.c's diffrax parity measures it); the ends of accepted steps within that test's
+ * 1e-6, and exactly diffrax's with constant steps. fp32: test_forms_pid_fp32 and
+ * test_forms_constant_fp32. Both: on a device other than the host, every trajectory bit for bit
+ * the host's; and every trajectory of a batch bit for bit the same trajectory solved alone (its
+ * row of save times as a shared list). One line per case, with both step counts. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
