@@ -448,18 +448,38 @@ CLN_INLINE int cln_control(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI, s
 /* The next attempt [*tprev, *tnext] after an attempt [t, tn] and the next step size dt
  * (diffrax's _clip_to_end) on a trajectory ending at tau1: it starts at tn when the step is
  * kept, else again at t; an end beyond clip_floor (tau1 minus 100 ulp) becomes tau1 when the
- * step is kept, else the midpoint of what remains. */
-CLN_INLINE void cln_clip_to_end(real tau1, real clip_floor, int keep, real t, real tn, real dt,
+ * step is kept, else the midpoint of what remains. cln_clip_end_at: the same for the attempt
+ * [next_t0, next_t1] the controller proposed. */
+CLN_INLINE void cln_clip_end_at(real tau1, real clip_floor, int keep, real next_t0, real next_t1,
                                 real *tprev, real *tnext)
 {
-    const real next_t0 = keep ? tn : t;
-    const real next_t1 = next_t0 + dt;
     const real tp = next_t0 < tau1 ? next_t0 : tau1;
     real tx = next_t1;
     if (next_t1 > clip_floor)
         tx = keep ? tau1 : tp + CLN_R(0.5) * (tau1 - tp);
     *tprev = tp;
     *tnext = tx;
+}
+
+CLN_INLINE void cln_clip_to_end(real tau1, real clip_floor, int keep, real t, real tn, real dt,
+                                real *tprev, real *tnext)
+{
+    const real next_t0 = keep ? tn : t;
+    cln_clip_end_at(tau1, clip_floor, keep, next_t0, next_t0 + dt, tprev, tnext);
+}
+
+/* Constant steps (diffrax 0.7.2's ConstantStepSize) on [tau0, tau1] with the step dt0 > 0: the
+ * first step ends at tau0 + dt0, step k >= 2 at tau0 + (tau1 - tau0) * (k / n) and step n at tau1
+ * itself, n = ceil((tau1 - tau0) / nextafter(dt0, +inf)), all in the state precision (a fraction
+ * of the interval rather than a sum of steps, so that rounding does not compound). The product
+ * and the sum are one fused multiply-add, as XLA evaluates diffrax's expression on the CPU (the
+ * step ends of tests/data/diffrax/forms-*.json, bit for bit). Returns the end of step k. */
+CLN_INLINE real cln_constant_end(real tau0, real tau1, real dt0, cln_int k)
+{
+    const real span = tau1 - tau0;
+    const real n = ceil(span / CLN_AS_REAL(CLN_AS_BITS(dt0) + 1));
+    const real kr = (real)k;
+    return kr == n ? tau1 : fma(span, kr / n, tau0);
 }
 
 /* Dense output at the requested times inside the accepted step [t, tn], before y moves on:
@@ -574,7 +594,11 @@ CLN_INLINE void cln_finish_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln
     if (KI->adaptive)
         keep = cln_control(K, KI, b, rs, is, y, F, zrow, h, hd, &dt);
     real tprev, tnext;
-    cln_clip_to_end(rs->tau1, rs->clip_floor, keep, t, tn, dt, &tprev, &tnext);
+    if (KI->adaptive)
+        cln_clip_to_end(rs->tau1, rs->clip_floor, keep, t, tn, dt, &tprev, &tnext);
+    else /* this step is step nacc + 1, the next one nacc + 2 */
+        cln_clip_end_at(rs->tau1, rs->clip_floor, 1, tn,
+                        cln_constant_end(rs->tau0, rs->tau1, dt, is->nacc + 2), &tprev, &tnext);
 
     is->nsteps += 1;
     if (keep) {

@@ -6,6 +6,7 @@ How to run (from anywhere; paths are taken relative to the repository root):
     python3 scripts/make_reference.py                 # models + the full solve matrix
     python3 scripts/make_reference.py --only-models   # only the two .safetensors files
     python3 scripts/make_reference.py --only-ensemble # only the per-trajectory (ensemble) files
+    python3 scripts/make_reference.py --only-forms    # only the scaled models and forms files
 
 The first run creates a virtual environment at ``.venv-reference`` in the repository root
 (override with the environment variable ``CLNODE_REF_VENV``), installs the pinned CPU-only
@@ -53,6 +54,31 @@ What it writes (all files are overwritten; the output is deterministic):
   dopri8's error estimate on these problems is partly rounding noise even in float64, so a
   different but equally exact GEMM moves its steps; the C test bounds clnode's dopri8 deviation
   from diffrax by this spread.
+
+``--only-forms`` writes only these (and touches none of the files above): the forms of diffrax's
+neural ODE and latent ODE examples (docs/examples/neural_ode.ipynb, latent_ode.ipynb), a vector
+field ``out_scale * mlp(y)`` with ``eqx.nn.MLP(activation=softplus, final_activation=tanh)``.
+
+* ``tests/data/models/node2x64s.safetensors``, ``node2x64v.safetensors`` -- the neural ODE
+  example's shape, ``eqx.nn.MLP(2, 2, width_size=64, depth=2, key=PRNGKey(5678))`` with every
+  parameter multiplied by 3 in float32 (trained weights are larger than equinox's
+  initialisation, and so the adaptive solves take tens of steps), and the float32 tensor
+  ``out_scale``: the scalar 0.8 (shape []) or one value per component, (0.7, 1.3) (shape [2]).
+* ``tests/data/models/latent16.safetensors`` -- the latent ODE example's decoder field,
+  ``eqx.nn.MLP(16, 16, width_size=16, depth=2, key=PRNGKey(2024))``, parameters times 4,
+  ``out_scale`` 0.6 (shape []).  All three carry the metadata ``activation = "softplus"``,
+  ``final_activation = "tanh"`` and ``producer``.
+* ``tests/data/diffrax/forms-<fp32|fp64>.json`` -- diffrax's step counts, results and saved points
+  of: ``neural_ode`` (Tsit5, PIDController (1e-3, 1e-6) as the example and (1e-6, 1e-9), t0 = 0,
+  t1 = 10, dt0 = ts[1] - ts[0], SaveAt(ts) on linspace(0, 10, 100) or SaveAt(steps), jax.vmap
+  over four y0, both node2x64 models); ``latent_decoder`` (ConstantStepSize, dt0 = 0.4, under
+  jax.vmap over (y0, ts) with six samples each its own 20 sorted times and its own interval
+  [ts[0], ts[-1]], forwards and backwards, five methods); ``pid_rows`` (those rows with the PID
+  controller, tsit5 and dopri5, two tolerances); ``constant_vmap`` (ConstantStepSize under
+  jax.vmap over (y0, t0, t1, dt0) of five trajectories, one shared list of save times, SaveAt
+  t1, ts and steps, forwards and backwards, five methods).  Every input (times, steps, initial
+  states) is a float32 number in both files, so fp32 and fp64 solve the same problem; fp64 widens
+  the float32 weights and scale exactly.  max_steps = 4096, throw=False.
 
 Only this script needs JAX: the C build, its tests and CI read the committed files and never
 run Python.  Each precision is solved in its own subprocess because ``jax_enable_x64`` is a
@@ -780,6 +806,327 @@ def ens_worker(precision: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# The forms of diffrax's neural ODE and latent ODE examples (--only-forms)
+# --------------------------------------------------------------------------------------------
+
+# Models of the examples' shapes, f(t, y) = out_scale * mlp(y) with softplus inside and tanh as
+# the final activation, exported with a scale as a trained model has it (float32, like the
+# weights).  Every weight and bias is multiplied by `gain` in float32, as training grows them, so
+# that the adaptive solves take tens of steps and reject some (at equinox's initialisation the
+# field is nearly constant and the PID controller crosses [0, 10] in three steps).  The two
+# node2x64 models share their weights (the same key) and differ in the scale.
+FORMS_MODELS = {
+    "node2x64s": {"state": 2, "width": 64, "depth": 2, "seed": 5678, "gain": 3.0,
+                  "out_scale": 0.8, "path": "tests/data/models/node2x64s.safetensors"},
+    "node2x64v": {"state": 2, "width": 64, "depth": 2, "seed": 5678, "gain": 3.0,
+                  "out_scale": [0.7, 1.3], "path": "tests/data/models/node2x64v.safetensors"},
+    "latent16": {"state": 16, "width": 16, "depth": 2, "seed": 2024, "gain": 4.0,
+                 "out_scale": 0.6, "path": "tests/data/models/latent16.safetensors"},
+}
+FORMS_METHODS = ("tsit5", "dopri5", "bosh3", "heun", "dopri8")
+FORMS_MAX_STEPS = 4096
+# neural_ode: the example's grid and controller, and a tighter tolerance.
+NODE_TS = (0.0, 10.0, 100)
+NODE_BATCH = 4
+NODE_TOLERANCES = ((1e-3, 1e-6), (1e-6, 1e-9))
+# latent_decoder: the example's constant steps of 0.4 and its irregular sorted times per sample.
+LATENT_BATCH, LATENT_POINTS, LATENT_DT0 = 6, 20, 0.4
+# constant_vmap: constant steps, each trajectory its own y0, t0, t1 and step, one shared list.
+CONST_SPANS = {
+    "forward": {"t0": [0.0, 0.25, -0.5, 0.1, 0.3], "t1": [2.0, 3.0, 2.2, 4.1, 2.75],
+                "dt0": [0.4, 0.4, 0.3, 0.25, 0.35]},
+    "backward": {"t0": [2.0, 3.0, 2.2, 4.1, 2.75], "t1": [0.0, 0.25, -0.5, 0.1, 0.3],
+                 "dt0": [-0.4, -0.4, -0.3, -0.25, -0.35]},
+}
+CONST_TS = {"forward": [0.3, 0.75, 1.2, 1.6, 2.0], "backward": [2.0, 1.6, 1.2, 0.75, 0.3]}
+# pid_rows: each sample its own times (the latent_decoder rows) under the PID controller.
+ROWS_METHODS = ("tsit5", "dopri5")
+ROWS_TOLERANCES = ((1e-3, 1e-6), (1e-6, 1e-9))
+FORMS_SEED = 20240601  # numpy.random.default_rng seed of the initial states and save times
+
+
+def forms_out_json_path(precision: str) -> Path:
+    return REPO / "tests" / "data" / "diffrax" / f"forms-{precision}.json"
+
+
+def as_f32(values):
+    """float64 values rounded once to float32 and widened back: every input of the forms data is
+    a float32 number, so that the fp32 and fp64 files solve exactly the same problem."""
+    import numpy as np
+    return np.asarray(values, np.float64).astype(np.float32).astype(np.float64)
+
+
+def build_forms_mlp(spec: dict):
+    """The example's MLP: softplus inside, tanh last (float32 under JAX defaults), every
+    parameter multiplied by the spec's gain."""
+    import equinox as eqx
+    import jax
+    mlp = eqx.nn.MLP(in_size=spec["state"], out_size=spec["state"], width_size=spec["width"],
+                     depth=spec["depth"], activation=jax.nn.softplus,
+                     final_activation=jax.nn.tanh, key=jax.random.PRNGKey(spec["seed"]))
+    return jax.tree_util.tree_map(lambda x: x * spec["gain"] if eqx.is_array(x) else x, mlp)
+
+
+def export_forms_models() -> None:
+    """Write the three models: equinox's tensor names, the tensor out_scale (shape [] for a
+    scalar, [N] per component), all float32, and the metadata the C loader reads."""
+    import equinox as eqx
+    import numpy as np
+    from safetensors.numpy import save
+
+    for name, spec in FORMS_MODELS.items():
+        mlp = build_forms_mlp(spec)
+        tensors = {}
+        for i, layer in enumerate(mlp.layers):
+            tensors[f"layers.{i}.weight"] = np.ascontiguousarray(np.asarray(layer.weight))
+            tensors[f"layers.{i}.bias"] = np.ascontiguousarray(np.asarray(layer.bias))
+            assert tensors[f"layers.{i}.weight"].dtype == np.float32
+        tensors["out_scale"] = np.asarray(spec["out_scale"], np.float32)
+        metadata = {"activation": "softplus", "final_activation": "tanh",
+                    "producer": f"equinox {eqx.__version__}"}
+        path = REPO / spec["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(sort_safetensors_metadata(save(tensors, metadata=metadata)))
+        print(f"[make_reference] wrote {spec['path']} ({path.stat().st_size} bytes)", flush=True)
+
+
+def load_forms_field(spec: dict, dtype):
+    """The vector field `out_scale * mlp(y)` with the committed float32 tensors cast to dtype."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    path = REPO / spec["path"]
+    with safe_open(str(path), framework="numpy") as handle:
+        meta = handle.metadata()
+    assert meta["activation"] == "softplus" and meta["final_activation"] == "tanh"
+    tensors = load_file(str(path))
+    skeleton = build_forms_mlp(spec)
+    n = len(skeleton.layers)
+    ws = [jnp.asarray(tensors[f"layers.{i}.weight"].astype(dtype)) for i in range(n)]
+    bs = [jnp.asarray(tensors[f"layers.{i}.bias"].astype(dtype)) for i in range(n)]
+    if dtype == np.float32:  # the same key and gain give the exported file's tensors
+        for i, layer in enumerate(skeleton.layers):
+            assert np.array_equal(np.asarray(layer.weight), tensors[f"layers.{i}.weight"])
+            assert np.array_equal(np.asarray(layer.bias), tensors[f"layers.{i}.bias"])
+    mlp = eqx.tree_at(lambda m: [l.weight for l in m.layers] + [l.bias for l in m.layers],
+                      skeleton, ws + bs)
+
+    class ScaledField(eqx.Module):
+        out_scale: jax.Array
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return self.out_scale * self.mlp(y)
+
+    return ScaledField(jnp.asarray(tensors["out_scale"].astype(dtype)), mlp)
+
+
+def forms_inputs() -> dict:
+    """The initial states and save times of the forms cases, every one a float32 number."""
+    import numpy as np
+    rng = np.random.default_rng(FORMS_SEED)
+    node_y0 = as_f32(rng.uniform(-0.6, 1.0, (NODE_BATCH, 2)))
+    node_ts = as_f32(np.linspace(*NODE_TS))
+    latent_y0 = as_f32(rng.normal(0.0, 1.0, (LATENT_BATCH, FORMS_MODELS["latent16"]["state"])))
+    rows = []
+    for _ in range(LATENT_BATCH):
+        t1 = 2.0 + rng.uniform()
+        row = as_f32(np.sort(rng.uniform(0.0, 1.0, LATENT_POINTS) * t1))
+        assert np.all(np.diff(row) > 0), "the save times of a sample must be distinct"
+        rows.append(row)
+    const_y0 = as_f32(rng.normal(0.0, 1.0, (5, FORMS_MODELS["latent16"]["state"])))
+    return {"node_y0": node_y0, "node_ts": node_ts, "latent_y0": latent_y0,
+            "latent_ts": np.stack(rows), "const_y0": const_y0}
+
+
+def forms_solve_fn(field, method: str, controller: str, rtol, atol, save: str):
+    """(y0, t0, t1, dt0, save_ts) -> raw diffeqsolve outputs of f = field."""
+    import diffrax
+
+    solver = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "bosh3": diffrax.Bosh3,
+              "heun": diffrax.Heun, "dopri8": diffrax.Dopri8}[method]()
+    term = diffrax.ODETerm(field)
+    if controller == "pid":
+        ctrl = diffrax.PIDController(rtol=rtol, atol=atol)
+    else:
+        ctrl = diffrax.ConstantStepSize()
+
+    def solve(y0, t0, t1, dt0, save_ts):
+        saveat = {"ts": lambda: diffrax.SaveAt(ts=save_ts),
+                  "steps": lambda: diffrax.SaveAt(steps=True),
+                  "t1": lambda: diffrax.SaveAt(t1=True)}[save]()
+        sol = diffrax.diffeqsolve(term, solver, t0, t1, dt0, y0, saveat=saveat,
+                                  stepsize_controller=ctrl, max_steps=FORMS_MAX_STEPS,
+                                  throw=False)
+        return (sol.ts, sol.ys, sol.result._value, sol.stats["num_steps"],
+                sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
+    return solve
+
+
+def forms_case_list(inputs: dict) -> list[dict]:
+    """Every case of the forms files, before solving: what diffrax is given."""
+    import numpy as np
+    cases = []
+    node_ts = inputs["node_ts"]
+    for model in ("node2x64s", "node2x64v"):
+        for rtol, atol in NODE_TOLERANCES:
+            for save in ("ts", "steps"):
+                b = NODE_BATCH
+                cases.append({"form": "neural_ode", "model": model, "method": "tsit5",
+                              "controller": "pid", "rtol": rtol, "atol": atol,
+                              "direction": "forward", "save": save, "ts_per_trajectory": False,
+                              "vmap": "y0", "t0s": [node_ts[0]] * b, "t1s": [node_ts[-1]] * b,
+                              "dt0s": [node_ts[1] - node_ts[0]] * b, "y0": inputs["node_y0"],
+                              "save_ts": node_ts if save == "ts" else None})
+    rows = inputs["latent_ts"]
+    for direction in ("forward", "backward"):
+        r = rows if direction == "forward" else rows[:, ::-1].copy()
+        sign = 1.0 if direction == "forward" else -1.0
+        base = {"model": "latent16", "direction": direction, "save": "ts",
+                "ts_per_trajectory": True, "vmap": "y0, t0, t1, save_ts",
+                "t0s": r[:, 0], "t1s": r[:, -1], "y0": inputs["latent_y0"], "save_ts": r}
+        for method in FORMS_METHODS:
+            cases.append({"form": "latent_decoder", "method": method, "controller": "constant",
+                          "rtol": None, "atol": None, **base,
+                          "dt0s": as_f32([sign * LATENT_DT0] * LATENT_BATCH)})
+        for method in ROWS_METHODS:
+            for rtol, atol in ROWS_TOLERANCES:
+                cases.append({"form": "pid_rows", "method": method, "controller": "pid",
+                              "rtol": rtol, "atol": atol, **base,
+                              "dt0s": as_f32([sign * LATENT_DT0] * LATENT_BATCH)})
+    for direction, span in CONST_SPANS.items():
+        for method in FORMS_METHODS:
+            for save in ("t1", "ts", "steps"):
+                cases.append({"form": "constant_vmap", "model": "latent16", "method": method,
+                              "controller": "constant", "rtol": None, "atol": None,
+                              "direction": direction, "save": save, "ts_per_trajectory": False,
+                              "vmap": "y0, t0, t1, dt0", "t0s": as_f32(span["t0"]),
+                              "t1s": as_f32(span["t1"]), "dt0s": as_f32(span["dt0"]),
+                              "y0": inputs["const_y0"],
+                              "save_ts": as_f32(CONST_TS[direction]) if save == "ts" else None})
+    for case in cases:
+        for key in ("t0s", "t1s", "dt0s", "y0"):
+            case[key] = np.asarray(case[key], np.float64)
+    return cases
+
+
+def solve_forms_case(case: dict, fields: dict, dtype, names: dict) -> list[dict]:
+    """One jax.vmap(diffeqsolve) of a case, in the in_axes of its "vmap" entry."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    fn = forms_solve_fn(fields[case["model"]], case["method"], case["controller"], case["rtol"],
+                        case["atol"], case["save"])
+    shared = case["vmap"] == "y0"  # the neural ODE example: one interval, vmap over y0 only
+    axes = (0, None, None, None, None) if shared else (0, 0, 0, 0, 0 if
+                                                        case["ts_per_trajectory"] else None)
+    save_ts = case["save_ts"] if case["save_ts"] is not None else np.zeros(1)
+    args = [case["y0"], case["t0s"][0] if shared else case["t0s"],
+            case["t1s"][0] if shared else case["t1s"],
+            case["dt0s"][0] if shared else case["dt0s"], save_ts]
+    args = [jnp.asarray(np.asarray(a, np.float64).astype(dtype)) for a in args]
+    outs = [np.asarray(o) for o in jax.jit(jax.vmap(fn, in_axes=axes))(*args)]
+    ts, ys, res, nsteps, nacc, nrej = outs
+    trajs = []
+    for b in range(len(case["y0"])):
+        traj = {"result": names[int(res[b])], "num_steps": int(nsteps[b]),
+                "num_accepted": int(nacc[b]), "num_rejected": int(nrej[b])}
+        tb, yb = ts[b], ys[b]
+        if case["save"] == "steps":
+            n = traj["num_accepted"]
+            assert np.all(np.isfinite(tb[:n])) and np.all(np.isinf(tb[n:])), "unexpected padding"
+            keep = list(range(n))
+        else:
+            keep = [i for i in range(len(tb)) if np.isfinite(tb[i])]
+        traj["ts"] = [num(v) for v in tb[keep]]
+        traj["ys"] = [[num(v) for v in yb[i]] for i in keep]
+        trajs.append(traj)
+    return trajs
+
+
+def encode_forms_case(case: dict, trajs: list[dict]) -> dict:
+    """The JSON form of a case: what diffrax was given (exact numbers), then what it returned."""
+    import numpy as np
+
+    def nums(a):
+        a = np.asarray(a)
+        return [nums(r) for r in a] if a.ndim > 1 else [num(v) for v in a]
+
+    out = {k: case[k] for k in ("form", "model", "method", "controller")}
+    if case["controller"] == "pid":
+        out["rtol"], out["atol"] = case["rtol"], case["atol"]
+    out.update({k: case[k] for k in ("direction", "save", "ts_per_trajectory", "vmap")})
+    out["max_steps"] = FORMS_MAX_STEPS
+    for key in ("t0s", "t1s", "dt0s", "y0"):
+        out[key] = nums(case[key])
+    if case["save_ts"] is not None:
+        out["save_ts"] = nums(case["save_ts"])
+    out["trajectories"] = trajs
+    return out
+
+
+def forms_worker(precision: str) -> None:
+    """Solve the forms cases in one precision and write forms-<precision>.json."""
+    import jax
+    jax.config.update("jax_enable_x64", precision == "fp64")
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import numpy as np
+
+    dtype = np.float64 if precision == "fp64" else np.float32
+    names = result_names()
+    fields = {name: load_forms_field(spec, dtype) for name, spec in FORMS_MODELS.items()}
+    started = time.time()
+    cases = []
+    for case in forms_case_list(forms_inputs()):
+        trajs = solve_forms_case(case, fields, dtype, names)
+        cases.append(encode_forms_case(case, trajs))
+        tol = f" rtol={case['rtol']:g}" if case["controller"] == "pid" else ""
+        print(f"[{precision}] forms {case['form']:14s} {case['model']:9s} {case['method']:6s} "
+              f"{case['direction']:8s} save={case['save']:5s}{tol} "
+              f"num_steps={[t['num_steps'] for t in trajs]} ({time.time() - started:.0f}s)",
+              flush=True)
+    notes = {
+        "vector_field": "f(t, y, args) = out_scale * mlp(y) (one multiplication after the final "
+                        "tanh), mlp and out_scale the float32 tensors of the case's model file" +
+                        (", widened exactly to float64" if precision == "fp64" else ""),
+        "forms": {
+            "neural_ode": "diffrax's neural ODE example: Tsit5, PIDController(rtol, atol), "
+                          "t0 = ts[0], t1 = ts[-1], dt0 = ts[1] - ts[0], SaveAt(ts=ts) on "
+                          "linspace(0, 10, 100) or SaveAt(steps=True); jax.vmap over y0 only",
+            "latent_decoder": "the latent ODE example's decoder: ConstantStepSize, dt0 = 0.4 "
+                              "(-0.4 backward), jax.vmap over (y0, ts) with diffeqsolve(term, "
+                              "solver, ts[0], ts[-1], dt0, y0, saveat=SaveAt(ts=ts)): save_ts "
+                              "holds one row of save times per trajectory",
+            "pid_rows": "the latent_decoder rows under PIDController(rtol, atol)",
+            "constant_vmap": "ConstantStepSize under jax.vmap over (y0, t0, t1, dt0), one "
+                             "shared list of save times inside every interval",
+        },
+        "numbers": "t0s, t1s, dt0s, save_ts and y0 are float32 numbers in both files (the same "
+                   "problem in fp32 and fp64); ts and ys hold every point diffrax saved (save "
+                   "steps: every accepted step's end; padding left out)",
+        "max_steps": "max_steps = 4096 and throw=False throughout",
+        "jax_config": {"jax_enable_x64": precision == "fp64",
+                       "jax_default_matmul_precision": "highest", "platform": "cpu"},
+    }
+    models = {name: {"file": spec["path"], "out_scale_shape": list(np.shape(spec["out_scale"])),
+                     "out_scale": [num(v) for v in np.ravel(np.float32(spec["out_scale"]))]}
+              for name, spec in FORMS_MODELS.items()}
+    header = {"generator": GENERATOR + " --only-forms", "versions": versions(),
+              "models": models, "precision": precision, "notes": notes}
+    text = render_json(header, cases)
+    assert json.loads(text) == {**header, "cases": cases}
+    path = forms_out_json_path(precision)
+    path.write_text(text)
+    print(f"[{precision}] wrote {path.relative_to(REPO)} ({len(text.encode())} bytes)",
+          flush=True)
+
+
+# --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
 
@@ -836,11 +1183,14 @@ def main() -> int:
                         help="export the .safetensors models only; skip the solve matrix")
     parser.add_argument("--only-ensemble", action="store_true",
                         help="write only the per-trajectory model and ensemble-*.json files")
+    parser.add_argument("--only-forms", action="store_true",
+                        help="write only the scaled models and forms-*.json files")
     parser.add_argument("--no-venv", action="store_true",
                         help="use the current interpreter as it is (packages already installed)")
     parser.add_argument("--worker", choices=PRECISIONS, help=argparse.SUPPRESS)
     parser.add_argument("--ensemble-worker", choices=PRECISIONS + ("spread",),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--forms-worker", choices=PRECISIONS, help=argparse.SUPPRESS)
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated subset of models (default: all)")
     args = parser.parse_args()
@@ -851,6 +1201,9 @@ def main() -> int:
 
     if args.worker:
         worker(args.worker, models)
+        return 0
+    if args.forms_worker:
+        forms_worker(args.forms_worker)
         return 0
     if args.ensemble_worker == "spread":
         ens_spread_worker()
@@ -870,6 +1223,13 @@ def main() -> int:
     started = time.time()
     import jax
     jax.config.update("jax_default_matmul_precision", "highest")
+    if args.only_forms:
+        export_forms_models()
+        for precision in PRECISIONS:
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--forms-worker",
+                            precision], check=True)
+        print(f"\nwall time: {time.time() - started:.1f} s")
+        return 0
     if args.only_ensemble:
         export_ens_model()
         for precision in PRECISIONS + ("spread",):

@@ -66,7 +66,10 @@ typedef enum clnode_precision_guard {
  * precision; flag CLNODE_OPTION_KERNEL), HOST for one the driver reads. default: the value
  * (REAL, INTEGER, BOOLEAN), the enum value (CHOICE) or the index in clnode_method_at (METHOD).
  * [min, max]: the valid values of a REAL or INTEGER option, an end excluded with
- * CLNODE_OPTION_MIN_OPEN / MAX_OPEN; a REAL option is finite. flags: CLNODE_OPTION_* below. */
+ * CLNODE_OPTION_MIN_OPEN / MAX_OPEN; a REAL option is finite. flags: CLNODE_OPTION_* below.
+ * constant_step is diffrax 0.7.2's ConstantStepSize: n = ceil((t1 - t0) / nextafter(dt0)) steps
+ * (in the direction of integration, in the state precision), the first of dt0, step k >= 2 ending
+ * at t0 + (t1 - t0) (k / n) (one fused multiply-add, as diffrax computes it) and step n at t1. */
 #define CLNODE_SOLVE_OPTION_LIST(X)                                                                \
     X(const clnode_method *, method, METHOD, HOST, 0, 0, 0, 0,                                     \
       "Runge-Kutta method")                                                                        \

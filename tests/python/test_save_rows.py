@@ -134,14 +134,9 @@ def sample_times(whole_steps):
 
 
 # diffrax 0.7.2's ConstantStepSize takes dt0 first, then ends its steps on the grid t0 + (t1 -
-# t0) k / n, n = ceil((t1 - t0) / dt0), where clnode's constant steps add dt0 and clip the last
-# one to t1: the same steps where t1 - t0 is a whole number of dt0, not otherwise (where they differ
-# by ~1e-9 here). The "partial" case states diffrax's rule; it passes once clnode follows it.
-@pytest.mark.parametrize("controller", [
-    "constant", "pid",
-    pytest.param("constant-partial", marks=pytest.mark.xfail(
-        strict=True, reason="clnode's constant steps add dt0; diffrax 0.7.2's divide [t0, t1] "
-                            "into equal steps after the first"))])
+# t0) k / n, n = ceil((t1 - t0) / nextafter(dt0)), and so do clnode's constant steps: "constant"
+# with t1 - t0 a whole number of dt0, "constant-partial" with any t1.
+@pytest.mark.parametrize("controller", ["constant", "pid", "constant-partial"])
 def test_rows_match_diffrax_under_vmap(controller):
     with jax.enable_x64(True):
         mlp = eqx.nn.MLP(N, N, 16, 2, activation=jnp.tanh, key=jax.random.PRNGKey(11),

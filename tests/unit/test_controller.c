@@ -486,13 +486,28 @@ static void test_steps_nonfinite_and_max_steps(void **state)
     assert_int_equal(r.IS.nsteps, 3);
     assert_int_equal(r.IS.result, CLN_RESULT_MAX_STEPS);
     assert_int_equal(r.IS.done, 1);
-    /* constant steps: dt0 whatever the error */
-    traj_init(&r, 0.0, 1.0, 1e6);
+    /* constant steps (diffrax 0.7.2's ConstantStepSize), whatever the error: the first step of
+     * dt0 = 0.4 from tau0 = 0.25, then fractions of [0.25, 3]: n = ceil(2.75 / nextafter(0.4)) = 7
+     * steps, step k ending at fma(2.75, k / 7, 0.25) (diffrax's 1.0357142857142856 for k = 2, not
+     * 0.65 + 0.4), the last one at tau1 itself */
+    traj_init(&r, 0.25, 0.4, 1e6);
     r.KI.adaptive = 0;
-    r.RS.dt0 = 0.75;
+    r.RS.tau0 = 0.25;
+    r.RS.tau1 = 3.0;
+    r.RS.clip_floor = 3.0 - 1e-12;
+    r.RS.dt0 = 0.4;
     traj_step(&r);
     assert_int_equal(r.IS.nacc, 1);
-    assert_true(r.RS.t == 1.0 && r.RS.tn == 1.75);
+    assert_true(r.RS.t == 0.25 + 0.4 && r.RS.tn == 1.0357142857142856);
+    for (int k = 3; k <= 7; ++k) {
+        traj_step(&r);
+        assert_int_equal(r.IS.nacc, k - 1);
+        assert_true(r.RS.tn == (k == 7 ? 3.0 : fma(2.75, k / 7.0, 0.25)));
+    }
+    traj_step(&r);
+    assert_int_equal(r.IS.nacc, 7);
+    assert_true(r.RS.t == 3.0);
+    assert_int_equal(r.IS.done, 1);
 }
 
 /* The controller's own power function: a few ulp of libm's pow where the factor is not clipped,
