@@ -167,9 +167,9 @@ int main(int argc, char **argv)
          test_model_scaled(host, mh, scale, 10, &shm) == CLNODE_OK;
     if (ok) {
         const double t0 = now();
-        clnode_solution *sd = solve(dev, sdm, CLNODE_FP32, 2);
+        clnode_solution *sd = solve(dev, sdm, CLNODE_FP32, 2, 0);
         const double secs = now() - t0;
-        clnode_solution *sh = sd ? solve(host, shm, CLNODE_FP32, 2) : NULL;
+        clnode_solution *sh = sd ? solve(host, shm, CLNODE_FP32, 2, 0) : NULL;
         ok = sd && sh && same(sd, sh, "fp32 batch 2, output scale per component");
         if (ok)
             printf("fp32 batch 2 with an output scale: every saved point bit-identical to the "
