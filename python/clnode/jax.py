@@ -370,7 +370,7 @@ def _save_rows(ts_, lead, n_ts):
     a = np.asarray(ts_, np.float64)
     if all(d == 1 for d in a.shape[:-1]):
         return a.reshape(n_ts)
-    return np.ascontiguousarray(np.broadcast_to(a, tuple(lead) + (n_ts,)).reshape(-1, n_ts))
+    return np.ascontiguousarray(np.broadcast_to(a, (*lead, n_ts)).reshape(-1, n_ts))
 
 
 def _squeeze_unbatched(a, core_ndim, name):
