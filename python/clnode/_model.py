@@ -445,6 +445,96 @@ def _find_scale(tree, dim, skip):
     return found
 
 
+class _Ones:
+    """The stand-in for the MLP found in a vector field when its factor is read: called as the
+    network is (x, key=None), it returns ones of the network's output width, so that the field
+    evaluates to the factor it multiplies the network's output by (s for s * mlp(y))."""
+
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+
+    def __call__(self, x, *, key=None):
+        import jax.numpy as jnp
+        del key
+        return jnp.ones(np.shape(x)[:-1] + (self.n,), self.dtype)
+
+
+def _replace_net(vf, stand_in):
+    """The vector field with its one MLP (or Sequential) replaced by `stand_in`: in its module
+    tree, or for a plain function in what it reads (its closure cells and the globals its code
+    names), where _equinox_parts finds the network."""
+    import types
+
+    import equinox as eqx
+    import jax.tree_util as jtu
+
+    def is_net(x):
+        return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
+
+    def sub(tree):
+        return jtu.tree_map(lambda x: stand_in if is_net(x) else x, tree, is_leaf=is_net)
+
+    if _find_equinox_mlp(vf) or not hasattr(vf, "__code__"):
+        return sub(vf)
+    cells = []
+    for cell in vf.__closure__ or ():
+        try:
+            cells.append(types.CellType(sub(cell.cell_contents)))
+        except ValueError:  # an empty cell stays empty
+            cells.append(cell)
+    glb = dict(vf.__globals__)
+    for name in vf.__code__.co_names:
+        if name in glb:
+            glb[name] = sub(glb[name])
+    fn = types.FunctionType(vf.__code__, glb, vf.__name__, vf.__defaults__,
+                            tuple(cells) if vf.__closure__ else None)
+    fn.__kwdefaults__ = vf.__kwdefaults__
+    return fn
+
+
+def _takes_t_y_args(fn):
+    """Whether fn is called as a vector field, fn(t, y, args): three positional parameters."""
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(pos) == 3 and not any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def _field_factor(module, n, k, time_input, dtype):
+    """The factor a vector field f(t, y, args) multiplies its network's output by, read as the
+    drop-in reads it: the field evaluated with the network replaced by ones, at two points (y,
+    t) of its own. None when the field cannot be called so; a ValueError when the factor changes
+    from one point to the other (the field does more with the network than scale it)."""
+    import jax.numpy as jnp
+    if not _takes_t_y_args(module):
+        return None
+    field = _replace_net(module, _Ones(n, dtype))
+    args = jnp.zeros((k,), dtype) if k else None
+    rng = np.random.default_rng(7)
+    try:
+        vals = [np.asarray(_eager(lambda t=t: field(jnp.asarray(t, dtype), jnp.asarray(
+            rng.standard_normal(n), dtype), args)), np.float64) for t in (0.25, 0.75)]
+    except Exception:  # noqa: BLE001 - not a vector field of (t, y, args) after all
+        return None
+    if any(v.shape not in ((), (1,), (n,)) for v in vals):
+        return None
+    a, b = (np.broadcast_to(v, (n,)) for v in vals)
+    if not np.array_equal(a, b):
+        raise ValueError("the vector field multiplies its network's output by a factor that "
+                         f"changes with y{' or t' if time_input else ''} (read with the network "
+                         "replaced by ones): clnode solves out_scale * MLP(...) with out_scale a "
+                         "constant")
+    return a
+
+
+def _is_net(x):
+    import equinox as eqx
+    return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
+
+
 def _equinox_scale(module, dim):
     """The output scale found in an equinox module tree (or what a plain function reads), as
     from_equinox documents: the one leaf named like "*scale*" outside the network, or None."""
@@ -517,12 +607,16 @@ def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int 
     number k of conditioning inputs, for a network of y' = MLP([y, c]) (or MLP([y, t, c])), c
     passed to clnode.solve as args (diffrax's f(t, y, args) = mlp(jnp.concatenate([y, args])));
     its first layer takes N + k (or N + 1 + k) values. `out_scale`: the output scale of a field
-    `out_scale * mlp(y)` (a scalar or one value per component); None (the default) takes the one
-    leaf of the tree outside the network whose field name contains "scale" and that is a scalar
-    or of shape (1,) or (N,) (diffrax's neural ODE example: `Func` with fields `out_scale` and
-    `mlp`), and no scale where there is none; pass out_scale=1.0 for a field that does not
-    multiply by such a leaf. Raises ValueError when there is no MLP, more than one, more than one
-    scale candidate, or an unsupported activation, saying what was found."""
+    `out_scale * mlp(y)` (a scalar or one value per component). None (the default) finds it: for
+    a vector field called as f(t, y, args) (an `eqx.Module` with such a `__call__`, or a
+    function), the factor the field multiplies the network's output by, read as clnode.jax
+    reads it (the field evaluated with the network replaced by ones: a leaf, `jnp.exp(
+    self.log_scale)`, any expression of leaves; refused when it changes with y or t); for any
+    other tree, the one leaf outside the network whose field name contains "scale" and that is
+    a scalar or of shape (1,) or (N,) (diffrax's neural ODE example: `Func` with fields
+    `out_scale` and `mlp`), and no scale where there is none; pass out_scale=1.0 for none.
+    Raises ValueError when there is no MLP, more than one, more than one scale candidate, or an
+    unsupported activation, saying what was found."""
     k = _num_inputs(inputs)
     if time_input is not None:
         time_input = _args.boolean(time_input, "time_input")
@@ -533,7 +627,17 @@ def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int 
     ws = [np.asarray(w, dtype=np.float64) for w, _ in layers]
     bs = [None if b is None else np.asarray(b, dtype=np.float64) for _, b in layers]
     if out_scale is None:
-        found = _equinox_scale(module, int(ws[-1].shape[0]))
+        n = int(ws[-1].shape[0])
+        found = _field_factor(module, n, k, ti, np.dtype(getattr(layers[-1][0], "dtype",
+                                                                  np.float64)))
+        if found is None:
+            found = _equinox_scale(module, n)
+        else:
+            if np.all(found == found[0]):  # one value for every component: a scalar
+                found = found[:1]
+            if np.all(found == 1.0):  # a factor of 1: a scale leaf at 1 is kept (a parameter)
+                named = _find_scale(module, n, _is_net)
+                found = found if len(named) == 1 else None
         out_scale = None if found is None else np.asarray(found, dtype=np.float64)
     return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti, inputs=k,
                out_scale=out_scale)

@@ -239,50 +239,6 @@ def _find_model(vf, n, args):
     return layers, act, fact, ti, k, path
 
 
-class _Ones:
-    """The stand-in for the MLP found in a vector field when its factor is read: called as the
-    network is (x, key=None), it returns ones of the network's output width, so that the field
-    evaluates to the factor it multiplies the network's output by (s for s * mlp(y))."""
-
-    def __init__(self, n, dtype):
-        self.n, self.dtype = n, dtype
-
-    def __call__(self, x, *, key=None):
-        del key
-        return jnp.ones(np.shape(x)[:-1] + (self.n,), self.dtype)
-
-
-def _replace_net(vf, stand_in):
-    """The vector field with its one MLP (or Sequential) replaced by `stand_in`: in its module
-    tree, or for a plain function in what it reads (its closure cells and the globals its code
-    names), as _model._equinox_parts finds the network."""
-    import equinox as eqx
-    import jax.tree_util as jtu
-
-    def is_net(x):
-        return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
-
-    def sub(tree):
-        return jtu.tree_map(lambda x: stand_in if is_net(x) else x, tree, is_leaf=is_net)
-
-    if _model._find_equinox_mlp(vf) or not hasattr(vf, "__code__"):
-        return sub(vf)
-    cells = []
-    for cell in vf.__closure__ or ():
-        try:
-            cells.append(types.CellType(sub(cell.cell_contents)))
-        except ValueError:  # an empty cell stays empty
-            cells.append(cell)
-    glb = dict(vf.__globals__)
-    for name in vf.__code__.co_names:
-        if name in glb:
-            glb[name] = sub(glb[name])
-    fn = types.FunctionType(vf.__code__, glb, vf.__name__, vf.__defaults__,
-                            tuple(cells) if vf.__closure__ else None)
-    fn.__kwdefaults__ = vf.__kwdefaults__
-    return fn
-
-
 def _scale_message(where, what):
     return (f"clnode solves vector fields s * MLP(...) with s a constant (a scalar or one value "
             f"per component), and this one is not the MLP found in it at {where} times a "
@@ -596,7 +552,7 @@ def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time
     chk_t = tlo + (thi - tlo) * rng.random(_CHECK_POINTS)
     tol = 1e-4 if precision == "fp32" else 1e-9
     where = path or "the root"
-    factor = _replace_net(vf, _Ones(n, y0.dtype))
+    factor = _model._replace_net(vf, _model._Ones(n, y0.dtype))
 
     def at_points(field):
         f = jax.vmap(lambda t, y: field(t, y, args))

@@ -237,6 +237,41 @@ def test_from_equinox_scale_candidates():
         assert clnode.from_equinox(two, out_scale=0.8) == clnode.from_equinox(func)
         assert clnode.from_equinox(Lambda(0.25, func.mlp)).out_scale.tolist() == [0.25]
         mlp, s = func.mlp, jnp.asarray([1.0, 2.0, 3.0, 4.0])
-        assert clnode.from_equinox(lambda t, y, args: s * mlp(y)).out_scale is None  # not a field
+        # a vector field f(t, y, args): the factor it multiplies the network by, as the drop-in
+        # reads it, whatever its leaves are named
+        assert clnode.from_equinox(lambda t, y, args: s * mlp(y)).out_scale.tolist() == \
+            [1.0, 2.0, 3.0, 4.0]
+        assert clnode.from_equinox(lambda t, y, args: mlp(y)).out_scale is None
         wide = Two(jnp.ones(3), jnp.ones((4, 4)), func.mlp)  # neither a scalar nor (N,)
         assert clnode.from_equinox(wide).out_scale is None
+
+
+def test_from_equinox_reads_the_fields_factor():
+    """A field's factor is read by evaluating it with the network replaced by ones: an
+    expression of leaves (exp(log_scale), whose leaf is named like a scale but is not the
+    factor), with a time input; a factor that changes with y is refused."""
+    class ExpScale(eqx.Module):
+        log_scale: jax.Array
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return jnp.exp(self.log_scale) * self.mlp(jnp.concatenate([y, t[None]]))
+
+    class Times(eqx.Module):
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return y[0] * self.mlp(y)
+
+    with jax.enable_x64(True):
+        mlp = eqx.nn.MLP(5, 4, 8, 1, activation=jnp.tanh, key=jax.random.PRNGKey(1),
+                         dtype=jnp.float64)
+        m = clnode.from_equinox(ExpScale(jnp.asarray(-0.5, jnp.float64), mlp))
+        assert m.time_input
+        np.testing.assert_array_equal(m.out_scale, [float(np.exp(np.float64(-0.5)))])
+        y, t = np.linspace(-1.0, 1.0, 4), 0.3
+        f = ExpScale(jnp.asarray(-0.5, jnp.float64), mlp)
+        np.testing.assert_allclose(m(y, t), np.asarray(f(jnp.asarray(t), jnp.asarray(y), None)),
+                                   rtol=1e-14)
+        with pytest.raises(ValueError, match="changes with y"):
+            clnode.from_equinox(Times(neural_ode_func(1.0).mlp))
