@@ -658,7 +658,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
 
     terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
     `eqx.nn.MLP`) or a function reading one, whose value is MLP(y), MLP([y, t]), MLP([y, args])
-    or MLP([y, t, args]) (see the module's documentation); checked at random points first.
+    or MLP([y, t, args]), each possibly times a constant s (`out_scale * mlp(y)`; see the
+    module's documentation); checked at random points on every call.
     args: None, or for a network conditioned on it one array of k values.
     solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
     PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
@@ -673,12 +674,13 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     keywords of the same names):
 {keywords}
     Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
-    jax.vmap over any of y0, t0, t1, dt0 and args the whole batch is one clnode solve, every
-    trajectory with its own values (all of one direction of integration). Raises
-    UnsupportedArgument (a ValueError) naming any argument it does not support (adjoint other
-    than the default, event, SubSaveAt fn, other solvers, controllers, or vmapping over the
-    model or the save times), ValueError when the vector field is not the MLP found in it or
-    when save times lie outside a trajectory's interval (as diffrax), TypeError for an argument
+    jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
+    solve, every trajectory with its own values (all of one direction of integration; vmapped
+    save times: each trajectory its own list). Raises UnsupportedArgument (a ValueError) naming
+    any argument it does not support (adjoint other than the default, event, SubSaveAt fn, other
+    solvers, controllers, or vmapping over the model), ValueError when the vector field is not
+    s times the MLP found in it or when save times are out of order or lie outside their
+    trajectory's interval (as diffrax), TypeError for an argument
     of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
     it refuses the problem, and a TypeError under jax.grad/jax.jvp: clnode does not compute
     gradients. Checks on concrete values run before the callback; under jax.jit, those on traced
