@@ -503,6 +503,22 @@ def _takes_t_y_args(fn):
     return len(pos) == 3 and not any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+def _constant_factor(rows):
+    """A vector field's factor of its network's output, from its values at several points (rows
+    of N, the field evaluated with the network replaced by ones), as one model's output scale:
+    (scale, None), scale 1 value when every component's is the same, else N; or (None, why)
+    when it is none: it "is not finite" or "changes with y or t". The drop-in and from_equinox
+    both read it so."""
+    sv = np.asarray(rows, np.float64)
+    sv = sv.reshape(sv.shape[0], -1)
+    if not np.all(np.isfinite(sv)):
+        return None, "is not finite"
+    if not np.all(sv == sv[0]):
+        return None, "changes with y or t"
+    s = sv[0]
+    return (s[:1] if np.all(s == s[0]) else np.ascontiguousarray(s)), None
+
+
 def _field_factor(module, n, k, time_input, dtype):
     """The factor a vector field f(t, y, args) multiplies its network's output by, read as the
     drop-in reads it: the field evaluated with the network replaced by ones, at two points (y,
@@ -521,13 +537,12 @@ def _field_factor(module, n, k, time_input, dtype):
         return None
     if any(v.shape not in ((), (1,), (n,)) for v in vals):
         return None
-    a, b = (np.broadcast_to(v, (n,)) for v in vals)
-    if not np.array_equal(a, b):
-        raise ValueError("the vector field multiplies its network's output by a factor that "
-                         f"changes with y{' or t' if time_input else ''} (read with the network "
-                         "replaced by ones): clnode solves out_scale * MLP(...) with out_scale a "
-                         "constant")
-    return a
+    scale, why = _constant_factor([np.broadcast_to(v, (n,)) for v in vals])
+    if why:
+        raise ValueError(f"the vector field multiplies its network's output by a factor that "
+                         f"{why} (read with the network replaced by ones): clnode solves "
+                         "out_scale * MLP(...) with out_scale a constant")
+    return scale
 
 
 def _is_net(x):
@@ -632,12 +647,8 @@ def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int 
                                                                   np.float64)))
         if found is None:
             found = _equinox_scale(module, n)
-        else:
-            if np.all(found == found[0]):  # one value for every component: a scalar
-                found = found[:1]
-            if np.all(found == 1.0):  # a factor of 1: a scale leaf at 1 is kept (a parameter)
-                named = _find_scale(module, n, _is_net)
-                found = found if len(named) == 1 else None
+        elif np.all(found == 1.0):  # a factor of 1: a scale leaf at 1 is kept (a parameter)
+            found = found if len(_find_scale(module, n, _is_net)) == 1 else None
         out_scale = None if found is None else np.asarray(found, dtype=np.float64)
     return MLP(ws, bs, activation=act, final_activation=fact, time_input=ti, inputs=k,
                out_scale=out_scale)

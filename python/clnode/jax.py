@@ -262,18 +262,14 @@ def _out_scale(svals, where):
     field with its network replaced by ones): None when it is 1 (the field is the network
     itself), a float when one value for every component, else N values. Refused when it changes
     from point to point (it depends on y or t) or is not finite."""
-    sv = np.asarray(svals, np.float64).reshape(_CHECK_POINTS, -1)
-    if not np.all(np.isfinite(sv)):
-        raise ValueError(_scale_message(where, "the factor of its output is not finite"))
-    if not np.all(sv == sv[0]):
-        raise ValueError(_scale_message(where, "the factor of its output changes with y or t "
-                                        "(the field does more with the network than scale it)"))
-    s = sv[0]
+    s, why = _model._constant_factor(np.reshape(svals, (_CHECK_POINTS, -1)))
+    if why:
+        raise ValueError(_scale_message(where, f"the factor of its output {why}"
+                                        + (" (the field does more with the network than scale "
+                                           "it)" if why.startswith("changes") else "")))
     if np.all(s == 1.0):
         return None
-    if np.all(s == s[0]):
-        return float(s[0])
-    return np.ascontiguousarray(s)
+    return float(s[0]) if s.size == 1 else s
 
 
 def _per_trajectory(x, lead):
