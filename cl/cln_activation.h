@@ -563,6 +563,75 @@ CLN_INLINE real cln_activate(cln_int act, real x)
     }
 }
 
+/* ---- the derivatives, for the reverse pass: act'(x) from the input x and the output y = act(x)
+ * that the forward pass computed (each reads the one it needs), one formula beside each
+ * activation (tests/unit/test_activation.c holds each to its stated bound against the derivative
+ * of the activation itself, in long double). JAX's rules are the same functions (tanh: (1 + y)(1 -
+ * y); sigmoid: y (1 - y), here y sigmoid(-x), which keeps its accuracy where y rounds to 1). ---- */
+
+/* relu'(x) = 1 for x > 0, else 0 (at 0 as well, as jax.nn.relu's rule; NaN gives 0). */
+CLN_INLINE real cln_relu_grad(real x)
+{
+    return cln_select_(x > CLN_R(0.0), CLN_R(1.0), CLN_R(0.0));
+}
+
+/* tanh'(x) = 1 - y^2, as (1 - y)(1 + y): 1 - y is exact near y = 1. */
+CLN_INLINE real cln_tanh_grad(real y)
+{
+    return (CLN_R(1.0) - y) * (CLN_R(1.0) + y);
+}
+
+/* sigmoid'(x) = sigmoid(x) sigmoid(-x), from y = sigmoid(x). */
+CLN_INLINE real cln_sigmoid_grad(real x, real y)
+{
+    return y * cln_sigmoid(-x);
+}
+
+/* softplus'(x) = sigmoid(x). */
+CLN_INLINE real cln_softplus_grad(real x)
+{
+    return cln_sigmoid(x);
+}
+
+/* silu'(x) = sigmoid(x) (1 + x sigmoid(-x)). */
+CLN_INLINE real cln_silu_grad(real x)
+{
+    return cln_sigmoid(x) * (CLN_R(1.0) + x * cln_sigmoid(-x));
+}
+
+/* gelu'(x) of the tanh approximation x sigmoid(2 v), v = sqrt(2/pi) (x + 0.044715 x^3):
+ * sigmoid(2 v) + x sigmoid(2 v) sigmoid(-2 v) 2 dv/dx, dv/dx = sqrt(2/pi) (1 + 3 0.044715 x^2). */
+CLN_INLINE real cln_gelu_grad(real x)
+{
+    const real c = CLN_R(0.7978845608028654);
+    const real v = c * (x + CLN_R(0.044715) * ((x * x) * x));
+    const real s = cln_sigmoid(v + v);
+    const real dv = c * (CLN_R(1.0) + CLN_R(0.134145) * (x * x));
+    return s + x * (s * cln_sigmoid(-(v + v))) * (dv + dv);
+}
+
+/* act'(x) of the activation with code `act` from its input x and output y (an unknown code is
+ * the identity's, 1). */
+CLN_INLINE real cln_activate_grad(cln_int act, real x, real y)
+{
+    switch (act) {
+    case CLN_ACT_RELU:
+        return cln_relu_grad(x);
+    case CLN_ACT_TANH:
+        return cln_tanh_grad(y);
+    case CLN_ACT_SIGMOID:
+        return cln_sigmoid_grad(x, y);
+    case CLN_ACT_SOFTPLUS:
+        return cln_softplus_grad(x);
+    case CLN_ACT_SILU:
+        return cln_silu_grad(x);
+    case CLN_ACT_GELU:
+        return cln_gelu_grad(x);
+    default:
+        return CLN_R(1.0);
+    }
+}
+
 /* The model's output scale on one element of the last layer's activated output: x * s, one
  * multiplication in the state precision, as JAX computes `s * mlp(y)`. s is the element's own
  * value of the scale (the only one, or that of its component). Applied only for a model with a

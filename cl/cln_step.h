@@ -482,6 +482,13 @@ CLN_INLINE real cln_constant_end(real tau0, real tau1, real dt0, cln_int k)
     return kr == n ? tau1 : fma(span, kr / n, tau0);
 }
 
+/* Where the save time ts lies in the accepted step [t, tn], as a fraction theta of it (0 for a
+ * step of no length): the argument of cln_interpolate, in the forward and the reverse pass. */
+CLN_INLINE real cln_dense_theta(real ts, real t, real tn)
+{
+    return tn == t ? CLN_R(0.0) : (ts - t) / (tn - t);
+}
+
 /* Dense output at the requested times inside the accepted step [t, tn], before y moves on:
  * rows is->nts, ... of TSOUT[b] while ts[j] <= tn, ts the trajectory's list (row b of TS with a
  * list per trajectory, KI->ts_stride = n_ts; the list shared by the batch, stride 0). Times
@@ -500,7 +507,7 @@ CLN_INLINE void cln_save_dense(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *K
     for (; j < nts && ts[j] <= tn; ++j) {
         if (ts[j] < tau0)
             continue;
-        const real th = tn == t ? CLN_R(0.0) : (ts[j] - t) / (tn - t);
+        const real th = cln_dense_theta(ts[j], t, tn);
         CLN_GLOBAL real *out = TSOUT + (b * (size_t)nts + (size_t)j) * (size_t)N;
         for (cln_int n = 0; n < N; ++n) {
             cln_load_k(k, F, B, N, s, b, n, hd);

@@ -125,7 +125,14 @@ typedef enum clnode_precision_guard {
       "a tolerance below what the device's GEMM resolves: warn, refuse the solve, or off "         \
       "(diffrax's steps whatever the arithmetic does)")                                            \
     X(int, compact, BOOLEAN, HOST, 1, 0, 1, CLNODE_OPTION_SAME_BITS,                               \
-      "finished trajectories leave the batch's matrix products (results do not change)")
+      "finished trajectories leave the batch's matrix products (results do not change)")          \
+    X(int, keep_tape, BOOLEAN, HOST, 0, 0, 1, CLNODE_OPTION_SAME_BITS,                             \
+      "keep what the reverse pass needs (clnode/gradient.h): every accepted step's end time and "  \
+      "the state at every checkpoint_every-th step")                                               \
+    X(long, checkpoint_every, INTEGER, HOST, 1, 1, CLNODE_MAX_STEPS_LIMIT,                         \
+      CLNODE_OPTION_SAME_BITS,                                                                     \
+      "with keep_tape: keep the state of every k-th step (from the last) and recompute the "       \
+      "others in the reverse pass, with the same bits")
 
 /* Option flags (clnode_option_info.flags, the flags column of CLNODE_SOLVE_OPTION_LIST). */
 #define CLNODE_OPTION_MIN_OPEN 1u   /* min itself is not valid */

@@ -1,0 +1,132 @@
+/* clnode/gradient.h - reverse mode: the gradient of a solve, as jax.grad of diffrax computes it.
+ *
+ * Semantics: jax.grad through diffrax 0.7.2's diffeqsolve with its default adjoint
+ * (RecursiveCheckpointAdjoint), which differentiates the accepted steps that were run with every
+ * step size held at its forward value (the PID controller's factor, its error norm and an
+ * automatic dt0 carry no gradient: lax.stop_gradient in diffrax's pid.py). Rejected steps
+ * contribute nothing. The gradient flows through every accepted step's stages (the first stage of
+ * a step is f at that step's start, FSAL or not), through the dense output of SaveAt(ts=...) into
+ * all of its step's stages, and through the values saved at t0, at the step ends and at t1, into
+ * the initial states y0, the conditioning inputs and the model's parameters (each layer's weight
+ * and bias, and the output scale). Checkpointing changes no bit of it.
+ *
+ * Use: solve with the option keep_tape = 1 (clnode_solve_options: the solution then keeps each
+ * accepted step's times and, every checkpoint_every steps, its state), then call
+ * clnode_gradient_compute with the cotangents of the saved values in the saved-points layout
+ * (clnode_solution_rows_f64 with the same `slots`).
+ *
+ * What is not differentiated: the times. t0, t1, dt0 and the save times are constants of the
+ * reverse pass: no gradient with respect to them is computed, and none is reported (there is no
+ * output for one to be read from). Under the PID controller the gradient diffrax returns for dt0 is
+ * an artefact of the frozen factors; under constant steps it is real but not computed here.
+ *
+ * Trajectories that did not succeed (max_steps_reached, dt_min_reached, nonfinite,
+ * precision_floor) get the gradient of what was computed, as diffrax's with throw=False: their
+ * accepted steps up to where they stopped, and the points they saved (clnode_solution_stats says
+ * which ones stopped early).
+ *
+ * The parameters' gradient is summed over the batch in a fixed order: the trajectories are taken
+ * in blocks of CLNODE_GRADIENT_BLOCK consecutive indices; inside a block each parameter's sum runs
+ * over the block's steps from the last, the stages from the last, and the block's trajectories in
+ * a fixed order; the blocks' sums are combined in a fixed tree over the block indices (the sum of
+ * blocks [lo, hi) is that of [lo, mid) plus that of [mid, hi), mid - lo the largest power of two
+ * below hi - lo). So it depends on the batch alone: never on threads, compaction, checkpointing or
+ * the device the forward solve ran on. The gradient of y0 and of the inputs is each trajectory's
+ * own: bit-identical whatever trajectories share its batch.
+ */
+#ifndef CLNODE_GRADIENT_H
+#define CLNODE_GRADIENT_H
+
+#include "clnode/common.h"
+#include "clnode/context.h"
+#include "clnode/model.h"
+#include "clnode/solver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Trajectories per block of the parameters' sum (see above): a constant of the library, so that
+ * a batch split into chunks of whole blocks (MPI ranks) sums in the same order. */
+#define CLNODE_GRADIENT_BLOCK 32
+
+/* Options of the reverse pass. Fields are only ever appended (clnode/common.h): set the defaults
+ * with clnode_gradient_default_options. */
+typedef struct clnode_gradient_options {
+    size_t struct_size;          /* set by the defaults function */
+    clnode_progress_fn progress; /* default NULL; as the forward solve's, between groups of blocks:
+                                    `active` the trajectories not yet done, `fraction` the
+                                    fraction of the batch done, `steps_taken` the steps gone back
+                                    through */
+    void *progress_user;
+    clnode_cancel_fn cancel; /* default NULL: never cancelled; polled between groups of blocks */
+    void *cancel_user;
+} clnode_gradient_options;
+
+#define clnode_gradient_default_options(opts)                                                      \
+    clnode_gradient_default_options_sized((opts), sizeof *(opts))
+CLNODE_API void clnode_gradient_default_options_sized(clnode_gradient_options *opts,
+                                                      size_t struct_size);
+
+typedef struct clnode_gradient clnode_gradient;
+
+/* The bytes a solution keeps for the reverse pass (0 when it was solved without keep_tape):
+ *   sum over trajectories b of  esize (M_b + 1 + ceil(M_b / k) N) + 2 sizeof(size_t)
+ *   + esize B n_in  + esize n_ts (B n_ts with per-trajectory save times)
+ * M_b the accepted steps of trajectory b, k = checkpoint_every, N the state dimension, n_in the
+ * model's conditioning inputs, n_ts the save times, esize the bytes of the state precision (4 for
+ * fp32, 8 for fp64): each step's end time, the state at every k-th step's start (counted from
+ * the last step), the inputs and save times in the state precision. It follows the steps taken,
+ * never max_steps. While a kept solve runs, the steps' states are held on its device as with
+ * save_steps (clnode_solve). */
+CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
+
+/* The gradient of a scalar loss L of the saved values: cot holds dL/d(saved values) in the
+ * saved-points layout, batch x slots x dim doubles, row-major, trajectory b's row as
+ * clnode_solution_rows_f64 lays out its saved points (slots >= clnode_solution_points of every
+ * trajectory; the padding slots after a trajectory's points are not read). Each cotangent is
+ * rounded to the state precision, and the reverse pass computes in the solve's precision and GEMM
+ * mode (tf32: the reverse products are rounded as the forward's are).
+ * ctx: a host context on the ordered GEMM (device "host"), which recomputes the forward steps
+ * from the kept states; the solution may come from any device in strict GEMM mode (every device
+ * computes the host's bits), a tf32 solution from the host only. model: the model solved, the
+ * same object (its weights are read again). opts: NULL for the defaults.
+ * On success *out holds the gradient (clnode_gradient_y0 ...). Errors (nothing in *out):
+ * CLNODE_ERR_INVALID_ARGUMENT (NULL arguments, a solution that kept nothing (solve with
+ * keep_tape = 1), another model, slots below a trajectory's points), CLNODE_ERR_NONFINITE_INPUT
+ * (a cotangent of a saved point that is NaN or infinite, named by trajectory, slot and
+ * component), CLNODE_ERR_UNSUPPORTED (a context other than the host with its ordered GEMM, a tf32
+ * solution from another device), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_CANCELLED.
+ * Memory besides the result: per thread O(CLNODE_GRADIENT_BLOCK x (stages x (dim + the layers'
+ * widths) + checkpoint_every x dim)), and O(log2(blocks) + threads) copies of the parameters. */
+CLNODE_API clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *model,
+                                                 const clnode_gradient_options *opts,
+                                                 const clnode_solution *sol, size_t slots,
+                                                 const double *cot, clnode_gradient **out);
+
+/* Destroys a gradient and sets *g to NULL. Accepts NULL and a pointer to NULL. */
+CLNODE_API void clnode_gradient_destroy(clnode_gradient **g);
+
+/* dL/dy0: batch x dim, row-major. */
+CLNODE_API const double *clnode_gradient_y0(const clnode_gradient *g);
+/* dL/d(conditioning inputs): batch x clnode_model_num_inputs, row-major; NULL for a model
+ * without inputs. */
+CLNODE_API const double *clnode_gradient_inputs(const clnode_gradient *g);
+/* dL/d(weight of layer `layer`), sizes[layer + 1] x sizes[layer] row-major as the model's weight
+ * (clnode_model_desc); NULL for a layer out of range. */
+CLNODE_API const double *clnode_gradient_weight(const clnode_gradient *g, size_t layer);
+/* dL/d(bias of layer `layer`), sizes[layer + 1] values; NULL for a layer without a bias or out of
+ * range. */
+CLNODE_API const double *clnode_gradient_bias(const clnode_gradient *g, size_t layer);
+/* dL/d(output scale), *n values (1 or dim, as the model's); NULL and *n = 0 without a scale. n
+ * may be NULL. */
+CLNODE_API const double *clnode_gradient_out_scale(const clnode_gradient *g, size_t *n);
+/* Every parameter's gradient in one array of *n values: layer 0's weight then its bias (if any),
+ * layer 1's ..., then the output scale (if any). n may be NULL. */
+CLNODE_API const double *clnode_gradient_params(const clnode_gradient *g, size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLNODE_GRADIENT_H */
