@@ -15,6 +15,10 @@
  * for: its bound is GELU_BASE + GELU_COND * cond(x) ulps, and the printed figure is the largest
  * error minus that allowance, next to the raw maximum over x >= 0 where cond < 0.3.
  *
+ * The derivatives (cln_activate_grad, test_grad_*): the same sweeps against the derivative of the
+ * true function in long double, with the bounds and floors stated before test_grad_sweep_f32,
+ * their special values, and a central difference of each activation.
+ *
  * Also checked: +-0, +-inf, NaN, huge, tiny and subnormal inputs; that the vectorised array
  * loops (cl/activation_f32.c, _f64.c, built with AVX2 clones) return the same bits as the
  * scalar functions.
@@ -33,10 +37,12 @@
 
 /* cl/activation_f32.c and cl/activation_f64.c */
 float act_f32(int act, float x);
+float act_grad_f32(int act, float x, float y);
 float exp_f32(float x);
 float log1p01_f32(float u);
 void act_array_f32(int act, const float *x, float *y, size_t n);
 double act_f64(int act, double x);
+double act_grad_f64(int act, double x, double y);
 double exp_f64(double x);
 double log1p01_f64(double u);
 void act_array_f64(int act, const double *x, double *y, size_t n);
@@ -630,13 +636,248 @@ static void test_softplus_tail(void **state)
     }
 }
 
+/* ------------------------------------------------------------------------ derivatives
+ *
+ * cln_activate_grad(act, x, y = act(x)) against the derivative of the true function at x, in long
+ * double (closed forms with long double libm; for gelu the derivative of the tanh approximation
+ * with its two constants rounded to the state precision, as the forward rounds them). Errors are
+ * in units of max(ulp(reference), ulp(floor)): floor 0 (plain ulps of the reference) for relu,
+ * sigmoid and softplus, whose derivatives are products and quotients of accurate terms; floor =
+ * the derivative's maximum for
+ *   tanh (1): the rule (1 - y)(1 + y) from the rounded y, JAX's, carries y's absolute error,
+ *     ~ulp(1), into a derivative that falls to e^-2|x|: relative accuracy is lost for |x| >~ 1;
+ *   silu (1.0998, at x = 2.40): its derivative has a zero at x = -1.2785, where
+ *     1 + x sigmoid(-x) cancels;
+ *   gelu (1.1289, at x = 1.50): a zero at x = -0.7517, and for x < 0 the function is
+ *     ill-conditioned in its inner argument (see the forward's bound).
+ * Subnormal true values count as exact when the result is the flushed zero (as the forward's).
+ * Maximum errors in those units, measured (GCC 12, x86-64, the sweeps below):
+ *            relu  tanh  sigmoid  softplus  silu  gelu
+ *   float    0     0.86  2.83     1.51      1.76  1.52
+ *   double   0     0.89  2.95     1.54      1.68  1.51
+ * (sigmoid': the product y sigmoid(-x) of two results within 1.56 ulp.) The bounds below are
+ * these rounded up. silu' and gelu' select their limits at +-inf (and gelu' its zero second term
+ * where sigmoid(w) sigmoid(-w) is flushed), where the plain formulas give inf * 0. */
+static const double grad_bound_f32[N_ACT] = {0, 0, 1.0, 3.0, 1.75, 2.0, 1.75};
+static const double grad_bound_f64[N_ACT] = {0, 0, 1.0, 3.0, 1.75, 2.0, 1.75};
+static const long double grad_floor[N_ACT] = {0, 0, 1.0L, 0, 0, 1.0998L, 1.1289L};
+
+/* The derivatives in long double; c and a are gelu's constants in the state precision. */
+static long double grad_ref(int act, long double x, long double c, long double a)
+{
+    switch (act) {
+    case IDENTITY:
+        return 1.0L;
+    case RELU:
+        return x > 0 ? 1.0L : 0.0L;
+    case TANH: {
+        long double t = expl(-2.0L * fabsl(x));
+        return isinf(x) ? 0.0L : 4.0L * t / ((1.0L + t) * (1.0L + t));
+    }
+    case SIGMOID:
+        return sigmoid_l(x) * sigmoid_l(-x);
+    case SOFTPLUS:
+        return sigmoid_l(x);
+    case SILU: /* s(x) + x s(x) s(-x); 1 at +inf, 0 at -inf */
+        return isinf(x) ? (x > 0 ? 1.0L : 0.0L) : sigmoid_l(x) * (1.0L + x * sigmoid_l(-x));
+    default: { /* GELU: s(w) + x s(w) s(-w) w', w = 2 c (x + a x^3) */
+        if (isinf(x))
+            return x > 0 ? 1.0L : 0.0L;
+        long double w = 2.0L * c * (x + a * (x * x * x));
+        long double dw = 2.0L * c * (1.0L + 3.0L * a * (x * x));
+        long double sw = sigmoid_l(w), q = sw * sigmoid_l(-w);
+        return q == 0.0L ? sw : sw + x * q * dw;
+    }
+    }
+}
+
+typedef struct {
+    double max[N_ACT];
+    double at[N_ACT];
+} grad_stats;
+
+/* |got - ref| in units of max(ulp(ref), ulp(floor)), in the precision's ulps (f32 or not). */
+static double grad_err(double got, long double ref, long double floor, int f32)
+{
+    double e = f32 ? ulps_f32((float)got, (double)ref) : ulps_f64(got, ref);
+    if (floor > 0 && isfinite(e)) {
+        long double u = f32 ? (long double)ulp_of_f32((double)ref) : ulp_of_f64(ref);
+        long double uf = f32 ? (long double)ulp_of_f32((double)floor) : ulp_of_f64(floor);
+        e = (double)((long double)e * u / (u > uf ? u : uf));
+    }
+    return e;
+}
+
+static void grad_add(grad_stats *s, int act, double e, double x)
+{
+    if (!(e <= s->max[act])) {
+        s->max[act] = e;
+        s->at[act] = x;
+    }
+}
+
+static void grad_report(const grad_stats *s, const char *prec, const double *bound)
+{
+    for (int act = 0; act < N_ACT; act++)
+        print_message("%s %s' max %.3f (bound %.2f; units: ulp of max(|ref|, %.4Lg)) at x = %.9g\n",
+                      prec, fn_name[act], s->max[act], bound[act], grad_floor[act], s->at[act]);
+    for (int act = 0; act < N_ACT; act++) {
+        if (!(s->max[act] <= bound[act]))
+            fail_msg("%s %s': %.3f at x = %.17g exceeds %.2f", prec, fn_name[act], s->max[act],
+                     s->at[act], bound[act]);
+    }
+}
+
+static void grad_check_f32(grad_stats *s, float x)
+{
+    const long double c = (float)0.7978845608028654, a = (float)0.044715;
+    for (int act = 0; act < N_ACT; act++) {
+        float g = act_grad_f32(act, x, act_f32(act, x));
+        grad_add(s, act, grad_err(g, grad_ref(act, x, c, a), grad_floor[act], 1), x);
+    }
+}
+
+static void grad_check_f64(grad_stats *s, double x)
+{
+    const long double c = 0.7978845608028654, a = 0.044715;
+    for (int act = 0; act < N_ACT; act++) {
+        double g = act_grad_f64(act, x, act_f64(act, x));
+        grad_add(s, act, grad_err(g, grad_ref(act, x, c, a), grad_floor[act], 0), x);
+    }
+}
+
+/* The special inputs of both sweeps: +-0, +-inf, NaN, subnormals, the extremes, the zeros. */
+static const double grad_specials[] = {
+    0.0,        -0.0,    INFINITY, -INFINITY, NAN,     0x1p-149, -0x1p-149, 0x1p-1074,
+    -0x1p-1074, 1e-30,   -1e-30,   1e30,      -1e30,   3.4e38,   -3.4e38,   1e300,
+    -1e300,     DBL_MAX, -DBL_MAX, -1.2785,   -0.7517, 1e-300,   -1e-300};
+
+/* float: every 256th bit pattern in [-100, 100] (64th with CLNODE_TEST_FULL), and the specials. */
+static void test_grad_sweep_f32(void **state)
+{
+    (void)state;
+    grad_stats s;
+    memset(&s, 0, sizeof s);
+    const uint32_t step = full_run() ? 64 : 256;
+    for (uint32_t sign = 0; sign <= 1; sign++)
+        for (uint32_t b = 0; b <= 0x42C80000u; b += step)
+            grad_check_f32(&s, f32_of_bits(b | sign << 31));
+    for (size_t i = 0; i < sizeof grad_specials / sizeof grad_specials[0]; i++)
+        grad_check_f32(&s, (float)grad_specials[i]);
+    grad_report(&s, "f32", grad_bound_f32);
+}
+
+/* double: a million random values (4 million with CLNODE_TEST_FULL) in the ranges of
+ * test_random_f64, and the specials. */
+static void test_grad_random_f64(void **state)
+{
+    (void)state;
+    grad_stats s;
+    memset(&s, 0, sizeof s);
+    const size_t total = (size_t)(full_run() ? 4 : 1) << 20;
+    for (size_t i = 0; i < total; i++) {
+        double u = uniform01(), x;
+        switch (i % 4) {
+        case 0:
+            x = -40.0 + 80.0 * u;
+            break;
+        case 1:
+            x = -2.0 + 4.0 * u;
+            break;
+        case 2:
+            x = ldexp(1.0 + uniform01(), (int)(u * 70.0) - 60) * (splitmix64() & 1 ? -1 : 1);
+            break;
+        default:
+            x = -760.0 + 1480.0 * u;
+            break;
+        }
+        grad_check_f64(&s, x);
+    }
+    for (size_t i = 0; i < sizeof grad_specials / sizeof grad_specials[0]; i++)
+        grad_check_f64(&s, grad_specials[i]);
+    grad_report(&s, "f64", grad_bound_f64);
+}
+
+/* The exact values at the special inputs, in both precisions. */
+static void test_grad_specials(void **state)
+{
+    (void)state;
+    /* {act, x, |act'(x)|} */
+    static const struct {
+        int act;
+        double x, want;
+    } cases[] = {
+        {RELU, 0.0, 0.0},         {RELU, -0.0, 0.0},         {RELU, 1e-30, 1.0},
+        {RELU, INFINITY, 1.0},    {RELU, -INFINITY, 0.0},    {TANH, 0.0, 1.0},
+        {TANH, -0.0, 1.0},        {TANH, INFINITY, 0.0},     {TANH, -INFINITY, 0.0},
+        {TANH, 1e30, 0.0},        {SIGMOID, 0.0, 0.25},      {SIGMOID, -0.0, 0.25},
+        {SIGMOID, INFINITY, 0.0}, {SIGMOID, -INFINITY, 0.0}, {SIGMOID, -1e30, 0.0},
+        {SOFTPLUS, 0.0, 0.5},     {SOFTPLUS, INFINITY, 1.0}, {SOFTPLUS, -INFINITY, 0.0},
+        {SOFTPLUS, 1e30, 1.0},    {SILU, 0.0, 0.5},          {SILU, -0.0, 0.5},
+        {SILU, INFINITY, 1.0},    {SILU, -INFINITY, 0.0},    {SILU, 1e30, 1.0},
+        {SILU, -1e30, 0.0},       {GELU, 0.0, 0.5},          {GELU, -0.0, 0.5},
+        {GELU, INFINITY, 1.0},    {GELU, -INFINITY, 0.0},    {GELU, 1e30, 1.0},
+        {GELU, -1e30, 0.0},       {IDENTITY, NAN, 1.0},      {IDENTITY, INFINITY, 1.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int act = cases[i].act;
+        const float xf = (float)cases[i].x;
+        const double xd = cases[i].x;
+        const double gf = act_grad_f32(act, xf, act_f32(act, xf));
+        const double gd = act_grad_f64(act, xd, act_f64(act, xd));
+        if (!(fabs(gf) == cases[i].want && fabs(gd) == cases[i].want))
+            fail_msg("%s'(%g): f32 %g, f64 %g, expected %g", fn_name[act], xd, gf, gd,
+                     cases[i].want);
+    }
+    /* NaN propagates, but relu's derivative, as jax.nn.relu's rule, is 0 there */
+    for (int act = RELU; act < N_ACT; act++) {
+        const double gf = act_grad_f32(act, NAN, act_f32(act, NAN));
+        const double gd = act_grad_f64(act, NAN, act_f64(act, NAN));
+        if (act == RELU ? !(gf == 0.0 && gd == 0.0) : !(isnan(gf) && isnan(gd)))
+            fail_msg("%s'(NaN): f32 %g, f64 %g", fn_name[act], gf, gd);
+    }
+    /* subnormal inputs give the derivative at 0 */
+    static const double at0[N_ACT] = {1.0, 0.0, 1.0, 0.25, 0.5, 0.5, 0.5};
+    for (int act = 0; act < N_ACT; act++) {
+        EXPECT_SAME(act_grad_f32(act, -0x1p-149f, act_f32(act, -0x1p-149f)), at0[act]);
+        EXPECT_SAME(act_grad_f64(act, -0x1p-1074, act_f64(act, -0x1p-1074)), at0[act]);
+    }
+}
+
+/* Each derivative against a central difference of the activation itself, in double: step
+ * h = 2^-17 max(1, |x|) (truncation ~h^2 times the third derivative, rounding ~eps/h: both below
+ * 1e-9), bound 1e-8 max(1, |act'|). relu is skipped within 2h of its kink. */
+static void test_grad_central_difference(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 40000; i++) {
+        const double x = i < 20000 ? -12.0 + 24.0 * uniform01() : -3.0 + 6.0 * uniform01();
+        const double h = ldexp(fmax(1.0, fabs(x)), -17);
+        for (int act = 0; act < N_ACT; act++) {
+            if (act == RELU && fabs(x) <= 2 * h)
+                continue;
+            const double fd = (act_f64(act, x + h) - act_f64(act, x - h)) / (2 * h);
+            const double g = act_grad_f64(act, x, act_f64(act, x));
+            if (!(fabs(fd - g) <= 1e-8 * fmax(1.0, fabs(g))))
+                fail_msg("%s'(%.17g) = %.17g, central difference %.17g", fn_name[act], x, g, fd);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_specials_f32),         cmocka_unit_test(test_specials_f64),
-        cmocka_unit_test(test_array_matches_scalar), cmocka_unit_test(test_sweep_f32),
-        cmocka_unit_test(test_random_f64),           cmocka_unit_test(test_exhaustive_softplus_f32),
+        cmocka_unit_test(test_specials_f32),
+        cmocka_unit_test(test_specials_f64),
+        cmocka_unit_test(test_array_matches_scalar),
+        cmocka_unit_test(test_sweep_f32),
+        cmocka_unit_test(test_random_f64),
+        cmocka_unit_test(test_exhaustive_softplus_f32),
         cmocka_unit_test(test_softplus_tail),
+        cmocka_unit_test(test_grad_specials),
+        cmocka_unit_test(test_grad_sweep_f32),
+        cmocka_unit_test(test_grad_random_f64),
+        cmocka_unit_test(test_grad_central_difference),
     };
     return cmocka_run_group_tests_name("activation", tests, NULL, NULL);
 }
