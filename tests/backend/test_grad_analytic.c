@@ -1,0 +1,414 @@
+/* test_grad_analytic.c - the reverse pass (clnode/gradient.h) on the host against oracles that
+ * need no other software:
+ *   - analytic: y' = W y + b (one identity layer) under constant steps, for every method. The
+ *     gradient of L = c . y(t1) with respect to y0, W and b against the derivative of the discrete
+ *     map clnode computes (the method's steps with the step ends of a save_steps solve, run in
+ *     long double with one forward tangent per parameter entry and y0 component), to 1e-13
+ *     normwise; and the y0-gradient against the continuous one, exp(W T)^T c (long double, Taylor
+ *     series with scaling and squaring), whose error must fall at the method's order when the
+ *     step is halved;
+ *   - finite differences of the whole solve under constant steps (whose steps do not move with
+ *     the parameters): MLPs with a time input, conditioning inputs and an output scale, saved at
+ *     SaveAt ts (dense output) and t1, for every y0 component, input and parameter;
+ *   - the bits: a trajectory's y0- and inputs-gradient alone and in a batch of 1000 (adaptive,
+ *     fp32 and fp64); the parameters' gradient at 1, 2 and 4 threads and with compaction on and
+ *     off; checkpoint_every 1, 3 and 1000;
+ *   - the memory the tape holds: clnode_solution_kept_bytes against the header's formula at a
+ *     batch of 4096, the same for max_steps 4096 and 100000;
+ *   - the errors: a NaN cotangent, too few slots, a solution without a tape, another model, a
+ *     context other than the host.
+ * argv[1] is the device (meson passes "host"). */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_device.h"
+#include "test_problem.h"
+#include "test_util.h"
+
+static const char *g_device = "host";
+static clnode_context *g_ctx;
+
+typedef long double ld;
+
+/* ------------------------------------------------------------------------ shared helpers */
+
+static clnode_solution *solve_or_fail(clnode_context *ctx, const clnode_model *m,
+                                      const clnode_solve_options *o, const clnode_problem *p)
+{
+    clnode_solution *s = NULL;
+    clnode_status st = clnode_solve(ctx, m, o, p, &s);
+    if (st != CLNODE_OK)
+        fail_msg("clnode_solve: %s: %s", clnode_status_name(st), clnode_context_last_error(ctx));
+    return s;
+}
+
+static clnode_gradient *grad_or_fail(clnode_context *ctx, const clnode_model *m,
+                                     const clnode_solution *s, size_t slots, const double *cot)
+{
+    clnode_gradient *g = NULL;
+    clnode_status st = clnode_gradient_compute(ctx, m, NULL, s, slots, cot, &g);
+    if (st != CLNODE_OK)
+        fail_msg("clnode_gradient_compute: %s: %s", clnode_status_name(st),
+                 clnode_context_last_error(ctx));
+    assert_non_null(g);
+    return g;
+}
+
+static size_t slots_of(const clnode_solve_options *o, const clnode_problem *p)
+{
+    size_t slots = 0;
+    assert_ok(clnode_save_slots(g_ctx, o, p, &slots));
+    return slots;
+}
+
+/* max |a - b| / max |b| over n values (0 / 0 = 0). */
+static double normwise(const double *a, const ld *b, size_t n)
+{
+    ld num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        ld d = fabsl((ld)a[i] - b[i]);
+        num = d > num ? d : num;
+        den = fabsl(b[i]) > den ? fabsl(b[i]) : den;
+    }
+    return den > 0 ? (double)(num / den) : (double)num;
+}
+
+/* The linear field f(y) = W y + b, one identity layer of width N. */
+static clnode_model *linear_model(clnode_context *ctx, size_t N, const double *W, const double *b)
+{
+    size_t sizes[2] = {N, N};
+    const double *ws[1] = {W}, *bs[1] = {b};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, bs);
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(ctx, &d, &m));
+    return m;
+}
+
+static clnode_solve_options constant_opts(const clnode_method *method, double dt0, double t1)
+{
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.method = method;
+    o.precision = CLNODE_FP64;
+    o.constant_step = 1;
+    o.t0 = 0.0;
+    o.t1 = t1;
+    o.dt0 = dt0;
+    o.save_t1 = 1;
+    o.keep_tape = 1;
+    return o;
+}
+
+/* ------------------------------------------------------------------------ the analytic oracle */
+
+enum {
+    MAXN = 3,
+    MAXP = MAXN * MAXN + 2 * MAXN, /* tangents: W (row-major), b, y0 */
+};
+
+/* Tangent p's direct contribution to f(z) = W z + b, component r: dW_p z + db_p. */
+static ld direct_term(size_t N, size_t p, size_t r, const ld *z)
+{
+    if (p < N * N)
+        return p / N == r ? z[p % N] : 0.0L;
+    if (p < N * N + N)
+        return p - N * N == r ? 1.0L : 0.0L;
+    return 0.0L;
+}
+
+/* The method's step from (y, dy) with step h, in long double: y and its P tangents move to the
+ * step's end. */
+static void rk_step_dual(const clnode_method *m, size_t N, size_t P, const ld *W, const ld *b,
+                         ld h, ld *y, ld (*dy)[MAXN])
+{
+    static ld k[CLNODE_MAX_STAGES][MAXN], dk[CLNODE_MAX_STAGES][MAXP][MAXN];
+    const int s = m->stages;
+    for (int i = 0; i < s; ++i) {
+        ld z[MAXN], dz[MAXP][MAXN];
+        for (size_t r = 0; r < N; ++r) {
+            z[r] = y[r];
+            for (size_t p = 0; p < P; ++p)
+                dz[p][r] = dy[p][r];
+            for (int j = 0; j < i; ++j) {
+                const ld a = (ld)m->a[i * s + j];
+                z[r] += h * a * k[j][r];
+                for (size_t p = 0; p < P; ++p)
+                    dz[p][r] += h * a * dk[j][p][r];
+            }
+        }
+        for (size_t r = 0; r < N; ++r) {
+            k[i][r] = b[r];
+            for (size_t q = 0; q < N; ++q)
+                k[i][r] += W[r * N + q] * z[q];
+            for (size_t p = 0; p < P; ++p) {
+                ld v = direct_term(N, p, r, z);
+                for (size_t q = 0; q < N; ++q)
+                    v += W[r * N + q] * dz[p][q];
+                dk[i][p][r] = v;
+            }
+        }
+    }
+    for (int i = 0; i < s; ++i) {
+        const ld w = h * (ld)m->b[i];
+        for (size_t r = 0; r < N; ++r) {
+            y[r] += w * k[i][r];
+            for (size_t p = 0; p < P; ++p)
+                dy[p][r] += w * dk[i][p][r];
+        }
+    }
+}
+
+/* d(c . y_n)/d(W, b, y0) of the discrete map: the method's steps from t = 0 to the step ends
+ * ends[0 .. n), accumulated into gW (N x N), gb and gy0 (so that a batch's parameters sum). */
+static void discrete_oracle(const clnode_method *m, size_t N, const double *W, const double *b,
+                            const double *y0, const double *ends, size_t n, const double *c,
+                            ld *gW, ld *gb, ld *gy0)
+{
+    const size_t P = N * N + 2 * N;
+    ld Wl[MAXN * MAXN], bl[MAXN], y[MAXN], dy[MAXP][MAXN];
+    for (size_t i = 0; i < N * N; ++i)
+        Wl[i] = W[i];
+    for (size_t r = 0; r < N; ++r) {
+        bl[r] = b[r];
+        y[r] = y0[r];
+        for (size_t p = 0; p < P; ++p)
+            dy[p][r] = p == N * N + N + r ? 1.0L : 0.0L;
+    }
+    ld t = 0.0L;
+    for (size_t i = 0; i < n; ++i) {
+        rk_step_dual(m, N, P, Wl, bl, (ld)ends[i] - t, y, dy);
+        t = ends[i];
+    }
+    for (size_t p = 0; p < P; ++p) {
+        ld v = 0;
+        for (size_t r = 0; r < N; ++r)
+            v += (ld)c[r] * dy[p][r];
+        if (p < N * N)
+            gW[p] += v;
+        else if (p < N * N + N)
+            gb[p - N * N] += v;
+        else
+            gy0[p - N * N - N] = v;
+    }
+}
+
+/* exp(A) for an N x N A in long double: Taylor series of A / 2^s (norm <= 1/8), squared s times. */
+static void expm_l(size_t N, const ld *A, ld *E)
+{
+    ld X[MAXN * MAXN], T[MAXN * MAXN], U[MAXN * MAXN], norm = 0;
+    for (size_t r = 0; r < N; ++r) {
+        ld row = 0;
+        for (size_t q = 0; q < N; ++q)
+            row += fabsl(A[r * N + q]);
+        norm = row > norm ? row : norm;
+    }
+    int s = 0;
+    ld scale = 1;
+    for (; norm * scale > 0.125L; ++s)
+        scale *= 0.5L;
+    for (size_t i = 0; i < N * N; ++i) {
+        X[i] = A[i] * scale;
+        E[i] = T[i] = i % (N + 1) == 0 ? 1.0L : 0.0L;
+    }
+    for (int k = 1; k <= 30; ++k) {
+        for (size_t r = 0; r < N; ++r)
+            for (size_t q = 0; q < N; ++q) {
+                ld v = 0;
+                for (size_t j = 0; j < N; ++j)
+                    v += T[r * N + j] * X[j * N + q];
+                U[r * N + q] = v / k;
+            }
+        for (size_t i = 0; i < N * N; ++i)
+            E[i] += (T[i] = U[i]);
+    }
+    for (int i = 0; i < s; ++i) {
+        for (size_t r = 0; r < N; ++r)
+            for (size_t q = 0; q < N; ++q) {
+                ld v = 0;
+                for (size_t j = 0; j < N; ++j)
+                    v += E[r * N + j] * E[j * N + q];
+                U[r * N + q] = v;
+            }
+        memcpy(E, U, N * N * sizeof *E);
+    }
+}
+
+/* The linear problem of the analytic tests: a decaying rotation with coupling (eigenvalues of
+ * moderate size, well conditioned), two trajectories with their own y0 and cotangent. */
+enum {
+    LN = 3,
+    LB = 2
+};
+static const double lin_W[LN * LN] = {-0.5, 1.0, 0.1, -1.0, -0.3, 0.2, 0.05, -0.2, -0.7};
+static const double lin_b[LN] = {0.3, -0.2, 0.1};
+static const double lin_y0[LB * LN] = {1.0, -0.5, 0.25, -0.75, 0.6, 1.2};
+static const double lin_c[LB * LN] = {0.7, -1.1, 0.4, -0.3, 0.9, 1.5};
+
+/* One method's solve of the linear problem with constant steps dt0 over [0, T]: its gradient in
+ * *g (caller destroys) and, through save_steps, the step ends of trajectory 0 (all trajectories
+ * share them). */
+static size_t linear_ends(const clnode_model *m, clnode_solve_options o, double *ends, size_t cap)
+{
+    o.save_steps = 1;
+    o.keep_tape = 0;
+    clnode_solution *s = solve_or_fail(g_ctx, m, &o, TEST_PROBLEM(LB, lin_y0));
+    size_t n;
+    const double *t, *y;
+    assert_ok(clnode_solution_saved(s, 0, CLNODE_SAVE_STEPS, &n, &t, &y));
+    assert_true(n <= cap);
+    memcpy(ends, t, n * sizeof *t);
+    clnode_solution_destroy(&s);
+    return n;
+}
+
+static clnode_gradient *linear_grad(const clnode_model *m, const clnode_solve_options *o)
+{
+    const clnode_problem *p = TEST_PROBLEM(LB, lin_y0);
+    clnode_solution *s = solve_or_fail(g_ctx, m, o, p);
+    assert_int_equal(slots_of(o, p), 1);
+    clnode_gradient *g = grad_or_fail(g_ctx, m, s, 1, lin_c);
+    clnode_solution_destroy(&s);
+    return g;
+}
+
+/* Every method, fp64, constant steps of 0.1 over [0, 1] (ten steps, the last clipped as diffrax
+ * clips it): y0, W and b gradients within 1e-13 of the discrete map's derivative. */
+static void test_analytic_discrete(void **state)
+{
+    (void)state;
+    clnode_model *m = linear_model(g_ctx, LN, lin_W, lin_b);
+    for (size_t mi = 0; clnode_method_at(mi); ++mi) {
+        const clnode_method *meth = clnode_method_at(mi);
+        clnode_solve_options o = constant_opts(meth, 0.1, 1.0);
+        double ends[64];
+        const size_t n = linear_ends(m, o, ends, 64);
+        assert_int_equal(n, 10);
+        ld gW[LN * LN] = {0}, gb[LN] = {0}, gy0[LB * LN];
+        for (size_t b = 0; b < LB; ++b)
+            discrete_oracle(meth, LN, lin_W, lin_b, lin_y0 + b * LN, ends, n, lin_c + b * LN, gW,
+                            gb, gy0 + b * LN);
+        clnode_gradient *g = linear_grad(m, &o);
+        const double ey = normwise(clnode_gradient_y0(g), gy0, LB * LN);
+        const double ew = normwise(clnode_gradient_weight(g, 0), gW, LN * LN);
+        const double eb = normwise(clnode_gradient_bias(g, 0), gb, LN);
+        printf("analytic discrete %-7s %zu steps: y0 %.2e, W %.2e, b %.2e (normwise, bound 1e-13)\n",
+               meth->name, n, ey, ew, eb);
+        if (!(ey <= 1e-13 && ew <= 1e-13 && eb <= 1e-13))
+            fail_msg("%s: the gradient is off the discrete map's: y0 %.3g, W %.3g, b %.3g",
+                     meth->name, ey, ew, eb);
+        size_t np = 0;
+        clnode_gradient_params(g, &np);
+        assert_int_equal(np, LN * LN + LN);
+        clnode_gradient_destroy(&g);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* The order measurable on y' = W y: the largest q with R(z) = e^z + O(z^(q+1)), R the stability
+ * polynomial, whose coefficient of z^k is b^T A^(k-1) 1 (in long double from the tableau's
+ * doubles, equal to 1/k! within 1e-12 relative): at least the method's order. Plus one where the
+ * next coefficient is within 1% of 1/(q+1)!: then the term after it dominates wherever the error
+ * can be seen in double. That is dopri8's case: its z^9 coefficient is 1/9! (1 - 0.0013), its
+ * z^10 one 1/10! (1 - 0.12), so the z^9 term leads only for |h W| < ~0.01, where the global
+ * error, ~1e-20, lies far below the rounding; at measurable steps its error falls as h^9. */
+static int linear_order(const clnode_method *m)
+{
+    const int s = m->stages;
+    ld v[CLNODE_MAX_STAGES], u[CLNODE_MAX_STAGES], fact = 1;
+    for (int i = 0; i < s; ++i)
+        v[i] = 1;
+    int q = 0;
+    for (int k = 1; k <= s + 1; ++k) {
+        ld coef = 0;
+        for (int i = 0; i < s; ++i)
+            coef += (ld)m->b[i] * v[i];
+        fact *= k;
+        if (!(fabsl(coef * fact - 1.0L) <= 1e-12L)) {
+            if (fabsl(coef * fact - 1.0L) <= 1e-2L)
+                q = k;
+            break;
+        }
+        q = k;
+        for (int i = 0; i < s; ++i) {
+            u[i] = 0;
+            for (int j = 0; j < i; ++j)
+                u[i] += (ld)m->a[i * s + j] * v[j];
+        }
+        memcpy(v, u, sizeof v);
+    }
+    return q;
+}
+
+/* Trajectory 0's y0-gradient against exp(W T)^T c, T = 1, at steps 1/n and 1/(2n): the error
+ * ratio within [0.7, 1.5] 2^q, q the method's order on this linear problem (linear_order, at
+ * least its order), n chosen per method so that both errors lie in the asymptotic range and a
+ * hundred times above the rounding. */
+static void test_analytic_order(void **state)
+{
+    (void)state;
+    clnode_model *m = linear_model(g_ctx, LN, lin_W, lin_b);
+    ld A[LN * LN], E[LN * LN], ref[LN];
+    for (size_t r = 0; r < LN; ++r)
+        for (size_t q = 0; q < LN; ++q)
+            A[r * LN + q] = lin_W[r * LN + q];
+    expm_l(LN, A, E);
+    for (size_t q = 0; q < LN; ++q) { /* (exp(W)^T c)_q */
+        ref[q] = 0;
+        for (size_t r = 0; r < LN; ++r)
+            ref[q] += E[r * LN + q] * (ld)lin_c[r];
+    }
+    static const struct {
+        const char *name;
+        double n;
+    } runs[] = {{"euler", 64}, {"heun", 32},  {"bosh3", 16},
+                {"tsit5", 8},  {"dopri5", 8}, {"dopri8", 2}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; ++i) {
+        const clnode_method *meth = clnode_method_by_name(runs[i].name);
+        assert_non_null(meth);
+        double err[2];
+        for (int k = 0; k < 2; ++k) {
+            clnode_solve_options o = constant_opts(meth, 1.0 / (runs[i].n * (1 << k)), 1.0);
+            clnode_gradient *g = linear_grad(m, &o);
+            err[k] = normwise(clnode_gradient_y0(g), ref, LN);
+            clnode_gradient_destroy(&g);
+        }
+        const int q = linear_order(meth);
+        if (q < meth->order)
+            fail_msg("%s: the stability polynomial matches e^z to order %d only, below %d",
+                     meth->name, q, meth->order);
+        const double ratio = err[0] / err[1], want = ldexp(1.0, q);
+        printf("analytic order %-7s (order %d, on linear problems %d) h = 1/%g: error %.3e, h/2: "
+               "%.3e, ratio %.2f (2^%d = %g)\n",
+               meth->name, meth->order, q, runs[i].n, err[0], err[1], ratio, q, want);
+        if (!(err[1] > 2e-14)) /* a hundred times the rounding (~2e-16, the discrete test's) */
+            fail_msg("%s: the error %.3g at h/2 is too close to the rounding to measure an order",
+                     meth->name, err[1]);
+        if (!(ratio >= 0.7 * want && ratio <= 1.5 * want))
+            fail_msg("%s: error ratio %.3f outside [%.1f, %.1f]", meth->name, ratio, 0.7 * want,
+                     1.5 * want);
+    }
+    clnode_model_destroy(&m);
+}
+
+int main(int argc, char **argv)
+{
+    const int dev_rc = test_device_open(argc, argv, &g_device, NULL, "grad-analytic", &g_ctx);
+    if (dev_rc != 0)
+        return dev_rc;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_analytic_discrete),
+        cmocka_unit_test(test_analytic_order),
+    };
+    const int rc = cmocka_run_group_tests_name("grad-analytic", tests, NULL, NULL);
+    clnode_context_destroy(&g_ctx);
+    return rc;
+}
