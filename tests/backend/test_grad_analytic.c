@@ -399,6 +399,174 @@ static void test_analytic_order(void **state)
     clnode_model_destroy(&m);
 }
 
+/* ------------------------------------------------------------------------ finite differences */
+
+/* An MLP [y, t, c] -> H -> N with biases, a per-component output scale, all parameters in one
+ * array in clnode_gradient_params' order (W0, b0, W1, b1, scale), so that a parameter of the
+ * finite differences is an index into it. */
+enum {
+    FN = 2,
+    FK = 2,
+    FH = 6,
+    FIN = FN + 1 + FK,
+    FB = 2,
+    FW0 = FH * FIN,
+    FW1 = FN * FH,
+    FP = FW0 + FH + FW1 + FN + FN,
+    FTS = 2
+};
+
+typedef struct {
+    clnode_activation act;
+    const char *method;
+    double dt0;
+    double theta[FP], y0[FB * FN], inputs[FB * FK];
+} fd_case;
+
+static clnode_model *fd_model(const fd_case *c, const double *theta)
+{
+    size_t sizes[3] = {FIN, FH, FN};
+    const double *ws[2] = {theta, theta + FW0 + FH}, *bs[2] = {theta + FW0, theta + FW0 + FH + FW1};
+    clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
+    d.activation = c->act;
+    d.time_input = 1;
+    d.num_inputs = FK;
+    d.out_scale = theta + FP - FN;
+    d.out_scale_size = FN;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    return m;
+}
+
+static const double fd_ts[FTS] = {0.33, 0.71};
+
+static clnode_solve_options fd_opts(const fd_case *c, int keep)
+{
+    clnode_solve_options o = constant_opts(clnode_method_by_name(c->method), c->dt0, 1.0);
+    o.keep_tape = keep;
+    return o;
+}
+
+static clnode_problem fd_problem(const double *y0, const double *inputs)
+{
+    clnode_problem p = test_problem(FB, y0);
+    p.inputs = inputs;
+    p.save_ts = fd_ts;
+    p.n_save_ts = FTS;
+    return p;
+}
+
+/* L = cot . (the saved values: SaveAt ts, then t1), solved afresh. */
+static double fd_loss(const fd_case *c, const double *theta, const double *y0,
+                      const double *inputs, const double *cot)
+{
+    clnode_model *m = fd_model(c, theta);
+    clnode_solve_options o = fd_opts(c, 0);
+    clnode_problem p = fd_problem(y0, inputs);
+    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    double ys[FB * (FTS + 1) * FN];
+    assert_ok(clnode_solution_rows_f64(s, 0, FB, FTS + 1, NULL, ys));
+    double L = 0;
+    for (size_t i = 0; i < FB * (FTS + 1) * FN; ++i)
+        L += cot[i] * ys[i];
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+    return L;
+}
+
+/* The central difference of L in value v (a copy's entry, restored after), step 1e-6 max(1, |v|):
+ * truncation ~1e-12 and rounding ~1e-10 relative, far below the bound. */
+static double fd_central(const fd_case *c, double *v, double *theta, double *y0, double *inputs,
+                         const double *cot)
+{
+    const double v0 = *v, h = 1e-6 * fmax(1.0, fabs(v0));
+    *v = v0 + h;
+    const double up = fd_loss(c, theta, y0, inputs, cot);
+    *v = v0 - h;
+    const double down = fd_loss(c, theta, y0, inputs, cot);
+    *v = v0;
+    return (up - down) / (2 * h);
+}
+
+/* Each entry of g (n values; `what` names the array) against the central difference in
+ * base[i] (theta, y0 or inputs of the copy in *w): relative error below 1e-6 of
+ * max(|g_i|, 1e-3 max |g|). Returns the worst. */
+static double fd_compare(const fd_case *c, const char *what, const double *g, size_t n,
+                         double *base, fd_case *w, const double *cot)
+{
+    double gmax = 0, worst = 0;
+    for (size_t i = 0; i < n; ++i)
+        gmax = fmax(gmax, fabs(g[i]));
+    assert_true(gmax > 0);
+    for (size_t i = 0; i < n; ++i) {
+        const double fd = fd_central(c, &base[i], w->theta, w->y0, w->inputs, cot);
+        const double err = fabs(fd - g[i]) / fmax(fabs(g[i]), 1e-3 * gmax);
+        worst = fmax(worst, err);
+        if (!(err <= 1e-6))
+            fail_msg("%s %s: d L / d %s[%zu] = %.15g, central difference %.15g (relative %.3g)",
+                     c->method, clnode_activation_name(c->act), what, i, g[i], fd, err);
+    }
+    return worst;
+}
+
+static void fd_run(const fd_case *c)
+{
+    fd_case w = *c; /* the copy whose values are moved */
+    double cot[FB * (FTS + 1) * FN];
+    uint32_t x = 77u;
+    for (size_t i = 0; i < sizeof cot / sizeof cot[0]; ++i)
+        cot[i] = test_lcg(&x);
+    clnode_model *m = fd_model(c, c->theta);
+    clnode_solve_options o = fd_opts(c, 1);
+    clnode_problem p = fd_problem(c->y0, c->inputs);
+    assert_int_equal(slots_of(&o, &p), FTS + 1);
+    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_gradient *g = grad_or_fail(g_ctx, m, s, FTS + 1, cot);
+    size_t np = 0;
+    const double *gp = clnode_gradient_params(g, &np);
+    assert_int_equal(np, FP);
+    const double ey = fd_compare(c, "y0", clnode_gradient_y0(g), FB * FN, w.y0, &w, cot);
+    const double ec = fd_compare(c, "inputs", clnode_gradient_inputs(g), FB * FK, w.inputs, &w, cot);
+    const double ep = fd_compare(c, "params", gp, FP, w.theta, &w, cot);
+    size_t ns = 0;
+    const double *gs = clnode_gradient_out_scale(g, &ns);
+    assert_int_equal(ns, FN);
+    assert_memory_equal(gs, gp + FP - FN, FN * sizeof *gs); /* the scale is the params' tail */
+    printf("finite differences %-6s %-8s: worst relative y0 %.2e, inputs %.2e, params %.2e (bound "
+           "1e-6)\n",
+           c->method, clnode_activation_name(c->act), ey, ec, ep);
+    clnode_gradient_destroy(&g);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+}
+
+/* Constant steps (which no parameter moves): tanh with tsit5's dense output, softplus with
+ * dopri5's and bosh3's (Hermite), each with a time input, two conditioning inputs and a scale. */
+static void test_finite_differences(void **state)
+{
+    (void)state;
+    static const struct {
+        clnode_activation act;
+        const char *method;
+        double dt0;
+    } cases[] = {{CLNODE_ACT_TANH, "tsit5", 0.1},
+                 {CLNODE_ACT_SOFTPLUS, "dopri5", 0.125},
+                 {CLNODE_ACT_SOFTPLUS, "bosh3", 0.05}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+        fd_case c = {.act = cases[k].act, .method = cases[k].method, .dt0 = cases[k].dt0};
+        uint32_t x = 11u + (uint32_t)k;
+        for (size_t i = 0; i < FP; ++i)
+            c.theta[i] = (i < FW0 ? 0.8 : 0.6) * test_lcg(&x);
+        c.theta[FP - 2] = 0.9; /* the scale */
+        c.theta[FP - 1] = -1.3;
+        for (size_t i = 0; i < FB * FN; ++i)
+            c.y0[i] = test_lcg(&x);
+        for (size_t i = 0; i < FB * FK; ++i)
+            c.inputs[i] = 0.5 * test_lcg(&x);
+        fd_run(&c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc = test_device_open(argc, argv, &g_device, NULL, "grad-analytic", &g_ctx);
@@ -407,6 +575,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_analytic_discrete),
         cmocka_unit_test(test_analytic_order),
+        cmocka_unit_test(test_finite_differences),
     };
     const int rc = cmocka_run_group_tests_name("grad-analytic", tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);
