@@ -127,8 +127,8 @@ static ld direct_term(size_t N, size_t p, size_t r, const ld *z)
 
 /* The method's step from (y, dy) with step h, in long double: y and its P tangents move to the
  * step's end. */
-static void rk_step_dual(const clnode_method *m, size_t N, size_t P, const ld *W, const ld *b,
-                         ld h, ld *y, ld (*dy)[MAXN])
+static void rk_step_dual(const clnode_method *m, size_t N, size_t P, const ld *W, const ld *b, ld h,
+                         ld *y, ld (*dy)[MAXN])
 {
     static ld k[CLNODE_MAX_STAGES][MAXN], dk[CLNODE_MAX_STAGES][MAXP][MAXN];
     const int s = m->stages;
@@ -170,8 +170,8 @@ static void rk_step_dual(const clnode_method *m, size_t N, size_t P, const ld *W
 /* d(c . y_n)/d(W, b, y0) of the discrete map: the method's steps from t = 0 to the step ends
  * ends[0 .. n), accumulated into gW (N x N), gb and gy0 (so that a batch's parameters sum). */
 static void discrete_oracle(const clnode_method *m, size_t N, const double *W, const double *b,
-                            const double *y0, const double *ends, size_t n, const double *c,
-                            ld *gW, ld *gb, ld *gy0)
+                            const double *y0, const double *ends, size_t n, const double *c, ld *gW,
+                            ld *gb, ld *gy0)
 {
     const size_t P = N * N + 2 * N;
     ld Wl[MAXN * MAXN], bl[MAXN], y[MAXN], dy[MAXP][MAXN];
@@ -300,8 +300,9 @@ static void test_analytic_discrete(void **state)
         const double ey = normwise(clnode_gradient_y0(g), gy0, LB * LN);
         const double ew = normwise(clnode_gradient_weight(g, 0), gW, LN * LN);
         const double eb = normwise(clnode_gradient_bias(g, 0), gb, LN);
-        printf("analytic discrete %-7s %zu steps: y0 %.2e, W %.2e, b %.2e (normwise, bound 1e-13)\n",
-               meth->name, n, ey, ew, eb);
+        printf(
+            "analytic discrete %-7s %zu steps: y0 %.2e, W %.2e, b %.2e (normwise, bound 1e-13)\n",
+            meth->name, n, ey, ew, eb);
         if (!(ey <= 1e-13 && ew <= 1e-13 && eb <= 1e-13))
             fail_msg("%s: the gradient is off the discrete map's: y0 %.3g, W %.3g, b %.3g",
                      meth->name, ey, ew, eb);
@@ -457,8 +458,8 @@ static clnode_problem fd_problem(const double *y0, const double *inputs)
 }
 
 /* L = cot . (the saved values: SaveAt ts, then t1), solved afresh. */
-static double fd_loss(const fd_case *c, const double *theta, const double *y0,
-                      const double *inputs, const double *cot)
+static double fd_loss(const fd_case *c, const double *theta, const double *y0, const double *inputs,
+                      const double *cot)
 {
     clnode_model *m = fd_model(c, theta);
     clnode_solve_options o = fd_opts(c, 0);
@@ -526,7 +527,8 @@ static void fd_run(const fd_case *c)
     const double *gp = clnode_gradient_params(g, &np);
     assert_int_equal(np, FP);
     const double ey = fd_compare(c, "y0", clnode_gradient_y0(g), FB * FN, w.y0, &w, cot);
-    const double ec = fd_compare(c, "inputs", clnode_gradient_inputs(g), FB * FK, w.inputs, &w, cot);
+    const double ec =
+        fd_compare(c, "inputs", clnode_gradient_inputs(g), FB * FK, w.inputs, &w, cot);
     const double ep = fd_compare(c, "params", gp, FP, w.theta, &w, cot);
     size_t ns = 0;
     const double *gs = clnode_gradient_out_scale(g, &ns);
@@ -567,15 +569,366 @@ static void test_finite_differences(void **state)
     }
 }
 
+/* ------------------------------------------------------------------------ the bits */
+
+/* A seed-like MLP with conditioning inputs: [y, c] -> 32 -> 32 -> N, tanh, biases, a scalar
+ * output scale; a batch of 1000 adaptive tsit5 trajectories saved at t = 0.5 and t1 = 5. */
+enum {
+    BN = 4,
+    BK = 2,
+    BH = 32,
+    BB = 1000,
+    BSLOTS = 2
+};
+
+typedef struct {
+    double w0[BH * (BN + BK)], b0[BH], w1[BH * BH], b1[BH], w2[BN * BH], b2[BN];
+    double y0[BB * BN], inputs[BB * BK], cot[BB * BSLOTS * BN];
+} bits_data;
+
+static bits_data g_bits;
+static const double bits_ts[1] = {0.5};
+
+static void bits_init(void)
+{
+    uint32_t x = 2024u;
+    double *arrays[] = {g_bits.w0, g_bits.b0, g_bits.w1, g_bits.b1, g_bits.w2, g_bits.b2};
+    const size_t sizes[] = {BH * (BN + BK), BH, BH * BH, BH, BN * BH, BN};
+    const double scales[] = {0.6, 0.2, 0.25, 0.2, 0.25, 0.1};
+    for (size_t a = 0; a < 6; ++a)
+        for (size_t i = 0; i < sizes[a]; ++i)
+            arrays[a][i] = scales[a] * test_lcg(&x);
+    for (size_t i = 0; i < BB * BN; ++i)
+        g_bits.y0[i] = test_lcg(&x);
+    for (size_t i = 0; i < BB * BK; ++i)
+        g_bits.inputs[i] = 0.5 * test_lcg(&x);
+    for (size_t i = 0; i < BB * BSLOTS * BN; ++i)
+        g_bits.cot[i] = test_lcg(&x);
+}
+
+static clnode_model *bits_model(clnode_context *ctx)
+{
+    size_t sizes[4] = {BN + BK, BH, BH, BN};
+    const double *ws[3] = {g_bits.w0, g_bits.w1, g_bits.w2},
+                 *bs[3] = {g_bits.b0, g_bits.b1, g_bits.b2};
+    static const double scale = 0.8;
+    clnode_model_desc d = test_mlp_desc(3, sizes, ws, bs);
+    d.activation = CLNODE_ACT_TANH;
+    d.num_inputs = BK;
+    d.out_scale = &scale;
+    d.out_scale_size = 1;
+    clnode_model *m = NULL;
+    if (clnode_model_create(ctx, &d, &m) != CLNODE_OK)
+        fail_msg("bits model: %s", clnode_context_last_error(ctx));
+    return m;
+}
+
+static clnode_solve_options bits_opts(clnode_precision prec)
+{
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.precision = prec;
+    o.t1 = 5.0;
+    o.rtol = prec == CLNODE_FP64 ? 1e-7 : 1e-4;
+    o.atol = prec == CLNODE_FP64 ? 1e-9 : 1e-6;
+    o.keep_tape = 1;
+    return o;
+}
+
+/* The gradient of trajectories [first, first + count) of the batch, solved with o on ctx. */
+static clnode_gradient *bits_grad(clnode_context *ctx, const clnode_model *m,
+                                  const clnode_solve_options *o, size_t first, size_t count,
+                                  size_t *kept)
+{
+    clnode_problem p = test_problem(count, g_bits.y0 + first * BN);
+    p.inputs = g_bits.inputs + first * BK;
+    p.save_ts = bits_ts;
+    p.n_save_ts = 1;
+    assert_int_equal(slots_of(o, &p), BSLOTS);
+    clnode_solution *s = solve_or_fail(ctx, m, o, &p);
+    if (kept)
+        *kept = clnode_solution_kept_bytes(s);
+    clnode_gradient *g = grad_or_fail(ctx, m, s, BSLOTS, g_bits.cot + first * BSLOTS * BN);
+    clnode_solution_destroy(&s);
+    return g;
+}
+
+/* Whether a and b hold the same bits: y0 and inputs of `count` trajectories (a's from a_first,
+ * b's from 0) and, when params, the parameters. Fails naming `what`. */
+static void bits_same(const clnode_gradient *a, size_t a_first, const clnode_gradient *b,
+                      size_t count, int params, const char *what)
+{
+    if (memcmp(clnode_gradient_y0(a) + a_first * BN, clnode_gradient_y0(b),
+               count * BN * sizeof(double)) != 0)
+        fail_msg("%s: the y0-gradients differ", what);
+    if (memcmp(clnode_gradient_inputs(a) + a_first * BK, clnode_gradient_inputs(b),
+               count * BK * sizeof(double)) != 0)
+        fail_msg("%s: the inputs-gradients differ", what);
+    if (params) {
+        size_t na = 0, nb = 0;
+        const double *pa = clnode_gradient_params(a, &na), *pb = clnode_gradient_params(b, &nb);
+        assert_int_equal(na, nb);
+        for (size_t i = 0; i < na; ++i)
+            if (memcmp(&pa[i], &pb[i], sizeof pa[i]) != 0)
+                fail_msg("%s: parameter %zu's gradient %.17g against %.17g", what, i, pa[i], pb[i]);
+    }
+}
+
+/* A trajectory's y0- and inputs-gradient alone and inside the batch of 1000: the same bits, fp32
+ * and fp64 (adaptive tsit5: the trajectories take their own numbers of steps). */
+static void test_bits_alone_in_batch(void **state)
+{
+    (void)state;
+    clnode_model *m = bits_model(g_ctx);
+    for (int k = 0; k < 2; ++k) {
+        const clnode_precision prec = k ? CLNODE_FP64 : CLNODE_FP32;
+        clnode_solve_options o = bits_opts(prec);
+        clnode_gradient *all = bits_grad(g_ctx, m, &o, 0, BB, NULL);
+        static const size_t picks[] = {0, 31, 32, 517, 999};
+        for (size_t i = 0; i < sizeof picks / sizeof picks[0]; ++i) {
+            clnode_gradient *one = bits_grad(g_ctx, m, &o, picks[i], 1, NULL);
+            char what[96];
+            snprintf(what, sizeof what, "fp%d trajectory %zu alone and in the batch", (int)prec,
+                     picks[i]);
+            bits_same(all, picks[i], one, 1, 0, what);
+            clnode_gradient_destroy(&one);
+        }
+        printf("fp%d: y0- and inputs-gradients alone = in a batch of %d (5 trajectories)\n",
+               (int)prec, BB);
+        clnode_gradient_destroy(&all);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* The whole gradient (parameters summed over the batch included) at 1, 2 and 4 threads, with
+ * compaction on and off: the same bits, fp32 and fp64. */
+static void test_bits_threads_compaction(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; ++k) {
+        const clnode_precision prec = k ? CLNODE_FP64 : CLNODE_FP32;
+        clnode_gradient *ref = NULL;
+        static const int threads[] = {1, 2, 4};
+        for (size_t t = 0; t < 3; ++t) {
+            clnode_context_options co;
+            clnode_context_default_options(&co);
+            co.device = "host";
+            co.num_threads = threads[t];
+            clnode_context *ctx = NULL;
+            assert_int_equal(clnode_context_create(&co, &ctx), CLNODE_OK);
+            char want[32];
+            snprintf(want, sizeof want, " %d threads", threads[t]);
+            assert_non_null(strstr(clnode_context_device(ctx), want));
+            clnode_model *m = bits_model(ctx);
+            for (int compact = 1; compact >= 0; --compact) {
+                clnode_solve_options o = bits_opts(prec);
+                o.compact = compact;
+                clnode_gradient *g = bits_grad(ctx, m, &o, 0, BB, NULL);
+                char what[96];
+                snprintf(what, sizeof what, "fp%d, %d threads, compaction %s", (int)prec,
+                         threads[t], compact ? "on" : "off");
+                if (ref)
+                    bits_same(ref, 0, g, BB, 1, what);
+                else
+                    ref = g, g = NULL;
+                clnode_gradient_destroy(&g);
+            }
+            clnode_model_destroy(&m);
+            clnode_context_destroy(&ctx);
+        }
+        printf("fp%d: the gradient at 1, 2, 4 threads, compaction on and off: the same bits\n",
+               (int)prec);
+        clnode_gradient_destroy(&ref);
+    }
+}
+
+/* checkpoint_every 1, 3 and 1000: the same bits, and fewer bytes kept with every checkpoint
+ * interval above 1. */
+static void test_bits_checkpoints(void **state)
+{
+    (void)state;
+    clnode_model *m = bits_model(g_ctx);
+    for (int k = 0; k < 2; ++k) {
+        const clnode_precision prec = k ? CLNODE_FP64 : CLNODE_FP32;
+        clnode_gradient *ref = NULL;
+        size_t kept_ref = 0;
+        static const long every[] = {1, 3, 1000};
+        for (size_t i = 0; i < 3; ++i) {
+            clnode_solve_options o = bits_opts(prec);
+            o.checkpoint_every = every[i];
+            size_t kept = 0;
+            clnode_gradient *g = bits_grad(g_ctx, m, &o, 0, BB, &kept);
+            char what[96];
+            snprintf(what, sizeof what, "fp%d, checkpoint_every %ld", (int)prec, every[i]);
+            printf("%s: %zu bytes kept\n", what, kept);
+            if (ref) {
+                bits_same(ref, 0, g, BB, 1, what);
+                if (!(kept < kept_ref))
+                    fail_msg("%s: %zu bytes kept, not fewer than the %zu of every step", what, kept,
+                             kept_ref);
+                clnode_gradient_destroy(&g);
+            } else {
+                ref = g;
+                kept_ref = kept;
+            }
+        }
+        clnode_gradient_destroy(&ref);
+    }
+    clnode_model_destroy(&m);
+}
+
+/* ------------------------------------------------------------------------ memory */
+
+/* The header's formula of clnode_solution_kept_bytes: the sum over trajectories b of
+ * esize (M_b + 1 + ceil(M_b / k) N) + 2 sizeof(size_t), plus esize B n_in and esize n_ts. */
+static size_t kept_formula(const clnode_solution *s, size_t esize, size_t k, size_t n_in,
+                           size_t n_ts, size_t *steps_min, size_t *steps_max)
+{
+    const size_t B = clnode_solution_batch(s), N = clnode_solution_dim(s);
+    size_t bytes = 0;
+    *steps_min = SIZE_MAX;
+    *steps_max = 0;
+    for (size_t b = 0; b < B; ++b) {
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(s, b, &st));
+        const size_t M = (size_t)st.num_accepted;
+        *steps_min = M < *steps_min ? M : *steps_min;
+        *steps_max = M > *steps_max ? M : *steps_max;
+        bytes += esize * (M + 1 + (M + k - 1) / k * N) + 2 * sizeof(size_t);
+    }
+    return bytes + esize * B * n_in + esize * n_ts;
+}
+
+/* B = 4096 trajectories of the seed model over [0, 5] from spread initial states, two save times:
+ * the bytes kept equal the formula for fp32 and fp64, checkpoint_every 1 and 3, and are the same
+ * for max_steps 4096 and 100000. */
+static void test_kept_bytes(void **state)
+{
+    (void)state;
+    enum {
+        MB = 4096
+    };
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create_seed(g_ctx, &m));
+    const size_t N = clnode_model_dim(m), n_in = clnode_model_num_inputs(m);
+    double *y0 = malloc(MB * N * sizeof *y0);
+    assert_non_null(y0);
+    uint32_t x = 99u;
+    for (size_t i = 0; i < MB * N; ++i)
+        y0[i] = 2.0 * test_lcg(&x);
+    static const double ts[2] = {1.0, 2.5};
+    clnode_problem p = test_problem(MB, y0);
+    p.save_ts = ts;
+    p.n_save_ts = 2;
+    for (int c = 0; c < 4; ++c) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.t1 = 5.0;
+        o.precision = c & 1 ? CLNODE_FP64 : CLNODE_FP32;
+        o.keep_tape = 1;
+        o.checkpoint_every = c & 2 ? 3 : 1;
+        size_t kept[2];
+        static const long max_steps[2] = {4096, 100000};
+        for (int i = 0; i < 2; ++i) {
+            o.max_steps = max_steps[i];
+            clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+            kept[i] = clnode_solution_kept_bytes(s);
+            size_t lo, hi;
+            const size_t want =
+                kept_formula(s, c & 1 ? 8 : 4, (size_t)o.checkpoint_every, n_in, 2, &lo, &hi);
+            printf("kept bytes, fp%d, checkpoint_every %ld, max_steps %ld: %zu (formula %zu; "
+                   "%zu to %zu steps)\n",
+                   (int)o.precision, o.checkpoint_every, o.max_steps, kept[i], want, lo, hi);
+            if (kept[i] != want)
+                fail_msg("fp%d, checkpoint_every %ld, max_steps %ld: %zu bytes kept, the header's "
+                         "formula says %zu (difference %lld)",
+                         (int)o.precision, o.checkpoint_every, o.max_steps, kept[i], want,
+                         (long long)kept[i] - (long long)want);
+            clnode_solution_destroy(&s);
+        }
+        assert_int_equal(kept[0], kept[1]);
+    }
+    free(y0);
+    clnode_model_destroy(&m);
+}
+
+/* ------------------------------------------------------------------------ errors */
+
+/* Fails unless the last call's status is `want` and the context's message holds `text`. */
+static void expect_error(clnode_context *ctx, clnode_status got, clnode_status want,
+                         const char *text, const char *what)
+{
+    const char *msg = clnode_context_last_error(ctx);
+    printf("%s: %s: %s\n", what, clnode_status_name(got), msg);
+    if (got != want)
+        fail_msg("%s: %s, expected %s (%s)", what, clnode_status_name(got),
+                 clnode_status_name(want), msg);
+    if (!strstr(msg, text))
+        fail_msg("%s: the message \"%s\" does not say \"%s\"", what, msg, text);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    clnode_model *m = linear_model(g_ctx, LN, lin_W, lin_b);
+    clnode_solve_options o = constant_opts(clnode_method_tsit5, 0.1, 1.0);
+    const clnode_problem *p = TEST_PROBLEM(LB, lin_y0);
+    clnode_solution *s = solve_or_fail(g_ctx, m, &o, p);
+    clnode_gradient *g = NULL;
+    double cot[LB * LN];
+    memcpy(cot, lin_c, sizeof cot);
+    cot[LN + 2] = NAN;
+    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g),
+                 CLNODE_ERR_NONFINITE_INPUT, "trajectory 1, slot 0, component 2", "NaN cotangent");
+    assert_null(g);
+    cot[LN + 2] = INFINITY;
+    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g),
+                 CLNODE_ERR_NONFINITE_INPUT, "trajectory 1, slot 0, component 2", "inf cotangent");
+    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 0, lin_c, &g),
+                 CLNODE_ERR_INVALID_ARGUMENT, "slots", "slots too small");
+    clnode_model *other = linear_model(g_ctx, LN, lin_W, lin_b); /* equal, but another object */
+    expect_error(g_ctx, clnode_gradient_compute(g_ctx, other, NULL, s, 1, lin_c, &g),
+                 CLNODE_ERR_INVALID_ARGUMENT, "model", "another model");
+    clnode_model_destroy(&other);
+    clnode_solve_options plain = o;
+    plain.keep_tape = 0;
+    clnode_solution *bare = solve_or_fail(g_ctx, m, &plain, p);
+    assert_int_equal(clnode_solution_kept_bytes(bare), 0);
+    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, bare, 1, lin_c, &g),
+                 CLNODE_ERR_INVALID_ARGUMENT, "keep_tape", "no tape");
+    clnode_solution_destroy(&bare);
+    assert_null(g);
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "opencl:pocl";
+    clnode_context *ocl = NULL;
+    if (clnode_context_create(&co, &ocl) == CLNODE_OK) {
+        expect_error(ocl, clnode_gradient_compute(ocl, m, NULL, s, 1, lin_c, &g),
+                     CLNODE_ERR_UNSUPPORTED, "host", "an opencl:pocl context");
+        assert_null(g);
+        clnode_context_destroy(&ocl);
+    } else {
+        printf("opencl:pocl is not available here: the non-host context's error not checked\n");
+    }
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc = test_device_open(argc, argv, &g_device, NULL, "grad-analytic", &g_ctx);
     if (dev_rc != 0)
         return dev_rc;
+    bits_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_analytic_discrete),
         cmocka_unit_test(test_analytic_order),
         cmocka_unit_test(test_finite_differences),
+        cmocka_unit_test(test_bits_alone_in_batch),
+        cmocka_unit_test(test_bits_threads_compaction),
+        cmocka_unit_test(test_bits_checkpoints),
+        cmocka_unit_test(test_kept_bytes),
+        cmocka_unit_test(test_errors),
     };
     const int rc = cmocka_run_group_tests_name("grad-analytic", tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);
