@@ -8,11 +8,13 @@
  *     series with scaling and squaring), whose error must fall at the method's order when the
  *     step is halved;
  *   - finite differences of the whole solve under constant steps (whose steps do not move with
- *     the parameters): MLPs with a time input, conditioning inputs and an output scale, saved at
- *     SaveAt ts (dense output) and t1, for every y0 component, input and parameter;
+ *     the parameters): MLPs with a time input, conditioning inputs and an output scale, every
+ *     hidden activation but relu and five methods' dense outputs, saved at SaveAt ts and t1, for
+ *     every y0 component, input and parameter;
  *   - the bits: a trajectory's y0- and inputs-gradient alone and in a batch of 1000 (adaptive,
  *     fp32 and fp64); the parameters' gradient at 1, 2 and 4 threads and with compaction on and
- *     off; checkpoint_every 1, 3 and 1000;
+ *     off; checkpoint_every 1, 3 and 1000; a solution kept on opencl:pocl and reversed on the
+ *     host against a host solve's;
  *   - the memory the tape holds: clnode_solution_kept_bytes against the header's formula at a
  *     batch of 4096, the same for max_steps 4096 and 100000;
  *   - the errors: a NaN cotangent, too few slots, a solution without a tape, another model, a
@@ -543,7 +545,8 @@ static void fd_run(const fd_case *c)
 }
 
 /* Constant steps (which no parameter moves): tanh with tsit5's dense output, softplus with
- * dopri5's and bosh3's (Hermite), each with a time input, two conditioning inputs and a scale. */
+ * dopri5's and bosh3's (Hermite), sigmoid with heun's, silu with dopri8's, gelu with euler's
+ * (linear), each with a time input, two conditioning inputs and a scale. */
 static void test_finite_differences(void **state)
 {
     (void)state;
@@ -551,9 +554,9 @@ static void test_finite_differences(void **state)
         clnode_activation act;
         const char *method;
         double dt0;
-    } cases[] = {{CLNODE_ACT_TANH, "tsit5", 0.1},
-                 {CLNODE_ACT_SOFTPLUS, "dopri5", 0.125},
-                 {CLNODE_ACT_SOFTPLUS, "bosh3", 0.05}};
+    } cases[] = {{CLNODE_ACT_TANH, "tsit5", 0.1},      {CLNODE_ACT_SOFTPLUS, "dopri5", 0.125},
+                 {CLNODE_ACT_SOFTPLUS, "bosh3", 0.05}, {CLNODE_ACT_SIGMOID, "heun", 0.05},
+                 {CLNODE_ACT_SILU, "dopri8", 0.25},    {CLNODE_ACT_GELU, "euler", 0.02}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         fd_case c = {.act = cases[k].act, .method = cases[k].method, .dt0 = cases[k].dt0};
         uint32_t x = 11u + (uint32_t)k;
