@@ -822,8 +822,9 @@ static void test_pocl_solution(void **state)
 
 /* ------------------------------------------------------------------------ memory */
 
-/* The header's formula of clnode_solution_kept_bytes: the sum over trajectories b of
- * esize (M_b + 1 + ceil(M_b / k) N) + 2 sizeof(size_t), plus esize B n_in and esize n_ts. */
+/* The header's formula of clnode_solution_kept_bytes: esize times the sum over trajectories b of
+ * (M_b + 1 + ceil(M_b / k) N), plus 2 (B + 1) sizeof(size_t), esize B n_in and esize n_ts (n_ts
+ * the save times: B times the row's with per-trajectory save times). */
 static size_t kept_formula(const clnode_solution *s, size_t esize, size_t k, size_t n_in,
                            size_t n_ts, size_t *steps_min, size_t *steps_max)
 {
@@ -837,14 +838,14 @@ static size_t kept_formula(const clnode_solution *s, size_t esize, size_t k, siz
         const size_t M = (size_t)st.num_accepted;
         *steps_min = M < *steps_min ? M : *steps_min;
         *steps_max = M > *steps_max ? M : *steps_max;
-        bytes += esize * (M + 1 + (M + k - 1) / k * N) + 2 * sizeof(size_t);
+        bytes += esize * (M + 1 + (M + k - 1) / k * N);
     }
-    return bytes + esize * B * n_in + esize * n_ts;
+    return bytes + 2 * (B + 1) * sizeof(size_t) + esize * B * n_in + esize * n_ts;
 }
 
-/* B = 4096 trajectories of the seed model over [0, 20] from spread initial states, two save times:
- * the bytes kept equal the formula for fp32 and fp64, checkpoint_every 1 and 3, and are the same
- * for max_steps 4096 and 100000. */
+/* B = 4096 trajectories of the seed model over [0, 20] from spread initial states, two save times
+ * (shared, or each trajectory's own): the bytes kept equal the formula for fp32 and fp64,
+ * checkpoint_every 1 and 3, and are the same for max_steps 4096 and 100000. */
 static void test_kept_bytes(void **state)
 {
     (void)state;
@@ -860,11 +861,18 @@ static void test_kept_bytes(void **state)
     for (size_t i = 0; i < MB * N; ++i)
         y0[i] = 2.0 * test_lcg(&x);
     static const double ts[2] = {1.0, 2.5};
-    clnode_problem p = test_problem(MB, y0);
-    p.save_ts = ts;
-    p.n_save_ts = 2;
+    double *row_ts = malloc(MB * 2 * sizeof *row_ts);
+    assert_non_null(row_ts);
+    for (size_t b = 0; b < MB; ++b) {
+        row_ts[2 * b] = 0.5 + 0.001 * (double)b;
+        row_ts[2 * b + 1] = 15.0;
+    }
     int bad = 0; /* every configuration is measured and printed before the test fails */
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < 6; ++c) { /* c & 1: fp64; c & 2: k = 3; c & 4: per-trajectory times */
+        clnode_problem p = test_problem(MB, y0);
+        p.save_ts = c & 4 ? row_ts : ts;
+        p.n_save_ts = 2;
+        p.save_ts_per_trajectory = c & 4 ? 1 : 0;
         clnode_solve_options o;
         clnode_solve_seed_options(&o);
         o.t1 = 20.0;
@@ -878,12 +886,12 @@ static void test_kept_bytes(void **state)
             clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
             kept[i] = clnode_solution_kept_bytes(s);
             size_t lo, hi;
-            const size_t want =
-                kept_formula(s, c & 1 ? 8 : 4, (size_t)o.checkpoint_every, n_in, 2, &lo, &hi);
-            printf("kept bytes, fp%d, checkpoint_every %ld, max_steps %ld: %zu, the header's "
-                   "formula %zu (difference %lld; %zu to %zu steps)\n",
-                   (int)o.precision, o.checkpoint_every, o.max_steps, kept[i], want,
-                   (long long)kept[i] - (long long)want, lo, hi);
+            const size_t want = kept_formula(s, c & 1 ? 8 : 4, (size_t)o.checkpoint_every, n_in,
+                                             c & 4 ? 2 * MB : 2, &lo, &hi);
+            printf("kept bytes, fp%d, checkpoint_every %ld, %s save times, max_steps %ld: %zu, "
+                   "the header's formula %zu (difference %lld; %zu to %zu steps)\n",
+                   (int)o.precision, o.checkpoint_every, c & 4 ? "per-trajectory" : "shared",
+                   o.max_steps, kept[i], want, (long long)kept[i] - (long long)want, lo, hi);
             bad |= kept[i] != want;
             clnode_solution_destroy(&s);
         }
@@ -894,6 +902,7 @@ static void test_kept_bytes(void **state)
             bad = 1;
         }
     }
+    free(row_ts);
     free(y0);
     clnode_model_destroy(&m);
     if (bad)
