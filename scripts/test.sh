@@ -43,14 +43,16 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 TEST_ARGS="--no-suite oclgrind" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
 echo "== ThreadSanitizer build: separate contexts in separate threads =="
-# Only the thread tests (separate contexts; the host backend's own thread pool) and a few unit
-# tests: the build takes the time, not the tests. No suppressions are needed (CLBlast's
-# process-wide caches are used under clnode's lock, lib/backends/opencl).
+# Only the thread tests (separate contexts; the host backend's own thread pool; the reverse pass
+# at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the tests. No
+# suppressions are needed (CLBlast's process-wide caches are used under clnode's lock,
+# lib/backends/opencl).
 if [ ! -d build-tsan ]; then
   meson setup build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false --buildtype=debug
 fi
-tsan_tests=(threads host-threads method controller safetensors host-gemm)
-ninja -C build-tsan tests/backend/test_threads tests/backend/test_host_threads tests/unit/test_method \
+tsan_tests=(threads host-threads grad-analytic method controller safetensors host-gemm)
+ninja -C build-tsan tests/backend/test_threads tests/backend/test_host_threads \
+  tests/backend/test_grad_analytic tests/unit/test_method \
   tests/unit/test_controller tests/unit/test_safetensors tests/unit/test_host_gemm
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 \
