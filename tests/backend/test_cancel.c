@@ -3,6 +3,7 @@
  * answer ends the solve with CLNODE_ERR_CANCELLED and nothing stored, and the context then solves
  * as before; a callback that never cancels changes nothing. The certificate's re-solves take the
  * caller's progress and cancel callbacks, and none starts once cancel has asked to stop. The
+ * reverse pass polls it between its groups of blocks. The
  * device is the first argument ("host", "opencl"); an absent device skips (77). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,6 +102,68 @@ static void test_never_cancelling_changes_nothing(void **state)
     }
     clnode_solution_destroy(&a);
     clnode_solution_destroy(&b);
+}
+
+/* ---- the reverse pass (clnode/gradient.h): polled between groups of blocks ---- */
+
+/* The reverse pass of a kept seed solve of `batch` trajectories (cotangent 1 at t1), on the host;
+ * p: the cancel callback's state (NULL: none). */
+static clnode_status seed_gradient(poll_state *p, size_t batch, clnode_gradient **out)
+{
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create_seed(g_ctx, &m), CLNODE_OK);
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.keep_tape = 1;
+    double *y0 = test_calloc(batch * 10, sizeof(double));
+    for (size_t i = 0; i < batch * 10; ++i)
+        y0[i] = 0.01 * (double)(i % 7);
+    clnode_solution *s = NULL;
+    assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(batch, y0), &s), CLNODE_OK);
+    double *cot = test_calloc(batch * 10, sizeof(double));
+    for (size_t i = 0; i < batch * 10; ++i)
+        cot[i] = 1.0;
+    clnode_gradient_options go;
+    clnode_gradient_default_options(&go);
+    if (p) {
+        go.cancel = on_cancel;
+        go.cancel_user = p;
+    }
+    *out = (clnode_gradient *)p; /* must be overwritten */
+    const clnode_status st = clnode_gradient_compute(g_ctx, m, &go, s, 1, cot, out);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+    test_free(y0);
+    test_free(cot);
+    return st;
+}
+
+/* More than one group of blocks: polled after the first, and cancelled there with nothing stored;
+ * a callback that never cancels gives the bits of none. */
+static void test_gradient_cancel(void **state)
+{
+    (void)state;
+    if (strncmp(g_device, "host", 4) != 0)
+        skip(); /* the reverse pass runs on the host */
+    const size_t batch = 17 * CLNODE_GRADIENT_BLOCK + 1; /* 18 blocks: two groups of 16 */
+    poll_state p = {0, 1};
+    clnode_gradient *g = NULL;
+    assert_int_equal(seed_gradient(&p, batch, &g), CLNODE_ERR_CANCELLED);
+    assert_null(g);
+    assert_int_equal(p.calls, 1);
+    assert_non_null(strstr(clnode_context_last_error(g_ctx), "cancelled"));
+    poll_state never = {0, 0};
+    clnode_gradient *a = NULL, *b = NULL;
+    assert_int_equal(seed_gradient(&never, batch, &a), CLNODE_OK);
+    assert_int_equal(never.calls, 1); /* between the two groups, not after the last */
+    assert_int_equal(seed_gradient(NULL, batch, &b), CLNODE_OK);
+    size_t na = 0, nb = 0;
+    const double *pa = clnode_gradient_params(a, &na), *pb = clnode_gradient_params(b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(pa, pb, na * sizeof(double));
+    assert_memory_equal(clnode_gradient_y0(a), clnode_gradient_y0(b), batch * 10 * sizeof(double));
+    clnode_gradient_destroy(&a);
+    clnode_gradient_destroy(&b);
 }
 
 /* ---- the certificate's re-solves ---- */
@@ -251,6 +314,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_default_is_null),
         cmocka_unit_test(test_cancel_stops),
         cmocka_unit_test(test_never_cancelling_changes_nothing),
+        cmocka_unit_test(test_gradient_cancel),
         cmocka_unit_test(test_certify_cancelled_from_progress),
         cmocka_unit_test(test_certify_cancelled_before),
     };
