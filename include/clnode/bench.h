@@ -38,12 +38,32 @@ CLNODE_API clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnod
  * pass on weights packed once, the ordered GEMM and its row-at-a-time kernels, the activation
  * loops, and the thread hand-off a solve of that batch makes; on OpenCL: CLBlast's GEMMs and the
  * bias + activation kernels), with no stage and no step of the solver: the floor a solve's
- * vector-field work cannot go below. Every evaluation starts from the same input. Set-up (buffers, packing) and one warm-up evaluation come before the clock starts.
- * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
- * context or model, batch 0, evals < 1), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED (a device
- * without this loop: today "host" with the ordered GEMM and OpenCL have it; a model with a time or
- * conditioning input), memory errors. Blocking. */
+ * vector-field work cannot go below. Every evaluation starts from the same input. Set-up (buffers,
+ * packing) and one warm-up evaluation come before the clock starts. Stores the loop's wall time in
+ * *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL context or model, batch 0,
+ * evals < 1), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED (a device without this loop: today "host"
+ * with the ordered GEMM and OpenCL have it; a model with a time or conditioning input), memory
+ * errors. Blocking. */
 CLNODE_API clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *model,
+                                               size_t batch, long evals, clnode_precision precision,
+                                               double *seconds);
+
+/* Runs the bare loop of `evals` stages of a reverse pass (clnode/gradient.h) of `model` on
+ * `batch` rows in `precision` (strict GEMM mode), on the host with its ordered GEMM: per stage the
+ * recompute of the whole MLP from a fixed input, keeping each layer's pre-activation and output,
+ * then its vector-Jacobian product from a fixed cotangent of its output: per layer from the last
+ * the activation's derivative (cl/cln_activation.h), the weight cotangent as the ordered product
+ * of the transposed cotangent and the layer's input, the bias cotangent as the rows' ordered sum,
+ * and the input cotangent as the ordered product with the weights (transposed, packed once). The
+ * rows go in blocks of CLNODE_GRADIENT_BLOCK, as the reverse pass takes them, the blocks spread
+ * over the context's threads, each thread summing its own parameter cotangents. No stage
+ * combination, no tape, no saved point: the floor of the reverse pass's vector-field work. Set-up
+ * (the packed weights, the buffers) and one warm-up pass come before the clock starts.
+ * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
+ * context or model, batch 0, evals < 1), CLNODE_ERR_NO_FP64, CLNODE_ERR_UNSUPPORTED (a context
+ * other than "host" with its ordered GEMM; a model with a time or conditioning input or an output
+ * scale), CLNODE_ERR_OUT_OF_MEMORY. Blocking. */
+CLNODE_API clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *model,
                                                size_t batch, long evals, clnode_precision precision,
                                                double *seconds);
 
