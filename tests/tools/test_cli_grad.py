@@ -278,14 +278,18 @@ def refusals():
     extra = write_npz("cotx.npz", {"ys": npy([1.0] * 20, (B, T, N)), "ts": npy([1.0] * 2, (B, T))})
     refused("an npz member other than ys is refused naming it",
             ["--cotangents", extra, "--grad-out", path("gr.npz")], ["ts.npy"])
+    goodz = write_npz("cotr.npz", {"ys": npy([1.0] * (B * T * N), (B, T, N))})
+    before = open(goodz, "rb").read()
     refused("--grad-out naming --cotangents is refused",
-            ["--cotangents", good, "--grad-out", good], ["--grad-out", "--cotangents"], out=good
-            + ".missing")
-    check("the cotangents file is untouched", open(good, "rb").read() ==
-          npy([1.0] * (B * T * N), (B, T, N)))
-    refused("--grad-out naming --y0-file is refused",
-            ["--cotangents", good, "--grad-out", y0p], ["--grad-out", "--y0-file"],
-            out=y0p + ".missing")
+            ["--cotangents", goodz, "--grad-out", goodz], ["--grad-out", "--cotangents"],
+            out=goodz + ".missing")
+    check("the cotangents file is untouched", open(goodz, "rb").read() == before)
+    link = path("y0link.npz")  # a hard link to the y0 file: the same file by another name
+    if not os.path.exists(link):
+        os.link(y0p, link)
+    refused("--grad-out naming --y0-file (through a hard link) is refused",
+            ["--cotangents", good, "--grad-out", link], ["--grad-out", "--y0-file"],
+            out=link + ".missing")
     refused("--out naming --cotangents is refused",
             ["--cotangents", good, "--grad-out", path("gr.npz"), "--out", good],
             ["--out", "--cotangents"])
