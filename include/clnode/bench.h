@@ -52,9 +52,9 @@ CLNODE_API clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode
  * `batch` rows in `precision` (strict GEMM mode), on the host with its ordered GEMM: per stage the
  * recompute of the whole MLP from a fixed input, keeping each layer's pre-activation and output,
  * then its vector-Jacobian product from a fixed cotangent of its output: per layer from the last
- * the activation's derivative (cl/cln_activation.h), the weight cotangent as the ordered product
- * of the transposed cotangent and the layer's input, the bias cotangent as the rows' ordered sum,
- * and the input cotangent as the ordered product with the weights (transposed, packed once). The
+ * the activation's derivative (cl/cln_activation.h), the weight and bias cotangents summed over
+ * the rows in order (one fma per row and weight), and the input cotangent as the ordered GEMM
+ * with the weights (transposed, packed once). The
  * rows go in blocks of CLNODE_GRADIENT_BLOCK, as the reverse pass takes them, the blocks spread
  * over the context's threads, each thread summing its own parameter cotangents. No stage
  * combination, no tape, no saved point: the floor of the reverse pass's vector-field work. Set-up

@@ -20,10 +20,10 @@ typedef struct cln_bench_vjp_model {
  * threads, one stage's recompute and vector-Jacobian product: the MLP forward from a fixed input
  * keeping every layer's pre-activation and output, then back from a fixed cotangent of its
  * output: per layer from the last, the activation's derivative (cl/cln_activation.h), the
- * weight and bias cotangents accumulated (ordered GEMM of the transposed cotangent and the
- * layer's input), and the input cotangent (ordered GEMM on the transposed weights) for the layer
- * below. Each thread accumulates its own parameter cotangents. Returns the wall time of the
- * loop (set-up excluded), or -1 when out of memory. */
+ * weight and bias cotangents accumulated over the rows in order (one fma per row and element),
+ * and the input cotangent (ordered GEMM on the transposed weights) for the layer below. Each thread
+ * accumulates its own parameter cotangents. Returns the wall time of the loop (set-up excluded), or
+ * -1 when out of memory. */
 #define CLN_BENCH_VJP_DECLARE(sfx)                                                                 \
     double cln_host_bench_vjp_##sfx(const cln_bench_vjp_model *m, size_t batch, size_t block,      \
                                     long evals, int threads);
