@@ -9,7 +9,8 @@
     float32 cotangents in a .npz (member ys) give the bytes of the same values in float64 .npy;
     --checkpoint-every 3 gives the bytes of the default; on opencl:pocl (where present) the
     reverse pass on a host context gives the host's bytes;
-  - the cotangents' shape is that of --out's ys, --save steps included (T known after the solve);
+  - the cotangents' shape is that of --out's padded ys, --save steps included (T known after the
+    solve), with --ragged too;
   - refusals (exit status 2, a message naming the cause, no G left behind): one flag without the
     other, a shape other than the saved values' (both named), a non-finite value, an unknown npz
     member, --grad-out naming an input or --out, --grad-out not a .npz, --resume.
@@ -227,6 +228,10 @@ def inputs_and_steps():
         ref, err = grad_ref(model, y0p, cotp, argp, ["t0=0", "t1=2", "save_t1=0", "save_steps=1"])
         check("cond4x2: grad_ref ran", ref is not None, err)
         compare_with_library("cond4x2", g, ref, names, inputs=True)
+        first = open(path("g.npz"), "rb").read()
+        rc, _, err = solve_grad(base + ["--out", path("outr.npz"), "--ragged"], cotp)
+        check("cond4x2 --ragged: the padded cotangents give the same G bytes",
+              rc == 0 and open(path("g.npz"), "rb").read() == first, err)
     bad = write("cotc_bad.npy", npy(cot[:B * (T - 1) * N], (B, T - 1, N)))
     rc, _, err = solve_grad(base, bad)
     check("cond4x2 --save steps: T - 1 slots refused after the solve, naming both shapes",
