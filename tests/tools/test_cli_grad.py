@@ -13,7 +13,7 @@
     solve), with --ragged too;
   - refusals (exit status 2, a message naming the cause, no G left behind): one flag without the
     other, a shape other than the saved values' (both named), a non-finite value, an unknown npz
-    member, --grad-out naming an input or --out, --grad-out not a .npz, --resume.
+    member, --grad-out naming an input or --out, --grad-out not a .npz, --resume, MPI.
 
     test_cli_grad.py SOLVE GRAD_REF
 
@@ -36,8 +36,8 @@ ENV.pop("CLNODE_MPI", None)
 FAILED = []
 
 
-def run(args, timeout=600):
-    p = subprocess.run(args, capture_output=True, timeout=timeout, env=ENV)
+def run(args, timeout=600, env=None):
+    p = subprocess.run(args, capture_output=True, timeout=timeout, env=env or ENV)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -303,6 +303,17 @@ def refusals():
             ["--out", "--grad-out"])
     refused("--grad-out not a .npz is refused",
             ["--cotangents", good, "--grad-out", path("gr.npy")], ["FILE.npz"], out=path("gr.npy"))
+    # under MPI (CLNODE_MPI=1 takes the MPI path in a tool built with MPI): refused, saying so
+    rc, _, err = run([SOLVE, "--resume", "--out", path("probe.npz"), "--t1", "0.1"],
+                     env=dict(ENV, CLNODE_MPI="0"))
+    if "built with MPI" in err:
+        print("note: clnode-solve built without MPI; the MPI refusal is not run", flush=True)
+    else:
+        rc, _, err = run(base + ["--cotangents", good, "--grad-out", path("gr.npz")],
+                         env=dict(ENV, CLNODE_MPI="1"))
+        check("--grad-out under MPI: not yet supported",
+              rc == 2 and "not yet supported under MPI" in err and not os.path.exists(
+                  path("gr.npz")), "rc %d: %s" % (rc, err))
     refused("--grad-out with --resume: not yet supported",
             ["--cotangents", good, "--grad-out", path("gr.npz"), "--resume", "--out",
              path("o.npz")], ["not yet supported"])
