@@ -467,7 +467,8 @@ def grad_main(args, batches):
     return 0
 
 
-def main():
+def parse_args():
+    """The command line (see the top)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,64,1024,4096")
     ap.add_argument("--precisions", default="fp32,fp64")
@@ -488,7 +489,11 @@ def main():
                     help="clnode's side of --grad (bench/bench_grad_worker.c, built)")
     ap.add_argument("--diffrax-worker", help=argparse.SUPPRESS)
     ap.add_argument("--clnode-worker", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
     try:
         batches = [int(b) for b in args.batches.split(",") if b]
     except ValueError:
