@@ -252,13 +252,15 @@ fail:
 }
 
 clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
-                                    long evals, clnode_precision prec, double *seconds)
+                                    long steps, int stages, clnode_precision prec, double *seconds)
 {
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
-    CLN_CHECK(ctx, m && batch >= 1 && evals >= 1, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_bench_vjp_loop: needs a model, batch >= 1 and evals >= 1");
+    CLN_CHECK(ctx, m && batch >= 1 && steps >= 1 && stages >= 1 && stages <= CLNODE_MAX_STAGES,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_bench_vjp_loop: needs a model, batch >= 1, steps >= 1 and 1 <= stages <= %d",
+              CLNODE_MAX_STAGES);
     const clnode_status pst = cln_check_device_precision(ctx, prec, CLNODE_GEMM_STRICT, "compute");
     if (pst != CLNODE_OK)
         return pst;
@@ -281,10 +283,11 @@ clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *m, 
         vm.bias[l] = m->biases[l];
     }
     const int threads = ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads();
-    const double dt =
-        prec == CLNODE_FP64
-            ? cln_host_bench_vjp_f64(&vm, batch, CLNODE_GRADIENT_BLOCK, evals, threads)
-            : cln_host_bench_vjp_f32(&vm, batch, CLNODE_GRADIENT_BLOCK, evals, threads);
+    const double dt = prec == CLNODE_FP64
+                          ? cln_host_bench_vjp_f64(&vm, batch, CLNODE_GRADIENT_BLOCK, steps,
+                                                   (size_t)stages, threads)
+                          : cln_host_bench_vjp_f32(&vm, batch, CLNODE_GRADIENT_BLOCK, steps,
+                                                   (size_t)stages, threads);
     CLN_CHECK(ctx, dt >= 0, CLNODE_ERR_OUT_OF_MEMORY,
               "cannot allocate the bare VJP loop's buffers");
     if (seconds)

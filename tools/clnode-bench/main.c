@@ -25,8 +25,9 @@
  * 4096) the seed solve with keep_tape, then clnode_gradient_compute on the host with cotangents of
  * the saved y(t1), best of N each in the same run; rev/fwd is the reverse pass's time over the
  * kept solve's. Then the bare loop of the same work without the solver (clnode_bench_vjp_loop:
- * per accepted step and stage gone back through, the MLP recomputed and its VJP through the
- * ordered GEMM kernels, in blocks of CLNODE_GRADIENT_BLOCK rows over the threads); rev/bare is
+ * per accepted step, every stage gone back through recomputed and its VJP through the ordered
+ * GEMM kernels, the step's weight sums one ordered GEMM per layer, in blocks of
+ * CLNODE_GRADIENT_BLOCK rows over the threads); rev/bare is
  * the reverse pass's time over it. The tape's size is clnode_solution_kept_bytes.
  *
  * --markdown FILE also writes the tables as Markdown into FILE (doc/benchmarks.md), as the
@@ -237,11 +238,11 @@ static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_mo
         return tool_exit_status(st);
     /* the stages a reverse step goes back through: all but an FSAL last one, which is the next
      * step's first */
-    const long evals = steps * (long)(o.method->stages - (o.method->fsal ? 1 : 0));
+    const int stages = o.method->stages - (o.method->fsal ? 1 : 0);
     settle();
     for (int r = 0; r < repeat; ++r) {
         double t = -1;
-        if (clnode_bench_vjp_loop(hctx, m, B, evals, prec, &t) != CLNODE_OK)
+        if (clnode_bench_vjp_loop(hctx, m, B, steps, stages, prec, &t) != CLNODE_OK)
             return TOOL_EXIT_RESOURCE; /* the logger printed why */
         bare = t >= 0 && t < bare ? t : bare;
     }

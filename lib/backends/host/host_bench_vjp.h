@@ -16,17 +16,18 @@ typedef struct cln_bench_vjp_model {
     const double *W[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS];
 } cln_bench_vjp_model;
 
-/* Runs `evals` times, on `batch` rows taken in blocks of `block` rows spread over `threads`
- * threads, one stage's recompute and vector-Jacobian product: the MLP forward from a fixed input
- * keeping every layer's pre-activation and output, then back from a fixed cotangent of its
- * output: per layer from the last, the activation's derivative (cl/cln_activation.h), the
- * weight and bias cotangents accumulated over the rows in order (one fma per row and element),
- * and the input cotangent (ordered GEMM on the transposed weights) for the layer below. Each thread
- * accumulates its own parameter cotangents. Returns the wall time of the loop (set-up excluded), or
- * -1 when out of memory. */
+/* Runs `steps` reverse steps of `stages` stages each, on `batch` rows taken in blocks of `block`
+ * rows spread over `threads` threads: per step, every stage's recompute (the MLP forward from a
+ * fixed input, keeping each layer's pre-activation and output), then from the last stage back
+ * its vector-Jacobian product from a fixed cotangent of its output (per layer from the last the
+ * activation's derivative of cl/cln_activation.h, the bias sums over the rows in order, the input
+ * cotangent through the ordered GEMM on the transposed weights), then the step's weight
+ * cotangents, per layer one ordered GEMM over its stages and rows. Each thread accumulates its
+ * own parameter cotangents. Returns the wall time of the loop (set-up and a warm-up step
+ * excluded), or -1 when out of memory. */
 #define CLN_BENCH_VJP_DECLARE(sfx)                                                                 \
     double cln_host_bench_vjp_##sfx(const cln_bench_vjp_model *m, size_t batch, size_t block,      \
-                                    long evals, int threads);
+                                    long steps, size_t stages, int threads);
 CLN_BENCH_VJP_DECLARE(f32)
 CLN_BENCH_VJP_DECLARE(f64)
 
