@@ -23,7 +23,16 @@ trajectory of both are printed so that one can see the same problem was solved.
                                  [--repeat 5] [--rounds 5]
                                  [--clnode-solve build/tools/clnode-solve]
                                  [--clnode-python build/python-venv/bin/python]
-                                 [--device host] [--json FILE] [--markdown FILE]
+                                 [--device host] [--json FILE] [--markdown FILE] [--grad]
+
+--grad times the gradient instead: jax.grad (jit-compiled, compilation excluded) of the loss
+sum(y(t1)) over the vmapped diffrax solve with its default adjoint (RecursiveCheckpointAdjoint),
+with respect to y0 and every parameter, against clnode's solve with keep_tape followed by
+clnode_gradient_compute on the host (bench/bench_grad_worker.c, built as build/bench/
+bench_grad_worker, or --clnode-grad-worker PATH: the C API in a process of its own, since the
+Python package has no gradient yet), taking turns as above. Next to the ratio, the relative
+difference of the two gradients' sums over dL/dy0 shows that both differentiate the same solve.
+Its Markdown section is "bench_peers_grad". Both sides are needed.
 
 fp64 runs diffrax with jax_enable_x64 (in a child process of its own, so that the fp32 runs keep
 JAX's defaults). Needs numpy, jax, equinox and diffrax==0.7.2 for the diffrax side; without them
@@ -84,7 +93,8 @@ def load_safetensors(path):
 # caches).
 
 def serve(prepare, info):
-    """prepare(batch) -> (solve, steps): solve() solves once, steps(result) its mean steps."""
+    """prepare(batch) -> (solve, steps[, check]): solve() solves once, steps(result) its mean
+    steps, check(result) (--grad) the sum of the gradient with respect to y0."""
     print(json.dumps(info), flush=True)
     ready = {}
     for line in sys.stdin:
@@ -93,7 +103,8 @@ def serve(prepare, info):
         if batch not in ready:
             ready[batch] = prepare(batch)
             ready[batch][0]()
-        solve, steps = ready[batch]
+        solve, steps = ready[batch][:2]
+        check = ready[batch][2] if len(ready[batch]) > 2 else None
         for _ in range(int(req.get("warm", 0))):
             solve()
         times, out = [], None
@@ -101,11 +112,13 @@ def serve(prepare, info):
             t0 = time.perf_counter()
             out = solve()
             times.append(time.perf_counter() - t0)
-        print(json.dumps({"times": times, "steps": None if out is None else steps(out)}),
-              flush=True)
+        ans = {"times": times, "steps": None if out is None else steps(out)}
+        if check is not None and out is not None:
+            ans["check"] = check(out)
+        print(json.dumps(ans), flush=True)
 
 
-def diffrax_worker(precision):
+def diffrax_worker(precision, grad=False):
     import numpy as np
     if precision == "fp64":
         import jax
@@ -144,8 +157,34 @@ def diffrax_worker(precision):
 
     run = jax.jit(jax.vmap(solve))
 
+    def solve_params(params, y0):
+        def field_p(t, y, args):
+            for j, (w, b) in enumerate(args):
+                y = w @ y + b
+                if j + 1 < len(args):
+                    y = jax.nn.softplus(y)
+            return y
+
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field_p), diffrax.Tsit5(), t0=0.0, t1=50.0, dt0=0.02, y0=y0,
+            args=params, stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6),
+            max_steps=4096, throw=False)
+        return sol.ys, sol.stats["num_steps"]
+
+    def loss(params, y0):
+        """sum(y(t1)) over the batch: every cotangent 1, as bench_grad_worker's."""
+        ys, steps = jax.vmap(solve_params, in_axes=(None, 0))(params, y0)
+        return jnp.sum(ys), steps
+
+    # the default adjoint (RecursiveCheckpointAdjoint): jax.grad of y0 and every parameter
+    run_grad = jax.jit(jax.grad(loss, argnums=(0, 1), has_aux=True))
+
     def prepare(batch):
         y0 = jnp.asarray(np.array(y0_values(batch)).reshape(batch, N), dt)
+        if grad:
+            return (lambda: jax.block_until_ready(run_grad(layers, y0)),
+                    lambda out: float(np.mean(np.asarray(out[1]))),
+                    lambda out: float(np.sum(np.asarray(out[0][1], np.float64))))
         return (lambda: jax.block_until_ready(run(y0)),
                 lambda out: float(np.mean(np.asarray(out[1]))))
 
@@ -179,11 +218,10 @@ class WorkerError(Exception):
 class Worker:
     """This script as --KIND PRECISION in a child process that stays up for the whole run."""
 
-    def __init__(self, python, kind, precision, *extra):
+    def __init__(self, cmd):
         self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen(
-            [python, os.path.abspath(__file__), f"--{kind}", precision, *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, text=True)
         self.info = self._answer()
 
     def _answer(self):
@@ -213,8 +251,13 @@ class Worker:
 
 def start_worker(python, kind, precision, *extra):
     """(the worker, None), or (None, why it did not start)."""
+    return start_command([python, os.path.abspath(__file__), f"--{kind}", precision, *extra])
+
+
+def start_command(cmd):
+    """A worker running cmd: (the worker, None), or (None, why it did not start)."""
     try:
-        return Worker(python, kind, precision, *extra), None
+        return Worker(cmd), None
     except (WorkerError, OSError) as e:
         return None, str(e) or type(e).__name__
 
@@ -225,7 +268,7 @@ def timed_rounds(dx, cp, batch, repeat, rounds):
     other side's threads have had the CPUs: a worker thread that slept through the other's turn,
     on a virtual CPU the hypervisor has halted meanwhile, takes its time to come back, and the
     figures are the steady state's, as diffrax's and clnode's repeated calls see it). Returns
-    {worker: (times, steps)} and the rounds' ratios of medians (diffrax over clnode; empty unless
+    {worker: (times, steps, check)} and the rounds' ratios of medians (diffrax over clnode; empty unless
     both ran)."""
     workers = [w for w in (dx, cp) if w is not None]
     for w in workers:
@@ -238,7 +281,7 @@ def timed_rounds(dx, cp, batch, repeat, rounds):
         this = {}
         for w in (workers if r % 2 == 0 else workers[::-1]):
             this[w] = w.run(batch, k, warm=1)
-            got[w] = (got[w][0] + this[w]["times"], this[w]["steps"])
+            got[w] = (got[w][0] + this[w]["times"], this[w]["steps"], this[w].get("check"))
         if dx is not None and cp is not None:
             ratios.append(statistics.median(this[dx]["times"]) /
                           statistics.median(this[cp]["times"]))
@@ -331,7 +374,7 @@ def replace_section(path, name, body):
         raise
 
 
-def markdown_section(title, tables, argv):
+def markdown_section(title, tables, argv, head=None):
     """The section's text: title, stamp, one table per precision (its heading and rows)."""
     devices = sorted({r["clnode_device"] for t in tables for r in t["rows"]})
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -341,17 +384,91 @@ def markdown_section(title, tables, argv):
            f"Run: `python3 {os.path.relpath(os.path.abspath(__file__), ROOT)} "
            + " ".join(argv) + "`"]
     for t in tables:
-        out += ["", t["heading"], "",
-                "| batch | diffrax ms | clnode ms | us/step | diffrax/clnode | rounds | "
-                "steps d/c | fresh process ms |",
-                "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        head = head or ["batch", "diffrax ms", "clnode ms", "us/step", "diffrax/clnode",
+                        "rounds", "steps d/c", "fresh process ms"]
+        out += ["", t["heading"], "", "| " + " | ".join(head) + " |",
+                "|" + "---:|" * len(head)]
         for r in t["rows"]:
             out.append("| " + " | ".join(r["cells"]) + " |")
         out += ["", t["note"]]
     return "\n".join(out) + "\n"
 
 
-def main():
+def grad_row(precision, batch, got, ratios, dx, cp):
+    """One --grad row: its figures (a dict) and its table cells."""
+    d_s, d_steps, d_check = statistics.median(got[dx][0]), got[dx][1], got[dx][2]
+    c_s, c_steps, c_check = statistics.median(got[cp][0]), got[cp][1], got[cp][2]
+    ratio = statistics.median(ratios)
+    rel = abs(d_check - c_check) / max(abs(d_check), 1e-300)
+    row = {"precision": precision, "batch": batch, "diffrax_seconds": d_s, "clnode_seconds": c_s,
+           "ratio": ratio, "ratio_min": min(ratios), "ratio_max": max(ratios),
+           "rounds": len(ratios), "diffrax_steps": d_steps, "clnode_steps": c_steps,
+           "diffrax_dy0_sum": d_check, "clnode_dy0_sum": c_check, "dy0_sum_rel_diff": rel,
+           "clnode_device": cp.info["device"]}
+    cells = [f"{batch}", f"{1e3 * d_s:.3f}", f"{1e3 * c_s:.3f}", f"{ratio:.2f}x",
+             f"{min(ratios):.2f}-{max(ratios):.2f}", f"{d_steps:.1f}/{c_steps:.1f}", f"{rel:.1e}"]
+    return row, cells
+
+
+def grad_main(args, batches):
+    """--grad: jax.grad of diffrax's solve against clnode's kept solve + reverse pass, in turns;
+    both sides are needed."""
+    if not os.access(args.clnode_grad_worker, os.X_OK):
+        raise SystemExit(f"bench_peers: {args.clnode_grad_worker} not found (build first, or "
+                         "--clnode-grad-worker PATH)")
+    rows, tables = [], []
+    rounds = min(args.rounds, args.repeat)
+    title = (f"the gradient of the seed problem (loss sum(y(t1)), d/dy0 and every parameter), "
+             f"tsit5 rtol 1e-4 atol 1e-6, t in [0, 50]; median of {args.repeat} gradients each, "
+             f"diffrax and clnode taking turns in {rounds} rounds")
+    print(title)
+    head = ["batch", "diffrax ms", "clnode ms", "diffrax/clnode", "rounds", "steps d/c",
+            "dy0 sum rel diff"]
+    for precision in args.precisions.split(","):
+        dx, why = start_worker(sys.executable, "diffrax-worker", precision, "--grad")
+        if dx is None:
+            raise SystemExit(f"bench_peers --grad: diffrax not run ({why})")
+        cp, cwhy = start_command([args.clnode_grad_worker, precision, args.device])
+        if cp is None:
+            dx.close()
+            raise SystemExit(f"bench_peers --grad: {args.clnode_grad_worker} not run ({cwhy})")
+        heading = (f"{precision}: jax.grad of diffrax {dx.info['diffrax']} on JAX "
+                   f"{dx.info['jax']} ({dx.info['device']}), RecursiveCheckpointAdjoint")
+        print(heading)
+        table = {"heading": heading, "rows": []}
+        tables.append(table)
+        print("  " + " ".join(f"{h:>16}" for h in head))
+        try:
+            for batch in batches:
+                try:
+                    got, ratios = timed_rounds(dx, cp, batch, args.repeat, rounds)
+                except WorkerError as e:
+                    raise SystemExit(f"bench_peers: a worker failed at batch {batch}: {e}") from None
+                row, cells = grad_row(precision, batch, got, ratios, dx, cp)
+                print("  " + " ".join(f"{c:>16}" for c in cells), flush=True)
+                rows.append(row)
+                table["rows"].append(dict(row, cells=cells))
+        finally:
+            dx.close()
+            cp.close()
+        table["note"] = (f"clnode device: {cp.info['device']}; clnode ms: the solve with "
+                         "keep_tape and clnode_gradient_compute on the host, in process "
+                         "(bench_grad_worker, C); diffrax ms: jax.jit(jax.grad) of the vmapped "
+                         "solve, compilation excluded; rounds: the lowest and highest of the "
+                         "rounds' ratios; dy0 sum rel diff: the two gradients' sums over dL/dy0, "
+                         "their relative difference (the same problem was solved)")
+        print(f"  {table['note']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.markdown:
+        replace_section(args.markdown, "bench_peers_grad",
+                        markdown_section(title, tables, sys.argv[1:], head))
+    return 0
+
+
+def parse_args():
+    """The command line (see the top)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,64,1024,4096")
     ap.add_argument("--precisions", default="fp32,fp64")
@@ -365,9 +482,18 @@ def main():
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--markdown", help="also write the tables as the bench_peers section of "
                     "this Markdown file (doc/benchmarks.md)")
+    ap.add_argument("--grad", action="store_true",
+                    help="time the gradient instead (see --grad above)")
+    ap.add_argument("--clnode-grad-worker",
+                    default=os.path.join(ROOT, "build", "bench", "bench_grad_worker"),
+                    help="clnode's side of --grad (bench/bench_grad_worker.c, built)")
     ap.add_argument("--diffrax-worker", help=argparse.SUPPRESS)
     ap.add_argument("--clnode-worker", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
     try:
         batches = [int(b) for b in args.batches.split(",") if b]
     except ValueError:
@@ -378,11 +504,13 @@ def main():
     if args.repeat < 1 or args.rounds < 1:
         raise SystemExit("bench_peers: --repeat and --rounds must be at least 1")
     if args.diffrax_worker:
-        diffrax_worker(args.diffrax_worker)
+        diffrax_worker(args.diffrax_worker, args.grad)
         return 0
     if args.clnode_worker:
         clnode_worker(args.clnode_worker, args.device)
         return 0
+    if args.grad:
+        return grad_main(args, batches)
     if not os.access(args.clnode_solve, os.X_OK):
         raise SystemExit(f"bench_peers: {args.clnode_solve} not found (build first, or "
                          "--clnode-solve PATH)")

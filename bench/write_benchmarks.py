@@ -5,10 +5,12 @@
                                       [--peers-python /tmp/venv-peers/bin/python] [--quick]
 
 Runs, in this order, each with --markdown doc/benchmarks.md:
-  - clnode-bench (fp32, then --precision fp64, then --compaction) on --devices;
+  - clnode-bench (fp32, then --precision fp64, then --compaction, then --grad in fp32 and fp64)
+    on --devices;
   - bench_peers.py with --peers-python (an interpreter with jax, equinox, diffrax 0.7.2 and this
-    tree's clnode package: see doc/benchmarks.md); without --peers-python it is skipped and its
-    section is left as it is.
+    tree's clnode package: see doc/benchmarks.md), then bench_peers.py --grad (the gradient:
+    jax.grad of diffrax against clnode's reverse pass, through build/bench/bench_grad_worker);
+    without --peers-python both are skipped and their sections are left as they are.
 The file's text outside the sections (the explanations) is kept; a section not rerun keeps its
 figures and its stamp. --quick runs small sizes and few repeats, to try the pipeline (its
 figures are not for committing). Run it on a quiet machine: every figure is a timing.
@@ -46,6 +48,9 @@ def main():
     run(base)
     run(base + ["--precision", "fp64"])
     run(base + ["--compaction"] + ([] if a.quick else ["--batches", "4096"]))
+    grad_sizes = [] if a.quick else ["--batches", "1,64,1024,4096"]
+    run(base + ["--grad"] + grad_sizes)
+    run(base + ["--grad", "--precision", "fp64"] + grad_sizes)
     if a.peers_python:
         peers = ["--batches", "1,64", "--repeat", "2", "--rounds", "1"] if a.quick else \
             ["--batches", "1,64,1024,4096", "--precisions", "fp32,fp64", "--repeat", "21",
@@ -53,8 +58,14 @@ def main():
         run([a.peers_python, os.path.join(HERE, "bench_peers.py"),
              "--clnode-solve", os.path.join(a.build, "tools", "clnode-solve"),
              "--markdown", a.out] + peers)
+        grad = ["--batches", "1,64", "--repeat", "2", "--rounds", "1"] if a.quick else \
+            ["--batches", "1,64,1024,4096", "--precisions", "fp32,fp64", "--repeat", "7",
+             "--rounds", "7"]
+        run([a.peers_python, os.path.join(HERE, "bench_peers.py"), "--grad",
+             "--clnode-grad-worker", os.path.join(a.build, "bench", "bench_grad_worker"),
+             "--markdown", a.out] + grad)
     else:
-        print("write_benchmarks: no --peers-python: the bench_peers section is left as it is")
+        print("write_benchmarks: no --peers-python: the bench_peers sections are left as they are")
     return 0
 
 

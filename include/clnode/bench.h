@@ -38,14 +38,36 @@ CLNODE_API clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnod
  * pass on weights packed once, the ordered GEMM and its row-at-a-time kernels, the activation
  * loops, and the thread hand-off a solve of that batch makes; on OpenCL: CLBlast's GEMMs and the
  * bias + activation kernels), with no stage and no step of the solver: the floor a solve's
- * vector-field work cannot go below. Every evaluation starts from the same input. Set-up (buffers, packing) and one warm-up evaluation come before the clock starts.
- * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
- * context or model, batch 0, evals < 1), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED (a device
- * without this loop: today "host" with the ordered GEMM and OpenCL have it; a model with a time or
- * conditioning input), memory errors. Blocking. */
+ * vector-field work cannot go below. Every evaluation starts from the same input. Set-up (buffers,
+ * packing) and one warm-up evaluation come before the clock starts. Stores the loop's wall time in
+ * *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL context or model, batch 0,
+ * evals < 1), CLNODE_ERR_NO_FP64 / CLNODE_ERR_UNSUPPORTED (a device without this loop: today "host"
+ * with the ordered GEMM and OpenCL have it; a model with a time or conditioning input), memory
+ * errors. Blocking. */
 CLNODE_API clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *model,
                                                size_t batch, long evals, clnode_precision precision,
                                                double *seconds);
+
+/* Runs the bare loop of `steps` steps of a reverse pass (clnode/gradient.h) through `stages`
+ * stages each, of `model` on `batch` rows in `precision` (strict GEMM mode), on the host with its
+ * ordered GEMM. Per step: every stage's recompute of the whole MLP from a fixed input, keeping
+ * each layer's pre-activation and output; then from the last stage back, its vector-Jacobian
+ * product from a fixed cotangent of its output (per layer from the last the activation's
+ * derivative of cl/cln_activation.h, the bias cotangents summed over the rows in order, the input
+ * cotangent as the ordered GEMM with the weights, transposed and packed once); then the step's
+ * weight cotangents, per layer one ordered GEMM over its stages and rows, as the reverse pass
+ * sums them. The rows go in blocks of CLNODE_GRADIENT_BLOCK, as the reverse pass takes them, the
+ * blocks spread over the context's threads, each thread summing its own parameter cotangents. No
+ * stage combination, no tape, no saved point: the reverse pass's vector-field work alone. Set-up
+ * (the packed weights, the buffers) and one warm-up step come before the clock starts.
+ * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
+ * context or model, batch 0, steps < 1, stages outside [1, CLNODE_MAX_STAGES]),
+ * CLNODE_ERR_NO_FP64, CLNODE_ERR_UNSUPPORTED (a context other than "host" with its ordered GEMM; a
+ * model with a time or conditioning input or an output scale), CLNODE_ERR_OUT_OF_MEMORY.
+ * Blocking. */
+CLNODE_API clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *model,
+                                               size_t batch, long steps, int stages,
+                                               clnode_precision precision, double *seconds);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,10 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "backends/host/host_bench_vjp.h"
+#include "backends/host/host_pool.h"
 #include "clnode/bench.h"
+#include "clnode/gradient.h"
 #include "cln_layout.h"
 
 static double bench_now(void)
@@ -246,4 +249,48 @@ fail:
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         be->ops->buf_free(be, all[i]);
     return st;
+}
+
+clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
+                                    long steps, int stages, clnode_precision prec, double *seconds)
+{
+    if (!ctx)
+        return CLNODE_ERR_INVALID_ARGUMENT;
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, m && batch >= 1 && steps >= 1 && stages >= 1 && stages <= CLNODE_MAX_STAGES,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_bench_vjp_loop: needs a model, batch >= 1, steps >= 1 and 1 <= stages <= %d",
+              CLNODE_MAX_STAGES);
+    const clnode_status pst = cln_check_device_precision(ctx, prec, CLNODE_GEMM_STRICT, "compute");
+    if (pst != CLNODE_OK)
+        return pst;
+    cln_backend *be = ctx->backend;
+    CLN_CHECK(ctx, strcmp(be->ops->name, "host") == 0 && strncmp(be->cache_id, "ordered ", 8) == 0,
+              CLNODE_ERR_UNSUPPORTED,
+              "the bare VJP loop runs on the host with its ordered GEMM (device \"host\"), not on "
+              "%s",
+              be->device_name);
+    CLN_CHECK(ctx, m->time_input == 0 && m->num_inputs == 0 && m->out_scale == NULL,
+              CLNODE_ERR_UNSUPPORTED,
+              "the bare VJP loop takes models of the state alone, without an output scale");
+    cln_bench_vjp_model vm;
+    memset(&vm, 0, sizeof vm);
+    vm.num_layers = m->num_layers;
+    vm.sizes = m->sizes;
+    for (size_t l = 0; l < m->num_layers; ++l) {
+        vm.act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
+        vm.W[l] = m->weights[l];
+        vm.bias[l] = m->biases[l];
+    }
+    const int threads = ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads();
+    const double dt = prec == CLNODE_FP64
+                          ? cln_host_bench_vjp_f64(&vm, batch, CLNODE_GRADIENT_BLOCK, steps,
+                                                   (size_t)stages, threads)
+                          : cln_host_bench_vjp_f32(&vm, batch, CLNODE_GRADIENT_BLOCK, steps,
+                                                   (size_t)stages, threads);
+    CLN_CHECK(ctx, dt >= 0, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate the bare VJP loop's buffers");
+    if (seconds)
+        *seconds = dt;
+    return CLNODE_OK;
 }

@@ -55,6 +55,26 @@ def main():
         assert section(text2, "clnode-bench") == body, "the fp32 section changed"
         assert text2.startswith(text), "the file was not kept up to the appended section"
         assert "| batch | on ms |" in section(text2, "clnode-bench-compaction")
+        # --grad: its own section, the ratios per batch size (first column) positive numbers
+        r = bench(path, "--grad")
+        assert r.returncode == 0, r.stderr
+        with open(path) as f:
+            grad = section(f.read(), "clnode-bench-grad")
+        assert "| batch | steps | fwd ms | rev ms | rev/fwd | bare ms | rev/bare |" in grad, grad
+        for b in (1, 3):
+            m = re.search(rf"^\| {b} \| \d+ \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "
+                          rf"([\d.]+) \|", grad, re.M)
+            assert m, f"no row for batch {b} in:\n{grad}"
+            fwd, rev, ratio, bare, rb = map(float, m.groups())
+            assert fwd > 0 and rev > 0 and bare > 0, grad
+            h = 0.0005  # the times are printed to 3 decimals, the ratios to 2
+
+            def within(q, a, b):
+                return (a - h) / (b + h) - 0.005 <= q <= (a + h) / max(b - h, 1e-9) + 0.005
+
+            assert within(ratio, rev, fwd) and within(rb, rev, bare), grad
+        r = bench(path, "--grad", "--compaction")
+        assert r.returncode == 2 and "--grad or --compaction" in r.stderr, r
         # a begin marker without its end: refused (status 2), the file untouched
         bad = os.path.join(d, "bad.md")
         with open(bad, "w") as f:

@@ -169,8 +169,11 @@ static void test_layout(void **state)
     char err[256];
     assert_int_equal(cln_npz_add(&L, "x", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
     cln_npz_init(&L, CLN_NPZ_ZIP64_THRESHOLD);
-    assert_int_equal(cln_npz_add(&L, "a.b", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
-    assert_non_null(strstr(err, "holds '.'"));
+    assert_int_equal(cln_npz_add(&L, "a/b", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "holds '/'"));
+    assert_int_equal(cln_npz_add(&L, ".a", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
+    assert_int_equal(cln_npz_add(&L, "a..b", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
+    assert_int_equal(cln_npz_add(&L, "a.", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
     assert_int_equal(cln_npz_add(&L, "a", CLN_NPZ_F4, 0, NULL, err, sizeof err), 0);
     assert_int_equal(cln_npz_add(&L, "a", CLN_NPZ_F4, 0, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "twice"));

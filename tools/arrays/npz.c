@@ -131,7 +131,7 @@ int cln_npz_add(cln_npz_layout *L, const char *name, cln_npz_dtype dtype, size_t
     for (size_t i = 0; i < len; ++i) {
         const char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_'))
+              c == '_' || (c == '.' && i > 0 && i + 1 < len && name[i - 1] != '.')))
             return npz_fail(err, errlen, "member name \"%s\" holds '%c'", name, c);
     }
     if (cln_npz_find(L, name) >= 0)

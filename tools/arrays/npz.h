@@ -61,7 +61,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CLN_NPZ_MAX_MEMBERS 16
+/* enough for a gradient's members: y0, args, 64 layers' weights and biases, out_scale */
+#define CLN_NPZ_MAX_MEMBERS 136
 #define CLN_NPZ_MAX_DIMS 4
 #define CLN_NPZ_MAX_NAME 32 /* member name without ".npy", at most 31 characters */
 #define CLN_NPZ_ZIP64_THRESHOLD 0xFFFFFFFFu
@@ -112,7 +113,8 @@ typedef int (*cln_npz_pwrite_fn)(void *user, const void *buf, size_t len, uint64
 /* An empty layout; zip64_threshold as above (CLN_NPZ_ZIP64_THRESHOLD in production). */
 void cln_npz_init(cln_npz_layout *L, uint64_t zip64_threshold);
 
-/* Appends member `name` (letters, digits and '_' only; unique) of `ndim` dimensions `shape`.
+/* Appends member `name` (letters, digits, '_' and single '.' between them, as in
+ * "layers.0.weight"; unique) of `ndim` dimensions `shape`.
  * Returns its index, or -1 with a message in err. */
 int cln_npz_add(cln_npz_layout *L, const char *name, cln_npz_dtype dtype, size_t ndim,
                 const uint64_t *shape, char *err, size_t errlen);

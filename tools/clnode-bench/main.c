@@ -21,10 +21,19 @@
  * same run (alternating, best of N each), and the ratio of the two times next to the ratio of
  * the live work (trajectory-steps over batch x longest) that an ideal compaction would reach.
  *
+ * --grad times the gradient instead (clnode/gradient.h): per batch size (default 1, 64, 1024,
+ * 4096) the seed solve with keep_tape, then clnode_gradient_compute on the host with cotangents of
+ * the saved y(t1), best of N each in the same run; rev/fwd is the reverse pass's time over the
+ * kept solve's. Then the bare loop of the same work without the solver (clnode_bench_vjp_loop:
+ * per accepted step, every stage gone back through recomputed and its VJP through the ordered
+ * GEMM kernels, the step's weight sums one ordered GEMM per layer, in blocks of
+ * CLNODE_GRADIENT_BLOCK rows over the threads); rev/bare is
+ * the reverse pass's time over it. The tape's size is clnode_solution_kept_bytes.
+ *
  * --markdown FILE also writes the tables as Markdown into FILE (doc/benchmarks.md), as the
  * section between the lines "<!-- begin NAME -->" and "<!-- end NAME -->", NAME being
- * "clnode-bench", "clnode-bench-fp64", "clnode-bench-compaction" or
- * "clnode-bench-compaction-fp64" as run: a section of that name is replaced, else the section is
+ * "clnode-bench", "clnode-bench-fp64", "clnode-bench-compaction", "clnode-bench-grad" or their
+ * "-fp64" forms as run: a section of that name is replaced, else the section is
  * appended; every other byte of FILE is kept. FILE is replaced only when the run succeeded
  * (tool_out.h). The section is stamped with the machine (the CPU model of /proc/cpuinfo and the
  * CPUs online), the host backend's device description (which names the ISA of its kernels:
@@ -32,7 +41,7 @@
  * build time, "-dirty" when the tree had changes) and the date.
  *
  *   clnode-bench [--devices host,opencl:0,...] [--batches 1,64,4096] [--repeat N]
- *                [--precision fp32|fp64] [--compaction] [--markdown FILE] */
+ *                [--precision fp32|fp64] [--compaction | --grad] [--markdown FILE] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +52,7 @@
 
 #include "clnode-bench-commit.h"
 #include "clnode.h"
+#include "clnode/gradient.h"
 #include "tool_common.h"
 #include "tool_out.h"
 
@@ -167,6 +177,115 @@ static void settle(void)
     nanosleep(&ts, NULL);
 }
 
+/* The --grad measurement for one batch size: the kept solve (keep_tape), the reverse pass on the
+ * host context hctx (ctx itself on the host) and the bare VJP loop of the same stages, best of
+ * `repeat` each, in one run; prints one line. Returns 0 or a tool exit status. */
+static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_model *m, size_t B,
+                      int repeat, clnode_precision prec)
+{
+    const size_t N = clnode_model_dim(m);
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.precision = prec;
+    o.compact = 0;
+    o.keep_tape = 1;
+    clnode_problem p;
+    clnode_problem_default(&p);
+    size_t slots = 0;
+    clnode_save_slots(NULL, &o, &p, &slots);
+    double *y0 = malloc(B * N * sizeof *y0), *cot = malloc(B * slots * N * sizeof *cot);
+    if (!y0 || !cot) {
+        free(y0);
+        free(cot);
+        tool_error("out of memory: cannot allocate %zu initial states", B);
+        return TOOL_EXIT_RESOURCE;
+    }
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.05 * (double)((i * 7919) % 41) / 41.0; /* small, distinct */
+    for (size_t i = 0; i < B * slots * N; ++i)
+        cot[i] = 1.0 - (double)(i % 7) / 3.0;
+    p.batch = B;
+    p.y0 = y0;
+    double best[2] = {1e30, 1e30}, bare = 1e30;
+    long steps = 0;
+    size_t kept = 0;
+    clnode_status st = CLNODE_OK;
+    for (int r = 0; r < repeat + 1 && st == CLNODE_OK; ++r) { /* the first run warms up */
+        clnode_solution *s = NULL;
+        clnode_gradient *g = NULL;
+        const double t0 = tool_now();
+        st = clnode_solve(ctx, m, &o, &p, &s);
+        const double t1 = tool_now();
+        if (st == CLNODE_OK)
+            st = clnode_gradient_compute(hctx, m, NULL, s, slots, cot, &g);
+        const double t2 = tool_now();
+        if (st == CLNODE_OK && r > 0) {
+            best[0] = t1 - t0 < best[0] ? t1 - t0 : best[0];
+            best[1] = t2 - t1 < best[1] ? t2 - t1 : best[1];
+        }
+        for (size_t b = 0; st == CLNODE_OK && b < B; ++b) {
+            clnode_trajectory_stats ts;
+            clnode_solution_stats(s, b, &ts);
+            steps = ts.num_accepted > steps ? ts.num_accepted : steps;
+        }
+        kept = st == CLNODE_OK ? clnode_solution_kept_bytes(s) : 0;
+        clnode_gradient_destroy(&g);
+        clnode_solution_destroy(&s);
+    }
+    free(y0);
+    free(cot);
+    if (st != CLNODE_OK) /* the logger printed why */
+        return tool_exit_status(st);
+    /* the stages a reverse step goes back through: all but an FSAL last one, which is the next
+     * step's first */
+    const int stages = o.method->stages - (o.method->fsal ? 1 : 0);
+    settle();
+    for (int r = 0; r < repeat; ++r) {
+        double t = -1;
+        if (clnode_bench_vjp_loop(hctx, m, B, steps, stages, prec, &t) != CLNODE_OK)
+            return TOOL_EXIT_RESOURCE; /* the logger printed why */
+        bare = t >= 0 && t < bare ? t : bare;
+    }
+    settle();
+    printf("%7zu %7ld %10.3f %10.3f %8.2f %10.3f %8.2f %10.1f\n", B, steps, 1e3 * best[0],
+           1e3 * best[1], best[1] / best[0], 1e3 * bare, best[1] / bare, (double)kept / 1024.0);
+    if (md)
+        fprintf(md, "| %zu | %ld | %.3f | %.3f | %.2f | %.3f | %.2f | %.1f |\n", B, steps,
+                1e3 * best[0], 1e3 * best[1], best[1] / best[0], 1e3 * bare, best[1] / bare,
+                (double)kept / 1024.0);
+    return 0;
+}
+
+/* --grad's table for one device: the reverse pass on the host (a context of its own when the
+ * device is another). */
+static int bench_grad_table(clnode_context *ctx, const clnode_model *m, char batch_s[][64],
+                            size_t nb, int repeat, clnode_precision prec)
+{
+    clnode_context *own = NULL, *hctx = ctx;
+    if (strcmp(clnode_context_backend(ctx), "host") != 0) {
+        clnode_context_options co;
+        clnode_context_default_options(&co);
+        co.device = "host";
+        co.log = tool_log;
+        co.log_user = (void *)"clnode-bench";
+        const clnode_status cst = clnode_context_create(&co, &own);
+        if (cst != CLNODE_OK)
+            return tool_exit_status(cst);
+        hctx = own;
+    }
+    printf("%7s %7s %10s %10s %8s %10s %8s %10s\n", "batch", "steps", "fwd ms", "rev ms", "rev/fwd",
+           "bare ms", "rev/bare", "tape KiB");
+    if (md)
+        fputs("| batch | steps | fwd ms | rev ms | rev/fwd | bare ms | rev/bare | tape KiB |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+              md);
+    int rc = 0;
+    for (size_t k = 0; k < nb && rc == 0; ++k)
+        rc = bench_grad(ctx, hctx, m, (size_t)strtoul(batch_s[k], NULL, 10), repeat, prec);
+    clnode_context_destroy(&own);
+    return rc;
+}
+
 static size_t parse_list(const char *s, char out[][64], size_t max)
 {
     size_t n = 0;
@@ -197,6 +316,11 @@ static void usage(FILE *f)
           "  --repeat N       timed runs per measurement, the best kept (default 3)\n"
           "  --compaction     time active-set compaction instead: 90% of the trajectories end\n"
           "                   at a tenth of the others' steps; compaction on against off\n"
+          "  --grad           time the gradient instead (keep_tape, clnode_gradient_compute on\n"
+          "                   the host, cotangents of the saved t1): per batch size (default\n"
+          "                   1,64,1024,4096) the kept forward solve, the reverse pass, rev/fwd\n"
+          "                   their ratio, the bare loop of the same stages' recompute and VJPs\n"
+          "                   (clnode_bench_vjp_loop), rev/bare, and the tape's size\n"
           "  --precision P    fp32 (default) or fp64: the solve's and the loops' precision\n"
           "  --markdown FILE  also write the tables as Markdown into FILE (doc/benchmarks.md):\n"
           "                   its section \"clnode-bench\" (-compaction, -fp64 as run),\n"
@@ -333,7 +457,8 @@ static int bench_batch(clnode_context *ctx, const clnode_model *m, size_t B, int
 
 /* One device: its heading and its table (throughput, or --compaction's). */
 static int bench_device(const char *device, char batch_s[][64], size_t nb, int repeat,
-                        clnode_precision prec, int compaction, size_t d, double host_us[16])
+                        clnode_precision prec, int compaction, int grad, size_t d,
+                        double host_us[16])
 {
     clnode_context_options co;
     clnode_context_default_options(&co);
@@ -358,7 +483,9 @@ static int bench_device(const char *device, char batch_s[][64], size_t nb, int r
     if (md)
         fprintf(md, "\n`%s`: %s\n\n", device, clnode_context_device(ctx));
     int rc = 0;
-    if (compaction) {
+    if (grad) {
+        rc = bench_grad_table(ctx, m, batch_s, nb, repeat, prec);
+    } else if (compaction) {
         printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off", "ideal",
                "steps", "syncs", "(off)");
         if (md)
@@ -476,8 +603,8 @@ static int md_write(const char *path, const char *name, const char *body)
 
 /* The options; returns -1 to go on, else the exit status. */
 static int parse_options(int argc, char **argv, char devices[][64], size_t *nd, char batch_s[][64],
-                         size_t *nb, int *repeat, int *compaction, clnode_precision *prec,
-                         const char **markdown)
+                         size_t *nb, int *repeat, int *compaction, int *grad,
+                         clnode_precision *prec, const char **markdown, int *batches_given)
 {
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, 'd'},
@@ -485,6 +612,7 @@ static int parse_options(int argc, char **argv, char devices[][64], size_t *nd, 
         {"batches", required_argument, NULL, 'b'},
         {"repeat", required_argument, NULL, 'r'},
         {"compaction", no_argument, NULL, 'c'},
+        {"grad", no_argument, NULL, 'g'},
         {"precision", required_argument, NULL, 'p'},
         {"markdown", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, TOOL_OPT_HELP},
@@ -502,6 +630,7 @@ static int parse_options(int argc, char **argv, char devices[][64], size_t *nd, 
         case 'b':
             if (parse_arg_list("--batches", optarg, batch_s, nb, 1))
                 return TOOL_EXIT_INPUT;
+            *batches_given = 1;
             break;
         case 'r':
             *repeat = (int)strtol(optarg, &end, 10);
@@ -522,6 +651,9 @@ static int parse_options(int argc, char **argv, char devices[][64], size_t *nd, 
             break;
         case 'c':
             *compaction = 1;
+            break;
+        case 'g':
+            *grad = 1;
             break;
         case 'm':
             if (!*optarg || strcmp(optarg, "-") == 0) {
@@ -551,13 +683,19 @@ int main(int argc, char **argv)
     size_t nd = 1;
     char batch_s[16][64];
     size_t nb = parse_list("1,64,4096", batch_s, 16);
-    int repeat = 3, compaction = 0;
+    int repeat = 3, compaction = 0, grad = 0, batches_given = 0;
     clnode_precision prec = CLNODE_FP32;
     const char *markdown = NULL;
     const int prc = parse_options(argc, argv, devices, &nd, batch_s, &nb, &repeat, &compaction,
-                                  &prec, &markdown);
+                                  &grad, &prec, &markdown, &batches_given);
     if (prc >= 0)
         return prc;
+    if (grad && compaction) {
+        tool_error("give either --grad or --compaction, not both");
+        return TOOL_EXIT_INPUT;
+    }
+    if (grad && !batches_given)
+        nb = parse_list("1,64,1024,4096", batch_s, 16);
     char *md_body = NULL;
     size_t md_len = 0;
     if (markdown && !(md = open_memstream(&md_body, &md_len))) {
@@ -565,7 +703,12 @@ int main(int argc, char **argv)
         return TOOL_EXIT_RESOURCE;
     }
     char title[256];
-    if (compaction)
+    if (grad)
+        snprintf(title, sizeof title,
+                 "clnode-bench --grad: seed model (10 -> 100 -> 100 -> 10, softplus), tsit5, %s, "
+                 "rtol 1e-4, atol 1e-6, t in [0, 50], cotangents of y(t1); best of %d",
+                 clnode_precision_name(prec), repeat);
+    else if (compaction)
         snprintf(title, sizeof title,
                  "clnode-bench --compaction: seed model, tsit5, %s, rtol 1e-4, atol 1e-6, dtmax "
                  "0.1; t1 = 5 for 90%% of the trajectories, 50 for every tenth; best of %d",
@@ -583,8 +726,8 @@ int main(int argc, char **argv)
     double host_us[16] = {0};
     int rc = 0;
     for (size_t d = 0; d < nd && rc == 0; ++d)
-        rc = bench_device(devices[d], batch_s, nb, repeat, prec, compaction, d, host_us);
-    if (nd > 1 && !compaction) {
+        rc = bench_device(devices[d], batch_s, nb, repeat, prec, compaction, grad, d, host_us);
+    if (nd > 1 && !compaction && !grad) {
         printf("\n\"vs host\": the device's time per step over the first device's (%s).\n",
                devices[0]);
         if (md)
@@ -595,7 +738,10 @@ int main(int argc, char **argv)
         fclose(md);
         md = NULL;
         char name[64];
-        snprintf(name, sizeof name, "clnode-bench%s%s", compaction ? "-compaction" : "",
+        snprintf(name, sizeof name, "clnode-bench%s%s",
+                 grad         ? "-grad"
+                 : compaction ? "-compaction"
+                              : "",
                  prec == CLNODE_FP64 ? "-fp64" : "");
         if (rc == 0)
             rc = md_write(markdown, name, md_body);

@@ -21,7 +21,9 @@ enum {
     OPT_RAGGED,
     OPT_RESUME,
     OPT_CHUNK_SIZE,
-    OPT_TS_FILE
+    OPT_TS_FILE,
+    OPT_COTANGENTS,
+    OPT_GRAD_OUT
 };
 
 /* Standard input is one stream: one input option may read it. Returns 0, or -1 after an error
@@ -33,7 +35,7 @@ static int stdin_once(const solve_args *a)
     } in[] = {{"--y0-file", a->pb.y0_file},  {"--t0-file", a->t0_file},
               {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},
               {"--args-file", a->args_file}, {"--in", a->in_path},
-              {"--ts-file", a->ts_file}};
+              {"--ts-file", a->ts_file},     {"--cotangents", a->cot_path}};
     const char *first_stdin = NULL;
     for (size_t k = 0; k < sizeof in / sizeof in[0]; ++k) {
         if (!in[k].path || strcmp(in[k].path, "-") != 0)
@@ -154,6 +156,12 @@ static int solve_option(solve_args *a, int c, const char *arg)
         return -1;
     case OPT_CHUNK_SIZE:
         return chunk_size_opt(a, arg);
+    case OPT_COTANGENTS:
+        a->cot_path = arg;
+        return -1;
+    case OPT_GRAD_OUT:
+        a->grad_path = arg;
+        return -1;
     default: {
         a->t0_given |= c == tool_option_code("t0");
         a->t1_given |= c == tool_option_code("t1");
@@ -164,6 +172,38 @@ static int solve_option(solve_args *a, int c, const char *arg)
         return -1;
     }
     }
+}
+
+/* --cotangents and --grad-out: both or neither, G a .npz file, COT a .npy or .npz, not with
+ * --resume. Returns -1 (they agree), or 2 after an error naming them. */
+static int check_gradient(const solve_args *a)
+{
+    if (!a->cot_path != !a->grad_path) {
+        tool_error("%s needs %s", a->cot_path ? "--cotangents" : "--grad-out",
+                   a->cot_path
+                       ? "--grad-out G.npz (where the gradient goes)"
+                       : "--cotangents COT.npy|COT.npz (the cotangents of the saved values)");
+        return TOOL_EXIT_INPUT;
+    }
+    if (!a->grad_path)
+        return -1;
+    if (solve_out_format(a->grad_path) != SOLVE_OUT_NPZ) {
+        tool_error("--grad-out %s: the gradient is written as FILE.npz", a->grad_path);
+        return TOOL_EXIT_INPUT;
+    }
+    if (strcmp(a->cot_path, "-") != 0 && solve_out_format(a->cot_path) == SOLVE_OUT_CSV) {
+        tool_error("--cotangents %s: give FILE.npy or FILE.npz", a->cot_path);
+        return TOOL_EXIT_INPUT;
+    }
+    if (a->resume) {
+        tool_error("--grad-out is not yet supported with --resume");
+        return TOOL_EXIT_INPUT;
+    }
+    if (a->out_path && strcmp(a->out_path, a->grad_path) == 0) {
+        tool_error("--out and --grad-out both name %s", a->grad_path);
+        return TOOL_EXIT_INPUT;
+    }
+    return -1;
 }
 
 /* The options that need or exclude one another, once all are read. Returns -1 (they agree), or
@@ -206,7 +246,7 @@ static int check_combinations(const solve_args *a)
         tool_error("--resume needs --out FILE (its progress record is kept beside FILE)");
         return TOOL_EXIT_INPUT;
     }
-    return -1;
+    return check_gradient(a);
 }
 
 int solve_args_parse(solve_args *a, int argc, char **argv)
@@ -228,6 +268,8 @@ int solve_args_parse(solve_args *a, int argc, char **argv)
         {"ragged", no_argument, NULL, OPT_RAGGED},
         {"resume", no_argument, NULL, OPT_RESUME},
         {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
+        {"cotangents", required_argument, NULL, OPT_COTANGENTS},
+        {"grad-out", required_argument, NULL, OPT_GRAD_OUT},
         {NULL, 0, NULL, 0},
     };
     struct option longopts[TOOL_LONGOPTS_MAX];

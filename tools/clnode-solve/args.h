@@ -10,7 +10,7 @@ typedef struct solve_args {
     const char *out_path;
     /* per-trajectory arrays (arrays.h): .npy files and one .npz */
     const char *t0_file, *t1_file, *dt0_file, *args_file, *in_path;
-    const char *ts_file; /* --ts-file: each trajectory's own save times, (B, T) */
+    const char *ts_file;               /* --ts-file: each trajectory's own save times, (B, T) */
     int t0_given, t1_given, dt0_given; /* the scalar --t0, --t1, --dt0 */
     int ragged;                        /* --ragged: .npz output with ts (P,), ys (P, N), offsets */
     int json, json_points, quiet, help, version;
@@ -18,6 +18,8 @@ typedef struct solve_args {
     clnode_certify_options certify_opts;
     int resume;      /* --resume: keep a progress record beside --out, solve what it lacks */
     long chunk_size; /* --chunk-size N under MPI (0: the library's default) */
+    /* --cotangents COT.npy|COT.npz --grad-out G.npz: the reverse pass (grad.h); both or neither */
+    const char *cot_path, *grad_path;
 } solve_args;
 
 /* Parses argv. Returns -1 to go on with the solve, or the exit status to return now: 0 for

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clnode.h"
 #include "args.h"
 #include "arrays.h"
+#include "grad.h"
 #include "text.h"
 #ifdef CLNODE_SOLVE_MPI
 #include "ranks.h"
@@ -64,6 +66,19 @@ static void usage(FILE *f)
         "                          whose model, inputs or options changed is refused, naming\n"
         "                          what changed\n",
         f);
+    fputs("  --cotangents COT        with --grad-out: the gradient of the solve (jax.grad of\n"
+          "                          diffrax's, step sizes held): COT.npy, or COT.npz with one\n"
+          "                          member ys (\"-\": a .npy on standard input), float32 or\n"
+          "                          float64, dL/d(saved values) of the shape of --out's padded\n"
+          "                          ys (B, T, N) (--ragged too), every value finite (padding\n"
+          "                          slots: 0); solved with keep_tape (--checkpoint-every K: keep\n"
+          "                          every K-th state, recompute the rest, same bits), the\n"
+          "                          reverse pass on the host\n"
+          "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
+          "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
+          "                          (out,), out_scale (n,): the parameters summed over the batch\n"
+          "                          (not yet with --resume or under MPI)\n",
+          f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
         "                          trajectories on the host in fp64 with their sensitivity\n"
@@ -280,9 +295,37 @@ static int refuse_early(const solve_args *a)
     const tool_input in[] = {
         {"--model", a->pb.model_path}, {"--y0-file", a->pb.y0_file}, {"--t0-file", a->t0_file},
         {"--t1-file", a->t1_file},     {"--dt0-file", a->dt0_file},  {"--args-file", a->args_file},
-        {"--in", a->in_path},          {"--ts-file", a->ts_file},
+        {"--in", a->in_path},          {"--ts-file", a->ts_file},    {"--cotangents", a->cot_path},
     };
-    return tool_out_check_inputs("--out", a->out_path, in, sizeof in / sizeof in[0]);
+    const size_t n = sizeof in / sizeof in[0];
+    if (tool_out_check_inputs("--out", a->out_path, in, n) != 0 ||
+        tool_out_check_inputs("--grad-out", a->grad_path, in, n) != 0)
+        return TOOL_EXIT_INPUT;
+    struct stat so, sg;
+    if (a->out_path && a->grad_path && stat(a->out_path, &so) == 0 &&
+        stat(a->grad_path, &sg) == 0 && so.st_dev == sg.st_dev && so.st_ino == sg.st_ino) {
+        tool_error("--out %s and --grad-out %s are the same file", a->out_path, a->grad_path);
+        return TOOL_EXIT_INPUT;
+    }
+    return 0;
+}
+
+/* With --cotangents: the solve keeps its tape, the cotangents are read (their slots checked
+ * here unless --save steps makes them depend on the solve) and --grad-out is opened, all before
+ * the solve. Returns 0 or the exit status after an error. */
+static int open_gradient(solve_args *a, const clnode_model *model, size_t batch, solve_cot *cot,
+                         tool_out *gout)
+{
+    if (!a->cot_path)
+        return 0;
+    a->pb.opts.keep_tape = 1;
+    size_t T = 0;
+    if (!a->pb.opts.save_steps && clnode_save_slots(NULL, &a->pb.opts, &a->pb.prob, &T) != 0) {
+        tool_error("the save options have no layout");
+        return TOOL_EXIT_INPUT;
+    }
+    const int rc = solve_grad_load(a->cot_path, batch, clnode_model_dim(model), T, cot);
+    return rc ? rc : tool_out_open(gout, a->grad_path);
 }
 
 /* The solve, with the progress line on a terminal (not with --json), then with --certify the
@@ -374,6 +417,11 @@ int main(int argc, char **argv)
     }
 #ifdef CLNODE_SOLVE_MPI
     const int mpi = solve_mpi_wanted(&a); /* under mpirun: the batch across the ranks */
+    if (mpi && a.grad_path) {
+        tool_error("--grad-out is not yet supported under MPI (mpirun, CLNODE_MPI=1 or --resume)");
+        solve_args_free(&a);
+        return TOOL_EXIT_INPUT;
+    }
     rc = mpi ? solve_mpi_init(&a, &argc, &argv) : 0;
     if (rc) {
         rc = solve_mpi_finish(rc);
@@ -387,8 +435,11 @@ int main(int argc, char **argv)
     clnode_certificate *cert = NULL;
     double *y0 = NULL;
     size_t batch = 0;
-    tool_out out;
+    tool_out out, gout;
     memset(&out, 0, sizeof out);
+    memset(&gout, 0, sizeof gout);
+    solve_cot cot;
+    memset(&cot, 0, sizeof cot);
     solve_arrays arr;
     memset(&arr, 0, sizeof arr);
     rc = tool_problem_open(&a.pb, &ctx, &model, &y0, &batch);
@@ -405,7 +456,7 @@ int main(int argc, char **argv)
 #endif
     /* opened before the solve: a path that cannot be written fails before the work */
     rc = a.out_path ? tool_out_open(&out, a.out_path) : 0;
-    if (rc)
+    if (rc || (rc = open_gradient(&a, model, batch, &cot, &gout)) != 0)
         goto done;
     double wall;
     rc = solve_and_certify(&a, ctx, model, y0, batch, &sol, &cert, &wall);
@@ -413,6 +464,11 @@ int main(int argc, char **argv)
         goto done;
     const size_t failed = count_failed(sol, batch);
     rc = a.out_path ? write_points(&out, &a, sol) : 0;
+    if (!rc && a.cot_path && a.pb.opts.save_steps)
+        rc =
+            solve_grad_check_slots(a.cot_path, &cot, solve_grad_slots(sol, &a.pb.opts, &a.pb.prob));
+    if (!rc && a.cot_path)
+        rc = solve_grad_run(a.grad_path, ctx, model, sol, &cot, &gout);
     if (rc)
         goto done;
     rc = write_report(&a, ctx, model, sol, cert, batch, wall);
@@ -424,6 +480,8 @@ int main(int argc, char **argv)
 done:
     clnode_certificate_destroy(&cert);
     tool_out_abort(&out);
+    tool_out_abort(&gout);
+    solve_grad_free(&cot);
     clnode_solution_destroy(&sol);
     clnode_model_destroy(&model);
     clnode_context_destroy(&ctx);
