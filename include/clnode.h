@@ -8,6 +8,7 @@
 #include "clnode/common.h"
 #include "clnode/context.h"
 #include "clnode/devices.h"
+#include "clnode/gradient.h"
 #include "clnode/method.h"
 #include "clnode/model.h"
 #include "clnode/precision.h"

@@ -12,6 +12,9 @@
 #ifndef CLN_BACKEND_H
 #define CLN_BACKEND_H
 
+#include <stdint.h>
+
+#include "cln_layout.h"
 #include "core/internal.h"
 
 typedef struct cln_buf cln_buf; /* backend-defined */
@@ -56,6 +59,50 @@ typedef struct cln_solve_dev {
     void *be_data;  /* the backend's own per-solve state */
     unsigned long long model_serial; /* the model's (clnode_model.serial); 0: not known */
 } cln_solve_dev;
+
+/* ---- the reverse pass (clnode/gradient.h), driven by lib/solver/gradient.c ---- */
+
+/* Where the cotangent of one saved point of a trajectory's row enters the reverse pass. */
+enum {
+    CLN_REV_POINT = 0, /* the state after `step` accepted steps (0: y0; the last: the stop) */
+    CLN_REV_DENSE = 1, /* the dense output at save time `j` of the trajectory's list, inside
+                          accepted step `step` (0-based) */
+};
+typedef struct cln_rev_event {
+    int32_t kind, step, j, slot; /* slot: of the trajectory's row of cotangents */
+} cln_rev_event;
+
+/* One reverse pass over a kept solve: everything in host memory, reals in the state precision
+ * (the solve's constants and parameters as its kernels saw them). */
+typedef struct cln_rev_job {
+    clnode_precision prec;
+    clnode_gemm_mode gemm_mode;
+    const void *K;          /* cln_consts */
+    const cln_iconsts *KI;  /* N, ldz, stages, ssal, dense_form, time_input, n_ts, ts_stride */
+    size_t num_layers;
+    const size_t *sizes;    /* num_layers + 1 */
+    int act[CLN_MAX_LAYERS];
+    const void *W[CLN_MAX_LAYERS];    /* sizes[l + 1] x sizes[l] */
+    const void *bias[CLN_MAX_LAYERS]; /* NULL: none */
+    const void *scale;                /* scale_n values; NULL (scale_n 0): none */
+    size_t scale_n;
+    size_t n_in; /* conditioning inputs (the last n_in columns of a stage's argument) */
+    /* the tape (cln_tape of lib/solver/solution.h) */
+    size_t B, every;
+    const size_t *off_t, *off_y;
+    const void *tau, *ys, *inputs, *ts;
+    /* the cotangents: trajectory b's row at cot + b * slots * N, its events ev[off_ev[b] ..
+     * off_ev[b + 1]) in the row's order */
+    size_t slots;
+    const double *cot;
+    const size_t *off_ev;
+    const cln_rev_event *ev;
+    /* the results: each trajectory's rows of ybar (B x N) and cbar (B x n_in), and each block's
+     * parameter cotangent, ntheta values laid out as clnode_gradient_params */
+    double *ybar, *cbar;
+    size_t ntheta;
+    size_t w_off[CLN_MAX_LAYERS], b_off[CLN_MAX_LAYERS], s_off;
+} cln_rev_job;
 
 typedef struct cln_backend_ops {
     const char *name; /* "host", "opencl", "cuda" */
@@ -139,6 +186,18 @@ typedef struct cln_backend_ops {
      * kernels stage_rhs uses, without the stage, after solve_begin. Reads W, bias, Z and CI (B,
      * N, ldz) of sd and writes F and H; Y, CR, RS and IS must exist but are not read. */
     clnode_status (*rhs)(cln_backend *be, cln_solve_dev *sd);
+
+    /* Optional (NULL: the backend has no reverse pass): the reverse pass of a job. rev_begin
+     * prepares what every block reads (the packed weights, the threads' scratch) into *state;
+     * rev_blocks runs blocks [block0, block0 + nblocks) of CLNODE_GRADIENT_BLOCK trajectories
+     * each: writes their trajectories' rows of job->ybar and cbar and block k's parameter
+     * cotangent at theta + (k - block0) * ntheta (state precision), each block summed in the
+     * order clnode/gradient.h states, whatever the threads; rev_end releases *state (accepts
+     * NULL). */
+    clnode_status (*rev_begin)(cln_backend *be, const cln_rev_job *job, void **state);
+    clnode_status (*rev_blocks)(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                                void *theta);
+    void (*rev_end)(cln_backend *be, void *state);
 } cln_backend_ops;
 
 struct cln_backend {

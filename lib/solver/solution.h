@@ -6,6 +6,33 @@
 #include <stddef.h>
 
 #include "clnode/solver.h"
+#include "cln_layout.h"
+
+/* What a solve with keep_tape holds for the reverse pass (lib/solver/gradient.c), in the state
+ * precision (esize bytes a value), trajectory by trajectory in the caller's order: trajectory b's
+ * M_b = off_t[b + 1] - off_t[b] - 1 accepted steps end at tau[off_t[b] + m + 1] (tau =
+ * direction * t; tau[off_t[b]] is its start), and its states at the starts of the steps
+ * max(0, M_b - (q + 1) every), q = 0 .. ceil(M_b / every) - 1, are ys[(off_y[b] + q) N ...]: the
+ * first state of each group of `every` steps counted from the last step (the reverse pass goes
+ * through a group from its kept state). */
+typedef struct cln_tape {
+    clnode_precision prec;
+    clnode_gemm_mode gemm_mode;
+    size_t esize;
+    const clnode_method *method;
+    const void *model;               /* the model solved (identity only) */
+    unsigned long long model_serial; /* and its serial */
+    char backend[16];                /* the forward's backend (cln_backend_ops.name) */
+    size_t B, N, n_in, n_ts, every;
+    int ts_per_traj;
+    double K[sizeof(CLN_CONSTS_STRUCT(double)) / sizeof(double)]; /* the solve's cln_consts */
+    cln_iconsts KI;                                                /* and cln_iconsts */
+    size_t *off_t, *off_y; /* B + 1 each */
+    void *tau, *ys;
+    void *inputs; /* B x n_in: each trajectory's conditioning inputs; NULL without */
+    void *ts;     /* the save times as tau: n_ts, or B x n_ts with ts_per_traj; NULL without */
+    size_t bytes; /* clnode_solution_kept_bytes */
+} cln_tape;
 
 struct clnode_solution {
     size_t B, N;
@@ -19,6 +46,10 @@ struct clnode_solution {
     size_t *first_ts; /* B: index in save_ts of each trajectory's first saved time */
     double *ts[4];    /* B x cap */
     double *ys[4];    /* B x cap x N */
+    cln_tape *tape;   /* keep_tape: what the reverse pass needs; NULL otherwise */
 };
+
+/* Frees a tape (accepts NULL). */
+void cln_tape_free(cln_tape *t);
 
 #endif /* CLN_SOLUTION_H */

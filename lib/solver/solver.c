@@ -18,6 +18,7 @@
 #include "cln_layout.h"
 #include "precision/probe_internal.h"
 #include "solver/solution.h"
+#include "solver/tape.h"
 
 
 /* The kernels' result codes (cl/cln_layout.h) are the public ones, and there are as many. */
@@ -59,6 +60,7 @@ void clnode_solution_destroy(clnode_solution **ps)
     free(s->stats);
     free(s->y_final);
     free(s->first_ts);
+    cln_tape_free(s->tape);
     for (int k = 0; k < 4; ++k) {
         free(s->count[k]);
         free(s->ts[k]);
@@ -624,6 +626,7 @@ typedef struct cln_run {
     /* the saved steps (save_steps): room for steps_cap points per trajectory, the row stride of
      * STT and STY (KI.steps_cap), grown as the solve takes steps (cln_grow_steps) */
     size_t steps_cap;
+    int dev_steps;  /* the device saves every accepted step: save_steps, or keep_tape */
     cln_iconsts KI; /* the integer constants as uploaded to CI (written whole again on growth) */
 } cln_run;
 
@@ -778,7 +781,7 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     KI->has_dtmin = !o->constant_step && o->dtmin > 0.0;
     KI->has_dtmax = !o->constant_step && o->dtmax > 0.0;
     KI->force_dtmin = o->force_dtmin != 0;
-    KI->save_steps = o->save_steps != 0;
+    KI->save_steps = r->dev_steps;
     KI->steps_cap = (int32_t)r->steps_cap;
     KI->n_ts = (int32_t)r->p->n_save_ts;
     KI->ts_stride = r->p->save_ts_per_trajectory ? KI->n_ts : 0;
@@ -1047,6 +1050,44 @@ fail:
     return st;
 }
 
+/* keep_tape: the tape from every trajectory's saved steps (cln_tape_build); without save_steps
+ * the solution then lets them go, so that its points are those the options ask for. */
+static clnode_status cln_keep_tape(cln_run *r, clnode_solution *s)
+{
+    const size_t B = r->sd.Breal;
+    double *tau0 = malloc(B * sizeof *tau0);
+    CLN_CHECK(r->ctx, tau0, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the kept steps");
+    for (size_t b = 0; b < B; ++b) /* as cln_problem_rows */
+        tau0[b] = r->dir * cln_round(r->sd.prec, cln_t0(r->o, r->p, b));
+    cln_consts_d K;
+    cln_iconsts KI;
+    cln_fill_constants(r, &K, &KI);
+    const cln_tape_src src = {.prec = r->sd.prec,
+                              .gemm_mode = r->sd.gemm_mode,
+                              .method = r->m,
+                              .model = r->model,
+                              .backend = r->be->ops->name,
+                              .dir = r->dir,
+                              .K = (const double *)(const void *)&K,
+                              .KI = &KI,
+                              .every = (size_t)r->o->checkpoint_every,
+                              .p = r->p,
+                              .tau0 = tau0,
+                              .round = cln_round};
+    const clnode_status st = cln_tape_build(r->ctx, &src, s, &s->tape);
+    free(tau0);
+    if (st == CLNODE_OK && !r->o->save_steps) {
+        free(s->count[CLNODE_SAVE_STEPS]);
+        free(s->ts[CLNODE_SAVE_STEPS]);
+        free(s->ys[CLNODE_SAVE_STEPS]);
+        s->count[CLNODE_SAVE_STEPS] = NULL;
+        s->ts[CLNODE_SAVE_STEPS] = NULL;
+        s->ys[CLNODE_SAVE_STEPS] = NULL;
+        s->cap[CLNODE_SAVE_STEPS] = 0;
+    }
+    return st;
+}
+
 /* Phase 6: allocates the solution and reads every result back (one transfer per buffer; rows
  * past Breal are padding and are not read), in the caller's order of trajectories. */
 static clnode_status cln_collect(cln_run *r, clnode_solution **out)
@@ -1066,7 +1107,7 @@ static clnode_status cln_collect(cln_run *r, clnode_solution **out)
     CLN_TRY(st, cln_download(be, sd, sd->RS, 0, (double *)(void *)rs, B * CLN_RSTATE_REALS));
     CLN_TRY(st, be->ops->buf_read(be, sd->IS, 0, B * sizeof *is, is));
     size_t steps = 0; /* the most points a trajectory saved */
-    for (size_t row = 0; o->save_steps && row < B; ++row)
+    for (size_t row = 0; r->dev_steps && row < B; ++row)
         if ((size_t)is[row].nsteps_saved > steps)
             steps = (size_t)is[row].nsteps_saved;
     if (steps > r->steps_cap) {
@@ -1075,7 +1116,9 @@ static clnode_status cln_collect(cln_run *r, clnode_solution **out)
                       r->steps_cap);
         goto fail;
     }
-    CLN_TRY(st, cln_solution_alloc(r->ctx, o, r->p->n_save_ts, B, N, steps, &s));
+    clnode_solve_options held = *o; /* a kept solve reads every step back, for its tape */
+    held.save_steps = r->dev_steps;
+    CLN_TRY(st, cln_solution_alloc(r->ctx, &held, r->p->n_save_ts, B, N, steps, &s));
     s->dir = r->dir;
     CLN_TRY(st, cln_download(be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
@@ -1086,6 +1129,8 @@ static clnode_status cln_collect(cln_run *r, clnode_solution **out)
         CLN_TRY(st, cln_unpermute_solution(r, s));
     for (size_t row = 0; row < B; ++row) /* trajectory perm[row]'s state rows */
         cln_fill_trajectory(r, s, r->compactions ? r->perm[row] : row, &rs[row], &is[row]);
+    if (o->keep_tape)
+        CLN_TRY(st, cln_keep_tape(r, s));
     free(rs);
     free(is);
     *out = s;
@@ -1130,6 +1175,7 @@ static clnode_status cln_size(cln_run *r)
     sd->B = (batch + align - 1) / align * align;
     sd->live = sd->B;
     r->compact = o->compact && r->be->ops->swap_rows;
+    r->dev_steps = o->save_steps || o->keep_tape;
     sd->N = clnode_model_dim(model);
     sd->ldz = sd->N + (model->time_input ? 1 : 0) + model->num_inputs;
     sd->stages = (size_t)r->m->stages;
@@ -1186,7 +1232,7 @@ static clnode_status cln_allocate(cln_run *r)
     }
     /* the saved steps start with room for a few groups of steps and grow with the steps taken
      * (cln_grow_steps), never past max_steps */
-    if (o->save_steps) {
+    if (r->dev_steps) {
         const size_t group = r->be->group_steps > 0 ? (size_t)r->be->group_steps : 1;
         size_t first = cln_steps_cap_first;
         if (!first)
@@ -1368,7 +1414,7 @@ static clnode_status cln_grow_steps(cln_run *r, long it, long group)
     const size_t ms = (size_t)o->max_steps;
     size_t need = (size_t)it + (size_t)group;
     need = need < ms ? need : ms;
-    if (!o->save_steps || r->steps_cap >= need)
+    if (!r->dev_steps || r->steps_cap >= need)
         return CLNODE_OK;
     cln_backend *be = r->be;
     cln_solve_dev *sd = &r->sd;
@@ -1482,7 +1528,7 @@ static clnode_status cln_compact(cln_run *r, size_t active)
             moves[nm++] = (cln_row_move){sd->TSOUT, 0, nt * N * es, (size_t)nts * N * es};
         if (nt && r->p->save_ts_per_trajectory) /* each trajectory's own save times */
             moves[nm++] = (cln_row_move){sd->TS, 0, nt * es, nt * es};
-        if (r->o->save_steps) {
+        if (r->dev_steps) {
             moves[nm++] = (cln_row_move){sd->STT, 0, ms * es, (size_t)nsaved * es};
             moves[nm++] = (cln_row_move){sd->STY, 0, ms * N * es, (size_t)nsaved * N * es};
         }

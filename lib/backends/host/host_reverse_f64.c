@@ -1,0 +1,3 @@
+/* host_reverse_f64.c - the host's reverse pass in float64. */
+#define CLN_PRECISION 64
+#include "host_reverse.inc"

@@ -1,0 +1,493 @@
+/* gradient.c - reverse mode (clnode/gradient.h): the checks, where each saved point's cotangent
+ * enters (cln_rev_event), the backend's blocks in groups (cancel and progress between them) and
+ * the fixed tree over the blocks' parameter sums. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/backend.h"
+#include "cln_layout.h"
+#include "core/internal.h"
+#include "solver/solution.h"
+
+/* Blocks handed to the backend at a time: cancel and progress are looked at between groups, and
+ * a group's sums wait there for the tree (GROUP copies of the parameters). */
+#define CLN_REV_GROUP 16
+
+struct clnode_gradient {
+    size_t B, N, n_in, L;
+    double *y0, *inputs, *params;
+    size_t nparams;
+    size_t w_off[CLN_MAX_LAYERS], b_off[CLN_MAX_LAYERS], s_off;
+    int has_bias[CLN_MAX_LAYERS];
+    size_t scale_n;
+};
+
+void clnode_gradient_default_options_sized(clnode_gradient_options *opts, size_t struct_size)
+{
+    if (!opts || struct_size < sizeof(size_t))
+        return;
+    clnode_gradient_options d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = struct_size < sizeof d ? struct_size : sizeof d;
+    memcpy(opts, &d, d.struct_size);
+}
+
+size_t clnode_solution_kept_bytes(const clnode_solution *sol)
+{
+    return sol && sol->tape ? sol->tape->bytes : 0;
+}
+
+void clnode_gradient_destroy(clnode_gradient **pg)
+{
+    if (!pg || !*pg)
+        return;
+    free((*pg)->y0);
+    free((*pg)->inputs);
+    free((*pg)->params);
+    free(*pg);
+    *pg = NULL;
+}
+
+const double *clnode_gradient_y0(const clnode_gradient *g)
+{
+    return g ? g->y0 : NULL;
+}
+
+const double *clnode_gradient_inputs(const clnode_gradient *g)
+{
+    return g ? g->inputs : NULL;
+}
+
+const double *clnode_gradient_weight(const clnode_gradient *g, size_t layer)
+{
+    return g && layer < g->L ? g->params + g->w_off[layer] : NULL;
+}
+
+const double *clnode_gradient_bias(const clnode_gradient *g, size_t layer)
+{
+    return g && layer < g->L && g->has_bias[layer] ? g->params + g->b_off[layer] : NULL;
+}
+
+const double *clnode_gradient_out_scale(const clnode_gradient *g, size_t *n)
+{
+    if (n)
+        *n = g ? g->scale_n : 0;
+    return g && g->scale_n ? g->params + g->s_off : NULL;
+}
+
+const double *clnode_gradient_params(const clnode_gradient *g, size_t *n)
+{
+    if (n)
+        *n = g ? g->nparams : 0;
+    return g ? g->params : NULL;
+}
+
+/* ---- the checks ---- */
+
+static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model *model,
+                                        const clnode_solution *sol)
+{
+    const cln_tape *t = sol->tape;
+    CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_compute: the solution kept nothing for the reverse pass (solve with "
+              "the option keep_tape = 1)");
+    CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_compute: the model is not the one the solution was solved with");
+    const cln_backend *be = ctx->backend;
+    CLN_CHECK(ctx, be->ops->rev_begin, CLNODE_ERR_UNSUPPORTED,
+              "clnode_gradient_compute: the reverse pass runs on the host (a context of device "
+              "\"host\"), not on %s",
+              be->device_name);
+    CLN_CHECK(ctx, t->gemm_mode != CLNODE_GEMM_TF32 || strcmp(t->backend, "host") == 0,
+              CLNODE_ERR_UNSUPPORTED,
+              "clnode_gradient_compute: a tf32 solve kept on %s: the host recomputes its steps "
+              "with its own TF32 emulation, which only a host solve is known to share",
+              t->backend);
+    return CLNODE_OK;
+}
+
+/* slots holds every trajectory's points, and the cotangents of the points are finite. */
+static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solution *sol,
+                                       size_t slots, const double *cot)
+{
+    const size_t N = sol->N;
+    for (size_t b = 0; b < sol->B; ++b) {
+        const size_t P = clnode_solution_points(sol, b);
+        CLN_CHECK(ctx, P <= slots, CLNODE_ERR_INVALID_ARGUMENT,
+                  "clnode_gradient_compute: trajectory %zu saved %zu points, more than the %zu "
+                  "slots of the cotangents' rows",
+                  b, P, slots);
+        for (size_t k = 0; k < P; ++k)
+            for (size_t n = 0; n < N; ++n) {
+                const double v = cot[(b * slots + k) * N + n];
+                CLN_CHECK(ctx, isfinite(v), CLNODE_ERR_NONFINITE_INPUT,
+                          "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
+                          "component %zu is %g",
+                          b, k, n, v);
+            }
+    }
+    return CLNODE_OK;
+}
+
+/* ---- where the cotangents enter ---- */
+
+static double cln_rev_real(const cln_tape *t, const void *buf, size_t i)
+{
+    return t->esize == sizeof(float) ? (double)((const float *)buf)[i] : ((const double *)buf)[i];
+}
+
+/* Trajectory b's events from its row's kinds: the state after p steps for t0 (0), the k-th saved
+ * step (k + 1) and the stop (M); a save time in the first accepted step that ends at or after it
+ * (as cln_save_dense saves it), or y0 itself for a trajectory of no step. */
+static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b, const clnode_save_kind *kinds,
+                                  size_t P, cln_rev_event *ev)
+{
+    const cln_tape *t = sol->tape;
+    const size_t M = t->off_t[b + 1] - t->off_t[b] - 1;
+    size_t first = 0, steps = 0, j = 0, n = 0;
+    clnode_solution_ts_index(sol, b, &first);
+    const void *tau = (const unsigned char *)t->tau + t->off_t[b] * t->esize;
+    for (size_t k = 0; k < P; ++k) {
+        cln_rev_event e = {CLN_REV_POINT, 0, 0, (int32_t)k};
+        if (kinds[k] == CLNODE_SAVE_STEPS) {
+            e.step = (int32_t)++steps;
+        } else if (kinds[k] == CLNODE_SAVE_T1) {
+            e.step = (int32_t)M;
+        } else if (kinds[k] == CLNODE_SAVE_TS && M > 0) {
+            const size_t jj = first + j++;
+            const double ts =
+                cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
+            while (n + 1 < M && cln_rev_real(t, tau, n + 1) < ts)
+                ++n;
+            e.kind = CLN_REV_DENSE;
+            e.step = (int32_t)n;
+            e.j = (int32_t)jj;
+        } else if (kinds[k] == CLNODE_SAVE_TS) {
+            ++j;
+        }
+        ev[k] = e;
+    }
+    return P;
+}
+
+static clnode_status cln_rev_events(clnode_context *ctx, const clnode_solution *sol, size_t slots,
+                                    size_t **off_ev, cln_rev_event **ev)
+{
+    const size_t B = sol->B;
+    size_t total = 0;
+    *off_ev = malloc((B + 1) * sizeof **off_ev);
+    CLN_CHECK(ctx, *off_ev, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the cotangents' events");
+    for (size_t b = 0; b < B; ++b) {
+        (*off_ev)[b] = total;
+        total += clnode_solution_points(sol, b);
+    }
+    (*off_ev)[B] = total;
+    *ev = malloc((total ? total : 1) * sizeof **ev);
+    clnode_save_kind *kinds = malloc((slots ? slots : 1) * sizeof *kinds);
+    if (!*ev || !kinds) {
+        free(kinds);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the cotangents' events");
+    }
+    for (size_t b = 0; b < B; ++b) {
+        const size_t P = (*off_ev)[b + 1] - (*off_ev)[b];
+        if (P)
+            clnode_solution_kinds(sol, b, slots, kinds);
+        cln_rev_traj_events(sol, b, kinds, P, *ev + (*off_ev)[b]);
+    }
+    free(kinds);
+    return CLNODE_OK;
+}
+
+/* ---- the job: the model and the solve's constants in the state precision ---- */
+
+/* What the job points to that the driver allocates. */
+typedef struct cln_rev_run {
+    cln_rev_job job;
+    void *K;
+    void *params; /* every weight, bias and the scale in the state precision, one block */
+    size_t *off_ev;
+    cln_rev_event *ev;
+} cln_rev_run;
+
+static void cln_rev_run_free(cln_rev_run *r)
+{
+    free(r->K);
+    free(r->params);
+    free(r->off_ev);
+    free(r->ev);
+}
+
+static void cln_rev_put(void *buf, size_t esize, size_t i, double v)
+{
+    if (esize == sizeof(float))
+        ((float *)buf)[i] = (float)v;
+    else
+        ((double *)buf)[i] = v;
+}
+
+/* The parameters' layout (clnode_gradient_params) into the job and the result. */
+static size_t cln_rev_layout(const clnode_model *m, cln_rev_job *job, clnode_gradient *g)
+{
+    size_t at = 0;
+    for (size_t l = 0; l < m->num_layers; ++l) {
+        job->w_off[l] = g->w_off[l] = at;
+        at += m->sizes[l] * m->sizes[l + 1];
+        g->has_bias[l] = m->biases[l] != NULL;
+        job->b_off[l] = g->b_off[l] = at;
+        at += m->biases[l] ? m->sizes[l + 1] : 0;
+    }
+    job->s_off = g->s_off = at;
+    g->scale_n = m->out_scale ? m->out_scale_n : 0;
+    return at + g->scale_n;
+}
+
+/* The job's constants and parameters, rounded to the state precision as the solve rounded
+ * them (cln_upload: a C cast). */
+static clnode_status cln_rev_fill(clnode_context *ctx, const clnode_model *m,
+                                  const clnode_solution *sol, cln_rev_run *r)
+{
+    const cln_tape *t = sol->tape;
+    cln_rev_job *job = &r->job;
+    const size_t es = t->esize, nK = sizeof t->K / sizeof t->K[0];
+    r->K = malloc(nK * es);
+    r->params = malloc((job->ntheta ? job->ntheta : 1) * es);
+    CLN_CHECK(ctx, r->K && r->params, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate the reverse pass's parameters");
+    for (size_t i = 0; i < nK; ++i)
+        cln_rev_put(r->K, es, i, t->K[i]);
+    for (size_t l = 0; l < m->num_layers; ++l) {
+        const size_t nw = m->sizes[l] * m->sizes[l + 1];
+        for (size_t i = 0; i < nw; ++i)
+            cln_rev_put(r->params, es, job->w_off[l] + i, m->weights[l][i]);
+        for (size_t i = 0; m->biases[l] && i < m->sizes[l + 1]; ++i)
+            cln_rev_put(r->params, es, job->b_off[l] + i, m->biases[l][i]);
+        job->W[l] = (unsigned char *)r->params + job->w_off[l] * es;
+        job->bias[l] = m->biases[l] ? (unsigned char *)r->params + job->b_off[l] * es : NULL;
+        job->act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
+    }
+    for (size_t i = 0; i < (m->out_scale ? m->out_scale_n : 0); ++i)
+        cln_rev_put(r->params, es, job->s_off + i, m->out_scale[i]);
+    job->scale = m->out_scale ? (unsigned char *)r->params + job->s_off * es : NULL;
+    job->scale_n = m->out_scale ? m->out_scale_n : 0;
+    job->K = r->K;
+    return CLNODE_OK;
+}
+
+static void cln_rev_job_tape(const clnode_model *m, const clnode_solution *sol, size_t slots,
+                             const double *cot, cln_rev_job *job)
+{
+    const cln_tape *t = sol->tape;
+    job->prec = t->prec;
+    job->gemm_mode = t->gemm_mode;
+    job->KI = &t->KI;
+    job->num_layers = m->num_layers;
+    job->sizes = m->sizes;
+    job->n_in = m->num_inputs;
+    job->B = t->B;
+    job->every = t->every;
+    job->off_t = t->off_t;
+    job->off_y = t->off_y;
+    job->tau = t->tau;
+    job->ys = t->ys;
+    job->inputs = t->inputs;
+    job->ts = t->ts;
+    job->slots = slots;
+    job->cot = cot;
+}
+
+/* ---- the blocks and their tree ---- */
+
+/* The fixed tree over the blocks' sums, fed in block order: a stack of the sums of whole
+ * power-of-two runs of blocks, merged as a binary counter (the run [lo, hi) is the sum of its
+ * first half and its second, sizes 2^k each); at the end the runs are added from the last. */
+typedef struct cln_rev_tree {
+    size_t esize, n, top;
+    size_t size[64];
+    void *level; /* 64 x n values */
+} cln_rev_tree;
+
+static void cln_rev_add(size_t es, size_t n, void *acc, const void *x)
+{
+    if (es == sizeof(float))
+        for (size_t i = 0; i < n; ++i)
+            ((float *)acc)[i] += ((const float *)x)[i];
+    else
+        for (size_t i = 0; i < n; ++i)
+            ((double *)acc)[i] += ((const double *)x)[i];
+}
+
+static void *cln_rev_level(const cln_rev_tree *tr, size_t k)
+{
+    return (unsigned char *)tr->level + k * tr->n * tr->esize;
+}
+
+static void cln_rev_push(cln_rev_tree *tr, const void *sum)
+{
+    memcpy(cln_rev_level(tr, tr->top), sum, tr->n * tr->esize);
+    tr->size[tr->top++] = 1;
+    while (tr->top >= 2 && tr->size[tr->top - 1] == tr->size[tr->top - 2]) {
+        cln_rev_add(tr->esize, tr->n, cln_rev_level(tr, tr->top - 2),
+                    cln_rev_level(tr, tr->top - 1));
+        tr->size[tr->top - 2] *= 2;
+        --tr->top;
+    }
+}
+
+/* The whole sum into level 0. */
+static void cln_rev_fold(cln_rev_tree *tr)
+{
+    for (size_t k = tr->top; k-- > 1;) {
+        cln_rev_add(tr->esize, tr->n, cln_rev_level(tr, k - 1), cln_rev_level(tr, k));
+        tr->size[k - 1] += tr->size[k];
+    }
+    tr->top = tr->top ? 1 : 0;
+}
+
+static double cln_rev_now(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Blocks `done` .. end of group handed over: cancel, and progress at most once a second. */
+static clnode_status cln_rev_between(clnode_context *ctx, const clnode_gradient_options *o,
+                                     const cln_rev_job *job, size_t blocks_done, double *last)
+{
+    const size_t done = blocks_done * CLNODE_GRADIENT_BLOCK < job->B
+                            ? blocks_done * CLNODE_GRADIENT_BLOCK
+                            : job->B;
+    if (o->cancel && done < job->B && o->cancel(o->cancel_user))
+        return cln_fail(ctx, CLNODE_ERR_CANCELLED,
+                        "reverse pass cancelled by the caller after %zu of %zu trajectories", done,
+                        job->B);
+    const double now = cln_rev_now();
+    if (o->progress && done < job->B && now - *last >= 1.0) {
+        *last = now;
+        const long steps = (long)(job->off_t[done] - done);
+        if (o->progress(o->progress_user, job->B - done, job->B, (double)done / (double)job->B,
+                        steps))
+            return cln_fail(ctx, CLNODE_ERR_CANCELLED, "cancelled by the progress callback");
+    }
+    return CLNODE_OK;
+}
+
+/* Every block through the backend, CLN_REV_GROUP at a time, their sums into the tree. */
+static clnode_status cln_rev_blocks(clnode_context *ctx, const clnode_gradient_options *o,
+                                    const cln_rev_job *job, void *state, cln_rev_tree *tr)
+{
+    cln_backend *be = ctx->backend;
+    const size_t nb = (job->B + CLNODE_GRADIENT_BLOCK - 1) / CLNODE_GRADIENT_BLOCK;
+    const size_t es = tr->esize, n = job->ntheta ? job->ntheta : 1;
+    void *sums = malloc(CLN_REV_GROUP * n * es);
+    CLN_CHECK(ctx, sums, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the blocks' sums");
+    clnode_status st = CLNODE_OK;
+    double last = cln_rev_now();
+    for (size_t b0 = 0; b0 < nb && st == CLNODE_OK; b0 += CLN_REV_GROUP) {
+        const size_t cnt = nb - b0 < CLN_REV_GROUP ? nb - b0 : CLN_REV_GROUP;
+        st = be->ops->rev_blocks(be, state, b0, cnt, sums);
+        for (size_t k = 0; st == CLNODE_OK && k < cnt; ++k)
+            cln_rev_push(tr, (unsigned char *)sums + k * n * es);
+        if (st == CLNODE_OK)
+            st = cln_rev_between(ctx, o, job, b0 + cnt, &last);
+    }
+    free(sums);
+    cln_rev_fold(tr);
+    return st;
+}
+
+/* ---- the entry point ---- */
+
+static clnode_status cln_rev_result(clnode_context *ctx, const clnode_model *m,
+                                    const clnode_solution *sol, cln_rev_run *r,
+                                    clnode_gradient **out)
+{
+    clnode_gradient *g = calloc(1, sizeof *g);
+    CLN_CHECK(ctx, g, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the gradient");
+    g->B = sol->B;
+    g->N = sol->N;
+    g->n_in = m->num_inputs;
+    g->L = m->num_layers;
+    g->nparams = cln_rev_layout(m, &r->job, g);
+    r->job.ntheta = g->nparams;
+    g->y0 = calloc(g->B * g->N, sizeof(double));
+    g->inputs = g->n_in ? calloc(g->B * g->n_in, sizeof(double)) : NULL;
+    g->params = calloc(g->nparams ? g->nparams : 1, sizeof(double));
+    if (!g->y0 || (g->n_in && !g->inputs) || !g->params) {
+        clnode_gradient_destroy(&g);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the gradient of %zu x %zu",
+                        sol->B, sol->N);
+    }
+    r->job.ybar = g->y0;
+    r->job.cbar = g->inputs;
+    *out = g;
+    return CLNODE_OK;
+}
+
+/* The reverse pass proper, on a job that is ready: the backend's blocks, the tree, theta. */
+static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_options *o,
+                                     const cln_tape *t, cln_rev_job *job, clnode_gradient *g)
+{
+    cln_backend *be = ctx->backend;
+    cln_rev_tree tr = {.esize = t->esize, .n = job->ntheta ? job->ntheta : 1};
+    tr.level = malloc(64 * tr.n * tr.esize);
+    CLN_CHECK(ctx, tr.level, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the blocks' tree");
+    void *state = NULL;
+    clnode_status st = be->ops->rev_begin(be, job, &state);
+    if (st == CLNODE_OK)
+        st = cln_rev_blocks(ctx, o, job, state, &tr);
+    be->ops->rev_end(be, state);
+    for (size_t i = 0; st == CLNODE_OK && i < job->ntheta; ++i)
+        g->params[i] = cln_rev_real(t, tr.level, i);
+    free(tr.level);
+    return st;
+}
+
+clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *model,
+                                      const clnode_gradient_options *opts,
+                                      const clnode_solution *sol, size_t slots, const double *cot,
+                                      clnode_gradient **out)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, ctx && out, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_compute: NULL context or out");
+    *out = NULL;
+    CLN_CHECK(ctx, model && sol && cot, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_compute: NULL model, solution or cotangents");
+    clnode_gradient_options o;
+    clnode_gradient_default_options(&o);
+    if (opts) {
+        CLN_CHECK(ctx, opts->struct_size >= sizeof(size_t) && opts->struct_size <= sizeof o,
+                  CLNODE_ERR_INVALID_ARGUMENT,
+                  "clnode_gradient_options.struct_size %zu is not one this library knows",
+                  opts->struct_size);
+        memcpy(&o, opts, opts->struct_size);
+        o.struct_size = sizeof o;
+    }
+    clnode_status st = cln_rev_check_tape(ctx, model, sol);
+    if (st == CLNODE_OK)
+        st = cln_rev_check_cot(ctx, sol, slots, cot);
+    if (st != CLNODE_OK)
+        return st;
+    cln_rev_run r;
+    memset(&r, 0, sizeof r);
+    clnode_gradient *g = NULL;
+    cln_rev_job_tape(model, sol, slots, cot, &r.job);
+    CLN_TRY(st, cln_rev_result(ctx, model, sol, &r, &g));
+    CLN_TRY(st, cln_rev_fill(ctx, model, sol, &r));
+    CLN_TRY(st, cln_rev_events(ctx, sol, slots, &r.off_ev, &r.ev));
+    r.job.off_ev = r.off_ev;
+    r.job.ev = r.ev;
+    CLN_TRY(st, cln_rev_run_job(ctx, &o, sol->tape, &r.job, g));
+    cln_rev_run_free(&r);
+    *out = g;
+    return CLNODE_OK;
+fail:
+    cln_rev_run_free(&r);
+    clnode_gradient_destroy(&g);
+    return st;
+}
