@@ -569,6 +569,21 @@ CLN_INLINE real cln_activate(cln_int act, real x)
  * of the activation itself, in long double). JAX's rules are the same functions (tanh: (1 + y)(1 -
  * y); sigmoid: y (1 - y), here y sigmoid(-x), which keeps its accuracy where y rounds to 1). ---- */
 
+/* sigmoid(x) from e = e^-|x| (cln_exp_fma_ of -|x|, one exponential for sigmoid(x) and
+ * sigmoid(-x) alike): e / (1 + e) for x < 0, else 1 / (1 + e); three roundings after e's (below
+ * 1 ulp), +0 where e^-|x| is below the smallest normal number (x < SP_THRESH: the flushed tail of
+ * the activations). NaN propagates. */
+CLN_ACT_INLINE real cln_sigmoid_e_(real x, real e)
+{
+    const real q = cln_select_(x < CLN_R(0.0), e, CLN_R(1.0)) / (CLN_R(1.0) + e);
+    return cln_select_(x == x, q, x);
+}
+
+CLN_ACT_INLINE real cln_exp_negabs_(real x)
+{
+    return cln_exp_fma_(cln_negabs_(x));
+}
+
 /* relu'(x) = 1 for x > 0, else 0 (at 0 as well, as jax.nn.relu's rule; NaN gives 0). */
 CLN_INLINE real cln_relu_grad(real x)
 {
@@ -582,37 +597,39 @@ CLN_INLINE real cln_tanh_grad(real y)
 }
 
 /* sigmoid'(x) = sigmoid(x) sigmoid(-x), from y = sigmoid(x). */
-CLN_INLINE real cln_sigmoid_grad(real x, real y)
+CLN_ACT_INLINE real cln_sigmoid_grad(real x, real y)
 {
-    return y * cln_sigmoid(-x);
+    return y * cln_sigmoid_e_(-x, cln_exp_negabs_(x));
 }
 
 /* softplus'(x) = sigmoid(x). */
-CLN_INLINE real cln_softplus_grad(real x)
+CLN_ACT_INLINE real cln_softplus_grad(real x)
 {
-    return cln_sigmoid(x);
+    return cln_sigmoid_e_(x, cln_exp_negabs_(x));
 }
 
 /* silu'(x) = sigmoid(x) (1 + x sigmoid(-x)). */
-CLN_INLINE real cln_silu_grad(real x)
+CLN_ACT_INLINE real cln_silu_grad(real x)
 {
-    return cln_sigmoid(x) * (CLN_R(1.0) + x * cln_sigmoid(-x));
+    const real e = cln_exp_negabs_(x);
+    return cln_sigmoid_e_(x, e) * (CLN_R(1.0) + x * cln_sigmoid_e_(-x, e));
 }
 
 /* gelu'(x) of the tanh approximation x sigmoid(2 v), v = sqrt(2/pi) (x + 0.044715 x^3):
  * sigmoid(2 v) + x sigmoid(2 v) sigmoid(-2 v) 2 dv/dx, dv/dx = sqrt(2/pi) (1 + 3 0.044715 x^2). */
-CLN_INLINE real cln_gelu_grad(real x)
+CLN_ACT_INLINE real cln_gelu_grad(real x)
 {
     const real c = CLN_R(0.7978845608028654);
     const real v = c * (x + CLN_R(0.044715) * ((x * x) * x));
-    const real s = cln_sigmoid(v + v);
+    const real w = v + v, e = cln_exp_negabs_(w);
+    const real s = cln_sigmoid_e_(w, e);
     const real dv = c * (CLN_R(1.0) + CLN_R(0.134145) * (x * x));
-    return s + x * (s * cln_sigmoid(-(v + v))) * (dv + dv);
+    return s + x * (s * cln_sigmoid_e_(-w, e)) * (dv + dv);
 }
 
 /* act'(x) of the activation with code `act` from its input x and output y (an unknown code is
  * the identity's, 1). */
-CLN_INLINE real cln_activate_grad(cln_int act, real x, real y)
+CLN_ACT_INLINE real cln_activate_grad(cln_int act, real x, real y)
 {
     switch (act) {
     case CLN_ACT_RELU:

@@ -26,13 +26,17 @@
  * which ones stopped early).
  *
  * The parameters' gradient is summed over the batch in a fixed order: the trajectories are taken
- * in blocks of CLNODE_GRADIENT_BLOCK consecutive indices; inside a block each parameter's sum runs
- * over the block's steps from the last, the stages from the last, and the block's trajectories in
- * a fixed order; the blocks' sums are combined in a fixed tree over the block indices (the sum of
+ * in blocks of CLNODE_GRADIENT_BLOCK consecutive indices. A block goes back through its
+ * trajectories' steps together, aligned at each one's last step (reverse step s is step M_b - 1 -
+ * s of every trajectory with M_b > s accepted steps), its trajectories ordered by M_b (most first,
+ * equal M_b by index). Inside a block, each weight's sum adds, reverse step by reverse step, that
+ * step's terms summed from zero (its stages in order, then its trajectories in that order: one
+ * fma each); each bias and output-scale term is added one by one (stages from the last, then the
+ * trajectories). The blocks' sums are combined in a fixed tree over the block indices (the sum of
  * blocks [lo, hi) is that of [lo, mid) plus that of [mid, hi), mid - lo the largest power of two
- * below hi - lo). So it depends on the batch alone: never on threads, compaction, checkpointing or
- * the device the forward solve ran on. The gradient of y0 and of the inputs is each trajectory's
- * own: bit-identical whatever trajectories share its batch.
+ * below hi - lo). So it depends on the batch alone: never on threads, compaction, checkpointing,
+ * the host's ISA or the device the forward solve ran on. The gradient of y0 and of the inputs is
+ * each trajectory's own: bit-identical whatever trajectories share its batch.
  */
 #ifndef CLNODE_GRADIENT_H
 #define CLNODE_GRADIENT_H
@@ -71,7 +75,7 @@ CLNODE_API void clnode_gradient_default_options_sized(clnode_gradient_options *o
 typedef struct clnode_gradient clnode_gradient;
 
 /* The bytes a solution keeps for the reverse pass (0 when it was solved without keep_tape):
- *   sum over trajectories b of  esize (M_b + 1 + ceil(M_b / k) N) + 2 sizeof(size_t)
+ *   esize sum over trajectories b of (M_b + 1 + ceil(M_b / k) N)  + 2 (B + 1) sizeof(size_t)
  *   + esize B n_in  + esize n_ts (B n_ts with per-trajectory save times)
  * M_b the accepted steps of trajectory b, k = checkpoint_every, N the state dimension, n_in the
  * model's conditioning inputs, n_ts the save times, esize the bytes of the state precision (4 for
