@@ -103,7 +103,8 @@ reference gradients are taken at clnode's own step ends:
   ``g_stepto`` with StepTo at clnode's step ends (in that precision; diffrax's StepTo lets a
   trajectory's list end in repeats of t1, never reached, so that trajectories of different step
   counts share one vmap), ``ys_stepto`` the values it saved;
-  ``g_adaptive`` (fp64) through diffrax's own controller, with diffrax's step counts;
+  ``g_adaptive`` (fp64) through diffrax's own controller, with diffrax's step counts and
+  ``dx_step_ends`` its accepted step ends (NaN where its count is not clnode's);
   ``g64_stepto`` (fp32) the float64 StepTo gradient at clnode float32's step ends.  The times
   are arguments that are not differentiated.  Every input is a float32 number.  The layout of
   the members (all float64; integers exact; strings as rows of character codes in ``names``):
@@ -1224,7 +1225,8 @@ GRAD_CASES = (
 )
 # The members of each .npz, in order (numpy.savez of float64 arrays; integers exact).
 GRAD_MEMBERS = ("names", "cases", "tols", "traj", "traj_counts", "y0", "inputs", "save_ts",
-                "cot", "step_ends", "ys_stepto", "g_stepto", "g_adaptive", "g64_stepto")
+                "cot", "step_ends", "dx_step_ends", "ys_stepto", "g_stepto", "g_adaptive",
+                "g64_stepto")
 # The columns of the member "cases" and of "traj_counts" (documented in the header notes).
 GRAD_CASE_COLS = ("name", "model", "method", "constant", "save_t0", "save_ts", "save_steps",
                   "save_t1", "ts_rows", "n_ts", "batch", "slots", "max_steps", "traj_off",
@@ -1551,6 +1553,34 @@ def grad_stepto(index, case, cl, dtype, fn=None):
     return g, ys, kinds, fn
 
 
+def grad_adaptive_ends(case: tuple, cl: dict) -> list:
+    """diffrax's own accepted step ends (float64, the case's controller, SaveAt(steps=True)) of
+    each trajectory where it takes clnode's number of accepted steps; NaN (as many) where not."""
+    import jax.numpy as jnp
+    import numpy as np
+    steps_case = case[:6] + (("steps",),) + case[7:]
+    inp, B = cl["inp"], case[7]
+    fn = grad_fn(steps_case, inp, case[3])
+    p = grad_model_params(case[1])
+    params = {"W": [jnp.asarray(w.astype(np.float64)) for w in p["W"]],
+              "b": [jnp.asarray(b.astype(np.float64)) for b in p["b"]]}
+    if p["s"] is not None:
+        params["s"] = jnp.asarray(p["s"].astype(np.float64))
+    ts = inp["ts"] if inp["ts"] is not None else np.zeros(1)
+    _, (dts, _, _) = fn(jnp.asarray(inp["y0"]), jnp.asarray(inp["c"]), params,
+                        jnp.zeros((B, grad_diffrax_layout(steps_case, inp), GRAD_STATE)),
+                        jnp.asarray(inp["t0s"]), jnp.asarray(inp["t1s"]),
+                        jnp.asarray(inp["dt0s"]), jnp.asarray(ts),
+                        jnp.zeros((B, inp["max_steps"] + 1)))
+    out = []
+    for b in range(B):
+        row = np.asarray(dts[b], np.float64)
+        row = row[np.isfinite(row)]
+        n = len(cl["ends"][b])
+        out.append(row if len(row) == n else np.full(n, np.nan))
+    return out
+
+
 def grad_worker32(tmp: Path) -> None:
     """float32: clnode's forward and diffrax float32's StepTo gradient, for grad_worker64."""
     import jax
@@ -1593,6 +1623,7 @@ def grad_worker64(tmp: Path) -> None:
                 np.array_equal(dx["num_accepted"], cl["num_accepted"]))
         if ga is None or kinds_a != kinds:
             ga = np.full(g.shape, np.nan)
+        dx["ends"] = grad_adaptive_ends(case, cl)
         packs["fp64"].add(case, cl, g, ys, ga=ga, dx=dx,
                           adaptive_ok=same and not np.isnan(ga[0]))
         c32 = f32[i]
@@ -1646,6 +1677,8 @@ class GradPack:
                 dx["num_accepted"][b] if dx else -1,
                 self.name(dx["result"][b]) if dx else -1])
             self.rows["step_ends"].append(cl["ends"][b])
+            if dx:
+                self.rows["dx_step_ends"].append(dx["ends"][b])
         self.rows["y0"].append(np.ravel(inp["y0"]))
         self.rows["inputs"].append(np.ravel(inp["c"]))
         self.rows["save_ts"].append(np.ravel(inp["ts"]) if "ts" in saves else np.zeros(0))
@@ -1664,7 +1697,7 @@ class GradPack:
                                       for s in self.names])}
         for key in GRAD_MEMBERS[1:]:
             parts = self.rows[key]
-            if not parts:  # g_adaptive in fp64 only, g64_stepto in fp32 only
+            if not parts:  # g_adaptive, dx_step_ends in fp64 only, g64_stepto in fp32 only
                 continue
             if key in ("cases", "tols", "traj", "traj_counts"):
                 members[key] = np.asarray(parts, np.float64)
