@@ -1260,10 +1260,31 @@ def grad_model_params(name: str) -> dict:
     return {"W": ws, "b": bs, "s": scale}
 
 
+def check_grad_matrix() -> None:
+    """The matrix covers what the reverse pass's tests promise: every method, every kind of saved
+    point, every activation (inside or last), both controllers and directions, per-trajectory
+    save times, time and conditioning inputs, both kinds of output scale, max_steps."""
+    cases = GRAD_CASES
+    assert {c[2] for c in cases} == set(GRAD_METHODS), "a method without a case"
+    assert {s for c in cases for s in c[6]} == set(GRAD_SAVES), "a SaveAt without a case"
+    used = {GRAD_MODELS[c[1]][k] for c in cases for k in ("act", "final")}
+    assert used == set(GRAD_ACTS), f"activations without a case: {set(GRAD_ACTS) - used}"
+    assert {c[3] for c in cases} == {"pid", "constant"}
+    assert {c[8] for c in cases} == {"shared", "own", "back"}
+    assert {c[9] for c in cases} == {None, "shared", "rows"}
+    models = [GRAD_MODELS[c[1]] for c in cases]
+    assert any(m["time"] for m in models) and any(m["inputs"] for m in models)
+    assert {len(m["scale"]) if isinstance(m["scale"], list) else m["scale"] is not None
+            for m in models} >= {False, True, 2}
+    assert any(c[10] is not None for c in cases), "no case that stops at max_steps"
+    assert all(c[3] == "constant" for c in cases if c[2] == "euler"), "euler needs constant steps"
+
+
 def export_grad_models() -> None:
     """Write the gradient models with clnode's own writer, and read them back."""
     import clnode
     import numpy as np
+    check_grad_matrix()
     for name, spec in GRAD_MODELS.items():
         p = grad_model_params(name)
         m = clnode.MLP([w.astype(np.float64) for w in p["W"]],

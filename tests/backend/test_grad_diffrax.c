@@ -60,6 +60,7 @@
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
+static int g_stopped; /* trajectories that ended with max_steps_reached, in the file checked */
 
 /* The columns of the member "cases" (GRAD_CASE_COLS) and of "traj_counts" (GRAD_TRAJ_COLS). */
 enum {
@@ -289,6 +290,7 @@ static void check_steps(const gfile *f, const clnode_model *m, const gcase *gc,
                      "--only-grad)",
                      gc->name, b, clnode_result_name(st.result), st.num_steps, st.num_accepted,
                      result, tc[T_NUM_STEPS], tc[T_NUM_ACCEPTED]);
+        g_stopped += st.result == CLNODE_RESULT_MAX_STEPS_REACHED;
         size_t n;
         const double *ts, *ys;
         assert_ok(clnode_solution_saved(s, b, CLNODE_SAVE_STEPS, &n, &ts, &ys));
@@ -517,6 +519,7 @@ static void test_grad_fp64(void **state)
     ncases /= C_COLS;
     assert_true(ncases > 0);
     worst wa = {0, ""}, wb = {0, ""}, wf = {0, ""};
+    g_stopped = 0;
     int failed = 0, held_b = 0;
     for (size_t c = 0; c < ncases; ++c) {
         gcase gc;
@@ -566,6 +569,7 @@ static void test_grad_fp64(void **state)
                   wf.v, wf.where, wa.v, wa.where, wb.v, wb.where, held_b, ncases);
     free_gfile(&f);
     assert_true(held_b > 0);
+    assert_true(g_stopped > 0); /* the gradient of trajectories that stopped early is checked */
     assert_int_equal(failed, 0);
 }
 
