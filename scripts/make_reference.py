@@ -1468,7 +1468,7 @@ def grad_merge(ts_row, saves: tuple, n_ts: int, direction: float) -> list:
     return out
 
 
-def grad_flat(g, B: int, N: int) -> "list":
+def grad_flat(g) -> "list":
     """(dy0, dc, dparams) as one float64 vector: y0 (B x N), inputs (B x k), then W0, b0, W1, b1,
     W2, b2 and the output scale (clnode_gradient_params' order)."""
     import numpy as np
@@ -1534,7 +1534,7 @@ def grad_run_diffrax(case, inp, fn, dtype, ends, t1s, cot, npts, ref_ts):
     if not ok:
         return None, ys, stats, kinds
     g, _ = fn(y0, c, params, jnp.asarray(cot_dx.astype(dtype)), *args)
-    return grad_flat(g, B, N), ys, stats, kinds
+    return grad_flat(g), ys, stats, kinds
 
 
 def grad_clnode_case(index: int, case: tuple, precision: str) -> dict:
@@ -1565,7 +1565,7 @@ def grad_clnode_case(index: int, case: tuple, precision: str) -> dict:
             "num_steps": np.asarray(ssol.stats["num_steps"]), "num_accepted": nacc}
 
 
-def grad_stepto(index, case, cl, dtype, fn=None):
+def grad_stepto(case, cl, dtype, fn=None):
     """jax.grad through StepTo at clnode's step ends (cl from grad_clnode_case)."""
     fn = fn or grad_fn(case, cl["inp"], "stepto")
     g, ys, _, kinds = grad_run_diffrax(case, cl["inp"], fn, dtype, cl["ends"], cl["t1s"],
@@ -1611,7 +1611,7 @@ def grad_worker32(tmp: Path) -> None:
     out = {}
     for i, case in enumerate(GRAD_CASES):
         cl = grad_clnode_case(i, case, "fp32")
-        g, ys, _, _ = grad_stepto(i, case, cl, np.float32)
+        g, ys, _, _ = grad_stepto(case, cl, np.float32)
         out[i] = {"cl": cl, "g32": g, "ys": ys}
         print(f"[fp32] grad {case[0]:24s} accepted={list(cl['num_accepted'])}", flush=True)
     import pickle
@@ -1632,7 +1632,7 @@ def grad_worker64(tmp: Path) -> None:
     started = time.time()
     for i, case in enumerate(GRAD_CASES):
         cl = grad_clnode_case(i, case, "fp64")
-        g, ys, kinds, fn = grad_stepto(i, case, cl, np.float64)
+        g, ys, kinds, fn = grad_stepto(case, cl, np.float64)
         fa = grad_fn(case, cl["inp"], case[3])
         # diffrax's own steps: the step ends are its own (a dummy list for the controller)
         ga, _, st, kinds_a = grad_run_diffrax(case, cl["inp"], fa, np.float64, cl["ends"],
@@ -1648,7 +1648,7 @@ def grad_worker64(tmp: Path) -> None:
         packs["fp64"].add(case, cl, g, ys, ga=ga, dx=dx,
                           adaptive_ok=same and not np.isnan(ga[0]))
         c32 = f32[i]
-        g64, _, _, _ = grad_stepto(i, case, c32["cl"], np.float64, fn)
+        g64, _, _, _ = grad_stepto(case, c32["cl"], np.float64, fn)
         packs["fp32"].add(case, c32["cl"], c32["g32"], c32["ys"], g64=g64)
         print(f"[fp64] grad {case[0]:24s} accepted clnode={list(cl['num_accepted'])} "
               f"diffrax={list(dx['num_accepted'])} ({time.time() - started:.0f}s)", flush=True)

@@ -19,8 +19,8 @@
  * normwise relative error ||g - ref|| / ||ref||:
  * (a) fp64 within BOUND_STEPTO of jax.grad through diffrax with StepTo(ts=<clnode's step ends>);
  * (b) fp64 within BOUND_ADAPTIVE of jax.grad through diffrax's own adaptive solve, in the cases
- *     where diffrax's step counts are clnode's for every trajectory (equal counts, step ends
- *     equal to ~1e-7 in time);
+ *     where diffrax's step counts are clnode's for every trajectory (equal counts are not equal
+ *     step ends: the line prints how far apart in time they are);
  * (c) the cases whose counts differ are held to (a) only;
  * fp32: ||g_clnode32 - g64|| <= FP32_FACTOR ||g_diffrax32 - g64||, g64 the float64 StepTo gradient
  *     at clnode float32's step ends and g_diffrax32 diffrax float32's own (StepTo at those ends),
