@@ -335,6 +335,9 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     st = mpi_import_options(ctx, opts, mopts, &m, &full);
     if (st != CLNODE_OK)
         return st;
+    CLN_CHECK(ctx, !full.keep_tape, CLNODE_ERR_UNSUPPORTED,
+              "clnode_solve_mpi: keep_tape (the reverse pass) is not supported across MPI ranks "
+              "yet: solve with clnode_solve");
     cancel_wrap cw = {comm, full.cancel, full.cancel_user};
     full.cancel = cancel_and_progress;
     full.cancel_user = &cw;
