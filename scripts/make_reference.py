@@ -7,6 +7,7 @@ How to run (from anywhere; paths are taken relative to the repository root):
     python3 scripts/make_reference.py --only-models   # only the two .safetensors files
     python3 scripts/make_reference.py --only-ensemble # only the per-trajectory (ensemble) files
     python3 scripts/make_reference.py --only-forms    # only the scaled models and forms files
+    BUILD/python-venv/bin/python scripts/make_reference.py --only-grad --no-venv  # gradients
 
 The first run creates a virtual environment at ``.venv-reference`` in the repository root
 (override with the environment variable ``CLNODE_REF_VENV``), installs the pinned CPU-only
@@ -79,6 +80,35 @@ field ``out_scale * mlp(y)`` with ``eqx.nn.MLP(activation=softplus, final_activa
   t1, ts and steps, forwards and backwards, five methods).  Every input (times, steps, initial
   states) is a float32 number in both files, so fp32 and fp64 solve the same problem; fp64 widens
   the float32 weights and scale exactly.  max_steps = 4096, throw=False.
+
+``--only-grad`` writes only these (and touches none of the files above).  It needs the clnode
+Python package beside jax, equinox and diffrax in the interpreter that runs it (the venv of
+``scripts/test_python.sh BUILD`` has all of them: run it there with ``--no-venv``), because the
+reference gradients are taken at clnode's own step ends:
+
+* ``tests/data/models/grad-<name>.safetensors`` -- six small models 2 -> 16 -> 16 -> 2 (the
+  input [y], [y, t], [y, c] or [y, t, c] with two conditioning inputs), one per pair of
+  activation and final activation among identity, relu, tanh, sigmoid, softplus, silu and gelu,
+  with no output scale, a scalar or one per component (GRAD_MODELS): numpy normal weights
+  (seeded) times 2 / sqrt(fan_in), float32, written by ``clnode.MLP.save(dtype="float32")``.
+* ``tests/data/diffrax/grad-<fp64|fp32>.npz`` -- per case (GRAD_CASES: every method, SaveAt t0,
+  ts, steps and t1 alone and together, save times shared or one row per trajectory, PID and
+  constant steps, one interval or each trajectory its own t0, t1 and dt0, forwards and
+  backwards, time input and conditioning inputs, a trajectory that ends with
+  max_steps_reached; 2 to 4 trajectories each) the problem, clnode's accepted step ends in that
+  precision, a seeded random cotangent in clnode's saved-points layout (batch x slots x dim, the
+  slots the most points of any trajectory, zero at padding), and the gradient of
+  L = sum(cot * ys) with respect to y0, the inputs and every parameter (summed over the batch)
+  from jax.grad through jax.vmap(diffrax.diffeqsolve):
+  ``g_stepto`` with StepTo at clnode's step ends (in that precision; diffrax's StepTo lets a
+  trajectory's list end in repeats of t1, never reached, so that trajectories of different step
+  counts share one vmap), ``ys_stepto`` the values it saved;
+  ``g_adaptive`` (fp64) through diffrax's own controller, with diffrax's step counts and
+  ``dx_step_ends`` its accepted step ends (NaN where its count is not clnode's);
+  ``g64_stepto`` (fp32) the float64 StepTo gradient at clnode float32's step ends.  The times
+  are arguments that are not differentiated.  Every input is a float32 number.  The layout of
+  the members (all float64; integers exact; strings as rows of character codes in ``names``):
+  GRAD_MEMBERS, GRAD_CASE_COLS (member ``cases``) and GRAD_TRAJ_COLS (``traj_counts``).
 
 Only this script needs JAX: the C build, its tests and CI read the committed files and never
 run Python.  Each precision is solved in its own subprocess because ``jax_enable_x64`` is a
@@ -1127,6 +1157,579 @@ def forms_worker(precision: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Gradients: jax.grad through diffrax against clnode's reverse pass (--only-grad)
+# --------------------------------------------------------------------------------------------
+
+# Small models f(t, y, args) = out_scale * mlp(input), 2 -> 16 -> 16 -> 2 with the input [y],
+# [y, t], [y, c] or [y, t, c], one per activation pair: numpy.random.default_rng(seed) normal
+# weights times gain / sqrt(fan_in), rounded to float32, written by clnode.MLP.save(dtype=
+# "float32") (equinox's tensor names and the metadata clnode's loader reads).
+GRAD_MODELS = {
+    "g_tanh": {"act": "tanh", "final": "identity", "time": False, "inputs": 0, "scale": None,
+               "seed": 11},
+    "g_softplus": {"act": "softplus", "final": "tanh", "time": False, "inputs": 0,
+                   "scale": 0.8, "seed": 12},
+    "g_relu": {"act": "relu", "final": "sigmoid", "time": False, "inputs": 0,
+               "scale": [-0.7, 1.3], "seed": 13},
+    "g_silu_t": {"act": "silu", "final": "gelu", "time": True, "inputs": 0, "scale": None,
+                 "seed": 14},
+    "g_gelu_c": {"act": "gelu", "final": "softplus", "time": False, "inputs": 2,
+                 "scale": [-0.9, 0.6], "seed": 15},
+    "g_sigmoid_tc": {"act": "sigmoid", "final": "identity", "time": True, "inputs": 2,
+                     "scale": 1.5, "seed": 16},
+}
+GRAD_STATE, GRAD_WIDTH, GRAD_GAIN = 2, 16, 2.0
+GRAD_SEED = 20260601  # numpy.random.default_rng seed of initial states, inputs and cotangents
+GRAD_MAX_STEPS = 200
+GRAD_METHODS = ("tsit5", "dopri5", "dopri8", "bosh3", "heun", "euler")
+GRAD_SAVES = ("t0", "ts", "steps", "t1")
+GRAD_ACTS = ("identity", "relu", "tanh", "sigmoid", "softplus", "silu", "gelu")
+
+# The matrix: (name, model, method, controller, rtol, atol, saves, batch, span, ts, max_steps).
+# span: "shared" (one interval), "own" (each trajectory its own t0, t1, dt0), "back" (own,
+# backwards); ts: None, "shared" (one list inside every interval) or "rows" (each trajectory
+# its own row).
+GRAD_CASES = (
+    ("tsit5_ts", "g_tanh", "tsit5", "pid", 1e-6, 1e-9, ("ts",), 3, "shared", "shared", None),
+    ("dopri5_steps", "g_softplus", "dopri5", "pid", 1e-6, 1e-9, ("steps",), 3, "own", None,
+     None),
+    ("dopri8_t0t1", "g_relu", "dopri8", "pid", 1e-7, 1e-10, ("t0", "t1"), 2, "shared", None,
+     None),
+    ("bosh3_rows", "g_silu_t", "bosh3", "pid", 1e-4, 1e-7, ("ts",), 4, "own", "rows", None),
+    ("heun_t1_inputs", "g_gelu_c", "heun", "pid", 1e-3, 1e-6, ("t1",), 4, "own", None, None),
+    ("euler_steps_const", "g_tanh", "euler", "constant", None, None, ("steps",), 3, "own",
+     None, None),
+    ("heun_ts_const", "g_sigmoid_tc", "heun", "constant", None, None, ("ts",), 3, "shared",
+     "shared", None),
+    ("tsit5_all", "g_sigmoid_tc", "tsit5", "pid", 1e-6, 1e-9, ("t0", "ts", "steps"), 3, "own",
+     "shared", None),
+    ("dopri5_back_rows", "g_silu_t", "dopri5", "pid", 1e-6, 1e-9, ("ts", "t1"), 3, "back",
+     "rows", None),
+    ("tsit5_back_steps_const", "g_softplus", "tsit5", "constant", None, None, ("steps",), 3,
+     "back", None, None),
+    ("dopri8_rows_const", "g_gelu_c", "dopri8", "constant", None, None, ("ts",), 3, "own",
+     "rows", None),
+    ("bosh3_max_steps", "g_softplus", "bosh3", "pid", 1e-6, 1e-9, ("steps",), 3, "own", None,
+     12),
+    ("euler_back_t1_const", "g_relu", "euler", "constant", None, None, ("t1",), 2, "back",
+     None, None),
+    ("tsit5_loose_ts", "g_relu", "tsit5", "pid", 1e-3, 1e-6, ("ts",), 4, "shared", "shared",
+     None),
+    ("dopri5_t0t1_const", "g_sigmoid_tc", "dopri5", "constant", None, None, ("t0", "t1"), 3,
+     "own", None, None),
+    ("heun_steps", "g_gelu_c", "heun", "pid", 1e-3, 1e-6, ("steps", "t0"), 4, "own", None, None),
+    ("bosh3_back_t0ts", "g_tanh", "bosh3", "pid", 1e-5, 1e-8, ("t0", "ts"), 3, "back",
+     "shared", None),
+    ("dopri8_steps", "g_silu_t", "dopri8", "pid", 1e-8, 1e-11, ("steps",), 2, "own", None,
+     None),
+)
+# The members of each .npz, in order (numpy.savez of float64 arrays; integers exact).
+GRAD_MEMBERS = ("names", "cases", "tols", "traj", "traj_counts", "y0", "inputs", "save_ts",
+                "cot", "step_ends", "dx_step_ends", "ys_stepto", "g_stepto", "g_adaptive",
+                "g64_stepto")
+# The columns of the member "cases" and of "traj_counts" (documented in the header notes).
+GRAD_CASE_COLS = ("name", "model", "method", "constant", "save_t0", "save_ts", "save_steps",
+                  "save_t1", "ts_rows", "n_ts", "batch", "slots", "max_steps", "traj_off",
+                  "y0_off", "in_off", "ts_off", "cot_off", "grad_off", "grad_len",
+                  "adaptive_ok")
+GRAD_TRAJ_COLS = ("result", "num_steps", "num_accepted", "ends_off", "dx_num_steps",
+                  "dx_num_accepted", "dx_result")
+
+
+def grad_model_path(name: str) -> Path:
+    return REPO / "tests" / "data" / "models" / f"grad-{name}.safetensors"
+
+
+def grad_out_path(precision: str) -> Path:
+    return REPO / "tests" / "data" / "diffrax" / f"grad-{precision}.npz"
+
+
+def grad_model_params(name: str) -> dict:
+    """The float32 parameters of a gradient model (the file's values)."""
+    import numpy as np
+    spec = GRAD_MODELS[name]
+    rng = np.random.default_rng(spec["seed"])
+    n_in = GRAD_STATE + int(spec["time"]) + spec["inputs"]
+    sizes = (n_in, GRAD_WIDTH, GRAD_WIDTH, GRAD_STATE)
+    ws, bs = [], []
+    for i in range(3):
+        w = rng.normal(0.0, 1.0, (sizes[i + 1], sizes[i])) * GRAD_GAIN / math.sqrt(sizes[i])
+        ws.append(w.astype(np.float32))
+        bs.append((rng.normal(0.0, 0.5, sizes[i + 1])).astype(np.float32))
+    scale = None if spec["scale"] is None else np.asarray(spec["scale"], np.float32)
+    return {"W": ws, "b": bs, "s": scale}
+
+
+def check_grad_matrix() -> None:
+    """The matrix covers what the reverse pass's tests promise: every method, every kind of saved
+    point, every activation (inside or last), both controllers and directions, per-trajectory
+    save times, time and conditioning inputs, both kinds of output scale, max_steps."""
+    cases = GRAD_CASES
+    assert {c[2] for c in cases} == set(GRAD_METHODS), "a method without a case"
+    assert {s for c in cases for s in c[6]} == set(GRAD_SAVES), "a SaveAt without a case"
+    used = {GRAD_MODELS[c[1]][k] for c in cases for k in ("act", "final")}
+    assert used == set(GRAD_ACTS), f"activations without a case: {set(GRAD_ACTS) - used}"
+    assert {c[3] for c in cases} == {"pid", "constant"}
+    assert {c[8] for c in cases} == {"shared", "own", "back"}
+    assert {c[9] for c in cases} == {None, "shared", "rows"}
+    models = [GRAD_MODELS[c[1]] for c in cases]
+    assert any(m["time"] for m in models) and any(m["inputs"] for m in models)
+    assert {len(m["scale"]) if isinstance(m["scale"], list) else m["scale"] is not None
+            for m in models} >= {False, True, 2}
+    assert any(c[10] is not None for c in cases), "no case that stops at max_steps"
+    assert all(c[3] == "constant" for c in cases if c[2] == "euler"), "euler needs constant steps"
+
+
+def export_grad_models() -> None:
+    """Write the gradient models with clnode's own writer, and read them back."""
+    import clnode
+    import numpy as np
+    check_grad_matrix()
+    for name, spec in GRAD_MODELS.items():
+        p = grad_model_params(name)
+        m = clnode.MLP([w.astype(np.float64) for w in p["W"]],
+                       [b.astype(np.float64) for b in p["b"]], activation=spec["act"],
+                       final_activation=spec["final"], time_input=spec["time"],
+                       inputs=spec["inputs"],
+                       out_scale=None if p["s"] is None else p["s"].astype(np.float64))
+        path = grad_model_path(name)
+        m.save(path, dtype="float32")
+        back = clnode.MLP.load(path)
+        for w, v in zip(p["W"], back.weights):
+            assert np.array_equal(w.astype(np.float64), v)
+        print(f"[make_reference] wrote {path.relative_to(REPO)} ({path.stat().st_size} bytes)",
+              flush=True)
+
+
+def grad_inputs(index: int, case: tuple) -> dict:
+    """What a case solves: initial states, inputs, intervals, save times; float32 numbers."""
+    import numpy as np
+    name, model, method, controller, rtol, atol, saves, B, span, tsmode, max_steps = case
+    rng = np.random.default_rng([GRAD_SEED, index])
+    spec = GRAD_MODELS[model]
+    y0 = as_f32(rng.uniform(-1.0, 1.0, (B, GRAD_STATE)))
+    c = as_f32(rng.uniform(-1.0, 1.0, (B, spec["inputs"])))
+    if span == "shared":
+        t0s, t1s = np.zeros(B), np.full(B, 1.5)
+    else:
+        t0s = rng.uniform(-0.3, 0.3, B)
+        t1s = t0s + rng.uniform(0.8, 1.8, B)
+        if max_steps is not None:
+            t1s = t0s + np.linspace(0.6, 3.0, B)  # the last one stops at max_steps
+    dt0s = rng.uniform(0.08, 0.2, B) if controller == "constant" else np.full(B, 0.05)
+    if span == "back":
+        t0s, t1s = t1s, t0s
+        dt0s = -dt0s
+    t0s, t1s, dt0s = as_f32(t0s), as_f32(t1s), as_f32(dt0s)
+    ts = None
+    if tsmode == "shared":  # inside every interval
+        lo, hi = np.max(np.minimum(t0s, t1s)), np.min(np.maximum(t0s, t1s))
+        ts = as_f32(np.linspace(lo, hi, 7)[1:-1] + np.array([0, 0.01, 0, -0.02, 0]))
+        if span == "back":
+            ts = ts[::-1].copy()
+    elif tsmode == "rows":
+        rows = []
+        for b in range(B):
+            lo, hi = sorted((t0s[b], t1s[b]))
+            row = as_f32(np.sort(rng.uniform(lo, hi, 6)))
+            assert np.all(np.diff(row) > 0) and row[0] > lo and row[-1] < hi
+            rows.append(row if span != "back" else row[::-1].copy())
+        ts = np.stack(rows)
+    return {"y0": y0, "c": c, "t0s": t0s, "t1s": t1s, "dt0s": dt0s, "ts": ts,
+            "max_steps": GRAD_MAX_STEPS if max_steps is None else max_steps}
+
+
+def grad_clnode_solve(case: tuple, inp: dict, precision: str, steps_only: bool):
+    """clnode's forward solve of a case (the installed clnode Python package)."""
+    import clnode
+    import numpy as np
+    name, model, method, controller, rtol, atol, saves, B, span, tsmode, _ = case
+    m = clnode.MLP.load(grad_model_path(model))
+    if steps_only:
+        saveat = clnode.SaveAt(steps=True)
+    else:
+        saveat = clnode.SaveAt(t0="t0" in saves, t1="t1" in saves, steps="steps" in saves,
+                               ts=inp["ts"] if "ts" in saves else None)
+    opts = {"method": method, "precision": precision, "max_steps": inp["max_steps"],
+            "precision_guard": "off", "constant_step": controller == "constant"}
+    if controller == "pid":
+        opts.update(rtol=rtol, atol=atol)
+    sol = clnode.solve(m, inp["y0"], t0=inp["t0s"], t1=inp["t1s"], dt0=inp["dt0s"],
+                       args=inp["c"] if inp["c"].shape[1] else None, saveat=saveat, **opts)
+    return sol, np.asarray(sol.ts, np.float64), np.asarray(sol.ys, np.float64)
+
+
+def grad_act(name: str):
+    import jax
+    return {"identity": lambda x: x, "relu": jax.nn.relu, "tanh": jax.nn.tanh,
+            "sigmoid": jax.nn.sigmoid, "softplus": jax.nn.softplus, "silu": jax.nn.silu,
+            "gelu": jax.nn.gelu}[name]
+
+
+def grad_fn(case: tuple, inp: dict, controller: str):
+    """A jitted (y0s, cs, params, cot, t0s, t1s, dt0s, ts, steps) -> (grads, (ts, ys, stats)):
+    jax.grad of L = sum(cot * ys) (over the finite saved points) w.r.t. (y0s, cs, params)
+    through jax.vmap(diffrax.diffeqsolve); controller "stepto" (StepTo at the given step ends,
+    padded with t1), or the case's own ("pid", "constant"). The times are arguments that are not
+    differentiated."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    name, model, method, _, rtol, atol, saves, B, span, tsmode, _ = case
+    spec = GRAD_MODELS[model]
+    act, fin = grad_act(spec["act"]), grad_act(spec["final"])
+    solver = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "bosh3": diffrax.Bosh3,
+              "heun": diffrax.Heun, "dopri8": diffrax.Dopri8, "euler": diffrax.Euler}[method]()
+
+    class PaddedStepTo(diffrax.AbstractStepSizeController):
+        """diffrax.StepTo's steps (its init and adapt_step_size, called as StepTo's), with a list
+        that may end in repeats of t1, never reached, so that trajectories of different step
+        counts share one jax.vmap. Not a StepTo: diffeqsolve then stops at t1 (tprev < t1), not
+        after len(ts) - 1 steps (its shortcut for StepTo)."""
+
+        ts: jax.Array
+
+        def wrap(self, direction):
+            return type(self)(ts=self.ts * direction)
+
+        def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+            return diffrax.StepTo.init(self, terms, t0, t1, y0, dt0, args, func, error_order)
+
+        def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order,
+                            controller_state):
+            return diffrax.StepTo.adapt_step_size(self, t0, t1, y0, y1_candidate, args,
+                                                  y_error, error_order, controller_state)
+
+    def field(t, y, args):
+        c, p = args
+        parts = [y] + ([jnp.asarray(t, y.dtype)[None]] if spec["time"] else []) + [c]
+        x = jnp.concatenate(parts)
+        for i in range(3):
+            x = p["W"][i] @ x + p["b"][i]
+            x = act(x) if i < 2 else fin(x)
+        return p["s"] * x if "s" in p else x
+
+    term = diffrax.ODETerm(field)
+
+    def one(y0, c, params, t0, t1, dt0, ts, steps):
+        if controller == "stepto":
+            ctrl, dt = PaddedStepTo(ts=steps), None
+        elif controller == "pid":
+            ctrl, dt = diffrax.PIDController(rtol=rtol, atol=atol), dt0
+        else:
+            ctrl, dt = diffrax.ConstantStepSize(), dt0
+        saveat = diffrax.SaveAt(t0="t0" in saves, ts=ts if "ts" in saves else None,
+                                steps="steps" in saves,
+                                t1="t1" in saves and "steps" not in saves)
+        sol = diffrax.diffeqsolve(term, solver, t0, t1, dt, y0, args=(c, params), saveat=saveat,
+                                  stepsize_controller=ctrl, max_steps=inp["max_steps"],
+                                  throw=False)
+        return sol.ts, sol.ys, (sol.stats["num_steps"], sol.stats["num_accepted_steps"],
+                                sol.result._value)
+
+    ts_axis = 0 if tsmode == "rows" else None
+    batched = jax.vmap(one, in_axes=(0, 0, None, 0, 0, 0, ts_axis, 0))
+
+    def loss(y0s, cs, params, cot, t0s, t1s, dt0s, ts, steps):
+        ts_out, ys, stats = batched(y0s, cs, params, t0s, t1s, dt0s, ts, steps)
+        keep = jnp.isfinite(ts_out)[:, :, None]
+        return jnp.sum(jnp.where(keep, ys, 0.0) * cot), (ts_out, ys, stats)
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))
+
+
+def grad_merge(ts_row, saves: tuple, n_ts: int, direction: float) -> list:
+    """Positions of diffrax's finite saved points in clnode's order: t0, then the save times and
+    the step ends merged in time (a save time first on a tie), then t1."""
+    import numpy as np
+    fin = np.isfinite(ts_row)
+    pos, k = [], 0
+    if "t0" in saves:
+        pos.append(0)
+        k = 1
+    dense = [k + i for i in range(n_ts) if fin[k + i]] if "ts" in saves else []
+    k += n_ts if "ts" in saves else 0
+    steps = []
+    if "steps" in saves:
+        steps = [i for i in range(k, len(ts_row)) if fin[i]]
+    merged, i, j = [], 0, 0
+    while i < len(dense) or j < len(steps):
+        if j == len(steps) or (i < len(dense) and
+                               direction * ts_row[dense[i]] <= direction * ts_row[steps[j]]):
+            merged.append(("ts", dense[i]))
+            i += 1
+        else:
+            merged.append(("steps", steps[j]))
+            j += 1
+    out = [("t0", p) for p in pos] + merged
+    if "t1" in saves and "steps" not in saves:
+        out.append(("t1", len(ts_row) - 1))
+    return out
+
+
+def grad_flat(g) -> "list":
+    """(dy0, dc, dparams) as one float64 vector: y0 (B x N), inputs (B x k), then W0, b0, W1, b1,
+    W2, b2 and the output scale (clnode_gradient_params' order)."""
+    import numpy as np
+    gy, gc, gp = g
+    parts = [np.ravel(gy), np.ravel(gc)]
+    for w, b in zip(gp["W"], gp["b"]):
+        parts += [np.ravel(w), np.ravel(b)]
+    if "s" in gp:
+        parts.append(np.ravel(gp["s"]))
+    return np.concatenate([np.asarray(p, np.float64) for p in parts])
+
+
+def grad_diffrax_layout(case: tuple, inp: dict) -> int:
+    """The number of slots of diffrax's saved arrays for the case."""
+    saves, n_ts = case[6], 0 if inp["ts"] is None else inp["ts"].shape[-1]
+    return (int("t0" in saves) + (n_ts if "ts" in saves else 0) +
+            (inp["max_steps"] if "steps" in saves else 0) +
+            int("t1" in saves and "steps" not in saves))
+
+
+def grad_run_diffrax(case, inp, fn, dtype, ends, t1s, cot, npts, ref_ts):
+    """Solves through fn twice (forward, then the gradient of L): the mapping of clnode's saved
+    points (cot: B x slots x N, points npts[b]) onto diffrax's output, checked against clnode's
+    saved times ref_ts when given. Returns (flat gradient or None when the points differ,
+    diffrax's saved values in clnode's layout, stats, kinds)."""
+    import jax.numpy as jnp
+    import numpy as np
+    B, N = len(inp["y0"]), GRAD_STATE
+    td = grad_diffrax_layout(case, inp)
+    steps = np.empty((B, inp["max_steps"] + 1))
+    for b in range(B):
+        e = np.concatenate([[inp["t0s"][b]], ends[b]])
+        steps[b] = np.concatenate([e, np.full(inp["max_steps"] + 1 - len(e), e[-1])])
+    p = grad_model_params(case[1])
+    params = {"W": [jnp.asarray(w.astype(dtype)) for w in p["W"]],
+              "b": [jnp.asarray(b.astype(dtype)) for b in p["b"]]}
+    if p["s"] is not None:
+        params["s"] = jnp.asarray(p["s"].astype(dtype))
+    ts = inp["ts"] if inp["ts"] is not None else np.zeros(1)
+    args = [jnp.asarray(np.asarray(a, np.float64).astype(dtype)) for a in
+            (inp["t0s"], t1s, inp["dt0s"], ts, steps)]
+    y0, c = jnp.asarray(inp["y0"].astype(dtype)), jnp.asarray(inp["c"].astype(dtype))
+    _, (dts, dys, stats) = fn(y0, c, params, jnp.zeros((B, td, N), dtype), *args)
+    dts, dys = np.asarray(dts, np.float64), np.asarray(dys, np.float64)
+    n_ts = 0 if inp["ts"] is None else inp["ts"].shape[-1]
+    direction = 1.0 if inp["t1s"][0] > inp["t0s"][0] else -1.0
+    cot_dx = np.zeros((B, td, N))
+    ys = np.zeros(cot.shape)
+    kinds, ok = [], True
+    for b in range(B):
+        merged = grad_merge(dts[b], case[6], n_ts, direction)
+        kinds.append([k for k, _ in merged])
+        if len(merged) != npts[b]:
+            ok = False
+            continue
+        pos = [q for _, q in merged]
+        if ref_ts is not None:
+            assert np.array_equal(dts[b][pos], ref_ts[b][:npts[b]]), \
+                f"{case[0]}: diffrax's saved times are not clnode's (trajectory {b})"
+        cot_dx[b, pos] = cot[b, :npts[b]]
+        ys[b, :npts[b]] = dys[b, pos]
+    stats = [np.asarray(s) for s in stats]
+    if not ok:
+        return None, ys, stats, kinds
+    g, _ = fn(y0, c, params, jnp.asarray(cot_dx.astype(dtype)), *args)
+    return grad_flat(g), ys, stats, kinds
+
+
+def grad_clnode_case(index: int, case: tuple, precision: str) -> dict:
+    """clnode's forward of a case in one precision: its saved times, step ends, counts and the
+    case's random cotangent (zero at padding)."""
+    import numpy as np
+    inp = grad_inputs(index, case)
+    sol, cts, _ = grad_clnode_solve(case, inp, precision, False)
+    ssol, sts, _ = grad_clnode_solve(case, inp, precision, True)
+    B = case[7]
+    nacc = np.asarray(ssol.stats["num_accepted_steps"])
+    results = [str(r) for r in np.atleast_1d(ssol.result)]
+    ends, t1s = [], np.array(inp["t1s"], np.float64)
+    for b in range(B):
+        ends.append(sts[b, :nacc[b]].copy())
+        assert nacc[b] > 0 and np.all(np.isfinite(ends[b]))
+        if results[b] == "success":
+            assert ends[b][-1] == inp["t1s"][b], f"{case[0]}: the last step does not end at t1"
+        t1s[b] = ends[b][-1]
+    npts = [int(np.sum(np.isfinite(cts[b]))) for b in range(B)]
+    slots = max(npts)
+    rng = np.random.default_rng([GRAD_SEED, index, 64 if precision == "fp64" else 32])
+    cot = rng.normal(0.0, 1.0, (B, slots, GRAD_STATE))
+    for b in range(B):
+        cot[b, npts[b]:] = 0.0
+    return {"inp": inp, "cts": cts, "ends": ends, "t1s": t1s, "npts": npts, "slots": slots,
+            "cot": cot, "results": results,
+            "num_steps": np.asarray(ssol.stats["num_steps"]), "num_accepted": nacc}
+
+
+def grad_stepto(case, cl, dtype, fn=None):
+    """jax.grad through StepTo at clnode's step ends (cl from grad_clnode_case)."""
+    fn = fn or grad_fn(case, cl["inp"], "stepto")
+    g, ys, _, kinds = grad_run_diffrax(case, cl["inp"], fn, dtype, cl["ends"], cl["t1s"],
+                                       cl["cot"], cl["npts"], cl["cts"])
+    assert g is not None, f"{case[0]}: StepTo did not save clnode's points"
+    return g, ys, kinds, fn
+
+
+def grad_adaptive_ends(case: tuple, cl: dict) -> list:
+    """diffrax's own accepted step ends (float64, the case's controller, SaveAt(steps=True)) of
+    each trajectory where it takes clnode's number of accepted steps; NaN (as many) where not."""
+    import jax.numpy as jnp
+    import numpy as np
+    steps_case = case[:6] + (("steps",),) + case[7:]
+    inp, B = cl["inp"], case[7]
+    fn = grad_fn(steps_case, inp, case[3])
+    p = grad_model_params(case[1])
+    params = {"W": [jnp.asarray(w.astype(np.float64)) for w in p["W"]],
+              "b": [jnp.asarray(b.astype(np.float64)) for b in p["b"]]}
+    if p["s"] is not None:
+        params["s"] = jnp.asarray(p["s"].astype(np.float64))
+    ts = inp["ts"] if inp["ts"] is not None else np.zeros(1)
+    _, (dts, _, _) = fn(jnp.asarray(inp["y0"]), jnp.asarray(inp["c"]), params,
+                        jnp.zeros((B, grad_diffrax_layout(steps_case, inp), GRAD_STATE)),
+                        jnp.asarray(inp["t0s"]), jnp.asarray(inp["t1s"]),
+                        jnp.asarray(inp["dt0s"]), jnp.asarray(ts),
+                        jnp.zeros((B, inp["max_steps"] + 1)))
+    out = []
+    for b in range(B):
+        row = np.asarray(dts[b], np.float64)
+        row = row[np.isfinite(row)]
+        n = len(cl["ends"][b])
+        out.append(row if len(row) == n else np.full(n, np.nan))
+    return out
+
+
+def grad_worker32(tmp: Path) -> None:
+    """float32: clnode's forward and diffrax float32's StepTo gradient, for grad_worker64."""
+    import jax
+    jax.config.update("jax_enable_x64", False)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import numpy as np
+    out = {}
+    for i, case in enumerate(GRAD_CASES):
+        cl = grad_clnode_case(i, case, "fp32")
+        g, ys, _, _ = grad_stepto(case, cl, np.float32)
+        out[i] = {"cl": cl, "g32": g, "ys": ys}
+        print(f"[fp32] grad {case[0]:24s} accepted={list(cl['num_accepted'])}", flush=True)
+    import pickle
+    tmp.write_bytes(pickle.dumps(out))
+
+
+def grad_worker64(tmp: Path) -> None:
+    """float64: clnode's forward, StepTo and adaptive gradients; the float64 StepTo gradient at
+    clnode float32's step ends; writes both .npz files."""
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import pickle
+    import numpy as np
+    names = result_names()
+    f32 = pickle.loads(tmp.read_bytes())
+    packs = {"fp64": GradPack(), "fp32": GradPack()}
+    started = time.time()
+    for i, case in enumerate(GRAD_CASES):
+        cl = grad_clnode_case(i, case, "fp64")
+        g, ys, kinds, fn = grad_stepto(case, cl, np.float64)
+        fa = grad_fn(case, cl["inp"], case[3])
+        # diffrax's own steps: the step ends are its own (a dummy list for the controller)
+        ga, _, st, kinds_a = grad_run_diffrax(case, cl["inp"], fa, np.float64, cl["ends"],
+                                              np.asarray(cl["inp"]["t1s"], np.float64),
+                                              cl["cot"], cl["npts"], None)
+        dx = {"num_steps": st[0], "num_accepted": st[1],
+              "result": [names[int(r)] for r in st[2]]}
+        same = (np.array_equal(dx["num_steps"], cl["num_steps"]) and
+                np.array_equal(dx["num_accepted"], cl["num_accepted"]))
+        if ga is None or kinds_a != kinds:
+            ga = np.full(g.shape, np.nan)
+        dx["ends"] = grad_adaptive_ends(case, cl)
+        packs["fp64"].add(case, cl, g, ys, ga=ga, dx=dx,
+                          adaptive_ok=same and not np.isnan(ga[0]))
+        c32 = f32[i]
+        g64, _, _, _ = grad_stepto(case, c32["cl"], np.float64, fn)
+        packs["fp32"].add(case, c32["cl"], c32["g32"], c32["ys"], g64=g64)
+        print(f"[fp64] grad {case[0]:24s} accepted clnode={list(cl['num_accepted'])} "
+              f"diffrax={list(dx['num_accepted'])} ({time.time() - started:.0f}s)", flush=True)
+    for precision, pack in packs.items():
+        path = grad_out_path(precision)
+        pack.write(path)
+        print(f"[{precision}] wrote {path.relative_to(REPO)} ({path.stat().st_size} bytes)",
+              flush=True)
+
+
+class GradPack:
+    """The members of one gradient .npz, case after case (GRAD_MEMBERS, GRAD_CASE_COLS)."""
+
+    def __init__(self):
+        self.names: list = []
+        self.rows: dict = {k: [] for k in GRAD_MEMBERS if k != "names"}
+
+    def name(self, s: str) -> int:
+        if s not in self.names:
+            self.names.append(s)
+        return self.names.index(s)
+
+    def size(self, key: str) -> int:
+        return sum(len(a) for a in self.rows[key])
+
+    def add(self, case, cl, g, ys, ga=None, dx=None, adaptive_ok=False, g64=None):
+        import numpy as np
+        inp, B = cl["inp"], case[7]
+        saves = case[6]
+        n_ts = 0 if inp["ts"] is None else inp["ts"].shape[-1]
+        row = {"name": self.name(case[0]), "model": self.name(str(
+            grad_model_path(case[1]).relative_to(REPO))), "method": self.name(case[2]),
+            "constant": case[3] == "constant", "save_t0": "t0" in saves,
+            "save_ts": "ts" in saves, "save_steps": "steps" in saves, "save_t1": "t1" in saves,
+            "ts_rows": case[9] == "rows", "n_ts": n_ts, "batch": B, "slots": cl["slots"],
+            "max_steps": inp["max_steps"], "traj_off": len(self.rows["traj"]),
+            "y0_off": self.size("y0"), "in_off": self.size("inputs"),
+            "ts_off": self.size("save_ts"), "cot_off": self.size("cot"),
+            "grad_off": self.size("g_stepto"), "grad_len": len(g), "adaptive_ok": adaptive_ok}
+        self.rows["cases"].append([float(row[k]) for k in GRAD_CASE_COLS])
+        self.rows["tols"].append([case[4] or 0.0, case[5] or 0.0])
+        for b in range(B):
+            self.rows["traj"].append([inp["t0s"][b], inp["t1s"][b], inp["dt0s"][b]])
+            self.rows["traj_counts"].append([
+                self.name(cl["results"][b]), cl["num_steps"][b], cl["num_accepted"][b],
+                self.size("step_ends"), dx["num_steps"][b] if dx else -1,
+                dx["num_accepted"][b] if dx else -1,
+                self.name(dx["result"][b]) if dx else -1])
+            self.rows["step_ends"].append(cl["ends"][b])
+            if dx:
+                self.rows["dx_step_ends"].append(dx["ends"][b])
+        self.rows["y0"].append(np.ravel(inp["y0"]))
+        self.rows["inputs"].append(np.ravel(inp["c"]))
+        self.rows["save_ts"].append(np.ravel(inp["ts"]) if "ts" in saves else np.zeros(0))
+        self.rows["cot"].append(np.ravel(cl["cot"]))
+        self.rows["ys_stepto"].append(np.ravel(ys))
+        self.rows["g_stepto"].append(g)
+        if ga is not None:
+            self.rows["g_adaptive"].append(ga)
+        if g64 is not None:
+            self.rows["g64_stepto"].append(g64)
+
+    def write(self, path: Path) -> None:
+        import numpy as np
+        width = max(len(s) for s in self.names) + 1
+        members = {"names": np.array([[float(ord(ch)) for ch in s.ljust(width, "\0")]
+                                      for s in self.names])}
+        for key in GRAD_MEMBERS[1:]:
+            parts = self.rows[key]
+            if not parts:  # g_adaptive, dx_step_ends in fp64 only, g64_stepto in fp32 only
+                continue
+            if key in ("cases", "tols", "traj", "traj_counts"):
+                members[key] = np.asarray(parts, np.float64)
+            else:
+                members[key] = np.concatenate([np.asarray(p, np.float64) for p in parts])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            np.savez(fh, **members)
+
+
+# --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
 
@@ -1185,6 +1788,11 @@ def main() -> int:
                         help="write only the per-trajectory model and ensemble-*.json files")
     parser.add_argument("--only-forms", action="store_true",
                         help="write only the scaled models and forms-*.json files")
+    parser.add_argument("--only-grad", action="store_true",
+                        help="write only the gradient models and grad-*.npz files (needs the "
+                             "clnode Python package)")
+    parser.add_argument("--grad-worker", choices=PRECISIONS, help=argparse.SUPPRESS)
+    parser.add_argument("--grad-tmp", help=argparse.SUPPRESS)
     parser.add_argument("--no-venv", action="store_true",
                         help="use the current interpreter as it is (packages already installed)")
     parser.add_argument("--worker", choices=PRECISIONS, help=argparse.SUPPRESS)
@@ -1205,6 +1813,9 @@ def main() -> int:
     if args.forms_worker:
         forms_worker(args.forms_worker)
         return 0
+    if args.grad_worker:
+        (grad_worker32 if args.grad_worker == "fp32" else grad_worker64)(Path(args.grad_tmp))
+        return 0
     if args.ensemble_worker == "spread":
         ens_spread_worker()
         return 0
@@ -1223,6 +1834,17 @@ def main() -> int:
     started = time.time()
     import jax
     jax.config.update("jax_default_matmul_precision", "highest")
+    if args.only_grad:
+        import tempfile
+        export_grad_models()
+        with tempfile.TemporaryDirectory() as tmp:
+            # float32 first: the float64 worker takes the float64 StepTo gradient at its steps
+            for precision in ("fp32", "fp64"):
+                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--grad-worker",
+                                precision, "--grad-tmp", str(Path(tmp) / "fp32.pickle")],
+                               check=True)
+        print(f"\nwall time: {time.time() - started:.1f} s")
+        return 0
     if args.only_forms:
         export_forms_models()
         for precision in PRECISIONS:
