@@ -19,9 +19,14 @@
  * normwise relative error ||g - ref|| / ||ref||:
  * (a) fp64 within BOUND_STEPTO of jax.grad through diffrax with StepTo(ts=<clnode's step ends>);
  * (b) fp64 within BOUND_ADAPTIVE of jax.grad through diffrax's own adaptive solve, in the cases
- *     where diffrax's step counts are clnode's for every trajectory (equal counts are not equal
- *     step ends: the line prints how far apart in time they are);
- * (c) the cases whose counts differ are held to (a) only;
+ *     where diffrax's step counts are clnode's for every trajectory and its accepted step ends
+ *     lie within STEP_END_PREMISE of clnode's (equal counts are not equal step ends: diffrax's
+ *     agree with clnode's to 1e-7 - 4e-7 in time where the error estimate is not rounding noise,
+ *     which moves the gradient by up to ~1e-8; the line prints how far apart they are);
+ * (c) the cases whose counts differ, or whose step ends lie farther apart (dopri8 at rtol 1e-8,
+ *     where the error estimate is partly rounding noise: diffrax's own step ends move by 3e-6
+ *     between a vmapped solve and one trajectory alone), are held to (a) only; their line still
+ *     prints (b)'s figure;
  * fp32: ||g_clnode32 - g64|| <= FP32_FACTOR ||g_diffrax32 - g64||, g64 the float64 StepTo gradient
  *     at clnode float32's step ends and g_diffrax32 diffrax float32's own (StepTo at those ends),
  *     with an absolute floor of FP32_FLOOR ||g64|| (arrays that are exactly zero: a dead relu).
@@ -52,6 +57,7 @@
 
 #define BOUND_STEPTO 1e-11
 #define BOUND_ADAPTIVE 1e-7
+#define STEP_END_PREMISE 4e-7
 #define FP32_FACTOR 4.0
 #define FP32_FLOOR 1e-12
 /* clnode's saved values against diffrax's at the same steps, relative to their norm */
@@ -530,20 +536,21 @@ static void test_grad_fp64(void **state)
         const char *arr_a = "", *arr_b = "";
         const double ea = worst_rel(&a, gc.g_stepto, &arr_a);
         assert_non_null(gc.g_adaptive);
-        const int use_b = same_counts(&gc) && isfinite(gc.g_adaptive[0]);
-        assert_int_equal(use_b, gc.col[C_ADAPTIVE_OK] != 0);
-        const double eb = use_b ? worst_rel(&a, gc.g_adaptive, &arr_b) : NAN;
-        const double dt = use_b ? step_end_distance(&f, &gc) : NAN;
+        const int counts_b = same_counts(&gc) && isfinite(gc.g_adaptive[0]);
+        assert_int_equal(counts_b, gc.col[C_ADAPTIVE_OK] != 0);
+        const double eb = counts_b ? worst_rel(&a, gc.g_adaptive, &arr_b) : NAN;
+        const double dt = counts_b ? step_end_distance(&f, &gc) : NAN;
+        const int use_b = counts_b && dt <= STEP_END_PREMISE;
         char steps[128] = "";
         size_t len = 0;
         for (size_t b = 0; b < gc.B; ++b)
             len += (size_t)snprintf(steps + len, sizeof steps - len, "%s%.0f/%.0f", b ? "," : "",
                                     gc.counts[T_COLS * b + T_NUM_ACCEPTED],
                                     gc.counts[T_COLS * b + T_DX_ACCEPTED]);
-        char btext[96] = "step counts differ: (a) only";
-        if (use_b)
-            snprintf(btext, sizeof btext, "%.3g (%s), diffrax's step ends %.2g away", eb, arr_b,
-                     dt);
+        char btext[128] = "step counts differ: (a) only";
+        if (counts_b)
+            snprintf(btext, sizeof btext, "%.3g (%s), diffrax's step ends %.2g away%s", eb, arr_b,
+                     dt, use_b ? "" : ", beyond the rule's premise: (a) only");
         print_message("  %-24s %-6s accepted clnode/diffrax %s: forward %.2g; (a) %.3g (%s); "
                       "(b) %s\n",
                       gc.name, gc.method, steps, fwd, ea, arr_a, btext);
