@@ -75,6 +75,8 @@ class SolveOptions(TypedDict, total=False):
     max_steps: Optional[int]
     precision_guard: Optional[str]
     compact: Optional[bool]
+    keep_tape: Optional[bool]
+    checkpoint_every: Optional[int]
 
 class Context:
     def __init__(self, device: Optional[str] = None) -> None: ...

@@ -67,7 +67,7 @@ def test_solve_takes_each_option_and_documents_it(o):
     if kind == "real":
         value, bad = o["default"] * 0.5 if o["default"] else 0.5, o["min"] - 1.0
     elif kind == "integer":
-        value, bad = int(o["default"]) // 2, int(o["min"]) - 1
+        value, bad = max(int(o["default"]) // 2, int(o["min"])), int(o["min"]) - 1
     elif kind == "boolean":
         value, bad = not o["default"], None
     elif kind == "method":
