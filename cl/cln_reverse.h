@@ -44,31 +44,9 @@ CLN_INLINE real cln_y1_vjp(CLN_CONST cln_consts *K, cln_int s, real y1bar, real 
 
 /* ---- dense output: every form of cln_interpolate is linear in (y0, y1, k_0 .. k_{s-1}) for a
  * fixed theta. cln_dense_weights gives its coefficients wy0, wy1 and wk[i], so that the cotangent
- * obar of a saved value adds wy0 obar to y0's, wy1 obar to y1's and wk[i] obar to k_i's. Each
- * form's coefficients are its own polynomials in theta, evaluated in the forward's order where
- * the forward evaluates them (tsit5, polynomial) and expanded from its Horner form otherwise. ---- */
-
-/* Tsitouras: y0 + sum_i b_i(theta) k_i (cln_dense_tsit5): the b_i themselves. */
-CLN_INLINE void cln_dense_weights_tsit5(CLN_CONST cln_consts *K, real th, real *wk)
-{
-    const real t2 = th * th;
-    wk[0] =
-        K->dense[0][0] * th * (th - K->dense[0][1]) * (t2 - K->dense[0][2] * th + K->dense[0][3]);
-    for (int i = 1; i < 3; ++i)
-        wk[i] = K->dense[i][0] * t2 * (t2 - K->dense[i][1] * th + K->dense[i][2]);
-    for (int i = 3; i < 7; ++i)
-        wk[i] = K->dense[i][0] * (th - K->dense[i][1]) * (th - K->dense[i][2]) * t2;
-}
-
-/* y0 + sum_i (theta P_i(theta)) k_i (cln_dense_polynomial). */
-CLN_INLINE void cln_dense_weights_polynomial(CLN_CONST cln_consts *K, cln_int s, real th, real *wk)
-{
-    for (cln_int i = 0; i < s; ++i) {
-        CLN_CONST real *c = K->dense[i];
-        const real p = ((((c[0] * th + c[1]) * th + c[2]) * th + c[3]) * th + c[4]) * th + c[5];
-        wk[i] = p * th;
-    }
-}
+ * obar of a saved value adds wy0 obar to y0's, wy1 obar to y1's and wk[i] obar to k_i's. Where
+ * the forward evaluates the coefficients (tsit5, polynomial) they are its own functions of
+ * cln_step.h; the other forms' are expanded from their Horner forms here. ---- */
 
 /* cln_dense_midpoint: a th^4 + bb th^3 + c th^2 + f0 th + y0 with ymid = y0 + sum_i d_i0 k_i,
  * f0 = k_0, f1 = k_{s-1} and a, bb, c the combinations of cln_dense_midpoint. */
@@ -106,9 +84,10 @@ CLN_INLINE void cln_dense_weights(CLN_CONST cln_consts *K, cln_int form, cln_int
     *wy0 = CLN_R(1.0);
     *wy1 = CLN_R(0.0);
     if (form == CLN_DENSE_TSIT5) {
-        cln_dense_weights_tsit5(K, th, wk);
+        cln_dense_tsit5_weights(K, th, wk);
     } else if (form == CLN_DENSE_POLYNOMIAL) {
-        cln_dense_weights_polynomial(K, s, th, wk);
+        for (cln_int i = 0; i < s; ++i)
+            wk[i] = cln_dense_polynomial_weight(K, i, th);
     } else if (form == CLN_DENSE_MIDPOINT) {
         cln_dense_weights_midpoint(K, s, th, wy0, wy1, wk);
     } else if (form == CLN_DENSE_HERMITE) {

@@ -122,38 +122,49 @@ CLN_INLINE void cln_stage_elem(cln_int i, size_t b, cln_int n, CLN_CONST cln_con
  * Each form keeps diffrax's order of evaluation, so the forms are not merged into one. ---- */
 
 /* Tsitouras (2011) as diffrax writes it: y0 + sum_i b_i(theta) k_i with the seven polynomials in
- * factored form, evaluated left to right:
+ * factored form, evaluated left to right (cln_dense_tsit5_weights; the reverse pass's
+ * coefficients too):
  *   b_0 = d00 th (th - d01) (th^2 - d02 th + d03)
  *   b_i = di0 th^2 (th^2 - di1 th + di2)      i = 1, 2
  *   b_i = di0 (th - di1) (th - di2) th^2      i = 3..6 */
-CLN_INLINE real cln_dense_tsit5(CLN_CONST cln_consts *K, real th, real y0, const real *k)
+CLN_INLINE void cln_dense_tsit5_weights(CLN_CONST cln_consts *K, real th, real *w)
 {
     const real t2 = th * th;
-    real w[7];
     w[0] =
         K->dense[0][0] * th * (th - K->dense[0][1]) * (t2 - K->dense[0][2] * th + K->dense[0][3]);
     for (int i = 1; i < 3; ++i)
         w[i] = K->dense[i][0] * t2 * (t2 - K->dense[i][1] * th + K->dense[i][2]);
     for (int i = 3; i < 7; ++i)
         w[i] = K->dense[i][0] * (th - K->dense[i][1]) * (th - K->dense[i][2]) * t2;
+}
+
+CLN_INLINE real cln_dense_tsit5(CLN_CONST cln_consts *K, real th, real y0, const real *k)
+{
+    real w[7];
+    cln_dense_tsit5_weights(K, th, w);
     real acc = CLN_R(0.0);
     for (int i = 0; i < 7; ++i)
         acc += w[i] * k[i];
     return y0 + acc;
 }
 
-/* y0 + sum_i (theta P_i(theta)) k_i, P_i of degree 5 with coefficients d_i0 (highest degree) to
- * d_i5, by Horner as jnp.polyval (Bogacki & Shampine (1990) for dopri8; its first step,
- * 0 * theta + c_0, is c_0 exactly for finite theta). */
+/* theta P_i(theta), P_i of degree 5 with coefficients d_i0 (highest degree) to d_i5, by Horner as
+ * jnp.polyval (Bogacki & Shampine (1990) for dopri8; its first step, 0 * theta + c_0, is c_0
+ * exactly for finite theta): the coefficient of k_i in cln_dense_polynomial. */
+CLN_INLINE real cln_dense_polynomial_weight(CLN_CONST cln_consts *K, cln_int i, real th)
+{
+    CLN_CONST real *c = K->dense[i];
+    const real p = ((((c[0] * th + c[1]) * th + c[2]) * th + c[3]) * th + c[4]) * th + c[5];
+    return p * th;
+}
+
+/* y0 + sum_i (theta P_i(theta)) k_i. */
 CLN_INLINE real cln_dense_polynomial(CLN_CONST cln_consts *K, cln_int s, real th, real y0,
                                      const real *k)
 {
     real acc = CLN_R(0.0);
-    for (cln_int i = 0; i < s; ++i) {
-        CLN_CONST real *c = K->dense[i];
-        const real p = ((((c[0] * th + c[1]) * th + c[2]) * th + c[3]) * th + c[4]) * th + c[5];
-        acc += (p * th) * k[i];
-    }
+    for (cln_int i = 0; i < s; ++i)
+        acc += cln_dense_polynomial_weight(K, i, th) * k[i];
     return y0 + acc;
 }
 
