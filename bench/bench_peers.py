@@ -142,34 +142,21 @@ def diffrax_worker(precision, grad=False):
         raise SystemExit("bench_peers: the seed model is expected to use softplus")
 
     def field(t, y, args):
-        for j, (w, b) in enumerate(layers):
+        """The seed MLP with the parameters `args` (a list of (w, b) per layer)."""
+        for j, (w, b) in enumerate(args):
             y = w @ y + b
-            if j + 1 < len(layers):
+            if j + 1 < len(args):
                 y = jax.nn.softplus(y)
         return y
 
-    def solve(y0):
+    def solve_params(params, y0):
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(field), diffrax.Tsit5(), t0=0.0, t1=50.0, dt0=0.02, y0=y0,
-            stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6), max_steps=4096,
-            throw=False)
-        return sol.ys, sol.stats["num_steps"]
-
-    run = jax.jit(jax.vmap(solve))
-
-    def solve_params(params, y0):
-        def field_p(t, y, args):
-            for j, (w, b) in enumerate(args):
-                y = w @ y + b
-                if j + 1 < len(args):
-                    y = jax.nn.softplus(y)
-            return y
-
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field_p), diffrax.Tsit5(), t0=0.0, t1=50.0, dt0=0.02, y0=y0,
             args=params, stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6),
             max_steps=4096, throw=False)
         return sol.ys, sol.stats["num_steps"]
+
+    run = jax.jit(jax.vmap(lambda y0: solve_params(layers, y0)))
 
     def loss(params, y0):
         """sum(y(t1)) over the batch: every cotangent 1, as bench_grad_worker's."""
