@@ -3,7 +3,7 @@
  * answer ends the solve with CLNODE_ERR_CANCELLED and nothing stored, and the context then solves
  * as before; a callback that never cancels changes nothing. The certificate's re-solves take the
  * caller's progress and cancel callbacks, and none starts once cancel has asked to stop. The
- * reverse pass polls it between its groups of blocks. The
+ * reverse pass polls it between its groups of blocks, and reports its progress there. The
  * device is the first argument ("host", "opencl"); an absent device skips (77). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,6 +166,86 @@ static void test_gradient_cancel(void **state)
     clnode_gradient_destroy(&b);
 }
 
+/* The reverse pass's progress report: between groups of blocks once a second has passed, with
+ * the trajectories done (whole groups), their fraction and their steps; a non-zero answer
+ * cancels. Constant steps of 50 / n over [0, 50] for 4096 trajectories (8 groups); n doubles
+ * until the pass runs long enough to report (a fast machine). */
+typedef struct grad_report {
+    int calls;
+    size_t active, batch;
+    double fraction;
+    long steps;
+} grad_report;
+
+static int on_grad_progress(void *user, size_t active, size_t batch, double fraction, long steps)
+{
+    grad_report *r = user;
+    r->calls++;
+    r->active = active;
+    r->batch = batch;
+    r->fraction = fraction;
+    r->steps = steps;
+    return 1;
+}
+
+static void test_gradient_progress(void **state)
+{
+    (void)state;
+    if (strncmp(g_device, "host", 4) != 0)
+        skip(); /* the reverse pass runs on the host */
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create_seed(g_ctx, &m), CLNODE_OK);
+    const size_t B = 8 * 16 * CLNODE_GRADIENT_BLOCK;
+    double *y0 = test_calloc(B * 10, sizeof(double)), *cot = test_calloc(B * 10, sizeof(double));
+    for (size_t i = 0; i < B * 10; ++i) {
+        y0[i] = 0.01 * (double)(i % 7);
+        cot[i] = 1.0;
+    }
+    grad_report r = {0};
+    clnode_status st = CLNODE_OK;
+    long n = 200;
+    for (int tries = 0; tries < 5 && r.calls == 0; ++tries, n *= 2) {
+        clnode_solve_options o;
+        clnode_solve_seed_options(&o);
+        o.keep_tape = 1;
+        o.constant_step = 1;
+        o.dt0 = 50.0 / (double)n;
+        clnode_solution *s = NULL;
+        assert_int_equal(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(B, y0), &s), CLNODE_OK);
+        clnode_gradient_options go;
+        clnode_gradient_default_options(&go);
+        go.progress = on_grad_progress;
+        go.progress_user = &r;
+        clnode_gradient *g = NULL;
+        st = clnode_gradient_compute(g_ctx, m, &go, s, 1, cot, &g);
+        if (r.calls) {
+            clnode_trajectory_stats ts;
+            assert_int_equal(clnode_solution_stats(s, 0, &ts), CLNODE_OK);
+            const size_t done = B - r.active, group = 16 * CLNODE_GRADIENT_BLOCK;
+            print_message("  reverse pass of %ld steps: report at %zu of %zu done (%.3g), "
+                          "%ld steps\n",
+                          ts.num_accepted, done, r.batch, r.fraction, r.steps);
+            assert_int_equal(st, CLNODE_ERR_CANCELLED);
+            assert_null(g);
+            assert_string_equal(clnode_context_last_error(g_ctx),
+                                "cancelled by the progress callback");
+            assert_int_equal(r.calls, 1);
+            assert_int_equal(r.batch, B);
+            assert_true(done > 0 && done < B && done % group == 0);
+            assert_true(r.fraction == (double)done / (double)B);
+            assert_int_equal(r.steps, (long)done * ts.num_accepted); /* constant steps: alike */
+        } else {
+            assert_int_equal(st, CLNODE_OK);
+        }
+        clnode_gradient_destroy(&g);
+        clnode_solution_destroy(&s);
+    }
+    assert_int_equal(r.calls, 1);
+    test_free(y0);
+    test_free(cot);
+    clnode_model_destroy(&m);
+}
+
 /* ---- the certificate's re-solves ---- */
 
 static double now_s(void)
@@ -315,6 +395,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cancel_stops),
         cmocka_unit_test(test_never_cancelling_changes_nothing),
         cmocka_unit_test(test_gradient_cancel),
+        cmocka_unit_test(test_gradient_progress),
         cmocka_unit_test(test_certify_cancelled_from_progress),
         cmocka_unit_test(test_certify_cancelled_before),
     };
