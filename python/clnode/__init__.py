@@ -30,10 +30,10 @@ except ImportError as _e:  # the extension runs with numpy 1.23 and later (pypro
 from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, FileError,
                       InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
 from ._model import MLP, from_equinox, from_torch, seed_model
-from ._solve import OPTIONS, Context, Result, SaveAt, Solution, devices, probe, solve
+from ._solve import OPTIONS, Context, Gradient, Result, SaveAt, Solution, devices, probe, solve
 from ._version import version as __version__
 
-__all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt", "Solution",
+__all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt", "Solution", "Gradient",
            "Result", "OPTIONS", "solve", "devices", "probe", "library_version", "Error",
            "InvalidArgumentError",
            "ModelError", "FileError", "DeviceError", "UnsupportedError", "PrecisionError",

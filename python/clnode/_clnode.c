@@ -716,6 +716,8 @@ typedef struct {
     int busy; /* a solve runs on it (read and written with the GIL held) */
 } ContextObject;
 
+static PyTypeObject ContextType;
+
 static void context_dealloc(ContextObject *self)
 {
     clnode_context_destroy(&self->ctx);
@@ -772,6 +774,172 @@ static int context_ok(ContextObject *self)
     }
     return 1;
 }
+
+/* ------------------------------------------------------------------------------------------------
+ * Tape: a solution kept for its reverse pass (keep_tape) */
+
+typedef struct {
+    PyObject_HEAD clnode_solution *sol;
+    PyObject *context; /* the Context it was solved on and its Model, kept alive */
+    PyObject *model;
+    size_t slots, dim; /* the solution's time slots per trajectory and state dimension */
+} TapeObject;
+
+static PyTypeObject TapeType;
+
+/* A Tape taking *sol (NULL afterwards) of a solve on `context` of `model` with `slots` time slots
+ * of dimension `dim`. Returns NULL with an exception (*sol left to the caller). */
+static PyObject *tape_wrap(clnode_solution **sol, PyObject *context, PyObject *model, size_t slots,
+                           size_t dim)
+{
+    TapeObject *t = PyObject_New(TapeObject, &TapeType);
+    if (!t)
+        return NULL;
+    t->sol = *sol;
+    *sol = NULL;
+    t->context = Py_NewRef(context);
+    t->model = Py_NewRef(model);
+    t->slots = slots;
+    t->dim = dim;
+    return (PyObject *)t;
+}
+
+static void tape_dealloc(TapeObject *self)
+{
+    clnode_solution_destroy(&self->sol);
+    Py_XDECREF(self->context);
+    Py_XDECREF(self->model);
+    PyObject_Free(self);
+}
+
+/* The cotangent argument: float64 (B, slots, N), C-contiguous. Returns NULL with an exception. */
+static PyArrayObject *cotangent_array(PyObject *o, size_t B, size_t slots, size_t N)
+{
+    PyArrayObject *a =
+        (PyArrayObject *)PyArray_FROMANY(o, NPY_DOUBLE, 3, 3, NPY_ARRAY_IN_ARRAY);
+    if (!a)
+        return NULL;
+    if ((size_t)PyArray_DIM(a, 0) != B || (size_t)PyArray_DIM(a, 1) != slots ||
+        (size_t)PyArray_DIM(a, 2) != N) {
+        PyErr_Format(InvalidArgumentError,
+                     "the cotangent of ys must have the shape of ys, (%zu, %zu, %zu), not (%zd, "
+                     "%zd, %zd)",
+                     B, slots, N, (Py_ssize_t)PyArray_DIM(a, 0), (Py_ssize_t)PyArray_DIM(a, 1),
+                     (Py_ssize_t)PyArray_DIM(a, 2));
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* The dict {"y0", "inputs", "weights", "biases", "out_scale"} of a gradient of B trajectories
+ * (copies; None where the model has no such part). Returns NULL with an exception. */
+static PyObject *gradient_dict(const clnode_gradient *g, const clnode_model *m, size_t B)
+{
+    const size_t L = clnode_model_num_layers(m), k = clnode_model_num_inputs(m);
+    PyObject *ws = PyList_New((Py_ssize_t)L), *bs = PyList_New((Py_ssize_t)L);
+    for (size_t l = 0; ws && bs && l < L; ++l) {
+        const npy_intp out = (npy_intp)clnode_model_layer_out(m, l);
+        const npy_intp in = (npy_intp)clnode_model_layer_in(m, l);
+        const double *b = clnode_gradient_bias(g, l);
+        PyObject *wo = copy_doubles(clnode_gradient_weight(g, l), out, in);
+        PyObject *bo = b ? copy_doubles(b, out, 0) : Py_NewRef(Py_None);
+        if (!wo || !bo) {
+            Py_XDECREF(wo);
+            Py_XDECREF(bo);
+            Py_CLEAR(ws);
+            break;
+        }
+        PyList_SET_ITEM(ws, (Py_ssize_t)l, wo);
+        PyList_SET_ITEM(bs, (Py_ssize_t)l, bo);
+    }
+    size_t ns = 0;
+    const double *s = clnode_gradient_out_scale(g, &ns);
+    const double *c = clnode_gradient_inputs(g);
+    PyObject *y0 = copy_doubles(clnode_gradient_y0(g), (npy_intp)B, (npy_intp)clnode_model_dim(m));
+    PyObject *ci = c && k ? copy_doubles(c, (npy_intp)B, (npy_intp)k) : Py_NewRef(Py_None);
+    PyObject *so = s ? copy_doubles(s, (npy_intp)ns, 0) : Py_NewRef(Py_None);
+    if (!ws || !bs || !y0 || !ci || !so) {
+        Py_XDECREF(ws);
+        Py_XDECREF(bs);
+        Py_XDECREF(y0);
+        Py_XDECREF(ci);
+        Py_XDECREF(so);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "y0", y0, "inputs", ci, "weights", ws, "biases",
+                         bs, "out_scale", so);
+}
+
+/* Tape.gradient(context, cot) -> dict: the reverse pass (clnode_gradient_compute) on `context` (a
+ * host Context) of the cotangent cot (B, slots, N) of the solution's ys, without the GIL and
+ * under the SIGINT handler. */
+static PyObject *tape_gradient(TapeObject *self, PyObject *args)
+{
+    PyObject *co, *cot_o;
+    if (!PyArg_ParseTuple(args, "O!O", &ContextType, &co, &cot_o))
+        return NULL;
+    ContextObject *ctx = (ContextObject *)co;
+    if (!context_ok(ctx))
+        return NULL;
+    const clnode_model *model = ((ModelObject *)self->model)->model;
+    const size_t B = clnode_solution_batch(self->sol);
+    PyArrayObject *cot = cotangent_array(cot_o, B, self->slots, self->dim);
+    if (!cot)
+        return NULL;
+    clnode_gradient_options go;
+    clnode_gradient_default_options(&go);
+    if (sigint_install())
+        go.cancel = on_cancel;
+    clnode_gradient *g = NULL;
+    clnode_status st;
+    const double *cp = PyArray_DATA(cot);
+    ctx->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st =
+        clnode_gradient_compute(ctx->ctx, model, &go, self->sol, self->slots, cp, &g);
+    Py_END_ALLOW_THREADS ctx->busy = 0;
+    Py_DECREF(cot);
+    const int interrupted = go.cancel && sigint_restore();
+    const int failed = flush_log(&ctx->log, "gradient") < 0 ||
+                       (interrupted && PyErr_CheckSignals() < 0);
+    PyObject *ret = NULL;
+    if (!failed && st != CLNODE_OK)
+        raise_status(st, clnode_context_last_error(ctx->ctx));
+    else if (!failed)
+        ret = gradient_dict(g, model, B);
+    clnode_gradient_destroy(&g);
+    return ret;
+}
+
+static PyObject *tape_get_kept_bytes(TapeObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(clnode_solution_kept_bytes(self->sol));
+}
+
+static PyMethodDef tape_methods[] = {
+    {"gradient", (PyCFunction)tape_gradient, METH_VARARGS,
+     "gradient(context, cot) -> dict y0, inputs, weights, biases, out_scale: the reverse pass of "
+     "the cotangent cot (B, T, N) of ys on a host context (clnode_gradient_compute)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tape_getset[] = {
+    {"kept_bytes", (getter)tape_get_kept_bytes, NULL,
+     "the bytes the kept states take (clnode_solution_kept_bytes)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TapeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "clnode._clnode.Tape",
+    .tp_basicsize = sizeof(TapeObject),
+    .tp_dealloc = (destructor)tape_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A solution kept for its reverse pass (solve with keep_tape). Use "
+              "clnode.Solution.vjp.",
+    .tp_methods = tape_methods,
+    .tp_getset = tape_getset,
+};
 
 static PyObject *context_get_backend(ContextObject *self, void *c)
 {
@@ -1062,24 +1230,24 @@ static void trajectory_stats(const clnode_solution *sol, size_t b, int64_t *sp, 
     tfp[b] = s.t_final;
 }
 
-/* The arrays of a solution of B trajectories with T time slots (float32 ts and ys when f32),
- * then the solution destroyed. Needs no GIL. Returns clnode_solution_rows's status. */
-static clnode_status solution_fill(clnode_solution *sol, size_t B, size_t T, int f32, int64_t *sp,
-                                   double *tfp, void *tsp, void *ysp)
+/* The arrays of a solution of B trajectories with T time slots (float32 ts and ys when f32).
+ * Needs no GIL. Returns clnode_solution_rows's status. */
+static clnode_status solution_fill(const clnode_solution *sol, size_t B, size_t T, int f32,
+                                   int64_t *sp, double *tfp, void *tsp, void *ysp)
 {
     for (size_t b = 0; b < B; ++b)
         trajectory_stats(sol, b, sp, tfp);
-    const clnode_status st = f32 ? clnode_solution_rows_f32(sol, 0, B, T, tsp, ysp)
-                                 : clnode_solution_rows_f64(sol, 0, B, T, tsp, ysp);
-    clnode_solution_destroy(&sol);
-    return st;
+    return f32 ? clnode_solution_rows_f32(sol, 0, B, T, tsp, ysp)
+               : clnode_solution_rows_f64(sol, 0, B, T, tsp, ysp);
 }
 
-/* The tuple (ts, ys, stats, t_final, cert) of a solution of the problem's B trajectories with T
- * time slots of dimension N. Destroys sol and takes cert's reference, also on failure. Returns
- * NULL with an exception. */
+/* The tuple (ts, ys, stats, t_final, cert, tape) of a solution of the problem's B trajectories
+ * with T time slots of dimension N; tape is a Tape holding sol when tape_of (the context and the
+ * model solved) is given, else None and sol is destroyed. Takes sol and cert's reference, also on
+ * failure. Returns NULL with an exception. */
 static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o,
-                                const clnode_problem *p, size_t T, size_t N, PyObject *cert)
+                                const clnode_problem *p, size_t T, size_t N, PyObject *cert,
+                                PyObject *const *tape_of)
 {
     const size_t B = p->batch;
     const int f32 = o->precision == CLNODE_FP32;
@@ -1101,16 +1269,21 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
     void *tsp = PyArray_DATA((PyArrayObject *)ts), *ysp = PyArray_DATA((PyArrayObject *)ys);
     clnode_status st;
     Py_BEGIN_ALLOW_THREADS st = solution_fill(sol, B, T, f32, sp, tfp, tsp, ysp);
-    Py_END_ALLOW_THREADS if (st != CLNODE_OK)
-    {
+    Py_END_ALLOW_THREADS PyObject *tape = NULL;
+    if (st != CLNODE_OK)
+        raise_status(st, "the solution has more saved points than its slots");
+    else
+        tape = tape_of ? tape_wrap(&sol, tape_of[0], tape_of[1], T, N) : Py_NewRef(Py_None);
+    clnode_solution_destroy(&sol);
+    if (!tape) {
         Py_DECREF(cert);
         Py_DECREF(ts);
         Py_DECREF(ys);
         Py_DECREF(sa);
         Py_DECREF(tf);
-        return raise_status(st, "the solution has more saved points than its slots");
+        return NULL;
     }
-    return Py_BuildValue("(NNNNN)", ts, ys, sa, tf, cert);
+    return Py_BuildValue("(NNNNNN)", ts, ys, sa, tf, cert, tape);
 }
 
 /* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
@@ -1217,8 +1390,9 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
     }
     clnode_solution *sol = NULL;
     PyObject *cert = solve_certify(self, model, &o, &p, certify, certify_seed, &sol);
+    PyObject *const tape_of[2] = {(PyObject *)self, mo};
     if (cert)
-        ret = solution_tuple(sol, &o, &p, T, N, cert);
+        ret = solution_tuple(sol, &o, &p, T, N, cert, o.keep_tape ? tape_of : NULL);
 done:
     solve_arrays_release(&in);
     return ret;
@@ -1409,10 +1583,12 @@ PyMODINIT_FUNC PyInit__clnode(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
-    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0)
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0 ||
+        PyType_Ready(&TapeType) < 0)
         goto fail;
     if (PyModule_AddObjectRef(m, "Model", (PyObject *)&ModelType) < 0 ||
-        PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0)
+        PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
+        PyModule_AddObjectRef(m, "Tape", (PyObject *)&TapeType) < 0)
         goto fail;
     if (add_exc(m, &Error, "Error", NULL,
                 "Base class of clnode's errors; `status` is the library's status name.") < 0)

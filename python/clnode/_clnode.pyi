@@ -78,14 +78,23 @@ class SolveOptions(TypedDict, total=False):
     keep_tape: Optional[bool]
     checkpoint_every: Optional[int]
 
+class Tape:
+    # a solution kept for its reverse pass (a solve with keep_tape): the dict y0 (B, N), inputs
+    # (B, k) or None, weights [(out, in)], biases [(out,) or None], out_scale (n,) or None
+    def gradient(self, context: "Context", cot: np.ndarray, /) -> Dict[str, Any]: ...
+    @property
+    def kept_bytes(self) -> int: ...
+
 class Context:
     def __init__(self, device: Optional[str] = None) -> None: ...
-    # (ts, ys, stats, t_final, certificate); options: {name: value} of the option table;
-    # save_ts: (T,) shared by the batch, or (B, T) with a row per trajectory
+    # (ts, ys, stats, t_final, certificate, tape); options: {name: value} of the option table;
+    # save_ts: (T,) shared by the batch, or (B, T) with a row per trajectory; tape a Tape with
+    # keep_tape, else None
     def solve(self, model: Model, y0: npt.ArrayLike, options: Dict[str, Any], /, *,
               save_ts: Any = None, certify: float = 0.0, certify_seed: int = 1, t0s: Any = None,
               t1s: Any = None, dt0s: Any = None, inputs: Any = None) -> Tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[Dict[str, Any]]]: ...
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[Dict[str, Any]],
+        Optional[Tape]]: ...
     def supports(self, precision: int, /) -> bool: ...
     def probe(self, precision: int, gemm_mode: int, /) -> Dict[str, Any]: ...
     def facts(self) -> Dict[str, Optional[bool]]: ...

@@ -3,7 +3,7 @@ import enum
 import math
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -148,9 +148,13 @@ class Solution:
     Result.max_steps_reached, ...); for a batch an array of them (dtype object). t_final: where
     each trajectory stopped (t1 on success). certificate: with solve(certify=True), the run's
     precision certificate (a dict: "certified", "num_sampled", "max_deviation_rtol",
-    "max_spread_rtol", "samples", ... as clnode_certify in clnode/precision.h), else None."""
+    "max_spread_rtol", "samples", ... as clnode_certify in clnode/precision.h), else None.
 
-    __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate")
+    A solve with keep_tape=True keeps what its reverse pass needs (the library's tape), and
+    Solution.vjp(ys_bar) computes the gradient of any loss of ys from ys_bar = dloss/dys."""
+
+    __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate", "_tape", "_model",
+                 "_single")
 
     ts: np.ndarray
     ys: np.ndarray
@@ -164,6 +168,37 @@ class Solution:
                  certificate: Optional[Dict[str, Any]] = None) -> None:
         self.ts, self.ys, self.stats, self.result, self.t_final = ts, ys, stats, result, t_final
         self.certificate = certificate
+        self._tape: Any = None
+        self._model: Optional[MLP] = None
+        self._single = ys.ndim == 2
+
+    def vjp(self, ys_bar: npt.ArrayLike) -> "Gradient":
+        """The reverse pass of a solve with keep_tape=True: the gradient of a loss of ys given
+        ys_bar = dloss/dys, of the shape of ys ((B, T, N), or (T, N) for one y0), float64 or
+        exactly convertible to it (the padding slots of ys, +inf, are not read; cotangents there
+        may be anything finite). Computed on the host (the library's reverse pass; the
+        forward may have run on any device), in the solve's precision, summed over the batch in
+        the library's fixed order: the same bits at any batch composition and thread count.
+        Returns a clnode.Gradient: y0 (the shape of y0), args ((B, k) or (k,) for a model with
+        conditioning inputs, else None) and params, a dict named as in the model's safetensors
+        file ("layers.<i>.weight", "layers.<i>.bias", "out_scale"). The time arguments get no
+        gradient. Raises ValueError (the library's message naming the trajectory, slot and
+        component) for a non-finite cotangent; may be called more than once."""
+        if self._tape is None:
+            raise ValueError("Solution.vjp needs a solve with keep_tape=True (it keeps what the "
+                             "reverse pass needs)")
+        cot = _args.real_array(ys_bar, "ys_bar", finite=False)
+        if cot.shape != self.ys.shape:
+            raise ValueError(f"ys_bar must have the shape of ys, {self.ys.shape}, not "
+                             f"{cot.shape}")
+        if self._single:
+            cot = cot.reshape((1,) + cot.shape)
+        cot = np.ascontiguousarray(cot)
+        try:
+            g = self._tape.gradient(_context_for("host"), cot)
+        except _clnode.ContextBusyError:  # another thread uses the process's: this thread's own
+            g = self._tape.gradient(_thread_context_for("host"), cot)
+        return _gradient(g, self._model, self._single)
 
     @property
     def ok(self) -> bool:
@@ -173,6 +208,35 @@ class Solution:
     def __repr__(self) -> str:
         return (f"clnode.Solution(ts{tuple(self.ts.shape)}, ys{tuple(self.ys.shape)}, "
                 f"stats={self.stats}, result={_result_text(self.result)})")
+
+
+class Gradient(NamedTuple):
+    """Solution.vjp's gradient: y0 (the shape of y0), args (the conditioning inputs' shape,
+    (B, k) or (k,); None for a model without) and params, a dict of the model's parameters'
+    gradients named as in its safetensors file: "layers.<i>.weight" (out, in),
+    "layers.<i>.bias" (out,) and "out_scale" (shape () for one value, (N,) for one per
+    component) where the model has them."""
+
+    y0: np.ndarray
+    args: Optional[np.ndarray]
+    params: Dict[str, np.ndarray]
+
+
+def _gradient(g: Dict[str, Any], model: Any, single: bool) -> Gradient:
+    """The Gradient of the extension's dict of Tape.gradient."""
+    params: Dict[str, np.ndarray] = {}
+    for i, (w, b) in enumerate(zip(g["weights"], g["biases"])):
+        params[f"layers.{i}.weight"] = w
+        if b is not None:
+            params[f"layers.{i}.bias"] = b
+    s = g["out_scale"]
+    if s is not None:
+        params["out_scale"] = s.reshape(()) if s.size == 1 else s
+    y0, c = g["y0"], g["inputs"]
+    if single:
+        y0 = y0[0]
+        c = None if c is None else c[0]
+    return Gradient(y0, c, params)
 
 
 def _result_text(result: Any) -> str:
@@ -391,7 +455,10 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
         extra["inputs"] = inputs
     extra.update(_certify_options(certify, certify_fraction, certify_seed))
     out = _run(context, device, model, y, opts, extra)
-    return _solution(out, single, opts.get("max_steps", int(OPTIONS["max_steps"]["default"])))
+    sol = _solution(out, single, opts.get("max_steps", int(OPTIONS["max_steps"]["default"])))
+    if out[5] is not None:
+        sol._tape, sol._model = out[5], model
+    return sol
 
 
 def _option_value(info: Dict[str, Any], value: object) -> Any:
@@ -512,8 +579,8 @@ def _run(context: Optional[_clnode.Context], device: Optional[str], model: MLP, 
 
 
 def _solution(out: Tuple[Any, ...], single: bool, max_steps: int) -> Solution:
-    """The Solution of the extension's (ts, ys, stats, t_final, certificate)."""
-    ts, ys, st, t_final, cert = out
+    """The Solution of the extension's (ts, ys, stats, t_final, certificate, tape)."""
+    ts, ys, st, t_final, cert = out[:5]
     if single:  # plain Python numbers: no per-field numpy indexing
         res, n, acc, rej, rhs = st[0].tolist()
         stats = {"num_steps": n, "num_accepted_steps": acc, "num_rejected_steps": rej,
