@@ -30,8 +30,19 @@ vmap, each trajectory's own) and compared with s * MLP, on every call with that 
 anything else (another order, terms added, args used otherwise) is refused with a ValueError,
 never solved as something else. It works under jax.jit and jax.vmap over y0, t0, t1, dt0, args
 and SaveAt(ts=...) (a vmapped call is one batched clnode solve with per-trajectory t0s/t1s/dt0s,
-inputs and save times, through jax.pure_callback(vmap_method="expand_dims")), on CPU arrays. It
-computes no gradients: train with diffrax, solve with clnode.
+inputs and save times, through jax.pure_callback(vmap_method="expand_dims")), on CPU arrays.
+
+It is differentiable in reverse mode, as diffrax's default adjoint (RecursiveCheckpointAdjoint:
+the gradient of the discretised solve, its step sizes taken as constants): jax.grad,
+jax.value_and_grad, jax.vjp, jax.jacrev, eqx.filter_grad and eqx.filter_value_and_grad, under
+jax.jit/eqx.filter_jit and jax.vmap (a vmapped loss's parameter gradient is summed over the batch
+inside clnode; jax.vmap of a gradient gives per-example gradients), with respect to y0, args and
+every inexact array of the vector field (the MLP's weights and biases, and whatever makes its
+factor s). The backward re-solves the batch with the library's tape (the same steps and bits as
+the forward) and runs the library's host reverse pass (clnode.Solution.vjp), whatever the
+forward's device; RecursiveCheckpointAdjoint(checkpoints=k) keeps about k states per
+trajectory (the same bits). The time arguments (t0, t1, dt0, SaveAt ts) get no gradient: one
+asked for is refused with a TypeError, as is forward mode (jax.jvp, jax.jacfwd, jax.hessian).
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
@@ -45,7 +56,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _args, _clnode, _model, _solve
+from . import _args, _clnode, _jax_ad, _model, _solve
 
 __all__ = ["diffeqsolve"]
 
@@ -476,7 +487,11 @@ def _host_callback(p, failures, jitting, shapes):
             lead = batch_shape(*operands)
             return tuple(np.zeros(lead + s.shape, s.dtype) for s in shapes)
 
-    def solve_batch(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params):
+    def setup(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params, scale_vector=False):
+        """The clnode.solve call of the batch the operands give: (lead, model, y0 rows, keyword
+        arguments). scale_vector: the model has the output scale as one value per component,
+        1 where the field has none (for its gradient: the same bits, s * x for each
+        component)."""
         y = np.asarray(y)
         lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params)
         yb = np.broadcast_to(y, lead + (p.n,)).reshape(-1, p.n)
@@ -488,7 +503,7 @@ def _host_callback(p, failures, jitting, shapes):
         if p.k:
             cv = np.broadcast_to(np.asarray(c_, np.float64), lead + (p.k,)).reshape(B, p.k)
         m = p.mlp
-        if m is None:
+        if m is None:  # traced parameters (under jax.jit): this call's values
             ps = [np.asarray(x, np.float64) for x in params]
             ws = [_squeeze_unbatched(ps[i], 2, "the model's parameters")
                   for i in range(p.n_layers)]
@@ -499,7 +514,12 @@ def _host_callback(p, failures, jitting, shapes):
             m = p.make_mlp(ws, bs)
         s = p.scale
         if p.deferred_check:
-            s = _out_scale(_one_factor(sv, p.path or "the root"), p.path or "the root")
+            factor = _one_factor(sv, p.path or "the root")
+            s = _out_scale(factor, p.path or "the root")
+            if scale_vector:
+                s = np.asarray(factor[0], np.float64)
+        elif scale_vector:
+            s = np.broadcast_to(np.asarray(1.0 if s is None else s, np.float64), (p.n,))
         m = with_scale(m, s)
         if p.deferred_check:
             fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, p.n)).reshape(B, -1)
@@ -516,16 +536,21 @@ def _host_callback(p, failures, jitting, shapes):
         o = dict(p.opts)
         o["saveat"] = sa
         o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
-        sol = _solve.solve(m, yb, t0=t0v, t1=t1v, args=cv, **o)
+        return lead, m, yb, dict(o, t0=t0v, t1=t1v, args=cv)
+
+    def solve_batch(*operands):
+        lead, m, yb, kw = setup(*operands)
+        sol = _solve.solve(m, yb, **kw)
         st = sol.stats
         codes = _DIFFRAX_CODE[np.asarray(sol.result, np.intp).reshape(-1)]
         return (sol.ts.reshape(lead + (p.T,)).astype(p.time_dtype),
-                sol.ys.reshape(lead + (p.T, p.n)).astype(y.dtype),
+                sol.ys.reshape(lead + (p.T, p.n)).astype(p.y_dtype),
                 st["num_steps"].reshape(lead).astype(np.int32),
                 st["num_accepted_steps"].reshape(lead).astype(np.int32),
                 st["num_rejected_steps"].reshape(lead).astype(np.int32),
                 codes.reshape(lead))
 
+    host.setup = setup  # type: ignore[attr-defined]
     return host
 
 
@@ -618,8 +643,9 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
         raise _unsupported("solver", f"{type(solver).__name__} (clnode has "
                            + ", ".join(c.__name__ + "()" for c in _SOLVERS) + ")")
     if type(adjoint) is not diffrax.RecursiveCheckpointAdjoint:
-        raise _unsupported("adjoint", f"{type(adjoint).__name__} (clnode computes no "
-                           "gradients: train with diffrax, solve with clnode)")
+        raise _unsupported("adjoint", f"{type(adjoint).__name__} (clnode's reverse pass is "
+                           "diffrax's default, RecursiveCheckpointAdjoint: discretise then "
+                           "differentiate, with checkpoints=k or None)")
     if event is not None:
         raise _unsupported("event", "clnode has no events")
     if type(progress_meter) is not diffrax.NoProgressMeter:
@@ -639,7 +665,7 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
                             + (f" (clnode takes {name} from {where})" if where else ""))
     kw = _solve._table_options(options)
     _solve._device_arg(device)
-    return method, max_steps, kw
+    return method, max_steps, kw, _jax_ad.checkpoint_every(adjoint, max_steps)
 
 
 def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, args: Any = None,
@@ -673,17 +699,23 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
     save times: each trajectory its own list). Raises UnsupportedArgument (a ValueError) naming
-    any argument it does not support (adjoint other than the default, event, SubSaveAt fn, other
+    any argument it does not support (adjoint other than RecursiveCheckpointAdjoint, event,
+    SubSaveAt fn, other
     solvers, controllers, or vmapping over the model), ValueError when the vector field is not
     s times the MLP found in it or when save times are out of order or lie outside their
     trajectory's interval (as diffrax), TypeError for an argument
     of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
-    it refuses the problem, and a TypeError under jax.grad/jax.jvp: clnode does not compute
-    gradients. Checks on concrete values run before the callback; under jax.jit, those on traced
+    it refuses the problem, and a TypeError for a gradient with respect to t0, t1, dt0 or
+    SaveAt(ts=...) and for forward mode (jax.jvp, jax.jacfwd, jax.hessian): clnode computes
+    reverse-mode gradients with respect to y0, args and the vector field's arrays (the module's
+    documentation). adjoint: RecursiveCheckpointAdjoint() (every state kept) or
+    RecursiveCheckpointAdjoint(checkpoints=k) (about k kept; the same gradient bits).
+    Checks on concrete values run before the callback; under jax.jit, those on traced
     times run in JAX through eqx.error_if, and the rest inside the callback, raised in
     eqx.error_if's form: with equinox.filter_jit, equinox.EquinoxRuntimeError carrying the
     message; with jax.jit, XLA's runtime error with the message inside."""
-    method, max_steps, kw = _check_arguments(terms, solver, adjoint, event, progress_meter,
+    method, max_steps, kw, checkpoint_every = _check_arguments(
+        terms, solver, adjoint, event, progress_meter,
                                              solver_state, controller_state, made_jump,
                                              max_steps, throw, options, device)
     ctrl = _controller_options(stepsize_controller, dt0)
@@ -717,7 +749,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
         has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
         tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
-        save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype)
+        save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
+        y_dtype=y0.dtype)
     host = _host_callback(prob, failures, jitting, shapes)
 
     @jax.custom_jvp
@@ -725,10 +758,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params,
                                  vmap_method="expand_dims")
 
-    @call.defjvp
-    def _no_gradients(primals, tangents):
-        raise TypeError("clnode does not compute gradients (clnode.jax.diffeqsolve under "
-                        "jax.grad/jax.jvp): train with diffrax.diffeqsolve, solve with clnode")
+    ad_prob = _jax_ad.Problem(host.setup, _raise_in_callback, n, T, checkpoint_every)
+    call.defjvp(_jax_ad.jvp_rule(call, ad_prob), symbolic_zeros=True)
 
     ts_op = jnp.zeros((0,), time_dtype) if save_ts is None else jnp.asarray(save_ts, time_dtype)
     fv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(fvals, y0.dtype)

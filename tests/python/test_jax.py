@@ -154,14 +154,19 @@ def test_unsupported_arguments_are_named(kw, name):
         diffeqsolve(diffrax.ODETerm(tanh_func()), solver, **args)
 
 
-def test_grad_raises_clear_error():
+def test_time_gradient_and_forward_mode_raise_clear_errors():
     func = tanh_func()
 
-    def loss(y0):
-        return diffeqsolve(diffrax.ODETerm(func), diffrax.Tsit5(), 0.0, 1.0, 0.1, y0).ys.sum()
+    def loss(y0, t1=1.0):
+        return diffeqsolve(diffrax.ODETerm(func), diffrax.Tsit5(), 0.0, t1, 0.1, y0).ys.sum()
 
-    with pytest.raises(TypeError, match="does not compute gradients"):
-        jax.grad(loss)(jnp.zeros(4, jnp.float64))
+    y0 = jnp.zeros(4, jnp.float64)
+    with pytest.raises(TypeError, match="no gradient with respect to t1"):
+        jax.grad(loss, argnums=1)(y0, 1.0)
+    with pytest.raises(TypeError, match="reverse-mode gradients only"):
+        jax.jvp(loss, (y0,), (y0,))
+    with pytest.raises(TypeError, match="reverse-mode gradients only"):
+        jax.hessian(loss)(y0)
 
 
 def test_throw_and_max_steps():

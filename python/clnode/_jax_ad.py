@@ -1,0 +1,307 @@
+"""Reverse-mode differentiation of clnode.jax.diffeqsolve: the one file that uses JAX's
+primitive machinery (jax.extend.core.Primitive and the jax.interpreters rules, written for jax
+0.10.2; see python/requirements-test.txt).
+
+A diffeqsolve call is a jax.custom_jvp function around a pure_callback (the forward solve). Its
+JVP rule gives the primal outputs and the tangent of ys as `lin_p`, a primitive linear in the
+tangents of y0, args, the field's factor s and the MLP's parameters, which is never evaluated:
+under jax.grad it is transposed into `vjp_p`, whose callback re-solves the batch with the
+library's tape (keep_tape: the same steps and bits as the forward) and runs the library's
+reverse pass (clnode.Solution.vjp). JAX moves the rest: the factor's cotangent onto the field's
+leaves that make s, the parameters' onto the equinox module.
+
+Batching. Under jax.vmap the batched operands get one leading axis each; y0 and args are
+broadcast to the batch (their cotangents are per trajectory), the factor and the parameters keep
+a size-1 axis, so that their cotangent is summed over the batch inside the library, in its fixed
+order: no intermediate of the batch times the parameters exists. vmap applied to a gradient
+(per-example gradients, `keep` axes) re-solves each kept index's trajectories on their own
+(the same bits as in the batch) and returns one gradient per index.
+
+The time arguments (t0, t1, dt0, SaveAt ts) have no gradient in the library: their tangents
+are refused by name when they are non-zero (only when someone differentiates them). Forward mode
+(jax.jvp, jax.jacfwd, jax.hessian) is refused with a TypeError."""
+from typing import Any, Callable, List, Tuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import _solve
+
+# the operands of the forward (clnode.jax's call): y0, t0, t1, dt0, save times, args, the
+# field's values at the check points (fv), the factor's values there (sv), then the MLP's
+# weights and biases when they are traced
+Y0, T0, T1, DT0, TS, ARGS, FV, SV, PARAMS = range(9)
+_TIME_NAMES = {T0: "t0", T1: "t1", DT0: "dt0", TS: "SaveAt(ts=...)"}
+
+_FORWARD_MODE = ("clnode computes reverse-mode gradients only (jax.grad, jax.value_and_grad, "
+                 "jax.vjp, eqx.filter_grad, eqx.filter_value_and_grad, jax.jacrev), not {what}: "
+                 "forward mode (jax.jvp, jax.jacfwd, jax.hessian, jax.linearize) is not "
+                 "computed by clnode.jax.diffeqsolve")
+
+
+class Problem:
+    """A diffeqsolve call's static parts, as a primitive's parameter (hashed by identity).
+    setup(*operands, scale_vector) -> (lead, model, y0 rows, clnode.solve keywords);
+    raise_in_callback(e): raises a callback's exception so that it reaches the caller under
+    jax.jit with its message; n, T: state dimension and time slots; checkpoint_every: the
+    tape's (adjoint checkpoints)."""
+
+    def __init__(self, setup: Callable[..., Any],
+                 raise_in_callback: Callable[[BaseException], Any], n: int, T: int,
+                 checkpoint_every: int) -> None:
+        self.setup, self.raise_in_callback = setup, raise_in_callback
+        self.n, self.T, self.checkpoint_every = n, T, checkpoint_every
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+def _per_trajectory_operand(i: int) -> bool:
+    """Whether operand i's cotangent is one per trajectory (y0, args) rather than one for the
+    batch (the factor and the parameters)."""
+    return i in (Y0, ARGS)
+
+
+# --------------------------------------------------------------------------------------------
+# The JVP rule of the forward
+
+def jvp_rule(call: Callable[..., Any], prob: Problem) -> Callable[..., Any]:
+    """The custom_jvp rule (symbolic_zeros=True) of clnode.jax's forward `call`."""
+
+    def rule(primals, tangents):
+        asked = [name for i, name in _TIME_NAMES.items()
+                 if not isinstance(tangents[i], SymbolicZero)]
+        if asked:
+            names = " and ".join(asked)
+            raise TypeError(
+                f"clnode.jax.diffeqsolve computes no gradient with respect to {names} (the "
+                "library's reverse pass differentiates y0, args and the vector field's arrays), "
+                f"and {names} depend{'s' if len(asked) == 1 else ''} on what is differentiated "
+                f"here: stop the gradient through {names} (jax.lax.stop_gradient) or "
+                "differentiate only the model, y0 and args")
+        out = call(*primals)
+        want = tuple(i for i, t in enumerate(tangents)
+                     if i in (Y0, ARGS, SV) or i >= PARAMS
+                     if not isinstance(t, SymbolicZero))
+        zeros = [np.zeros(np.shape(x), jax.dtypes.float0) if
+                 jnp.issubdtype(jnp.result_type(x), jnp.integer) else jnp.zeros_like(x)
+                 for x in out]
+        if not want:
+            return out, tuple(zeros)
+        ys_dot = lin_p.bind(*[tangents[i] for i in want], *primals, prob=prob, want=want,
+                            lead=tuple(np.shape(primals[Y0])[:-1]))
+        return out, (zeros[0], ys_dot, *zeros[2:])
+
+    return rule
+
+
+# --------------------------------------------------------------------------------------------
+# lin_p: the tangent of ys, linear in the wanted operands' tangents; transposed, never evaluated
+
+lin_p = Primitive("clnode_solve_linear")
+
+
+def _lin_abstract(*args, prob, want, lead):
+    return jax.core.ShapedArray(tuple(lead) + (prob.T, prob.n), args[len(want) + Y0].dtype)
+
+
+def _lin_impl(*args, **params):
+    raise TypeError(_FORWARD_MODE.format(what="a forward-mode derivative"))
+
+
+def _lin_batch(args, dims, *, prob, want, lead):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    nw = len(want)
+    index = list(want) + list(range(len(args) - nw))
+    theta_batched = any(d is not None and (index[j] == SV or index[j] >= PARAMS)
+                        for j, d in enumerate(dims))
+    out = []
+    for j, (a, d) in enumerate(zip(args, dims)):
+        i = index[j]
+        out.append(_lead_axis(a, d, size, _per_trajectory_operand(i) or
+                              (theta_batched and (i == SV or i >= PARAMS))))
+    return lin_p.bind(*out, prob=prob, want=want, lead=(size,) + tuple(lead)), 0
+
+
+def _lin_transpose(ct, *args, prob, want, lead):
+    nw = len(want)
+    if type(ct) is ad.Zero:
+        return [None] * len(args)
+    grads = vjp_p.bind(ct, *args[nw:], prob=prob, want=want, lead=tuple(lead),
+                       keep=(False,) * len(lead))
+    return [g if ad.is_undefined_primal(a) else None for a, g in zip(args[:nw], grads)] + \
+        [None] * (len(args) - nw)
+
+
+def _no_forward_mode(primals, tangents, **params):
+    raise TypeError(_FORWARD_MODE.format(what="a forward-mode derivative of a gradient "
+                                          "(jax.hessian, jax.jacfwd of jax.grad)"))
+
+
+lin_p.def_impl(_lin_impl)
+lin_p.def_abstract_eval(_lin_abstract)
+batching.primitive_batchers[lin_p] = _lin_batch
+ad.primitive_transposes[lin_p] = _lin_transpose
+ad.primitive_jvps[lin_p] = _no_forward_mode
+mlir.register_lowering(lin_p, mlir.lower_fun(_lin_impl, multiple_results=False))
+
+
+def _lead_axis(a, d, size, broadcast):
+    """Operand `a` with its batch axis `d` (None: unbatched) first: moved there, or, unbatched,
+    broadcast to `size` (per-trajectory operands) or given a size-1 axis (the rest: the
+    callback broadcasts it; its cotangent stays one for the batch)."""
+    if d is not None:
+        return jnp.moveaxis(a, d, 0)
+    if broadcast:
+        return jnp.broadcast_to(a, (size,) + np.shape(a))
+    return jnp.expand_dims(a, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# vjp_p: the cotangents of the wanted operands from the cotangent of ys
+
+vjp_p = Primitive("clnode_solve_vjp")
+vjp_p.multiple_results = True
+
+
+def _vjp_shapes(operands, want, lead, keep):
+    """The cotangents' shapes: per trajectory (y0, args) the batch's, the others one for the
+    batch along the axes of the gradient (size 1 there) and the batch's along kept axes (vmap of
+    a gradient) or where the operand itself is batched."""
+    nl = len(lead)
+    shapes = []
+    for i in want:
+        s = np.shape(operands[i])
+        shapes.append(tuple(lead[a] if keep[a] or _per_trajectory_operand(i) else s[a]
+                            for a in range(nl)) + tuple(s[nl:]))
+    return shapes
+
+
+def _vjp_abstract(ct, *operands, prob, want, lead, keep):
+    return [jax.core.ShapedArray(s, operands[i].dtype)
+            for s, i in zip(_vjp_shapes(operands, want, lead, keep), want)]
+
+
+def _vjp_host(prob, want, lead, keep):
+    """The callback of vjp_p under jax.jit: numpy operands in, the wanted cotangents out, an
+    exception raised so that its message reaches the caller."""
+
+    def host(ct, *operands):
+        try:
+            return _vjp_compute(prob, want, lead, keep, np.asarray(ct),
+                                [np.asarray(x) for x in operands])
+        except Exception as e:  # noqa: BLE001 - the library's message, raised as under jit
+            prob.raise_in_callback(e)
+            raise
+
+    return host
+
+
+def _kept_axes(operands, want, lead, keep):
+    """The leading axes along which the batch-wide cotangents are one per index: kept ones, and
+    those along which the factor or a parameter operand is itself batched."""
+    nl = len(lead)
+    return [a for a in range(nl) if keep[a] or any(
+        np.shape(operands[i])[a] > 1 for i in range(len(operands)) if i == SV or i >= PARAMS)]
+
+
+def _take(x, axes, idx, nl):
+    """Operand x (nl leading axes, each of the batch's size or 1) at index idx along `axes`
+    (those axes removed)."""
+    sel: List[Any] = [slice(None)] * nl
+    for a, k in zip(axes, idx):
+        sel[a] = k if np.shape(x)[a] > 1 else 0
+    return x[tuple(sel)]
+
+
+def _vjp_compute(prob, want, lead, keep, ct, operands):
+    nl = len(lead)
+    kept = _kept_axes(operands, want, lead, keep)
+    shapes = _vjp_shapes(operands, want, lead, keep)
+    outs = [np.zeros(s, operands[i].dtype) for s, i in zip(shapes, want)]
+    for idx in np.ndindex(*[lead[a] for a in kept]):
+        sub = [_take(x, kept, idx, nl) for x in operands]
+        g = _reverse(prob, _take(ct, kept, idx, nl), sub, want)
+        for o, gi, i in zip(outs, g, want):
+            sel: List[Any] = [slice(None)] * nl
+            for a, k in zip(kept, idx):
+                sel[a] = k
+            o[tuple(sel)] = gi.reshape(o[tuple(sel)].shape)
+    return tuple(outs)
+
+
+def _reverse(prob, ct, operands, want):
+    """One reverse pass: the batch of `operands` re-solved with the tape, then the library's
+    reverse pass of ct; the wanted operands' cotangents, the batch-wide ones summed over it."""
+    lead, m, yb, kw = prob.setup(*operands, scale_vector=SV in want)
+    sol = _solve.solve(m, yb, keep_tape=True, checkpoint_every=prob.checkpoint_every, **kw)
+    B = yb.shape[0]
+    g = sol.vjp(np.broadcast_to(ct, tuple(lead) + (prob.T, prob.n)).reshape(B, prob.T, prob.n))
+    weights = [g.params[f"layers.{i}.weight"] for i in range(len(m.layers))]
+    biases = [g.params[f"layers.{i}.bias"] for i, (_, b) in enumerate(m.layers)
+              if b is not None]
+    params = weights + biases
+    out = []
+    for i in want:
+        if i == Y0:
+            out.append(g.y0)
+        elif i == ARGS:
+            out.append(g.args)
+        elif i == SV:  # the factor's values at the check points: s is the first point's
+            sv = np.zeros(np.shape(operands[SV])[-2:])
+            sv[0] = np.broadcast_to(g.params["out_scale"], (prob.n,))
+            out.append(sv)
+        else:
+            out.append(params[i - PARAMS])
+    return out
+
+
+def _vjp_impl(ct, *operands, prob, want, lead, keep):
+    if not any(isinstance(x, jax.core.Tracer) for x in (ct, *operands)):  # eager: raised as is
+        return [jnp.asarray(x) for x in _vjp_compute(prob, want, lead, keep, np.asarray(ct),
+                                                     [np.asarray(x) for x in operands])]
+    host = _vjp_host(prob, want, lead, keep)
+    shapes = [jax.ShapeDtypeStruct(s, operands[i].dtype)
+              for s, i in zip(_vjp_shapes(operands, want, lead, keep), want)]
+    return jax.pure_callback(host, shapes, ct, *operands)
+
+
+def _vjp_batch(args, dims, *, prob, want, lead, keep):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    out = [_lead_axis(args[0], dims[0], size, True)]
+    for i, (a, d) in enumerate(zip(args[1:], dims[1:])):
+        out.append(_lead_axis(a, d, size, _per_trajectory_operand(i)))
+    grads = vjp_p.bind(*out, prob=prob, want=want, lead=(size,) + tuple(lead),
+                       keep=(True,) + tuple(keep))
+    return grads, [0] * len(grads)
+
+
+vjp_p.def_impl(_vjp_impl)
+vjp_p.def_abstract_eval(_vjp_abstract)
+batching.primitive_batchers[vjp_p] = _vjp_batch
+ad.primitive_jvps[vjp_p] = _no_forward_mode
+mlir.register_lowering(vjp_p, mlir.lower_fun(_vjp_impl, multiple_results=True))
+
+
+def checkpoint_every(adjoint: Any, max_steps: int) -> int:
+    """The tape's checkpoint_every of diffrax.RecursiveCheckpointAdjoint(checkpoints=k): every
+    state kept (1) for checkpoints=None, else about max_steps / k steps between kept states (the
+    same gradient bits at any value; only the memory and the recomputation change)."""
+    k = adjoint.checkpoints
+    if k is None:
+        return 1
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"RecursiveCheckpointAdjoint(checkpoints={k!r}): checkpoints must be "
+                         "a positive integer or None")
+    return max(1, -(-int(max_steps) // int(k)))
+
+
+__all__: Tuple[str, ...] = ("Problem", "jvp_rule", "checkpoint_every")
