@@ -249,11 +249,12 @@ def _reverse(prob, ct, operands, want):
     biases = [g.params[f"layers.{i}.bias"] for i, (_, b) in enumerate(m.layers)
               if b is not None]
     params = weights + biases
-    out = []
+    out: List[np.ndarray] = []
     for i in want:
         if i == Y0:
             out.append(g.y0)
-        elif i == ARGS:
+        elif i == ARGS:  # an operand only for a model with inputs
+            assert g.args is not None
             out.append(g.args)
         elif i == SV:  # the factor's values at the check points: s is the first point's
             sv = np.zeros(np.shape(operands[SV])[-2:])

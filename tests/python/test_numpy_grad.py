@@ -1,0 +1,128 @@
+"""clnode.solve(keep_tape=True).vjp(ys_bar): the host reverse pass from numpy. Oracles: central
+finite differences of clnode's own float64 solve with constant steps (the steps do not move, so
+the discrete map is smooth), and the batch's invariants (a trajectory's gradient alone equals
+its rows in a batch, bit for bit; the parameters' gradient of a batch is that of the loss summed
+over it)."""
+import numpy as np
+import pytest
+
+import clnode
+
+T_END, DT = 1.0, 0.05
+
+
+def model(inputs=0, time_input=False, out_scale=None, seed=3):
+    rng = np.random.default_rng(seed)
+    n, h = 3, 8
+    n_in = n + inputs + (1 if time_input else 0)
+    ws = [rng.standard_normal((h, n_in)) * 0.5, rng.standard_normal((n, h)) * 0.5]
+    bs = [rng.standard_normal(h) * 0.1, None]
+    return clnode.MLP(ws, bs, activation="tanh", final_activation="identity",
+                      time_input=time_input, inputs=inputs, out_scale=out_scale)
+
+
+def solve(m, y0, args=None, **kw):
+    return clnode.solve(m, y0, t0=0.0, t1=T_END, dt0=DT, args=args, precision="fp64",
+                        method="tsit5", constant_step=True,
+                        saveat=clnode.SaveAt(t1=True, ts=[0.3, 0.6]), **kw)
+
+
+def loss_of(m, y0, args, w):
+    return float(np.sum(w * solve(m, y0, args).ys))
+
+
+def rebuilt(m, name, value):
+    """m with parameter `name` (as Solution.vjp names them) replaced."""
+    ws, bs, s = list(m.weights), list(m.biases), m.out_scale
+    if name == "out_scale":
+        s = value
+    else:
+        i, kind = int(name.split(".")[1]), name.split(".")[2]
+        (ws if kind == "weight" else bs)[i] = value
+    return clnode.MLP(ws, bs, activation=m.activation, final_activation=m.final_activation,
+                      time_input=m.time_input, inputs=m.num_inputs, out_scale=s)
+
+
+@pytest.mark.parametrize("inputs, time_input, out_scale", [
+    (0, False, None), (2, True, 0.7), (1, False, [0.5, -1.2, 2.0])])
+def test_vjp_matches_finite_differences(inputs, time_input, out_scale):
+    m = model(inputs, time_input, out_scale)
+    rng = np.random.default_rng(7)
+    B = 3
+    y0 = rng.standard_normal((B, 3))
+    args = rng.standard_normal((B, inputs)) if inputs else None
+    sol = solve(m, y0, args, keep_tape=True)
+    w = rng.standard_normal(sol.ys.shape)
+    g = sol.vjp(w)
+    assert g.y0.shape == y0.shape and (g.args is None) == (args is None)
+    names = {f"layers.0.weight", "layers.0.bias", "layers.1.weight"}
+    assert set(g.params) == names | ({"out_scale"} if out_scale is not None else set())
+    h = 1e-6
+    worst = 0.0
+
+    def check(fd, got):
+        nonlocal worst
+        worst = max(worst, abs(fd - got) / max(1.0, abs(fd)))
+
+    for b in range(B):
+        for j in range(3):
+            e = np.zeros_like(y0)
+            e[b, j] = h
+            check((loss_of(m, y0 + e, args, w) - loss_of(m, y0 - e, args, w)) / (2 * h),
+                  g.y0[b, j])
+        for j in range(inputs):
+            e = np.zeros_like(args)
+            e[b, j] = h
+            check((loss_of(m, y0, args + e, w) - loss_of(m, y0, args - e, w)) / (2 * h),
+                  g.args[b, j])
+    for name, grad in g.params.items():
+        base = dict(zip([f"layers.{i}.weight" for i in range(2)], m.weights))
+        base.update({f"layers.{i}.bias": b for i, b in enumerate(m.biases) if b is not None})
+        if name == "out_scale":
+            base["out_scale"] = np.asarray(m.out_scale).reshape(np.shape(grad))
+        p = np.asarray(base[name], np.float64)
+        for k in range(0, p.size, max(1, p.size // 6)):
+            e = np.zeros(p.size)
+            e[k] = h
+            e = e.reshape(p.shape)
+            fd = (loss_of(rebuilt(m, name, p + e), y0, args, w)
+                  - loss_of(rebuilt(m, name, p - e), y0, args, w)) / (2 * h)
+            check(fd, np.asarray(grad).reshape(-1)[k])
+    assert worst < 1e-6, worst
+
+
+def test_a_trajectory_alone_equals_its_rows_in_a_batch():
+    m = model(2, True, 0.7)
+    rng = np.random.default_rng(11)
+    y0, args = rng.standard_normal((40, 3)), rng.standard_normal((40, 2))
+    sol = solve(m, y0, args, keep_tape=True)
+    w = rng.standard_normal(sol.ys.shape)
+    g = sol.vjp(w)
+    for b in (0, 33):
+        one = solve(m, y0[b], args[b], keep_tape=True).vjp(w[b])
+        assert one.y0.shape == (3,) and one.args.shape == (2,)
+        assert np.array_equal(one.y0, g.y0[b]) and np.array_equal(one.args, g.args[b])
+    # the parameters' gradient is of the loss summed over the batch: the pieces add up
+    parts = [solve(m, y0[i:i + 20], args[i:i + 20], keep_tape=True).vjp(w[i:i + 20])
+             for i in (0, 20)]
+    for name, v in g.params.items():
+        np.testing.assert_allclose(parts[0].params[name] + parts[1].params[name], v,
+                                   rtol=1e-12, atol=1e-14)
+    assert sol.vjp(w).params.keys() == g.params.keys()  # vjp may be called again
+    assert all(np.array_equal(sol.vjp(w).params[k], g.params[k]) for k in g.params)
+
+
+def test_vjp_refusals_name_the_problem():
+    m = model()
+    y0 = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="keep_tape=True"):
+        solve(m, y0).vjp(np.zeros((2, 3, 3)))
+    sol = solve(m, y0, keep_tape=True)
+    with pytest.raises(ValueError, match=r"shape of ys, \(2, 3, 3\)"):
+        sol.vjp(np.zeros((2, 3)))
+    bad = np.zeros(sol.ys.shape)
+    bad[1, 2, 0] = np.nan
+    with pytest.raises(ValueError, match="trajectory 1"):
+        sol.vjp(bad)
+    with pytest.raises(TypeError):
+        sol.vjp(np.zeros(sol.ys.shape, dtype=np.complex128))
