@@ -20,6 +20,9 @@ order: no intermediate of the batch times the parameters exists. vmap applied to
 The time arguments (t0, t1, dt0, SaveAt ts) have no gradient in the library: their tangents
 are refused by name when they are non-zero (only when someone differentiates them). Forward mode
 (jax.jvp, jax.jacfwd, jax.hessian) is refused with a TypeError."""
+import collections
+import itertools
+import threading
 from typing import Any, Callable, List, Tuple
 
 import numpy as np
@@ -34,11 +37,11 @@ from . import _solve
 
 # the operands of the forward (clnode.jax's call): y0, t0, t1, dt0, save times, args, the
 # field's values at the check points (fv), the factor's values there (sv), then the MLP's
-# weights and biases when they are traced
+# weights and biases, raveled into one flat array, when they are traced
 Y0, T0, T1, DT0, TS, ARGS, FV, SV, PARAMS = range(9)
 _TIME_NAMES = {T0: "t0", T1: "t1", DT0: "dt0", TS: "SaveAt(ts=...)"}
 
-_FORWARD_MODE = ("clnode computes reverse-mode gradients only (jax.grad, jax.value_and_grad, "
+_FORWARD_MODE = ("clnode computes first-order reverse-mode gradients only (jax.grad, jax.value_and_grad, "
                  "jax.vjp, eqx.filter_grad, eqx.filter_value_and_grad, jax.jacrev), not {what}: "
                  "forward mode (jax.jvp, jax.jacfwd, jax.hessian, jax.linearize) is not "
                  "computed by clnode.jax.diffeqsolve")
@@ -49,7 +52,7 @@ class Problem:
     setup(*operands, scale_vector) -> (lead, model, y0 rows, clnode.solve keywords);
     raise_in_callback(e): raises a callback's exception so that it reaches the caller under
     jax.jit with its message; n, T: state dimension and time slots; checkpoint_every: the
-    tape's (adjoint checkpoints)."""
+    tape's (diffrax's adjoint checkpoints)."""
 
     def __init__(self, setup: Callable[..., Any],
                  raise_in_callback: Callable[[BaseException], Any], n: int, T: int,
@@ -64,6 +67,35 @@ class Problem:
         return self is other
 
 
+# The forward's solutions kept for their reverse pass, by token (the forward's last count): taken
+# by the backward that reads the token, or dropped oldest first beyond _MAX_TAPES (a forward
+# whose gradient is never taken, as under jax.linearize). A backward that finds none re-solves.
+_TAPES: "collections.OrderedDict[int, Tuple[Any, Any]]" = collections.OrderedDict()
+_TAPES_LOCK = threading.Lock()
+_MAX_TAPES = 8
+_TOKENS = itertools.count(1)
+
+
+def keep_tape(sol: Any, model: Any) -> int:
+    """Keeps a forward's solution (solved with keep_tape) and its model; returns its token."""
+    with _TAPES_LOCK:
+        token = next(_TOKENS) % 2147483647 or 1
+        _TAPES[token] = (sol, model)
+        while len(_TAPES) > _MAX_TAPES:
+            _TAPES.popitem(last=False)
+    return token
+
+
+def _take_tape(token: np.ndarray) -> Any:
+    """The kept (solution, model) of the forward whose token the operand holds (the same value
+    for every trajectory of the batch), removed; None when none is kept."""
+    flat = np.asarray(token).reshape(-1)
+    if flat.size == 0 or not np.all(flat == flat[0]):
+        return None
+    with _TAPES_LOCK:
+        return _TAPES.pop(int(flat[0]), None)
+
+
 def _per_trajectory_operand(i: int) -> bool:
     """Whether operand i's cotangent is one per trajectory (y0, args) rather than one for the
     batch (the factor and the parameters)."""
@@ -73,8 +105,10 @@ def _per_trajectory_operand(i: int) -> bool:
 # --------------------------------------------------------------------------------------------
 # The JVP rule of the forward
 
-def jvp_rule(call: Callable[..., Any], prob: Problem) -> Callable[..., Any]:
-    """The custom_jvp rule (symbolic_zeros=True) of clnode.jax's forward `call`."""
+def jvp_rule(call: Callable[..., Any], call_keeping_tape: Callable[..., Any],
+             prob: Problem) -> Callable[..., Any]:
+    """The custom_jvp rule (symbolic_zeros=True) of clnode.jax's forward `call`: the forward
+    solved keeping its tape (its token in the last count), and the tangent of ys as lin_p."""
 
     def rule(primals, tangents):
         asked = [name for i, name in _TIME_NAMES.items()
@@ -87,18 +121,17 @@ def jvp_rule(call: Callable[..., Any], prob: Problem) -> Callable[..., Any]:
                 f"and {names} depend{'s' if len(asked) == 1 else ''} on what is differentiated "
                 f"here: stop the gradient through {names} (jax.lax.stop_gradient) or "
                 "differentiate only the model, y0 and args")
-        out = call(*primals)
         want = tuple(i for i, t in enumerate(tangents)
                      if i in (Y0, ARGS, SV) or i >= PARAMS
                      if not isinstance(t, SymbolicZero))
-        zeros = [np.zeros(np.shape(x), jax.dtypes.float0) if
-                 jnp.issubdtype(jnp.result_type(x), jnp.integer) else jnp.zeros_like(x)
-                 for x in out]
+        ts, ys, counts = call_keeping_tape(*primals) if want else call(*primals)
+        zeros = (jnp.zeros_like(ts), jnp.zeros_like(ys),
+                 np.zeros(np.shape(counts), jax.dtypes.float0))
         if not want:
-            return out, tuple(zeros)
-        ys_dot = lin_p.bind(*[tangents[i] for i in want], *primals, prob=prob, want=want,
-                            lead=tuple(np.shape(primals[Y0])[:-1]))
-        return out, (zeros[0], ys_dot, *zeros[2:])
+            return (ts, ys, counts), zeros
+        ys_dot = lin_p.bind(*[tangents[i] for i in want], counts[..., 4], *primals, prob=prob,
+                            want=want, lead=tuple(np.shape(primals[Y0])[:-1]))
+        return (ts, ys, counts), (zeros[0], ys_dot, zeros[2])
 
     return rule
 
@@ -107,27 +140,28 @@ def jvp_rule(call: Callable[..., Any], prob: Problem) -> Callable[..., Any]:
 # lin_p: the tangent of ys, linear in the wanted operands' tangents; transposed, never evaluated
 
 lin_p = Primitive("clnode_solve_linear")
+TOKEN = -1  # the forward's tape token: an operand of lin_p and vjp_p before the forward's
 
 
 def _lin_abstract(*args, prob, want, lead):
-    return jax.core.ShapedArray(tuple(lead) + (prob.T, prob.n), args[len(want) + Y0].dtype)
+    return jax.core.ShapedArray(tuple(lead) + (prob.T, prob.n), args[len(want) + 1 + Y0].dtype)
 
 
 def _lin_impl(*args, **params):
     raise TypeError(_FORWARD_MODE.format(what="a forward-mode derivative"))
 
 
+def _is_theta(i):
+    """Whether operand i is the factor's or a parameter (one cotangent for the batch)."""
+    return i == SV or i >= PARAMS
+
+
 def _lin_batch(args, dims, *, prob, want, lead):
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    nw = len(want)
-    index = list(want) + list(range(len(args) - nw))
-    theta_batched = any(d is not None and (index[j] == SV or index[j] >= PARAMS)
-                        for j, d in enumerate(dims))
-    out = []
-    for j, (a, d) in enumerate(zip(args, dims)):
-        i = index[j]
-        out.append(_lead_axis(a, d, size, _per_trajectory_operand(i) or
-                              (theta_batched and (i == SV or i >= PARAMS))))
+    index = list(want) + [TOKEN] + list(range(len(args) - len(want) - 1))
+    theta_batched = any(d is not None and _is_theta(i) for i, d in zip(index, dims))
+    out = [_lead_axis(a, d, size, _per_trajectory_operand(i) or (theta_batched and _is_theta(i)))
+           for i, a, d in zip(index, args, dims)]
     return lin_p.bind(*out, prob=prob, want=want, lead=(size,) + tuple(lead)), 0
 
 
@@ -142,8 +176,13 @@ def _lin_transpose(ct, *args, prob, want, lead):
 
 
 def _no_forward_mode(primals, tangents, **params):
-    raise TypeError(_FORWARD_MODE.format(what="a forward-mode derivative of a gradient "
-                                          "(jax.hessian, jax.jacfwd of jax.grad)"))
+    raise TypeError(_FORWARD_MODE.format(what="a derivative of a gradient (jax.hessian, "
+                                          "jax.jacfwd or jax.grad of jax.grad)"))
+
+
+def no_higher_order(primals, tangents):
+    """The JVP rule of the forward that keeps its tape, differentiated again."""
+    _no_forward_mode(primals, tangents)
 
 
 lin_p.def_impl(_lin_impl)
@@ -166,7 +205,8 @@ def _lead_axis(a, d, size, broadcast):
 
 
 # --------------------------------------------------------------------------------------------
-# vjp_p: the cotangents of the wanted operands from the cotangent of ys
+# vjp_p: the cotangents of the wanted operands from the cotangent of ys (operands: ct, the
+# forward's tape token, the forward's operands)
 
 vjp_p = Primitive("clnode_solve_vjp")
 vjp_p.multiple_results = True
@@ -185,32 +225,16 @@ def _vjp_shapes(operands, want, lead, keep):
     return shapes
 
 
-def _vjp_abstract(ct, *operands, prob, want, lead, keep):
+def _vjp_abstract(ct, token, *operands, prob, want, lead, keep):
     return [jax.core.ShapedArray(s, operands[i].dtype)
             for s, i in zip(_vjp_shapes(operands, want, lead, keep), want)]
 
 
-def _vjp_host(prob, want, lead, keep):
-    """The callback of vjp_p under jax.jit: numpy operands in, the wanted cotangents out, an
-    exception raised so that its message reaches the caller."""
-
-    def host(ct, *operands):
-        try:
-            return _vjp_compute(prob, want, lead, keep, np.asarray(ct),
-                                [np.asarray(x) for x in operands])
-        except Exception as e:  # noqa: BLE001 - the library's message, raised as under jit
-            prob.raise_in_callback(e)
-            raise
-
-    return host
-
-
-def _kept_axes(operands, want, lead, keep):
+def _kept_axes(operands, lead, keep):
     """The leading axes along which the batch-wide cotangents are one per index: kept ones, and
     those along which the factor or a parameter operand is itself batched."""
-    nl = len(lead)
-    return [a for a in range(nl) if keep[a] or any(
-        np.shape(operands[i])[a] > 1 for i in range(len(operands)) if i == SV or i >= PARAMS)]
+    return [a for a in range(len(lead)) if keep[a] or any(
+        np.shape(x)[a] > 1 for i, x in enumerate(operands) if _is_theta(i))]
 
 
 def _take(x, axes, idx, nl):
@@ -222,29 +246,40 @@ def _take(x, axes, idx, nl):
     return x[tuple(sel)]
 
 
-def _vjp_compute(prob, want, lead, keep, ct, operands):
+def _vjp_compute(prob, want, lead, keep, ct, token, operands):
+    """The wanted cotangents (numpy) of a batch: from the forward's kept tape when the batch is
+    one reverse pass and the tape is there, else re-solved, per kept index."""
     nl = len(lead)
-    kept = _kept_axes(operands, want, lead, keep)
+    kept = _kept_axes(operands, lead, keep)
+    tape = _take_tape(token)
+    if not kept:
+        return _reverse(prob, ct, operands, want, tape)
     shapes = _vjp_shapes(operands, want, lead, keep)
     outs = [np.zeros(s, operands[i].dtype) for s, i in zip(shapes, want)]
     for idx in np.ndindex(*[lead[a] for a in kept]):
         sub = [_take(x, kept, idx, nl) for x in operands]
-        g = _reverse(prob, _take(ct, kept, idx, nl), sub, want)
-        for o, gi, i in zip(outs, g, want):
-            sel: List[Any] = [slice(None)] * nl
-            for a, k in zip(kept, idx):
-                sel[a] = k
+        g = _reverse(prob, _take(ct, kept, idx, nl), sub, want, None)
+        sel: List[Any] = [slice(None)] * nl
+        for a, k in zip(kept, idx):
+            sel[a] = k
+        for o, gi in zip(outs, g):
             o[tuple(sel)] = gi.reshape(o[tuple(sel)].shape)
-    return tuple(outs)
+    return outs
 
 
-def _reverse(prob, ct, operands, want):
-    """One reverse pass: the batch of `operands` re-solved with the tape, then the library's
-    reverse pass of ct; the wanted operands' cotangents, the batch-wide ones summed over it."""
-    lead, m, yb, kw = prob.setup(*operands, scale_vector=SV in want)
-    sol = _solve.solve(m, yb, keep_tape=True, checkpoint_every=prob.checkpoint_every, **kw)
-    B = yb.shape[0]
-    g = sol.vjp(np.broadcast_to(ct, tuple(lead) + (prob.T, prob.n)).reshape(B, prob.T, prob.n))
+def _reverse(prob, ct, operands, want, tape):
+    """One reverse pass of the batch of `operands` (ct: the cotangent of its ys), with the
+    forward's tape (solution, model) or, without it, re-solved keeping the tape (the same steps
+    and bits); the wanted operands' cotangents, the batch-wide ones summed over the batch in the
+    library."""
+    lead = tuple(np.shape(ct)[:-2])
+    if tape is not None:
+        sol, m = tape
+    else:
+        _, m, yb, kw = prob.setup(*operands, scale_vector=SV in want)
+        sol = _solve.solve(m, yb, keep_tape=True, checkpoint_every=prob.checkpoint_every, **kw)
+    B = int(np.prod(lead))
+    g = sol.vjp(np.reshape(ct, (B, prob.T, prob.n)))
     weights = [g.params[f"layers.{i}.weight"] for i in range(len(m.layers))]
     biases = [g.params[f"layers.{i}.bias"] for i, (_, b) in enumerate(m.layers)
               if b is not None]
@@ -260,25 +295,74 @@ def _reverse(prob, ct, operands, want):
             sv = np.zeros(np.shape(operands[SV])[-2:])
             sv[0] = np.broadcast_to(g.params["out_scale"], (prob.n,))
             out.append(sv)
-        else:
-            out.append(params[i - PARAMS])
+        else:  # the flat parameters: the weights, then the biases
+            out.append(np.concatenate([np.ravel(x) for x in params]))
+    shapes = _vjp_shapes(operands, want, lead, (False,) * len(lead))
+    return [np.asarray(o, operands[i].dtype).reshape(s) for o, i, s in zip(out, want, shapes)]
+
+
+def _packed(outs, dtypes):
+    """The cotangents as one flat array per dtype (one callback result each: every result of a
+    callback costs a device transfer)."""
+    return tuple(np.concatenate([np.ravel(o) for o, d in zip(outs, dtypes) if d == g] or
+                                [np.zeros(0, g)]) for g in dict.fromkeys(dtypes))
+
+
+def _unpacked(flat, shapes, dtypes):
+    """The arrays of shapes and dtypes that _vjp_impl packed into `flat` (one per dtype)."""
+    groups = list(dict.fromkeys(dtypes))
+    offsets = [0] * len(groups)
+    out = []
+    for s, d in zip(shapes, dtypes):
+        g = groups.index(d)
+        n = int(np.prod(s))
+        out.append(np.asarray(flat[g])[offsets[g]:offsets[g] + n].reshape(s))
+        offsets[g] += n
     return out
 
 
-def _vjp_impl(ct, *operands, prob, want, lead, keep):
-    if not any(isinstance(x, jax.core.Tracer) for x in (ct, *operands)):  # eager: raised as is
-        return [jnp.asarray(x) for x in _vjp_compute(prob, want, lead, keep, np.asarray(ct),
-                                                     [np.asarray(x) for x in operands])]
-    host = _vjp_host(prob, want, lead, keep)
-    shapes = [jax.ShapeDtypeStruct(s, operands[i].dtype)
-              for s, i in zip(_vjp_shapes(operands, want, lead, keep), want)]
-    return jax.pure_callback(host, shapes, ct, *operands)
+def _vjp_impl(ct, token, *operands, prob, want, lead, keep):
+    shapes = _vjp_shapes(operands, want, lead, keep)
+    dtypes = [np.dtype(operands[i].dtype) for i in want]
+    if not any(isinstance(x, jax.core.Tracer) for x in (ct, token, *operands)):
+        outs = _vjp_compute(prob, want, lead, keep, np.asarray(ct), np.asarray(token),
+                            [np.asarray(x) for x in operands])  # eager: errors raised as they are
+        return [jnp.asarray(o) for o in outs]
+
+    # the operands in one flat array per dtype too: every operand of a callback is a transfer
+    ins = (ct, token, *operands)
+    in_dtypes = [np.dtype(x.dtype) for x in ins]
+    in_shapes = [tuple(np.shape(x)) for x in ins]
+
+    def host(*flat_in):
+        try:
+            ct_, token_, *ops = _unpacked(flat_in, in_shapes, in_dtypes)
+            outs = _vjp_compute(prob, want, lead, keep, ct_, token_, ops)
+            return _packed(outs, dtypes)
+        except Exception as e:  # noqa: BLE001 - the library's message, raised as under jit
+            prob.raise_in_callback(e)
+            raise
+
+    groups = list(dict.fromkeys(dtypes))
+    sizes = [sum(int(np.prod(s)) for s, d in zip(shapes, dtypes) if d == g) for g in groups]
+    packed_in = [jnp.concatenate([jnp.ravel(x) for x, d in zip(ins, in_dtypes) if d == g])
+                 for g in dict.fromkeys(in_dtypes)]
+    flat = jax.pure_callback(host, [jax.ShapeDtypeStruct((n,), g) for n, g in zip(sizes, groups)],
+                             *packed_in)
+    offsets = [0] * len(groups)
+    outs = []
+    for s, d in zip(shapes, dtypes):
+        g = groups.index(d)
+        n = int(np.prod(s))
+        outs.append(flat[g][offsets[g]:offsets[g] + n].reshape(s))
+        offsets[g] += n
+    return outs
 
 
 def _vjp_batch(args, dims, *, prob, want, lead, keep):
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    out = [_lead_axis(args[0], dims[0], size, True)]
-    for i, (a, d) in enumerate(zip(args[1:], dims[1:])):
+    out = [_lead_axis(args[0], dims[0], size, True), _lead_axis(args[1], dims[1], size, False)]
+    for i, (a, d) in enumerate(zip(args[2:], dims[2:])):
         out.append(_lead_axis(a, d, size, _per_trajectory_operand(i)))
     grads = vjp_p.bind(*out, prob=prob, want=want, lead=(size,) + tuple(lead),
                        keep=(True,) + tuple(keep))
@@ -305,4 +389,5 @@ def checkpoint_every(adjoint: Any, max_steps: int) -> int:
     return max(1, -(-int(max_steps) // int(k)))
 
 
-__all__: Tuple[str, ...] = ("Problem", "jvp_rule", "checkpoint_every")
+__all__: Tuple[str, ...] = ("Problem", "jvp_rule", "no_higher_order", "keep_tape",
+                            "checkpoint_every")

@@ -47,6 +47,7 @@ asked for is refused with a TypeError, as is forward mode (jax.jvp, jax.jacfwd, 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """
 import dataclasses
+import functools
 import types
 from typing import Any, Dict, List, Optional
 
@@ -477,15 +478,35 @@ def _host_callback(p, failures, jitting, shapes):
                                      time_input=m.time_input, inputs=m.num_inputs, out_scale=s)
         return scaled[key]
 
-    def host(*operands):
+    def host(*operands, keep=False):
         try:
-            return solve_batch(*operands)
+            return solve_batch(*operands, keep=keep)
         except Exception as e:
             if jitting:  # reaches the caller through XLA's runtime error
                 _raise_in_callback(e)
             failures.append(e)  # an eager call raises it after the callback returns
             lead = batch_shape(*operands)
             return tuple(np.zeros(lead + s.shape, s.dtype) for s in shapes)
+
+    models: Dict[bytes, Any] = {}  # the last model made of traced parameters, by their bytes
+
+    def model_of(theta):
+        """The MLP of the flat parameter operand (the weights, then the biases, raveled)."""
+        flat = _squeeze_unbatched(np.asarray(theta, np.float64), 1, "the model's parameters")
+        key = flat.tobytes()
+        if key not in models:
+            parts, off = [], 0
+            for shape in p.param_shapes:
+                size = int(np.prod(shape))
+                parts.append(flat[off:off + size].reshape(shape))
+                off += size
+            ws, bs, j = parts[:p.n_layers], [], p.n_layers
+            for hb in p.has_bias:
+                bs.append(parts[j] if hb else None)
+                j += hb
+            models.clear()
+            models[key] = p.make_mlp(ws, bs)
+        return models[key]
 
     def setup(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params, scale_vector=False):
         """The clnode.solve call of the batch the operands give: (lead, model, y0 rows, keyword
@@ -504,14 +525,7 @@ def _host_callback(p, failures, jitting, shapes):
             cv = np.broadcast_to(np.asarray(c_, np.float64), lead + (p.k,)).reshape(B, p.k)
         m = p.mlp
         if m is None:  # traced parameters (under jax.jit): this call's values
-            ps = [np.asarray(x, np.float64) for x in params]
-            ws = [_squeeze_unbatched(ps[i], 2, "the model's parameters")
-                  for i in range(p.n_layers)]
-            bs, j = [], p.n_layers
-            for hb in p.has_bias:
-                bs.append(_squeeze_unbatched(ps[j], 1, "the model's parameters") if hb else None)
-                j += hb
-            m = p.make_mlp(ws, bs)
+            m = model_of(params[0])
         s = p.scale
         if p.deferred_check:
             factor = _one_factor(sv, p.path or "the root")
@@ -538,17 +552,25 @@ def _host_callback(p, failures, jitting, shapes):
         o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
         return lead, m, yb, dict(o, t0=t0v, t1=t1v, args=cv)
 
-    def solve_batch(*operands):
-        lead, m, yb, kw = setup(*operands)
+    def solve_batch(*operands, keep=False):
+        """ts, ys and the counts (num_steps, accepted, rejected, diffrax's result code, the
+        tape's token: 0 unless keep) of the batch; with keep, its solution kept with the tape
+        for the reverse pass (_jax_ad.keep_tape)."""
+        # kept for the reverse pass: the factor's gradient needs the model with its scale
+        lead, m, yb, kw = setup(*operands, scale_vector=keep and p.deferred_check)
+        if keep:
+            kw.update(keep_tape=True, checkpoint_every=p.checkpoint_every)
         sol = _solve.solve(m, yb, **kw)
         st = sol.stats
-        codes = _DIFFRAX_CODE[np.asarray(sol.result, np.intp).reshape(-1)]
+        counts = np.empty((yb.shape[0], 5), np.int32)
+        counts[:, 0] = st["num_steps"]
+        counts[:, 1] = st["num_accepted_steps"]
+        counts[:, 2] = st["num_rejected_steps"]
+        counts[:, 3] = _DIFFRAX_CODE[np.asarray(sol.result, np.intp).reshape(-1)]
+        counts[:, 4] = _jax_ad.keep_tape(sol, m) if keep else 0
         return (sol.ts.reshape(lead + (p.T,)).astype(p.time_dtype),
                 sol.ys.reshape(lead + (p.T, p.n)).astype(p.y_dtype),
-                st["num_steps"].reshape(lead).astype(np.int32),
-                st["num_accepted_steps"].reshape(lead).astype(np.int32),
-                st["num_rejected_steps"].reshape(lead).astype(np.int32),
-                codes.reshape(lead))
+                counts.reshape(lead + (5,)))
 
     host.setup = setup  # type: ignore[attr-defined]
     return host
@@ -617,7 +639,8 @@ def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time
 def _solution(t0a, t1a, out, max_steps, throw):
     """The diffrax.Solution of the callback's outputs (ts, ys, step counts, result codes); with
     throw, diffrax's own error_if on a failed trajectory."""
-    ts, ys, nsteps, nacc, nrej, code = out
+    ts, ys, counts = out
+    nsteps, nacc, nrej, code = (counts[..., i] for i in range(4))
     R = diffrax.RESULTS
     result = R.where(code == 1, R.max_steps_reached, R.successful)
     result = R.where(code == 2, R.dt_min_reached, result)
@@ -738,10 +761,9 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
                            max_steps=max_steps)
     opts = dict(method=method, max_steps=max_steps, precision=precision, device=device,
                 saveat=None, **ctrl, **kw)
-    i32 = jnp.int32
+    # ts, ys, and per trajectory num_steps, accepted, rejected, result code and tape token
     shapes = (jax.ShapeDtypeStruct((T,), time_dtype), jax.ShapeDtypeStruct((T, n), y0.dtype),
-              jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32),
-              jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32))
+              jax.ShapeDtypeStruct((5,), jnp.int32))
     # what the callback raised, for the eager caller to raise as it is
     failures: List[BaseException] = []
     jitting = _jitting()
@@ -750,7 +772,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
         tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
         save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
-        y_dtype=y0.dtype)
+        y_dtype=y0.dtype, checkpoint_every=checkpoint_every,
+        param_shapes=[np.shape(x) for x in weights + [b for b in biases if b is not None]])
     host = _host_callback(prob, failures, jitting, shapes)
 
     @jax.custom_jvp
@@ -758,19 +781,32 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params,
                                  vmap_method="expand_dims")
 
+    @jax.custom_jvp
+    def call_keeping_tape(*operands):  # the forward under differentiation
+        return jax.pure_callback(functools.partial(host, keep=True), shapes, *operands,
+                                 vmap_method="expand_dims")
+
+    call_keeping_tape.defjvp(_jax_ad.no_higher_order)
+
     ad_prob = _jax_ad.Problem(host.setup, _raise_in_callback, n, T, checkpoint_every)
-    call.defjvp(_jax_ad.jvp_rule(call, ad_prob), symbolic_zeros=True)
+    call.defjvp(_jax_ad.jvp_rule(call, call_keeping_tape, ad_prob), symbolic_zeros=True)
 
     ts_op = jnp.zeros((0,), time_dtype) if save_ts is None else jnp.asarray(save_ts, time_dtype)
     fv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(fvals, y0.dtype)
     sv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(c.svals, y0.dtype)
     c_op = jnp.zeros((0,), y0.dtype) if not k else args_op
-    params = [] if mlp is not None else weights + [b for b in biases if b is not None]
+    # traced parameters: one flat operand (one transfer per callback), the weights then the
+    # biases; JAX maps its cotangent back onto the leaves
+    params = [] if mlp is not None else [jnp.concatenate(
+        [jnp.ravel(x) for x in weights + [b for b in biases if b is not None]])]
     t0a = jnp.asarray(t0, time_dtype)
     t1a = jnp.asarray(t1, time_dtype)
     dt0a = jnp.asarray(0.0 if dt0 is None else dt0, time_dtype)
     if jitting and not _leaves_concrete((save_ts, t0, t1, dt0)):
-        ts_op, dt0a = _check_traced(ts_op if save_ts is not None else None, t0a, t1a, dt0a)
+        checked_ts, dt0a = _check_traced(ts_op if save_ts is not None else None, t0a, t1a,
+                                         dt0a)
+        if save_ts is not None:  # without save times the operand stays the empty array
+            ts_op = checked_ts
     out = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, sv_op, *params)
     if not jitting:
         jax.block_until_ready(out)
