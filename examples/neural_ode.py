@@ -94,8 +94,6 @@ def choose_solver(name, device):
 def batches(arrays, batch_size, *, key):
     """Endless random batches: each pass over the dataset in a new random order."""
     n = arrays[0].shape[0]
-    if batch_size > n:
-        raise ValueError(f"--batch {batch_size} is larger than --dataset-size {n}")
     while True:
         key, sub = jr.split(key)
         perm = jr.permutation(sub, n)
@@ -227,6 +225,8 @@ def parse_args(argv):
     for name in ("steps", "batch", "dataset_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.batch > args.dataset_size:
+        p.error(f"--batch {args.batch} is larger than --dataset-size {args.dataset_size}")
     if args.device is not None and args.solver != "clnode":
         print("neural_ode.py: --device is clnode's; ignored with --solver diffrax", file=sys.stderr)
     return args
