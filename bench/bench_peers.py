@@ -356,18 +356,23 @@ def train_worker(kind, precision):
     def prepare(points):
         mlp = eqx.nn.MLP(2, 2, TRAIN_WIDTH, TRAIN_DEPTH, activation=jax.nn.softplus,
                          final_activation=jax.nn.tanh, key=jr.PRNGKey(1), dtype=dt)
-        state = {"field": Field(jnp.asarray(1.0, dt), mlp), "i": 0, "loss": None}
+        # out_scale as the notebook makes it, jnp.array(1.0): weakly typed until its first
+        # update, so that the second step compiles again, as the notebook's does
+        state = {"field": Field(jnp.array(1.0), mlp), "i": 0, "loss": None}
         state["opt"] = optim.init(eqx.filter(state["field"], eqx.is_inexact_array))
         ts = all_ts[:points]
         batches = [all_ys[j:j + TRAIN_BATCH, :points]
                    for j in range(0, TRAIN_DATA, TRAIN_BATCH)]
         parts = []  # per step: the callbacks' seconds, by part
+        seconds = []  # per step: its time
 
         def step():
             before = probe.snapshot() if probe else None
             ys = batches[state["i"] % len(batches)]
+            t0 = time.perf_counter()
             out = train_step(state["field"], state["opt"], ts, ys)
             jax.block_until_ready(out)
+            seconds.append(time.perf_counter() - t0)
             state["field"], state["opt"], value, steps = out
             state["i"] += 1
             state["loss"] = float(value)
@@ -378,7 +383,8 @@ def train_worker(kind, precision):
         def breakdown(k):
             """The medians over the last k steps of the callbacks' parts (seconds, calls)."""
             last = parts[-k:] if k else []
-            return {"loss": state["loss"], "parts": {
+            return {"loss": state["loss"], "second": seconds[1] if len(seconds) > 1 else None,
+                    "parts": {
                 name: [statistics.median(p[name][0] for p in last),
                        statistics.median(p[name][1] for p in last)]
                 for name in (last[0] if last else {})}}
@@ -672,7 +678,8 @@ def train_turns(workers, points, repeat, rounds, warm, failed):
             failed[name] = str(e)
             del workers[name]
             continue
-        got[name] = {"first": a["first"], "times": [], "steps": None, "loss": None, "parts": []}
+        got[name] = {"first": a["first"], "second": a.get("second"), "times": [],
+                     "steps": None, "loss": None, "parts": []}
     rounds = min(rounds, repeat)
     shares = [repeat // rounds + (1 if r < repeat % rounds else 0) for r in range(rounds)]
     names = list(workers)
@@ -695,21 +702,28 @@ def train_rows(points, got, ratios):
     """The --train rows for one series length: (figures, timing cells, breakdown cells)."""
     med = {n: statistics.median(g["times"]) for n, g in got.items()}
     d, c, f = got.get("diffrax"), got.get("clnode"), got["floor"]
-    row = {"points": points, "floor_seconds": med["floor"], "floor_first_seconds": f["first"]}
+    row = {"points": points, "floor_seconds": med["floor"], "floor_first_seconds": f["first"],
+           "floor_second_seconds": f["second"]}
     ms = lambda s: f"{1e3 * s:.2f}"  # noqa: E731
     if d:
         row.update(diffrax_seconds=med["diffrax"], diffrax_first_seconds=d["first"],
+                   diffrax_second_seconds=d["second"],
                    diffrax_steps=d["steps"], diffrax_loss=d["loss"])
     if c:
         row.update(clnode_seconds=med["clnode"], clnode_first_seconds=c["first"],
+                   clnode_second_seconds=c["second"],
                    clnode_steps=c["steps"], clnode_loss=c["loss"])
     if d and c:
         row.update(ratio=statistics.median(ratios), ratio_min=min(ratios),
                    ratio_max=max(ratios), first_ratio=d["first"] / c["first"],
                    loss_rel_diff=abs(d["loss"] - c["loss"]) / max(abs(d["loss"]), 1e-300))
-    cells = [f"{points}",
-             f"{d['first']:.2f}" if d else "-", f"{c['first']:.2f}" if c else "-",
-             f"{f['first']:.2f}", f"{row['first_ratio']:.1f}x" if "ratio" in row else "-",
+    def fs(g):
+        if not g:
+            return "-"
+        return f"{g['first']:.2f}/" + ("-" if g["second"] is None else f"{g['second']:.2f}")
+
+    cells = [f"{points}", fs(d), fs(c), fs(f),
+             f"{row['first_ratio']:.1f}x" if "ratio" in row else "-",
              ms(med["diffrax"]) if d else "-", ms(med["clnode"]) if c else "-",
              ms(med["floor"]),
              f"{row['ratio']:.2f}x" if "ratio" in row else "-",
@@ -737,8 +751,8 @@ def train_rows(points, got, ratios):
     return row, cells, bcells
 
 
-TRAIN_HEAD = ["points", "diffrax first s", "clnode first s", "floor first s", "first d/c",
-              "diffrax ms", "clnode ms", "floor ms", "diffrax/clnode", "rounds", "steps d/c",
+TRAIN_HEAD = ["points", "diffrax 1st/2nd s", "clnode 1st/2nd s", "floor 1st/2nd s",
+              "1st d/c", "diffrax ms", "clnode ms", "floor ms", "diffrax/clnode", "rounds", "steps d/c",
               "loss rel diff"]
 TRAIN_PARTS_HEAD = ["points", "clnode ms", "callbacks ms (calls)", "solve ms (calls)",
                     "vjp ms (calls)", "field check ms (calls)", "rest ms", "floor ms"]
@@ -819,8 +833,11 @@ def train_main(args):
 
 def train_note(clnode_why, parts):
     """The note under a --train table."""
-    note = ("first s: the first step (tracing, compilation and the step; the 10% series first, "
-            "then the whole, in one process per side, as the notebook's two phases); ms: the "
+    note = ("1st/2nd s: the first step (tracing, compilation and the step; the 10% series "
+            "first, then the whole, in one process per side, as the notebook's two phases) and "
+            "the second (which compiles again: out_scale, jnp.array(1.0) as in the notebook, "
+            "is weakly typed until its first update); 1st d/c: diffrax's first step over "
+            "clnode's; ms: the "
             "steady state, the median step; floor: the same step with the solve replaced by y0 "
             "plus one field evaluation; rounds: the lowest and highest of the rounds' steady-state "
             "ratios; loss rel diff: the last timed step's losses (both sides train from the same "
