@@ -391,13 +391,9 @@ def train_worker(kind, precision):
 
         return step, lambda steps: steps, None, breakdown
 
-    try:
-        import clnode as _c
-    except ImportError:
-        _c = None
     info = {"device": str(jax.devices()[0]), "jax": jax.__version__,
             "diffrax": diffrax.__version__, "optax": optax.__version__, "kind": kind,
-            "clnode": getattr(_c, "__version__", "?")}
+            "clnode": clnode_stamp() if kind == "clnode" else None}
     with jax.default_matmul_precision("highest"):
         serve(prepare, info)
 
@@ -661,6 +657,20 @@ def grad_main(args, batches):
     return 0
 
 
+def clnode_stamp():
+    """The imported clnode package: its version and a digest of its files (the package may be
+    reinstalled between runs while it is worked on)."""
+    import hashlib
+    import clnode
+    h = hashlib.sha256()
+    d = os.path.dirname(clnode.__file__)
+    for name in sorted(os.listdir(d)):
+        if name.endswith((".py", ".so")):
+            with open(os.path.join(d, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return f"clnode {clnode.__version__} (package files sha256 {h.hexdigest()[:12]})"
+
+
 def train_turns(workers, points, repeat, rounds, warm, failed):
     """The --train timing of `workers` (name -> Worker) on series of `points` points: each
     first prepares (the first step, compilation included, then `warm` untimed steps), then
@@ -752,8 +762,8 @@ def train_rows(points, got, ratios):
 
 
 TRAIN_HEAD = ["points", "diffrax 1st/2nd s", "clnode 1st/2nd s", "floor 1st/2nd s",
-              "1st d/c", "diffrax ms", "clnode ms", "floor ms", "diffrax/clnode", "rounds", "steps d/c",
-              "loss rel diff"]
+              "1st d/c", "diffrax ms", "clnode ms", "floor ms", "diffrax/clnode", "rounds",
+              "steps d/c", "loss rel diff"]
 TRAIN_PARTS_HEAD = ["points", "clnode ms", "callbacks ms (calls)", "solve ms (calls)",
                     "vjp ms (calls)", "field check ms (calls)", "rest ms", "floor ms"]
 
@@ -783,7 +793,8 @@ def train_main(args):
                              f"{why['floor']})")
         info = workers["diffrax"].info
         heading = (f"{precision}: diffrax {info['diffrax']} on JAX {info['jax']} "
-                   f"({info['device']}), optax {info['optax']}")
+                   f"({info['device']}), optax {info['optax']}"
+                   + (f"; {workers['clnode'].info['clnode']}" if workers["clnode"] else ""))
         table = {"heading": heading, "rows": [], "parts": []}
         tables.append(table)
         print(heading)
