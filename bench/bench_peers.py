@@ -24,6 +24,7 @@ trajectory of both are printed so that one can see the same problem was solved.
                                  [--clnode-solve build/tools/clnode-solve]
                                  [--clnode-python build/python-venv/bin/python]
                                  [--device host] [--json FILE] [--markdown FILE] [--grad]
+                                 [--train [--lengths 0.1,1] [--warm 5]]
 
 --grad times the gradient instead: jax.grad (jit-compiled, compilation excluded) of the loss
 sum(y(t1)) over the vmapped diffrax solve with its default adjoint (RecursiveCheckpointAdjoint),
@@ -33,6 +34,22 @@ bench_grad_worker, or --clnode-grad-worker PATH: the C API in a process of its o
 Python package has no gradient yet), taking turns as above. Next to the ratio, the relative
 difference of the two gradients' sums over dL/dy0 shows that both differentiate the same solve.
 Its Markdown section is "bench_peers_grad". Both sides are needed.
+
+--train times a training step instead, that of diffrax's neural_ode example: batch 32 spirals
+(dy/dt = (x1, -x0) with x = y / (1 + y), 256 series of 100 points on t in [0, 10]), the field
+out_scale * MLP(y) (width 64, depth 2, softplus, tanh on the output), Tsit5, PIDController(rtol
+1e-3, atol 1e-6), SaveAt(ts) with t0, t1, dt0 and ts traced, jax.vmap(in_axes=(None, 0)), an
+optax.adabelief(3e-3) update of eqx.filter_value_and_grad's gradient, all under eqx.filter_jit,
+trained on the first --lengths of the series (default 10% and 100%). Three sides in processes
+of their own take turns as above: diffrax.diffeqsolve, clnode.jax.diffeqsolve (--clnode-python's
+interpreter) and the floor (the same step with the solve replaced by y0 plus one field
+evaluation, so that every parameter still gets a gradient). Each gives the time of its first
+step (tracing and compilation included) and the median step after --warm untimed ones; for
+clnode, where its time goes (the callbacks, of them clnode.solve, Solution.vjp and the field
+check, timed by wrapping them in the worker's process). Every side trains from the same model on
+the same batches: the last step's losses show that the same problem was solved. Its Markdown
+section is "bench_peers_train"; diffrax and the floor are needed, clnode's side is dropped (and
+the reason printed) where its step fails.
 
 fp64 runs diffrax with jax_enable_x64 (in a child process of its own, so that the fp32 runs keep
 JAX's defaults). Needs numpy, jax, equinox and diffrax==0.7.2 for the diffrax side; without them
@@ -52,6 +69,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -93,18 +111,25 @@ def load_safetensors(path):
 # caches).
 
 def serve(prepare, info):
-    """prepare(batch) -> (solve, steps[, check]): solve() solves once, steps(result) its mean
-    steps, check(result) (--grad) the sum of the gradient with respect to y0."""
+    """prepare(batch) -> (solve, steps[, check[, breakdown]]): solve() solves once,
+    steps(result) its mean steps, check(result) (--grad) the sum of the gradient with respect
+    to y0 (or None), breakdown(k) (--train) a dict added to the answer about the last k calls.
+    The answer to the request that prepared a batch size also has "first", the seconds of its
+    first call (compilation included)."""
     print(json.dumps(info), flush=True)
     ready = {}
     for line in sys.stdin:
         req = json.loads(line)
         batch = int(req["batch"])
+        first = None
         if batch not in ready:
             ready[batch] = prepare(batch)
+            t0 = time.perf_counter()
             ready[batch][0]()
+            first = time.perf_counter() - t0
         solve, steps = ready[batch][:2]
         check = ready[batch][2] if len(ready[batch]) > 2 else None
+        breakdown = ready[batch][3] if len(ready[batch]) > 3 else None
         for _ in range(int(req.get("warm", 0))):
             solve()
         times, out = [], None
@@ -115,6 +140,10 @@ def serve(prepare, info):
         ans = {"times": times, "steps": None if out is None else steps(out)}
         if check is not None and out is not None:
             ans["check"] = check(out)
+        if first is not None:
+            ans["first"] = first  # the first call's seconds (compilation included)
+        if breakdown is not None:
+            ans.update(breakdown(int(req["repeat"])))
         print(json.dumps(ans), flush=True)
 
 
@@ -198,6 +227,177 @@ def clnode_worker(precision, device):
     serve(prepare, {"device": ctx.device_name, "version": clnode.__version__})
 
 
+class CallbackTimer:
+    """Times, in this process only, the parts of clnode.jax.diffeqsolve's host work, by
+    wrapping (without changing the library's files): every jax.pure_callback's callback
+    ("callbacks", patched before clnode.jax is imported, so that the library's callbacks are
+    made through the wrapper), clnode's forward solve (clnode._solve.solve: "solve"), its
+    reverse pass (Solution.vjp: "vjp") and the drop-in's field check (clnode.jax._compare:
+    "field check"), where the library has them. Seconds and calls accumulate per part."""
+
+    def __init__(self):
+        import jax
+        self.acc = {}
+        orig = jax.pure_callback
+
+        def pure_callback(callback, *a, **k):
+            return orig(self.wrap("callbacks", callback), *a, **k)
+
+        jax.pure_callback = pure_callback
+
+    def wrap(self, name, fn):
+        acc = self.acc.setdefault(name, [0.0, 0])
+
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc[0] += time.perf_counter() - t0
+                acc[1] += 1
+
+        return timed
+
+    def attach(self):
+        """Wraps the library's parts (after clnode.jax is imported)."""
+        import importlib
+        for mod, owner, attr, name in (("clnode._solve", None, "solve", "solve"),
+                                       ("clnode._solve", "Solution", "vjp", "vjp"),
+                                       ("clnode.jax", None, "_compare", "field check")):
+            m = importlib.import_module(mod)
+            obj = getattr(m, owner) if owner else m
+            if hasattr(obj, attr):
+                setattr(obj, attr, self.wrap(name, getattr(obj, attr)))
+
+    def snapshot(self):
+        return {k: tuple(v) for k, v in self.acc.items()}
+
+    def since(self, before):
+        """{part: (seconds, calls)} since the snapshot `before`."""
+        return {k: (v[0] - before.get(k, (0.0, 0))[0], v[1] - before.get(k, (0.0, 0))[1])
+                for k, v in self.acc.items()}
+
+
+# ---------------------------------------------------------------- --train (a training step)
+
+TRAIN_BATCH, TRAIN_WIDTH, TRAIN_DEPTH, TRAIN_POINTS, TRAIN_DATA = 32, 64, 2, 100, 256
+
+
+def train_worker(kind, precision):
+    """A training step of diffrax's neural_ode setup, as a worker (see serve): kind "diffrax"
+    (diffrax.diffeqsolve), "clnode" (clnode.jax.diffeqsolve, its callbacks timed) or "floor"
+    (the solve replaced by y0 plus one field evaluation). A request's "batch" is the number of
+    points of the series trained on (10: 10%, 100: the whole)."""
+    import numpy as np
+    import jax
+    if precision == "fp64":
+        jax.config.update("jax_enable_x64", True)
+    probe = CallbackTimer() if kind == "clnode" else None  # before clnode.jax is imported
+    import jax.numpy as jnp
+    import jax.random as jr
+    import diffrax
+    import equinox as eqx
+    import optax
+
+    if kind == "clnode":
+        from clnode.jax import diffeqsolve
+        probe.attach()
+    else:
+        diffeqsolve = diffrax.diffeqsolve
+    dt = jnp.float64 if precision == "fp64" else jnp.float32
+
+    class Field(eqx.Module):
+        """out_scale * MLP(y): softplus hidden layers, tanh on the output."""
+        out_scale: jax.Array
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return self.out_scale * self.mlp(y)
+
+    def trajectory(field, ts, y0):
+        """The model's trajectory at the points ts, from y0 at ts[0] (every time traced)."""
+        if kind == "floor":  # no solve: y0 at every point, plus one field evaluation
+            return y0 + (ts - ts[0])[:, None] * field(ts[0], y0, None)
+        sol = diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), t0=ts[0], t1=ts[-1],
+                          dt0=ts[1] - ts[0], y0=y0, saveat=diffrax.SaveAt(ts=ts),
+                          stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-6))
+        return sol.ys, sol.stats["num_steps"]
+
+    def spirals():
+        """TRAIN_DATA series of TRAIN_POINTS points on t in [0, 10]: dy/dt = (x1, -x0) with
+        x = y / (1 + y), from y0 uniform in [-0.6, 1)^2, solved with Tsit5 at dt 0.1."""
+        ts = jnp.linspace(0.0, 10.0, TRAIN_POINTS, dtype=dt)
+
+        def one(y0):
+            f = diffrax.ODETerm(lambda t, y, a: jnp.stack([y[1] / (1 + y[1]),
+                                                           -y[0] / (1 + y[0])]))
+            return diffrax.diffeqsolve(f, diffrax.Tsit5(), ts[0], ts[-1], 0.1, y0,
+                                       saveat=diffrax.SaveAt(ts=ts)).ys
+
+        y0 = jr.uniform(jr.PRNGKey(0), (TRAIN_DATA, 2), dt, minval=-0.6, maxval=1.0)
+        return ts, jax.jit(jax.vmap(one))(y0)
+
+    optim = optax.adabelief(3e-3)
+
+    def loss(field, ts, ys):
+        """Mean squared distance of the batch's trajectories (and their mean steps)."""
+        out = jax.vmap(trajectory, in_axes=(None, None, 0))(field, ts, ys[:, 0])
+        pred, steps = (out, jnp.zeros(())) if kind == "floor" else out
+        return jnp.mean((ys - pred) ** 2), jnp.mean(steps.astype(dt))
+
+    @eqx.filter_jit
+    def train_step(field, opt_state, ts, ys):
+        (value, steps), grads = eqx.filter_value_and_grad(loss, has_aux=True)(field, ts, ys)
+        updates, opt_state = optim.update(grads, opt_state)
+        return eqx.apply_updates(field, updates), opt_state, value, steps
+
+    all_ts, all_ys = spirals()
+
+    def prepare(points):
+        mlp = eqx.nn.MLP(2, 2, TRAIN_WIDTH, TRAIN_DEPTH, activation=jax.nn.softplus,
+                         final_activation=jax.nn.tanh, key=jr.PRNGKey(1), dtype=dt)
+        # out_scale as the notebook makes it, jnp.array(1.0): weakly typed until its first
+        # update, so that the second step compiles again, as the notebook's does
+        state = {"field": Field(jnp.array(1.0), mlp), "i": 0, "loss": None}
+        state["opt"] = optim.init(eqx.filter(state["field"], eqx.is_inexact_array))
+        ts = all_ts[:points]
+        batches = [all_ys[j:j + TRAIN_BATCH, :points]
+                   for j in range(0, TRAIN_DATA, TRAIN_BATCH)]
+        parts = []  # per step: the callbacks' seconds, by part
+        seconds = []  # per step: its time
+
+        def step():
+            before = probe.snapshot() if probe else None
+            ys = batches[state["i"] % len(batches)]
+            t0 = time.perf_counter()
+            out = train_step(state["field"], state["opt"], ts, ys)
+            jax.block_until_ready(out)
+            seconds.append(time.perf_counter() - t0)
+            state["field"], state["opt"], value, steps = out
+            state["i"] += 1
+            state["loss"] = float(value)
+            if probe:
+                parts.append(probe.since(before))
+            return float(steps)
+
+        def breakdown(k):
+            """The medians over the last k steps of the callbacks' parts (seconds, calls)."""
+            last = parts[-k:] if k else []
+            return {"loss": state["loss"], "second": seconds[1] if len(seconds) > 1 else None,
+                    "parts": {
+                name: [statistics.median(p[name][0] for p in last),
+                       statistics.median(p[name][1] for p in last)]
+                for name in (last[0] if last else {})}}
+
+        return step, lambda steps: steps, None, breakdown
+
+    info = {"device": str(jax.devices()[0]), "jax": jax.__version__,
+            "diffrax": diffrax.__version__, "optax": optax.__version__, "kind": kind,
+            "clnode": clnode_stamp() if kind == "clnode" else None}
+    with jax.default_matmul_precision("highest"):
+        serve(prepare, info)
+
+
 class WorkerError(Exception):
     pass
 
@@ -217,7 +417,10 @@ class Worker:
             self.proc.wait()
             self.err.seek(0)
             lines = self.err.read().strip().splitlines()
-            raise WorkerError(lines[-1] if lines else f"exit status {self.proc.returncode}")
+            # the exception's own line (JAX may print a note about its traceback after it)
+            named = [x for x in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b", x)]
+            raise WorkerError(named[-1] if named else lines[-1] if lines
+                              else f"exit status {self.proc.returncode}")
         return json.loads(line)
 
     def run(self, batch, repeat, warm=0):
@@ -454,6 +657,231 @@ def grad_main(args, batches):
     return 0
 
 
+def clnode_stamp():
+    """The imported clnode package: its version and a digest of its files (the package may be
+    reinstalled between runs while it is worked on)."""
+    import hashlib
+    import clnode
+    h = hashlib.sha256()
+    d = os.path.dirname(clnode.__file__)
+    for name in sorted(os.listdir(d)):
+        if name.endswith((".py", ".so")):
+            with open(os.path.join(d, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return f"clnode {clnode.__version__} (package files sha256 {h.hexdigest()[:12]})"
+
+
+def train_turns(workers, points, repeat, rounds, warm, failed):
+    """The --train timing of `workers` (name -> Worker) on series of `points` points: each
+    first prepares (the first step, compilation included, then `warm` untimed steps), then
+    `rounds` rounds share the `repeat` timed steps, each turn after one untimed step, the order
+    rotating. Returns {name: {"first", "times", "steps", "loss", "parts": [answers' parts]}}
+    and the rounds' ratios diffrax/clnode (empty unless both ran). A clnode worker that fails
+    to prepare is dropped from `workers`, its error kept in failed["clnode"]."""
+    got = {}
+    for name, w in list(workers.items()):
+        try:
+            a = w.run(points, 0, warm=warm)
+        except WorkerError as e:
+            if name != "clnode":
+                raise
+            failed[name] = str(e)
+            del workers[name]
+            continue
+        got[name] = {"first": a["first"], "second": a.get("second"), "times": [],
+                     "steps": None, "loss": None, "parts": []}
+    rounds = min(rounds, repeat)
+    shares = [repeat // rounds + (1 if r < repeat % rounds else 0) for r in range(rounds)]
+    names = list(workers)
+    ratios = []
+    for r, k in enumerate(shares):
+        this = {}
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            a = this[name] = workers[name].run(points, k, warm=1)
+            g = got[name]
+            g["times"] += a["times"]
+            g["steps"], g["loss"] = a["steps"], a.get("loss")
+            g["parts"].append(a.get("parts") or {})
+        if "diffrax" in this and "clnode" in this:
+            ratios.append(statistics.median(this["diffrax"]["times"]) /
+                          statistics.median(this["clnode"]["times"]))
+    return got, ratios
+
+
+def train_rows(points, got, ratios):
+    """The --train rows for one series length: (figures, timing cells, breakdown cells)."""
+    med = {n: statistics.median(g["times"]) for n, g in got.items()}
+    d, c, f = got.get("diffrax"), got.get("clnode"), got["floor"]
+    row = {"points": points, "floor_seconds": med["floor"], "floor_first_seconds": f["first"],
+           "floor_second_seconds": f["second"]}
+    ms = lambda s: f"{1e3 * s:.2f}"  # noqa: E731
+    if d:
+        row.update(diffrax_seconds=med["diffrax"], diffrax_first_seconds=d["first"],
+                   diffrax_second_seconds=d["second"],
+                   diffrax_steps=d["steps"], diffrax_loss=d["loss"])
+    if c:
+        row.update(clnode_seconds=med["clnode"], clnode_first_seconds=c["first"],
+                   clnode_second_seconds=c["second"],
+                   clnode_steps=c["steps"], clnode_loss=c["loss"])
+    if d and c:
+        row.update(ratio=statistics.median(ratios), ratio_min=min(ratios),
+                   ratio_max=max(ratios), first_ratio=d["first"] / c["first"],
+                   loss_rel_diff=abs(d["loss"] - c["loss"]) / max(abs(d["loss"]), 1e-300))
+    def fs(g):
+        if not g:
+            return "-"
+        return f"{g['first']:.2f}/" + ("-" if g["second"] is None else f"{g['second']:.2f}")
+
+    cells = [f"{points}", fs(d), fs(c), fs(f),
+             f"{row['first_ratio']:.1f}x" if "ratio" in row else "-",
+             ms(med["diffrax"]) if d else "-", ms(med["clnode"]) if c else "-",
+             ms(med["floor"]),
+             f"{row['ratio']:.2f}x" if "ratio" in row else "-",
+             f"{row['ratio_min']:.2f}-{row['ratio_max']:.2f}" if "ratio" in row else "-",
+             (f"{d['steps']:.1f}" if d else "-") + "/" + (f"{c['steps']:.1f}" if c else "-"),
+             f"{row['loss_rel_diff']:.1e}" if "ratio" in row else "-"]
+    bcells = None
+    if c:
+        parts = {}
+        for p in c["parts"]:  # the rounds' medians: their median
+            for name, (s, n) in p.items():
+                parts.setdefault(name, []).append((s, n))
+        part = {name: (statistics.median(s for s, _ in v), statistics.median(n for _, n in v))
+                for name, v in parts.items()}
+        row["clnode_parts"] = part
+        host = part["callbacks"][0] if "callbacks" in part else \
+            sum(part.get(k, (0.0, 0))[0] for k in ("solve", "vjp"))
+        row["clnode_rest_seconds"] = med["clnode"] - host
+
+        def cell(name):
+            return f"{ms(part[name][0])} ({part[name][1]:g})" if name in part else "-"
+
+        bcells = [f"{points}", ms(med["clnode"]), cell("callbacks"), cell("solve"), cell("vjp"),
+                  cell("field check"), ms(row["clnode_rest_seconds"]), ms(med["floor"])]
+    return row, cells, bcells
+
+
+TRAIN_HEAD = ["points", "diffrax 1st/2nd s", "clnode 1st/2nd s", "floor 1st/2nd s",
+              "1st d/c", "diffrax ms", "clnode ms", "floor ms", "diffrax/clnode", "rounds",
+              "steps d/c", "loss rel diff"]
+TRAIN_PARTS_HEAD = ["points", "clnode ms", "callbacks ms (calls)", "solve ms (calls)",
+                    "vjp ms (calls)", "field check ms (calls)", "rest ms", "floor ms"]
+
+
+def train_main(args):
+    """--train: the training step of diffrax's neural_ode setup, diffrax.diffeqsolve against
+    clnode.jax.diffeqsolve and the floor, in turns; diffrax and the floor are needed."""
+    lengths = [int(round(TRAIN_POINTS * float(x))) for x in args.lengths.split(",") if x]
+    if not lengths or min(lengths) < 2 or max(lengths) > TRAIN_POINTS:
+        raise SystemExit("bench_peers --train: --lengths must be fractions of the series, each "
+                         f"giving 2 to {TRAIN_POINTS} points")
+    rows, tables = [], []
+    rounds = min(args.rounds, args.repeat)
+    title = (f"the training step of diffrax's neural_ode example (batch {TRAIN_BATCH}, width "
+             f"{TRAIN_WIDTH}, depth {TRAIN_DEPTH}, out_scale * MLP(y), tsit5, PID rtol 1e-3 "
+             f"atol 1e-6, SaveAt(ts), optax adabelief); median of {args.repeat} steps each "
+             f"after {args.warm} untimed, the three sides taking turns in {rounds} rounds")
+    print(title)
+    for precision in args.precisions.split(","):
+        workers, why = {}, {}
+        for kind in ("diffrax", "clnode", "floor"):
+            python = args.clnode_python if kind == "clnode" else sys.executable
+            workers[kind], why[kind] = start_worker(python, "train-worker", kind,
+                                                    "--precisions", precision)
+        if workers["diffrax"] is None or workers["floor"] is None:
+            raise SystemExit(f"bench_peers --train: diffrax not run ({why['diffrax']}"
+                             f"{why['floor']})")
+        info = workers["diffrax"].info
+        heading = (f"{precision}: diffrax {info['diffrax']} on JAX {info['jax']} "
+                   f"({info['device']}), optax {info['optax']}"
+                   + (f"; {workers['clnode'].info['clnode']}" if workers["clnode"] else ""))
+        table = {"heading": heading, "rows": [], "parts": []}
+        tables.append(table)
+        print(heading)
+        print("  " + " ".join(f"{h:>14}" for h in TRAIN_HEAD))
+        try:
+            for points in lengths:
+                live = {k: w for k, w in workers.items() if w is not None}
+                failed = {}
+                try:
+                    got, ratios = train_turns(live, points, args.repeat, rounds, args.warm,
+                                              failed)
+                except WorkerError as e:
+                    raise SystemExit(f"bench_peers: a worker failed at {points} points: "
+                                     f"{e}") from None
+                if "clnode" in failed:
+                    why["clnode"] = failed["clnode"]
+                    workers["clnode"].close()
+                    workers["clnode"] = None
+                    print(f"  clnode failed at {points} points ({why['clnode']}): diffrax and "
+                          "the floor only")
+                row, cells, bcells = train_rows(points, got, ratios)
+                row["precision"] = precision
+                print("  " + " ".join(f"{x:>14}" for x in cells), flush=True)
+                rows.append(row)
+                table["rows"].append({"cells": cells, "clnode_device": "-"})
+                if bcells:
+                    table["parts"].append(bcells)
+        finally:
+            for w in workers.values():
+                if w is not None:
+                    w.close()
+        if table["parts"]:
+            print("  clnode's step, where its time goes (medians per step):")
+            print("  " + " ".join(f"{h:>22}" for h in TRAIN_PARTS_HEAD))
+            for b in table["parts"]:
+                print("  " + " ".join(f"{x:>22}" for x in b))
+        table["note"] = train_note(why["clnode"], table["parts"])
+        print(f"  {table['note']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.markdown:
+        replace_section(args.markdown, "bench_peers_train",
+                        train_markdown(title, tables, sys.argv[1:]))
+    return 0
+
+
+def train_note(clnode_why, parts):
+    """The note under a --train table."""
+    note = ("1st/2nd s: the first step (tracing, compilation and the step; the 10% series "
+            "first, then the whole, in one process per side, as the notebook's two phases) and "
+            "the second (which compiles again: out_scale, jnp.array(1.0) as in the notebook, "
+            "is weakly typed until its first update); 1st d/c: diffrax's first step over "
+            "clnode's; ms: the "
+            "steady state, the median step; floor: the same step with the solve replaced by y0 "
+            "plus one field evaluation; rounds: the lowest and highest of the rounds' steady-state "
+            "ratios; loss rel diff: the last timed step's losses (both sides train from the same "
+            "model on the same batches)")
+    if clnode_why:
+        note += f". clnode not run: {clnode_why}"
+    elif parts:
+        note += (". Parts of clnode's step: the time inside the jax.pure_callback callbacks, of "
+                 "it clnode.solve (the forward solve), Solution.vjp (the reverse pass) and the "
+                 "drop-in's field check, with their calls per step; rest: the step less the "
+                 "callbacks (JAX's dispatch, the loss, the optimiser)")
+    return note
+
+
+def train_markdown(title, tables, argv):
+    """The --train section's text."""
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [f"### {title}", "", f"Machine: {machine_stamp()}. Commit {commit_stamp()}. "
+           f"Date: {date}.", "",
+           f"Run: `python3 {os.path.relpath(os.path.abspath(__file__), ROOT)} "
+           + " ".join(argv) + "`"]
+    for t in tables:
+        out += ["", t["heading"], "", "| " + " | ".join(TRAIN_HEAD) + " |",
+                "|" + "---:|" * len(TRAIN_HEAD)]
+        out += ["| " + " | ".join(r["cells"]) + " |" for r in t["rows"]]
+        if t["parts"]:
+            out += ["", "| " + " | ".join(TRAIN_PARTS_HEAD) + " |",
+                    "|" + "---:|" * len(TRAIN_PARTS_HEAD)]
+            out += ["| " + " | ".join(b) + " |" for b in t["parts"]]
+        out += ["", t["note"]]
+    return "\n".join(out) + "\n"
+
+
 def parse_args():
     """The command line (see the top)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -474,7 +902,14 @@ def parse_args():
     ap.add_argument("--clnode-grad-worker",
                     default=os.path.join(ROOT, "build", "bench", "bench_grad_worker"),
                     help="clnode's side of --grad (bench/bench_grad_worker.c, built)")
+    ap.add_argument("--train", action="store_true",
+                    help="time a training step instead (see --train above)")
+    ap.add_argument("--lengths", default="0.1,1",
+                    help="--train: the fractions of the series trained on")
+    ap.add_argument("--warm", type=int, default=5,
+                    help="--train: untimed steps after the first, per series length and side")
     ap.add_argument("--diffrax-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--train-worker", help=argparse.SUPPRESS)
     ap.add_argument("--clnode-worker", help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -496,8 +931,13 @@ def main():
     if args.clnode_worker:
         clnode_worker(args.clnode_worker, args.device)
         return 0
+    if args.train_worker:
+        train_worker(args.train_worker, args.precisions)
+        return 0
     if args.grad:
         return grad_main(args, batches)
+    if args.train:
+        return train_main(args)
     if not os.access(args.clnode_solve, os.X_OK):
         raise SystemExit(f"bench_peers: {args.clnode_solve} not found (build first, or "
                          "--clnode-solve PATH)")
