@@ -450,6 +450,26 @@ def _raise_in_callback(e):
     raise _EquinoxRuntimeError(msg) from e
 
 
+def _model_of(p, models, theta):
+    """The MLP of the flat parameter operand (the weights, then the biases, raveled), made once
+    per parameter values (models: the last one, by the values' bytes)."""
+    flat = _squeeze_unbatched(np.asarray(theta, np.float64), 1, "the model's parameters")
+    key = flat.tobytes()
+    if key not in models:
+        parts, off = [], 0
+        for shape in p.param_shapes:
+            size = int(np.prod(shape))
+            parts.append(flat[off:off + size].reshape(shape))
+            off += size
+        ws, bs, j = parts[:p.n_layers], [], p.n_layers
+        for hb in p.has_bias:
+            bs.append(parts[j] if hb else None)
+            j += hb
+        models.clear()
+        models[key] = p.make_mlp(ws, bs)
+    return models[key]
+
+
 def _host_callback(p, failures, jitting, shapes):
     """The callback of a diffeqsolve call: the batch it is given solved by clnode.solve. p: the
     problem's static parts (the MLP or how to build it from traced parameters, the check
@@ -490,24 +510,6 @@ def _host_callback(p, failures, jitting, shapes):
 
     models: Dict[bytes, Any] = {}  # the last model made of traced parameters, by their bytes
 
-    def model_of(theta):
-        """The MLP of the flat parameter operand (the weights, then the biases, raveled)."""
-        flat = _squeeze_unbatched(np.asarray(theta, np.float64), 1, "the model's parameters")
-        key = flat.tobytes()
-        if key not in models:
-            parts, off = [], 0
-            for shape in p.param_shapes:
-                size = int(np.prod(shape))
-                parts.append(flat[off:off + size].reshape(shape))
-                off += size
-            ws, bs, j = parts[:p.n_layers], [], p.n_layers
-            for hb in p.has_bias:
-                bs.append(parts[j] if hb else None)
-                j += hb
-            models.clear()
-            models[key] = p.make_mlp(ws, bs)
-        return models[key]
-
     def setup(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params, scale_vector=False):
         """The clnode.solve call of the batch the operands give: (lead, model, y0 rows, keyword
         arguments). scale_vector: the model has the output scale as one value per component,
@@ -525,7 +527,7 @@ def _host_callback(p, failures, jitting, shapes):
             cv = np.broadcast_to(np.asarray(c_, np.float64), lead + (p.k,)).reshape(B, p.k)
         m = p.mlp
         if m is None:  # traced parameters (under jax.jit): this call's values
-            m = model_of(params[0])
+            m = _model_of(p, models, params[0])
         s = p.scale
         if p.deferred_check:
             factor = _one_factor(sv, p.path or "the root")
@@ -781,11 +783,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params,
                                  vmap_method="expand_dims")
 
-    @jax.custom_jvp
-    def call_keeping_tape(*operands):  # the forward under differentiation
-        return jax.pure_callback(functools.partial(host, keep=True), shapes, *operands,
-                                 vmap_method="expand_dims")
-
+    call_keeping_tape = jax.custom_jvp(lambda *ops: jax.pure_callback(  # under differentiation
+        functools.partial(host, keep=True), shapes, *ops, vmap_method="expand_dims"))
     call_keeping_tape.defjvp(_jax_ad.no_higher_order)
 
     ad_prob = _jax_ad.Problem(host.setup, _raise_in_callback, n, T, checkpoint_every)
