@@ -41,7 +41,8 @@ from . import _solve
 Y0, T0, T1, DT0, TS, ARGS, FV, SV, PARAMS = range(9)
 _TIME_NAMES = {T0: "t0", T1: "t1", DT0: "dt0", TS: "SaveAt(ts=...)"}
 
-_FORWARD_MODE = ("clnode computes first-order reverse-mode gradients only (jax.grad, jax.value_and_grad, "
+_FORWARD_MODE = ("clnode computes first-order reverse-mode gradients only (jax.grad, "
+                 "jax.value_and_grad, "
                  "jax.vjp, eqx.filter_grad, eqx.filter_value_and_grad, jax.jacrev), not {what}: "
                  "forward mode (jax.jvp, jax.jacfwd, jax.hessian, jax.linearize) is not "
                  "computed by clnode.jax.diffeqsolve")
