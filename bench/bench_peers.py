@@ -533,6 +533,15 @@ def commit_stamp():
     return f"{head} dirty" if changes else head
 
 
+def write_outputs(args, rows, section, markdown):
+    """--json: the rows as JSON; --markdown: the file's `section` replaced by markdown()."""
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.markdown:
+        replace_section(args.markdown, section, markdown())
+
+
 def replace_section(path, name, body):
     """Writes body as the section `name` of the Markdown file path (see --markdown above)."""
     begin, end = f"<!-- begin {name} -->\n", f"<!-- end {name} -->\n"
@@ -648,12 +657,8 @@ def grad_main(args, batches):
                          "rounds' ratios; dy0 sum rel diff: the two gradients' sums over dL/dy0, "
                          "their relative difference (the same problem was solved)")
         print(f"  {table['note']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    if args.markdown:
-        replace_section(args.markdown, "bench_peers_grad",
-                        markdown_section(title, tables, sys.argv[1:], head))
+    write_outputs(args, rows, "bench_peers_grad",
+                  lambda: markdown_section(title, tables, sys.argv[1:], head))
     return 0
 
 
@@ -833,12 +838,8 @@ def train_main(args):
                 print("  " + " ".join(f"{x:>22}" for x in b))
         table["note"] = train_note(why["clnode"], table["parts"])
         print(f"  {table['note']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    if args.markdown:
-        replace_section(args.markdown, "bench_peers_train",
-                        train_markdown(title, tables, sys.argv[1:]))
+    write_outputs(args, rows, "bench_peers_train",
+                  lambda: train_markdown(title, tables, sys.argv[1:]))
     return 0
 
 
@@ -1016,12 +1017,8 @@ def main():
             table["note"] = (f"clnode device: {rows[-1]['clnode_device']}; clnode ms: "
                              f"{where}{spans}")
             print(f"  {table['note']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    if args.markdown:
-        replace_section(args.markdown, "bench_peers",
-                        markdown_section(title, tables, sys.argv[1:]))
+    write_outputs(args, rows, "bench_peers",
+                  lambda: markdown_section(title, tables, sys.argv[1:]))
     return 0
 
 

@@ -16,21 +16,9 @@ diffrax = pytest.importorskip("diffrax")
 import jax.numpy as jnp  # noqa: E402
 
 from clnode.jax import diffeqsolve  # noqa: E402
+from test_jax import seed_func  # noqa: E402  (the seed model as an equinox module)
 
 B = 4096
-
-
-class Func(eqx.Module):
-    mlp: eqx.nn.MLP
-
-    def __call__(self, t, y, args):
-        return self.mlp(y)
-
-
-def seed_func():
-    mlp = eqx.nn.MLP(10, 10, 100, 2, activation=jax.nn.softplus, key=jax.random.PRNGKey(42),
-                     dtype=jnp.float32)
-    return Func(mlp)
 
 
 def solve(func, y0):
@@ -107,9 +95,10 @@ def test_vmapped_gradient_has_no_batch_times_parameters_intermediate():
     peak_forward, _ = _peak_rss_during(lambda: forward(func, y0s))
     peak_grad, g = _peak_rss_during(lambda: grad(func, y0s))
     rise = peak_grad - max(base, peak_forward)
-    # B x |theta| in float32 is 202 MB: the gradient's own memory (the tape of 4096
-    # trajectories, the reverse pass's blocks) is a small part of it
-    assert rise < B * n_theta * 4 // 8, (rise, B * n_theta * 4)
+    # B x |theta| in float32 is 200 MB: the gradient's own memory (the tape of 4096
+    # trajectories, the reverse pass's blocks) measures 10-24 MB, with the allocator's and the
+    # sampling's noise; one array of B x |theta| would add at least 200 MB
+    assert rise < B * n_theta * 4 // 2, (rise, B * n_theta * 4)
     assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(g)
                if eqx.is_array(x))
     print(f"B={B} |theta|={n_theta}: largest per-trajectory intermediate {worst} values, "
