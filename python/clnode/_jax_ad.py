@@ -2,7 +2,8 @@
 primitive machinery (jax.extend.core.Primitive and the jax.interpreters rules, written for jax
 0.10.2; see python/requirements-test.txt).
 
-A diffeqsolve call is a jax.custom_jvp function around a pure_callback (the forward solve). Its
+A diffeqsolve call is a jax.custom_jvp function around fwd_p, the forward solve: one
+jax.pure_callback whose operands and results are packed into one flat array per dtype. Its
 JVP rule gives the primal outputs and the tangent of ys as `lin_p`, a primitive linear in the
 tangents of y0, args, the field's factor s and the MLP's parameters, which is never evaluated:
 under jax.grad it is transposed into `vjp_p`, whose callback re-solves the batch with the
@@ -101,6 +102,58 @@ def _per_trajectory_operand(i: int) -> bool:
     """Whether operand i's cotangent is one per trajectory (y0, args) rather than one for the
     batch (the factor and the parameters)."""
     return i in (Y0, ARGS)
+
+
+# --------------------------------------------------------------------------------------------
+# fwd_p: the forward solve (clnode.jax's callback), one packed callback per call
+
+fwd_p = Primitive("clnode_solve")
+fwd_p.multiple_results = True
+
+
+class Forward:
+    """A diffeqsolve call's forward, as fwd_p's parameter (hashed by identity): host(*operands,
+    keep) solves the batch the operands give (numpy arrays, each with the batch's leading axes
+    or size-1 ones, as pure_callback's vmap_method="expand_dims" passes them) and returns
+    numpy arrays of `shapes` (ShapeDtypeStructs of one trajectory's outputs) with the batch's
+    leading axes. It handles its own errors (raised in eqx.error_if's form under jax.jit, kept
+    for the caller otherwise)."""
+
+    def __init__(self, host: Callable[..., Any], shapes: Any) -> None:
+        self.host, self.shapes = host, tuple(shapes)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+def forward(fwd: Forward, keep: bool, *operands: Any) -> Any:
+    """The forward's outputs for `operands` (keep: solved keeping the tape, its token in the
+    last count)."""
+    return tuple(fwd_p.bind(*operands, fwd=fwd, keep=keep, lead=()))
+
+
+def _fwd_abstract(*operands, fwd, keep, lead):
+    return [jax.core.ShapedArray(tuple(lead) + tuple(s.shape), s.dtype) for s in fwd.shapes]
+
+
+def _fwd_impl(*operands, fwd, keep, lead):
+    shapes = [tuple(lead) + tuple(s.shape) for s in fwd.shapes]
+    dtypes = [np.dtype(s.dtype) for s in fwd.shapes]
+    if _concrete(*operands):
+        outs = fwd.host(*[np.asarray(x) for x in operands], keep=keep)
+        return [jnp.asarray(o) for o in outs]
+    return _packed_callback(lambda *ops: fwd.host(*ops, keep=keep), operands, shapes, dtypes,
+                            None)
+
+
+def _fwd_batch(args, dims, *, fwd, keep, lead):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    out = [_lead_axis(a, d, size, False) for a, d in zip(args, dims)]
+    return fwd_p.bind(*out, fwd=fwd, keep=keep, lead=(size,) + tuple(lead)), \
+        [0] * len(fwd.shapes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,45 +356,41 @@ def _reverse(prob, ct, operands, want, tape):
 
 
 def _packed(outs, dtypes):
-    """The cotangents as one flat array per dtype (one callback result each: every result of a
+    """Arrays as one flat array per dtype (one callback result each: every result of a
     callback costs a device transfer)."""
     return tuple(np.concatenate([np.ravel(o) for o, d in zip(outs, dtypes) if d == g] or
                                 [np.zeros(0, g)]) for g in dict.fromkeys(dtypes))
 
 
-def _unpacked(flat, shapes, dtypes):
-    """The arrays of shapes and dtypes that _vjp_impl packed into `flat` (one per dtype)."""
+def _unpacked(flat, shapes, dtypes, xp: Any = np):
+    """The arrays of shapes and dtypes that _packed packed into `flat` (one per dtype); xp: np
+    in a callback, jnp for the callback's results in JAX."""
     groups = list(dict.fromkeys(dtypes))
     offsets = [0] * len(groups)
     out = []
     for s, d in zip(shapes, dtypes):
         g = groups.index(d)
         n = int(np.prod(s))
-        out.append(np.asarray(flat[g])[offsets[g]:offsets[g] + n].reshape(s))
+        out.append(xp.asarray(flat[g])[offsets[g]:offsets[g] + n].reshape(s))
         offsets[g] += n
     return out
 
 
-def _vjp_impl(ct, token, *operands, prob, want, lead, keep):
-    shapes = _vjp_shapes(operands, want, lead, keep)
-    dtypes = [np.dtype(operands[i].dtype) for i in want]
-    if not any(isinstance(x, jax.core.Tracer) for x in (ct, token, *operands)):
-        outs = _vjp_compute(prob, want, lead, keep, np.asarray(ct), np.asarray(token),
-                            [np.asarray(x) for x in operands])  # eager: errors raised as they are
-        return [jnp.asarray(o) for o in outs]
-
-    # the operands in one flat array per dtype too: every operand of a callback is a transfer
-    ins = (ct, token, *operands)
+def _packed_callback(fn, ins, shapes, dtypes, on_error):
+    """fn(*numpy arrays) -> arrays of `shapes` and `dtypes`, called through one
+    jax.pure_callback whose operands and results are one flat array per dtype (every operand
+    and every result of a callback is a transfer, ~30 us each). on_error(e), when given, raises
+    a callback's exception so that it reaches the caller under jax.jit with its message."""
     in_dtypes = [np.dtype(x.dtype) for x in ins]
     in_shapes = [tuple(np.shape(x)) for x in ins]
 
     def host(*flat_in):
         try:
-            ct_, token_, *ops = _unpacked(flat_in, in_shapes, in_dtypes)
-            outs = _vjp_compute(prob, want, lead, keep, ct_, token_, ops)
+            outs = fn(*_unpacked(flat_in, in_shapes, in_dtypes))
             return _packed(outs, dtypes)
         except Exception as e:  # noqa: BLE001 - the library's message, raised as under jit
-            prob.raise_in_callback(e)
+            if on_error is not None:
+                on_error(e)
             raise
 
     groups = list(dict.fromkeys(dtypes))
@@ -350,14 +399,23 @@ def _vjp_impl(ct, token, *operands, prob, want, lead, keep):
                  for g in dict.fromkeys(in_dtypes)]
     flat = jax.pure_callback(host, [jax.ShapeDtypeStruct((n,), g) for n, g in zip(sizes, groups)],
                              *packed_in)
-    offsets = [0] * len(groups)
-    outs = []
-    for s, d in zip(shapes, dtypes):
-        g = groups.index(d)
-        n = int(np.prod(s))
-        outs.append(flat[g][offsets[g]:offsets[g] + n].reshape(s))
-        offsets[g] += n
-    return outs
+    return _unpacked(flat, shapes, dtypes, jnp)
+
+
+def _concrete(*xs):
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def _vjp_impl(ct, token, *operands, prob, want, lead, keep):
+    shapes = _vjp_shapes(operands, want, lead, keep)
+    dtypes = [np.dtype(operands[i].dtype) for i in want]
+    if _concrete(ct, token, *operands):  # eager: errors raised as they are
+        outs = _vjp_compute(prob, want, lead, keep, np.asarray(ct), np.asarray(token),
+                            [np.asarray(x) for x in operands])
+        return [jnp.asarray(o) for o in outs]
+    return _packed_callback(lambda ct_, token_, *ops: _vjp_compute(prob, want, lead, keep, ct_,
+                                                                   token_, ops),
+                            (ct, token, *operands), shapes, dtypes, prob.raise_in_callback)
 
 
 def _vjp_batch(args, dims, *, prob, want, lead, keep):
@@ -376,6 +434,12 @@ batching.primitive_batchers[vjp_p] = _vjp_batch
 ad.primitive_jvps[vjp_p] = _no_forward_mode
 mlir.register_lowering(vjp_p, mlir.lower_fun(_vjp_impl, multiple_results=True))
 
+fwd_p.def_impl(_fwd_impl)
+fwd_p.def_abstract_eval(_fwd_abstract)
+batching.primitive_batchers[fwd_p] = _fwd_batch
+ad.primitive_jvps[fwd_p] = _no_forward_mode
+mlir.register_lowering(fwd_p, mlir.lower_fun(_fwd_impl, multiple_results=True))
+
 
 def checkpoint_every(adjoint: Any, max_steps: int) -> int:
     """The tape's checkpoint_every of diffrax.RecursiveCheckpointAdjoint(checkpoints=k): every
@@ -390,5 +454,5 @@ def checkpoint_every(adjoint: Any, max_steps: int) -> int:
     return max(1, -(-int(max_steps) // int(k)))
 
 
-__all__: Tuple[str, ...] = ("Problem", "jvp_rule", "no_higher_order", "keep_tape",
-                            "checkpoint_every")
+__all__: Tuple[str, ...] = ("Problem", "Forward", "forward", "jvp_rule", "no_higher_order",
+                            "keep_tape", "checkpoint_every")

@@ -546,7 +546,8 @@ def _host_callback(p, failures, jitting, shapes):
         tsv = None
         if p.save_ts is not None:
             tsv = _save_rows(ts_, lead, p.n_ts)
-            _check_save_ts(tsv, t0v, t1v)
+            if not p.ts_checked:
+                _check_save_ts(tsv, t0v, t1v)
         sa = _solve.SaveAt(t0=p.save_t0, t1=p.save_t1, ts=tsv, steps=p.save_steps) \
             if (p.save_t0 or p.save_t1 or p.save_steps or tsv is not None) else None
         o = dict(p.opts)
@@ -775,16 +776,16 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
         save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
         y_dtype=y0.dtype, checkpoint_every=checkpoint_every,
+        # the save times checked before the callback: concrete (_check_save_ts_now), or traced
+        # under jax.jit (_check_traced, in JAX); else (eager jax.vmap or jax.grad) in it
+        ts_checked=save_ts is None or jitting or _leaves_concrete((save_ts, t0, t1)),
         param_shapes=[np.shape(x) for x in weights + [b for b in biases if b is not None]])
     host = _host_callback(prob, failures, jitting, shapes)
 
-    @jax.custom_jvp
-    def call(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params):
-        return jax.pure_callback(host, shapes, y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params,
-                                 vmap_method="expand_dims")
-
-    call_keeping_tape = jax.custom_jvp(lambda *ops: jax.pure_callback(  # under differentiation
-        functools.partial(host, keep=True), shapes, *ops, vmap_method="expand_dims"))
+    fwd = _jax_ad.Forward(host, shapes)
+    call = jax.custom_jvp(lambda *ops: _jax_ad.forward(fwd, False, *ops))
+    call_keeping_tape = jax.custom_jvp(  # under differentiation
+        lambda *ops: _jax_ad.forward(fwd, True, *ops))
     call_keeping_tape.defjvp(_jax_ad.no_higher_order)
 
     ad_prob = _jax_ad.Problem(host.setup, _raise_in_callback, n, T, checkpoint_every)
