@@ -11,6 +11,8 @@ scripts/install-deps.sh
 # finds it absent fails, naming it, instead of skipping (tests/common/test_device.h). Set the
 # variable (empty: none) to require other devices.
 export CLNODE_REQUIRE_DEVICES="${CLNODE_REQUIRE_DEVICES-host,opencl:pocl,opencl:oclgrind}"
+# stage TITLE: the stage's banner, with the seconds the run has taken so far (CI's budget: 45 min)
+stage() { echo "== $1 (at ${SECONDS} s) =="; }
 # run DIR TIMEOUT_MULTIPLIER [meson setup options...]; $TEST_ARGS adds meson test options.
 run() {
   local dir=$1 mult=$2; shift 2
@@ -21,15 +23,15 @@ run() {
   # shellcheck disable=SC2086
   meson test -C "$dir" --print-errorlogs --num-processes 1 --timeout-multiplier "$mult" ${TEST_ARGS:-}
 }
-echo "== release build =="
+stage "release build"
 run build-ci 1 --buildtype=debugoptimized
-echo "== a program outside the tree, built with pkg-config against the installed library =="
+stage "a program outside the tree, built with pkg-config against the installed library"
 tests/install/check.sh build-ci
-echo "== the Python package: pip install . into a virtual environment, then pytest =="
+stage "the Python package: pip install . into a virtual environment, then pytest"
 scripts/test_python.sh build-ci
-echo "== the Python package as users install it, beside Debian's numpy: pip install ., python -m build =="
+stage "the Python package as users install it, beside Debian's numpy: pip install ., python -m build"
 scripts/test_install.sh
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
+stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # allocator_may_return_null: the out-of-memory tests ask for terabytes and expect a clean error,
 # which ASan would otherwise turn into an abort. The Oclgrind suite ran in the release build: its
 # simulated kernels are the same under ASan, and there they take twenty minutes.
@@ -42,7 +44,7 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 # 60 runs of test_threads host opencl:pocl, from 5 in 48).
 TEST_ARGS="--no-suite oclgrind" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
-echo "== ThreadSanitizer build: separate contexts in separate threads =="
+stage "ThreadSanitizer build: separate contexts in separate threads"
 # Only the thread tests (separate contexts; the host backend's own thread pool; the reverse pass
 # at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the tests. No
 # suppressions are needed (CLBlast's process-wide caches are used under clnode's lock,
@@ -57,3 +59,4 @@ ninja -C build-tsan tests/backend/test_threads tests/backend/test_host_threads \
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 \
   --timeout-multiplier 4 "${tsan_tests[@]}"
+stage "done"

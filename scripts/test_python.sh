@@ -26,4 +26,9 @@ cd "$build"
 # the installed package's types (its py.typed, the extension's stub), with pyproject's [tool.mypy]
 "$(pwd)/python-venv/bin/python" -m mypy --config-file "$OLDPWD/pyproject.toml" \
   --cache-dir "$(pwd)/mypy-cache" -p clnode
-"$(pwd)/python-venv/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python"
+# Two worker processes (pytest-xdist), each taking whole modules (--dist loadfile: a module's
+# fixtures, such as the example's runs, are made once): most of the time is single-threaded
+# Python (diffrax tracing its solves), so two workers on a 2-core machine take about half the
+# time of one. CLNODE_PYTEST_WORKERS overrides the count (0: no workers, in this process).
+"$(pwd)/python-venv/bin/python" -m pytest -q -p no:cacheprovider \
+  -n "${CLNODE_PYTEST_WORKERS:-2}" --dist loadfile "$OLDPWD/tests/python"
