@@ -222,8 +222,10 @@ int cln_gemm_isa_runs(cln_gemm_isa isa, const char **why)
         break;
 #else
     case CLN_GEMM_AVX512:
+        no = "this build has no AVX-512F kernels (not an x86-64 GCC-compatible build)";
+        break;
     case CLN_GEMM_AVX2:
-        no = "this build has no x86-64 kernels (not an x86-64 GCC-compatible build)";
+        no = "this build has no AVX2 kernels (not an x86-64 GCC-compatible build)";
         break;
 #endif
     default:
