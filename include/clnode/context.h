@@ -48,7 +48,9 @@ CLNODE_API void clnode_context_default_options_sized(clnode_context_options *opt
 /* Creates a context bound to the device named in `opts` (NULL: all defaults).
  * Returns CLNODE_OK and stores the new context in *out, or an error and stores NULL:
  * CLNODE_ERR_NO_DEVICE for an unknown or absent device (the message lists what exists),
- * CLNODE_ERR_UNSUPPORTED for a backend this build lacks, CLNODE_ERR_OUT_OF_MEMORY,
+ * CLNODE_ERR_UNSUPPORTED for a backend this build lacks or host kernels this CPU cannot run
+ * ("host:avx512: this CPU/OS does not support AVX-512F", doc/devices.md),
+ * CLNODE_ERR_OUT_OF_MEMORY,
  * CLNODE_ERR_INVALID_ARGUMENT for a struct_size this library does not know.
  * On failure the message is passed to the logger of `opts` (there is no context to hold it).
  * Blocking: may initialise a device driver. */

@@ -15,9 +15,10 @@ extern "C" {
 #endif
 
 /* One way to run a solve: a device together with the engine of its strict GEMMs. The host and
- * each CUDA device appear twice ("host" and "host:openblas", "cuda:N" and "cuda:N:cublas"). The
- * library allocates it: fields are only ever appended, and a field ends before struct_size when
- * this library has it. */
+ * each CUDA device appear twice ("host" and "host:openblas", "cuda:N" and "cuda:N:cublas"), and
+ * the host once more for each ISA of its ordered GEMM that this machine runs ("host:avx512",
+ * "host:avx2", "host:portable"). The library allocates it: fields are only ever appended, and a
+ * field ends before struct_size when this library has it. */
 typedef struct clnode_device_info {
     size_t struct_size;            /* sizeof(clnode_device_info) where the library was compiled */
     char spec[64];                 /* the device string: "host", "host:openblas", "opencl:0",

@@ -62,6 +62,9 @@ static void test_help_and_errors_agree(void **state)
     printf("%s", help);
     assert_non_null(strstr(help, "  host "));
     assert_non_null(strstr(help, "  host:openblas "));
+    assert_non_null(strstr(help, "  host:avx512 ")); /* the host's ISAs, runnable here or not */
+    assert_non_null(strstr(help, "  host:avx2 "));
+    assert_non_null(strstr(help, "  host:portable "));
     char small[8];
     assert_int_equal(clnode_device_help(small, sizeof small), n); /* truncated, NUL-terminated */
     assert_int_equal(strlen(small), sizeof small - 1);
@@ -88,9 +91,10 @@ static void test_help_and_errors_agree(void **state)
 static void test_malformed_refused(void **state)
 {
     (void)state;
-    static const char *const bad[] = {"hots",          "host:",           "host:0", "host:cpu",
-                                      "opencl:",       "opencl:1:2",      "cuda:x", "cuda:0:x",
-                                      "cuda:cublas:0", "cuda:0:cublas:1", ":host",  "opencl::"};
+    static const char *const bad[] = {
+        "hots",       "host:",    "host:0",       "host:cpu",          "opencl:",
+        "opencl:1:2", "cuda:x",   "cuda:0:x",     "cuda:cublas:0",     "cuda:0:cublas:1",
+        ":host",      "opencl::", "host:avx1024", "host:openblas:avx2"};
     char msg[1024];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         const clnode_status st = open_logged(bad[i], msg);

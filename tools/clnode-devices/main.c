@@ -263,7 +263,8 @@ static void print_backends(const clnode_device_list *l)
 /* The devices table: one row per device and GEMM engine. */
 static void print_devices(const dev_report *reps, size_t n)
 {
-    printf("\nDevices (host and CUDA devices appear once per GEMM engine)\n");
+    printf("\nDevices (host and CUDA devices appear once per GEMM engine, the host once more "
+           "per ISA of its ordered GEMM that this machine runs)\n");
     tool_table t;
     tool_table_init(&t, 9);
     const size_t r0 = tool_table_row(&t);

@@ -547,25 +547,37 @@ static int host_fused_take_kept(host_backend *hb, cln_solve_dev *sd)
 static int host_layer_elems(const host_backend *hb, const cln_solve_dev *sd,
                             const cln_host_mlp *mlp, size_t l, size_t *total)
 {
-    size_t e;
-    if (!cln_mul_size(mlp->in[l] ? mlp->in[l] : 1, mlp->ldw[l], &e))
-        return 0;
-    const size_t we = host_line_elems(e, sd->esize);
-    if (we == 0 || !cln_add_size(*total, we, total))
-        return 0;
-    const size_t be = host_line_elems(mlp->ldw[l], sd->esize);
-    if (be == 0 || !cln_add_size(*total, be, total))
-        return 0;
-    const size_t pe = host_line_elems(
-        cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], mlp->in[l]), sd->esize);
-    return pe != 0 && cln_add_size(*total, pe, total);
+    size_t e = 0;
+    const int fits = cln_mul_size(mlp->in[l] ? mlp->in[l] : 1, mlp->ldw[l], &e);
+    /* the weights, the bias, the row kernels' panels */
+    const size_t parts[3] = {
+        fits ? host_line_elems(e, sd->esize) : 0,
+        host_line_elems(mlp->ldw[l], sd->esize),
+        host_line_elems(cln_gemv_panels_elems(hb->isa, sd->esize, mlp->wide[l], mlp->in[l]),
+                        sd->esize),
+    };
+    for (int i = 0; i < 3; ++i) {
+        const int added = parts[i] != 0 && cln_add_size(*total, parts[i], total);
+        if (!added)
+            return 0;
+    }
+    return 1;
 }
 
+/* The sizes of a packed model, as the steps of host_fused_begin work them out. */
+typedef struct host_fused_sizes {
+    size_t total;  /* packed elements: every layer's weights, panels and bias */
+    size_t srcn;   /* elements of the model's own copy (weights and biases) */
+    size_t panels; /* the row kernels' panels */
+    size_t pbytes; /* bytes of the packed model */
+    size_t hbytes; /* bytes of every thread's activation scratch */
+    int keep;      /* whether the model is small enough to keep a copy of (CLN_HOST_KEEP_BYTES) */
+} host_fused_sizes;
+
 /* The packed model's layout, layer by layer (hs->mlp's shapes, leading dimensions, activations
- * and panel counts, hs->fmas_per_row): its packed elements in *total, the elements of the
- * model's own copy (weights and biases) in *srcn, the row kernels' panels in *panels. */
+ * and panel counts, hs->fmas_per_row), and its element counts in z (total, srcn, panels). */
 static clnode_status host_fused_layout(host_backend *hb, const cln_solve_dev *sd, host_solve *hs,
-                                       size_t *total, size_t *srcn, size_t *panels)
+                                       host_fused_sizes *z)
 {
     clnode_context *ctx = hb->base.ctx;
     cln_host_mlp *mlp = &hs->mlp;
@@ -579,12 +591,13 @@ static clnode_status host_fused_layout(host_backend *hb, const cln_solve_dev *sd
         mlp->wide[l] = l + 1 < L ? (out + vec - 1) / vec * vec : out;
         mlp->ldw[l] = cln_gemm_packed_ld(out, sd->esize);
         mlp->act[l] = sd->act[l];
-        CLN_CHECK(ctx, host_layer_elems(hb, sd, mlp, l, total), CLNODE_ERR_OUT_OF_MEMORY,
+        const int sized = host_layer_elems(hb, sd, mlp, l, &z->total);
+        CLN_CHECK(ctx, sized, CLNODE_ERR_OUT_OF_MEMORY,
                   "the packed weights of layer %zu are too large", l);
         mlp->panels[l] = cln_gemv_panel_count(hb->isa, sd->esize, mlp->wide[l]);
-        *panels += mlp->panels[l]; /* at most the columns: cannot overflow */
+        z->panels += mlp->panels[l]; /* at most the columns: cannot overflow */
         hs->fmas_per_row += in * out;
-        *srcn += in * out + (sd->bias[l] ? out : 0); /* cannot overflow: the solve holds them */
+        z->srcn += in * out + (sd->bias[l] ? out : 0); /* cannot overflow: the solve holds them */
         if (l + 1 < L && mlp->wide[l] > ldh)
             ldh = mlp->wide[l];
     }
@@ -593,23 +606,42 @@ static clnode_status host_fused_layout(host_backend *hb, const cln_solve_dev *sd
     return CLNODE_OK;
 }
 
-/* The bytes of the packed model (*pbytes, from its `total` elements) and of every thread's
- * activation scratch (*hbytes; hs->h_elems per thread). */
+/* The bytes of the packed model (z->pbytes, from its z->total elements) and of every thread's
+ * activation scratch (z->hbytes; hs->h_elems per thread): each thread's part of 2 x
+ * CLN_HOST_MLP_ROWS x ldh activations and the stage rows, in a region of its own rounded up to
+ * CLN_HOST_SCRATCH bytes, and a gap of CLN_HOST_SCRATCH. */
 static clnode_status host_fused_bytes(host_backend *hb, const cln_solve_dev *sd, host_solve *hs,
-                                      size_t total, size_t *pbytes, size_t *hbytes)
+                                      host_fused_sizes *z)
 {
-    const size_t ldh = hs->mlp.ldh;
-    size_t part_bytes;
-    CLN_CHECK(
-        hb->base.ctx,
-        cln_mul_size(total, sd->esize, pbytes) && ldh <= (size_t)-1 / 2 - sd->N &&
-            cln_mul_size(CLN_HOST_MLP_ROWS * sd->esize, 2 * ldh + sd->N, &part_bytes) &&
-            part_bytes <= (size_t)-1 / 2 - 2 * CLN_HOST_SCRATCH &&
-            cln_mul_size((part_bytes + CLN_HOST_SCRATCH - 1) / CLN_HOST_SCRATCH * CLN_HOST_SCRATCH +
-                             CLN_HOST_SCRATCH, /* its own region, and a gap */
-                         (size_t)cln_pool_threads(hb->pool), hbytes),
-        CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
-    hs->h_elems = *hbytes / (size_t)cln_pool_threads(hb->pool) / sd->esize;
+    const size_t ldh = hs->mlp.ldh, threads = (size_t)cln_pool_threads(hb->pool);
+    size_t part_bytes = 0, region = 0;
+    int fits = cln_mul_size(z->total, sd->esize, &z->pbytes);
+    fits = fits && ldh <= (size_t)-1 / 2 - sd->N;
+    fits = fits && cln_mul_size(CLN_HOST_MLP_ROWS * sd->esize, 2 * ldh + sd->N, &part_bytes);
+    fits = fits && part_bytes <= (size_t)-1 / 2 - 2 * CLN_HOST_SCRATCH;
+    if (fits)
+        region = (part_bytes + CLN_HOST_SCRATCH - 1) / CLN_HOST_SCRATCH * CLN_HOST_SCRATCH +
+                 CLN_HOST_SCRATCH;
+    fits = fits && cln_mul_size(region, threads, &z->hbytes);
+    CLN_CHECK(hb->base.ctx, fits, CLNODE_ERR_OUT_OF_MEMORY, "the packed model is too large");
+    hs->h_elems = z->hbytes / threads / sd->esize;
+    return CLNODE_OK;
+}
+
+/* Allocates the packed model (zeros: the padding of weights and biases), its panels, the
+ * threads' scratch and, when z->keep, the model's own copy. A model too large to keep a copy of
+ * is packed again by every solve (where the packing costs little beside the solve's own work). */
+static clnode_status host_fused_alloc(host_backend *hb, const cln_solve_dev *sd, host_solve *hs,
+                                      host_fused_sizes *z)
+{
+    hs->packed = host_zalloc(z->pbytes, CLN_HOST_LINE);
+    hs->panels = malloc(z->panels * sizeof *hs->panels);
+    hs->H = host_zalloc(z->hbytes, CLN_HOST_PAGE);
+    z->keep = z->srcn * sd->esize <= CLN_HOST_KEEP_BYTES;
+    hs->src = z->keep ? malloc(z->srcn ? z->srcn * sd->esize : 1) : NULL;
+    const int allocated = hs->packed && hs->panels && hs->H && (hs->src || !z->keep);
+    CLN_CHECK(hb->base.ctx, allocated, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate %zu bytes for the packed model", z->pbytes + z->hbytes);
     return CLNODE_OK;
 }
 
@@ -662,39 +694,40 @@ static void host_fused_pack(const host_backend *hb, const cln_solve_dev *sd, hos
     }
 }
 
-/* The fused pass (stage + MLP, host_mlp.inc) needs the ordered GEMM in strict mode: packs every
- * layer's weights once and sizes each thread's activation scratch, or takes over the last solve's
- * when it packed the same model. */
-static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
+/* A new solve state for this solve (sd->be_data, freed by host_solve_end), in place of the kept
+ * one, which is freed. */
+static clnode_status host_fused_new(host_backend *hb, cln_solve_dev *sd, host_solve **out)
 {
-    clnode_context *ctx = hb->base.ctx;
-    if (host_fused_take_kept(hb, sd))
-        return CLNODE_OK;
     host_solve_free(hb->kept);
     hb->kept = NULL;
     host_solve *hs = calloc(1, sizeof *hs);
-    CLN_CHECK(ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
+    *out = hs;
+    CLN_CHECK(hb->base.ctx, hs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host solve state");
     sd->be_data = hs;
     hs->prec = sd->prec;
     hs->serial = sd->model_serial;
-    size_t total = 0, srcn = 0, panels = 0, pbytes = 0, hbytes = 0;
-    clnode_status st = host_fused_layout(hb, sd, hs, &total, &srcn, &panels);
+    return CLNODE_OK;
+}
+
+/* The fused pass (stage + MLP, host_mlp.inc) needs the ordered GEMM in strict mode: takes over
+ * the last solve's packed model when it packed the same model, or lays the model out, sizes it
+ * and each thread's activation scratch, allocates them and packs every layer's weights. */
+static clnode_status host_fused_begin(host_backend *hb, cln_solve_dev *sd)
+{
+    if (host_fused_take_kept(hb, sd))
+        return CLNODE_OK;
+    host_solve *hs = NULL;
+    host_fused_sizes z = {0};
+    clnode_status st = host_fused_new(hb, sd, &hs);
+    if (st == CLNODE_OK)
+        st = host_fused_layout(hb, sd, hs, &z);
+    if (st == CLNODE_OK)
+        st = host_fused_bytes(hb, sd, hs, &z);
+    if (st == CLNODE_OK)
+        st = host_fused_alloc(hb, sd, hs, &z);
     if (st != CLNODE_OK)
         return st;
-    st = host_fused_bytes(hb, sd, hs, total, &pbytes, &hbytes);
-    if (st != CLNODE_OK)
-        return st;
-    hs->packed = host_zalloc(pbytes, CLN_HOST_LINE); /* zeros: the padding of weights, biases */
-    hs->panels = malloc(panels * sizeof *hs->panels);
-    hs->H = host_zalloc(hbytes, CLN_HOST_PAGE);
-    /* a model too large to keep a copy of is packed again by every solve (where the packing
-     * costs little beside the solve's own work) */
-    const int keep = srcn * sd->esize <= CLN_HOST_KEEP_BYTES;
-    hs->src = keep ? malloc(srcn ? srcn * sd->esize : 1) : NULL;
-    CLN_CHECK(ctx, hs->packed && hs->panels && hs->H && (hs->src || !keep),
-              CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for the packed model",
-              pbytes + hbytes);
-    host_fused_pack(hb, sd, hs, keep);
+    host_fused_pack(hb, sd, hs, z.keep);
     hs->complete = 1;
     return CLNODE_OK;
 }
@@ -1135,27 +1168,72 @@ static void host_cache_id(host_backend *hb)
                  cln_gemm_isa_name(hb->isa), model);
 }
 
-/* The forms of "host" device strings (lib/backends/registry.h). */
+/* The forms of "host" device strings (lib/backends/registry.h): the ordered GEMM on the widest
+ * kernels the CPU runs (the default), OpenBLAS, or the ordered GEMM on the kernels of one ISA.
+ * The ISA forms choose every kernel of the ordered engine that is dispatched by its ISA (the
+ * GEMM, the row kernels, the activation rows, the reverse pass's products); OpenBLAS chooses its
+ * own kernels, so "openblas" takes no ISA. */
 enum {
     HOST_ORDERED,
-    HOST_OPENBLAS
+    HOST_OPENBLAS,
+    HOST_AVX512,
+    HOST_AVX2,
+    HOST_PORTABLE
 };
 static const cln_device_form host_forms[] = {
-    {"", HOST_ORDERED, "the CPU: the ordered FMA GEMM and the cl/ arithmetic in C (the default)"},
+    {"", HOST_ORDERED,
+     "the CPU: the ordered FMA GEMM on the widest kernels it runs, the cl/ arithmetic in C "
+     "(the default)"},
     {"openblas", HOST_OPENBLAS, "the CPU with OpenBLAS GEMMs (fixed 16-row blocks)"},
+    {"avx512", HOST_AVX512, "the CPU's ordered FMA GEMM on its AVX-512F kernels"},
+    {"avx2", HOST_AVX2, "the CPU's ordered FMA GEMM on its AVX2+FMA kernels"},
+    {"portable", HOST_PORTABLE, "the CPU's ordered FMA GEMM on its portable C fma() loops"},
 };
+
+/* The ISA of the ISA forms, by form (HOST_ORDERED: the widest this CPU runs). */
+static cln_gemm_isa host_form_isa(int variant)
+{
+    switch (variant) {
+    case HOST_AVX512:
+        return CLN_GEMM_AVX512;
+    case HOST_AVX2:
+        return CLN_GEMM_AVX2;
+    case HOST_PORTABLE:
+        return CLN_GEMM_PORTABLE;
+    default:
+        return cln_gemm_best_isa();
+    }
+}
+
+/* The device description: the engine, its kernels and its threads. */
+static void host_describe(host_backend *hb)
+{
+    if (hb->openblas)
+        snprintf(hb->base.device_name, sizeof hb->base.device_name,
+                 "host CPU (OpenBLAS GEMM in %d-row blocks, %d threads)", CLN_HOST_ROWS,
+                 openblas_get_num_threads());
+    else
+        snprintf(hb->base.device_name, sizeof hb->base.device_name,
+                 "host CPU (ordered FMA GEMM, %s, %d threads)", cln_gemm_isa_name(hb->isa),
+                 cln_pool_threads(hb->pool));
+    host_cache_id(hb);
+}
 
 static clnode_status host_create(clnode_context *ctx, const cln_device_sel *sel, cln_backend **out)
 {
     *out = NULL;
     const int openblas = sel->variant == HOST_OPENBLAS;
+    const cln_gemm_isa isa = host_form_isa(sel->variant);
+    const char *why = NULL;
+    if (!openblas && !cln_gemm_isa_runs(isa, &why))
+        return cln_fail(ctx, CLNODE_ERR_UNSUPPORTED, "%s: %s", sel->spec, why);
     host_backend *hb = calloc(1, sizeof *hb);
     CLN_CHECK(ctx, hb, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the host backend");
     hb->base.ops = &host_ops;
     hb->base.ctx = ctx;
     hb->base.group_steps = 1; /* reading the active count costs nothing here */
     hb->openblas = openblas;
-    hb->isa = cln_gemm_best_isa();
+    hb->isa = isa;
     hb->pool =
         cln_pool_create(ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads());
     const size_t threads = (size_t)cln_pool_threads(hb->pool);
@@ -1169,15 +1247,7 @@ static clnode_status host_create(clnode_context *ctx, const cln_device_sel *sel,
     for (size_t p = 0; p < threads; ++p)
         atomic_init(&hb->claims[p].next, 0);
     hb->base.row_align = openblas ? CLN_HOST_ROWS : 1;
-    if (openblas)
-        snprintf(hb->base.device_name, sizeof hb->base.device_name,
-                 "host CPU (OpenBLAS GEMM in %d-row blocks, %d threads)", CLN_HOST_ROWS,
-                 openblas_get_num_threads());
-    else
-        snprintf(hb->base.device_name, sizeof hb->base.device_name,
-                 "host CPU (ordered FMA GEMM, %s, %d threads)", cln_gemm_isa_name(hb->isa),
-                 cln_pool_threads(hb->pool));
-    host_cache_id(hb);
+    host_describe(hb);
     *out = &hb->base;
     return CLNODE_OK;
 }
@@ -1209,24 +1279,35 @@ static void cpuinfo_value(const char *key, char *out, size_t cap)
     fclose(f);
 }
 
+/* The device's entries: "host" and "host:openblas", then "host:ISA" for each ISA this CPU runs
+ * (the ordered engine on those kernels), so that the list says which of them this machine can
+ * compare. */
 static clnode_status host_list(clnode_context *ctx, cln_device_sink *sink)
 {
     (void)ctx;
-    static const char *const engines[] = {"ordered FMA GEMM", "OpenBLAS"}; /* per host_forms */
-    _Static_assert(sizeof engines / sizeof engines[0] == sizeof host_forms / sizeof host_forms[0],
-                   "one engine per form");
     char name[256], vendor[256];
     cpuinfo_value("model name", name, sizeof name);
     cpuinfo_value("vendor_id", vendor, sizeof vendor);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; ++i) {
-        clnode_device_info *d = cln_device_sink_add(sink, i == 0);
+    int first = 1;
+    for (size_t i = 0; i < sizeof host_forms / sizeof host_forms[0]; ++i) {
+        const int v = host_forms[i].variant;
+        const cln_gemm_isa isa = host_form_isa(v);
+        if (v != HOST_OPENBLAS && !cln_gemm_isa_runs(isa, NULL))
+            continue;
+        clnode_device_info *d = cln_device_sink_add(sink, first);
         if (!d)
             return CLNODE_ERR_OUT_OF_MEMORY;
+        first = 0;
         snprintf(d->spec, sizeof d->spec, "host%s%s", host_forms[i].syntax[0] ? ":" : "",
                  host_forms[i].syntax);
-        snprintf(d->engine, sizeof d->engine, "%s", engines[i]);
+        if (v == HOST_OPENBLAS)
+            snprintf(d->engine, sizeof d->engine, "OpenBLAS");
+        else if (v == HOST_ORDERED)
+            snprintf(d->engine, sizeof d->engine, "ordered FMA GEMM");
+        else
+            snprintf(d->engine, sizeof d->engine, "ordered FMA GEMM, %s", cln_gemm_isa_name(isa));
         snprintf(d->name, sizeof d->name, "%s", name[0] ? name : "host CPU");
         snprintf(d->vendor, sizeof d->vendor, "%s", vendor);
         d->compute_units = cpus > 0 ? (unsigned)cpus : 0;

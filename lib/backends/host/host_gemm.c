@@ -11,8 +11,8 @@
  *
  * B is read transposed and padded (packed once per solve for the model's weights, per call for a
  * plain GEMM) so the lanes read contiguous memory. The caller shares rows between threads, which
- * again changes no sum. Kernels: AVX-512F, AVX2+FMA (chosen at run time), and a portable C fma()
- * loop. */
+ * again changes no sum. Kernels: AVX-512F, AVX2+FMA and a portable C fma() loop: the widest the CPU
+ * runs, or the one a device string names ("host:avx2", lib/backends/host/host.c). */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -202,21 +202,47 @@ CLN_TILES_AVX512(double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_
 
 /* ---------------------------------------------------------------- dispatch */
 
-static cln_gemm_isa isa_selected(void)
+int cln_gemm_isa_runs(cln_gemm_isa isa, const char **why)
 {
+    const char *no = NULL;
+    switch (isa) {
+    case CLN_GEMM_PORTABLE:
+        break;
 #ifdef CLN_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return CLN_GEMM_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return CLN_GEMM_AVX2;
+    /* libgcc's answers include the OS's: XCR0 must enable the registers' state */
+    case CLN_GEMM_AVX512:
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx512f"))
+            no = "this CPU/OS does not support AVX-512F";
+        break;
+    case CLN_GEMM_AVX2:
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            no = "this CPU/OS does not support AVX2 and FMA";
+        break;
+#else
+    case CLN_GEMM_AVX512:
+        no = "this build has no AVX-512F kernels (not an x86-64 GCC-compatible build)";
+        break;
+    case CLN_GEMM_AVX2:
+        no = "this build has no AVX2 kernels (not an x86-64 GCC-compatible build)";
+        break;
 #endif
-    return CLN_GEMM_PORTABLE;
+    default:
+        no = "unknown kernel set";
+    }
+    if (why)
+        *why = no;
+    return no == NULL;
 }
 
 cln_gemm_isa cln_gemm_best_isa(void)
 {
-    return isa_selected();
+    if (cln_gemm_isa_runs(CLN_GEMM_AVX512, NULL))
+        return CLN_GEMM_AVX512;
+    if (cln_gemm_isa_runs(CLN_GEMM_AVX2, NULL))
+        return CLN_GEMM_AVX2;
+    return CLN_GEMM_PORTABLE;
 }
 
 const char *cln_gemm_isa_name(cln_gemm_isa isa)

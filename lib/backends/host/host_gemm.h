@@ -10,6 +10,9 @@ typedef enum cln_gemm_isa {
     CLN_GEMM_AVX512 = 2,
 } cln_gemm_isa;
 
+/* Whether this CPU and OS run the kernels of `isa` (1), or not (0, and *why, when why is not
+ * NULL, says so: "this CPU/OS does not support AVX-512F"). */
+int cln_gemm_isa_runs(cln_gemm_isa isa, const char **why);
 /* The widest kernel this CPU runs. */
 cln_gemm_isa cln_gemm_best_isa(void);
 const char *cln_gemm_isa_name(cln_gemm_isa isa);
