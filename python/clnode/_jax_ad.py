@@ -23,6 +23,7 @@ are refused by name when they are non-zero (only when someone differentiates the
 (jax.jvp, jax.jacfwd, jax.hessian) is refused with a TypeError."""
 import collections
 import itertools
+import math
 import threading
 from typing import Any, Callable, List, Tuple
 
@@ -332,7 +333,7 @@ def _reverse(prob, ct, operands, want, tape):
     else:
         _, m, yb, kw = prob.setup(*operands, scale_vector=SV in want)
         sol = _solve.solve(m, yb, keep_tape=True, checkpoint_every=prob.checkpoint_every, **kw)
-    B = int(np.prod(lead))
+    B = math.prod(lead)
     g = sol.vjp(np.reshape(ct, (B, prob.T, prob.n)))
     weights = [g.params[f"layers.{i}.weight"] for i in range(len(m.layers))]
     biases = [g.params[f"layers.{i}.bias"] for i, (_, b) in enumerate(m.layers)
@@ -362,18 +363,24 @@ def _packed(outs, dtypes):
                                 [np.zeros(0, g)]) for g in dict.fromkeys(dtypes))
 
 
-def _unpacked(flat, shapes, dtypes, xp: Any = np):
-    """The arrays of shapes and dtypes that _packed packed into `flat` (one per dtype); xp: np
-    in a callback, jnp for the callback's results in JAX."""
+def _layout(shapes, dtypes):
+    """Where _packed puts each array of shapes and dtypes: (group, start, stop) in its dtype's
+    flat array, and each group's size."""
     groups = list(dict.fromkeys(dtypes))
-    offsets = [0] * len(groups)
-    out = []
+    sizes = [0] * len(groups)
+    spans = []
     for s, d in zip(shapes, dtypes):
         g = groups.index(d)
-        n = int(np.prod(s))
-        out.append(xp.asarray(flat[g])[offsets[g]:offsets[g] + n].reshape(s))
-        offsets[g] += n
-    return out
+        n = math.prod(s)
+        spans.append((g, sizes[g], sizes[g] + n))
+        sizes[g] += n
+    return groups, sizes, spans
+
+
+def _unpacked(flat, shapes, spans, xp: Any = np):
+    """The arrays of shapes that _packed packed into `flat` (one per dtype) at `spans`
+    (_layout's); xp: np in a callback, jnp for the callback's results in JAX."""
+    return [xp.asarray(flat[g])[a:b].reshape(s) for s, (g, a, b) in zip(shapes, spans)]
 
 
 def _packed_callback(fn, ins, shapes, dtypes, on_error):
@@ -383,23 +390,23 @@ def _packed_callback(fn, ins, shapes, dtypes, on_error):
     a callback's exception so that it reaches the caller under jax.jit with its message."""
     in_dtypes = [np.dtype(x.dtype) for x in ins]
     in_shapes = [tuple(np.shape(x)) for x in ins]
+    in_groups, _, in_spans = _layout(in_shapes, in_dtypes)
+    groups, sizes, spans = _layout(shapes, dtypes)
 
     def host(*flat_in):
         try:
-            outs = fn(*_unpacked(flat_in, in_shapes, in_dtypes))
+            outs = fn(*_unpacked(flat_in, in_shapes, in_spans))
             return _packed(outs, dtypes)
         except Exception as e:  # noqa: BLE001 - the library's message, raised as under jit
             if on_error is not None:
                 on_error(e)
             raise
 
-    groups = list(dict.fromkeys(dtypes))
-    sizes = [sum(int(np.prod(s)) for s, d in zip(shapes, dtypes) if d == g) for g in groups]
     packed_in = [jnp.concatenate([jnp.ravel(x) for x, d in zip(ins, in_dtypes) if d == g])
-                 for g in dict.fromkeys(in_dtypes)]
+                 for g in in_groups]
     flat = jax.pure_callback(host, [jax.ShapeDtypeStruct((n,), g) for n, g in zip(sizes, groups)],
                              *packed_in)
-    return _unpacked(flat, shapes, dtypes, jnp)
+    return _unpacked(flat, shapes, spans, jnp)
 
 
 def _concrete(*xs):

@@ -30,7 +30,7 @@ vmap, each trajectory's own) and compared with s * MLP, on every call with that 
 anything else (another order, terms added, args used otherwise) is refused with a ValueError,
 never solved as something else. It works under jax.jit and jax.vmap over y0, t0, t1, dt0, args
 and SaveAt(ts=...) (a vmapped call is one batched clnode solve with per-trajectory t0s/t1s/dt0s,
-inputs and save times, through jax.pure_callback(vmap_method="expand_dims")), on CPU arrays.
+inputs and save times, through one jax.pure_callback with its operands packed), on CPU arrays.
 
 It is differentiable in reverse mode, as diffrax's default adjoint (RecursiveCheckpointAdjoint:
 the gradient of the discretised solve, its step sizes taken as constants): jax.grad,
@@ -286,8 +286,11 @@ def _out_scale(svals, where):
 
 def _per_trajectory(x, lead):
     """A time operand of the callback as one float (the same for every trajectory) or one value
-    per trajectory (unbatched operands have size-1 axes under vmap_method="expand_dims")."""
-    flat = np.broadcast_to(np.asarray(x, np.float64), lead).reshape(-1)
+    per trajectory (unbatched operands have size-1 axes under jax.vmap: fwd_p's batching)."""
+    a = np.asarray(x, np.float64)
+    if a.size == 1:
+        return float(a.reshape(()))
+    flat = np.broadcast_to(a, lead).reshape(-1)
     if flat.size == 0:
         return 0.0
     if np.all(flat == flat[0]):
@@ -329,7 +332,7 @@ def _check_save_ts(ts, t0, t1):
 
 def _save_rows(ts_, lead, n_ts):
     """The callback's save-times operand as clnode.solve takes it: one list (n_ts,) when it is
-    the same operand for the whole batch (size-1 axes under vmap_method="expand_dims"), else
+    the same operand for the whole batch (size-1 axes under jax.vmap), else
     each trajectory its own row, (B, n_ts) (jax.vmap over the save times, as per-sample ts)."""
     a = np.asarray(ts_, np.float64)
     if all(d == 1 for d in a.shape[:-1]):
@@ -338,7 +341,7 @@ def _save_rows(ts_, lead, n_ts):
 
 
 def _squeeze_unbatched(a, core_ndim, name):
-    """A callback operand without its vmap axes, which must all have size 1 (expand_dims gives
+    """A callback operand without its vmap axes, which must all have size 1 (fwd_p's batching gives
     unbatched operands size-1 axes)."""
     lead = a.shape[:a.ndim - core_ndim]
     if any(d != 1 for d in lead):
