@@ -980,7 +980,9 @@ static const char *plain(char *buf, double x, int d)
 /* Does x printed with d significant digits read back as x (as a float when single)? */
 static int round_trips(char *buf, double x, int d, int single)
 {
-    snprintf(buf, 32, "%.*g", d, x);
+    const int n = snprintf(buf, 32, "%.*g", d, x); /* at most 24 characters for d <= 17 */
+    if (n < 0 || n >= 32)
+        return 0;
     return single ? strtof(buf, NULL) == (float)x : strtod(buf, NULL) == x;
 }
 
