@@ -24,17 +24,35 @@ run() {
   meson test -C "$dir" --print-errorlogs --num-processes 1 --timeout-multiplier "$mult" ${TEST_ARGS:-}
 }
 stage "release build"
-run build-ci 1 --buildtype=debugoptimized
+TEST_ARGS="--no-suite oclgrind" run build-ci 1 --buildtype=debugoptimized
+# The Oclgrind suite (the device code on a simulated device: minutes, one thread) runs beside the
+# next three stages, which leave a core idle much of the time; its log is shown, and its result
+# counted, after them (and it is stopped if one of them fails).
+oclgrind_log=build-ci/meson-logs/oclgrind-suite.txt
+meson test -C build-ci --no-rebuild --print-errorlogs --num-processes 1 --suite oclgrind \
+  --logbase oclgrind-testlog >"$oclgrind_log" 2>&1 &
+oclgrind_pid=$!
+trap 'kill "$oclgrind_pid" 2>/dev/null || true' EXIT
 stage "a program outside the tree, built with pkg-config against the installed library"
 tests/install/check.sh build-ci
 stage "the Python package: pip install . into a virtual environment, then pytest"
 scripts/test_python.sh build-ci
 stage "the Python package as users install it, beside Debian's numpy: pip install ., python -m build"
 scripts/test_install.sh
+stage "the Oclgrind suite of the release build (run beside the three stages above)"
+oclgrind_rc=0
+wait "$oclgrind_pid" || oclgrind_rc=$?
+trap - EXIT
+cat "$oclgrind_log"
+[ "$oclgrind_rc" -eq 0 ] || { echo "test.sh: the Oclgrind suite failed ($oclgrind_rc)" >&2; exit 1; }
 stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # allocator_may_return_null: the out-of-memory tests ask for terabytes and expect a clean error,
-# which ASan would otherwise turn into an abort. The Oclgrind suite ran in the release build: its
-# simulated kernels are the same under ASan, and there they take twenty minutes.
+# which ASan would otherwise turn into an abort. The 'slow' suite ran in the release build: the
+# Oclgrind suite (its simulated kernels are the same under ASan, and there they take twenty
+# minutes) and PoCL's whole conformance matrix (16 minutes under ASan on a loaded 2-core
+# machine, against 5 in the release build). Under ASan the OpenCL backend's host code still runs
+# in every other opencl test: diffrax parity of the forms and the ensembles, saved rows and steps,
+# compaction, the output scale, probes, sensitivity, adoption, faults and cancellation.
 # intercept_tls_get_addr=0: GCC 12's LeakSanitizer, tracking the dynamic TLS blocks of the OpenCL
 # runtime's (PoCL's LLVM) threads through __tls_get_addr, sometimes scans a block recorded from
 # address 0 and its tracer faults at exit ("Tracer caught signal 11" in ScanRangeForPointers,
@@ -42,7 +60,7 @@ stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # of test_threads and test_sensitivity on PoCL. Without the interception those blocks are
 # ordinary heap blocks reached from each thread's DTV, so they are still scanned (0 failures in
 # 60 runs of test_threads host opencl:pocl, from 5 in 48).
-TEST_ARGS="--no-suite oclgrind" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+TEST_ARGS="--no-suite slow" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
 stage "ThreadSanitizer build: separate contexts in separate threads"
 # Only the thread tests (separate contexts; the host backend's own thread pool; the reverse pass
