@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_api.h"
+#include "backends/device/device_proto.h"
 #include "backends/registry.h"
 #include "cln_layout.h"
 
@@ -75,7 +76,7 @@ typedef struct cu_program {
 #define CU_THREADS_FINISH 128u
 
 typedef struct cuda_backend {
-    cln_backend base;
+    cln_dev_backend proto; /* first: the device protocol's (device_proto.h) */
     int dev;
     int cc_major, cc_minor;
     cudaStream_t stream;
@@ -89,19 +90,12 @@ typedef struct cuda_backend {
     int *count_host;    /* ... and its pinned host copy */
 } cuda_backend;
 
-/* Per-solve state (sd->be_data): device pointers and the argument arrays of every launch that
- * keeps its arguments for the whole solve (cudaLaunchKernel reads them at each launch).
- *
- * A step launches, per stage i: the GEMM of each layer, the bias + activation of each hidden
- * layer, and one cln_bias_act_stage that does the last layer's bias + activation and the argument
- * of stage i + 1 in one pass; after the last stage, its bias + activation, then cln_finish, which
- * also writes the argument of the next step's first stage. So the argument of a stage is
- * normally in Z before the stage is asked for: z_ready names the stage whose argument Z holds
- * (-1: none; cln_stage then runs). It stays valid across the compaction's row swaps (they move
- * the rows of Y, F, Z, RS and IS together). */
+/* The launch state of a solve (device_proto.h; the protocol keeps z_ready): device pointers and
+ * the argument arrays of every launch that keeps its arguments for the whole solve
+ * (cudaLaunchKernel reads them at each launch). */
 typedef struct cu_solve {
     cu_program *p;
-    int B, stage_i, next, z_ready;
+    int B, stage_i, next;
     void *CR, *CI, *RS, *IS, *Y, *F, *Z, *TS, *TSOUT, *STT, *STY, *count;
     void *a_init[4], *a_stage[8], *a_finish[12], *a_count[3];
     unsigned g_rows, g_finish, g_stage; /* blocks */
@@ -225,7 +219,7 @@ static clnode_status cu_bind(cuda_backend *cb)
     int cur = -1;
     if (CU(cudaGetDevice)(&cur) == cudaSuccess && cur == cb->dev)
         return CLNODE_OK;
-    CU_CHECK(cb->base.ctx, CU(cudaSetDevice)(cb->dev));
+    CU_CHECK(cb->proto.base.ctx, CU(cudaSetDevice)(cb->dev));
     return CLNODE_OK;
 }
 
@@ -450,7 +444,7 @@ static clnode_status cu_threads(clnode_context *ctx, cudaKernel_t k, unsigned wa
 /* Builds (once) the program of precision `prec` and looks its kernels up. */
 static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_program **out)
 {
-    clnode_context *ctx = cb->base.ctx;
+    clnode_context *ctx = cb->proto.base.ctx;
     cu_program *p = &cb->prog[prec == CLNODE_FP64];
     *out = NULL;
     if (p->lib) {
@@ -460,8 +454,8 @@ static clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_
     char *image = NULL;
     size_t image_size = 0;
     int is_cubin = 0;
-    clnode_status st = cln_cuda_compile(ctx, cb->base.device_name, cb->cc_major, cb->cc_minor, prec,
-                                        &image, &image_size, &is_cubin);
+    clnode_status st = cln_cuda_compile(ctx, cb->proto.base.device_name, cb->cc_major, cb->cc_minor,
+                                        prec, &image, &image_size, &is_cubin);
     if (st != CLNODE_OK)
         return st;
     {
@@ -627,21 +621,11 @@ static clnode_status cu_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t
     return CLNODE_OK;
 }
 
-/* Whether elements [off, off + (rows - 1) ld + cols) of a buffer of `size` bytes exist. */
-static int cu_block_fits(size_t size, size_t esize, size_t off, size_t rows, size_t cols, size_t ld)
-{
-    size_t last, end, bytes;
-    if (rows == 0 || cols == 0)
-        return 1;
-    return cln_mul_size(rows - 1, ld, &last) && cln_add_size(last, cols, &end) &&
-           cln_add_size(end, off, &end) && cln_mul_size(end, esize, &bytes) && bytes <= size;
-}
-
 static clnode_status cu_set_math(cuda_backend *cb, cublasMath_t math)
 {
     if (cb->math == math)
         return CLNODE_OK;
-    BLAS_CHECK(cb->base.ctx, CU(cublasSetMathMode)(cb->blas, math));
+    BLAS_CHECK(cb->proto.base.ctx, CU(cublasSetMathMode)(cb->blas, math));
     cb->math = math;
     return CLNODE_OK;
 }
@@ -665,10 +649,10 @@ static clnode_status cu_gemm_ordered(cuda_backend *cb, clnode_precision prec, si
     int mi = (int)m, ni = (int)n, ki = (int)k;
     void *args[] = {&pa, &ao, &la, &pb, &bo, &lb, &pc, &co, &lc, &mi, &ni, &ki};
     unsigned blocks = 0;
-    st = cu_blocks(cb->base.ctx, (unsigned long long)m * n, p->t_gemm, &blocks);
+    st = cu_blocks(cb->proto.base.ctx, (unsigned long long)m * n, p->t_gemm, &blocks);
     if (st != CLNODE_OK)
         return st;
-    return cu_launch(&cb->base, p->gemm, blocks, p->t_gemm, args, "cln_gemm_ordered");
+    return cu_launch(&cb->proto.base, p->gemm, blocks, p->t_gemm, args, "cln_gemm_ordered");
 }
 
 /* Logs once per backend what the tf32 mode computes on this device. */
@@ -677,7 +661,7 @@ static void cu_note_tf32(cuda_backend *cb)
     if (cb->tf32_noted)
         return;
     cb->tf32_noted = 1;
-    const cln_backend *be = &cb->base;
+    const cln_backend *be = &cb->proto.base;
     if (cb->tf32_off || cb->cc_major < 8)
         cln_log(be->ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
                 "tf32 GEMM mode on %s: %s, so these GEMMs compute in full fp32", be->device_name,
@@ -694,7 +678,7 @@ static clnode_status cu_gemm_cublas(cuda_backend *cb, clnode_precision prec, cln
                                     size_t m, size_t n, size_t k, const void *a, size_t lda,
                                     const void *b, size_t ldb, void *c, size_t ldc)
 {
-    clnode_context *ctx = cb->base.ctx;
+    clnode_context *ctx = cb->proto.base.ctx;
     const float one_f = 1.0f, zero_f = 0.0f;
     const double one_d = 1.0, zero_d = 0.0;
     cudaDataType_t type = CUDA_R_32F;
@@ -753,9 +737,9 @@ static clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm
               n, k, lda, ldb, ldc);
     const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
     CLN_CHECK(ctx,
-              cu_block_fits(A->size, es, a_off, m, k, lda) &&
-                  cu_block_fits(Bm->size, es, b_off, n, k, ldb) &&
-                  cu_block_fits(C->size, es, c_off, m, n, ldc),
+              cln_dev_block_fits(A->size, es, a_off, m, k, lda) &&
+                  cln_dev_block_fits(Bm->size, es, b_off, n, k, ldb) &&
+                  cln_dev_block_fits(C->size, es, c_off, m, n, ldc),
               CLNODE_ERR_INTERNAL, "GEMM %zu x %zu x %zu reaches past its buffers", m, n, k);
     st = cu_bind(cb);
     if (st != CLNODE_OK)
@@ -801,30 +785,20 @@ static clnode_status cu_launch(cln_backend *be, cudaKernel_t k, unsigned blocks,
     return CLNODE_OK;
 }
 
-static void cu_solve_end(cln_backend *be, cln_solve_dev *sd)
+static void cu_state_free(void *state)
 {
-    (void)be;
-    free(sd->be_data);
-    sd->be_data = NULL;
+    free(state);
 }
 
-static clnode_status cu_solve_begin(cln_backend *be, cln_solve_dev *sd)
+static size_t cu_buf_size(const cln_buf *b)
 {
-    cuda_backend *cb = cub(be);
-    clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, sd->B <= INT32_MAX && sd->ldz <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "batch %zu x %zu is too large for the CUDA kernels", sd->B, sd->ldz);
-    clnode_status st = cu_bind(cb);
-    if (st != CLNODE_OK)
-        return st;
-    cu_program *p = NULL;
-    st = cu_program_get(cb, sd->prec, &p);
-    if (st != CLNODE_OK)
-        return st;
-    cu_solve *cs = calloc(1, sizeof *cs);
-    CLN_CHECK(ctx, cs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the CUDA solve state");
-    sd->be_data = cs; /* released by solve_end, or below on failure */
-    cs->p = p;
+    return b->size;
+}
+
+/* The device pointers of the solve into cs, and the argument arrays of the launches that keep
+ * theirs for the whole solve pointing at them. */
+static void cu_solve_args(cuda_backend *cb, const cln_solve_dev *sd, cu_solve *cs)
+{
     cs->B = (int)sd->B;
     cs->CR = sd->CR->p;
     cs->CI = sd->CI->p;
@@ -839,7 +813,6 @@ static clnode_status cu_solve_begin(cln_backend *be, cln_solve_dev *sd)
     cs->STY = sd->STY->p;
     cs->count = cb->count_dev;
     cs->next = (int)sd->first_stage; /* the stage cln_finish prepares for the next step */
-    cs->z_ready = -1;
 
     void *init[] = {&cs->CR, &cs->CI, &cs->RS, &cs->IS};
     void *stage[] = {&cs->stage_i, &cs->CR, &cs->CI, &cs->RS, &cs->IS, &cs->Y, &cs->F, &cs->Z};
@@ -850,206 +823,145 @@ static clnode_status cu_solve_begin(cln_backend *be, cln_solve_dev *sd)
     memcpy(cs->a_stage, stage, sizeof stage);
     memcpy(cs->a_finish, finish, sizeof finish);
     memcpy(cs->a_count, count, sizeof count);
+}
 
+/* The launch state of a solve (device_proto.h: cln_dev_launch.solve_begin). */
+static clnode_status cu_launch_begin(cln_backend *be, cln_solve_dev *sd, void **state)
+{
+    cuda_backend *cb = cub(be);
+    clnode_context *ctx = be->ctx;
+    clnode_status st = cu_bind(cb);
+    if (st != CLNODE_OK)
+        return st;
+    cu_program *p = NULL;
+    st = cu_program_get(cb, sd->prec, &p);
+    if (st != CLNODE_OK)
+        return st;
+    cu_solve *cs = calloc(1, sizeof *cs);
+    CLN_CHECK(ctx, cs, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the CUDA solve state");
+    *state = cs; /* released by the protocol (cu_state_free) */
+    cs->p = p;
+    cu_solve_args(cb, sd, cs);
     CLN_TRY(st, cu_blocks(ctx, sd->B, p->t_rows, &cs->g_rows));
     CLN_TRY(st, cu_blocks(ctx, (unsigned long long)sd->B * sd->ldz, p->t_stage, &cs->g_stage));
     cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
             "CUDA solve: B=%zu ldz=%zu; rows %u x %u, stage %u x %u", sd->B, sd->ldz, cs->g_rows,
             p->t_rows, cs->g_stage, p->t_stage);
-    return CLNODE_OK;
 fail:
-    cu_solve_end(be, sd);
     return st;
 }
 
-static clnode_status cu_init(cln_backend *be, cln_solve_dev *sd)
+/* Launches kernel k over `items` work items in blocks of `threads`. */
+static clnode_status cu_launch_over(cln_backend *be, cudaKernel_t k, unsigned long long items,
+                                    unsigned threads, void **args, const char *name)
 {
-    cu_solve *cs = sd->be_data;
-    cs->z_ready = -1;
+    unsigned blocks = 0;
+    const clnode_status st = cu_blocks(be->ctx, items, threads, &blocks);
+    if (st != CLNODE_OK)
+        return st;
+    return cu_launch(be, k, blocks, threads, args, name);
+}
+
+static clnode_status cu_launch_init(cln_backend *be, cln_solve_dev *sd, void *state)
+{
+    (void)sd;
+    cu_solve *cs = state;
     return cu_launch(be, cs->p->init, cs->g_rows, cs->p->t_rows, cs->a_init, "cln_init");
 }
 
-/* The stage and finish passes run over the live rows only (rows past them are frozen; the
- * kernels' bounds stay at B). */
-static clnode_status cu_stage(cln_backend *be, cln_solve_dev *sd, int i)
+/* The kernels' bounds stay at B; the launches cover the live rows. */
+static clnode_status cu_launch_stage(cln_backend *be, cln_solve_dev *sd, void *state, int i)
 {
-    cu_solve *cs = sd->be_data;
+    cu_solve *cs = state;
     cs->stage_i = i; /* read by cudaLaunchKernel through a_stage[0] */
-    unsigned blocks = 0;
-    const clnode_status st =
-        cu_blocks(be->ctx, (unsigned long long)sd->live * sd->ldz, cs->p->t_stage, &blocks);
-    if (st != CLNODE_OK)
-        return st;
-    return cu_launch(be, cs->p->stage, blocks, cs->p->t_stage, cs->a_stage, "cln_stage");
+    return cu_launch_over(be, cs->p->stage, (unsigned long long)sd->live * sd->ldz, cs->p->t_stage,
+                          cs->a_stage, "cln_stage");
 }
 
-static clnode_status cu_finish(cln_backend *be, cln_solve_dev *sd)
+static clnode_status cu_launch_finish(cln_backend *be, cln_solve_dev *sd, void *state)
 {
-    cu_solve *cs = sd->be_data;
-    cs->z_ready = -1;
-    unsigned blocks = 0;
-    clnode_status st = cu_blocks(be->ctx, sd->live, cs->p->t_rows, &blocks);
-    if (st == CLNODE_OK)
-        st = cu_launch(be, cs->p->finish, blocks, cs->p->t_rows, cs->a_finish, "cln_finish");
-    if (st == CLNODE_OK)
-        cs->z_ready = cs->next;
-    return st;
+    cu_solve *cs = state;
+    return cu_launch_over(be, cs->p->finish, sd->live, cs->p->t_rows, cs->a_finish, "cln_finish");
 }
 
-static clnode_status cu_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
-                                 size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
+static clnode_status cu_launch_bias_act(cln_backend *be, void *state, cln_buf *C, size_t c_off,
+                                        size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
 {
-    clnode_context *ctx = be->ctx;
-    const cu_solve *cs = sd->be_data;
-    CLN_CHECK(ctx, cs, CLNODE_ERR_INTERNAL, "bias_act outside a solve");
-    if (m == 0 || n == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX && ldc >= n, CLNODE_ERR_INVALID_ARGUMENT,
-              "bias_act block %zu x %zu (ldc %zu) is out of range", m, n, ldc);
-    CLN_CHECK(ctx,
-              cu_block_fits(C->size, sd->esize, c_off, m, n, ldc) &&
-                  (!bias || cu_block_fits(bias->size, sd->esize, 0, 1, n, n)),
-              CLNODE_ERR_INTERNAL, "bias_act block %zu x %zu reaches past its buffers", m, n);
+    const cu_solve *cs = state;
     void *c = C->p, *b = bias ? bias->p : NULL; /* not read without bias */
     unsigned long long off = c_off, ld = ldc;
     int mi = (int)m, ni = (int)n, has_bias = bias != NULL, a = act;
     void *args[] = {&c, &off, &ld, &mi, &ni, &b, &has_bias, &a};
-    unsigned blocks = 0;
-    clnode_status st = cu_blocks(ctx, (unsigned long long)m * n, cs->p->t_bias, &blocks);
-    if (st != CLNODE_OK)
-        return st;
-    return cu_launch(be, cs->p->bias_act, blocks, cs->p->t_bias, args, "cln_bias_act");
+    return cu_launch_over(be, cs->p->bias_act, (unsigned long long)m * n, cs->p->t_bias, args,
+                          "cln_bias_act");
 }
 
-static clnode_status cu_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
-                                  size_t ldc, size_t m, size_t n)
+static clnode_status cu_launch_out_scale(cln_backend *be, cln_solve_dev *sd, void *state,
+                                         cln_buf *C, size_t c_off, size_t ldc, size_t m, size_t n)
 {
-    clnode_context *ctx = be->ctx;
-    const cu_solve *cs = sd->be_data;
-    CLN_CHECK(ctx, cs && sd->scale, CLNODE_ERR_INTERNAL, "out_scale outside a scaled solve");
-    if (m == 0 || n == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX && ldc >= n, CLNODE_ERR_INVALID_ARGUMENT,
-              "out_scale block %zu x %zu (ldc %zu) is out of range", m, n, ldc);
-    CLN_CHECK(ctx,
-              cu_block_fits(C->size, sd->esize, c_off, m, n, ldc) &&
-                  cu_block_fits(sd->scale->size, sd->esize, 0, 1, sd->scale_n, sd->scale_n),
-              CLNODE_ERR_INTERNAL, "out_scale block %zu x %zu reaches past its buffers", m, n);
+    const cu_solve *cs = state;
     void *c = C->p, *s = sd->scale->p;
     unsigned long long off = c_off, ld = ldc;
     int mi = (int)m, ni = (int)n, ns = (int)sd->scale_n;
     void *args[] = {&c, &off, &ld, &mi, &ni, &s, &ns};
-    unsigned blocks = 0;
-    clnode_status st = cu_blocks(ctx, (unsigned long long)m * n, cs->p->t_scale, &blocks);
-    if (st != CLNODE_OK)
-        return st;
-    return cu_launch(be, cs->p->scale, blocks, cs->p->t_scale, args, "cln_out_scale_pass");
+    return cu_launch_over(be, cs->p->scale, (unsigned long long)m * n, cs->p->t_scale, args,
+                          "cln_out_scale_pass");
 }
 
-/* The last layer's bias + activation on F block i (when the driver's loop would apply it: a
- * bias or an activation other than the identity), its output scale and the argument of stage
- * i + 1, in one cln_bias_act_stage launch over (live row, column of Z). */
-static clnode_status cu_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i)
+/* cln_bias_act_stage over (live row, column of Z). */
+static clnode_status cu_launch_bias_act_stage(cln_backend *be, cln_solve_dev *sd, void *state,
+                                              int i, cln_buf *bias, int act, int apply)
 {
-    clnode_context *ctx = be->ctx;
-    cu_solve *cs = sd->be_data;
-    const size_t L = sd->num_layers;
-    cln_buf *bias = sd->bias[L - 1];
-    CLN_CHECK(ctx, !bias || cu_block_fits(bias->size, sd->esize, 0, 1, sd->N, sd->N),
-              CLNODE_ERR_INTERNAL, "the last layer's bias is shorter than %zu", sd->N);
+    cu_solve *cs = state;
     void *b = bias ? bias->p : NULL; /* not read without bias */
-    int ci = i, m = (int)sd->live, has_bias = bias != NULL, act = sd->act[L - 1];
-    int apply = bias != NULL || act != CLNODE_ACT_IDENTITY;
+    int ci = i, m = (int)sd->live, has_bias = bias != NULL, a = act, ap = apply;
     void *s = sd->scale ? sd->scale->p : NULL; /* not read without a scale */
     int ns = sd->scale ? (int)sd->scale_n : 0;
     void *args[] = {&ci, &cs->CR, &cs->CI,   &cs->RS, &cs->IS, &cs->Y, &cs->F, &cs->Z,
-                    &m,  &b,      &has_bias, &apply,  &act,    &s,     &ns};
-    unsigned blocks = 0;
-    clnode_status st =
-        cu_blocks(ctx, (unsigned long long)sd->live * sd->ldz, cs->p->t_bias_stage, &blocks);
-    if (st == CLNODE_OK)
-        st = cu_launch(be, cs->p->bias_act_stage, blocks, cs->p->t_bias_stage, args,
-                       "cln_bias_act_stage");
-    if (st == CLNODE_OK)
-        cs->z_ready = i + 1;
-    return st;
+                    &m,  &b,      &has_bias, &ap,     &a,      &s,     &ns};
+    return cu_launch_over(be, cs->p->bias_act_stage, (unsigned long long)sd->live * sd->ldz,
+                          cs->p->t_bias_stage, args, "cln_bias_act_stage");
 }
 
-/* Stage i and the vector field on it (backend.h): the stage pass only when Z does not hold its
- * argument yet (see cu_solve); every stage but the last leaves the next one's argument in Z. */
-static clnode_status cu_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
-{
-    cu_solve *cs = sd->be_data;
-    CLN_CHECK(be->ctx, cs, CLNODE_ERR_INTERNAL, "stage_rhs outside a solve");
-    clnode_status st = CLNODE_OK;
-    if (cs->z_ready != i)
-        st = cu_stage(be, sd, i);
-    cs->z_ready = -1;
-    if (st == CLNODE_OK)
-        st = cln_mlp_layers(be, sd, i, (size_t)i + 1 < sd->stages ? cu_bias_act_stage : NULL);
-    return st;
-}
-
-static clnode_status cu_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
+static clnode_status cu_launch_count(cln_backend *be, cln_solve_dev *sd, void *state, long *count)
 {
     cuda_backend *cb = cub(be);
-    cu_solve *cs = sd->be_data;
+    cu_solve *cs = state;
     cs->B = (int)sd->live; /* the rows counted, read through a_count[1]; rows past are frozen */
-    clnode_status st =
+    const clnode_status st =
         cu_launch(be, cs->p->count, 1, CU_COUNT_THREADS, cs->a_count, "cln_count_active");
     if (st != CLNODE_OK)
         return st;
-    be->syncs++;
     CU_CHECK(be->ctx, CU(cudaMemcpyAsync)(cb->count_host, cb->count_dev, sizeof(int),
                                           cudaMemcpyDeviceToHost, cb->stream));
     /* also where a fault of any kernel enqueued since the last wait surfaces */
     CU_CHECK(be->ctx, CU(cudaStreamSynchronize)(cb->stream));
-    const int n = *cb->count_host;
-    CLN_CHECK(be->ctx, n >= 0 && (size_t)n <= sd->B, CLNODE_ERR_INTERNAL,
-              "active count %d out of range (batch %zu)", n, sd->B);
-    *active = (size_t)n;
+    *count = *cb->count_host;
     return CLNODE_OK;
 }
 
-/* Compaction (backend.h): cln_swap_rows over (pair, word of the row). */
-static clnode_status cu_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
-                                  size_t stride, size_t len, size_t npairs)
+/* cln_swap_rows over (pair, word of the row). */
+static clnode_status cu_launch_swap(cln_backend *be, cln_solve_dev *sd, void *state, cln_buf *buf,
+                                    size_t off_words, size_t stride_words, size_t len_words,
+                                    size_t npairs)
 {
-    clnode_context *ctx = be->ctx;
-    const cu_solve *cs = sd->be_data;
-    CLN_CHECK(ctx, cs, CLNODE_ERR_INTERNAL, "swap_rows outside a solve");
-    if (npairs == 0 || len == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx,
-              off % 4 == 0 && stride % 4 == 0 && len % 4 == 0 && len <= stride &&
-                  npairs <= INT32_MAX / 2 && 2 * npairs * sizeof(int) <= sd->PAIRS->size,
-              CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, len, off);
+    const cu_solve *cs = state;
     void *b = buf->p, *pairs = sd->PAIRS->p;
-    unsigned long long o = off / 4, sw = stride / 4, lw = len / 4;
+    unsigned long long o = off_words, sw = stride_words, lw = len_words;
     int np = (int)npairs;
     void *args[] = {&b, &o, &sw, &lw, &pairs, &np};
-    unsigned blocks = 0;
-    const clnode_status st =
-        cu_blocks(ctx, (unsigned long long)npairs * lw, cs->p->t_swap, &blocks);
-    if (st != CLNODE_OK)
-        return st;
-    return cu_launch(be, cs->p->swap, blocks, cs->p->t_swap, args, "cln_swap_rows");
+    return cu_launch_over(be, cs->p->swap, (unsigned long long)npairs * lw, cs->p->t_swap, args,
+                          "cln_swap_rows");
 }
 
-/* The saved steps' growth (backend.h): one 2D copy on the stream (a copy per row where a pitch
- * is beyond what cudaMemcpy2DAsync takes). */
-static clnode_status cu_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
-                                  cln_buf *src, size_t src_off, size_t src_stride, size_t len,
-                                  size_t rows)
+/* One 2D copy on the stream (a copy per row where a pitch is beyond what cudaMemcpy2DAsync
+ * takes). */
+static clnode_status cu_launch_copy(cln_backend *be, cln_buf *dst, size_t dst_off,
+                                    size_t dst_stride, cln_buf *src, size_t src_off,
+                                    size_t src_stride, size_t len, size_t rows)
 {
     cuda_backend *cb = cub(be);
     clnode_context *ctx = be->ctx;
-    if (rows == 0 || len == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx,
-              dst != src && cln_rows_fit(dst->size, dst_off, dst_stride, len, rows) &&
-                  cln_rows_fit(src->size, src_off, src_stride, len, rows),
-              CLNODE_ERR_INTERNAL, "copy_rows of %zu rows of %zu bytes out of range", rows, len);
     clnode_status st = cu_bind(cb);
     if (st != CLNODE_OK)
         return st;
@@ -1066,16 +978,33 @@ static clnode_status cu_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off,
     return CLNODE_OK;
 }
 
-/* The saved steps grew (backend.h): cln_finish reads them through cs->STT and cs->STY (a_finish
- * points at them), so the new pointers take effect at its next launch. */
-static clnode_status cu_solve_rebind(cln_backend *be, cln_solve_dev *sd)
+/* cln_finish reads the saved steps through cs->STT and cs->STY (a_finish points at them), so the
+ * new pointers take effect at its next launch. */
+static clnode_status cu_launch_rebind(cln_backend *be, cln_solve_dev *sd, void *state)
 {
-    cu_solve *cs = sd->be_data;
-    CLN_CHECK(be->ctx, cs, CLNODE_ERR_INTERNAL, "solve_rebind outside a solve");
+    (void)be;
+    cu_solve *cs = state;
     cs->STT = sd->STT->p;
     cs->STY = sd->STY->p;
     return CLNODE_OK;
 }
+
+static const cln_dev_launch cu_launches = {
+    .api = "CUDA",
+    .buf_size = cu_buf_size,
+    .solve_begin = cu_launch_begin,
+    .state_free = cu_state_free,
+    .init = cu_launch_init,
+    .stage = cu_launch_stage,
+    .finish = cu_launch_finish,
+    .bias_act = cu_launch_bias_act,
+    .out_scale = cu_launch_out_scale,
+    .bias_act_stage = cu_launch_bias_act_stage,
+    .count = cu_launch_count,
+    .swap = cu_launch_swap,
+    .copy = cu_launch_copy,
+    .rebind = cu_launch_rebind,
+};
 
 /* NVIDIA GPUs: IEEE fp64 and fp32 FMA; the kernels are compiled with --ftz=false and
  * --prec-div=true --prec-sqrt=true (cl/cln_prelude.h), so denormals are kept and division and
@@ -1098,18 +1027,7 @@ static const cln_backend_ops cuda_ops = {
     .buf_write = cu_buf_write,
     .buf_read = cu_buf_read,
     .gemm = cu_gemm,
-    .bias_act = cu_bias_act,
-    .out_scale = cu_out_scale,
-    .solve_begin = cu_solve_begin,
-    .solve_end = cu_solve_end,
-    .init = cu_init,
-    .stage = cu_stage,
-    .stage_rhs = cu_stage_rhs,
-    .finish = cu_finish,
-    .count_active = cu_count_active,
-    .swap_rows = cu_swap_rows,
-    .copy_rows = cu_copy_rows,
-    .solve_rebind = cu_solve_rebind,
+    CLN_DEV_PROTO_OPS, /* the device protocol's ops (device_proto.h) */
     .facts = cu_facts,
 };
 
@@ -1237,7 +1155,7 @@ static clnode_status cu_check_index(clnode_context *ctx, const char *spec, long 
 /* The device's name and architecture, into the backend and the log. */
 static clnode_status cu_describe(cuda_backend *cb)
 {
-    clnode_context *ctx = cb->base.ctx;
+    clnode_context *ctx = cb->proto.base.ctx;
     struct cudaDeviceProp prop;
     memset(&prop, 0, sizeof prop);
     CU_CHECK(ctx, CU(cudaGetDeviceProperties)(&prop, cb->dev));
@@ -1247,14 +1165,14 @@ static clnode_status cu_describe(cuda_backend *cb)
     int drv = 0, rt = 0;
     CU(cudaDriverGetVersion)(&drv);
     CU(cudaRuntimeGetVersion)(&rt);
-    snprintf(cb->base.device_name, sizeof cb->base.device_name,
+    snprintf(cb->proto.base.device_name, sizeof cb->proto.base.device_name,
              "%.160s (CUDA %d.%d, sm_%d%d, %llu GiB, %s GEMM)", prop.name, drv / 1000,
              (drv % 1000) / 10, prop.major, prop.minor,
              (unsigned long long)(prop.totalGlobalMem >> 30),
              cb->cublas_strict ? "cuBLAS pedantic" : "ordered FMA");
     cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
             "CUDA device %d: %s; %d SMs; driver CUDA %d.%d, runtime %d.%d", cb->dev,
-            cb->base.device_name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
+            cb->proto.base.device_name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
             rt / 1000, (rt % 1000) / 10);
     return CLNODE_OK;
 }
@@ -1262,7 +1180,7 @@ static clnode_status cu_describe(cuda_backend *cb)
 /* The backend's cuBLAS handle on its stream, in the pedantic math mode (checked). */
 static clnode_status cu_blas_setup(cuda_backend *cb)
 {
-    clnode_context *ctx = cb->base.ctx;
+    clnode_context *ctx = cb->proto.base.ctx;
     BLAS_CHECK(ctx, CU(cublasCreate)(&cb->blas));
     BLAS_CHECK(ctx, CU(cublasSetStream)(cb->blas, cb->stream));
     BLAS_CHECK(ctx, CU(cublasSetMathMode)(cb->blas, CUBLAS_PEDANTIC_MATH));
@@ -1288,10 +1206,11 @@ static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, c
         return st;
     cuda_backend *cb = calloc(1, sizeof *cb);
     CLN_CHECK(ctx, cb, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the CUDA backend");
-    cb->base.ops = &cuda_ops;
-    cb->base.ctx = ctx;
-    cb->base.group_steps = 8;
-    cb->base.row_align = 1;
+    cb->proto.base.ops = &cuda_ops;
+    cb->proto.launch = &cu_launches;
+    cb->proto.base.ctx = ctx;
+    cb->proto.base.group_steps = 8;
+    cb->proto.base.row_align = 1;
     cb->dev = (int)index;
     cb->cublas_strict = sel->variant == CU_CUBLAS;
     cb->math = CUBLAS_DEFAULT_MATH; /* a new handle's mode; set to pedantic below */
@@ -1306,10 +1225,10 @@ static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, c
     CU_TRY(ctx, st, CU(cudaMallocHost)((void **)&cb->count_host, sizeof(int)));
     *cb->count_host = 0;
     CLN_TRY(st, cu_blas_setup(cb));
-    *out = &cb->base;
+    *out = &cb->proto.base;
     return CLNODE_OK;
 fail:
-    cu_destroy(&cb->base);
+    cu_destroy(&cb->proto.base);
     return st;
 }
 

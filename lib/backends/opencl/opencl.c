@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/device/device_proto.h"
 #include "backends/opencl/opencl_adopt.h"
 #include "backends/registry.h"
 #include "clnode/opencl.h"
@@ -73,7 +74,7 @@ typedef struct ocl_program {
 #define OCL_WG 64
 
 typedef struct opencl_backend {
-    cln_backend base;
+    cln_dev_backend proto; /* first: the device protocol's (device_proto.h) */
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
@@ -109,22 +110,13 @@ typedef struct opencl_backend {
 static pthread_rwlock_t ocl_clblast_lock = PTHREAD_RWLOCK_INITIALIZER;
 static unsigned long ocl_clblast_gen = 1; /* read under the lock, written under it alone */
 
-/* Per-solve state (sd->be_data).
- *
- * A step enqueues, per stage i: the GEMM of each layer, the bias + activation of each hidden
- * layer, and one cln_bias_act_stage kernel that does the last layer's bias + activation and
- * the argument of stage i + 1 in one pass; after the last stage, its bias + activation, then
- * cln_finish, which also writes the argument of the next step's first stage. So the argument of
- * a stage is normally in Z before the stage is asked for: z_ready names the stage whose argument
- * Z holds (-1: none; cln_stage then runs). It stays valid across the compaction's row swaps
- * (they move the rows of Y, F, Z, RS and IS together). */
+/* The launch state of a solve (device_proto.h: the protocol keeps z_ready). */
 typedef struct ocl_solve {
     ocl_program *p;
     size_t g_rows, l_rows; /* 1-D NDRange over trajectories */
     size_t g_stage[2], l_stage[2];
     size_t l_bias_stage[OCL_NUM_ACT][2]; /* cln_bias_act_stage's work-groups (over ldz x rows) */
-    int z_ready;
-    size_t l_count; /* count_active's single work-group */
+    size_t l_count;                      /* count_active's single work-group */
     cl_int B;
 } ocl_solve;
 
@@ -641,7 +633,7 @@ static void ocl_force_direct_gemm(opencl_backend *ob, clnode_precision prec)
         ob->device, "GemmRoutine", pi ? CLBlastPrecisionDouble : CLBlastPrecisionSingle, 1, names,
         values);
     if (s != CLBlastSuccess)
-        cln_log(ob->base.ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
+        cln_log(ob->proto.base.ctx, CLNODE_LOG_WARN, CLNODE_LOG_GENERAL,
                 "CLBlastOverrideParameters(GemmRoutine, XGEMM_MIN_INDIRECT_SIZE) failed (%d); "
                 "CLBlast keeps its default GEMM routing",
                 (int)s);
@@ -682,7 +674,7 @@ static clnode_status ocl_tf32_scratch(opencl_backend *ob, int which, size_t byte
     cl_int e = CL_SUCCESS;
     cl_mem mem = clCreateBuffer(ob->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
     if (!mem || e != CL_SUCCESS)
-        return OCL_FAIL(ob->base.ctx, e, "clCreateBuffer(tf32 scratch)");
+        return OCL_FAIL(ob->proto.base.ctx, e, "clCreateBuffer(tf32 scratch)");
     ob->tf32_buf[which] = mem;
     ob->tf32_cap[which] = bytes;
     return CLNODE_OK;
@@ -693,7 +685,7 @@ static clnode_status ocl_tf32_scratch(opencl_backend *ob, int which, size_t byte
 static clnode_status ocl_tf32_round(opencl_backend *ob, ocl_program *p, cln_buf *src, size_t off,
                                     size_t ld, size_t rows, size_t cols, int which)
 {
-    clnode_context *ctx = ob->base.ctx;
+    clnode_context *ctx = ob->proto.base.ctx;
     CLN_CHECK(ctx, rows <= INT32_MAX && cols <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "tf32 operand %zu x %zu is too large", rows, cols);
     clnode_status st = ocl_tf32_scratch(ob, which, rows * cols * sizeof(float));
@@ -846,7 +838,7 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
 
 static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out)
 {
-    clnode_context *ctx = ob->base.ctx;
+    clnode_context *ctx = ob->proto.base.ctx;
     ocl_program *p = &ob->prog[prec == CLNODE_FP64];
     *out = NULL;
     if (p->prog) {
@@ -874,7 +866,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
     if (be_ != CL_SUCCESS) {
         if (log)
             cln_log(ctx, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL, "OpenCL build log (%s, %s):\n%s",
-                    ob->base.device_name, opts, log);
+                    ob->proto.base.device_name, opts, log);
         ctx->last_native = be_;
         st = cln_fail(ctx,
                       be_ == CL_BUILD_PROGRAM_FAILURE ? CLNODE_ERR_BUILD
@@ -885,7 +877,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
     }
     if (log)
         cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "OpenCL build log (%s, %s):\n%s",
-                ob->base.device_name, opts, log);
+                ob->proto.base.device_name, opts, log);
     free(log);
     log = NULL;
     CLN_TRY(st, ocl_create_kernels(ctx, p));
@@ -901,7 +893,7 @@ static clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, 
         p->wg_multiple == 0)
         p->wg_multiple = OCL_WG;
     cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL, "OpenCL program built for %s (%s)",
-            ob->base.device_name, opts);
+            ob->proto.base.device_name, opts);
     *out = p;
     return CLNODE_OK;
 fail:
@@ -986,11 +978,14 @@ static cl_mem ocl_mem(const cln_buf *b)
     return b ? b->mem : NULL;
 }
 
-static void ocl_solve_end(cln_backend *be, cln_solve_dev *sd)
+static void ocl_state_free(void *state)
 {
-    (void)be;
-    free(sd->be_data);
-    sd->be_data = NULL;
+    free(state);
+}
+
+static size_t ocl_buf_size(const cln_buf *b)
+{
+    return b->size;
 }
 
 /* The work-group sizes of a solve's kernels on the device, into *os. */
@@ -1010,7 +1005,6 @@ static void ocl_solve_sizes(opencl_backend *ob, ocl_program *p, const cln_solve_
     os->l_count = ocl_wg_limit(ob, p->count, 256);
     for (size_t a = 0; a < OCL_NUM_ACT; ++a)
         ocl_local_2d(ob, p, p->lim_bias_stage[a], sd->ldz, os->l_bias_stage[a]);
-    os->z_ready = -1;
 }
 
 /* A tf32 solve rounds the operands of every layer: the scratch for them now, and the fp32
@@ -1032,7 +1026,7 @@ fail:
 static clnode_status ocl_solve_args(opencl_backend *ob, ocl_program *p, const cln_solve_dev *sd,
                                     ocl_solve *os)
 {
-    clnode_context *ctx = ob->base.ctx;
+    clnode_context *ctx = ob->proto.base.ctx;
     clnode_status st = CLNODE_OK;
     SB_ARG(p->init, 0, sd->CR->mem);
     SB_ARG(p->init, 1, sd->CI->mem);
@@ -1068,7 +1062,7 @@ static clnode_status ocl_solve_args(opencl_backend *ob, ocl_program *p, const cl
 
     /* the stage the next step starts with, computed at the end of cln_finish */
     const cl_int next = (cl_int)sd->first_stage;
-    /* STT and STY last: ocl_solve_rebind sets them again when they grow */
+    /* STT and STY last: ocl_launch_rebind sets them again when they grow */
     cl_mem fin[] = {ocl_mem(sd->CR),    ocl_mem(sd->CI),  ocl_mem(sd->RS), ocl_mem(sd->IS),
                     ocl_mem(sd->Y),     ocl_mem(sd->F),   ocl_mem(sd->Z),  ocl_mem(sd->TS),
                     ocl_mem(sd->TSOUT), ocl_mem(sd->STT), ocl_mem(sd->STY)};
@@ -1086,19 +1080,18 @@ fail:
     return st;
 }
 
-static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
+/* The launch state of a solve (device_proto.h: cln_dev_launch.solve_begin). */
+static clnode_status ocl_launch_begin(cln_backend *be, cln_solve_dev *sd, void **state)
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, sd->B <= INT32_MAX && sd->ldz <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "batch %zu x %zu is too large for the OpenCL kernels", sd->B, sd->ldz);
     ocl_program *p = NULL;
     clnode_status st = ocl_program_get(ob, sd->prec, &p);
     if (st != CLNODE_OK)
         return st;
     ocl_solve *os = calloc(1, sizeof *os);
     CLN_CHECK(ctx, os, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL solve state");
-    sd->be_data = os; /* released by solve_end, or below on failure */
+    *state = os; /* released by the protocol (ocl_state_free) */
     os->p = p;
     os->B = (cl_int)sd->B;
     ocl_solve_sizes(ob, p, sd, os);
@@ -1109,64 +1102,60 @@ static clnode_status ocl_solve_begin(cln_backend *be, cln_solve_dev *sd)
             "OpenCL solve: B=%zu ldz=%zu; rows %zu/%zu, stage %zux%zu/%zux%zu, count %zu", sd->B,
             sd->ldz, os->g_rows, os->l_rows, os->g_stage[0], os->g_stage[1], os->l_stage[0],
             os->l_stage[1], os->l_count);
-    return CLNODE_OK;
 fail:
-    ocl_solve_end(be, sd);
     return st;
 }
 
-static clnode_status ocl_run_1d(cln_backend *be, cl_kernel k, size_t g, size_t l, const char *what)
+/* Enqueues kernel k over a dims-dimensional NDRange (g global, l local items). */
+static clnode_status ocl_run(cln_backend *be, cl_kernel k, cl_uint dims, const size_t *g,
+                             const size_t *l, const char *what)
 {
-    const cl_int e = clEnqueueNDRangeKernel(ocl(be)->queue, k, 1, NULL, &g, &l, 0, NULL, NULL);
+    const cl_int e = clEnqueueNDRangeKernel(ocl(be)->queue, k, dims, NULL, g, l, 0, NULL, NULL);
     if (e != CL_SUCCESS)
         return OCL_FAIL(be->ctx, e, what);
     return CLNODE_OK;
 }
 
-static clnode_status ocl_init(cln_backend *be, cln_solve_dev *sd)
+/* Enqueues a 2-D kernel over an nx (fastest) by ny range in work-groups under `limit`. */
+static clnode_status ocl_run_2d(cln_backend *be, const ocl_solve *os, cl_kernel k, size_t limit,
+                                size_t nx, size_t ny, const char *what)
 {
-    ocl_solve *os = sd->be_data;
-    os->z_ready = -1;
-    return ocl_run_1d(be, os->p->init, os->g_rows, os->l_rows, "clEnqueueNDRangeKernel(cln_init)");
+    size_t l[2], g[2];
+    ocl_local_2d(ocl(be), os->p, limit, nx, l);
+    g[0] = ocl_round_up(nx, l[0]);
+    g[1] = ocl_round_up(ny, l[1]);
+    return ocl_run(be, k, 2, g, l, what);
 }
 
-/* The stage and finish passes run over the live rows only (rows past them are frozen). */
-static clnode_status ocl_stage(cln_backend *be, cln_solve_dev *sd, int i)
+static clnode_status ocl_launch_init(cln_backend *be, cln_solve_dev *sd, void *state)
 {
-    const ocl_solve *os = sd->be_data;
+    (void)sd;
+    const ocl_solve *os = state;
+    return ocl_run(be, os->p->init, 1, &os->g_rows, &os->l_rows,
+                   "clEnqueueNDRangeKernel(cln_init)");
+}
+
+static clnode_status ocl_launch_stage(cln_backend *be, cln_solve_dev *sd, void *state, int i)
+{
+    const ocl_solve *os = state;
     const cl_int ci = i;
     OCL_ARG(be->ctx, os->p->stage, 0, ci);
     const size_t g[2] = {os->g_stage[0], ocl_round_up(sd->live, os->l_stage[1])};
-    const cl_int e = clEnqueueNDRangeKernel(ocl(be)->queue, os->p->stage, 2, NULL, g, os->l_stage,
-                                            0, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return OCL_FAIL(be->ctx, e, "clEnqueueNDRangeKernel(cln_stage)");
-    return CLNODE_OK;
+    return ocl_run(be, os->p->stage, 2, g, os->l_stage, "clEnqueueNDRangeKernel(cln_stage)");
 }
 
-static clnode_status ocl_finish(cln_backend *be, cln_solve_dev *sd)
+static clnode_status ocl_launch_finish(cln_backend *be, cln_solve_dev *sd, void *state)
 {
-    ocl_solve *os = sd->be_data;
-    os->z_ready = -1;
-    const clnode_status st = ocl_run_1d(be, os->p->finish, ocl_round_up(sd->live, os->l_rows),
-                                        os->l_rows, "clEnqueueNDRangeKernel(cln_finish)");
-    if (st == CLNODE_OK)
-        os->z_ready = (int)sd->first_stage;
-    return st;
+    const ocl_solve *os = state;
+    const size_t g = ocl_round_up(sd->live, os->l_rows);
+    return ocl_run(be, os->p->finish, 1, &g, &os->l_rows, "clEnqueueNDRangeKernel(cln_finish)");
 }
 
-static clnode_status ocl_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
-                                  size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
+static clnode_status ocl_launch_bias_act(cln_backend *be, void *state, cln_buf *C, size_t c_off,
+                                         size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
 {
-    opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    const ocl_solve *os = sd->be_data;
-    CLN_CHECK(ctx, os, CLNODE_ERR_INTERNAL, "bias_act outside a solve");
-    if (m == 0 || n == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "bias_act block %zu x %zu is too large", m, n);
-    CLN_CHECK(ctx, act >= 0 && act < OCL_NUM_ACT, CLNODE_ERR_INTERNAL, "activation code %d", act);
+    const ocl_solve *os = state;
     cl_kernel k = os->p->bias_act[act];
     const cl_ulong off = c_off, ld = ldc;
     const cl_int mi = (cl_int)m, ni = (cl_int)n, has_bias = bias != NULL;
@@ -1178,27 +1167,15 @@ static clnode_status ocl_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C
     OCL_ARG(ctx, k, 4, ni);
     OCL_ARG(ctx, k, 5, bmem);
     OCL_ARG(ctx, k, 6, has_bias);
-    size_t l[2], g[2];
-    ocl_local_2d(ob, os->p, os->p->lim_bias[act], n, l);
-    g[0] = ocl_round_up(n, l[0]);
-    g[1] = ocl_round_up(m, l[1]);
-    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_bias_act)");
-    return CLNODE_OK;
+    return ocl_run_2d(be, os, k, os->p->lim_bias[act], n, m,
+                      "clEnqueueNDRangeKernel(cln_bias_act)");
 }
 
-static clnode_status ocl_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
-                                   size_t ldc, size_t m, size_t n)
+static clnode_status ocl_launch_out_scale(cln_backend *be, cln_solve_dev *sd, void *state,
+                                          cln_buf *C, size_t c_off, size_t ldc, size_t m, size_t n)
 {
-    opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    const ocl_solve *os = sd->be_data;
-    CLN_CHECK(ctx, os && sd->scale, CLNODE_ERR_INTERNAL, "out_scale outside a scaled solve");
-    if (m == 0 || n == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx, m <= INT32_MAX && n <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
-              "out_scale block %zu x %zu is too large", m, n);
+    const ocl_solve *os = state;
     cl_kernel k = os->p->out_scale;
     const cl_ulong off = c_off, ld = ldc;
     const cl_int mi = (cl_int)m, ni = (cl_int)n, ns = (cl_int)sd->scale_n;
@@ -1209,106 +1186,56 @@ static clnode_status ocl_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *
     OCL_ARG(ctx, k, 4, ni);
     OCL_ARG(ctx, k, 5, sd->scale->mem);
     OCL_ARG(ctx, k, 6, ns);
-    size_t l[2], g[2];
-    ocl_local_2d(ob, os->p, os->p->lim_scale, n, l);
-    g[0] = ocl_round_up(n, l[0]);
-    g[1] = ocl_round_up(m, l[1]);
-    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_out_scale_pass)");
-    return CLNODE_OK;
+    return ocl_run_2d(be, os, k, os->p->lim_scale, n, m,
+                      "clEnqueueNDRangeKernel(cln_out_scale_pass)");
 }
 
-/* The last layer's bias + activation on F block i (when the driver's loop would apply it: a
- * bias or an activation other than the identity), its output scale (set for the solve in
- * ocl_solve_args) and the argument of stage i + 1, in one cln_bias_act_stage launch over
- * (column of Z, live row). */
-static clnode_status ocl_bias_act_stage(cln_backend *be, cln_solve_dev *sd, int i)
+/* cln_bias_act_stage over (column of Z, live row); its output scale is set for the solve in
+ * ocl_solve_args. */
+static clnode_status ocl_launch_bias_act_stage(cln_backend *be, cln_solve_dev *sd, void *state,
+                                               int i, cln_buf *bias, int act, int apply)
 {
-    opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    ocl_solve *os = sd->be_data;
-    const size_t L = sd->num_layers;
-    const int act = sd->act[L - 1];
-    CLN_CHECK(ctx, act >= 0 && act < OCL_NUM_ACT, CLNODE_ERR_INTERNAL, "activation code %d", act);
-    cln_buf *bias = sd->bias[L - 1];
+    const ocl_solve *os = state;
     cl_kernel k = os->p->bias_act_stage[act];
-    const cl_int ci = i, m = (cl_int)sd->live, has_bias = bias != NULL;
-    const cl_int apply = bias != NULL || act != CLNODE_ACT_IDENTITY;
+    const cl_int ci = i, m = (cl_int)sd->live, has_bias = bias != NULL, ap = apply;
     cl_mem bmem = bias ? bias->mem : sd->F->mem; /* not read without bias */
     OCL_ARG(ctx, k, 0, ci);
     OCL_ARG(ctx, k, 8, m);
     OCL_ARG(ctx, k, 9, bmem);
     OCL_ARG(ctx, k, 10, has_bias);
-    OCL_ARG(ctx, k, 11, apply);
+    OCL_ARG(ctx, k, 11, ap);
     const size_t *l = os->l_bias_stage[act];
     const size_t g[2] = {ocl_round_up(sd->ldz, l[0]), ocl_round_up(sd->live, l[1])};
-    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_bias_act_stage)");
-    os->z_ready = i + 1;
-    return CLNODE_OK;
+    return ocl_run(be, k, 2, g, l, "clEnqueueNDRangeKernel(cln_bias_act_stage)");
 }
 
-/* Stage i and the vector field on it (backend.h): the stage pass only when Z does not hold its
- * argument yet (see ocl_solve); every stage but the last leaves the next one's argument in Z. */
-static clnode_status ocl_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
-{
-    ocl_solve *os = sd->be_data;
-    CLN_CHECK(be->ctx, os, CLNODE_ERR_INTERNAL, "stage_rhs outside a solve");
-    if (os->z_ready != i) {
-        const clnode_status st = ocl_stage(be, sd, i);
-        if (st != CLNODE_OK)
-            return st;
-    }
-    os->z_ready = -1;
-    return cln_mlp_layers(be, sd, i, (size_t)i + 1 < sd->stages ? ocl_bias_act_stage : NULL);
-}
-
-/* The bare vector-field loop's evaluation (backend.h): F block 0 = MLP(Z), no stage. */
-static clnode_status ocl_rhs(cln_backend *be, cln_solve_dev *sd)
-{
-    CLN_CHECK(be->ctx, sd->be_data, CLNODE_ERR_INTERNAL, "rhs outside a solve");
-    return cln_mlp_layers(be, sd, 0, NULL);
-}
-
-static clnode_status ocl_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active)
+static clnode_status ocl_launch_count(cln_backend *be, cln_solve_dev *sd, void *state, long *count)
 {
     opencl_backend *ob = ocl(be);
-    const ocl_solve *os = sd->be_data;
+    const ocl_solve *os = state;
     const cl_int live = (cl_int)sd->live; /* rows past it are frozen */
     OCL_ARG(be->ctx, os->p->count, 1, live);
-    clnode_status st = ocl_run_1d(be, os->p->count, os->l_count, os->l_count,
-                                  "clEnqueueNDRangeKernel(cln_count_active)");
+    const clnode_status st = ocl_run(be, os->p->count, 1, &os->l_count, &os->l_count,
+                                     "clEnqueueNDRangeKernel(cln_count_active)");
     if (st != CLNODE_OK)
         return st;
     cl_int n = 0;
-    be->syncs++;
     OCL_CHECK(
         be->ctx, "clEnqueueReadBuffer (active-trajectory count)",
         clEnqueueReadBuffer(ob->queue, ob->count_buf, CL_TRUE, 0, sizeof n, &n, 0, NULL, NULL));
-    CLN_CHECK(be->ctx, n >= 0 && (size_t)n <= sd->B, CLNODE_ERR_INTERNAL,
-              "active count %d out of range (batch %zu)", (int)n, sd->B);
-    *active = (size_t)n;
+    *count = n;
     return CLNODE_OK;
 }
 
-/* Compaction (backend.h): cln_swap_rows over (word of the row, pair). */
-static clnode_status ocl_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
-                                   size_t stride, size_t len, size_t npairs)
+static clnode_status ocl_launch_swap(cln_backend *be, cln_solve_dev *sd, void *state, cln_buf *buf,
+                                     size_t off_words, size_t stride_words, size_t len_words,
+                                     size_t npairs)
 {
-    opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    const ocl_solve *os = sd->be_data;
-    CLN_CHECK(ctx, os, CLNODE_ERR_INTERNAL, "swap_rows outside a solve");
-    if (npairs == 0 || len == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx,
-              off % 4 == 0 && stride % 4 == 0 && len % 4 == 0 && len <= stride &&
-                  npairs <= INT32_MAX / 2,
-              CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, len, off);
+    const ocl_solve *os = state;
     cl_kernel k = os->p->swap;
-    const cl_ulong o = off / 4, sw = stride / 4, lw = len / 4;
+    const cl_ulong o = off_words, sw = stride_words, lw = len_words;
     const cl_int np = (cl_int)npairs;
     OCL_ARG(ctx, k, 0, buf->mem);
     OCL_ARG(ctx, k, 1, o);
@@ -1316,45 +1243,46 @@ static clnode_status ocl_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *
     OCL_ARG(ctx, k, 3, lw);
     OCL_ARG(ctx, k, 4, sd->PAIRS->mem);
     OCL_ARG(ctx, k, 5, np);
-    size_t l[2], g[2];
-    ocl_local_2d(ob, os->p, os->p->lim_swap, len / 4, l);
-    g[0] = ocl_round_up(len / 4, l[0]);
-    g[1] = ocl_round_up(npairs, l[1]);
-    const cl_int e = clEnqueueNDRangeKernel(ob->queue, k, 2, NULL, g, l, 0, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return OCL_FAIL(ctx, e, "clEnqueueNDRangeKernel(cln_swap_rows)");
-    return CLNODE_OK;
+    return ocl_run_2d(be, os, k, os->p->lim_swap, len_words, npairs,
+                      "clEnqueueNDRangeKernel(cln_swap_rows)");
 }
 
-/* The saved steps' growth (backend.h): one rectangular copy, enqueued like a kernel. */
-static clnode_status ocl_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
-                                   cln_buf *src, size_t src_off, size_t src_stride, size_t len,
-                                   size_t rows)
+static clnode_status ocl_launch_copy(cln_backend *be, cln_buf *dst, size_t dst_off,
+                                     size_t dst_stride, cln_buf *src, size_t src_off,
+                                     size_t src_stride, size_t len, size_t rows)
 {
-    clnode_context *ctx = be->ctx;
-    if (rows == 0 || len == 0)
-        return CLNODE_OK;
-    CLN_CHECK(ctx,
-              dst != src && cln_rows_fit(dst->size, dst_off, dst_stride, len, rows) &&
-                  cln_rows_fit(src->size, src_off, src_stride, len, rows),
-              CLNODE_ERR_INTERNAL, "copy_rows of %zu rows of %zu bytes out of range", rows, len);
     const size_t so[3] = {src_off, 0, 0}, dof[3] = {dst_off, 0, 0}, region[3] = {len, rows, 1};
-    OCL_CHECK(ctx, "clEnqueueCopyBufferRect (the saved steps, to larger buffers)",
+    OCL_CHECK(be->ctx, "clEnqueueCopyBufferRect (the saved steps, to larger buffers)",
               clEnqueueCopyBufferRect(ocl(be)->queue, src->mem, dst->mem, so, dof, region,
                                       src_stride, 0, dst_stride, 0, 0, NULL, NULL));
     return CLNODE_OK;
 }
 
-/* The saved steps grew (backend.h): cln_finish's two last arguments again. */
-static clnode_status ocl_solve_rebind(cln_backend *be, cln_solve_dev *sd)
+static clnode_status ocl_launch_rebind(cln_backend *be, cln_solve_dev *sd, void *state)
 {
-    const ocl_solve *os = sd->be_data;
-    CLN_CHECK(be->ctx, os, CLNODE_ERR_INTERNAL, "solve_rebind outside a solve");
+    const ocl_solve *os = state;
     cl_kernel k = os->p->finish;
     OCL_ARG(be->ctx, k, OCL_FINISH_ARGS - 2, sd->STT->mem);
     OCL_ARG(be->ctx, k, OCL_FINISH_ARGS - 1, sd->STY->mem);
     return CLNODE_OK;
 }
+
+static const cln_dev_launch ocl_launch = {
+    .api = "OpenCL",
+    .buf_size = ocl_buf_size,
+    .solve_begin = ocl_launch_begin,
+    .state_free = ocl_state_free,
+    .init = ocl_launch_init,
+    .stage = ocl_launch_stage,
+    .finish = ocl_launch_finish,
+    .bias_act = ocl_launch_bias_act,
+    .out_scale = ocl_launch_out_scale,
+    .bias_act_stage = ocl_launch_bias_act_stage,
+    .count = ocl_launch_count,
+    .swap = ocl_launch_swap,
+    .copy = ocl_launch_copy,
+    .rebind = ocl_launch_rebind,
+};
 
 /* As the driver reports them: CL_DEVICE_SINGLE_FP_CONFIG and cl_khr_fp64. */
 static void ocl_facts(const cln_backend *be, clnode_device_facts *out)
@@ -1377,28 +1305,17 @@ static const cln_backend_ops opencl_ops = {
     .buf_write = ocl_buf_write,
     .buf_read = ocl_buf_read,
     .gemm = ocl_gemm,
-    .bias_act = ocl_bias_act,
-    .out_scale = ocl_out_scale,
-    .solve_begin = ocl_solve_begin,
-    .solve_end = ocl_solve_end,
-    .init = ocl_init,
-    .stage = ocl_stage,
-    .stage_rhs = ocl_stage_rhs,
-    .finish = ocl_finish,
-    .count_active = ocl_count_active,
-    .swap_rows = ocl_swap_rows,
-    .copy_rows = ocl_copy_rows,
-    .solve_rebind = ocl_solve_rebind,
+    CLN_DEV_PROTO_OPS, /* the device protocol's ops (device_proto.h) */
     .facts = ocl_facts,
-    .rhs = ocl_rhs,
+    .rhs = cln_dev_rhs,
 };
 
 /* The device's facts at INFO level, once it is set up. */
 static void ocl_log_device(clnode_context *ctx, const opencl_backend *ob)
 {
     cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL,
-            "OpenCL device: %s, fp64 %s, correctly rounded fp32 div/sqrt %s", ob->base.device_name,
-            ob->has_fp64 ? "yes" : "no", ob->cr_divsqrt ? "yes" : "no");
+            "OpenCL device: %s, fp64 %s, correctly rounded fp32 div/sqrt %s",
+            ob->proto.base.device_name, ob->has_fp64 ? "yes" : "no", ob->cr_divsqrt ? "yes" : "no");
 }
 
 static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
@@ -1511,10 +1428,11 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
     clnode_status st = CLNODE_OK;
     opencl_backend *ob = calloc(1, sizeof *ob);
     CLN_CHECK(ctx, ob, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the OpenCL backend");
-    ob->base.ops = &opencl_ops;
-    ob->base.ctx = ctx;
-    ob->base.group_steps = 8;
-    ob->base.row_align = 1;
+    ob->proto.base.ops = &opencl_ops;
+    ob->proto.launch = &ocl_launch;
+    ob->proto.base.ctx = ctx;
+    ob->proto.base.group_steps = 8;
+    ob->proto.base.row_align = 1;
     ob->platform = chosen->platform;
     ob->device = chosen->device;
     ob->has_fp64 = chosen->fp64;
@@ -1522,7 +1440,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
     {
         char clc[16];
         ocl_clc_version(chosen->clc, clc, sizeof clc);
-        snprintf(ob->base.device_name, sizeof ob->base.device_name,
+        snprintf(ob->proto.base.device_name, sizeof ob->proto.base.device_name,
                  "%.120s (%.100s, OpenCL C %.8s)", chosen->name, chosen->platform_name, clc);
         /* the probe cache's key: device, platform and driver with their versions */
         char drv[128] = "", dev[128] = "", plat[128] = "";
@@ -1532,7 +1450,7 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
                 CL_SUCCESS &&
             clGetPlatformInfo(ob->platform, CL_PLATFORM_VERSION, sizeof plat - 1, plat, NULL) ==
                 CL_SUCCESS)
-            snprintf(ob->base.cache_id, sizeof ob->base.cache_id,
+            snprintf(ob->proto.base.cache_id, sizeof ob->proto.base.cache_id,
                      "%.120s | %.100s | %.90s | %.90s | %.90s", chosen->name, chosen->platform_name,
                      drv, dev, plat);
     }
@@ -1576,10 +1494,10 @@ static clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen,
         goto fail;
     }
     ocl_log_device(ctx, ob);
-    *out = &ob->base;
+    *out = &ob->proto.base;
     return CLNODE_OK;
 fail:
-    ocl_destroy(&ob->base);
+    ocl_destroy(&ob->proto.base);
     return st;
 }
 
