@@ -15,11 +15,10 @@ clnode_status cu_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
     cudaError_t e = CU(cudaMalloc)(&b->p, size);
     if (e != cudaSuccess) {
         free(b);
-        if (ctx)
-            ctx->last_native = (long)e;
         (void)CU(cudaGetLastError)();
-        return cln_fail(ctx, cu_status(e), "cudaMalloc(%zu bytes) on %s failed: %s (%d)", size,
-                        be->device_name, CU(cudaGetErrorName)(e), (int)e);
+        return cln_fail_native(ctx, (long)e, cu_status(e),
+                               "cudaMalloc(%zu bytes) on %s failed: %s (%d)", size, be->device_name,
+                               CU(cudaGetErrorName)(e), (int)e);
     }
     b->size = bytes;
     /* zero-filled, so that unused parts of the save buffers read back as zeros */

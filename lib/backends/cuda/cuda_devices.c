@@ -168,10 +168,9 @@ clnode_status cu_check_index(clnode_context *ctx, const char *spec, long index)
         char drv[64];
         (void)CU(cudaGetLastError)();
         cu_driver_string(drv, sizeof drv);
-        if (ctx)
-            ctx->last_native = (long)e;
-        return cln_fail(ctx, CLNODE_ERR_NO_DEVICE, "no CUDA device \"%s\": %s (%s, %d; %s)", spec,
-                        CU(cudaGetErrorString)(e), CU(cudaGetErrorName)(e), (int)e, drv);
+        return cln_fail_native(ctx, (long)e, CLNODE_ERR_NO_DEVICE,
+                               "no CUDA device \"%s\": %s (%s, %d; %s)", spec,
+                               CU(cudaGetErrorString)(e), CU(cudaGetErrorName)(e), (int)e, drv);
     }
     CLN_CHECK(ctx, count > 0, CLNODE_ERR_NO_DEVICE,
               "no CUDA device \"%s\": the driver reports none", spec);

@@ -26,7 +26,8 @@ clnode_status cu_status(cudaError_t e)
     }
 }
 
-/* Records a failed CUDA runtime call: raw code in ctx->last_native, message naming the call. */
+/* Records a failed CUDA runtime call: its raw code as the last native error, a message naming
+ * the call. */
 /* "CU(cudaSetDevice)(cb->dev)", a call through the table as CU_CHECK spells it, as
  * "cudaSetDevice(cb->dev)" for messages. */
 static const char *cu_call_name(const char *call, char *buf, size_t size)
@@ -42,19 +43,15 @@ clnode_status cu_fail_at(clnode_context *ctx, cudaError_t e, const char *call, c
                          int line)
 {
     char name[160];
-    if (ctx)
-        ctx->last_native = (long)e;
     (void)CU(cudaGetLastError)(); /* clear a non-sticky error so that later calls start clean */
-    return cln_fail_at(ctx, cu_status(e), file, line, "%s failed: %s (%d: %s)",
-                       cu_call_name(call, name, sizeof name), CU(cudaGetErrorName)(e), (int)e,
-                       CU(cudaGetErrorString)(e));
+    return cln_fail_native_at(ctx, (long)e, cu_status(e), file, line, "%s failed: %s (%d: %s)",
+                              cu_call_name(call, name, sizeof name), CU(cudaGetErrorName)(e),
+                              (int)e, CU(cudaGetErrorString)(e));
 }
 
 clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *call,
                            const char *file, int line)
 {
-    if (ctx)
-        ctx->last_native = (long)s;
     clnode_status st = CLNODE_ERR_BLAS;
     if (s == CUBLAS_STATUS_ALLOC_FAILED)
         st = CLNODE_ERR_DEVICE_MEMORY;
@@ -63,7 +60,7 @@ clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *ca
     else if (s == CUBLAS_STATUS_NOT_INITIALIZED)
         st = CLNODE_ERR_DEVICE;
     char name[160];
-    return cln_fail_at(ctx, st, file, line, "%s failed: %s (cuBLAS status %d: %s)",
-                       cu_call_name(call, name, sizeof name), CU(cublasGetStatusName)(s), (int)s,
-                       CU(cublasGetStatusString)(s));
+    return cln_fail_native_at(ctx, (long)s, st, file, line, "%s failed: %s (cuBLAS status %d: %s)",
+                              cu_call_name(call, name, sizeof name), CU(cublasGetStatusName)(s),
+                              (int)s, CU(cublasGetStatusString)(s));
 }

@@ -80,14 +80,14 @@ static clnode_status cu_gemm_cublas(cuda_backend *cb, clnode_precision prec, cln
         cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, alpha, b, type, (int)ldb, a,
         type, (int)lda, beta, c, type, (int)ldc, compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        ctx->last_native = (long)s;
-        return cln_fail(ctx,
-                        s == CUBLAS_STATUS_ALLOC_FAILED    ? CLNODE_ERR_DEVICE_MEMORY
-                        : s == CUBLAS_STATUS_NOT_SUPPORTED ? CLNODE_ERR_UNSUPPORTED
-                                                           : CLNODE_ERR_BLAS,
-                        "cublasGemmEx(%s, %s, %zu x %zu x %zu) failed: %s (cuBLAS status %d)",
-                        clnode_precision_name(prec), clnode_gemm_mode_name(mode), m, n, k,
-                        CU(cublasGetStatusName)(s), (int)s);
+        return cln_fail_native(
+            ctx, (long)s,
+            s == CUBLAS_STATUS_ALLOC_FAILED    ? CLNODE_ERR_DEVICE_MEMORY
+            : s == CUBLAS_STATUS_NOT_SUPPORTED ? CLNODE_ERR_UNSUPPORTED
+                                               : CLNODE_ERR_BLAS,
+            "cublasGemmEx(%s, %s, %zu x %zu x %zu) failed: %s (cuBLAS status %d)",
+            clnode_precision_name(prec), clnode_gemm_mode_name(mode), m, n, k,
+            CU(cublasGetStatusName)(s), (int)s);
     }
     return CLNODE_OK;
 }

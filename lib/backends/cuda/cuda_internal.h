@@ -75,7 +75,7 @@ static inline cuda_backend *cub(cln_backend *be)
 }
 
 /* Records a failed CUDA runtime (cu_fail_at) or cuBLAS (blas_fail_at) call named `call` at
- * file:line: its native code in ctx->last_native, the status it maps to, a message. */
+ * file:line: its native code as the last native error, the status it maps to, a message. */
 clnode_status cu_fail_at(clnode_context *ctx, cudaError_t e, const char *call, const char *file,
                          int line);
 clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *call,
@@ -91,15 +91,9 @@ clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *ca
             return CU_FAIL((ctx), e_, #call);                                                      \
     } while (0)
 
-/* In a constructor: stores the status in `st` and jumps to `fail`. */
-#define CU_TRY(ctx, st, call)                                                                      \
-    do {                                                                                           \
-        const cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                                   \
-            (st) = CU_FAIL((ctx), e_, #call);                                                      \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
+/* A CUDA runtime call as a status (CLNODE_OK, or its failure recorded by CU_FAIL), for CLN_TRY:
+ * CLN_TRY(st, CU_STATUS(ctx, call)). */
+#define CU_STATUS(ctx, call) cu_status_of((ctx), (call), #call, __FILE__, __LINE__)
 
 #define BLAS_FAIL(ctx, s, call) blas_fail_at((ctx), (s), (call), __FILE__, __LINE__)
 
@@ -110,16 +104,13 @@ clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *ca
             return BLAS_FAIL((ctx), s_, #call);                                                    \
     } while (0)
 
-#define BLAS_TRY(ctx, st, call)                                                                    \
-    do {                                                                                           \
-        const cublasStatus_t s_ = (call);                                                          \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            (st) = BLAS_FAIL((ctx), s_, #call);                                                    \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 /* ---- the functions the files of the backend share ---- */
+
+static inline clnode_status cu_status_of(clnode_context *ctx, cudaError_t e, const char *call,
+                                         const char *file, int line)
+{
+    return e == cudaSuccess ? CLNODE_OK : cu_fail_at(ctx, e, call, file, line);
+}
 
 clnode_status cu_status(cudaError_t e);
 clnode_status cu_bind(cuda_backend *cb);

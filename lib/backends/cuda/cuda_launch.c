@@ -23,11 +23,10 @@ clnode_status cu_launch(cln_backend *be, cudaKernel_t k, unsigned blocks, unsign
     const dim3 grid = {blocks, 1, 1}, block = {threads, 1, 1};
     const cudaError_t e = CU(cudaLaunchKernel)((const void *)k, grid, block, args, 0, cb->stream);
     if (e != cudaSuccess) {
-        be->ctx->last_native = (long)e;
         (void)CU(cudaGetLastError)();
-        return cln_fail(be->ctx, cu_status(e), "cudaLaunchKernel(%s, %u x %u) failed: %s (%d: %s)",
-                        name, blocks, threads, CU(cudaGetErrorName)(e), (int)e,
-                        CU(cudaGetErrorString)(e));
+        return cln_fail_native(be->ctx, (long)e, cu_status(e),
+                               "cudaLaunchKernel(%s, %u x %u) failed: %s (%d: %s)", name, blocks,
+                               threads, CU(cudaGetErrorName)(e), (int)e, CU(cudaGetErrorString)(e));
     }
     return CLNODE_OK;
 }

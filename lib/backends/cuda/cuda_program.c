@@ -56,9 +56,8 @@ static clnode_status cu_nvrtc_image(clnode_context *ctx, nvrtcProgram prog, int 
         r = cubin ? CU(nvrtcGetCUBIN)(prog, *image) : CU(nvrtcGetPTX)(prog, *image);
     }
     if (r != NVRTC_SUCCESS || size == 0) {
-        ctx->last_native = (long)r;
-        return cln_fail(ctx, CLNODE_ERR_BUILD, "nvrtcGet%s failed: %s (%d)",
-                        cubin ? "CUBIN" : "PTX", CU(nvrtcGetErrorString)(r), (int)r);
+        return cln_fail_native(ctx, (long)r, CLNODE_ERR_BUILD, "nvrtcGet%s failed: %s (%d)",
+                               cubin ? "CUBIN" : "PTX", CU(nvrtcGetErrorString)(r), (int)r);
     }
     *image_size = size;
     return CLNODE_OK;
@@ -93,9 +92,9 @@ clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_m
     const nvrtcResult r =
         CU(nvrtcCreateProgram)(&prog, cln_cuda_kernel_source, "clnode_cuda.cu", 0, NULL, NULL);
     if (r != NVRTC_SUCCESS) {
-        ctx->last_native = (long)r;
-        return cln_fail(
-            ctx, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLNODE_ERR_OUT_OF_MEMORY : CLNODE_ERR_BUILD,
+        return cln_fail_native(
+            ctx, (long)r,
+            r == NVRTC_ERROR_OUT_OF_MEMORY ? CLNODE_ERR_OUT_OF_MEMORY : CLNODE_ERR_BUILD,
             "nvrtcCreateProgram failed: %s (%d)", CU(nvrtcGetErrorString)(r), (int)r);
     }
     const nvrtcResult rc = CU(nvrtcCompileProgram)(prog, nopts, opts);
@@ -105,10 +104,10 @@ clnode_status cln_cuda_compile(clnode_context *ctx, const char *device, int cc_m
         if (log)
             cln_log(ctx, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL, "NVRTC build log (%s, %s %s):\n%s",
                     device, opt_prec, opt_arch, log);
-        ctx->last_native = (long)rc;
-        st = cln_fail(ctx, CLNODE_ERR_BUILD, "nvrtcCompileProgram(%s %s) failed: %s (%d)%s%.600s",
-                      opt_prec, opt_arch, CU(nvrtcGetErrorString)(rc), (int)rc,
-                      log ? "; log: " : "", log ? log : "");
+        st = cln_fail_native(ctx, (long)rc, CLNODE_ERR_BUILD,
+                             "nvrtcCompileProgram(%s %s) failed: %s (%d)%s%.600s", opt_prec,
+                             opt_arch, CU(nvrtcGetErrorString)(rc), (int)rc, log ? "; log: " : "",
+                             log ? log : "");
     } else {
         if (log)
             cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "NVRTC build log (%s, %s %s):\n%s",
@@ -148,10 +147,10 @@ static clnode_status cu_threads(clnode_context *ctx, cudaKernel_t k, unsigned wa
     /* a cudaKernel_t is accepted where a function symbol is expected */
     const cudaError_t e = CU(cudaFuncGetAttributes)(&fa, (const void *)k);
     if (e != cudaSuccess) {
-        ctx->last_native = (long)e;
         (void)CU(cudaGetLastError)();
-        return cln_fail(ctx, cu_status(e), "cudaFuncGetAttributes(%s) failed: %s (%d: %s)", name,
-                        CU(cudaGetErrorName)(e), (int)e, CU(cudaGetErrorString)(e));
+        return cln_fail_native(ctx, (long)e, cu_status(e),
+                               "cudaFuncGetAttributes(%s) failed: %s (%d: %s)", name,
+                               CU(cudaGetErrorName)(e), (int)e, CU(cudaGetErrorString)(e));
     }
     unsigned t = want;
     if (fa.maxThreadsPerBlock > 0 && (unsigned)fa.maxThreadsPerBlock < t)
@@ -194,10 +193,10 @@ static clnode_status cu_program_kernels(clnode_context *ctx, cu_program *p)
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const cudaError_t e = CU(cudaLibraryGetKernel)(ks[i].k, p->lib, ks[i].name);
         if (e != cudaSuccess) {
-            ctx->last_native = (long)e;
             (void)CU(cudaGetLastError)();
-            return cln_fail(ctx, CLNODE_ERR_BUILD, "cudaLibraryGetKernel(%s) failed: %s (%d)",
-                            ks[i].name, CU(cudaGetErrorName)(e), (int)e);
+            return cln_fail_native(ctx, (long)e, CLNODE_ERR_BUILD,
+                                   "cudaLibraryGetKernel(%s) failed: %s (%d)", ks[i].name,
+                                   CU(cudaGetErrorName)(e), (int)e);
         }
     }
     return CLNODE_OK;

@@ -23,9 +23,9 @@ clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
     b->mem = clCreateBuffer(ob->context, CL_MEM_READ_WRITE, size, NULL, &e);
     if (!b->mem || e != CL_SUCCESS) {
         free(b);
-        ctx->last_native = e;
-        return cln_fail(ctx, ocl_status(e, CLNODE_ERR_DEVICE),
-                        "clCreateBuffer(%zu bytes) failed: %s (%d)", size, ocl_err_name(e), (int)e);
+        return cln_fail_native(ctx, (long)e, ocl_status(e, CLNODE_ERR_DEVICE),
+                               "clCreateBuffer(%zu bytes) failed: %s (%d)", size, ocl_err_name(e),
+                               (int)e);
     }
     b->size = bytes;
     /* zero-filled, so that unused parts of the save buffers read back as zeros and no kernel

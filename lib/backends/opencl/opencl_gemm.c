@@ -155,13 +155,13 @@ clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode 
                          &ob->queue, NULL);
     pthread_rwlock_unlock(&ocl_clblast_lock);
     if (s != CLBlastSuccess) {
-        ctx->last_native = (long)s;
         clnode_status st = ocl_status((cl_int)s, CLNODE_ERR_BLAS);
         if (s == CLBlastNoDoublePrecision)
             st = CLNODE_ERR_NO_FP64;
-        return cln_fail(ctx, st, "CLBlast%cgemm(%zu x %zu x %zu) failed: CLBlast status %d%s%s",
-                        prec == CLNODE_FP32 ? 'S' : 'D', m, n, k, (int)s, s > -1000 ? " " : "",
-                        s > -1000 ? ocl_err_name((cl_int)s) : "");
+        return cln_fail_native(ctx, (long)s, st,
+                               "CLBlast%cgemm(%zu x %zu x %zu) failed: CLBlast status %d%s%s",
+                               prec == CLNODE_FP32 ? 'S' : 'D', m, n, k, (int)s,
+                               s > -1000 ? " " : "", s > -1000 ? ocl_err_name((cl_int)s) : "");
     }
     return CLNODE_OK;
 }

@@ -104,11 +104,10 @@ static inline opencl_backend *ocl(cln_backend *be)
     return (opencl_backend *)(void *)be;
 }
 
-/* Records a failed OpenCL call: raw code in ctx->last_native, message naming the call. */
+/* Records a failed OpenCL call: its raw code as the last native error, a message naming it. */
 #define OCL_FAIL(ctx, err, call)                                                                   \
-    (((ctx) ? (void)((ctx)->last_native = (long)(err)) : (void)0),                                 \
-     cln_fail((ctx), ocl_status((err), CLNODE_ERR_DEVICE), "%s failed: %s (%d)", (call),           \
-              ocl_err_name(err), (int)(err)))
+    cln_fail_native((ctx), (long)(err), ocl_status((err), CLNODE_ERR_DEVICE),                      \
+                    "%s failed: %s (%d)", (call), ocl_err_name(err), (int)(err))
 
 /* Returns from the enclosing function when an OpenCL call fails; `what` names it for the user. */
 #define OCL_CHECK(ctx, what, expr)                                                                 \

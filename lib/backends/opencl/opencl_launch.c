@@ -8,10 +8,9 @@ static clnode_status ocl_set_arg(clnode_context *ctx, cl_kernel k, cl_uint i, si
 {
     const cl_int e = clSetKernelArg(k, i, size, v);
     if (e != CL_SUCCESS) {
-        ctx->last_native = e;
-        return cln_fail(ctx, ocl_status(e, CLNODE_ERR_DEVICE),
-                        "clSetKernelArg(%s, %u) failed: %s (%d)", kernel, (unsigned)i,
-                        ocl_err_name(e), (int)e);
+        return cln_fail_native(ctx, (long)e, ocl_status(e, CLNODE_ERR_DEVICE),
+                               "clSetKernelArg(%s, %u) failed: %s (%d)", kernel, (unsigned)i,
+                               ocl_err_name(e), (int)e);
     }
     return CLNODE_OK;
 }

@@ -82,10 +82,9 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
         *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
         if (!*ks[i].k || e != CL_SUCCESS) {
             *ks[i].k = NULL;
-            ctx->last_native = e;
-            return cln_fail(ctx, ocl_status(e, CLNODE_ERR_BUILD),
-                            "clCreateKernel(%s) failed: %s (%d)", ks[i].name, ocl_err_name(e),
-                            (int)e);
+            return cln_fail_native(ctx, (long)e, ocl_status(e, CLNODE_ERR_BUILD),
+                                   "clCreateKernel(%s) failed: %s (%d)", ks[i].name,
+                                   ocl_err_name(e), (int)e);
         }
     }
     return CLNODE_OK;
@@ -114,12 +113,11 @@ static clnode_status ocl_program_compile(opencl_backend *ob, clnode_precision pr
                 "OpenCL build log (%s, %s):\n%s", ob->proto.base.device_name, opts, log);
     clnode_status st = CLNODE_OK;
     if (be_ != CL_SUCCESS) {
-        ctx->last_native = be_;
-        st = cln_fail(ctx,
-                      be_ == CL_BUILD_PROGRAM_FAILURE ? CLNODE_ERR_BUILD
-                                                      : ocl_status(be_, CLNODE_ERR_BUILD),
-                      "clBuildProgram(%s) failed: %s (%d)%s%.600s", opts, ocl_err_name(be_),
-                      (int)be_, log ? "; log: " : "", log ? log : "");
+        st = cln_fail_native(ctx, (long)be_,
+                             be_ == CL_BUILD_PROGRAM_FAILURE ? CLNODE_ERR_BUILD
+                                                             : ocl_status(be_, CLNODE_ERR_BUILD),
+                             "clBuildProgram(%s) failed: %s (%d)%s%.600s", opts, ocl_err_name(be_),
+                             (int)be_, log ? "; log: " : "", log ? log : "");
     }
     free(log);
     return st;
