@@ -43,7 +43,15 @@ Two placements that the folder names alone do not say:
   which only a room above precision may make.
 
 Generated sources (built from lib/meson.build's custom targets) take the room of what they hold:
-GENERATED below. Exit status: 0 when the layering holds, 1 when it does not, 2 on a usage or
+GENERATED below.
+
+A third check: no callback over a backend besides the tables. A function pointer whose first
+parameter is a backend (cln_backend *) may stand only in the ops table (cln_backend_ops,
+backend.h) and the device backends' launch table (cln_dev_launch, device/device_proto.h); one
+anywhere else (a parameter, a typedef, a struct field) is how a backend would call back into a
+loop that lives outside it, so the check fails naming the file and the line.
+
+Exit status: 0 when the layering holds, 1 when it does not, 2 on a usage or
 build error (no compile_commands.json, nm missing).
 """
 import collections
@@ -251,6 +259,29 @@ def check(name, graph, verbose):
     return errors
 
 
+# The structs whose fields may be callbacks over a backend (the tables themselves).
+TABLES = ('cln_backend_ops', 'cln_dev_launch')
+BACKEND_CALLBACK_RE = re.compile(r'\(\s*\*\s*(\w+)\s*\)\s*\(\s*(?:const\s+)?cln_backend\s*\*')
+
+
+def backend_callbacks(src):
+    """Callbacks over a backend outside the tables: 'file:line: name' each."""
+    out = []
+    for f in lib_files(src, ('.c', '.h', '.inc')):
+        with open(os.path.join(src, f), encoding='utf-8') as fh:
+            text = fh.read()
+        # blank out comments and the tables' bodies, keeping the line numbers
+        text = re.sub(r'/\*.*?\*/|//[^\n]*', lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text,
+                      flags=re.S)
+        for t in TABLES:
+            text = re.sub(r'struct\s+%s\s*\{.*?\}' % t,
+                          lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text, flags=re.S)
+        for m in BACKEND_CALLBACK_RE.finditer(text):
+            line = text.count('\n', 0, m.start()) + 1
+            out.append(f'{f}:{line}: callback {m.group(1)} over a backend outside the ops table')
+    return out
+
+
 def main(argv):
     verbose = '-v' in argv
     args = [a for a in argv[1:] if a != '-v']
@@ -275,6 +306,7 @@ def main(argv):
     inc = include_graph(src)
     errors += check('symbol', sym, verbose)
     errors += check('include', inc, verbose)
+    errors += backend_callbacks(src)
     libs = sorted({o.split('/lib/')[-1].split('/')[0] for ps in objs.values() for o in ps})
     print(f'check_layering: {sum(len(p) for p in objs.values())} objects of {len(objs)} files in '
           f'{", ".join(libs)}; {len(inc)} files in the include graph; rooms '

@@ -77,10 +77,10 @@ typedef struct cln_rev_event {
 typedef struct cln_rev_job {
     clnode_precision prec;
     clnode_gemm_mode gemm_mode;
-    const void *K;          /* cln_consts */
-    const cln_iconsts *KI;  /* N, ldz, stages, ssal, dense_form, time_input, n_ts, ts_stride */
+    const void *K;         /* cln_consts */
+    const cln_iconsts *KI; /* N, ldz, stages, ssal, dense_form, time_input, n_ts, ts_stride */
     size_t num_layers;
-    const size_t *sizes;    /* num_layers + 1 */
+    const size_t *sizes; /* num_layers + 1 */
     int act[CLN_MAX_LAYERS];
     const void *W[CLN_MAX_LAYERS];    /* sizes[l + 1] x sizes[l] */
     const void *bias[CLN_MAX_LAYERS]; /* NULL: none */
@@ -144,6 +144,11 @@ typedef struct cln_backend_ops {
      * bits as `stage` followed by `gemm` and `bias_act` per layer (what the driver does when it
      * is NULL). */
     clnode_status (*stage_rhs)(cln_backend *be, cln_solve_dev *sd, int i);
+    /* Optional (may be NULL): after the last layer's GEMM of stage i (i + 1 < stages) into F
+     * block i, its bias + activation (where the layer has either) and the output scale, with the
+     * same bits as bias_act and out_scale, and also stage i + 1's argument into Z, in one pass.
+     * The layer loop (cln_mlp_layers) calls it when asked to fuse; else bias_act and out_scale. */
+    clnode_status (*last_layer_fused)(cln_backend *be, cln_solve_dev *sd, int i);
     /* cln_finish_traj for every trajectory. */
     clnode_status (*finish)(cln_backend *be, cln_solve_dev *sd);
     /* Optional (may be NULL): n attempted steps (n <= group_steps), with the same bits as n times
@@ -226,12 +231,11 @@ static inline int cln_rows_fit(size_t size, size_t off, size_t stride, size_t le
 /* The vector field on Z for the live rows into F block i, layer by layer through the backend's
  * gemm and bias_act ops (bias + activation only where a layer has either), then the output
  * scale (out_scale op) where the solve has one: the driver's own loop, and the backends'
- * stage_rhs after their stage. With last_fused non-NULL, the last layer's bias + activation and
- * output scale are last_fused(be, sd, i) instead (a backend's pass that also writes stage i + 1's
- * argument). Written once, in lib/backends/mlp.c. */
-clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
-                             clnode_status (*last_fused)(cln_backend *be, cln_solve_dev *sd,
-                                                         int i));
+ * stage_rhs after their stage. With fuse_next non-zero, where the backend has a last_layer_fused
+ * op and stage i + 1 exists, the last layer's bias + activation and output scale are that op
+ * instead (a pass that also writes stage i + 1's argument). Written once, in
+ * lib/backends/mlp.c; it calls nothing but the ops table. */
+clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i, int fuse_next);
 
 /* ---- contexts (lib/backends/context.c) ---- */
 

@@ -2,10 +2,10 @@
  * driver's vector field, and the backends' stage_rhs after their stage. */
 #include "backends/backend.h"
 
-clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
-                             clnode_status (*last_fused)(cln_backend *be, cln_solve_dev *sd, int i))
+clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i, int fuse_next)
 {
     const size_t L = sd->num_layers;
+    const int fused = fuse_next && be->ops->last_layer_fused && (size_t)i + 1 < sd->stages;
     clnode_status st = CLNODE_OK;
     for (size_t l = 0; l < L && st == CLNODE_OK; ++l) {
         cln_buf *A = l == 0 ? sd->Z : sd->H[(l - 1) % 2];
@@ -17,8 +17,8 @@ clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i,
                            sd->W[l], 0, k, C, c_off, n);
         if (st != CLNODE_OK)
             break;
-        if (last && last_fused) {
-            st = last_fused(be, sd, i);
+        if (last && fused) {
+            st = be->ops->last_layer_fused(be, sd, i);
             break;
         }
         if (sd->bias[l] || sd->act[l] != CLNODE_ACT_IDENTITY)

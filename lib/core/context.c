@@ -133,6 +133,20 @@ clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char 
     return status;
 }
 
+clnode_status cln_fail_native_at(clnode_context *ctx, long native, clnode_status status,
+                                 const char *file, int line, const char *fmt, ...)
+{
+    if (!ctx)
+        return status;
+    char msg[sizeof ctx->last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx->last_native = native;
+    return cln_fail_at(ctx, status, file, line, "%s", msg);
+}
+
 clnode_status cln_check_struct_size(clnode_context *ctx, const char *what, size_t size, size_t min,
                                     size_t max)
 {

@@ -38,6 +38,15 @@ clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char 
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 #define cln_fail(ctx, status, ...) cln_fail_at((ctx), (status), __FILE__, __LINE__, __VA_ARGS__)
 
+/* cln_fail_at for a failed call of a native API (OpenCL, CLBlast, the CUDA runtime, cuBLAS,
+ * NVRTC): also records its raw code `native` as the context's last native error
+ * (clnode_context_last_native_error). The one place a backend's native code is recorded. */
+clnode_status cln_fail_native_at(clnode_context *ctx, long native, clnode_status status,
+                                 const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+#define cln_fail_native(ctx, native, status, ...)                                                  \
+    cln_fail_native_at((ctx), (native), (status), __FILE__, __LINE__, __VA_ARGS__)
+
 /* Clears the last error (called at the start of each public entry point). */
 void cln_clear_error(clnode_context *ctx);
 

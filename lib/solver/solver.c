@@ -674,7 +674,7 @@ static void cln_release(cln_run *r)
 /* One evaluation of the vector field for the batch's live rows: Z -> F block i. */
 static clnode_status cln_rhs(cln_run *r, size_t i)
 {
-    return cln_mlp_layers(r->be, &r->sd, (int)i, NULL);
+    return cln_mlp_layers(r->be, &r->sd, (int)i, 0);
 }
 
 /* Stage i and the vector field on it: fused where the backend offers it. */

@@ -844,7 +844,7 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
         return CLNODE_OK;
     }
     const clnode_status st = host_stage(be, sd, i);
-    return st == CLNODE_OK ? cln_mlp_layers(be, sd, i, NULL) : st;
+    return st == CLNODE_OK ? cln_mlp_layers(be, sd, i, 0) : st;
 }
 
 /* F block 0 = MLP(Z) through the fused pass's kernels, without the stage (the benchmarks' bare

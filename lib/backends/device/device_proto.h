@@ -1,0 +1,113 @@
+/* lib/backends/device/: what the device backends (OpenCL, CUDA) share above their launches. */
+/* device_proto.h - the kernel protocol of the device backends, written once over a launch table.
+ *
+ * A device backend enqueues the kernels of cl/ (cln_init, cln_stage, cln_bias_act,
+ * cln_out_scale_pass, cln_bias_act_stage, cln_finish, cln_count_active, cln_swap_rows) on one
+ * in-order queue. What is the same on every device lives here: the guards of every op (the
+ * INT32 bounds of the kernels' arguments, the blocks inside their buffers, the activation codes),
+ * the per-solve state and its z_ready protocol (below), the active count's read-back check and
+ * the rebinding of the saved steps. What differs, the launch of one kernel with its arguments,
+ * is the backend's launch table (cln_dev_launch), which the protocol calls with its arguments
+ * already checked.
+ *
+ * The z_ready protocol. A step enqueues, per stage i: the GEMM of each layer, the bias +
+ * activation of each hidden layer, and one cln_bias_act_stage launch that does the last layer's
+ * bias + activation, its output scale and the argument of stage i + 1 in one pass (the
+ * last_layer_fused op, which the driver's layer loop calls); after the last stage, its bias +
+ * activation, then cln_finish, which also writes the argument of the next step's first stage. So
+ * the argument of a stage is normally in Z before the stage is asked for: z_ready names the stage
+ * whose argument Z holds (-1: none; cln_stage then runs). It stays valid across the compaction's
+ * row swaps (they move the rows of Y, F, Z, RS and IS together).
+ *
+ * A backend using it begins its backend struct with a cln_dev_backend (its `launch` set at
+ * creation) and puts the cln_dev_* functions in its ops table.
+ */
+#ifndef CLN_DEVICE_PROTO_H
+#define CLN_DEVICE_PROTO_H
+
+#include "backends/backend.h"
+
+/* The launches of one device backend. `state` is the backend's own per-solve state (what its
+ * solve_begin made: the program, the work sizes, the arguments that stay for the solve). Every
+ * launch is called with its arguments checked (cln_dev_* below); it enqueues and returns. */
+typedef struct cln_dev_launch {
+    const char *api; /* "OpenCL", "CUDA": for messages */
+    /* The size in bytes of a buffer of the backend. */
+    size_t (*buf_size)(const cln_buf *b);
+    /* Per-solve set-up after the B x ldz guard: the program of sd's precision, the launch sizes,
+     * the arguments that stay; *state is released by state_free (also on failure). */
+    clnode_status (*solve_begin)(cln_backend *be, cln_solve_dev *sd, void **state);
+    void (*state_free)(void *state);
+    /* cln_init over every row. */
+    clnode_status (*init)(cln_backend *be, cln_solve_dev *sd, void *state);
+    /* cln_stage of stage i over (live row, column of Z). */
+    clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, void *state, int i);
+    /* cln_finish over the live rows. */
+    clnode_status (*finish)(cln_backend *be, cln_solve_dev *sd, void *state);
+    /* cln_bias_act of activation act over an m x n block of C (bias NULL: none). */
+    clnode_status (*bias_act)(cln_backend *be, void *state, cln_buf *C, size_t c_off, size_t ldc,
+                              size_t m, size_t n, cln_buf *bias, int act);
+    /* cln_out_scale_pass over an m x n block of C with sd's scale. */
+    clnode_status (*out_scale)(cln_backend *be, cln_solve_dev *sd, void *state, cln_buf *C,
+                               size_t c_off, size_t ldc, size_t m, size_t n);
+    /* cln_bias_act_stage of stage i over (column of Z, live row): the last layer's bias (NULL:
+     * none) and activation act where `apply`, sd's output scale, stage i + 1's argument. */
+    clnode_status (*bias_act_stage)(cln_backend *be, cln_solve_dev *sd, void *state, int i,
+                                    cln_buf *bias, int act, int apply);
+    /* cln_count_active over the live rows, then waits for the queue and reads the count. */
+    clnode_status (*count)(cln_backend *be, cln_solve_dev *sd, void *state, long *count);
+    /* cln_swap_rows: npairs pairs of sd->PAIRS, len_words 4-byte words at off_words +
+     * row * stride_words of buf. */
+    clnode_status (*swap)(cln_backend *be, cln_solve_dev *sd, void *state, cln_buf *buf,
+                          size_t off_words, size_t stride_words, size_t len_words, size_t npairs);
+    /* One rectangular device copy (copy_rows, arguments checked). */
+    clnode_status (*copy)(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
+                          cln_buf *src, size_t src_off, size_t src_stride, size_t len, size_t rows);
+    /* sd->STT and sd->STY were replaced: cln_finish's arguments again. */
+    clnode_status (*rebind)(cln_backend *be, cln_solve_dev *sd, void *state);
+} cln_dev_launch;
+
+/* The first member of a device backend's struct. */
+typedef struct cln_dev_backend {
+    cln_backend base;
+    const cln_dev_launch *launch;
+} cln_dev_backend;
+
+/* The ops of cln_backend_ops (backend.h) that the protocol implements. */
+clnode_status cln_dev_solve_begin(cln_backend *be, cln_solve_dev *sd);
+void cln_dev_solve_end(cln_backend *be, cln_solve_dev *sd);
+clnode_status cln_dev_init(cln_backend *be, cln_solve_dev *sd);
+clnode_status cln_dev_stage(cln_backend *be, cln_solve_dev *sd, int i);
+clnode_status cln_dev_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i);
+clnode_status cln_dev_finish(cln_backend *be, cln_solve_dev *sd);
+clnode_status cln_dev_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                               size_t ldc, size_t m, size_t n, cln_buf *bias, int act);
+clnode_status cln_dev_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
+                                size_t ldc, size_t m, size_t n);
+clnode_status cln_dev_last_layer_fused(cln_backend *be, cln_solve_dev *sd, int i);
+clnode_status cln_dev_count_active(cln_backend *be, cln_solve_dev *sd, size_t *active);
+clnode_status cln_dev_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf, size_t off,
+                                size_t stride, size_t len, size_t npairs);
+clnode_status cln_dev_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, size_t dst_stride,
+                                cln_buf *src, size_t src_off, size_t src_stride, size_t len,
+                                size_t rows);
+clnode_status cln_dev_solve_rebind(cln_backend *be, cln_solve_dev *sd);
+clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
+
+/* The designated initializers of the ops above, for a device backend's cln_backend_ops. */
+#define CLN_DEV_PROTO_OPS                                                                          \
+    .bias_act = cln_dev_bias_act, .out_scale = cln_dev_out_scale,                                  \
+    .solve_begin = cln_dev_solve_begin, .solve_end = cln_dev_solve_end, .init = cln_dev_init,      \
+    .stage = cln_dev_stage, .stage_rhs = cln_dev_stage_rhs,                                        \
+    .last_layer_fused = cln_dev_last_layer_fused, .finish = cln_dev_finish,                        \
+    .count_active = cln_dev_count_active, .swap_rows = cln_dev_swap_rows,                          \
+    .copy_rows = cln_dev_copy_rows, .solve_rebind = cln_dev_solve_rebind
+
+/* Whether elements [off, off + (rows - 1) ld + cols) of esize bytes each lie inside a buffer of
+ * `size` bytes (without overflow). */
+int cln_dev_block_fits(size_t size, size_t esize, size_t off, size_t rows, size_t cols, size_t ld);
+
+/* The backend's own per-solve state (the launch table's `state`), NULL outside a solve. */
+void *cln_dev_state(const cln_solve_dev *sd);
+
+#endif /* CLN_DEVICE_PROTO_H */
