@@ -39,9 +39,9 @@ static const struct {
     {"host:avx512", "AVX-512", "AVX-512F"},
 };
 
-static clnode_context *g_ctx;      /* the context a check runs on (assert_ok's messages) */
-static clnode_context *ctxs[NISA]; /* NULL: the ISA does not run here */
-static char why_not[NISA][1024];   /* why not, from the context's creation */
+static clnode_context *g_ctx;            /* the context a check runs on (assert_ok's messages) */
+static clnode_context *ctxs[NISA];       /* NULL: the ISA does not run here */
+static char why_not[NISA][TEST_LOG_MSG]; /* why not, from the context's creation */
 
 /* Every output of one ISA, appended in the order the runs made them. */
 typedef struct bytes {
@@ -274,32 +274,13 @@ static void test_isas_named(void **state)
     }
 }
 
-/* The message of a failed context creation reaches the logger (there is no context). */
-static void keep_last(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
-{
-    (void)code;
-    (void)level;
-    snprintf(user, 1024, "%s", msg);
-}
-
-static clnode_status open_isa(const char *spec, char *msg, clnode_context **ctx)
-{
-    clnode_context_options o;
-    clnode_context_default_options(&o);
-    o.device = spec;
-    o.log = keep_last;
-    o.log_user = msg;
-    msg[0] = '\0';
-    return clnode_context_create(&o, ctx);
-}
-
 /* An ISA clnode has no kernels for is an unknown device string, refused naming it. */
 static void test_unknown_isa(void **state)
 {
     (void)state;
-    char msg[1024];
+    char msg[TEST_LOG_MSG];
     clnode_context *ctx = NULL;
-    assert_int_equal(open_isa("host:avx1024", msg, &ctx), CLNODE_ERR_NO_DEVICE);
+    assert_int_equal(test_context_logged("host:avx1024", msg, &ctx), CLNODE_ERR_NO_DEVICE);
     assert_null(ctx);
     print_message("  host:avx1024: %s\n", msg);
     assert_non_null(strstr(msg, "host:avx1024"));
@@ -310,7 +291,7 @@ int main(void)
 {
     int missing = 0;
     for (int i = 0; i < NISA; ++i) {
-        const clnode_status st = open_isa(isas[i].spec, why_not[i], &ctxs[i]);
+        const clnode_status st = test_context_logged(isas[i].spec, why_not[i], &ctxs[i]);
         if (st == CLNODE_ERR_UNSUPPORTED) {
             printf("%s not verified on this machine: %s\n", isas[i].label, why_not[i]);
             ctxs[i] = NULL;

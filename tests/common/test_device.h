@@ -102,4 +102,29 @@ static inline int test_device_open(int argc, char **argv, const char **device, c
     return test_device_open_at(argc, argv, device, log, -1, what, ctx);
 }
 
+/* The size of the message buffer test_context_logged keeps a context's last log message in. */
+#define TEST_LOG_MSG 1024
+
+/* A log callback that keeps the last message in `user` (TEST_LOG_MSG bytes). */
+static inline void test_keep_last_log(void *user, clnode_log_level level, clnode_log_code code,
+                                      const char *msg)
+{
+    (void)code;
+    (void)level;
+    snprintf(user, TEST_LOG_MSG, "%s", msg);
+}
+
+/* clnode_context_create on `spec` with its log messages kept in msg (TEST_LOG_MSG bytes, emptied
+ * first): the last one is the reason of a refusal. */
+static inline clnode_status test_context_logged(const char *spec, char *msg, clnode_context **ctx)
+{
+    clnode_context_options o;
+    clnode_context_default_options(&o);
+    o.device = spec;
+    o.log = test_keep_last_log;
+    o.log_user = msg;
+    msg[0] = '\0';
+    return clnode_context_create(&o, ctx);
+}
+
 #endif /* CLNODE_TEST_DEVICE_H */

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "clnode.h"
+#include "test_device.h"
 #include "test_problem.h"
 
 static clnode_status open_device(const char *spec)
@@ -27,23 +28,10 @@ static clnode_status open_device(const char *spec)
 }
 
 /* The message of a failed context creation reaches the logger (there is no context). */
-static void keep_last(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
-{
-    (void)code;
-    (void)level;
-    snprintf(user, 1024, "%s", msg);
-}
-
 static clnode_status open_logged(const char *spec, char *msg)
 {
-    clnode_context_options o;
-    clnode_context_default_options(&o);
-    o.device = spec;
-    o.log = keep_last;
-    o.log_user = msg;
-    msg[0] = '\0';
     clnode_context *ctx = NULL;
-    const clnode_status st = clnode_context_create(&o, &ctx);
+    const clnode_status st = test_context_logged(spec, msg, &ctx);
     clnode_context_destroy(&ctx);
     return st;
 }
@@ -69,7 +57,7 @@ static void test_help_and_errors_agree(void **state)
     assert_int_equal(clnode_device_help(small, sizeof small), n); /* truncated, NUL-terminated */
     assert_int_equal(strlen(small), sizeof small - 1);
 
-    char msg[1024];
+    char msg[TEST_LOG_MSG];
     assert_int_equal(open_logged("host:nonsense", msg), CLNODE_ERR_NO_DEVICE);
     const char *list = strstr(msg, "expected one of ");
     assert_non_null(list);
@@ -95,7 +83,7 @@ static void test_malformed_refused(void **state)
         "hots",       "host:",    "host:0",       "host:cpu",          "opencl:",
         "opencl:1:2", "cuda:x",   "cuda:0:x",     "cuda:cublas:0",     "cuda:0:cublas:1",
         ":host",      "opencl::", "host:avx1024", "host:openblas:avx2"};
-    char msg[1024];
+    char msg[TEST_LOG_MSG];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         const clnode_status st = open_logged(bad[i], msg);
         printf("%-16s %s: %s\n", bad[i], clnode_status_name(st), msg);
@@ -124,7 +112,7 @@ static void test_listed_devices_open(void **state)
     assert_int_equal(clnode_device_list_num_backends(NULL), 0);
     for (size_t i = 0; i < clnode_device_list_num_backends(l); ++i) {
         const clnode_backend_info *b = clnode_device_list_backend(l, i);
-        char msg[1024];
+        char msg[TEST_LOG_MSG];
         const clnode_status st = open_logged(b->name, msg);
         if (b->built && strncmp(b->note, "not available: ", 15) == 0) {
             assert_int_equal(st, CLNODE_ERR_NO_DEVICE);
