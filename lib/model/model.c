@@ -284,14 +284,14 @@ static void cln_eval_point(const clnode_model *m, size_t maxw, double *h, double
             out[j] = acc;
         }
         const int act = l + 1 < m->num_layers ? (int)m->activation : (int)m->final_activation;
-        cln_host_bias_act_f64(out, no, 1, no, m->biases[l], act);
+        cln_host_bias_act_f64(CLN_GEMM_PORTABLE, out, no, 1, no, m->biases[l], act);
         double *tmp = in;
         in = out;
         out = tmp;
     }
     const size_t dim = m->sizes[m->num_layers];
     if (m->out_scale)
-        cln_host_out_scale_f64(in, dim, 1, dim, m->out_scale, m->out_scale_n);
+        cln_host_out_scale_f64(CLN_GEMM_PORTABLE, in, dim, 1, dim, m->out_scale, m->out_scale_n);
     memcpy(dydt, in, dim * sizeof(double));
 }
 

@@ -237,7 +237,7 @@ CHECK_PANELS(double, f64, fma)
                         for (size_t i = 0; i < rmax * ldc; ++i)                                    \
                             C[i] = R[i] = (i % ldc) < n ? X[i] : (T)NAN;                           \
                         cln_act_rows_##SFX(isa, C, ldc, rows, n, b, act);                          \
-                        cln_host_bias_act_##SFX(R, ldc, rows, n, b, act);                          \
+                        cln_host_bias_act_##SFX(CLN_GEMM_PORTABLE, R, ldc, rows, n, b, act);       \
                         for (size_t i = 0; i < rows * ldc; ++i)                                    \
                             if (memcmp(&C[i], &R[i], sizeof(T)) != 0)                              \
                                 fail_msg("act_rows %s %s act %d rows=%zu n=%zu bias %d: "          \

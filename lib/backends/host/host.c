@@ -409,6 +409,7 @@ static clnode_status host_gemm(cln_backend *be, clnode_precision prec, clnode_ge
 
 /* Bias + activation on an m x n block, its rows shared between the pool's threads. */
 typedef struct host_act_job {
+    cln_gemm_isa isa;
     int f64;
     void *C;
     size_t ldc, m, n;
@@ -424,15 +425,17 @@ static void host_act_part(void *arg, size_t part, size_t parts)
     size_t r0, r1;
     host_part_rows(j->m, part, parts, &r0, &r1);
     if (j->scale && j->f64)
-        cln_host_out_scale_f64((double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->scale,
-                               j->scale_n);
+        cln_host_out_scale_f64(j->isa, (double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n,
+                               j->scale, j->scale_n);
     else if (j->scale)
-        cln_host_out_scale_f32((float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->scale,
+        cln_host_out_scale_f32(j->isa, (float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->scale,
                                j->scale_n);
     else if (j->f64)
-        cln_host_bias_act_f64((double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias, j->act);
+        cln_host_bias_act_f64(j->isa, (double *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias,
+                              j->act);
     else
-        cln_host_bias_act_f32((float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias, j->act);
+        cln_host_bias_act_f32(j->isa, (float *)j->C + r0 * j->ldc, j->ldc, r1 - r0, j->n, j->bias,
+                              j->act);
 }
 
 static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
@@ -440,7 +443,8 @@ static clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *
 {
     host_backend *hb = (host_backend *)be;
     const int f64 = sd->prec == CLNODE_FP64;
-    host_act_job j = {.f64 = f64,
+    host_act_job j = {.isa = hb->isa,
+                      .f64 = f64,
                       .C = f64 ? (void *)HOST_F64(C, c_off) : (void *)HOST_F32(C, c_off),
                       .ldc = ldc,
                       .m = m,
@@ -457,7 +461,8 @@ static clnode_status host_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf 
 {
     host_backend *hb = (host_backend *)be;
     const int f64 = sd->prec == CLNODE_FP64;
-    host_act_job j = {.f64 = f64,
+    host_act_job j = {.isa = hb->isa,
+                      .f64 = f64,
                       .C = f64 ? (void *)HOST_F64(C, c_off) : (void *)HOST_F32(C, c_off),
                       .ldc = ldc,
                       .m = m,
@@ -859,27 +864,34 @@ static clnode_status host_rhs(cln_backend *be, cln_solve_dev *sd)
 }
 
 /* cln_finish_traj for rows [r0, r1) (every trajectory's is its own). */
-static void host_finish_rows(cln_solve_dev *sd, size_t r0, size_t r1)
+static void host_finish_rows(const host_backend *hb, cln_solve_dev *sd, size_t r0, size_t r1)
 {
     if (sd->prec == CLNODE_FP32)
-        cln_host_finish_rows_f32(r0, r1, HOST_F32(sd->CR, 0), HOST_I32(sd->CI), HOST_F32(sd->RS, 0),
-                                 HOST_I32(sd->IS), HOST_F32(sd->Y, 0), HOST_F32(sd->F, 0),
-                                 HOST_F32(sd->Z, 0), HOST_F32(sd->TS, 0), HOST_F32(sd->TSOUT, 0),
-                                 HOST_F32(sd->STT, 0), HOST_F32(sd->STY, 0));
+        cln_host_finish_rows_f32(hb->isa, r0, r1, HOST_F32(sd->CR, 0), HOST_I32(sd->CI),
+                                 HOST_F32(sd->RS, 0), HOST_I32(sd->IS), HOST_F32(sd->Y, 0),
+                                 HOST_F32(sd->F, 0), HOST_F32(sd->Z, 0), HOST_F32(sd->TS, 0),
+                                 HOST_F32(sd->TSOUT, 0), HOST_F32(sd->STT, 0),
+                                 HOST_F32(sd->STY, 0));
     else
-        cln_host_finish_rows_f64(r0, r1, HOST_F64(sd->CR, 0), HOST_I32(sd->CI), HOST_F64(sd->RS, 0),
-                                 HOST_I32(sd->IS), HOST_F64(sd->Y, 0), HOST_F64(sd->F, 0),
-                                 HOST_F64(sd->Z, 0), HOST_F64(sd->TS, 0), HOST_F64(sd->TSOUT, 0),
-                                 HOST_F64(sd->STT, 0), HOST_F64(sd->STY, 0));
+        cln_host_finish_rows_f64(hb->isa, r0, r1, HOST_F64(sd->CR, 0), HOST_I32(sd->CI),
+                                 HOST_F64(sd->RS, 0), HOST_I32(sd->IS), HOST_F64(sd->Y, 0),
+                                 HOST_F64(sd->F, 0), HOST_F64(sd->Z, 0), HOST_F64(sd->TS, 0),
+                                 HOST_F64(sd->TSOUT, 0), HOST_F64(sd->STT, 0),
+                                 HOST_F64(sd->STY, 0));
 }
 
 /* One part of the step's finish. */
+typedef struct host_finish_job {
+    const host_backend *hb;
+    cln_solve_dev *sd;
+} host_finish_job;
+
 static void host_finish_part(void *arg, size_t part, size_t parts)
 {
-    cln_solve_dev *sd = arg;
+    const host_finish_job *j = arg;
     size_t r0, r1;
-    host_part_rows(sd->live, part, parts, &r0, &r1);
-    host_finish_rows(sd, r0, r1);
+    host_part_rows(j->sd->live, part, parts, &r0, &r1);
+    host_finish_rows(j->hb, j->sd, r0, r1);
 }
 
 /* The finish of every live row, the rows shared between the pool's threads when there are enough
@@ -889,9 +901,10 @@ static clnode_status host_finish(cln_backend *be, cln_solve_dev *sd)
 {
     host_backend *hb = (host_backend *)be;
     const size_t work = sd->N * (sd->stages ? sd->stages : 1) * 8;
+    host_finish_job j = {hb, sd};
     cln_pool_run(hb->pool,
                  cln_pool_parts(hb->pool, sd->live, work, CLN_HOST_PART_ELEMS, CLN_HOST_PART_ROWS),
-                 host_finish_part, sd);
+                 host_finish_part, &j);
     return CLNODE_OK;
 }
 
@@ -919,7 +932,7 @@ static void host_steps_block(const host_steps_job *j, size_t part, size_t c0, si
     for (long s = 0; s < j->n; ++s) {
         for (size_t i = sd->first_stage; i < sd->stages; ++i, ++e)
             host_stage_mlp_rows(j->hb, sd, part, (int)i, (int)(e & 1), c0, c1);
-        host_finish_rows(sd, c0, c1);
+        host_finish_rows(j->hb, sd, c0, c1);
     }
 }
 

@@ -7,39 +7,81 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The host's element-wise loops (the activation pass, the stage rows of the fused pass, the step
- * finish) are built for x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 + FMA) as well as the baseline,
- * chosen when the library loads. Contraction is off, and the only fused multiply-adds are the
- * formulas' explicit fma calls, correctly rounded in every clone (the baseline calls libm's); sqrt,
- * division and fmax are IEEE operations in each: every clone computes the same bits.
- * Not under ThreadSanitizer (GCC defines __SANITIZE_THREAD__): the clones' ifunc resolvers run
- * while the library is relocated, before the sanitizer's runtime is set up, and crash there. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && !defined(__clang__) &&       \
-    !defined(__SANITIZE_THREAD__)
-#define CLN_HOST_CLONES                                                                            \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#include "backends/host/host_gemm.h"
+
+/* The host's element-wise loops (the activation and output-scale passes, the stage rows of the
+ * fused pass, the step finish, the reverse pass's activations and their derivatives) are built
+ * three times from one body: for AVX-512F, for AVX2 + FMA and for the baseline, and the caller
+ * picks the build of its context's ISA (cln_gemm_isa: "host:avx512", "host:avx2",
+ * "host:portable", or the widest the CPU runs), as it picks the GEMM's kernels. Contraction is
+ * off, and the only fused multiply-adds are the formulas' explicit fma calls, correctly rounded
+ * in every build (the baseline calls libm's); sqrt, division and fmax are IEEE operations in
+ * each: every build computes the same bits, which tests/backend/test_host_isa.c compares.
+ *
+ * CLN_HOST_BUILDS(attrs, name, params, args) defines, from a body
+ *   static inline __attribute__((always_inline)) void name##_body params
+ * written before it, the three builds (static void, with the extra attributes `attrs`, e.g.
+ * flatten) and the chooser `static void name(cln_gemm_isa isa, params)`, which calls the build
+ * of `isa` with `args` (the names of params, in parentheses). Where the compiler cannot target
+ * x86-64's ISAs, every ISA runs the baseline build (and the context refuses the others). */
+#define CLN_HOST_UNPAREN(...) __VA_ARGS__
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CLN_HOST_BUILDS(attrs, name, params, args)                                                 \
+    __attribute__((target("avx512f"))) attrs static void name##_avx512 params                      \
+    {                                                                                              \
+        name##_body args;                                                                          \
+    }                                                                                              \
+    __attribute__((target("avx2,fma"))) attrs static void name##_avx2 params                       \
+    {                                                                                              \
+        name##_body args;                                                                          \
+    }                                                                                              \
+    attrs static void name##_portable params                                                       \
+    {                                                                                              \
+        name##_body args;                                                                          \
+    }                                                                                              \
+    static void name(cln_gemm_isa isa, CLN_HOST_UNPAREN params)                                    \
+    {                                                                                              \
+        if (isa == CLN_GEMM_AVX512)                                                                \
+            name##_avx512 args;                                                                    \
+        else if (isa == CLN_GEMM_AVX2)                                                             \
+            name##_avx2 args;                                                                      \
+        else                                                                                       \
+            name##_portable args;                                                                  \
+    }
 #else
-#define CLN_HOST_CLONES
+#define CLN_HOST_BUILDS(attrs, name, params, args)                                                 \
+    attrs static void name##_portable params                                                       \
+    {                                                                                              \
+        name##_body args;                                                                          \
+    }                                                                                              \
+    static void name(cln_gemm_isa isa, CLN_HOST_UNPAREN params)                                    \
+    {                                                                                              \
+        (void)isa;                                                                                 \
+        name##_portable args;                                                                      \
+    }
 #endif
+/* The body of a CLN_HOST_BUILDS function. */
+#define CLN_HOST_BODY static inline __attribute__((always_inline)) void
 
 /* cln_host_bias_act: C = act(C + bias) on an m x n block (leading dimension ldc; bias NULL:
  * none, and the identity then leaves C as it is). cln_host_out_scale: C = cln_out_scale(C, s[j])
  * (ns == N) or (C, s[0]) (ns == 1) on such a block: the model's output scale. */
 #define CLN_HOST_MATH_DECLARE(real, sfx)                                                           \
-    void cln_host_bias_act_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *bias,        \
-                                 int act);                                                         \
-    void cln_host_out_scale_##sfx(real *C, size_t ldc, size_t m, size_t n, const real *s,          \
-                                  size_t ns);                                                      \
+    void cln_host_bias_act_##sfx(cln_gemm_isa isa, real *C, size_t ldc, size_t m, size_t n,        \
+                                 const real *bias, int act);                                       \
+    void cln_host_out_scale_##sfx(cln_gemm_isa isa, real *C, size_t ldc, size_t m, size_t n,       \
+                                  const real *s, size_t ns);                                       \
     void cln_host_init_##sfx(size_t B, const real *CR, const int32_t *CI, real *RS, int32_t *IS);  \
     void cln_host_stage_##sfx(int i, size_t rows, const real *CR, const int32_t *CI,               \
                               const real *RS, const int32_t *IS, const real *Y, const real *F,     \
                               real *Z);                                                            \
-    void cln_host_finish_##sfx(size_t rows, const real *CR, const int32_t *CI, real *RS,           \
-                               int32_t *IS, real *Y, real *F, const real *Z, const real *TS,       \
-                               real *TSOUT, real *STT, real *STY);                                 \
-    void cln_host_finish_rows_##sfx(size_t r0, size_t r1, const real *CR, const int32_t *CI,       \
-                                    real *RS, int32_t *IS, real *Y, real *F, const real *Z,        \
-                                    const real *TS, real *TSOUT, real *STT, real *STY);
+    void cln_host_finish_##sfx(cln_gemm_isa isa, size_t rows, const real *CR, const int32_t *CI,   \
+                               real *RS, int32_t *IS, real *Y, real *F, const real *Z,             \
+                               const real *TS, real *TSOUT, real *STT, real *STY);                 \
+    void cln_host_finish_rows_##sfx(cln_gemm_isa isa, size_t r0, size_t r1, const real *CR,        \
+                                    const int32_t *CI, real *RS, int32_t *IS, real *Y, real *F,    \
+                                    const real *Z, const real *TS, real *TSOUT, real *STT,         \
+                                    real *STY);
 
 CLN_HOST_MATH_DECLARE(float, f32)
 CLN_HOST_MATH_DECLARE(double, f64)
