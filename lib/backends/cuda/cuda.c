@@ -134,11 +134,14 @@ static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, c
     /* before the first cuBLAS handle of this backend */
     cu_sanitize_env(ctx, cb);
 
-    CLN_TRY(st, CU_STATUS(ctx, CU(cudaSetDevice)(cb->dev)));
+    CLN_TRY(st, CU_STATUS(ctx, "cudaSetDevice", CU(cudaSetDevice)(cb->dev)));
     CLN_TRY(st, cu_describe(cb));
-    CLN_TRY(st, CU_STATUS(ctx, CU(cudaStreamCreateWithFlags)(&cb->stream, cudaStreamNonBlocking)));
-    CLN_TRY(st, CU_STATUS(ctx, CU(cudaMalloc)((void **)&cb->count_dev, sizeof(int))));
-    CLN_TRY(st, CU_STATUS(ctx, CU(cudaMallocHost)((void **)&cb->count_host, sizeof(int))));
+    CLN_TRY(st, CU_STATUS(ctx, "cudaStreamCreateWithFlags (the context's stream)",
+                          CU(cudaStreamCreateWithFlags)(&cb->stream, cudaStreamNonBlocking)));
+    CLN_TRY(st, CU_STATUS(ctx, "cudaMalloc (the active count)",
+                          CU(cudaMalloc)((void **)&cb->count_dev, sizeof(int))));
+    CLN_TRY(st, CU_STATUS(ctx, "cudaMallocHost (the active count's read-back)",
+                          CU(cudaMallocHost)((void **)&cb->count_host, sizeof(int))));
     *cb->count_host = 0;
     CLN_TRY(st, cu_blas_setup(cb));
     *out = &cb->proto.base;

@@ -54,9 +54,11 @@ clnode_status cu_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes
     /* in stream order; waiting here makes the write blocking (src may be reused at once) and
      * reports its errors here. Set-up only (and the saved steps' new capacity into CI, a few
      * times per solve between groups of steps): never called per step. */
-    CU_CHECK(be->ctx, CU(cudaMemcpyAsync)((unsigned char *)b->p + off, src, bytes,
-                                          cudaMemcpyHostToDevice, cb->stream));
-    CU_CHECK(be->ctx, CU(cudaStreamSynchronize)(cb->stream));
+    CU_CHECK(be->ctx, "cudaMemcpyAsync (host to device)",
+             CU(cudaMemcpyAsync)((unsigned char *)b->p + off, src, bytes, cudaMemcpyHostToDevice,
+                                 cb->stream));
+    CU_CHECK(be->ctx, "cudaStreamSynchronize (a buffer copy)",
+             CU(cudaStreamSynchronize)(cb->stream));
     return CLNODE_OK;
 }
 
@@ -71,8 +73,10 @@ clnode_status cu_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes,
     if (st != CLNODE_OK)
         return st;
     be->syncs++;
-    CU_CHECK(be->ctx, CU(cudaMemcpyAsync)(dst, (const unsigned char *)b->p + off, bytes,
-                                          cudaMemcpyDeviceToHost, cb->stream));
-    CU_CHECK(be->ctx, CU(cudaStreamSynchronize)(cb->stream));
+    CU_CHECK(be->ctx, "cudaMemcpyAsync (device to host)",
+             CU(cudaMemcpyAsync)(dst, (const unsigned char *)b->p + off, bytes,
+                                 cudaMemcpyDeviceToHost, cb->stream));
+    CU_CHECK(be->ctx, "cudaStreamSynchronize (a buffer copy)",
+             CU(cudaStreamSynchronize)(cb->stream));
     return CLNODE_OK;
 }

@@ -9,7 +9,7 @@ clnode_status cu_bind(cuda_backend *cb)
     int cur = -1;
     if (CU(cudaGetDevice)(&cur) == cudaSuccess && cur == cb->dev)
         return CLNODE_OK;
-    CU_CHECK(cb->proto.base.ctx, CU(cudaSetDevice)(cb->dev));
+    CU_CHECK(cb->proto.base.ctx, "cudaSetDevice", CU(cudaSetDevice)(cb->dev));
     return CLNODE_OK;
 }
 
@@ -137,7 +137,7 @@ clnode_status cu_list(clnode_context *ctx, cln_device_sink *sink)
     for (int i = 0; i < count; ++i) {
         struct cudaDeviceProp prop;
         memset(&prop, 0, sizeof prop);
-        CU_CHECK(ctx, CU(cudaGetDeviceProperties)(&prop, i));
+        CU_CHECK(ctx, "cudaGetDeviceProperties", CU(cudaGetDeviceProperties)(&prop, i));
         prop.name[sizeof prop.name - 1] = '\0';
         for (int e = 0; e < 2; ++e) {
             clnode_device_info *d = cln_device_sink_add(sink, e == 0);
@@ -186,7 +186,7 @@ clnode_status cu_describe(cuda_backend *cb)
     clnode_context *ctx = cb->proto.base.ctx;
     struct cudaDeviceProp prop;
     memset(&prop, 0, sizeof prop);
-    CU_CHECK(ctx, CU(cudaGetDeviceProperties)(&prop, cb->dev));
+    CU_CHECK(ctx, "cudaGetDeviceProperties", CU(cudaGetDeviceProperties)(&prop, cb->dev));
     prop.name[sizeof prop.name - 1] = '\0';
     cb->cc_major = prop.major;
     cb->cc_minor = prop.minor;
@@ -209,11 +209,12 @@ clnode_status cu_describe(cuda_backend *cb)
 clnode_status cu_blas_setup(cuda_backend *cb)
 {
     clnode_context *ctx = cb->proto.base.ctx;
-    BLAS_CHECK(ctx, CU(cublasCreate)(&cb->blas));
-    BLAS_CHECK(ctx, CU(cublasSetStream)(cb->blas, cb->stream));
-    BLAS_CHECK(ctx, CU(cublasSetMathMode)(cb->blas, CUBLAS_PEDANTIC_MATH));
+    BLAS_CHECK(ctx, "cublasCreate", CU(cublasCreate)(&cb->blas));
+    BLAS_CHECK(ctx, "cublasSetStream", CU(cublasSetStream)(cb->blas, cb->stream));
+    BLAS_CHECK(ctx, "cublasSetMathMode (pedantic)",
+               CU(cublasSetMathMode)(cb->blas, CUBLAS_PEDANTIC_MATH));
     cublasMath_t mm = CUBLAS_DEFAULT_MATH;
-    BLAS_CHECK(ctx, CU(cublasGetMathMode)(cb->blas, &mm));
+    BLAS_CHECK(ctx, "cublasGetMathMode", CU(cublasGetMathMode)(cb->blas, &mm));
     CLN_CHECK(ctx, mm == CUBLAS_PEDANTIC_MATH, CLNODE_ERR_BLAS,
               "cuBLAS refused the pedantic math mode (has %d)", (int)mm);
     cb->math = mm;

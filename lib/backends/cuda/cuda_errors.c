@@ -26,30 +26,15 @@ clnode_status cu_status(cudaError_t e)
     }
 }
 
-/* Records a failed CUDA runtime call: its raw code as the last native error, a message naming
- * the call. */
-/* "CU(cudaSetDevice)(cb->dev)", a call through the table as CU_CHECK spells it, as
- * "cudaSetDevice(cb->dev)" for messages. */
-static const char *cu_call_name(const char *call, char *buf, size_t size)
-{
-    const char *close = strncmp(call, "CU(", 3) == 0 ? strchr(call + 3, ')') : NULL;
-    if (!close)
-        return call;
-    snprintf(buf, size, "%.*s%s", (int)(close - call - 3), call + 3, close + 1);
-    return buf;
-}
-
-clnode_status cu_fail_at(clnode_context *ctx, cudaError_t e, const char *call, const char *file,
+clnode_status cu_fail_at(clnode_context *ctx, cudaError_t e, const char *what, const char *file,
                          int line)
 {
-    char name[160];
     (void)CU(cudaGetLastError)(); /* clear a non-sticky error so that later calls start clean */
     return cln_fail_native_at(ctx, (long)e, cu_status(e), file, line, "%s failed: %s (%d: %s)",
-                              cu_call_name(call, name, sizeof name), CU(cudaGetErrorName)(e),
-                              (int)e, CU(cudaGetErrorString)(e));
+                              what, CU(cudaGetErrorName)(e), (int)e, CU(cudaGetErrorString)(e));
 }
 
-clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *call,
+clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *what,
                            const char *file, int line)
 {
     clnode_status st = CLNODE_ERR_BLAS;
@@ -59,8 +44,7 @@ clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *ca
         st = CLNODE_ERR_UNSUPPORTED;
     else if (s == CUBLAS_STATUS_NOT_INITIALIZED)
         st = CLNODE_ERR_DEVICE;
-    char name[160];
     return cln_fail_native_at(ctx, (long)s, st, file, line, "%s failed: %s (cuBLAS status %d: %s)",
-                              cu_call_name(call, name, sizeof name), CU(cublasGetStatusName)(s),
-                              (int)s, CU(cublasGetStatusString)(s));
+                              what, CU(cublasGetStatusName)(s), (int)s,
+                              CU(cublasGetStatusString)(s));
 }

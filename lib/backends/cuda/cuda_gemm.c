@@ -5,7 +5,7 @@ static clnode_status cu_set_math(cuda_backend *cb, cublasMath_t math)
 {
     if (cb->math == math)
         return CLNODE_OK;
-    BLAS_CHECK(cb->proto.base.ctx, CU(cublasSetMathMode)(cb->blas, math));
+    BLAS_CHECK(cb->proto.base.ctx, "cublasSetMathMode", CU(cublasSetMathMode)(cb->blas, math));
     cb->math = math;
     return CLNODE_OK;
 }
@@ -120,7 +120,8 @@ clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode m
         return st;
     unsigned char *c = (unsigned char *)C->p + c_off * es;
     if (k == 0) { /* an empty sum: C = 0, as cblas with beta = 0 */
-        CU_CHECK(ctx, CU(cudaMemset2DAsync)(c, ldc * es, 0, n * es, m, cb->stream));
+        CU_CHECK(ctx, "cudaMemset2DAsync (GEMM with k = 0)",
+                 CU(cudaMemset2DAsync)(c, ldc * es, 0, n * es, m, cb->stream));
         return CLNODE_OK;
     }
     if (mode == CLNODE_GEMM_STRICT && !cb->cublas_strict)

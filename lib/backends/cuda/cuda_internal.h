@@ -74,42 +74,45 @@ static inline cuda_backend *cub(cln_backend *be)
     return (cuda_backend *)(void *)be;
 }
 
-/* Records a failed CUDA runtime (cu_fail_at) or cuBLAS (blas_fail_at) call named `call` at
- * file:line: its native code as the last native error, the status it maps to, a message. */
-clnode_status cu_fail_at(clnode_context *ctx, cudaError_t e, const char *call, const char *file,
+/* Records a failed CUDA runtime (cu_fail_at) or cuBLAS (blas_fail_at) call at file:line: its
+ * native code as the last native error, the status it maps to, and a message naming the call as
+ * `what` says (the form of every native check: OCL_FAIL, OCL_CHECK in the OpenCL backend). */
+clnode_status cu_fail_at(clnode_context *ctx, cudaError_t e, const char *what, const char *file,
                          int line);
-clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *call,
+clnode_status blas_fail_at(clnode_context *ctx, cublasStatus_t s, const char *what,
                            const char *file, int line);
 
-#define CU_FAIL(ctx, e, call) cu_fail_at((ctx), (e), (call), __FILE__, __LINE__)
+#define CU_FAIL(ctx, e, what) cu_fail_at((ctx), (e), (what), __FILE__, __LINE__)
 
-/* Returns from the enclosing function if a CUDA runtime call fails. */
-#define CU_CHECK(ctx, call)                                                                        \
+/* Returns from the enclosing function when a CUDA runtime call fails; `what` names it for the
+ * user. */
+#define CU_CHECK(ctx, what, call)                                                                  \
     do {                                                                                           \
         const cudaError_t e_ = (call);                                                             \
         if (e_ != cudaSuccess)                                                                     \
-            return CU_FAIL((ctx), e_, #call);                                                      \
+            return CU_FAIL((ctx), e_, (what));                                                     \
     } while (0)
 
 /* A CUDA runtime call as a status (CLNODE_OK, or its failure recorded by CU_FAIL), for CLN_TRY:
- * CLN_TRY(st, CU_STATUS(ctx, call)). */
-#define CU_STATUS(ctx, call) cu_status_of((ctx), (call), #call, __FILE__, __LINE__)
+ * CLN_TRY(st, CU_STATUS(ctx, what, call)). */
+#define CU_STATUS(ctx, what, call) cu_status_of((ctx), (call), (what), __FILE__, __LINE__)
 
-#define BLAS_FAIL(ctx, s, call) blas_fail_at((ctx), (s), (call), __FILE__, __LINE__)
+#define BLAS_FAIL(ctx, s, what) blas_fail_at((ctx), (s), (what), __FILE__, __LINE__)
 
-#define BLAS_CHECK(ctx, call)                                                                      \
+/* Returns from the enclosing function when a cuBLAS call fails; `what` names it. */
+#define BLAS_CHECK(ctx, what, call)                                                                \
     do {                                                                                           \
         const cublasStatus_t s_ = (call);                                                          \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
-            return BLAS_FAIL((ctx), s_, #call);                                                    \
+            return BLAS_FAIL((ctx), s_, (what));                                                   \
     } while (0)
 
 /* ---- the functions the files of the backend share ---- */
 
-static inline clnode_status cu_status_of(clnode_context *ctx, cudaError_t e, const char *call,
+static inline clnode_status cu_status_of(clnode_context *ctx, cudaError_t e, const char *what,
                                          const char *file, int line)
 {
-    return e == cudaSuccess ? CLNODE_OK : cu_fail_at(ctx, e, call, file, line);
+    return e == cudaSuccess ? CLNODE_OK : cu_fail_at(ctx, e, what, file, line);
 }
 
 clnode_status cu_status(cudaError_t e);

@@ -178,10 +178,12 @@ static clnode_status cu_launch_count(cln_backend *be, cln_solve_dev *sd, void *s
         cu_launch(be, cs->p->count, 1, CU_COUNT_THREADS, cs->a_count, "cln_count_active");
     if (st != CLNODE_OK)
         return st;
-    CU_CHECK(be->ctx, CU(cudaMemcpyAsync)(cb->count_host, cb->count_dev, sizeof(int),
-                                          cudaMemcpyDeviceToHost, cb->stream));
+    CU_CHECK(be->ctx, "cudaMemcpyAsync (active-trajectory count)",
+             CU(cudaMemcpyAsync)(cb->count_host, cb->count_dev, sizeof(int), cudaMemcpyDeviceToHost,
+                                 cb->stream));
     /* also where a fault of any kernel enqueued since the last wait surfaces */
-    CU_CHECK(be->ctx, CU(cudaStreamSynchronize)(cb->stream));
+    CU_CHECK(be->ctx, "cudaStreamSynchronize (active-trajectory count)",
+             CU(cudaStreamSynchronize)(cb->stream));
     *count = *cb->count_host;
     return CLNODE_OK;
 }
@@ -214,13 +216,15 @@ static clnode_status cu_launch_copy(cln_backend *be, cln_buf *dst, size_t dst_of
     unsigned char *d = (unsigned char *)dst->p + dst_off;
     const unsigned char *sp = (const unsigned char *)src->p + src_off;
     if (dst_stride <= INT32_MAX && src_stride <= INT32_MAX) {
-        CU_CHECK(ctx, CU(cudaMemcpy2DAsync)(d, dst_stride, sp, src_stride, len, rows,
-                                            cudaMemcpyDeviceToDevice, cb->stream));
+        CU_CHECK(ctx, "cudaMemcpy2DAsync (rows, device to device)",
+                 CU(cudaMemcpy2DAsync)(d, dst_stride, sp, src_stride, len, rows,
+                                       cudaMemcpyDeviceToDevice, cb->stream));
         return CLNODE_OK;
     }
     for (size_t r = 0; r < rows; ++r)
-        CU_CHECK(ctx, CU(cudaMemcpyAsync)(d + r * dst_stride, sp + r * src_stride, len,
-                                          cudaMemcpyDeviceToDevice, cb->stream));
+        CU_CHECK(ctx, "cudaMemcpyAsync (a row, device to device)",
+                 CU(cudaMemcpyAsync)(d + r * dst_stride, sp + r * src_stride, len,
+                                     cudaMemcpyDeviceToDevice, cb->stream));
     return CLNODE_OK;
 }
 
