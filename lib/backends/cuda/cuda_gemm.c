@@ -98,23 +98,18 @@ clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode m
 {
     cuda_backend *cb = cub(be);
     clnode_context *ctx = be->ctx;
-    clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
-    if (st != CLNODE_OK)
+    int nothing = 1;
+    clnode_status st = cln_dev_gemm_check(be, prec, mode, m, n, k, A, a_off, lda, Bm, b_off, ldb, C,
+                                          c_off, ldc, &nothing);
+    if (st != CLNODE_OK || nothing)
         return st;
-    if (m == 0 || n == 0)
-        return CLNODE_OK;
     CLN_CHECK(ctx,
               m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
-                  ldc <= INT_MAX && lda >= k && ldb >= k && ldc >= n,
+                  ldc <= INT_MAX,
               CLNODE_ERR_INVALID_ARGUMENT,
               "GEMM %zu x %zu x %zu (lda %zu, ldb %zu, ldc %zu) is outside cuBLAS's int range", m,
               n, k, lda, ldb, ldc);
     const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
-    CLN_CHECK(ctx,
-              cln_dev_block_fits(A->size, es, a_off, m, k, lda) &&
-                  cln_dev_block_fits(Bm->size, es, b_off, n, k, ldb) &&
-                  cln_dev_block_fits(C->size, es, c_off, m, n, ldc),
-              CLNODE_ERR_INTERNAL, "GEMM %zu x %zu x %zu reaches past its buffers", m, n, k);
     st = cu_bind(cb);
     if (st != CLNODE_OK)
         return st;

@@ -115,7 +115,17 @@ static inline clnode_status cu_status_of(clnode_context *ctx, cudaError_t e, con
     return e == cudaSuccess ? CLNODE_OK : cu_fail_at(ctx, e, what, file, line);
 }
 
+/* cuda_errors.c: the clnode status a CUDA runtime error maps to. */
 clnode_status cu_status(cudaError_t e);
+
+/* cuda_devices.c: the backend's device made current for the calling thread (the runtime's
+ * current device is per thread); the environment variables that would change cuBLAS's
+ * arithmetic (NVIDIA_TF32_OVERRIDE other than 0, the CUBLAS_EMULATE_* switches) removed, with a
+ * warning; whether CUDA can run here (its libraries
+ * load and the runtime finds a driver; why not into why); every device into the device list,
+ * once per engine; the device ordinal `index` checked against the devices present; the device's
+ * name and architecture into the backend and the log; the cuBLAS handle on the backend's stream
+ * in the pedantic math mode (checked). */
 clnode_status cu_bind(cuda_backend *cb);
 void cu_sanitize_env(clnode_context *ctx, cuda_backend *cb);
 clnode_status cu_available(char *why, size_t size);
@@ -123,15 +133,26 @@ clnode_status cu_list(clnode_context *ctx, cln_device_sink *sink);
 clnode_status cu_check_index(clnode_context *ctx, const char *spec, long index);
 clnode_status cu_describe(cuda_backend *cb);
 clnode_status cu_blas_setup(cuda_backend *cb);
+
+/* cuda_program.c: the program cache (the kernels of precision `prec` compiled through NVRTC and
+ * loaded on first use) and its release. */
 void cu_program_release(cu_program *p);
 clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_program **out);
+
+/* cuda_buffers.c: the buffer ops of backend.h. */
 clnode_status cu_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out);
 void cu_buf_free(cln_backend *be, cln_buf *b);
 clnode_status cu_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes, const void *src);
 clnode_status cu_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes, void *dst);
+
+/* cuda_gemm.c: the gemm op of backend.h (the ordered kernel in strict mode, else cuBLAS). */
 clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode, size_t m,
                       size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda, cln_buf *Bm,
                       size_t b_off, size_t ldb, cln_buf *C, size_t c_off, size_t ldc);
+
+/* cuda_launch.c: the blocks of `threads` threads covering `items` (at least one; an error past
+ * the grid's limit), and one cudaLaunchKernel of kernel k (`name` for messages) on the
+ * backend's stream. */
 clnode_status cu_blocks(clnode_context *ctx, unsigned long long items, unsigned threads,
                         unsigned *out);
 clnode_status cu_launch(cln_backend *be, cudaKernel_t k, unsigned blocks, unsigned threads,

@@ -31,6 +31,35 @@ int cln_dev_block_fits(size_t size, size_t esize, size_t off, size_t rows, size_
            cln_add_size(end, off, &end) && cln_mul_size(end, esize, &bytes) && bytes <= size;
 }
 
+clnode_status cln_dev_gemm_check(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
+                                 size_t m, size_t n, size_t k, const cln_buf *A, size_t a_off,
+                                 size_t lda, const cln_buf *Bm, size_t b_off, size_t ldb,
+                                 const cln_buf *C, size_t c_off, size_t ldc, int *nothing)
+{
+    clnode_context *ctx = be->ctx;
+    *nothing = 1;
+    const clnode_status st = cln_check_gemm_mode(ctx, prec, mode);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_CHECK(ctx, be->ops->supports(be, prec),
+              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
+              "device %s cannot multiply in %s", be->device_name, clnode_precision_name(prec));
+    if (m == 0 || n == 0)
+        return CLNODE_OK;
+    const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
+    size_t (*size)(const cln_buf *) = dev_launch(be)->buf_size;
+    CLN_CHECK(ctx, lda >= k && ldb >= k && ldc >= n, CLNODE_ERR_INTERNAL,
+              "GEMM %zu x %zu x %zu: leading dimensions %zu, %zu, %zu shorter than their rows", m,
+              n, k, lda, ldb, ldc);
+    CLN_CHECK(ctx,
+              cln_dev_block_fits(size(A), es, a_off, m, k, lda) &&
+                  cln_dev_block_fits(size(Bm), es, b_off, n, k, ldb) &&
+                  cln_dev_block_fits(size(C), es, c_off, m, n, ldc),
+              CLNODE_ERR_INTERNAL, "GEMM %zu x %zu x %zu reaches past its buffers", m, n, k);
+    *nothing = 0;
+    return CLNODE_OK;
+}
+
 /* The checks every m x n block op makes: inside a solve, an INT32 block inside buffer C. */
 static clnode_status dev_block_check(cln_backend *be, const cln_solve_dev *sd, const char *op,
                                      const cln_buf *C, size_t c_off, size_t ldc, size_t m, size_t n)

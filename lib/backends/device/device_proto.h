@@ -107,6 +107,15 @@ clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
  * `size` bytes (without overflow). */
 int cln_dev_block_fits(size_t size, size_t esize, size_t off, size_t rows, size_t cols, size_t ld);
 
+/* What every device GEMM (the gemm op of backend.h) checks before it enqueues: the GEMM mode,
+ * the precision on this device (CLNODE_ERR_NO_FP64 for fp64), leading dimensions that hold their
+ * rows (lda, ldb >= k, ldc >= n) and the three blocks inside their buffers. *nothing is set when
+ * m or n is 0: nothing to enqueue (and nothing else is checked). */
+clnode_status cln_dev_gemm_check(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode,
+                                 size_t m, size_t n, size_t k, const cln_buf *A, size_t a_off,
+                                 size_t lda, const cln_buf *Bm, size_t b_off, size_t ldb,
+                                 const cln_buf *C, size_t c_off, size_t ldc, int *nothing);
+
 /* The backend's own per-solve state (the launch table's `state`), NULL outside a solve. */
 void *cln_dev_state(const cln_solve_dev *sd);
 

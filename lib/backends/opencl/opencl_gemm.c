@@ -107,14 +107,11 @@ clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode 
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
-    const clnode_status gm = cln_check_gemm_mode(ctx, prec, mode);
-    if (gm != CLNODE_OK)
+    int nothing = 1;
+    const clnode_status gm = cln_dev_gemm_check(be, prec, mode, m, n, k, A, a_off, lda, Bm, b_off,
+                                                ldb, C, c_off, ldc, &nothing);
+    if (gm != CLNODE_OK || nothing)
         return gm;
-    CLN_CHECK(ctx, prec == CLNODE_FP32 || (prec == CLNODE_FP64 && ob->has_fp64),
-              prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
-              "device %s cannot multiply in %s", be->device_name, clnode_precision_name(prec));
-    if (m == 0 || n == 0)
-        return CLNODE_OK;
     const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     if (k == 0) { /* an empty sum: C = 0 (CLBlast rejects k == 0) */
         const cl_uchar zero = 0;

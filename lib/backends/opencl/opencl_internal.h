@@ -150,8 +150,16 @@ typedef struct ocl_select {
 
 /* ---- the functions the files of the backend share ---- */
 
+/* opencl_errors.c: the name of an OpenCL (or CLBlast) error code, and the clnode status it maps
+ * to (`other` for the codes without a closer one). */
 const char *ocl_err_name(cl_int e);
 clnode_status ocl_status(cl_int e, clnode_status other);
+
+/* opencl_devices.c: a device's description (names, versions, whether it is a simulator);
+ * "x.y" of an "OpenCL C x.y ..." string into out (empty when it does not parse); every device of
+ * every platform in enumeration order through fn until it returns non-zero (CLNODE_OK also when
+ * there is no platform); every device into the device list; and the selection callback that
+ * ocl_enumerate calls with an ocl_select (returns non-zero when it found its device). */
 void ocl_fill_info(cl_platform_id plat, cl_device_id d, ocl_dev_info *info);
 void ocl_clc_version(const char *clc, char *out, size_t n);
 clnode_status ocl_enumerate(clnode_context *ctx,
@@ -159,19 +167,33 @@ clnode_status ocl_enumerate(clnode_context *ctx,
                             void *user);
 clnode_status ocl_list(clnode_context *ctx, cln_device_sink *sink);
 int ocl_select_one(void *user, size_t index, const ocl_dev_info *info);
+
+/* opencl_program.c: the program cache (the program of precision `prec`, built on first use, and
+ * its release); kernel k's work-group size limit on the device, capped at `cap`, as a power of
+ * two; x rounded up to a multiple of m; a 2-D work-group for an NDRange of nx (fastest) by ny
+ * items within `limit` (x up to the device's preferred multiple, y the rest). */
 void ocl_program_release(ocl_program *p);
 clnode_status ocl_program_get(opencl_backend *ob, clnode_precision prec, ocl_program **out);
 size_t ocl_wg_limit(opencl_backend *ob, cl_kernel k, size_t cap);
 size_t ocl_round_up(size_t x, size_t m);
 void ocl_local_2d(const opencl_backend *ob, const ocl_program *p, size_t limit, size_t nx,
                   size_t l[2]);
+
+/* opencl.c: the backend on the chosen device, or on the caller's context and in-order queue
+ * (adopt_ctx and adopt_queue non-NULL: retained, not owned). */
 clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen, cl_context adopt_ctx,
                         cl_command_queue adopt_queue, cln_backend **out);
+
+/* opencl_buffers.c: the buffer ops of backend.h; and tf32 scratch `which` (0: A, 1: B) made to
+ * hold `bytes` (grown only when a larger product is first seen, so that steps never allocate). */
 clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out);
 void ocl_buf_free(cln_backend *be, cln_buf *b);
 clnode_status ocl_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes, const void *src);
 clnode_status ocl_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes, void *dst);
 clnode_status ocl_tf32_scratch(opencl_backend *ob, int which, size_t bytes);
+
+/* opencl_gemm.c: the gemm op of backend.h (CLBlast; tf32 mode: both operands rounded to TF32 on
+ * the device first). */
 clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode mode, size_t m,
                        size_t n, size_t k, cln_buf *A, size_t a_off, size_t lda, cln_buf *Bm,
                        size_t b_off, size_t ldb, cln_buf *C, size_t c_off, size_t ldc);
