@@ -19,19 +19,22 @@
  * each: every build computes the same bits, which tests/backend/test_host_isa.c compares.
  *
  * CLN_HOST_BUILDS(attrs, name, params, args) defines, from a body
- *   static inline __attribute__((always_inline)) void name##_body params
- * written before it, the three builds (static void, with the extra attributes `attrs`, e.g.
- * flatten) and the chooser `static void name(cln_gemm_isa isa, params)`, which calls the build
- * of `isa` with `args` (the names of params, in parentheses). Where the compiler cannot target
- * x86-64's ISAs, every ISA runs the baseline build (and the context refuses the others). */
+ *   static inline void name##_body params    (CLN_HOST_BODY)
+ * written before it, the three builds (static void, with the extra attributes `attrs`; the
+ * AVX2 and AVX-512 builds are `flatten`, so that the body and every call in it are compiled for
+ * their ISA: an always_inline body would leave its own callees, such as cln_finish_traj, out of
+ * line in the baseline's code) and the chooser `static void name(cln_gemm_isa isa, params)`, which
+ * calls the build of `isa` with `args` (the names of params, in parentheses). Where the compiler
+ * cannot target x86-64's ISAs, every ISA runs the baseline build (and the context refuses the
+ * others). */
 #define CLN_HOST_UNPAREN(...) __VA_ARGS__
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CLN_HOST_BUILDS(attrs, name, params, args)                                                 \
-    __attribute__((target("avx512f"))) attrs static void name##_avx512 params                      \
+    __attribute__((target("avx512f"), flatten)) attrs static void name##_avx512 params             \
     {                                                                                              \
         name##_body args;                                                                          \
     }                                                                                              \
-    __attribute__((target("avx2,fma"))) attrs static void name##_avx2 params                       \
+    __attribute__((target("avx2,fma"), flatten)) attrs static void name##_avx2 params              \
     {                                                                                              \
         name##_body args;                                                                          \
     }                                                                                              \
@@ -61,7 +64,7 @@
     }
 #endif
 /* The body of a CLN_HOST_BUILDS function. */
-#define CLN_HOST_BODY static inline __attribute__((always_inline)) void
+#define CLN_HOST_BODY static inline void
 
 /* cln_host_bias_act: C = act(C + bias) on an m x n block (leading dimension ldc; bias NULL:
  * none, and the identity then leaves C as it is). cln_host_out_scale: C = cln_out_scale(C, s[j])
