@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 
+#include "clnode/gradient.h"
 #include "clnode/solver.h"
 
 #ifdef __cplusplus
@@ -89,6 +90,48 @@ CLNODE_API clnode_status clnode_mpi_gather(clnode_context *ctx, MPI_Comm comm, i
                                            size_t num_chunks, const int *owner,
                                            clnode_mpi_get_fn get, clnode_mpi_deliver_fn deliver,
                                            void *user);
+
+/* ---- the reverse pass across the ranks ----
+ *
+ * The gradient's chunks are whole blocks of the parameters' sum (CLNODE_GRADIENT_BLOCK
+ * trajectories, clnode/gradient.h). Each rank solves its chunks with keep_tape and goes back
+ * through each (clnode_gradient_compute's pass on the chunk's trajectories); a chunk of blocks
+ * [a, b) leaves the sums of the aligned power-of-two runs of blocks [k 2^j, (k + 1) 2^j) that
+ * make it up, each a node of the library's fixed tree over the block indices. Rank 0 pushes the
+ * runs in block order into that tree and folds it, so the parameters' gradient has the bits of
+ * one clnode_gradient_compute of the whole batch at any rank count and chunk size; the y0 and
+ * input cotangents are each trajectory's own and are gathered in trajectory order. */
+
+/* The default chunk size of a gradient: clnode_mpi_default_chunk_size(batch) rounded up to a
+ * multiple of CLNODE_GRADIENT_BLOCK (a function of the batch only). */
+CLNODE_API size_t clnode_mpi_gradient_chunk_size(size_t batch);
+
+/* The gradient of the solve of `problem` across the ranks of comm. Collective: every rank passes
+ * the same problem, options, slots and cotangents. ctx: this rank's context of the solves (any
+ * device; strict GEMM mode unless it is the host); rev_ctx: its context of the reverse pass (a
+ * host context, as clnode_gradient_compute takes; NULL: ctx). opts: the solve's options (keep_tape
+ * is set by the call); gopts: the reverse pass's (NULL: the defaults; their cancel and progress
+ * apply to each chunk's pass). cot: batch x slots x dim cotangents over the whole batch, as
+ * clnode_gradient_compute reads them (each rank reads the rows of its chunks only). mopts: as
+ * clnode_solve_mpi's, with chunk_size 0 meaning clnode_mpi_gradient_chunk_size(batch); on_chunk
+ * gets each chunk's solution after its reverse pass; skip must be NULL. owner: as
+ * clnode_solve_mpi's (NULL: not returned).
+ * On success, on rank 0 *out holds the whole gradient (clnode_gradient_y0 ...); on the other
+ * ranks it holds the parameters' gradient (the same bits) and clnode_gradient_y0 and
+ * clnode_gradient_inputs return NULL. Every rank has the same status. Errors (nothing in *out):
+ * CLNODE_ERR_INVALID_ARGUMENT (a chunk size that is not a multiple of CLNODE_GRADIENT_BLOCK, skip,
+ * NULL arguments, as clnode_solve_mpi's), and a rank's failure (its solve, its reverse pass, the
+ * callback, out of memory) on every rank with a message naming the rank and the trajectories it
+ * lost (clnode_solve_mpi's), CLNODE_ERR_DEVICE for a failed MPI call.
+ * Memory: each rank keeps, per chunk it went back through, its runs' sums (at most 2 log2(blocks
+ * per chunk) + 2 copies of the parameters in the state precision) and its rows of the y0 and input
+ * cotangents until rank 0 gathers them, one chunk of another rank at a time; rank 0 holds the
+ * whole gradient. */
+CLNODE_API clnode_status
+clnode_gradient_mpi(clnode_context *ctx, clnode_context *rev_ctx, const clnode_model *model,
+                    const clnode_solve_options *opts, const clnode_gradient_options *gopts,
+                    const clnode_problem *problem, size_t slots, const double *cot, MPI_Comm comm,
+                    const clnode_mpi_options *mopts, int *owner, clnode_gradient **out);
 
 #ifdef __cplusplus
 }

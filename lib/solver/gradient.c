@@ -135,8 +135,8 @@ static double cln_rev_real(const cln_tape *t, const void *buf, size_t i)
 /* Trajectory b's events from its row's kinds: the state after p steps for t0 (0), the k-th saved
  * step (k + 1) and the stop (M); a save time in the first accepted step that ends at or after it
  * (as cln_save_dense saves it), or y0 itself for a trajectory of no step. */
-static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b, const clnode_save_kind *kinds,
-                                  size_t P, cln_rev_event *ev)
+static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
+                                  const clnode_save_kind *kinds, size_t P, cln_rev_event *ev)
 {
     const cln_tape *t = sol->tape;
     const size_t M = t->off_t[b + 1] - t->off_t[b] - 1;
@@ -151,8 +151,7 @@ static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b, const cl
             e.step = (int32_t)M;
         } else if (kinds[k] == CLNODE_SAVE_TS && M > 0) {
             const size_t jj = first + j++;
-            const double ts =
-                cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
+            const double ts = cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
             while (n + 1 < M && cln_rev_real(t, tau, n + 1) < ts)
                 ++n;
             e.kind = CLN_REV_DENSE;
@@ -386,9 +385,8 @@ static double cln_rev_now(void)
 static clnode_status cln_rev_between(clnode_context *ctx, const clnode_gradient_options *o,
                                      const cln_rev_job *job, size_t blocks_done, double *last)
 {
-    const size_t done = blocks_done * CLNODE_GRADIENT_BLOCK < job->B
-                            ? blocks_done * CLNODE_GRADIENT_BLOCK
-                            : job->B;
+    const size_t done =
+        blocks_done * CLNODE_GRADIENT_BLOCK < job->B ? blocks_done * CLNODE_GRADIENT_BLOCK : job->B;
     if (o->cancel && done < job->B && o->cancel(o->cancel_user))
         return cln_fail(ctx, CLNODE_ERR_CANCELLED,
                         "reverse pass cancelled by the caller after %zu of %zu trajectories", done,
@@ -436,7 +434,7 @@ clnode_status cln_gradient_alloc(clnode_context *ctx, const clnode_model *m, siz
     CLN_CHECK(ctx, g, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the gradient");
     cln_rev_job layout;
     g->B = B;
-    g->N = m->sizes[0];
+    g->N = m->sizes[m->num_layers];
     g->n_in = m->num_inputs;
     g->L = m->num_layers;
     g->nparams = cln_rev_layout(m, &layout, g);
@@ -447,7 +445,7 @@ clnode_status cln_gradient_alloc(clnode_context *ctx, const clnode_model *m, siz
     if (!g->y0 || (g->n_in && !g->inputs) || !g->params) {
         clnode_gradient_destroy(&g);
         return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the gradient of %zu x %zu",
-                        B, m->sizes[0]);
+                        B, m->sizes[m->num_layers]);
     }
     *out = g;
     return CLNODE_OK;
@@ -524,8 +522,8 @@ static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *mo
     CLN_TRY(st, cln_rev_events(ctx, sol, slots, &r.off_ev, &r.ev));
     r.job.off_ev = r.off_ev;
     r.job.ev = r.ev;
-    CLN_TRY(st, cln_rev_run_job(ctx, &o, sol->tape, &r.job, g, first / CLNODE_GRADIENT_BLOCK,
-                                runs));
+    CLN_TRY(st,
+            cln_rev_run_job(ctx, &o, sol->tape, &r.job, g, first / CLNODE_GRADIENT_BLOCK, runs));
     cln_rev_run_free(&r);
     *out = g;
     return CLNODE_OK;
@@ -551,8 +549,8 @@ clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *m
 
 clnode_status cln_gradient_chunk(clnode_context *ctx, const clnode_model *model,
                                  const clnode_gradient_options *opts, const clnode_solution *sol,
-                                 size_t slots, const double *cot, size_t first,
-                                 cln_rev_tree *runs, clnode_gradient **out)
+                                 size_t slots, const double *cot, size_t first, cln_rev_tree *runs,
+                                 clnode_gradient **out)
 {
     *out = NULL;
     CLN_CHECK(ctx, first % CLNODE_GRADIENT_BLOCK == 0, CLNODE_ERR_INVALID_ARGUMENT,

@@ -67,7 +67,7 @@ void cln_rev_tree_fold(cln_rev_tree *tr);
  * their index in the batch; nothing to free then. */
 clnode_status cln_gradient_chunk(clnode_context *ctx, const clnode_model *model,
                                  const clnode_gradient_options *opts, const clnode_solution *sol,
-                                 size_t slots, const double *cot, size_t first,
-                                 cln_rev_tree *runs, clnode_gradient **out);
+                                 size_t slots, const double *cot, size_t first, cln_rev_tree *runs,
+                                 clnode_gradient **out);
 
 #endif /* CLN_GRADIENT_TREE_H */
