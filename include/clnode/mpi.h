@@ -114,7 +114,7 @@ CLNODE_API size_t clnode_mpi_gradient_chunk_size(size_t batch);
  * apply to each chunk's pass). cot: batch x slots x dim cotangents over the whole batch, as
  * clnode_gradient_compute reads them (each rank reads the rows of its chunks only). mopts: as
  * clnode_solve_mpi's, with chunk_size 0 meaning clnode_mpi_gradient_chunk_size(batch); on_chunk
- * gets each chunk's solution after its reverse pass; skip must be NULL. owner: as
+ * gets each chunk's solution after its reverse pass; skip must be NULL or all 0. owner: as
  * clnode_solve_mpi's (NULL: not returned).
  * On success, on rank 0 *out holds the whole gradient (clnode_gradient_y0 ...); on the other
  * ranks it holds the parameters' gradient (the same bits) and clnode_gradient_y0 and

@@ -421,8 +421,8 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     if (st != CLNODE_OK)
         return st;
     CLN_CHECK(ctx, !full.keep_tape, CLNODE_ERR_UNSUPPORTED,
-              "clnode_solve_mpi: keep_tape (the reverse pass) is not supported across MPI ranks "
-              "yet: solve with clnode_solve");
+              "clnode_solve_mpi: keep_tape (the reverse pass): the gradient across MPI ranks is "
+              "clnode_gradient_mpi");
     cancel_wrap cw = {comm, full.cancel, full.cancel_user};
     full.cancel = cancel_and_progress;
     full.cancel_user = &cw;
@@ -788,13 +788,16 @@ static clnode_status grad_check_args(clnode_context *ctx, const clnode_problem *
               pb->batch);
     CLN_CHECK(ctx, cot || pb->batch == 0, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_gradient_mpi: NULL cotangents");
-    CLN_CHECK(ctx, !m->skip, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_gradient_mpi: clnode_mpi_options.skip is not supported (every chunk's share "
-              "of the gradient is computed by the call)");
     CLN_CHECK(ctx, chunk_size % CLNODE_GRADIENT_BLOCK == 0, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_gradient_mpi: chunk_size %zu is not a multiple of CLNODE_GRADIENT_BLOCK "
               "(%d): a chunk is whole blocks of the parameters' sum",
               chunk_size, CLNODE_GRADIENT_BLOCK);
+    const size_t nc = clnode_mpi_num_chunks(pb->batch, chunk_size);
+    for (size_t c = 0; m->skip && c < nc; ++c)
+        CLN_CHECK(ctx, !m->skip[c], CLNODE_ERR_INVALID_ARGUMENT,
+                  "clnode_gradient_mpi: clnode_mpi_options.skip marks chunk %zu: skipping is not "
+                  "supported (every chunk's share of the gradient is computed by the call)",
+                  c);
     return CLNODE_OK;
 }
 

@@ -31,6 +31,7 @@
 
 #include "clnode/mpi.h"
 #include "arrays.h"
+#include "grad.h"
 #include "text.h"
 #include "tool_common.h"
 #include "tool_temp.h"
@@ -88,6 +89,11 @@ typedef struct run {
     char *sum_text;
     size_t sum_len;
     char *rbuf; /* a chunk read back from the progress record */
+    /* --grad-out: the cotangents (every rank), the most points of a trajectory of this rank's
+       chunks (--save steps), the gradient (clnode_gradient_mpi) */
+    solve_cot cot;
+    uint64_t grad_tmax;
+    clnode_gradient *g;
 } run;
 
 static run R0; /* the one run of this process */
@@ -274,6 +280,10 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
     run *r = user;
     solve_out_part part;
     memset(&part, 0, sizeof part);
+    for (size_t i = 0; r->a->grad_path && i < count; ++i) {
+        const uint64_t n = clnode_solution_points(*solp, i);
+        r->grad_tmax = n > r->grad_tmax ? n : r->grad_tmax;
+    }
     if (r->w) { /* this chunk's rows of the arrays, at their offsets in the shared file */
         char err[200];
         if (solve_out_write(r->w, *solp, first, 0, mpi_pwrite, r, &part, err, sizeof err) != 0) {
@@ -561,7 +571,8 @@ static void record_options(const run *r, record *m)
             if (*c == '_')
                 *c = '-';
         double v = 0.0;
-        if (in->type == CLNODE_OPTION_REAL && clnode_solve_option_get(o, in->name, &v) == CLNODE_OK) {
+        if (in->type == CLNODE_OPTION_REAL &&
+            clnode_solve_option_get(o, in->name, &v) == CLNODE_OK) {
             add_num(m, in->name, what, v);
             continue;
         }
@@ -1164,6 +1175,85 @@ static void run_free(run *r)
         for (size_t c = 0; c < r->nc; ++c)
             clnode_solution_destroy(&r->sols[c]);
     free(r->sols);
+    solve_grad_free(&r->cot);
+    clnode_gradient_destroy(&r->g);
+}
+
+/* --grad-out before the solve: rank 0 reads the cotangents (standard input reaches rank 0 only;
+ * their slots checked unless --save steps makes them depend on the solve) and opens G, then every
+ * rank gets them (MPI_Bcast). Collective. Returns 0 or the exit status. */
+static int grad_open(run *r, tool_out *gout)
+{
+    solve_args *a = r->a;
+    int rc = 0;
+    if (r->rank == 0) {
+        size_t T = 0;
+        if (!a->pb.opts.save_steps && clnode_save_slots(NULL, &a->pb.opts, &a->pb.prob, &T) != 0) {
+            tool_error("the save options have no layout");
+            rc = TOOL_EXIT_INPUT;
+        }
+        if (!rc)
+            rc = solve_grad_load(a->cot_path, r->batch, clnode_model_dim(r->model), T, &r->cot);
+        if (!rc)
+            rc = tool_out_open(gout, a->grad_path);
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    uint64_t shape[3] = {r->cot.B, r->cot.T, r->cot.N};
+    MPI_Bcast(shape, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    const size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+    if (r->rank != 0) {
+        r->cot.B = (size_t)shape[0];
+        r->cot.T = (size_t)shape[1];
+        r->cot.N = (size_t)shape[2];
+        r->cot.v = malloc((n ? n : 1) * sizeof(double));
+        rc = r->cot.v ? 0 : TOOL_EXIT_RESOURCE;
+        if (rc)
+            tool_error("rank %d: out of memory for the cotangents", r->rank);
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    const size_t piece = (size_t)1 << 27;
+    for (size_t at = 0; at < n; at += piece)
+        MPI_Bcast(r->cot.v + at, (int)(n - at < piece ? n - at : piece), MPI_DOUBLE, 0,
+                  MPI_COMM_WORLD);
+    return 0;
+}
+
+/* --grad-out after the outputs: with --save steps the cotangents' slots against the most points
+ * of any trajectory (MPI_Allreduce), then rank 0 writes G. Collective. Returns 0 or the exit
+ * status. */
+static int grad_write(run *r, tool_out *gout)
+{
+    int rc = 0;
+    if (r->a->pb.opts.save_steps) {
+        uint64_t tmax = 0;
+        MPI_Allreduce(&r->grad_tmax, &tmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        if (r->rank == 0)
+            rc = solve_grad_check_slots(r->a->cot_path, &r->cot, (size_t)tmax);
+    }
+    if (!rc && r->rank == 0)
+        rc = solve_grad_write(r->a->grad_path, r->model, r->g, r->batch, gout);
+    return agree(rc);
+}
+
+/* The collective solve: clnode_solve_mpi, or with --grad-out clnode_gradient_mpi (the reverse
+ * pass on a host context). */
+static clnode_status solve_or_gradient(run *r, clnode_context *ctx, const clnode_solve_options *o,
+                                       const clnode_problem *p, const clnode_mpi_options *m,
+                                       int *owner)
+{
+    if (!r->a->grad_path)
+        return clnode_solve_mpi(ctx, r->model, o, p, MPI_COMM_WORLD, m, owner);
+    clnode_context *host = NULL, *own = NULL;
+    /* every rank reaches the call: a rank without a host context passes its own context, whose
+       reverse pass then fails collectively, naming it */
+    if (solve_grad_host(ctx, &host, &own) != 0)
+        host = ctx;
+    const clnode_status st = clnode_gradient_mpi(ctx, host, r->model, o, NULL, p, r->cot.T,
+                                                 r->cot.v, MPI_COMM_WORLD, m, owner, &r->g);
+    clnode_context_destroy(&own);
+    return st;
 }
 
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
@@ -1173,8 +1263,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     r->entered = 1;
     int *owner = NULL;
     unsigned char *skip = NULL;
-    tool_out out;
+    tool_out out, gout;
     memset(&out, 0, sizeof out);
+    memset(&gout, 0, sizeof gout);
     /* every rank has opened the problem (solve_mpi_finish answers this on a rank that could not) */
     int rc = 0;
     if (a->certify) {
@@ -1192,8 +1283,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     r->model = model;
     r->batch = batch;
     r->fmt = a->out_path ? solve_out_format(a->out_path) : SOLVE_OUT_CSV;
-    r->chunk_size =
-        a->chunk_size > 0 ? (size_t)a->chunk_size : clnode_mpi_default_chunk_size(r->batch);
+    r->chunk_size = a->chunk_size > 0 ? (size_t)a->chunk_size
+                    : a->grad_path    ? clnode_mpi_gradient_chunk_size(r->batch)
+                                      : clnode_mpi_default_chunk_size(r->batch);
     r->nc = clnode_mpi_num_chunks(r->batch, r->chunk_size);
     r->buf = calloc(r->nc ? r->nc : 1, sizeof *r->buf);
     r->len = calloc(r->nc ? r->nc : 1, sizeof *r->len);
@@ -1211,6 +1303,8 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
         goto done;
 
     if ((rc = prepare_outputs(r, y0, skip, &out)) != 0)
+        goto done;
+    if (a->grad_path && (rc = grad_open(r, &gout)) != 0)
         goto done;
 
     clnode_mpi_options m;
@@ -1231,7 +1325,7 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     clnode_problem p = a->pb.prob;
     p.batch = r->batch;
     p.y0 = y0;
-    clnode_status st = clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, owner);
+    clnode_status st = solve_or_gradient(r, ctx, &o, &p, &m, owner);
     r->wall = tool_now() - t_start;
     if (st != CLNODE_OK) { /* rank 0's logger printed why, naming the rank */
         rc = tool_exit_status(st);
@@ -1240,11 +1334,16 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if (r->deferred && (rc = arrays_deferred(r)) != 0)
         goto done;
     rc = agree(gather_and_write(r, ctx, owner, &out));
+    if (rc <= TOOL_EXIT_UNSUCCESSFUL && a->grad_path) {
+        const int grc = grad_write(r, &gout);
+        rc = grc ? grc : rc;
+    }
     if (rc <= TOOL_EXIT_UNSUCCESSFUL && r->dir && r->rank == 0)
         progress_remove(r);
 done:
     arrays_abort(r);
     tool_out_abort(&out);
+    tool_out_abort(&gout);
     run_free(r);
     free(owner);
     free(skip);
