@@ -657,12 +657,25 @@ static clnode_status grad_chunk(void *job, size_t c, char *msg)
         clnode_solution_destroy(&sol);
         return CLNODE_ERR_OUT_OF_MEMORY;
     }
-    return chunk_callback(b->m, c, first, count, sol, msg);
+    st = chunk_callback(b->m, c, first, count, sol, msg);
+    if (st == CLNODE_OK && b->m->on_gradient) {
+        char umsg[CLN_MPI_MSG - 64] = "";
+        if (b->m->on_gradient(b->m->gradient_user, c, j->bytes[c], j->len[c], umsg, sizeof umsg) !=
+            0) {
+            snprintf(msg, CLN_MPI_MSG, "the gradient callback failed: %s",
+                     umsg[0] ? umsg : "(no message)");
+            st = CLNODE_ERR_IO;
+        }
+    }
+    return st;
 }
 
+/* A chunk's bytes: kept by this rank, or (rank 0, a skipped chunk) the caller's get_gradient. */
 static int grad_get(void *user, size_t c, const void **data, size_t *len)
 {
     const grad_job *j = user;
+    if (!j->bytes[c] && j->base.m->get_gradient)
+        return j->base.m->get_gradient(j->base.m->gradient_user, c, data, len);
     *data = j->bytes[c];
     *len = j->len[c];
     return j->bytes[c] ? 0 : -1;
@@ -793,10 +806,10 @@ static clnode_status grad_check_args(clnode_context *ctx, const clnode_problem *
               "(%d): a chunk is whole blocks of the parameters' sum",
               chunk_size, CLNODE_GRADIENT_BLOCK);
     const size_t nc = clnode_mpi_num_chunks(pb->batch, chunk_size);
-    for (size_t c = 0; m->skip && c < nc; ++c)
+    for (size_t c = 0; m->skip && !m->get_gradient && c < nc; ++c)
         CLN_CHECK(ctx, !m->skip[c], CLNODE_ERR_INVALID_ARGUMENT,
-                  "clnode_gradient_mpi: clnode_mpi_options.skip marks chunk %zu: skipping is not "
-                  "supported (every chunk's share of the gradient is computed by the call)",
+                  "clnode_gradient_mpi: clnode_mpi_options.skip marks chunk %zu, but get_gradient "
+                  "is NULL: a skipped chunk's share of the gradient comes from get_gradient",
                   c);
     return CLNODE_OK;
 }

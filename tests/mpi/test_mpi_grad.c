@@ -1,7 +1,8 @@
 /* test_mpi_grad - clnode_gradient_mpi under mpirun -np R (tests/mpi/meson.build runs R = 1..4):
  * the parameters' gradient (on every rank), the y0 and input cotangents (rank 0) bit-identical to
  * one clnode_gradient_compute of the whole batch on one process, in fp32 and fp64, at chunk sizes
- * of 1 and 3 blocks and the default, dynamic and static splits; a chunk size that is not whole
+ * of 1 and 3 blocks and the default, dynamic and static splits, and resumed (skipped chunks
+ * given back through get_gradient); a chunk size that is not whole
  * blocks refused with a message naming it, and a rank whose solves fail making the call fail on
  * every rank. Exits 0 on success; prints the first failures. */
 #include <stdio.h>
@@ -138,6 +139,76 @@ static void compare(clnode_context *ctx, const clnode_model *m, const clnode_sol
     clnode_gradient_destroy(&g);
 }
 
+/* The chunks' shares as on_gradient hands them (rank 0, a one-rank run on MPI_COMM_SELF). */
+typedef struct shares {
+    void *data[B];
+    size_t len[B];
+} shares;
+
+static int keep_share(void *user, size_t chunk, const void *data, size_t len, char *msg,
+                      size_t msgcap)
+{
+    shares *sh = user;
+    (void)msg;
+    (void)msgcap;
+    sh->data[chunk] = malloc(len);
+    if (!sh->data[chunk])
+        return 1;
+    memcpy(sh->data[chunk], data, len);
+    sh->len[chunk] = len;
+    return 0;
+}
+
+static int give_share(void *user, size_t chunk, const void **data, size_t *len)
+{
+    shares *sh = user;
+    *data = sh->data[chunk];
+    *len = sh->len[chunk];
+    return sh->data[chunk] ? 0 : -1;
+}
+
+/* A resumed run: chunks 0, 3, 6 skipped, their shares given back by get_gradient on rank 0 (from
+ * a one-rank run there): the same bits as one process. */
+static void check_resumed(clnode_context *ctx, const clnode_model *m, const clnode_problem *p,
+                          const clnode_gradient *ref)
+{
+    const clnode_solve_options o = make_opts(CLNODE_FP32);
+    shares sh;
+    memset(&sh, 0, sizeof sh);
+    clnode_mpi_options mo;
+    clnode_mpi_default_options(&mo);
+    mo.chunk_size = 32;
+    mo.on_gradient = keep_share;
+    mo.gradient_user = &sh;
+    clnode_gradient *g = NULL;
+    if (rank == 0) {
+        const clnode_status st = clnode_gradient_mpi(ctx, NULL, m, &o, NULL, p, SLOTS, cot,
+                                                     MPI_COMM_SELF, &mo, NULL, &g);
+        EXPECT(st == CLNODE_OK && sh.data[6], "the shares: %s", clnode_context_last_error(ctx));
+        clnode_gradient_destroy(&g);
+    }
+    unsigned char skip[7] = {1, 0, 0, 1, 0, 0, 1};
+    mo.on_gradient = NULL;
+    mo.get_gradient = give_share;
+    mo.skip = skip;
+    int owner[7];
+    const clnode_status st =
+        clnode_gradient_mpi(ctx, NULL, m, &o, NULL, p, SLOTS, cot, MPI_COMM_WORLD, &mo, owner, &g);
+    EXPECT(st == CLNODE_OK, "resumed: %s", clnode_context_last_error(ctx));
+    EXPECT(owner[0] == -1 && owner[3] == -1 && owner[1] >= 0, "resumed: owners %d %d %d", owner[0],
+           owner[3], owner[1]);
+    size_t n = 0, nr = 0;
+    const double *th = clnode_gradient_params(g, &n), *tr = clnode_gradient_params(ref, &nr);
+    EXPECT(st == CLNODE_OK && n == nr && memcmp(th, tr, n * sizeof *th) == 0,
+           "resumed: the parameters' gradient differs from one process");
+    EXPECT(st != CLNODE_OK || rank != 0 ||
+               memcmp(clnode_gradient_y0(g), clnode_gradient_y0(ref), sizeof y0) == 0,
+           "resumed: the y0 cotangents differ from one process");
+    clnode_gradient_destroy(&g);
+    for (size_t c = 0; c < 7; ++c)
+        free(sh.data[c]);
+}
+
 static int cancel_on_last(void *user)
 {
     (void)user;
@@ -210,6 +281,8 @@ int main(int argc, char **argv)
                          s ? "static" : "dynamic");
                 compare(ctx, m, &o, &p, ref, chunks[c], s, what);
             }
+        if (k == 0)
+            check_resumed(ctx, m, &p, ref);
         clnode_gradient_destroy(&ref);
     }
     check_errors(ctx, m, &p);
