@@ -90,8 +90,8 @@ def same_everywhere(tmp, name, args, nps=NPS):
 
 def grad_cases(tmp):
     """--cotangents COT --grad-out G.npz: G the same bytes at every rank count, at chunks of 1
-    and 2 blocks, as one process; a chunk that is not whole blocks refused; a failing rank leaves
-    no G."""
+    and 2 blocks, and after a killed run is resumed, as one process; a chunk that is not whole
+    blocks refused; a failing rank leaves no G."""
     rnd = random.Random(11)
     B = 219  # 7 blocks of 32, the last partial: the tree folds three runs
     y0, t1, cot = f"{tmp}/gy0.npy", f"{tmp}/gt1.npy", f"{tmp}/gcot.npy"
@@ -121,6 +121,25 @@ def grad_cases(tmp):
     check(r.returncode == 2 and "--chunk-size 40: with --grad-out a chunk is whole blocks of 32 "
           "trajectories" in r.stderr, f"grad chunk 40: exit {r.returncode}: {r.stderr}")
     check(not os.path.exists(f"{tmp}/g-bad.npz"), "grad chunk 40: G was written")
+    # killed midway with --resume (every rank exits after its first chunk's share is recorded),
+    # resumed at another rank count: the same G; other cotangents are refused, naming them
+    ys, g = f"{tmp}/gres.npz", f"{tmp}/gres-g.npz"
+    res = args + ["--chunk-size", "32", "--out", ys, "--grad-out", g, "--resume"]
+    r = run(3, res, env={"CLNODE_SOLVE_TEST_EXIT_AFTER": "1"})
+    check(r.returncode != 0 and not os.path.exists(g) and os.path.isdir(ys + ".progress"),
+          f"grad, killed run: exit {r.returncode}, G left {os.path.exists(g)}")
+    cot2 = f"{tmp}/gcot2.npy"
+    save_npy(cot2, [[0.5] * 30 for _ in range(B)], 30, shape=(B, 3, 10))
+    r = run(2, [cot2 if x == cot else x for x in res])
+    check(r.returncode == 2 and "the cotangents (--cotangents" in r.stderr and "changed" in r.stderr,
+          f"grad, resume with other cotangents: exit {r.returncode}: {r.stderr}")
+    r = run(2, res)
+    m = re.search(r"(\d+) of (\d+) chunks already solved", r.stderr)
+    check(r.returncode == 0 and m and 0 < int(m.group(1)) < int(m.group(2)),
+          f"grad, resumed run: exit {r.returncode}: {r.stderr}")
+    check(os.path.exists(g) and read(g) == want, "grad, resumed run: G differs from one process")
+    check(os.path.exists(ys) and read(ys) == want_ys, "grad, resumed run: the values differ")
+    check(not os.path.exists(ys + ".progress"), "grad, resumed run: the record was left")
     g = f"{tmp}/g-fail.npz"
     r = run(3, args + ["--chunk-size", "32", "--grad-out", g],
             env={"CLNODE_SOLVE_TEST_FAIL_RANK": "1"})

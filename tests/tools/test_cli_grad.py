@@ -318,9 +318,9 @@ def refusals():
             check("--grad-out, CLNODE_MPI=%s: exit 0" % mpi, rc == 0, "rc %d: %s" % (rc, err))
         check("--grad-out under MPI: the bytes of one process",
               got["0"] is not None and got["0"] == got["1"])
-    refused("--grad-out with --resume: not yet supported",
-            ["--cotangents", good, "--grad-out", path("gr.npz"), "--resume", "--out",
-             path("o.npz")], ["not yet supported"])
+    refused("--grad-out with a --chunk-size that is not whole blocks is refused",
+            ["--cotangents", good, "--grad-out", path("gr.npz"), "--chunk-size", "3"],
+            ["--chunk-size 3", "multiple of 32"])
 
 
 seed_round_trip()

@@ -177,7 +177,7 @@ static int solve_option(solve_args *a, int c, const char *arg)
 }
 
 /* --cotangents and --grad-out: both or neither, G a .npz file, COT a .npy or .npz, not with
- * --resume, --chunk-size whole blocks. Returns -1 (they agree), or 2 after an error naming them. */
+ * --chunk-size whole blocks. Returns -1 (they agree), or 2 after an error naming them. */
 static int check_gradient(const solve_args *a)
 {
     if (!a->cot_path != !a->grad_path) {
@@ -195,10 +195,6 @@ static int check_gradient(const solve_args *a)
     }
     if (strcmp(a->cot_path, "-") != 0 && solve_out_format(a->cot_path) == SOLVE_OUT_CSV) {
         tool_error("--cotangents %s: give FILE.npy or FILE.npz", a->cot_path);
-        return TOOL_EXIT_INPUT;
-    }
-    if (a->resume) {
-        tool_error("--grad-out is not yet supported with --resume");
         return TOOL_EXIT_INPUT;
     }
     if (a->chunk_size % CLNODE_GRADIENT_BLOCK != 0) {

@@ -93,7 +93,9 @@ typedef struct run {
        chunks (--save steps), the gradient (clnode_gradient_mpi) */
     solve_cot cot;
     uint64_t grad_tmax;
+    uint64_t *ctmax; /* per chunk solved here: the most points of one of its trajectories */
     clnode_gradient *g;
+    char *gbuf; /* a chunk's share read back from the progress record */
 } run;
 
 static run R0; /* the one run of this process */
@@ -274,6 +276,13 @@ static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first,
     return b;
 }
 
+/* Test hook: this rank dies (as a killed job would) after solving that many chunks. */
+static void test_exit_hook(run *r)
+{
+    if (++r->solved == r->exit_after && (r->exit_rank < 0 || r->exit_rank == r->rank))
+        _exit(86);
+}
+
 static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
                     char *msg, size_t msgcap)
 {
@@ -283,6 +292,7 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
     for (size_t i = 0; r->a->grad_path && i < count; ++i) {
         const uint64_t n = clnode_solution_points(*solp, i);
         r->grad_tmax = n > r->grad_tmax ? n : r->grad_tmax;
+        r->ctmax[chunk] = n > r->ctmax[chunk] ? n : r->ctmax[chunk];
     }
     if (r->w) { /* this chunk's rows of the arrays, at their offsets in the shared file */
         char err[200];
@@ -315,9 +325,87 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
         }
         free(p);
     }
-    /* test hook: this rank dies (as a killed job would) after solving that many chunks */
-    if (++r->solved == r->exit_after && (r->exit_rank < 0 || r->exit_rank == r->rank))
-        _exit(86);
+    if (!r->a->grad_path) /* with --grad-out: after the chunk's share is recorded */
+        test_exit_hook(r);
+    return 0;
+}
+
+/* ---- the gradient's shares in the progress record ----
+ *
+ * OUT.progress/grad-C: a header (the most points of one of the chunk's trajectories, for the
+ * slots of the cotangents with --save steps, and the share's length), then chunk C's share of
+ * the gradient as clnode_gradient_mpi handed it. A chunk counts as solved when both its record
+ * and its share are whole. */
+
+#define GRAD_MAGIC "clngch1"
+
+typedef struct grad_rec {
+    char magic[8];
+    uint64_t chunk, tmax, len;
+} grad_rec;
+
+static char *grad_path_of(const run *r, size_t c)
+{
+    char name[40];
+    snprintf(name, sizeof name, "grad-%zu", c);
+    return record_path(r, name);
+}
+
+static int on_gradient(void *user, size_t chunk, const void *data, size_t len, char *msg,
+                       size_t msgcap)
+{
+    run *r = user;
+    if (r->dir) {
+        grad_rec h = {GRAD_MAGIC, chunk, r->ctmax[chunk], len};
+        char *b = malloc(sizeof h + len), *p = grad_path_of(r, chunk);
+        if (b) {
+            memcpy(b, &h, sizeof h);
+            memcpy(b + sizeof h, data, len);
+        }
+        if (!b || !p || write_atomic(p, b, sizeof h + len) != 0) {
+            snprintf(msg, msgcap, "cannot write the progress record %s: %s", p ? p : r->dir,
+                     strerror(errno));
+            free(b);
+            free(p);
+            return 1;
+        }
+        free(b);
+        free(p);
+    }
+    test_exit_hook(r);
+    return 0;
+}
+
+/* Reads chunk c's share from the progress record into r->gbuf; 0 when it is whole. With `use`,
+ * its most points count towards r->grad_tmax. */
+static int read_grad_file(run *r, size_t c, size_t *len, int use)
+{
+    free(r->gbuf);
+    r->gbuf = NULL;
+    char *p = grad_path_of(r, c);
+    size_t n = 0;
+    /* a share not recorded is no error here: the chunk is solved again */
+    const int rc = p && access(p, R_OK) == 0 ? tool_read_file(p, &r->gbuf, &n) : -1;
+    free(p);
+    grad_rec h;
+    if (rc != 0 || n < sizeof h)
+        return -1;
+    memcpy(&h, r->gbuf, sizeof h);
+    if (memcmp(h.magic, GRAD_MAGIC, sizeof h.magic) != 0 || h.chunk != c || h.len != n - sizeof h)
+        return -1;
+    if (use)
+        r->grad_tmax = h.tmax > r->grad_tmax ? h.tmax : r->grad_tmax;
+    *len = (size_t)h.len;
+    return 0;
+}
+
+/* Rank 0, resuming: a skipped chunk's share. */
+static int get_gradient(void *user, size_t c, const void **data, size_t *len)
+{
+    run *r = user;
+    if (!r->dir || read_grad_file(r, c, len, 1) != 0)
+        return -1;
+    *data = r->gbuf + sizeof(grad_rec);
     return 0;
 }
 
@@ -408,7 +496,7 @@ static int deliver_chunk(void *user, size_t c, const void *data, size_t len)
  * count, the device in strict GEMM mode (host, OpenCL and CUDA give the same bits), thread
  * counts, --quiet, --resume itself. */
 
-#define RECORD_FORMAT 3
+#define RECORD_FORMAT 4
 #define RECORD_HEAD "clnode-solve progress record "
 #define RECORD_MAX_ITEMS 48 /* record_inputs and record_options add 33 */
 
@@ -546,6 +634,13 @@ static int record_inputs(const run *r, const double *y0, record *m)
     } else {
         snprintf(add_item(m, "args", 0, "the conditioning inputs")->value, sizeof m->it[0].value,
                  "none");
+    }
+    if (a->cot_path) { /* --grad-out: the chunks' shares of the gradient depend on them */
+        snprintf(what, sizeof what, "the cotangents (--cotangents %s)", a->cot_path);
+        add_hash(m, "cotangents", what, r->cot.v, r->cot.B * r->cot.T * r->cot.N * sizeof(double));
+    } else {
+        snprintf(add_item(m, "cotangents", 0, "--cotangents (the gradient)")->value,
+                 sizeof m->it[0].value, "none");
     }
     return 0;
 }
@@ -728,6 +823,9 @@ static int progress_scan(run *r, unsigned char *skip, size_t *done, size_t *lost
             }
         }
         free(data);
+        size_t glen = 0;
+        if (whole > 0 && r->a->grad_path && read_grad_file(r, c, &glen, 0) != 0)
+            continue; /* its share of the gradient was not recorded: solved again */
         if (whole > 0) {
             skip[c] = 1;
             ++*done;
@@ -787,10 +885,13 @@ static int progress_open(run *r, const record *m, unsigned char *skip)
 static void progress_remove(run *r)
 {
     for (size_t c = 0; c < r->nc; ++c) {
-        char *p = chunk_path(r, c);
+        char *p = chunk_path(r, c), *g = r->a->grad_path ? grad_path_of(r, c) : NULL;
         if (p)
             unlink(p);
+        if (g)
+            unlink(g);
         free(p);
+        free(g);
     }
     char *mpath = record_path(r, "manifest");
     if (mpath)
@@ -1167,6 +1268,8 @@ static void run_free(run *r)
     free(r->buf);
     free(r->len);
     free(r->rbuf);
+    free(r->gbuf);
+    free(r->ctmax);
     free(r->sum_text);
     free(r->dir);
     free(r->w);
@@ -1185,8 +1288,11 @@ static void run_free(run *r)
 static int grad_open(run *r, tool_out *gout)
 {
     solve_args *a = r->a;
-    int rc = 0;
-    if (r->rank == 0) {
+    r->ctmax = calloc(r->nc ? r->nc : 1, sizeof *r->ctmax);
+    int rc = r->ctmax ? 0 : TOOL_EXIT_RESOURCE;
+    if (rc)
+        tool_error("rank %d: out of memory for %zu chunks", r->rank, r->nc);
+    if (!rc && r->rank == 0) {
         size_t T = 0;
         if (!a->pb.opts.save_steps && clnode_save_slots(NULL, &a->pb.opts, &a->pb.prob, &T) != 0) {
             tool_error("the save options have no layout");
@@ -1302,9 +1408,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if ((rc = agree(rc)) != 0)
         goto done;
 
-    if ((rc = prepare_outputs(r, y0, skip, &out)) != 0)
-        goto done;
     if (a->grad_path && (rc = grad_open(r, &gout)) != 0)
+        goto done;
+    if ((rc = prepare_outputs(r, y0, skip, &out)) != 0)
         goto done;
 
     clnode_mpi_options m;
@@ -1315,6 +1421,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     m.skip = skip;
     m.on_chunk = on_chunk;
     m.chunk_user = r;
+    m.on_gradient = on_gradient;
+    m.get_gradient = get_gradient;
+    m.gradient_user = r;
     clnode_solve_options o = a->pb.opts;
     if (r->fail_rank >= 0) { /* test hook: that rank's solves fail, as on a failing device */
         o.cancel = fail_cancel;
