@@ -78,8 +78,8 @@ static void usage(FILE *f)
           "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
           "                          (out,), out_scale (n,): the parameters summed over the batch\n"
           "                          in a fixed tree over blocks of 32 trajectories: the same\n"
-          "                          bytes under mpirun at any rank count (--chunk-size: a\n"
-          "                          multiple of 32; not yet with --resume)\n",
+          "                          bytes under mpirun at any rank count and with --resume\n"
+          "                          (--chunk-size: a multiple of 32)\n",
           f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"

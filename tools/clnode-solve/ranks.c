@@ -16,7 +16,11 @@
  * across nodes), under a manifest of everything the result depends on, item by item (a rerun
  * whose problem differs is refused, naming what changed); array outputs are written
  * into OUT.progress/data. A rerun solves only the chunks the record lacks and removes it once the
- * output is written. */
+ * output is written.
+ *
+ * --grad-out runs clnode_gradient_mpi instead: the same chunks (whole blocks), each rank's chunks'
+ * shares of the gradient gathered and summed on rank 0 in the library's tree, G written by rank 0
+ * after the other outputs; with --resume each chunk's share is kept as OUT.progress/grad-C. */
 #include "ranks.h"
 
 #include <errno.h>
