@@ -55,6 +55,25 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
     return 0;
 }
 
+/* --grad: clnode_gradient_mpi of the loss sum(y(t1)) (every cotangent 1). */
+static clnode_status gradient(clnode_context *ctx, const clnode_model *model,
+                              const clnode_solve_options *o, const clnode_problem *p,
+                              const clnode_mpi_options *m)
+{
+    const size_t n = p->batch * clnode_model_dim(model);
+    double *cot = malloc((n ? n : 1) * sizeof *cot);
+    if (!cot)
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    for (size_t i = 0; i < n; ++i)
+        cot[i] = 1.0;
+    clnode_gradient *g = NULL;
+    const clnode_status st =
+        clnode_gradient_mpi(ctx, NULL, model, o, NULL, p, 1, cot, MPI_COMM_WORLD, m, NULL, &g);
+    clnode_gradient_destroy(&g);
+    free(cot);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -132,21 +151,8 @@ int main(int argc, char **argv)
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     const double t0 = MPI_Wtime();
-    clnode_status st;
-    if (grad) {
-        double *cot = malloc(batch * N * sizeof *cot); /* dL/d(y(t1)) = 1: L the sum */
-        if (!cot)
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        for (size_t i = 0; i < batch * N; ++i)
-            cot[i] = 1.0;
-        clnode_gradient *g = NULL;
-        st = clnode_gradient_mpi(ctx, NULL, model, &o, NULL, &p, 1, cot, MPI_COMM_WORLD, &m, NULL,
-                                 &g);
-        clnode_gradient_destroy(&g);
-        free(cot);
-    } else {
-        st = clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, NULL);
-    }
+    const clnode_status st = grad ? gradient(ctx, model, &o, &p, &m)
+                                  : clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, NULL);
     const double wall = MPI_Wtime() - t0;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     const double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
