@@ -170,8 +170,9 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("bench_mpi%s ranks %d split %s batch %zu wall %.4f steps %ld traj_per_s %.1f "
                "steps_per_s %.1f long_steps %.1f short_steps %.1f steps_per_rank",
-               grad ? " grad" : "", R, static_split ? "static" : "dynamic", batch, wall, all[0], (double)batch / wall,
-               (double)all[0] / wall, all[3] ? (double)all[1] / (double)all[3] : 0.0,
+               grad ? " grad" : "", R, static_split ? "static" : "dynamic", batch, wall, all[0],
+               (double)batch / wall, (double)all[0] / wall,
+               all[3] ? (double)all[1] / (double)all[3] : 0.0,
                all[4] ? (double)all[2] / (double)all[4] : 0.0);
         double cpu_max = 0;
         for (int r = 0; r < R; ++r) {
