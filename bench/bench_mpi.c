@@ -7,7 +7,11 @@
  * a static split gives them all to rank 0; chunks handed out as ranks finish balance them.
  *
  *   bench_mpi [--batch B] [--chunk-size C] [--static] [--device SPEC] [--long-t1 T]
- *             [--long-fraction F]
+ *             [--long-fraction F] [--grad]
+ *
+ * --grad: the gradient instead (clnode_gradient_mpi: each chunk solved with keep_tape and gone
+ * back through on the host, the loss the sum of the final states; chunks of whole blocks, the
+ * default clnode_mpi_gradient_chunk_size).
  *
  * Prints one line from rank 0: "bench_mpi ranks R split dynamic|static batch B wall S steps N
  * traj_per_s X steps_per_s Y long_steps L short_steps M steps_per_rank a,b cpu_per_rank c,d
@@ -51,6 +55,25 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
     return 0;
 }
 
+/* --grad: clnode_gradient_mpi of the loss sum(y(t1)) (every cotangent 1). */
+static clnode_status gradient(clnode_context *ctx, const clnode_model *model,
+                              const clnode_solve_options *o, const clnode_problem *p,
+                              const clnode_mpi_options *m)
+{
+    const size_t n = p->batch * clnode_model_dim(model);
+    double *cot = malloc((n ? n : 1) * sizeof *cot);
+    if (!cot)
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    for (size_t i = 0; i < n; ++i)
+        cot[i] = 1.0;
+    clnode_gradient *g = NULL;
+    const clnode_status st =
+        clnode_gradient_mpi(ctx, NULL, model, o, NULL, p, 1, cot, MPI_COMM_WORLD, m, NULL, &g);
+    clnode_gradient_destroy(&g);
+    free(cot);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -58,13 +81,15 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &R);
     size_t batch = 4000, chunk = 0;
-    int static_split = 0;
+    int static_split = 0, grad = 0;
     const char *device = "host";
     double long_t1 = 1000, long_fraction = 0.1;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--static") == 0) {
             static_split = 1;
+        } else if (strcmp(a, "--grad") == 0) {
+            grad = 1;
         } else if (v && strcmp(a, "--batch") == 0) {
             batch = strtoul(v, NULL, 10), ++i;
         } else if (v && strcmp(a, "--chunk-size") == 0) {
@@ -126,7 +151,8 @@ int main(int argc, char **argv)
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     const double t0 = MPI_Wtime();
-    clnode_status st = clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, NULL);
+    const clnode_status st = grad ? gradient(ctx, model, &o, &p, &m)
+                                  : clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, NULL);
     const double wall = MPI_Wtime() - t0;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     const double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
@@ -142,10 +168,11 @@ int main(int argc, char **argv)
     double mine[2] = {(double)t.steps, cpu}; /* steps this rank solved, its CPU seconds */
     MPI_Gather(mine, 2, MPI_DOUBLE, busy, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("bench_mpi ranks %d split %s batch %zu wall %.4f steps %ld traj_per_s %.1f "
+        printf("bench_mpi%s ranks %d split %s batch %zu wall %.4f steps %ld traj_per_s %.1f "
                "steps_per_s %.1f long_steps %.1f short_steps %.1f steps_per_rank",
-               R, static_split ? "static" : "dynamic", batch, wall, all[0], (double)batch / wall,
-               (double)all[0] / wall, all[3] ? (double)all[1] / (double)all[3] : 0.0,
+               grad ? " grad" : "", R, static_split ? "static" : "dynamic", batch, wall, all[0],
+               (double)batch / wall, (double)all[0] / wall,
+               all[3] ? (double)all[1] / (double)all[3] : 0.0,
                all[4] ? (double)all[2] / (double)all[4] : 0.0);
         double cpu_max = 0;
         for (int r = 0; r < R; ++r) {

@@ -4,7 +4,8 @@
 # against R = 2 with one thread per rank, chunks handed out as ranks finish (dynamic) and a
 # fixed split (static). Efficiency = T(R=1) / (2 T(R=2)), from wall times, and from the largest
 # CPU time of a rank (what the wall time would be on dedicated cores, when the machine's cores
-# are shared with other work).
+# are shared with other work). With the bench_mpi option --grad: the gradient (clnode_gradient_mpi)
+# instead of the solve.
 #   bench/bench_mpi.sh [BUILD_DIR [REPEATS [bench_mpi options...]]]
 set -euo pipefail
 build=${1:-build}

@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 
+#include "clnode/gradient.h"
 #include "clnode/solver.h"
 
 #ifdef __cplusplus
@@ -31,6 +32,18 @@ extern "C" {
 typedef int (*clnode_mpi_chunk_fn)(void *user, size_t chunk, size_t first, size_t count,
                                    clnode_solution **sol, char *msg, size_t msgcap);
 
+/* Gathering per-chunk bytes to one rank in chunk order (clnode_mpi_gather; clnode_gradient_mpi's
+ * skipped chunks): sets *data and *len (the bytes stay valid until the next call); non-zero: the
+ * bytes cannot be had. */
+typedef int (*clnode_mpi_get_fn)(void *user, size_t chunk, const void **data, size_t *len);
+
+/* clnode_gradient_mpi: called on the rank that went back through chunk `chunk`, after on_chunk,
+ * with the chunk's share of the gradient as `len` bytes (valid during the call; bytes that the same
+ * library version reads back through get_gradient). Return 0 to go on; non-zero fails the call as
+ * a failed chunk callback does, with `msg` saying why. */
+typedef int (*clnode_mpi_gradient_fn)(void *user, size_t chunk, const void *data, size_t len,
+                                      char *msg, size_t msgcap);
+
 /* Fields are only ever appended (clnode/common.h): set the defaults with
  * clnode_mpi_default_options, then change what you need. Every rank passes the same values. */
 typedef struct clnode_mpi_options {
@@ -43,6 +56,12 @@ typedef struct clnode_mpi_options {
                                      solved (already done: a resumed run) and have owner -1 */
     clnode_mpi_chunk_fn on_chunk; /* default NULL: results are not looked at */
     void *chunk_user;
+    /* clnode_gradient_mpi only: */
+    clnode_mpi_gradient_fn on_gradient; /* default NULL: each chunk's share is not handed out */
+    void *gradient_user;                /* for on_gradient and get_gradient */
+    clnode_mpi_get_fn get_gradient;     /* default NULL; with skip: called on rank 0 for each
+                                           skipped chunk, in chunk order, to give back the bytes
+                                           on_gradient was handed for it (a resumed run) */
 } clnode_mpi_options;
 
 #define clnode_mpi_default_options(opts) clnode_mpi_default_options_sized((opts), sizeof *(opts))
@@ -76,11 +95,10 @@ CLNODE_API clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_mode
                                           const clnode_problem *problem, MPI_Comm comm,
                                           const clnode_mpi_options *mopts, int *owner);
 
-/* Gathering per-chunk bytes to one rank in chunk order. `get` is called on the rank that owns a
- * chunk (on `root` for chunks of owner -1) and sets *data and *len (the bytes stay valid until
- * the next call); `deliver` is called on root for every chunk in increasing order. Either
- * returning non-zero fails the gather on every rank (its message then names the chunk). */
-typedef int (*clnode_mpi_get_fn)(void *user, size_t chunk, const void **data, size_t *len);
+/* Gathering per-chunk bytes to one rank in chunk order. `get` (clnode_mpi_get_fn) is called on
+ * the rank that owns a chunk (on `root` for chunks of owner -1); `deliver` is called on root for
+ * every chunk in increasing order. Either returning non-zero fails the gather on every rank (its
+ * message then names the chunk). */
 typedef int (*clnode_mpi_deliver_fn)(void *user, size_t chunk, const void *data, size_t len);
 
 /* Collective over comm. Every rank holds at most the chunks it owns (root: one chunk of another
@@ -89,6 +107,48 @@ CLNODE_API clnode_status clnode_mpi_gather(clnode_context *ctx, MPI_Comm comm, i
                                            size_t num_chunks, const int *owner,
                                            clnode_mpi_get_fn get, clnode_mpi_deliver_fn deliver,
                                            void *user);
+
+/* ---- the reverse pass across the ranks ----
+ *
+ * The gradient's chunks are whole blocks of the parameters' sum (CLNODE_GRADIENT_BLOCK
+ * trajectories, clnode/gradient.h). Each rank solves its chunks with keep_tape and goes back
+ * through each (clnode_gradient_compute's pass on the chunk's trajectories); a chunk of blocks
+ * [a, b) leaves the sums of the aligned power-of-two runs of blocks [k 2^j, (k + 1) 2^j) that
+ * make it up, each a node of the library's fixed tree over the block indices. Rank 0 pushes the
+ * runs in block order into that tree and folds it, so the parameters' gradient has the bits of
+ * one clnode_gradient_compute of the whole batch at any rank count and chunk size; the y0 and
+ * input cotangents are each trajectory's own and are gathered in trajectory order. */
+
+/* The default chunk size of a gradient: clnode_mpi_default_chunk_size(batch) rounded up to a
+ * multiple of CLNODE_GRADIENT_BLOCK (a function of the batch only). */
+CLNODE_API size_t clnode_mpi_gradient_chunk_size(size_t batch);
+
+/* The gradient of the solve of `problem` across the ranks of comm. Collective: every rank passes
+ * the same problem, options, slots and cotangents. ctx: this rank's context of the solves (any
+ * device; strict GEMM mode unless it is the host); rev_ctx: its context of the reverse pass (a
+ * host context, as clnode_gradient_compute takes; NULL: ctx). opts: the solve's options (keep_tape
+ * is set by the call); gopts: the reverse pass's (NULL: the defaults; their cancel and progress
+ * apply to each chunk's pass). cot: batch x slots x dim cotangents over the whole batch, as
+ * clnode_gradient_compute reads them (each rank reads the rows of its chunks only). mopts: as
+ * clnode_solve_mpi's, with chunk_size 0 meaning clnode_mpi_gradient_chunk_size(batch); on_chunk
+ * gets each chunk's solution after its reverse pass, then on_gradient its share of the gradient;
+ * skip (a resumed run) needs get_gradient, which gives back on rank 0 the skipped chunks' shares.
+ * owner: as clnode_solve_mpi's (NULL: not returned). On success, on rank 0 *out holds the whole
+ * gradient (clnode_gradient_y0 ...); on the other ranks it holds the parameters' gradient (the same
+ * bits) and clnode_gradient_y0 and clnode_gradient_inputs return NULL. Every rank has the same
+ * status. Errors (nothing in *out): CLNODE_ERR_INVALID_ARGUMENT (a chunk size that is not a
+ * multiple of CLNODE_GRADIENT_BLOCK, skip without get_gradient, NULL arguments, as
+ * clnode_solve_mpi's), and a rank's failure (its solve, its reverse pass, the callback, out of
+ * memory) on every rank with a message naming the rank and the trajectories it lost
+ * (clnode_solve_mpi's), CLNODE_ERR_DEVICE for a failed MPI call. Memory: each rank keeps, per chunk
+ * it went back through, its runs' sums (at most 2 log2(blocks per chunk) + 2 copies of the
+ * parameters in the state precision) and its rows of the y0 and input cotangents until rank 0
+ * gathers them, one chunk of another rank at a time; rank 0 holds the whole gradient. */
+CLNODE_API clnode_status
+clnode_gradient_mpi(clnode_context *ctx, clnode_context *rev_ctx, const clnode_model *model,
+                    const clnode_solve_options *opts, const clnode_gradient_options *gopts,
+                    const clnode_problem *problem, size_t slots, const double *cot, MPI_Comm comm,
+                    const clnode_mpi_options *mopts, int *owner, clnode_gradient **out);
 
 #ifdef __cplusplus
 }

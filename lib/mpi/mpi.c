@@ -8,8 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clnode/gradient.h"
 #include "clnode/mpi.h"
 #include "core/internal.h"
+#include "solver/gradient_tree.h"
 
 /* Added to the counter by a rank that failed: every later fetch reads at least this, which ends
  * the other ranks' loops at their next chunk (chunk counts stay far below it). */
@@ -80,16 +82,26 @@ static clnode_status mpi_fail(clnode_context *ctx, int rc, const char *what)
     return cln_fail(ctx, CLNODE_ERR_DEVICE, "%s failed: %s", what, s);
 }
 
-/* Solves chunk `c` into the callback. Returns the status, with the message in msg. */
-static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
-                                 const clnode_solve_options *full, const clnode_problem *pb,
-                                 const clnode_mpi_options *m, size_t chunk_size, size_t c,
-                                 char *msg)
+/* What a rank does with a chunk (solve_chunk, grad_chunk): job is the call's, c the chunk.
+ * Returns the status, with the message in msg (CLN_MPI_MSG bytes). */
+typedef clnode_status (*chunk_fn)(void *job, size_t c, char *msg);
+
+/* A call's problem and options, as the chunk functions read them. */
+typedef struct chunk_job {
+    clnode_context *ctx;
+    const clnode_model *model;
+    const clnode_solve_options *full;
+    const clnode_problem *pb;
+    const clnode_mpi_options *m;
+    size_t chunk_size;
+} chunk_job;
+
+/* The chunk's rows of every per-trajectory array of pb. */
+static clnode_problem chunk_problem(const clnode_problem *pb, const clnode_model *model,
+                                    size_t first, size_t count)
 {
     const size_t N = clnode_model_dim(model), K = clnode_model_num_inputs(model);
-    const size_t first = c * chunk_size;
-    const size_t count = pb->batch - first < chunk_size ? pb->batch - first : chunk_size;
-    clnode_problem p = *pb; /* the chunk's rows of every per-trajectory array */
+    clnode_problem p = *pb;
     p.batch = count;
     p.y0 += first * N;
     if (p.t0s)
@@ -102,12 +114,14 @@ static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
         p.inputs += first * K;
     if (p.save_ts_per_trajectory && p.save_ts)
         p.save_ts += first * p.n_save_ts;
-    clnode_solution *sol = NULL;
-    clnode_status st = clnode_solve(ctx, model, full, &p, &sol);
-    if (st != CLNODE_OK) {
-        snprintf(msg, CLN_MPI_MSG, "%s", clnode_context_last_error(ctx));
-        return st;
-    }
+    return p;
+}
+
+/* Hands chunk c's solution to the caller's callback, then destroys it (unless taken). */
+static clnode_status chunk_callback(const clnode_mpi_options *m, size_t c, size_t first,
+                                    size_t count, clnode_solution *sol, char *msg)
+{
+    clnode_status st = CLNODE_OK;
     if (m->on_chunk) {
         char umsg[CLN_MPI_MSG - 64] = "";
         if (m->on_chunk(m->chunk_user, c, first, count, &sol, umsg, sizeof umsg) != 0) {
@@ -118,6 +132,23 @@ static clnode_status solve_chunk(clnode_context *ctx, const clnode_model *model,
     }
     clnode_solution_destroy(&sol);
     return st;
+}
+
+/* Solves chunk `c` into the callback. Returns the status, with the message in msg. */
+static clnode_status solve_chunk(void *job, size_t c, char *msg)
+{
+    const chunk_job *j = job;
+    const size_t first = c * j->chunk_size;
+    const size_t count =
+        j->pb->batch - first < j->chunk_size ? j->pb->batch - first : j->chunk_size;
+    const clnode_problem p = chunk_problem(j->pb, j->model, first, count);
+    clnode_solution *sol = NULL;
+    clnode_status st = clnode_solve(j->ctx, j->model, j->full, &p, &sol);
+    if (st != CLNODE_OK) {
+        snprintf(msg, CLN_MPI_MSG, "%s", clnode_context_last_error(j->ctx));
+        return st;
+    }
+    return chunk_callback(j->m, c, first, count, sol, msg);
 }
 
 /* The todo list: the chunks not skipped, in order. */
@@ -136,11 +167,9 @@ static size_t *todo_list(const clnode_mpi_options *m, size_t nc, size_t *ntodo)
 
 /* The rank loop: solves chunks until the counter (or the static range) runs out, or a failure.
  * Marks solved chunks in `mine`. Returns 0, or the MPI error code of a failed MPI call. */
-static int rank_loop(clnode_context *ctx, const clnode_model *model,
-                     const clnode_solve_options *full, const clnode_problem *pb,
-                     const clnode_mpi_options *m, size_t chunk_size, const size_t *todo,
-                     size_t ntodo, MPI_Win win, int rank, int R, unsigned char *mine,
-                     rank_report *rep, char *msg)
+static int rank_loop(chunk_fn fn, void *job, const clnode_mpi_options *m, size_t batch,
+                     size_t chunk_size, const size_t *todo, size_t ntodo, MPI_Win win, int rank,
+                     int R, unsigned char *mine, rank_report *rep, char *msg)
 {
     int rc = MPI_Win_lock_all(0, win);
     if (rc != MPI_SUCCESS)
@@ -169,11 +198,11 @@ static int rank_loop(clnode_context *ctx, const clnode_model *model,
             k = (size_t)got;
         }
         const size_t c = todo[k];
-        clnode_status st = solve_chunk(ctx, model, full, pb, m, chunk_size, c, msg);
+        clnode_status st = fn(job, c, msg);
         if (st != CLNODE_OK) {
             rep->status = (int32_t)st;
             rep->first = c * chunk_size;
-            rep->count = pb->batch - rep->first < chunk_size ? pb->batch - rep->first : chunk_size;
+            rep->count = batch - rep->first < chunk_size ? batch - rep->first : chunk_size;
             rc = MPI_Fetch_and_op(&fail, &got, MPI_INT64_T, 0, 0, MPI_SUM, win);
             if (rc == MPI_SUCCESS)
                 rc = MPI_Win_flush(0, win);
@@ -314,44 +343,22 @@ static int counter_create(MPI_Comm comm, int rank, MPI_Win *win)
     return rc;
 }
 
-clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
-                               const clnode_solve_options *opts, const clnode_problem *problem,
-                               MPI_Comm comm, const clnode_mpi_options *mopts, int *owner)
+/* The chunks of a batch across the ranks of comm (clnode_solve_mpi's contract): each handed to
+ * fn(job, c, msg) on the rank that takes it, failures made collective, owner filled (NULL: not
+ * kept). Collective; the same status on every rank. */
+static clnode_status run_chunks(clnode_context *ctx, MPI_Comm comm, const clnode_mpi_options *m,
+                                size_t batch, size_t chunk_size, chunk_fn fn, void *job, int *owner)
 {
-    cln_clear_error(ctx);
-    CLN_CHECK(ctx, ctx && model, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_solve_mpi: context and model are required");
-    clnode_mpi_options m;
-    clnode_solve_options full;
-    clnode_problem pb;
-    clnode_status st = cln_problem_import(ctx, problem, &pb);
-    if (st != CLNODE_OK)
-        return st;
-    CLN_CHECK(ctx, pb.y0 || pb.batch == 0, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_solve_mpi: clnode_problem.y0 is NULL: no initial states for %zu "
-              "trajectories",
-              pb.batch);
-    const size_t batch = pb.batch;
-    st = mpi_import_options(ctx, opts, mopts, &m, &full);
-    if (st != CLNODE_OK)
-        return st;
-    CLN_CHECK(ctx, !full.keep_tape, CLNODE_ERR_UNSUPPORTED,
-              "clnode_solve_mpi: keep_tape (the reverse pass) is not supported across MPI ranks "
-              "yet: solve with clnode_solve");
-    cancel_wrap cw = {comm, full.cancel, full.cancel_user};
-    full.cancel = cancel_and_progress;
-    full.cancel_user = &cw;
-
+    clnode_status st = CLNODE_OK;
     int rank = 0, R = 1, rc = MPI_Comm_rank(comm, &rank);
     if (rc == MPI_SUCCESS)
         rc = MPI_Comm_size(comm, &R);
     if (rc != MPI_SUCCESS)
         return mpi_fail(ctx, rc, "MPI_Comm_rank/size");
-    const size_t chunk_size = m.chunk_size ? m.chunk_size : clnode_mpi_default_chunk_size(batch);
     const size_t nc = clnode_mpi_num_chunks(batch, chunk_size);
 
     size_t ntodo = 0;
-    size_t *todo = todo_list(&m, nc, &ntodo);
+    size_t *todo = todo_list(m, nc, &ntodo);
     unsigned char *mine = calloc(nc ? nc : 1, 1);
     int *own = owner ? owner : malloc((nc ? nc : 1) * sizeof *own);
     /* every rank must reach the collectives below, even one that is out of memory */
@@ -374,8 +381,7 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     memset(&rep, 0, sizeof rep);
     char msg[CLN_MPI_MSG] = "";
     if (rc == MPI_SUCCESS)
-        rc = rank_loop(ctx, model, &full, &pb, &m, chunk_size, todo, ntodo, win, rank, R, mine,
-                       &rep, msg);
+        rc = rank_loop(fn, job, m, batch, chunk_size, todo, ntodo, win, rank, R, mine, &rep, msg);
     if (rc == MPI_SUCCESS)
         rc = wait_for_all(comm);
     if (rc == MPI_SUCCESS)
@@ -391,6 +397,38 @@ clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
     if (own != owner)
         free(own);
     return st;
+}
+
+clnode_status clnode_solve_mpi(clnode_context *ctx, const clnode_model *model,
+                               const clnode_solve_options *opts, const clnode_problem *problem,
+                               MPI_Comm comm, const clnode_mpi_options *mopts, int *owner)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, ctx && model, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_solve_mpi: context and model are required");
+    clnode_mpi_options m;
+    clnode_solve_options full;
+    clnode_problem pb;
+    clnode_status st = cln_problem_import(ctx, problem, &pb);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_CHECK(ctx, pb.y0 || pb.batch == 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_solve_mpi: clnode_problem.y0 is NULL: no initial states for %zu "
+              "trajectories",
+              pb.batch);
+    const size_t batch = pb.batch;
+    st = mpi_import_options(ctx, opts, mopts, &m, &full);
+    if (st != CLNODE_OK)
+        return st;
+    CLN_CHECK(ctx, !full.keep_tape, CLNODE_ERR_UNSUPPORTED,
+              "clnode_solve_mpi: keep_tape (the reverse pass): the gradient across MPI ranks is "
+              "clnode_gradient_mpi");
+    cancel_wrap cw = {comm, full.cancel, full.cancel_user};
+    full.cancel = cancel_and_progress;
+    full.cancel_user = &cw;
+    const size_t chunk_size = m.chunk_size ? m.chunk_size : clnode_mpi_default_chunk_size(batch);
+    chunk_job job = {ctx, model, &full, &pb, &m, chunk_size};
+    return run_chunks(ctx, comm, &m, batch, chunk_size, solve_chunk, &job, owner);
 }
 
 /* ---- gathering ---- */
@@ -519,4 +557,345 @@ clnode_status clnode_mpi_gather(clnode_context *ctx, MPI_Comm comm, int root, si
         return cln_fail(ctx, CLNODE_ERR_IO, "gathering the chunks to rank %d: %s", root, msg);
     }
     return CLNODE_OK;
+}
+
+/* ---- the reverse pass across the ranks ----
+ *
+ * Each chunk of whole blocks is solved with keep_tape and gone back through on its rank
+ * (cln_gradient_chunk); its share of the gradient becomes bytes: the header, the maximal aligned
+ * runs of its blocks (start and size, then their sums in the state precision) and its
+ * trajectories' y0 and input cotangents. Rank 0 gathers them in chunk order, pushes the runs into
+ * the tree from block 0 and folds it: the bits of the one-process pass. */
+
+#define CLN_GRAD_MAGIC "clngrd1"
+
+typedef struct grad_head {
+    char magic[8];
+    uint64_t first, count, N, n_in, ntheta, esize, nruns;
+} grad_head;
+
+typedef struct grad_job {
+    chunk_job base;
+    clnode_context *rev;
+    const clnode_gradient_options *gopts;
+    size_t slots;
+    const double *cot;
+    unsigned char **bytes; /* per chunk, on the rank that went back through it */
+    size_t *len;
+    /* rank 0's gathering */
+    clnode_context *ctx;
+    cln_rev_tree tree;
+    int tree_ready;
+    clnode_gradient *g;
+} grad_job;
+
+/* The bytes of a chunk's share (see above). NULL when out of memory. */
+static unsigned char *grad_bytes(const cln_rev_tree *tr, const clnode_gradient *g, size_t first,
+                                 size_t *len)
+{
+    grad_head h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CLN_GRAD_MAGIC, sizeof h.magic);
+    h.first = first;
+    h.count = g->B;
+    h.N = g->N;
+    h.n_in = g->n_in;
+    h.ntheta = tr->n;
+    h.esize = tr->esize;
+    h.nruns = tr->top;
+    const size_t nsum = tr->top * tr->n * tr->esize, ny = g->B * g->N * sizeof(double),
+                 nc = g->B * g->n_in * sizeof(double);
+    *len = sizeof h + tr->top * 2 * sizeof(uint64_t) + nsum + ny + nc;
+    unsigned char *b = malloc(*len), *p = b;
+    if (!b)
+        return NULL;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    for (size_t k = 0; k < tr->top; ++k) {
+        const uint64_t run[2] = {tr->start[k], tr->size[k]};
+        memcpy(p, run, sizeof run);
+        p += sizeof run;
+    }
+    memcpy(p, tr->level, nsum);
+    memcpy(p + nsum, g->y0, ny);
+    if (nc)
+        memcpy(p + nsum + ny, g->inputs, nc);
+    return b;
+}
+
+/* Solves chunk c with keep_tape, goes back through it, keeps its bytes, then hands the solution
+ * to the caller's callback. Returns the status, with the message in msg. */
+static clnode_status grad_chunk(void *job, size_t c, char *msg)
+{
+    grad_job *j = job;
+    const chunk_job *b = &j->base;
+    const size_t first = c * b->chunk_size, N = clnode_model_dim(b->model);
+    const size_t count =
+        b->pb->batch - first < b->chunk_size ? b->pb->batch - first : b->chunk_size;
+    const clnode_problem p = chunk_problem(b->pb, b->model, first, count);
+    clnode_solution *sol = NULL;
+    clnode_status st = clnode_solve(b->ctx, b->model, b->full, &p, &sol);
+    if (st != CLNODE_OK) {
+        snprintf(msg, CLN_MPI_MSG, "%s", clnode_context_last_error(b->ctx));
+        return st;
+    }
+    cln_rev_tree tr;
+    clnode_gradient *g = NULL;
+    st = cln_gradient_chunk(j->rev, b->model, j->gopts, sol, j->slots,
+                            j->cot + first * j->slots * N, first, &tr, &g);
+    if (st != CLNODE_OK) {
+        snprintf(msg, CLN_MPI_MSG, "%s", clnode_context_last_error(j->rev));
+        clnode_solution_destroy(&sol);
+        return st;
+    }
+    j->bytes[c] = grad_bytes(&tr, g, first, &j->len[c]);
+    cln_rev_tree_free(&tr);
+    clnode_gradient_destroy(&g);
+    if (!j->bytes[c]) {
+        snprintf(msg, CLN_MPI_MSG, "out of memory for the gradient of trajectories %zu..%zu", first,
+                 first + count - 1);
+        clnode_solution_destroy(&sol);
+        return CLNODE_ERR_OUT_OF_MEMORY;
+    }
+    st = chunk_callback(b->m, c, first, count, sol, msg);
+    if (st == CLNODE_OK && b->m->on_gradient) {
+        char umsg[CLN_MPI_MSG - 64] = "";
+        if (b->m->on_gradient(b->m->gradient_user, c, j->bytes[c], j->len[c], umsg, sizeof umsg) !=
+            0) {
+            snprintf(msg, CLN_MPI_MSG, "the gradient callback failed: %s",
+                     umsg[0] ? umsg : "(no message)");
+            st = CLNODE_ERR_IO;
+        }
+    }
+    return st;
+}
+
+/* A chunk's bytes: kept by this rank, or (rank 0, a skipped chunk) the caller's get_gradient. */
+static int grad_get(void *user, size_t c, const void **data, size_t *len)
+{
+    const grad_job *j = user;
+    if (!j->bytes[c] && j->base.m->get_gradient)
+        return j->base.m->get_gradient(j->base.m->gradient_user, c, data, len);
+    *data = j->bytes[c];
+    *len = j->len[c];
+    return j->bytes[c] ? 0 : -1;
+}
+
+/* Whether chunk c's bytes are whole and of chunk c: their header, and runs that continue the
+ * tree. */
+static int grad_check(const grad_job *j, size_t c, const grad_head *h, const unsigned char *runs,
+                      size_t len)
+{
+    const size_t batch = j->base.pb->batch, cs = j->base.chunk_size;
+    const size_t count = batch - c * cs < cs ? batch - c * cs : cs;
+    const clnode_gradient *g = j->g;
+    const size_t ntheta = g->nparams ? g->nparams : 1;
+    if (memcmp(h->magic, CLN_GRAD_MAGIC, sizeof h->magic) != 0 || h->first != c * cs ||
+        h->count != count || h->N != g->N || h->n_in != g->n_in || h->ntheta != ntheta ||
+        (h->esize != sizeof(float) && h->esize != sizeof(double)) ||
+        (j->tree_ready && h->esize != j->tree.esize) || h->nruns > 256 ||
+        len != sizeof *h + h->nruns * (2 * sizeof(uint64_t) + h->ntheta * h->esize) +
+                   h->count * (h->N + h->n_in) * sizeof(double))
+        return -1;
+    uint64_t at = h->first / CLNODE_GRADIENT_BLOCK;
+    for (size_t k = 0; k < h->nruns; ++k) {
+        uint64_t run[2];
+        memcpy(run, runs + k * sizeof run, sizeof run);
+        if (run[0] != at || !run[1] || (run[1] & (run[1] - 1)) != 0 || run[0] % run[1] != 0)
+            return -1;
+        at += run[1];
+    }
+    return at == (h->first + h->count + CLNODE_GRADIENT_BLOCK - 1) / CLNODE_GRADIENT_BLOCK ? 0 : -1;
+}
+
+/* Rank 0: chunk c's share, in chunk order: its runs into the tree, its rows into the gradient. */
+static int grad_deliver(void *user, size_t c, const void *data, size_t len)
+{
+    grad_job *j = user;
+    grad_head h;
+    if (len < sizeof h)
+        return -1;
+    memcpy(&h, data, sizeof h);
+    const unsigned char *runs = (const unsigned char *)data + sizeof h;
+    if (grad_check(j, c, &h, runs, len) != 0)
+        return -1;
+    const size_t batch = j->base.pb->batch;
+    if (!j->tree_ready) {
+        const size_t nb = (batch + CLNODE_GRADIENT_BLOCK - 1) / CLNODE_GRADIENT_BLOCK;
+        if (cln_rev_tree_init(j->ctx, &j->tree, h.esize, h.ntheta, 0, nb) != CLNODE_OK)
+            return -1;
+        j->tree_ready = 1;
+    }
+    const unsigned char *sums = runs + h.nruns * 2 * sizeof(uint64_t);
+    for (size_t k = 0; k < h.nruns; ++k) {
+        uint64_t run[2];
+        memcpy(run, runs + k * sizeof run, sizeof run);
+        if (!cln_rev_tree_fits(&j->tree, run[0], run[1]))
+            return -1;
+        cln_rev_tree_push(&j->tree, sums + k * h.ntheta * h.esize, run[1]);
+    }
+    const unsigned char *rows = sums + h.nruns * h.ntheta * h.esize;
+    clnode_gradient *g = j->g;
+    memcpy(g->y0 + h.first * g->N, rows, h.count * g->N * sizeof(double));
+    if (g->n_in)
+        memcpy(g->inputs + h.first * g->n_in, rows + h.count * g->N * sizeof(double),
+               h.count * g->n_in * sizeof(double));
+    return 0;
+}
+
+size_t clnode_mpi_gradient_chunk_size(size_t batch)
+{
+    const size_t c = clnode_mpi_default_chunk_size(batch), k = CLNODE_GRADIENT_BLOCK;
+    return (c + k - 1) / k * k;
+}
+
+/* After the gather: rank 0 folds the tree into the parameters' gradient, which every rank then
+ * gets (MPI_Bcast); the other ranks hold no rows. Collective. */
+static clnode_status grad_finish(grad_job *j, MPI_Comm comm, int rank)
+{
+    clnode_gradient *g = j->g;
+    if (rank == 0 && j->tree_ready && j->tree.top) {
+        cln_rev_tree_fold(&j->tree);
+        const void *sum = j->tree.level;
+        for (size_t i = 0; i < g->nparams; ++i)
+            g->params[i] = j->tree.esize == sizeof(float) ? (double)((const float *)sum)[i]
+                                                          : ((const double *)sum)[i];
+    }
+    int rc = MPI_SUCCESS;
+    for (size_t at = 0; at < g->nparams && rc == MPI_SUCCESS; at += CLN_MPI_OWNERS) {
+        const size_t n = g->nparams - at < CLN_MPI_OWNERS ? g->nparams - at : CLN_MPI_OWNERS;
+        rc = MPI_Bcast(g->params + at, (int)n, MPI_DOUBLE, 0, comm);
+    }
+    if (rank != 0) {
+        free(g->y0);
+        free(g->inputs);
+        g->y0 = g->inputs = NULL;
+    }
+    return rc == MPI_SUCCESS ? CLNODE_OK : mpi_fail(j->ctx, rc, "MPI_Bcast of the gradient");
+}
+
+/* The caller's gradient options (NULL: the defaults) into *go. */
+static clnode_status grad_import_options(clnode_context *ctx, const clnode_gradient_options *gopts,
+                                         clnode_gradient_options *go)
+{
+    clnode_gradient_default_options(go);
+    if (!gopts)
+        return CLNODE_OK;
+    CLN_CHECK(ctx, gopts->struct_size >= sizeof(size_t) && gopts->struct_size <= sizeof *go,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_options.struct_size %zu is not one this library knows",
+              gopts->struct_size);
+    memcpy(go, gopts, gopts->struct_size);
+    go->struct_size = sizeof *go;
+    return CLNODE_OK;
+}
+
+/* The arguments of clnode_gradient_mpi, alike on every rank. */
+static clnode_status grad_check_args(clnode_context *ctx, const clnode_problem *pb,
+                                     const clnode_mpi_options *m, const double *cot,
+                                     size_t chunk_size)
+{
+    CLN_CHECK(ctx, pb->y0 || pb->batch == 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_mpi: clnode_problem.y0 is NULL: no initial states for %zu "
+              "trajectories",
+              pb->batch);
+    CLN_CHECK(ctx, cot || pb->batch == 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_mpi: NULL cotangents");
+    CLN_CHECK(ctx, chunk_size % CLNODE_GRADIENT_BLOCK == 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_mpi: chunk_size %zu is not a multiple of CLNODE_GRADIENT_BLOCK "
+              "(%d): a chunk is whole blocks of the parameters' sum",
+              chunk_size, CLNODE_GRADIENT_BLOCK);
+    const size_t nc = clnode_mpi_num_chunks(pb->batch, chunk_size);
+    for (size_t c = 0; m->skip && !m->get_gradient && c < nc; ++c)
+        CLN_CHECK(ctx, !m->skip[c], CLNODE_ERR_INVALID_ARGUMENT,
+                  "clnode_gradient_mpi: clnode_mpi_options.skip marks chunk %zu, but get_gradient "
+                  "is NULL: a skipped chunk's share of the gradient comes from get_gradient",
+                  c);
+    return CLNODE_OK;
+}
+
+/* Every chunk through grad_chunk, then gathered, folded and shared (grad_finish). */
+static clnode_status grad_run(grad_job *j, MPI_Comm comm, int *owner)
+{
+    const size_t batch = j->base.pb->batch, cs = j->base.chunk_size;
+    const size_t nc = clnode_mpi_num_chunks(batch, cs);
+    int rank = 0, rc = MPI_Comm_rank(comm, &rank);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(j->ctx, rc, "MPI_Comm_rank");
+    j->bytes = calloc(nc ? nc : 1, sizeof *j->bytes);
+    j->len = calloc(nc ? nc : 1, sizeof *j->len);
+    int *own = owner ? owner : malloc((nc ? nc : 1) * sizeof *own);
+    clnode_status st = j->bytes && j->len && own
+                           ? cln_gradient_alloc(j->ctx, j->base.model, rank == 0 ? batch : 0, &j->g)
+                           : CLNODE_ERR_OUT_OF_MEMORY;
+    int ok = st == CLNODE_OK, all_ok = 0;
+    rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS)
+        st = mpi_fail(j->ctx, rc, "MPI_Allreduce");
+    else if (!all_ok)
+        st = cln_fail(j->ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                      "out of memory for the gradient of %zu trajectories (on some rank)", batch);
+    if (st == CLNODE_OK)
+        st = run_chunks(j->ctx, comm, j->base.m, batch, cs, grad_chunk, j, own);
+    if (st == CLNODE_OK)
+        st = clnode_mpi_gather(j->ctx, comm, 0, nc, own, grad_get, grad_deliver, j);
+    if (st == CLNODE_OK)
+        st = grad_finish(j, comm, rank);
+    for (size_t c = 0; j->bytes && c < nc; ++c)
+        free(j->bytes[c]);
+    free(j->bytes);
+    free(j->len);
+    if (own != owner)
+        free(own);
+    if (j->tree_ready)
+        cln_rev_tree_free(&j->tree);
+    return st;
+}
+
+clnode_status clnode_gradient_mpi(clnode_context *ctx, clnode_context *rev_ctx,
+                                  const clnode_model *model, const clnode_solve_options *opts,
+                                  const clnode_gradient_options *gopts,
+                                  const clnode_problem *problem, size_t slots, const double *cot,
+                                  MPI_Comm comm, const clnode_mpi_options *mopts, int *owner,
+                                  clnode_gradient **out)
+{
+    cln_clear_error(ctx);
+    CLN_CHECK(ctx, ctx && model && out, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_gradient_mpi: context, model and out are required");
+    *out = NULL;
+    clnode_mpi_options m;
+    clnode_solve_options full;
+    clnode_gradient_options go;
+    clnode_problem pb;
+    clnode_status st = cln_problem_import(ctx, problem, &pb);
+    if (st == CLNODE_OK)
+        st = mpi_import_options(ctx, opts, mopts, &m, &full);
+    if (st == CLNODE_OK)
+        st = grad_import_options(ctx, gopts, &go);
+    const size_t cs = m.chunk_size ? m.chunk_size : clnode_mpi_gradient_chunk_size(pb.batch);
+    if (st == CLNODE_OK)
+        st = grad_check_args(ctx, &pb, &m, cot, cs);
+    if (st != CLNODE_OK)
+        return st;
+    full.keep_tape = 1;
+    cancel_wrap cw = {comm, full.cancel, full.cancel_user};
+    full.cancel = cancel_and_progress;
+    full.cancel_user = &cw;
+    cancel_wrap gw = {comm, go.cancel, go.cancel_user};
+    go.cancel = cancel_and_progress;
+    go.cancel_user = &gw;
+    grad_job j;
+    memset(&j, 0, sizeof j);
+    j.base = (chunk_job){ctx, model, &full, &pb, &m, cs};
+    j.rev = rev_ctx ? rev_ctx : ctx;
+    j.gopts = &go;
+    j.slots = slots;
+    j.cot = cot;
+    j.ctx = ctx;
+    st = grad_run(&j, comm, owner);
+    if (st == CLNODE_OK)
+        *out = j.g;
+    else
+        clnode_gradient_destroy(&j.g);
+    return st;
 }

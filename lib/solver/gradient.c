@@ -10,20 +10,12 @@
 #include "backends/backend.h"
 #include "cln_layout.h"
 #include "core/internal.h"
+#include "solver/gradient_tree.h"
 #include "solver/solution.h"
 
 /* Blocks handed to the backend at a time: cancel and progress are looked at between groups, and
  * a group's sums wait there for the tree (GROUP copies of the parameters). */
 #define CLN_REV_GROUP 16
-
-struct clnode_gradient {
-    size_t B, N, n_in, L;
-    double *y0, *inputs, *params;
-    size_t nparams;
-    size_t w_off[CLN_MAX_LAYERS], b_off[CLN_MAX_LAYERS], s_off;
-    int has_bias[CLN_MAX_LAYERS];
-    size_t scale_n;
-};
 
 void clnode_gradient_default_options_sized(clnode_gradient_options *opts, size_t struct_size)
 {
@@ -112,7 +104,7 @@ static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model 
 
 /* slots holds every trajectory's points, and the cotangents of the points are finite. */
 static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solution *sol,
-                                       size_t slots, const double *cot)
+                                       size_t slots, const double *cot, size_t first)
 {
     const size_t N = sol->N;
     for (size_t b = 0; b < sol->B; ++b) {
@@ -120,14 +112,14 @@ static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solutio
         CLN_CHECK(ctx, P <= slots, CLNODE_ERR_INVALID_ARGUMENT,
                   "clnode_gradient_compute: trajectory %zu saved %zu points, more than the %zu "
                   "slots of the cotangents' rows",
-                  b, P, slots);
+                  first + b, P, slots);
         for (size_t k = 0; k < P; ++k)
             for (size_t n = 0; n < N; ++n) {
                 const double v = cot[(b * slots + k) * N + n];
                 CLN_CHECK(ctx, isfinite(v), CLNODE_ERR_NONFINITE_INPUT,
                           "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
                           "component %zu is %g",
-                          b, k, n, v);
+                          first + b, k, n, v);
             }
     }
     return CLNODE_OK;
@@ -143,8 +135,8 @@ static double cln_rev_real(const cln_tape *t, const void *buf, size_t i)
 /* Trajectory b's events from its row's kinds: the state after p steps for t0 (0), the k-th saved
  * step (k + 1) and the stop (M); a save time in the first accepted step that ends at or after it
  * (as cln_save_dense saves it), or y0 itself for a trajectory of no step. */
-static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b, const clnode_save_kind *kinds,
-                                  size_t P, cln_rev_event *ev)
+static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
+                                  const clnode_save_kind *kinds, size_t P, cln_rev_event *ev)
 {
     const cln_tape *t = sol->tape;
     const size_t M = t->off_t[b + 1] - t->off_t[b] - 1;
@@ -159,8 +151,7 @@ static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b, const cl
             e.step = (int32_t)M;
         } else if (kinds[k] == CLNODE_SAVE_TS && M > 0) {
             const size_t jj = first + j++;
-            const double ts =
-                cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
+            const double ts = cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
             while (n + 1 < M && cln_rev_real(t, tau, n + 1) < ts)
                 ++n;
             e.kind = CLN_REV_DENSE;
@@ -301,14 +292,11 @@ static void cln_rev_job_tape(const clnode_model *m, const clnode_solution *sol, 
 
 /* ---- the blocks and their tree ---- */
 
-/* The fixed tree over the blocks' sums, fed in block order: a stack of the sums of whole
- * power-of-two runs of blocks, merged as a binary counter (the run [lo, hi) is the sum of its
- * first half and its second, sizes 2^k each); at the end the runs are added from the last. */
-typedef struct cln_rev_tree {
-    size_t esize, n, top;
-    size_t size[64];
-    void *level; /* 64 x n values */
-} cln_rev_tree;
+/* The fixed tree over the blocks' sums (gradient_tree.h), fed in block order: a stack of the
+ * sums of aligned power-of-two runs of blocks, merged as a binary counter (the run [lo, hi) is
+ * the sum of its first half and its second, sizes 2^k each); at the end the runs are added from
+ * the last. From block 0 every two runs of equal size on top are halves of an aligned run; from
+ * another block the alignment is what stops a merge. */
 
 static void cln_rev_add(size_t es, size_t n, void *acc, const void *x)
 {
@@ -320,28 +308,67 @@ static void cln_rev_add(size_t es, size_t n, void *acc, const void *x)
             ((double *)acc)[i] += ((const double *)x)[i];
 }
 
-static void *cln_rev_level(const cln_rev_tree *tr, size_t k)
+clnode_status cln_rev_tree_init(clnode_context *ctx, cln_rev_tree *tr, size_t esize, size_t n,
+                                size_t first_block, size_t nblocks)
+{
+    size_t bits = 0;
+    while (bits < 64 && (nblocks >> bits) != 0)
+        ++bits;
+    memset(tr, 0, sizeof *tr);
+    tr->esize = esize;
+    tr->n = n;
+    tr->next = first_block;
+    tr->cap = 2 * bits + 2; /* the maximal runs of any range of nblocks, and one pushed */
+    tr->start = malloc(tr->cap * sizeof *tr->start);
+    tr->size = malloc(tr->cap * sizeof *tr->size);
+    tr->level = malloc(tr->cap * n * esize);
+    if (!tr->start || !tr->size || !tr->level) {
+        cln_rev_tree_free(tr);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the blocks' tree");
+    }
+    return CLNODE_OK;
+}
+
+void cln_rev_tree_free(cln_rev_tree *tr)
+{
+    free(tr->start);
+    free(tr->size);
+    free(tr->level);
+    tr->start = tr->size = NULL;
+    tr->level = NULL;
+    tr->top = tr->cap = 0;
+}
+
+void *cln_rev_tree_level(const cln_rev_tree *tr, size_t k)
 {
     return (unsigned char *)tr->level + k * tr->n * tr->esize;
 }
 
-static void cln_rev_push(cln_rev_tree *tr, const void *sum)
+int cln_rev_tree_fits(const cln_rev_tree *tr, size_t start, size_t size)
 {
-    memcpy(cln_rev_level(tr, tr->top), sum, tr->n * tr->esize);
-    tr->size[tr->top++] = 1;
-    while (tr->top >= 2 && tr->size[tr->top - 1] == tr->size[tr->top - 2]) {
-        cln_rev_add(tr->esize, tr->n, cln_rev_level(tr, tr->top - 2),
-                    cln_rev_level(tr, tr->top - 1));
+    return start == tr->next && size && (size & (size - 1)) == 0 && start % size == 0 &&
+           tr->top < tr->cap;
+}
+
+void cln_rev_tree_push(cln_rev_tree *tr, const void *sum, size_t size)
+{
+    memcpy(cln_rev_tree_level(tr, tr->top), sum, tr->n * tr->esize);
+    tr->start[tr->top] = tr->next;
+    tr->size[tr->top++] = size;
+    tr->next += size;
+    while (tr->top >= 2 && tr->size[tr->top - 1] == tr->size[tr->top - 2] &&
+           tr->start[tr->top - 2] % (2 * tr->size[tr->top - 2]) == 0) {
+        cln_rev_add(tr->esize, tr->n, cln_rev_tree_level(tr, tr->top - 2),
+                    cln_rev_tree_level(tr, tr->top - 1));
         tr->size[tr->top - 2] *= 2;
         --tr->top;
     }
 }
 
-/* The whole sum into level 0. */
-static void cln_rev_fold(cln_rev_tree *tr)
+void cln_rev_tree_fold(cln_rev_tree *tr)
 {
     for (size_t k = tr->top; k-- > 1;) {
-        cln_rev_add(tr->esize, tr->n, cln_rev_level(tr, k - 1), cln_rev_level(tr, k));
+        cln_rev_add(tr->esize, tr->n, cln_rev_tree_level(tr, k - 1), cln_rev_tree_level(tr, k));
         tr->size[k - 1] += tr->size[k];
     }
     tr->top = tr->top ? 1 : 0;
@@ -358,9 +385,8 @@ static double cln_rev_now(void)
 static clnode_status cln_rev_between(clnode_context *ctx, const clnode_gradient_options *o,
                                      const cln_rev_job *job, size_t blocks_done, double *last)
 {
-    const size_t done = blocks_done * CLNODE_GRADIENT_BLOCK < job->B
-                            ? blocks_done * CLNODE_GRADIENT_BLOCK
-                            : job->B;
+    const size_t done =
+        blocks_done * CLNODE_GRADIENT_BLOCK < job->B ? blocks_done * CLNODE_GRADIENT_BLOCK : job->B;
     if (o->cancel && done < job->B && o->cancel(o->cancel_user))
         return cln_fail(ctx, CLNODE_ERR_CANCELLED,
                         "reverse pass cancelled by the caller after %zu of %zu trajectories", done,
@@ -391,59 +417,119 @@ static clnode_status cln_rev_blocks(clnode_context *ctx, const clnode_gradient_o
         const size_t cnt = nb - b0 < CLN_REV_GROUP ? nb - b0 : CLN_REV_GROUP;
         st = be->ops->rev_blocks(be, state, b0, cnt, sums);
         for (size_t k = 0; st == CLNODE_OK && k < cnt; ++k)
-            cln_rev_push(tr, (unsigned char *)sums + k * n * es);
+            cln_rev_tree_push(tr, (unsigned char *)sums + k * n * es, 1);
         if (st == CLNODE_OK)
             st = cln_rev_between(ctx, o, job, b0 + cnt, &last);
     }
     free(sums);
-    cln_rev_fold(tr);
     return st;
 }
 
 /* ---- the entry point ---- */
 
-static clnode_status cln_rev_result(clnode_context *ctx, const clnode_model *m,
-                                    const clnode_solution *sol, cln_rev_run *r,
-                                    clnode_gradient **out)
+clnode_status cln_gradient_alloc(clnode_context *ctx, const clnode_model *m, size_t B,
+                                 clnode_gradient **out)
 {
     clnode_gradient *g = calloc(1, sizeof *g);
     CLN_CHECK(ctx, g, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the gradient");
-    g->B = sol->B;
-    g->N = sol->N;
+    cln_rev_job layout;
+    g->B = B;
+    g->N = m->sizes[m->num_layers];
     g->n_in = m->num_inputs;
     g->L = m->num_layers;
-    g->nparams = cln_rev_layout(m, &r->job, g);
-    r->job.ntheta = g->nparams;
-    g->y0 = calloc(g->B * g->N, sizeof(double));
-    g->inputs = g->n_in ? calloc(g->B * g->n_in, sizeof(double)) : NULL;
+    g->nparams = cln_rev_layout(m, &layout, g);
+    const size_t ny = g->B * g->N, nc = g->B * g->n_in;
+    g->y0 = calloc(ny ? ny : 1, sizeof(double));
+    g->inputs = g->n_in ? calloc(nc ? nc : 1, sizeof(double)) : NULL;
     g->params = calloc(g->nparams ? g->nparams : 1, sizeof(double));
     if (!g->y0 || (g->n_in && !g->inputs) || !g->params) {
         clnode_gradient_destroy(&g);
         return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the gradient of %zu x %zu",
-                        sol->B, sol->N);
+                        B, m->sizes[m->num_layers]);
     }
-    r->job.ybar = g->y0;
-    r->job.cbar = g->inputs;
     *out = g;
     return CLNODE_OK;
 }
 
-/* The reverse pass proper, on a job that is ready: the backend's blocks, the tree, theta. */
+static clnode_status cln_rev_result(clnode_context *ctx, const clnode_model *m,
+                                    const clnode_solution *sol, cln_rev_run *r,
+                                    clnode_gradient **out)
+{
+    const clnode_status st = cln_gradient_alloc(ctx, m, sol->B, out);
+    if (st != CLNODE_OK)
+        return st;
+    r->job.ntheta = cln_rev_layout(m, &r->job, *out);
+    r->job.ybar = (*out)->y0;
+    r->job.cbar = (*out)->inputs;
+    return CLNODE_OK;
+}
+
+/* The reverse pass proper, on a job that is ready: the backend's blocks into the tree from block
+ * first_block. runs NULL: the tree folded into theta; else *runs gets the tree, unfolded. */
 static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_options *o,
-                                     const cln_tape *t, cln_rev_job *job, clnode_gradient *g)
+                                     const cln_tape *t, cln_rev_job *job, clnode_gradient *g,
+                                     size_t first_block, cln_rev_tree *runs)
 {
     cln_backend *be = ctx->backend;
-    cln_rev_tree tr = {.esize = t->esize, .n = job->ntheta ? job->ntheta : 1};
-    tr.level = malloc(64 * tr.n * tr.esize);
-    CLN_CHECK(ctx, tr.level, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the blocks' tree");
+    cln_rev_tree own, *tr = runs ? runs : &own;
+    const size_t nb = (job->B + CLNODE_GRADIENT_BLOCK - 1) / CLNODE_GRADIENT_BLOCK;
+    clnode_status st =
+        cln_rev_tree_init(ctx, tr, t->esize, job->ntheta ? job->ntheta : 1, first_block, nb);
+    if (st != CLNODE_OK)
+        return st;
     void *state = NULL;
-    clnode_status st = be->ops->rev_begin(be, job, &state);
+    st = be->ops->rev_begin(be, job, &state);
     if (st == CLNODE_OK)
-        st = cln_rev_blocks(ctx, o, job, state, &tr);
+        st = cln_rev_blocks(ctx, o, job, state, tr);
     be->ops->rev_end(be, state);
-    for (size_t i = 0; st == CLNODE_OK && i < job->ntheta; ++i)
-        g->params[i] = cln_rev_real(t, tr.level, i);
-    free(tr.level);
+    if (!runs) {
+        cln_rev_tree_fold(tr);
+        for (size_t i = 0; st == CLNODE_OK && i < job->ntheta; ++i)
+            g->params[i] = cln_rev_real(t, tr->level, i);
+    }
+    if (!runs || st != CLNODE_OK)
+        cln_rev_tree_free(tr);
+    return st;
+}
+
+/* clnode_gradient_compute (runs NULL, first 0) and cln_gradient_chunk. */
+static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *model,
+                                     const clnode_gradient_options *opts,
+                                     const clnode_solution *sol, size_t slots, const double *cot,
+                                     size_t first, cln_rev_tree *runs, clnode_gradient **out)
+{
+    clnode_gradient_options o;
+    clnode_gradient_default_options(&o);
+    if (opts) {
+        CLN_CHECK(ctx, opts->struct_size >= sizeof(size_t) && opts->struct_size <= sizeof o,
+                  CLNODE_ERR_INVALID_ARGUMENT,
+                  "clnode_gradient_options.struct_size %zu is not one this library knows",
+                  opts->struct_size);
+        memcpy(&o, opts, opts->struct_size);
+        o.struct_size = sizeof o;
+    }
+    clnode_status st = cln_rev_check_tape(ctx, model, sol);
+    if (st == CLNODE_OK)
+        st = cln_rev_check_cot(ctx, sol, slots, cot, first);
+    if (st != CLNODE_OK)
+        return st;
+    cln_rev_run r;
+    memset(&r, 0, sizeof r);
+    clnode_gradient *g = NULL;
+    cln_rev_job_tape(model, sol, slots, cot, &r.job);
+    CLN_TRY(st, cln_rev_result(ctx, model, sol, &r, &g));
+    CLN_TRY(st, cln_rev_fill(ctx, model, sol, &r));
+    CLN_TRY(st, cln_rev_events(ctx, sol, slots, &r.off_ev, &r.ev));
+    r.job.off_ev = r.off_ev;
+    r.job.ev = r.ev;
+    CLN_TRY(st,
+            cln_rev_run_job(ctx, &o, sol->tape, &r.job, g, first / CLNODE_GRADIENT_BLOCK, runs));
+    cln_rev_run_free(&r);
+    *out = g;
+    return CLNODE_OK;
+fail:
+    cln_rev_run_free(&r);
+    clnode_gradient_destroy(&g);
     return st;
 }
 
@@ -458,36 +544,18 @@ clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *m
     *out = NULL;
     CLN_CHECK(ctx, model && sol && cot, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_gradient_compute: NULL model, solution or cotangents");
-    clnode_gradient_options o;
-    clnode_gradient_default_options(&o);
-    if (opts) {
-        CLN_CHECK(ctx, opts->struct_size >= sizeof(size_t) && opts->struct_size <= sizeof o,
-                  CLNODE_ERR_INVALID_ARGUMENT,
-                  "clnode_gradient_options.struct_size %zu is not one this library knows",
-                  opts->struct_size);
-        memcpy(&o, opts, opts->struct_size);
-        o.struct_size = sizeof o;
-    }
-    clnode_status st = cln_rev_check_tape(ctx, model, sol);
-    if (st == CLNODE_OK)
-        st = cln_rev_check_cot(ctx, sol, slots, cot);
-    if (st != CLNODE_OK)
-        return st;
-    cln_rev_run r;
-    memset(&r, 0, sizeof r);
-    clnode_gradient *g = NULL;
-    cln_rev_job_tape(model, sol, slots, cot, &r.job);
-    CLN_TRY(st, cln_rev_result(ctx, model, sol, &r, &g));
-    CLN_TRY(st, cln_rev_fill(ctx, model, sol, &r));
-    CLN_TRY(st, cln_rev_events(ctx, sol, slots, &r.off_ev, &r.ev));
-    r.job.off_ev = r.off_ev;
-    r.job.ev = r.ev;
-    CLN_TRY(st, cln_rev_run_job(ctx, &o, sol->tape, &r.job, g));
-    cln_rev_run_free(&r);
-    *out = g;
-    return CLNODE_OK;
-fail:
-    cln_rev_run_free(&r);
-    clnode_gradient_destroy(&g);
-    return st;
+    return cln_rev_compute(ctx, model, opts, sol, slots, cot, 0, NULL, out);
+}
+
+clnode_status cln_gradient_chunk(clnode_context *ctx, const clnode_model *model,
+                                 const clnode_gradient_options *opts, const clnode_solution *sol,
+                                 size_t slots, const double *cot, size_t first, cln_rev_tree *runs,
+                                 clnode_gradient **out)
+{
+    *out = NULL;
+    CLN_CHECK(ctx, first % CLNODE_GRADIENT_BLOCK == 0, CLNODE_ERR_INVALID_ARGUMENT,
+              "the reverse pass of a chunk from trajectory %zu: a chunk starts at a whole block "
+              "(a multiple of CLNODE_GRADIENT_BLOCK, %d)",
+              first, CLNODE_GRADIENT_BLOCK);
+    return cln_rev_compute(ctx, model, opts, sol, slots, cot, first, runs, out);
 }

@@ -3,7 +3,8 @@
 bytes at every rank count and the same as one process without MPI (CSV, .npz and .npy written in
 parallel, JSON but its wall_seconds, the summary but its time), on the seed problem and a
 mixed-cost ensemble (per-trajectory t1 from a .npy file: some trajectories take several times the
-steps of others), and the same with each trajectory its own save times (--ts-file); a rank
+steps of others), and the same with each trajectory its own save times (--ts-file); --grad-out G.npz
+the same bytes at every rank count and chunk size (whole blocks) as one process; a rank
 whose solves fail makes the run fail with a message naming it and leaves no output; a run killed
 midway with --resume is finished by a rerun (at another rank count) with the same bytes.
 
@@ -47,9 +48,13 @@ def read(path):
         return f.read()
 
 
-def save_npy(path, rows, cols=None):
-    """A little-endian float64 .npy of `rows` (a list, or a list of lists of `cols`)."""
-    shape = f"({len(rows)},)" if cols is None else f"({len(rows)}, {cols})"
+def save_npy(path, rows, cols=None, shape=None):
+    """A little-endian float64 .npy of `rows` (a list, or a list of lists of `cols`), of the
+    shape `shape` (a tuple) when given."""
+    if shape:
+        shape = "(" + ", ".join(map(str, shape)) + ")"
+    else:
+        shape = f"({len(rows)},)" if cols is None else f"({len(rows)}, {cols})"
     header = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}"
     header += " " * (63 - (10 + len(header)) % 64) + "\n"
     flat = rows if cols is None else [x for r in rows for x in r]
@@ -81,6 +86,68 @@ def same_everywhere(tmp, name, args, nps=NPS):
             s = run(np, args + ["--chunk-size", "2"])
             check(untimed(s.stdout) == untimed(summary.stdout),
                   f"{name}: -np {np}: summary differs:\n{s.stdout}\n{summary.stdout}")
+
+
+def grad_cases(tmp):
+    """--cotangents COT --grad-out G.npz: G the same bytes at every rank count, at chunks of 1
+    and 2 blocks, and after a killed run is resumed, as one process; a chunk that is not whole
+    blocks refused; a failing rank leaves no G."""
+    rnd = random.Random(11)
+    B = 219  # 7 blocks of 32, the last partial: the tree folds three runs
+    y0, t1, cot = f"{tmp}/gy0.npy", f"{tmp}/gt1.npy", f"{tmp}/gcot.npy"
+    save_npy(y0, [[rnd.uniform(-1, 1) for _ in range(10)] for _ in range(B)], 10)
+    save_npy(t1, [200.0 if i % 9 == 0 else 30.0 for i in range(B)])
+    save_npy(cot, [[rnd.gauss(0, 1) for _ in range(3 * 10)] for _ in range(B)], 30,
+             shape=(B, 3, 10))
+    args = ["--y0-file", y0, "--t1-file", t1, "--save", "t1", "--save", "ts:10,20",
+            "--cotangents", cot, "--quiet"]
+    r = run(0, args + ["--out", f"{tmp}/gys-ref.npz", "--grad-out", f"{tmp}/g-ref.npz"])
+    check(r.returncode == 0, f"grad: one process: exit {r.returncode}: {r.stderr}")
+    want, want_ys = read(f"{tmp}/g-ref.npz"), read(f"{tmp}/gys-ref.npz")
+    check(b"layers.2.weight" in want, "grad: G has no layers.2.weight")
+    for np in NPS:
+        for cs in ("32", "64"):
+            g, ys = f"{tmp}/g-{np}-{cs}.npz", f"{tmp}/gys-{np}-{cs}.npz"
+            r = run(np, args + ["--chunk-size", cs, "--out", ys, "--grad-out", g])
+            check(r.returncode == 0, f"grad -np {np} chunk {cs}: exit {r.returncode}: {r.stderr}")
+            check(os.path.exists(g) and read(g) == want,
+                  f"grad -np {np} chunk {cs}: G's bytes differ from one process")
+            check(os.path.exists(ys) and read(ys) == want_ys,
+                  f"grad -np {np} chunk {cs}: the saved values differ from one process")
+    r = run(2, args + ["--grad-out", f"{tmp}/g-def.npz"])
+    check(r.returncode == 0 and read(f"{tmp}/g-def.npz") == want,
+          f"grad -np 2, the default chunk size: exit {r.returncode}: {r.stderr}")
+    r = run(2, args + ["--chunk-size", "40", "--grad-out", f"{tmp}/g-bad.npz"])
+    check(r.returncode == 2 and "--chunk-size 40: with --grad-out a chunk is whole blocks of 32 "
+          "trajectories" in r.stderr, f"grad chunk 40: exit {r.returncode}: {r.stderr}")
+    check(not os.path.exists(f"{tmp}/g-bad.npz"), "grad chunk 40: G was written")
+    # killed midway with --resume (every rank exits after its first chunk's share is recorded),
+    # resumed at another rank count: the same G; other cotangents are refused, naming them
+    ys, g = f"{tmp}/gres.npz", f"{tmp}/gres-g.npz"
+    res = args + ["--chunk-size", "32", "--out", ys, "--grad-out", g, "--resume"]
+    r = run(3, res, env={"CLNODE_SOLVE_TEST_EXIT_AFTER": "1"})
+    check(r.returncode != 0 and not os.path.exists(g) and os.path.isdir(ys + ".progress"),
+          f"grad, killed run: exit {r.returncode}, G left {os.path.exists(g)}")
+    cot2 = f"{tmp}/gcot2.npy"
+    save_npy(cot2, [[0.5] * 30 for _ in range(B)], 30, shape=(B, 3, 10))
+    r = run(2, [cot2 if x == cot else x for x in res])
+    check(r.returncode == 2 and "the cotangents (--cotangents" in r.stderr and "changed" in r.stderr,
+          f"grad, resume with other cotangents: exit {r.returncode}: {r.stderr}")
+    r = run(2, res)
+    m = re.search(r"(\d+) of (\d+) chunks already solved", r.stderr)
+    check(r.returncode == 0 and m and 0 < int(m.group(1)) < int(m.group(2)),
+          f"grad, resumed run: exit {r.returncode}: {r.stderr}")
+    check(os.path.exists(g) and read(g) == want, "grad, resumed run: G differs from one process")
+    check(os.path.exists(ys) and read(ys) == want_ys, "grad, resumed run: the values differ")
+    check(not os.path.exists(ys + ".progress"), "grad, resumed run: the record was left")
+    g = f"{tmp}/g-fail.npz"
+    r = run(3, args + ["--chunk-size", "32", "--grad-out", g],
+            env={"CLNODE_SOLVE_TEST_FAIL_RANK": "1"})
+    check(r.returncode == 3 and re.search(r"rank 1 of 3 failed on trajectories", r.stderr),
+          f"grad, failing rank: exit {r.returncode}: {r.stderr}")
+    check(not os.path.exists(g), "grad, failing rank: G was left")
+    check(not [n for n in os.listdir(tmp) if n.startswith(".g-fail")],
+          f"grad, failing rank: temporary files left: {os.listdir(tmp)}")
 
 
 def main():
@@ -184,6 +251,8 @@ def main():
         check(m and int(m.group(1)) > 0, f"crash resume: lost rows not found: {r.stderr}")
         check(os.path.exists(out) and read(out) == read(f"{tmp}/ref0.npz"),
               "crash resume: the output differs from an uninterrupted run")
+
+        grad_cases(tmp)
 
     if failures:
         print(f"{len(failures)} failure(s)")

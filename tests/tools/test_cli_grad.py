@@ -303,20 +303,24 @@ def refusals():
             ["--out", "--grad-out"])
     refused("--grad-out not a .npz is refused",
             ["--cotangents", good, "--grad-out", path("gr.npy")], ["FILE.npz"], out=path("gr.npy"))
-    # under MPI (CLNODE_MPI=1 takes the MPI path in a tool built with MPI): refused, saying so
+    # under MPI (CLNODE_MPI=1 takes the MPI path in a tool built with MPI, here one rank): the
+    # same bytes as one process (tests/mpi/test_mpi_solve.py runs 1..4 ranks)
     rc, _, err = run([SOLVE, "--resume", "--out", path("probe.npz"), "--t1", "0.1"],
                      env=dict(ENV, CLNODE_MPI="0"))
     if "built with MPI" in err:
-        print("note: clnode-solve built without MPI; the MPI refusal is not run", flush=True)
+        print("note: clnode-solve built without MPI; the MPI run is not compared", flush=True)
     else:
-        rc, _, err = run(base + ["--cotangents", good, "--grad-out", path("gr.npz")],
-                         env=dict(ENV, CLNODE_MPI="1"))
-        check("--grad-out under MPI: not yet supported",
-              rc == 2 and "not yet supported under MPI" in err and not os.path.exists(
-                  path("gr.npz")), "rc %d: %s" % (rc, err))
-    refused("--grad-out with --resume: not yet supported",
-            ["--cotangents", good, "--grad-out", path("gr.npz"), "--resume", "--out",
-             path("o.npz")], ["not yet supported"])
+        got = {}
+        for mpi in ("0", "1"):
+            rc, _, err = run(base + ["--cotangents", good, "--grad-out", path("gr%s.npz" % mpi)],
+                             env=dict(ENV, CLNODE_MPI=mpi))
+            got[mpi] = open(path("gr%s.npz" % mpi), "rb").read() if rc == 0 else None
+            check("--grad-out, CLNODE_MPI=%s: exit 0" % mpi, rc == 0, "rc %d: %s" % (rc, err))
+        check("--grad-out under MPI: the bytes of one process",
+              got["0"] is not None and got["0"] == got["1"])
+    refused("--grad-out with a --chunk-size that is not whole blocks is refused",
+            ["--cotangents", good, "--grad-out", path("gr.npz"), "--chunk-size", "3"],
+            ["--chunk-size 3", "multiple of 32"])
 
 
 seed_round_trip()

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clnode/gradient.h"
+
 enum {
     OPT_OUT = TOOL_OPT_FIRST_TOOL,
     OPT_JSON,
@@ -175,7 +177,7 @@ static int solve_option(solve_args *a, int c, const char *arg)
 }
 
 /* --cotangents and --grad-out: both or neither, G a .npz file, COT a .npy or .npz, not with
- * --resume. Returns -1 (they agree), or 2 after an error naming them. */
+ * --chunk-size whole blocks. Returns -1 (they agree), or 2 after an error naming them. */
 static int check_gradient(const solve_args *a)
 {
     if (!a->cot_path != !a->grad_path) {
@@ -195,8 +197,10 @@ static int check_gradient(const solve_args *a)
         tool_error("--cotangents %s: give FILE.npy or FILE.npz", a->cot_path);
         return TOOL_EXIT_INPUT;
     }
-    if (a->resume) {
-        tool_error("--grad-out is not yet supported with --resume");
+    if (a->chunk_size % CLNODE_GRADIENT_BLOCK != 0) {
+        tool_error("--chunk-size %ld: with --grad-out a chunk is whole blocks of %d trajectories "
+                   "(the parameters' sum is taken block by block): give a multiple of %d",
+                   a->chunk_size, CLNODE_GRADIENT_BLOCK, CLNODE_GRADIENT_BLOCK);
         return TOOL_EXIT_INPUT;
     }
     if (a->out_path && strcmp(a->out_path, a->grad_path) == 0) {

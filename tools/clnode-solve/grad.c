@@ -237,8 +237,7 @@ static int grad_write_fd(int fd, const grad_member *m, size_t n, char *err, size
     return rc ? -1 : 0;
 }
 
-/* The host context of the reverse pass: ctx itself on the host, else a new one (*own). */
-static int host_context(clnode_context *ctx, clnode_context **host, clnode_context **own)
+int solve_grad_host(clnode_context *ctx, clnode_context **host, clnode_context **own)
 {
     *own = NULL;
     if (strcmp(clnode_context_backend(ctx), "host") == 0) {
@@ -255,35 +254,42 @@ static int host_context(clnode_context *ctx, clnode_context **host, clnode_conte
     return st == CLNODE_OK ? 0 : tool_exit_status(st);
 }
 
+int solve_grad_write(const char *grad_path, const clnode_model *model, const clnode_gradient *g,
+                     size_t batch, tool_out *out)
+{
+    grad_member *m = malloc(CLN_NPZ_MAX_MEMBERS * sizeof *m);
+    if (!m) {
+        tool_error("cannot write %s: out of memory", grad_path);
+        return TOOL_EXIT_RESOURCE;
+    }
+    char err[256];
+    int rc;
+    const size_t n = grad_members(model, g, batch, m);
+    if (fflush(out->f) != 0) { /* nothing is buffered: the members go by pwrite */
+        tool_error("cannot write %s: %s", grad_path, strerror(errno));
+        rc = TOOL_EXIT_RESOURCE;
+    } else if (grad_write_fd(fileno(out->f), m, n, err, sizeof err) != 0) {
+        tool_error("cannot write %s: %s", grad_path, err);
+        rc = TOOL_EXIT_RESOURCE;
+    } else {
+        rc = tool_out_commit(out);
+    }
+    free(m);
+    return rc;
+}
+
 int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_model *model,
                    const clnode_solution *sol, const solve_cot *c, tool_out *out)
 {
     clnode_context *host = NULL, *own = NULL;
     clnode_gradient *g = NULL;
-    int rc = host_context(ctx, &host, &own);
+    int rc = solve_grad_host(ctx, &host, &own);
     if (!rc) {
         const clnode_status st = clnode_gradient_compute(host, model, NULL, sol, c->T, c->v, &g);
         rc = st == CLNODE_OK ? 0 : tool_exit_status(st); /* the logger printed why */
     }
-    grad_member *m = rc ? NULL : malloc(CLN_NPZ_MAX_MEMBERS * sizeof *m);
-    if (!rc && !m) {
-        tool_error("cannot write %s: out of memory", grad_path);
-        rc = TOOL_EXIT_RESOURCE;
-    }
-    if (!rc) {
-        char err[256];
-        const size_t n = grad_members(model, g, clnode_solution_batch(sol), m);
-        if (fflush(out->f) != 0) { /* nothing is buffered: the members go by pwrite */
-            tool_error("cannot write %s: %s", grad_path, strerror(errno));
-            rc = TOOL_EXIT_RESOURCE;
-        } else if (grad_write_fd(fileno(out->f), m, n, err, sizeof err) != 0) {
-            tool_error("cannot write %s: %s", grad_path, err);
-            rc = TOOL_EXIT_RESOURCE;
-        } else {
-            rc = tool_out_commit(out);
-        }
-    }
-    free(m);
+    if (!rc)
+        rc = solve_grad_write(grad_path, model, g, clnode_solution_batch(sol), out);
     clnode_gradient_destroy(&g);
     clnode_context_destroy(&own);
     return rc;

@@ -42,4 +42,14 @@ int solve_grad_check_slots(const char *path, const solve_cot *c, size_t T);
 int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_model *model,
                    const clnode_solution *sol, const solve_cot *c, tool_out *out);
 
+/* The host context of the reverse pass: ctx itself when it is the host (*own NULL), else a new
+ * host context in *host and *own (destroy *own). Returns 0, or the exit status after the logger
+ * said why. */
+int solve_grad_host(clnode_context *ctx, clnode_context **host, clnode_context **own);
+
+/* G of a batch of `batch` trajectories written to out (opened by tool_out_open), renamed over
+ * its target when complete. Returns 0, or the exit status after an error naming grad_path. */
+int solve_grad_write(const char *grad_path, const clnode_model *model, const clnode_gradient *g,
+                     size_t batch, tool_out *out);
+
 #endif /* CLNODE_SOLVE_GRAD_H */

@@ -77,7 +77,9 @@ static void usage(FILE *f)
           "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
           "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
           "                          (out,), out_scale (n,): the parameters summed over the batch\n"
-          "                          (not yet with --resume or under MPI)\n",
+          "                          in a fixed tree over blocks of 32 trajectories: the same\n"
+          "                          bytes under mpirun at any rank count and with --resume\n"
+          "                          (--chunk-size: a multiple of 32)\n",
           f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
@@ -417,11 +419,6 @@ int main(int argc, char **argv)
     }
 #ifdef CLNODE_SOLVE_MPI
     const int mpi = solve_mpi_wanted(&a); /* under mpirun: the batch across the ranks */
-    if (mpi && a.grad_path) {
-        tool_error("--grad-out is not yet supported under MPI (mpirun, CLNODE_MPI=1 or --resume)");
-        solve_args_free(&a);
-        return TOOL_EXIT_INPUT;
-    }
     rc = mpi ? solve_mpi_init(&a, &argc, &argv) : 0;
     if (rc) {
         rc = solve_mpi_finish(rc);

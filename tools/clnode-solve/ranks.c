@@ -16,7 +16,11 @@
  * across nodes), under a manifest of everything the result depends on, item by item (a rerun
  * whose problem differs is refused, naming what changed); array outputs are written
  * into OUT.progress/data. A rerun solves only the chunks the record lacks and removes it once the
- * output is written. */
+ * output is written.
+ *
+ * --grad-out runs clnode_gradient_mpi instead: the same chunks (whole blocks), each rank's chunks'
+ * shares of the gradient gathered and summed on rank 0 in the library's tree, G written by rank 0
+ * after the other outputs; with --resume each chunk's share is kept as OUT.progress/grad-C. */
 #include "ranks.h"
 
 #include <errno.h>
@@ -31,6 +35,7 @@
 
 #include "clnode/mpi.h"
 #include "arrays.h"
+#include "grad.h"
 #include "text.h"
 #include "tool_common.h"
 #include "tool_temp.h"
@@ -88,6 +93,13 @@ typedef struct run {
     char *sum_text;
     size_t sum_len;
     char *rbuf; /* a chunk read back from the progress record */
+    /* --grad-out: the cotangents (every rank), the most points of a trajectory of this rank's
+       chunks (--save steps), the gradient (clnode_gradient_mpi) */
+    solve_cot cot;
+    uint64_t grad_tmax;
+    uint64_t *ctmax; /* per chunk solved here: the most points of one of its trajectories */
+    clnode_gradient *g;
+    char *gbuf; /* a chunk's share read back from the progress record */
 } run;
 
 static run R0; /* the one run of this process */
@@ -268,12 +280,24 @@ static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first,
     return b;
 }
 
+/* Test hook: this rank dies (as a killed job would) after solving that many chunks. */
+static void test_exit_hook(run *r)
+{
+    if (++r->solved == r->exit_after && (r->exit_rank < 0 || r->exit_rank == r->rank))
+        _exit(86);
+}
+
 static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,
                     char *msg, size_t msgcap)
 {
     run *r = user;
     solve_out_part part;
     memset(&part, 0, sizeof part);
+    for (size_t i = 0; r->a->grad_path && i < count; ++i) {
+        const uint64_t n = clnode_solution_points(*solp, i);
+        r->grad_tmax = n > r->grad_tmax ? n : r->grad_tmax;
+        r->ctmax[chunk] = n > r->ctmax[chunk] ? n : r->ctmax[chunk];
+    }
     if (r->w) { /* this chunk's rows of the arrays, at their offsets in the shared file */
         char err[200];
         if (solve_out_write(r->w, *solp, first, 0, mpi_pwrite, r, &part, err, sizeof err) != 0) {
@@ -305,9 +329,87 @@ static int on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode
         }
         free(p);
     }
-    /* test hook: this rank dies (as a killed job would) after solving that many chunks */
-    if (++r->solved == r->exit_after && (r->exit_rank < 0 || r->exit_rank == r->rank))
-        _exit(86);
+    if (!r->a->grad_path) /* with --grad-out: after the chunk's share is recorded */
+        test_exit_hook(r);
+    return 0;
+}
+
+/* ---- the gradient's shares in the progress record ----
+ *
+ * OUT.progress/grad-C: a header (the most points of one of the chunk's trajectories, for the
+ * slots of the cotangents with --save steps, and the share's length), then chunk C's share of
+ * the gradient as clnode_gradient_mpi handed it. A chunk counts as solved when both its record
+ * and its share are whole. */
+
+#define GRAD_MAGIC "clngch1"
+
+typedef struct grad_rec {
+    char magic[8];
+    uint64_t chunk, tmax, len;
+} grad_rec;
+
+static char *grad_path_of(const run *r, size_t c)
+{
+    char name[40];
+    snprintf(name, sizeof name, "grad-%zu", c);
+    return record_path(r, name);
+}
+
+static int on_gradient(void *user, size_t chunk, const void *data, size_t len, char *msg,
+                       size_t msgcap)
+{
+    run *r = user;
+    if (r->dir) {
+        grad_rec h = {GRAD_MAGIC, chunk, r->ctmax[chunk], len};
+        char *b = malloc(sizeof h + len), *p = grad_path_of(r, chunk);
+        if (b) {
+            memcpy(b, &h, sizeof h);
+            memcpy(b + sizeof h, data, len);
+        }
+        if (!b || !p || write_atomic(p, b, sizeof h + len) != 0) {
+            snprintf(msg, msgcap, "cannot write the progress record %s: %s", p ? p : r->dir,
+                     strerror(errno));
+            free(b);
+            free(p);
+            return 1;
+        }
+        free(b);
+        free(p);
+    }
+    test_exit_hook(r);
+    return 0;
+}
+
+/* Reads chunk c's share from the progress record into r->gbuf; 0 when it is whole. With `use`,
+ * its most points count towards r->grad_tmax. */
+static int read_grad_file(run *r, size_t c, size_t *len, int use)
+{
+    free(r->gbuf);
+    r->gbuf = NULL;
+    char *p = grad_path_of(r, c);
+    size_t n = 0;
+    /* a share not recorded is no error here: the chunk is solved again */
+    const int rc = p && access(p, R_OK) == 0 ? tool_read_file(p, &r->gbuf, &n) : -1;
+    free(p);
+    grad_rec h;
+    if (rc != 0 || n < sizeof h)
+        return -1;
+    memcpy(&h, r->gbuf, sizeof h);
+    if (memcmp(h.magic, GRAD_MAGIC, sizeof h.magic) != 0 || h.chunk != c || h.len != n - sizeof h)
+        return -1;
+    if (use)
+        r->grad_tmax = h.tmax > r->grad_tmax ? h.tmax : r->grad_tmax;
+    *len = (size_t)h.len;
+    return 0;
+}
+
+/* Rank 0, resuming: a skipped chunk's share. */
+static int get_gradient(void *user, size_t c, const void **data, size_t *len)
+{
+    run *r = user;
+    if (!r->dir || read_grad_file(r, c, len, 1) != 0)
+        return -1;
+    *data = r->gbuf + sizeof(grad_rec);
     return 0;
 }
 
@@ -398,7 +500,7 @@ static int deliver_chunk(void *user, size_t c, const void *data, size_t len)
  * count, the device in strict GEMM mode (host, OpenCL and CUDA give the same bits), thread
  * counts, --quiet, --resume itself. */
 
-#define RECORD_FORMAT 3
+#define RECORD_FORMAT 4
 #define RECORD_HEAD "clnode-solve progress record "
 #define RECORD_MAX_ITEMS 48 /* record_inputs and record_options add 33 */
 
@@ -537,6 +639,13 @@ static int record_inputs(const run *r, const double *y0, record *m)
         snprintf(add_item(m, "args", 0, "the conditioning inputs")->value, sizeof m->it[0].value,
                  "none");
     }
+    if (a->cot_path) { /* --grad-out: the chunks' shares of the gradient depend on them */
+        snprintf(what, sizeof what, "the cotangents (--cotangents %s)", a->cot_path);
+        add_hash(m, "cotangents", what, r->cot.v, r->cot.B * r->cot.T * r->cot.N * sizeof(double));
+    } else {
+        snprintf(add_item(m, "cotangents", 0, "--cotangents (the gradient)")->value,
+                 sizeof m->it[0].value, "none");
+    }
     return 0;
 }
 
@@ -561,7 +670,8 @@ static void record_options(const run *r, record *m)
             if (*c == '_')
                 *c = '-';
         double v = 0.0;
-        if (in->type == CLNODE_OPTION_REAL && clnode_solve_option_get(o, in->name, &v) == CLNODE_OK) {
+        if (in->type == CLNODE_OPTION_REAL &&
+            clnode_solve_option_get(o, in->name, &v) == CLNODE_OK) {
             add_num(m, in->name, what, v);
             continue;
         }
@@ -717,6 +827,9 @@ static int progress_scan(run *r, unsigned char *skip, size_t *done, size_t *lost
             }
         }
         free(data);
+        size_t glen = 0;
+        if (whole > 0 && r->a->grad_path && read_grad_file(r, c, &glen, 0) != 0)
+            continue; /* its share of the gradient was not recorded: solved again */
         if (whole > 0) {
             skip[c] = 1;
             ++*done;
@@ -776,10 +889,13 @@ static int progress_open(run *r, const record *m, unsigned char *skip)
 static void progress_remove(run *r)
 {
     for (size_t c = 0; c < r->nc; ++c) {
-        char *p = chunk_path(r, c);
+        char *p = chunk_path(r, c), *g = r->a->grad_path ? grad_path_of(r, c) : NULL;
         if (p)
             unlink(p);
+        if (g)
+            unlink(g);
         free(p);
+        free(g);
     }
     char *mpath = record_path(r, "manifest");
     if (mpath)
@@ -1156,6 +1272,8 @@ static void run_free(run *r)
     free(r->buf);
     free(r->len);
     free(r->rbuf);
+    free(r->gbuf);
+    free(r->ctmax);
     free(r->sum_text);
     free(r->dir);
     free(r->w);
@@ -1164,6 +1282,88 @@ static void run_free(run *r)
         for (size_t c = 0; c < r->nc; ++c)
             clnode_solution_destroy(&r->sols[c]);
     free(r->sols);
+    solve_grad_free(&r->cot);
+    clnode_gradient_destroy(&r->g);
+}
+
+/* --grad-out before the solve: rank 0 reads the cotangents (standard input reaches rank 0 only;
+ * their slots checked unless --save steps makes them depend on the solve) and opens G, then every
+ * rank gets them (MPI_Bcast). Collective. Returns 0 or the exit status. */
+static int grad_open(run *r, tool_out *gout)
+{
+    solve_args *a = r->a;
+    r->ctmax = calloc(r->nc ? r->nc : 1, sizeof *r->ctmax);
+    int rc = r->ctmax ? 0 : TOOL_EXIT_RESOURCE;
+    if (rc)
+        tool_error("rank %d: out of memory for %zu chunks", r->rank, r->nc);
+    if (!rc && r->rank == 0) {
+        size_t T = 0;
+        if (!a->pb.opts.save_steps && clnode_save_slots(NULL, &a->pb.opts, &a->pb.prob, &T) != 0) {
+            tool_error("the save options have no layout");
+            rc = TOOL_EXIT_INPUT;
+        }
+        if (!rc)
+            rc = solve_grad_load(a->cot_path, r->batch, clnode_model_dim(r->model), T, &r->cot);
+        if (!rc)
+            rc = tool_out_open(gout, a->grad_path);
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    uint64_t shape[3] = {r->cot.B, r->cot.T, r->cot.N};
+    MPI_Bcast(shape, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    const size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+    if (r->rank != 0) {
+        r->cot.B = (size_t)shape[0];
+        r->cot.T = (size_t)shape[1];
+        r->cot.N = (size_t)shape[2];
+        r->cot.v = malloc((n ? n : 1) * sizeof(double));
+        rc = r->cot.v ? 0 : TOOL_EXIT_RESOURCE;
+        if (rc)
+            tool_error("rank %d: out of memory for the cotangents", r->rank);
+    }
+    if ((rc = agree(rc)) != 0)
+        return rc;
+    const size_t piece = (size_t)1 << 27;
+    for (size_t at = 0; at < n; at += piece)
+        MPI_Bcast(r->cot.v + at, (int)(n - at < piece ? n - at : piece), MPI_DOUBLE, 0,
+                  MPI_COMM_WORLD);
+    return 0;
+}
+
+/* --grad-out after the outputs: with --save steps the cotangents' slots against the most points
+ * of any trajectory (MPI_Allreduce), then rank 0 writes G. Collective. Returns 0 or the exit
+ * status. */
+static int grad_write(run *r, tool_out *gout)
+{
+    int rc = 0;
+    if (r->a->pb.opts.save_steps) {
+        uint64_t tmax = 0;
+        MPI_Allreduce(&r->grad_tmax, &tmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        if (r->rank == 0)
+            rc = solve_grad_check_slots(r->a->cot_path, &r->cot, (size_t)tmax);
+    }
+    if (!rc && r->rank == 0)
+        rc = solve_grad_write(r->a->grad_path, r->model, r->g, r->batch, gout);
+    return agree(rc);
+}
+
+/* The collective solve: clnode_solve_mpi, or with --grad-out clnode_gradient_mpi (the reverse
+ * pass on a host context). */
+static clnode_status solve_or_gradient(run *r, clnode_context *ctx, const clnode_solve_options *o,
+                                       const clnode_problem *p, const clnode_mpi_options *m,
+                                       int *owner)
+{
+    if (!r->a->grad_path)
+        return clnode_solve_mpi(ctx, r->model, o, p, MPI_COMM_WORLD, m, owner);
+    clnode_context *host = NULL, *own = NULL;
+    /* every rank reaches the call: a rank without a host context passes its own context, whose
+       reverse pass then fails collectively, naming it */
+    if (solve_grad_host(ctx, &host, &own) != 0)
+        host = ctx;
+    const clnode_status st = clnode_gradient_mpi(ctx, host, r->model, o, NULL, p, r->cot.T,
+                                                 r->cot.v, MPI_COMM_WORLD, m, owner, &r->g);
+    clnode_context_destroy(&own);
+    return st;
 }
 
 int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model, const double *y0,
@@ -1173,8 +1373,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     r->entered = 1;
     int *owner = NULL;
     unsigned char *skip = NULL;
-    tool_out out;
+    tool_out out, gout;
     memset(&out, 0, sizeof out);
+    memset(&gout, 0, sizeof gout);
     /* every rank has opened the problem (solve_mpi_finish answers this on a rank that could not) */
     int rc = 0;
     if (a->certify) {
@@ -1192,8 +1393,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     r->model = model;
     r->batch = batch;
     r->fmt = a->out_path ? solve_out_format(a->out_path) : SOLVE_OUT_CSV;
-    r->chunk_size =
-        a->chunk_size > 0 ? (size_t)a->chunk_size : clnode_mpi_default_chunk_size(r->batch);
+    r->chunk_size = a->chunk_size > 0 ? (size_t)a->chunk_size
+                    : a->grad_path    ? clnode_mpi_gradient_chunk_size(r->batch)
+                                      : clnode_mpi_default_chunk_size(r->batch);
     r->nc = clnode_mpi_num_chunks(r->batch, r->chunk_size);
     r->buf = calloc(r->nc ? r->nc : 1, sizeof *r->buf);
     r->len = calloc(r->nc ? r->nc : 1, sizeof *r->len);
@@ -1210,6 +1412,8 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if ((rc = agree(rc)) != 0)
         goto done;
 
+    if (a->grad_path && (rc = grad_open(r, &gout)) != 0)
+        goto done;
     if ((rc = prepare_outputs(r, y0, skip, &out)) != 0)
         goto done;
 
@@ -1221,6 +1425,9 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     m.skip = skip;
     m.on_chunk = on_chunk;
     m.chunk_user = r;
+    m.on_gradient = on_gradient;
+    m.get_gradient = get_gradient;
+    m.gradient_user = r;
     clnode_solve_options o = a->pb.opts;
     if (r->fail_rank >= 0) { /* test hook: that rank's solves fail, as on a failing device */
         o.cancel = fail_cancel;
@@ -1231,7 +1438,7 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     clnode_problem p = a->pb.prob;
     p.batch = r->batch;
     p.y0 = y0;
-    clnode_status st = clnode_solve_mpi(ctx, model, &o, &p, MPI_COMM_WORLD, &m, owner);
+    clnode_status st = solve_or_gradient(r, ctx, &o, &p, &m, owner);
     r->wall = tool_now() - t_start;
     if (st != CLNODE_OK) { /* rank 0's logger printed why, naming the rank */
         rc = tool_exit_status(st);
@@ -1240,11 +1447,16 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     if (r->deferred && (rc = arrays_deferred(r)) != 0)
         goto done;
     rc = agree(gather_and_write(r, ctx, owner, &out));
+    if (rc <= TOOL_EXIT_UNSUCCESSFUL && a->grad_path) {
+        const int grc = grad_write(r, &gout);
+        rc = grc ? grc : rc;
+    }
     if (rc <= TOOL_EXIT_UNSUCCESSFUL && r->dir && r->rank == 0)
         progress_remove(r);
 done:
     arrays_abort(r);
     tool_out_abort(&out);
+    tool_out_abort(&gout);
     run_free(r);
     free(owner);
     free(skip);
