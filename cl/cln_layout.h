@@ -118,4 +118,64 @@ typedef struct cln_istate {
 #define CLN_DENSE_TSIT5 3
 #define CLN_DENSE_POLYNOMIAL 4
 
+/* ---- the reverse pass on a device (cl/cln_reverse_kernels.h, lib/backends/device/) ---- */
+
+/* Where the cotangent of one saved point of a trajectory's row enters the reverse pass
+ * (cln_rev_event.kind). */
+#define CLN_REV_POINT 0 /* the state after `step` accepted steps (0: y0; the last: the stop) */
+#define CLN_REV_DENSE                                                                              \
+    1 /* the dense output at save time `j` of the trajectory's list, inside                        \
+         accepted step `step` (0-based) */
+typedef struct cln_rev_event {
+    int kind, step, j, slot; /* slot: of the trajectory's row of cotangents */
+} cln_rev_event;
+
+/* Trajectories per block of the parameters' sum (CLNODE_GRADIENT_BLOCK, clnode/gradient.h). */
+#define CLN_REV_BLOCK 32
+
+/* Whether the last stage's MLP goes back in the reverse pass: only when something reads its f,
+ * so not for SSAL tableaux (their solution is the last stage's argument) without dense output. */
+#define CLN_REV_SKIP_LAST(ssal, n_ts) ((ssal) && (n_ts) == 0)
+
+/* The entries of a reverse group's JOB (its sizes and switches, cln_long each). */
+#define CLN_RJ_BG 0        /* rows of the group's row buffers */
+#define CLN_RJ_N 1         /* components of the state */
+#define CLN_RJ_LDZ 2       /* row length of Z: the first layer's inputs */
+#define CLN_RJ_S 3         /* stages */
+#define CLN_RJ_S1 4        /* stages whose MLP goes back (S, or S - 1: CLN_REV_SKIP_LAST) */
+#define CLN_RJ_NIN 5       /* conditioning inputs: the last n_in columns of Z */
+#define CLN_RJ_SSAL 6      /* the method's solution is its last stage argument */
+#define CLN_RJ_DENSE 7     /* the dense-output form (CLN_DENSE_*) */
+#define CLN_RJ_TS_STRIDE 8 /* a trajectory's save times start at TS[b TS_STRIDE] */
+#define CLN_RJ_SLOTS 9     /* a trajectory's row of cotangents holds SLOTS points */
+#define CLN_RJ_EVERY 10    /* checkpoint_every */
+#define CLN_RJ_SEG 11      /* E: the states of SEG's rows */
+#define CLN_RJ_NS 12       /* values of the output scale (0: none) */
+#define CLN_RJ_SUMW 13     /* the layers' outputs together (P and O per stage and row) */
+#define CLN_RJ_NTHETA 14   /* parameters: a block's row of TH */
+#define CLN_RJ_TF32 15     /* the weight sums round their factors to TF32 (fp32 tf32 mode) */
+#define CLN_RJ_TIME 16     /* column N of Z is the stage time (cln_iconsts.time_input) */
+#define CLN_RJ_SIZE 17
+
+/* The entries of each row of RL (cln_long each). */
+#define CLN_RL_B 0   /* its trajectory, counted from the group's first */
+#define CLN_RL_M 1   /* its accepted steps */
+#define CLN_RL_TAU 2 /* its first time in TAU (its start; step m ends at TAU[.. + m + 1]) */
+#define CLN_RL_YS 3  /* its first kept state in YS, counted in states */
+#define CLN_RL_EV 4  /* its first event in EV */
+#define CLN_RL_NEV 5 /* its events not yet gone back through: EV[.. + 0 .. NEV - 1] */
+#define CLN_RL_NLO 6 /* the first step of its group of recomputed steps */
+#define CLN_RL_W 8
+
+/* The entries of each row of RT (real each). */
+#define CLN_RT_T 0
+#define CLN_RT_TN 1
+#define CLN_RT_HD 2
+#define CLN_RT_W 3
+
+/* Where cln_rev_begin_body takes the state at the step's start from (its mode). */
+#define CLN_REV_KEPT 0 /* step M - 1 - s, kept on the tape (checkpoint_every 1) */
+#define CLN_REV_SEG 1  /* step M - 1 - s, recomputed into SEG */
+#define CLN_REV_SUB 2  /* step nlo + j of group q (capped at the group's last), from SEG */
+
 #endif /* CLN_LAYOUT_H */

@@ -23,8 +23,8 @@ CLN_INLINE real cln_f_bar(real hd, real kbar)
 /* The transpose of stage i's argument z_i = y + sum_{j<i} a_ij k_j (cln_stage_value) for one
  * component: the cotangent zbar of z_i adds to that of y (returned) and to kbar[j * stride] for
  * j < i (stage 0: z_0 = y). */
-CLN_INLINE real cln_stage_value_vjp(cln_int i, CLN_CONST cln_consts *K, real zbar, real *kbar,
-                                    size_t stride, real ybar)
+CLN_INLINE real cln_stage_value_vjp(cln_int i, CLN_CONST cln_consts *K, real zbar,
+                                    CLN_GLOBAL real *kbar, size_t stride, real ybar)
 {
     for (cln_int j = 0; j < i; ++j)
         kbar[(size_t)j * stride] += K->a[i][j] * zbar;
@@ -34,7 +34,7 @@ CLN_INLINE real cln_stage_value_vjp(cln_int i, CLN_CONST cln_consts *K, real zba
 /* The transpose of y1 = y + sum_j b_j k_j (cln_y1 without SSAL) for one component: y1bar adds to
  * kbar[j * stride] for every stage j, and to ybar (returned). SSAL tableaux take y1 as the last
  * stage argument instead: their y1bar goes to that stage's zbar, not through here. */
-CLN_INLINE real cln_y1_vjp(CLN_CONST cln_consts *K, cln_int s, real y1bar, real *kbar,
+CLN_INLINE real cln_y1_vjp(CLN_CONST cln_consts *K, cln_int s, real y1bar, CLN_GLOBAL real *kbar,
                            size_t stride, real ybar)
 {
     for (cln_int j = 0; j < s; ++j)
@@ -100,12 +100,31 @@ CLN_INLINE void cln_dense_weights(CLN_CONST cln_consts *K, cln_int form, cln_int
     }
 }
 
+/* The cotangent o of one component of a saved dense value into those of y0 (*yb0), y1 (*yb1) and
+ * the stages (kbar[i * stride]), with the coefficients of cln_dense_weights. */
+CLN_INLINE void cln_dense_vjp(cln_int s, real wy0, real wy1, const real *wk, real o,
+                              CLN_GLOBAL real *yb0, CLN_GLOBAL real *yb1, CLN_GLOBAL real *kbar,
+                              size_t stride)
+{
+    *yb0 += wy0 * o;
+    *yb1 += wy1 * o;
+    for (cln_int i = 0; i < s; ++i)
+        kbar[(size_t)i * stride] += wk[i] * o;
+}
+
 /* ---- the MLP's last layer ---- */
 
 /* The transpose of the output scale x s (cln_out_scale) for one element: the cotangent of x. */
 CLN_INLINE real cln_out_scale_vjp(real gbar, real s)
 {
     return gbar * s;
+}
+
+/* One term of the output scale's cotangent: the cotangent gbar of an element of f = x s (before
+ * the scale: cln_f_bar's) times x, the last layer's activated output. */
+CLN_INLINE real cln_out_scale_term(real gbar, real x)
+{
+    return gbar * x;
 }
 
 #endif /* CLN_REVERSE_H */

@@ -216,3 +216,138 @@ __kernel void cln_tf32(__global const float *src, ulong src_off, ulong lds, int 
     const float x = src[src_off + (ulong)i * lds + (ulong)j];
     dst[(ulong)i * (ulong)cols + (ulong)j] = cln_tf32_round(x);
 }
+
+/* ---- the reverse pass (cl/cln_reverse_kernels.h; driven by lib/backends/device/device_reverse.c):
+ * each kernel one call of its body per work-item, x = get_global_id(0) (fastest), y =
+ * get_global_id(1); A: the rows still going back. cln_rev_act_<activation> and
+ * cln_rev_delta_<activation> are one kernel per activation, as cln_bias_act is (their `act`
+ * argument is that activation's code, and not read). */
+#include "cln_reverse_kernels.h"
+
+#define CLN_GX ((size_t)get_global_id(0))
+#define CLN_GY ((size_t)get_global_id(1))
+
+__kernel void cln_rev_zero(__global real *buf, long off, long n)
+{
+    cln_rev_zero_body(CLN_GX, buf, off, n);
+}
+
+__kernel void cln_rev_inputs(__global const long *JOB, __global const long *RL,
+                             __global const real *INP, __global real *Z)
+{
+    cln_rev_inputs_body(CLN_GX, CLN_GY, JOB, RL, INP, Z);
+}
+
+__kernel void cln_rev_group(int A, long q, __global const long *JOB, __global long *RL,
+                            __global const real *YS, __global real *SEG)
+{
+    cln_rev_group_body(CLN_GX, CLN_GY, (size_t)A, q, JOB, RL, YS, SEG);
+}
+
+__kernel void cln_rev_begin(int A, int mode, long s, long q, long j, __global const long *JOB,
+                            __global const cln_consts *K, __global const long *RL,
+                            __global const real *TAU, __global const real *YS,
+                            __global const real *SEG, __global real *RT, __global real *Y)
+{
+    cln_rev_begin_body(CLN_GX, CLN_GY, (size_t)A, mode, s, q, j, JOB, K, RL, TAU, YS, SEG, RT, Y);
+}
+
+__kernel void cln_rev_stage(int A, int i, __global const long *JOB, __global const cln_consts *K,
+                            __global const real *RT, __global const real *Y,
+                            __global const real *F, __global real *Z)
+{
+    cln_rev_stage_body(CLN_GX, CLN_GY, (size_t)A, i, JOB, K, RT, Y, F, Z);
+}
+
+#define CLN_REV_ACT_KERNEL(name, code)                                                             \
+    __kernel void name(int A, int act, long off, long n, long f_off, __global const long *JOB,     \
+                       __global const real *bias, int has_bias, __global const real *scale,        \
+                       __global real *P, __global real *O, __global real *F)                       \
+    {                                                                                              \
+        (void)act;                                                                                 \
+        cln_rev_act_body(CLN_GX, CLN_GY, (size_t)A, code, off, n, f_off, JOB, bias, has_bias,      \
+                         scale, P, O, F);                                                          \
+    }
+
+#define CLN_REV_DELTA_KERNEL(name, code)                                                           \
+    __kernel void name(int A, int act, int i, long off, long n, int last,                          \
+                       __global const long *JOB, __global const real *RT,                         \
+                       __global const real *KB, __global const real *G,                            \
+                       __global const real *scale, __global real *P, __global const real *O)       \
+    {                                                                                              \
+        (void)act;                                                                                 \
+        cln_rev_delta_body(CLN_GX, CLN_GY, (size_t)A, code, i, off, n, last, JOB, RT, KB, G,       \
+                           scale, P, O);                                                           \
+    }
+
+/* In CLN_ACT_* order: lib/backends/opencl/opencl_program.c creates them by these names. */
+CLN_REV_ACT_KERNEL(cln_rev_act_identity, CLN_ACT_IDENTITY)
+CLN_REV_ACT_KERNEL(cln_rev_act_relu, CLN_ACT_RELU)
+CLN_REV_ACT_KERNEL(cln_rev_act_tanh, CLN_ACT_TANH)
+CLN_REV_ACT_KERNEL(cln_rev_act_sigmoid, CLN_ACT_SIGMOID)
+CLN_REV_ACT_KERNEL(cln_rev_act_softplus, CLN_ACT_SOFTPLUS)
+CLN_REV_ACT_KERNEL(cln_rev_act_silu, CLN_ACT_SILU)
+CLN_REV_ACT_KERNEL(cln_rev_act_gelu, CLN_ACT_GELU)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_identity, CLN_ACT_IDENTITY)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_relu, CLN_ACT_RELU)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_tanh, CLN_ACT_TANH)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_sigmoid, CLN_ACT_SIGMOID)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_softplus, CLN_ACT_SOFTPLUS)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_silu, CLN_ACT_SILU)
+CLN_REV_DELTA_KERNEL(cln_rev_delta_gelu, CLN_ACT_GELU)
+
+__kernel void cln_rev_y1(int A, long q, long j, __global const long *JOB,
+                         __global const cln_consts *K, __global const long *RL,
+                         __global const real *RT, __global const real *Y, __global const real *F,
+                         __global const real *Z, __global real *SEG)
+{
+    cln_rev_y1_body(CLN_GX, CLN_GY, (size_t)A, q, j, JOB, K, RL, RT, Y, F, Z, SEG);
+}
+
+__kernel void cln_rev_events(int A, long s, __global const long *JOB, __global const cln_consts *K,
+                             __global long *RL, __global const real *RT,
+                             __global const cln_rev_event *EV, __global const real *COT,
+                             __global const real *TS, __global real *YB0, __global real *YB1,
+                             __global real *KB)
+{
+    cln_rev_events_body(CLN_GX, (size_t)A, s, JOB, K, RL, RT, EV, COT, TS, YB0, YB1, KB);
+}
+
+__kernel void cln_rev_arg(int A, int i, int skip, __global const long *JOB,
+                          __global const cln_consts *K, __global const real *G,
+                          __global const real *YB1, __global real *YB0, __global real *KB,
+                          __global real *CB)
+{
+    cln_rev_arg_body(CLN_GX, CLN_GY, (size_t)A, i, skip, JOB, K, G, YB1, YB0, KB, CB);
+}
+
+__kernel void cln_rev_wsum(int nblocks, long s, long in, long out, long p_off, long x_off,
+                           long x_stage, long ldx, long wth, __global const long *JOB,
+                           __global const long *RL, __global const long *BR,
+                           __global const real *P, __global const real *X, __global real *TH)
+{
+    cln_rev_wsum_body(CLN_GX, CLN_GY, (size_t)nblocks, s, in, out, p_off, x_off, x_stage, ldx,
+                      wth, JOB, RL, BR, P, X, TH);
+}
+
+__kernel void cln_rev_bsum(int nblocks, long s, long out, long p_off, long bth,
+                           __global const long *JOB, __global const long *RL,
+                           __global const long *BR, __global const real *P, __global real *TH)
+{
+    cln_rev_bsum_body(CLN_GX, CLN_GY, (size_t)nblocks, s, out, p_off, bth, JOB, RL, BR, P, TH);
+}
+
+__kernel void cln_rev_ssum(int nblocks, long s, long o_off, long sth, __global const long *JOB,
+                           __global const long *RL, __global const long *BR,
+                           __global const real *RT, __global const real *KB,
+                           __global const real *O, __global real *TH)
+{
+    cln_rev_ssum_body(CLN_GX, CLN_GY, (size_t)nblocks, s, o_off, sth, JOB, RL, BR, RT, KB, O, TH);
+}
+
+__kernel void cln_rev_finish(long from, long to, __global const long *JOB, __global long *RL,
+                             __global const cln_rev_event *EV, __global const real *COT,
+                             __global real *YB1, __global real *YBAR)
+{
+    cln_rev_finish_body(CLN_GX, from, to, JOB, RL, EV, COT, YB1, YBAR);
+}

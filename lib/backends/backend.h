@@ -62,15 +62,7 @@ typedef struct cln_solve_dev {
 
 /* ---- the reverse pass (clnode/gradient.h), driven by lib/solver/gradient.c ---- */
 
-/* Where the cotangent of one saved point of a trajectory's row enters the reverse pass. */
-enum {
-    CLN_REV_POINT = 0, /* the state after `step` accepted steps (0: y0; the last: the stop) */
-    CLN_REV_DENSE = 1, /* the dense output at save time `j` of the trajectory's list, inside
-                          accepted step `step` (0-based) */
-};
-typedef struct cln_rev_event {
-    int32_t kind, step, j, slot; /* slot: of the trajectory's row of cotangents */
-} cln_rev_event;
+/* Where the cotangent of each saved point enters: cln_rev_event (cln_layout.h). */
 
 /* One reverse pass over a kept solve: everything in host memory, reals in the state precision
  * (the solve's constants and parameters as its kernels saw them). */
@@ -193,13 +185,15 @@ typedef struct cln_backend_ops {
     clnode_status (*rhs)(cln_backend *be, cln_solve_dev *sd);
 
     /* Optional (NULL: the backend has no reverse pass): the reverse pass of a job. rev_begin
-     * prepares what every block reads (the packed weights, the threads' scratch) into *state;
-     * rev_blocks runs blocks [block0, block0 + nblocks) of CLNODE_GRADIENT_BLOCK trajectories
-     * each: writes their trajectories' rows of job->ybar and cbar and block k's parameter
-     * cotangent at theta + (k - block0) * ntheta (state precision), each block summed in the
-     * order clnode/gradient.h states, whatever the threads; rev_end releases *state (accepts
-     * NULL). */
-    clnode_status (*rev_begin)(cln_backend *be, const cln_rev_job *job, void **state);
+     * prepares what every block reads (the packed weights, the threads' scratch) into *state,
+     * and says in *group how many blocks rev_blocks takes at a time (at least 1); rev_blocks
+     * runs blocks [block0, block0 + nblocks), nblocks <= *group, of CLNODE_GRADIENT_BLOCK
+     * trajectories each: writes their trajectories' rows of job->ybar and cbar and block k's
+     * parameter cotangent at theta + (k - block0) * ntheta (state precision), each block summed
+     * in the order clnode/gradient.h states, whatever the threads or the device; rev_end
+     * releases *state (accepts NULL). */
+    clnode_status (*rev_begin)(cln_backend *be, const cln_rev_job *job, void **state,
+                               size_t *group);
     clnode_status (*rev_blocks)(cln_backend *be, void *state, size_t block0, size_t nblocks,
                                 void *theta);
     void (*rev_end)(cln_backend *be, void *state);

@@ -13,10 +13,6 @@
 #include "solver/gradient_tree.h"
 #include "solver/solution.h"
 
-/* Blocks handed to the backend at a time: cancel and progress are looked at between groups, and
- * a group's sums wait there for the tree (GROUP copies of the parameters). */
-#define CLN_REV_GROUP 16
-
 void clnode_gradient_default_options_sized(clnode_gradient_options *opts, size_t struct_size)
 {
     if (!opts || struct_size < sizeof(size_t))
@@ -91,14 +87,22 @@ static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model 
               "clnode_gradient_compute: the model is not the one the solution was solved with");
     const cln_backend *be = ctx->backend;
     CLN_CHECK(ctx, be->ops->rev_begin, CLNODE_ERR_UNSUPPORTED,
-              "clnode_gradient_compute: the reverse pass runs on the host (a context of device "
-              "\"host\"), not on %s",
+              "clnode_gradient_compute: %s has no reverse pass (the host, OpenCL and CUDA "
+              "devices have one)",
               be->device_name);
-    CLN_CHECK(ctx, t->gemm_mode != CLNODE_GEMM_TF32 || strcmp(t->backend, "host") == 0,
+    /* The reverse pass recomputes the forward's products: in tf32 mode the host and OpenCL
+     * emulate TF32 with the same bits, CUDA runs its tensor cores. */
+    const int tape_native = strcmp(t->backend, "cuda") == 0;
+    const int here_native = strcmp(be->ops->name, "cuda") == 0;
+    CLN_CHECK(ctx, t->gemm_mode != CLNODE_GEMM_TF32 || tape_native == here_native,
               CLNODE_ERR_UNSUPPORTED,
-              "clnode_gradient_compute: a tf32 solve kept on %s: the host recomputes its steps "
-              "with its own TF32 emulation, which only a host solve is known to share",
-              t->backend);
+              "clnode_gradient_compute: a tf32 solve kept on %s, reversed on %s: %s, so the "
+              "reverse pass would not recompute the steps the solve took (reverse a tf32 solve "
+              "on the kind of device that solved it)",
+              t->backend, be->device_name,
+              tape_native ? "CUDA's TF32 tensor cores are not the TF32 emulation of the host and "
+                            "OpenCL"
+                          : "the TF32 emulation of the host and OpenCL is not CUDA's tensor cores");
     return CLNODE_OK;
 }
 
@@ -402,19 +406,24 @@ static clnode_status cln_rev_between(clnode_context *ctx, const clnode_gradient_
     return CLNODE_OK;
 }
 
-/* Every block through the backend, CLN_REV_GROUP at a time, their sums into the tree. */
+/* Every block through the backend, `group` at a time (cancel and progress are looked at between
+ * groups), their sums into the tree. */
 static clnode_status cln_rev_blocks(clnode_context *ctx, const clnode_gradient_options *o,
-                                    const cln_rev_job *job, void *state, cln_rev_tree *tr)
+                                    const cln_rev_job *job, void *state, size_t group,
+                                    cln_rev_tree *tr)
 {
     cln_backend *be = ctx->backend;
     const size_t nb = (job->B + CLNODE_GRADIENT_BLOCK - 1) / CLNODE_GRADIENT_BLOCK;
     const size_t es = tr->esize, n = job->ntheta ? job->ntheta : 1;
-    void *sums = malloc(CLN_REV_GROUP * n * es);
-    CLN_CHECK(ctx, sums, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the blocks' sums");
+    group = group < 1 ? 1 : group < nb ? group : nb ? nb : 1;
+    size_t bytes = 0;
+    void *sums =
+        cln_mul_size(group, n, &bytes) && cln_mul_size(bytes, es, &bytes) ? malloc(bytes) : NULL;
+    CLN_CHECK(ctx, sums, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the sums of %zu blocks", group);
     clnode_status st = CLNODE_OK;
     double last = cln_rev_now();
-    for (size_t b0 = 0; b0 < nb && st == CLNODE_OK; b0 += CLN_REV_GROUP) {
-        const size_t cnt = nb - b0 < CLN_REV_GROUP ? nb - b0 : CLN_REV_GROUP;
+    for (size_t b0 = 0; b0 < nb && st == CLNODE_OK; b0 += group) {
+        const size_t cnt = nb - b0 < group ? nb - b0 : group;
         st = be->ops->rev_blocks(be, state, b0, cnt, sums);
         for (size_t k = 0; st == CLNODE_OK && k < cnt; ++k)
             cln_rev_tree_push(tr, (unsigned char *)sums + k * n * es, 1);
@@ -478,9 +487,10 @@ static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_
     if (st != CLNODE_OK)
         return st;
     void *state = NULL;
-    st = be->ops->rev_begin(be, job, &state);
+    size_t group = 1;
+    st = be->ops->rev_begin(be, job, &state, &group);
     if (st == CLNODE_OK)
-        st = cln_rev_blocks(ctx, o, job, state, tr);
+        st = cln_rev_blocks(ctx, o, job, state, group, tr);
     be->ops->rev_end(be, state);
     if (!runs) {
         cln_rev_tree_fold(tr);

@@ -97,6 +97,7 @@ static const cln_backend_ops cuda_ops = {
     .buf_read = cu_buf_read,
     .gemm = cu_gemm,
     CLN_DEV_PROTO_OPS, /* the device protocol's ops (device_proto.h) */
+    CLN_DEV_REV_OPS,   /* and its reverse pass (device_reverse.h) */
     .facts = cu_facts,
 };
 

@@ -51,7 +51,8 @@
     X(cudaFuncGetAttributes)                                                                       \
     X(cudaLibraryLoadData)                                                                         \
     X(cudaLibraryUnload)                                                                           \
-    X(cudaLibraryGetKernel)
+    X(cudaLibraryGetKernel)                                                                        \
+    X(cudaMemGetInfo)
 
 /* The cuBLAS entry points. */
 #define CLN_CUBLAS_FNS(X)                                                                          \

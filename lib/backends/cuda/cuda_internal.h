@@ -19,6 +19,7 @@
 
 #include "backends/cuda/cuda_api.h"
 #include "backends/device/device_proto.h"
+#include "backends/device/device_reverse.h"
 #include "backends/registry.h"
 #include "cln_layout.h"
 
@@ -35,6 +36,8 @@ typedef struct cu_program {
     cudaLibrary_t lib;
     cudaKernel_t init, stage, finish, bias_act, bias_act_stage, count, gemm, swap, scale;
     unsigned t_rows, t_stage, t_bias, t_bias_stage, t_gemm, t_swap, t_scale; /* per block */
+    cudaKernel_t rev[CLN_RK_COUNT]; /* the reverse pass's kernels (cln_rev_kernel) */
+    unsigned t_rev[CLN_RK_COUNT];
 } cu_program;
 
 /* Threads of cln_count_active's one block: CLN_COUNT_THREADS in cl/clnode_cuda.cu. */

@@ -239,6 +239,54 @@ static clnode_status cu_launch_rebind(cln_backend *be, cln_solve_dev *sd, void *
     return CLNODE_OK;
 }
 
+/* The most arguments of a reverse kernel, its two grid sizes included. */
+#define CU_REV_ARGS 24
+
+/* The reverse pass's launches (device_proto.h: cln_dev_launch.rev_launch): the arguments in
+ * order, then the grid's nx and ny; one thread per item of the nx by ny range. */
+static clnode_status cu_rev_launch(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
+                                   int act, const cln_dev_arg *args, size_t nargs, size_t nx,
+                                   size_t ny)
+{
+    (void)act; /* an argument of CUDA's cln_rev_act and cln_rev_delta */
+    clnode_context *ctx = be->ctx;
+    CLN_CHECK(ctx, nargs + 2 <= CU_REV_ARGS, CLNODE_ERR_INTERNAL, "%s takes %zu arguments",
+              cln_rev_kernel_names[kernel], nargs);
+    cu_program *p = NULL;
+    clnode_status st = cu_program_get(cub(be), prec, &p);
+    if (st != CLNODE_OK)
+        return st;
+    void *ptr[CU_REV_ARGS], *argv[CU_REV_ARGS];
+    long long i64[CU_REV_ARGS];
+    int i32[CU_REV_ARGS];
+    unsigned long long grid[2] = {nx, ny};
+    for (size_t i = 0; i < nargs; ++i) {
+        ptr[i] = args[i].buf ? args[i].buf->p : NULL;
+        i64[i] = args[i].v;
+        i32[i] = (int)args[i].v;
+        argv[i] = args[i].kind == CLN_ARG_BUF   ? (void *)&ptr[i]
+                  : args[i].kind == CLN_ARG_I32 ? (void *)&i32[i]
+                                                : (void *)&i64[i];
+    }
+    argv[nargs] = &grid[0];
+    argv[nargs + 1] = &grid[1];
+    return cu_launch_over(be, p->rev[kernel], (unsigned long long)nx * ny, p->t_rev[kernel], argv,
+                          cln_rev_kernel_names[kernel]);
+}
+
+/* The device's memory (device_proto.h: cln_dev_launch.memory): what is free now, as the most a
+ * buffer can take too. */
+static void cu_memory(cln_backend *be, size_t *total, size_t *max_buffer)
+{
+    size_t free_bytes = 0, all = 0;
+    if (cu_bind(cub(be)) != CLNODE_OK || CU(cudaMemGetInfo)(&free_bytes, &all) != cudaSuccess) {
+        (void)CU(cudaGetLastError)();
+        free_bytes = 0;
+    }
+    *total = free_bytes;
+    *max_buffer = free_bytes;
+}
+
 const cln_dev_launch cu_launches = {
     .api = "CUDA",
     .buf_size = cu_buf_size,
@@ -254,4 +302,6 @@ const cln_dev_launch cu_launches = {
     .swap = cu_launch_swap,
     .copy = cu_launch_copy,
     .rebind = cu_launch_rebind,
+    .rev_launch = cu_rev_launch,
+    .memory = cu_memory,
 };

@@ -179,6 +179,20 @@ static clnode_status cu_program_load(cuda_backend *cb, clnode_precision prec, cu
     return CLNODE_OK;
 }
 
+/* Kernel `name` of p->lib into *k. */
+static clnode_status cu_kernel(clnode_context *ctx, cu_program *p, const char *name,
+                               cudaKernel_t *k)
+{
+    const cudaError_t e = CU(cudaLibraryGetKernel)(k, p->lib, name);
+    if (e != cudaSuccess) {
+        (void)CU(cudaGetLastError)();
+        return cln_fail_native(ctx, (long)e, CLNODE_ERR_BUILD,
+                               "cudaLibraryGetKernel(%s) failed: %s (%d)", name,
+                               CU(cudaGetErrorName)(e), (int)e);
+    }
+    return CLNODE_OK;
+}
+
 /* Looks p's kernels up in p->lib. */
 static clnode_status cu_program_kernels(clnode_context *ctx, cu_program *p)
 {
@@ -191,13 +205,14 @@ static clnode_status cu_program_kernels(clnode_context *ctx, cu_program *p)
               {&p->swap, "cln_swap_rows"},      {&p->bias_act_stage, "cln_bias_act_stage"},
               {&p->scale, "cln_out_scale_pass"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
-        const cudaError_t e = CU(cudaLibraryGetKernel)(ks[i].k, p->lib, ks[i].name);
-        if (e != cudaSuccess) {
-            (void)CU(cudaGetLastError)();
-            return cln_fail_native(ctx, (long)e, CLNODE_ERR_BUILD,
-                                   "cudaLibraryGetKernel(%s) failed: %s (%d)", ks[i].name,
-                                   CU(cudaGetErrorName)(e), (int)e);
-        }
+        const clnode_status st = cu_kernel(ctx, p, ks[i].name, ks[i].k);
+        if (st != CLNODE_OK)
+            return st;
+    }
+    for (size_t i = 0; i < CLN_RK_COUNT; ++i) {
+        const clnode_status st = cu_kernel(ctx, p, cln_rev_kernel_names[i], &p->rev[i]);
+        if (st != CLNODE_OK)
+            return st;
     }
     return CLNODE_OK;
 }
@@ -219,6 +234,11 @@ static clnode_status cu_program_threads(clnode_context *ctx, cu_program *p)
     CLN_TRY(st, cu_threads(ctx, p->gemm, CU_THREADS, "cln_gemm_ordered", &p->t_gemm));
     CLN_TRY(st, cu_threads(ctx, p->swap, CU_THREADS, "cln_swap_rows", &p->t_swap));
     CLN_TRY(st, cu_threads(ctx, p->scale, CU_THREADS, "cln_out_scale_pass", &p->t_scale));
+    for (size_t i = 0; i < CLN_RK_COUNT; ++i) /* per-row kernels loop over a row: fewer */
+        CLN_TRY(st, cu_threads(ctx, p->rev[i],
+                               i == CLN_RK_EVENTS || i == CLN_RK_FINISH ? CU_THREADS_FINISH
+                                                                        : CU_THREADS,
+                               cln_rev_kernel_names[i], &p->t_rev[i]));
     CLN_CHECK(ctx, t_count == CU_COUNT_THREADS, CLNODE_ERR_BUILD,
               "cln_count_active allows %u threads per block, needs %u", t_count, CU_COUNT_THREADS);
 fail:

@@ -27,6 +27,42 @@
 
 #include "backends/backend.h"
 
+/* The reverse pass's kernels (cl/cln_reverse_kernels.h, driven by device_reverse.c), by index. */
+typedef enum cln_rev_kernel {
+    CLN_RK_ZERO,
+    CLN_RK_INPUTS,
+    CLN_RK_GROUP,
+    CLN_RK_BEGIN,
+    CLN_RK_STAGE,
+    CLN_RK_ACT, /* one kernel per activation in OpenCL */
+    CLN_RK_Y1,
+    CLN_RK_EVENTS,
+    CLN_RK_DELTA, /* one kernel per activation in OpenCL */
+    CLN_RK_ARG,
+    CLN_RK_WSUM,
+    CLN_RK_BSUM,
+    CLN_RK_SSUM,
+    CLN_RK_FINISH,
+    CLN_RK_COUNT
+} cln_rev_kernel;
+
+/* Their names in cl/clnode.cl and cl/clnode_cuda.cu ("cln_rev_act" and "cln_rev_delta": OpenCL's
+ * kernels add "_<activation>", as cln_bias_act's). */
+extern const char *const cln_rev_kernel_names[CLN_RK_COUNT];
+
+/* One argument of a reverse kernel, in the kernel's order: a buffer (NULL: none, never read), an
+ * int or a 64-bit integer (cln_long). */
+typedef enum cln_dev_arg_kind {
+    CLN_ARG_BUF,
+    CLN_ARG_I32,
+    CLN_ARG_I64
+} cln_dev_arg_kind;
+typedef struct cln_dev_arg {
+    cln_dev_arg_kind kind;
+    cln_buf *buf;
+    long long v;
+} cln_dev_arg;
+
 /* The launches of one device backend. `state` is the backend's own per-solve state (what its
  * solve_begin made: the program, the work sizes, the arguments that stay for the solve). Every
  * launch is called with its arguments checked (cln_dev_* below); it enqueues and returns. */
@@ -65,6 +101,14 @@ typedef struct cln_dev_launch {
                           cln_buf *src, size_t src_off, size_t src_stride, size_t len, size_t rows);
     /* sd->STT and sd->STY were replaced: cln_finish's arguments again. */
     clnode_status (*rebind)(cln_backend *be, cln_solve_dev *sd, void *state);
+    /* The reverse pass (device_reverse.h): reverse kernel `kernel` of precision prec (its program
+     * built on first use; act: the activation of CLN_RK_ACT and CLN_RK_DELTA) over an nx
+     * (fastest) by ny range, each at least 1, with `nargs` arguments in the kernel's order. */
+    clnode_status (*rev_launch)(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
+                                int act, const cln_dev_arg *args, size_t nargs, size_t nx,
+                                size_t ny);
+    /* The device's global memory and the largest buffer it allocates, in bytes (0: unknown). */
+    void (*memory)(cln_backend *be, size_t *total, size_t *max_buffer);
 } cln_dev_launch;
 
 /* The first member of a device backend's struct. */

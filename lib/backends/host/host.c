@@ -1066,10 +1066,16 @@ typedef struct host_rev_state {
     atomic_size_t next;
 } host_rev_state;
 
-static clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state)
+/* Blocks handed to the host at a time: cancel and progress are looked at between groups, and a
+ * group's sums wait there for the tree (as many copies of the parameters). */
+#define HOST_REV_GROUP 16
+
+static clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state,
+                                    size_t *group)
 {
     host_backend *hb = (host_backend *)be;
     *state = NULL;
+    *group = HOST_REV_GROUP;
     CLN_CHECK(be->ctx, !hb->openblas, CLNODE_ERR_UNSUPPORTED,
               "the reverse pass recomputes the forward steps on the ordered GEMM, which %s does "
               "not use: use the device \"host\"",

@@ -72,6 +72,7 @@ static const cln_backend_ops opencl_ops = {
     .buf_read = ocl_buf_read,
     .gemm = ocl_gemm,
     CLN_DEV_PROTO_OPS, /* the device protocol's ops (device_proto.h) */
+    CLN_DEV_REV_OPS,   /* and its reverse pass (device_reverse.h) */
     .facts = ocl_facts,
     .rhs = cln_dev_rhs,
 };

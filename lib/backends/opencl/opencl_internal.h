@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "backends/device/device_proto.h"
+#include "backends/device/device_reverse.h"
 #include "backends/opencl/opencl_adopt.h"
 #include "backends/registry.h"
 #include "clnode/opencl.h"
@@ -58,6 +59,10 @@ typedef struct ocl_program {
     size_t lim_swap;    /* ... and of cln_swap_rows */
     size_t wg_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE of cln_stage, >= 1; used
                            for every 2-D kernel (it is the warp or vector width of the device) */
+    /* the reverse pass's kernels (cln_rev_kernel; CLN_RK_ACT and CLN_RK_DELTA: one per
+     * activation) and their work-group size limits */
+    cl_kernel rev[CLN_RK_COUNT], rev_act[OCL_NUM_ACT], rev_delta[OCL_NUM_ACT];
+    size_t lim_rev[CLN_RK_COUNT], lim_rev_act[OCL_NUM_ACT], lim_rev_delta[OCL_NUM_ACT];
 } ocl_program;
 
 /* Work-items per work-group we aim for (rounded down to what a kernel allows). */

@@ -317,6 +317,70 @@ static clnode_status ocl_launch_rebind(cln_backend *be, cln_solve_dev *sd, void 
     return CLNODE_OK;
 }
 
+/* Reverse kernel `kernel` (of activation act for CLN_RK_ACT and CLN_RK_DELTA) of program p, and
+ * its work-group size limit. */
+static cl_kernel ocl_rev_kernel(const ocl_program *p, cln_rev_kernel kernel, int act, size_t *lim)
+{
+    if (kernel == CLN_RK_ACT || kernel == CLN_RK_DELTA) {
+        const int a = act >= 0 && act < OCL_NUM_ACT ? act : 0;
+        *lim = kernel == CLN_RK_ACT ? p->lim_rev_act[a] : p->lim_rev_delta[a];
+        return kernel == CLN_RK_ACT ? p->rev_act[a] : p->rev_delta[a];
+    }
+    *lim = p->lim_rev[kernel];
+    return p->rev[kernel];
+}
+
+/* The reverse pass's launches (device_proto.h: cln_dev_launch.rev_launch): the arguments set in
+ * order, then an nx by ny NDRange (one-dimensional when ny is 1). */
+static clnode_status ocl_rev_launch(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
+                                    int act, const cln_dev_arg *args, size_t nargs, size_t nx,
+                                    size_t ny)
+{
+    opencl_backend *ob = ocl(be);
+    clnode_context *ctx = be->ctx;
+    ocl_program *p = NULL;
+    clnode_status st = ocl_program_get(ob, prec, &p);
+    if (st != CLNODE_OK)
+        return st;
+    size_t lim = 1;
+    cl_kernel k = ocl_rev_kernel(p, kernel, act, &lim);
+    const char *name = cln_rev_kernel_names[kernel];
+    for (size_t i = 0; i < nargs && st == CLNODE_OK; ++i) {
+        const cl_mem m = args[i].buf ? args[i].buf->mem : NULL;
+        const cl_int v32 = (cl_int)args[i].v;
+        const cl_long v64 = (cl_long)args[i].v;
+        if (args[i].kind == CLN_ARG_BUF)
+            st = ocl_set_arg(ctx, k, (cl_uint)i, sizeof m, &m, name);
+        else if (args[i].kind == CLN_ARG_I32)
+            st = ocl_set_arg(ctx, k, (cl_uint)i, sizeof v32, &v32, name);
+        else
+            st = ocl_set_arg(ctx, k, (cl_uint)i, sizeof v64, &v64, name);
+    }
+    if (st != CLNODE_OK)
+        return st;
+    size_t l[2] = {lim, 1}, g[2];
+    if (ny > 1)
+        ocl_local_2d(ob, p, lim, nx, l);
+    g[0] = ocl_round_up(nx, l[0]);
+    g[1] = ocl_round_up(ny, l[1]);
+    char what[64];
+    snprintf(what, sizeof what, "clEnqueueNDRangeKernel(%s)", name);
+    return ocl_run(be, k, ny > 1 ? 2 : 1, g, l, what);
+}
+
+/* The device's memory (device_proto.h: cln_dev_launch.memory). */
+static void ocl_memory(cln_backend *be, size_t *total, size_t *max_buffer)
+{
+    const opencl_backend *ob = ocl(be);
+    cl_ulong t = 0, m = 0;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof t, &t, NULL) != CL_SUCCESS)
+        t = 0;
+    if (clGetDeviceInfo(ob->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof m, &m, NULL) != CL_SUCCESS)
+        m = 0;
+    *total = t > SIZE_MAX ? SIZE_MAX : (size_t)t;
+    *max_buffer = m > SIZE_MAX ? SIZE_MAX : (size_t)m;
+}
+
 const cln_dev_launch ocl_launch = {
     .api = "OpenCL",
     .buf_size = ocl_buf_size,
@@ -332,4 +396,6 @@ const cln_dev_launch ocl_launch = {
     .swap = ocl_launch_swap,
     .copy = ocl_launch_copy,
     .rebind = ocl_launch_rebind,
+    .rev_launch = ocl_rev_launch,
+    .memory = ocl_memory,
 };

@@ -10,8 +10,49 @@ static const char *const ocl_bias_act_stage_names[OCL_NUM_ACT] = {
     "cln_bias_act_stage_sigmoid",  "cln_bias_act_stage_softplus", "cln_bias_act_stage_silu",
     "cln_bias_act_stage_gelu"};
 
+/* The reverse pass's kernels of one program (NULL: none yet), each with its limit. */
+static void ocl_rev_slots(ocl_program *p, cl_kernel **ks, size_t **lims, size_t *n)
+{
+    *n = 0;
+    for (size_t i = 0; i < CLN_RK_COUNT; ++i) {
+        if (i == CLN_RK_ACT || i == CLN_RK_DELTA)
+            continue;
+        ks[*n] = &p->rev[i];
+        lims[(*n)++] = &p->lim_rev[i];
+    }
+    for (size_t a = 0; a < OCL_NUM_ACT; ++a) {
+        ks[*n] = &p->rev_act[a];
+        lims[(*n)++] = &p->lim_rev_act[a];
+        ks[*n] = &p->rev_delta[a];
+        lims[(*n)++] = &p->lim_rev_delta[a];
+    }
+}
+
+/* The names of the slots of ocl_rev_slots, in its order, into names (OCL_REV_KERNELS). */
+#define OCL_REV_KERNELS (CLN_RK_COUNT - 2 + 2 * OCL_NUM_ACT)
+static void ocl_rev_names(char names[OCL_REV_KERNELS][40])
+{
+    size_t n = 0;
+    for (size_t i = 0; i < CLN_RK_COUNT; ++i)
+        if (i != CLN_RK_ACT && i != CLN_RK_DELTA)
+            snprintf(names[n++], 40, "%s", cln_rev_kernel_names[i]);
+    for (size_t a = 0; a < OCL_NUM_ACT; ++a) {
+        const char *act = ocl_bias_act_names[a] + strlen("cln_bias_act_"); /* "identity", ... */
+        snprintf(names[n++], 40, "%s_%s", cln_rev_kernel_names[CLN_RK_ACT], act);
+        snprintf(names[n++], 40, "%s_%s", cln_rev_kernel_names[CLN_RK_DELTA], act);
+    }
+}
+
 void ocl_program_release(ocl_program *p)
 {
+    cl_kernel *rk[OCL_REV_KERNELS];
+    size_t *rl[OCL_REV_KERNELS], nr = 0;
+    ocl_rev_slots(p, rk, rl, &nr);
+    for (size_t i = 0; i < nr; ++i) {
+        if (*rk[i])
+            clReleaseKernel(*rk[i]);
+        *rk[i] = NULL;
+    }
     cl_kernel *ks[] = {&p->init, &p->stage, &p->finish,   &p->count,
                        &p->tf32, &p->swap,  &p->out_scale};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
@@ -58,6 +99,20 @@ static char *ocl_build_log(const opencl_backend *ob, cl_program prog)
     return log;
 }
 
+/* Kernel `name` of the built program p->prog into *k. */
+static clnode_status ocl_create_kernel(clnode_context *ctx, ocl_program *p, const char *name,
+                                       cl_kernel *k)
+{
+    cl_int e = CL_SUCCESS;
+    *k = clCreateKernel(p->prog, name, &e);
+    if (!*k || e != CL_SUCCESS) {
+        *k = NULL;
+        return cln_fail_native(ctx, (long)e, ocl_status(e, CLNODE_ERR_BUILD),
+                               "clCreateKernel(%s) failed: %s (%d)", name, ocl_err_name(e), (int)e);
+    }
+    return CLNODE_OK;
+}
+
 /* Every kernel of the built program p->prog. */
 static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
 {
@@ -78,14 +133,19 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
         ks[7 + OCL_NUM_ACT + i].name = ocl_bias_act_stage_names[i];
     }
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
-        cl_int e = CL_SUCCESS;
-        *ks[i].k = clCreateKernel(p->prog, ks[i].name, &e);
-        if (!*ks[i].k || e != CL_SUCCESS) {
-            *ks[i].k = NULL;
-            return cln_fail_native(ctx, (long)e, ocl_status(e, CLNODE_ERR_BUILD),
-                                   "clCreateKernel(%s) failed: %s (%d)", ks[i].name,
-                                   ocl_err_name(e), (int)e);
-        }
+        const clnode_status st = ocl_create_kernel(ctx, p, ks[i].name, ks[i].k);
+        if (st != CLNODE_OK)
+            return st;
+    }
+    char names[OCL_REV_KERNELS][40];
+    cl_kernel *rk[OCL_REV_KERNELS];
+    size_t *rl[OCL_REV_KERNELS], nr = 0;
+    ocl_rev_names(names);
+    ocl_rev_slots(p, rk, rl, &nr);
+    for (size_t i = 0; i < nr; ++i) {
+        const clnode_status st = ocl_create_kernel(ctx, p, names[i], rk[i]);
+        if (st != CLNODE_OK)
+            return st;
     }
     return CLNODE_OK;
 }
@@ -130,6 +190,11 @@ static void ocl_program_limits(opencl_backend *ob, ocl_program *p)
         p->lim_bias[i] = ocl_wg_limit(ob, p->bias_act[i], OCL_WG);
         p->lim_bias_stage[i] = ocl_wg_limit(ob, p->bias_act_stage[i], OCL_WG);
     }
+    cl_kernel *rk[OCL_REV_KERNELS];
+    size_t *rl[OCL_REV_KERNELS], nr = 0;
+    ocl_rev_slots(p, rk, rl, &nr);
+    for (size_t i = 0; i < nr; ++i)
+        *rl[i] = ocl_wg_limit(ob, *rk[i], OCL_WG);
     p->lim_swap = ocl_wg_limit(ob, p->swap, OCL_WG);
     p->lim_scale = ocl_wg_limit(ob, p->out_scale, OCL_WG);
     size_t multiple = 0;

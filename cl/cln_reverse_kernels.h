@@ -1,0 +1,415 @@
+/* cln_reverse_kernels.h - the bodies of the device reverse pass's kernels (clnode/gradient.h),
+ * written once for OpenCL (cl/clnode.cl) and CUDA (cl/clnode_cuda.cu), whose kernels map a work
+ * item to one call here. lib/backends/device/device_reverse.c drives them and issues the matrix
+ * products between them through the backend's ordered GEMM. Every element is computed as the
+ * host's reverse pass (lib/backends/host/host_reverse.inc) computes it, through the same functions
+ * of cl/ (cln_step.h, cln_reverse.h, cln_activation.h, cln_tf32.h), and every sum is taken in the
+ * order clnode/gradient.h states, so a device's gradient has the host's bits.
+ *
+ * A group of whole blocks of CLNODE_GRADIENT_BLOCK trajectories goes back together. Its rows
+ * ("positions") are its trajectories ordered by their accepted steps M, most first (equal M in
+ * index order): at reverse step s the rows still going back (M > s) are the first A(s), and a
+ * block's rows in its order (most steps first, then by index) are the positions BR lists.
+ *
+ * Buffers (Bg rows, S stages; R = real, I = cln_long; the indices CLN_RJ_*, CLN_RL_* and CLN_RT_*
+ * are cln_layout.h's):
+ *   JOB  I[CLN_RJ_SIZE]    the group's sizes and switches
+ *   K    cln_consts        the solve's constants, as its kernels read them
+ *   RL   I[Bg x CLN_RL_W]  per row: its trajectory (counted from the group's first), its M, where
+ *                          its times, kept states and events start, its events not yet gone back
+ *                          through, the first step of its group of recomputed steps (CLN_RL_*)
+ *   RT   R[Bg x CLN_RT_W]  per row: t, tn and hd of the step it is at
+ *   BR   I[blocks x 32]    each block's rows, in the block's order, -1 past its end
+ *   TAU, YS                the tape's times and kept states of the group's trajectories
+ *   EV   cln_rev_event[]   the cotangents' events (cln_layout.h)
+ *   COT  R                 the group's cotangents (trajectory x slots x N), rounded to real
+ *   TS   R                 the save times (the batch's list, or the group's rows of them)
+ *   Y, SEG                 R[Bg x N] the state at the step's start; R[Bg x E x N] a group of
+ *                          recomputed states (checkpoint_every > 1)
+ *   Z, F, KB               R[S x Bg x ldz], R[S x Bg x N] x 2: stage arguments, f, cotangents of k
+ *   P, O                   R[S x sumw x Bg]: each layer's pre-activation (then its delta) and
+ *                          output, stage i layer l at (i sumw + woff_l) Bg, leading dimension out_l
+ *   G                      R[Bg x maxw]: the cotangent going back through the layers
+ *   YB0, YB1, CB           R[Bg x N] x 2, R[Bg x n_in]: cotangents of y_n, y_{n+1}, the inputs
+ *   TH                     R[blocks x ntheta]: each block's parameter cotangent
+ * Offsets and sizes are cln_long and count elements. Every body returns at once for a work item
+ * outside its range (the launches round their sizes up). */
+#ifndef CLN_REVERSE_KERNELS_H
+#define CLN_REVERSE_KERNELS_H
+
+#include "cln_activation.h"
+#include "cln_reverse.h"
+#include "cln_step.h"
+#include "cln_tf32.h"
+
+/* buf[off + x] = 0 for x < n. */
+CLN_INLINE void cln_rev_zero_body(size_t x, CLN_GLOBAL real *buf, cln_long off, cln_long n)
+{
+    if ((cln_long)x < n)
+        buf[(size_t)off + x] = CLN_R(0.0);
+}
+
+/* Row p's conditioning input q into its columns of every stage argument (x = q, y = p < Bg). */
+CLN_INLINE void cln_rev_inputs_body(size_t q, size_t p, CLN_CONST cln_long *JOB,
+                                    CLN_CONST cln_long *RL, CLN_CONST real *INP, CLN_GLOBAL real *Z)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], ldz = (size_t)JOB[CLN_RJ_LDZ];
+    const size_t n_in = (size_t)JOB[CLN_RJ_NIN], S = (size_t)JOB[CLN_RJ_S];
+    if (q >= n_in || p >= Bg)
+        return;
+    const real c = INP[(size_t)RL[p * CLN_RL_W + CLN_RL_B] * n_in + q];
+    for (size_t i = 0; i < S; ++i)
+        Z[(i * Bg + p) * ldz + (ldz - n_in) + q] = c;
+}
+
+/* Group q of the steps begins (x = component n < N, y = row p < A): the row's first step of it,
+ * and its kept state there into SEG. */
+CLN_INLINE void cln_rev_group_body(size_t n, size_t p, size_t A, cln_long q,
+                                   CLN_CONST cln_long *JOB, CLN_GLOBAL cln_long *RL,
+                                   CLN_CONST real *YS, CLN_GLOBAL real *SEG)
+{
+    const size_t N = (size_t)JOB[CLN_RJ_N];
+    if (n >= N || p >= A)
+        return;
+    CLN_GLOBAL cln_long *rl = RL + p * CLN_RL_W;
+    const cln_long M = rl[CLN_RL_M], end = (q + 1) * JOB[CLN_RJ_EVERY];
+    if (n == 0)
+        rl[CLN_RL_NLO] = M > end ? M - end : 0;
+    SEG[p * (size_t)JOB[CLN_RJ_SEG] * N + n] = YS[(size_t)(rl[CLN_RL_YS] + q) * N + n];
+}
+
+/* The step a row is at (x = component n < N, y = row p < A): its times into RT (component 0) and
+ * the state at its start into Y, from where `mode` says (CLN_REV_*): reverse step s, or sub-step
+ * j of group q. */
+CLN_INLINE void cln_rev_begin_body(size_t n, size_t p, size_t A, cln_int mode, cln_long s,
+                                   cln_long q, cln_long j, CLN_CONST cln_long *JOB,
+                                   CLN_CONST cln_consts *K, CLN_CONST cln_long *RL,
+                                   CLN_CONST real *TAU, CLN_CONST real *YS, CLN_CONST real *SEG,
+                                   CLN_GLOBAL real *RT, CLN_GLOBAL real *Y)
+{
+    const size_t N = (size_t)JOB[CLN_RJ_N];
+    if (n >= N || p >= A)
+        return;
+    CLN_CONST cln_long *rl = RL + p * CLN_RL_W;
+    const cln_long M = rl[CLN_RL_M], nlo = rl[CLN_RL_NLO];
+    cln_long step = M - 1 - s;
+    if (mode == CLN_REV_SUB) {
+        const cln_long nhi = M - 1 - q * JOB[CLN_RJ_EVERY];
+        step = nlo + j < nhi ? nlo + j : nhi;
+    }
+    const size_t seg = p * (size_t)JOB[CLN_RJ_SEG] + (size_t)(step - nlo);
+    Y[p * N + n] =
+        mode == CLN_REV_KEPT ? YS[(size_t)(rl[CLN_RL_YS] + s) * N + n] : SEG[seg * N + n];
+    if (n == 0) {
+        const real t = TAU[rl[CLN_RL_TAU] + step], tn = TAU[rl[CLN_RL_TAU] + step + 1];
+        RT[p * CLN_RT_W + CLN_RT_T] = t;
+        RT[p * CLN_RT_W + CLN_RT_TN] = tn;
+        RT[p * CLN_RT_W + CLN_RT_HD] = cln_stage_hd(K, t, tn);
+    }
+}
+
+/* Stage i's argument (x = column n <= N, y = row p < A): cln_stage_value of the row's step, and
+ * column N the stage time for models that take t (the inputs' columns stay as written). */
+CLN_INLINE void cln_rev_stage_body(size_t n, size_t p, size_t A, cln_int i, CLN_CONST cln_long *JOB,
+                                   CLN_CONST cln_consts *K, CLN_CONST real *RT, CLN_CONST real *Y,
+                                   CLN_CONST real *F, CLN_GLOBAL real *Z)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    const size_t ldz = (size_t)JOB[CLN_RJ_LDZ];
+    if (n > N || p >= A || (n == N && !JOB[CLN_RJ_TIME]))
+        return;
+    CLN_GLOBAL real *z = Z + ((size_t)i * Bg + p) * ldz;
+    CLN_CONST real *rt = RT + p * CLN_RT_W;
+    if (n < N)
+        z[n] = cln_stage_value(i, K, rt[CLN_RT_HD], F + p * N + n, Bg * N, Y[p * N + n]);
+    else /* a time column is the first after the state's (cln_iconsts.time_input) */
+        z[N] = K->dir * cln_stage_time(K->c[i], rt[CLN_RT_T], rt[CLN_RT_TN]);
+}
+
+/* A recomputed layer (x = column j < n, y = row p < A): the pre-activation P = C + bias (C the
+ * layer's product, in P) and the output O = act(P) of the block at `off` (leading dimension n);
+ * for the last layer (f_off >= 0) also f into F at f_off, times the output scale where the model
+ * has one (JOB's NS values of `scale`). */
+CLN_INLINE void cln_rev_act_body(size_t j, size_t p, size_t A, cln_int act, cln_long off,
+                                 cln_long n, cln_long f_off, CLN_CONST cln_long *JOB,
+                                 CLN_CONST real *bias, cln_int has_bias, CLN_CONST real *scale,
+                                 CLN_GLOBAL real *P, CLN_GLOBAL real *O, CLN_GLOBAL real *F)
+{
+    if ((cln_long)j >= n || p >= A)
+        return;
+    const size_t e = (size_t)off + p * (size_t)n + j;
+    const real x = P[e] + (has_bias ? bias[j] : CLN_R(0.0));
+    const real y = cln_activate(act, x);
+    P[e] = x;
+    O[e] = y;
+    if (f_off >= 0) {
+        const cln_long ns = JOB[CLN_RJ_NS];
+        F[(size_t)f_off + p * (size_t)n + j] =
+            ns ? cln_out_scale(y, CLN_OUT_SCALE_AT(scale, ns, j)) : y;
+    }
+}
+
+/* y1 of a recomputed step into SEG (x = component n < N, y = row p < A): sub-step j of group q,
+ * kept where the row's group holds that step (cln_y1, as the forward computed it). */
+CLN_INLINE void cln_rev_y1_body(size_t n, size_t p, size_t A, cln_long q, cln_long j,
+                                CLN_CONST cln_long *JOB, CLN_CONST cln_consts *K,
+                                CLN_CONST cln_long *RL, CLN_CONST real *RT, CLN_CONST real *Y,
+                                CLN_CONST real *F, CLN_CONST real *Z, CLN_GLOBAL real *SEG)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    const size_t ldz = (size_t)JOB[CLN_RJ_LDZ], S = (size_t)JOB[CLN_RJ_S];
+    if (n >= N || p >= A)
+        return;
+    CLN_CONST cln_long *rl = RL + p * CLN_RL_W;
+    const cln_long nlo = rl[CLN_RL_NLO], nhi = rl[CLN_RL_M] - 1 - q * JOB[CLN_RJ_EVERY];
+    if (nlo + j >= nhi)
+        return;
+    real k[CLN_MAX_STAGES];
+    const real hd = RT[p * CLN_RT_W + CLN_RT_HD];
+    for (size_t jj = 0; jj < S; ++jj)
+        k[jj] = hd * F[(jj * Bg + p) * N + n];
+    SEG[(p * (size_t)JOB[CLN_RJ_SEG] + (size_t)j + 1) * N + n] =
+        cln_y1(K, (cln_int)JOB[CLN_RJ_SSAL], (cln_int)S, Y[p * N + n], k,
+               Z + ((S - 1) * Bg + p) * ldz, (cln_int)n);
+}
+
+/* Row p's next event, from the last, when it is of `kind` at `step`: its index in EV, else -1. */
+CLN_INLINE cln_long cln_rev_next_event(CLN_CONST cln_long *rl, CLN_CONST cln_rev_event *EV,
+                                       cln_int kind, cln_long step)
+{
+    const cln_long nev = rl[CLN_RL_NEV];
+    if (nev == 0)
+        return -1;
+    const cln_long e = rl[CLN_RL_EV] + nev - 1;
+    return EV[e].kind == kind && (cln_long)EV[e].step == step ? e : -1;
+}
+
+/* The saved points of row p at point `step` (the state after that many steps) into yb. */
+CLN_INLINE void cln_rev_points(size_t p, cln_long step, CLN_CONST cln_long *JOB,
+                               CLN_GLOBAL cln_long *RL, CLN_CONST cln_rev_event *EV,
+                               CLN_CONST real *COT, CLN_GLOBAL real *yb)
+{
+    const size_t N = (size_t)JOB[CLN_RJ_N], slots = (size_t)JOB[CLN_RJ_SLOTS];
+    CLN_GLOBAL cln_long *rl = RL + p * CLN_RL_W;
+    const size_t b = (size_t)rl[CLN_RL_B];
+    cln_long e;
+    while ((e = cln_rev_next_event(rl, EV, CLN_REV_POINT, step)) >= 0) {
+        CLN_CONST real *o = COT + (b * slots + (size_t)EV[e].slot) * N;
+        for (size_t c = 0; c < N; ++c)
+            yb[c] += o[c];
+        rl[CLN_RL_NEV] -= 1;
+    }
+}
+
+/* A reverse step's cotangents from the saved values (x = row p < A): YB0 and the row's KB from
+ * zero, the points saved at the step's end into YB1, the dense output inside the step into YB0,
+ * YB1 and KB (the transpose of cln_interpolate), then, for tableaux whose y1 is their sum, y1's
+ * transpose (cln_y1_vjp). */
+CLN_INLINE void cln_rev_events_body(size_t p, size_t A, cln_long s, CLN_CONST cln_long *JOB,
+                                    CLN_CONST cln_consts *K, CLN_GLOBAL cln_long *RL,
+                                    CLN_CONST real *RT, CLN_CONST cln_rev_event *EV,
+                                    CLN_CONST real *COT, CLN_CONST real *TS, CLN_GLOBAL real *YB0,
+                                    CLN_GLOBAL real *YB1, CLN_GLOBAL real *KB)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    const size_t S = (size_t)JOB[CLN_RJ_S], slots = (size_t)JOB[CLN_RJ_SLOTS];
+    if (p >= A)
+        return;
+    CLN_GLOBAL cln_long *rl = RL + p * CLN_RL_W;
+    const size_t b = (size_t)rl[CLN_RL_B];
+    const cln_long n = rl[CLN_RL_M] - 1 - s;
+    CLN_GLOBAL real *yb0 = YB0 + p * N, *yb1 = YB1 + p * N, *kb = KB + p * N;
+    for (size_t c = 0; c < N; ++c) {
+        yb0[c] = CLN_R(0.0);
+        for (size_t i = 0; i < S; ++i)
+            kb[i * Bg * N + c] = CLN_R(0.0);
+    }
+    cln_rev_points(p, n + 1, JOB, RL, EV, COT, yb1);
+    CLN_CONST real *rt = RT + p * CLN_RT_W;
+    cln_long e;
+    while ((e = cln_rev_next_event(rl, EV, CLN_REV_DENSE, n)) >= 0) {
+        const real ts = TS[b * (size_t)JOB[CLN_RJ_TS_STRIDE] + (size_t)EV[e].j];
+        const real th = cln_dense_theta(ts, rt[CLN_RT_T], rt[CLN_RT_TN]);
+        real wy0, wy1, wk[CLN_MAX_STAGES];
+        cln_dense_weights(K, (cln_int)JOB[CLN_RJ_DENSE], (cln_int)S, th, &wy0, &wy1, wk);
+        CLN_CONST real *o = COT + (b * slots + (size_t)EV[e].slot) * N;
+        for (size_t c = 0; c < N; ++c)
+            cln_dense_vjp((cln_int)S, wy0, wy1, wk, o[c], yb0 + c, yb1 + c, kb + c, Bg * N);
+        rl[CLN_RL_NEV] -= 1;
+    }
+    if (!JOB[CLN_RJ_SSAL])
+        for (size_t c = 0; c < N; ++c)
+            yb0[c] = cln_y1_vjp(K, (cln_int)S, yb1[c], kb + c, Bg * N, yb0[c]);
+}
+
+/* One layer of stage i's vector-Jacobian product (x = column j < n, y = row p < A): the incoming
+ * cotangent (the last layer: cln_f_bar of k_i's, times the output scale; the others: G, the
+ * product of the layer above) times the activation's derivative at P and O, the delta, into P
+ * (the block at `off`, leading dimension n), where the weight and bias sums read it. */
+CLN_INLINE void cln_rev_delta_body(size_t j, size_t p, size_t A, cln_int act, cln_int i,
+                                   cln_long off, cln_long n, cln_int last, CLN_CONST cln_long *JOB,
+                                   CLN_CONST real *RT, CLN_CONST real *KB, CLN_CONST real *G,
+                                   CLN_CONST real *scale, CLN_GLOBAL real *P, CLN_CONST real *O)
+{
+    if ((cln_long)j >= n || p >= A)
+        return;
+    const size_t e = (size_t)off + p * (size_t)n + j;
+    real g;
+    if (last) { /* n is N */
+        const size_t Bg = (size_t)JOB[CLN_RJ_BG];
+        const cln_long ns = JOB[CLN_RJ_NS];
+        g = cln_f_bar(RT[p * CLN_RT_W + CLN_RT_HD], KB[((size_t)i * Bg + p) * (size_t)n + j]);
+        if (ns)
+            g = cln_out_scale_vjp(g, CLN_OUT_SCALE_AT(scale, ns, j));
+    } else {
+        g = G[p * (size_t)n + j];
+    }
+    P[e] = act == CLN_ACT_IDENTITY ? g : g * cln_activate_grad(act, P[e], O[e]);
+}
+
+/* Stage i's argument's cotangent (x = column c < ldz, y = row p < A): G (the first layer's input
+ * cotangent; with `skip`, where the stage's MLP did not go back, YB1 alone), plus y1's for the
+ * last stage of an SSAL tableau; its inputs' columns into CB; its state columns through the
+ * transpose of cln_stage_value into YB0 and the row's KB. */
+CLN_INLINE void cln_rev_arg_body(size_t c, size_t p, size_t A, cln_int i, cln_int skip,
+                                 CLN_CONST cln_long *JOB, CLN_CONST cln_consts *K,
+                                 CLN_CONST real *G, CLN_CONST real *YB1, CLN_GLOBAL real *YB0,
+                                 CLN_GLOBAL real *KB, CLN_GLOBAL real *CB)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    const size_t ldz = (size_t)JOB[CLN_RJ_LDZ], n_in = (size_t)JOB[CLN_RJ_NIN];
+    if (c >= ldz || p >= A || (skip && c >= N))
+        return;
+    real zb;
+    if (skip) {
+        zb = YB1[p * N + c];
+    } else {
+        zb = G[p * ldz + c];
+        if (c < N && JOB[CLN_RJ_SSAL] && (cln_long)i + 1 == JOB[CLN_RJ_S])
+            zb = zb + YB1[p * N + c];
+        if (c >= ldz - n_in)
+            CB[p * n_in + (c - (ldz - n_in))] += zb;
+    }
+    if (c < N)
+        YB0[p * N + c] = cln_stage_value_vjp(i, K, zb, KB + p * N + c, Bg * N, YB0[p * N + c]);
+}
+
+/* Whether block k's r-th row (in its order) still goes back at reverse step s: its position, or
+ * -1. */
+CLN_INLINE cln_long cln_rev_block_row(CLN_CONST cln_long *BR, CLN_CONST cln_long *RL, size_t k,
+                                      size_t r, cln_long s)
+{
+    const cln_long pos = BR[k * CLN_REV_BLOCK + r];
+    return pos >= 0 && RL[(size_t)pos * CLN_RL_W + CLN_RL_M] > s ? pos : -1;
+}
+
+/* A step's weight sum of one layer (x = input column c < in, y = j + out k: output j, block k):
+ * its terms, stage by stage (the S1 whose MLP went back) and the block's rows in order, summed
+ * from zero with one fma each (factors rounded to TF32 in tf32 mode), then added to the block's
+ * sum at TH[k ntheta + wth + j in + c]. The deltas are P's blocks at p_off + i sumw Bg (leading
+ * dimension out), the inputs X's at x_off + i x_stage (leading dimension ldx). */
+CLN_INLINE void cln_rev_wsum_body(size_t c, size_t y, size_t nblocks, cln_long s, cln_long in,
+                                  cln_long out, cln_long p_off, cln_long x_off, cln_long x_stage,
+                                  cln_long ldx, cln_long wth, CLN_CONST cln_long *JOB,
+                                  CLN_CONST cln_long *RL, CLN_CONST cln_long *BR, CLN_CONST real *P,
+                                  CLN_CONST real *X, CLN_GLOBAL real *TH)
+{
+    const size_t j = y % (size_t)out, k = y / (size_t)out;
+    if ((cln_long)c >= in || k >= nblocks)
+        return;
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
+    const cln_long S1 = JOB[CLN_RJ_S1];
+    real acc = CLN_R(0.0);
+    for (cln_long i = 0; i < S1; ++i) {
+        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg;
+        CLN_CONST real *Xi = X + (size_t)(x_off + i * x_stage);
+        for (size_t r = 0; r < CLN_REV_BLOCK; ++r) {
+            const cln_long pos = cln_rev_block_row(BR, RL, k, r, s);
+            if (pos < 0)
+                break;
+            real d = D[(size_t)pos * (size_t)out + j], x = Xi[(size_t)(pos * ldx) + c];
+#if CLN_PRECISION == 32
+            if (JOB[CLN_RJ_TF32]) {
+                d = cln_tf32_round(d);
+                x = cln_tf32_round(x);
+            }
+#endif
+            acc = fma(d, x, acc);
+        }
+    }
+    TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] += acc;
+}
+
+/* A step's bias sum of one layer (x = output j < out, y = block k): the deltas of its stages from
+ * the last and its rows in order, added one by one to TH[k ntheta + bth + j]. */
+CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long s, cln_long out,
+                                  cln_long p_off, cln_long bth, CLN_CONST cln_long *JOB,
+                                  CLN_CONST cln_long *RL, CLN_CONST cln_long *BR, CLN_CONST real *P,
+                                  CLN_GLOBAL real *TH)
+{
+    if ((cln_long)j >= out || k >= nblocks)
+        return;
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
+    CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)bth + j;
+    real a = *acc;
+    for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
+        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg;
+        for (size_t r = 0; r < CLN_REV_BLOCK; ++r) {
+            const cln_long pos = cln_rev_block_row(BR, RL, k, r, s);
+            if (pos < 0)
+                break;
+            a += D[(size_t)pos * (size_t)out + j];
+        }
+    }
+    *acc = a;
+}
+
+/* A step's output-scale sum (x = the scale's value j < NS, y = block k): the terms
+ * cln_out_scale_term(f's cotangent, the last layer's output) of its stages from the last and its
+ * rows in order (a single value takes every component of a row in order), added one by one to
+ * TH[k ntheta + sth + j]; O's last layer at o_off + i sumw Bg (leading dimension N). */
+CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long s, cln_long o_off,
+                                  cln_long sth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *RL,
+                                  CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
+                                  CLN_CONST real *O, CLN_GLOBAL real *TH)
+{
+    const cln_long ns = JOB[CLN_RJ_NS];
+    if ((cln_long)j >= ns || k >= nblocks)
+        return;
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    const size_t sumw = (size_t)JOB[CLN_RJ_SUMW];
+    const size_t c0 = ns == 1 ? 0 : j, c1 = ns == 1 ? N : j + 1;
+    CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)sth + j;
+    real a = *acc;
+    for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
+        CLN_CONST real *X = O + (size_t)o_off + (size_t)i * sumw * Bg;
+        for (size_t r = 0; r < CLN_REV_BLOCK; ++r) {
+            const cln_long pos = cln_rev_block_row(BR, RL, k, r, s);
+            if (pos < 0)
+                break;
+            const real hd = RT[(size_t)pos * CLN_RT_W + CLN_RT_HD];
+            CLN_CONST real *kb = KB + ((size_t)i * Bg + (size_t)pos) * N;
+            for (size_t c = c0; c < c1; ++c)
+                a += cln_out_scale_term(cln_f_bar(hd, kb[c]), X[(size_t)pos * N + c]);
+        }
+    }
+    *acc = a;
+}
+
+/* A row back at its start (x = row p - from, p < to): the points saved at y0 into YB1, then its
+ * cotangent of y0 into YBAR. */
+CLN_INLINE void cln_rev_finish_body(size_t x, cln_long from, cln_long to, CLN_CONST cln_long *JOB,
+                                    CLN_GLOBAL cln_long *RL, CLN_CONST cln_rev_event *EV,
+                                    CLN_CONST real *COT, CLN_GLOBAL real *YB1,
+                                    CLN_GLOBAL real *YBAR)
+{
+    const size_t N = (size_t)JOB[CLN_RJ_N];
+    const size_t p = (size_t)from + x;
+    if ((cln_long)p >= to)
+        return;
+    cln_rev_points(p, 0, JOB, RL, EV, COT, YB1 + p * N);
+    for (size_t c = 0; c < N; ++c)
+        YBAR[p * N + c] = YB1[p * N + c];
+}
+
+#endif /* CLN_REVERSE_KERNELS_H */

@@ -1,0 +1,727 @@
+/* device_reverse.c - the reverse pass of the device backends (device_reverse.h): a group of blocks
+ * at a time, its trajectories ordered by their steps, every reverse step as the host's
+ * (lib/backends/host/host_reverse.inc) through cl/cln_reverse_kernels.h's kernels and the
+ * backend's ordered GEMM. */
+#include "backends/device/device_reverse.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clnode/gradient.h"
+
+_Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
+
+const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
+    "cln_rev_zero", "cln_rev_inputs", "cln_rev_group",  "cln_rev_begin", "cln_rev_stage",
+    "cln_rev_act",  "cln_rev_y1",     "cln_rev_events", "cln_rev_delta", "cln_rev_arg",
+    "cln_rev_wsum", "cln_rev_bsum",   "cln_rev_ssum",   "cln_rev_finish"};
+
+/* The most blocks a group takes (also the granularity of cancel and progress). */
+#define DR_MAX_GROUP 1024
+
+/* The scratch of a group (rows: the most trajectories a group has) and the group's slices of the
+ * job, uploaded when it begins (grown as a group needs). */
+enum {
+    DR_JOB,
+    DR_RL,
+    DR_RT,
+    DR_BR,
+    DR_Y,
+    DR_SEG,
+    DR_Z,
+    DR_F,
+    DR_KB,
+    DR_P,
+    DR_O,
+    DR_G,
+    DR_YB0,
+    DR_YB1,
+    DR_YBAR,
+    DR_CB,
+    DR_INP,
+    DR_TH,
+    DR_NBUF
+};
+enum {
+    DS_TAU,
+    DS_YS,
+    DS_EV,
+    DS_COT,
+    DS_TS,
+    DS_N
+};
+
+typedef struct dev_rev {
+    cln_backend *be;
+    const cln_dev_launch *L;
+    const cln_rev_job *job;
+    clnode_precision prec;
+    clnode_gemm_mode mode;
+    size_t es;
+    /* the pass's sizes (cl/cln_reverse_kernels.h) */
+    size_t N, ldz, S, S1, nl, n_in, ns, every, E, sumw, maxw, ntheta, slots, n_ts, ts_stride;
+    int time_input;
+    size_t in[CLN_MAX_LAYERS], out[CLN_MAX_LAYERS], woff[CLN_MAX_LAYERS];
+    size_t gb, rows; /* blocks per group; rows of the scratch */
+    cln_buf *K, *W[CLN_MAX_LAYERS], *WT[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS], *scale;
+    cln_buf *buf[DR_NBUF];
+    cln_buf *slice[DS_N];
+    size_t slice_cap[DS_N];
+    /* a group's rows on the host: their trajectories (from the group's first) and steps in the
+     * order of the positions, RL and BR as uploaded, and room to convert values to real */
+    size_t *traj, *M;
+    int64_t *hRL, *hBR;
+    unsigned char *host;
+    size_t host_cap;
+    int yb1; /* DR_YB0 or DR_YB1: the buffer holding the cotangent of y_{n+1} */
+} dev_rev;
+
+#define DR_BUF(b)                                                                                  \
+    {                                                                                              \
+        CLN_ARG_BUF, (b), 0                                                                        \
+    }
+#define DR_I32(v)                                                                                  \
+    {                                                                                              \
+        CLN_ARG_I32, NULL, (long long)(v)                                                          \
+    }
+#define DR_I64(v)                                                                                  \
+    {                                                                                              \
+        CLN_ARG_I64, NULL, (long long)(v)                                                          \
+    }
+/* One reverse kernel over nx by ny items (nothing when either is 0), with the arguments listed. */
+#define DR_RUN(d, k, act, nx, ny, ...)                                                             \
+    dr_run((d), (k), (act), (nx), (ny), (const cln_dev_arg[]){__VA_ARGS__},                        \
+           sizeof((const cln_dev_arg[]){__VA_ARGS__}) / sizeof(cln_dev_arg))
+
+static clnode_status dr_run(dev_rev *d, cln_rev_kernel k, int act, size_t nx, size_t ny,
+                            const cln_dev_arg *args, size_t nargs)
+{
+    if (nx == 0 || ny == 0)
+        return CLNODE_OK;
+    return d->L->rev_launch(d->be, d->prec, k, act, args, nargs, nx, ny);
+}
+
+static cln_buf *B_(const dev_rev *d, int which)
+{
+    return d->buf[which];
+}
+
+/* ---- sizes and memory ---- */
+
+/* The job's sizes into d. */
+static void dr_dims(dev_rev *d, const cln_rev_job *job)
+{
+    const cln_iconsts *KI = job->KI;
+    d->N = (size_t)KI->N;
+    d->ldz = (size_t)KI->ldz;
+    d->S = (size_t)KI->stages;
+    d->S1 = d->S - (CLN_REV_SKIP_LAST(KI->ssal, KI->n_ts) ? 1 : 0);
+    d->nl = job->num_layers;
+    d->n_in = job->n_in;
+    d->ns = job->scale ? job->scale_n : 0;
+    d->every = job->every;
+    d->slots = job->slots;
+    d->n_ts = (size_t)KI->n_ts;
+    d->ts_stride = (size_t)KI->ts_stride;
+    d->time_input = KI->time_input;
+    d->ntheta = job->ntheta;
+    d->maxw = d->ldz;
+    size_t longest = 0;
+    for (size_t b = 0; b < job->B; ++b) {
+        const size_t m = job->off_t[b + 1] - job->off_t[b] - 1;
+        longest = m > longest ? m : longest;
+    }
+    d->E = d->every < longest ? d->every : (longest ? longest : 1); /* host_reverse.inc's seg_len */
+    d->sumw = 0;
+    for (size_t l = 0; l < d->nl; ++l) {
+        d->in[l] = job->sizes[l];
+        d->out[l] = job->sizes[l + 1];
+        d->woff[l] = d->sumw;
+        d->sumw += d->out[l];
+        d->maxw = d->in[l] > d->maxw ? d->in[l] : d->maxw;
+        d->maxw = d->out[l] > d->maxw ? d->out[l] : d->maxw;
+    }
+}
+
+/* The elements of each scratch buffer for `rows` rows and `gb` blocks (0 for none). */
+static void dr_scratch_sizes(const dev_rev *d, size_t rows, size_t gb, size_t n[DR_NBUF])
+{
+    const size_t S = d->S, N = d->N, nin = d->n_in ? d->n_in : 1;
+    n[DR_JOB] = CLN_RJ_SIZE;
+    n[DR_RL] = rows * CLN_RL_W;
+    n[DR_RT] = rows * CLN_RT_W;
+    n[DR_BR] = gb * CLN_REV_BLOCK;
+    n[DR_Y] = rows * N;
+    n[DR_SEG] = d->every > 1 ? rows * d->E * N : 1;
+    n[DR_Z] = S * rows * d->ldz;
+    n[DR_F] = n[DR_KB] = S * rows * N;
+    n[DR_P] = n[DR_O] = S * d->sumw * rows;
+    n[DR_G] = rows * d->maxw;
+    n[DR_YB0] = n[DR_YB1] = n[DR_YBAR] = rows * N;
+    n[DR_CB] = n[DR_INP] = rows * nin;
+    n[DR_TH] = gb * (d->ntheta ? d->ntheta : 1);
+}
+
+/* Bytes of scratch buffer `which` of n elements (the integer tables are int64_t). */
+static size_t dr_bytes(const dev_rev *d, int which, size_t n)
+{
+    const int ints = which == DR_JOB || which == DR_RL || which == DR_BR;
+    return n * (ints ? sizeof(int64_t) : d->es);
+}
+
+/* The bytes of blocks [k0, k0 + nk)'s slices of the job, each into sl (DS_*). */
+static void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N])
+{
+    const cln_rev_job *job = d->job;
+    const size_t b0 = k0 * CLN_REV_BLOCK;
+    const size_t b1 = (k0 + nk) * CLN_REV_BLOCK < job->B ? (k0 + nk) * CLN_REV_BLOCK : job->B;
+    sl[DS_TAU] = (job->off_t[b1] - job->off_t[b0]) * d->es;
+    sl[DS_YS] = (job->off_y[b1] - job->off_y[b0]) * d->N * d->es;
+    sl[DS_EV] = (job->off_ev[b1] - job->off_ev[b0]) * sizeof(cln_rev_event);
+    sl[DS_COT] = (b1 - b0) * d->slots * d->N * d->es;
+    sl[DS_TS] = (d->ts_stride ? (b1 - b0) : 1) * d->n_ts * d->es;
+}
+
+/* Whether groups of gb blocks fit: their scratch and largest slices within `budget` bytes, no
+ * buffer over max_buffer. *need: the bytes of the largest group. */
+static int dr_fits(const dev_rev *d, size_t gb, size_t budget, size_t max_buffer, size_t *need)
+{
+    const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
+    const size_t rows = gb * CLN_REV_BLOCK < d->job->B ? gb * CLN_REV_BLOCK : d->job->B;
+    size_t n[DR_NBUF], scratch = 0, largest = 0;
+    dr_scratch_sizes(d, rows, gb, n);
+    for (int i = 0; i < DR_NBUF; ++i) {
+        const size_t b = dr_bytes(d, i, n[i]);
+        scratch += b;
+        largest = b > largest ? b : largest;
+    }
+    *need = 0;
+    for (size_t k0 = 0; k0 < nb; k0 += gb) {
+        size_t sl[DS_N], total = scratch;
+        dr_slice_bytes(d, k0, nb - k0 < gb ? nb - k0 : gb, sl);
+        for (int i = 0; i < DS_N; ++i) {
+            total += sl[i];
+            largest = sl[i] > largest ? sl[i] : largest;
+        }
+        *need = total > *need ? total : *need;
+    }
+    return *need <= budget && largest <= max_buffer;
+}
+
+/* Blocks per group: as many as fit in half of the device's memory (at most DR_MAX_GROUP). */
+static clnode_status dr_choose_group(dev_rev *d)
+{
+    size_t total = 0, max_buffer = 0, need = 0;
+    d->L->memory(d->be, &total, &max_buffer);
+    const size_t budget = total ? total / 2 : SIZE_MAX, cap = max_buffer ? max_buffer : SIZE_MAX;
+    const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
+    size_t gb = nb < DR_MAX_GROUP ? nb : DR_MAX_GROUP;
+    while (gb > 1 && !dr_fits(d, gb, budget, cap, &need))
+        gb /= 2;
+    CLN_CHECK(d->be->ctx, dr_fits(d, gb, budget, cap, &need), CLNODE_ERR_DEVICE_MEMORY,
+              "the reverse pass on %s needs %zu bytes for a block of %d trajectories (their kept "
+              "states, cotangents and scratch), more than half of its %zu bytes of memory or a "
+              "buffer over the largest it allocates (%zu): keep fewer states (a larger "
+              "checkpoint_every) or run the reverse pass on the host",
+              d->be->device_name, need, CLN_REV_BLOCK, total, max_buffer);
+    d->gb = gb;
+    d->rows = gb * CLN_REV_BLOCK < d->job->B ? gb * CLN_REV_BLOCK : d->job->B;
+    return CLNODE_OK;
+}
+
+/* ---- buffers ---- */
+
+static clnode_status dr_alloc(dev_rev *d, size_t bytes, cln_buf **out)
+{
+    return d->be->ops->buf_alloc(d->be, bytes ? bytes : d->es, out);
+}
+
+static clnode_status dr_write(dev_rev *d, cln_buf *b, size_t bytes, const void *src)
+{
+    return bytes ? d->be->ops->buf_write(d->be, b, 0, bytes, src) : CLNODE_OK;
+}
+
+/* Host room for `bytes` (grow-only). */
+static clnode_status dr_host(dev_rev *d, size_t bytes)
+{
+    if (bytes <= d->host_cap)
+        return CLNODE_OK;
+    unsigned char *p = realloc(d->host, bytes);
+    CLN_CHECK(d->be->ctx, p, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate %zu bytes for the reverse pass", bytes);
+    d->host = p;
+    d->host_cap = bytes;
+    return CLNODE_OK;
+}
+
+/* n values of the job's precision from doubles, in d->host. */
+static clnode_status dr_reals(dev_rev *d, const double *src, size_t n)
+{
+    clnode_status st = dr_host(d, n * d->es);
+    for (size_t i = 0; st == CLNODE_OK && i < n; ++i) {
+        if (d->prec == CLNODE_FP32)
+            ((float *)(void *)d->host)[i] = (float)src[i];
+        else
+            ((double *)(void *)d->host)[i] = src[i];
+    }
+    return st;
+}
+
+/* The model (weights, their transposes, biases, scale) and the solve's constants, uploaded. */
+static clnode_status dr_model(dev_rev *d)
+{
+    const cln_rev_job *job = d->job;
+    const size_t es = d->es, nK = sizeof(CLN_CONSTS_STRUCT(double)) / sizeof(double);
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, dr_alloc(d, nK * es, &d->K));
+    CLN_TRY(st, dr_write(d, d->K, nK * es, job->K));
+    for (size_t l = 0; l < d->nl; ++l) {
+        const size_t n = d->out[l], k = d->in[l];
+        CLN_TRY(st, dr_alloc(d, n * k * es, &d->W[l]));
+        CLN_TRY(st, dr_write(d, d->W[l], n * k * es, job->W[l]));
+        CLN_TRY(st, dr_host(d, n * k * es));
+        for (size_t j = 0; j < n; ++j) /* W^T (k x n): the transposed product's B */
+            for (size_t c = 0; c < k; ++c)
+                memcpy(d->host + (c * n + j) * es,
+                       (const unsigned char *)job->W[l] + (j * k + c) * es, es);
+        CLN_TRY(st, dr_alloc(d, n * k * es, &d->WT[l]));
+        CLN_TRY(st, dr_write(d, d->WT[l], n * k * es, d->host));
+        if (job->bias[l]) {
+            CLN_TRY(st, dr_alloc(d, n * es, &d->bias[l]));
+            CLN_TRY(st, dr_write(d, d->bias[l], n * es, job->bias[l]));
+        }
+    }
+    if (d->ns) {
+        CLN_TRY(st, dr_alloc(d, d->ns * es, &d->scale));
+        CLN_TRY(st, dr_write(d, d->scale, d->ns * es, job->scale));
+    }
+fail:
+    return st;
+}
+
+/* The group scratch, the host's tables of a group and the pass's constants (JOB). */
+static clnode_status dr_scratch(dev_rev *d)
+{
+    size_t n[DR_NBUF];
+    dr_scratch_sizes(d, d->rows, d->gb, n);
+    clnode_status st = CLNODE_OK;
+    for (int i = 0; i < DR_NBUF; ++i)
+        CLN_TRY(st, dr_alloc(d, dr_bytes(d, i, n[i]), &d->buf[i]));
+    d->traj = malloc(d->rows * sizeof *d->traj);
+    d->M = malloc(d->rows * sizeof *d->M);
+    d->hRL = calloc(n[DR_RL], sizeof *d->hRL);
+    d->hBR = malloc(n[DR_BR] * sizeof *d->hBR);
+    CLN_CHECK(d->be->ctx, d->traj && d->M && d->hRL && d->hBR, CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot allocate the reverse pass's tables of %zu rows", d->rows);
+    int64_t job[CLN_RJ_SIZE] = {0};
+    job[CLN_RJ_BG] = (int64_t)d->rows;
+    job[CLN_RJ_N] = (int64_t)d->N;
+    job[CLN_RJ_LDZ] = (int64_t)d->ldz;
+    job[CLN_RJ_S] = (int64_t)d->S;
+    job[CLN_RJ_S1] = (int64_t)d->S1;
+    job[CLN_RJ_NIN] = (int64_t)d->n_in;
+    job[CLN_RJ_SSAL] = d->job->KI->ssal;
+    job[CLN_RJ_DENSE] = d->job->KI->dense_form;
+    job[CLN_RJ_TS_STRIDE] = (int64_t)d->ts_stride;
+    job[CLN_RJ_SLOTS] = (int64_t)d->slots;
+    job[CLN_RJ_EVERY] = (int64_t)d->every;
+    job[CLN_RJ_SEG] = (int64_t)d->E;
+    job[CLN_RJ_NS] = (int64_t)d->ns;
+    job[CLN_RJ_SUMW] = (int64_t)d->sumw;
+    job[CLN_RJ_NTHETA] = (int64_t)d->ntheta;
+    job[CLN_RJ_TF32] = d->mode == CLNODE_GEMM_TF32;
+    job[CLN_RJ_TIME] = d->time_input;
+    CLN_TRY(st, dr_write(d, d->buf[DR_JOB], sizeof job, job));
+fail:
+    return st;
+}
+
+void cln_dev_rev_end(cln_backend *be, void *state)
+{
+    dev_rev *d = state;
+    if (!d)
+        return;
+    cln_buf *bufs[2 + 3 * CLN_MAX_LAYERS + DR_NBUF + DS_N] = {d->K, d->scale};
+    size_t n = 2;
+    for (size_t l = 0; l < CLN_MAX_LAYERS; ++l) {
+        bufs[n++] = d->W[l];
+        bufs[n++] = d->WT[l];
+        bufs[n++] = d->bias[l];
+    }
+    for (int i = 0; i < DR_NBUF; ++i)
+        bufs[n++] = d->buf[i];
+    for (int i = 0; i < DS_N; ++i)
+        bufs[n++] = d->slice[i];
+    for (size_t i = 0; i < n; ++i)
+        be->ops->buf_free(be, bufs[i]);
+    free(d->traj);
+    free(d->M);
+    free(d->hRL);
+    free(d->hBR);
+    free(d->host);
+    free(d);
+}
+
+clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **state,
+                                size_t *group)
+{
+    clnode_context *ctx = be->ctx;
+    *state = NULL;
+    CLN_CHECK(ctx, be->ops->supports(be, job->prec),
+              job->prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
+              "device %s cannot compute in %s", be->device_name, clnode_precision_name(job->prec));
+    CLN_CHECK(ctx, job->B <= INT32_MAX && job->KI->stages <= CLN_MAX_STAGES,
+              CLNODE_ERR_INVALID_ARGUMENT, "the reverse pass of %zu trajectories on %s", job->B,
+              be->device_name);
+    dev_rev *d = calloc(1, sizeof *d);
+    CLN_CHECK(ctx, d, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the reverse pass");
+    d->be = be;
+    d->L = ((const cln_dev_backend *)(const void *)be)->launch;
+    d->job = job;
+    d->prec = job->prec;
+    d->mode = job->gemm_mode;
+    d->es = job->prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
+    d->yb1 = DR_YB1;
+    dr_dims(d, job);
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, dr_choose_group(d));
+    CLN_TRY(st, dr_model(d));
+    CLN_TRY(st, dr_scratch(d));
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "reverse pass on %s: %zu trajectories in groups of %zu blocks (%zu rows)",
+            be->device_name, job->B, d->gb, d->rows);
+    *state = d;
+    *group = d->gb;
+    return CLNODE_OK;
+fail:
+    cln_dev_rev_end(be, d);
+    return st;
+}
+
+/* ---- a group's rows and uploads ---- */
+
+typedef struct dr_key {
+    size_t M, r;
+} dr_key;
+
+/* Most steps first, equal steps by index (clnode/gradient.h's order of a block). */
+static int dr_key_cmp(const void *a, const void *b)
+{
+    const dr_key *x = a, *y = b;
+    if (x->M != y->M)
+        return x->M > y->M ? -1 : 1;
+    return x->r < y->r ? -1 : x->r > y->r;
+}
+
+/* The rows of trajectories [b0, b0 + Bg) in their order, RL and BR of nk blocks. */
+static clnode_status dr_order(dev_rev *d, size_t b0, size_t Bg, size_t nk)
+{
+    const cln_rev_job *job = d->job;
+    dr_key *keys = malloc((Bg ? Bg : 1) * sizeof *keys);
+    CLN_CHECK(d->be->ctx, keys, CLNODE_ERR_OUT_OF_MEMORY, "cannot order %zu trajectories", Bg);
+    for (size_t r = 0; r < Bg; ++r) {
+        keys[r].M = job->off_t[b0 + r + 1] - job->off_t[b0 + r] - 1;
+        keys[r].r = r;
+    }
+    qsort(keys, Bg, sizeof *keys, dr_key_cmp);
+    size_t fill[DR_MAX_GROUP] = {0};
+    for (size_t i = 0; i < nk * CLN_REV_BLOCK; ++i)
+        d->hBR[i] = -1;
+    for (size_t p = 0; p < Bg; ++p) {
+        const size_t r = keys[p].r, b = b0 + r, k = r / CLN_REV_BLOCK;
+        int64_t *rl = d->hRL + p * CLN_RL_W;
+        d->traj[p] = r;
+        d->M[p] = keys[p].M;
+        rl[CLN_RL_B] = (int64_t)r;
+        rl[CLN_RL_M] = (int64_t)keys[p].M;
+        rl[CLN_RL_TAU] = (int64_t)(job->off_t[b] - job->off_t[b0]);
+        rl[CLN_RL_YS] = (int64_t)(job->off_y[b] - job->off_y[b0]);
+        rl[CLN_RL_EV] = (int64_t)(job->off_ev[b] - job->off_ev[b0]);
+        rl[CLN_RL_NEV] = (int64_t)(job->off_ev[b + 1] - job->off_ev[b]);
+        rl[CLN_RL_NLO] = 0;
+        d->hBR[k * CLN_REV_BLOCK + fill[k]++] = (int64_t)p;
+    }
+    free(keys);
+    return CLNODE_OK;
+}
+
+/* Slice `which` of the job: `bytes` from src into the device (its buffer grown when short). */
+static clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *src)
+{
+    if (bytes > d->slice_cap[which] || !d->slice[which]) {
+        d->be->ops->buf_free(d->be, d->slice[which]);
+        d->slice[which] = NULL;
+        d->slice_cap[which] = 0;
+        const clnode_status st = dr_alloc(d, bytes, &d->slice[which]);
+        if (st != CLNODE_OK)
+            return st;
+        d->slice_cap[which] = bytes;
+    }
+    return dr_write(d, d->slice[which], bytes, src);
+}
+
+/* The group's tables and its trajectories' part of the tape, events, cotangents, save times and
+ * inputs, uploaded. */
+static clnode_status dr_upload(dev_rev *d, size_t b0, size_t Bg, size_t k0, size_t nk)
+{
+    const cln_rev_job *job = d->job;
+    const size_t es = d->es, b1 = b0 + Bg;
+    size_t sl[DS_N];
+    dr_slice_bytes(d, k0, nk, sl);
+    const unsigned char *tau = job->tau, *ys = job->ys, *ts = job->ts;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, dr_write(d, d->buf[DR_RL], Bg * CLN_RL_W * sizeof(int64_t), d->hRL));
+    CLN_TRY(st, dr_write(d, d->buf[DR_BR], nk * CLN_REV_BLOCK * sizeof(int64_t), d->hBR));
+    CLN_TRY(st, dr_slice(d, DS_TAU, sl[DS_TAU], tau + job->off_t[b0] * es));
+    CLN_TRY(st, dr_slice(d, DS_YS, sl[DS_YS], ys + job->off_y[b0] * d->N * es));
+    CLN_TRY(st, dr_slice(d, DS_EV, sl[DS_EV], job->ev + job->off_ev[b0]));
+    CLN_TRY(st, dr_reals(d, job->cot + b0 * d->slots * d->N, Bg * d->slots * d->N));
+    CLN_TRY(st, dr_slice(d, DS_COT, sl[DS_COT], d->host));
+    CLN_TRY(st,
+            dr_slice(d, DS_TS, sl[DS_TS], ts ? ts + (d->ts_stride ? b0 * d->n_ts * es : 0) : NULL));
+    if (d->n_in)
+        CLN_TRY(st, dr_write(d, d->buf[DR_INP], Bg * d->n_in * es,
+                             (const unsigned char *)job->inputs + b0 * d->n_in * es));
+    (void)b1;
+fail:
+    return st;
+}
+
+/* ---- the kernels of a reverse step ---- */
+
+/* buf[0 .. n) = 0. */
+static clnode_status dr_zero(dev_rev *d, cln_buf *buf, size_t n)
+{
+    return DR_RUN(d, CLN_RK_ZERO, 0, n, 1, DR_BUF(buf), DR_I64(0), DR_I64(n));
+}
+
+/* Where stage i's layer l's P and O block starts. */
+static size_t dr_poff(const dev_rev *d, size_t i, size_t l)
+{
+    return (i * d->sumw + d->woff[l]) * d->rows;
+}
+
+/* Stage i's MLP on rows [0, A): each layer's product into P, then P + bias and O = act(P), and
+ * for the last layer f (times the scale) into F block i. */
+static clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
+{
+    const cln_rev_job *job = d->job;
+    cln_backend *be = d->be;
+    cln_buf *X = B_(d, DR_Z), *any = B_(d, DR_JOB);
+    size_t x_off = i * d->rows * d->ldz, ldx = d->ldz;
+    clnode_status st = CLNODE_OK;
+    for (size_t l = 0; l < d->nl; ++l) {
+        const size_t n = d->out[l], off = dr_poff(d, i, l);
+        const long long f_off = l + 1 == d->nl ? (long long)(i * d->rows * d->N) : -1;
+        CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, n, d->in[l], X, x_off, ldx, d->W[l], 0,
+                                  d->in[l], B_(d, DR_P), off, n));
+        CLN_TRY(st, DR_RUN(d, CLN_RK_ACT, job->act[l], n, A, DR_I32(A), DR_I32(job->act[l]),
+                           DR_I64(off), DR_I64(n), DR_I64(f_off), DR_BUF(B_(d, DR_JOB)),
+                           DR_BUF(d->bias[l] ? d->bias[l] : any), DR_I32(d->bias[l] != NULL),
+                           DR_BUF(d->scale ? d->scale : any), DR_BUF(B_(d, DR_P)),
+                           DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F))));
+        X = B_(d, DR_O);
+        x_off = off;
+        ldx = n;
+    }
+fail:
+    return st;
+}
+
+/* Every stage of the rows' steps (their times and states set by CLN_RK_BEGIN), rows [0, A). */
+static clnode_status dr_stages(dev_rev *d, size_t A)
+{
+    clnode_status st = CLNODE_OK;
+    for (size_t i = 0; i < d->S; ++i) {
+        CLN_TRY(st, DR_RUN(d, CLN_RK_STAGE, 0, d->N + (d->time_input ? 1 : 0), A, DR_I32(A),
+                           DR_I32(i), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
+                           DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
+        if (!(i + 1 == d->S && d->S1 < d->S)) /* f of that stage is read by nothing */
+            CLN_TRY(st, dr_mlp(d, i, A));
+    }
+fail:
+    return st;
+}
+
+/* CLN_RK_BEGIN in `mode` for reverse step s, or sub-step j of group q. */
+static clnode_status dr_begin(dev_rev *d, size_t A, int mode, size_t s, size_t q, size_t j)
+{
+    return DR_RUN(d, CLN_RK_BEGIN, 0, d->N, A, DR_I32(A), DR_I32(mode), DR_I64(s), DR_I64(q),
+                  DR_I64(j), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RL)),
+                  DR_BUF(d->slice[DS_TAU]), DR_BUF(d->slice[DS_YS]), DR_BUF(B_(d, DR_SEG)),
+                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)));
+}
+
+/* Group q of the steps begins at reverse step q every: the states of the group recomputed
+ * forwards from its kept one into SEG (host_reverse.inc's rev_group). */
+static clnode_status dr_recompute(dev_rev *d, size_t A, size_t q)
+{
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, DR_RUN(d, CLN_RK_GROUP, 0, d->N, A, DR_I32(A), DR_I64(q), DR_BUF(B_(d, DR_JOB)),
+                       DR_BUF(B_(d, DR_RL)), DR_BUF(d->slice[DS_YS]), DR_BUF(B_(d, DR_SEG))));
+    for (size_t j = 0; j + 1 < d->E; ++j) {
+        CLN_TRY(st, dr_begin(d, A, CLN_REV_SUB, 0, q, j));
+        CLN_TRY(st, dr_stages(d, A));
+        CLN_TRY(st, DR_RUN(d, CLN_RK_Y1, 0, d->N, A, DR_I32(A), DR_I64(q), DR_I64(j),
+                           DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RL)),
+                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_F)),
+                           DR_BUF(B_(d, DR_Z)), DR_BUF(B_(d, DR_SEG))));
+    }
+fail:
+    return st;
+}
+
+/* Stage i's cotangents for rows [0, A): the MLP's vector-Jacobian product layer by layer from the
+ * last (deltas into P, the input cotangent through the transposed product into G), then the
+ * stage argument's transpose (host_reverse.inc's rev_stage_vjp). */
+static clnode_status dr_stage_vjp(dev_rev *d, size_t i, size_t A)
+{
+    cln_backend *be = d->be;
+    const int skip = i + 1 == d->S && d->S1 < d->S;
+    clnode_status st = CLNODE_OK;
+    for (size_t l = d->nl; !skip && l-- > 0;) {
+        const size_t n = d->out[l], k = d->in[l], off = dr_poff(d, i, l);
+        const int act = d->job->act[l];
+        CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
+                           DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl), DR_BUF(B_(d, DR_JOB)),
+                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
+                           DR_BUF(d->scale ? d->scale : B_(d, DR_JOB)), DR_BUF(B_(d, DR_P)),
+                           DR_BUF(B_(d, DR_O))));
+        CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n, d->WT[l], 0,
+                                  n, B_(d, DR_G), 0, k));
+    }
+    CLN_TRY(st, DR_RUN(d, CLN_RK_ARG, 0, skip ? d->N : d->ldz, A, DR_I32(A), DR_I32(i),
+                       DR_I32(skip), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_G)),
+                       DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)),
+                       DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_CB))));
+fail:
+    return st;
+}
+
+/* The step's parameter sums of the group's nk blocks (weights, biases, scale). */
+static clnode_status dr_sums(dev_rev *d, size_t s, size_t nk)
+{
+    const cln_rev_job *job = d->job;
+    clnode_status st = CLNODE_OK;
+    for (size_t l = 0; l < d->nl; ++l) {
+        const size_t n = d->out[l], k = d->in[l], p_off = d->woff[l] * d->rows;
+        const size_t x_off = l ? d->woff[l - 1] * d->rows : 0;
+        const size_t x_stage = l ? d->sumw * d->rows : d->rows * d->ldz;
+        CLN_TRY(st,
+                DR_RUN(d, CLN_RK_WSUM, 0, k, n * nk, DR_I32(nk), DR_I64(s), DR_I64(k), DR_I64(n),
+                       DR_I64(p_off), DR_I64(x_off), DR_I64(x_stage),
+                       DR_I64(l ? d->out[l - 1] : d->ldz), DR_I64(job->w_off[l]),
+                       DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_BR)),
+                       DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, l ? DR_O : DR_Z)), DR_BUF(B_(d, DR_TH))));
+        if (job->bias[l])
+            CLN_TRY(st, DR_RUN(d, CLN_RK_BSUM, 0, n, nk, DR_I32(nk), DR_I64(s), DR_I64(n),
+                               DR_I64(p_off), DR_I64(job->b_off[l]), DR_BUF(B_(d, DR_JOB)),
+                               DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_P)),
+                               DR_BUF(B_(d, DR_TH))));
+    }
+    if (d->ns)
+        CLN_TRY(st, DR_RUN(d, CLN_RK_SSUM, 0, d->ns, nk, DR_I32(nk), DR_I64(s),
+                           DR_I64(d->woff[d->nl - 1] * d->rows), DR_I64(job->s_off),
+                           DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_BR)),
+                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_O)),
+                           DR_BUF(B_(d, DR_TH))));
+fail:
+    return st;
+}
+
+/* Reverse step s of the rows [0, A) (host_reverse.inc's rev_step): from the cotangent of each
+ * row's y_{n+1} (buffer d->yb1) to that of its y_n, which becomes d->yb1. */
+static clnode_status dr_step(dev_rev *d, size_t A, size_t s, size_t nk)
+{
+    clnode_status st = CLNODE_OK;
+    if (d->every > 1 && s % d->every == 0)
+        CLN_TRY(st, dr_recompute(d, A, s / d->every));
+    CLN_TRY(st, dr_begin(d, A, d->every > 1 ? CLN_REV_SEG : CLN_REV_KEPT, s, 0, 0));
+    CLN_TRY(st, dr_stages(d, A));
+    const int yb0 = DR_YB0 + DR_YB1 - d->yb1;
+    CLN_TRY(st, DR_RUN(d, CLN_RK_EVENTS, 0, A, 1, DR_I32(A), DR_I64(s), DR_BUF(B_(d, DR_JOB)),
+                       DR_BUF(d->K), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_RT)),
+                       DR_BUF(d->slice[DS_EV]), DR_BUF(d->slice[DS_COT]), DR_BUF(d->slice[DS_TS]),
+                       DR_BUF(B_(d, yb0)), DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_KB))));
+    for (size_t i = d->S; i-- > 0;)
+        CLN_TRY(st, dr_stage_vjp(d, i, A));
+    CLN_TRY(st, dr_sums(d, s, nk));
+    d->yb1 = yb0;
+fail:
+    return st;
+}
+
+/* Rows [from, to) are back at their start: their points at y0, their cotangents of y0. */
+static clnode_status dr_finish(dev_rev *d, size_t from, size_t to)
+{
+    return DR_RUN(d, CLN_RK_FINISH, 0, to - from, 1, DR_I64(from), DR_I64(to),
+                  DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_RL)), DR_BUF(d->slice[DS_EV]),
+                  DR_BUF(d->slice[DS_COT]), DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YBAR)));
+}
+
+/* The group's results read back: its blocks' sums into theta, its rows of ybar and cbar. */
+static clnode_status dr_results(dev_rev *d, size_t b0, size_t Bg, size_t nk, void *theta)
+{
+    const cln_rev_job *job = d->job;
+    cln_backend *be = d->be;
+    const size_t N = d->N, n_in = d->n_in, es = d->es;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, be->ops->buf_read(be, B_(d, DR_TH), 0, nk * d->ntheta * es, theta));
+    CLN_TRY(st, dr_host(d, Bg * (N > n_in ? N : n_in) * es));
+    CLN_TRY(st, be->ops->buf_read(be, B_(d, DR_YBAR), 0, Bg * N * es, d->host));
+    for (size_t p = 0; p < Bg; ++p)
+        for (size_t c = 0; c < N; ++c)
+            job->ybar[(b0 + d->traj[p]) * N + c] =
+                es == sizeof(float) ? (double)((const float *)(void *)d->host)[p * N + c]
+                                    : ((const double *)(void *)d->host)[p * N + c];
+    if (n_in) {
+        CLN_TRY(st, be->ops->buf_read(be, B_(d, DR_CB), 0, Bg * n_in * es, d->host));
+        for (size_t p = 0; p < Bg; ++p)
+            for (size_t q = 0; q < n_in; ++q)
+                job->cbar[(b0 + d->traj[p]) * n_in + q] =
+                    es == sizeof(float) ? (double)((const float *)(void *)d->host)[p * n_in + q]
+                                        : ((const double *)(void *)d->host)[p * n_in + q];
+    }
+fail:
+    return st;
+}
+
+/* One group: blocks [k0, k0 + nk), their sums into theta (nk x ntheta). */
+static clnode_status dr_group(dev_rev *d, size_t k0, size_t nk, void *theta)
+{
+    const size_t b0 = k0 * CLN_REV_BLOCK;
+    const size_t end = (k0 + nk) * CLN_REV_BLOCK, Bg = (end < d->job->B ? end : d->job->B) - b0;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, dr_order(d, b0, Bg, nk));
+    CLN_TRY(st, dr_upload(d, b0, Bg, k0, nk));
+    d->yb1 = DR_YB1;
+    CLN_TRY(st, dr_zero(d, B_(d, DR_TH), nk * d->ntheta));
+    CLN_TRY(st, dr_zero(d, B_(d, DR_YB1), Bg * d->N));
+    CLN_TRY(st, dr_zero(d, B_(d, DR_CB), Bg * d->n_in));
+    CLN_TRY(st, DR_RUN(d, CLN_RK_INPUTS, 0, d->n_in, Bg, DR_BUF(B_(d, DR_JOB)),
+                       DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_INP)), DR_BUF(B_(d, DR_Z))));
+    size_t A = Bg;
+    while (A > 0 && d->M[A - 1] == 0) /* no step: the saved points of y0 alone */
+        --A;
+    CLN_TRY(st, dr_finish(d, A, Bg));
+    for (size_t s = 0; A > 0; ++s) {
+        CLN_TRY(st, dr_step(d, A, s, nk));
+        const size_t A0 = A;
+        while (A > 0 && d->M[A - 1] == s + 1)
+            --A;
+        CLN_TRY(st, dr_finish(d, A, A0));
+    }
+    CLN_TRY(st, dr_results(d, b0, Bg, nk, theta));
+fail:
+    return st;
+}
+
+clnode_status cln_dev_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                                 void *theta)
+{
+    dev_rev *d = state;
+    CLN_CHECK(be->ctx, d && nblocks <= d->gb, CLNODE_ERR_INTERNAL,
+              "reverse blocks %zu of at most %zu at a time", nblocks, d ? d->gb : 0);
+    return nblocks ? dr_group(d, block0, nblocks, theta) : CLNODE_OK;
+}
