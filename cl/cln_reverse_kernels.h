@@ -294,40 +294,51 @@ CLN_INLINE void cln_rev_arg_body(size_t c, size_t p, size_t A, cln_int i, cln_in
         YB0[p * N + c] = cln_stage_value_vjp(i, K, zb, KB + p * N + c, Bg * N, YB0[p * N + c]);
 }
 
-/* Whether block k's r-th row (in its order) still goes back at reverse step s: its position, or
- * -1. */
-CLN_INLINE cln_long cln_rev_block_row(CLN_CONST cln_long *BR, CLN_CONST cln_long *RL, size_t k,
-                                      size_t r, cln_long s)
+/* How many of a block's rows (its positions `rows`, in its order, -1 past its end) still go back at
+ * reverse step s: they come first. */
+CLN_INLINE size_t cln_rev_block_rows(CLN_CONST cln_long *rows, CLN_CONST cln_long *RL, cln_long s)
 {
-    const cln_long pos = BR[k * CLN_REV_BLOCK + r];
-    return pos >= 0 && RL[(size_t)pos * CLN_RL_W + CLN_RL_M] > s ? pos : -1;
+    size_t n = 0;
+    while (n < CLN_REV_BLOCK && rows[n] >= 0 && RL[(size_t)rows[n] * CLN_RL_W + CLN_RL_M] > s)
+        ++n;
+    return n;
 }
 
-/* A step's weight sum of one layer (x = input column c < in, y = j + out k: output j, block k):
- * its terms, stage by stage (the S1 whose MLP went back) and the block's rows in order, summed
- * from zero with one fma each (factors rounded to TF32 in tf32 mode), then added to the block's
- * sum at TH[k ntheta + wth + j in + c]. The deltas are P's blocks at p_off + i sumw Bg (leading
- * dimension out), the inputs X's at x_off + i x_stage (leading dimension ldx). */
-CLN_INLINE void cln_rev_wsum_body(size_t c, size_t y, size_t nblocks, cln_long s, cln_long in,
-                                  cln_long out, cln_long p_off, cln_long x_off, cln_long x_stage,
-                                  cln_long ldx, cln_long wth, CLN_CONST cln_long *JOB,
-                                  CLN_CONST cln_long *RL, CLN_CONST cln_long *BR, CLN_CONST real *P,
-                                  CLN_CONST real *X, CLN_GLOBAL real *TH)
+/* Each block's rows still going back at reverse step s (x = block k < nblocks) into NR[k], which
+ * the step's sums read. */
+CLN_INLINE void cln_rev_nrows_body(size_t k, size_t nblocks, cln_long s, CLN_CONST cln_long *RL,
+                                   CLN_CONST cln_long *BR, CLN_GLOBAL cln_long *NR)
+{
+    if (k < nblocks)
+        NR[k] = (cln_long)cln_rev_block_rows(BR + k * CLN_REV_BLOCK, RL, s);
+}
+
+/* A step's weight sum of one layer in one kernel (x = input column c < in, y = j + out k: output
+ * j, block k): its terms, stage by stage (the S1 whose MLP went back) and the block's NR[k] rows
+ * still going back in order, summed from zero with one fma each (factors rounded to TF32 in tf32
+ * mode), then added to the block's sum at TH[k ntheta + wth + j in + c]; nothing for a block back
+ * at its start. The deltas are P's blocks at p_off + i sumw Bg (leading dimension out), the inputs
+ * X's at x_off + i x_stage (leading dimension ldx). */
+CLN_INLINE void cln_rev_wsum_body(size_t c, size_t y, size_t nblocks, cln_long in, cln_long out,
+                                  cln_long p_off, cln_long x_off, cln_long x_stage, cln_long ldx,
+                                  cln_long wth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                  CLN_CONST cln_long *BR, CLN_CONST real *P, CLN_CONST real *X,
+                                  CLN_GLOBAL real *TH)
 {
     const size_t j = y % (size_t)out, k = y / (size_t)out;
-    if ((cln_long)c >= in || k >= nblocks)
+    if ((cln_long)c >= in || k >= nblocks || NR[k] == 0)
         return;
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
+    const size_t nr = (size_t)NR[k];
     const cln_long S1 = JOB[CLN_RJ_S1];
+    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
     real acc = CLN_R(0.0);
     for (cln_long i = 0; i < S1; ++i) {
-        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg;
-        CLN_CONST real *Xi = X + (size_t)(x_off + i * x_stage);
-        for (size_t r = 0; r < CLN_REV_BLOCK; ++r) {
-            const cln_long pos = cln_rev_block_row(BR, RL, k, r, s);
-            if (pos < 0)
-                break;
-            real d = D[(size_t)pos * (size_t)out + j], x = Xi[(size_t)(pos * ldx) + c];
+        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg + j;
+        CLN_CONST real *Xi = X + (size_t)(x_off + i * x_stage) + c;
+        for (size_t r = 0; r < nr; ++r) {
+            const size_t pos = (size_t)rows[r];
+            real d = D[pos * (size_t)out], x = Xi[pos * (size_t)ldx];
 #if CLN_PRECISION == 32
             if (JOB[CLN_RJ_TF32]) {
                 d = cln_tf32_round(d);
@@ -340,36 +351,71 @@ CLN_INLINE void cln_rev_wsum_body(size_t c, size_t y, size_t nblocks, cln_long s
     TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] += acc;
 }
 
+/* The weight sums through the GEMM, first the gather (x = term t < S1 x 32, y = j + cols k:
+ * column j of block k): term t = i nr + r (stage i, the block's r-th row still going back, nr =
+ * NR[k]) of column j of the factor at SRC's blocks src_off + i src_stage (leading dimension ld)
+ * into DST[(k cols + j) kmax + t], so that block k's factor is a cols x (S1 nr) matrix of leading
+ * dimension kmax, its terms in the order of the one kernel's sums. */
+CLN_INLINE void cln_rev_gather_body(size_t t, size_t y, size_t nblocks, cln_long cols,
+                                    cln_long src_off, cln_long src_stage, cln_long ld,
+                                    cln_long kmax, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                    CLN_CONST cln_long *BR, CLN_CONST real *SRC,
+                                    CLN_GLOBAL real *DST)
+{
+    const size_t j = y % (size_t)cols, k = y / (size_t)cols;
+    if (k >= nblocks)
+        return;
+    const size_t nr = (size_t)NR[k];
+    if (nr == 0 || t >= (size_t)JOB[CLN_RJ_S1] * nr)
+        return;
+    const size_t i = t / nr, pos = (size_t)BR[k * CLN_REV_BLOCK + t % nr];
+    DST[(k * (size_t)cols + j) * (size_t)kmax + t] =
+        SRC[(size_t)(src_off + (cln_long)i * src_stage) + pos * (size_t)ld + j];
+}
+
+/* Then the step's product of block k (GS, out x in per block, from the GEMM of its gathered
+ * factors) added to its weight's sum (x = input column c < in, y = j + out k); nothing for a block
+ * back at its start. */
+CLN_INLINE void cln_rev_wadd_body(size_t c, size_t y, size_t nblocks, cln_long in, cln_long out,
+                                  cln_long wth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                  CLN_CONST real *GS, CLN_GLOBAL real *TH)
+{
+    const size_t j = y % (size_t)out, k = y / (size_t)out;
+    if ((cln_long)c >= in || k >= nblocks || NR[k] == 0)
+        return;
+    TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] +=
+        GS[(k * (size_t)out + j) * (size_t)in + c];
+}
+
 /* A step's bias sum of one layer (x = output j < out, y = block k): the deltas of its stages from
- * the last and its rows in order, added one by one to TH[k ntheta + bth + j]. */
-CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long s, cln_long out,
-                                  cln_long p_off, cln_long bth, CLN_CONST cln_long *JOB,
-                                  CLN_CONST cln_long *RL, CLN_CONST cln_long *BR, CLN_CONST real *P,
-                                  CLN_GLOBAL real *TH)
+ * the last and its NR[k] rows still going back in order, added one by one to
+ * TH[k ntheta + bth + j]. */
+CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long out, cln_long p_off,
+                                  cln_long bth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                  CLN_CONST cln_long *BR, CLN_CONST real *P, CLN_GLOBAL real *TH)
 {
     if ((cln_long)j >= out || k >= nblocks)
         return;
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
+    const size_t nr = (size_t)NR[k];
+    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
     CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)bth + j;
     real a = *acc;
     for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
-        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg;
-        for (size_t r = 0; r < CLN_REV_BLOCK; ++r) {
-            const cln_long pos = cln_rev_block_row(BR, RL, k, r, s);
-            if (pos < 0)
-                break;
-            a += D[(size_t)pos * (size_t)out + j];
-        }
+        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg + j;
+        for (size_t r = 0; r < nr; ++r)
+            a += D[(size_t)rows[r] * (size_t)out];
     }
     *acc = a;
 }
 
 /* A step's output-scale sum (x = the scale's value j < NS, y = block k): the terms
  * cln_out_scale_term(f's cotangent, the last layer's output) of its stages from the last and its
- * rows in order (a single value takes every component of a row in order), added one by one to
- * TH[k ntheta + sth + j]; O's last layer at o_off + i sumw Bg (leading dimension N). */
-CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long s, cln_long o_off,
-                                  cln_long sth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *RL,
+ * NR[k] rows still going back in order (a single value takes every component of a row in order),
+ * added one by one to TH[k ntheta + sth + j]; O's last layer at o_off + i sumw Bg (leading
+ * dimension N). */
+CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long o_off, cln_long sth,
+                                  CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
                                   CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
                                   CLN_CONST real *O, CLN_GLOBAL real *TH)
 {
@@ -377,20 +423,19 @@ CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long s
     if ((cln_long)j >= ns || k >= nblocks)
         return;
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
-    const size_t sumw = (size_t)JOB[CLN_RJ_SUMW];
+    const size_t sumw = (size_t)JOB[CLN_RJ_SUMW], nr = (size_t)NR[k];
     const size_t c0 = ns == 1 ? 0 : j, c1 = ns == 1 ? N : j + 1;
+    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
     CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)sth + j;
     real a = *acc;
     for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
         CLN_CONST real *X = O + (size_t)o_off + (size_t)i * sumw * Bg;
-        for (size_t r = 0; r < CLN_REV_BLOCK; ++r) {
-            const cln_long pos = cln_rev_block_row(BR, RL, k, r, s);
-            if (pos < 0)
-                break;
-            const real hd = RT[(size_t)pos * CLN_RT_W + CLN_RT_HD];
-            CLN_CONST real *kb = KB + ((size_t)i * Bg + (size_t)pos) * N;
+        for (size_t r = 0; r < nr; ++r) {
+            const size_t pos = (size_t)rows[r];
+            const real hd = RT[pos * CLN_RT_W + CLN_RT_HD];
+            CLN_CONST real *kb = KB + ((size_t)i * Bg + pos) * N;
             for (size_t c = c0; c < c1; ++c)
-                a += cln_out_scale_term(cln_f_bar(hd, kb[c]), X[(size_t)pos * N + c]);
+                a += cln_out_scale_term(cln_f_bar(hd, kb[c]), X[pos * N + c]);
         }
     }
     *acc = a;

@@ -321,33 +321,54 @@ __kernel void cln_rev_arg(int A, int i, int skip, __global const long *JOB,
     cln_rev_arg_body(CLN_GX, CLN_GY, (size_t)A, i, skip, JOB, K, G, YB1, YB0, KB, CB);
 }
 
-__kernel void cln_rev_wsum(int nblocks, long s, long in, long out, long p_off, long x_off,
-                           long x_stage, long ldx, long wth, __global const long *JOB,
-                           __global const long *RL, __global const long *BR,
-                           __global const real *P, __global const real *X, __global real *TH)
-{
-    cln_rev_wsum_body(CLN_GX, CLN_GY, (size_t)nblocks, s, in, out, p_off, x_off, x_stage, ldx,
-                      wth, JOB, RL, BR, P, X, TH);
-}
-
-__kernel void cln_rev_bsum(int nblocks, long s, long out, long p_off, long bth,
-                           __global const long *JOB, __global const long *RL,
-                           __global const long *BR, __global const real *P, __global real *TH)
-{
-    cln_rev_bsum_body(CLN_GX, CLN_GY, (size_t)nblocks, s, out, p_off, bth, JOB, RL, BR, P, TH);
-}
-
-__kernel void cln_rev_ssum(int nblocks, long s, long o_off, long sth, __global const long *JOB,
-                           __global const long *RL, __global const long *BR,
-                           __global const real *RT, __global const real *KB,
-                           __global const real *O, __global real *TH)
-{
-    cln_rev_ssum_body(CLN_GX, CLN_GY, (size_t)nblocks, s, o_off, sth, JOB, RL, BR, RT, KB, O, TH);
-}
-
 __kernel void cln_rev_finish(long from, long to, __global const long *JOB, __global long *RL,
                              __global const cln_rev_event *EV, __global const real *COT,
                              __global real *YB1, __global real *YBAR)
 {
     cln_rev_finish_body(CLN_GX, from, to, JOB, RL, EV, COT, YB1, YBAR);
+}
+
+__kernel void cln_rev_nrows(int nblocks, long s, __global const long *RL, __global const long *BR,
+                            __global long *NR)
+{
+    cln_rev_nrows_body(CLN_GX, (size_t)nblocks, s, RL, BR, NR);
+}
+
+__kernel void cln_rev_wsum(int nblocks, long in, long out, long p_off, long x_off, long x_stage,
+                           long ldx, long wth, __global const long *JOB, __global const long *NR,
+                           __global const long *BR, __global const real *P,
+                           __global const real *X, __global real *TH)
+{
+    cln_rev_wsum_body(CLN_GX, CLN_GY, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth,
+                      JOB, NR, BR, P, X, TH);
+}
+
+__kernel void cln_rev_gather(int nblocks, long cols, long src_off, long src_stage, long ld,
+                             long kmax, __global const long *JOB, __global const long *NR,
+                             __global const long *BR, __global const real *SRC,
+                             __global real *DST)
+{
+    cln_rev_gather_body(CLN_GX, CLN_GY, (size_t)nblocks, cols, src_off, src_stage, ld, kmax, JOB,
+                        NR, BR, SRC, DST);
+}
+
+__kernel void cln_rev_wadd(int nblocks, long in, long out, long wth, __global const long *JOB,
+                           __global const long *NR, __global const real *GS, __global real *TH)
+{
+    cln_rev_wadd_body(CLN_GX, CLN_GY, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
+}
+
+__kernel void cln_rev_bsum(int nblocks, long out, long p_off, long bth, __global const long *JOB,
+                           __global const long *NR, __global const long *BR,
+                           __global const real *P, __global real *TH)
+{
+    cln_rev_bsum_body(CLN_GX, CLN_GY, (size_t)nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
+}
+
+__kernel void cln_rev_ssum(int nblocks, long o_off, long sth, __global const long *JOB,
+                           __global const long *NR, __global const long *BR,
+                           __global const real *RT, __global const real *KB,
+                           __global const real *O, __global real *TH)
+{
+    cln_rev_ssum_body(CLN_GX, CLN_GY, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
 }

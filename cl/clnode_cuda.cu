@@ -332,35 +332,6 @@ extern "C" __global__ void cln_rev_arg(int A, int i, int skip, const long long *
     cln_rev_arg_body(x, y, (size_t)A, i, skip, JOB, K, G, YB1, YB0, KB, CB);
 }
 
-extern "C" __global__ void cln_rev_wsum(int nblocks, long long s, long long in, long long out,
-                                        long long p_off, long long x_off, long long x_stage,
-                                        long long ldx, long long wth, const long long *JOB,
-                                        const long long *RL, const long long *BR, const real *P,
-                                        const real *X, real *TH, cln_u64 nx, cln_u64 ny)
-{
-    CLN_XY
-    cln_rev_wsum_body(x, y, (size_t)nblocks, s, in, out, p_off, x_off, x_stage, ldx, wth, JOB, RL,
-                      BR, P, X, TH);
-}
-
-extern "C" __global__ void cln_rev_bsum(int nblocks, long long s, long long out, long long p_off,
-                                        long long bth, const long long *JOB, const long long *RL,
-                                        const long long *BR, const real *P, real *TH, cln_u64 nx,
-                                        cln_u64 ny)
-{
-    CLN_XY
-    cln_rev_bsum_body(x, y, (size_t)nblocks, s, out, p_off, bth, JOB, RL, BR, P, TH);
-}
-
-extern "C" __global__ void cln_rev_ssum(int nblocks, long long s, long long o_off, long long sth,
-                                        const long long *JOB, const long long *RL,
-                                        const long long *BR, const real *RT, const real *KB,
-                                        const real *O, real *TH, cln_u64 nx, cln_u64 ny)
-{
-    CLN_XY
-    cln_rev_ssum_body(x, y, (size_t)nblocks, s, o_off, sth, JOB, RL, BR, RT, KB, O, TH);
-}
-
 extern "C" __global__ void cln_rev_finish(long long from, long long to, const long long *JOB,
                                           long long *RL, const cln_rev_event *EV, const real *COT,
                                           real *YB1, real *YBAR, cln_u64 nx, cln_u64 ny)
@@ -368,4 +339,61 @@ extern "C" __global__ void cln_rev_finish(long long from, long long to, const lo
     CLN_XY
     (void)y;
     cln_rev_finish_body(x, from, to, JOB, RL, EV, COT, YB1, YBAR);
+}
+
+extern "C" __global__ void cln_rev_nrows(int nblocks, long long s, const long long *RL,
+                                         const long long *BR, long long *NR, cln_u64 nx,
+                                         cln_u64 ny)
+{
+    CLN_XY
+    (void)y;
+    cln_rev_nrows_body(x, (size_t)nblocks, s, RL, BR, NR);
+}
+
+extern "C" __global__ void cln_rev_wsum(int nblocks, long long in, long long out, long long p_off,
+                                        long long x_off, long long x_stage, long long ldx,
+                                        long long wth, const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *P, const real *X,
+                                        real *TH, cln_u64 nx, cln_u64 ny)
+{
+    CLN_XY
+    cln_rev_wsum_body(x, y, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, JOB, NR, BR,
+                      P, X, TH);
+}
+
+extern "C" __global__ void cln_rev_gather(int nblocks, long long cols, long long src_off,
+                                          long long src_stage, long long ld, long long kmax,
+                                          const long long *JOB, const long long *NR,
+                                          const long long *BR, const real *SRC, real *DST,
+                                          cln_u64 nx, cln_u64 ny)
+{
+    CLN_XY
+    cln_rev_gather_body(x, y, (size_t)nblocks, cols, src_off, src_stage, ld, kmax, JOB, NR, BR,
+                        SRC, DST);
+}
+
+extern "C" __global__ void cln_rev_wadd(int nblocks, long long in, long long out, long long wth,
+                                        const long long *JOB, const long long *NR, const real *GS,
+                                        real *TH, cln_u64 nx, cln_u64 ny)
+{
+    CLN_XY
+    cln_rev_wadd_body(x, y, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
+}
+
+extern "C" __global__ void cln_rev_bsum(int nblocks, long long out, long long p_off,
+                                        long long bth, const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *P, real *TH, cln_u64 nx,
+                                        cln_u64 ny)
+{
+    CLN_XY
+    cln_rev_bsum_body(x, y, (size_t)nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
+}
+
+extern "C" __global__ void cln_rev_ssum(int nblocks, long long o_off, long long sth,
+                                        const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *RT, const real *KB,
+                                        const real *O, real *TH, cln_u64 nx, cln_u64 ny)
+{
+    CLN_XY
+    cln_rev_ssum_body(x, y, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
 }

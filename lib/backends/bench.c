@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "backends/device/device_reverse.h"
 #include "backends/host/host_bench_vjp.h"
 #include "backends/host/host_pool.h"
 #include "clnode/bench.h"
@@ -265,14 +266,22 @@ clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *m, 
     if (pst != CLNODE_OK)
         return pst;
     cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, strcmp(be->ops->name, "host") == 0 && strncmp(be->cache_id, "ordered ", 8) == 0,
-              CLNODE_ERR_UNSUPPORTED,
-              "the bare VJP loop runs on the host with its ordered GEMM (device \"host\"), not on "
-              "%s",
-              be->device_name);
     CLN_CHECK(ctx, m->time_input == 0 && m->num_inputs == 0 && m->out_scale == NULL,
               CLNODE_ERR_UNSUPPORTED,
               "the bare VJP loop takes models of the state alone, without an output scale");
+    if (strcmp(be->ops->name, "host") != 0) { /* a device's: its reverse pass's kernels */
+        CLN_CHECK(ctx, be->ops->rev_begin, CLNODE_ERR_UNSUPPORTED,
+                  "%s has no reverse pass, so no bare VJP loop", be->device_name);
+        double dt = 0;
+        const clnode_status st = cln_dev_bench_vjp(be, m, batch, steps, (size_t)stages, prec, &dt);
+        if (st == CLNODE_OK && seconds)
+            *seconds = dt;
+        return st;
+    }
+    CLN_CHECK(ctx, strncmp(be->cache_id, "ordered ", 8) == 0, CLNODE_ERR_UNSUPPORTED,
+              "the bare VJP loop runs on the host with its ordered GEMM (device \"host\"), not on "
+              "%s",
+              be->device_name);
     cln_bench_vjp_model vm;
     memset(&vm, 0, sizeof vm);
     vm.num_layers = m->num_layers;

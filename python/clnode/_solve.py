@@ -154,7 +154,7 @@ class Solution:
     Solution.vjp(ys_bar) computes the gradient of any loss of ys from ys_bar = dloss/dys."""
 
     __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate", "_tape", "_model",
-                 "_single")
+                 "_single", "_where")
 
     ts: np.ndarray
     ys: np.ndarray
@@ -171,14 +171,17 @@ class Solution:
         self._tape: Any = None
         self._model: Optional[MLP] = None
         self._single = ys.ndim == 2
+        self._where: Any = None  # the solve's context, or device string (its reverse pass's)
 
-    def vjp(self, ys_bar: npt.ArrayLike) -> "Gradient":
+    def vjp(self, ys_bar: npt.ArrayLike, device: Optional[str] = None) -> "Gradient":
         """The reverse pass of a solve with keep_tape=True: the gradient of a loss of ys given
         ys_bar = dloss/dys, of the shape of ys ((B, T, N), or (T, N) for one y0), float64 or
         exactly convertible to it (the padding slots of ys, +inf, are not read; cotangents there
-        may be anything finite). Computed on the host (the library's reverse pass; the
-        forward may have run on any device), in the solve's precision, summed over the batch in
-        the library's fixed order: the same bits at any batch composition and thread count.
+        may be anything finite). Computed by the library's reverse pass on the device the solve
+        ran on (its context), or on `device` (a device string; a solve on "host:openblas" goes
+        back on "host", whose reverse pass recomputes the steps on the ordered GEMM), in the
+        solve's precision, summed over the batch in the library's fixed order: the same bits on
+        every device (host, OpenCL, CUDA), at any batch composition and thread count.
         Returns a clnode.Gradient: y0 (the shape of y0), args ((B, k) or (k,) for a model with
         conditioning inputs, else None) and params, a dict named as in the model's safetensors
         file ("layers.<i>.weight", "layers.<i>.bias", "out_scale"). The time arguments get no
@@ -194,10 +197,13 @@ class Solution:
         if self._single:
             cot = cot.reshape((1,) + cot.shape)
         cot = np.ascontiguousarray(cot)
+        where = self._where if device is None else _reverse_device(None, device)
+        if isinstance(where, _clnode.Context):  # the caller's context, as its solve used it
+            return _gradient(self._tape.gradient(where, cot), self._model, self._single)
         try:
-            g = self._tape.gradient(_context_for("host"), cot)
+            g = self._tape.gradient(_context_for(where), cot)
         except _clnode.ContextBusyError:  # another thread uses the process's: this thread's own
-            g = self._tape.gradient(_thread_context_for("host"), cot)
+            g = self._tape.gradient(_thread_context_for(where), cot)
         return _gradient(g, self._model, self._single)
 
     @property
@@ -457,8 +463,18 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     out = _run(context, device, model, y, opts, extra)
     sol = _solution(out, single, opts.get("max_steps", int(OPTIONS["max_steps"]["default"])))
     if out[5] is not None:
-        sol._tape, sol._model = out[5], model
+        sol._tape, sol._model, sol._where = out[5], model, _reverse_device(context, device)
     return sol
+
+
+def _reverse_device(context: Optional[_clnode.Context], device: Optional[str]) -> Any:
+    """Where the reverse pass of a solve on `context` or `device` runs: that context, or that
+    device's string (host:openblas: the host's ordered GEMM, which its reverse pass needs)."""
+    spec = getattr(context, "device", None) if context is not None else (
+        _default_device() if _device_arg(device) is None else device)
+    if isinstance(spec, str) and spec.startswith("host:openblas"):
+        return "host"
+    return context if context is not None else spec
 
 
 def _option_value(info: Dict[str, Any], value: object) -> Any:

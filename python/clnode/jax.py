@@ -38,11 +38,12 @@ jax.value_and_grad, jax.vjp, jax.jacrev, eqx.filter_grad and eqx.filter_value_an
 jax.jit/eqx.filter_jit and jax.vmap (a vmapped loss's parameter gradient is summed over the batch
 inside clnode; jax.vmap of a gradient gives per-example gradients), with respect to y0, args and
 every inexact array of the vector field (the MLP's weights and biases, and whatever makes its
-factor s). The backward re-solves the batch with the library's tape (the same steps and bits as
-the forward) and runs the library's host reverse pass (clnode.Solution.vjp), whatever the
-forward's device; RecursiveCheckpointAdjoint(checkpoints=k) keeps about k states per
-trajectory (the same bits). The time arguments (t0, t1, dt0, SaveAt ts) get no gradient: one
-asked for is refused with a TypeError, as is forward mode (jax.jvp, jax.jacfwd, jax.hessian).
+factor s). The backward takes the forward's tape (or re-solves the batch with it: the same
+steps and bits) and runs the library's reverse pass (clnode.Solution.vjp) on the forward's
+device, with the same bits on every device; RecursiveCheckpointAdjoint(checkpoints=k) keeps about
+k states per trajectory (the same bits). The time arguments (t0, t1, dt0, SaveAt ts) get no
+gradient: one asked for is refused with a TypeError, as is forward mode (jax.jvp, jax.jacfwd,
+jax.hessian).
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 """

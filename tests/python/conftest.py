@@ -21,3 +21,17 @@ def pytest_configure(config):
     except ImportError:
         pass
     os.environ.setdefault("CLNODE_DEVICE", "host")
+
+
+@pytest.fixture
+def pocl():
+    """The device string of PoCL's OpenCL CPU device: skips where it is absent, fails there when
+    $CLNODE_REQUIRE_DEVICES names it (as tests/common/test_device.h does for the C tests)."""
+    import clnode
+    try:
+        clnode.Context("opencl:pocl")
+    except clnode.Error as e:
+        if "opencl:pocl" in os.environ.get("CLNODE_REQUIRE_DEVICES", "").split(","):
+            pytest.fail(f"opencl:pocl is required here (CLNODE_REQUIRE_DEVICES) but absent: {e}")
+        pytest.skip(f"opencl:pocl is not available: {e}")
+    return "opencl:pocl"

@@ -54,11 +54,12 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("neural_ode")
     done = {}
 
-    def get(solver, precision, steps=COMPARE_STEPS):
-        key = (solver, precision, steps)
+    def get(solver, precision, steps=COMPARE_STEPS, device=None):
+        key = (solver, precision, steps, device)
         if key not in done:
+            where = ("--device", device) if device else ()
             done[key] = run_example(tmp, "--solver", solver, "--precision", precision,
-                                    "--steps", str(steps))
+                                    "--steps", str(steps), *where)
         return done[key]
     return get
 
@@ -113,3 +114,15 @@ def test_float32_losses_and_steps_near_diffrax(runs):
         assert abs(cl_steps - dx_steps) <= 0.05 * dx_steps, (
             f"phase {p + 1}: mean solver steps {cl_steps:.4f} (clnode) vs {dx_steps:.4f} "
             f"(diffrax), more than 5% apart")
+
+
+def test_float32_losses_same_bits_on_host_and_pocl(runs, pocl):
+    """The training's 30 float32 losses (forward and reverse pass on the device given) are the
+    same bits on the host and on PoCL, and so are the mean solver steps."""
+    host, _, _ = runs("clnode", "float32", device="host")
+    dev, _, _ = runs("clnode", "float32", device=pocl)
+    assert len(host["losses"]) == 2 * COMPARE_STEPS
+    h, d = np.asarray(host["losses"]), np.asarray(dev["losses"])
+    assert h.tobytes() == d.tobytes(), (
+        f"first different step {int(np.argmax(h != d))}:\nhost {h}\n{pocl} {d}")
+    assert host["mean_num_steps"] == dev["mean_num_steps"]

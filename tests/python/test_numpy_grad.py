@@ -126,3 +126,27 @@ def test_vjp_refusals_name_the_problem():
         sol.vjp(bad)
     with pytest.raises(TypeError):
         sol.vjp(np.zeros(sol.ys.shape, dtype=np.complex128))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+def test_vjp_on_pocl_has_the_host_bits(pocl, precision):
+    """A solve on PoCL goes back on PoCL (its own device), with the host's bits; device= moves
+    the reverse pass (a host solve back on PoCL, a PoCL solve back on the host): the same bits."""
+    m = model(2, True, [0.5, -1.2, 2.0])
+    rng = np.random.default_rng(11)
+    B = 70  # three blocks of the parameters' sum, the last one partial
+    y0, args = rng.standard_normal((B, 3)), rng.standard_normal((B, 2))
+    t1 = rng.uniform(0.3, 1.0, B)  # different step counts inside each block
+    kw = dict(t0=0.0, t1=t1, args=args, precision=precision, rtol=1e-5, atol=1e-7,
+              saveat=clnode.SaveAt(t0=True, t1=True, ts=np.linspace(0.0, 0.25, 4)),
+              keep_tape=True, checkpoint_every=2)
+    host = clnode.solve(m, y0, device="host", **kw)
+    dev = clnode.solve(m, y0, device=pocl, **kw)
+    w = rng.standard_normal(host.ys.shape)
+    w[~np.isfinite(host.ys)] = 0.0
+    ref = host.vjp(w)
+    for g in (dev.vjp(w), dev.vjp(w, device="host"), host.vjp(w, device=pocl)):
+        assert g.y0.tobytes() == ref.y0.tobytes()
+        assert g.args.tobytes() == ref.args.tobytes()
+        for k, v in ref.params.items():
+            assert g.params[k].tobytes() == v.tobytes(), k

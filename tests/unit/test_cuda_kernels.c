@@ -1,7 +1,7 @@
 /* test_cuda_kernels.c - the CUDA kernels compile: cl/clnode_cuda.cu (with the shared cl/ headers)
  * goes through NVRTC exactly as the CUDA backend compiles it for a device, in fp32 and fp64, for
  * an architecture NVRTC knows (a CUBIN) and for one newer than it knows (PTX for the newest below),
- * and every kernel the backend looks up is in the result. NVRTC needs no GPU and no driver, so
+ * and every kernel the backend looks up is in the result, the reverse pass's included. NVRTC needs no GPU and no driver, so
  * this runs wherever the CUDA toolkit is installed (and skips where NVRTC cannot be loaded); the
  * CUDA conformance suite needs a GPU. NVRTC comes through the library's dlopen table. */
 #define _GNU_SOURCE /* dladdr */
@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_api.h"
+#include "backends/device/device_proto.h" /* the reverse pass's kernel names */
 #include "clnode.h"
 #include "test_device.h"
 
@@ -75,11 +76,15 @@ static void compile_and_check(int cc_major, int cc_minor, clnode_precision prec,
         if (!has_kernel(image, size, is_cubin, kernel_names[i]))
             fail_msg("%s is not in the %s for %d.%d", kernel_names[i], is_cubin ? "CUBIN" : "PTX",
                      cc_major, cc_minor);
+    for (size_t i = 0; i < CLN_RK_COUNT; ++i) /* the reverse pass's (device_reverse.c) */
+        if (!has_kernel(image, size, is_cubin, cln_rev_kernel_names[i]))
+            fail_msg("%s is not in the %s for %d.%d", cln_rev_kernel_names[i],
+                     is_cubin ? "CUBIN" : "PTX", cc_major, cc_minor);
     if (prec == CLNODE_FP64 && !is_cubin)
         assert_non_null(strstr(image, ".f64")); /* double arithmetic, not float */
-    print_message("  %d.%d %s: %zu-byte %s with all %zu kernels\n", cc_major, cc_minor,
-                  clnode_precision_name(prec), size, is_cubin ? "CUBIN" : "PTX",
-                  sizeof kernel_names / sizeof kernel_names[0]);
+    print_message("  %d.%d %s: %zu-byte %s with all %zu kernels (%d of the reverse pass)\n",
+                  cc_major, cc_minor, clnode_precision_name(prec), size, is_cubin ? "CUBIN" : "PTX",
+                  sizeof kernel_names / sizeof kernel_names[0] + CLN_RK_COUNT, (int)CLN_RK_COUNT);
     free(image);
 }
 

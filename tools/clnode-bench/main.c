@@ -22,13 +22,15 @@
  * the live work (trajectory-steps over batch x longest) that an ideal compaction would reach.
  *
  * --grad times the gradient instead (clnode/gradient.h): per batch size (default 1, 64, 1024,
- * 4096) the seed solve with keep_tape, then clnode_gradient_compute on the host with cotangents of
- * the saved y(t1), best of N each in the same run; rev/fwd is the reverse pass's time over the
- * kept solve's. Then the bare loop of the same work without the solver (clnode_bench_vjp_loop:
- * per accepted step, every stage gone back through recomputed and its VJP through the ordered
- * GEMM kernels, the step's weight sums one ordered GEMM per layer, in blocks of
- * CLNODE_GRADIENT_BLOCK rows over the threads); rev/bare is
- * the reverse pass's time over it. The tape's size is clnode_solution_kept_bytes.
+ * 4096) the seed solve with keep_tape, then clnode_gradient_compute on the same device with
+ * cotangents of the saved y(t1), best of N each in the same run; rev/fwd is the reverse pass's
+ * time over the kept solve's. Then the bare loop of the same work without the solver
+ * (clnode_bench_vjp_loop on that device: per accepted step, every stage gone back through
+ * recomputed and its VJP through the device's ordered GEMM, the step's weight and bias sums per
+ * block of CLNODE_GRADIENT_BLOCK rows: on the host one ordered GEMM per layer over the threads, on
+ * a device the reverse pass's own kernels); rev/bare is the reverse pass's time over it. The
+ * tape's size is clnode_solution_kept_bytes. host:openblas goes back on "host" (its GEMMs are not
+ * the ordered ones the reverse pass recomputes the steps with).
  *
  * --markdown FILE also writes the tables as Markdown into FILE (doc/benchmarks.md), as the
  * section between the lines "<!-- begin NAME -->" and "<!-- end NAME -->", NAME being
@@ -177,8 +179,8 @@ static void settle(void)
     nanosleep(&ts, NULL);
 }
 
-/* The --grad measurement for one batch size: the kept solve (keep_tape), the reverse pass on the
- * host context hctx (ctx itself on the host) and the bare VJP loop of the same stages, best of
+/* The --grad measurement for one batch size: the kept solve (keep_tape) on ctx, the reverse pass
+ * and the bare VJP loop of the same stages on hctx (ctx itself but for host:openblas), best of
  * `repeat` each, in one run; prints one line. Returns 0 or a tool exit status. */
 static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_model *m, size_t B,
                       int repeat, clnode_precision prec)
@@ -256,13 +258,17 @@ static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_mo
     return 0;
 }
 
-/* --grad's table for one device: the reverse pass on the host (a context of its own when the
- * device is another). */
-static int bench_grad_table(clnode_context *ctx, const clnode_model *m, char batch_s[][64],
-                            size_t nb, int repeat, clnode_precision prec)
+/* --grad's table for one device: the reverse pass and its bare loop on the device itself (on
+ * "host", a context of its own, for host:openblas, whose GEMMs are not the ordered ones the
+ * reverse pass recomputes the steps with). */
+static int bench_grad_table(const char *device, clnode_context *ctx, const clnode_model *m,
+                            char batch_s[][64], size_t nb, int repeat, clnode_precision prec)
 {
     clnode_context *own = NULL, *hctx = ctx;
-    if (strcmp(clnode_context_backend(ctx), "host") != 0) {
+    if (strncmp(device, "host:openblas", 13) == 0) {
+        printf("(the reverse pass and its bare loop on \"host\": %s's GEMMs are not the ordered "
+               "ones)\n",
+               device);
         clnode_context_options co;
         clnode_context_default_options(&co);
         co.device = "host";
@@ -317,10 +323,11 @@ static void usage(FILE *f)
           "  --compaction     time active-set compaction instead: 90% of the trajectories end\n"
           "                   at a tenth of the others' steps; compaction on against off\n"
           "  --grad           time the gradient instead (keep_tape, clnode_gradient_compute on\n"
-          "                   the host, cotangents of the saved t1): per batch size (default\n"
-          "                   1,64,1024,4096) the kept forward solve, the reverse pass, rev/fwd\n"
-          "                   their ratio, the bare loop of the same stages' recompute and VJPs\n"
-          "                   (clnode_bench_vjp_loop), rev/bare, and the tape's size\n"
+          "                   the same device, cotangents of the saved t1): per batch size\n"
+          "                   (default 1,64,1024,4096) the kept forward solve, the reverse pass,\n"
+          "                   rev/fwd their ratio, the bare loop of the same stages' recompute\n"
+          "                   and VJPs on that device (clnode_bench_vjp_loop), rev/bare, and the\n"
+          "                   tape's size (host:openblas goes back on host)\n"
           "  --precision P    fp32 (default) or fp64: the solve's and the loops' precision\n"
           "  --markdown FILE  also write the tables as Markdown into FILE (doc/benchmarks.md):\n"
           "                   its section \"clnode-bench\" (-compaction, -fp64 as run),\n"
@@ -484,7 +491,7 @@ static int bench_device(const char *device, char batch_s[][64], size_t nb, int r
         fprintf(md, "\n`%s`: %s\n\n", device, clnode_context_device(ctx));
     int rc = 0;
     if (grad) {
-        rc = bench_grad_table(ctx, m, batch_s, nb, repeat, prec);
+        rc = bench_grad_table(device, ctx, m, batch_s, nb, repeat, prec);
     } else if (compaction) {
         printf("%7s %8s %8s %7s %7s %7s %7s %7s\n", "batch", "on ms", "off ms", "on/off", "ideal",
                "steps", "syncs", "(off)");

@@ -289,6 +289,7 @@ static void cu_memory(cln_backend *be, size_t *total, size_t *max_buffer)
 
 const cln_dev_launch cu_launches = {
     .api = "CUDA",
+    .rev_sums_by_gemm = 0, /* the one kernel: the ordered GEMM's thread per element, one launch */
     .buf_size = cu_buf_size,
     .solve_begin = cu_launch_begin,
     .state_free = cu_state_free,
