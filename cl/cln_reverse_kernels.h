@@ -313,20 +313,19 @@ CLN_INLINE void cln_rev_nrows_body(size_t k, size_t nblocks, cln_long s, CLN_CON
         NR[k] = (cln_long)cln_rev_block_rows(BR + k * CLN_REV_BLOCK, RL, s);
 }
 
-/* A step's weight sum of one layer in one kernel (x = input column c < in, y = j + out k: output
- * j, block k): its terms, stage by stage (the S1 whose MLP went back) and the block's NR[k] rows
+/* A step's weight sum of one layer in one kernel (x = input column c < in, y = output j < out,
+ * z = block k): its terms, stage by stage (the S1 whose MLP went back) and the block's NR[k] rows
  * still going back in order, summed from zero with one fma each (factors rounded to TF32 in tf32
  * mode), then added to the block's sum at TH[k ntheta + wth + j in + c]; nothing for a block back
  * at its start. The deltas are P's blocks at p_off + i sumw Bg (leading dimension out), the inputs
  * X's at x_off + i x_stage (leading dimension ldx). */
-CLN_INLINE void cln_rev_wsum_body(size_t c, size_t y, size_t nblocks, cln_long in, cln_long out,
-                                  cln_long p_off, cln_long x_off, cln_long x_stage, cln_long ldx,
-                                  cln_long wth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
-                                  CLN_CONST cln_long *BR, CLN_CONST real *P, CLN_CONST real *X,
-                                  CLN_GLOBAL real *TH)
+CLN_INLINE void cln_rev_wsum_body(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
+                                  cln_long out, cln_long p_off, cln_long x_off, cln_long x_stage,
+                                  cln_long ldx, cln_long wth, CLN_CONST cln_long *JOB,
+                                  CLN_CONST cln_long *NR, CLN_CONST cln_long *BR, CLN_CONST real *P,
+                                  CLN_CONST real *X, CLN_GLOBAL real *TH)
 {
-    const size_t j = y % (size_t)out, k = y / (size_t)out;
-    if ((cln_long)c >= in || k >= nblocks || NR[k] == 0)
+    if ((cln_long)c >= in || (cln_long)j >= out || k >= nblocks || NR[k] == 0)
         return;
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
     const size_t nr = (size_t)NR[k];
@@ -351,37 +350,34 @@ CLN_INLINE void cln_rev_wsum_body(size_t c, size_t y, size_t nblocks, cln_long i
     TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] += acc;
 }
 
-/* The weight sums through the GEMM, first the gather (x = term t < S1 x 32, y = j + cols k:
- * column j of block k): term t = i nr + r (stage i, the block's r-th row still going back, nr =
- * NR[k]) of column j of the factor at SRC's blocks src_off + i src_stage (leading dimension ld)
- * into DST[(k cols + j) kmax + t], so that block k's factor is a cols x (S1 nr) matrix of leading
+/* The weight sums through the GEMM, first the gather (x = column j < cols, y = row slot r < 32,
+ * z = block k): for each stage i < S1, term t = i nr + r (nr = NR[k] rows still going back, r < nr)
+ * of column j of the factor at SRC's blocks src_off + i src_stage (leading dimension ld) into
+ * DST[(k cols + j) kmax + t], so that block k's factor is a cols x (S1 nr) matrix of leading
  * dimension kmax, its terms in the order of the one kernel's sums. */
-CLN_INLINE void cln_rev_gather_body(size_t t, size_t y, size_t nblocks, cln_long cols,
+CLN_INLINE void cln_rev_gather_body(size_t j, size_t r, size_t k, size_t nblocks, cln_long cols,
                                     cln_long src_off, cln_long src_stage, cln_long ld,
                                     cln_long kmax, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
                                     CLN_CONST cln_long *BR, CLN_CONST real *SRC,
                                     CLN_GLOBAL real *DST)
 {
-    const size_t j = y % (size_t)cols, k = y / (size_t)cols;
-    if (k >= nblocks)
+    if ((cln_long)j >= cols || k >= nblocks || r >= (size_t)NR[k])
         return;
-    const size_t nr = (size_t)NR[k];
-    if (nr == 0 || t >= (size_t)JOB[CLN_RJ_S1] * nr)
-        return;
-    const size_t i = t / nr, pos = (size_t)BR[k * CLN_REV_BLOCK + t % nr];
-    DST[(k * (size_t)cols + j) * (size_t)kmax + t] =
-        SRC[(size_t)(src_off + (cln_long)i * src_stage) + pos * (size_t)ld + j];
+    const size_t nr = (size_t)NR[k], pos = (size_t)BR[k * CLN_REV_BLOCK + r];
+    CLN_GLOBAL real *dst = DST + (k * (size_t)cols + j) * (size_t)kmax + r;
+    CLN_CONST real *src = SRC + (size_t)src_off + pos * (size_t)ld + j;
+    for (cln_long i = 0; i < JOB[CLN_RJ_S1]; ++i)
+        dst[(size_t)i * nr] = src[(size_t)(i * src_stage)];
 }
 
 /* Then the step's product of block k (GS, out x in per block, from the GEMM of its gathered
- * factors) added to its weight's sum (x = input column c < in, y = j + out k); nothing for a block
- * back at its start. */
-CLN_INLINE void cln_rev_wadd_body(size_t c, size_t y, size_t nblocks, cln_long in, cln_long out,
-                                  cln_long wth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
-                                  CLN_CONST real *GS, CLN_GLOBAL real *TH)
+ * factors) added to its weight's sum (x = input column c < in, y = output j < out, z = block k);
+ * nothing for a block back at its start. */
+CLN_INLINE void cln_rev_wadd_body(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
+                                  cln_long out, cln_long wth, CLN_CONST cln_long *JOB,
+                                  CLN_CONST cln_long *NR, CLN_CONST real *GS, CLN_GLOBAL real *TH)
 {
-    const size_t j = y % (size_t)out, k = y / (size_t)out;
-    if ((cln_long)c >= in || k >= nblocks || NR[k] == 0)
+    if ((cln_long)c >= in || (cln_long)j >= out || k >= nblocks || NR[k] == 0)
         return;
     TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] +=
         GS[(k * (size_t)out + j) * (size_t)in + c];

@@ -219,13 +219,16 @@ __kernel void cln_tf32(__global const float *src, ulong src_off, ulong lds, int 
 
 /* ---- the reverse pass (cl/cln_reverse_kernels.h; driven by lib/backends/device/device_reverse.c):
  * each kernel one call of its body per work-item, x = get_global_id(0) (fastest), y =
- * get_global_id(1); A: the rows still going back. cln_rev_act_<activation> and
+ * get_global_id(1), z = get_global_id(2) (the weight sums' blocks: three dimensions, so that no
+ * kernel divides an index and takes its remainder too, which Oclgrind's checker cannot follow);
+ * A: the rows still going back. cln_rev_act_<activation> and
  * cln_rev_delta_<activation> are one kernel per activation, as cln_bias_act is (their `act`
  * argument is that activation's code, and not read). */
 #include "cln_reverse_kernels.h"
 
 #define CLN_GX ((size_t)get_global_id(0))
 #define CLN_GY ((size_t)get_global_id(1))
+#define CLN_GZ ((size_t)get_global_id(2))
 
 __kernel void cln_rev_zero(__global real *buf, long off, long n)
 {
@@ -339,7 +342,7 @@ __kernel void cln_rev_wsum(int nblocks, long in, long out, long p_off, long x_of
                            __global const long *BR, __global const real *P,
                            __global const real *X, __global real *TH)
 {
-    cln_rev_wsum_body(CLN_GX, CLN_GY, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth,
+    cln_rev_wsum_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth,
                       JOB, NR, BR, P, X, TH);
 }
 
@@ -348,14 +351,14 @@ __kernel void cln_rev_gather(int nblocks, long cols, long src_off, long src_stag
                              __global const long *BR, __global const real *SRC,
                              __global real *DST)
 {
-    cln_rev_gather_body(CLN_GX, CLN_GY, (size_t)nblocks, cols, src_off, src_stage, ld, kmax, JOB,
+    cln_rev_gather_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, cols, src_off, src_stage, ld, kmax, JOB,
                         NR, BR, SRC, DST);
 }
 
 __kernel void cln_rev_wadd(int nblocks, long in, long out, long wth, __global const long *JOB,
                            __global const long *NR, __global const real *GS, __global real *TH)
 {
-    cln_rev_wadd_body(CLN_GX, CLN_GY, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
+    cln_rev_wadd_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
 }
 
 __kernel void cln_rev_bsum(int nblocks, long out, long p_off, long bth, __global const long *JOB,

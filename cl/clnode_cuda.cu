@@ -223,32 +223,36 @@ extern "C" __global__ void cln_swap_rows(unsigned int *buf, unsigned long long o
 }
 
 /* ---- the reverse pass (cl/cln_reverse_kernels.h; driven by lib/backends/device/device_reverse.c):
- * each kernel one call of its body per thread, over an nx (fastest) by ny grid flattened into g
- * (x = g % nx, y = g / nx; nx and ny are each kernel's last two arguments); A: the rows still
+ * each kernel one call of its body per thread, over an nx (fastest) by ny by nz grid flattened into
+ * g (x = g % nx, y = g / nx % ny, z = g / (nx ny); nx, ny and nz are each kernel's last three
+ * arguments); A: the rows still
  * going back. cln_rev_act and cln_rev_delta take the activation's code (OpenCL has one kernel per
  * activation). */
 #include "cln_reverse_kernels.h"
 
 typedef unsigned long long cln_u64;
 
-/* This thread's (x, y) in the nx by ny grid; 0 past its end. */
-__device__ static inline int cln_grid_xy(cln_u64 nx, cln_u64 ny, size_t *x, size_t *y)
+/* This thread's (x, y, z) in the nx by ny by nz grid (x fastest); 0 past its end. */
+__device__ static inline int cln_grid_xyz(cln_u64 nx, cln_u64 ny, cln_u64 nz, size_t *x, size_t *y,
+                                          size_t *z)
 {
     const cln_u64 g = cln_gid();
-    if (nx == 0 || g >= nx * ny)
+    if (nx == 0 || ny == 0 || g >= nx * ny * nz)
         return 0;
     *x = (size_t)(g % nx);
-    *y = (size_t)(g / nx);
+    *y = (size_t)(g / nx % ny);
+    *z = (size_t)(g / nx / ny);
     return 1;
 }
 
 #define CLN_XY                                                                                     \
-    size_t x, y;                                                                                   \
-    if (!cln_grid_xy(nx, ny, &x, &y))                                                              \
-        return;
+    size_t x, y, z;                                                                                \
+    if (!cln_grid_xyz(nx, ny, nz, &x, &y, &z))                                                     \
+        return;                                                                                    \
+    (void)z;
 
 extern "C" __global__ void cln_rev_zero(real *buf, long long off, long long n, cln_u64 nx,
-                                        cln_u64 ny)
+                                        cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     (void)y;
@@ -256,14 +260,14 @@ extern "C" __global__ void cln_rev_zero(real *buf, long long off, long long n, c
 }
 
 extern "C" __global__ void cln_rev_inputs(const long long *JOB, const long long *RL,
-                                          const real *INP, real *Z, cln_u64 nx, cln_u64 ny)
+                                          const real *INP, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_inputs_body(x, y, JOB, RL, INP, Z);
 }
 
 extern "C" __global__ void cln_rev_group(int A, long long q, const long long *JOB, long long *RL,
-                                         const real *YS, real *SEG, cln_u64 nx, cln_u64 ny)
+                                         const real *YS, real *SEG, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_group_body(x, y, (size_t)A, q, JOB, RL, YS, SEG);
@@ -273,7 +277,7 @@ extern "C" __global__ void cln_rev_begin(int A, int mode, long long s, long long
                                          const long long *JOB, const cln_consts *K,
                                          const long long *RL, const real *TAU, const real *YS,
                                          const real *SEG, real *RT, real *Y, cln_u64 nx,
-                                         cln_u64 ny)
+                                         cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_begin_body(x, y, (size_t)A, mode, s, q, j, JOB, K, RL, TAU, YS, SEG, RT, Y);
@@ -281,7 +285,7 @@ extern "C" __global__ void cln_rev_begin(int A, int mode, long long s, long long
 
 extern "C" __global__ void cln_rev_stage(int A, int i, const long long *JOB, const cln_consts *K,
                                          const real *RT, const real *Y, const real *F, real *Z,
-                                         cln_u64 nx, cln_u64 ny)
+                                         cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_stage_body(x, y, (size_t)A, i, JOB, K, RT, Y, F, Z);
@@ -290,7 +294,7 @@ extern "C" __global__ void cln_rev_stage(int A, int i, const long long *JOB, con
 extern "C" __global__ void cln_rev_act(int A, int act, long long off, long long n, long long f_off,
                                        const long long *JOB, const real *bias, int has_bias,
                                        const real *scale, real *P, real *O, real *F, cln_u64 nx,
-                                       cln_u64 ny)
+                                       cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_act_body(x, y, (size_t)A, act, off, n, f_off, JOB, bias, has_bias, scale, P, O, F);
@@ -299,7 +303,7 @@ extern "C" __global__ void cln_rev_act(int A, int act, long long off, long long 
 extern "C" __global__ void cln_rev_y1(int A, long long q, long long j, const long long *JOB,
                                       const cln_consts *K, const long long *RL, const real *RT,
                                       const real *Y, const real *F, const real *Z, real *SEG,
-                                      cln_u64 nx, cln_u64 ny)
+                                      cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_y1_body(x, y, (size_t)A, q, j, JOB, K, RL, RT, Y, F, Z, SEG);
@@ -308,7 +312,7 @@ extern "C" __global__ void cln_rev_y1(int A, long long q, long long j, const lon
 extern "C" __global__ void cln_rev_events(int A, long long s, const long long *JOB,
                                           const cln_consts *K, long long *RL, const real *RT,
                                           const cln_rev_event *EV, const real *COT, const real *TS,
-                                          real *YB0, real *YB1, real *KB, cln_u64 nx, cln_u64 ny)
+                                          real *YB0, real *YB1, real *KB, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     (void)y;
@@ -318,7 +322,7 @@ extern "C" __global__ void cln_rev_events(int A, long long s, const long long *J
 extern "C" __global__ void cln_rev_delta(int A, int act, int i, long long off, long long n,
                                          int last, const long long *JOB, const real *RT,
                                          const real *KB, const real *G, const real *scale, real *P,
-                                         const real *O, cln_u64 nx, cln_u64 ny)
+                                         const real *O, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_delta_body(x, y, (size_t)A, act, i, off, n, last, JOB, RT, KB, G, scale, P, O);
@@ -326,7 +330,7 @@ extern "C" __global__ void cln_rev_delta(int A, int act, int i, long long off, l
 
 extern "C" __global__ void cln_rev_arg(int A, int i, int skip, const long long *JOB,
                                        const cln_consts *K, const real *G, const real *YB1,
-                                       real *YB0, real *KB, real *CB, cln_u64 nx, cln_u64 ny)
+                                       real *YB0, real *KB, real *CB, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_arg_body(x, y, (size_t)A, i, skip, JOB, K, G, YB1, YB0, KB, CB);
@@ -334,7 +338,7 @@ extern "C" __global__ void cln_rev_arg(int A, int i, int skip, const long long *
 
 extern "C" __global__ void cln_rev_finish(long long from, long long to, const long long *JOB,
                                           long long *RL, const cln_rev_event *EV, const real *COT,
-                                          real *YB1, real *YBAR, cln_u64 nx, cln_u64 ny)
+                                          real *YB1, real *YBAR, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     (void)y;
@@ -343,7 +347,7 @@ extern "C" __global__ void cln_rev_finish(long long from, long long to, const lo
 
 extern "C" __global__ void cln_rev_nrows(int nblocks, long long s, const long long *RL,
                                          const long long *BR, long long *NR, cln_u64 nx,
-                                         cln_u64 ny)
+                                         cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     (void)y;
@@ -354,10 +358,10 @@ extern "C" __global__ void cln_rev_wsum(int nblocks, long long in, long long out
                                         long long x_off, long long x_stage, long long ldx,
                                         long long wth, const long long *JOB, const long long *NR,
                                         const long long *BR, const real *P, const real *X,
-                                        real *TH, cln_u64 nx, cln_u64 ny)
+                                        real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_wsum_body(x, y, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, JOB, NR, BR,
+    cln_rev_wsum_body(x, y, z, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, JOB, NR, BR,
                       P, X, TH);
 }
 
@@ -365,25 +369,25 @@ extern "C" __global__ void cln_rev_gather(int nblocks, long long cols, long long
                                           long long src_stage, long long ld, long long kmax,
                                           const long long *JOB, const long long *NR,
                                           const long long *BR, const real *SRC, real *DST,
-                                          cln_u64 nx, cln_u64 ny)
+                                          cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_gather_body(x, y, (size_t)nblocks, cols, src_off, src_stage, ld, kmax, JOB, NR, BR,
+    cln_rev_gather_body(x, y, z, (size_t)nblocks, cols, src_off, src_stage, ld, kmax, JOB, NR, BR,
                         SRC, DST);
 }
 
 extern "C" __global__ void cln_rev_wadd(int nblocks, long long in, long long out, long long wth,
                                         const long long *JOB, const long long *NR, const real *GS,
-                                        real *TH, cln_u64 nx, cln_u64 ny)
+                                        real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_wadd_body(x, y, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
+    cln_rev_wadd_body(x, y, z, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
 }
 
 extern "C" __global__ void cln_rev_bsum(int nblocks, long long out, long long p_off,
                                         long long bth, const long long *JOB, const long long *NR,
                                         const long long *BR, const real *P, real *TH, cln_u64 nx,
-                                        cln_u64 ny)
+                                        cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_bsum_body(x, y, (size_t)nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
@@ -392,7 +396,7 @@ extern "C" __global__ void cln_rev_bsum(int nblocks, long long out, long long p_
 extern "C" __global__ void cln_rev_ssum(int nblocks, long long o_off, long long sth,
                                         const long long *JOB, const long long *NR,
                                         const long long *BR, const real *RT, const real *KB,
-                                        const real *O, real *TH, cln_u64 nx, cln_u64 ny)
+                                        const real *O, real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
     cln_rev_ssum_body(x, y, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);

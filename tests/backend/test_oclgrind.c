@@ -10,6 +10,13 @@
  * Then the seed model with an output scale of one value per component, fp32 at batch 2: the
  * scale's own pass and the fused last-layer pass with a scale.
  *
+ * Every one of those solves keeps its tape and goes back through the reverse pass on the
+ * simulator (cl/cln_reverse_kernels.h), against the host's gradient bit for bit: fp64 at batch 3
+ * recomputing its steps from every second state (checkpoint_every 2: the group kernels), the save
+ * times per trajectory with the weight sums by the GEMM (the gathers, CLBlast, the additions), the
+ * others in the one kernel, the scale's sums; and a small model taking t and two conditioning
+ * inputs with an output scale of one value (the inputs' and the time column's kernels).
+ *
  * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
  * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
  * done by tests/backend/oclgrind_check.py, which runs this program.
@@ -21,13 +28,15 @@
 
 #include "clnode.h"
 #include "test_problem.h"
-#include "core/internal.h" /* cln_steps_cap_first */
+#include "backends/device/device_reverse.h" /* cln_dev_rev_sums */
+#include "core/internal.h"                  /* cln_steps_cap_first */
 #include "test_device.h"
 
 #define N_TS 3
 #define MAX_BATCH 3
 
 static const double g_ts[N_TS] = {0.01, 0.05, 0.09};
+static long g_every = 1; /* the solves' checkpoint_every */
 /* each trajectory its own save times (clnode_problem.save_ts_per_trajectory) */
 static const double g_rows[MAX_BATCH * N_TS] = {0.0, 0.02, 0.07, 0.03, 0.03, 0.1, 0.01, 0.06, 0.08};
 
@@ -65,6 +74,8 @@ static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode
     /* the precision guard's probes run GEMMs of their own, not the solver's kernels: off, to
      * keep the simulated run short (the conformance suites cover the guard) */
     o.precision_guard = CLNODE_GUARD_OFF;
+    o.keep_tape = 1; /* the same bits (the reverse pass's checks below) */
+    o.checkpoint_every = g_every;
     double y0[MAX_BATCH * 10];
     for (size_t i = 0; i < batch * 10; ++i)
         y0[i] = 0.1 * (double)(i % 10) - 0.05 * (double)(i / 10); /* rows differ */
@@ -108,6 +119,112 @@ static int same(const clnode_solution *a, const clnode_solution *b, const char *
     return 1;
 }
 
+/* The reverse pass of sd (solved on dev) on dev against that of sh (the same problem solved on the
+ * host) on the host, cotangents of a fixed pattern: every value of the gradient bit-identical. */
+static int same_gradient(clnode_context *dev, const clnode_model *md, const clnode_solution *sd,
+                         clnode_context *host, const clnode_model *mh, const clnode_solution *sh,
+                         const char *what)
+{
+    const size_t B = clnode_solution_batch(sd), N = clnode_solution_dim(sd);
+    size_t slots = 0;
+    for (size_t b = 0; b < B; ++b)
+        slots = clnode_solution_points(sd, b) > slots ? clnode_solution_points(sd, b) : slots;
+    double cot[MAX_BATCH * 16 * 10];
+    if (B * slots * N > sizeof cot / sizeof cot[0])
+        return printf("FAIL: %s: %zu cotangents\n", what, B * slots * N), 0;
+    for (size_t i = 0; i < B * slots * N; ++i)
+        cot[i] = 0.25 * (double)(i % 7) - 0.5;
+    clnode_gradient *gd = NULL, *gh = NULL;
+    const double t0 = now();
+    const clnode_status st = clnode_gradient_compute(dev, md, NULL, sd, slots, cot, &gd);
+    const double secs = now() - t0;
+    int ok = st == CLNODE_OK &&
+             clnode_gradient_compute(host, mh, NULL, sh, slots, cot, &gh) == CLNODE_OK;
+    if (!ok)
+        printf("FAIL: %s: the reverse pass: %s\n", what,
+               clnode_context_last_error(st == CLNODE_OK ? host : dev));
+    size_t np = 0, nin = clnode_model_num_inputs(md);
+    const double *pd = ok ? clnode_gradient_params(gd, &np) : NULL;
+    if (ok && (memcmp(clnode_gradient_y0(gd), clnode_gradient_y0(gh), B * N * sizeof(double)) ||
+               memcmp(pd, clnode_gradient_params(gh, NULL), np * sizeof(double)) ||
+               (nin && memcmp(clnode_gradient_inputs(gd), clnode_gradient_inputs(gh),
+                              B * nin * sizeof(double))))) {
+        printf("FAIL: %s: the gradient differs from the host's\n", what);
+        ok = 0;
+    }
+    if (ok)
+        printf("%s: its gradient (%zu parameters) bit-identical to the host's (%.0f s)\n", what, np,
+               secs);
+    clnode_gradient_destroy(&gd);
+    clnode_gradient_destroy(&gh);
+    return ok;
+}
+
+/* A 3-dimensional MLP taking t and two conditioning inputs, with an output scale of one value
+ * (the reverse pass's kernels of the inputs, the time column and the scale's one sum), on ctx. */
+static clnode_model *forms_model(clnode_context *ctx)
+{
+    static double w0[8 * 6], w1[3 * 8], b0[8], b1[3];
+    static const double scale = 0.75;
+    for (size_t i = 0; i < 8 * 6; ++i)
+        w0[i] = 0.1 * (double)((i * 7) % 11) - 0.5;
+    for (size_t i = 0; i < 3 * 8; ++i)
+        w1[i] = 0.1 * (double)((i * 5) % 9) - 0.4;
+    for (size_t i = 0; i < 8; ++i)
+        b0[i] = 0.05 * (double)i - 0.2;
+    for (size_t i = 0; i < 3; ++i)
+        b1[i] = 0.1 * (double)i;
+    const size_t sizes[3] = {6, 8, 3};
+    const double *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
+    clnode_model_desc d;
+    clnode_model_default_desc(&d);
+    d.num_layers = 2;
+    d.sizes = sizes;
+    d.weights = ws;
+    d.biases = bs;
+    d.activation = CLNODE_ACT_GELU;
+    d.time_input = 1;
+    d.num_inputs = 2;
+    d.out_scale = &scale;
+    d.out_scale_size = 1;
+    clnode_model *m = NULL;
+    return clnode_model_create(ctx, &d, &m) == CLNODE_OK ? m : NULL;
+}
+
+/* The forms model's solve of two trajectories with their inputs, saved at ts and t1, kept. */
+static clnode_solution *solve_forms(clnode_context *ctx, const clnode_model *m)
+{
+    static const double y0[6] = {0.1, -0.2, 0.3, 0.0, 0.5, -0.4}, in[4] = {0.3, -0.6, 1.0, 0.2};
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.t1 = 0.1;
+    o.max_steps = 2;
+    o.keep_tape = 1;
+    o.precision_guard = CLNODE_GUARD_OFF;
+    clnode_problem p = test_problem(2, y0);
+    p.inputs = in;
+    p.save_ts = g_ts;
+    p.n_save_ts = N_TS;
+    clnode_solution *s = NULL;
+    return clnode_solve(ctx, m, &o, &p, &s) == CLNODE_OK ? s : NULL;
+}
+
+/* The reverse pass's kernels on the simulator: the forward's solves below, each gone back through
+ * (the checkpointed recomputation, the weight sums by the GEMM, and the one kernel), and the
+ * forms model's. */
+static int reverse_forms(clnode_context *dev, clnode_context *host)
+{
+    clnode_model *md = forms_model(dev), *mh = forms_model(host);
+    clnode_solution *sd = md ? solve_forms(dev, md) : NULL, *sh = mh ? solve_forms(host, mh) : NULL;
+    int ok = sd && sh && same(sd, sh, "time, inputs and a scale");
+    ok = ok && same_gradient(dev, md, sd, host, mh, sh, "time, inputs and a scale");
+    clnode_solution_destroy(&sd);
+    clnode_solution_destroy(&sh);
+    clnode_model_destroy(&md);
+    clnode_model_destroy(&mh);
+    return ok;
+}
+
 /* A simulator is never the device a user gets without naming it: "opencl" and "opencl:cpu" take
  * another device, or none. */
 static int not_simulator(const char *spec)
@@ -144,6 +261,8 @@ int main(int argc, char **argv)
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
                  c == 2 ? ", save times per trajectory" : "");
+        g_every = c == 1 ? 2 : 1;          /* the states of a group recomputed */
+        cln_dev_rev_sums = c == 2 ? 2 : 1; /* the weight sums by the GEMM, or the one kernel */
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, precs[c], batches[c], c == 2);
         const double secs = now() - t0;
@@ -155,6 +274,9 @@ int main(int argc, char **argv)
             printf("%s: %ld steps, every saved point bit-identical to the host (%.0f s)\n", what,
                    st.num_steps, secs);
         }
+        ok = ok && same_gradient(dev, md, sd, host, mh, sh, what);
+        cln_dev_rev_sums = 0;
+        g_every = 1;
         clnode_solution_destroy(&sd);
         clnode_solution_destroy(&sh);
     }
@@ -175,11 +297,13 @@ int main(int argc, char **argv)
             printf("fp32 batch 2 with an output scale: every saved point bit-identical to the "
                    "host (%.0f s)\n",
                    secs);
+        ok = ok && same_gradient(dev, sdm, sd, host, shm, sh, "fp32 batch 2, output scale");
         clnode_solution_destroy(&sd);
         clnode_solution_destroy(&sh);
     }
     clnode_model_destroy(&sdm);
     clnode_model_destroy(&shm);
+    ok = ok && reverse_forms(dev, host);
     clnode_model_destroy(&md);
     clnode_model_destroy(&mh);
     clnode_context_destroy(&dev);

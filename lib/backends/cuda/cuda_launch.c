@@ -239,18 +239,18 @@ static clnode_status cu_launch_rebind(cln_backend *be, cln_solve_dev *sd, void *
     return CLNODE_OK;
 }
 
-/* The most arguments of a reverse kernel, its two grid sizes included. */
+/* The most arguments of a reverse kernel, its three grid sizes included. */
 #define CU_REV_ARGS 24
 
 /* The reverse pass's launches (device_proto.h: cln_dev_launch.rev_launch): the arguments in
- * order, then the grid's nx and ny; one thread per item of the nx by ny range. */
+ * order, then the range's three sizes; one thread per item of the n[0] by n[1] by n[2] range. */
 static clnode_status cu_rev_launch(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
-                                   int act, const cln_dev_arg *args, size_t nargs, size_t nx,
-                                   size_t ny)
+                                   int act, const cln_dev_arg *args, size_t nargs,
+                                   const size_t n[3])
 {
     (void)act; /* an argument of CUDA's cln_rev_act and cln_rev_delta */
     clnode_context *ctx = be->ctx;
-    CLN_CHECK(ctx, nargs + 2 <= CU_REV_ARGS, CLNODE_ERR_INTERNAL, "%s takes %zu arguments",
+    CLN_CHECK(ctx, nargs + 3 <= CU_REV_ARGS, CLNODE_ERR_INTERNAL, "%s takes %zu arguments",
               cln_rev_kernel_names[kernel], nargs);
     cu_program *p = NULL;
     clnode_status st = cu_program_get(cub(be), prec, &p);
@@ -259,7 +259,7 @@ static clnode_status cu_rev_launch(cln_backend *be, clnode_precision prec, cln_r
     void *ptr[CU_REV_ARGS], *argv[CU_REV_ARGS];
     long long i64[CU_REV_ARGS];
     int i32[CU_REV_ARGS];
-    unsigned long long grid[2] = {nx, ny};
+    unsigned long long grid[3] = {n[0], n[1], n[2]};
     for (size_t i = 0; i < nargs; ++i) {
         ptr[i] = args[i].buf ? args[i].buf->p : NULL;
         i64[i] = args[i].v;
@@ -268,9 +268,9 @@ static clnode_status cu_rev_launch(cln_backend *be, clnode_precision prec, cln_r
                   : args[i].kind == CLN_ARG_I32 ? (void *)&i32[i]
                                                 : (void *)&i64[i];
     }
-    argv[nargs] = &grid[0];
-    argv[nargs + 1] = &grid[1];
-    return cu_launch_over(be, p->rev[kernel], (unsigned long long)nx * ny, p->t_rev[kernel], argv,
+    for (int i = 0; i < 3; ++i)
+        argv[nargs + (size_t)i] = &grid[i];
+    return cu_launch_over(be, p->rev[kernel], grid[0] * grid[1] * grid[2], p->t_rev[kernel], argv,
                           cln_rev_kernel_names[kernel]);
 }
 

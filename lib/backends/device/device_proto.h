@@ -110,11 +110,12 @@ typedef struct cln_dev_launch {
     /* sd->STT and sd->STY were replaced: cln_finish's arguments again. */
     clnode_status (*rebind)(cln_backend *be, cln_solve_dev *sd, void *state);
     /* The reverse pass (device_reverse.h): reverse kernel `kernel` of precision prec (its program
-     * built on first use; act: the activation of CLN_RK_ACT and CLN_RK_DELTA) over an nx
-     * (fastest) by ny range, each at least 1, with `nargs` arguments in the kernel's order. */
+     * built on first use; act: the activation of CLN_RK_ACT and CLN_RK_DELTA) over an n[0]
+     * (fastest) by n[1] by n[2] range, each at least 1, with `nargs` arguments in the kernel's
+     * order. */
     clnode_status (*rev_launch)(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
-                                int act, const cln_dev_arg *args, size_t nargs, size_t nx,
-                                size_t ny);
+                                int act, const cln_dev_arg *args, size_t nargs,
+                                const size_t n[3]);
     /* The device's global memory and the largest buffer it allocates, in bytes (0: unknown). */
     void (*memory)(cln_backend *be, size_t *total, size_t *max_buffer);
 } cln_dev_launch;

@@ -107,17 +107,20 @@ typedef struct dev_rev {
     {                                                                                              \
         CLN_ARG_I64, NULL, (long long)(v)                                                          \
     }
-/* One reverse kernel over nx by ny items (nothing when either is 0), with the arguments listed. */
-#define DR_RUN(d, k, act, nx, ny, ...)                                                             \
-    dr_run((d), (k), (act), (nx), (ny), (const cln_dev_arg[]){__VA_ARGS__},                        \
+/* One reverse kernel over nx by ny (by nz) items (nothing when one is 0), with the arguments
+ * listed. */
+#define DR_RUN(d, k, act, nx, ny, ...) DR_RUN3(d, k, act, nx, ny, 1, __VA_ARGS__)
+#define DR_RUN3(d, k, act, nx, ny, nz, ...)                                                        \
+    dr_run((d), (k), (act), (nx), (ny), (nz), (const cln_dev_arg[]){__VA_ARGS__},                  \
            sizeof((const cln_dev_arg[]){__VA_ARGS__}) / sizeof(cln_dev_arg))
 
-static clnode_status dr_run(dev_rev *d, cln_rev_kernel k, int act, size_t nx, size_t ny,
+static clnode_status dr_run(dev_rev *d, cln_rev_kernel k, int act, size_t nx, size_t ny, size_t nz,
                             const cln_dev_arg *args, size_t nargs)
 {
-    if (nx == 0 || ny == 0)
+    if (nx == 0 || ny == 0 || nz == 0)
         return CLNODE_OK;
-    return d->L->rev_launch(d->be, d->prec, k, act, args, nargs, nx, ny);
+    const size_t n[3] = {nx, ny, nz};
+    return d->L->rev_launch(d->be, d->prec, k, act, args, nargs, n);
 }
 
 static cln_buf *B_(const dev_rev *d, int which)
@@ -640,13 +643,13 @@ static clnode_status dr_gather(dev_rev *d, size_t nk, size_t l, int deltas, int 
     const size_t off = deltas ? d->woff[l] * d->rows : l ? d->woff[l - 1] * d->rows : 0;
     const size_t stage = deltas || l ? d->sumw * d->rows : d->rows * d->ldz;
     const size_t ld = deltas ? d->out[l] : l ? d->out[l - 1] : d->ldz;
-    return DR_RUN(d, CLN_RK_GATHER, 0, d->kmax, cols * nk, DR_I32(nk), DR_I64(cols), DR_I64(off),
-                  DR_I64(stage), DR_I64(ld), DR_I64(d->kmax), DR_BUF(B_(d, DR_JOB)),
-                  DR_BUF(B_(d, DR_NR)), DR_BUF(B_(d, DR_BR)),
-                  DR_BUF(B_(d, deltas ? DR_P
-                               : l    ? DR_O
-                                      : DR_Z)),
-                  DR_BUF(B_(d, dst)));
+    return DR_RUN3(d, CLN_RK_GATHER, 0, cols, CLN_REV_BLOCK, nk, DR_I32(nk), DR_I64(cols),
+                   DR_I64(off), DR_I64(stage), DR_I64(ld), DR_I64(d->kmax), DR_BUF(B_(d, DR_JOB)),
+                   DR_BUF(B_(d, DR_NR)), DR_BUF(B_(d, DR_BR)),
+                   DR_BUF(B_(d, deltas ? DR_P
+                                : l    ? DR_O
+                                       : DR_Z)),
+                   DR_BUF(B_(d, dst)));
 }
 
 /* Layer l's weight sums of the step through the GEMM: both factors gathered, one ordered product
@@ -664,9 +667,9 @@ static clnode_status dr_wsum_gemm(dev_rev *d, size_t nk, size_t l)
             CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, n, k, d->S1 * d->nr[b], B_(d, DR_DT),
                                       b * n * d->kmax, d->kmax, B_(d, DR_XT), b * k * d->kmax,
                                       d->kmax, B_(d, DR_GS), b * n * k, k));
-    CLN_TRY(st, DR_RUN(d, CLN_RK_WADD, 0, k, n * nk, DR_I32(nk), DR_I64(k), DR_I64(n),
-                       DR_I64(d->job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
-                       DR_BUF(B_(d, DR_GS)), DR_BUF(B_(d, DR_TH))));
+    CLN_TRY(st, DR_RUN3(d, CLN_RK_WADD, 0, k, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n),
+                        DR_I64(d->job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                        DR_BUF(B_(d, DR_GS)), DR_BUF(B_(d, DR_TH))));
 fail:
     return st;
 }
@@ -677,11 +680,11 @@ static clnode_status dr_wsum_kernel(dev_rev *d, size_t nk, size_t l)
     const size_t n = d->out[l], k = d->in[l], p_off = d->woff[l] * d->rows;
     const size_t x_off = l ? d->woff[l - 1] * d->rows : 0;
     const size_t x_stage = l ? d->sumw * d->rows : d->rows * d->ldz;
-    return DR_RUN(d, CLN_RK_WSUM, 0, k, n * nk, DR_I32(nk), DR_I64(k), DR_I64(n), DR_I64(p_off),
-                  DR_I64(x_off), DR_I64(x_stage), DR_I64(l ? d->out[l - 1] : d->ldz),
-                  DR_I64(d->job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
-                  DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, l ? DR_O : DR_Z)),
-                  DR_BUF(B_(d, DR_TH)));
+    return DR_RUN3(d, CLN_RK_WSUM, 0, k, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n), DR_I64(p_off),
+                   DR_I64(x_off), DR_I64(x_stage), DR_I64(l ? d->out[l - 1] : d->ldz),
+                   DR_I64(d->job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                   DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, l ? DR_O : DR_Z)),
+                   DR_BUF(B_(d, DR_TH)));
 }
 
 /* The step's parameter sums of the group's nk blocks (weights, biases, scale): each block's rows

@@ -331,10 +331,10 @@ static cl_kernel ocl_rev_kernel(const ocl_program *p, cln_rev_kernel kernel, int
 }
 
 /* The reverse pass's launches (device_proto.h: cln_dev_launch.rev_launch): the arguments set in
- * order, then an nx by ny NDRange (one-dimensional when ny is 1). */
+ * order, then an n[0] by n[1] by n[2] NDRange (of fewer dimensions where the last are 1). */
 static clnode_status ocl_rev_launch(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
-                                    int act, const cln_dev_arg *args, size_t nargs, size_t nx,
-                                    size_t ny)
+                                    int act, const cln_dev_arg *args, size_t nargs,
+                                    const size_t n[3])
 {
     opencl_backend *ob = ocl(be);
     clnode_context *ctx = be->ctx;
@@ -358,14 +358,15 @@ static clnode_status ocl_rev_launch(cln_backend *be, clnode_precision prec, cln_
     }
     if (st != CLNODE_OK)
         return st;
-    size_t l[2] = {lim, 1}, g[2];
-    if (ny > 1)
-        ocl_local_2d(ob, p, lim, nx, l);
-    g[0] = ocl_round_up(nx, l[0]);
-    g[1] = ocl_round_up(ny, l[1]);
+    const cl_uint dims = n[2] > 1 ? 3 : n[1] > 1 ? 2 : 1;
+    size_t l[3] = {lim, 1, 1}, g[3];
+    if (dims > 1)
+        ocl_local_2d(ob, p, lim, n[0], l);
+    for (int i = 0; i < 3; ++i)
+        g[i] = ocl_round_up(n[i], l[i]);
     char what[64];
     snprintf(what, sizeof what, "clEnqueueNDRangeKernel(%s)", name);
-    return ocl_run(be, k, ny > 1 ? 2 : 1, g, l, what);
+    return ocl_run(be, k, dims, g, l, what);
 }
 
 /* The device's memory (device_proto.h: cln_dev_launch.memory). */
