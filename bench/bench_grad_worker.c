@@ -1,6 +1,7 @@
 /* bench_grad_worker.c - clnode's side of bench_peers.py --grad: the gradient of the seed problem
- * (the solve with keep_tape, then clnode_gradient_compute on the host) timed in this process,
- * answering bench_peers.py's worker protocol.
+ * (the solve with keep_tape, then clnode_gradient_compute on the same device; host:openblas goes
+ * back on "host", whose ordered GEMM its reverse pass needs) timed in this process, answering
+ * bench_peers.py's worker protocol.
  *
  *   bench_grad_worker fp32|fp64 DEVICE
  *
@@ -147,7 +148,7 @@ int main(int argc, char **argv)
         return 1;
     }
     co.device = "host";
-    if (strcmp(clnode_context_backend(j.ctx), "host") == 0)
+    if (strncmp(argv[2], "host:openblas", 13) != 0)
         j.hctx = j.ctx;
     else if (clnode_context_create(&co, &j.hctx) != CLNODE_OK)
         goto done;

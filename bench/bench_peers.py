@@ -29,9 +29,9 @@ trajectory of both are printed so that one can see the same problem was solved.
 --grad times the gradient instead: jax.grad (jit-compiled, compilation excluded) of the loss
 sum(y(t1)) over the vmapped diffrax solve with its default adjoint (RecursiveCheckpointAdjoint),
 with respect to y0 and every parameter, against clnode's solve with keep_tape followed by
-clnode_gradient_compute on the host (bench/bench_grad_worker.c, built as build/bench/
-bench_grad_worker, or --clnode-grad-worker PATH: the C API in a process of its own, since the
-Python package has no gradient yet), taking turns as above. Next to the ratio, the relative
+clnode_gradient_compute on the same --device (bench/bench_grad_worker.c, built as build/bench/
+bench_grad_worker, or --clnode-grad-worker PATH: the C API in a process of its own), taking
+turns as above; diffrax runs on JAX's default device (a GPU where JAX has one). Next to the ratio, the relative
 difference of the two gradients' sums over dL/dy0 shows that both differentiate the same solve.
 Its Markdown section is "bench_peers_grad". Both sides are needed.
 
@@ -651,7 +651,7 @@ def grad_main(args, batches):
             dx.close()
             cp.close()
         table["note"] = (f"clnode device: {cp.info['device']}; clnode ms: the solve with "
-                         "keep_tape and clnode_gradient_compute on the host, in process "
+                         "keep_tape and clnode_gradient_compute on that device, in process "
                          "(bench_grad_worker, C); diffrax ms: jax.jit(jax.grad) of the vmapped "
                          "solve, compilation excluded; rounds: the lowest and highest of the "
                          "rounds' ratios; dy0 sum rel diff: the two gradients' sums over dL/dy0, "

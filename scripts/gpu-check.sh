@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # gpu-check.sh - the prepared check of clnode on a machine with an NVIDIA GPU: CUDA and NVIDIA
-# OpenCL conformance, seed-problem solves at several batch sizes and precisions, and the
-# benchmark, all written to one report. Run from the repository root.
+# OpenCL conformance, forward and reverse (gradient conformance: the GPU's gradients against the
+# host's, bit for bit), seed-problem solves at several batch sizes and precisions, and the
+# benchmarks (the forward, and the gradient at B = 1, 1024 and 10^5 against its bare loop and,
+# where JAX has the GPU, against diffrax's jax.grad), all written to one report. Run from the
+# repository root.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]
 #       BUILD_DIR: a build directory made elsewhere and copied here (default: build one in
@@ -25,8 +28,9 @@ bundle() {
     [ -d "$build" ] || { echo "no build directory $build" >&2; return 1; }
     dest="$build/_libs"
     mkdir -p "$dest"
-    for f in "$build"/lib/libclnode.so* "$build"/tests/backend/test_conformance "$build"/tools/clnode-solve \
-             "$build"/tools/clnode-bench; do
+    for f in "$build"/lib/libclnode.so* "$build"/tests/backend/test_conformance \
+             "$build"/tests/backend/test_grad_conformance "$build"/tools/clnode-solve \
+             "$build"/tools/clnode-bench "$build"/bench/bench_grad_worker; do
         [ -f "$f" ] || continue
         ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
     done | sort -u | while read -r lib; do
@@ -228,6 +232,10 @@ if [ -n "$BUILD" ]; then
             env PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/diffrax_seed.py" --json "$OUT/diffrax_seed.json"
     fi
     step "conformance cuda" 300 "$T" cuda
+    # the reverse pass on the GPU against the host's, bit for bit (strict; tf32 is the tensor
+    # cores' there and is not compared)
+    GC="$BUILD/tests/backend/test_grad_conformance"
+    step "gradient conformance cuda" 300 "$GC" cuda
     [ -x "$PROBE" ] && step "probe tests cuda" 120 "$PROBE" cuda
     for p in fp32 fp64; do
         for b in 1 2 1000; do
@@ -239,8 +247,29 @@ if [ -n "$BUILD" ]; then
     step "seed solve cuda:0:cublas fp32 batch 1, 2, 1000" 60 bash -c "for b in 1 2 1000; do \
         '$S' --device cuda:0:cublas --batch \$b --json | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j[\"batch\"], sorted({t[\"num_steps\"] for t in j[\"trajectories\"]}))'; done"
     step "conformance opencl:nvidia" 300 "$T" opencl:nvidia
+    step "gradient conformance opencl:nvidia" 300 "$GC" opencl:nvidia
     step "clnode-bench host, cuda, cuda:0:cublas, opencl:nvidia" 240 "$BENCH" \
         --devices host,cuda,cuda:0:cublas,opencl:nvidia --batches 1,64,4096 --repeat 2
+    # the gradient: the kept solve, the reverse pass and its bare loop on each device
+    step "clnode-bench --grad host, cuda, opencl:nvidia" 300 "$BENCH" --grad \
+        --devices host,cuda,opencl:nvidia --batches 1,1024,100000 --repeat 2
+    # against jax.grad of diffrax on the same GPU, where this Python has JAX with CUDA (JAX from
+    # PyPI with its CUDA wheels; they are not on a bare GPU machine: then said, not run)
+    GW="$BUILD/bench/bench_grad_worker"
+    if python3 -c 'import jax, diffrax, equinox; assert jax.devices()[0].platform == "gpu"' \
+        2>/dev/null; then
+        for dev in cuda opencl:nvidia; do
+            step "bench_peers --grad $dev vs jax.grad on the GPU" 240 env PYTHONUNBUFFERED=1 \
+                python3 "$ROOT/bench/bench_peers.py" --grad --device "$dev" --precisions fp32 \
+                --batches 1,1024,100000 --repeat 3 --rounds 2 --clnode-grad-worker "$GW" \
+                --json "$OUT/bench_peers_grad_${dev%%:*}.json"
+        done
+    else
+        say ""
+        say "=== bench_peers --grad against jax.grad on the GPU: not run (no JAX with a GPU"
+        say "    device in this Python: pip install 'jax[cuda12]' diffrax equinox where it installs)"
+        SUMMARY+=("SKIP  bench_peers --grad: no JAX on the GPU here")
+    fi
 fi
 
 say ""
