@@ -35,8 +35,17 @@
  * trajectories). The blocks' sums are combined in a fixed tree over the block indices (the sum of
  * blocks [lo, hi) is that of [lo, mid) plus that of [mid, hi), mid - lo the largest power of two
  * below hi - lo). So it depends on the batch alone: never on threads, compaction, checkpointing,
- * the host's ISA or the device the forward solve ran on. The gradient of y0 and of the inputs is
- * each trajectory's own: bit-identical whatever trajectories share its batch.
+ * the host's ISA, the device the forward solve ran on or the device the reverse pass runs on. The
+ * gradient of y0 and of the inputs is each trajectory's own: bit-identical whatever trajectories
+ * share its batch.
+ *
+ * Devices: the reverse pass runs on the host (its ordered GEMM), on OpenCL devices and on CUDA
+ * GPUs (lib/backends/device/device_reverse.h), every element computed by the same functions of cl/
+ * and every sum in the order above, so every device gives the host's bits in strict GEMM mode. A
+ * device takes the batch in groups of blocks sized for its memory: a group's kept states, its
+ * cotangents and its scratch are uploaded when it begins (the tape stays on the host between
+ * groups). In tf32 mode the host and OpenCL emulate TF32 with the same bits; CUDA computes the
+ * reverse pass's products on its tensor cores, as its forward's.
  */
 #ifndef CLNODE_GRADIENT_H
 #define CLNODE_GRADIENT_H
@@ -91,18 +100,26 @@ CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
  * trajectory; the padding slots after a trajectory's points are not read). Each cotangent is
  * rounded to the state precision, and the reverse pass computes in the solve's precision and GEMM
  * mode (tf32: the reverse products are rounded as the forward's are).
- * ctx: a host context on the ordered GEMM (device "host"), which recomputes the forward steps
- * from the kept states; the solution may come from any device in strict GEMM mode (every device
- * computes the host's bits), a tf32 solution from the host only. model: the model solved, the
- * same object (its weights are read again). opts: NULL for the defaults.
+ * ctx: the context of the reverse pass, which recomputes the forward steps from the kept states:
+ * the host on its ordered GEMM (device "host", not "host:openblas"), an OpenCL device or a CUDA
+ * GPU, each with the same bits; the solution may come from any device in strict GEMM mode (every
+ * device computes the host's bits), a tf32 solution from the kind of device that goes back
+ * through it (the host and OpenCL share their TF32 emulation; CUDA its tensor cores). model: the
+ * model solved, the same object (its weights are read again). opts: NULL for the defaults.
  * On success *out holds the gradient (clnode_gradient_y0 ...). Errors (nothing in *out):
  * CLNODE_ERR_INVALID_ARGUMENT (NULL arguments, a solution that kept nothing (solve with
  * keep_tape = 1), another model, slots below a trajectory's points), CLNODE_ERR_NONFINITE_INPUT
  * (a cotangent of a saved point that is NaN or infinite, named by trajectory, slot and
- * component), CLNODE_ERR_UNSUPPORTED (a context other than the host with its ordered GEMM, a tf32
- * solution from another device), CLNODE_ERR_OUT_OF_MEMORY, CLNODE_ERR_CANCELLED.
- * Memory besides the result: per thread O(CLNODE_GRADIENT_BLOCK x (stages x (dim + the layers'
- * widths) + checkpoint_every x dim)), and O(log2(blocks) + threads) copies of the parameters. */
+ * component), CLNODE_ERR_UNSUPPORTED ("host:openblas", a tf32 solution from the other kind of
+ * device), CLNODE_ERR_NO_FP64 (an fp64 solution on a device without it), CLNODE_ERR_DEVICE_MEMORY
+ * (a device too small for one block of the batch: its kept states, cotangents and scratch, named
+ * in bytes with the remedy, a larger checkpoint_every), CLNODE_ERR_OUT_OF_MEMORY,
+ * CLNODE_ERR_CANCELLED, a device's own failures (CLNODE_ERR_DEVICE, CLNODE_ERR_BUILD).
+ * Memory besides the result: on the host per thread O(CLNODE_GRADIENT_BLOCK x (stages x (dim + the
+ * layers' widths) + checkpoint_every x dim)), and O(log2(blocks) + threads) copies of the
+ * parameters; on a device per trajectory of a group about stages x (2 x the layers' widths + 3 x
+ * dim + the first layer's inputs) values and its part of the tape and the cotangents, per block of
+ * a group a copy of the parameters, the groups sized for half the device's memory. */
 CLNODE_API clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *model,
                                                  const clnode_gradient_options *opts,
                                                  const clnode_solution *sol, size_t slots,

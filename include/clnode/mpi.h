@@ -125,8 +125,9 @@ CLNODE_API size_t clnode_mpi_gradient_chunk_size(size_t batch);
 
 /* The gradient of the solve of `problem` across the ranks of comm. Collective: every rank passes
  * the same problem, options, slots and cotangents. ctx: this rank's context of the solves (any
- * device; strict GEMM mode unless it is the host); rev_ctx: its context of the reverse pass (a
- * host context, as clnode_gradient_compute takes; NULL: ctx). opts: the solve's options (keep_tape
+ * device; strict GEMM mode unless it is the host); rev_ctx: its context of the reverse pass (any
+ * device clnode_gradient_compute takes: the host on its ordered GEMM, OpenCL, CUDA; NULL: ctx),
+ * with the same bits on every device. opts: the solve's options (keep_tape
  * is set by the call); gopts: the reverse pass's (NULL: the defaults; their cancel and progress
  * apply to each chunk's pass). cot: batch x slots x dim cotangents over the whole batch, as
  * clnode_gradient_compute reads them (each rank reads the rows of its chunks only). mopts: as

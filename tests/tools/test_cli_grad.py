@@ -7,8 +7,8 @@
     clnode_gradient_compute on the same solve (grad_ref, a small C program on the public API);
   - the pass is linear in the cotangents: twice the cotangents give exactly twice every array;
     float32 cotangents in a .npz (member ys) give the bytes of the same values in float64 .npy;
-    --checkpoint-every 3 gives the bytes of the default; on opencl:pocl (where present) the
-    reverse pass on a host context gives the host's bytes;
+    --checkpoint-every 3 gives the bytes of the default; solved and reversed on opencl:pocl (where
+    present), G has the host's bytes;
   - the cotangents' shape is that of --out's padded ys, --save steps included (T known after the
     solve), with --ragged too;
   - refusals (exit status 2, a message naming the cause, no G left behind): one flag without the
@@ -195,7 +195,7 @@ def seed_round_trip():
     rc, _, _ = run([SOLVE, "--device", "opencl:pocl", "--t1", "0.5", "--quiet"])
     if rc == 0:
         rc, _, err = solve_grad(base + ["--device", "opencl:pocl"], cotp, "g5.npz")
-        check("seed: solved on opencl:pocl, the reverse pass on the host: the host's bytes",
+        check("seed: solved and reversed on opencl:pocl: the host's bytes",
               rc == 0 and open(path("g5.npz"), "rb").read() == open(path("g.npz"), "rb").read(),
               err)
     else:

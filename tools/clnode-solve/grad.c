@@ -237,11 +237,12 @@ static int grad_write_fd(int fd, const grad_member *m, size_t n, char *err, size
     return rc ? -1 : 0;
 }
 
-int solve_grad_host(clnode_context *ctx, clnode_context **host, clnode_context **own)
+int solve_grad_context(clnode_context *ctx, clnode_context **rev, clnode_context **own)
 {
     *own = NULL;
-    if (strcmp(clnode_context_backend(ctx), "host") == 0) {
-        *host = ctx;
+    if (strcmp(clnode_context_backend(ctx), "host") != 0 ||
+        !strstr(clnode_context_device(ctx), "OpenBLAS")) {
+        *rev = ctx;
         return 0;
     }
     clnode_context_options co;
@@ -250,7 +251,7 @@ int solve_grad_host(clnode_context *ctx, clnode_context **host, clnode_context *
     co.log = tool_log;
     co.log_user = (void *)tool_prog;
     const clnode_status st = clnode_context_create(&co, own);
-    *host = *own;
+    *rev = *own;
     return st == CLNODE_OK ? 0 : tool_exit_status(st);
 }
 
@@ -281,11 +282,11 @@ int solve_grad_write(const char *grad_path, const clnode_model *model, const cln
 int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_model *model,
                    const clnode_solution *sol, const solve_cot *c, tool_out *out)
 {
-    clnode_context *host = NULL, *own = NULL;
+    clnode_context *rev = NULL, *own = NULL;
     clnode_gradient *g = NULL;
-    int rc = solve_grad_host(ctx, &host, &own);
+    int rc = solve_grad_context(ctx, &rev, &own);
     if (!rc) {
-        const clnode_status st = clnode_gradient_compute(host, model, NULL, sol, c->T, c->v, &g);
+        const clnode_status st = clnode_gradient_compute(rev, model, NULL, sol, c->T, c->v, &g);
         rc = st == CLNODE_OK ? 0 : tool_exit_status(st); /* the logger printed why */
     }
     if (!rc)

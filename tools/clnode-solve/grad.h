@@ -36,16 +36,17 @@ size_t solve_grad_slots(const clnode_solution *sol, const clnode_solve_options *
 /* Checks the cotangents' slots against T. Returns 0, or 2 after an error naming both shapes. */
 int solve_grad_check_slots(const char *path, const solve_cot *c, size_t T);
 
-/* The reverse pass of sol (solved with keep_tape on ctx) on the host (ctx itself when it is the
- * host, else a host context of its own) and G written to out (opened by tool_out_open), renamed
+/* The reverse pass of sol (solved with keep_tape on ctx) on the same device (solve_grad_context)
+ * and G written to out (opened by tool_out_open), renamed
  * over its target when complete. Returns 0, or the exit status after an error. */
 int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_model *model,
                    const clnode_solution *sol, const solve_cot *c, tool_out *out);
 
-/* The host context of the reverse pass: ctx itself when it is the host (*own NULL), else a new
- * host context in *host and *own (destroy *own). Returns 0, or the exit status after the logger
- * said why. */
-int solve_grad_host(clnode_context *ctx, clnode_context **host, clnode_context **own);
+/* The context of the reverse pass: ctx itself, on whatever device it is (*own NULL), but for
+ * "host:openblas", whose GEMMs are not the ordered ones the reverse pass recomputes the steps
+ * with: then a new context on "host" in *rev and *own (destroy *own). Returns 0, or the exit
+ * status after the logger said why. */
+int solve_grad_context(clnode_context *ctx, clnode_context **rev, clnode_context **own);
 
 /* G of a batch of `batch` trajectories written to out (opened by tool_out_open), renamed over
  * its target when complete. Returns 0, or the exit status after an error naming grad_path. */

@@ -1348,19 +1348,19 @@ static int grad_write(run *r, tool_out *gout)
 }
 
 /* The collective solve: clnode_solve_mpi, or with --grad-out clnode_gradient_mpi (the reverse
- * pass on a host context). */
+ * pass on the rank's device: solve_grad_context). */
 static clnode_status solve_or_gradient(run *r, clnode_context *ctx, const clnode_solve_options *o,
                                        const clnode_problem *p, const clnode_mpi_options *m,
                                        int *owner)
 {
     if (!r->a->grad_path)
         return clnode_solve_mpi(ctx, r->model, o, p, MPI_COMM_WORLD, m, owner);
-    clnode_context *host = NULL, *own = NULL;
-    /* every rank reaches the call: a rank without a host context passes its own context, whose
-       reverse pass then fails collectively, naming it */
-    if (solve_grad_host(ctx, &host, &own) != 0)
-        host = ctx;
-    const clnode_status st = clnode_gradient_mpi(ctx, host, r->model, o, NULL, p, r->cot.T,
+    clnode_context *rev = NULL, *own = NULL;
+    /* every rank reaches the call: a rank that could not open its reverse pass's context passes
+       its own, whose reverse pass then fails collectively, naming it */
+    if (solve_grad_context(ctx, &rev, &own) != 0)
+        rev = ctx;
+    const clnode_status st = clnode_gradient_mpi(ctx, rev, r->model, o, NULL, p, r->cot.T,
                                                  r->cot.v, MPI_COMM_WORLD, m, owner, &r->g);
     clnode_context_destroy(&own);
     return st;
