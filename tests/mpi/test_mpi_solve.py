@@ -90,8 +90,8 @@ def same_everywhere(tmp, name, args, nps=NPS):
 
 def grad_cases(tmp):
     """--cotangents COT --grad-out G.npz: G the same bytes at every rank count, at chunks of 1
-    and 2 blocks, and after a killed run is resumed, as one process; a chunk that is not whole
-    blocks refused; a failing rank leaves no G."""
+    and 2 blocks, with the ranks on opencl:pocl, and after a killed run is resumed, as one
+    process; a chunk that is not whole blocks refused; a failing rank leaves no G."""
     rnd = random.Random(11)
     B = 219  # 7 blocks of 32, the last partial: the tree folds three runs
     y0, t1, cot = f"{tmp}/gy0.npy", f"{tmp}/gt1.npy", f"{tmp}/gcot.npy"
@@ -117,6 +117,14 @@ def grad_cases(tmp):
     r = run(2, args + ["--grad-out", f"{tmp}/g-def.npz"])
     check(r.returncode == 0 and read(f"{tmp}/g-def.npz") == want,
           f"grad -np 2, the default chunk size: exit {r.returncode}: {r.stderr}")
+    # the ranks solving and going back on PoCL: the host's bytes
+    if run(0, ["--device", "opencl:pocl", "--t1", "0.1", "--quiet"]).returncode == 0:
+        g = f"{tmp}/g-pocl.npz"
+        r = run(2, args + ["--device", "opencl:pocl", "--chunk-size", "64", "--grad-out", g])
+        check(r.returncode == 0 and os.path.exists(g) and read(g) == want,
+              f"grad -np 2 on opencl:pocl: exit {r.returncode}, not the host's bytes: {r.stderr}")
+    else:
+        print("note: no opencl:pocl device; the ranks' gradient on it is not run")
     r = run(2, args + ["--chunk-size", "40", "--grad-out", f"{tmp}/g-bad.npz"])
     check(r.returncode == 2 and "--chunk-size 40: with --grad-out a chunk is whole blocks of 32 "
           "trajectories" in r.stderr, f"grad chunk 40: exit {r.returncode}: {r.stderr}")
