@@ -133,8 +133,9 @@ typedef struct cln_rev_event {
 /* Trajectories per block of the parameters' sum (CLNODE_GRADIENT_BLOCK, clnode/gradient.h). */
 #define CLN_REV_BLOCK 32
 
-/* Whether the last stage's MLP goes back in the reverse pass: only when something reads its f,
- * so not for SSAL tableaux (their solution is the last stage's argument) without dense output. */
+/* Whether the reverse pass skips the last stage's MLP: it goes back only when something reads that
+ * stage's f, so not for SSAL tableaux (their solution is the last stage's argument) without dense
+ * output. */
 #define CLN_REV_SKIP_LAST(ssal, n_ts) ((ssal) && (n_ts) == 0)
 
 /* The entries of a reverse group's JOB (its sizes and switches, cln_long each). */

@@ -45,7 +45,9 @@
  * device takes the batch in groups of blocks sized for its memory: a group's kept states, its
  * cotangents and its scratch are uploaded when it begins (the tape stays on the host between
  * groups). In tf32 mode the host and OpenCL emulate TF32 with the same bits; CUDA computes the
- * reverse pass's products on its tensor cores, as its forward's.
+ * reverse pass's products on its tensor cores, as its forward's (their bits follow cuBLAS's choice
+ * of kernel, which the shapes move: a CUDA tf32 gradient is not reproducible bit for bit), and its
+ * weight sums round their factors to TF32 as the emulation does.
  */
 #ifndef CLNODE_GRADIENT_H
 #define CLNODE_GRADIENT_H

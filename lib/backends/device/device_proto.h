@@ -71,10 +71,11 @@ typedef struct cln_dev_arg {
  * launch is called with its arguments checked (cln_dev_* below); it enqueues and returns. */
 typedef struct cln_dev_launch {
     const char *api; /* "OpenCL", "CUDA": for messages */
-    /* How the reverse pass takes a step's weight sums (device_reverse.h), with the same bits:
-     * 1, through the backend's GEMM (a gather of each block's factors, one product per block: a
-     * tuned GEMM, CLBlast's); 0, one kernel (cln_rev_wsum: a thread per weight and block, as the
-     * ordered GEMM kernel of CUDA computes its elements). */
+    /* How the reverse pass takes a step's weight sums (device_reverse.h), with the same bits
+     * wherever the backend's strict GEMM is the ordered one: 1, through the backend's GEMM (a
+     * gather of each block's factors, one product per block: a tuned GEMM, CLBlast's); 0, one
+     * kernel (cln_rev_wsum: a thread per weight and block, as the ordered GEMM kernel of CUDA
+     * computes its elements). */
     int rev_sums_by_gemm;
     /* The size in bytes of a buffer of the backend. */
     size_t (*buf_size)(const cln_buf *b);

@@ -215,6 +215,8 @@ static int dr_fits(const dev_rev *d, size_t gb, size_t budget, size_t max_buffer
     const size_t rows = gb * CLN_REV_BLOCK < d->job->B ? gb * CLN_REV_BLOCK : d->job->B;
     size_t n[DR_NBUF], scratch = 0, largest = 0;
     dr_scratch_sizes(d, rows, gb, n);
+    for (size_t l = 0; l < d->nl; ++l) /* the weights and their transposes */
+        scratch += 2 * d->in[l] * d->out[l] * d->es;
     for (int i = 0; i < DR_NBUF; ++i) {
         const size_t b = dr_bytes(d, i, n[i]);
         scratch += b;
@@ -242,7 +244,9 @@ static clnode_status dr_choose_group(dev_rev *d)
         total = max_buffer = cln_dev_rev_memory;
     const size_t budget = total ? total / 2 : SIZE_MAX, cap = max_buffer ? max_buffer : SIZE_MAX;
     const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
-    const size_t most = cln_dev_rev_max_blocks ? cln_dev_rev_max_blocks : DR_MAX_GROUP;
+    const size_t most = cln_dev_rev_max_blocks && cln_dev_rev_max_blocks < DR_MAX_GROUP
+                            ? cln_dev_rev_max_blocks
+                            : DR_MAX_GROUP;
     size_t gb = nb < most ? nb : most;
     while (gb > 1 && !dr_fits(d, gb, budget, cap, &need))
         gb /= 2;
@@ -337,7 +341,7 @@ static clnode_status dr_scratch(dev_rev *d)
     for (int i = 0; i < DR_NBUF; ++i)
         CLN_TRY(st, dr_alloc(d, dr_bytes(d, i, n[i]), &d->buf[i]));
     d->traj = malloc(d->rows * sizeof *d->traj);
-    d->M = malloc(d->rows * sizeof *d->M);
+    d->M = calloc(d->rows, sizeof *d->M);
     d->nr = malloc(d->gb * sizeof *d->nr);
     d->hRL = calloc(n[DR_RL], sizeof *d->hRL);
     d->hBR = malloc(n[DR_BR] * sizeof *d->hBR);
@@ -401,9 +405,12 @@ clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **
     CLN_CHECK(ctx, be->ops->supports(be, job->prec),
               job->prec == CLNODE_FP64 ? CLNODE_ERR_NO_FP64 : CLNODE_ERR_UNSUPPORTED,
               "device %s cannot compute in %s", be->device_name, clnode_precision_name(job->prec));
-    CLN_CHECK(ctx, job->B <= INT32_MAX && job->KI->stages <= CLN_MAX_STAGES,
-              CLNODE_ERR_INVALID_ARGUMENT, "the reverse pass of %zu trajectories on %s", job->B,
-              be->device_name);
+    CLN_CHECK(ctx, job->B <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
+              "the reverse pass of %zu trajectories on %s: its kernels take at most %d", job->B,
+              be->device_name, INT32_MAX);
+    CLN_CHECK(ctx, job->KI->stages >= 1 && job->KI->stages <= CLN_MAX_STAGES,
+              CLNODE_ERR_INVALID_ARGUMENT, "the reverse pass of a method of %d stages (1 to %d)",
+              job->KI->stages, CLN_MAX_STAGES);
     dev_rev *d = calloc(1, sizeof *d);
     CLN_CHECK(ctx, d, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the reverse pass");
     d->be = be;
@@ -502,7 +509,7 @@ static clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *s
 static clnode_status dr_upload(dev_rev *d, size_t b0, size_t Bg, size_t k0, size_t nk)
 {
     const cln_rev_job *job = d->job;
-    const size_t es = d->es, b1 = b0 + Bg;
+    const size_t es = d->es;
     size_t sl[DS_N];
     dr_slice_bytes(d, k0, nk, sl);
     const unsigned char *tau = job->tau, *ys = job->ys, *ts = job->ts;
@@ -519,7 +526,6 @@ static clnode_status dr_upload(dev_rev *d, size_t b0, size_t Bg, size_t k0, size
     if (d->n_in)
         CLN_TRY(st, dr_write(d, d->buf[DR_INP], Bg * d->n_in * es,
                              (const unsigned char *)job->inputs + b0 * d->n_in * es));
-    (void)b1;
 fail:
     return st;
 }
@@ -888,7 +894,7 @@ static clnode_status dr_bench_job(cln_backend *be, const clnode_model *m, size_t
 static clnode_status dr_bench_group(dev_rev *d, size_t Bg, size_t nk)
 {
     const size_t S = d->S, n = S * d->rows * (d->ldz > d->N ? d->ldz : d->N);
-    clnode_status st = dr_host(d, n * d->es);
+    clnode_status st = dr_host(d, (n > Bg * CLN_RT_W ? n : Bg * CLN_RT_W) * d->es);
     for (size_t i = 0; st == CLNODE_OK && i < n; ++i) {
         const double v = 0.01 * (double)(i % 97);
         if (d->prec == CLNODE_FP32)
@@ -898,6 +904,7 @@ static clnode_status dr_bench_group(dev_rev *d, size_t Bg, size_t nk)
     }
     for (size_t p = 0; p < Bg; ++p) {
         d->hRL[p * CLN_RL_W + CLN_RL_M] = 1;
+        d->M[p] = 1; /* as RL says: the GEMMs' sizes */
         d->hBR[p] = (int64_t)p;
     }
     for (size_t p = Bg; p < nk * CLN_REV_BLOCK; ++p)

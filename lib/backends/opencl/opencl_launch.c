@@ -318,13 +318,14 @@ static clnode_status ocl_launch_rebind(cln_backend *be, cln_solve_dev *sd, void 
 }
 
 /* Reverse kernel `kernel` (of activation act for CLN_RK_ACT and CLN_RK_DELTA) of program p, and
- * its work-group size limit. */
+ * its work-group size limit; NULL for an activation code that has no kernel. */
 static cl_kernel ocl_rev_kernel(const ocl_program *p, cln_rev_kernel kernel, int act, size_t *lim)
 {
     if (kernel == CLN_RK_ACT || kernel == CLN_RK_DELTA) {
-        const int a = act >= 0 && act < OCL_NUM_ACT ? act : 0;
-        *lim = kernel == CLN_RK_ACT ? p->lim_rev_act[a] : p->lim_rev_delta[a];
-        return kernel == CLN_RK_ACT ? p->rev_act[a] : p->rev_delta[a];
+        if (act < 0 || act >= OCL_NUM_ACT)
+            return NULL;
+        *lim = kernel == CLN_RK_ACT ? p->lim_rev_act[act] : p->lim_rev_delta[act];
+        return kernel == CLN_RK_ACT ? p->rev_act[act] : p->rev_delta[act];
     }
     *lim = p->lim_rev[kernel];
     return p->rev[kernel];
@@ -345,6 +346,7 @@ static clnode_status ocl_rev_launch(cln_backend *be, clnode_precision prec, cln_
     size_t lim = 1;
     cl_kernel k = ocl_rev_kernel(p, kernel, act, &lim);
     const char *name = cln_rev_kernel_names[kernel];
+    CLN_CHECK(ctx, k, CLNODE_ERR_INTERNAL, "%s of activation code %d", name, act);
     for (size_t i = 0; i < nargs && st == CLNODE_OK; ++i) {
         const cl_mem m = args[i].buf ? args[i].buf->mem : NULL;
         const cl_int v32 = (cl_int)args[i].v;
