@@ -5,17 +5,17 @@
  * (y0's, the inputs' and every parameter's) must be the same bytes, and the device's forward the
  * host's. The cases:
  *   - the reference matrix of the conformance suite: the cases of tests/data/diffrax's seed and
- *     tanh64 files (methods, tolerances, saves at ts and at steps, forward and backward) of at most
+ *     tanh64 files (methods, tolerances, saves at ts and at steps; forward in time) of at most
  *     REF_MAX_STEPS attempts, fp32 and fp64, with cotangents from the LCG;
  *   - MLPs of every activation with biases, a time input, conditioning inputs and an output scale
  *     (one value per component, one value, none), every method (euler at constant steps), saved
  *     at t0, ts and t1, at steps, or at t1 alone (SSAL tableaux then skip the last stage's MLP),
  *     checkpoint_every 1 and 3, batches of 1, 37 and 70 with per-trajectory end times (step
  *     counts that differ inside each block) and per-trajectory save times, fp32 and fp64;
+ *   - the same backward in time (t1 < t0), every method and save;
  *   - the tf32 mode in fp32 (the host's and OpenCL's TF32 emulation: the same bits; CUDA's tensor
  *     cores compute other bits and are not compared);
  *   - the forward with compaction on and off;
- *   - the reference cases of at most REF_MAX_STEPS attempts (below);
  *   - batches of 150 and 300, in one group and in groups of at most 2 blocks (the hook
  *     cln_dev_rev_max_blocks), so that the device's groups begin and end inside them, with the
  *     weight sums in the one kernel and by the GEMM (the hook cln_dev_rev_sums);
@@ -24,8 +24,10 @@
  * refused naming checkpoint_every, with nothing in *out.
  *
  * Usage: test_grad_conformance [DEVICE] (default "opencl:pocl"); absent: 77, or a failure where
- * CLNODE_REQUIRE_DEVICES names it. CLNODE_GRAD_TESTS=mlps,tf32 runs those tests alone (a slow
- * device's part). */
+ * CLNODE_REQUIRE_DEVICES names it. For a slow device (Oclgrind) taken in parts:
+ *   CLNODE_GRAD_TESTS=mlps,tf32  runs those tests alone;
+ *   CLNODE_GRAD_SHARD=I/N        runs the cases whose index is I modulo N (N processes, the whole);
+ *   CLNODE_GRAD_PROGRESS=1       names each case on stderr with its seconds. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -51,6 +54,17 @@ static clnode_context *g_dev;  /* DEVICE */
 static int g_cuda;             /* DEVICE is a CUDA device (tf32: its tensor cores) */
 static size_t g_cases, g_values;
 static size_t g_methods; /* the built-in methods (clnode_method_at) */
+static unsigned long g_case_index;           /* the cases met, run or not (CLNODE_GRAD_SHARD) */
+static unsigned long g_shard, g_shards = 1;  /* this process runs case k where k % N == I */
+static int g_progress;                       /* CLNODE_GRAD_PROGRESS */
+
+/* Seconds on the monotonic clock (CLNODE_GRAD_PROGRESS). */
+static double test_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* One solve's gradient as bytes: y0's, the inputs', every parameter's. */
 typedef struct grad_bytes {
@@ -97,7 +111,8 @@ static void same_bytes(const grad_bytes *a, const grad_bytes *b, const char *wha
     }
 }
 
-/* The forward's saved values and counts of trajectory b on the host and the device agree. */
+/* The forward's saved values and counts of trajectory b on the host and the device agree, and
+ * every trajectory took steps to its end or to max_steps (no case is vacuous). */
 static void same_forward(const clnode_solution *h, const clnode_solution *d, const char *what)
 {
     const size_t B = clnode_solution_batch(h), N = clnode_solution_dim(h);
@@ -105,6 +120,10 @@ static void same_forward(const clnode_solution *h, const clnode_solution *d, con
         clnode_trajectory_stats sh, sd;
         assert_int_equal(clnode_solution_stats(h, b, &sh), CLNODE_OK);
         assert_int_equal(clnode_solution_stats(d, b, &sd), CLNODE_OK);
+        if (sh.num_steps < 1 || (sh.result != CLNODE_RESULT_SUCCESS &&
+                                 sh.result != CLNODE_RESULT_MAX_STEPS_REACHED))
+            fail_msg("%s: trajectory %zu: %ld steps, %s", what, b, sh.num_steps,
+                     clnode_result_name(sh.result));
         if (sh.num_steps != sd.num_steps || sh.result != sd.result ||
             memcmp(clnode_solution_y_final(h, b), clnode_solution_y_final(d, b),
                    N * sizeof(double)) != 0)
@@ -130,6 +149,10 @@ static size_t most_points(const clnode_solution *s)
 static void run_case(clnode_model *mh, clnode_model *md, const clnode_solve_options *o,
                      const clnode_problem *p, uint32_t seed, const char *what)
 {
+    const unsigned long index = g_case_index++;
+    if (index % g_shards != g_shard)
+        return;
+    const double started = test_seconds();
     g_ctx = g_host;
     clnode_solution *sh = NULL, *sd = NULL;
     assert_ok(clnode_solve(g_host, mh, o, p, &sh));
@@ -157,12 +180,15 @@ static void run_case(clnode_model *mh, clnode_model *md, const clnode_solve_opti
     free(cot);
     clnode_solution_destroy(&sh);
     clnode_solution_destroy(&sd);
+    if (g_progress)
+        fprintf(stderr, "case %lu: %s: %.1f s\n", index, what, test_seconds() - started);
 }
 
 /* The reference cases taken: those of at most REF_MAX_STEPS attempts in all (352 of the 480:
- * every method, save and direction; the others are the tight tolerances and max_steps cases of
- * thousands of steps, each of which costs a device tens of thousands of kernel launches to go
- * back through: the MLP cases and test_stopped_early take their kinds). */
+ * tsit5, dopri5, dopri8 and bosh3 at each save; the others are heun's cases and bosh3's at 1e-6,
+ * of hundreds to thousands of steps, each of which costs a device tens of thousands of kernel
+ * launches to go back through: the MLP cases take heun, test_stopped_early max_steps; the files
+ * hold no case backward in time, test_backward does). */
 #define REF_MAX_STEPS 100
 static size_t g_ref_long; /* the reference cases left out */
 
@@ -271,9 +297,9 @@ enum {
 };
 
 /* One MLP case: batch B, method, precision, what is saved, checkpoint_every, the GEMM mode. */
-static void run_mlp(clnode_model *mh, clnode_model *md, form f, size_t B, const clnode_method *me,
-                    clnode_precision prec, int save, long every, clnode_gemm_mode mode,
-                    uint32_t seed)
+static void run_mlp_dir(clnode_model *mh, clnode_model *md, form f, size_t B,
+                        const clnode_method *me, clnode_precision prec, int save, long every,
+                        clnode_gemm_mode mode, uint32_t seed, double dir)
 {
     const size_t N = 3;
     double *y0 = malloc(B * N * sizeof(double)), *t1s = malloc(B * sizeof(double));
@@ -285,11 +311,11 @@ static void run_mlp(clnode_model *mh, clnode_model *md, form f, size_t B, const 
     for (size_t i = 0; i < B * f.n_in; ++i)
         inputs[i] = test_lcg(&seed);
     for (size_t b = 0; b < B; ++b) {
-        t1s[b] = 1.0 + 0.5 * test_lcg(&seed); /* in [0.5, 1.5): step counts differ */
+        t1s[b] = dir * (1.0 + 0.5 * test_lcg(&seed)); /* |t1| in [0.5, 1.5): step counts differ */
         for (int j = 0; j < 3; ++j)
             rows[b * 3 + (size_t)j] = t1s[b] * (0.2 + 0.3 * j);
     }
-    static const double ts[3] = {0.1, 0.25, 0.4};
+    const double ts[3] = {dir * 0.1, dir * 0.25, dir * 0.4};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     o.method = me;
@@ -302,7 +328,7 @@ static void run_mlp(clnode_model *mh, clnode_model *md, form f, size_t B, const 
     o.checkpoint_every = every;
     o.precision_guard = CLNODE_GUARD_OFF;
     o.constant_step = strcmp(me->name, "euler") == 0;
-    o.dt0 = o.constant_step ? 0.05 : 0.0;
+    o.dt0 = o.constant_step ? dir * 0.05 : 0.0;
     o.save_t0 = save == SAVE_TS;
     o.save_steps = save == SAVE_STEPS;
     clnode_problem p = test_problem(B, y0);
@@ -316,9 +342,10 @@ static void run_mlp(clnode_model *mh, clnode_model *md, form f, size_t B, const 
     char what[160];
     snprintf(what, sizeof what,
              "MLP %s, %s, B %zu, fp%d %s, save %d, every %ld, time %d, "
-             "inputs %zu, scale %zu",
+             "inputs %zu, scale %zu%s",
              clnode_activation_name(clnode_model_activation(mh)), me->name, B, (int)prec,
-             clnode_gemm_mode_name(mode), save, every, f.time_input, f.n_in, f.ns);
+             clnode_gemm_mode_name(mode), save, every, f.time_input, f.n_in, f.ns,
+             dir < 0 ? ", backward in time" : "");
     o.compact = (int)(seed >> 1 & 1u);
     run_case(mh, md, &o, &p, seed, what);
     if (B > 1 && seed % 4 == 1) { /* and the other way: the same tape */
@@ -329,6 +356,14 @@ static void run_mlp(clnode_model *mh, clnode_model *md, form f, size_t B, const 
     free(t1s);
     free(inputs);
     free(rows);
+}
+
+/* One MLP case forward in time, from 0 to t1 in [0.5, 1.5). */
+static void run_mlp(clnode_model *mh, clnode_model *md, form f, size_t B, const clnode_method *me,
+                    clnode_precision prec, int save, long every, clnode_gemm_mode mode,
+                    uint32_t seed)
+{
+    run_mlp_dir(mh, md, f, B, me, prec, save, every, mode, seed, 1.0);
 }
 
 /* Every activation and method, the forms, saves, checkpoints and batches, fp32 and fp64. */
@@ -355,6 +390,27 @@ static void test_mlps(void **state)
             clnode_model_destroy(&md);
         }
     print_message("  MLPs: %zu cases, 4 gradients each bit-identical\n", g_cases - before);
+}
+
+/* Backward in time (t1 < t0 = 0, negative save times and dt0): every method, each save, fp32 and
+ * fp64, per-trajectory end times and save times, checkpoint_every 1 and 2. */
+static void test_backward(void **state)
+{
+    (void)state;
+    static const form f = {1, 1, 3};
+    const size_t before = g_cases;
+    clnode_model *mh = mlp_model(g_host, CLNODE_ACT_TANH, f);
+    clnode_model *md = mlp_model(g_dev, CLNODE_ACT_TANH, f);
+    for (size_t k = 0; k < g_methods; ++k) {
+        const clnode_precision prec = k % 2 ? CLNODE_FP64 : CLNODE_FP32;
+        if (prec == CLNODE_FP64 && !clnode_context_supports(g_dev, CLNODE_FP64))
+            continue;
+        run_mlp_dir(mh, md, f, k % 2 ? 37 : 9, clnode_method_at(k), prec, (int)(k % NSAVE),
+                    1 + (long)(k % 2), CLNODE_GEMM_STRICT, 501u + 2u * (uint32_t)k, -1.0);
+    }
+    clnode_model_destroy(&mh);
+    clnode_model_destroy(&md);
+    print_message("  backward in time: %zu cases bit-identical\n", g_cases - before);
 }
 
 /* The tf32 mode (fp32): the TF32 emulation of the host and OpenCL in the forward's and the
@@ -491,14 +547,22 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_reference_matrix), cmocka_unit_test(test_mlps),
-        cmocka_unit_test(test_tf32),             cmocka_unit_test(test_groups),
-        cmocka_unit_test(test_stopped_early),    cmocka_unit_test(test_too_small),
+        cmocka_unit_test(test_backward),         cmocka_unit_test(test_tf32),
+        cmocka_unit_test(test_groups),           cmocka_unit_test(test_stopped_early),
+        cmocka_unit_test(test_too_small),
     };
     /* CLNODE_GRAD_TESTS: the tests to run, by name without "test_", separated by commas (a slow
      * device, Oclgrind, runs a part); unset: all */
     struct CMUnitTest tests[sizeof all / sizeof all[0]];
     size_t n = 0;
     const char *only = getenv("CLNODE_GRAD_TESTS");
+    const char *shard = getenv("CLNODE_GRAD_SHARD");
+    if (shard && (sscanf(shard, "%lu/%lu", &g_shard, &g_shards) != 2 || g_shards == 0 ||
+                  g_shard >= g_shards)) {
+        printf("CLNODE_GRAD_SHARD=%s: expected I/N with I < N\n", shard);
+        return 1;
+    }
+    g_progress = getenv("CLNODE_GRAD_PROGRESS") != NULL;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         if (!only || strstr(only, all[i].name + strlen("test_")))
             tests[n++] = all[i];
