@@ -185,9 +185,9 @@ static void run_case(clnode_model *mh, clnode_model *md, const clnode_solve_opti
 }
 
 /* The reference cases taken: those of at most REF_MAX_STEPS attempts in all (384 of the 480:
- * every method at each save, heun in 16 of its 96 cases; the others, heun's at tighter tolerances
- * and bosh3's at 1e-6, take up to thousands of steps, each of which costs a device thousands of
- * kernel launches to go back through: the MLP cases take heun too, test_stopped_early max_steps;
+ * every method at each save, heun in 16 of its 96 cases; the others, 80 of heun's and 16 of
+ * bosh3's at 1e-6, take 251 to 8192 steps, each of which costs a device thousands of kernel
+ * launches to go back through: the MLP cases take heun too, test_stopped_early max_steps;
  * the files hold no case backward in time, test_backward does). */
 #define REF_MAX_STEPS 250
 static size_t g_ref_long; /* the reference cases left out */
