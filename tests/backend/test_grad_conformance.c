@@ -53,10 +53,10 @@ static clnode_context *g_host; /* "host" */
 static clnode_context *g_dev;  /* DEVICE */
 static int g_cuda;             /* DEVICE is a CUDA device (tf32: its tensor cores) */
 static size_t g_cases, g_values;
-static size_t g_methods; /* the built-in methods (clnode_method_at) */
-static unsigned long g_case_index;           /* the cases met, run or not (CLNODE_GRAD_SHARD) */
-static unsigned long g_shard, g_shards = 1;  /* this process runs case k where k % N == I */
-static int g_progress;                       /* CLNODE_GRAD_PROGRESS */
+static size_t g_methods;                    /* the built-in methods (clnode_method_at) */
+static unsigned long g_case_index;          /* the cases met, run or not (CLNODE_GRAD_SHARD) */
+static unsigned long g_shard, g_shards = 1; /* this process runs case k where k % N == I */
+static int g_progress;                      /* CLNODE_GRAD_PROGRESS */
 
 /* Seconds on the monotonic clock (CLNODE_GRAD_PROGRESS). */
 static double test_seconds(void)
@@ -120,8 +120,8 @@ static void same_forward(const clnode_solution *h, const clnode_solution *d, con
         clnode_trajectory_stats sh, sd;
         assert_int_equal(clnode_solution_stats(h, b, &sh), CLNODE_OK);
         assert_int_equal(clnode_solution_stats(d, b, &sd), CLNODE_OK);
-        if (sh.num_steps < 1 || (sh.result != CLNODE_RESULT_SUCCESS &&
-                                 sh.result != CLNODE_RESULT_MAX_STEPS_REACHED))
+        if (sh.num_steps < 1 ||
+            (sh.result != CLNODE_RESULT_SUCCESS && sh.result != CLNODE_RESULT_MAX_STEPS_REACHED))
             fail_msg("%s: trajectory %zu: %ld steps, %s", what, b, sh.num_steps,
                      clnode_result_name(sh.result));
         if (sh.num_steps != sd.num_steps || sh.result != sd.result ||
@@ -529,6 +529,16 @@ static void test_too_small(void **state)
     clnode_model_destroy(&m);
 }
 
+/* `list` (names separated by commas) holds `name` whole. */
+static int named(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *w = list; *w; w += strcspn(w, ",") + (w[strcspn(w, ",")] != '\0'))
+        if (strcspn(w, ",") == n && strncmp(w, name, n) == 0)
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc =
@@ -554,21 +564,32 @@ int main(int argc, char **argv)
     /* CLNODE_GRAD_TESTS: the tests to run, by name without "test_", separated by commas (a slow
      * device, Oclgrind, runs a part); unset: all */
     struct CMUnitTest tests[sizeof all / sizeof all[0]];
-    size_t n = 0;
+    size_t n = 0, words = 0;
     const char *only = getenv("CLNODE_GRAD_TESTS");
-    const char *shard = getenv("CLNODE_GRAD_SHARD");
-    if (shard && (sscanf(shard, "%lu/%lu", &g_shard, &g_shards) != 2 || g_shards == 0 ||
-                  g_shard >= g_shards)) {
-        printf("CLNODE_GRAD_SHARD=%s: expected I/N with I < N\n", shard);
-        return 1;
-    }
-    g_progress = getenv("CLNODE_GRAD_PROGRESS") != NULL;
+    if (only && !*only)
+        only = NULL; /* set empty: all */
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (!only || strstr(only, all[i].name + strlen("test_")))
+        if (!only || named(only, all[i].name + strlen("test_")))
             tests[n++] = all[i];
-    const int failed = _cmocka_run_group_tests("grad-conformance", tests, n, NULL, NULL);
-    printf("%s: %zu cases, %zu gradient values, each the host's bits four ways\n", g_device,
-           g_cases, g_values);
+    for (const char *w = only; w && *w; w += strcspn(w, ",") + (w[strcspn(w, ",")] != '\0'))
+        ++words;
+    const char *shard = getenv("CLNODE_GRAD_SHARD");
+    g_progress = getenv("CLNODE_GRAD_PROGRESS") != NULL;
+    int failed = 0;
+    if (only && words != n) { /* every name given is a test's: a typo is not a pass of nothing */
+        printf("CLNODE_GRAD_TESTS=%s: %zu names, %zu of them tests (reference_matrix, mlps, "
+               "backward, tf32, groups, stopped_early, too_small)\n",
+               only, words, n);
+        failed = 1;
+    } else if (shard && (sscanf(shard, "%lu/%lu", &g_shard, &g_shards) != 2 || g_shards == 0 ||
+                         g_shard >= g_shards)) {
+        printf("CLNODE_GRAD_SHARD=%s: expected I/N with I < N\n", shard);
+        failed = 1;
+    } else {
+        failed = _cmocka_run_group_tests("grad-conformance", tests, n, NULL, NULL);
+        printf("%s: %zu cases, %zu gradient values, each the host's bits four ways\n", g_device,
+               g_cases, g_values);
+    }
     clnode_context_destroy(&g_dev);
     clnode_context_destroy(&g_host);
     return failed;
