@@ -76,7 +76,8 @@ if ok:
           (d["method"], d["precision"], d["t0"], d["t1"], d["dt0"], d["rtol"], d["atol"],
            d["max_steps"]) == ("dopri5", "fp64", 0.0, 2.0, 0.05, 1e-8, 1e-10, 1000), str(d))
     check("the JSON names the options taken from the file",
-          sorted(d.get("settings_from_model") or []) == sorted(k[len("clnode."):] for k in TRAINED), str(d))
+          sorted(d.get("settings_from_model") or []) ==
+          sorted(k[len("clnode."):] for k in TRAINED), str(d))
     pts = d["trajectories"][0]["points"]
     check("its save times are the saved points", pts["t"] == [0.5, 1.0, 2.0] and
           pts["kind"] == ["ts"] * 3, str(pts))
@@ -120,8 +121,9 @@ check("a file without settings gets the library's defaults (clnode.solve's)",
       (0.0, 1.0, 0.0, 1e-3, 1e-6, "tsit5", "fp32", 4096, []), "exit %d %s %s" % (rc, d, err))
 rc, d, err = solve_json([])
 check("without --model the seed problem's defaults stay (t1 50, rtol 1e-4, dt0 0.02)",
-      rc == 0 and d is not None and (d["t1"], d["rtol"], d["dt0"], d.get("settings_from_model")) ==
-      (50.0, 1e-4, 0.02, None), "exit %d %s" % (rc, err))
+      rc == 0 and d is not None and
+      (d["t1"], d["rtol"], d["dt0"], d.get("settings_from_model")) == (50.0, 1e-4, 0.02, None),
+      "exit %d %s" % (rc, err))
 other = model({"activation": "identity", "format": "pt"}, "other.safetensors")
 rc, d, err = solve_json(["--model", other, "--y0", "1,-2"])
 check("metadata outside clnode.* is no setting", rc == 0 and d is not None and
