@@ -1,8 +1,9 @@
 """From a trained model to the command line (doc/deploy.md): `pip install .` puts the tools in the
 environment's bin/; a model trained through clnode.jax.diffeqsolve and saved with the settings
-of its training solve (MLP.save(path, settings=...)) is solved by that clnode-solve with those
-settings as its defaults, with the same bytes as clnode.solve with them, in fp32 and fp64; an
-option given on the command line wins."""
+of its training solve (clnode.jax.solve_settings, MLP.save(path, settings=...)) is solved by that
+clnode-solve with those settings as its defaults, with the same bytes as clnode.solve with them,
+in fp32 and fp64 (and as the training's forward in fp64); an option given on the command line
+wins."""
 import json
 import os
 import struct
@@ -57,6 +58,7 @@ def trained():
     diffrax = pytest.importorskip("diffrax")
     import jax.numpy as jnp
 
+    import clnode.jax
     from clnode.jax import diffeqsolve
 
     class Func(eqx.Module):
@@ -70,13 +72,16 @@ def trained():
     y0 = jnp.array([[1.0, 0.0], [0.0, 1.0], [0.5, -0.5]])
     target = y0[:, None, :] * jnp.exp(-jnp.asarray(ts))[None, :, None]  # y' = -y
 
-    def loss(f):
+    solve = dict(stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8),
+                 saveat=diffrax.SaveAt(ts=jnp.asarray(ts)), max_steps=256)
+
+    def forward(f, y0):
         def one(y):
-            return diffeqsolve(diffrax.ODETerm(f), diffrax.Tsit5(), t0=0.0, t1=1.0, dt0=0.1,
-                               y0=y, stepsize_controller=diffrax.PIDController(rtol=1e-6,
-                                                                               atol=1e-8),
-                               saveat=diffrax.SaveAt(ts=jnp.asarray(ts)), max_steps=256).ys
-        return jnp.mean((jax.vmap(one)(y0) - target) ** 2)
+            return diffeqsolve(diffrax.ODETerm(f), diffrax.Tsit5(), 0.0, 1.0, 0.1, y, **solve).ys
+        return jax.vmap(one)(y0)
+
+    def loss(f):
+        return jnp.mean((forward(f, y0) - target) ** 2)
 
     step = eqx.filter_value_and_grad(loss)
     losses = []
@@ -85,14 +90,22 @@ def trained():
         losses.append(float(value))
         func = eqx.apply_updates(func, jax.tree_util.tree_map(lambda g: -0.5 * g, grads))
     assert losses[-1] < losses[0], losses
-    settings = dict(method="tsit5", precision="fp64", t0=0.0, t1=1.0, dt0=0.1, rtol=1e-6,
-                    atol=1e-8, max_steps=256, saveat=clnode.SaveAt(ts=ts))
-    return clnode.from_equinox(func), settings
+    # the training solve's settings, from its own arguments
+    settings = clnode.jax.solve_settings(diffrax.Tsit5(), 0.0, 1.0, 0.1, y0[0], **solve)
+    saveat = settings.pop("saveat")
+    assert settings == dict(method="tsit5", precision="fp64", t0=0.0, t1=1.0, dt0=0.1,
+                            rtol=1e-6, atol=1e-8, max_steps=256, constant_step=False, pcoeff=0.0,
+                            icoeff=1.0, dcoeff=0.0, force_dtmin=True, factormin=0.2,
+                            factormax=10.0, safety=0.9)
+    assert (saveat.t0, saveat.t1, saveat.steps, saveat.ts.tolist()) == \
+        (False, False, False, ts.tolist())
+    settings["saveat"] = saveat
+    return clnode.from_equinox(func), settings, lambda y: np.asarray(forward(func, y))
 
 
 @pytest.mark.parametrize("precision", ["fp64", "fp32"])
 def test_clnode_solve_takes_the_training_settings(trained, tmp_path, precision):
-    model, settings = trained
+    model, settings, jax_forward = trained
     settings = dict(settings, precision=precision)
     if precision == "fp32":
         settings.update(rtol=1e-4, atol=1e-6)
@@ -110,6 +123,8 @@ def test_clnode_solve_takes_the_training_settings(trained, tmp_path, precision):
     got = np.load(tmp_path / "ys.npy")
     assert got.dtype == want.ys.dtype and got.shape == want.ys.shape
     assert got.tobytes() == want.ys.tobytes()
+    if precision == "fp64":  # the training's own forward, through clnode.jax
+        assert got.tobytes() == jax_forward(y0).tobytes()
 
     # an option given wins; the others stay the file's
     want = clnode.solve(model, y0, device="host", **dict(settings, rtol=1e-3))
