@@ -53,42 +53,32 @@ def trained():
     """A small neural ODE trained for a few steps through clnode.jax.diffeqsolve (gradients by
     the library's reverse pass), and the settings of its training solve as clnode.solve's
     keywords."""
-    jax = pytest.importorskip("jax")
-    eqx = pytest.importorskip("equinox")
-    diffrax = pytest.importorskip("diffrax")
+    jax, eqx, diffrax = (pytest.importorskip(m) for m in ("jax", "equinox", "diffrax"))
     import jax.numpy as jnp
 
     import clnode.jax
-    from clnode.jax import diffeqsolve
 
-    class Func(eqx.Module):
-        mlp: eqx.nn.MLP
-
-        def __call__(self, t, y, args):
-            return self.mlp(y)
-
-    func = Func(eqx.nn.MLP(2, 2, 8, 1, activation=jax.nn.tanh, key=jax.random.PRNGKey(0)))
+    mlp = eqx.nn.MLP(2, 2, 8, 1, activation=jax.nn.tanh, key=jax.random.PRNGKey(0))
     ts = np.linspace(0.0, 1.0, 5)
     y0 = jnp.array([[1.0, 0.0], [0.0, 1.0], [0.5, -0.5]])
     target = y0[:, None, :] * jnp.exp(-jnp.asarray(ts))[None, :, None]  # y' = -y
-
     solve = dict(stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8),
                  saveat=diffrax.SaveAt(ts=jnp.asarray(ts)), max_steps=256)
 
-    def forward(f, y0):
-        def one(y):
-            return diffeqsolve(diffrax.ODETerm(f), diffrax.Tsit5(), 0.0, 1.0, 0.1, y, **solve).ys
-        return jax.vmap(one)(y0)
+    def forward(net, y0):  # the vector field: a function reading the network
+        term = diffrax.ODETerm(lambda t, y, args: net(y))
+        return jax.vmap(lambda y: clnode.jax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, y,
+                                                         **solve).ys)(y0)
 
-    def loss(f):
-        return jnp.mean((forward(f, y0) - target) ** 2)
+    def loss(net):
+        return jnp.mean((forward(net, y0) - target) ** 2)
 
     step = eqx.filter_value_and_grad(loss)
     losses = []
     for _ in range(4):
-        value, grads = step(func)
+        value, grads = step(mlp)
         losses.append(float(value))
-        func = eqx.apply_updates(func, jax.tree_util.tree_map(lambda g: -0.5 * g, grads))
+        mlp = eqx.apply_updates(mlp, jax.tree_util.tree_map(lambda g: -0.5 * g, grads))
     assert losses[-1] < losses[0], losses
     # the training solve's settings, from its own arguments
     settings = clnode.jax.solve_settings(diffrax.Tsit5(), 0.0, 1.0, 0.1, y0[0], **solve)
@@ -100,7 +90,7 @@ def trained():
     assert (saveat.t0, saveat.t1, saveat.steps, saveat.ts.tolist()) == \
         (False, False, False, ts.tolist())
     settings["saveat"] = saveat
-    return clnode.from_equinox(func), settings, lambda y: np.asarray(forward(func, y))
+    return clnode.from_equinox(mlp), settings, lambda y: np.asarray(forward(mlp, y))
 
 
 @pytest.mark.parametrize("precision", ["fp64", "fp32"])
