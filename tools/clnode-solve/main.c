@@ -27,16 +27,9 @@ static void usage(FILE *f)
 {
     fputs("usage: clnode-solve [options]\n"
           "Solves a batch of neural ODEs dy/dt = MLP(y) (default: the seed problem). Options\n"
-          "take their value as --opt VALUE or --opt=VALUE.\n"
-          "  --model FILE            safetensors MLP (default: the built-in seed model). The\n"
-          "                          solve settings it carries (metadata clnode.<option> and\n"
-          "                          clnode.save_ts: its training's, see clnode.MLP.save)\n"
-          "                          replace the defaults below, which are the seed problem's;\n"
-          "                          one it lacks takes the library's default (clnode.solve's:\n"
-          "                          t0 0, t1 1, dt0 0.01, rtol 1e-3, atol 1e-6, tsit5, fp32);\n"
-          "                          every option given wins, and --save, --ts-file or --in's\n"
-          "                          ts replace its save settings\n",
+          "take their value as --opt VALUE or --opt=VALUE.\n",
           f);
+    fputs(tool_settings_model_help, f);
     clnode_solve_options defaults;
     clnode_solve_seed_options(&defaults);
     tool_print_solve_options(f, &defaults);

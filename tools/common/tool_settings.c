@@ -4,6 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char tool_settings_model_help[] =
+    "  --model FILE            safetensors MLP (default: the built-in seed model). The\n"
+    "                          solve settings it carries (metadata clnode.<option> and\n"
+    "                          clnode.save_ts: its training's, see clnode.MLP.save)\n"
+    "                          replace the defaults below, which are the seed problem's;\n"
+    "                          one it lacks takes the library's default (clnode.solve's:\n"
+    "                          t0 0, t1 1, dt0 0.01, rtol 1e-3, atol 1e-6, tsit5, fp32);\n"
+    "                          every option given wins, and --save, --ts-file or --in's\n"
+    "                          ts replace its save settings\n";
+
 /* The table option that `key` (under the prefix) names when it is a setting, with its index in
  * the table; NULL for a key that names none. */
 static const clnode_option_info *setting_option(const char *key, size_t *index)
@@ -31,9 +41,10 @@ static int unknown_key(const char *path, const char *key)
     tool_error("%s: metadata key '%s' is no solve setting%s (the settings are %s followed by one "
                "of: %s)",
                path, key,
-               in ? " (it says how the work is done, and changes no result: give it on the "
-                    "command line)"
-                  : "",
+               in && (in->flags & CLNODE_OPTION_SAME_BITS)
+                   ? " (it says how the work is done, and changes no result: give it on the "
+                     "command line)"
+                   : "",
                TOOL_SETTINGS_PREFIX, all);
     return TOOL_EXIT_INPUT;
 }

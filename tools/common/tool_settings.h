@@ -9,6 +9,9 @@
 
 #include "tool_common.h"
 
+/* The --help lines of --model in clnode-solve, which reads the settings. */
+extern const char tool_settings_model_help[];
+
 /* The prefix of every settings key. */
 #define TOOL_SETTINGS_PREFIX "clnode."
 /* The key of the save times. */
