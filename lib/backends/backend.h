@@ -129,6 +129,10 @@ typedef struct cln_backend_ops {
     void (*solve_end)(cln_backend *be, cln_solve_dev *sd);
     /* cln_init_traj for every row (all B). */
     clnode_status (*init)(cln_backend *be, cln_solve_dev *sd);
+    /* The automatic first step (cl/cln_dt0.h) for every row < live not frozen: phase 0,
+     * cln_dt0_probe (Z from Y and F block 0); phase 1, cln_dt0_pick (RS.dt0 from Y and F blocks
+     * 0 and 1). */
+    clnode_status (*dt0)(cln_backend *be, cln_solve_dev *sd, int phase);
     /* cln_stage_elem of stage i for every (row < live, column < ldz). The GEMMs the driver
      * issues, stage_rhs, finish and count_active cover rows [0, live) too. */
     clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, int i);
