@@ -13,9 +13,11 @@
  * order - 1 and adds 1 back). rms is cln_rms: the squares summed in component order, sqrt(sum) /
  * sqrt(N). A NaN or infinite field gives an h that is not a positive finite number: the first step
  * is then h0 where that is one, else 1e-6 (the first step finds the field non-finite and ends the
- * trajectory). The backend evaluates f0 and f1 as any stage (GEMMs, bias + activation): f0 is
- * F block 0, f1 F block 1, between cln_dt0_probe (which writes y1 and t0 + dir h0 into Z) and
- * cln_dt0_pick (which writes h into RS[b].dt0; the driver then runs cln_init_traj again).
+ * trajectory). The backend evaluates f0 and f1 as the solve's stages (its GEMMs, bias +
+ * activation), into F block 0 each time: f0 as stage 0 of the first attempt; then cln_dt0_probe
+ * writes y1 and t0 + dir h0 into Z and keeps f0 in F block 1; f1 = MLP(Z) goes into block 0 (the
+ * backend's bare field, the rhs op); cln_dt0_pick writes h into RS[b].dt0 and puts f0 back into
+ * block 0 (where an FSAL method's first step reads it); the driver then runs cln_init_traj again.
  * Each is one call per trajectory that is not frozen (frozen rows: t0 == t1, and padding).
  */
 #ifndef CLN_DT0_H
@@ -29,14 +31,14 @@ CLN_INLINE real cln_dt0_scale(CLN_CONST cln_consts *K, real y0)
     return K->atol + fabs(y0) * K->rtol;
 }
 
-/* d0 and d1 (into *d1) of trajectory b, and h0: the first two lines of the estimate. */
+/* d0 and d1 (into *d1) of trajectory b, and h0, from f0 = f (its row): the first two lines of
+ * the estimate. */
 CLN_INLINE real cln_dt0_h0(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
-                           CLN_CONST cln_rstate *RS, size_t b, CLN_CONST real *Y, CLN_CONST real *F,
+                           CLN_CONST cln_rstate *RS, size_t b, CLN_CONST real *Y, CLN_CONST real *f,
                            real *d1)
 {
     const cln_int N = KI->N;
     CLN_CONST real *y = Y + b * (size_t)N;
-    CLN_CONST real *f = F + b * (size_t)N; /* block 0 */
     real s0 = CLN_R(0.0), s1 = CLN_R(0.0), u0 = CLN_R(0.0), u1 = CLN_R(0.0);
     for (cln_int n = 0; n < N; ++n) {
         const real sc = cln_dt0_scale(K, y[n]);
@@ -52,35 +54,37 @@ CLN_INLINE real cln_dt0_h0(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
     return h0 < span ? h0 : span; /* a NaN h0 stays NaN */
 }
 
-/* The probe of trajectory b: Z's row = y0 + (dir h0) f0, and its time column (models taking t)
- * dir (tau0 + h0) = t0 + dir h0. */
+/* The probe of trajectory b, f0 in F block 0: Z's row = y0 + (dir h0) f0, and its time column
+ * (models taking t) dir (tau0 + h0) = t0 + dir h0; f0 copied into F block 1. */
 CLN_INLINE void cln_dt0_probe(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
-                              CLN_CONST cln_rstate *RS, CLN_CONST real *Y, CLN_CONST real *F,
+                              CLN_CONST cln_rstate *RS, CLN_CONST real *Y, CLN_GLOBAL real *F,
                               CLN_GLOBAL real *Z)
 {
     const cln_int N = KI->N;
-    const size_t ldz = (size_t)KI->ldz;
+    const size_t ldz = (size_t)KI->ldz, BN = (size_t)KI->B * (size_t)N;
     real d1;
-    const real h0 = cln_dt0_h0(K, KI, RS, b, Y, F, &d1);
+    const real h0 = cln_dt0_h0(K, KI, RS, b, Y, F + b * (size_t)N, &d1);
     const real hd = K->dir * h0;
     for (cln_int n = 0; n < N; ++n) {
         const size_t e = b * (size_t)N + (size_t)n;
         Z[b * ldz + (size_t)n] = Y[e] + hd * F[e];
+        F[BN + e] = F[e];
     }
     if (KI->time_input)
         Z[b * ldz + (size_t)N] = K->dir * (RS[b].tau0 + h0);
 }
 
-/* The first step of trajectory b from f0 (F block 0) and f1 (F block 1), into RS[b].dt0. */
+/* The first step of trajectory b from f0 (F block 1) and f1 (F block 0), into RS[b].dt0; f0
+ * back into block 0. */
 CLN_INLINE void cln_dt0_pick(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *KI,
-                             CLN_GLOBAL cln_rstate *RS, CLN_CONST real *Y, CLN_CONST real *F)
+                             CLN_GLOBAL cln_rstate *RS, CLN_CONST real *Y, CLN_GLOBAL real *F)
 {
     const cln_int N = KI->N;
-    real d1;
-    const real h0 = cln_dt0_h0(K, KI, RS, b, Y, F, &d1);
     CLN_CONST real *y = Y + b * (size_t)N;
-    CLN_CONST real *f0 = F + b * (size_t)N;
-    CLN_CONST real *f1 = F + ((size_t)KI->B + b) * (size_t)N; /* block 1 */
+    CLN_GLOBAL real *f1 = F + b * (size_t)N;                   /* block 0 */
+    CLN_GLOBAL real *f0 = F + ((size_t)KI->B + b) * (size_t)N; /* block 1 */
+    real d1;
+    const real h0 = cln_dt0_h0(K, KI, RS, b, Y, f0, &d1);
     real s2 = CLN_R(0.0), u2 = CLN_R(0.0);
     for (cln_int n = 0; n < N; ++n) {
         u2 = (f1[n] - f0[n]) / cln_dt0_scale(K, y[n]);
@@ -104,6 +108,8 @@ CLN_INLINE void cln_dt0_pick(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_ic
     if (KI->has_dtmin && h < K->dtmin)
         h = K->dtmin;
     RS[b].dt0 = h;
+    for (cln_int n = 0; n < N; ++n)
+        f1[n] = f0[n];
 }
 
 #endif /* CLN_DT0_H */

@@ -41,8 +41,8 @@ extern "C" __global__ void cln_init(const cln_consts *K, const cln_iconsts *KI, 
  * the first step into RS; frozen rows are skipped.
  *   g = b, trajectory (row), 0 <= b < KI->B. */
 extern "C" __global__ void cln_dt0(int phase, const cln_consts *K, const cln_iconsts *KI,
-                                   cln_rstate *RS, const cln_istate *IS, const real *Y,
-                                   const real *F, real *Z)
+                                   cln_rstate *RS, const cln_istate *IS, const real *Y, real *F,
+                                   real *Z)
 {
     const unsigned long long b = cln_gid();
     if (b >= (unsigned long long)KI->B || IS[b].done)

@@ -1361,9 +1361,10 @@ fail:
 }
 
 /* dt0_auto: each trajectory's first step (cl/cln_dt0.h) after cln_init_traj, which it then runs
- * again with that step. f0 = f(t0, y0) is stage 0 of the first attempt (into F block 0, where an
- * FSAL method's first step finds it); f1, at the probe, goes into F block 1. Both through the
- * solve's own stage and layer loop, over every live row. */
+ * again with that step. f0 = f(t0, y0) is stage 0 of the first attempt, into F block 0 (where an
+ * FSAL method's first step finds it); f1, at the probe, goes into block 0 too while f0 waits in
+ * block 1: through the backend's bare field (the rhs op: the kernels of stage_rhs without the
+ * stage; the driver's layer loop where there is none), over every live row. */
 static clnode_status cln_select_dt0(cln_run *r)
 {
     cln_backend *be = r->be;
@@ -1371,7 +1372,7 @@ static clnode_status cln_select_dt0(cln_run *r)
     if (st == CLNODE_OK)
         st = be->ops->dt0(be, &r->sd, 0);
     if (st == CLNODE_OK)
-        st = cln_rhs(r, 1);
+        st = be->ops->rhs ? be->ops->rhs(be, &r->sd) : cln_rhs(r, 0);
     if (st == CLNODE_OK)
         st = be->ops->dt0(be, &r->sd, 1);
     if (st == CLNODE_OK)

@@ -867,12 +867,13 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
 }
 
 /* F block 0 = MLP(Z) through the fused pass's kernels, without the stage (the benchmarks' bare
- * vector field); only where the solve has the fused pass. */
+ * vector field, the automatic first step's probe); where the solve has no fused pass, one GEMM
+ * and bias + activation pass per layer, as host_stage_rhs. */
 static clnode_status host_rhs(cln_backend *be, cln_solve_dev *sd)
 {
     host_solve *hs = sd->be_data;
-    CLN_CHECK(be->ctx, hs, CLNODE_ERR_UNSUPPORTED,
-              "the bare vector field needs the ordered GEMM in strict mode on %s", be->device_name);
+    if (!hs)
+        return cln_mlp_layers(be, sd, 0, 0);
     host_fused_run((host_backend *)be, sd, hs, -1);
     return CLNODE_OK;
 }
