@@ -373,7 +373,13 @@ typedef enum clnode_save_kind {
  *   t0 in it gives t0 again. The step after a zero-length step has zero length too (the
  *   controller scales the step just taken), so such a solve would spend max_steps attempts
  *   without moving. The rule reads the first step only: a step that stops moving t later in a
- *   long interval ends the trajectory with max_steps_reached, as diffrax's does. */
+ *   long interval ends the trajectory with max_steps_reached, as diffrax's does. A first step
+ *   chosen by the solver (dt0_auto) is not known before the solve: it is not checked, and one
+ *   that does not move t0 ends its trajectory with max_steps_reached too.
+ * dt0_auto: dt0 (and dt0s) must be 0 and the controller the PID one (CLNODE_ERR_INVALID_ARGUMENT
+ * otherwise); each trajectory's first step is chosen from two evaluations of the field
+ * (cl/cln_dt0.h, doc/first-step.md), counted in its num_rhs_evals and reported as its
+ * first_step. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                                       const clnode_solve_options *opts,
                                       const clnode_problem *problem, clnode_solution **out);

@@ -195,8 +195,9 @@ static void test_peers(void **state)
     json_object_put(root);
 }
 
-/* A 10 -> 32 -> 10 tanh model taking t, with a scale of 30 (a field fast enough to reject). */
-static clnode_model *lcg_model(clnode_context *ctx)
+/* A 10 -> 32 -> 10 tanh model taking t, with an output scale (30: a field fast enough to
+ * reject). */
+static clnode_model *lcg_model(clnode_context *ctx, double scale)
 {
     enum {
         D = 10,
@@ -217,7 +218,6 @@ static clnode_model *lcg_model(clnode_context *ctx)
     clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
     d.activation = CLNODE_ACT_TANH;
     d.time_input = 1;
-    static const double scale = 30.0;
     d.out_scale = &scale;
     d.out_scale_size = 1;
     clnode_model *m = NULL;
@@ -280,7 +280,7 @@ static void test_bits(void **state)
     co.device = "host";
     clnode_context *host = NULL;
     assert_int_equal(clnode_context_create(&co, &host), CLNODE_OK);
-    clnode_model *mh = lcg_model(host), *md = lcg_model(g_ctx);
+    clnode_model *mh = lcg_model(host, 30.0), *md = lcg_model(g_ctx, 30.0);
     static double y0[BIG * DIM], t0s[BIG], t1s[BIG];
     size_t cases = 0;
     for (size_t k = 0; clnode_method_at(k); ++k) {
@@ -373,7 +373,7 @@ static double *grad_of(const clnode_model *m, const clnode_solution *s, size_t *
 static void test_given_steps(void **state)
 {
     (void)state;
-    clnode_model *m = lcg_model(g_ctx);
+    clnode_model *m = lcg_model(g_ctx, 30.0);
     static double y0[BIG * DIM], t0s[BIG], t1s[BIG], dt0s[BIG];
     for (size_t k = 0; clnode_method_at(k); ++k) {
         const clnode_method *me = clnode_method_at(k);
@@ -426,7 +426,7 @@ static void test_given_steps(void **state)
 static void test_bounds_and_refusals(void **state)
 {
     (void)state;
-    clnode_model *m = lcg_model(g_ctx);
+    clnode_model *m = lcg_model(g_ctx, 30.0);
     static double y0[BIG * DIM], t0s[BIG], t1s[BIG];
     bit_problem(1.0, y0, t0s, t1s);
     clnode_solve_options o = auto_options("tsit5", CLNODE_FP32);
@@ -470,6 +470,17 @@ static void test_bounds_and_refusals(void **state)
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_int_equal(clnode_solve_option_parse(&q, "dt0", "0.25", msg, sizeof msg), CLNODE_OK);
     assert_true(q.dt0 == 0.25 && q.dt0_auto == 1);
+    clnode_model_destroy(&m);
+    /* a field whose scaled norm overflows (d1 = inf, so h0 = 0 and d2 = 0 / 0): the fallback */
+    if (!clnode_context_supports(g_ctx, CLNODE_FP64))
+        return;
+    m = lcg_model(g_ctx, 1e300);
+    clnode_solve_options f = auto_options("dopri5", CLNODE_FP64);
+    f.t1 = 1.0;
+    f.max_steps = 3;
+    assert_ok(clnode_solve(g_ctx, m, &f, &p, &s));
+    assert_true(stats_of(s, 0).first_step == 1e-6);
+    clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
 }
 
