@@ -1213,8 +1213,9 @@ static clnode_status cln_size(cln_run *r)
     /* every batch-sized buffer of cln_allocate fits size_t (their products are not checked
      * again there) */
     size_t bn, fsz, bz, bw, brs;
+    const size_t blocks = sd->stages < 2 ? 2 : sd->stages; /* dt0_auto uses two (cln_allocate) */
     CLN_CHECK(r->ctx,
-              cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, sd->stages, &fsz) &&
+              cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, blocks, &fsz) &&
                   cln_mul_size(sd->B, sd->ldz, &bz) && cln_mul_size(sd->B, r->maxw, &bw) &&
                   cln_mul_size(sd->B, CLN_RSTATE_REALS, &brs),
               CLNODE_ERR_OUT_OF_MEMORY, "batch %zu x dimension %zu is too large", sd->B, sd->N);
@@ -1256,7 +1257,9 @@ static clnode_status cln_allocate(cln_run *r)
                   cln_mul_size(B, r->steps_cap, &steps_t) && cln_mul_size(steps_t, N, &steps_y),
               CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
     CLN_TRY(st, cln_alloc(r, &sd->Y, B * N, es));
-    CLN_TRY(st, cln_alloc(r, &sd->F, B * N * sd->stages, es));
+    /* dt0_auto keeps f0 in block 1 while the probe's field goes into block 0 (cl/cln_dt0.h) */
+    const size_t blocks = o->dt0_auto && sd->stages < 2 ? 2 : sd->stages;
+    CLN_TRY(st, cln_alloc(r, &sd->F, B * N * blocks, es));
     CLN_TRY(st, cln_alloc(r, &sd->Z, B * sd->ldz, es));
     CLN_TRY(st, cln_alloc(r, &sd->H[0], B * r->maxw, es));
     CLN_TRY(st, cln_alloc(r, &sd->H[1], B * r->maxw, es));
