@@ -68,6 +68,7 @@ typedef struct cln_iconsts {
     int coeff3_zero;  /* coeff3 == 0 */
     int time_input;   /* the model takes t as an extra input column */
     int floor_detect; /* 1: end trajectories stuck at the rounding floor */
+    int dt0_order; /* the method's order p: the automatic first step's exponent 1/p (cln_dt0.h) */
 } cln_iconsts;
 
 /* Per-trajectory real state. The first four members are the trajectory's problem, written by

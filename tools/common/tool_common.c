@@ -721,7 +721,8 @@ static int table_opt(tool_problem *pb, int code, const char *arg)
     if (in->type == CLNODE_OPTION_BOOLEAN) {
         st = clnode_solve_option_set(&pb->opts, in->name, (code - TOOL_OPT_TABLE) % 2 ? 0.0 : 1.0,
                                      msg, sizeof msg);
-    } else if (in->type == CLNODE_OPTION_REAL) {
+    } else if (in->type == CLNODE_OPTION_REAL && strcmp(arg, "auto") != 0) {
+        /* "auto" goes to the library's parser, which knows the options that take it (dt0) */
         char opt[64];
         snprintf(opt, sizeof opt, "--%s", name);
         if (opt_double(opt, arg, &v))
