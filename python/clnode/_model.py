@@ -83,12 +83,13 @@ class MLP:
         output scale; tensors in `dtype`: "float64" (exact) or "float32").
 
         settings: the solve the model was trained with, as clnode.solve's keywords (t0, t1,
-        dt0, saveat=clnode.SaveAt(...) with ts of shape (T,), and the options of
-        clnode.OPTIONS: method, precision, rtol, atol, max_steps, ...; not those that change
-        no result), each checked as clnode.solve checks it; written as the string metadata
-        "clnode.<name>" ("clnode.save_t0", "clnode.save_t1", "clnode.save_steps" and
-        "clnode.save_ts" for saveat), which `clnode-solve --model FILE` takes as its defaults
-        (doc/deploy.md). Those left out: the library's defaults (clnode.solve's)."""
+        dt0 (dt0="auto": "clnode.dt0_auto"), saveat=clnode.SaveAt(...) with ts of shape (T,),
+        and the options of clnode.OPTIONS: method, precision, rtol, atol, max_steps, ...; not
+        those that change no result), each checked as clnode.solve checks it; written as the
+        string metadata "clnode.<name>" ("clnode.save_t0", "clnode.save_t1",
+        "clnode.save_steps" and "clnode.save_ts" for saveat), which `clnode-solve --model FILE`
+        takes as its defaults (doc/deploy.md). Those left out: the library's defaults
+        (clnode.solve's)."""
         try:  # not None, which numpy reads as float64
             dt = None if dtype is None else np.dtype(dtype)
         except TypeError:
