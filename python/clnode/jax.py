@@ -299,8 +299,8 @@ def _promote(y0, t0, t1, dt0, save_ts):
     integer times), y0's is jnp.result_type(y0, time dtype), under standard promotion."""
     if not isinstance(y0, (jax.Array, np.ndarray, np.generic, float, int)):
         kind = type(y0).__name__
-        raise _unsupported(f"a pytree state (y0 is a {kind})", "clnode's state is one "
-                           "vector: y0 one array")
+        raise _unsupported(f"a pytree state (y0 is a {kind})", "clnode.jax takes y0 as one "
+                           "array, not a pytree (clnode's state is one vector)")
     for name, x in (("t0", t0), ("t1", t1), ("dt0", dt0)):
         _time_arg(x, name)
     timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
