@@ -37,8 +37,10 @@ size_t solve_grad_slots(const clnode_solution *sol, const clnode_solve_options *
 int solve_grad_check_slots(const char *path, const solve_cot *c, size_t T);
 
 /* The reverse pass of sol (solved with keep_tape on ctx) on the same device (solve_grad_context)
- * and G written to out (opened by tool_out_open), renamed
- * over its target when complete. Returns 0, or the exit status after an error. */
+ * and G written to out (opened by tool_out_open; the caller renames it over its target with the
+ * other outputs: tool_out_commit_all). SIGINT and SIGTERM stop the pass after its current group
+ * of blocks and end the process with the signal's status (tool_temp.h). Returns 0, or the exit
+ * status after an error. */
 int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_model *model,
                    const clnode_solution *sol, const solve_cot *c, tool_out *out);
 
@@ -48,9 +50,15 @@ int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_mode
  * status after the logger said why. */
 int solve_grad_context(clnode_context *ctx, clnode_context **rev, clnode_context **own);
 
-/* G of a batch of `batch` trajectories written to out (opened by tool_out_open), renamed over
- * its target when complete. Returns 0, or the exit status after an error naming grad_path. */
+/* G of a batch of `batch` trajectories written to out (opened by tool_out_open; the caller
+ * renames it: tool_out_commit_all). Returns 0, or the exit status after an error naming
+ * grad_path. */
 int solve_grad_write(const char *grad_path, const clnode_model *model, const clnode_gradient *g,
                      size_t batch, tool_out *out);
+
+/* The reverse pass's cancel callback (clnode_gradient_options.cancel): a signal received
+ * (tool_temp_cancel). With CLNODE_SOLVE_TEST_NOTE_REVERSE set, its first call says so on standard
+ * error (a test hook: the pass has gone through one group of blocks). */
+int solve_grad_cancel(void *user);
 
 #endif /* CLNODE_SOLVE_GRAD_H */

@@ -22,6 +22,7 @@
 #include "tool_common.h"
 #include "tool_precision.h"
 #include "tool_settings.h"
+#include "tool_temp.h"
 
 static void usage(FILE *f)
 {
@@ -246,21 +247,19 @@ static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, dou
 }
 
 /* The saved points to --out (opened before the solve): CSV, or .npy/.npz written by position on
- * the temporary file's descriptor; then renamed over the target. Returns 0 or 3. */
+ * the temporary file's descriptor (renamed over the target with the other outputs). Returns 0 or
+ * 3. */
 static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol)
 {
     const int fmt = solve_out_format(a->out_path);
-    int rc;
-    if (fmt == SOLVE_OUT_CSV) {
-        rc = write_csv(out->f, sol, &a->pb.opts);
-    } else if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
+    if (fmt == SOLVE_OUT_CSV)
+        return write_csv(out->f, sol, &a->pb.opts);
+    if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
         tool_error("cannot write %s: %s", a->out_path, strerror(errno));
-        rc = TOOL_EXIT_RESOURCE;
-    } else {
-        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
-                                &a->pb.prob);
+        return TOOL_EXIT_RESOURCE;
     }
-    return rc ? rc : tool_out_commit(out);
+    return solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
+                              &a->pb.prob);
 }
 
 /* Reads the per-trajectory arrays, reconciles the batch and points the options at them. */
@@ -346,9 +345,11 @@ static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_mo
         pb->opts.progress = on_progress;
         pb->opts.progress_user = &ps;
     }
+    pb->opts.cancel = tool_temp_cancel; /* SIGINT, SIGTERM: the solve stops at its next step */
     const double t_start = tool_now();
     pb->prob.batch = batch;
     pb->prob.y0 = y0;
+    tool_temp_cooperate(1);
     clnode_status st = clnode_solve(ctx, model, &pb->opts, &pb->prob, sol);
     *wall = tool_now() - t_start;
     if (ps.shown)
@@ -359,6 +360,7 @@ static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_mo
         if (ps.shown)
             fputs("\n", stderr);
     }
+    tool_temp_cooperate(0);   /* a signal received: the process ends here, with its status */
     pb->opts.progress = NULL; /* ps ends here */
     pb->opts.progress_user = NULL;
     return st == CLNODE_OK ? 0 : tool_exit_status(st);
@@ -469,6 +471,9 @@ int main(int argc, char **argv)
             solve_grad_check_slots(a.cot_path, &cot, solve_grad_slots(sol, &a.pb.opts, &a.pb.prob));
     if (!rc && a.cot_path)
         rc = solve_grad_run(a.grad_path, ctx, model, sol, &cot, &gout);
+    tool_out *const outs[] = {&out, &gout}; /* the outputs appear together or not at all */
+    if (!rc)
+        rc = tool_out_commit_all(outs, 2);
     if (rc)
         goto done;
     rc = write_report(&a, ctx, model, sol, cert, batch, wall);
