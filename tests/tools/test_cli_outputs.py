@@ -392,8 +392,8 @@ def interrupted_reverse_resume():
         what = "mpi --resume %s in the reverse pass" % signal.Signals(sig).name
         shutil.rmtree(record, ignore_errors=True)
 
-        def two_chunks():
-            return os.path.isdir(record) and sum(f.startswith("grad-")
+        def two_chunks():  # two chunks' gradients recorded (renamed into place)
+            return os.path.isdir(record) and sum(re.fullmatch(r"grad-\d+", f) is not None
                                                  for f in os.listdir(record)) >= 2
         rc, elapsed, err = signal_in_reverse(args, sig, env=env, ready=two_chunks)
         check("%s: ends with the signal (status %d) within 20 s" % (what, -sig),
