@@ -168,6 +168,9 @@ static int solve_option(solve_args *a, int c, const char *arg)
         a->t0_given |= c == tool_option_code("t0");
         a->t1_given |= c == tool_option_code("t1");
         a->dt0_given |= c == tool_option_code("dt0");
+        a->checkpoint_given |= c == tool_option_code("checkpoint_every");
+        if (c == tool_option_code("keep_tape") || c == tool_option_code("keep_tape") + 1)
+            a->keep_tape_given = c == tool_option_code("keep_tape") ? 1 : -1;
         const int rc = tool_problem_opt(&a->pb, c, arg);
         if (rc)
             return rc < 0 ? TOOL_EXIT_INPUT : rc;
@@ -177,9 +180,21 @@ static int solve_option(solve_args *a, int c, const char *arg)
 }
 
 /* --cotangents and --grad-out: both or neither, G a .npz file, COT a .npy or .npz, not with
- * --chunk-size whole blocks. Returns -1 (they agree), or 2 after an error naming them. */
+ * --chunk-size whole blocks; --keep-tape and --checkpoint-every only with them, --no-keep-tape
+ * never. Returns -1 (they agree), or 2 after an error naming them. */
 static int check_gradient(const solve_args *a)
 {
+    if (!a->cot_path && !a->grad_path && (a->keep_tape_given > 0 || a->checkpoint_given)) {
+        tool_error("%s needs --cotangents and --grad-out: clnode-solve keeps the solve's tape "
+                   "only for the gradient",
+                   a->checkpoint_given ? "--checkpoint-every" : "--keep-tape");
+        return TOOL_EXIT_INPUT;
+    }
+    if ((a->cot_path || a->grad_path) && a->keep_tape_given < 0) {
+        tool_error("--no-keep-tape contradicts --cotangents and --grad-out: the reverse pass goes "
+                   "back through the tape the solve keeps");
+        return TOOL_EXIT_INPUT;
+    }
     if (!a->cot_path != !a->grad_path) {
         tool_error("%s needs %s", a->cot_path ? "--cotangents" : "--grad-out",
                    a->cot_path

@@ -24,9 +24,12 @@ typedef struct solve_cot {
 
 /* Reads --cotangents PATH (a .npy, or a .npz whose one member is ys) for a batch of B
  * trajectories of dimension N; T the slots expected (0: not known before the solve, checked by
- * solve_grad_check_slots). Returns 0, or 2 (bad input) or 3 (out of memory, unreadable) after an
- * error naming the file, the expected and the given shapes. */
-int solve_grad_load(const char *path, size_t B, size_t N, size_t T, solve_cot *c);
+ * solve_grad_check_slots); prec the solve's precision (fp32: every value must stay finite once
+ * rounded to float, as the library's reverse pass checks). Returns 0, or 2 (bad input) or 3 (out
+ * of memory, unreadable) after an error naming the file, the expected and the given shapes, or
+ * the value and its index. */
+int solve_grad_load(const char *path, size_t B, size_t N, size_t T, clnode_precision prec,
+                    solve_cot *c);
 void solve_grad_free(solve_cot *c);
 
 /* The slots of the padded layout of sol's saved points (as --out writes them). */

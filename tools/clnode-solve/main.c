@@ -74,9 +74,12 @@ static void usage(FILE *f)
           "                          float64, dL/d(saved values) of the shape of --out's padded\n"
           "                          ys (B, T, N) (--ragged too), every value finite (padding\n"
           "                          slots: 0); solved with keep_tape (--checkpoint-every K: keep\n"
-          "                          every K-th state, recompute the rest, same bits), the\n"
-          "                          reverse pass on --device (host:openblas: on host), the\n"
-          "                          host's bytes on every device\n"
+          "                          every K-th state, recompute the rest, same bits; without\n"
+          "                          --cotangents, --keep-tape and --checkpoint-every are refused,\n"
+          "                          as is --no-keep-tape with it), the reverse pass on --device\n"
+          "                          (host:openblas: on host); G follows the forward's bits: the\n"
+          "                          host's bytes on every device whose forward has them (not\n"
+          "                          host:openblas nor cuda:N:cublas, whose GEMMs differ)\n"
           "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
           "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
           "                          (out,), out_scale (n,): the parameters summed over the batch\n"
@@ -328,7 +331,8 @@ static int open_gradient(solve_args *a, const clnode_model *model, size_t batch,
         tool_error("the save options have no layout");
         return TOOL_EXIT_INPUT;
     }
-    const int rc = solve_grad_load(a->cot_path, batch, clnode_model_dim(model), T, cot);
+    const int rc =
+        solve_grad_load(a->cot_path, batch, clnode_model_dim(model), T, a->pb.opts.precision, cot);
     return rc ? rc : tool_out_open(gout, a->grad_path);
 }
 

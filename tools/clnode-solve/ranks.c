@@ -1332,7 +1332,8 @@ static int grad_open(run *r, tool_out *gout)
             rc = TOOL_EXIT_INPUT;
         }
         if (!rc)
-            rc = solve_grad_load(a->cot_path, r->batch, clnode_model_dim(r->model), T, &r->cot);
+            rc = solve_grad_load(a->cot_path, r->batch, clnode_model_dim(r->model), T,
+                                 a->pb.opts.precision, &r->cot);
         if (!rc)
             rc = tool_out_open(gout, a->grad_path);
     }
