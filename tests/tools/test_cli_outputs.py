@@ -16,7 +16,9 @@ and SIGTERM leave no temporary file and end the process with the signal; in --gr
 pass they stop it within a group of blocks and leave neither output (--out and --grad-out appear
 together or not at all), and a SIGINT ignored at the start stays ignored. The ownership and mode
 cases run as user 65534 (setpriv, util-linux): as root, every file is writable. Without setpriv
-those checks FAIL (they are never skipped).
+those checks FAIL (they are never skipped). That user runs a copy of the tool and of the build
+tree's libraries staged in a world-readable temporary directory, so that the checks hold wherever
+the checkout is (a private home, a mktemp -d folder).
 
 Resume: a run killed midway, resumed after changing one thing (the model's bytes at the same path,
 y0, t0/t1/dt0 files, the args file, an option), is refused naming what changed; --rtol=1e-3 then
@@ -50,8 +52,23 @@ NOBODY = 65534
 SETPRIV = shutil.which("setpriv")
 FAILED = []
 os.umask(0o022)
-# a directory user 65534 can reach and write: mkdtemp makes it 0700
-TMP = tempfile.mkdtemp(prefix="clnode-outputs-")
+
+
+def reachable(d):
+    """Whether every directory from / to d lets any user through (o+x)."""
+    d = os.path.realpath(d)
+    while True:
+        if not os.stat(d).st_mode & stat.S_IXOTH:
+            return False
+        if d == os.path.dirname(d):
+            return True
+        d = os.path.dirname(d)
+
+
+# a directory user 65534 can reach and write: mkdtemp makes it 0700, in $TMPDIR if that user can
+# reach it, else in /tmp
+TMP = tempfile.mkdtemp(prefix="clnode-outputs-",
+                       dir=None if reachable(tempfile.gettempdir()) else "/tmp")
 os.chmod(TMP, 0o777)
 ENV = dict(os.environ, HOME=TMP, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            CLNODE_NUM_THREADS="1")
@@ -70,9 +87,42 @@ def default_signals():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def stage(tools):
+    """Copies of the tools that user 65534 can run wherever the build tree is (a checkout in a
+    private directory, such as root's home or a mktemp -d folder, is out of that user's reach):
+    each tool and the libraries of its tree that it loads (ldd: libclnode.so.1) in a
+    world-readable directory of TMP, bin/ and lib/, which the tools' RUNPATH ($ORIGIN/../lib)
+    and LD_LIBRARY_PATH both name. Returns {tool: its copy} and the environment to add."""
+    root = os.path.join(TMP, "stage")
+    os.makedirs(os.path.join(root, "bin"))
+    os.makedirs(os.path.join(root, "lib"))
+    copies = {}
+    for tool in tools:
+        tree = os.path.dirname(os.path.dirname(tool)) + os.sep  # the build directory
+        lines = subprocess.run(["ldd", tool], capture_output=True, text=True).stdout.splitlines()
+        for line in lines:  # "libclnode.so.1 => /build/lib/libclnode.so.1 (0x...)"
+            m = re.match(r"\s*(\S+) => (/\S+)", line)
+            if m and os.path.realpath(m.group(2)).startswith(os.path.realpath(tree)):
+                shutil.copy(m.group(2), os.path.join(root, "lib", m.group(1)))
+        copies[tool] = shutil.copy(tool, os.path.join(root, "bin", os.path.basename(tool)))
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o755)
+    return copies, {"LD_LIBRARY_PATH": os.path.join(root, "lib")}
+
+
+STAGED, STAGED_ENV = stage([t for t in (SOLVE, COMPARE) if t])
+
+
 def run(args, as_nobody=False, env=None, stdin=None, cwd=TMP, timeout=300):
-    cmd = ([SETPRIV, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
-           if as_nobody else []) + args
+    """Runs a tool (as user 65534: its staged copy, as root's run would); returns (exit status,
+    stdout, stderr)."""
+    cmd = args
+    if as_nobody:
+        cmd = [SETPRIV, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+               STAGED.get(args[0], args[0])] + args[1:]
+        env = dict(STAGED_ENV, **(env or {}))
     p = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=cwd, stdin=stdin,
                        env=dict(ENV, **(env or {})), preexec_fn=default_signals)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
@@ -232,6 +282,9 @@ def identity(writer="one process", env=None, full=True):
         check("setpriv (util-linux) runs the ownership and mode cases as user %d" % NOBODY, False,
               "setpriv not found: install util-linux; these cases cannot be checked as root")
         return
+    rc, out, err = run([SOLVE, "--version"], as_nobody=True, env=env)
+    check("%s: the staged clnode-solve runs as user %d (wherever the build tree is)"
+          % (writer, NOBODY), rc == 0 and "clnode-solve" in out, "exit %d: %s" % (rc, err))
     for ext in ("csv", "npz"):
         mine = write("mine600." + ext, "OLD\n")
         os.chown(mine, NOBODY, NOBODY)
