@@ -361,7 +361,7 @@ def interrupted(name, env=None):
 
 
 # ---------------------------------------------------------------------------------------------
-GRAD_B = 8192  # the seed model, one thread: the reverse pass takes seconds, in groups of blocks
+GRAD_B = 4096  # the seed model, one thread: the reverse pass takes 8 groups of 16 blocks
 GRAD_CHUNK = "1024"  # under MPI: two groups of blocks per chunk, the cancel polled between them
 
 
