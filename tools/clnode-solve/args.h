@@ -20,8 +20,6 @@ typedef struct solve_args {
     long chunk_size; /* --chunk-size N under MPI (0: the library's default) */
     /* --cotangents COT.npy|COT.npz --grad-out G.npz: the reverse pass (grad.h); both or neither */
     const char *cot_path, *grad_path;
-    /* the last of --keep-tape (1) and --no-keep-tape (-1), 0: neither; --checkpoint-every given */
-    int keep_tape_given, checkpoint_given;
 } solve_args;
 
 /* Parses argv. Returns -1 to go on with the solve, or the exit status to return now: 0 for
