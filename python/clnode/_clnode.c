@@ -746,11 +746,11 @@ static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
         /* without a context the message is only in the log: the last ERROR line */
         char msg[1024] = "";
-    for (size_t i = 0; i < self->log.len;) {
-        const char *m = self->log.data + i + 1;
+    for (size_t i = 0; i < self->log.len;) { /* a record: level byte, code byte, message */
+        const char *m = self->log.data + i + 2;
         if (self->log.data[i] == '0' + CLNODE_LOG_ERROR)
             snprintf(msg, sizeof msg, "%s", m);
-        i += strlen(m) + 2;
+        i += strlen(m) + 3;
     }
     if (flush_log(&self->log, "context") < 0 && st == CLNODE_OK)
         return -1;

@@ -508,7 +508,8 @@ def _option_value(info: Dict[str, Any], value: object) -> Any:
 
 def _table_options(options: Mapping[str, object]) -> Dict[str, Any]:
     """solve's keywords of the option table, checked and converted. None is refused as a value,
-    but for a bound whose default 0 means none (dtmin, dtmax): None means none too."""
+    but for a bound whose default 0 means none (dtmin, dtmax): None means none too;
+    checkpoint_every without keep_tape=True is refused."""
     out: Dict[str, Any] = {}
     for name, value in options.items():
         info = OPTIONS.get(name)
@@ -519,6 +520,9 @@ def _table_options(options: Mapping[str, object]) -> Dict[str, Any]:
         if value is None and info["type"] == "real" and info["min"] == info["default"] == 0.0:
             continue  # a bound that 0 turns off (dtmin, dtmax): None is none
         out[name] = _option_value(info, value)
+    if "checkpoint_every" in out and not out.get("keep_tape"):
+        raise ValueError("checkpoint_every spaces the states a solve keeps for its reverse pass: "
+                         "it needs keep_tape=True (without a tape it would do nothing)")
     return out
 
 
