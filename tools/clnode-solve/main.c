@@ -24,6 +24,27 @@
 #include "tool_settings.h"
 #include "tool_temp.h"
 
+/* The gradient's options, in --help */
+static const char grad_help[] =
+    "  --cotangents COT        with --grad-out: the gradient of the solve (jax.grad of\n"
+    "                          diffrax's, step sizes held): COT.npy, or COT.npz with one\n"
+    "                          member ys (\"-\": a .npy on standard input), float32 or\n"
+    "                          float64, dL/d(saved values) of the shape of --out's padded\n"
+    "                          ys (B, T, N) (--ragged too), every value finite (padding\n"
+    "                          slots: 0); solved with keep_tape (--checkpoint-every K: keep\n"
+    "                          every K-th state, recompute the rest, same bits; without\n"
+    "                          --cotangents, --keep-tape and --checkpoint-every are refused,\n"
+    "                          as is --no-keep-tape with it), the reverse pass on --device\n"
+    "                          (host:openblas: on host); G follows the forward's bits: the\n"
+    "                          host's bytes on every device whose forward has them (not\n"
+    "                          host:openblas nor cuda:N:cublas, whose GEMMs differ)\n"
+    "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
+    "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
+    "                          (out,), out_scale (n,): the parameters summed over the batch\n"
+    "                          in a fixed tree over blocks of 32 trajectories: the same\n"
+    "                          bytes under mpirun at any rank count and with --resume\n"
+    "                          (--chunk-size: a multiple of 32)\n";
+
 static void usage(FILE *f)
 {
     fputs("usage: clnode-solve [options]\n"
@@ -68,25 +89,7 @@ static void usage(FILE *f)
         "                          whose model, inputs or options changed is refused, naming\n"
         "                          what changed\n",
         f);
-    fputs("  --cotangents COT        with --grad-out: the gradient of the solve (jax.grad of\n"
-          "                          diffrax's, step sizes held): COT.npy, or COT.npz with one\n"
-          "                          member ys (\"-\": a .npy on standard input), float32 or\n"
-          "                          float64, dL/d(saved values) of the shape of --out's padded\n"
-          "                          ys (B, T, N) (--ragged too), every value finite (padding\n"
-          "                          slots: 0); solved with keep_tape (--checkpoint-every K: keep\n"
-          "                          every K-th state, recompute the rest, same bits; without\n"
-          "                          --cotangents, --keep-tape and --checkpoint-every are refused,\n"
-          "                          as is --no-keep-tape with it), the reverse pass on --device\n"
-          "                          (host:openblas: on host); G follows the forward's bits: the\n"
-          "                          host's bytes on every device whose forward has them (not\n"
-          "                          host:openblas nor cuda:N:cublas, whose GEMMs differ)\n"
-          "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
-          "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
-          "                          (out,), out_scale (n,): the parameters summed over the batch\n"
-          "                          in a fixed tree over blocks of 32 trajectories: the same\n"
-          "                          bytes under mpirun at any rank count and with --resume\n"
-          "                          (--chunk-size: a multiple of 32)\n",
-          f);
+    fputs(grad_help, f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
         "                          trajectories on the host in fp64 with their sensitivity\n"
