@@ -30,6 +30,7 @@ except ImportError as _e:  # the extension runs with numpy 1.23 and later (pypro
 from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, FileError,
                       InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
 from ._model import MLP, from_equinox, from_torch, seed_model
+from . import _solve
 from ._solve import OPTIONS, Context, Gradient, Result, SaveAt, Solution, devices, probe, solve
 from ._version import version as __version__
 
@@ -67,9 +68,14 @@ def _is_guard_message(code):
     return code in _GUARD_CODES
 
 
+_FLOOR_CODE = _clnode.LOG_CODES["precision_floor"]
+
+
 def _log_sink(messages, origin):
     # Errors are raised as exceptions carrying the same message: logged only at DEBUG.
     for level, code, message in messages:
+        if code == _FLOOR_CODE:  # for the solve's Solution (clnode.jax raises it with throw)
+            _solve._FLOOR.message = message
         if level == 1 and _is_guard_message(code):
             _warnings.warn(message, PrecisionWarning, stacklevel=4)
         else:

@@ -57,6 +57,9 @@ else:
                       "clnode_result_name names them (Result.success == 0).")
 _RESULT_ARRAY: np.ndarray = np.array(list(Result), dtype=object)
 _SUCCESS = Result.__members__["success"]
+# the library's precision_floor warning of the solve running on this thread (clnode._log_sink
+# hands it over after the call, on the calling thread)
+_FLOOR = threading.local()
 # one float, or one value per trajectory
 PerTrajectory = Union[float, npt.ArrayLike]
 
@@ -154,7 +157,7 @@ class Solution:
     Solution.vjp(ys_bar) computes the gradient of any loss of ys from ys_bar = dloss/dys."""
 
     __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate", "_tape", "_model",
-                 "_single", "_where")
+                 "_single", "_where", "_floor_message")
 
     ts: np.ndarray
     ys: np.ndarray
@@ -172,6 +175,8 @@ class Solution:
         self._model: Optional[MLP] = None
         self._single = ys.ndim == 2
         self._where: Any = None  # the solve's context, or device string (its reverse pass's)
+        # the library's precision_floor warning of this solve (None without one)
+        self._floor_message: Optional[str] = None
 
     def vjp(self, ys_bar: npt.ArrayLike, device: Optional[str] = None) -> "Gradient":
         """The reverse pass of a solve with keep_tape=True: the gradient of a loss of ys given
@@ -460,8 +465,10 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     if inputs is not None:
         extra["inputs"] = inputs
     extra.update(_certify_options(certify, certify_fraction, certify_seed))
+    _FLOOR.message = None
     out = _run(context, device, model, y, opts, extra)
     sol = _solution(out, single, opts.get("max_steps", int(OPTIONS["max_steps"]["default"])))
+    sol._floor_message, _FLOOR.message = _FLOOR.message, None
     if out[5] is not None:
         sol._tape, sol._model, sol._where = out[5], model, _reverse_device(context, device)
     return sol

@@ -66,10 +66,14 @@ _SOLVERS: Dict[type, str] = {
     diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
     diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
 # clnode result -> diffrax RESULTS: success, max_steps_reached, dt_min_reached; a non-finite
-# vector field and the precision floor end the trajectory early where diffrax would shrink dt
-# until max_steps: reported as max_steps_reached (a failure, raised with throw=True)
+# vector field ends the trajectory early where diffrax would shrink dt until max_steps: reported
+# as max_steps_reached (a failure, raised with throw=True). The precision floor (a step that
+# shrinks no longer lowers the error estimate: the tolerance is below what the arithmetic
+# resolves) is dt_min_reached, the code of a controller that cannot meet the tolerance by
+# shrinking the step; with throw=True it raises the library's own message (_floor_error).
 _DIFFRAX_OF = {"success": 0, "max_steps_reached": 1, "dt_min_reached": 2, "nonfinite": 1,
-               "precision_floor": 1}
+               "precision_floor": 2}
+_FLOOR = _solve.Result.__members__["precision_floor"]
 # the diffrax code of each clnode result code (0 successful, 1 max_steps_reached, 2 dt_min_reached)
 _DIFFRAX_CODE = np.array([_DIFFRAX_OF[r.name] for r in _solve.Result], np.int32)
 _CHECK_POINTS = 4
@@ -568,6 +572,8 @@ def _host_callback(p, failures, jitting, shapes):
         if keep:
             kw.update(keep_tape=True, checkpoint_every=p.checkpoint_every)
         sol = _solve.solve(m, yb, **kw)
+        if p.throw and np.any(np.asarray(sol.result).reshape(-1) == _FLOOR):
+            raise _floor_error(sol, kw)
         st = sol.stats
         counts = np.empty((yb.shape[0], 5), np.int32)
         counts[:, 0] = st["num_steps"]
@@ -581,6 +587,14 @@ def _host_callback(p, failures, jitting, shapes):
 
     host.setup = setup  # type: ignore[attr-defined]
     return host
+
+
+def _floor_error(sol, kw):
+    """diffeqsolve's error (throw=True) for trajectories that stopped at the precision floor: the
+    library's warning, which names the floor, the rtol and the bound 16 u above it."""
+    msg = sol._floor_message or (f"precision_floor: trajectories stopped at the rounding floor: "
+                                 f"rtol {kw.get('rtol')} is below what this arithmetic resolves")
+    return _clnode.PrecisionError(msg)
 
 
 def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time_input, k,
@@ -725,7 +739,9 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     options of the library's table that diffrax's arguments do not give (clnode.solve's
     keywords of the same names):
 {keywords}
-    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
+    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None; a
+    trajectory stopped at the precision floor carries RESULTS.dt_min_reached, and with
+    throw=True raises clnode.PrecisionError naming the floor, the rtol and its bound). Under
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
     save times: each trajectory its own list). Raises UnsupportedArgument (a ValueError) naming
@@ -778,6 +794,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
         has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
         tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
+        throw=throw,
         save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
         y_dtype=y0.dtype, checkpoint_every=checkpoint_every,
         # the save times checked before the callback: concrete (_check_save_ts_now), or traced
