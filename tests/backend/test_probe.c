@@ -510,6 +510,53 @@ static void test_warning_codes(void **state)
     clnode_model_destroy(&m);
 }
 
+/* Regression: the floor detection ended trajectories at rtol far above 16 u, where an error
+ * estimate that rises while the step shrinks is truncation error: tanh4x32 (large weights) in
+ * fp64 at rtol 1e-3 stopped with precision_floor at t = 8.7 after 70 steps, its warning advising
+ * an rtol "of at least 1.78e-15". Above the bound the guard must leave the solve as the guard off
+ * does (same steps, same bits), with no warning. */
+static void test_no_floor_above_bound(void **state)
+{
+    (void)state;
+    if (!have_fp64())
+        skip();
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_load_safetensors(
+        g_ctx, CLN_SOURCE_ROOT "/tests/data/models/tanh4x32.safetensors", &m));
+    const double y0[4] = {0.5, -0.3, 0.2, 0.1};
+    double yf[2][4];
+    long steps[2];
+    for (int guard = 0; guard < 2; ++guard) {
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = CLNODE_FP64;
+        o.t1 = 50;
+        o.dt0 = 0.01;
+        o.rtol = 1e-3;
+        o.atol = 1e-6;
+        o.precision_guard = guard ? CLNODE_GUARD_OFF : CLNODE_GUARD_WARN;
+        memset(g_warn_codes, 0, sizeof g_warn_codes);
+        clnode_solution *s = NULL;
+        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
+        clnode_trajectory_stats st;
+        assert_ok(clnode_solution_stats(s, 0, &st));
+        print_message("  tanh4x32 fp64 rtol 1e-3, guard %s: %s after %ld steps, t = %g\n",
+                      guard ? "off" : "warn", clnode_result_name(st.result), st.num_steps,
+                      st.t_final);
+        assert_int_equal(st.result, CLNODE_RESULT_SUCCESS);
+        assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_FLOOR], 0);
+        assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_GUARD], 0);
+        steps[guard] = st.num_steps;
+        const double *y = clnode_solution_y_final(s, 0);
+        assert_non_null(y);
+        memcpy(yf[guard], y, sizeof yf[guard]);
+        clnode_solution_destroy(&s);
+    }
+    assert_int_equal(steps[0], steps[1]);
+    assert_memory_equal(yf[0], yf[1], sizeof yf[0]);
+    clnode_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc = test_device_open(argc, argv, &g_device, capture_log, "probe suite", &g_ctx);
@@ -519,7 +566,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_injected),      cmocka_unit_test(test_tf32_rounding),
         cmocka_unit_test(test_device),        cmocka_unit_test(test_seed_tf32),
         cmocka_unit_test(test_guard),         cmocka_unit_test(test_floor_advice),
-        cmocka_unit_test(test_warning_codes),
+        cmocka_unit_test(test_warning_codes), cmocka_unit_test(test_no_floor_above_bound),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);
