@@ -14,9 +14,13 @@ module `clnode._clnode`); this package converts arrays and names.
 
 The library's log goes to the `logging` logger "clnode"; the precision guard's warnings
 (a tolerance below what the device resolves) arrive as `clnode.PrecisionWarning` through
-`warnings`.
+`warnings`. A kernel build (a device's first solve in a process compiles for up to a minute where
+the driver's cache is empty) is announced as it starts and timed when done through the logger
+"clnode.build" at INFO, which prints on stderr while no handler is configured for it (or above
+it); `logging.getLogger("clnode.build").setLevel(logging.WARNING)` silences it.
 """
 import logging as _logging
+import sys as _sys
 import warnings as _warnings
 
 try:
@@ -69,6 +73,20 @@ def _is_guard_message(code):
 
 
 _FLOOR_CODE = _clnode.LOG_CODES["precision_floor"]
+_BUILD_CODE = _clnode.LOG_CODES["build"]
+_build_logger = _logging.getLogger("clnode.build")
+_build_logger.setLevel(_logging.INFO)
+
+
+def _build_line(message):
+    """A kernel build's line, as it happens: to the "clnode.build" logger's handlers, or on
+    stderr where there are none (logging's own last resort shows only warnings)."""
+    if not _build_logger.isEnabledFor(_logging.INFO):
+        return
+    if _build_logger.hasHandlers():
+        _build_logger.info("%s", message)
+    else:
+        print(f"clnode: {message}", file=_sys.stderr, flush=True)
 
 
 def _log_sink(messages, origin):
@@ -76,6 +94,9 @@ def _log_sink(messages, origin):
     for level, code, message in messages:
         if code == _FLOOR_CODE:  # for the solve's Solution (clnode.jax raises it with throw)
             _solve._FLOOR.message = message
+        if code == _BUILD_CODE:
+            _build_line(message)
+            continue
         if level == 1 and _is_guard_message(code):
             _warnings.warn(message, PrecisionWarning, stacklevel=4)
         else:

@@ -58,7 +58,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _args, _clnode, _jax_ad, _model, _solve
+from . import _args, _clnode, _jax_ad, _model, _progress, _solve
 
 __all__ = ["diffeqsolve"]
 
@@ -571,7 +571,12 @@ def _host_callback(p, failures, jitting, shapes):
         lead, m, yb, kw = setup(*operands, scale_vector=keep and p.deferred_check)
         if keep:
             kw.update(keep_tape=True, checkpoint_every=p.checkpoint_every)
-        sol = _solve.solve(m, yb, **kw)
+        meter = p.meter() if p.meter is not None else None  # none: no Python for progress
+        try:
+            sol = _solve.solve(m, yb, progress=meter, **kw)
+        finally:
+            if meter is not None:
+                meter.close()
         if p.throw and np.any(np.asarray(sol.result).reshape(-1) == _FLOOR):
             raise _floor_error(sol, kw)
         st = sol.stats
@@ -587,6 +592,13 @@ def _host_callback(p, failures, jitting, shapes):
 
     host.setup = setup  # type: ignore[attr-defined]
     return host
+
+
+# diffrax's progress meters: what each call's solve reports its progress to (None: nothing)
+_METERS: Dict[type, Any] = {
+    diffrax.NoProgressMeter: lambda m: None,
+    diffrax.TextProgressMeter: lambda m: lambda: _progress.TextMeter(m.minimum_increase),
+    diffrax.TqdmProgressMeter: lambda m: _progress.TqdmMeter}
 
 
 def _floor_error(sol, kw):
@@ -692,7 +704,7 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
                            "differentiate, with checkpoints=k or None)")
     if event is not None:
         raise _unsupported("event", "clnode has no events")
-    if type(progress_meter) is not diffrax.NoProgressMeter:
+    if type(progress_meter) not in _METERS:
         raise _unsupported("progress_meter", type(progress_meter).__name__)
     for name, v in (("solver_state", solver_state), ("controller_state", controller_state),
                     ("made_jump", made_jump)):
@@ -739,9 +751,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     options of the library's table that diffrax's arguments do not give (clnode.solve's
     keywords of the same names):
 {keywords}
-    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None; a
-    trajectory stopped at the precision floor carries RESULTS.dt_min_reached, and with
-    throw=True raises clnode.PrecisionError naming the floor, the rtol and its bound). Under
+    Returns a diffrax.Solution (ts, ys, stats, result, progress_meter as diffrax: python.md). Under
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
     save times: each trajectory its own list). Raises UnsupportedArgument (a ValueError) naming
@@ -794,7 +804,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
         n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
         has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
         tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
-        throw=throw,
+        throw=throw, meter=_METERS[type(progress_meter)](progress_meter),
         save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
         y_dtype=y0.dtype, checkpoint_every=checkpoint_every,
         # the save times checked before the callback: concrete (_check_save_ts_now), or traced
