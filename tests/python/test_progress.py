@@ -94,9 +94,9 @@ def test_progress_true(capfd):
         clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=1, progress=1.5)
 
 
-def test_no_progress_runs_no_python(monkeypatch):
-    """Without progress= (or with progress=False) the extension gets no callable: the library's
-    callback stays NULL and no Python runs for progress."""
+@pytest.fixture
+def given_progress(monkeypatch):
+    """Whether each solve's call of the extension is given a progress callable (a list)."""
     seen = []
     real = _solve._run
 
@@ -105,6 +105,13 @@ def test_no_progress_runs_no_python(monkeypatch):
         return real(context, device, model, y, opts, extra)
 
     monkeypatch.setattr(_solve, "_run", spy)
+    return seen
+
+
+def test_no_progress_runs_no_python(given_progress):
+    """Without progress= (or with progress=False) the extension gets no callable: the library's
+    callback stays NULL and no Python runs for progress."""
+    seen = given_progress
     clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=1, dt0=0.02)
     clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=1, dt0=0.02, progress=False)
     clnode.solve(clnode.seed_model(), np.zeros(10), t0=0, t1=1, dt0=0.02, progress=print)
@@ -172,17 +179,10 @@ def test_jax_tqdm_progress_meter(monkeypatch):
     assert bars[0].closed and bars[0].n == 100.0
 
 
-def test_jax_no_progress_meter_runs_no_python(monkeypatch):
+def test_jax_no_progress_meter_runs_no_python(given_progress):
     """NoProgressMeter (the default): the solve gets no progress callable; a meter diffrax has
     and clnode does not map is refused by name."""
-    seen = []
-    real = _solve._run
-
-    def spy(context, device, model, y, opts, extra):
-        seen.append("progress" in extra)
-        return real(context, device, model, y, opts, extra)
-
-    monkeypatch.setattr(_solve, "_run", spy)
+    seen = given_progress
     jax_solve(diffrax.NoProgressMeter())
     jax_solve(diffrax.TextProgressMeter())
     assert seen == [False, True]
