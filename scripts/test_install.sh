@@ -5,7 +5,8 @@
 #      PyPI at build and at run time);
 #   2. `python -m build` (an sdist, then a wheel built from it), the wheel installed into a
 #      --system-site-packages venv, which runs it with Debian's numpy 1.x.
-# Each imports clnode and solves the seed problem (12 fp32 steps; both give the same bytes).
+# Each imports clnode and solves the seed problem (12 fp32 steps; both give the same bytes), and
+# runs the wheel's clnode-solve from the venv's bin/ (no libclnode, no RUNPATH into the build).
 # Usage: scripts/test_install.sh [WORKDIR] (default: a temporary directory, removed at the end).
 # Needs /usr/bin/python3 with python3-venv and python3-numpy (scripts/install-deps.sh) and PyPI.
 set -euo pipefail
@@ -60,11 +61,29 @@ EOF
   )
 }
 
+# The command-line tools of the wheel: in the venv's bin/, linked with no libclnode and no RUNPATH
+# into a build tree, solving the seed problem (12 steps) run from / with no library path.
+tools_check() {  # tools_check VENV
+  local t dyn out
+  for t in clnode-solve clnode-devices clnode-compare clnode-bench; do
+    [ -x "$1/bin/$t" ] || fail "$t is not installed in $1/bin"
+  done
+  dyn=$(readelf -d "$1/bin/clnode-solve") || fail "readelf -d $1/bin/clnode-solve failed"
+  if grep -E 'libclnode|R(UN)?PATH.*(ORIGIN|/tmp|/build)' <<<"$dyn"; then
+    fail "$1/bin/clnode-solve needs libclnode or a library path of the build (above)"
+  fi
+  out=$(cd / && env -u LD_LIBRARY_PATH "$1/bin/clnode-solve" --json) ||
+    fail "$1/bin/clnode-solve failed"
+  grep -q '"num_accepted": 12,' <<<"$out" || fail "$1/bin/clnode-solve: not 12 steps: $out"
+  echo "  $1/bin: the four tools; clnode-solve solves the seed problem in 12 steps"
+}
+
 echo "== pip install . (build isolation) into a fresh venv of $py =="
 "$py" -m venv "$work/venv-pip"
 "$work/venv-pip/bin/python" -m pip install -q --upgrade pip
 "$work/venv-pip/bin/python" -m pip install -q "$work/src" || fail "pip install . failed"
 seed_check "$work/venv-pip/bin/python" 2 "$work/ys-pip" || fail "pip install .: the seed check failed"
+tools_check "$work/venv-pip"
 
 echo "== python -m build, the wheel installed into a --system-site-packages venv (Debian's numpy) =="
 "$work/venv-pip/bin/python" -m pip install -q build
@@ -77,6 +96,7 @@ wheel=$(ls "$work"/dist/clnode-*.whl)
 major=${debian_np%%.*}
 seed_check "$work/venv-system/bin/python" "$major" "$work/ys-system" ||
   fail "the wheel under Debian's numpy $debian_np: the seed check failed"
+tools_check "$work/venv-system"
 cmp -s "$work/ys-pip" "$work/ys-system" ||
   fail "the seed solve's bytes differ between numpy 2 and Debian's numpy $debian_np"
-echo "test_install: ok (both installs solve the seed problem in 12 steps, the same bytes)"
+echo "test_install: ok (both installs solve the seed problem in 12 steps, the same bytes; their tools too)"

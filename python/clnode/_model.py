@@ -2,7 +2,7 @@
 import json
 import os
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -60,8 +60,10 @@ class MLP:
     def load(cls, path: "Union[str, os.PathLike[str]]") -> "MLP":
         """Loads a safetensors file (the names and metadata of the C library: "layers.<i>.weight"
         / "layers.<i>.bias" or "<i>.weight" / "<i>.bias", the output scale "out_scale",
-        metadata "activation", "final_activation", "time_input", "inputs"). Raises clnode.ModelError (a ValueError) for a malformed
-        file, clnode.FileError (an OSError) for an unreadable one."""
+        metadata "activation", "final_activation", "time_input", "inputs"; the solve settings
+        "clnode.<name>" that save(settings=...) writes are for clnode-solve --model, and not
+        read here). Raises clnode.ModelError (a ValueError) for a malformed file,
+        clnode.FileError (an OSError) for an unreadable one."""
         try:
             path = os.fspath(path)
         except TypeError:
@@ -74,10 +76,19 @@ class MLP:
         """The same from the bytes of a safetensors file."""
         return cls._wrap(_clnode.Model.from_bytes(data))
 
-    def to_bytes(self, dtype: Any = "float64") -> bytes:
+    def to_bytes(self, dtype: Any = "float64", *,
+                 settings: Optional[Mapping[str, Any]] = None) -> bytes:
         """The model as safetensors bytes (equinox names "layers.<i>.weight"/"layers.<i>.bias",
         and "out_scale" (shape [] for one value, [N] for one per component) for a model with an
-        output scale; tensors in `dtype`: "float64" (exact) or "float32")."""
+        output scale; tensors in `dtype`: "float64" (exact) or "float32").
+
+        settings: the solve the model was trained with, as clnode.solve's keywords (t0, t1,
+        dt0, saveat=clnode.SaveAt(...) with ts of shape (T,), and the options of
+        clnode.OPTIONS: method, precision, rtol, atol, max_steps, ...; not those that change
+        no result), each checked as clnode.solve checks it; written as the string metadata
+        "clnode.<name>" ("clnode.save_t0", "clnode.save_t1", "clnode.save_steps" and
+        "clnode.save_ts" for saveat), which `clnode-solve --model FILE` takes as its defaults
+        (doc/deploy.md). Those left out: the library's defaults (clnode.solve's)."""
         try:  # not None, which numpy reads as float64
             dt = None if dtype is None else np.dtype(dtype)
         except TypeError:
@@ -90,6 +101,9 @@ class MLP:
             "time_input": "true" if self.time_input else "false"}}
         if self.num_inputs:
             header["__metadata__"]["inputs"] = str(self.num_inputs)
+        if settings is not None:
+            from . import _settings  # it needs clnode.solve's module, which imports this one
+            header["__metadata__"].update(_settings.metadata(settings))
         tensors: List[Tuple[str, np.ndarray]] = []
         for i, (w, b) in enumerate(self.layers):
             tensors += [(f"layers.{i}.{name}", a) for name, a in (("weight", w), ("bias", b))
@@ -108,11 +122,14 @@ class MLP:
         h += b" " * (-len(h) % 8)
         return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
-    def save(self, path: "Union[str, os.PathLike[str]]", dtype: Any = "float64") -> None:
+    def save(self, path: "Union[str, os.PathLike[str]]", dtype: Any = "float64", *,
+             settings: Optional[Mapping[str, Any]] = None) -> None:
         """Writes the model as a safetensors file that MLP.load, clnode-solve --model and the C
-        library read (see to_bytes)."""
+        library read, with the solve settings it was trained with where given (see to_bytes:
+        clnode-solve --model takes them as its defaults)."""
+        data = self.to_bytes(dtype, settings=settings)
         with open(path, "wb") as f:
-            f.write(self.to_bytes(dtype))
+            f.write(data)
 
     @property
     def sizes(self) -> Tuple[int, ...]:

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 
 from . import _args, _clnode, _jax_ad, _model, _progress, _solve
 
-__all__ = ["diffeqsolve"]
+__all__ = ["diffeqsolve", "solve_settings"]
 
 _SOLVERS: Dict[type, str] = {
     diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
@@ -848,3 +848,44 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
 
 diffeqsolve.__doc__ = (diffeqsolve.__doc__ or "").replace("{keywords}\n", "".join(
     f"    {n}: {_solve.OPTIONS[n]['doc']}.\n" for n in _KEYWORDS))
+
+
+def solve_settings(solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, *,
+                   saveat: Any = diffrax.SaveAt(t1=True),
+                   stepsize_controller: Any = diffrax.ConstantStepSize(),
+                   max_steps: int = 4096, **options: Any) -> Dict[str, Any]:
+    """The solve of a diffeqsolve call (its arguments, without terms and args) as clnode.solve's
+    keywords: `clnode.solve(model, y0, **settings)` is that solve, and
+    `model.save(path, settings=settings)` writes them into the model file, which
+    `clnode-solve --model` then solves with (doc/deploy.md). method from the solver, precision
+    from y0 as diffeqsolve promotes it (float32: "fp32", float64: "fp64"), t0, t1, dt0 and the
+    save times as diffeqsolve rounds them to the times' dtype, the controller's options,
+    saveat as a clnode.SaveAt, max_steps, and clnode's keywords of diffeqsolve (options:
+    gemm_precision, precision_guard, ...) as given. Every value must be concrete (one
+    trajectory's: SaveAt(ts=...) of shape (T,)). Refuses what diffeqsolve refuses, naming it."""
+    method = _SOLVERS.get(type(solver))
+    if method is None:
+        raise _unsupported("solver", type(solver).__name__)
+    max_steps = _args.integer(max_steps, "max_steps", 1, 2147483647)
+    for name in options:
+        if name not in _KEYWORDS:
+            raise TypeError(f"solve_settings() got an unexpected keyword argument {name!r}")
+    _solve._table_options(options)
+    ctrl = _controller_options(stepsize_controller, dt0)
+    save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
+    for name, x in (("t0", t0), ("t1", t1), ("dt0", dt0), ("SaveAt(ts=...)", save_ts)):
+        if _is_tracer(x):
+            raise _unsupported(f"a traced {name}", "the settings are concrete values")
+    y0, time_dtype = _promote(y0, t0, t1, dt0, save_ts)
+
+    def time(x):  # a time as diffeqsolve passes it to the library
+        return float(np.asarray(x, dtype=time_dtype))
+
+    out: Dict[str, Any] = dict(
+        method=method, precision="fp64" if y0.dtype == jnp.float64 else "fp32", t0=time(t0),
+        t1=time(t1), dt0=None if dt0 is None else time(dt0), max_steps=max_steps,
+        saveat=_solve.SaveAt(t0=save_t0, t1=save_t1, steps=save_steps, ts=None if save_ts is None
+                             else np.asarray(save_ts, dtype=time_dtype).astype(np.float64)))
+    out.update((k, v) for k, v in ctrl.items() if v is not None)
+    out.update(options)
+    return out

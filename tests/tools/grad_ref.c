@@ -3,8 +3,9 @@
  *
  *   grad_ref MODEL|seed Y0.npy COT.npy [ARGS.npy|-] [ts=T1,T2,...] [NAME=VALUE ...]
  *
- * Solves the batch of initial states Y0.npy (B, N) of the model (seed options, then each
- * NAME=VALUE of the option table; conditioning inputs from ARGS.npy (B, k)) on the host with
+ * Solves the batch of initial states Y0.npy (B, N) of the model (the seed problem's options for
+ * seed, the library's defaults for a model file without settings, as clnode-solve --model; then
+ * each NAME=VALUE of the option table; conditioning inputs from ARGS.npy (B, k)) on the host with
  * keep_tape = 1, then clnode_gradient_compute with the cotangents COT.npy (B, T, N), and prints
  * every value of clnode_gradient_y0, then of clnode_gradient_inputs and clnode_gradient_params,
  * one "%a" per line after a line naming the array ("y0", "args", "params"). Exit status 0, or 1
@@ -68,8 +69,11 @@ int main(int argc, char **argv)
             return fail(argv[4], err);
         a = 5;
     }
-    clnode_solve_options o;
-    clnode_solve_seed_options(&o);
+    clnode_solve_options o; /* the defaults clnode-solve takes: a model file's are the library's */
+    if (strcmp(argv[1], "seed") == 0)
+        clnode_solve_seed_options(&o);
+    else
+        clnode_solve_default_options(&o);
     clnode_problem p;
     clnode_problem_default(&p);
     for (; a < argc; ++a) {

@@ -1227,8 +1227,9 @@ static int run_python(char *const args[])
 
 /* The plot script: $CLNODE_PLOT_SCRIPT if set; the source tree's when this executable runs from
  * its build directory; else the installed one, found from the executable's prefix
- * (PREFIX/BINDIR/clnode-compare -> PREFIX/DATADIR/clnode/plot_compare.py), else the configured
- * install path. */
+ * (PREFIX/BINDIR/clnode-compare -> PREFIX/DATADIR/clnode/plot_compare.py, or PREFIX/clnode/
+ * plot_compare.py where a wheel put it: meson-python installs DATADIR at the environment's root),
+ * else the configured install path. */
 static const char *plot_script(void)
 {
     static char path[PATH_MAX + 64];
@@ -1250,6 +1251,8 @@ static const char *plot_script(void)
                 exe[el - bl - 1] == '/' && strcmp(exe + el - bl, CLN_BINDIR) == 0) {
                 snprintf(path, sizeof path, "%.*s%s/clnode/plot_compare.py", (int)(el - bl), exe,
                          CLN_DATADIR);
+                if (access(path, F_OK) != 0)
+                    snprintf(path, sizeof path, "%.*sclnode/plot_compare.py", (int)(el - bl), exe);
                 return path;
             }
         }

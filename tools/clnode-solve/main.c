@@ -21,14 +21,15 @@
 #endif
 #include "tool_common.h"
 #include "tool_precision.h"
+#include "tool_settings.h"
 
 static void usage(FILE *f)
 {
     fputs("usage: clnode-solve [options]\n"
           "Solves a batch of neural ODEs dy/dt = MLP(y) (default: the seed problem). Options\n"
-          "take their value as --opt VALUE or --opt=VALUE.\n"
-          "  --model FILE            safetensors MLP (default: the built-in seed model)\n",
+          "take their value as --opt VALUE or --opt=VALUE.\n",
           f);
+    fputs(tool_settings_model_help, f);
     clnode_solve_options defaults;
     clnode_solve_seed_options(&defaults);
     tool_print_solve_options(f, &defaults);
@@ -102,7 +103,8 @@ static void usage(FILE *f)
         "  Numbers are printed in the shortest form that reads back as the same value in the\n"
         "  solve's precision; pandas.read_csv and numpy.loadtxt(skiprows=1, usecols=...) read it.\n"
         "JSON (--json): {\"format_version\": 1, \"clnode_version\", \"backend\", \"device\",\n"
-        "  \"model\", \"precision\", \"gemm_precision\", \"method\", \"controller\", \"rtol\",\n"
+        "  \"model\", \"settings_from_model\" (the options --model's file set, or null),\n"
+        "  \"precision\", \"gemm_precision\", \"method\", \"controller\", \"rtol\",\n"
         "  \"atol\", \"t0\", \"t1\", \"dt0\", \"max_steps\", \"batch\", \"dim\", "
         "\"wall_seconds\",\n"
         "  \"trajectories\": [{\"result\", \"num_steps\", \"num_accepted\", \"num_rejected\",\n"
@@ -444,7 +446,7 @@ int main(int argc, char **argv)
     if (rc)
         goto done;
     rc = open_arrays(&a, model, &arr, &y0, &batch);
-    if (rc)
+    if (rc || (rc = tool_settings_load(&a.pb, model)) != 0) /* --model's settings */
         goto done;
 #ifdef CLNODE_SOLVE_MPI
     if (mpi) {

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tool_precision.h"
 
@@ -84,6 +85,19 @@ void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
     tool_json_str(f, clnode_context_device(ctx));
     fputs(", \"model\": ", f);
     tool_json_str(f, pb->model_path ? pb->model_path : "seed");
+    fputs(", \"settings_from_model\": ", f); /* the options the model file set, or null */
+    if (pb->settings_from) {
+        fputc('[', f);
+        const char *k = pb->settings_keys;
+        for (int first = 1; *k; first = 0) {
+            const size_t n = strcspn(k, " ");
+            fprintf(f, "%s\"%.*s\"", first ? "" : ", ", (int)n, k);
+            k += n + (k[n] == ' ');
+        }
+        fputc(']', f);
+    } else {
+        fputs("null", f);
+    }
     fprintf(f, ", \"precision\": \"%s\", \"gemm_precision\": \"%s\", \"method\": \"%s\"",
             clnode_precision_name(p), clnode_gemm_mode_name(o->gemm_precision), o->method->name);
     fprintf(f, ", \"controller\": \"%s\"", o->constant_step ? "constant" : "pid");
@@ -181,6 +195,9 @@ void solve_summary_head(FILE *f, const tool_problem *pb, const clnode_context *c
     fprintf(f, "model    %s (%zu layers, dim %zu, %s)\n",
             pb->model_path ? pb->model_path : "built-in seed", clnode_model_num_layers(model), N,
             clnode_activation_name(clnode_model_activation(model)));
+    if (pb->settings_from)
+        fprintf(f, "settings from %s: %s (the rest: the command line's, else the library's)\n",
+                pb->settings_from, pb->settings_keys[0] ? pb->settings_keys : "none");
     if (o->constant_step)
         fprintf(f, "method   %s, constant steps of %g, %s\n", o->method->name, o->dt0,
                 clnode_precision_name(o->precision));

@@ -755,6 +755,8 @@ static int table_opt(tool_problem *pb, int code, const char *arg)
         tool_error("--%s: %s", name, msg);
         return TOOL_EXIT_INPUT;
     }
+    if (i < TOOL_OPTIONS_MAX)
+        pb->given[i] = 1;
     return 0;
 }
 

@@ -98,6 +98,9 @@ void tool_y0_csv_free(tool_y0_csv *c);
 
 /* ---- the problem options ---- */
 
+/* Room for the library's table of solve options (flags by table index). */
+#define TOOL_OPTIONS_MAX 64
+
 typedef struct tool_problem {
     clnode_solve_options opts;
     clnode_problem prob;    /* the per-trajectory arrays and the save times (batch and y0 are set
@@ -117,6 +120,9 @@ typedef struct tool_problem {
     int header_noted;  /* the note on pandas' labels was printed (once per run) */
     clnode_log_fn log; /* NULL: tool_log */
     void *log_user;
+    unsigned char given[TOOL_OPTIONS_MAX]; /* by table index: the command line set the option */
+    const char *settings_from; /* the model file whose settings apply (tool_settings.h), or NULL */
+    char settings_keys[512];   /* the options taken from it, blank-separated ("t1 rtol") */
 } tool_problem;
 
 /* getopt_long codes of the problem options (above every character). The solve options of the

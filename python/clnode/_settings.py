@@ -1,0 +1,95 @@
+"""The solve settings a model file carries: clnode.solve's keywords as string metadata of the
+safetensors header, "clnode.<option>" for an option of the library's table and "clnode.save_ts"
+for SaveAt(ts=...), which `clnode-solve --model FILE` takes as its defaults (doc/deploy.md)."""
+from typing import Any, Dict, Mapping
+
+import numpy as np
+
+from . import _args, _solve
+
+PREFIX = "clnode."
+# the table's flag of the options that change no result (how the work is done): not settings
+_SAME_BITS = 64
+
+
+def _text(info: Dict[str, Any], value: Any) -> str:
+    """The metadata text of a checked option value (as _solve._option_value returns it): the
+    shortest repr of a real (which strtod reads back to the same double), a decimal integer,
+    "true"/"false", or the name of a choice."""
+    kind = info["type"]
+    if kind == "boolean":
+        return "true" if value else "false"
+    if kind == "real":
+        return repr(float(value))
+    if kind == "integer":
+        return str(int(value))
+    return str(value)
+
+
+def _check_range(info: Dict[str, Any], value: float) -> None:
+    """A real or integer option inside its range of the library's table (its flags say which
+    ends are open), refused by name as the library would refuse it at the solve."""
+    lo, hi, flags = info["min"], info["max"], info["flags"]
+    low_ok = value > lo if flags & 1 else value >= lo
+    high_ok = value < hi if flags & 2 else value <= hi
+    if not (low_ok and high_ok):
+        raise ValueError(f"settings: {info['name']} must lie in {'(' if flags & 1 else '['}"
+                         f"{lo:g}, {hi:g}{')' if flags & 2 else ']'}, not {value!r}")
+
+
+def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
+    """The metadata entries ({"clnode.rtol": "0.0001", ...}) of `settings`, a mapping of
+    clnode.solve's keywords: t0, t1, dt0 (scalars; dt0=None: none written, the default 0.01),
+    saveat (a clnode.SaveAt with ts of shape (T,) or none), and the options of the library's
+    table (clnode.OPTIONS) but those that change no result (compact, keep_tape,
+    checkpoint_every). Each value is checked as clnode.solve checks it, and for its range;
+    anything else is refused, naming it."""
+    if not isinstance(settings, Mapping):
+        raise TypeError(f"settings must be a dict of clnode.solve's keywords, not "
+                        f"{type(settings).__name__}")
+    out: Dict[str, str] = {}
+    opts = dict(settings)
+    for name in ("t0", "t1", "dt0"):
+        if name in opts:
+            value = opts.pop(name)
+            if value is None and name == "dt0":
+                continue
+            out[PREFIX + name] = repr(_args.real(value, f"settings: {name}", finite=True))
+    saveat = opts.pop("saveat", None)
+    for name in opts:
+        info = _solve.OPTIONS.get(name) if isinstance(name, str) else None
+        if info is None or info["flags"] & (_solve._PROBLEM | _solve._SAVE):
+            raise TypeError(f"settings: {name!r} is no keyword of clnode.solve that a model file "
+                            "carries (t0, t1, dt0, saveat and the options of clnode.OPTIONS)")
+        if info["flags"] & _SAME_BITS:
+            raise ValueError(f"settings: {name} says how the work is done and changes no "
+                             "result: it is not a setting of the solve")
+    for name, value in _solve._table_options(opts).items():
+        info = _solve.OPTIONS[name]
+        if info["type"] in ("real", "integer"):
+            _check_range(info, value)
+        out[PREFIX + name] = _text(info, value)
+    if saveat is not None:
+        out.update(_save_entries(saveat))
+    t0, t1, dt0 = (float(out.get(PREFIX + k, _solve.OPTIONS[k]["default"]))
+                   for k in ("t0", "t1", "dt0"))
+    if dt0 != 0.0 and (t1 - t0) * dt0 < 0:
+        raise ValueError(f"settings: dt0 = {dt0!r} has not the sign of t1 - t0 (t0 {t0!r}, "
+                         f"t1 {t1!r})")
+    return out
+
+
+def _save_entries(saveat: Any) -> Dict[str, str]:
+    """What a clnode.SaveAt saves, as metadata: the three booleans, and the save times."""
+    if not isinstance(saveat, _solve.SaveAt):
+        raise TypeError(f"settings: saveat must be a clnode.SaveAt, not {type(saveat).__name__}")
+    out = {PREFIX + "save_t0": "true" if saveat.t0 else "false",
+           PREFIX + "save_t1": "true" if saveat.t1 else "false",
+           PREFIX + "save_steps": "true" if saveat.steps else "false"}
+    if saveat.ts is not None:
+        if saveat.ts.ndim != 1 or saveat.ts.size == 0:
+            raise ValueError(f"settings: a model file carries one list of save times, shared by "
+                             f"the batch: SaveAt(ts=...) of shape (T,), T >= 1, not "
+                             f"{saveat.ts.shape}")
+        out[PREFIX + "save_ts"] = ",".join(repr(float(t)) for t in np.asarray(saveat.ts))
+    return out
