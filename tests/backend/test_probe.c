@@ -473,6 +473,25 @@ static void test_floor_advice(void **state)
     clnode_model_destroy(&m);
 }
 
+/* One trajectory from y0 solved with o, the warnings counted afresh (g_warn_codes): its stats,
+ * and its final state into yf (n values) unless yf is NULL. */
+static clnode_trajectory_stats solve_counted(const clnode_model *m, const clnode_solve_options *o,
+                                             const double *y0, double *yf, size_t n)
+{
+    memset(g_warn_codes, 0, sizeof g_warn_codes);
+    clnode_solution *s = NULL;
+    assert_ok(clnode_solve(g_ctx, m, o, TEST_PROBLEM(1, y0), &s));
+    clnode_trajectory_stats st;
+    assert_ok(clnode_solution_stats(s, 0, &st));
+    if (yf) {
+        const double *y = clnode_solution_y_final(s, 0);
+        assert_non_null(y);
+        memcpy(yf, y, n * sizeof *yf);
+    }
+    clnode_solution_destroy(&s);
+    return st;
+}
+
 /* The two warnings a program acts on carry their codes (clnode_log_code), whatever their wording:
  * the guard's before a solve (PRECISION_GUARD), the floor's after it (PRECISION_FLOOR); other
  * messages are GENERAL, and the guard off says nothing. The seed problem in fp32 strict at rtol
@@ -493,12 +512,7 @@ static void test_warning_codes(void **state)
     o.max_steps = 100000;
     for (int guard = 0; guard < 2; ++guard) {
         o.precision_guard = guard ? CLNODE_GUARD_OFF : CLNODE_GUARD_WARN;
-        memset(g_warn_codes, 0, sizeof g_warn_codes);
-        clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
-        clnode_trajectory_stats st;
-        assert_ok(clnode_solution_stats(s, 0, &st));
-        clnode_solution_destroy(&s);
+        const clnode_trajectory_stats st = solve_counted(m, &o, y0, NULL, 0);
         const int floor = st.result == CLNODE_RESULT_PRECISION_FLOOR;
         if (!guard && strcmp(clnode_context_backend(g_ctx), "host") == 0)
             assert_true(floor);
@@ -535,11 +549,7 @@ static void test_no_floor_above_bound(void **state)
         o.rtol = 1e-3;
         o.atol = 1e-6;
         o.precision_guard = guard ? CLNODE_GUARD_OFF : CLNODE_GUARD_WARN;
-        memset(g_warn_codes, 0, sizeof g_warn_codes);
-        clnode_solution *s = NULL;
-        assert_ok(clnode_solve(g_ctx, m, &o, TEST_PROBLEM(1, y0), &s));
-        clnode_trajectory_stats st;
-        assert_ok(clnode_solution_stats(s, 0, &st));
+        const clnode_trajectory_stats st = solve_counted(m, &o, y0, yf[guard], 4);
         print_message("  tanh4x32 fp64 rtol 1e-3, guard %s: %s after %ld steps, t = %g\n",
                       guard ? "off" : "warn", clnode_result_name(st.result), st.num_steps,
                       st.t_final);
@@ -547,10 +557,6 @@ static void test_no_floor_above_bound(void **state)
         assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_FLOOR], 0);
         assert_int_equal(g_warn_codes[CLNODE_LOG_PRECISION_GUARD], 0);
         steps[guard] = st.num_steps;
-        const double *y = clnode_solution_y_final(s, 0);
-        assert_non_null(y);
-        memcpy(yf[guard], y, sizeof yf[guard]);
-        clnode_solution_destroy(&s);
     }
     assert_int_equal(steps[0], steps[1]);
     assert_memory_equal(yf[0], yf[1], sizeof yf[0]);
