@@ -14,6 +14,7 @@
 #include "cln_step.h"
 
 #include "cln_activation.h"
+#include "cln_dt0.h"
 #include "cln_tf32.h"
 
 /* cln_init: one work-item per trajectory.
@@ -25,6 +26,24 @@ __kernel void cln_init(__global const cln_consts *K, __global const cln_iconsts 
     if (b >= (size_t)KI->B)
         return;
     cln_init_traj(b, K, KI, RS, IS);
+}
+
+/* cln_dt0: the automatic first step (cln_dt0.h), one work-item per trajectory: phase 0 writes
+ * the probe's argument into Z (cln_dt0_probe), phase 1 the first step into RS (cln_dt0_pick);
+ * both move f0 between F blocks 0 and 1.
+ * Frozen rows are skipped.
+ *   get_global_id(0) = b, trajectory (row), 0 <= b < KI->B. */
+__kernel void cln_dt0(int phase, __global const cln_consts *K, __global const cln_iconsts *KI,
+                      __global cln_rstate *RS, __global const cln_istate *IS,
+                      __global const real *Y, __global real *F, __global real *Z)
+{
+    const size_t b = get_global_id(0);
+    if (b >= (size_t)KI->B || IS[b].done)
+        return;
+    if (phase == 0)
+        cln_dt0_probe(b, K, KI, RS, Y, F, Z);
+    else
+        cln_dt0_pick(b, K, KI, RS, Y, F);
 }
 
 /* cln_stage: the stage argument Z of stage i, one work-item per (trajectory, column).

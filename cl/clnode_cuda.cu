@@ -17,6 +17,7 @@
 #include "cln_step.h"
 
 #include "cln_activation.h"
+#include "cln_dt0.h"
 
 /* Threads of cln_count_active's single block (a power of two). */
 #define CLN_COUNT_THREADS 256
@@ -34,6 +35,22 @@ extern "C" __global__ void cln_init(const cln_consts *K, const cln_iconsts *KI, 
     if (b >= (unsigned long long)KI->B)
         return;
     cln_init_traj((size_t)b, K, KI, RS, IS);
+}
+
+/* cln_dt0: the automatic first step (cln_dt0.h): phase 0 the probe's argument into Z, phase 1
+ * the first step into RS; frozen rows are skipped.
+ *   g = b, trajectory (row), 0 <= b < KI->B. */
+extern "C" __global__ void cln_dt0(int phase, const cln_consts *K, const cln_iconsts *KI,
+                                   cln_rstate *RS, const cln_istate *IS, const real *Y, real *F,
+                                   real *Z)
+{
+    const unsigned long long b = cln_gid();
+    if (b >= (unsigned long long)KI->B || IS[b].done)
+        return;
+    if (phase == 0)
+        cln_dt0_probe((size_t)b, K, KI, RS, Y, F, Z);
+    else
+        cln_dt0_pick((size_t)b, K, KI, RS, Y, F);
 }
 
 /* This thread's place in the B x ldz grid of the stage kernels: row b (trajectory) and column

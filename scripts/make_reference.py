@@ -8,6 +8,7 @@ How to run (from anywhere; paths are taken relative to the repository root):
     python3 scripts/make_reference.py --only-ensemble # only the per-trajectory (ensemble) files
     python3 scripts/make_reference.py --only-forms    # only the scaled models and forms files
     BUILD/python-venv/bin/python scripts/make_reference.py --only-grad --no-venv  # gradients
+    CLNODE_TORCH_PYTHON=/path/to/venv/bin/python scripts/make_reference.py --only-dt0  # peers
 
 The first run creates a virtual environment at ``.venv-reference`` in the repository root
 (override with the environment variable ``CLNODE_REF_VENV``), installs the pinned CPU-only
@@ -80,6 +81,13 @@ field ``out_scale * mlp(y)`` with ``eqx.nn.MLP(activation=softplus, final_activa
   t1, ts and steps, forwards and backwards, five methods).  Every input (times, steps, initial
   states) is a float32 number in both files, so fp32 and fp64 solve the same problem; fp64 widens
   the float32 weights and scale exactly.  max_steps = 4096, throw=False.
+
+``--only-dt0`` writes only ``tests/data/peers/dt0-fp64.json``: the automatic first steps of
+torchode 1.0.1 (per sample) and torchdiffeq 0.2.5 (per trajectory) for clnode's dt0_auto, by
+``scripts/reference_dt0.py`` (its docstring says what is recorded) run with the interpreter that
+``CLNODE_TORCH_PYTHON`` names: one with torch, torchode and torchdiffeq, which the pinned
+reference environment does not hold (PyPI's torch is its 3 GB CUDA build; install torchode and
+torchdiffeq with ``--no-deps``, then torchtyping, ``typeguard<3`` and scipy).
 
 ``--only-grad`` writes only these (and touches none of the files above).  It needs the clnode
 Python package beside jax, equinox and diffrax in the interpreter that runs it (the venv of
@@ -1793,6 +1801,8 @@ def main() -> int:
                              "clnode Python package)")
     parser.add_argument("--grad-worker", choices=PRECISIONS, help=argparse.SUPPRESS)
     parser.add_argument("--grad-tmp", help=argparse.SUPPRESS)
+    parser.add_argument("--only-dt0", action="store_true",
+                        help="only the peers' first steps (torch: CLNODE_TORCH_PYTHON)")
     parser.add_argument("--no-venv", action="store_true",
                         help="use the current interpreter as it is (packages already installed)")
     parser.add_argument("--worker", choices=PRECISIONS, help=argparse.SUPPRESS)
@@ -1823,6 +1833,13 @@ def main() -> int:
         ens_worker(args.ensemble_worker)
         return 0
 
+    if args.only_dt0:
+        torch_python = os.environ.get("CLNODE_TORCH_PYTHON")
+        if not torch_python:
+            sys.exit("make_reference.py --only-dt0: set CLNODE_TORCH_PYTHON to a Python with "
+                     "torch, torchode and torchdiffeq")
+        return subprocess.run([torch_python, str(Path(__file__).resolve().parent /
+                                                 "reference_dt0.py")]).returncode
     if sys.version_info < (3, 11):
         sys.exit("make_reference.py: the pinned jax needs Python >= 3.11")
     venv = venv_dir()

@@ -20,6 +20,15 @@
  * output for one to be read from). Under the PID controller the gradient diffrax returns for dt0 is
  * an artefact of the frozen factors; under constant steps it is real but not computed here.
  *
+ * The first step chosen by the solver (clnode_solve_options.dt0_auto) is a function of y0, the
+ * inputs and the parameters (two field evaluations, cl/cln_dt0.h). It is held, not
+ * differentiated, as every step size of the reverse pass: the gradient of a dt0_auto solve is
+ * bit for bit that of the same solve given its chosen first steps as dt0 (the tape keeps the
+ * steps taken, not how they were chosen), and the selection's two evaluations add nothing to
+ * it. torchode's default adjoint (AutoDiffAdjoint with backprop_through_step_size_control)
+ * differentiates its step-size control, its first step included; torchdiffeq's backprop through
+ * odeint does too; diffrax stops the gradient of its automatic dt0, as clnode does.
+ *
  * Trajectories that did not succeed (max_steps_reached, dt_min_reached, nonfinite,
  * precision_floor) get the gradient of what was computed, as diffrax's with throw=False: their
  * accepted steps up to where they stopped, and the points they saved (clnode_solution_stats says

@@ -86,8 +86,9 @@ typedef enum clnode_precision_guard {
     X(double, t1, REAL, HOST, 1.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                       \
       "end of the interval; t1 < t0 integrates backwards")                                         \
     X(double, dt0, REAL, HOST, 0.0, -DBL_MAX, DBL_MAX, CLNODE_OPTION_PROBLEM,                      \
-      "first step, of the sign of t1 - t0 (constant steps: the step); 0: 0.01, diffrax's "         \
-      "choice for dt0=None")                                                                       \
+      "first step, of the sign of t1 - t0 (constant steps: the step); 0: 0.01, what diffrax "      \
+      "0.7.2's dt0=None gives (its PIDController chooses, but the wrapped terms diffeqsolve "      \
+      "passes make it return 0.01); auto: chosen per trajectory (dt0_auto)")                       \
     X(int, constant_step, BOOLEAN, HOST, 0, 0, 1, 0,                                               \
       "constant steps of dt0 instead of the PID controller")                                       \
     X(double, rtol, REAL, KERNEL, 1e-3, 0.0, DBL_MAX,                                              \
@@ -135,7 +136,11 @@ typedef enum clnode_precision_guard {
     X(long, checkpoint_every, INTEGER, HOST, 1, 1, CLNODE_MAX_STEPS_LIMIT,                         \
       CLNODE_OPTION_SAME_BITS,                                                                     \
       "with keep_tape: keep the state of every k-th step (from the last) and recompute the "       \
-      "others in the reverse pass, with the same bits")
+      "others in the reverse pass, with the same bits")                                            \
+    X(int, dt0_auto, BOOLEAN, HOST, 0, 0, 1, 0,                                                    \
+      "choose each trajectory's first step from two field evaluations, as torchode and "           \
+      "torchdiffeq do (Hairer, Norsett & Wanner's estimate with the method's order, rtol, atol, "  \
+      "dtmin, dtmax); needs dt0 = 0 and the PID controller")
 
 /* Option flags (clnode_option_info.flags, the flags column of CLNODE_SOLVE_OPTION_LIST). */
 #define CLNODE_OPTION_MIN_OPEN 1u   /* min itself is not valid */
@@ -203,7 +208,8 @@ CLNODE_API const clnode_option_info *clnode_solve_option_find(const char *name);
 CLNODE_API clnode_status clnode_solve_option_set(clnode_solve_options *opts, const char *name,
                                                  double value, char *message, size_t size);
 /* As clnode_solve_option_set, from text: a number (REAL, INTEGER; C syntax, the whole text), 0/1,
- * yes/no, true/false, on/off (BOOLEAN), or the name of a choice or of a method. */
+ * yes/no, true/false, on/off (BOOLEAN), or the name of a choice or of a method. dt0 also takes
+ * "auto": dt0 = 0 and dt0_auto = 1 (a number for dt0 leaves dt0_auto as it is). */
 CLNODE_API clnode_status clnode_solve_option_parse(clnode_solve_options *opts, const char *name,
                                                    const char *text, char *message,
                                                    size_t size);
@@ -311,9 +317,13 @@ typedef struct clnode_trajectory_stats {
     size_t struct_size; /* the bytes the library wrote */
     clnode_result result;
     long num_steps; /* attempts: num_accepted + num_rejected */
+    double first_step;  /* |dt0| of its first attempt, given or chosen (dt0_auto), after the
+                           dtmin/dtmax clip and before the clip to the interval, in the state
+                           precision; 0 when t0 == t1 (no step) */
     long num_accepted;
     long num_rejected;
-    long num_rhs_evals; /* vector-field evaluations made for this trajectory */
+    long num_rhs_evals; /* vector-field evaluations made for this trajectory (with dt0_auto, the
+                           selection's two included; an FSAL method's first step reuses its f0) */
     double t_final;     /* where the trajectory stopped (t1 on success) */
 } clnode_trajectory_stats;
 
@@ -366,7 +376,13 @@ typedef enum clnode_save_kind {
  *   t0 in it gives t0 again. The step after a zero-length step has zero length too (the
  *   controller scales the step just taken), so such a solve would spend max_steps attempts
  *   without moving. The rule reads the first step only: a step that stops moving t later in a
- *   long interval ends the trajectory with max_steps_reached, as diffrax's does. */
+ *   long interval ends the trajectory with max_steps_reached, as diffrax's does. A first step
+ *   chosen by the solver (dt0_auto) is not known before the solve: it is not checked, and one
+ *   that does not move t0 ends its trajectory with max_steps_reached too.
+ * dt0_auto: dt0 (and dt0s) must be 0 and the controller the PID one (CLNODE_ERR_INVALID_ARGUMENT
+ * otherwise); each trajectory's first step is chosen from two evaluations of the field
+ * (cl/cln_dt0.h, doc/first-step.md), counted in its num_rhs_evals and reported as its
+ * first_step. */
 CLNODE_API clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                                       const clnode_solve_options *opts,
                                       const clnode_problem *problem, clnode_solution **out);

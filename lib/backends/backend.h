@@ -129,6 +129,10 @@ typedef struct cln_backend_ops {
     void (*solve_end)(cln_backend *be, cln_solve_dev *sd);
     /* cln_init_traj for every row (all B). */
     clnode_status (*init)(cln_backend *be, cln_solve_dev *sd);
+    /* The automatic first step (cl/cln_dt0.h) for every row < live not frozen: phase 0,
+     * cln_dt0_probe (Z from Y and f0 in F block 0, which it copies to block 1); phase 1,
+     * cln_dt0_pick (RS.dt0 from Y, f0 in block 1 and f1 in block 0; f0 back into block 0). */
+    clnode_status (*dt0)(cln_backend *be, cln_solve_dev *sd, int phase);
     /* cln_stage_elem of stage i for every (row < live, column < ldz). The GEMMs the driver
      * issues, stage_rhs, finish and count_active cover rows [0, live) too. */
     clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, int i);
@@ -179,8 +183,9 @@ typedef struct cln_backend_ops {
      * solve_begin will then take over. The driver asks before it uploads the model, and when the
      * answer is yes it leaves the W and bias buffers unwritten. */
     int (*model_kept)(cln_backend *be, const cln_solve_dev *sd);
-    /* Optional (may be NULL; benchmarks only): F block 0 = MLP(Z) for every row through the
-     * kernels stage_rhs uses, without the stage, after solve_begin. Reads W, bias, Z and CI (B,
+    /* Optional (may be NULL: the driver's layer loop, cln_mlp_layers, instead): F block 0 =
+     * MLP(Z) for every row through the kernels stage_rhs uses, without the stage, after
+     * solve_begin (the benchmarks' bare field; dt0_auto's probe). Reads W, bias, Z and CI (B,
      * N, ldz) of sd and writes F and H; Y, CR, RS and IS must exist but are not read. */
     clnode_status (*rhs)(cln_backend *be, cln_solve_dev *sd);
 

@@ -254,6 +254,11 @@ clnode_status clnode_solve_option_parse(clnode_solve_options *opts, const char *
     }
     double v;
     char all[160];
+    if (strcmp(in->name, "dt0") == 0 && strcmp(text, "auto") == 0) {
+        /* both values are in range: neither store fails */
+        const clnode_status st = clnode_solve_option_set(opts, "dt0", 0.0, message, size);
+        return st == CLNODE_OK ? clnode_solve_option_set(opts, "dt0_auto", 1.0, message, size) : st;
+    }
     if (in->type == CLNODE_OPTION_CHOICE || in->type == CLNODE_OPTION_METHOD) {
         if ((v = cln_choice_of(in, text)) < 0.0) {
             cln_choices_text(in, all, sizeof all);

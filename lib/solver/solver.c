@@ -206,6 +206,8 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
     clnode_status st = cln_validate_options(ctx, o, 0);
     if (st != CLNODE_OK)
         return st;
+    CLN_CHECK(ctx, !o->dt0_auto || !o->constant_step, CLNODE_ERR_INVALID_ARGUMENT,
+              "dt0_auto chooses the first step of the PID controller: constant steps need dt0");
     if (cln_check_gemm_mode(ctx, o->precision, o->gemm_precision) != CLNODE_OK)
         return CLNODE_ERR_INVALID_ARGUMENT;
     const int per_traj = p->t0s || p->t1s || p->dt0s;
@@ -214,6 +216,9 @@ static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solv
         const double t0 = cln_t0(o, p, b), t1 = cln_t1(o, p, b), dt0 = cln_dt0_of(o, p, b);
         char who[48];
         cln_traj_who(who, sizeof who, per_traj, b);
+        CLN_CHECK(ctx, !o->dt0_auto || dt0 == 0.0, CLNODE_ERR_INVALID_ARGUMENT,
+                  "dt0 = %g%s with dt0_auto: the first step is chosen, give none (dt0 = 0)", dt0,
+                  who);
         CLN_CHECK(ctx, isfinite(t0) && isfinite(t1), CLNODE_ERR_INVALID_ARGUMENT,
                   "t0 = %g and t1 = %g must be finite%s", t0, t1, who);
         CLN_CHECK(ctx, isfinite(dt0), CLNODE_ERR_INVALID_ARGUMENT, "dt0 = %g must be finite%s", dt0,
@@ -493,8 +498,8 @@ static clnode_status cln_validate_collapse(clnode_context *ctx, const clnode_sol
                   "would have no length%s",
                   t0, t1, who, pn, r0,
                   p == CLNODE_FP32 ? " (solve in fp64, or shift the times towards 0)" : "");
-        if (r0 == r1)
-            continue; /* no step */
+        if (r0 == r1 || o->dt0_auto)
+            continue; /* no step, or a first step chosen during the solve */
         if (!cln_advances(p, dir * r0, cln_first_step(o, p, dt0)))
             return cln_fail_first_step(ctx, o, t0, dt0, who);
     }
@@ -799,6 +804,7 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     KI->coeff1_zero = K->coeff1 == 0.0;
     KI->coeff2_zero = K->coeff2 == 0.0;
     KI->coeff3_zero = K->coeff3 == 0.0;
+    KI->dt0_order = m->order > 0 ? m->order : 1;
     KI->time_input = r->model->time_input;
     KI->floor_detect = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF &&
                        o->rtol < cln_guard_bound(r->ctx, o);
@@ -936,8 +942,12 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     t->num_steps = is->nsteps;
     t->num_accepted = is->nacc;
     t->num_rejected = is->nrej;
-    t->num_rhs_evals =
-        m->fsal ? 1 + (long)(m->stages - 1) * t->num_steps : (long)m->stages * t->num_steps;
+    const int steps = rs->tau0 < rs->tau1; /* t0 != t1 */
+    /* dt0_auto: two evaluations more; an FSAL method's first step reuses the selection's f0 */
+    const long sel = o->dt0_auto && steps ? 2 : 0;
+    t->num_rhs_evals = m->fsal ? (sel ? sel : 1) + (long)(m->stages - 1) * t->num_steps
+                               : sel + (long)m->stages * t->num_steps;
+    t->first_step = steps ? rs->dt0 : 0.0;
     t->t_final = r->dir * rs->t;
     if (s->cap[CLNODE_SAVE_T0]) {
         s->count[CLNODE_SAVE_T0][b] = 1;
@@ -1215,8 +1225,9 @@ static clnode_status cln_size(cln_run *r)
     /* every batch-sized buffer of cln_allocate fits size_t (their products are not checked
      * again there) */
     size_t bn, fsz, bz, bw, brs;
+    const size_t blocks = sd->stages < 2 ? 2 : sd->stages; /* dt0_auto uses two (cln_allocate) */
     CLN_CHECK(r->ctx,
-              cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, sd->stages, &fsz) &&
+              cln_mul_size(sd->B, sd->N, &bn) && cln_mul_size(bn, blocks, &fsz) &&
                   cln_mul_size(sd->B, sd->ldz, &bz) && cln_mul_size(sd->B, r->maxw, &bw) &&
                   cln_mul_size(sd->B, CLN_RSTATE_REALS, &brs),
               CLNODE_ERR_OUT_OF_MEMORY, "batch %zu x dimension %zu is too large", sd->B, sd->N);
@@ -1258,7 +1269,9 @@ static clnode_status cln_allocate(cln_run *r)
                   cln_mul_size(B, r->steps_cap, &steps_t) && cln_mul_size(steps_t, N, &steps_y),
               CLNODE_ERR_OUT_OF_MEMORY, "the saved points do not fit in memory");
     CLN_TRY(st, cln_alloc(r, &sd->Y, B * N, es));
-    CLN_TRY(st, cln_alloc(r, &sd->F, B * N * sd->stages, es));
+    /* dt0_auto keeps f0 in block 1 while the probe's field goes into block 0 (cl/cln_dt0.h) */
+    const size_t blocks = o->dt0_auto && sd->stages < 2 ? 2 : sd->stages;
+    CLN_TRY(st, cln_alloc(r, &sd->F, B * N * blocks, es));
     CLN_TRY(st, cln_alloc(r, &sd->Z, B * sd->ldz, es));
     CLN_TRY(st, cln_alloc(r, &sd->H[0], B * r->maxw, es));
     CLN_TRY(st, cln_alloc(r, &sd->H[1], B * r->maxw, es));
@@ -1362,8 +1375,29 @@ fail:
     return st;
 }
 
-/* Phase 4: the backend's per-solve set-up, the initial state of every trajectory and, for FSAL
- * methods, f(t0, y0) (reused as the first stage of the first step). */
+/* dt0_auto: each trajectory's first step (cl/cln_dt0.h) after cln_init_traj, which it then runs
+ * again with that step. f0 = f(t0, y0) is stage 0 of the first attempt, into F block 0 (where an
+ * FSAL method's first step finds it); f1, at the probe, goes into block 0 too while f0 waits in
+ * block 1: through the backend's bare field (the rhs op: the kernels of stage_rhs without the
+ * stage; the driver's layer loop where there is none), over every live row. */
+static clnode_status cln_select_dt0(cln_run *r)
+{
+    cln_backend *be = r->be;
+    clnode_status st = cln_stage_rhs(r, 0);
+    if (st == CLNODE_OK)
+        st = be->ops->dt0(be, &r->sd, 0);
+    if (st == CLNODE_OK)
+        st = be->ops->rhs ? be->ops->rhs(be, &r->sd) : cln_rhs(r, 0);
+    if (st == CLNODE_OK)
+        st = be->ops->dt0(be, &r->sd, 1);
+    if (st == CLNODE_OK)
+        st = be->ops->init(be, &r->sd);
+    return st;
+}
+
+/* Phase 4: the backend's per-solve set-up, the initial state of every trajectory (with dt0_auto,
+ * its first step chosen) and, for FSAL methods, f(t0, y0) (reused as the first stage of the first
+ * step; dt0_auto computed it already). */
 static clnode_status cln_begin(cln_run *r)
 {
     cln_backend *be = r->be;
@@ -1372,9 +1406,10 @@ static clnode_status cln_begin(cln_run *r)
         return st;
     r->begun = 1;
     st = be->ops->init(be, &r->sd);
-    if (st == CLNODE_OK && r->m->fsal) {
+    if (st == CLNODE_OK && r->o->dt0_auto)
+        st = cln_select_dt0(r);
+    else if (st == CLNODE_OK && r->m->fsal)
         st = cln_stage_rhs(r, 0);
-    }
     return st;
 }
 

@@ -77,6 +77,7 @@ class SolveOptions(TypedDict, total=False):
     compact: Optional[bool]
     keep_tape: Optional[bool]
     checkpoint_every: Optional[int]
+    dt0_auto: Optional[bool]
 
 class Tape:
     # a solution kept for its reverse pass (a solve with keep_tape): the dict y0 (B, N), inputs

@@ -395,7 +395,7 @@ def _inputs(args, model, B, single):
 
 
 def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory,
-          dt0: Optional[PerTrajectory] = None, args: Optional[npt.ArrayLike] = None,
+          dt0: Union[PerTrajectory, str, None] = None, args: Optional[npt.ArrayLike] = None,
           saveat: Optional["SaveAt"] = None, device: Optional[str] = None,
           context: Optional["Context"] = None, certify: bool = False,
           certify_fraction: float = 0.01, certify_seed: int = 1, progress: Any = None,
@@ -417,7 +417,11 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     [t0, t1]: its row of Solution.ts holds its own times, and each trajectory is solved exactly
     as alone with its row as SaveAt(ts=row). Values are float64 or exactly
     convertible to it (float32, integers up to 2^53); NaN, infinities, strings, complex numbers
-    and long doubles are refused. dt0=None: 0.01 (diffrax's choice for dt0=None). saveat:
+    and long doubles are refused. dt0=None: 0.01, what diffrax 0.7.2's dt0=None gives (its
+    PIDController would choose a step, but the wrapped terms diffeqsolve passes make it return
+    0.01); dt0="auto": each trajectory's first step chosen as torchode and torchdiffeq choose it
+    (Hairer, Norsett & Wanner's estimate from two field evaluations; the option dt0_auto, see
+    doc/python.md), held in the gradient as every step size. saveat:
     clnode.SaveAt (default: t1 only). device: the device string (one cached Context per device
     per process, another per thread when that one is busy); context: a Context to use instead.
     certify=True: after the solve, re-solve a seeded random sample of the trajectories
@@ -459,9 +463,14 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     B = y.shape[0]
     t0v = _per_trajectory(t0, "t0", B, single)
     t1v = _per_trajectory(t1, "t1", B, single)
-    dt0v = _per_trajectory(dt0, "dt0", B, single, optional=True)
+    auto = isinstance(dt0, str)
+    if auto and dt0 != "auto":
+        raise ValueError(f'dt0 must be a number, an array, None or "auto", not {dt0!r}')
+    dt0v = None if auto else _per_trajectory(dt0, "dt0", B, single, optional=True)
     inputs = _inputs(args, model, B, single)
     opts = _table_options(options)
+    if auto:
+        opts.update(_table_options({"dt0_auto": True}))
     save = _saveat_options(saveat)
     _check_save_rows(save["save_ts"], B, single)
     opts.update(save_t0=save.pop("save_t0"), save_t1=save.pop("save_t1"),

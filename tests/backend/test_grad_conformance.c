@@ -20,6 +20,8 @@
  *     cln_dev_rev_max_blocks), so that the device's groups begin and end inside them, with the
  *     weight sums in the one kernel and by the GEMM (the hook cln_dev_rev_sums);
  *   - trajectories stopped at max_steps beside finished ones;
+ *   - first steps chosen by the solver (dt0_auto): every adaptive method, forwards and
+ *     backwards, batches of 1 and 37, fp32 and fp64;
  * and the errors: a device too small for a block of the batch (the hook cln_dev_rev_memory) is
  * refused naming checkpoint_every, with nothing in *out.
  *
@@ -57,6 +59,7 @@ static size_t g_methods;                    /* the built-in methods (clnode_meth
 static unsigned long g_case_index;          /* the cases met, run or not (CLNODE_GRAD_SHARD) */
 static unsigned long g_shard, g_shards = 1; /* this process runs case k where k % N == I */
 static int g_progress;                      /* CLNODE_GRAD_PROGRESS */
+static int g_dt0_auto;                      /* the MLP cases choose their first steps */
 
 /* Seconds on the monotonic clock (CLNODE_GRAD_PROGRESS). */
 static double test_seconds(void)
@@ -329,6 +332,7 @@ static void run_mlp_dir(clnode_model *mh, clnode_model *md, form f, size_t B,
     o.precision_guard = CLNODE_GUARD_OFF;
     o.constant_step = strcmp(me->name, "euler") == 0;
     o.dt0 = o.constant_step ? dir * 0.05 : 0.0;
+    o.dt0_auto = g_dt0_auto && !o.constant_step;
     o.save_t0 = save == SAVE_TS;
     o.save_steps = save == SAVE_STEPS;
     clnode_problem p = test_problem(B, y0);
@@ -342,10 +346,10 @@ static void run_mlp_dir(clnode_model *mh, clnode_model *md, form f, size_t B,
     char what[160];
     snprintf(what, sizeof what,
              "MLP %s, %s, B %zu, fp%d %s, save %d, every %ld, time %d, "
-             "inputs %zu, scale %zu%s",
+             "inputs %zu, scale %zu%s%s",
              clnode_activation_name(clnode_model_activation(mh)), me->name, B, (int)prec,
              clnode_gemm_mode_name(mode), save, every, f.time_input, f.n_in, f.ns,
-             dir < 0 ? ", backward in time" : "");
+             dir < 0 ? ", backward in time" : "", o.dt0_auto ? ", dt0_auto" : "");
     o.compact = (int)(seed >> 1 & 1u);
     run_case(mh, md, &o, &p, seed, what);
     if (B > 1 && seed % 4 == 1) { /* and the other way: the same tape */
@@ -411,6 +415,30 @@ static void test_backward(void **state)
     clnode_model_destroy(&mh);
     clnode_model_destroy(&md);
     print_message("  backward in time: %zu cases bit-identical\n", g_cases - before);
+}
+
+/* First steps chosen by the solver (dt0_auto), held in the reverse pass as every step: every
+ * adaptive method forwards and backwards, each save, batches of 1 and 37, fp32 and fp64. */
+static void test_dt0_auto(void **state)
+{
+    (void)state;
+    static const form f = {1, 1, 3};
+    const size_t before = g_cases;
+    clnode_model *mh = mlp_model(g_host, CLNODE_ACT_TANH, f);
+    clnode_model *md = mlp_model(g_dev, CLNODE_ACT_TANH, f);
+    g_dt0_auto = 1;
+    for (size_t k = 0; k < 2 * g_methods; ++k) {
+        const clnode_method *me = clnode_method_at(k % g_methods);
+        const clnode_precision prec = k % 2 ? CLNODE_FP64 : CLNODE_FP32;
+        if (!me->adaptive || (prec == CLNODE_FP64 && !clnode_context_supports(g_dev, CLNODE_FP64)))
+            continue;
+        run_mlp_dir(mh, md, f, k % 4 < 2 ? 37 : 1, me, prec, (int)(k % NSAVE), 1,
+                    CLNODE_GEMM_STRICT, 601u + 2u * (uint32_t)k, k < g_methods ? 1.0 : -1.0);
+    }
+    g_dt0_auto = 0;
+    clnode_model_destroy(&mh);
+    clnode_model_destroy(&md);
+    print_message("  dt0_auto: %zu cases bit-identical\n", g_cases - before);
 }
 
 /* The tf32 mode (fp32): the TF32 emulation of the host and OpenCL in the forward's and the
@@ -559,7 +587,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reference_matrix), cmocka_unit_test(test_mlps),
         cmocka_unit_test(test_backward),         cmocka_unit_test(test_tf32),
         cmocka_unit_test(test_groups),           cmocka_unit_test(test_stopped_early),
-        cmocka_unit_test(test_too_small),
+        cmocka_unit_test(test_too_small),        cmocka_unit_test(test_dt0_auto),
     };
     /* CLNODE_GRAD_TESTS: the tests to run, by name without "test_", separated by commas (a slow
      * device, Oclgrind, runs a part); unset: all */
@@ -578,7 +606,7 @@ int main(int argc, char **argv)
     int failed = 0;
     if (only && words != n) { /* every name given is a test's: a typo is not a pass of nothing */
         printf("CLNODE_GRAD_TESTS=%s: %zu names, %zu of them tests (reference_matrix, mlps, "
-               "backward, tf32, groups, stopped_early, too_small)\n",
+               "backward, tf32, groups, stopped_early, too_small, dt0_auto)\n",
                only, words, n);
         failed = 1;
     } else if (shard && (sscanf(shard, "%lu/%lu", &g_shard, &g_shards) != 2 || g_shards == 0 ||

@@ -10,6 +10,11 @@
  * Then the seed model with an output scale of one value per component, fp32 at batch 2: the
  * scale's own pass and the fused last-layer pass with a scale.
  *
+ * Then the first steps chosen by the solver (dt0_auto, cl/cln_dt0.h: its kernel, the probe's
+ * bare field), fp64 at batch 3 (forward only: its tape is any solve's, and going back through it
+ * on the simulator takes four minutes; test_dt0 and the gradient conformance suite reverse such
+ * solves on PoCL). CLNODE_OCLGRIND_ONLY=dt0 runs that case alone.
+ *
  * Every one of those solves keeps its tape and goes back through the reverse pass on the
  * simulator (cl/cln_reverse_kernels.h), against the host's gradient bit for bit: fp64 at batch 3
  * recomputing its steps from every second state (checkpoint_every 2: the group kernels), the save
@@ -23,6 +28,7 @@
  *
  * Usage: test_oclgrind [DEVICE] (default "opencl:oclgrind"); absent: 77. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -37,6 +43,7 @@
 
 static const double g_ts[N_TS] = {0.01, 0.05, 0.09};
 static long g_every = 1; /* the solves' checkpoint_every */
+static int g_auto;       /* the solves choose their first steps (dt0_auto) */
 /* each trajectory its own save times (clnode_problem.save_ts_per_trajectory) */
 static const double g_rows[MAX_BATCH * N_TS] = {0.0, 0.02, 0.07, 0.03, 0.03, 0.1, 0.01, 0.06, 0.08};
 
@@ -76,6 +83,10 @@ static clnode_solution *solve(clnode_context *ctx, const clnode_model *m, clnode
     o.precision_guard = CLNODE_GUARD_OFF;
     o.keep_tape = 1; /* the same bits (the reverse pass's checks below) */
     o.checkpoint_every = g_every;
+    if (g_auto) {
+        o.dt0 = 0.0;
+        o.dt0_auto = 1;
+    }
     double y0[MAX_BATCH * 10];
     for (size_t i = 0; i < batch * 10; ++i)
         y0[i] = 0.1 * (double)(i % 10) - 0.05 * (double)(i / 10); /* rows differ */
@@ -97,7 +108,8 @@ static int same(const clnode_solution *a, const clnode_solution *b, const char *
         clnode_solution_stats(a, t, &sa);
         clnode_solution_stats(b, t, &sb);
         if (sa.result != sb.result || sa.num_steps != sb.num_steps ||
-            sa.num_accepted != sb.num_accepted) {
+            sa.num_accepted != sb.num_accepted || sa.num_rhs_evals != sb.num_rhs_evals ||
+            memcmp(&sa.first_step, &sb.first_step, sizeof(double)) != 0) {
             printf("FAIL: %s trajectory %zu: %s after %ld steps, host %s after %ld\n", what, t,
                    clnode_result_name(sa.result), sa.num_steps, clnode_result_name(sb.result),
                    sb.num_steps);
@@ -250,14 +262,22 @@ int main(int argc, char **argv)
     printf("device: %s\n", clnode_context_device(dev));
     cln_steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */
     clnode_model *md = NULL, *mh = NULL;
-    int ok = not_simulator("opencl") && not_simulator("opencl:cpu");
+    const char *only = getenv("CLNODE_OCLGRIND_ONLY");
+    const int dt0_only = only && strcmp(only, "dt0") == 0;
+    if (only && *only && !dt0_only) {
+        printf("CLNODE_OCLGRIND_ONLY=%s: the one case it names is dt0\n", only);
+        clnode_context_destroy(&dev);
+        clnode_context_destroy(&host);
+        return 1;
+    }
+    int ok = dt0_only || (not_simulator("opencl") && not_simulator("opencl:cpu"));
     ok = ok && host && clnode_model_create_seed(dev, &md) == CLNODE_OK &&
          clnode_model_create_seed(host, &mh) == CLNODE_OK;
     /* fp32 and fp64, batch 2 and a batch that leaves work-items idle, each at least once; then a
      * save time list per trajectory (the dense output reading its own row) */
     const clnode_precision precs[3] = {CLNODE_FP32, CLNODE_FP64, CLNODE_FP32};
     const size_t batches[3] = {2, MAX_BATCH, MAX_BATCH};
-    for (int c = 0; c < 3 && ok; ++c) {
+    for (int c = dt0_only ? 3 : 0; c < 3 && ok; ++c) {
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
                  c == 2 ? ", save times per trajectory" : "");
@@ -285,9 +305,9 @@ int main(int argc, char **argv)
     for (int j = 0; j < 10; ++j)
         scale[j] = 0.5 + 0.1 * j;
     clnode_model *sdm = NULL, *shm = NULL;
-    ok = ok && test_model_scaled(dev, md, scale, 10, &sdm) == CLNODE_OK &&
-         test_model_scaled(host, mh, scale, 10, &shm) == CLNODE_OK;
-    if (ok) {
+    ok = ok && (dt0_only || (test_model_scaled(dev, md, scale, 10, &sdm) == CLNODE_OK &&
+                             test_model_scaled(host, mh, scale, 10, &shm) == CLNODE_OK));
+    if (ok && !dt0_only) {
         const double t0 = now();
         clnode_solution *sd = solve(dev, sdm, CLNODE_FP32, 2, 0);
         const double secs = now() - t0;
@@ -303,7 +323,25 @@ int main(int argc, char **argv)
     }
     clnode_model_destroy(&sdm);
     clnode_model_destroy(&shm);
-    ok = ok && reverse_forms(dev, host);
+    ok = ok && (dt0_only || reverse_forms(dev, host));
+    if (ok) { /* the first steps chosen by the solver */
+        g_auto = 1;
+        const double t0 = now();
+        clnode_solution *sd = solve(dev, md, CLNODE_FP64, MAX_BATCH, 0);
+        const double secs = now() - t0;
+        clnode_solution *sh = sd ? solve(host, mh, CLNODE_FP64, MAX_BATCH, 0) : NULL;
+        ok = sd && sh && same(sd, sh, "dt0_auto fp64 batch 3");
+        if (ok) {
+            clnode_trajectory_stats st;
+            clnode_solution_stats(sd, 0, &st);
+            printf("dt0_auto fp64 batch 3: first step %.17g, %ld steps, every saved point "
+                   "bit-identical to the host (%.0f s)\n",
+                   st.first_step, st.num_steps, secs);
+        }
+        g_auto = 0;
+        clnode_solution_destroy(&sd);
+        clnode_solution_destroy(&sh);
+    }
     clnode_model_destroy(&md);
     clnode_model_destroy(&mh);
     clnode_context_destroy(&dev);

@@ -57,7 +57,8 @@ def test_stub_lists_every_keyword_with_its_type():
 
 
 def _solve(**kw):
-    return clnode.solve(clnode.seed_model(), np.zeros(10), t0=0.0, t1=1.0, dt0=0.1, **kw)
+    dt0 = None if kw.get("dt0_auto") else 0.1  # dt0_auto chooses it: a dt0 is refused
+    return clnode.solve(clnode.seed_model(), np.zeros(10), t0=0.0, t1=1.0, dt0=dt0, **kw)
 
 
 @pytest.mark.parametrize("o", _keywords(), ids=lambda o: o["name"])

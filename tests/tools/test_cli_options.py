@@ -3,9 +3,13 @@
 include/clnode/solver.h): every row but the SaveAt ones is a long option of clnode-solve and
 clnode-compare (--NAME with '-' for '_', booleans as --NAME and --no-NAME), listed in --help with
 its doc line and default, and accepted by clnode-solve with a valid value. A row that a tool
-missed fails here. Oracle: the rows as the header writes them.
+missed fails here. Oracle: the rows as the header writes them. And --dt0 auto: the first step
+chosen (read off a solve of one attempt), given back as --dt0, gives the same final state with one
+evaluation fewer (tsit5's first step reuses the choice's f0); refused with --constant-step, and
+"auto" for another option.
 
 usage: test_cli_options.py SOLVER_H CLNODE_SOLVE CLNODE_COMPARE"""
+import json
 import re
 import subprocess
 import sys
@@ -27,6 +31,34 @@ def rows(header):
         doc = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(9)))
         out.append((m.group(2), m.group(3), m.group(8).strip(), doc))
     return out
+
+
+def solve_json(solve, *args):
+    r = subprocess.run([solve, "--precision", "fp64", "--t1", "1", "--json", *args],
+                       capture_output=True, text=True)
+    # exit 1: the trajectory stopped at --max-steps
+    return r.returncode, (json.loads(r.stdout)["trajectories"][0] if r.returncode in (0, 1) else
+                          r.stderr)
+
+
+def dt0_auto(solve):
+    """--dt0 auto against the same solve given the chosen first step."""
+    failures = []
+    rc, one = solve_json(solve, "--dt0", "auto", "--max-steps", "1")
+    rc2, auto = solve_json(solve, "--dt0", "auto")
+    if rc != 1 or rc2 != 0 or not 0 < one["t_final"] < 1 or one["num_rejected"]:
+        return [f"--dt0 auto: exit {rc}, {rc2}: {one}"]
+    rc, given = solve_json(solve, "--dt0", repr(one["t_final"]))
+    if rc != 0 or given["y_final"] != auto["y_final"] or \
+            given["num_rhs_evals"] + 1 != auto["num_rhs_evals"]:
+        failures.append(f"--dt0 auto ({auto}) and --dt0 {one['t_final']!r} ({given}) differ")
+    for args, what in ((["--dt0", "auto", "--constant-step"], "dt0_auto"),
+                       (["--rtol", "auto"], "rtol")):
+        r = subprocess.run([solve, "--quiet", *args], capture_output=True, text=True)
+        if r.returncode != 2 or what not in r.stderr:
+            failures.append(f"{' '.join(args)}: exit {r.returncode}, {r.stderr.strip()!r}: want 2 "
+                            f"naming {what}")
+    return failures
 
 
 def main():
@@ -63,6 +95,7 @@ def main():
     if r.returncode != 2 or "rtol" not in r.stderr or "(0, inf)" not in r.stderr:
         failures.append(f"--rtol 0: exit {r.returncode}, {r.stderr.strip()!r}: want 2 naming the "
                         "range (0, inf)")
+    failures += dt0_auto(solve)
     for f in failures:
         print("FAIL:", f)
     print(f"{len(table)} options, {len(failures)} failures")

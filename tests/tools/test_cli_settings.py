@@ -111,6 +111,31 @@ check("--t1 1 --save ts:0.25,1: both given, the rest from the file",
       rc == 0 and d is not None and d["t1"] == 1.0 and d["rtol"] == 1e-8 and
       d["trajectories"][0]["points"]["t"] == [0.25, 1.0], "exit %d %s" % (rc, err))
 
+# ---- dt0 and dt0_auto say the first step together: the one given, the file's pair is not taken ----
+rc, d, err = solve_json(["--model", m, "--y0", "1,-2", "--dt0", "auto"])
+rc2, d2, err2 = solve_json(["--model", model({}, "flags.safetensors"), "--y0", "1,-2",
+                            "--method", "dopri5", "--precision", "fp64", "--t1", "2",
+                            "--rtol", "1e-8", "--atol", "1e-10", "--max-steps", "1000",
+                            "--save", "ts:0.5,1,2", "--safety", "0.8", "--dt0", "auto"])
+check("--dt0 auto over the file's clnode.dt0 0.05: the chosen step, as with every setting typed",
+      rc == 0 and rc2 == 0 and d is not None and d2 is not None and
+      d["trajectories"][0]["points"] == d2["trajectories"][0]["points"] and
+      "dt0" not in (d.get("settings_from_model") or []),
+      "exit %d %s / exit %d %s" % (rc, err, rc2, err2))
+auto = model(dict(TRAINED, **{"clnode.dt0": "0", "clnode.dt0_auto": "true"}), "auto.safetensors")
+rc, d, err = solve_json(["--model", auto, "--y0", "1,-2", "--dt0", "0.05"])
+rc2, d2, err2 = solve_json(["--model", m, "--y0", "1,-2"])
+check("--dt0 0.05 over the file's clnode.dt0_auto true: the first step 0.05, as the file with dt0 0.05",
+      rc == 0 and rc2 == 0 and d is not None and d2 is not None and d["dt0"] == 0.05 and
+      d["trajectories"][0]["points"] == d2["trajectories"][0]["points"] and
+      "dt0_auto" not in (d.get("settings_from_model") or []),
+      "exit %d %s / exit %d %s" % (rc, err, rc2, err2))
+rc, d, err = solve_json(["--model", auto, "--y0", "1,-2"])
+check("the file's clnode.dt0_auto true alone: the solver chooses the first step",
+      rc == 0 and d is not None and "dt0_auto" in (d.get("settings_from_model") or []) and
+      d["trajectories"][0]["points"] != d2["trajectories"][0]["points"],
+      "exit %d %s" % (rc, err))
+
 # ---- a file without settings: the library's defaults, not the seed problem's ----
 bare = model({}, "bare.safetensors")
 rc, d, err = solve_json(["--model", bare, "--y0", "1,-2"])

@@ -735,7 +735,8 @@ static int table_opt(tool_problem *pb, int code, const char *arg)
     if (in->type == CLNODE_OPTION_BOOLEAN) {
         st = clnode_solve_option_set(&pb->opts, in->name, (code - TOOL_OPT_TABLE) % 2 ? 0.0 : 1.0,
                                      msg, sizeof msg);
-    } else if (in->type == CLNODE_OPTION_REAL) {
+    } else if (in->type == CLNODE_OPTION_REAL && strcmp(arg, "auto") != 0) {
+        /* "auto" goes to the library's parser, which knows the options that take it (dt0) */
         char opt[64];
         snprintf(opt, sizeof opt, "--%s", name);
         if (opt_double(opt, arg, &v))
@@ -757,6 +758,15 @@ static int table_opt(tool_problem *pb, int code, const char *arg)
     }
     if (i < TOOL_OPTIONS_MAX)
         pb->given[i] = 1;
+    /* dt0 and dt0_auto say the first step together (--dt0 0.05, --dt0 auto, --dt0-auto): the
+     * one given, the other is given too, so that a model file's does not join it
+     * (tool_settings_apply) */
+    const char *pair = strcmp(in->name, "dt0") == 0        ? "dt0_auto"
+                       : strcmp(in->name, "dt0_auto") == 0 ? "dt0"
+                                                           : NULL;
+    for (size_t j = 0; pair && j < clnode_solve_option_count() && j < TOOL_OPTIONS_MAX; ++j)
+        if (strcmp(clnode_solve_option_at(j)->name, pair) == 0)
+            pb->given[j] = 1;
     return 0;
 }
 

@@ -34,8 +34,8 @@ struct cln_buf {
 /* The kernels of one (device, precision) program and their block sizes. */
 typedef struct cu_program {
     cudaLibrary_t lib;
-    cudaKernel_t init, stage, finish, bias_act, bias_act_stage, count, gemm, swap, scale;
-    unsigned t_rows, t_stage, t_bias, t_bias_stage, t_gemm, t_swap, t_scale; /* per block */
+    cudaKernel_t init, stage, finish, bias_act, bias_act_stage, count, gemm, swap, scale, dt0;
+    unsigned t_rows, t_stage, t_bias, t_bias_stage, t_gemm, t_swap, t_scale, t_dt0; /* per block */
     cudaKernel_t rev[CLN_RK_COUNT]; /* the reverse pass's kernels (cln_rev_kernel) */
     unsigned t_rev[CLN_RK_COUNT];
 } cu_program;

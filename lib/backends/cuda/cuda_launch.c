@@ -130,6 +130,14 @@ static clnode_status cu_launch_finish(cln_backend *be, cln_solve_dev *sd, void *
     return cu_launch_over(be, cs->p->finish, sd->live, cs->p->t_rows, cs->a_finish, "cln_finish");
 }
 
+static clnode_status cu_launch_dt0(cln_backend *be, cln_solve_dev *sd, void *state, int phase)
+{
+    cu_solve *cs = state;
+    int ph = phase;
+    void *args[] = {&ph, &cs->CR, &cs->CI, &cs->RS, &cs->IS, &cs->Y, &cs->F, &cs->Z};
+    return cu_launch_over(be, cs->p->dt0, sd->live, cs->p->t_dt0, args, "cln_dt0");
+}
+
 static clnode_status cu_launch_bias_act(cln_backend *be, void *state, cln_buf *C, size_t c_off,
                                         size_t ldc, size_t m, size_t n, cln_buf *bias, int act)
 {
@@ -296,6 +304,7 @@ const cln_dev_launch cu_launches = {
     .init = cu_launch_init,
     .stage = cu_launch_stage,
     .finish = cu_launch_finish,
+    .dt0 = cu_launch_dt0,
     .bias_act = cu_launch_bias_act,
     .out_scale = cu_launch_out_scale,
     .bias_act_stage = cu_launch_bias_act_stage,

@@ -203,11 +203,16 @@ static clnode_status cu_program_kernels(clnode_context *ctx, cu_program *p)
     struct {
         cudaKernel_t *k;
         const char *name;
-    } ks[] = {{&p->init, "cln_init"},           {&p->stage, "cln_stage"},
-              {&p->finish, "cln_finish"},       {&p->bias_act, "cln_bias_act"},
-              {&p->count, "cln_count_active"},  {&p->gemm, "cln_gemm_ordered"},
-              {&p->swap, "cln_swap_rows"},      {&p->bias_act_stage, "cln_bias_act_stage"},
-              {&p->scale, "cln_out_scale_pass"}};
+    } ks[] = {{&p->init, "cln_init"},
+              {&p->stage, "cln_stage"},
+              {&p->finish, "cln_finish"},
+              {&p->bias_act, "cln_bias_act"},
+              {&p->count, "cln_count_active"},
+              {&p->gemm, "cln_gemm_ordered"},
+              {&p->swap, "cln_swap_rows"},
+              {&p->bias_act_stage, "cln_bias_act_stage"},
+              {&p->scale, "cln_out_scale_pass"},
+              {&p->dt0, "cln_dt0"}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const clnode_status st = cu_kernel(ctx, p, ks[i].name, ks[i].k);
         if (st != CLNODE_OK)
@@ -238,6 +243,7 @@ static clnode_status cu_program_threads(clnode_context *ctx, cu_program *p)
     CLN_TRY(st, cu_threads(ctx, p->gemm, CU_THREADS, "cln_gemm_ordered", &p->t_gemm));
     CLN_TRY(st, cu_threads(ctx, p->swap, CU_THREADS, "cln_swap_rows", &p->t_swap));
     CLN_TRY(st, cu_threads(ctx, p->scale, CU_THREADS, "cln_out_scale_pass", &p->t_scale));
+    CLN_TRY(st, cu_threads(ctx, p->dt0, CU_THREADS_FINISH, "cln_dt0", &p->t_dt0));
     for (size_t i = 0; i < CLN_RK_COUNT; ++i) /* per-row kernels loop over a row: fewer */
         CLN_TRY(st, cu_threads(ctx, p->rev[i],
                                i == CLN_RK_EVENTS || i == CLN_RK_FINISH ? CU_THREADS_FINISH

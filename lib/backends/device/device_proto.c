@@ -111,6 +111,15 @@ clnode_status cln_dev_init(cln_backend *be, cln_solve_dev *sd)
     return dev_launch(be)->init(be, sd, ds->state);
 }
 
+/* The automatic first step's passes write Z (phase 0): no stage argument is ready after them. */
+clnode_status cln_dev_dt0(cln_backend *be, cln_solve_dev *sd, int phase)
+{
+    cln_dev_solve *ds = sd->be_data;
+    CLN_CHECK(be->ctx, ds, CLNODE_ERR_INTERNAL, "dt0 outside a solve");
+    ds->z_ready = -1;
+    return dev_launch(be)->dt0(be, sd, ds->state, phase);
+}
+
 /* The stage and finish passes run over the live rows only (rows past them are frozen). */
 clnode_status cln_dev_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {

@@ -85,6 +85,9 @@ typedef struct cln_dev_launch {
     void (*state_free)(void *state);
     /* cln_init over every row. */
     clnode_status (*init)(cln_backend *be, cln_solve_dev *sd, void *state);
+    /* cln_dt0 of phase 0 (the probe's argument into Z) or 1 (the first step into RS) over the
+     * live rows (cl/cln_dt0.h). */
+    clnode_status (*dt0)(cln_backend *be, cln_solve_dev *sd, void *state, int phase);
     /* cln_stage of stage i over (live row, column of Z). */
     clnode_status (*stage)(cln_backend *be, cln_solve_dev *sd, void *state, int i);
     /* cln_finish over the live rows. */
@@ -131,6 +134,7 @@ typedef struct cln_dev_backend {
 clnode_status cln_dev_solve_begin(cln_backend *be, cln_solve_dev *sd);
 void cln_dev_solve_end(cln_backend *be, cln_solve_dev *sd);
 clnode_status cln_dev_init(cln_backend *be, cln_solve_dev *sd);
+clnode_status cln_dev_dt0(cln_backend *be, cln_solve_dev *sd, int phase);
 clnode_status cln_dev_stage(cln_backend *be, cln_solve_dev *sd, int i);
 clnode_status cln_dev_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i);
 clnode_status cln_dev_finish(cln_backend *be, cln_solve_dev *sd);
@@ -152,7 +156,7 @@ clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
 #define CLN_DEV_PROTO_OPS                                                                          \
     .bias_act = cln_dev_bias_act, .out_scale = cln_dev_out_scale,                                  \
     .solve_begin = cln_dev_solve_begin, .solve_end = cln_dev_solve_end, .init = cln_dev_init,      \
-    .stage = cln_dev_stage, .stage_rhs = cln_dev_stage_rhs,                                        \
+    .dt0 = cln_dev_dt0, .stage = cln_dev_stage, .stage_rhs = cln_dev_stage_rhs,                    \
     .last_layer_fused = cln_dev_last_layer_fused, .finish = cln_dev_finish,                        \
     .count_active = cln_dev_count_active, .swap_rows = cln_dev_swap_rows,                          \
     .copy_rows = cln_dev_copy_rows, .solve_rebind = cln_dev_solve_rebind

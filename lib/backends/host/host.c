@@ -780,6 +780,20 @@ static clnode_status host_init(cln_backend *be, cln_solve_dev *sd)
     return CLNODE_OK;
 }
 
+static clnode_status host_dt0(cln_backend *be, cln_solve_dev *sd, int phase)
+{
+    (void)be;
+    if (sd->prec == CLNODE_FP32)
+        cln_host_dt0_f32(phase, sd->live, HOST_F32(sd->CR, 0), HOST_I32(sd->CI),
+                         HOST_F32(sd->RS, 0), HOST_I32(sd->IS), HOST_F32(sd->Y, 0),
+                         HOST_F32(sd->F, 0), HOST_F32(sd->Z, 0));
+    else
+        cln_host_dt0_f64(phase, sd->live, HOST_F64(sd->CR, 0), HOST_I32(sd->CI),
+                         HOST_F64(sd->RS, 0), HOST_I32(sd->IS), HOST_F64(sd->Y, 0),
+                         HOST_F64(sd->F, 0), HOST_F64(sd->Z, 0));
+    return CLNODE_OK;
+}
+
 static clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i)
 {
     (void)be;
@@ -853,12 +867,13 @@ static clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
 }
 
 /* F block 0 = MLP(Z) through the fused pass's kernels, without the stage (the benchmarks' bare
- * vector field); only where the solve has the fused pass. */
+ * vector field, the automatic first step's probe); where the solve has no fused pass, one GEMM
+ * and bias + activation pass per layer, as host_stage_rhs. */
 static clnode_status host_rhs(cln_backend *be, cln_solve_dev *sd)
 {
     host_solve *hs = sd->be_data;
-    CLN_CHECK(be->ctx, hs, CLNODE_ERR_UNSUPPORTED,
-              "the bare vector field needs the ordered GEMM in strict mode on %s", be->device_name);
+    if (!hs)
+        return cln_mlp_layers(be, sd, 0, 0);
     host_fused_run((host_backend *)be, sd, hs, -1);
     return CLNODE_OK;
 }
@@ -1156,6 +1171,7 @@ static const cln_backend_ops host_ops = {
     .solve_begin = host_solve_begin,
     .solve_end = host_solve_end,
     .init = host_init,
+    .dt0 = host_dt0,
     .stage = host_stage,
     .stage_rhs = host_stage_rhs,
     .rhs = host_rhs,

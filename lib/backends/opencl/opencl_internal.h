@@ -49,6 +49,7 @@ _Static_assert(OCL_NUM_ACT == CLNODE_ACT_GELU + 1, "one bias_act kernel per acti
 typedef struct ocl_program {
     cl_program prog;
     cl_kernel init, stage, finish, count, tf32, swap;
+    cl_kernel dt0;                         /* cln_dt0 */
     cl_kernel out_scale;                   /* cln_out_scale_pass */
     size_t lim_scale;                      /* its work-group size limit */
     cl_kernel bias_act[OCL_NUM_ACT];       /* cln_bias_act_<activation>, indexed by CLN_ACT_* */

@@ -185,6 +185,22 @@ static clnode_status ocl_launch_init(cln_backend *be, cln_solve_dev *sd, void *s
                    "clEnqueueNDRangeKernel(cln_init)");
 }
 
+/* cln_dt0 over the live rows, its arguments set at each of its two launches per solve. */
+static clnode_status ocl_launch_dt0(cln_backend *be, cln_solve_dev *sd, void *state, int phase)
+{
+    const ocl_solve *os = state;
+    cl_kernel k = os->p->dt0;
+    const cl_int ph = phase;
+    OCL_ARG(be->ctx, k, 0, ph);
+    cl_mem args[] = {sd->CR->mem, sd->CI->mem, sd->RS->mem, sd->IS->mem,
+                     sd->Y->mem,  sd->F->mem,  sd->Z->mem};
+    for (cl_uint i = 0; i < sizeof args / sizeof args[0]; ++i)
+        OCL_ARG(be->ctx, k, i + 1, args[i]);
+    const size_t l = ocl_wg_limit(ocl(be), k, OCL_WG);
+    const size_t g = ocl_round_up(sd->live, l);
+    return ocl_run(be, k, 1, &g, &l, "clEnqueueNDRangeKernel(cln_dt0)");
+}
+
 static clnode_status ocl_launch_stage(cln_backend *be, cln_solve_dev *sd, void *state, int i)
 {
     const ocl_solve *os = state;
@@ -391,6 +407,7 @@ const cln_dev_launch ocl_launch = {
     .solve_begin = ocl_launch_begin,
     .state_free = ocl_state_free,
     .init = ocl_launch_init,
+    .dt0 = ocl_launch_dt0,
     .stage = ocl_launch_stage,
     .finish = ocl_launch_finish,
     .bias_act = ocl_launch_bias_act,

@@ -53,8 +53,8 @@ void ocl_program_release(ocl_program *p)
             clReleaseKernel(*rk[i]);
         *rk[i] = NULL;
     }
-    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish,   &p->count,
-                       &p->tf32, &p->swap,  &p->out_scale};
+    cl_kernel *ks[] = {&p->init, &p->stage, &p->finish,    &p->count,
+                       &p->tf32, &p->swap,  &p->out_scale, &p->dt0};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         if (*ks[i])
             clReleaseKernel(*ks[i]);
@@ -119,18 +119,19 @@ static clnode_status ocl_create_kernels(clnode_context *ctx, ocl_program *p)
     struct {
         cl_kernel *k;
         const char *name;
-    } ks[7 + 2 * OCL_NUM_ACT] = {{&p->init, "cln_init"},
+    } ks[8 + 2 * OCL_NUM_ACT] = {{&p->init, "cln_init"},
                                  {&p->stage, "cln_stage"},
                                  {&p->finish, "cln_finish"},
                                  {&p->count, "cln_count_active"},
                                  {&p->tf32, "cln_tf32"},
                                  {&p->swap, "cln_swap_rows"},
-                                 {&p->out_scale, "cln_out_scale_pass"}};
+                                 {&p->out_scale, "cln_out_scale_pass"},
+                                 {&p->dt0, "cln_dt0"}};
     for (size_t i = 0; i < OCL_NUM_ACT; ++i) {
-        ks[7 + i].k = &p->bias_act[i];
-        ks[7 + i].name = ocl_bias_act_names[i];
-        ks[7 + OCL_NUM_ACT + i].k = &p->bias_act_stage[i];
-        ks[7 + OCL_NUM_ACT + i].name = ocl_bias_act_stage_names[i];
+        ks[8 + i].k = &p->bias_act[i];
+        ks[8 + i].name = ocl_bias_act_names[i];
+        ks[8 + OCL_NUM_ACT + i].k = &p->bias_act_stage[i];
+        ks[8 + OCL_NUM_ACT + i].name = ocl_bias_act_stage_names[i];
     }
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
         const clnode_status st = ocl_create_kernel(ctx, p, ks[i].name, ks[i].k);
