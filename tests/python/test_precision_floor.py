@@ -57,6 +57,13 @@ def test_relu_kink_is_not_a_precision_floor():
                               saveat=diffrax.SaveAt(ts=jnp.asarray(RELU_TS)))
     assert int(ref.stats["num_steps"]) == 8
     np.testing.assert_allclose(sol.ys, np.asarray(ref.ys), rtol=0, atol=1e-12)
+    # the drop-in, which reported it as diffrax's max_steps_reached after 6 of 4096 steps
+    got = diffeqsolve(diffrax.ODETerm(lambda t, y, a: mlp(y)), diffrax.Tsit5(), 0.0, 1.0, 0.05,
+                      jnp.asarray(RELU_Y0),
+                      stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9),
+                      saveat=diffrax.SaveAt(ts=jnp.asarray(RELU_TS)))
+    assert got.result == diffrax.RESULTS.successful and int(got.stats["num_steps"]) == 8
+    np.testing.assert_array_equal(np.asarray(got.ys), sol.ys)
 
 
 def test_no_floor_at_an_rtol_the_arithmetic_resolves(repo):
