@@ -1250,9 +1250,10 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
     return cert;
 }
 
-/* Trajectory b's stats (result, num_steps, num_accepted, num_rejected, num_rhs_evals) and
- * t_final. Needs no GIL. */
-static void trajectory_stats(const clnode_solution *sol, size_t b, int64_t *sp, double *tfp)
+/* Trajectory b's stats (result, num_steps, num_accepted, num_rejected, num_rhs_evals), t_final
+ * and first_step. Needs no GIL. */
+static void trajectory_stats(const clnode_solution *sol, size_t b, int64_t *sp, double *tfp,
+                             double *fsp)
 {
     clnode_trajectory_stats s;
     clnode_solution_stats(sol, b, &s);
@@ -1262,23 +1263,24 @@ static void trajectory_stats(const clnode_solution *sol, size_t b, int64_t *sp, 
     sp[5 * b + 3] = s.num_rejected;
     sp[5 * b + 4] = s.num_rhs_evals;
     tfp[b] = s.t_final;
+    fsp[b] = s.first_step;
 }
 
 /* The arrays of a solution of B trajectories with T time slots (float32 ts and ys when f32).
  * Needs no GIL. Returns clnode_solution_rows's status. */
 static clnode_status solution_fill(const clnode_solution *sol, size_t B, size_t T, int f32,
-                                   int64_t *sp, double *tfp, void *tsp, void *ysp)
+                                   int64_t *sp, double *tfp, double *fsp, void *tsp, void *ysp)
 {
     for (size_t b = 0; b < B; ++b)
-        trajectory_stats(sol, b, sp, tfp);
+        trajectory_stats(sol, b, sp, tfp, fsp);
     return f32 ? clnode_solution_rows_f32(sol, 0, B, T, tsp, ysp)
                : clnode_solution_rows_f64(sol, 0, B, T, tsp, ysp);
 }
 
-/* The tuple (ts, ys, stats, t_final, cert, tape) of a solution of the problem's B trajectories
- * with T time slots of dimension N; tape is a Tape holding sol when tape_of (the context and the
- * model solved) is given, else None and sol is destroyed. Takes sol and cert's reference, also on
- * failure. Returns NULL with an exception. */
+/* The tuple (ts, ys, stats, t_final, cert, tape, first_step) of a solution of the problem's B
+ * trajectories with T time slots of dimension N; tape is a Tape holding sol when tape_of (the
+ * context and the model solved) is given, else None and sol is destroyed. Takes sol and cert's
+ * reference, also on failure. Returns NULL with an exception. */
 static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options *o,
                                 const clnode_problem *p, size_t T, size_t N, PyObject *cert,
                                 PyObject *const *tape_of)
@@ -1289,20 +1291,22 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
     const int dt = f32 ? NPY_FLOAT : NPY_DOUBLE;
     PyObject *ts = PyArray_SimpleNew(2, d3, dt), *ys = PyArray_SimpleNew(3, d3, dt);
     PyObject *sa = PyArray_SimpleNew(2, d2, NPY_INT64), *tf = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
-    if (!ts || !ys || !sa || !tf) {
+    PyObject *fs = PyArray_SimpleNew(1, d3, NPY_DOUBLE);
+    if (!ts || !ys || !sa || !tf || !fs) {
         Py_DECREF(cert);
         Py_XDECREF(ts);
         Py_XDECREF(ys);
         Py_XDECREF(sa);
         Py_XDECREF(tf);
+        Py_XDECREF(fs);
         clnode_solution_destroy(&sol);
         return NULL;
     }
     int64_t *sp = PyArray_DATA((PyArrayObject *)sa);
-    double *tfp = PyArray_DATA((PyArrayObject *)tf);
+    double *tfp = PyArray_DATA((PyArrayObject *)tf), *fsp = PyArray_DATA((PyArrayObject *)fs);
     void *tsp = PyArray_DATA((PyArrayObject *)ts), *ysp = PyArray_DATA((PyArrayObject *)ys);
     clnode_status st;
-    Py_BEGIN_ALLOW_THREADS st = solution_fill(sol, B, T, f32, sp, tfp, tsp, ysp);
+    Py_BEGIN_ALLOW_THREADS st = solution_fill(sol, B, T, f32, sp, tfp, fsp, tsp, ysp);
     Py_END_ALLOW_THREADS PyObject *tape = NULL;
     if (st != CLNODE_OK)
         raise_status(st, "the solution has more saved points than its slots");
@@ -1315,17 +1319,19 @@ static PyObject *solution_tuple(clnode_solution *sol, const clnode_solve_options
         Py_DECREF(ys);
         Py_DECREF(sa);
         Py_DECREF(tf);
+        Py_DECREF(fs);
         return NULL;
     }
-    return Py_BuildValue("(NNNNNN)", ts, ys, sa, tf, cert, tape);
+    return Py_BuildValue("(NNNNNNN)", ts, ys, sa, tf, cert, tape, fs);
 }
 
-/* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate)
+/* Context.solve(model, y0, ...) -> (ts, ys, stats, t_final, certificate, tape, first_step)
  *   y0: (B, N) float64 C-contiguous; t0s, t1s, dt0s: None or (B,) float64 (every trajectory's
  *   own t0, t1, dt0: clnode_solve_options t0s, t1s, dt0s); inputs: None or (B, k) float64 for a
  *   model with k conditioning inputs; ts (B, T) and ys (B, T, N) in float32 for fp32 solves and
  *   float64 for fp64, padded with +inf as diffrax pads (clnode_solution_rows); stats (B, 5) int64:
  *   result, num_steps, num_accepted, num_rejected, num_rhs_evals; t_final (B,) float64;
+ *   first_step (B,) float64: each trajectory's first step (clnode_trajectory_stats.first_step);
  *   certificate: a dict when certify (a fraction) > 0, else None. */
 /* The options of a solve from a dict {name: value} of the library's option table: a str is
  * parsed (a choice or a method by name), a number set (clnode_solve_option_set). Returns 0, or
@@ -1436,9 +1442,9 @@ done:
 static PyMethodDef context_methods[] = {
     {"solve", (PyCFunction)(void (*)(void))context_solve, METH_VARARGS | METH_KEYWORDS,
      "solve(model, y0, options, *, save_ts, certify, certify_seed, t0s, t1s, dt0s, inputs, "
-     "progress) -> (ts, ys, stats, t_final, certificate): options a dict of the library's option "
-     "table (solve_options()); save_ts (T,) shared by the batch or (B, T), a row per trajectory; "
-     "progress None or fn(fraction, active, batch, steps); see clnode.solve."},
+     "progress) -> (ts, ys, stats, t_final, certificate, tape, first_step): options a dict of the "
+     "library's option table (solve_options()); save_ts (T,) shared by the batch or (B, T), a row "
+     "per trajectory; progress None or fn(fraction, active, batch, steps); see clnode.solve."},
     {"supports", (PyCFunction)context_supports, METH_O, "supports(32 or 64) -> bool"},
     {"probe", (PyCFunction)context_probe, METH_VARARGS,
      "probe(precision, gemm_mode) -> dict: what the device's GEMM computes (clnode_probe_gemm)."},

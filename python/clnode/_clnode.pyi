@@ -90,15 +90,15 @@ class Tape:
 
 class Context:
     def __init__(self, device: Optional[str] = None) -> None: ...
-    # (ts, ys, stats, t_final, certificate, tape); options: {name: value} of the option table;
-    # save_ts: (T,) shared by the batch, or (B, T) with a row per trajectory; tape a Tape with
-    # keep_tape, else None
+    # (ts, ys, stats, t_final, certificate, tape, first_step); options: {name: value} of the
+    # option table; save_ts: (T,) shared by the batch, or (B, T) with a row per trajectory; tape
+    # a Tape with keep_tape, else None; first_step (B,) float64, each trajectory's first step
     def solve(self, model: Model, y0: npt.ArrayLike, options: Dict[str, Any], /, *,
               save_ts: Any = None, certify: float = 0.0, certify_seed: int = 1, t0s: Any = None,
               t1s: Any = None, dt0s: Any = None, inputs: Any = None,
               progress: Optional[Callable[[float, int, int, int], object]] = None) -> Tuple[
         np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[Dict[str, Any]],
-        Optional[Tape]]: ...
+        Optional[Tape], np.ndarray]: ...
     def supports(self, precision: int, /) -> bool: ...
     def probe(self, precision: int, gemm_mode: int, /) -> Dict[str, Any]: ...
     def facts(self) -> Dict[str, Optional[bool]]: ...

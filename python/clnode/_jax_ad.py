@@ -38,9 +38,9 @@ from jax.interpreters import ad, batching, mlir
 from . import _solve
 
 # the operands of the forward (clnode.jax's call): y0, t0, t1, dt0, save times, args, the
-# field's values at the check points (fv), the factor's values there (sv), then the MLP's
-# weights and biases, raveled into one flat array, when they are traced
-Y0, T0, T1, DT0, TS, ARGS, FV, SV, PARAMS = range(9)
+# field's factor s (one value per component) when traced, then the MLP's weights and biases,
+# raveled into one flat array, when they are traced
+Y0, T0, T1, DT0, TS, ARGS, SV, PARAMS = range(8)
 _TIME_NAMES = {T0: "t0", T1: "t1", DT0: "dt0", TS: "SaveAt(ts=...)"}
 
 _FORWARD_MODE = ("clnode computes first-order reverse-mode gradients only (jax.grad, "
@@ -346,10 +346,8 @@ def _reverse(prob, ct, operands, want, tape):
         elif i == ARGS:  # an operand only for a model with inputs
             assert g.args is not None
             out.append(g.args)
-        elif i == SV:  # the factor's values at the check points: s is the first point's
-            sv = np.zeros(np.shape(operands[SV])[-2:])
-            sv[0] = np.broadcast_to(g.params["out_scale"], (prob.n,))
-            out.append(sv)
+        elif i == SV:  # the factor, one value per component
+            out.append(np.broadcast_to(g.params["out_scale"], (prob.n,)))
         else:  # the flat parameters: the weights, then the biases
             out.append(np.concatenate([np.ravel(x) for x in params]))
     shapes = _vjp_shapes(operands, want, lead, (False,) * len(lead))

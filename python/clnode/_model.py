@@ -83,12 +83,13 @@ class MLP:
         output scale; tensors in `dtype`: "float64" (exact) or "float32").
 
         settings: the solve the model was trained with, as clnode.solve's keywords (t0, t1,
-        dt0, saveat=clnode.SaveAt(...) with ts of shape (T,), and the options of
-        clnode.OPTIONS: method, precision, rtol, atol, max_steps, ...; not those that change
-        no result), each checked as clnode.solve checks it; written as the string metadata
-        "clnode.<name>" ("clnode.save_t0", "clnode.save_t1", "clnode.save_steps" and
-        "clnode.save_ts" for saveat), which `clnode-solve --model FILE` takes as its defaults
-        (doc/deploy.md). Those left out: the library's defaults (clnode.solve's)."""
+        dt0 (dt0="auto": "clnode.dt0_auto"), saveat=clnode.SaveAt(...) with ts of shape (T,),
+        and the options of clnode.OPTIONS: method, precision, rtol, atol, max_steps, ...; not
+        those that change no result), each checked as clnode.solve checks it; written as the
+        string metadata "clnode.<name>" ("clnode.save_t0", "clnode.save_t1",
+        "clnode.save_steps" and "clnode.save_ts" for saveat), which `clnode-solve --model FILE`
+        takes as its defaults (doc/deploy.md). Those left out: the library's defaults
+        (clnode.solve's)."""
         try:  # not None, which numpy reads as float64
             dt = None if dtype is None else np.dtype(dtype)
         except TypeError:
@@ -305,50 +306,7 @@ def seed_model() -> MLP:
 
 
 # ------------------------------------------------------------------------------------------------
-# Activation functions of the frameworks, identified by name or by their values
-
-
-def _eager(fn):
-    """fn() outside every JAX transformation: JAX's tracing state is per thread, so a fresh
-    thread evaluates concrete arrays eagerly even when the caller is inside jax.jit or
-    jax.vmap. The caller's jax_enable_x64 (a `with jax.enable_x64(...)` is per thread too)
-    holds in that thread. For checks on concrete parameters only."""
-    import concurrent.futures
-
-    import jax
-    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
-
-    def run():
-        with jax.enable_x64(x64):
-            return fn()
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
-        return ex.submit(run).result()
-
-
-def _fingerprint_activation(fn):
-    """The clnode name of a scalar activation function of JAX, by its values on a grid (a
-    function the frameworks define under many wrappers: partials, lambdas, vmaps)."""
-    return _eager(lambda: _fingerprint_now(fn))
-
-
-def _fingerprint_now(fn):
-    import jax
-    import jax.numpy as jnp
-    grid = np.linspace(-6.0, 6.0, 49, dtype=np.float32)
-    if True:
-        try:
-            got = np.asarray(jax.vmap(fn)(jnp.asarray(grid)), dtype=np.float64)
-        except Exception:  # noqa: BLE001 - a function that does not take scalars
-            got = np.asarray(fn(jnp.asarray(grid)), dtype=np.float64)
-        refs = {"identity": lambda x: x, "relu": jax.nn.relu, "tanh": jnp.tanh,
-                "sigmoid": jax.nn.sigmoid, "softplus": jax.nn.softplus, "silu": jax.nn.silu,
-                "gelu": lambda x: jax.nn.gelu(x, approximate=True)}
-        for name, ref in refs.items():
-            want = np.asarray(ref(jnp.asarray(grid)), dtype=np.float64)
-            if got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6):
-                return name
-    return None
+# Activation functions of the frameworks, identified by name or by what they compute
 
 
 def _first_of_vmapped(x: Any) -> Any:
@@ -357,19 +315,22 @@ def _first_of_vmapped(x: Any) -> Any:
     return x[0] if hasattr(x, "shape") and ndim else x
 
 
-def _jax_activation_name(fn: Any) -> str:
-    import jax
+def _jax_activation_name(fn: Any, dtype: Any = np.float64) -> str:
+    """The library's name of a JAX activation function, identified by what it computes (the
+    structure of its trace, clnode.jax's recogniser), never by its values."""
     import jax.tree_util as jtu
+
+    from . import _jax_field
     if isinstance(fn, str):
         return fn
     # equinox.nn.MLP keeps its activation vmapped over (depth, width) to allow learnt ones;
     # a plain function comes back unchanged
     fn = jtu.tree_map(_first_of_vmapped, fn)
-    name = _fingerprint_activation(fn)
+    name = _jax_field.activation_name(fn, dtype)
     if name is None:
-        raise ValueError(f"unsupported activation {fn!r}: clnode has {', '.join(ACTIVATIONS)} "
-                         "(gelu: the tanh approximation)")
-    del jax
+        raise ValueError(f"unsupported activation {fn!r}: none of the library's activations "
+                         f"({', '.join(ACTIVATIONS)}; gelu: jax.nn.gelu's tanh approximation), "
+                         "identified by what it computes (its jaxpr), not by its values")
     return name
 
 
@@ -462,53 +423,6 @@ def _find_scale(tree, dim, skip):
     return found
 
 
-class _Ones:
-    """The stand-in for the MLP found in a vector field when its factor is read: called as the
-    network is (x, key=None), it returns ones of the network's output width, so that the field
-    evaluates to the factor it multiplies the network's output by (s for s * mlp(y))."""
-
-    def __init__(self, n, dtype):
-        self.n, self.dtype = n, dtype
-
-    def __call__(self, x, *, key=None):
-        import jax.numpy as jnp
-        del key
-        return jnp.ones(np.shape(x)[:-1] + (self.n,), self.dtype)
-
-
-def _replace_net(vf, stand_in):
-    """The vector field with its one MLP (or Sequential) replaced by `stand_in`: in its module
-    tree, or for a plain function in what it reads (its closure cells and the globals its code
-    names), where _equinox_parts finds the network."""
-    import types
-
-    import equinox as eqx
-    import jax.tree_util as jtu
-
-    def is_net(x):
-        return isinstance(x, (eqx.nn.MLP, eqx.nn.Sequential))
-
-    def sub(tree):
-        return jtu.tree_map(lambda x: stand_in if is_net(x) else x, tree, is_leaf=is_net)
-
-    if _find_equinox_mlp(vf) or not hasattr(vf, "__code__"):
-        return sub(vf)
-    cells = []
-    for cell in vf.__closure__ or ():
-        try:
-            cells.append(types.CellType(sub(cell.cell_contents)))
-        except ValueError:  # an empty cell stays empty
-            cells.append(cell)
-    glb = dict(vf.__globals__)
-    for name in vf.__code__.co_names:
-        if name in glb:
-            glb[name] = sub(glb[name])
-    fn = types.FunctionType(vf.__code__, glb, vf.__name__, vf.__defaults__,
-                            tuple(cells) if vf.__closure__ else None)
-    fn.__kwdefaults__ = vf.__kwdefaults__
-    return fn
-
-
 def _takes_t_y_args(fn):
     """Whether fn is called as a vector field, fn(t, y, args): three positional parameters."""
     import inspect
@@ -537,29 +451,33 @@ def _constant_factor(rows):
 
 
 def _field_factor(module, n, k, time_input, dtype):
-    """The factor a vector field f(t, y, args) multiplies its network's output by, read as the
-    drop-in reads it: the field evaluated with the network replaced by ones, at two points (y,
-    t) of its own. None when the field cannot be called so; a ValueError when the factor changes
-    from one point to the other (the field does more with the network than scale it)."""
-    import jax.numpy as jnp
+    """The factor a vector field f(t, y, args) multiplies its network's output by (N values, or
+    1 for one value for every component; ones when it has none), read as the drop-in reads it:
+    the field recognised from its computation (clnode.jax's recogniser, _jax_field), the factor
+    evaluated from the leaves. None when the module is not called as a field (or cannot be
+    traced as one); a ValueError naming the construct when it is a field of another form."""
     if not _takes_t_y_args(module):
         return None
-    field = _replace_net(module, _Ones(n, dtype))
-    args = jnp.zeros((k,), dtype) if k else None
-    rng = np.random.default_rng(7)
+    from . import _jax_field
+    args = np.zeros((k,), dtype) if k else None
     try:
-        vals = [np.asarray(_eager(lambda t=t: field(jnp.asarray(t, dtype), jnp.asarray(
-            rng.standard_normal(n), dtype), args)), np.float64) for t in (0.25, 0.75)]
-    except Exception:  # noqa: BLE001 - not a vector field of (t, y, args) after all
+        field = _jax_field.recognise(module, n, dtype, dtype, args)
+    except _jax_field.Untraceable:
         return None
-    if any(v.shape not in ((), (1,), (n,)) for v in vals):
+    if field is None:
         return None
-    scale, why = _constant_factor([np.broadcast_to(v, (n,)) for v in vals])
+    if field.time_input != time_input or field.inputs != k:
+        fed = "[y" + (", t" if field.time_input else "") + (", args" if field.inputs else "")
+        raise ValueError(f"the vector field feeds its network {fed}], not what time_input="
+                         f"{time_input} and inputs={k} say")
+    scale = field.operands()[2]
+    if scale is None:
+        return np.ones(1)
+    found, why = _constant_factor(np.broadcast_to(np.asarray(scale, np.float64), (1, n)))
     if why:
         raise ValueError(f"the vector field multiplies its network's output by a factor that "
-                         f"{why} (read with the network replaced by ones): clnode solves "
-                         "out_scale * MLP(...) with out_scale a constant")
-    return scale
+                         f"{why}: clnode solves out_scale * MLP(...) with out_scale finite")
+    return found
 
 
 def _is_net(x):
@@ -634,16 +552,17 @@ def from_equinox(module: Any, *, time_input: Optional[bool] = None, inputs: int 
     """The MLP inside an equinox module tree: an `eqx.nn.MLP` (or an `eqx.nn.Sequential` of
     `eqx.nn.Linear` and activation layers) anywhere in `module` (e.g. the seed problem's
     `Func(eqx.Module)` holding `mlp`), with its activation read from the module (relu, tanh,
-    sigmoid, softplus, silu, gelu with approximate=True, identity). `time_input`: whether the
-    network takes [y, t]; None guesses it from the shapes (in == out + inputs + 1). `inputs`: the
+    sigmoid, softplus, silu, gelu with approximate=True, identity: identified by what the
+    function computes, never by its values). `time_input`: whether the network takes [y, t]; None guesses it from the shapes (in == out + inputs + 1). `inputs`: the
     number k of conditioning inputs, for a network of y' = MLP([y, c]) (or MLP([y, t, c])), c
     passed to clnode.solve as args (diffrax's f(t, y, args) = mlp(jnp.concatenate([y, args])));
     its first layer takes N + k (or N + 1 + k) values. `out_scale`: the output scale of a field
     `out_scale * mlp(y)` (a scalar or one value per component). None (the default) finds it: for
     a vector field called as f(t, y, args) (an `eqx.Module` with such a `__call__`, or a
     function), the factor the field multiplies the network's output by, read as clnode.jax
-    reads it (the field evaluated with the network replaced by ones: a leaf, `jnp.exp(
-    self.log_scale)`, any expression of leaves; refused when it changes with y or t); for any
+    reads it (the field recognised from its computation: a leaf, `jnp.exp(self.log_scale)`,
+    any expression of leaves; a field of another form, such as a term added, is refused naming
+    it); for any
     other tree, the one leaf outside the network whose field name contains "scale" and that is
     a scalar or of shape (1,) or (N,) (diffrax's neural ODE example: `Func` with fields
     `out_scale` and `mlp`), and no scale where there is none; pass out_scale=1.0 for none.

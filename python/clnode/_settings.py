@@ -39,7 +39,8 @@ def _check_range(info: Dict[str, Any], value: float) -> None:
 
 def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
     """The metadata entries ({"clnode.rtol": "0.0001", ...}) of `settings`, a mapping of
-    clnode.solve's keywords: t0, t1, dt0 (scalars; dt0=None: none written, the default 0.01),
+    clnode.solve's keywords: t0, t1, dt0 (scalars; dt0=None: none written, the default 0.01;
+    dt0="auto": written as its option, "clnode.dt0_auto": "true"),
     saveat (a clnode.SaveAt with ts of shape (T,) or none), and the options of the library's
     table (clnode.OPTIONS) but those that change no result (compact, keep_tape,
     checkpoint_every). Each value is checked as clnode.solve checks it, and for its range;
@@ -49,10 +50,17 @@ def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
                         f"{type(settings).__name__}")
     out: Dict[str, str] = {}
     opts = dict(settings)
+    auto = False
     for name in ("t0", "t1", "dt0"):
         if name in opts:
             value = opts.pop(name)
             if value is None and name == "dt0":
+                continue
+            if name == "dt0" and isinstance(value, str):  # as clnode.solve: dt0_auto
+                if value != "auto":
+                    raise ValueError(f'settings: dt0 must be a number, None or "auto", not '
+                                     f'{value!r}')
+                auto = True
                 continue
             out[PREFIX + name] = repr(_args.real(value, f"settings: {name}", finite=True))
     saveat = opts.pop("saveat", None)
@@ -64,7 +72,7 @@ def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
         if info["flags"] & _SAME_BITS:
             raise ValueError(f"settings: {name} says how the work is done and changes no "
                              "result: it is not a setting of the solve")
-    for name, value in _solve._table_options(opts).items():
+    for name, value in _solve._table_options(dict(opts, dt0_auto=True) if auto else opts).items():
         info = _solve.OPTIONS[name]
         if info["type"] in ("real", "integer"):
             _check_range(info, value)
@@ -76,6 +84,13 @@ def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
     if dt0 != 0.0 and (t1 - t0) * dt0 < 0:
         raise ValueError(f"settings: dt0 = {dt0!r} has not the sign of t1 - t0 (t0 {t0!r}, "
                          f"t1 {t1!r})")
+    if out.get(PREFIX + "dt0_auto") == "true":  # as the library refuses them at the solve
+        if out.get(PREFIX + "constant_step") == "true":
+            raise ValueError("settings: dt0_auto (dt0=\"auto\") chooses the first step of the "
+                             "PID controller: constant steps need dt0")
+        if dt0 != 0.0:
+            raise ValueError(f"settings: dt0 = {dt0!r} with dt0_auto: the first step is chosen, "
+                             "give none")
     return out
 
 

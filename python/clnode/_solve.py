@@ -146,7 +146,9 @@ class Solution:
     was (N,)), in the solve's precision (float32 or float64), padded with +inf as diffrax pads
     (SaveAt(steps=True) has max_steps slots). stats: per trajectory (arrays of B, or ints),
     under diffrax's names "num_steps" (attempts), "num_accepted_steps", "num_rejected_steps",
-    "max_steps", plus clnode's "num_rhs_evals". result: per trajectory a clnode.Result (the
+    "max_steps", plus clnode's "num_rhs_evals" and "first_step" (the size of the first step
+    attempted, given or chosen by dt0="auto", after the dtmin/dtmax clip and before the clip to
+    the interval, a float; 0.0 when t0 == t1: first-step.md). result: per trajectory a clnode.Result (the
     library's code, an IntEnum named as the library names it: Result.success,
     Result.max_steps_reached, ...); for a batch an array of them (dtype object). t_final: where
     each trajectory stopped (t1 on success). certificate: with solve(certify=True), the run's
@@ -629,16 +631,17 @@ def _run(context: Optional[_clnode.Context], device: Optional[str], model: MLP, 
 
 
 def _solution(out: Tuple[Any, ...], single: bool, max_steps: int) -> Solution:
-    """The Solution of the extension's (ts, ys, stats, t_final, certificate, tape)."""
+    """The Solution of the extension's (ts, ys, stats, t_final, certificate, tape, first_step)."""
     ts, ys, st, t_final, cert = out[:5]
+    first = out[6]
     if single:  # plain Python numbers: no per-field numpy indexing
         res, n, acc, rej, rhs = st[0].tolist()
         stats = {"num_steps": n, "num_accepted_steps": acc, "num_rejected_steps": rej,
-                 "max_steps": max_steps, "num_rhs_evals": rhs}
+                 "max_steps": max_steps, "num_rhs_evals": rhs, "first_step": float(first[0])}
         return Solution(ts[0], ys[0], stats, Result(res), float(t_final[0]), cert)
     stats = {"num_steps": st[:, 1], "num_accepted_steps": st[:, 2],
              "num_rejected_steps": st[:, 3], "max_steps": max_steps,
-             "num_rhs_evals": st[:, 4]}
+             "num_rhs_evals": st[:, 4], "first_step": first}
     return Solution(ts, ys, stats, _RESULT_ARRAY[st[:, 0]], t_final, cert)
 
 

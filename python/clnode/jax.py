@@ -16,18 +16,21 @@ function (a lambda) from its closure or a global. The forms recognised are
     f(t, y, args) = mlp(jnp.concatenate([y, args]))          # y' = MLP([y, c]), c = args
     f(t, y, args) = mlp(jnp.concatenate([y, t[None], args])) # y' = MLP([y, t, c])
 
-with args one array of k values (a trajectory's conditioning inputs); which one is read from the
-first layer's width (N, N + 1, N + k, N + 1 + k; with k = 1 and N + 1 inputs, [y, args]). Each
-form may multiply the network's output by a constant s, a scalar or one value per component:
+with args one array of k values (a trajectory's conditioning inputs). Each form may multiply
+the network's output by a factor s, a scalar or one value per component:
 
     f(t, y, args) = self.out_scale * self.mlp(y)             # y' = s * MLP(y)
 
 where s is any expression of the field's leaves that does not involve y, t or args (a learnt
-scalar, jnp.exp(log_scale), ...). s is read by evaluating the field with the network replaced
-by ones, and solved exactly as JAX computes `s * mlp(y)`: one multiplication after the final
-activation. The vector field is then evaluated at random points with the caller's args (under
-vmap, each trajectory's own) and compared with s * MLP, on every call with that call's values:
-anything else (another order, terms added, args used otherwise) is refused with a ValueError,
+scalar, jnp.exp(log_scale), ...), solved exactly as JAX computes `s * mlp(y)`: one
+multiplication after the final activation. The field is recognised from its computation, not
+its values (clnode._jax_field): traced on every call with its network as one opaque call, its
+trace is read, and the call is clnode's only when the part that depends on t, y or args is one
+of these forms; the network's parameters and s, as the field makes them from its leaves, are
+evaluated (and differentiated) by JAX. Anything else (terms added, the input changed, a factor
+that depends on y, an unsupported activation, and the arguments clnode does not take) is handed
+to diffrax.diffeqsolve with a FallbackWarning naming why, or with fallback="error" (or
+CLNODE_JAX_FALLBACK=error) refused with an UnsupportedArgument; a call clnode takes is
 never solved as something else. It works under jax.jit and jax.vmap over y0, t0, t1, dt0, args
 and SaveAt(ts=...) (a vmapped call is one batched clnode solve with per-trajectory t0s/t1s/dt0s,
 inputs and save times, through one jax.pure_callback with its operands packed), on CPU arrays.
@@ -58,9 +61,10 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _args, _clnode, _jax_ad, _model, _progress, _solve
+from . import _args, _clnode, _jax_ad, _jax_fallback, _jax_field, _model, _progress, _solve
+from ._jax_fallback import FallbackWarning, UnsupportedArgument
 
-__all__ = ["diffeqsolve", "solve_settings"]
+__all__ = ["diffeqsolve", "solve_settings", "FallbackWarning", "UnsupportedArgument"]
 
 _SOLVERS: Dict[type, str] = {
     diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
@@ -76,7 +80,6 @@ _DIFFRAX_OF = {"success": 0, "max_steps_reached": 1, "dt_min_reached": 2, "nonfi
 _FLOOR = _solve.Result.__members__["precision_floor"]
 # the diffrax code of each clnode result code (0 successful, 1 max_steps_reached, 2 dt_min_reached)
 _DIFFRAX_CODE = np.array([_DIFFRAX_OF[r.name] for r in _solve.Result], np.int32)
-_CHECK_POINTS = 4
 
 # Where each option of the library's table comes from in diffeqsolve: the table's controller
 # options that PIDController has, from the controller; what diffrax's own arguments say; the rest
@@ -103,10 +106,6 @@ _PID_OPTIONS = tuple(n for n, r in _ROUTES.items() if r == "stepsize_controller 
 _KEYWORDS = tuple(n for n, r in _ROUTES.items() if r == "keyword")
 
 
-class UnsupportedArgument(ValueError):
-    """An argument of diffrax.diffeqsolve that clnode.jax.diffeqsolve does not support."""
-
-
 def _unsupported(name, what):
     return UnsupportedArgument(f"clnode.jax.diffeqsolve does not support {name}: {what}")
 
@@ -130,6 +129,12 @@ def _controller_options(ctrl, dt0):
         if dt0 is None:
             raise ValueError("ConstantStepSize needs dt0")
         return {"constant_step": True}
+    clip = getattr(diffrax, "ClipStepSizeController", None)
+    if clip is not None and type(ctrl) is clip:
+        raise _unsupported("PIDController(step_ts=..., jump_ts=...) (or a "
+                           "ClipStepSizeController)", "clnode steps where its controller says, "
+                           "with no times to step to or jump at (diffrax makes these a "
+                           "ClipStepSizeController)")
     if type(ctrl) is not diffrax.PIDController:
         raise _unsupported("stepsize_controller", f"{type(ctrl).__name__} (clnode has "
                            "PIDController and ConstantStepSize)")
@@ -185,108 +190,28 @@ def _leaves_concrete(tree):
     return not any(_is_tracer(x) for x in jax.tree_util.tree_leaves(tree))
 
 
-def _check_message(err, where, k=0):
-    form = (f"MLP(jnp.concatenate([y, args])) (or [y, t, args]) with args of {k} values" if k
-            else "an MLP of y (or of y and t)")
-    return (f"clnode solves vector fields f(t, y, args) that are {form} times a constant s, "
-            f"and this one is not the MLP found in it at {where} times its factor s (read with "
-            "the network replaced by ones): the largest relative difference at random points is "
-            f"{err:.3g}. (Found the network but the vector field does more with it than scale "
-            "its output, such as adding terms, another order of [y, t, args] or args used "
-            "otherwise?)")
-
-
-def _compare(fields, mlp, ys, ts, cs):
-    """The largest relative difference of the vector field's values `fields` (rows of
-    _CHECK_POINTS x N values, one row per trajectory) from the MLP at the check points, with each
-    row's conditioning inputs cs (rows of k values; None without inputs)."""
-    n = ys.shape[1]
-    fields = np.asarray(fields, dtype=np.float64).reshape(-1, _CHECK_POINTS, n)
-    tt = ts if mlp.time_input else None
-    if cs is None:
-        want = mlp(ys, tt)[None]
-    else:
-        # once per distinct c, all in one evaluation
-        uniq, inv = np.unique(np.asarray(cs, np.float64).reshape(-1, mlp.num_inputs), axis=0,
-                              return_inverse=True)
-        u = uniq.shape[0]
-        yy = np.tile(ys, (u, 1))
-        t2 = None if tt is None else np.tile(tt, u)
-        want = mlp(yy, t2, np.repeat(uniq, _CHECK_POINTS, axis=0)).reshape(u, _CHECK_POINTS, n)
-        want = want[np.asarray(inv).reshape(-1)]
-        if want.shape[0] != fields.shape[0]:
-            want = np.broadcast_to(want, fields.shape)
-    if not np.all(np.isfinite(fields)):
-        return np.inf
-    scale = max(float(np.max(np.abs(want))), 1e-300)
-    return float(np.max(np.abs(fields - want))) / scale
-
-
-def _find_model(vf, n, args):
-    """The MLP of the vector field and how it is fed: (layers, activation, final activation,
-    time_input, k, path). The input is y (N values), [y, t] (N + 1), [y, args] (N + k) or
-    [y, t, args] (N + 1 + k) for args an array of k values; with k = 1 and N + 1 inputs,
-    [y, args]. The check at random points then confirms (or refuses) the reading."""
-    layers, act, fact, _, path = _model._equinox_parts(vf, False)
-    n_in, n_out = int(layers[0][0].shape[1]), int(layers[-1][0].shape[0])
-    if n_out != n:
-        raise ValueError(f"the MLP found ({path or 'the vector field'}) has {n_out} outputs but "
-                         f"y0 has {n} components")
-    a = None
-    if args is not None and hasattr(args, "shape") and hasattr(args, "dtype"):
-        if len(args.shape) == 1:
-            a = int(args.shape[0])
-    if n_in == n:
-        ti, k = False, 0
-    elif a is not None and n_in == n + a:
-        ti, k = False, a
-    elif a is not None and n_in == n + 1 + a:
-        ti, k = True, a
-    elif n_in == n + 1:
-        ti, k = True, 0
-    else:
-        forms = f"y ({n}) or [y, t] ({n + 1})"
-        if a is not None:
-            forms += f", [y, args] ({n + a}) or [y, t, args] ({n + 1 + a})"
-        else:
-            forms += (", and with args one array of k values (shape (k,) per trajectory) [y, "
-                      "args] or [y, t, args]")
-        raise ValueError(f"the MLP found ({path or 'the vector field'}) takes {n_in} inputs; "
-                         f"clnode feeds it {forms}")
-    return layers, act, fact, ti, k, path
-
-
-def _scale_message(where, what):
-    return (f"clnode solves vector fields s * MLP(...) with s a constant (a scalar or one value "
-            f"per component), and this one is not the MLP found in it at {where} times a "
-            f"constant: {what}")
-
-
-def _one_factor(sv, where):
-    """The factor's values at the check points (_CHECK_POINTS x N) from the callback's operand,
-    which has leading axes under jax.vmap when the factor depends on a vmapped argument (args):
-    one model solves the batch, so it must be the same for every trajectory."""
-    a = np.asarray(sv)
-    rows = a.reshape((-1,) + a.shape[-2:])
-    if not np.all(rows == rows[0]):
-        raise ValueError(_scale_message(where, "the factor of its output changes from "
-                                        "trajectory to trajectory (it depends on args)"))
-    return rows[0]
-
-
-def _out_scale(svals, where):
-    """The output scale from the factor's values at the check points (_CHECK_POINTS x N, the
-    field with its network replaced by ones): None when it is 1 (the field is the network
-    itself), a float when one value for every component, else N values. Refused when it changes
-    from point to point (it depends on y or t) or is not finite."""
-    s, why = _model._constant_factor(np.reshape(svals, (_CHECK_POINTS, -1)))
+def _scale_value(factor, what):
+    """The model's output scale from the factor s as one value per component (N values): None
+    when it is 1 (the field is the network itself), a float when one value for every component,
+    else the N values. A non-finite factor is refused (`what` says where it comes from)."""
+    s, why = _model._constant_factor(np.reshape(np.asarray(factor, np.float64), (1, -1)))
     if why:
-        raise ValueError(_scale_message(where, f"the factor of its output {why}"
-                                        + (" (the field does more with the network than scale "
-                                           "it)" if why.startswith("changes") else "")))
+        raise what(f"the factor s of the field's network is not finite ({factor})")
     if np.all(s == 1.0):
         return None
     return float(s[0]) if s.size == 1 else s
+
+
+def _one_scale(sv, n):
+    """The factor s (N values) from the callback's operand, which has leading axes under
+    jax.vmap when s depends on a vmapped value: one model solves the batch, so it must be the
+    same for every trajectory."""
+    a = np.asarray(sv, np.float64)
+    rows = a.reshape(-1, n)
+    if not np.all(rows == rows[0]):
+        raise ValueError("clnode.jax.diffeqsolve: the factor s of the field's network changes "
+                         "from trajectory to trajectory (clnode solves one model for a batch)")
+    return rows[0]
 
 
 def _per_trajectory(x, lead):
@@ -378,8 +303,8 @@ def _promote(y0, t0, t1, dt0, save_ts):
     integer times), y0's is jnp.result_type(y0, time dtype), under standard promotion."""
     if not isinstance(y0, (jax.Array, np.ndarray, np.generic, float, int)):
         kind = type(y0).__name__
-        raise _unsupported(f"y0 as a {kind}", "clnode.jax takes y0 as one array, not a pytree "
-                           "(clnode's state is one vector)")
+        raise _unsupported(f"a pytree state (y0 is a {kind})", "clnode.jax takes y0 as one "
+                           "array, not a pytree (clnode's state is one vector)")
     for name, x in (("t0", t0), ("t1", t1), ("dt0", dt0)):
         _time_arg(x, name)
     timelikes = [x for x in (t0, t1, dt0, save_ts) if x is not None]
@@ -485,13 +410,12 @@ def _host_callback(p, failures, jitting, shapes):
     exception is kept for diffeqsolve to raise as it is (under jit it is raised, reaching the
     caller inside XLA's runtime error); shapes: the outputs' ShapeDtypeStructs."""
 
-    def batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params):
+    def batch_shape(y, t0_, t1_, dt0_, ts_, c_, sv, *params):
         # the batch: every vmapped operand has the full leading axes, the others size-1 axes
         return np.broadcast_shapes(np.shape(y)[:-1], np.shape(t0_), np.shape(t1_),
                                    np.shape(dt0_), np.shape(c_)[:-1] if p.k else (),
                                    np.shape(ts_)[:-1] if p.save_ts is not None else (),
-                                   np.shape(fv)[:-2] if p.deferred_check else (),
-                                   np.shape(sv)[:-2] if p.deferred_check else ())
+                                   np.shape(sv)[:-1] if p.scale_traced else ())
 
     scaled: Dict[Any, Any] = {}  # the last model given a scale, for the next call's
 
@@ -518,13 +442,13 @@ def _host_callback(p, failures, jitting, shapes):
 
     models: Dict[bytes, Any] = {}  # the last model made of traced parameters, by their bytes
 
-    def setup(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params, scale_vector=False):
+    def setup(y, t0_, t1_, dt0_, ts_, c_, sv, *params, scale_vector=False):
         """The clnode.solve call of the batch the operands give: (lead, model, y0 rows, keyword
         arguments). scale_vector: the model has the output scale as one value per component,
         1 where the field has none (for its gradient: the same bits, s * x for each
         component)."""
         y = np.asarray(y)
-        lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, fv, sv, *params)
+        lead = batch_shape(y, t0_, t1_, dt0_, ts_, c_, sv, *params)
         yb = np.broadcast_to(y, lead + (p.n,)).reshape(-1, p.n)
         B = yb.shape[0]
         t0v = _per_trajectory(t0_, lead)
@@ -537,20 +461,12 @@ def _host_callback(p, failures, jitting, shapes):
         if m is None:  # traced parameters (under jax.jit): this call's values
             m = _model_of(p, models, params[0])
         s = p.scale
-        if p.deferred_check:
-            factor = _one_factor(sv, p.path or "the root")
-            s = _out_scale(factor, p.path or "the root")
-            if scale_vector:
-                s = np.asarray(factor[0], np.float64)
+        if p.scale_traced:  # this call's factor
+            factor = _one_scale(sv, p.n)
+            s = factor if scale_vector else _scale_value(factor, ValueError)
         elif scale_vector:
             s = np.broadcast_to(np.asarray(1.0 if s is None else s, np.float64), (p.n,))
         m = with_scale(m, s)
-        if p.deferred_check:
-            fvs = np.broadcast_to(np.asarray(fv), lead + (_CHECK_POINTS, p.n)).reshape(B, -1)
-            err = _compare(fvs, m, np.asarray(p.chk_y, y.dtype), np.asarray(p.chk_t, y.dtype),
-                           cv)
-            if not err <= p.tol:
-                raise ValueError(_check_message(err, p.path or "the root", p.k))
         tsv = None
         if p.save_ts is not None:
             tsv = _save_rows(ts_, lead, p.n_ts)
@@ -568,7 +484,7 @@ def _host_callback(p, failures, jitting, shapes):
         tape's token: 0 unless keep) of the batch; with keep, its solution kept with the tape
         for the reverse pass (_jax_ad.keep_tape)."""
         # kept for the reverse pass: the factor's gradient needs the model with its scale
-        lead, m, yb, kw = setup(*operands, scale_vector=keep and p.deferred_check)
+        lead, m, yb, kw = setup(*operands, scale_vector=keep and p.scale_traced)
         if keep:
             kw.update(keep_tape=True, checkpoint_every=p.checkpoint_every)
         meter = p.meter() if p.meter is not None else None  # none: no Python for progress
@@ -609,66 +525,6 @@ def _floor_error(sol, kw):
     return _clnode.PrecisionError(msg)
 
 
-def _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time_input, k,
-                        path):
-    """The check of the vector field against s * MLP, s the factor the field multiplies the
-    network found in it by (1 for the network itself): the field's values at a few random points
-    (and times) with the caller's args (each trajectory's own under vmap), and the field's values
-    there with the network replaced by ones (s itself, which must not change from point to
-    point), compared here when everything is concrete, else in the callback of every call
-    (deferred), with that call's values. Returns the pieces the solve needs: mlp (without its
-    scale; None for traced parameters), scale (when not deferred), make_mlp, the check points,
-    tol, the field's and the factor's values there (fvals, svals), args_op, weights, biases,
-    deferred."""
-    n = int(y0.shape[0])
-    rng = np.random.default_rng(20240917)
-    chk_y = rng.standard_normal((_CHECK_POINTS, n))
-    tlo = _static_float(t0, "t0") if not _is_tracer(t0) else 0.0
-    thi = _static_float(t1, "t1") if not _is_tracer(t1) else 1.0
-    chk_t = tlo + (thi - tlo) * rng.random(_CHECK_POINTS)
-    tol = 1e-4 if precision == "fp32" else 1e-9
-    where = path or "the root"
-    factor = _model._replace_net(vf, _model._Ones(n, y0.dtype))
-
-    def at_points(field):
-        f = jax.vmap(lambda t, y: field(t, y, args))
-        return f(jnp.asarray(chk_t, y0.dtype), jnp.asarray(chk_y, y0.dtype))
-
-    weights = [w for w, _ in layers]
-    biases = [b for _, b in layers]
-
-    def make_mlp(ws, bs, scale=None):
-        return _model.MLP([np.asarray(w, np.float64) for w in ws],
-                          [None if b is None else np.asarray(b, np.float64) for b in bs],
-                          activation=act, final_activation=fact, time_input=time_input,
-                          inputs=k, out_scale=scale)
-
-    args_op = None
-    if k:
-        args_op = jnp.asarray(args)
-        if not jnp.issubdtype(args_op.dtype, jnp.floating):
-            args_op = args_op.astype(y0.dtype)
-    mlp = make_mlp(weights, biases) if _leaves_concrete(layers) else None
-    deferred_check = mlp is None or not _leaves_concrete(vf) or \
-        (args is not None and not _leaves_concrete(args))
-    scale = None
-    if not deferred_check:
-        fvals = _model._eager(lambda: np.asarray(at_points(vf)))
-        svals = _model._eager(lambda: np.asarray(at_points(factor)))
-        scale = _out_scale(svals, where)
-        c = None if not k else np.asarray(args_op, np.float64).reshape(1, k)
-        err = _compare(fvals.reshape(1, -1), make_mlp(weights, biases, scale),
-                       np.asarray(chk_y, y0.dtype), np.asarray(chk_t, y0.dtype), c)
-        if not err <= tol:
-            raise ValueError(_check_message(err, where, k))
-    else:
-        fvals = at_points(vf)
-        svals = at_points(factor)
-    return types.SimpleNamespace(mlp=mlp, scale=scale, deferred=deferred_check,
-                                 make_mlp=make_mlp, y=chk_y, t=chk_t, tol=tol, fvals=fvals,
-                                 svals=svals, args_op=args_op, weights=weights, biases=biases)
-
-
 def _solution(t0a, t1a, out, max_steps, throw):
     """The diffrax.Solution of the callback's outputs (ts, ys, step counts, result codes); with
     throw, diffrax's own error_if on a failed trajectory."""
@@ -692,8 +548,12 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
     """diffeqsolve's arguments that clnode does not support refused by name, and the keywords
     checked before any callback. Returns (method name, max_steps)."""
     if type(terms) is not diffrax.ODETerm:
-        raise _unsupported("terms", f"{type(terms).__name__} (clnode solves ODETerm(f) with f "
-                           "an MLP)")
+        kind = type(terms).__name__
+        what = {"ControlTerm": " (a controlled differential equation, CDE)",
+                "MultiTerm": " (a sum of terms, e.g. an SDE's drift and diffusion)",
+                "WeaklyDiagonalControlTerm": " (a controlled differential equation)"}.get(
+                    kind, "")
+        raise _unsupported("terms", f"{kind}{what}; clnode solves ODETerm(f) with f an MLP")
     method = _SOLVERS.get(type(solver))
     if method is None:
         raise _unsupported("solver", f"{type(solver).__name__} (clnode has "
@@ -731,13 +591,13 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
                 max_steps: Optional[int] = 4096, throw: bool = True,
                 progress_meter: Any = diffrax.NoProgressMeter(), solver_state: Any = None,
                 controller_state: Any = None, made_jump: Any = None, device: Optional[str] = None,
-                **options: Any) -> diffrax.Solution:
+                fallback: Optional[str] = None, **options: Any) -> diffrax.Solution:
     """diffrax.diffeqsolve for an MLP vector field, solved by clnode.
 
     terms: diffrax.ODETerm(f) with f an equinox module tree (e.g. `Func(eqx.Module)` holding an
     `eqx.nn.MLP`) or a function reading one, whose value is MLP(y), MLP([y, t]), MLP([y, args])
-    or MLP([y, t, args]), each possibly times a constant s (`out_scale * mlp(y)`; see the
-    module's documentation); checked at random points on every call.
+    or MLP([y, t, args]), each possibly times a factor s of the leaves (`out_scale * mlp(y)`;
+    see the module's documentation), recognised from its computation on every call.
     args: None, or for a network conditioned on it one array of k values.
     solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
     PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
@@ -754,12 +614,13 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     Returns a diffrax.Solution (ts, ys, stats, result, progress_meter as diffrax: python.md). Under
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
-    save times: each trajectory its own list). Raises UnsupportedArgument (a ValueError) naming
-    any argument it does not support (adjoint other than RecursiveCheckpointAdjoint, event,
-    SubSaveAt fn, other
-    solvers, controllers, or vmapping over the model), ValueError when the vector field is not
-    s times the MLP found in it or when save times are out of order or lie outside their
-    trajectory's interval (as diffrax), TypeError for an argument
+    save times: each trajectory its own list). A call it does not take (a vector field of
+    another form, an adjoint other than RecursiveCheckpointAdjoint, an event, SubSaveAt fn,
+    other solvers, controllers or terms, a pytree state) is diffrax.diffeqsolve's, with a
+    FallbackWarning naming why; fallback="error" (default: $CLNODE_JAX_FALLBACK, else "warn")
+    raises UnsupportedArgument (a ValueError) instead. Raises ValueError when save times are
+    out of order or lie outside their trajectory's interval (as diffrax) and for vmapping over
+    the model, TypeError for an argument
     of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
     it refuses the problem, and a TypeError for a gradient with respect to t0, t1, dt0 or
     SaveAt(ts=...) and for forward mode (jax.jvp, jax.jacfwd, jax.hessian): clnode computes
@@ -770,24 +631,94 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     times run in JAX through eqx.error_if, and the rest inside the callback, raised in
     eqx.error_if's form: with equinox.filter_jit, equinox.EquinoxRuntimeError carrying the
     message; with jax.jit, XLA's runtime error with the message inside."""
+    how = _jax_fallback.mode(fallback)
+    try:
+        taken = _take(terms, solver, t0, t1, dt0, y0, args, saveat, stepsize_controller, adjoint,
+                      event, max_steps, throw, progress_meter, solver_state, controller_state,
+                      made_jump, device, options)
+    except _jax_field.Refusal as why:  # UnsupportedArgument among them
+        return _jax_fallback.hand_over(why, how, lambda: diffrax.diffeqsolve(
+            terms, solver, t0, t1, dt0, y0, args, saveat=saveat,
+            stepsize_controller=stepsize_controller, adjoint=adjoint, event=event,
+            max_steps=max_steps, throw=throw, progress_meter=progress_meter,
+            solver_state=solver_state, controller_state=controller_state,
+            made_jump=made_jump), stacklevel=2)
+    return _solve_taken(taken, t0, t1, dt0, max_steps, throw, device)
+
+
+def _take(terms, solver, t0, t1, dt0, y0, args, saveat, stepsize_controller, adjoint, event,
+          max_steps, throw, progress_meter, solver_state, controller_state, made_jump, device,
+          options):
+    """Every check of a call that may refuse it (UnsupportedArgument, or the field's Refusal)
+    before anything is solved: the call as clnode takes it (a namespace), or the refusal."""
     method, max_steps, kw, checkpoint_every = _check_arguments(
-        terms, solver, adjoint, event, progress_meter,
-                                             solver_state, controller_state, made_jump,
-                                             max_steps, throw, options, device)
+        terms, solver, adjoint, event, progress_meter, solver_state, controller_state,
+        made_jump, max_steps, throw, options, device)
     ctrl = _controller_options(stepsize_controller, dt0)
     save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
     y0, time_dtype = _promote(y0, t0, t1, dt0, save_ts)
-    precision = "fp64" if y0.dtype == jnp.float64 else "fp32"
     _check_save_ts_now(save_ts, t0, t1)
+    field = _field_of(terms.vector_field, int(y0.shape[0]), y0.dtype, time_dtype, args)
+    return types.SimpleNamespace(
+        method=method, max_steps=max_steps, kw=kw, checkpoint_every=checkpoint_every, ctrl=ctrl,
+        save_t0=save_t0, save_t1=save_t1, save_steps=save_steps, save_ts=save_ts, y0=y0,
+        time_dtype=time_dtype, field=field, args=args,
+        meter=_METERS[type(progress_meter)](progress_meter))
 
-    vf = terms.vector_field
+
+def _field_of(vf, n, y_dtype, time_dtype, args):
+    """The vector field recognised (_jax_field.recognise), refused naming what it is when it is
+    none of the forms; a controlled term (ControlTerm.to_ode()) named as such."""
+    where = [type(x).__name__ for x in jax.tree_util.tree_leaves(
+        vf, is_leaf=lambda x: isinstance(x, (diffrax.AbstractTerm, diffrax.AbstractPath)))
+        if isinstance(x, (diffrax.AbstractTerm, diffrax.AbstractPath))]
+    if where:
+        raise _unsupported("the vector field", f"it holds a {where[0]} (a controlled "
+                           "differential equation, ControlTerm(...).to_ode(), or another term "
+                           "inside the field); clnode solves ODETerm(f) with f an MLP")
+    try:
+        field = _jax_field.recognise(vf, n, y_dtype, time_dtype, args)
+    except ValueError as e:  # a Refusal, or what the network search found wrong
+        raise _unsupported("the vector field", str(e)) from None
+    if field is None:
+        kinds = sorted({type(x).__name__ for x in jax.tree_util.tree_leaves(
+            vf, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))})[:12]
+        raise _unsupported("the vector field", "no equinox.nn.MLP (or eqx.nn.Sequential of "
+                           f"eqx.nn.Linear and activations) found in {type(vf).__name__} (its "
+                           f"leaves: {', '.join(kinds) or 'none'}), nor in what a plain function "
+                           "reads (its closure and the globals it names)")
+    return field
+
+
+def _solve_taken(c, t0, t1, dt0, max_steps, throw, device):
+    """The call clnode takes (_take's namespace), solved: the forward's jax.custom_jvp around
+    the callback, bound to this call's operands."""
+    method, max_steps, kw, checkpoint_every = c.method, c.max_steps, c.kw, c.checkpoint_every
+    ctrl, save_t0, save_t1, save_steps, save_ts = c.ctrl, c.save_t0, c.save_t1, c.save_steps, \
+        c.save_ts
+    y0, time_dtype, field, args = c.y0, c.time_dtype, c.field, c.args
+    precision = "fp64" if y0.dtype == jnp.float64 else "fp32"
     n = int(y0.shape[0])
-    layers, act, fact, time_input, k, path = _find_model(vf, n, args)
+    k, net = field.inputs, field.network
+    weights, biases, scale = field.operands()
 
-    c = _vector_field_check(vf, args, y0, t0, t1, precision, layers, act, fact, time_input,
-                            k, path)
-    mlp, deferred_check, make_mlp, chk_y, chk_t = c.mlp, c.deferred, c.make_mlp, c.y, c.t
-    tol, fvals, args_op, weights, biases = c.tol, c.fvals, c.args_op, c.weights, c.biases
+    def make_mlp(ws, bs, scale=None):
+        return _model.MLP([np.asarray(w, np.float64) for w in ws],
+                          [None if b is None else np.asarray(b, np.float64) for b in bs],
+                          activation=net.activation, final_activation=net.final_activation,
+                          time_input=field.time_input, inputs=k, out_scale=scale)
+
+    args_op = None
+    if k:
+        args_op = jnp.asarray(args)
+        if args_op.dtype != y0.dtype:
+            args_op = args_op.astype(y0.dtype)
+    mlp = make_mlp(weights, biases) if _leaves_concrete((weights, biases)) else None
+    scale_traced = scale is not None and not _leaves_concrete(scale)
+    s_value = None
+    if scale is not None and not scale_traced:
+        s_value = _scale_value(np.broadcast_to(np.asarray(scale, np.float64), (n,)),
+                               UnsupportedArgument)
 
     n_ts = 0 if save_ts is None else int(np.shape(save_ts)[0])
     T = _clnode.save_slots(save_t0=save_t0, save_t1=save_t1, n_ts=n_ts, save_steps=save_steps,
@@ -801,10 +732,10 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     failures: List[BaseException] = []
     jitting = _jitting()
     prob = types.SimpleNamespace(
-        n=n, k=k, deferred_check=deferred_check, mlp=mlp, n_layers=len(layers),
-        has_bias=[b is not None for b in biases], make_mlp=make_mlp, chk_y=chk_y, chk_t=chk_t,
-        tol=tol, path=path, save_ts=save_ts, n_ts=n_ts, scale=c.scale, save_t0=save_t0,
-        throw=throw, meter=_METERS[type(progress_meter)](progress_meter),
+        n=n, k=k, scale_traced=scale_traced, mlp=mlp, n_layers=len(weights),
+        has_bias=[b is not None for b in biases], make_mlp=make_mlp,
+        save_ts=save_ts, n_ts=n_ts, scale=s_value, save_t0=save_t0,
+        throw=throw, meter=c.meter,
         save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
         y_dtype=y0.dtype, checkpoint_every=checkpoint_every,
         # the save times checked before the callback: concrete (_check_save_ts_now), or traced
@@ -823,8 +754,10 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     call.defjvp(_jax_ad.jvp_rule(call, call_keeping_tape, ad_prob), symbolic_zeros=True)
 
     ts_op = jnp.zeros((0,), time_dtype) if save_ts is None else jnp.asarray(save_ts, time_dtype)
-    fv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(fvals, y0.dtype)
-    sv_op = jnp.zeros((0,), y0.dtype) if not deferred_check else jnp.asarray(c.svals, y0.dtype)
+    # the factor s as one value per component, when traced (its cotangent reaches the leaves
+    # that make it through JAX)
+    sv_op = jnp.zeros((0,), y0.dtype) if not scale_traced else \
+        jnp.broadcast_to(jnp.asarray(scale, y0.dtype), (n,))
     c_op = jnp.zeros((0,), y0.dtype) if not k else args_op
     # traced parameters: one flat operand (one transfer per callback), the weights then the
     # biases; JAX maps its cotangent back onto the leaves
@@ -838,7 +771,7 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
                                          dt0a)
         if save_ts is not None:  # without save times the operand stays the empty array
             ts_op = checked_ts
-    out = call(y0, t0a, t1a, dt0a, ts_op, c_op, fv_op, sv_op, *params)
+    out = call(y0, t0a, t1a, dt0a, ts_op, c_op, sv_op, *params)
     if not jitting:
         jax.block_until_ready(out)
         if failures:  # the library's (or this module's) exception itself

@@ -21,6 +21,10 @@ def pytest_configure(config):
     except ImportError:
         pass
     os.environ.setdefault("CLNODE_DEVICE", "host")
+    # a call clnode.jax.diffeqsolve does not take is refused rather than handed to diffrax, so
+    # that a supported form that falls back fails its test (tests of the fallback pass
+    # fallback="warn" themselves)
+    os.environ["CLNODE_JAX_FALLBACK"] = "error"
 
 
 @pytest.fixture

@@ -124,6 +124,42 @@ def test_clnode_solve_takes_the_training_settings(trained, tmp_path, precision):
     assert np.load(tmp_path / "ys3.npy").tobytes() == want.ys.tobytes()
 
 
+@pytest.mark.parametrize("precision", ["fp64", "fp32"])
+def test_clnode_solve_chooses_the_first_step_of_a_dt0_auto_file(tmp_path, precision):
+    """settings dt0="auto" is written as clnode.dt0_auto "true", and clnode-solve --model then
+    chooses each trajectory's first step: the bytes and first steps of clnode.solve(dt0="auto"),
+    not those of its default first step."""
+    rng = np.random.default_rng(5)
+    model = clnode.MLP([rng.normal(size=(16, 3)) * 0.5, rng.normal(size=(3, 16)) * 0.5],
+                       [rng.normal(size=16) * 0.1, rng.normal(size=3) * 0.1], activation="tanh")
+    y0 = rng.normal(size=(4, 3)) * np.array([[0.1], [1.0], [3.0], [10.0]])
+    np.save(tmp_path / "y0.npy", y0)
+    settings = dict(t0=0.0, t1=2.0, dt0="auto", rtol=1e-5, atol=1e-7, precision=precision,
+                    saveat=clnode.SaveAt(ts=[0.5, 1.0, 1.5, 2.0]))
+    model.save(tmp_path / "m.safetensors", settings=settings)
+    meta = _metadata((tmp_path / "m.safetensors").read_bytes())
+    assert meta["clnode.dt0_auto"] == "true" and "clnode.dt0" not in meta, meta
+
+    want = clnode.solve(model, y0, device="host", **settings)
+    fixed = clnode.solve(model, y0, device="host", **dict(settings, dt0=None))
+    assert want.ok and want.ys.tobytes() != fixed.ys.tobytes()  # the choice shows in the bytes
+    r = _run(["clnode-solve", "--model", "m.safetensors", "--y0-file", "y0.npy", "--out",
+              "ys.npy", "--device", "host", "--quiet"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "ys.npy")
+    assert got.dtype == want.ys.dtype and got.tobytes() == want.ys.tobytes()
+    r = _run(["clnode-solve", "--model", "m.safetensors", "--y0-file", "y0.npy", "--json",
+              "--device", "host"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert "dt0_auto" in doc["settings_from_model"], doc["settings_from_model"]
+    first = [t["first_step"] for t in doc["trajectories"]]
+    cast = np.float32 if precision == "fp32" else np.float64
+    np.testing.assert_array_equal(np.asarray(first, cast).astype(np.float64),
+                                  want.stats["first_step"])
+    assert len(set(first)) == 4 and 0.01 not in first, first
+
+
 def _metadata(data):
     n = struct.unpack("<Q", data[:8])[0]
     return json.loads(data[8:8 + n])["__metadata__"]
@@ -159,6 +195,9 @@ def test_settings_are_written_as_named_keys():
     ({"precision": "fp16"}, ValueError, "precision"),
     ({"method": "rk4"}, ValueError, "method"),
     ({"t0": 0.0, "t1": 1.0, "dt0": -0.1}, ValueError, "dt0"),
+    ({"dt0": "fast"}, ValueError, '"auto"'),
+    ({"dt0": "auto", "constant_step": True}, ValueError, "dt0_auto"),
+    ({"dt0": 0.1, "dt0_auto": True}, ValueError, "dt0_auto"),
     ({"saveat": clnode.SaveAt(ts=[[0.5], [1.0]])}, ValueError, "one list of save times"),
     ({"saveat": "t1"}, TypeError, "SaveAt"),
     ([("rtol", 1e-4)], TypeError, "dict"),

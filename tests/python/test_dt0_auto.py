@@ -57,3 +57,44 @@ def test_refusals():
         clnode.solve(m, y0, t0=0.0, t1=1.0, dt0="auto", constant_step=True)
     with pytest.raises(ValueError, match="dt0_auto"):
         clnode.solve(m, y0, t0=0.0, t1=1.0, dt0=0.1, dt0_auto=True)
+
+
+@pytest.mark.parametrize("precision", ["fp64", "fp32"])
+def test_first_step_reports_the_given_step(precision):
+    m, y0 = _model(), _y0()
+    dt0 = np.array([0.01, 0.05, 0.1, 0.3, 0.7])
+    want = dt0.astype(np.float32).astype(np.float64) if precision == "fp32" else dt0
+    for t1, d in ((2.0, dt0), (-2.0, -dt0)):
+        s = clnode.solve(m, y0, t0=0.0, t1=t1, dt0=d, precision=precision)
+        assert s.stats["first_step"].dtype == np.float64
+        np.testing.assert_array_equal(s.stats["first_step"], want)
+    # after the dtmax clip, before the clip to the interval (t1 - t0 = 0.2 here)
+    s = clnode.solve(m, y0, t0=0.0, t1=0.2, dt0=dt0, dtmax=0.25, precision="fp64")
+    np.testing.assert_array_equal(s.stats["first_step"], np.minimum(dt0, 0.25))
+    one = clnode.solve(m, y0[0], t0=0.0, t1=1.0, dt0=0.125, precision=precision)
+    assert type(one.stats["first_step"]) is float and one.stats["first_step"] == 0.125
+    none = clnode.solve(m, y0[0], t0=1.0, t1=1.0, dt0=0.125, precision=precision)
+    assert none.stats["first_step"] == 0.0  # no step
+
+
+@pytest.mark.parametrize("precision", ["fp64", "fp32"])
+@pytest.mark.parametrize("direction", [1.0, -1.0])
+def test_first_step_reports_the_chosen_step(precision, direction):
+    """Given back as dt0, the reported choice gives the same steps and bytes; it is the step a
+    solve of one attempt took."""
+    m = _model()
+    y0 = _y0() * np.array([[1.0], [0.0], [10.0], [0.1], [1.0]])  # zero y0 too: h0 = 1e-6
+    kw = dict(t0=0.0, t1=direction * 2.0, precision=precision, rtol=1e-5, atol=1e-7,
+              saveat=clnode.SaveAt(steps=True))
+    a = clnode.solve(m, y0, dt0="auto", **kw)
+    first = a.stats["first_step"]
+    assert np.all(first > 0) and np.all(first < 2.0) and len(set(first.tolist())) >= 4, first
+    g = clnode.solve(m, y0, dt0=direction * first, **kw)
+    assert a.ys.tobytes() == g.ys.tobytes() and a.ts.tobytes() == g.ts.tobytes()
+    np.testing.assert_array_equal(g.stats["first_step"], first)
+    np.testing.assert_array_equal(a.stats["num_steps"], g.stats["num_steps"])
+    np.testing.assert_array_equal(a.stats["num_rhs_evals"], g.stats["num_rhs_evals"] + 1)
+    one = clnode.solve(m, y0, dt0="auto", max_steps=1, **dict(kw, saveat=clnode.SaveAt(t1=True)))
+    took = one.ts[:, 0] != 0.0  # accepted: it stopped at t0 + dt0
+    assert took.sum() >= 3
+    np.testing.assert_array_equal(np.abs(one.ts[took, 0]).astype(np.float64), first[took])

@@ -144,7 +144,8 @@ def test_from_torch_sequential_duck_typed():
 def test_seed_problem_and_shapes():
     s = seed_solve(np.zeros(10))
     assert s.stats == {"num_steps": 12, "num_accepted_steps": 12, "num_rejected_steps": 0,
-                       "max_steps": 4096, "num_rhs_evals": s.stats["num_rhs_evals"]}
+                       "max_steps": 4096, "num_rhs_evals": s.stats["num_rhs_evals"],
+                       "first_step": float(np.float32(0.02))}  # the seed's dt0, in fp32
     assert s.result == clnode.Result.success and s.ts.shape == (1,) and s.ys.shape == (1, 10)
     assert s.ys.dtype == np.float32 and s.ts[0] == 50.0
     b = seed_solve(np.zeros((3, 10)), saveat=clnode.SaveAt(steps=True), max_steps=64)

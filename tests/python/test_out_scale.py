@@ -247,9 +247,9 @@ def test_from_equinox_scale_candidates():
 
 
 def test_from_equinox_reads_the_fields_factor():
-    """A field's factor is read by evaluating it with the network replaced by ones: an
-    expression of leaves (exp(log_scale), whose leaf is named like a scale but is not the
-    factor), with a time input; a factor that changes with y is refused."""
+    """A field's factor is read from its computation (clnode.jax's recogniser): an expression
+    of leaves (exp(log_scale), whose leaf is named like a scale but is not the factor), with a
+    time input; a factor that depends on y is refused."""
     class ExpScale(eqx.Module):
         log_scale: jax.Array
         mlp: eqx.nn.MLP
@@ -273,5 +273,5 @@ def test_from_equinox_reads_the_fields_factor():
         f = ExpScale(jnp.asarray(-0.5, jnp.float64), mlp)
         np.testing.assert_allclose(m(y, t), np.asarray(f(jnp.asarray(t), jnp.asarray(y), None)),
                                    rtol=1e-14)
-        with pytest.raises(ValueError, match="changes with y"):
+        with pytest.raises(ValueError, match="factor that depends on t, y or args"):
             clnode.from_equinox(Times(neural_ode_func(1.0).mlp))

@@ -142,12 +142,12 @@ import jax.numpy as jnp  # noqa: E402
 from clnode.jax import diffeqsolve  # noqa: E402
 
 
-def jax_solve(meter, solve=diffeqsolve, t1=1.0):
+def jax_solve(meter, solve=diffeqsolve, **kw):
     mlp = eqx.nn.MLP(4, 4, 16, 1, activation=jnp.tanh, key=jax.random.PRNGKey(3),
                      dtype=jnp.float64)
-    return solve(diffrax.ODETerm(lambda t, y, a: mlp(y)), diffrax.Tsit5(), 0.0, t1, 0.05,
+    return solve(diffrax.ODETerm(lambda t, y, a: mlp(y)), diffrax.Tsit5(), 0.0, 1.0, 0.05,
                  jnp.ones(4, jnp.float64), progress_meter=meter,
-                 stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))
+                 stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9), **kw)
 
 
 def test_jax_text_progress_meter(capsys):
@@ -195,7 +195,7 @@ def test_jax_tqdm_progress_meter(monkeypatch):
 
 def test_jax_no_progress_meter_runs_no_python(given_progress):
     """NoProgressMeter (the default): the solve gets no progress callable; a meter diffrax has
-    and clnode does not map is refused by name."""
+    and clnode does not map is refused by name (with fallback="error"; else diffrax solves)."""
     seen = given_progress
     jax_solve(diffrax.NoProgressMeter())
     jax_solve(diffrax.TextProgressMeter())
@@ -204,7 +204,7 @@ def test_jax_no_progress_meter_runs_no_python(given_progress):
     class Other(diffrax.NoProgressMeter):
         pass
     with pytest.raises(ValueError, match="progress_meter"):
-        jax_solve(Other())
+        jax_solve(Other(), fallback="error")
 
 
 # ---- kernel builds ----

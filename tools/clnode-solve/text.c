@@ -112,6 +112,7 @@ void solve_json_head(FILE *f, const tool_problem *pb, const clnode_context *ctx,
     tool_json_num(f, pb->prob.t1s ? NAN : o->t1);
     fputs(", \"dt0\": ", f);
     tool_json_num(f, pb->prob.dt0s ? NAN : o->dt0);
+    fprintf(f, ", \"dt0_auto\": %s", o->dt0_auto ? "true" : "false");
     fprintf(f,
             ", \"max_steps\": %ld, \"batch\": %zu, \"dim\": %zu, \"wall_seconds\": ", o->max_steps,
             batch, N);
@@ -128,9 +129,11 @@ int solve_json_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t 
     clnode_solution_stats(sol, b, &s);
     fprintf(f,
             "%s\n  {\"result\": \"%s\", \"num_steps\": %ld, \"num_accepted\": %ld, "
-            "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"t_final\": ",
+            "\"num_rejected\": %ld, \"num_rhs_evals\": %ld, \"first_step\": ",
             index ? "," : "", clnode_result_name(s.result), s.num_steps, s.num_accepted,
             s.num_rejected, s.num_rhs_evals);
+    tool_json_num_p(f, s.first_step, p);
+    fputs(", \"t_final\": ", f);
     tool_json_num_p(f, s.t_final, p);
     const double *per[3] = {pr->t0s, pr->t1s, pr->dt0s};
     static const char *const per_name[3] = {"t0", "t1", "dt0"};
@@ -205,27 +208,31 @@ void solve_summary_head(FILE *f, const tool_problem *pb, const clnode_context *c
         fprintf(f, "method   %s, PID rtol %g atol %g, %s, GEMM %s\n", o->method->name, o->rtol,
                 o->atol, clnode_precision_name(o->precision), clnode_gemm_mode_name(o->gemm_precision));
     const clnode_problem *pr = &pb->prob;
-    if (pr->t0s || pr->t1s || pr->dt0s)
-        fprintf(f, "interval [%g, %g], dt0 %g of trajectory 0 (per trajectory:%s%s%s), batch %zu\n",
-                pr->t0s ? pr->t0s[0] : o->t0, pr->t1s ? pr->t1s[0] : o->t1,
-                pr->dt0s ? pr->dt0s[0] : o->dt0, pr->t0s ? " t0" : "", pr->t1s ? " t1" : "",
-                pr->dt0s ? " dt0" : "", batch);
+    const int per = pr->t0s || pr->t1s || pr->dt0s;
+    char dt0[48] = "auto"; /* --dt0 auto: each trajectory's line says its first step */
+    if (!o->dt0_auto)
+        snprintf(dt0, sizeof dt0, "%g%s", pr->dt0s ? pr->dt0s[0] : o->dt0,
+                 per ? " of trajectory 0" : "");
+    if (per)
+        fprintf(f, "interval [%g, %g], dt0 %s (per trajectory:%s%s%s), batch %zu\n",
+                pr->t0s ? pr->t0s[0] : o->t0, pr->t1s ? pr->t1s[0] : o->t1, dt0,
+                pr->t0s ? " t0" : "", pr->t1s ? " t1" : "", pr->dt0s ? " dt0" : "", batch);
     else
-        fprintf(f, "interval [%g, %g], dt0 %g, batch %zu\n", o->t0, o->t1, o->dt0, batch);
+        fprintf(f, "interval [%g, %g], dt0 %s, batch %zu\n", o->t0, o->t1, dt0, batch);
 }
 
 void solve_summary_trajectory(FILE *f, const clnode_solution *sol, size_t b, size_t index,
                               size_t batch, clnode_precision p)
 {
-    char b1[32], b2[32];
+    char b0[32], b1[32], b2[32];
     if (index < 4 || index + 1 == batch) {
         clnode_trajectory_stats s;
         clnode_solution_stats(sol, b, &s);
         fprintf(f,
                 "  traj %zu: %s, %ld steps (%ld accepted, %ld rejected), %ld RHS evals, "
-                "t = %s, y[0] = %s\n",
+                "first step %s, t = %s, y[0] = %s\n",
                 index, clnode_result_name(s.result), s.num_steps, s.num_accepted, s.num_rejected,
-                s.num_rhs_evals, tool_fmt_num(b1, s.t_final, p),
+                s.num_rhs_evals, tool_fmt_num(b0, s.first_step, p), tool_fmt_num(b1, s.t_final, p),
                 tool_fmt_num(b2, clnode_solution_y_final(sol, b)[0], p));
     } else if (index == 4) {
         fprintf(f, "  ...\n");
