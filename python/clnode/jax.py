@@ -61,7 +61,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _args, _clnode, _jax_ad, _jax_fallback, _jax_field, _model, _solve
+from . import _args, _clnode, _jax_ad, _jax_fallback, _jax_field, _model, _progress, _solve
 from ._jax_fallback import FallbackWarning, UnsupportedArgument
 
 __all__ = ["diffeqsolve", "solve_settings", "FallbackWarning", "UnsupportedArgument"]
@@ -70,10 +70,14 @@ _SOLVERS: Dict[type, str] = {
     diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
     diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
 # clnode result -> diffrax RESULTS: success, max_steps_reached, dt_min_reached; a non-finite
-# vector field and the precision floor end the trajectory early where diffrax would shrink dt
-# until max_steps: reported as max_steps_reached (a failure, raised with throw=True)
+# vector field ends the trajectory early where diffrax would shrink dt until max_steps: reported
+# as max_steps_reached (a failure, raised with throw=True). The precision floor (a step that
+# shrinks no longer lowers the error estimate: the tolerance is below what the arithmetic
+# resolves) is dt_min_reached, the code of a controller that cannot meet the tolerance by
+# shrinking the step; with throw=True it raises the library's own message (_floor_error).
 _DIFFRAX_OF = {"success": 0, "max_steps_reached": 1, "dt_min_reached": 2, "nonfinite": 1,
-               "precision_floor": 1}
+               "precision_floor": 2}
+_FLOOR = _solve.Result.__members__["precision_floor"]
 # the diffrax code of each clnode result code (0 successful, 1 max_steps_reached, 2 dt_min_reached)
 _DIFFRAX_CODE = np.array([_DIFFRAX_OF[r.name] for r in _solve.Result], np.int32)
 
@@ -483,7 +487,14 @@ def _host_callback(p, failures, jitting, shapes):
         lead, m, yb, kw = setup(*operands, scale_vector=keep and p.scale_traced)
         if keep:
             kw.update(keep_tape=True, checkpoint_every=p.checkpoint_every)
-        sol = _solve.solve(m, yb, **kw)
+        meter = p.meter() if p.meter is not None else None  # none: no Python for progress
+        try:
+            sol = _solve.solve(m, yb, progress=meter, **kw)
+        finally:
+            if meter is not None:
+                meter.close()
+        if p.throw and np.any(np.asarray(sol.result).reshape(-1) == _FLOOR):
+            raise _floor_error(sol, kw)
         st = sol.stats
         counts = np.empty((yb.shape[0], 5), np.int32)
         counts[:, 0] = st["num_steps"]
@@ -497,6 +508,21 @@ def _host_callback(p, failures, jitting, shapes):
 
     host.setup = setup  # type: ignore[attr-defined]
     return host
+
+
+# diffrax's progress meters: what each call's solve reports its progress to (None: nothing)
+_METERS: Dict[type, Any] = {
+    diffrax.NoProgressMeter: lambda m: None,
+    diffrax.TextProgressMeter: lambda m: lambda: _progress.TextMeter(m.minimum_increase),
+    diffrax.TqdmProgressMeter: lambda m: _progress.TqdmMeter}
+
+
+def _floor_error(sol, kw):
+    """diffeqsolve's error (throw=True) for trajectories that stopped at the precision floor: the
+    library's warning, which names the floor, the rtol and the bound 16 u above it."""
+    msg = sol._floor_message or (f"precision_floor: trajectories stopped at the rounding floor: "
+                                 f"rtol {kw.get('rtol')} is below what this arithmetic resolves")
+    return _clnode.PrecisionError(msg)
 
 
 def _solution(t0a, t1a, out, max_steps, throw):
@@ -538,7 +564,7 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
                            "differentiate, with checkpoints=k or None)")
     if event is not None:
         raise _unsupported("event", "clnode has no events")
-    if type(progress_meter) is not diffrax.NoProgressMeter:
+    if type(progress_meter) not in _METERS:
         raise _unsupported("progress_meter", type(progress_meter).__name__)
     for name, v in (("solver_state", solver_state), ("controller_state", controller_state),
                     ("made_jump", made_jump)):
@@ -585,7 +611,10 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     options of the library's table that diffrax's arguments do not give (clnode.solve's
     keywords of the same names):
 {keywords}
-    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
+    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None; a
+    trajectory stopped at the precision floor is RESULTS.dt_min_reached, and with throw=True
+    raises clnode.PrecisionError naming the floor, the rtol and its bound). progress_meter:
+    NoProgressMeter, TextProgressMeter or TqdmProgressMeter (doc/python.md). Under
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
     save times: each trajectory its own list). A call it does not take (a vector field of
@@ -636,7 +665,8 @@ def _take(terms, solver, t0, t1, dt0, y0, args, saveat, stepsize_controller, adj
     return types.SimpleNamespace(
         method=method, max_steps=max_steps, kw=kw, checkpoint_every=checkpoint_every, ctrl=ctrl,
         save_t0=save_t0, save_t1=save_t1, save_steps=save_steps, save_ts=save_ts, y0=y0,
-        time_dtype=time_dtype, field=field, args=args)
+        time_dtype=time_dtype, field=field, args=args,
+        meter=_METERS[type(progress_meter)](progress_meter))
 
 
 def _field_of(vf, n, y_dtype, time_dtype, args):
@@ -708,6 +738,7 @@ def _solve_taken(c, t0, t1, dt0, max_steps, throw, device):
         n=n, k=k, scale_traced=scale_traced, mlp=mlp, n_layers=len(weights),
         has_bias=[b is not None for b in biases], make_mlp=make_mlp,
         save_ts=save_ts, n_ts=n_ts, scale=s_value, save_t0=save_t0,
+        throw=throw, meter=c.meter,
         save_t1=save_t1, save_steps=save_steps, opts=opts, T=T, time_dtype=time_dtype,
         y_dtype=y0.dtype, checkpoint_every=checkpoint_every,
         # the save times checked before the callback: concrete (_check_save_ts_now), or traced

@@ -407,6 +407,8 @@ static int same_but_numbers(const char *a, const char *b)
 static void collect_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     compare *c = user;
+    if (code == CLNODE_LOG_BUILD) /* a kernel build: as it happens, not in a row's notes */
+        tool_log(NULL, level, code, msg);
     if (level != CLNODE_LOG_ERROR && level != CLNODE_LOG_WARN)
         return;
     if (c->cur_row < 0) {

@@ -145,7 +145,7 @@ static int solve_option(solve_args *a, int c, const char *arg)
         a->json_points = 1;
         return -1;
     case OPT_QUIET:
-        a->quiet = 1;
+        a->quiet = tool_quiet = 1;
         return -1;
     case OPT_CERTIFY:
         a->certify = 1;

@@ -104,12 +104,26 @@ double tool_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int tool_quiet;
+
 void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
-    (void)code;
     const char *prog = user ? (const char *)user : tool_prog;
     if (level == CLNODE_LOG_ERROR || level == CLNODE_LOG_WARN)
         fprintf(stderr, "%s: %s%s\n", prog, level == CLNODE_LOG_ERROR ? "" : "warning: ", msg);
+    else if (code == CLNODE_LOG_BUILD && !tool_quiet) {
+        fprintf(stderr, "%s: %s\n", prog, msg);
+        fflush(stderr);
+    }
+}
+
+void tool_log_options(clnode_context_options *co, const char *device, clnode_log_fn log, void *user)
+{
+    clnode_context_default_options(co);
+    co->device = device;
+    co->log = log;
+    co->log_user = user;
+    co->log_level = CLNODE_LOG_INFO;
 }
 
 /* ---- parsers ---- */
@@ -917,10 +931,8 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
         return TOOL_EXIT_INPUT;
     }
     clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = tool_device_string(pb);
-    co.log = pb->log ? pb->log : tool_log;
-    co.log_user = pb->log ? pb->log_user : (void *)tool_prog;
+    tool_log_options(&co, tool_device_string(pb), pb->log ? pb->log : tool_log,
+                     pb->log ? pb->log_user : (void *)tool_prog);
     clnode_status st = clnode_context_create(&co, ctx);
     if (st != CLNODE_OK)
         return tool_exit_status(st); /* the logger printed why */

@@ -228,8 +228,19 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size);
  * printing an error. */
 int tool_read_file(const char *path, char **out, size_t *len);
 
-/* Logger printing warnings and errors to stderr with the program name as prefix. */
+/* Logger printing warnings and errors to stderr with the program name (user, or tool_prog when
+ * NULL) as prefix, and the kernel builds (CLNODE_LOG_BUILD: what a device compiles, then how
+ * long it took) unless tool_quiet. A context whose logger it is (or forwards to it) is created
+ * with log_level CLNODE_LOG_INFO (tool_log_options), so that the builds reach it. */
 void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg);
+
+/* Set by --quiet: tool_log prints no kernel builds. */
+extern int tool_quiet;
+
+/* Context options for tool_log (or a logger that forwards the builds to it): the defaults with
+ * `device`, the logger, its user and log_level CLNODE_LOG_INFO. */
+void tool_log_options(clnode_context_options *co, const char *device, clnode_log_fn log,
+                      void *user);
 
 double tool_now(void);
 
