@@ -124,6 +124,11 @@ def main():
         if r.returncode != 2 or opt not in r.stderr or "--cotangents" not in r.stderr:
             failures.append(f"clnode-solve {opt} without --cotangents: exit {r.returncode}, "
                             f"{r.stderr.strip()!r}: want 2 naming it and --cotangents")
+        r = subprocess.run([compare, "--devices", "host", opt] +
+                           ([] if name == "keep_tape" else ["2"]), capture_output=True, text=True)
+        if r.returncode != 2 or opt not in r.stderr or "forward" not in r.stderr:
+            failures.append(f"clnode-compare {opt}: exit {r.returncode}, {r.stderr.strip()!r}: "
+                            "want 2 naming it (compare solves forward only)")
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)

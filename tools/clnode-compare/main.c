@@ -146,8 +146,7 @@ static void usage(FILE *f)
     clnode_solve_options defaults;
     clnode_solve_seed_options(&defaults);
     tool_print_solve_options(f, &defaults);
-    fputs(
-          "\n"
+    fputs("\n"
           "  Messages the library logs while a row runs (the precision guard's warning, ...) are\n"
           "  printed once per row with their count, after the row.\n"
           "  JSON (--json) and the plot's data file: format_version 1, described field by field\n"
@@ -355,6 +354,9 @@ static int parse_args(compare *c, int argc, char **argv)
         if (rc)
             return rc;
     }
+    if (tool_refuse_tape_options(&c->pb, "clnode-compare does not take (it compares forward "
+                                         "solves; clnode-solve --grad-out takes it)"))
+        return TOOL_EXIT_INPUT;
     return -1;
 }
 

@@ -177,20 +177,13 @@ static int solve_option(solve_args *a, int c, const char *arg)
     }
 }
 
-/* Whether the command line gave the table option `name`. */
-static int table_given(const solve_args *a, const char *name)
-{
-    const clnode_option_info *in = clnode_solve_option_find(name);
-    const ptrdiff_t i = in ? in - clnode_solve_option_at(0) : -1;
-    return i >= 0 && i < TOOL_OPTIONS_MAX && a->pb.given[i];
-}
-
 /* --cotangents and --grad-out: both or neither, G a .npz file, COT a .npy or .npz, not with
  * --chunk-size whole blocks; --keep-tape and --checkpoint-every only with them, --no-keep-tape
  * never. Returns -1 (they agree), or 2 after an error naming them. */
 static int check_gradient(const solve_args *a)
 {
-    const int keep = table_given(a, "keep_tape"), every = table_given(a, "checkpoint_every");
+    const int keep = tool_problem_given(&a->pb, "keep_tape"),
+              every = tool_problem_given(&a->pb, "checkpoint_every");
     if (!a->cot_path && !a->grad_path && ((keep && a->pb.opts.keep_tape) || every)) {
         tool_error("%s needs --cotangents and --grad-out: clnode-solve keeps the solve's tape "
                    "only for the gradient",

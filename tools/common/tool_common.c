@@ -634,8 +634,8 @@ static void table_metavar(const clnode_option_info *in, char *buf, size_t n)
         break;
     case CLNODE_OPTION_CHOICE:
         for (size_t k = 0; k < in->n_choices && used < n; ++k)
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "|" : "",
-                                     in->choice_names[k]);
+            used +=
+                (size_t)snprintf(buf + used, n - used, "%s%s", k ? "|" : "", in->choice_names[k]);
         break;
     case CLNODE_OPTION_METHOD:
         for (size_t k = 0; clnode_method_at(k) && used < n; ++k)
@@ -768,6 +768,24 @@ static int table_opt(tool_problem *pb, int code, const char *arg)
         if (strcmp(clnode_solve_option_at(j)->name, pair) == 0)
             pb->given[j] = 1;
     return 0;
+}
+
+int tool_problem_given(const tool_problem *pb, const char *name)
+{
+    const clnode_option_info *in = clnode_solve_option_find(name);
+    const ptrdiff_t i = in ? in - clnode_solve_option_at(0) : -1;
+    return i >= 0 && i < TOOL_OPTIONS_MAX && pb->given[i];
+}
+
+int tool_refuse_tape_options(const tool_problem *pb, const char *why)
+{
+    const char *name = tool_problem_given(pb, "checkpoint_every") ? "--checkpoint-every"
+                       : tool_problem_given(pb, "keep_tape") && pb->opts.keep_tape ? "--keep-tape"
+                                                                                   : NULL;
+    if (!name)
+        return 0;
+    tool_error("%s keeps a tape for a gradient, which %s", name, why);
+    return TOOL_EXIT_INPUT;
 }
 
 int tool_problem_opt(tool_problem *pb, int code, const char *arg)

@@ -173,6 +173,12 @@ void tool_print_methods(FILE *f);
 /* Applies problem option `code` with value arg. Returns 0, 2 after printing an error, or -1 when
  * code is not a problem option. */
 int tool_problem_opt(tool_problem *pb, int code, const char *arg);
+/* Whether the command line gave the table option `name` (pb->given). */
+int tool_problem_given(const tool_problem *pb, const char *name);
+/* For a tool that solves forward only: 2 after an error naming the tape's options
+ * (--keep-tape, --checkpoint-every) when the command line gave them (--no-keep-tape is
+ * what such a tool does), else 0. */
+int tool_refuse_tape_options(const tool_problem *pb, const char *why);
 void tool_problem_free(tool_problem *pb);
 
 /* Runs getopt_long over argv with `longopts` (short option: -h). Returns the next option's code,
