@@ -29,8 +29,6 @@ SLOTS = re.compile(SAVE + r"[^;=\n]*\+(?!=)|\+(?!\+)[^;=\n]*" + SAVE)
 
 # (file, text of the code line, stripped) -> why it is not a layout
 ALLOWED = {
-    ("python/clnode/jax.py", "return np.inf"):
-        "the vector-field check's relative error of a non-finite field, not a saved point",
     ("tools/common/tool_common.c", 'return strcpy(buf, x > 0 ? "inf" : "-inf");'):
         "how the text outputs print an infinite value",
     ("tools/common/tool_common.c",
