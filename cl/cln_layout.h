@@ -67,7 +67,8 @@ typedef struct cln_iconsts {
     int coeff2_zero;  /* coeff2 == 0 */
     int coeff3_zero;  /* coeff3 == 0 */
     int time_input;   /* the model takes t as an extra input column */
-    int floor_detect; /* 1: end trajectories stuck at the rounding floor */
+    int floor_detect; /* 1: end trajectories stuck at the rounding floor (the guard is on and
+                         rtol < CLNODE_GUARD_FACTOR u of the solve's arithmetic) */
     int dt0_order; /* the method's order p: the automatic first step's exponent 1/p (cln_dt0.h) */
 } cln_iconsts;
 

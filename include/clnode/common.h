@@ -135,7 +135,11 @@ typedef enum clnode_log_level {
     /* before a solve: rtol is below what the device's GEMM resolves (clnode_precision_guard) */   \
     X(CLNODE_LOG_PRECISION_GUARD, 1, "precision_guard")                                            \
     /* after a solve: trajectories ended at the rounding floor (CLNODE_RESULT_PRECISION_FLOOR) */  \
-    X(CLNODE_LOG_PRECISION_FLOOR, 2, "precision_floor")
+    X(CLNODE_LOG_PRECISION_FLOOR, 2, "precision_floor")                                            \
+    /* a kernel build that no cache of the context holds (an OpenCL program, CLBlast's kernels     \
+     * for a precision's first GEMM, NVRTC), at level INFO: one line naming the device and what    \
+     * it builds before it starts, one with its time when done (the first can take a minute) */    \
+    X(CLNODE_LOG_BUILD, 3, "build")
 
 typedef enum clnode_log_code {
 #define CLNODE_X_ENUM(name, value, str) name = value,
@@ -143,7 +147,8 @@ typedef enum clnode_log_code {
 #undef CLNODE_X_ENUM
 } clnode_log_code;
 
-/* "general", "precision_guard", "precision_floor"; "unknown" otherwise. The string is static. */
+/* "general", "precision_guard", "precision_floor", "build"; "unknown" otherwise. The string is
+ * static. */
 CLNODE_API const char *clnode_log_code_name(clnode_log_code code);
 
 /* A logger callback. `code` says what the message is about; `message` is one line without a

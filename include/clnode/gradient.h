@@ -120,8 +120,9 @@ CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
  * On success *out holds the gradient (clnode_gradient_y0 ...). Errors (nothing in *out):
  * CLNODE_ERR_INVALID_ARGUMENT (NULL arguments, a solution that kept nothing (solve with
  * keep_tape = 1), another model, slots below a trajectory's points), CLNODE_ERR_NONFINITE_INPUT
- * (a cotangent of a saved point that is NaN or infinite, named by trajectory, slot and
- * component), CLNODE_ERR_UNSUPPORTED ("host:openblas", a tf32 solution from the other kind of
+ * (a cotangent of a saved point that is NaN or infinite, or in an fp32 solve beyond the float
+ * range, which rounding would make infinite: named by trajectory, slot and component),
+ * CLNODE_ERR_UNSUPPORTED ("host:openblas", a tf32 solution from the other kind of
  * device), CLNODE_ERR_NO_FP64 (an fp64 solution on a device without it), CLNODE_ERR_DEVICE_MEMORY
  * (a device too small for one block of the batch: its kept states, cotangents and scratch, named
  * in bytes with the remedy, a larger checkpoint_every), CLNODE_ERR_OUT_OF_MEMORY,

@@ -36,9 +36,12 @@ typedef int (*clnode_cancel_fn)(void *user);
 typedef enum clnode_precision_guard {
     /* Before the solve, compare rtol with the unit roundoff u measured by the GEMM probe of
      * (device, precision, GEMM mode) (clnode/probe.h; run once per context and cached): warn
-     * through the logger when rtol < CLNODE_GUARD_FACTOR u. While it runs, end a trajectory
-     * whose error estimate is stuck at the rounding floor with CLNODE_RESULT_PRECISION_FLOOR,
-     * and log one warning per solve naming the device, the GEMM mode and the count. */
+     * through the logger when rtol < CLNODE_GUARD_FACTOR u. Such a solve, while it runs, ends a
+     * trajectory whose error estimate is stuck at the rounding floor with
+     * CLNODE_RESULT_PRECISION_FLOOR, and logs one warning per solve naming the device, the GEMM
+     * mode, the count and the bound; at rtol >= CLNODE_GUARD_FACTOR u no trajectory ends so (an
+     * error estimate that does not fall as the step shrinks is then truncation error, at a kink
+     * of relu for instance, and the solve follows diffrax's steps). */
     CLNODE_GUARD_WARN = 0,
     /* As WARN, but refuse the solve (CLNODE_ERR_PRECISION) instead of warning before it. */
     CLNODE_GUARD_REFUSE = 1,

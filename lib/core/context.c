@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/internal.h"
 
@@ -113,6 +114,26 @@ void cln_log(const clnode_context *ctx, clnode_log_level level, clnode_log_code 
     va_start(ap, fmt);
     cln_vlog(ctx->log, ctx->log_user, ctx->log_level, level, code, fmt, ap);
     va_end(ap);
+}
+
+static double cln_build_now(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double cln_build_begin(const clnode_context *ctx, const char *device, const char *what)
+{
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_BUILD, "building %s for %s", what, device);
+    return cln_build_now();
+}
+
+void cln_build_end(const clnode_context *ctx, const char *device, const char *what, double start,
+                   int ok)
+{
+    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_BUILD, "%s %s for %s in %.1f s",
+            ok ? "built" : "failed to build", what, device, cln_build_now() - start);
 }
 
 clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char *file, int line,

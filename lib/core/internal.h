@@ -32,6 +32,15 @@ struct clnode_context {
 void cln_log(const clnode_context *ctx, clnode_log_level level, clnode_log_code code,
              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* A kernel build that no cache of the context holds (an OpenCL program, CLBlast's kernels for
+ * the first GEMM of a precision, an NVRTC compile): cln_build_begin logs one line with the code
+ * CLNODE_LOG_BUILD (level INFO) before it starts, naming the device and `what` it builds, and
+ * returns the time; cln_build_end logs its time when done (ok: it succeeded; a failure says so,
+ * its error is returned by the caller). The first build on a device can take a minute. */
+double cln_build_begin(const clnode_context *ctx, const char *device, const char *what);
+void cln_build_end(const clnode_context *ctx, const char *device, const char *what, double start,
+                   int ok);
+
 /* Records `status` with a formatted message as the context's last error, logs it at ERROR level
  * with the source location, and returns `status`. ctx may be NULL (then it is only returned). */
 clnode_status cln_fail_at(clnode_context *ctx, clnode_status status, const char *file, int line,

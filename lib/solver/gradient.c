@@ -106,11 +106,14 @@ static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model 
     return CLNODE_OK;
 }
 
-/* slots holds every trajectory's points, and the cotangents of the points are finite. */
+/* slots holds every trajectory's points, and the cotangents of the points are finite, also once
+ * rounded to the state precision (an fp32 tape rounds each one to float: a finite double beyond
+ * +-3.4e38 would enter the reverse pass as an infinity). */
 static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solution *sol,
                                        size_t slots, const double *cot, size_t first)
 {
     const size_t N = sol->N;
+    const int fp32 = sol->tape->esize == sizeof(float);
     for (size_t b = 0; b < sol->B; ++b) {
         const size_t P = clnode_solution_points(sol, b);
         CLN_CHECK(ctx, P <= slots, CLNODE_ERR_INVALID_ARGUMENT,
@@ -123,6 +126,11 @@ static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solutio
                 CLN_CHECK(ctx, isfinite(v), CLNODE_ERR_NONFINITE_INPUT,
                           "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
                           "component %zu is %g",
+                          first + b, k, n, v);
+                CLN_CHECK(ctx, !fp32 || fabs(v) < CLN_FP32_LIMIT, CLNODE_ERR_NONFINITE_INPUT,
+                          "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
+                          "component %zu is %g: beyond the fp32 range (|x| <= 3.40282347e+38: "
+                          "it would be infinite in this fp32 reverse pass)",
                           first + b, k, n, v);
             }
     }

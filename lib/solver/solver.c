@@ -750,6 +750,17 @@ static void cln_fill_method(const clnode_method *m, cln_consts_d *K)
     }
 }
 
+/* The smallest rtol the arithmetic of the solve's (device, precision, GEMM mode) resolves,
+ * CLNODE_GUARD_FACTOR u of the context's probe, or 0 when it was not probed (the guard off,
+ * constant steps). The rounding-floor detector runs only below it: above it, an error estimate
+ * that does not fall as the step shrinks is truncation error (a kink of relu, a discontinuity),
+ * which the controller resolves with smaller steps, as diffrax's does, never rounding noise. */
+static double cln_guard_bound(const clnode_context *ctx, const clnode_solve_options *o)
+{
+    const clnode_probe_result *pr = cln_probe_peek(ctx, o->precision, o->gemm_precision);
+    return pr ? CLNODE_GUARD_FACTOR * pr->unit_roundoff : 0.0;
+}
+
 /* Per-solve constants, the reals in double (rounded to the state precision on upload). */
 static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *KI)
 {
@@ -795,7 +806,8 @@ static void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *K
     KI->coeff3_zero = K->coeff3 == 0.0;
     KI->dt0_order = m->order > 0 ? m->order : 1;
     KI->time_input = r->model->time_input;
-    KI->floor_detect = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF;
+    KI->floor_detect = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF &&
+                       o->rtol < cln_guard_bound(r->ctx, o);
 }
 
 /* The guard before a solve: rtol against the measured unit roundoff of the device's GEMM in the

@@ -14,9 +14,13 @@ module `clnode._clnode`); this package converts arrays and names.
 
 The library's log goes to the `logging` logger "clnode"; the precision guard's warnings
 (a tolerance below what the device resolves) arrive as `clnode.PrecisionWarning` through
-`warnings`.
+`warnings`. A kernel build (a device's first solve in a process compiles for up to a minute where
+the driver's cache is empty) is announced as it starts and timed when done through the logger
+"clnode.build" at INFO, which prints on stderr while no handler is configured for it (or above
+it); `logging.getLogger("clnode.build").setLevel(logging.WARNING)` silences it.
 """
 import logging as _logging
+import sys as _sys
 import warnings as _warnings
 
 try:
@@ -30,6 +34,7 @@ except ImportError as _e:  # the extension runs with numpy 1.23 and later (pypro
 from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, FileError,
                       InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
 from ._model import MLP, from_equinox, from_torch, seed_model
+from . import _solve
 from ._solve import OPTIONS, Context, Gradient, Result, SaveAt, Solution, devices, probe, solve
 from ._version import version as __version__
 
@@ -67,9 +72,31 @@ def _is_guard_message(code):
     return code in _GUARD_CODES
 
 
+_FLOOR_CODE = _clnode.LOG_CODES["precision_floor"]
+_BUILD_CODE = _clnode.LOG_CODES["build"]
+_build_logger = _logging.getLogger("clnode.build")
+_build_logger.setLevel(_logging.INFO)
+
+
+def _build_line(message):
+    """A kernel build's line, as it happens: to the "clnode.build" logger's handlers, or on
+    stderr where there are none (logging's own last resort shows only warnings)."""
+    if not _build_logger.isEnabledFor(_logging.INFO):
+        return
+    if _build_logger.hasHandlers():
+        _build_logger.info("%s", message)
+    else:
+        print(f"clnode: {message}", file=_sys.stderr, flush=True)
+
+
 def _log_sink(messages, origin):
     # Errors are raised as exceptions carrying the same message: logged only at DEBUG.
     for level, code, message in messages:
+        if code == _FLOOR_CODE:  # for the solve's Solution (clnode.jax raises it with throw)
+            _solve._FLOOR.message = message
+        if code == _BUILD_CODE:
+            _build_line(message)
+            continue
         if level == 1 and _is_guard_message(code):
             _warnings.warn(message, PrecisionWarning, stacklevel=4)
         else:

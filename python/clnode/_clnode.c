@@ -29,6 +29,7 @@
 #endif
 
 #include "clnode.h"
+#include "_clnode_live.h"
 
 /* ------------------------------------------------------------------------------------------------
  * Exceptions: clnode.Error and its subclasses (created here, exported by clnode/__init__.py). */
@@ -94,8 +95,16 @@ typedef struct log_buf {
     size_t len, cap;
 } log_buf;
 
+static PyObject *g_log_sink; /* set by clnode/__init__.py */
+
+/* Collects a message for the sink after the call; a kernel build's goes to the sink at once (it
+ * announces a wait of up to a minute). */
 static void on_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
+    if (code == CLNODE_LOG_BUILD) {
+        py_log_now(g_log_sink, level, code, message, "build");
+        return;
+    }
     log_buf *b = user;
     size_t n = strlen(message) + 3;
     if (b->len + n > b->cap) {
@@ -113,8 +122,6 @@ static void on_log(void *user, clnode_log_level level, clnode_log_code code, con
     memcpy(b->data + b->len + 2, message, n - 2);
     b->len += n;
 }
-
-static PyObject *g_log_sink; /* set by clnode/__init__.py */
 
 /* Passes the collected messages to the sink as a list of (level, code, message) and empties the
  * buffer. Keeps an exception already set (the sink's own failure is then dropped). */
@@ -164,6 +171,16 @@ static PyObject *set_log_sink(PyObject *self, PyObject *sink)
     (void)self;
     Py_XSETREF(g_log_sink, Py_NewRef(sink));
     Py_RETURN_NONE;
+}
+
+/* progress: None or a callable (checked before any work). Returns 0, or -1 with TypeError. */
+static int check_progress(PyObject *progress)
+{
+    if (progress == Py_None || PyCallable_Check(progress))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "progress must be None or callable, not %s",
+                 Py_TYPE(progress)->tp_name);
+    return -1;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -746,11 +763,11 @@ static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
         /* without a context the message is only in the log: the last ERROR line */
         char msg[1024] = "";
-    for (size_t i = 0; i < self->log.len;) {
-        const char *m = self->log.data + i + 1;
+    for (size_t i = 0; i < self->log.len;) { /* a record: level byte, code byte, message */
+        const char *m = self->log.data + i + 2;
         if (self->log.data[i] == '0' + CLNODE_LOG_ERROR)
             snprintf(msg, sizeof msg, "%s", m);
-        i += strlen(m) + 2;
+        i += strlen(m) + 3;
     }
     if (flush_log(&self->log, "context") < 0 && st == CLNODE_OK)
         return -1;
@@ -876,8 +893,9 @@ static PyObject *gradient_dict(const clnode_gradient *g, const clnode_model *m, 
  * under the SIGINT handler. */
 static PyObject *tape_gradient(TapeObject *self, PyObject *args)
 {
-    PyObject *co, *cot_o;
-    if (!PyArg_ParseTuple(args, "O!O", &ContextType, &co, &cot_o))
+    PyObject *co, *cot_o, *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O|O", &ContextType, &co, &cot_o, &progress) ||
+        check_progress(progress) < 0)
         return NULL;
     ContextObject *ctx = (ContextObject *)co;
     if (!context_ok(ctx))
@@ -891,6 +909,11 @@ static PyObject *tape_gradient(TapeObject *self, PyObject *args)
     clnode_gradient_default_options(&go);
     if (sigint_install())
         go.cancel = on_cancel;
+    py_progress pp = {progress, NULL, NULL, NULL};
+    if (progress != Py_None) {
+        go.progress = py_progress_call;
+        go.progress_user = &pp;
+    }
     clnode_gradient *g = NULL;
     clnode_status st;
     const double *cp = PyArray_DATA(cot);
@@ -900,8 +923,9 @@ static PyObject *tape_gradient(TapeObject *self, PyObject *args)
     Py_END_ALLOW_THREADS ctx->busy = 0;
     Py_DECREF(cot);
     const int interrupted = go.cancel && sigint_restore();
-    const int failed = flush_log(&ctx->log, "gradient") < 0 ||
-                       (interrupted && PyErr_CheckSignals() < 0);
+    const int raised = py_progress_finish(&pp) < 0; /* the callback's exception */
+    const int failed =
+        flush_log(&ctx->log, "gradient") < 0 || raised || (interrupted && PyErr_CheckSignals() < 0);
     PyObject *ret = NULL;
     if (!failed && st != CLNODE_OK)
         raise_status(st, clnode_context_last_error(ctx->ctx));
@@ -919,8 +943,9 @@ static PyObject *tape_get_kept_bytes(TapeObject *self, void *c)
 
 static PyMethodDef tape_methods[] = {
     {"gradient", (PyCFunction)tape_gradient, METH_VARARGS,
-     "gradient(context, cot) -> dict y0, inputs, weights, biases, out_scale: the reverse pass of "
-     "the cotangent cot (B, T, N) of ys on a host context (clnode_gradient_compute)."},
+     "gradient(context, cot, progress=None) -> dict y0, inputs, weights, biases, out_scale: the "
+     "reverse pass of the cotangent cot (B, T, N) of ys on a host context "
+     "(clnode_gradient_compute); progress: None or fn(fraction, active, batch, steps)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1184,7 +1209,8 @@ static int read_solve_arrays(solve_arrays *in, const clnode_model *model, PyObje
  * *sol set, or NULL with an exception and *sol destroyed. */
 static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
                                clnode_solve_options *o, const clnode_problem *p, double certify,
-                               unsigned long long certify_seed, clnode_solution **sol)
+                               unsigned long long certify_seed, PyObject *progress,
+                               clnode_solution **sol)
 {
     clnode_status st;
     const int sig = sigint_install();
@@ -1192,14 +1218,22 @@ static PyObject *solve_certify(ContextObject *self, const clnode_model *model,
         o->cancel = on_cancel;
         o->cancel_user = NULL;
     }
+    py_progress pp = {progress, NULL, NULL, NULL};
+    if (progress != Py_None) {
+        o->progress = py_progress_call;
+        o->progress_user = &pp;
+    }
     clnode_certificate *c = NULL;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS st = clnode_solve(self->ctx, model, o, p, sol);
     if (st == CLNODE_OK && certify > 0)
         st = certify_nogil(self, model, o, p, *sol, certify, certify_seed, &c);
     Py_END_ALLOW_THREADS self->busy = 0;
+    o->progress = NULL; /* pp ends here */
+    o->progress_user = NULL;
     const int interrupted = sig && sigint_restore();
-    const int failed = flush_log(&self->log, "solve") < 0 ||
+    const int raised = py_progress_finish(&pp) < 0; /* the callback's exception */
+    const int failed = flush_log(&self->log, "solve") < 0 || raised ||
                        (interrupted && PyErr_CheckSignals() < 0); /* Python's handler raised */
     if (!failed && st != CLNODE_OK) /* CANCELLED too: a Python handler that did not raise */
         raise_status(st, clnode_context_last_error(self->ctx));
@@ -1366,17 +1400,18 @@ static PyObject *solve_options(PyObject *self, PyObject *noargs)
 
 static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"model", "y0",  "options", "save_ts", "certify", "certify_seed",
-                             "t0s",   "t1s", "dt0s",    "inputs",  NULL};
+    static char *kwlist[] = {"model", "y0",  "options", "save_ts", "certify",  "certify_seed",
+                             "t0s",   "t1s", "dt0s",    "inputs",  "progress", NULL};
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     PyObject *mo, *yo, *opts, *tso = Py_None, *t0so = Py_None, *t1so = Py_None, *dt0so = Py_None,
-                             *ino = Py_None;
+                              *ino = Py_None, *progress = Py_None;
     double certify = 0.0; /* the certificate's fraction; 0: none */
     unsigned long long certify_seed = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!|$OdKOOOO", kwlist, &ModelType, &mo, &yo,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!|$OdKOOOOO", kwlist, &ModelType, &mo, &yo,
                                      &PyDict_Type, &opts, &tso, &certify, &certify_seed, &t0so,
-                                     &t1so, &dt0so, &ino))
+                                     &t1so, &dt0so, &ino, &progress) ||
+        check_progress(progress) < 0)
         return NULL;
     if (!context_ok(self) || apply_options(&o, opts) < 0)
         return NULL;
@@ -1395,7 +1430,7 @@ static PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw
         goto done;
     }
     clnode_solution *sol = NULL;
-    PyObject *cert = solve_certify(self, model, &o, &p, certify, certify_seed, &sol);
+    PyObject *cert = solve_certify(self, model, &o, &p, certify, certify_seed, progress, &sol);
     PyObject *const tape_of[2] = {(PyObject *)self, mo};
     if (cert)
         ret = solution_tuple(sol, &o, &p, T, N, cert, o.keep_tape ? tape_of : NULL);
@@ -1406,10 +1441,10 @@ done:
 
 static PyMethodDef context_methods[] = {
     {"solve", (PyCFunction)(void (*)(void))context_solve, METH_VARARGS | METH_KEYWORDS,
-     "solve(model, y0, options, *, save_ts, certify, certify_seed, t0s, t1s, dt0s, inputs) -> "
-     "(ts, ys, stats, t_final, certificate, tape, first_step): options a dict of the library's option table "
-     "(solve_options()); save_ts (T,) shared by the batch or (B, T), a row per trajectory; see "
-     "clnode.solve."},
+     "solve(model, y0, options, *, save_ts, certify, certify_seed, t0s, t1s, dt0s, inputs, "
+     "progress) -> (ts, ys, stats, t_final, certificate, tape, first_step): options a dict of the "
+     "library's option table (solve_options()); save_ts (T,) shared by the batch or (B, T), a row "
+     "per trajectory; progress None or fn(fraction, active, batch, steps); see clnode.solve."},
     {"supports", (PyCFunction)context_supports, METH_O, "supports(32 or 64) -> bool"},
     {"probe", (PyCFunction)context_probe, METH_VARARGS,
      "probe(precision, gemm_mode) -> dict: what the device's GEMM computes (clnode_probe_gemm)."},

@@ -82,7 +82,9 @@ class SolveOptions(TypedDict, total=False):
 class Tape:
     # a solution kept for its reverse pass (a solve with keep_tape): the dict y0 (B, N), inputs
     # (B, k) or None, weights [(out, in)], biases [(out,) or None], out_scale (n,) or None
-    def gradient(self, context: "Context", cot: np.ndarray, /) -> Dict[str, Any]: ...
+    def gradient(self, context: "Context", cot: np.ndarray,
+                 progress: Optional[Callable[[float, int, int, int], object]] = None, /
+                 ) -> Dict[str, Any]: ...
     @property
     def kept_bytes(self) -> int: ...
 
@@ -93,7 +95,8 @@ class Context:
     # a Tape with keep_tape, else None; first_step (B,) float64, each trajectory's first step
     def solve(self, model: Model, y0: npt.ArrayLike, options: Dict[str, Any], /, *,
               save_ts: Any = None, certify: float = 0.0, certify_seed: int = 1, t0s: Any = None,
-              t1s: Any = None, dt0s: Any = None, inputs: Any = None) -> Tuple[
+              t1s: Any = None, dt0s: Any = None, inputs: Any = None,
+              progress: Optional[Callable[[float, int, int, int], object]] = None) -> Tuple[
         np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[Dict[str, Any]],
         Optional[Tape], np.ndarray]: ...
     def supports(self, precision: int, /) -> bool: ...

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 import numpy as np
 import numpy.typing as npt
 
-from . import _args, _clnode
+from . import _args, _clnode, _progress
 from ._model import MLP
 
 # the library's built-in methods, in its order
@@ -57,6 +57,9 @@ else:
                       "clnode_result_name names them (Result.success == 0).")
 _RESULT_ARRAY: np.ndarray = np.array(list(Result), dtype=object)
 _SUCCESS = Result.__members__["success"]
+# the library's precision_floor warning of the solve running on this thread (clnode._log_sink
+# hands it over after the call, on the calling thread)
+_FLOOR = threading.local()
 # one float, or one value per trajectory
 PerTrajectory = Union[float, npt.ArrayLike]
 
@@ -156,7 +159,7 @@ class Solution:
     Solution.vjp(ys_bar) computes the gradient of any loss of ys from ys_bar = dloss/dys."""
 
     __slots__ = ("ts", "ys", "stats", "result", "t_final", "certificate", "_tape", "_model",
-                 "_single", "_where")
+                 "_single", "_where", "_floor_message")
 
     ts: np.ndarray
     ys: np.ndarray
@@ -174,8 +177,11 @@ class Solution:
         self._model: Optional[MLP] = None
         self._single = ys.ndim == 2
         self._where: Any = None  # the solve's context, or device string (its reverse pass's)
+        # the library's precision_floor warning of this solve (None without one)
+        self._floor_message: Optional[str] = None
 
-    def vjp(self, ys_bar: npt.ArrayLike, device: Optional[str] = None) -> "Gradient":
+    def vjp(self, ys_bar: npt.ArrayLike, device: Optional[str] = None,
+            progress: Any = None) -> "Gradient":
         """The reverse pass of a solve with keep_tape=True: the gradient of a loss of ys given
         ys_bar = dloss/dys, of the shape of ys ((B, T, N), or (T, N) for one y0), float64 or
         exactly convertible to it (the padding slots of ys, +inf, are not read; cotangents there
@@ -188,7 +194,8 @@ class Solution:
         conditioning inputs, else None) and params, a dict named as in the model's safetensors
         file ("layers.<i>.weight", "layers.<i>.bias", "out_scale"). The time arguments get no
         gradient. Raises ValueError (the library's message naming the trajectory, slot and
-        component) for a non-finite cotangent; may be called more than once."""
+        component) for a non-finite cotangent; may be called more than once. progress: as
+        clnode.solve's, the fraction of the batch gone back through."""
         if self._tape is None:
             raise ValueError("Solution.vjp needs a solve with keep_tape=True (it keeps what the "
                              "reverse pass needs)")
@@ -200,12 +207,16 @@ class Solution:
             cot = cot.reshape((1,) + cot.shape)
         cot = np.ascontiguousarray(cot)
         where = self._where if device is None else _reverse_device(None, device)
-        if isinstance(where, _clnode.Context):  # the caller's context, as its solve used it
-            return _gradient(self._tape.gradient(where, cot), self._model, self._single)
+        fn, close = _progress.callback(progress, "reverse pass, of the batch")
         try:
-            g = self._tape.gradient(_context_for(where), cot)
-        except _clnode.ContextBusyError:  # another thread uses the process's: this thread's own
-            g = self._tape.gradient(_thread_context_for(where), cot)
+            if isinstance(where, _clnode.Context):  # the caller's context, as its solve used it
+                return _gradient(self._tape.gradient(where, cot, fn), self._model, self._single)
+            try:
+                g = self._tape.gradient(_context_for(where), cot, fn)
+            except _clnode.ContextBusyError:  # another thread uses the process's: its own
+                g = self._tape.gradient(_thread_context_for(where), cot, fn)
+        finally:
+            close()
         return _gradient(g, self._model, self._single)
 
     @property
@@ -389,7 +400,7 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
           dt0: Union[PerTrajectory, str, None] = None, args: Optional[npt.ArrayLike] = None,
           saveat: Optional["SaveAt"] = None, device: Optional[str] = None,
           context: Optional["Context"] = None, certify: bool = False,
-          certify_fraction: float = 0.01, certify_seed: int = 1,
+          certify_fraction: float = 0.01, certify_seed: int = 1, progress: Any = None,
           **options: "Unpack[_clnode.SolveOptions]") -> "Solution":
     """Solves dy/dt = model(y) from t0 to t1 for one initial state y0 (N,) or a batch (B, N),
     every trajectory with its own steps, as jax.vmap(diffrax.diffeqsolve) does.
@@ -418,7 +429,13 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     certify=True: after the solve, re-solve a seeded random sample of the trajectories
     (certify_fraction of them, at least one; certify_seed picks them) on the host in float64 next
     to their rounding-sensitivity baseline, and return the run's precision certificate as
-    Solution.certificate (the certificate of clnode-solve --certify).
+    Solution.certificate (the certificate of clnode-solve --certify). progress: None (default:
+    no Python runs for progress), True (a line on stderr, as clnode-solve shows on a terminal) or
+    a callable fn(fraction, active, batch, steps): fraction the smallest fraction of [t0, t1]
+    covered by an active trajectory, active the trajectories still running of batch, steps the
+    groups' steps so far; called between groups of steps (with the GIL, on the solving thread), at
+    most once a second and only once the solve has run for about a second; an exception it raises
+    stops the solve and is raised.
 
     The solve options are the library's option table (clnode.OPTIONS), as keywords; one left
     out has its default (dtmin=None, dtmax=None: no bound). The step size follows diffrax's PIDController (rtol, atol,
@@ -471,8 +488,16 @@ def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory
     if inputs is not None:
         extra["inputs"] = inputs
     extra.update(_certify_options(certify, certify_fraction, certify_seed))
-    out = _run(context, device, model, y, opts, extra)
+    fn, close = _progress.callback(progress, "of [t0, t1]")
+    if fn is not None:
+        extra["progress"] = fn
+    _FLOOR.message = None
+    try:
+        out = _run(context, device, model, y, opts, extra)
+    finally:
+        close()
     sol = _solution(out, single, opts.get("max_steps", int(OPTIONS["max_steps"]["default"])))
+    sol._floor_message, _FLOOR.message = _FLOOR.message, None
     if out[5] is not None:
         sol._tape, sol._model, sol._where = out[5], model, _reverse_device(context, device)
     return sol
@@ -508,7 +533,8 @@ def _option_value(info: Dict[str, Any], value: object) -> Any:
 
 def _table_options(options: Mapping[str, object]) -> Dict[str, Any]:
     """solve's keywords of the option table, checked and converted. None is refused as a value,
-    but for a bound whose default 0 means none (dtmin, dtmax): None means none too."""
+    but for a bound whose default 0 means none (dtmin, dtmax): None means none too;
+    checkpoint_every without keep_tape=True is refused."""
     out: Dict[str, Any] = {}
     for name, value in options.items():
         info = OPTIONS.get(name)
@@ -519,6 +545,9 @@ def _table_options(options: Mapping[str, object]) -> Dict[str, Any]:
         if value is None and info["type"] == "real" and info["min"] == info["default"] == 0.0:
             continue  # a bound that 0 turns off (dtmin, dtmax): None is none
         out[name] = _option_value(info, value)
+    if "checkpoint_every" in out and not out.get("keep_tape"):
+        raise ValueError("checkpoint_every spaces the states a solve keeps for its reverse pass: "
+                         "it needs keep_tape=True (without a tape it would do nothing)")
     return out
 
 

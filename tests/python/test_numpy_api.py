@@ -1,5 +1,6 @@
 """The numpy API: models, solves, save layouts, errors, threads and interruption."""
 import json
+import logging
 import os
 import signal
 import threading
@@ -235,6 +236,19 @@ def test_bad_arrays_raise():
         clnode.MLP([np.full((2, 2), np.inf)])
     with pytest.raises(clnode.DeviceError, match="host"):
         clnode.Context("nosuchdevice:7")
+
+
+@pytest.mark.parametrize("device", ["nosuchdevice:7", "opencl:99", "cuda:99"])
+def test_device_errors_are_the_library_message(device, caplog):
+    """A context that cannot be made raises the library's error message as its logger gave it
+    (logged at DEBUG as "context: MESSAGE"), naming the device: a stray byte of the log record,
+    "0", came first."""
+    caplog.set_level(logging.DEBUG, logger="clnode")
+    with pytest.raises(clnode.Error) as e:
+        clnode.Context(device)
+    text = str(e.value)
+    assert f'"{device}"' in text and not text[0].isdigit(), text
+    assert "context: " + text in [r.getMessage() for r in caplog.records], text
     with pytest.raises(TypeError):
         clnode.solve("not a model", np.zeros(3), t0=0, t1=1)
 

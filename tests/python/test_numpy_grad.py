@@ -128,6 +128,46 @@ def test_vjp_refusals_name_the_problem():
         sol.vjp(np.zeros(sol.ys.shape, dtype=np.complex128))
 
 
+def test_vjp_refuses_a_cotangent_beyond_float32_in_an_fp32_solve():
+    """2^130 is finite in float64 but infinite once rounded to float32: an fp32 solve's reverse
+    pass refuses it naming where (it gave NaN gradients); in an fp64 solve it is a value like
+    any other, scaling the gradient exactly (a power of two)."""
+    m = model()
+    y0 = np.full((2, 3), 0.1)
+    big = 2.0 ** 130
+    kw = dict(t0=0.0, t1=T_END, dt0=DT, saveat=clnode.SaveAt(t1=True, ts=[0.3, 0.6]),
+              keep_tape=True)
+    sol = clnode.solve(m, y0, precision="fp32", **kw)
+    w = np.ones(sol.ys.shape)
+    w[1, 2, 0] = big
+    with pytest.raises(clnode.InvalidArgumentError,
+                       match=r"trajectory 1, slot 2, component 0 .*fp32 range"):
+        sol.vjp(w)
+    w[1, 2, 0] = np.float32(3e38)  # finite in float32: accepted
+    assert np.isfinite(sol.vjp(w).y0[0]).all()
+    sol64 = clnode.solve(m, y0, precision="fp64", **kw)
+    ones = sol64.vjp(np.ones(sol64.ys.shape))
+    scaled = sol64.vjp(np.full(sol64.ys.shape, big))
+    assert scaled.y0.tobytes() == (big * ones.y0).tobytes()
+    for k, v in ones.params.items():
+        assert scaled.params[k].tobytes() == (big * v).tobytes(), k
+
+
+def test_checkpoint_every_without_keep_tape_is_refused():
+    """checkpoint_every spaces the states a kept tape holds: without keep_tape=True it would do
+    nothing, so it is refused, naming both; with it, it gives the default's gradient bits."""
+    m = model()
+    y0 = np.full((2, 3), 0.1)
+    for extra in ({}, {"keep_tape": False}):
+        with pytest.raises(ValueError, match="checkpoint_every.*keep_tape=True"):
+            solve(m, y0, checkpoint_every=2, **extra)
+    w = np.ones((2, 3, 3))
+    a = solve(m, y0, keep_tape=True, checkpoint_every=2).vjp(w)
+    b = solve(m, y0, keep_tape=True).vjp(w)
+    assert a.y0.tobytes() == b.y0.tobytes()
+    assert all(a.params[k].tobytes() == v.tobytes() for k, v in b.params.items())
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp64"])
 def test_vjp_on_pocl_has_the_host_bits(pocl, precision):
     """A solve on PoCL goes back on PoCL (its own device), with the host's bits; device= moves

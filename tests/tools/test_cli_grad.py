@@ -12,8 +12,11 @@
   - the cotangents' shape is that of --out's padded ys, --save steps included (T known after the
     solve), with --ragged too;
   - refusals (exit status 2, a message naming the cause, no G left behind): one flag without the
-    other, a shape other than the saved values' (both named), a non-finite value, an unknown npz
-    member, --grad-out naming an input or --out, --grad-out not a .npz, --resume, MPI.
+    other, a shape other than the saved values' (both named), a non-finite value, a value beyond
+    float32's range in an fp32 solve (clnode-solve and the library's reverse pass; in fp64 it
+    scales G exactly), an unknown npz member, --grad-out naming an input or --out, --grad-out
+    not a .npz, --resume, MPI; the tape's options without the gradient (--keep-tape,
+    --checkpoint-every) and --no-keep-tape with it.
 
     test_cli_grad.py SOLVE GRAD_REF
 
@@ -251,6 +254,31 @@ def inputs_and_steps():
         compare_with_library("node2x64v fp64", g, ref, names)
 
 
+def overflow_range(base, y0p, good, refused):
+    """A cotangent finite in float64 but beyond float32's range (2^130): refused in an fp32 solve
+    naming its index, by clnode-solve before the solve and by the library's reverse pass
+    (grad_ref); in an fp64 solve it is a value like any other (2^130 times the cotangents gives
+    exactly 2^130 times G: a power of two scales every value exactly)."""
+    B, T, N = 2, 1, 10
+    big = 2.0 ** 130
+    over = write("cotbig.npy", npy([1.0] * 13 + [big] + [1.0] * 6, (B, T, N)))
+    refused("fp32: a cotangent beyond float32's range (2^130) is refused naming its index",
+            ["--cotangents", over, "--grad-out", path("gr.npz")], ["[1][0][3]", "fp32"])
+    _, err = grad_ref("seed", y0p, over, None, ["t1=1"])
+    check("fp32: the library's reverse pass refuses it too, naming trajectory, slot, component",
+          "trajectory 1, slot 0, component 3" in err and "fp32" in err, err)
+    scaled = write("cotscaled.npy", npy([big] * (B * T * N), (B, T, N)))
+    g = {}
+    for name, cot in (("ones", good), ("scaled", scaled)):
+        rc, _, err = solve_grad(base[2:] + ["--precision", "fp64"], cot, "g64%s.npz" % name)
+        g[name] = read_npz(path("g64%s.npz" % name)) if rc == 0 else None
+        check("fp64: cotangents of %s are accepted (0)" % name, rc == 0, "rc %d: %s" % (rc, err))
+    check("fp64: 2^130 times the cotangents gives exactly 2^130 times every array of G",
+          None not in g.values() and all(
+              bits(g["scaled"][k][2]) == bits([big * v for v in g["ones"][k][2]]) and
+              any(v != 0 for v in g["ones"][k][2]) for k in g["ones"]))
+
+
 def refusals():
     B, T, N = 2, 1, 10
     y0p = write("y0r.npy", npy([0.0] * (B * N), (B, N)))
@@ -280,6 +308,7 @@ def refusals():
     inf = write_npz("cotinf.npz", {"ys": npy([float("inf")] + [1.0] * 19, (B, T, N))})
     refused("an infinite cotangent in a .npz is refused",
             ["--cotangents", inf, "--grad-out", path("gr.npz")], ["member ys", "[0][0][0]"])
+    overflow_range(base, y0p, good, refused)
     extra = write_npz("cotx.npz", {"ys": npy([1.0] * 20, (B, T, N)), "ts": npy([1.0] * 2, (B, T))})
     refused("an npz member other than ys is refused naming it",
             ["--cotangents", extra, "--grad-out", path("gr.npz")], ["ts.npy"])
@@ -301,6 +330,16 @@ def refusals():
     refused("--out and --grad-out the same path are refused",
             ["--cotangents", good, "--grad-out", path("gr.npz"), "--out", path("gr.npz")],
             ["--out", "--grad-out"])
+    # the tape's options mean something only for the gradient: never silently ignored
+    refused("--no-keep-tape with --cotangents/--grad-out is refused naming both",
+            ["--no-keep-tape", "--cotangents", good, "--grad-out", path("gr.npz")],
+            ["--no-keep-tape", "--cotangents", "tape"])
+    refused("--checkpoint-every without --cotangents is refused naming it",
+            ["--checkpoint-every", "3"], ["--checkpoint-every", "--cotangents"])
+    refused("--keep-tape without --cotangents is refused naming it",
+            ["--keep-tape"], ["--keep-tape", "--cotangents"])
+    rc, _, err = run(base + ["--no-keep-tape"])
+    check("--no-keep-tape alone (the default) is accepted", rc == 0, "rc %d: %s" % (rc, err))
     refused("--grad-out not a .npz is refused",
             ["--cotangents", good, "--grad-out", path("gr.npy")], ["FILE.npz"], out=path("gr.npy"))
     # under MPI (CLNODE_MPI=1 takes the MPI path in a tool built with MPI, here one rank): the

@@ -303,6 +303,13 @@ check("CSV: a successful trajectory's rows say success",
 # ---- messages name the right cause ----
 expect("an empty .npz is said to be empty", run([SOLVE, "--in", write("empty.npz", b"")]), 2,
        err_has="an empty file (not a .npz archive)")
+end_only = b"PK\x05\x06" + b"\0" * 18  # numpy.savez() of no arrays: the end record alone
+for opt, extra in (("--in", []), ("--cotangents", ["--grad-out", path("g.npz")])):
+    expect("%s: an archive of no members is said to be empty (not \"not a ZIP archive\")" % opt,
+           run([SOLVE, opt, write("none.npz", end_only)] + extra), 2,
+           err_has="none.npz: an empty archive (no members")
+expect("--in -: an archive of no members on a pipe is said to be empty",
+       run([SOLVE, "--in", "-"], stdin=end_only), 2, err_has="-: an empty archive (no members")
 expect("an empty .npy is said to be empty", run([SOLVE, "--t1-file", write("empty.npy", b"")]), 2,
        err_has="an empty file (not a .npy file)")
 os.mkdir(path("dir"))

@@ -2,17 +2,35 @@
 """The tools' solve options come from the library's one table (CLNODE_SOLVE_OPTION_LIST in
 include/clnode/solver.h): every row but the SaveAt ones is a long option of clnode-solve and
 clnode-compare (--NAME with '-' for '_', booleans as --NAME and --no-NAME), listed in --help with
-its doc line and default, and accepted by clnode-solve with a valid value. A row that a tool
-missed fails here. Oracle: the rows as the header writes them. And --dt0 auto: the first step
-chosen (read off a solve of one attempt), given back as --dt0, gives the same final state with one
-evaluation fewer (tsit5's first step reuses the choice's f0); refused with --constant-step, and
-"auto" for another option.
+its doc line and default, and accepted by clnode-solve with a valid value (the tape's options,
+keep_tape and checkpoint_every, with --cotangents and --grad-out: clnode-solve refuses them
+without). A row that a tool missed fails here. Oracle: the rows as the header writes them. And
+--dt0 auto: the first step chosen (read off a solve of one attempt), given back as --dt0, gives the
+same final state with one evaluation fewer (tsit5's first step reuses the choice's f0); refused
+with --constant-step, and "auto" for another option.
 
 usage: test_cli_options.py SOLVER_H CLNODE_SOLVE CLNODE_COMPARE"""
 import json
+import os
 import re
+import struct
 import subprocess
 import sys
+import tempfile
+
+# the options that mean something only for the gradient (clnode-solve refuses them without it)
+GRADIENT_ONLY = ("keep_tape", "checkpoint_every")
+
+
+def gradient_args(tmp):
+    """--cotangents (ones, for the seed model's one saved point) and --grad-out in tmp."""
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 10), }"
+    head += " " * (63 - (10 + len(head)) % 64) + "\n"
+    cot = os.path.join(tmp, "cot.npy")
+    with open(cot, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() +
+                struct.pack("<10d", *[1.0] * 10))
+    return ["--cotangents", cot, "--grad-out", os.path.join(tmp, "g.npz")]
 
 
 def list_body(header):
@@ -63,6 +81,7 @@ def dt0_auto(solve):
 
 def main():
     header, solve, compare = sys.argv[1:4]
+    tmp = tempfile.mkdtemp(prefix="clnode-options-")
     table = rows(header)
     failures = []
     n_rows = list_body(header).count(" X(")
@@ -87,6 +106,8 @@ def main():
         args = [solve, "--t0", "1", "--t1", "1", "--dt0", "0", "--quiet", opt] + value
         if name in ("t0", "t1", "dt0"):
             args = [solve, "--quiet", "--t0", "1", "--t1", "1", opt, "1" if name != "dt0" else "0"]
+        if name in GRADIENT_ONLY:
+            args += gradient_args(tmp)
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode != 0:
             failures.append(f"clnode-solve {opt} {' '.join(value)}: exit {r.returncode}: "
@@ -96,6 +117,21 @@ def main():
         failures.append(f"--rtol 0: exit {r.returncode}, {r.stderr.strip()!r}: want 2 naming the "
                         "range (0, inf)")
     failures += dt0_auto(solve)
+    for name in GRADIENT_ONLY:  # without the gradient: refused (2), naming the option
+        opt = "--" + name.replace("_", "-")
+        r = subprocess.run([solve, "--quiet", opt] + ([] if name == "keep_tape" else ["2"]),
+                           capture_output=True, text=True)
+        if r.returncode != 2 or opt not in r.stderr or "--cotangents" not in r.stderr:
+            failures.append(f"clnode-solve {opt} without --cotangents: exit {r.returncode}, "
+                            f"{r.stderr.strip()!r}: want 2 naming it and --cotangents")
+        r = subprocess.run([compare, "--devices", "host", opt] +
+                           ([] if name == "keep_tape" else ["2"]), capture_output=True, text=True)
+        if r.returncode != 2 or opt not in r.stderr or "forward" not in r.stderr:
+            failures.append(f"clnode-compare {opt}: exit {r.returncode}, {r.stderr.strip()!r}: "
+                            "want 2 naming it (compare solves forward only)")
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
     for f in failures:
         print("FAIL:", f)
     print(f"{len(table)} options, {len(failures)} failures")

@@ -12,17 +12,25 @@ symbolic link, is refused (2) naming both, the input untouched; clnode-compare -
 symbolic link is written through to its target; an existing file keeps its mode (and, written by
 root, its owner and group); a file the user could not write in place (read-only, or another
 user's) is refused; a missing or read-only directory is exit status 3 (the README's table); SIGINT
-and SIGTERM leave no temporary file and end the process with the signal. The ownership and mode cases run as user 65534 (setpriv, util-linux):
-as root, every file is writable. Without setpriv those checks FAIL (they are never skipped).
+and SIGTERM leave no temporary file and end the process with the signal; in --grad-out's reverse
+pass they stop it within a group of blocks and leave neither output (--out and --grad-out appear
+together or not at all), and a SIGINT ignored at the start stays ignored. The ownership and mode
+cases run as user 65534 (setpriv, util-linux): as root, every file is writable. Without setpriv
+those checks FAIL (they are never skipped). That user runs a copy of the tool and of the build
+tree's libraries staged in a world-readable temporary directory, so that the checks hold wherever
+the checkout is (a private home, a mktemp -d folder).
 
 Resume: a run killed midway, resumed after changing one thing (the model's bytes at the same path,
 y0, t0/t1/dt0 files, the args file, an option), is refused naming what changed; --rtol=1e-3 then
 --rtol 0.001 is the same problem and resumes to the bytes of an uninterrupted run. The MPI writer
-keeps the target's identity and removes its temporary file on SIGINT and SIGTERM too.
+keeps the target's identity and removes its temporary file on SIGINT and SIGTERM too; SIGINT and
+SIGTERM in a --grad-out run's reverse pass leave no output and a record that the rerun resumes
+from, to the bytes of an uninterrupted run.
 
 Standard library only. Exit status 0 when every check passes, 1 otherwise.
 """
 import os
+import re
 import shutil
 import signal
 import stat
@@ -44,8 +52,23 @@ NOBODY = 65534
 SETPRIV = shutil.which("setpriv")
 FAILED = []
 os.umask(0o022)
-# a directory user 65534 can reach and write: mkdtemp makes it 0700
-TMP = tempfile.mkdtemp(prefix="clnode-outputs-")
+
+
+def reachable(d):
+    """Whether every directory from / to d lets any user through (o+x)."""
+    d = os.path.realpath(d)
+    while True:
+        if not os.stat(d).st_mode & stat.S_IXOTH:
+            return False
+        if d == os.path.dirname(d):
+            return True
+        d = os.path.dirname(d)
+
+
+# a directory user 65534 can reach and write: mkdtemp makes it 0700, in $TMPDIR if that user can
+# reach it, else in /tmp
+TMP = tempfile.mkdtemp(prefix="clnode-outputs-",
+                       dir=None if reachable(tempfile.gettempdir()) else "/tmp")
 os.chmod(TMP, 0o777)
 ENV = dict(os.environ, HOME=TMP, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            CLNODE_NUM_THREADS="1")
@@ -64,9 +87,42 @@ def default_signals():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def stage(tools):
+    """Copies of the tools that user 65534 can run wherever the build tree is (a checkout in a
+    private directory, such as root's home or a mktemp -d folder, is out of that user's reach):
+    each tool and the libraries of its tree that it loads (ldd: libclnode.so.1) in a
+    world-readable directory of TMP, bin/ and lib/, which the tools' RUNPATH ($ORIGIN/../lib)
+    and LD_LIBRARY_PATH both name. Returns {tool: its copy} and the environment to add."""
+    root = os.path.join(TMP, "stage")
+    os.makedirs(os.path.join(root, "bin"))
+    os.makedirs(os.path.join(root, "lib"))
+    copies = {}
+    for tool in tools:
+        tree = os.path.dirname(os.path.dirname(tool)) + os.sep  # the build directory
+        lines = subprocess.run(["ldd", tool], capture_output=True, text=True).stdout.splitlines()
+        for line in lines:  # "libclnode.so.1 => /build/lib/libclnode.so.1 (0x...)"
+            m = re.match(r"\s*(\S+) => (/\S+)", line)
+            if m and os.path.realpath(m.group(2)).startswith(os.path.realpath(tree)):
+                shutil.copy(m.group(2), os.path.join(root, "lib", m.group(1)))
+        copies[tool] = shutil.copy(tool, os.path.join(root, "bin", os.path.basename(tool)))
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o755)
+    return copies, {"LD_LIBRARY_PATH": os.path.join(root, "lib")}
+
+
+STAGED, STAGED_ENV = stage([t for t in (SOLVE, COMPARE) if t])
+
+
 def run(args, as_nobody=False, env=None, stdin=None, cwd=TMP, timeout=300):
-    cmd = ([SETPRIV, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
-           if as_nobody else []) + args
+    """Runs a tool (as user 65534: its staged copy, as root's run would); returns (exit status,
+    stdout, stderr)."""
+    cmd = args
+    if as_nobody:
+        cmd = [SETPRIV, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+               STAGED.get(args[0], args[0])] + args[1:]
+        env = dict(STAGED_ENV, **(env or {}))
     p = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=cwd, stdin=stdin,
                        env=dict(ENV, **(env or {})), preexec_fn=default_signals)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
@@ -226,6 +282,9 @@ def identity(writer="one process", env=None, full=True):
         check("setpriv (util-linux) runs the ownership and mode cases as user %d" % NOBODY, False,
               "setpriv not found: install util-linux; these cases cannot be checked as root")
         return
+    rc, out, err = run([SOLVE, "--version"], as_nobody=True, env=env)
+    check("%s: the staged clnode-solve runs as user %d (wherever the build tree is)"
+          % (writer, NOBODY), rc == 0 and "clnode-solve" in out, "exit %d: %s" % (rc, err))
     for ext in ("csv", "npz"):
         mine = write("mine600." + ext, "OLD\n")
         os.chown(mine, NOBODY, NOBODY)
@@ -299,6 +358,112 @@ def interrupted(name, env=None):
             check("%s: ends with the signal (status %d)" % (what, -sig), rc == -sig, "exit %s" % rc)
             check("%s: no temporary file is left" % what, not temporaries(d) and
                   not os.path.exists(out), str(os.listdir(d)))
+
+
+# ---------------------------------------------------------------------------------------------
+GRAD_B = 4096  # the seed model, one thread: the reverse pass takes 8 groups of 16 blocks
+GRAD_CHUNK = "1024"  # under MPI: two groups of blocks per chunk, the cancel polled between them
+
+
+def grad_cotangents(d):
+    """dL/dys = 1 for the seed model's (GRAD_B, 1, 10) saved values, as a .npy in d."""
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%d, 1, 10), }" % GRAD_B
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    cot = os.path.join(d, "cot.npy")
+    with open(cot, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() +
+                struct.pack("<d", 1.0) * (GRAD_B * 10))
+    return cot
+
+
+def grad_args(d, cot, extra=()):
+    return [SOLVE, "--batch", str(GRAD_B), "--quiet", "--out", os.path.join(d, "ys.npz"),
+            "--cotangents", cot, "--grad-out", os.path.join(d, "g.npz")] + list(extra)
+
+
+def signal_in_reverse(args, sig, env=None, ready=None, preexec=default_signals):
+    """Runs args; once the reverse pass is under way (the test hook's line on standard error,
+    after its first group of blocks) and ready() holds, sends sig. Returns the exit status, the
+    seconds from the signal to the end and standard error."""
+    env = dict(ENV, CLNODE_SOLVE_TEST_NOTE_REVERSE="1", **(env or {}))
+    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         preexec_fn=preexec)
+    err = []
+    for line in p.stderr:  # to the end of standard error if the line never comes
+        err.append(line.decode("utf-8", "replace"))
+        if b"reverse pass is under way" in line:
+            break
+    t = time.time()
+    while ready and not ready() and p.poll() is None and time.time() - t < 120:
+        time.sleep(0.01)
+    t = time.time()
+    p.send_signal(sig)
+    rc = p.wait(120)
+    elapsed = time.time() - t
+    err.append(p.stderr.read().decode("utf-8", "replace"))
+    p.stderr.close()
+    return rc, elapsed, "".join(err)
+
+
+def interrupted_reverse(name, env=None):
+    """SIGINT and SIGTERM during --grad-out's reverse pass: the pass stops within a group of
+    blocks (seconds), the process ends with the signal, and neither output nor a temporary file
+    is left (ys.npz and g.npz appear together or not at all). A SIGINT ignored when the tool
+    started stays ignored: the run completes both outputs."""
+    d = tempfile.mkdtemp(dir=TMP)
+    cot = grad_cotangents(d)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        what = "%s %s in the reverse pass" % (name, signal.Signals(sig).name)
+        rc, elapsed, err = signal_in_reverse(grad_args(d, cot), sig, env=env)
+        check("%s: ends with the signal (status %d) within 20 s" % (what, -sig),
+              rc == -sig and elapsed < 20, "exit %s after %.1f s: %s" % (rc, elapsed, err[-800:]))
+        check("%s: neither output nor a temporary file is left" % what,
+              sorted(os.listdir(d)) == ["cot.npy"], str(os.listdir(d)))
+
+    def ignore_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    rc, _, err = signal_in_reverse(grad_args(d, cot), signal.SIGINT, env=env,
+                                   preexec=ignore_sigint)
+    check("%s: a SIGINT ignored at the start stays ignored: both outputs written (0)" % name,
+          rc == 0 and sorted(os.listdir(d)) == ["cot.npy", "g.npz", "ys.npz"],
+          "exit %s: %s %s" % (rc, os.listdir(d), err[-800:]))
+
+
+def interrupted_reverse_resume():
+    """--resume under MPI (a singleton): SIGINT and SIGTERM in a chunk's reverse pass once the
+    record holds two chunks' gradients: the process ends with the signal, no output, the record
+    kept; the rerun resumes from the chunks recorded to the bytes of an uninterrupted run."""
+    d = tempfile.mkdtemp(dir=TMP)
+    cot = grad_cotangents(d)
+    ref = tempfile.mkdtemp(dir=TMP)
+    rc, _, err = run(grad_args(ref, cot, ["--chunk-size", GRAD_CHUNK]), env={"CLNODE_MPI": "0"})
+    check("reverse resume: the uninterrupted run", rc == 0, "exit %d: %s" % (rc, err))
+    record = os.path.join(d, "ys.npz.progress")
+    args = grad_args(d, cot, ["--chunk-size", GRAD_CHUNK, "--resume"])
+    env = {"CLNODE_MPI": "1"}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        what = "mpi --resume %s in the reverse pass" % signal.Signals(sig).name
+        shutil.rmtree(record, ignore_errors=True)
+
+        def two_chunks():  # two chunks' gradients recorded (renamed into place)
+            return os.path.isdir(record) and sum(re.fullmatch(r"grad-\d+", f) is not None
+                                                 for f in os.listdir(record)) >= 2
+        rc, elapsed, err = signal_in_reverse(args, sig, env=env, ready=two_chunks)
+        check("%s: ends with the signal (status %d) within 20 s" % (what, -sig),
+              rc == -sig and elapsed < 20, "exit %s after %.1f s: %s" % (rc, elapsed, err[-800:]))
+        check("%s: no output, no temporary file, the record kept" % what,
+              sorted(os.listdir(d)) == ["cot.npy", "ys.npz.progress"], str(os.listdir(d)))
+        rc, _, err = run(args, env=env)
+        m = re.search(r"resuming from \S+: (\d+) of", err)
+        check("%s: the rerun resumes from the chunks recorded (at least 2)" % what,
+              rc == 0 and m is not None and int(m.group(1)) >= 2, "exit %d: %s" % (rc, err.strip()))
+        check("%s: the rerun writes the uninterrupted run's ys.npz and g.npz" % what,
+              all(os.path.exists(os.path.join(d, f)) and
+                  read(os.path.join(d, f)) == read(os.path.join(ref, f))
+                  for f in ("ys.npz", "g.npz")), str(os.listdir(d)))
+        for f in ("ys.npz", "g.npz"):
+            if os.path.exists(os.path.join(d, f)):
+                os.unlink(os.path.join(d, f))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,11 +570,13 @@ if RESUME:
     resume()
     # the MPI writer: rank 0's temporary file, the target's identity
     interrupted("mpi", env={"CLNODE_MPI": "1"})
+    interrupted_reverse_resume()
     identity("MPI writer", env={"CLNODE_MPI": "1"}, full=False)
 else:
     outputs_naming_inputs()
     identity()
     interrupted("one")
+    interrupted_reverse("one")
 
 if FAILED:
     print("%d check(s) failed: %s" % (len(FAILED), "; ".join(FAILED)))

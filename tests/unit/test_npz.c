@@ -417,7 +417,7 @@ static int stream_read(const unsigned char *p, size_t size, size_t piece, int en
 /* The stream reader takes the archive record by record, each size before its bytes: the archive
  * whole in any pieces (ZIP64 records too); bytes after its end (an endless stream of them)
  * refused after one more; an endless stream of zeros refused at its first record; an empty one
- * named empty; every truncation refused. */
+ * named empty, and an archive of no members too; every truncation refused. */
 static void test_stream(void **state)
 {
     (void)state;
@@ -449,6 +449,12 @@ static void test_stream(void **state)
     assert_non_null(strstr(err, "an empty file (not a .npz archive)"));
     /* the whole-image parser says empty too */
     expect_parse_fails(none, 0, "an empty file (not a .npz archive)");
+    /* an archive of no members (numpy.savez() of nothing: its end record alone) is a ZIP
+       archive, said to be empty, by both readers */
+    static const unsigned char end_only[22] = {'P', 'K', 5, 6};
+    assert_int_equal(stream_read(end_only, sizeof end_only, 4096, 0, err, &handed), -1);
+    assert_non_null(strstr(err, "an empty archive (no members"));
+    expect_parse_fails(end_only, sizeof end_only, "an empty archive (no members");
 }
 
 int main(int argc, char **argv)

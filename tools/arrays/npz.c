@@ -39,6 +39,9 @@ enum {
     DOS_DATE = 0x0021, /* 1980-01-01 */
 };
 
+/* A ZIP archive that starts with its end record holds nothing (numpy.savez of no arrays). */
+static const char NO_MEMBERS[] = "an empty archive (no members: numpy.savez of no arrays)";
+
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 static size_t itemsize(cln_npz_dtype t)
@@ -518,6 +521,8 @@ int cln_npz_parse(const unsigned char *buf, size_t size, cln_npz_entry *entries,
     *n = 0;
     if (size == 0)
         return npz_fail(err, errlen, "an empty file (not a .npz archive)");
+    if (size >= 4 && get32(buf) == END_SIG)
+        return npz_fail(err, errlen, "%s", NO_MEMBERS);
     if (size < END_SIZE || get32(buf) != LOCAL_SIG)
         return npz_fail(err, errlen, "not a .npz file (not a ZIP archive)");
     /* the end of central directory record: the last signature that ends the file with its
@@ -740,6 +745,8 @@ int cln_npz_read_stream(cln_npz_read_fn fn, void *user, unsigned char **img, siz
     int rc = -1;
     if (sig == 0 && z.n == 0)
         npz_fail(err, errlen, "an empty file (not a .npz archive)");
+    else if (sig == END_SIG)
+        npz_fail(err, errlen, "%s", NO_MEMBERS);
     else if (sig == 0 || (sig > 0 && sig != LOCAL_SIG))
         npz_fail(err, errlen, "not a .npz file (not a ZIP archive)");
     else if (sig > 0 && zin_members(&z, &sig) == 0) {

@@ -468,10 +468,7 @@ static int bench_device(const char *device, char batch_s[][64], size_t nb, int r
                         double host_us[16])
 {
     clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = device;
-    co.log = tool_log;
-    co.log_user = (void *)"clnode-bench";
+    tool_log_options(&co, device, tool_log, (void *)"clnode-bench");
     clnode_context *ctx = NULL;
     clnode_model *m = NULL;
     const clnode_status cst = clnode_context_create(&co, &ctx);

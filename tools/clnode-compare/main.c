@@ -146,8 +146,7 @@ static void usage(FILE *f)
     clnode_solve_options defaults;
     clnode_solve_seed_options(&defaults);
     tool_print_solve_options(f, &defaults);
-    fputs(
-          "\n"
+    fputs("\n"
           "  Messages the library logs while a row runs (the precision guard's warning, ...) are\n"
           "  printed once per row with their count, after the row.\n"
           "  JSON (--json) and the plot's data file: format_version 1, described field by field\n"
@@ -355,6 +354,9 @@ static int parse_args(compare *c, int argc, char **argv)
         if (rc)
             return rc;
     }
+    if (tool_refuse_tape_options(&c->pb, "clnode-compare does not take (it compares forward "
+                                         "solves; clnode-solve --grad-out takes it)"))
+        return TOOL_EXIT_INPUT;
     return -1;
 }
 
@@ -407,6 +409,8 @@ static int same_but_numbers(const char *a, const char *b)
 static void collect_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
     compare *c = user;
+    if (code == CLNODE_LOG_BUILD) /* a kernel build: as it happens, not in a row's notes */
+        tool_log(NULL, level, code, msg);
     if (level != CLNODE_LOG_ERROR && level != CLNODE_LOG_WARN)
         return;
     if (c->cur_row < 0) {

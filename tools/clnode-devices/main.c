@@ -101,7 +101,8 @@ static void fmt_error(char *buf, size_t cap, clnode_status st, const clnode_cont
 /* Keeps the last error message: the reason clnode_context_create failed goes only there. */
 static void capture_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
-    (void)code;
+    if (code == CLNODE_LOG_BUILD) /* the probe's kernel builds, as they happen */
+        tool_log(NULL, level, code, msg);
     if (level == CLNODE_LOG_ERROR)
         snprintf((char *)user, 512, "%s", msg);
 }
@@ -109,10 +110,7 @@ static void capture_log(void *user, clnode_log_level level, clnode_log_code code
 static void run_device(dev_report *r, int probe, int progress)
 {
     clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = r->info->spec;
-    co.log = capture_log;
-    co.log_user = r->last_log;
+    tool_log_options(&co, r->info->spec, capture_log, r->last_log);
     clnode_context *ctx = NULL;
     clnode_status st = clnode_context_create(&co, &ctx);
     if (st != CLNODE_OK) {

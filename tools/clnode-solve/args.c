@@ -2,6 +2,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,7 +145,7 @@ static int solve_option(solve_args *a, int c, const char *arg)
         a->json_points = 1;
         return -1;
     case OPT_QUIET:
-        a->quiet = 1;
+        a->quiet = tool_quiet = 1;
         return -1;
     case OPT_CERTIFY:
         a->certify = 1;
@@ -177,9 +178,23 @@ static int solve_option(solve_args *a, int c, const char *arg)
 }
 
 /* --cotangents and --grad-out: both or neither, G a .npz file, COT a .npy or .npz, not with
- * --chunk-size whole blocks. Returns -1 (they agree), or 2 after an error naming them. */
+ * --chunk-size whole blocks; --keep-tape and --checkpoint-every only with them, --no-keep-tape
+ * never. Returns -1 (they agree), or 2 after an error naming them. */
 static int check_gradient(const solve_args *a)
 {
+    const int keep = tool_problem_given(&a->pb, "keep_tape"),
+              every = tool_problem_given(&a->pb, "checkpoint_every");
+    if (!a->cot_path && !a->grad_path && ((keep && a->pb.opts.keep_tape) || every)) {
+        tool_error("%s needs --cotangents and --grad-out: clnode-solve keeps the solve's tape "
+                   "only for the gradient",
+                   every ? "--checkpoint-every" : "--keep-tape");
+        return TOOL_EXIT_INPUT;
+    }
+    if ((a->cot_path || a->grad_path) && keep && !a->pb.opts.keep_tape) {
+        tool_error("--no-keep-tape contradicts --cotangents and --grad-out: the reverse pass goes "
+                   "back through the tape the solve keeps");
+        return TOOL_EXIT_INPUT;
+    }
     if (!a->cot_path != !a->grad_path) {
         tool_error("%s needs %s", a->cot_path ? "--cotangents" : "--grad-out",
                    a->cot_path

@@ -24,9 +24,12 @@ typedef struct solve_cot {
 
 /* Reads --cotangents PATH (a .npy, or a .npz whose one member is ys) for a batch of B
  * trajectories of dimension N; T the slots expected (0: not known before the solve, checked by
- * solve_grad_check_slots). Returns 0, or 2 (bad input) or 3 (out of memory, unreadable) after an
- * error naming the file, the expected and the given shapes. */
-int solve_grad_load(const char *path, size_t B, size_t N, size_t T, solve_cot *c);
+ * solve_grad_check_slots); prec the solve's precision (fp32: every value must stay finite once
+ * rounded to float, as the library's reverse pass checks). Returns 0, or 2 (bad input) or 3 (out
+ * of memory, unreadable) after an error naming the file, the expected and the given shapes, or
+ * the value and its index. */
+int solve_grad_load(const char *path, size_t B, size_t N, size_t T, clnode_precision prec,
+                    solve_cot *c);
 void solve_grad_free(solve_cot *c);
 
 /* The slots of the padded layout of sol's saved points (as --out writes them). */
@@ -37,8 +40,10 @@ size_t solve_grad_slots(const clnode_solution *sol, const clnode_solve_options *
 int solve_grad_check_slots(const char *path, const solve_cot *c, size_t T);
 
 /* The reverse pass of sol (solved with keep_tape on ctx) on the same device (solve_grad_context)
- * and G written to out (opened by tool_out_open), renamed
- * over its target when complete. Returns 0, or the exit status after an error. */
+ * and G written to out (opened by tool_out_open; the caller renames it over its target with the
+ * other outputs: tool_out_commit_all). SIGINT and SIGTERM stop the pass after its current group
+ * of blocks and end the process with the signal's status (tool_temp.h). Returns 0, or the exit
+ * status after an error. */
 int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_model *model,
                    const clnode_solution *sol, const solve_cot *c, tool_out *out);
 
@@ -48,9 +53,15 @@ int solve_grad_run(const char *grad_path, clnode_context *ctx, const clnode_mode
  * status after the logger said why. */
 int solve_grad_context(clnode_context *ctx, clnode_context **rev, clnode_context **own);
 
-/* G of a batch of `batch` trajectories written to out (opened by tool_out_open), renamed over
- * its target when complete. Returns 0, or the exit status after an error naming grad_path. */
+/* G of a batch of `batch` trajectories written to out (opened by tool_out_open; the caller
+ * renames it: tool_out_commit_all). Returns 0, or the exit status after an error naming
+ * grad_path. */
 int solve_grad_write(const char *grad_path, const clnode_model *model, const clnode_gradient *g,
                      size_t batch, tool_out *out);
+
+/* The reverse pass's cancel callback (clnode_gradient_options.cancel): a signal received
+ * (tool_temp_cancel). With CLNODE_SOLVE_TEST_NOTE_REVERSE set, its first call says so on standard
+ * error (a test hook: the pass has gone through one group of blocks). */
+int solve_grad_cancel(void *user);
 
 #endif /* CLNODE_SOLVE_GRAD_H */

@@ -22,6 +22,28 @@
 #include "tool_common.h"
 #include "tool_precision.h"
 #include "tool_settings.h"
+#include "tool_temp.h"
+
+/* The gradient's options, in --help */
+static const char grad_help[] =
+    "  --cotangents COT        with --grad-out: the gradient of the solve (jax.grad of\n"
+    "                          diffrax's, step sizes held): COT.npy, or COT.npz with one\n"
+    "                          member ys (\"-\": a .npy on standard input), float32 or\n"
+    "                          float64, dL/d(saved values) of the shape of --out's padded\n"
+    "                          ys (B, T, N) (--ragged too), every value finite (padding\n"
+    "                          slots: 0); solved with keep_tape (--checkpoint-every K: keep\n"
+    "                          every K-th state, recompute the rest, same bits; without\n"
+    "                          --cotangents, --keep-tape and --checkpoint-every are refused,\n"
+    "                          as is --no-keep-tape with it), the reverse pass on --device\n"
+    "                          (host:openblas: on host); G follows the forward's bits: the\n"
+    "                          host's bytes on every device whose forward has them (not\n"
+    "                          host:openblas nor cuda:N:cublas, whose GEMMs differ)\n"
+    "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
+    "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
+    "                          (out,), out_scale (n,): the parameters summed over the batch\n"
+    "                          in a fixed tree over blocks of 32 trajectories: the same\n"
+    "                          bytes under mpirun at any rank count and with --resume\n"
+    "                          (--chunk-size: a multiple of 32)\n";
 
 static void usage(FILE *f)
 {
@@ -67,22 +89,7 @@ static void usage(FILE *f)
         "                          whose model, inputs or options changed is refused, naming\n"
         "                          what changed\n",
         f);
-    fputs("  --cotangents COT        with --grad-out: the gradient of the solve (jax.grad of\n"
-          "                          diffrax's, step sizes held): COT.npy, or COT.npz with one\n"
-          "                          member ys (\"-\": a .npy on standard input), float32 or\n"
-          "                          float64, dL/d(saved values) of the shape of --out's padded\n"
-          "                          ys (B, T, N) (--ragged too), every value finite (padding\n"
-          "                          slots: 0); solved with keep_tape (--checkpoint-every K: keep\n"
-          "                          every K-th state, recompute the rest, same bits), the\n"
-          "                          reverse pass on --device (host:openblas: on host), the\n"
-          "                          host's bytes on every device\n"
-          "  --grad-out G.npz        the gradient, float64: y0 (B, N), args (B, k) for a model\n"
-          "                          with inputs, layers.<l>.weight (out, in), layers.<l>.bias\n"
-          "                          (out,), out_scale (n,): the parameters summed over the batch\n"
-          "                          in a fixed tree over blocks of 32 trajectories: the same\n"
-          "                          bytes under mpirun at any rank count and with --resume\n"
-          "                          (--chunk-size: a multiple of 32)\n",
-          f);
+    fputs(grad_help, f);
     fputs(
         "  --certify               after the solve, re-solve a seeded random sample of the\n"
         "                          trajectories on the host in fp64 with their sensitivity\n"
@@ -248,21 +255,19 @@ static int reconcile_batch(const solve_args *a, solve_arrays *arr, size_t N, dou
 }
 
 /* The saved points to --out (opened before the solve): CSV, or .npy/.npz written by position on
- * the temporary file's descriptor; then renamed over the target. Returns 0 or 3. */
+ * the temporary file's descriptor (renamed over the target with the other outputs). Returns 0 or
+ * 3. */
 static int write_points(tool_out *out, const solve_args *a, const clnode_solution *sol)
 {
     const int fmt = solve_out_format(a->out_path);
-    int rc;
-    if (fmt == SOLVE_OUT_CSV) {
-        rc = write_csv(out->f, sol, &a->pb.opts);
-    } else if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
+    if (fmt == SOLVE_OUT_CSV)
+        return write_csv(out->f, sol, &a->pb.opts);
+    if (fflush(out->f) != 0) { /* nothing is buffered: the arrays go by pwrite */
         tool_error("cannot write %s: %s", a->out_path, strerror(errno));
-        rc = TOOL_EXIT_RESOURCE;
-    } else {
-        rc = solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
-                                &a->pb.prob);
+        return TOOL_EXIT_RESOURCE;
     }
-    return rc ? rc : tool_out_commit(out);
+    return solve_arrays_write(fileno(out->f), a->out_path, fmt, a->ragged, sol, &a->pb.opts,
+                              &a->pb.prob);
 }
 
 /* Reads the per-trajectory arrays, reconciles the batch and points the options at them. */
@@ -331,7 +336,8 @@ static int open_gradient(solve_args *a, const clnode_model *model, size_t batch,
         tool_error("the save options have no layout");
         return TOOL_EXIT_INPUT;
     }
-    const int rc = solve_grad_load(a->cot_path, batch, clnode_model_dim(model), T, cot);
+    const int rc =
+        solve_grad_load(a->cot_path, batch, clnode_model_dim(model), T, a->pb.opts.precision, cot);
     return rc ? rc : tool_out_open(gout, a->grad_path);
 }
 
@@ -348,9 +354,11 @@ static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_mo
         pb->opts.progress = on_progress;
         pb->opts.progress_user = &ps;
     }
+    pb->opts.cancel = tool_temp_cancel; /* SIGINT, SIGTERM: the solve stops at its next step */
     const double t_start = tool_now();
     pb->prob.batch = batch;
     pb->prob.y0 = y0;
+    tool_temp_cooperate(1);
     clnode_status st = clnode_solve(ctx, model, &pb->opts, &pb->prob, sol);
     *wall = tool_now() - t_start;
     if (ps.shown)
@@ -361,6 +369,7 @@ static int solve_and_certify(solve_args *a, clnode_context *ctx, const clnode_mo
         if (ps.shown)
             fputs("\n", stderr);
     }
+    tool_temp_cooperate(0);   /* a signal received: the process ends here, with its status */
     pb->opts.progress = NULL; /* ps ends here */
     pb->opts.progress_user = NULL;
     return st == CLNODE_OK ? 0 : tool_exit_status(st);
@@ -471,6 +480,9 @@ int main(int argc, char **argv)
             solve_grad_check_slots(a.cot_path, &cot, solve_grad_slots(sol, &a.pb.opts, &a.pb.prob));
     if (!rc && a.cot_path)
         rc = solve_grad_run(a.grad_path, ctx, model, sol, &cot, &gout);
+    tool_out *const outs[] = {&out, &gout}; /* the outputs appear together or not at all */
+    if (!rc)
+        rc = tool_out_commit_all(outs, 2);
     if (rc)
         goto done;
     rc = write_report(&a, ctx, model, sol, cert, batch, wall);

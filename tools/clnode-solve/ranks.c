@@ -20,7 +20,13 @@
  *
  * --grad-out runs clnode_gradient_mpi instead: the same chunks (whole blocks), each rank's chunks'
  * shares of the gradient gathered and summed on rank 0 in the library's tree, G written by rank 0
- * after the other outputs; with --resume each chunk's share is kept as OUT.progress/grad-C. */
+ * after the other outputs; with --resume each chunk's share is kept as OUT.progress/grad-C.
+ *
+ * Every output is written to a temporary file (the arrays' with --resume: OUT.progress/data) and
+ * rank 0 renames them over their targets together at the end, so that they appear together or
+ * not at all. SIGINT and SIGTERM stop the solves and reverse passes at their next step or group
+ * of blocks on every rank (the library's cancel), and end the process with the signal's status,
+ * its temporary files removed and the progress record kept (tool_temp.h). */
 #include "ranks.h"
 
 #include <errno.h>
@@ -904,10 +910,11 @@ static void progress_remove(run *r)
     rmdir(r->dir);
 }
 
-static int fail_cancel(void *user)
+/* The solves' cancel callback: a signal received (tool_temp.h), or the test hook's failing rank. */
+static int run_cancel(void *user)
 {
     const run *r = user;
-    return r->rank == r->fail_rank;
+    return r->rank == r->fail_rank || tool_temp_cancel(NULL);
 }
 
 /* The same exit status on every rank: the largest. */
@@ -991,7 +998,8 @@ static int arrays_open(run *r)
 }
 
 /* After the gather: rank 0 combines the CRCs and writes the headers; the file is cut to its size,
- * closed and (rank 0) renamed over OUT. Collective. Returns 0 or the exit status. */
+ * closed and (rank 0) given the target's mode, owner and group (commit_outputs renames it over OUT
+ * with the other outputs). Collective. Returns 0 or the exit status. */
 static int arrays_commit(run *r)
 {
     int rc = 0;
@@ -1011,7 +1019,7 @@ static int arrays_commit(run *r)
     rc = mrc == MPI_SUCCESS && crc == MPI_SUCCESS ? 0 : TOOL_EXIT_RESOURCE;
     if (rc && r->rank == 0)
         tool_error("cannot write %s (MPI_File_set_size/close)", r->a->out_path);
-    if (!rc && r->rank == 0) { /* the target's mode, owner and group, then over it */
+    if (!rc && r->rank == 0) { /* the target's mode, owner and group */
         const int fd = open(r->tmp, O_RDONLY);
         if (fd < 0) {
             tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
@@ -1020,16 +1028,6 @@ static int arrays_commit(run *r)
             rc = tool_target_adopt(&r->target, fd, r->a->out_path);
             close(fd);
         }
-        if (!rc && rename(r->tmp, r->target.path) != 0) {
-            tool_error("cannot write %s: %s", r->a->out_path, strerror(errno));
-            rc = TOOL_EXIT_RESOURCE;
-        }
-    }
-    if (!rc) {
-        tool_temp_release(r->slot);
-        r->slot = -1;
-        free(r->tmp);
-        r->tmp = NULL;
     }
     return agree(rc);
 }
@@ -1122,7 +1120,8 @@ static int arrays_deferred(run *r)
     return agree(rc);
 }
 
-/* Rank 0: the outputs from the gathered chunks. */
+/* The chunks gathered into the outputs' temporary files (rank 0's text, the arrays' headers).
+ * Collective. Returns 0 or the exit status. */
 static int gather_and_write(run *r, clnode_context *ctx, const int *owner, tool_out *out)
 {
     if (r->rank == 0) {
@@ -1142,13 +1141,43 @@ static int gather_and_write(run *r, clnode_context *ctx, const int *owner, tool_
     r->sum = NULL;
     if (st != CLNODE_OK) /* rank 0's logger said why */
         return TOOL_EXIT_RESOURCE;
-    if (r->w && (rc = arrays_commit(r)) != 0)
-        return rc;
-    if (r->rank != 0)
-        return 0;
+    return r->w ? arrays_commit(r) : 0;
+}
+
+/* Rank 0, every output written to its temporary file: the arrays' file, --out's text and G renamed
+ * over their targets together (tool_out_commit_all), then the progress record removed. Returns
+ * 0 or the exit status. */
+static int commit_outputs(run *r, tool_out *out, tool_out *gout)
+{
+    tool_out arr; /* the arrays' file, written through MPI-IO and closed */
+    memset(&arr, 0, sizeof arr);
+    arr.slot = -1;
+    if (r->w && r->tmp) {
+        arr.path = strdup(r->a->out_path);
+        if (!arr.path) {
+            tool_error("out of memory");
+            return TOOL_EXIT_RESOURCE;
+        }
+        arr.tmp = r->tmp;
+        arr.slot = r->slot;
+        arr.t = r->target;
+        r->tmp = NULL;
+        r->slot = -1;
+        memset(&r->target, 0, sizeof r->target);
+        arr.keep_tmp = r->dir != NULL; /* the record's data file stays if the renames fail */
+    }
+    tool_out *const outs[] = {&arr, out, gout};
+    const int rc = tool_out_commit_all(outs, 3);
+    if (!rc && r->dir)
+        progress_remove(r);
+    return rc;
+}
+
+/* Rank 0: the report on standard output (the summary or --json's tail), once the outputs are in
+ * place. Returns 0, or the exit status (1: a trajectory failed). */
+static int write_report(run *r, const clnode_context *ctx)
+{
     solve_args *a = r->a;
-    if (out->f && (rc = tool_out_commit(out)) != 0)
-        return rc;
     if (a->json) {
         solve_json_tail(stdout, NULL, NULL, r->wall);
         if (fflush(stdout) != 0) {
@@ -1303,7 +1332,8 @@ static int grad_open(run *r, tool_out *gout)
             rc = TOOL_EXIT_INPUT;
         }
         if (!rc)
-            rc = solve_grad_load(a->cot_path, r->batch, clnode_model_dim(r->model), T, &r->cot);
+            rc = solve_grad_load(a->cot_path, r->batch, clnode_model_dim(r->model), T,
+                                 a->pb.opts.precision, &r->cot);
         if (!rc)
             rc = tool_out_open(gout, a->grad_path);
     }
@@ -1360,8 +1390,11 @@ static clnode_status solve_or_gradient(run *r, clnode_context *ctx, const clnode
        its own, whose reverse pass then fails collectively, naming it */
     if (solve_grad_context(ctx, &rev, &own) != 0)
         rev = ctx;
-    const clnode_status st = clnode_gradient_mpi(ctx, rev, r->model, o, NULL, p, r->cot.T,
-                                                 r->cot.v, MPI_COMM_WORLD, m, owner, &r->g);
+    clnode_gradient_options go;
+    clnode_gradient_default_options(&go);
+    go.cancel = solve_grad_cancel;
+    const clnode_status st = clnode_gradient_mpi(ctx, rev, r->model, o, &go, p, r->cot.T, r->cot.v,
+                                                 MPI_COMM_WORLD, m, owner, &r->g);
     clnode_context_destroy(&own);
     return st;
 }
@@ -1429,16 +1462,17 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     m.get_gradient = get_gradient;
     m.gradient_user = r;
     clnode_solve_options o = a->pb.opts;
-    if (r->fail_rank >= 0) { /* test hook: that rank's solves fail, as on a failing device */
-        o.cancel = fail_cancel;
-        o.cancel_user = r;
-    }
+    o.cancel = run_cancel; /* SIGINT, SIGTERM: every rank stops at its next step (the record
+                              keeps the chunks solved), and this one ends with the signal */
+    o.cancel_user = r;
     r->started = 1;
     const double t_start = tool_now();
     clnode_problem p = a->pb.prob;
     p.batch = r->batch;
     p.y0 = y0;
+    tool_temp_cooperate(1);
     clnode_status st = solve_or_gradient(r, ctx, &o, &p, &m, owner);
+    tool_temp_cooperate(0);
     r->wall = tool_now() - t_start;
     if (st != CLNODE_OK) { /* rank 0's logger printed why, naming the rank */
         rc = tool_exit_status(st);
@@ -1446,13 +1480,14 @@ int solve_mpi_run(solve_args *a, clnode_context *ctx, const clnode_model *model,
     }
     if (r->deferred && (rc = arrays_deferred(r)) != 0)
         goto done;
+    /* every output to its temporary file, then all renamed together, then the report */
     rc = agree(gather_and_write(r, ctx, owner, &out));
-    if (rc <= TOOL_EXIT_UNSUCCESSFUL && a->grad_path) {
-        const int grc = grad_write(r, &gout);
-        rc = grc ? grc : rc;
-    }
-    if (rc <= TOOL_EXIT_UNSUCCESSFUL && r->dir && r->rank == 0)
-        progress_remove(r);
+    if (!rc && a->grad_path)
+        rc = grad_write(r, &gout);
+    if (!rc)
+        rc = agree(r->rank == 0 ? commit_outputs(r, &out, &gout) : 0);
+    if (!rc)
+        rc = agree(r->rank == 0 ? write_report(r, ctx) : 0);
 done:
     arrays_abort(r);
     tool_out_abort(&out);

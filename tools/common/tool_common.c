@@ -104,12 +104,26 @@ double tool_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int tool_quiet;
+
 void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg)
 {
-    (void)code;
     const char *prog = user ? (const char *)user : tool_prog;
     if (level == CLNODE_LOG_ERROR || level == CLNODE_LOG_WARN)
         fprintf(stderr, "%s: %s%s\n", prog, level == CLNODE_LOG_ERROR ? "" : "warning: ", msg);
+    else if (code == CLNODE_LOG_BUILD && !tool_quiet) {
+        fprintf(stderr, "%s: %s\n", prog, msg);
+        fflush(stderr);
+    }
+}
+
+void tool_log_options(clnode_context_options *co, const char *device, clnode_log_fn log, void *user)
+{
+    clnode_context_default_options(co);
+    co->device = device;
+    co->log = log;
+    co->log_user = user;
+    co->log_level = CLNODE_LOG_INFO;
 }
 
 /* ---- parsers ---- */
@@ -620,8 +634,8 @@ static void table_metavar(const clnode_option_info *in, char *buf, size_t n)
         break;
     case CLNODE_OPTION_CHOICE:
         for (size_t k = 0; k < in->n_choices && used < n; ++k)
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "|" : "",
-                                     in->choice_names[k]);
+            used +=
+                (size_t)snprintf(buf + used, n - used, "%s%s", k ? "|" : "", in->choice_names[k]);
         break;
     case CLNODE_OPTION_METHOD:
         for (size_t k = 0; clnode_method_at(k) && used < n; ++k)
@@ -754,6 +768,24 @@ static int table_opt(tool_problem *pb, int code, const char *arg)
         if (strcmp(clnode_solve_option_at(j)->name, pair) == 0)
             pb->given[j] = 1;
     return 0;
+}
+
+int tool_problem_given(const tool_problem *pb, const char *name)
+{
+    const clnode_option_info *in = clnode_solve_option_find(name);
+    const ptrdiff_t i = in ? in - clnode_solve_option_at(0) : -1;
+    return i >= 0 && i < TOOL_OPTIONS_MAX && pb->given[i];
+}
+
+int tool_refuse_tape_options(const tool_problem *pb, const char *why)
+{
+    const char *name = tool_problem_given(pb, "checkpoint_every") ? "--checkpoint-every"
+                       : tool_problem_given(pb, "keep_tape") && pb->opts.keep_tape ? "--keep-tape"
+                                                                                   : NULL;
+    if (!name)
+        return 0;
+    tool_error("%s keeps a tape for a gradient, which %s", name, why);
+    return TOOL_EXIT_INPUT;
 }
 
 int tool_problem_opt(tool_problem *pb, int code, const char *arg)
@@ -917,10 +949,8 @@ int tool_problem_open(tool_problem *pb, clnode_context **ctx, clnode_model **mod
         return TOOL_EXIT_INPUT;
     }
     clnode_context_options co;
-    clnode_context_default_options(&co);
-    co.device = tool_device_string(pb);
-    co.log = pb->log ? pb->log : tool_log;
-    co.log_user = pb->log ? pb->log_user : (void *)tool_prog;
+    tool_log_options(&co, tool_device_string(pb), pb->log ? pb->log : tool_log,
+                     pb->log ? pb->log_user : (void *)tool_prog);
     clnode_status st = clnode_context_create(&co, ctx);
     if (st != CLNODE_OK)
         return tool_exit_status(st); /* the logger printed why */

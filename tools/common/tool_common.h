@@ -173,6 +173,12 @@ void tool_print_methods(FILE *f);
 /* Applies problem option `code` with value arg. Returns 0, 2 after printing an error, or -1 when
  * code is not a problem option. */
 int tool_problem_opt(tool_problem *pb, int code, const char *arg);
+/* Whether the command line gave the table option `name` (pb->given). */
+int tool_problem_given(const tool_problem *pb, const char *name);
+/* For a tool that solves forward only: 2 after an error naming the tape's options
+ * (--keep-tape, --checkpoint-every) when the command line gave them (--no-keep-tape is
+ * what such a tool does), else 0. */
+int tool_refuse_tape_options(const tool_problem *pb, const char *why);
 void tool_problem_free(tool_problem *pb);
 
 /* Runs getopt_long over argv with `longopts` (short option: -h). Returns the next option's code,
@@ -228,8 +234,19 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size);
  * printing an error. */
 int tool_read_file(const char *path, char **out, size_t *len);
 
-/* Logger printing warnings and errors to stderr with the program name as prefix. */
+/* Logger printing warnings and errors to stderr with the program name (user, or tool_prog when
+ * NULL) as prefix, and the kernel builds (CLNODE_LOG_BUILD: what a device compiles, then how
+ * long it took) unless tool_quiet. A context whose logger it is (or forwards to it) is created
+ * with log_level CLNODE_LOG_INFO (tool_log_options), so that the builds reach it. */
 void tool_log(void *user, clnode_log_level level, clnode_log_code code, const char *msg);
+
+/* Set by --quiet: tool_log prints no kernel builds. */
+extern int tool_quiet;
+
+/* Context options for tool_log (or a logger that forwards the builds to it): the defaults with
+ * `device`, the logger, its user and log_level CLNODE_LOG_INFO. */
+void tool_log_options(clnode_context_options *co, const char *device, clnode_log_fn log,
+                      void *user);
 
 double tool_now(void);
 

@@ -189,6 +189,8 @@ int tool_read_npz(const char *path, unsigned char **img, size_t *size)
         snprintf(err, sizeof err, "cannot read: %s", strerror(errno));
     else if (n == 0)
         snprintf(err, sizeof err, "an empty file (not a .npz archive)");
+    else if (n == 4 && memcmp(in.ahead, "PK\x05\x06", 4) == 0) /* the end record first */
+        snprintf(err, sizeof err, "an empty archive (no members: numpy.savez of no arrays)");
     else if (n < 4 || memcmp(in.ahead, "PK\x03\x04", 4) != 0)
         snprintf(err, sizeof err, "not a .npz file (not a ZIP archive)");
     else if ((r = read_regular(&in, img, size, err, sizeof err)) > 0)

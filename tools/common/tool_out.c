@@ -188,9 +188,10 @@ int tool_out_open(tool_out *o, const char *path)
     return 0;
 }
 
-int tool_out_commit(tool_out *o)
+/* Flushes and closes o's file (standard output: flushes it). Returns 0, or 3 after printing an
+ * error. */
+static int out_close(tool_out *o)
 {
-    const char *name = o->is_stdout ? "standard output" : o->path;
     int ok = fflush(o->f) == 0 && !ferror(o->f);
     int err = ok ? 0 : errno;
     if (!o->is_stdout) {
@@ -199,20 +200,53 @@ int tool_out_commit(tool_out *o)
             err = errno;
         }
         o->f = NULL;
-        if (ok && o->tmp && rename(o->tmp, o->t.path) != 0) {
-            ok = 0;
-            err = errno;
-        }
-        if (ok && o->tmp) {
-            tool_temp_release(o->slot);
-            free(o->tmp);
-            o->tmp = NULL;
-        }
     }
     if (!ok)
-        tool_error("cannot write %s: %s", name, err ? strerror(err) : "write error");
-    tool_out_abort(o);
+        tool_error("cannot write %s: %s", o->is_stdout ? "standard output" : o->path,
+                   err ? strerror(err) : "write error");
     return ok ? 0 : TOOL_EXIT_RESOURCE;
+}
+
+/* Renames o's temporary file (if any) over its target. Returns 0, or 3 after printing an
+ * error. */
+static int out_rename(tool_out *o)
+{
+    if (!o->tmp)
+        return 0;
+    if (rename(o->tmp, o->t.path) != 0) {
+        tool_error("cannot write %s: %s", o->path, strerror(errno));
+        return TOOL_EXIT_RESOURCE;
+    }
+    tool_temp_release(o->slot);
+    free(o->tmp);
+    o->tmp = NULL;
+    return 0;
+}
+
+int tool_out_commit_all(tool_out *const *o, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; ++i)
+        if (o[i]->f)
+            rc = out_close(o[i]);
+    /* a signal now waits until every rename is done (tool_temp.h); one received before (its
+       previous handler let the process go on) renames nothing */
+    tool_temp_cooperate(1);
+    if (!rc && tool_temp_cancel(NULL)) {
+        tool_error("interrupted by a signal: no output written");
+        rc = TOOL_EXIT_RESOURCE;
+    }
+    for (size_t i = 0; i < n && !rc; ++i)
+        rc = out_rename(o[i]);
+    for (size_t i = 0; i < n; ++i)
+        tool_out_abort(o[i]);
+    tool_temp_cooperate(0);
+    return rc;
+}
+
+int tool_out_commit(tool_out *o)
+{
+    return tool_out_commit_all(&o, 1);
 }
 
 void tool_out_abort(tool_out *o)
@@ -220,7 +254,8 @@ void tool_out_abort(tool_out *o)
     if (o->f && !o->is_stdout)
         fclose(o->f);
     if (o->tmp) {
-        unlink(o->tmp);
+        if (!o->keep_tmp)
+            unlink(o->tmp);
         tool_temp_release(o->slot);
     }
     free(o->tmp);

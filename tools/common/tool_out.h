@@ -68,6 +68,7 @@ typedef struct tool_out {
     tool_target t;
     int slot; /* the temporary file's registration (tool_temp.h) */
     int is_stdout;
+    int keep_tmp; /* tmp is not removed when the output is abandoned (a progress record's) */
 } tool_out;
 
 /* Returns 0, or 2 (an empty name) or 3 (the target cannot be written, or not in place) after
@@ -76,6 +77,12 @@ int tool_out_open(tool_out *o, const char *path);
 /* Flushes, closes and renames. Returns 0, or 3 after printing an error (the temporary file is
  * removed). */
 int tool_out_commit(tool_out *o);
+/* Commits n outputs together (a run's outputs appear together or not at all): each is flushed
+ * and closed (an entry whose f is NULL is taken as closed), then, unless a signal was received
+ * (tool_temp.h), each temporary file is renamed over its target, a signal arriving meanwhile
+ * acted on once every rename is done. Every output is then released (tool_out_abort: the
+ * temporary files of a failure are removed). Returns 0, or 3 after printing an error. */
+int tool_out_commit_all(tool_out *const *o, size_t n);
 /* Closes and removes the temporary file. Accepts an output never opened (zeroed). */
 void tool_out_abort(tool_out *o);
 

@@ -3,7 +3,9 @@
  * A fixed table of names: a slot is claimed (0 -> 1) with an atomic exchange, its name written,
  * then published (2); the handler reads only published slots, with lock-free atomic loads, and
  * calls only unlink, sigaction and raise, which are async-signal-safe, then what the signal did
- * before: its default action, or the handler installed earlier (MPI installs some). */
+ * before: its default action, or the handler installed earlier (MPI installs some). Inside a
+ * cooperative section the first SIGINT, SIGTERM or SIGHUP is only recorded (a lock-free atomic
+ * store): the work polls it and stops, and leaving the section acts on it. */
 #include "tool_temp.h"
 
 #include <errno.h>
@@ -24,12 +26,23 @@ static atomic_int installed;
 static const int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
 #define NSIGNALS (sizeof signals / sizeof signals[0])
 static struct sigaction previous[NSIGNALS]; /* what each signal did before */
+static atomic_int cooperative;              /* inside a cooperative section */
+static atomic_int caught;                   /* the first signal received, or 0 */
 
-static void on_signal(int sig, siginfo_t *info, void *uctx)
+static void remove_all(void)
 {
     for (int i = 0; i < TEMP_SLOTS; ++i)
         if (atomic_load(&state[i]) == 2)
             unlink(names[i]);
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int none = 0;
+    const int first = atomic_compare_exchange_strong(&caught, &none, sig);
+    if (first && atomic_load(&cooperative) && sig != SIGPIPE && sig != SIGXFSZ)
+        return; /* the work stops at its next poll; leaving the section acts on it */
+    remove_all();
     for (size_t k = 0; k < NSIGNALS; ++k) {
         if (signals[k] != sig)
             continue;
@@ -113,4 +126,36 @@ int tool_temp_create(char *name, unsigned mode, int *slot)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = err;
     return fd;
+}
+
+int tool_temp_cancel(void *user)
+{
+    (void)user;
+    return atomic_load(&caught);
+}
+
+void tool_temp_cooperate(int on)
+{
+    if (on) {
+        install();
+        atomic_store(&cooperative, 1);
+        return;
+    }
+    atomic_store(&cooperative, 0);
+    const int sig = atomic_load(&caught);
+    if (!sig)
+        return;
+    /* what the signal does outside a section, done now: the temporaries go, then its previous
+       action (MPI's handler, or the default); the default if the process is still there */
+    remove_all();
+    for (size_t k = 0; k < NSIGNALS; ++k)
+        if (signals[k] == sig)
+            sigaction(sig, &previous[k], NULL);
+    raise(sig);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig);
 }

@@ -20,4 +20,17 @@ void tool_temp_release(int slot);
  * with errno set. */
 int tool_temp_register(const char *path);
 
+/* Cooperative interruption, for work that polls a cancel flag (the library's solves and reverse
+ * passes) and for the renames of outputs that must appear together. tool_temp_cooperate(1)
+ * enters a section (installing the handlers): there the first SIGINT, SIGTERM or SIGHUP is only
+ * recorded (tool_temp_cancel returns it), so that the work stops at its next poll and the caller
+ * unwinds with nothing removed under it; a second signal acts at once. tool_temp_cooperate(0)
+ * leaves it and, if a signal was received (in the section or before), acts on it now: every
+ * registered file is removed and the process ends with the signal's status (after the handler
+ * installed before, as outside a section). A signal that was ignored stays ignored. */
+void tool_temp_cooperate(int on);
+
+/* A clnode_cancel_fn: the signal received (SIGINT, SIGTERM, ...), or 0. */
+int tool_temp_cancel(void *user);
+
 #endif /* CLNODE_TOOL_TEMP_H */

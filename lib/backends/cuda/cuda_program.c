@@ -166,8 +166,12 @@ static clnode_status cu_program_load(cuda_backend *cb, clnode_precision prec, cu
     char *image = NULL;
     size_t image_size = 0;
     int is_cubin = 0;
+    char what[48];
+    snprintf(what, sizeof what, "the CUDA kernels (%s) with NVRTC", clnode_precision_name(prec));
+    const double t_build = cln_build_begin(ctx, cb->proto.base.device_name, what);
     clnode_status st = cln_cuda_compile(ctx, cb->proto.base.device_name, cb->cc_major, cb->cc_minor,
                                         prec, &image, &image_size, &is_cubin);
+    cln_build_end(ctx, cb->proto.base.device_name, what, t_build, st == CLNODE_OK);
     if (st != CLNODE_OK)
         return st;
     cudaLibrary_t lib = NULL; /* p->lib stays NULL unless the load succeeds */

@@ -140,6 +140,16 @@ clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode 
         a_off = b_off = 0;
         lda = ldb = k;
     }
+    /* the first GEMM of a precision compiles CLBlast's kernels: logged outside the lock, so that
+     * a logger that waits for the caller's own lock (an interpreter's) cannot block another
+     * context's exclusive holder of it */
+    const int pi = prec == CLNODE_FP64, first = !ob->gemm_ran[pi];
+    char what[48];
+    double t_build = 0.0;
+    if (first) {
+        snprintf(what, sizeof what, "CLBlast's %s GEMM kernels", clnode_precision_name(prec));
+        t_build = cln_build_begin(ctx, ob->proto.base.device_name, what);
+    }
     CLBlastStatusCode s;
     ocl_clblast_enter(ob, prec);
     if (prec == CLNODE_FP32)
@@ -151,6 +161,10 @@ clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode 
                          1.0, A->mem, a_off, lda, Bm->mem, b_off, ldb, 0.0, C->mem, c_off, ldc,
                          &ob->queue, NULL);
     pthread_rwlock_unlock(&ocl_clblast_lock);
+    if (first) {
+        ob->gemm_ran[pi] = s == CLBlastSuccess;
+        cln_build_end(ctx, ob->proto.base.device_name, what, t_build, s == CLBlastSuccess);
+    }
     if (s != CLBlastSuccess) {
         clnode_status st = ocl_status((cl_int)s, CLNODE_ERR_BLAS);
         if (s == CLBlastNoDoublePrecision)

@@ -90,6 +90,9 @@ typedef struct opencl_backend {
     /* [0] fp32, [1] fp64: the ocl_clblast_gen at which the direct-GEMM override was applied (or
      * attempted); 0: never */
     unsigned long gemm_tuned[2];
+    /* [0] fp32, [1] fp64: a GEMM of that precision ran in this context (its first builds
+     * CLBlast's kernels unless CLBlast's process-wide cache has them: logged as a build) */
+    int gemm_ran[2];
     /* zero new buffers by one host write instead of clEnqueueFillBuffer (Oclgrind, see
      * ocl_buf_alloc) */
     int zero_by_write;

@@ -209,15 +209,19 @@ static void ocl_program_limits(opencl_backend *ob, ocl_program *p)
 static clnode_status ocl_program_build(opencl_backend *ob, clnode_precision prec, ocl_program *p)
 {
     clnode_context *ctx = ob->proto.base.ctx;
-    char opts[128];
+    char opts[128], what[48];
+    snprintf(what, sizeof what, "the OpenCL program (%s)", clnode_precision_name(prec));
+    const double t_build = cln_build_begin(ctx, ob->proto.base.device_name, what);
     clnode_status st = CLNODE_OK;
     CLN_TRY(st, ocl_program_compile(ob, prec, p, opts, sizeof opts));
     CLN_TRY(st, ocl_create_kernels(ctx, p));
     ocl_program_limits(ob, p);
-    cln_log(ctx, CLNODE_LOG_INFO, CLNODE_LOG_GENERAL, "OpenCL program built for %s (%s)",
+    cln_build_end(ctx, ob->proto.base.device_name, what, t_build, 1);
+    cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "OpenCL program options for %s: %s",
             ob->proto.base.device_name, opts);
     return CLNODE_OK;
 fail:
+    cln_build_end(ctx, ob->proto.base.device_name, what, t_build, 0);
     ocl_program_release(p);
     return st;
 }

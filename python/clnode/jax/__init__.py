@@ -97,7 +97,10 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     options of the library's table that diffrax's arguments do not give (clnode.solve's
     keywords of the same names):
 {keywords}
-    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None). Under
+    Returns a diffrax.Solution (ts, ys, stats, result as diffrax's; interpolation None; a
+    trajectory stopped at the precision floor is RESULTS.dt_min_reached, and with throw=True
+    raises clnode.PrecisionError naming the floor, the rtol and its bound). progress_meter:
+    NoProgressMeter, TextProgressMeter or TqdmProgressMeter (doc/python.md). Under
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
     save times: each trajectory its own list). A call it does not take (a vector field of

@@ -7,15 +7,21 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from .. import _model, _solve
+import diffrax
+
+from .. import _clnode, _model, _progress, _solve
 from . import _tapes
 from ._problem import Problem, check_save_ts, scale_value
 
 # clnode result -> diffrax RESULTS: success, max_steps_reached, dt_min_reached; a non-finite
-# vector field and the precision floor end the trajectory early where diffrax would shrink dt
-# until max_steps: reported as max_steps_reached (a failure, raised with throw=True)
+# vector field ends the trajectory early where diffrax would shrink dt until max_steps: reported
+# as max_steps_reached (a failure, raised with throw=True). The precision floor (a step that
+# shrinks no longer lowers the error estimate: the tolerance is below what the arithmetic
+# resolves) is dt_min_reached, the code of a controller that cannot meet the tolerance by
+# shrinking the step; with throw=True it raises the library's own message (_floor_error).
 _DIFFRAX_OF = {"success": 0, "max_steps_reached": 1, "dt_min_reached": 2, "nonfinite": 1,
-               "precision_floor": 1}
+               "precision_floor": 2}
+_FLOOR = _solve.Result.__members__["precision_floor"]
 # the diffrax code of each clnode result code (0 successful, 1 max_steps_reached, 2 dt_min_reached)
 _DIFFRAX_CODE = np.array([_DIFFRAX_OF[r.name] for r in _solve.Result], np.int32)
 
@@ -194,7 +200,14 @@ def _solve_batch(p: Problem, ops: Any, keep: bool) -> Tuple[Any, ...]:
     lead, m, yb, kw = setup(p, ops, scale_vector=keep and p.scale_traced)
     if keep:
         kw.update(keep_tape=True, checkpoint_every=p.checkpoint_every)
-    sol = _solve.solve(m, yb, **kw)
+    meter = _meter(p.progress_meter)  # none: no Python for progress
+    try:
+        sol = _solve.solve(m, yb, progress=meter, **kw)
+    finally:
+        if meter is not None:
+            meter.close()
+    if p.throw and np.any(np.asarray(sol.result).reshape(-1) == _FLOOR):
+        raise _floor_error(sol, kw)
     st = sol.stats
     counts = np.empty((yb.shape[0], 4), np.int32)
     counts[:, 0] = st["num_steps"]
@@ -205,3 +218,20 @@ def _solve_batch(p: Problem, ops: Any, keep: bool) -> Tuple[Any, ...]:
     return (sol.ts.reshape(lead + (p.T,)).astype(p.time_dtype),
             sol.ys.reshape(lead + (p.T, p.n)).astype(p.y_dtype),
             counts.reshape(lead + (4,)), token)
+
+
+def _meter(progress_meter: Any) -> Any:
+    """What a solve reports its progress to for diffrax's progress meter (None: nothing)."""
+    if type(progress_meter) is diffrax.TextProgressMeter:
+        return _progress.TextMeter(float(progress_meter.minimum_increase))
+    if type(progress_meter) is diffrax.TqdmProgressMeter:
+        return _progress.TqdmMeter()
+    return None
+
+
+def _floor_error(sol: Any, kw: Any) -> BaseException:
+    """diffeqsolve's error (throw=True) for trajectories that stopped at the precision floor: the
+    library's warning, which names the floor, the rtol and the bound 16 u above it."""
+    msg = sol._floor_message or (f"precision_floor: trajectories stopped at the rounding floor: "
+                                 f"rtol {kw.get('rtol')} is below what this arithmetic resolves")
+    return _clnode.PrecisionError(msg)

@@ -16,6 +16,9 @@ from .. import _args, _clnode, _model, _solve
 from . import _field
 from ._fallback import UnsupportedArgument
 
+# diffrax's progress meters that clnode.jax takes (the callback reports the library's progress to
+# the one of a call: _callback._meter)
+PROGRESS_METERS = (diffrax.NoProgressMeter, diffrax.TextProgressMeter, diffrax.TqdmProgressMeter)
 _SOLVERS: Dict[type, str] = {
     diffrax.Tsit5: "tsit5", diffrax.Dopri5: "dopri5", diffrax.Dopri8: "dopri8",
     diffrax.Bosh3: "bosh3", diffrax.Heun: "heun", diffrax.Euler: "euler"}
@@ -272,7 +275,7 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
                            "differentiate, with checkpoints=k or None)")
     if event is not None:
         raise _unsupported("event", "clnode has no events")
-    if type(progress_meter) is not diffrax.NoProgressMeter:
+    if type(progress_meter) not in PROGRESS_METERS:
         raise _unsupported("progress_meter", type(progress_meter).__name__)
     for name, v in (("solver_state", solver_state), ("controller_state", controller_state),
                     ("made_jump", made_jump)):
@@ -308,6 +311,7 @@ class Taken(NamedTuple):
     time_dtype: Any
     field: Any
     args: Any
+    progress_meter: Any
 
 
 def take(terms, solver, t0, t1, dt0, y0, args, saveat, stepsize_controller, adjoint, event,
@@ -326,7 +330,8 @@ def take(terms, solver, t0, t1, dt0, y0, args, saveat, stepsize_controller, adjo
     return Taken(
         method=method, max_steps=max_steps, kw=kw, checkpoint_every=checkpoint_every, ctrl=ctrl,
         save_t0=save_t0, save_t1=save_t1, save_steps=save_steps, save_ts=save_ts, y0=y0,
-        time_dtype=time_dtype, field=field, args=args)
+        time_dtype=time_dtype, field=field, args=args,
+        progress_meter=None if type(progress_meter) is diffrax.NoProgressMeter else progress_meter)
 
 
 def _field_of(vf, n, y_dtype, time_dtype, args):
@@ -362,7 +367,8 @@ class Problem:
     the factor (scale: None, one value or N when concrete; scale_traced: an operand), the save
     options (has_ts, n_ts: the save times an operand of n_ts values; ts_checked: checked before
     the callback), clnode.solve's options (opts), the tape's checkpoint_every, max_steps,
-    throw, and whether the call runs under a jax.jit trace. The last three fields are not
+    throw, diffrax's progress meter (None for NoProgressMeter: nothing reported) and whether
+    the call runs under a jax.jit trace. The last three fields are not
     settings but the call's own mutable state: failures (a callback's exception kept for an
     eager diffeqsolve to raise as it is) and the last models the callback made (of traced
     parameters, by their bytes; with a scale)."""
@@ -389,6 +395,7 @@ class Problem:
     checkpoint_every: int
     max_steps: int
     throw: bool
+    progress_meter: Any
     jitting: bool
     failures: List[BaseException] = dataclasses.field(default_factory=list, repr=False)
     models: Dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False)
@@ -452,7 +459,8 @@ def frozen(c: Taken, t0: Any, t1: Any, dt0: Any, throw: bool,
         # the save times checked before the callback: concrete (_check_save_ts_now), or traced
         # under jax.jit (_check_traced, in JAX); else (eager jax.vmap or jax.grad) in it
         ts_checked=c.save_ts is None or jit or _leaves_concrete((c.save_ts, t0, t1)),
-        checkpoint_every=c.checkpoint_every, max_steps=c.max_steps, throw=throw, jitting=jit)
+        checkpoint_every=c.checkpoint_every, max_steps=c.max_steps, throw=throw,
+        progress_meter=c.progress_meter, jitting=jit)
     args_op = jnp.zeros((0,), y0.dtype)
     if k:
         args_op = jnp.asarray(c.args)
