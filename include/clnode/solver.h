@@ -317,14 +317,16 @@ typedef struct clnode_trajectory_stats {
     size_t struct_size; /* the bytes the library wrote */
     clnode_result result;
     long num_steps; /* attempts: num_accepted + num_rejected */
-    double first_step;  /* |dt0| of its first attempt, given or chosen (dt0_auto), after the
-                           dtmin/dtmax clip and before the clip to the interval, in the state
-                           precision; 0 when t0 == t1 (no step) */
     long num_accepted;
     long num_rejected;
     long num_rhs_evals; /* vector-field evaluations made for this trajectory (with dt0_auto, the
                            selection's two included; an FSAL method's first step reuses its f0) */
     double t_final;     /* where the trajectory stopped (t1 on success) */
+    double first_step;  /* the dt0 of its first attempt, given or chosen (dt0_auto), signed as
+                           the direction of integration (negative backwards: given back as dt0
+                           it is the same solve), after the dtmin/dtmax clip and before the
+                           clip to the interval, in the state precision; 0 when t0 == t1 (no
+                           step) */
 } clnode_trajectory_stats;
 
 typedef struct clnode_solution clnode_solution;

@@ -129,9 +129,10 @@ static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solutio
                           first + b, k, n, v);
                 CLN_CHECK(ctx, !fp32 || fabs(v) < CLN_FP32_LIMIT, CLNODE_ERR_NONFINITE_INPUT,
                           "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
-                          "component %zu is %g: beyond the fp32 range (|x| <= 3.40282347e+38: "
-                          "it would be infinite in this fp32 reverse pass)",
-                          first + b, k, n, v);
+                          "component %zu is %.9g: it rounds to an fp32 infinity (from |x| >= "
+                          "%.9g, FLT_MAX plus half an ulp), which this fp32 reverse pass would "
+                          "carry",
+                          first + b, k, n, v, CLN_FP32_LIMIT);
             }
     }
     return CLNODE_OK;

@@ -947,7 +947,7 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
     const long sel = o->dt0_auto && steps ? 2 : 0;
     t->num_rhs_evals = m->fsal ? (sel ? sel : 1) + (long)(m->stages - 1) * t->num_steps
                                : sel + (long)m->stages * t->num_steps;
-    t->first_step = steps ? rs->dt0 : 0.0;
+    t->first_step = steps ? r->dir * rs->dt0 : 0.0;
     t->t_final = r->dir * rs->t;
     if (s->cap[CLNODE_SAVE_T0]) {
         s->count[CLNODE_SAVE_T0][b] = 1;

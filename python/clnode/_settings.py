@@ -98,9 +98,8 @@ def _save_entries(saveat: Any) -> Dict[str, str]:
     """What a clnode.SaveAt saves, as metadata: the three booleans, and the save times."""
     if not isinstance(saveat, _solve.SaveAt):
         raise TypeError(f"settings: saveat must be a clnode.SaveAt, not {type(saveat).__name__}")
-    out = {PREFIX + "save_t0": "true" if saveat.t0 else "false",
-           PREFIX + "save_t1": "true" if saveat.t1 else "false",
-           PREFIX + "save_steps": "true" if saveat.steps else "false"}
+    flags = (("save_t0", saveat.t0), ("save_t1", saveat.t1), ("save_steps", saveat.steps))
+    out = {PREFIX + name: "true" if on else "false" for name, on in flags}
     if saveat.ts is not None:
         if saveat.ts.ndim != 1 or saveat.ts.size == 0:
             raise ValueError(f"settings: a model file carries one list of save times, shared by "

@@ -146,9 +146,10 @@ class Solution:
     was (N,)), in the solve's precision (float32 or float64), padded with +inf as diffrax pads
     (SaveAt(steps=True) has max_steps slots). stats: per trajectory (arrays of B, or ints),
     under diffrax's names "num_steps" (attempts), "num_accepted_steps", "num_rejected_steps",
-    "max_steps", plus clnode's "num_rhs_evals" and "first_step" (the size of the first step
-    attempted, given or chosen by dt0="auto", after the dtmin/dtmax clip and before the clip to
-    the interval, a float; 0.0 when t0 == t1: first-step.md). result: per trajectory a clnode.Result (the
+    "max_steps", plus clnode's "num_rhs_evals" and "first_step" (the first step attempted,
+    given or chosen by dt0="auto", after the dtmin/dtmax clip and before the clip to the
+    interval, signed as the direction of integration so that it reads back as dt0, a float;
+    0.0 when t0 == t1: first-step.md). result: per trajectory a clnode.Result (the
     library's code, an IntEnum named as the library names it: Result.success,
     Result.max_steps_reached, ...); for a batch an array of them (dtype object). t_final: where
     each trajectory stopped (t1 on success). certificate: with solve(certify=True), the run's

@@ -141,10 +141,19 @@ def test_vjp_refuses_a_cotangent_beyond_float32_in_an_fp32_solve():
     w = np.ones(sol.ys.shape)
     w[1, 2, 0] = big
     with pytest.raises(clnode.InvalidArgumentError,
-                       match=r"trajectory 1, slot 2, component 0 .*fp32 range"):
+                       match=r"trajectory 1, slot 2, component 0 .*fp32 infinity"):
         sol.vjp(w)
     w[1, 2, 0] = np.float32(3e38)  # finite in float32: accepted
     assert np.isfinite(sol.vjp(w).y0[0]).all()
+    # the rounding boundary, FLT_MAX plus half an ulp (2^128 - 2^103): below it a value rounds
+    # to FLT_MAX and is taken, from it on to infinity and is refused, the message naming it
+    edge = 2.0 ** 128 - 2.0 ** 103
+    w[1, 2, 0] = np.nextafter(edge, 0.0)
+    assert np.float32(w[1, 2, 0]) == np.finfo(np.float32).max
+    assert np.isfinite(sol.vjp(w).y0[0]).all()
+    w[1, 2, 0] = edge
+    with pytest.raises(clnode.InvalidArgumentError, match=r"3.40282357e\+38"):
+        sol.vjp(w)
     sol64 = clnode.solve(m, y0, precision="fp64", **kw)
     ones = sol64.vjp(np.ones(sol64.ys.shape))
     scaled = sol64.vjp(np.full(sol64.ys.shape, big))

@@ -66,9 +66,9 @@ def given():
                 FAILED.append(f"--precision {prec} --t1 {t1} --dt0 {dt0}: exit {rc}: {doc}")
                 continue
             got = doc["trajectories"][0].get("first_step")
-            check(got is not None and round_(got) == round_(0.05),
-                  f"{prec} --dt0 {dt0}: first_step {got}, want 0.05")
-            check(summary_steps(lines) == ["0.05"], f"{prec} --dt0 {dt0}: summary {lines}")
+            check(got is not None and round_(got) == round_(float(dt0)),
+                  f"{prec} --dt0 {dt0}: first_step {got}, want {dt0} (signed, as given)")
+            check(summary_steps(lines) == [dt0], f"{prec} --dt0 {dt0}: summary {lines}")
             check(doc.get("dt0_auto") is False, f"--dt0 {dt0}: dt0_auto {doc.get('dt0_auto')}")
     # after --dtmax, before the interval (0.2 long)
     rc, doc, lines = solve("--precision", "fp64", "--t1", "0.2", "--dt0", "0.5", "--dtmax", "0.25")
@@ -100,7 +100,8 @@ def chosen():
                 FAILED.append(f"{prec} --t1 {t1} --dt0 auto: exit {rc}: {auto}")
                 continue
             first = [t.get("first_step") for t in auto["trajectories"]]
-            if None in first or len(set(first)) < 4 or not all(0 < h < 2 for h in first):
+            sign = -1.0 if t1.startswith("-") else 1.0  # the reported step is signed
+            if None in first or len(set(first)) < 4 or not all(0 < sign * h < 2 for h in first):
                 FAILED.append(f"{prec} --t1 {t1} --dt0 auto: first_step {first}")
                 continue
             rnd = f32 if prec == "fp32" else float
@@ -109,8 +110,7 @@ def chosen():
             check(len(summary_steps(lines)) == 5 and auto.get("dt0_auto") is True and
                   any(x.startswith("interval [0, ") and "dt0 auto" in x for x in lines),
                   f"{prec} --dt0 auto: summary {lines}, dt0_auto {auto.get('dt0_auto')}")
-            sign = -1.0 if t1.startswith("-") else 1.0
-            path = write_npy(f"first-{prec}{t1}.npy", [sign * h for h in first], (5,))
+            path = write_npy(f"first-{prec}{t1}.npy", first, (5,))
             rc, back, _ = solve(*common, "--dt0-file", path)
             if rc:
                 FAILED.append(f"{prec} --t1 {t1} --dt0-file of the chosen steps: exit {rc}: {back}")
@@ -124,12 +124,18 @@ def chosen():
                 check(g["num_rhs_evals"] + 1 == a["num_rhs_evals"],
                       f"{what}: {a['num_rhs_evals']} evaluations, given back "
                       f"{g['num_rhs_evals']}: want one fewer")
-    # one trajectory: the step given back on the command line
-    rc, auto, _ = solve("--precision", "fp64", "--t1", "2", "--dt0", "auto")
-    first = auto["trajectories"][0].get("first_step") if rc == 0 else None
-    rc2, back, _ = solve("--precision", "fp64", "--t1", "2", "--dt0", repr(first))
-    check(first is not None and rc2 == 0 and back["trajectories"][0]["points"] ==
-          auto["trajectories"][0]["points"], f"--dt0 auto ({first}) and --dt0 {first!r} differ")
+    # one trajectory: the step given back on the command line, forwards and backwards (the
+    # reported step is signed as the direction, so that it reads back as --dt0)
+    for t1 in ("2", "-2"):
+        rc, auto, _ = solve("--precision", "fp64", "--t1", t1, "--dt0", "auto")
+        first = auto["trajectories"][0].get("first_step") if rc == 0 else None
+        rc2, back, err = solve("--precision", "fp64", "--t1", t1, "--dt0", repr(first))
+        check(first is not None and rc2 == 0 and back["trajectories"][0]["points"] ==
+              auto["trajectories"][0]["points"],
+              f"--t1 {t1}: --dt0 auto ({first}) and --dt0 {first!r} differ: {rc2} {err}")
+    rc, doc, _ = solve("--precision", "fp64", "--t1", "-2", "--dt0", "-0.05")
+    got = doc["trajectories"][0].get("first_step") if rc == 0 else doc
+    check(got == -0.05, f"--t1 -2 --dt0 -0.05: first_step {got}, want -0.05")
 
 
 def main():

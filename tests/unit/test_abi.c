@@ -41,6 +41,25 @@ _Static_assert(offsetof(clnode_device_facts, struct_size) == 0, "struct_size fir
 _Static_assert(offsetof(clnode_option_info, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(clnode_device_info, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(clnode_backend_info, struct_size) == 0, "struct_size first");
+/* The first release's trajectory stats, field for field: a field added since goes after them
+ * (first_step once sat between num_steps and num_accepted, which moved every later field of an
+ * older program's struct) */
+typedef struct stats_v1 {
+    size_t struct_size;
+    clnode_result result;
+    long num_steps, num_accepted, num_rejected, num_rhs_evals;
+    double t_final;
+} stats_v1;
+#define SAME_OFFSET(f)                                                                             \
+    _Static_assert(offsetof(clnode_trajectory_stats, f) == offsetof(stats_v1, f), #f " moved")
+SAME_OFFSET(result);
+SAME_OFFSET(num_steps);
+SAME_OFFSET(num_accepted);
+SAME_OFFSET(num_rejected);
+SAME_OFFSET(num_rhs_evals);
+SAME_OFFSET(t_final);
+_Static_assert(offsetof(clnode_trajectory_stats, first_step) >= sizeof(stats_v1),
+               "first_step appended");
 static clnode_status (*const abi_solve)(clnode_context *, const clnode_model *,
                                         const clnode_solve_options *, const clnode_problem *,
                                         clnode_solution **) = clnode_solve;

@@ -84,9 +84,10 @@ static int take_cot(const cot_expect *e, const unsigned char *img, size_t size, 
             solve_grad_free(c);
             return TOOL_EXIT_INPUT;
         } else if (e->fp32 && !(fabs(c->v[i]) < FP32_LIMIT)) {
-            tool_error("%s: cotangent [%zu][%zu][%zu] is %g: beyond the fp32 range of the solve "
-                       "(|x| <= 3.40282347e+38: it would be infinite in its reverse pass)",
-                       e->src, i / per, i % per / c->N, i % c->N, c->v[i]);
+            tool_error("%s: cotangent [%zu][%zu][%zu] is %.9g: it rounds to an fp32 infinity "
+                       "(from |x| >= %.9g, FLT_MAX plus half an ulp), which the fp32 solve's "
+                       "reverse pass would carry",
+                       e->src, i / per, i % per / c->N, i % c->N, c->v[i], FP32_LIMIT);
             solve_grad_free(c);
             return TOOL_EXIT_INPUT;
         }

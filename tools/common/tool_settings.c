@@ -9,8 +9,10 @@ const char tool_settings_model_help[] =
     "                          solve settings it carries (metadata clnode.<option> and\n"
     "                          clnode.save_ts: its training's, see clnode.MLP.save)\n"
     "                          replace the defaults below, which are the seed problem's;\n"
-    "                          one it lacks takes the library's default (clnode.solve's:\n"
-    "                          t0 0, t1 1, dt0 0.01, rtol 1e-3, atol 1e-6, tsit5, fp32);\n"
+    "                          one it lacks takes the library's default (that of\n"
+    "                          clnode_solve_default_options and of clnode.solve's\n"
+    "                          options: t0 0, t1 1, dt0 0.01, rtol 1e-3, atol 1e-6,\n"
+    "                          tsit5, fp32; clnode.solve itself asks for t0 and t1);\n"
     "                          every option given wins, and --save, --ts-file or --in's\n"
     "                          ts replace its save settings\n";
 
