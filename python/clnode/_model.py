@@ -256,6 +256,35 @@ class MLP:
                 + (f", inputs={self.num_inputs}" if self.num_inputs else "") + scale + ")")
 
 
+def flat_params(layers: Sequence[Tuple[Any, Optional[Any]]]) -> List[Any]:
+    """The parameters of `layers` ((weight, bias or None) per layer) in the library's flat order
+    (clnode_gradient_params): layer 0's weight then its bias (if any), layer 1's, ... (the output
+    scale, where there is one, follows them there). Arrays of any kind (numpy, JAX)."""
+    return [a for w, b in layers for a in (w, b) if a is not None]
+
+
+def layers_of_flat(flat: np.ndarray,
+                   shapes: Sequence[Tuple[Tuple[int, ...], Optional[Tuple[int, ...]]]]
+                   ) -> List[Tuple[np.ndarray, Optional[np.ndarray]]]:
+    """The layers ((weight, bias or None) per layer, of `shapes`: (weight shape, bias shape or
+    None) per layer) of the 1-d array `flat` laid out in flat_params's order."""
+    layers: List[Tuple[np.ndarray, Optional[np.ndarray]]] = []
+    off = 0
+
+    def part(shape):
+        nonlocal off
+        size = int(np.prod(shape))
+        off += size
+        return flat[off - size:off].reshape(shape)
+
+    for ws, bs in shapes:
+        w = part(ws)
+        layers.append((w, None if bs is None else part(bs)))
+    if off != np.size(flat):
+        raise ValueError(f"{np.size(flat)} parameters for layers of {off}")
+    return layers
+
+
 def _layer_arrays(arrays, name, ndim):
     """MLP's weights (ndim 2) or biases (ndim 1, None for a layer without): a sequence (not one
     array) of real arrays, each of exactly `ndim` dimensions, as float64 (non-finite values are
@@ -320,7 +349,7 @@ def _jax_activation_name(fn: Any, dtype: Any = np.float64) -> str:
     structure of its trace, clnode.jax's recogniser), never by its values."""
     import jax.tree_util as jtu
 
-    from . import _jax_field
+    from .jax import _field as _jax_field
     if isinstance(fn, str):
         return fn
     # equinox.nn.MLP keeps its activation vmapped over (depth, width) to allow learnt ones;
@@ -453,12 +482,12 @@ def _constant_factor(rows):
 def _field_factor(module, n, k, time_input, dtype):
     """The factor a vector field f(t, y, args) multiplies its network's output by (N values, or
     1 for one value for every component; ones when it has none), read as the drop-in reads it:
-    the field recognised from its computation (clnode.jax's recogniser, _jax_field), the factor
-    evaluated from the leaves. None when the module is not called as a field (or cannot be
+    the field recognised from its computation (clnode.jax's recogniser, clnode.jax._field), the
+    factor evaluated from the leaves. None when the module is not called as a field (or cannot be
     traced as one); a ValueError naming the construct when it is a field of another form."""
     if not _takes_t_y_args(module):
         return None
-    from . import _jax_field
+    from .jax import _field as _jax_field
     args = np.zeros((k,), dtype) if k else None
     try:
         field = _jax_field.recognise(module, n, dtype, dtype, args)

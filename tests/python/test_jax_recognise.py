@@ -187,7 +187,7 @@ def test_activations_equal_on_a_grid_are_not_taken(name, monkeypatch):
     (jax.nn.elu, None), (jax.nn.hard_sigmoid, None),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_activation_identified_by_what_it_computes(fn, name):
-    from clnode import _jax_field
+    from clnode.jax import _field as _jax_field
     for dtype in (np.float32, np.float64):
         assert _jax_field.activation_name(fn, dtype) == name
 

@@ -107,11 +107,12 @@ def test_an_option_reaches_the_library():
 def test_jax_takes_each_option_from_one_place():
     jx = pytest.importorskip("clnode.jax")
     import diffrax
+    from clnode.jax import _problem  # diffrax's arguments mapped onto the library's options
     names = [o["name"] for o in _clnode.solve_options()]
-    assert set(jx._ROUTES) == set(names)
+    assert set(_problem._ROUTES) == set(names)
     pid = {f.name for f in dataclasses.fields(diffrax.PIDController)}
     for o in _clnode.solve_options():
-        route = jx._ROUTES[o["name"]]
+        route = _problem._ROUTES[o["name"]]
         if o["flags"] & _CONTROLLER and o["name"] in pid:
             assert route.startswith("stepsize_controller"), o["name"]
         if route == "keyword":
@@ -119,4 +120,4 @@ def test_jax_takes_each_option_from_one_place():
     # every PIDController field is an option of the table or refused by name
     refused = {"step_ts", "jump_ts", "error_order", "norm"}
     assert pid - refused <= set(names), pid - refused - set(names)
-    assert {"gemm_precision", "precision_guard"} <= set(jx._KEYWORDS)
+    assert {"gemm_precision", "precision_guard"} <= set(_problem.KEYWORDS)

@@ -2,8 +2,9 @@
 """No consumer of the library lays out saved points itself: the layout (the slots T, the order,
 the padding with infinities) is the library's (lib/solver/layout.c, clnode/solver.h).
 
-Scans the consumers' code (python/clnode/*.py and *.c, tools/clnode-solve/*.c, tools/common/*.c;
-comments and docstrings left out, string literals kept) for
+Scans the consumers' code (python/clnode/*.py, python/clnode/jax/*.py and *.c,
+tools/clnode-solve/*.c, tools/common/*.c; comments and docstrings left out, string literals
+kept) for
   - any spelling of infinity: INFINITY, HUGE_VAL*, __builtin_inf*, inf/infinity/Inf as a word
     (np.inf, math.inf, jnp.inf, float("inf"), a bare `inf`), numpy's PINF/NINF/infty, and
     decimal literals that overflow to infinity (1e999);
@@ -20,7 +21,8 @@ import re
 import sys
 import tokenize
 
-GLOBS = ["python/clnode/*.py", "python/clnode/*.c", "tools/clnode-solve/*.c", "tools/common/*.c"]
+GLOBS = ["python/clnode/*.py", "python/clnode/jax/*.py", "python/clnode/*.c",
+         "tools/clnode-solve/*.c", "tools/common/*.c"]
 
 INFINITY = re.compile(r"\binf(inity)?\b|HUGE_VAL[FL]?\b|__builtin_inf|\b(PINF|NINF|infty)\b"
                       r"|\b\d+(\.\d*)?[eE]\+?[3-9]\d\d\b", re.IGNORECASE)

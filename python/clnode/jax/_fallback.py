@@ -7,7 +7,7 @@ import os
 import warnings
 from typing import Any, Optional
 
-from ._jax_field import Refusal
+from ._field import Refusal
 
 ENV = "CLNODE_JAX_FALLBACK"
 MODES = ("warn", "error")

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jax.extend.core import Literal, Primitive
 
-from . import _model
+from .. import _model
 
 
 class Refusal(ValueError):
