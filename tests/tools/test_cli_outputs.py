@@ -105,11 +105,19 @@ def stage(tools):
             if m and os.path.realpath(m.group(2)).startswith(os.path.realpath(tree)):
                 shutil.copy(m.group(2), os.path.join(root, "lib", m.group(1)))
         copies[tool] = shutil.copy(tool, os.path.join(root, "bin", os.path.basename(tool)))
+    env = {"LD_LIBRARY_PATH": os.path.join(root, "lib")}
+    # a sanitizer build's suppressions file (LSAN_OPTIONS=suppressions=PATH in the tree) is
+    # staged too: that user cannot read it where it is
+    lsan = os.environ.get("LSAN_OPTIONS", "")
+    m = re.search(r"suppressions=([^:]+)", lsan)
+    if m and os.path.isfile(m.group(1)):
+        supp = shutil.copy(m.group(1), os.path.join(root, "lsan.supp"))
+        env["LSAN_OPTIONS"] = lsan.replace(m.group(0), "suppressions=" + supp)
     for d, _, files in os.walk(root):
         os.chmod(d, 0o755)
         for f in files:
             os.chmod(os.path.join(d, f), 0o755)
-    return copies, {"LD_LIBRARY_PATH": os.path.join(root, "lib")}
+    return copies, env
 
 
 STAGED, STAGED_ENV = stage([t for t in (SOLVE, COMPARE) if t])
