@@ -240,7 +240,7 @@ clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i, int fuse
 
 /* Creates a context whose backend `make` builds (the device-string constructor and the adopting
  * constructors of backends share it); it reads no stored probe result (the public constructors in
- * lib/solver/context_open.c do). On failure everything is released and *out is NULL. */
+ * backends/context_open.c do). On failure everything is released and *out is NULL. */
 typedef clnode_status (*cln_backend_factory)(clnode_context *ctx, void *user, cln_backend **out);
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
                                       void *user, clnode_context **out);
