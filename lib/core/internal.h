@@ -10,6 +10,23 @@
 
 typedef struct cln_backend cln_backend;
 
+/* A context's settings for white-box tests (tests/backend), set on the context (ctx->test) before
+ * its solves; 0, the default, in each: none.
+ * - steps_cap_first: the saved steps' first capacity, points per trajectory (else the solver's
+ *   choice; always at most max_steps): 1 makes a solve grow its saved steps through many
+ *   doublings, max_steps gives every trajectory room for every step up front (no growth).
+ * - rev_max_blocks: the most blocks a group of a device's reverse pass takes, so that a test's
+ *   batch runs in several groups.
+ * - rev_memory: the device memory the reverse pass's group size is chosen for, in bytes.
+ * - rev_sums: the device reverse pass's weight sums (1: the one kernel, 2: the GEMM; else the
+ *   backend's, cln_dev_launch.rev_sums_by_gemm, for groups of a few blocks). */
+typedef struct cln_test_settings {
+    size_t steps_cap_first;
+    size_t rev_max_blocks;
+    size_t rev_memory;
+    int rev_sums;
+} cln_test_settings;
+
 struct clnode_context {
     clnode_log_fn log;
     void *log_user;
@@ -25,6 +42,7 @@ struct clnode_context {
     unsigned char probe_file_ok[2][2];
     long last_native;
     char last_error[1024];
+    cln_test_settings test; /* all 0 unless a white-box test sets them */
 };
 
 /* Logs a message about `code` (CLNODE_LOG_GENERAL unless a program is to recognise it) through
@@ -162,13 +180,7 @@ clnode_status cln_validate_options(clnode_context *ctx, const clnode_solve_optio
 clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
                                  clnode_problem *full);
 
-/* ---- the solve (lib/solver/solver.c): hooks for white-box tests ---- */
-
-/* The saved steps' first capacity, points per trajectory (0, the default: the solver's choice;
- * always at most max_steps). Tests set it before their solves, from one thread: 1 makes a solve
- * grow its saved steps through many doublings, max_steps gives every trajectory room for every
- * step up front (no growth). */
-extern size_t cln_steps_cap_first;
+/* ---- the solve (lib/solver/solver.c): for white-box tests ---- */
 
 /* The points per trajectory a solution has room for, per clnode_save_kind (0 for a kind not
  * saved; for CLNODE_SAVE_STEPS the largest count any trajectory saved). */

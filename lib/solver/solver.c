@@ -635,8 +635,6 @@ typedef struct cln_run {
     cln_iconsts KI; /* the integer constants as uploaded to CI (written whole again on growth) */
 } cln_run;
 
-size_t cln_steps_cap_first = 0;
-
 /* The saved steps' first capacity, when the solver chooses it: a few groups of steps (most
  * solves of a batch take tens of steps: room for them at once, and growth by doubling after). */
 #define CLN_STEPS_CAP_FIRST 32
@@ -1257,7 +1255,7 @@ static clnode_status cln_allocate(cln_run *r)
      * (cln_grow_steps), never past max_steps */
     if (r->dev_steps) {
         const size_t group = r->be->group_steps > 0 ? (size_t)r->be->group_steps : 1;
-        size_t first = cln_steps_cap_first;
+        size_t first = r->ctx->test.steps_cap_first;
         if (!first)
             first = CLN_STEPS_CAP_FIRST > 2 * group ? CLN_STEPS_CAP_FIRST : 2 * group;
         r->steps_cap = first < (size_t)o->max_steps ? first : (size_t)o->max_steps;

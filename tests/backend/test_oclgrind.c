@@ -5,7 +5,7 @@
  * part of every work-group idle), saving every step and three interpolated times, so that every
  * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included (with a list
  * of save times shared by the batch, and with each trajectory its own, fp32 at batch 3). The saved
- * steps start with room for one point (the library's test hook cln_steps_cap_first), so that their
+ * steps start with room for one point (the contexts' test setting steps_cap_first), so that their
  * growth runs too: the rectangular copy to larger buffers and the finish kernel's new arguments.
  * Then the seed model with an output scale of one value per component, fp32 at batch 2: the
  * scale's own pass and the fused last-layer pass with a scale.
@@ -34,8 +34,7 @@
 
 #include "clnode.h"
 #include "test_problem.h"
-#include "backends/device/device_reverse.h" /* cln_dev_rev_sums */
-#include "core/internal.h"                  /* cln_steps_cap_first */
+#include "core/internal.h" /* the contexts' test settings */
 #include "test_device.h"
 
 #define N_TS 3
@@ -260,7 +259,9 @@ int main(int argc, char **argv)
         return test_device_absent(device, "no context on it");
     }
     printf("device: %s\n", clnode_context_device(dev));
-    cln_steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */
+    dev->test.steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */
+    if (host)
+        host->test.steps_cap_first = 1;
     clnode_model *md = NULL, *mh = NULL;
     const char *only = getenv("CLNODE_OCLGRIND_ONLY");
     const int dt0_only = only && strcmp(only, "dt0") == 0;
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
                  c == 2 ? ", save times per trajectory" : "");
         g_every = c == 1 ? 2 : 1;          /* the states of a group recomputed */
-        cln_dev_rev_sums = c == 2 ? 2 : 1; /* the weight sums by the GEMM, or the one kernel */
+        dev->test.rev_sums = c == 2 ? 2 : 1; /* the weight sums by the GEMM, or the one kernel */
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, precs[c], batches[c], c == 2);
         const double secs = now() - t0;
@@ -295,7 +296,7 @@ int main(int argc, char **argv)
                    st.num_steps, secs);
         }
         ok = ok && same_gradient(dev, md, sd, host, mh, sh, what);
-        cln_dev_rev_sums = 0;
+        dev->test.rev_sums = 0;
         g_every = 1;
         clnode_solution_destroy(&sd);
         clnode_solution_destroy(&sh);

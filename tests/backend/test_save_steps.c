@@ -4,7 +4,7 @@
  * The solver gives each trajectory room for a few groups of steps and doubles it on the device
  * between groups of steps (cln_grow_steps in lib/solver/solver.c); the solution keeps as many
  * points per trajectory as the longest trajectory saved. White-box: the first capacity is set
- * through the library's test hook cln_steps_cap_first, so that
+ * through the context's test setting steps_cap_first, so that
  *   - the reference is the layout without growth (room for max_steps points per trajectory from
  *     the start, what the solver did before its storage grew), and
  *   - the solves under test start with room for one point and grow through every doubling
@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "core/internal.h" /* cln_steps_cap_first, cln_solution_capacity */
+#include "core/internal.h" /* the context's test settings, cln_solution_capacity */
 #include "test_device.h"
 #include "test_util.h"
 #include "test_problem.h"
@@ -80,11 +80,11 @@ static clnode_solution *solve_with(const clnode_model *m, const clnode_solve_opt
 {
     clnode_solve_options c = *o;
     c.compact = compact;
-    cln_steps_cap_first = first_cap;
+    g_ctx->test.steps_cap_first = first_cap;
     g_growths = 0;
     clnode_solution *s = NULL;
     assert_ok(clnode_solve(g_ctx, m, &c, p, &s));
-    cln_steps_cap_first = 0;
+    g_ctx->test.steps_cap_first = 0;
     return s;
 }
 

@@ -26,9 +26,6 @@ const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
  * prefers it (cln_dev_launch.rev_sums_by_gemm). */
 #define DR_GEMM_BLOCKS 4
 
-size_t cln_dev_rev_max_blocks = 0;
-size_t cln_dev_rev_memory = 0;
-int cln_dev_rev_sums = 0;
 
 /* The scratch of a group (rows: the most trajectories a group has) and the group's slices of the
  * job, uploaded when it begins (grown as a group needs). */
@@ -240,12 +237,13 @@ static clnode_status dr_choose_group(dev_rev *d)
 {
     size_t total = 0, max_buffer = 0, need = 0;
     d->L->memory(d->be, &total, &max_buffer);
-    if (cln_dev_rev_memory)
-        total = max_buffer = cln_dev_rev_memory;
+    const cln_test_settings *ts = &d->be->ctx->test;
+    if (ts->rev_memory)
+        total = max_buffer = ts->rev_memory;
     const size_t budget = total ? total / 2 : SIZE_MAX, cap = max_buffer ? max_buffer : SIZE_MAX;
     const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
-    const size_t most = cln_dev_rev_max_blocks && cln_dev_rev_max_blocks < DR_MAX_GROUP
-                            ? cln_dev_rev_max_blocks
+    const size_t most = ts->rev_max_blocks && ts->rev_max_blocks < DR_MAX_GROUP
+                            ? ts->rev_max_blocks
                             : DR_MAX_GROUP;
     size_t gb = nb < most ? nb : most;
     while (gb > 1 && !dr_fits(d, gb, budget, cap, &need))
@@ -423,12 +421,12 @@ clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **
     dr_dims(d, job);
     d->kmax = d->S1 * CLN_REV_BLOCK;
     clnode_status st = CLNODE_OK;
-    d->by_gemm = cln_dev_rev_sums ? cln_dev_rev_sums == 2 : d->L->rev_sums_by_gemm; /* at most */
+    const int sums = ctx->test.rev_sums;
+    d->by_gemm = sums ? sums == 2 : d->L->rev_sums_by_gemm; /* at most */
     CLN_TRY(st, dr_choose_group(d));
     /* the GEMM's gathers and per-block products pay off over a few blocks; a group of one to
      * three takes fewer launches through the one kernel */
-    d->by_gemm = cln_dev_rev_sums ? cln_dev_rev_sums == 2
-                                  : d->L->rev_sums_by_gemm && d->gb >= DR_GEMM_BLOCKS;
+    d->by_gemm = sums ? sums == 2 : d->L->rev_sums_by_gemm && d->gb >= DR_GEMM_BLOCKS;
     CLN_TRY(st, dr_model(d));
     CLN_TRY(st, dr_scratch(d));
     cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,

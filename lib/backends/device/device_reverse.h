@@ -30,14 +30,6 @@ clnode_status cln_dev_rev_blocks(cln_backend *be, void *state, size_t block0, si
                                  void *theta);
 void cln_dev_rev_end(cln_backend *be, void *state);
 
-/* Test hooks (0, the default: none): the most blocks a group takes, so that a test's batch runs in
- * several groups; the device memory the group's size is chosen for, in bytes; the weight sums'
- * way (1: the one kernel, 2: the GEMM; 0: the backend's, cln_dev_launch.rev_sums_by_gemm, for
- * groups of a few blocks). */
-extern size_t cln_dev_rev_max_blocks;
-extern size_t cln_dev_rev_memory;
-extern int cln_dev_rev_sums;
-
 #define CLN_DEV_REV_OPS                                                                            \
     .rev_begin = cln_dev_rev_begin, .rev_blocks = cln_dev_rev_blocks, .rev_end = cln_dev_rev_end
 
