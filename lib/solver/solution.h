@@ -52,4 +52,8 @@ struct clnode_solution {
 /* Frees a tape (accepts NULL). */
 void cln_tape_free(cln_tape *t);
 
+/* The points per trajectory a solution has room for, per clnode_save_kind (0 for a kind not
+ * saved; for CLNODE_SAVE_STEPS the largest count any trajectory saved; solver.c). */
+size_t cln_solution_capacity(const clnode_solution *s, clnode_save_kind kind);
+
 #endif /* CLN_SOLUTION_H */

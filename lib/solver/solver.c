@@ -17,6 +17,7 @@
 #include "backends/backend.h"
 #include "cln_layout.h"
 #include "precision/probe_internal.h"
+#include "solver/options.h"
 #include "solver/solution.h"
 #include "solver/tape.h"
 

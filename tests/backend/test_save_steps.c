@@ -27,7 +27,8 @@
 
 #include <cmocka.h>
 
-#include "core/internal.h" /* the context's test settings, cln_solution_capacity */
+#include "core/internal.h"   /* the context's test settings */
+#include "solver/solution.h" /* cln_solution_capacity */
 #include "test_device.h"
 #include "test_util.h"
 #include "test_problem.h"
