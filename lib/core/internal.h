@@ -152,45 +152,9 @@ static inline void cln_struct_fill(void *dst, size_t size, void *full, size_t fu
     cln_struct_copy(dst, size, full, full_size);
 }
 
-/* Every activation's name, in the list's order, separated by ", " (lib/model/model.c). */
-const char *cln_activation_list(void);
-
-/* ---- the model (lib/model/model.c) ---- */
+/* The most layers a model has (the model room's struct, lib/model/model.h, and every backend's
+ * per-layer arrays). */
 #define CLN_MAX_LAYERS 64
-
-struct clnode_model {
-    size_t num_layers;
-    size_t sizes[CLN_MAX_LAYERS + 1];
-    double *weights[CLN_MAX_LAYERS]; /* sizes[i+1] x sizes[i], row-major, owned */
-    double *biases[CLN_MAX_LAYERS];  /* sizes[i+1] or NULL, owned */
-    clnode_activation activation;
-    clnode_activation final_activation;
-    int time_input;
-    size_t num_inputs; /* conditioning inputs: the input is [y, (t,) c], c of this length */
-    /* What a loaded file said beyond the parameters: every string entry of its __metadata__ in
-     * the file's order (meta[2i] the key, meta[2i+1] the value; owned), and whether each weight
-     * and bias was F32 there. None and float64 for a model built from arrays. */
-    size_t num_meta;
-    char **meta;
-    unsigned char weight_f32[CLN_MAX_LAYERS], bias_f32[CLN_MAX_LAYERS];
-    /* The output scale f = s (.) MLP(.): out_scale_n values (0: none, 1: one for every component,
-     * else the state dimension), owned; out_scale_f32: F32 in the file it came from. */
-    double *out_scale;
-    size_t out_scale_n;
-    unsigned char out_scale_f32;
-    /* Unique among the models of the process (from 1; a model never changes after creation): a
-     * backend that keeps a model's packed weights between solves recognises it by this. */
-    unsigned long long serial;
-    /* The first parameter that no float holds (|x| beyond CLN_FP32_LIMIT: an fp32 solve refuses
-     * the model), in layer order, weight before bias; f32_over 0: every parameter fits. */
-    int f32_over;
-    int f32_bias;        /* 1: in the bias of f32_layer, 0: in its weight */
-    int f32_scale;       /* 1: in the output scale (f32_layer and f32_bias not used) */
-    size_t f32_layer;    /* the layer */
-    size_t f32_index;    /* the element, row-major */
-    double f32_value;    /* its value */
-    char f32_where[160]; /* where it came from, e.g. "m.safetensors: tensor 'layers.0.weight'" */
-};
 
 /* The smallest magnitude that rounds to infinity in float: the midpoint between FLT_MAX and
  * 2^128 (round to nearest even takes it up). A double x stays finite in float iff

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "core/internal.h"
+#include "model/model.h"
 
 /* The reference implementation's limit on the JSON header (safetensors MAX_HEADER_SIZE). */
 #define CLN_ST_MAX_HEADER 100000000u

@@ -16,6 +16,7 @@
 
 #include "backends/backend.h"
 #include "cln_layout.h"
+#include "model/model.h"
 #include "precision/probe_internal.h"
 #include "solver/options.h"
 #include "solver/solution.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "model/model.h"
 #include "solver/solution.h"
 #include "solver/tape.h"
 

@@ -26,7 +26,6 @@ const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
  * prefers it (cln_dev_launch.rev_sums_by_gemm). */
 #define DR_GEMM_BLOCKS 4
 
-
 /* The scratch of a group (rows: the most trajectories a group has) and the group's slices of the
  * job, uploaded when it begins (grown as a group needs). */
 enum {
@@ -242,9 +241,8 @@ static clnode_status dr_choose_group(dev_rev *d)
         total = max_buffer = ts->rev_memory;
     const size_t budget = total ? total / 2 : SIZE_MAX, cap = max_buffer ? max_buffer : SIZE_MAX;
     const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
-    const size_t most = ts->rev_max_blocks && ts->rev_max_blocks < DR_MAX_GROUP
-                            ? ts->rev_max_blocks
-                            : DR_MAX_GROUP;
+    const size_t most =
+        ts->rev_max_blocks && ts->rev_max_blocks < DR_MAX_GROUP ? ts->rev_max_blocks : DR_MAX_GROUP;
     size_t gb = nb < most ? nb : most;
     while (gb > 1 && !dr_fits(d, gb, budget, cap, &need))
         gb /= 2;
@@ -838,7 +836,7 @@ static void dr_bench_free(dr_bench *bj)
     free(bj->off_t);
 }
 
-static clnode_status dr_bench_job(cln_backend *be, const clnode_model *m, size_t B, size_t stages,
+static clnode_status dr_bench_job(cln_backend *be, const cln_model_view *m, size_t B, size_t stages,
                                   clnode_precision prec, dr_bench *bj)
 {
     cln_rev_job *job = &bj->job;
@@ -849,7 +847,7 @@ static clnode_status dr_bench_job(cln_backend *be, const clnode_model *m, size_t
         job->w_off[l] = at;
         at += m->sizes[l] * m->sizes[l + 1];
         job->b_off[l] = at;
-        at += m->biases[l] ? m->sizes[l + 1] : 0;
+        at += m->bias[l] ? m->sizes[l + 1] : 0;
     }
     job->ntheta = job->s_off = at;
     bj->K = calloc(nK, es);
@@ -858,9 +856,9 @@ static clnode_status dr_bench_job(cln_backend *be, const clnode_model *m, size_t
     CLN_CHECK(be->ctx, bj->K && bj->params && bj->off_t, CLNODE_ERR_OUT_OF_MEMORY,
               "cannot allocate the bare VJP loop's model");
     for (size_t l = 0; l < m->num_layers; ++l) {
-        const size_t nw = m->sizes[l] * m->sizes[l + 1], nb = m->biases[l] ? m->sizes[l + 1] : 0;
+        const size_t nw = m->sizes[l] * m->sizes[l + 1], nb = m->bias[l] ? m->sizes[l + 1] : 0;
         for (size_t i = 0; i < nw + nb; ++i) {
-            const double v = i < nw ? m->weights[l][i] : m->biases[l][i - nw];
+            const double v = i < nw ? m->W[l][i] : m->bias[l][i - nw];
             if (es == sizeof(float))
                 ((float *)bj->params)[job->w_off[l] + i] = (float)v;
             else
@@ -868,7 +866,7 @@ static clnode_status dr_bench_job(cln_backend *be, const clnode_model *m, size_t
         }
         job->W[l] = (unsigned char *)bj->params + job->w_off[l] * es;
         job->bias[l] = nb ? (unsigned char *)bj->params + job->b_off[l] * es : NULL;
-        job->act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
+        job->act[l] = m->act[l];
     }
     for (size_t b = 0; b <= B; ++b)
         bj->off_t[b] = 2 * b; /* one step each: what the sums' rows read */
@@ -985,7 +983,7 @@ static clnode_status dr_bench_run(dev_rev *d, long steps, double *seconds)
     return st;
 }
 
-clnode_status cln_dev_bench_vjp(cln_backend *be, const clnode_model *model, size_t batch,
+clnode_status cln_dev_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch,
                                 long steps, size_t stages, clnode_precision prec, double *seconds)
 {
     dr_bench bj;

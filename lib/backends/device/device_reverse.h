@@ -22,6 +22,7 @@
 #define CLN_DEVICE_REVERSE_H
 
 #include "backends/device/device_proto.h"
+#include "backends/model_view.h"
 
 /* The reverse ops of cln_backend_ops (backend.h) for a device backend. */
 clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **state,
@@ -37,8 +38,8 @@ void cln_dev_rev_end(cln_backend *be, void *state);
  * `batch` rows of `stages` stages through the MLP alone, with the kernels and products the
  * reverse pass runs (each stage's forward recomputation, its vector-Jacobian product, the step's
  * weight and bias sums per block), timed from its first enqueue to the queue's end. model: the
- * library's model (clnode_model). */
-clnode_status cln_dev_bench_vjp(cln_backend *be, const clnode_model *model, size_t batch,
+ * model's view (backends/model_view.h). */
+clnode_status cln_dev_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch,
                                 long steps, size_t stages, clnode_precision prec, double *seconds);
 
 #endif /* CLN_DEVICE_REVERSE_H */
