@@ -28,9 +28,9 @@ typedef struct cln_solve_dev {
     size_t B;     /* rows of every batch buffer: the batch padded to the backend's row_align */
     size_t Breal; /* trajectories actually solved (the padding rows start frozen) */
     /* Rows the passes and products of a step run over: [0, live), a multiple of row_align
-     * (<= B). B until the driver compacts the batch (cln_compact in solver.c): it then moves the
-     * running trajectories' rows to the front with swap_rows and lowers live; every row from
-     * live on is frozen. */
+     * (<= B). B until the driver compacts the batch (cln_compact in solver_compact.c): it then
+     * moves the running trajectories' rows to the front with swap_rows and lowers live; every row
+     * from live on is frozen. */
     size_t live;
     size_t N, ldz, stages;
     /* The first stage a step evaluates: 1 for FSAL methods (f(t, y) is kept from the last
@@ -51,7 +51,7 @@ typedef struct cln_solve_dev {
     cln_buf *Y, *F, *Z, *H[2];
     cln_buf *CR, *CI, *RS, *IS;
     /* STT and STY hold KI.steps_cap points per row. That capacity grows with the steps the solve
-     * takes (cln_grow_steps in solver.c): between two groups of steps the driver may replace
+     * takes (cln_grow_steps in solver_save.c): between two groups of steps the driver may replace
      * both buffers by larger ones (the old rows copied with copy_rows), write the new capacity
      * into CI and call solve_rebind. */
     cln_buf *TS, *TSOUT, *STT, *STY; /* may be 1-element placeholders when unused */

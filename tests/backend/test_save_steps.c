@@ -2,7 +2,7 @@
  * with the steps taken, on one device (argv[1], default "host"; 77 when it is absent).
  *
  * The solver gives each trajectory room for a few groups of steps and doubles it on the device
- * between groups of steps (cln_grow_steps in lib/solver/solver.c); the solution keeps as many
+ * between groups of steps (cln_grow_steps in lib/solver/solver_save.c); the solution keeps as many
  * points per trajectory as the longest trajectory saved. White-box: the first capacity is set
  * through the context's test setting steps_cap_first, so that
  *   - the reference is the layout without growth (room for max_steps points per trajectory from
