@@ -17,8 +17,8 @@
  *     cores compute other bits and are not compared);
  *   - the forward with compaction on and off;
  *   - batches of 150 and 300, in one group and in groups of at most 2 blocks (the context's
- *     test setting rev_max_blocks), so that the device's groups begin and end inside them, with the
- *     weight sums in the one kernel and by the GEMM (the setting rev_sums);
+ *     test setting rev_max_blocks), so that the device's groups begin and end inside them, with
+ *     the weight sums in the one kernel and by the GEMM (the setting rev_sums);
  *   - trajectories stopped at max_steps beside finished ones;
  *   - first steps chosen by the solver (dt0_auto): every adaptive method, forwards and
  *     backwards, batches of 1 and 37, fp32 and fp64;
