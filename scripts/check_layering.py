@@ -47,12 +47,12 @@ def die(msg):
 
 
 def fenced(text, name):
-    """The lines of the map's fenced block ```name, comments and blank lines dropped."""
-    m = re.search(r'^```%s\s*\n(.*?)^```' % re.escape(name), text, re.M | re.S)
-    if not m:
+    """The lines of the map's fenced blocks ```name, comments and blank lines dropped."""
+    blocks = re.findall(r'^```%s\s*\n(.*?)^```' % re.escape(name), text, re.M | re.S)
+    if not blocks:
         die(f'{MAP} has no ```{name} block')
     rows = []
-    for line in m.group(1).splitlines():
+    for line in '\n'.join(blocks).splitlines():
         line = line.split('#', 1)[0].strip()
         if line:
             rows.append(line.split())
@@ -493,6 +493,11 @@ def run_checks(src, build, verbose):
     errors += [('room', h, f'{h}: a public header not in {MAP}\'s public block')
                for h in files if h.startswith('include/') and h.endswith(('.h', '.h.in'))
                and h not in rooms.public]
+    listed = read(src, 'include/meson.build')
+    errors += [('room', h, f'{h}: not in include/meson.build\'s public_headers (installed and '
+                f'compiled alone from that list)')
+               for h in sorted(rooms.public) if h.endswith('.h') and
+               os.path.exists(os.path.join(src, h)) and f"'{h[len('include/'):]}'" not in listed]
     decls, bodies, layouts, opaque = parse(src, files)
     defs, summary = dict(bodies), f'{len(files)} sources'
     if build:

@@ -9,7 +9,8 @@ check fails with a message naming it:
   - a function declared in a backends header and defined in solver; a public type laid out in
     a room below its header's;
   - the tools: arrays includes common's header, one tool includes another tool's header;
-  - a C source in a folder that no room covers, and a public header missing from the map;
+  - a C source in a folder that no room covers, a public header missing from the map, and one
+    missing from the build's list (include/meson.build);
   - a callback over a backend outside the ops table.
 
 usage: test_layering_rules.py SOURCE_ROOT
@@ -29,6 +30,7 @@ def copy_tree(src, dst):
     for d in FOLDERS:
         shutil.copytree(os.path.join(src, d), os.path.join(dst, d),
                         ignore=shutil.ignore_patterns('*.safetensors', '*.py', '*.md'))
+    shutil.copy(os.path.join(src, 'include', 'meson.build'), os.path.join(dst, 'include'))
 
 
 def append(root, path, text):
@@ -71,6 +73,10 @@ PLANTS = [
      'FAIL: lib/planted/planted.c: in no room of doc/layering.md'),
     ('a public header not in the map', [('include/clnode/planted.h', '/* planted */')],
      "FAIL: include/clnode/planted.h: a public header not in doc/layering.md's public block"),
+    ('a public header not in the build\'s list',
+     [('include/clnode/planted.h', '/* planted */'),
+      ('doc/layering.md', '```public\nclnode/planted.h  core\n```')],
+     "FAIL: include/clnode/planted.h: not in include/meson.build's public_headers"),
     ('a callback over a backend', [('lib/solver/method.c', 'typedef int (*cln_planted_fn)(cln_backend *be);')],
      'callback cln_planted_fn over a backend outside the ops table'),
 ]
