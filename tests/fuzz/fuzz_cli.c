@@ -19,7 +19,7 @@
 #include "npz.h"
 #include "args.h"
 #include "compare.h" /* clnode-compare's argument parser (tools/clnode-compare/args.c) */
-#include "tool_common.h"
+#include "tool_problem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

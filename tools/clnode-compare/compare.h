@@ -14,7 +14,7 @@
 
 #include "clnode.h"
 #include "clnode/probe.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 
 #define COMPARE_PROG "clnode-compare"
 

@@ -18,7 +18,7 @@
 #include "args.h"
 #include "arrays.h"
 #include "grad.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 
 typedef struct run {
     solve_args *a;
