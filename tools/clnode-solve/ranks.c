@@ -139,20 +139,27 @@ static int commit_outputs(run *r, tool_out *out, tool_out *gout)
 {
     tool_out arr; /* the arrays' file, written through MPI-IO and closed */
     memset(&arr, 0, sizeof arr);
-    arr.slot = -1;
+    arr.a.fd = -1;
+    arr.a.slot = -1;
     if (r->w && r->tmp) {
         arr.path = strdup(r->a->out_path);
         if (!arr.path) {
             tool_error("out of memory");
             return TOOL_EXIT_RESOURCE;
         }
-        arr.tmp = r->tmp;
-        arr.slot = r->slot;
+        if (r->dir) { /* the record's data file, renamed as a temporary file: it stays if the
+                         renames fail */
+            arr.a.tmp = r->tmp;
+            arr.a.keep = 1;
+            r->tmp = NULL;
+        } else {
+            arr.a = r->file;
+            memset(&r->file, 0, sizeof r->file);
+            r->file.fd = -1;
+            r->file.slot = -1;
+        }
         arr.t = r->target;
-        r->tmp = NULL;
-        r->slot = -1;
         memset(&r->target, 0, sizeof r->target);
-        arr.keep_tmp = r->dir != NULL; /* the record's data file stays if the renames fail */
     }
     tool_out *const outs[] = {&arr, out, gout};
     const int rc = tool_out_commit_all(outs, 3);
@@ -197,7 +204,8 @@ int solve_mpi_init(solve_args *a, int *argc, char ***argv)
     run *r = &R0;
     MPI_Init(argc, argv);
     memset(r, 0, sizeof *r);
-    r->slot = -1;
+    r->file.fd = -1;
+    r->file.slot = -1;
     r->a = a;
     r->min_steps = -1;
     r->max_steps = -1;

@@ -73,20 +73,16 @@ int ranks_arrays_open(run *r)
         if (!rc && r->dir) {
             snprintf(name, sizeof name, "%s/data", r->dir);
         } else if (!rc) { /* beside the target, with its mode, owner and group */
-            char *tmp = NULL;
-            const int fd = tool_target_mktemp(&r->target, a->out_path, &tmp, &r->slot);
+            const int fd = tool_target_mktemp(&r->target, a->out_path, &r->file);
             if (fd >= 0)
-                close(fd);
-            if (fd >= 0 && strlen(tmp) < sizeof name) {
-                memcpy(name, tmp, strlen(tmp) + 1);
+                cln_atomic_close(&r->file); /* MPI-IO opens it by its name */
+            if (fd >= 0 && strlen(r->file.tmp) < sizeof name) {
+                memcpy(name, r->file.tmp, strlen(r->file.tmp) + 1);
             } else if (fd >= 0) {
                 tool_error("cannot write %s: %s", a->out_path, strerror(ENAMETOOLONG));
-                unlink(tmp);
-                tool_temp_release(r->slot);
-                r->slot = -1;
+                cln_atomic_abort(&r->file);
             }
             rc = name[0] ? 0 : TOOL_EXIT_RESOURCE;
-            free(tmp);
         }
     }
     if ((rc = ranks_agree(rc)) != 0)
@@ -146,10 +142,7 @@ void ranks_arrays_abort(run *r)
     if (r->fh_open)
         MPI_File_close(&r->fh);
     r->fh_open = 0;
-    if (r->rank == 0 && r->tmp && !r->dir)
-        unlink(r->tmp);
-    tool_temp_release(r->slot);
-    r->slot = -1;
+    cln_atomic_abort(&r->file); /* rank 0: the temporary file (a record's data file is none) */
     free(r->tmp);
     r->tmp = NULL;
     tool_target_free(&r->target);

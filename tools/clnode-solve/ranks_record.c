@@ -12,49 +12,14 @@
 #include "ranks_run.h"
 #include "tool_temp.h"
 
-/* Writes a file and waits until its bytes are on the disk (fsync). */
-static int write_all(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    const int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-/* Writes a file atomically and durably: a temporary name in the same directory, on the disk,
- * then renamed, and the directory's entry on the disk too (a progress record survives the
- * machine stopping, not only the process). */
+/* Writes a file of the progress record atomically and durably (atomic_file.h): its bytes on the
+ * disk under NAME.tmp, then renamed, and the directory's entry on the disk too (a progress record
+ * survives the machine stopping, not only the process); a rerun replaces the NAME.tmp that a
+ * killed writer left. */
 int ranks_write_atomic(const char *path, const void *data, size_t len)
 {
-    const size_t n = strlen(path) + 8;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return -1;
-    snprintf(tmp, n, "%s.tmp", path);
-    const int slot = tool_temp_register(tmp);
-    int rc = write_all(tmp, data, len);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -1;
-    if (rc != 0)
-        unlink(tmp);
-    tool_temp_release(slot);
-    if (rc == 0) { /* the directory: path up to its last slash */
-        const char *slash = strrchr(path, '/');
-        if (slash) {
-            memcpy(tmp, path, (size_t)(slash - path));
-            tmp[slash - path] = '\0';
-        } else {
-            snprintf(tmp, n, ".");
-        }
-        const int dfd = open(slash == path ? "/" : tmp, O_RDONLY | O_DIRECTORY);
-        if (dfd < 0 || fsync(dfd) != 0)
-            rc = -1;
-        if (dfd >= 0)
-            close(dfd);
-    }
-    free(tmp);
-    return rc;
+    return cln_atomic_write(path, data, len, cln_atomic_new_mode(),
+                            CLN_ATOMIC_DURABLE | CLN_ATOMIC_FIXED_NAME, &tool_temp_hooks);
 }
 
 /* DIR/name of the progress record (malloc'd; NULL when out of memory). */

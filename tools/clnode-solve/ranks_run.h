@@ -29,9 +29,10 @@ typedef struct run {
     solve_out *w;
     MPI_File fh;
     int fh_open;
-    char *tmp;
+    char *tmp;              /* the shared file's name */
     tool_target target;     /* rank 0: the file the arrays replace */
-    int slot;               /* rank 0: the temporary file's registration (tool_temp.h), or -1 */
+    cln_atomic_file file;   /* rank 0: the shared file as a temporary file (tmp NULL: none, or
+                               with --resume the record's data file) */
     solve_out_part *parts;  /* rank 0: every chunk's CRCs, in order */
     int deferred;           /* --save steps or --ragged: the arrays are laid out after the solve */
     clnode_solution **sols; /* deferred: the solutions of this rank's chunks until then */
