@@ -8,10 +8,10 @@
  * without the build, so that a rebuilt library overwrites its file rather than adding one. A file
  * whose key differs in any character, or that does not parse completely, is ignored and
  * rewritten by the next measurement: a new driver, device or library build measures again. Files
- * are written to a temporary name and renamed, so two processes storing at once each leave a
- * whole file. CLNODE_PROBE_CACHE=0 turns the cache off (nothing read, nothing written); a
- * backend with an empty cache_id is never cached. Every failure of the cache is silent: the
- * probes then simply run. */
+ * are written atomically (core/atomic_file.h: each process its own temporary name, renamed), so
+ * two processes storing at once each leave a whole file. CLNODE_PROBE_CACHE=0 turns the cache
+ * off (nothing read, nothing written); a backend with an empty cache_id is never cached. Every
+ * failure of the cache is silent: the probes then simply run. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,6 +24,7 @@
 
 #include "backends/backend.h"
 #include "backends/probe_cache.h"
+#include "core/atomic_file.h"
 
 #define PC_KEY_MAX 1024
 #define PC_VERSION 1 /* of the file format */
@@ -156,19 +157,21 @@ void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, cln
 {
     if (!pc_enabled() || !ctx->backend->cache_id[0])
         return;
-    char dir[1024], path[1200], tmp[1300], key[PC_KEY_MAX];
+    char dir[1024], path[1200], key[PC_KEY_MAX];
     pc_dir(dir, sizeof dir);
     if (!dir[0] || pc_mkdirs(dir) != 0)
         return;
     pc_key(ctx, prec, mode, key, sizeof key);
     if (pc_path(ctx, prec, mode, dir, path, sizeof path) != 0)
         return;
-    const int n = snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    if (n <= 0 || (size_t)n >= sizeof tmp)
+    cln_atomic_file a; /* a temporary file of this process's own, renamed over the file */
+    if (cln_atomic_open(&a, path, cln_atomic_new_mode(), 0, NULL) != 0)
         return;
-    FILE *f = fopen(tmp, "w");
-    if (!f)
+    FILE *f = cln_atomic_stream(&a, "w");
+    if (!f) {
+        cln_atomic_abort(&a);
         return;
+    }
     fprintf(f,
             "%s\nversion %d\nidentity_exact %d\nidentity_bits %a\nidentity_mismatches %ld\n"
             "outer_exact %d\nouter_mismatches %ld\nrandom_bits %a\nrange_ok %d\ndenormals %d\n"
@@ -177,8 +180,8 @@ void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, cln
             r->outer_exact, r->outer_mismatches, r->random_bits, r->range_ok, r->denormals,
             (int)r->gemm_class, r->unit_roundoff);
     const int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        remove(tmp);
+    if (fclose(f) != 0 || bad || cln_atomic_commit(&a, path) != 0) {
+        cln_atomic_abort(&a);
         cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "probe cache: cannot write %s", path);
         return;
     }

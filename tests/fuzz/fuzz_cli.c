@@ -1,4 +1,3 @@
-#define _XOPEN_SOURCE 700 /* realpath, in tools/clnode-compare/main.c */
 /* fuzz_cli.c - a libFuzzer harness for the command-line layer: the y0 CSV reader, the number-list
  * parser of --y0 and --save ts:, and the argument parsers of clnode-solve and clnode-compare
  * (getopt_long and every option's value). Nothing is solved and no device is opened.
@@ -11,6 +10,7 @@
  *   4: an .npz archive (the --in reader, tools/arrays/npz.c) and the .npy image of each member.
  * Built with -Dfuzz=true by clang (-fsanitize=fuzzer,address,undefined); run by the fuzz-cli
  * benchmark (tests/fuzz/run.sh). Leaks count as findings. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +18,8 @@
 #include "npy.h"
 #include "npz.h"
 #include "args.h"
-#include "tool_common.h"
-
-/* clnode-compare's static argument parser, with its main renamed away */
-#define main clnode_compare_main
-#include "clnode-compare/main.c"
-#undef main
+#include "compare.h" /* clnode-compare's argument parser (tools/clnode-compare/args.c) */
+#include "tool_problem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -147,12 +143,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const int argc = make_argv("clnode-compare", data, size, &buf, &argv);
         if (!argc)
             return 0;
-        tool_prog = prog;
+        tool_prog = COMPARE_PROG;
         static compare c;
         memset(&c, 0, sizeof c);
         tool_problem_defaults(&c.pb);
-        parse_args(&c, argc, argv);
-        free_list(c.devices, c.ndev);
+        compare_parse_args(&c, argc, argv);
+        compare_free_list(c.devices, c.ndev);
         tool_problem_free(&c.pb);
         free(argv);
         free(buf);

@@ -33,15 +33,15 @@ SLOTS = re.compile(SAVE + r"[^;=\n]*\+(?!=)|\+(?!\+)[^;=\n]*" + SAVE)
 ALLOWED = {
     ("tools/common/tool_common.c", 'return strcpy(buf, x > 0 ? "inf" : "-inf");'):
         "how the text outputs print an infinite value",
-    ("tools/common/tool_common.c",
+    ("tools/common/tool_problem.c",
      '"  none of its tokens is a number - nan and inf are numbers - or when it is exactly\\n"'):
         "--help text of the CSV reader: inf is a number it reads",
-    ("tools/common/tool_common.c",
+    ("tools/common/tool_problem.c",
      "double *all = tool_mul_size(pb->n_ts + n, sizeof(double), &bytes) && pb->n_ts + n >= n"):
         "--save ts:... parsing: a repeated option appends its times to the list",
-    ("tools/common/tool_common.c", "memcpy(all + pb->n_ts, more, n * sizeof(double));"):
+    ("tools/common/tool_problem.c", "memcpy(all + pb->n_ts, more, n * sizeof(double));"):
         "--save ts:... parsing: the appended times after the earlier ones",
-    ("tools/common/tool_common.c", 'char lo[40] = "-inf", hi[40] = "inf";'):
+    ("tools/common/tool_problem.c", 'char lo[40] = "-inf", hi[40] = "inf";'):
         "--help text of an option's range: an unbounded end of the option table's range",
     ("tools/clnode-solve/main.c",
      '"  in time order, where the trajectory stopped (t1, not with steps), then +inf (a\\n"'):

@@ -473,35 +473,11 @@ int cln_npy_write(const char *path, const double *data, const size_t *shape, siz
     if (cln_npy_encode(data, shape, ndim, itemsize, &img, &size, why, sizeof why))
         return npy_fail(err, errlen, "%s: %s", path, why);
     /* ".NAME.XXXXXX" in the target's directory, renamed over it; removed on a signal */
-    const char *slash = strrchr(path, '/');
-    const size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    const size_t tl = strlen(path) + 9;
-    char *tmp = malloc(tl);
-    if (!tmp) {
-        free(img);
-        return npy_fail(err, errlen, "%s: out of memory", path);
-    }
-    snprintf(tmp, tl, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-    const mode_t mask = umask(0);
-    umask(mask);
-    int slot;
-    const int fd = tool_temp_create(tmp, 0666 & ~mask, &slot);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    int bad = !f;
-    if (f) {
-        bad = fwrite(img, 1, size, f) != size;
-        bad |= fclose(f) != 0;
-    } else if (fd >= 0) {
-        close(fd);
-    }
-    if (!bad)
-        bad = rename(tmp, path) != 0;
+    const int bad = cln_atomic_write(path, img, size, cln_atomic_new_mode(), 0, &tool_temp_hooks);
     const int e = errno;
     free(img);
-    if (bad && fd >= 0)
-        unlink(tmp);
-    tool_temp_release(slot);
-    free(tmp);
+    if (bad && e == ENOMEM)
+        return npy_fail(err, errlen, "%s: out of memory", path);
     if (bad)
         return npy_fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
     return 0;

@@ -55,7 +55,7 @@
 #include "clnode-bench-commit.h"
 #include "clnode.h"
 #include "clnode/gradient.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 #include "tool_out.h"
 
 /* The Markdown copy of the tables (--markdown), or NULL. */

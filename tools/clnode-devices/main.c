@@ -12,7 +12,7 @@
 
 #include "clnode.h"
 #include "clnode/probe.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 #include "tool_table.h"
 
 static const char *prog = "clnode-devices";

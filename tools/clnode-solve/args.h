@@ -3,7 +3,7 @@
 #ifndef CLNODE_SOLVE_ARGS_H
 #define CLNODE_SOLVE_ARGS_H
 
-#include "tool_common.h"
+#include "tool_problem.h"
 
 typedef struct solve_args {
     tool_problem pb;

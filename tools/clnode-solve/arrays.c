@@ -11,7 +11,7 @@
 
 #include "npy.h"
 #include "npz.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 
 /* ---- inputs ---- */
 

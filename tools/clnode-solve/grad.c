@@ -10,7 +10,7 @@
 
 #include "npy.h"
 #include "npz.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 #include "tool_temp.h"
 
 static void shape_text(char *buf, size_t cap, const cln_npy_header *h)

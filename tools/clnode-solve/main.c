@@ -19,7 +19,7 @@
 #ifdef CLNODE_SOLVE_MPI
 #include "ranks.h"
 #endif
-#include "tool_common.h"
+#include "tool_problem.h"
 #include "tool_precision.h"
 #include "tool_settings.h"
 #include "tool_temp.h"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "clnode.h"
-#include "tool_common.h"
+#include "tool_problem.h"
 
 /* CSV: the header line traj,kind,t,y0,...,y{N-1},result, then each trajectory's rows (result:
  * the trajectory's result name, the same on each of its rows). Rows return 0 or 3 (out of

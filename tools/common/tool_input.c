@@ -1,8 +1,8 @@
-/* tool_input.c - the tools' bounded readers of input files (tool_common.h): a .npy read header
+/* tool_input.c - the tools' bounded readers of input files (tool_input.h): a .npy read header
  * first and then exactly the data it declares, a .npz record by record, a CSV line by line with
  * memory in proportion to the states kept. Every reader works on a pipe ("-": standard input)
  * and stops at the batch limit; none reads a file whole before knowing what it declares. */
-#include "tool_common.h"
+#include "tool_input.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,6 +13,7 @@
 
 #include "npy.h"
 #include "npz.h"
+#include "tool_common.h"
 
 /* An open input and the bytes read ahead of the reader (the format's magic). */
 typedef struct tool_in {

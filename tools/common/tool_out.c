@@ -110,44 +110,29 @@ int tool_target_adopt(const tool_target *t, int fd, const char *shown)
     return 0;
 }
 
-int tool_target_mktemp(const tool_target *t, const char *shown, char **tmp, int *slot)
+int tool_target_mktemp(const tool_target *t, const char *shown, cln_atomic_file *a)
 {
     /* ".NAME.XXXXXX" in the target's directory, so that rename() replaces it atomically */
-    const char *path = t->path;
-    const char *slash = strrchr(path, '/');
-    const size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    const size_t len = strlen(path) + 9;
-    *tmp = malloc(len);
-    *slot = -1;
-    if (!*tmp) {
-        tool_error("out of memory");
+    if (cln_atomic_open(a, t->path, 0600, 0, &tool_temp_hooks) != 0) {
+        if (errno == ENOMEM)
+            tool_error("out of memory");
+        else
+            tool_error("cannot write %s: %s (a temporary file in its directory)", shown,
+                       strerror(errno));
         return -1;
     }
-    snprintf(*tmp, len, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-    const int fd = tool_temp_create(*tmp, 0600, slot);
-    if (fd < 0) {
-        tool_error("cannot write %s: %s (a temporary file in its directory)", shown,
-                   strerror(errno));
-        free(*tmp);
-        *tmp = NULL;
+    if (tool_target_adopt(t, a->fd, shown) != 0) {
+        cln_atomic_abort(a);
         return -1;
     }
-    if (tool_target_adopt(t, fd, shown) != 0) {
-        unlink(*tmp);
-        tool_temp_release(*slot);
-        close(fd);
-        free(*tmp);
-        *tmp = NULL;
-        *slot = -1;
-        return -1;
-    }
-    return fd;
+    return a->fd;
 }
 
 int tool_out_open(tool_out *o, const char *path)
 {
     memset(o, 0, sizeof *o);
-    o->slot = -1;
+    o->a.fd = -1;
+    o->a.slot = -1;
     if (strcmp(path, "-") == 0) {
         o->f = stdout;
         o->is_stdout = 1;
@@ -174,14 +159,12 @@ int tool_out_open(tool_out *o, const char *path)
         }
         return 0;
     }
-    const int fd = tool_target_mktemp(&o->t, path, &o->tmp, &o->slot);
-    if (fd < 0) {
+    if (tool_target_mktemp(&o->t, path, &o->a) < 0) {
         tool_out_abort(o);
         return TOOL_EXIT_RESOURCE;
     }
-    if (!(o->f = fdopen(fd, "w"))) {
+    if (!(o->f = cln_atomic_stream(&o->a, "w"))) {
         tool_error("cannot write %s: %s", path, strerror(errno));
-        close(fd);
         tool_out_abort(o);
         return TOOL_EXIT_RESOURCE;
     }
@@ -211,15 +194,12 @@ static int out_close(tool_out *o)
  * error. */
 static int out_rename(tool_out *o)
 {
-    if (!o->tmp)
+    if (!o->a.tmp)
         return 0;
-    if (rename(o->tmp, o->t.path) != 0) {
+    if (cln_atomic_commit(&o->a, o->t.path) != 0) {
         tool_error("cannot write %s: %s", o->path, strerror(errno));
         return TOOL_EXIT_RESOURCE;
     }
-    tool_temp_release(o->slot);
-    free(o->tmp);
-    o->tmp = NULL;
     return 0;
 }
 
@@ -253,14 +233,10 @@ void tool_out_abort(tool_out *o)
 {
     if (o->f && !o->is_stdout)
         fclose(o->f);
-    if (o->tmp) {
-        if (!o->keep_tmp)
-            unlink(o->tmp);
-        tool_temp_release(o->slot);
-    }
-    free(o->tmp);
+    cln_atomic_abort(&o->a);
     free(o->path);
     tool_target_free(&o->t);
     memset(o, 0, sizeof *o);
-    o->slot = -1;
+    o->a.fd = -1;
+    o->a.slot = -1;
 }

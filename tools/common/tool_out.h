@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "atomic_file.h"
+
 /* One input file of a run: the option that names it and the path as given (NULL: not given;
  * "-": standard input, compared through its descriptor). */
 typedef struct tool_input {
@@ -50,11 +52,10 @@ typedef struct tool_target {
 /* Resolves and checks the target of the output `path`. Returns 0, or 3 after printing an
  * error. */
 int tool_target_open(tool_target *t, const char *path);
-/* Creates the temporary file beside t->path (registered for removal on a signal) and gives it
- * the target's mode, owner and group. shown: the path as the user gave it, for messages.
- * Returns its descriptor and its name in *tmp (malloc'd) and registration in *slot, or -1
- * after printing an error. */
-int tool_target_mktemp(const tool_target *t, const char *shown, char **tmp, int *slot);
+/* Creates the temporary file beside t->path (atomic_file.h: registered for removal on a signal)
+ * and gives it the target's mode, owner and group. shown: the path as the user gave it, for
+ * messages. Returns its descriptor (a->fd), or -1 after printing an error. */
+int tool_target_mktemp(const tool_target *t, const char *shown, cln_atomic_file *a);
 /* Gives the open file fd the target's mode, owner and group. Returns 0, or 3 after printing an
  * error. */
 int tool_target_adopt(const tool_target *t, int fd, const char *shown);
@@ -64,11 +65,11 @@ void tool_target_free(tool_target *t);
 typedef struct tool_out {
     FILE *f;
     char *path; /* as given */
-    char *tmp;  /* NULL: written directly */
+    /* the temporary file (a.tmp NULL: written directly); a.keep: it is not removed when the
+       output is abandoned (a progress record's) */
+    cln_atomic_file a;
     tool_target t;
-    int slot; /* the temporary file's registration (tool_temp.h) */
     int is_stdout;
-    int keep_tmp; /* tmp is not removed when the output is abandoned (a progress record's) */
 } tool_out;
 
 /* Returns 0, or 2 (an empty name) or 3 (the target cannot be written, or not in place) after

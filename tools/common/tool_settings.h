@@ -7,7 +7,7 @@
 #ifndef CLNODE_TOOL_SETTINGS_H
 #define CLNODE_TOOL_SETTINGS_H
 
-#include "tool_common.h"
+#include "tool_problem.h"
 
 /* The --help lines of --model in clnode-solve, which reads the settings. */
 extern const char tool_settings_model_help[];

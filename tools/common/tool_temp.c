@@ -128,6 +128,8 @@ int tool_temp_create(char *name, unsigned mode, int *slot)
     return fd;
 }
 
+const cln_atomic_hooks tool_temp_hooks = {tool_temp_create, tool_temp_register, tool_temp_release};
+
 int tool_temp_cancel(void *user)
 {
     (void)user;

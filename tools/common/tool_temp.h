@@ -1,10 +1,13 @@
 /* tool_temp.h - temporary files that a signal does not leave behind: the tools register each
  * temporary output file while it exists, and SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGXFSZ remove
  * every registered file, then do what they did before: the default action (the exit status is
- * still the signal's), or the handler installed earlier. Library-free (the .npy writer uses it
- * too). */
+ * still the signal's), or the handler installed earlier. Free of libclnode (the .npy writer uses
+ * it too): it links the library's small, libc-only atomic-file helper (lib/core/atomic_file.h)
+ * alone. */
 #ifndef CLNODE_TOOL_TEMP_H
 #define CLNODE_TOOL_TEMP_H
+
+#include "atomic_file.h"
 
 /* Creates a temporary file from the mkstemp template `name` (its last six characters "XXXXXX",
  * replaced in place) with permissions `mode`, registered for removal on a signal. The first call
@@ -32,5 +35,10 @@ void tool_temp_cooperate(int on);
 
 /* A clnode_cancel_fn: the signal received (SIGINT, SIGTERM, ...), or 0. */
 int tool_temp_cancel(void *user);
+
+/* The hooks of the files the tools write atomically (atomic_file.h, lib/core/): their temporary
+ * files made by tool_temp_create, or registered by tool_temp_register, and released by
+ * tool_temp_release. */
+extern const cln_atomic_hooks tool_temp_hooks;
 
 #endif /* CLNODE_TOOL_TEMP_H */
