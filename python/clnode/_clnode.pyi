@@ -1,4 +1,4 @@
-# The types of the extension module clnode._clnode (python/clnode/_clnode.c): every name it
+# The types of the extension module clnode._clnode (python/clnode/_clnode*.c): every name it
 # exports. tests/python/test_typing.py checks that this stub and the compiled module name the same
 # things.
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict
