@@ -84,7 +84,7 @@ PyMODINIT_FUNC PyInit__clnode(void)
         PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
         PyModule_AddObjectRef(m, "Tape", (PyObject *)&TapeType) < 0)
         goto fail;
-    if (errors_add(m) < 0 || log_codes_add(m) < 0)
+    if (errors_add(m) < 0 || log_codes_add(m) < 0 || option_flags_add(m) < 0)
         goto fail;
     return m;
 fail:

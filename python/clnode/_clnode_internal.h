@@ -10,7 +10,7 @@
  *   _clnode_devices.c  the device listing
  *   _clnode_model.c    Model
  *   _clnode_context.c  Context, but for its solve
- *   _clnode_options.c  the solve option table and a solve's options from a dict
+ *   _clnode_options.c  the solve option table, its flags and a solve's options from a dict
  *   _clnode_solve.c    Context.solve: its arrays, certificate and solution; save_slots
  *   _clnode_tape.c     Tape: a solution kept for its reverse pass
  * Every name here is the extension's own: the version script (_clnode.map) keeps all but
@@ -147,6 +147,11 @@ int apply_options(clnode_solve_options *o, PyObject *dict);
 
 /* solve_options() -> the library's option table, a tuple of dicts in its order. */
 PyObject *solve_options(PyObject *self, PyObject *noargs);
+
+/* Adds the option flags OPTION_MIN_OPEN, ... OPTION_SAME_BITS (CLNODE_OPTION_* of
+ * clnode/solver.h, the bits of solve_options()'s "flags") to the module `m`. Returns 0, or -1
+ * with an exception. */
+int option_flags_add(PyObject *m);
 
 /* save_slots(*, save_t0, save_t1, n_ts, save_steps, max_steps) -> T (_clnode_solve.c) */
 PyObject *save_slots(PyObject *self, PyObject *args, PyObject *kw);

@@ -1,5 +1,6 @@
 /* _clnode_options.c - the library's solve option table (clnode_solve_option_at) as Python sees
- * it, and a solve's options from a dict {name: value} of it. */
+ * it, its flags (the package tests a row's flags with these, never with numbers of its own), and
+ * a solve's options from a dict {name: value} of it. */
 #include "_clnode_internal.h"
 
 /* The options of a solve from a dict {name: value} of the library's option table: a str is
@@ -64,4 +65,22 @@ PyObject *solve_options(PyObject *self, PyObject *noargs)
         PyTuple_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
+}
+
+int option_flags_add(PyObject *m)
+{
+#define CLN_FLAG(name)                                                                             \
+    {                                                                                              \
+        "OPTION_" #name, CLNODE_OPTION_##name                                                      \
+    }
+    static const struct {
+        const char *name;
+        unsigned value;
+    } flags[] = {CLN_FLAG(MIN_OPEN), CLN_FLAG(MAX_OPEN), CLN_FLAG(CONTROLLER), CLN_FLAG(KERNEL),
+                 CLN_FLAG(PROBLEM),  CLN_FLAG(SAVE),     CLN_FLAG(SAME_BITS)};
+#undef CLN_FLAG
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; ++i)
+        if (PyModule_AddIntConstant(m, flags[i].name, (long)flags[i].value) < 0)
+            return -1;
+    return 0;
 }
