@@ -7,9 +7,9 @@
  * order clnode/gradient.h states, so a device's gradient has the host's bits.
  *
  * A group of whole blocks of CLNODE_GRADIENT_BLOCK trajectories goes back together. Its rows
- * ("positions") are its trajectories ordered by their accepted steps M, most first (equal M in
- * index order): at reverse step s the rows still going back (M > s) are the first A(s), and a
- * block's rows in its order (most steps first, then by index) are the positions BR lists.
+ * ("positions") are its trajectories sorted by their accepted steps M as a block's are
+ * (clnode/gradient.h), so that at reverse step s the rows still going back (M > s) are the first
+ * A(s); BR lists each block's rows in the block's own order.
  *
  * Buffers (Bg rows, S stages; R = real, I = cln_long; the indices CLN_RJ_*, CLN_RL_* and CLN_RT_*
  * are cln_layout.h's):

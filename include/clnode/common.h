@@ -8,10 +8,10 @@
  * release runs unchanged with any newer one: functions and enum values are only added, and every
  * public struct only grows at its end. Each carries its size in `struct_size`, its first field.
  * - Structs the program fills and passes in: clnode_solve_options, clnode_problem,
- *   clnode_context_options, clnode_model_desc, clnode_mpi_options, clnode_sensitivity_options and
- *   clnode_certify_options get struct_size from their defaults functions (macros that pass
- *   sizeof); a program's own clnode_method sets it to sizeof itself. The library reads only the
- *   fields the program's size covers; the rest keep their defaults.
+ *   clnode_context_options, clnode_model_desc, clnode_mpi_options, clnode_sensitivity_options,
+ *   clnode_certify_options and clnode_gradient_options get struct_size from their defaults
+ *   functions (macros that pass sizeof); a program's own clnode_method sets it to sizeof itself.
+ *   The library reads only the fields the program's size covers; the rest keep their defaults.
  * - Structs the library fills in the program's memory: clnode_trajectory_stats
  *   (clnode_solution_stats), clnode_probe_result (clnode_probe_gemm), clnode_device_facts
  *   (clnode_device_facts_get), clnode_sensitivity_stats (clnode_sensitivity_get),

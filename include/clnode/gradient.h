@@ -34,11 +34,12 @@
  * accepted steps up to where they stopped, and the points they saved (clnode_solution_stats says
  * which ones stopped early).
  *
- * The parameters' gradient is summed over the batch in a fixed order: the trajectories are taken
- * in blocks of CLNODE_GRADIENT_BLOCK consecutive indices. A block goes back through its
- * trajectories' steps together, aligned at each one's last step (reverse step s is step M_b - 1 -
- * s of every trajectory with M_b > s accepted steps), its trajectories ordered by M_b (most first,
- * equal M_b by index). Inside a block, each weight's sum adds, reverse step by reverse step, that
+ * The parameters' gradient is summed over the batch in a fixed order, stated here alone (the
+ * backends and the manual refer to it): the trajectories are taken in blocks of
+ * CLNODE_GRADIENT_BLOCK consecutive indices. A block goes back through its trajectories' steps
+ * together, aligned at each one's last step (reverse step s is step M_b - 1 - s of every
+ * trajectory with M_b > s accepted steps), its trajectories ordered by M_b (most first, equal M_b
+ * by index). Inside a block, each weight's sum adds, reverse step by reverse step, that
  * step's terms summed from zero (its stages in order, then its trajectories in that order: one
  * fma each); each bias and output-scale term is added one by one (stages from the last, then the
  * trajectories). The blocks' sums are combined in a fixed tree over the block indices (the sum of

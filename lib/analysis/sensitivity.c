@@ -77,12 +77,8 @@ static void sensitivity_defaults(clnode_sensitivity_options *o)
     o->floor_ulps = 4.0;
 }
 
-void clnode_sensitivity_default_options_sized(clnode_sensitivity_options *opts, size_t size)
-{
-    clnode_sensitivity_options d;
-    sensitivity_defaults(&d);
-    cln_struct_fill(opts, size, &d, sizeof d);
-}
+CLN_DEFAULTS_SIZED(clnode_sensitivity_default_options_sized, clnode_sensitivity_options,
+                   sensitivity_defaults)
 
 static void certify_defaults(clnode_certify_options *o)
 {
@@ -95,12 +91,7 @@ static void certify_defaults(clnode_certify_options *o)
     o->sensitivity = NULL; /* the sensitivity defaults with fp64_spread = 0 */
 }
 
-void clnode_certify_default_options_sized(clnode_certify_options *opts, size_t size)
-{
-    clnode_certify_options d;
-    certify_defaults(&d);
-    cln_struct_fill(opts, size, &d, sizeof d);
-}
+CLN_DEFAULTS_SIZED(clnode_certify_default_options_sized, clnode_certify_options, certify_defaults)
 
 /* The program's sensitivity options (NULL: the defaults, with fp64_spread = 0 for a certificate)
  * as this library's full struct. Errors: a struct_size this library does not know. */
@@ -108,16 +99,10 @@ static clnode_status import_sopts(clnode_context *ctx, const clnode_sensitivity_
                                   int certify, clnode_sensitivity_options *full)
 {
     sensitivity_defaults(full);
-    if (!in) {
+    if (!in)
         full->fp64_spread = !certify;
-        return CLNODE_OK;
-    }
-    const clnode_status st = cln_check_struct_size(
-        ctx, "clnode_sensitivity_options", in->struct_size, CLN_SENS_OPTS_MIN, sizeof *full);
-    if (st == CLNODE_OK)
-        cln_struct_copy(full, sizeof *full, in, in->struct_size);
-    full->struct_size = sizeof *full;
-    return st;
+    return cln_struct_import(ctx, "clnode_sensitivity_options", in, CLN_SENS_OPTS_MIN, full,
+                             sizeof *full);
 }
 
 /* Writes `size` bytes of the library's struct `full` (of `full_size` bytes, struct_size first) to
@@ -782,14 +767,10 @@ static clnode_status import_copts(clnode_context *ctx, const clnode_certify_opti
                                   clnode_certify_options *full, clnode_sensitivity_options *sfull)
 {
     certify_defaults(full);
-    if (in) {
-        const clnode_status st = cln_check_struct_size(
-            ctx, "clnode_certify_options", in->struct_size, CLN_CERT_OPTS_MIN, sizeof *full);
-        if (st != CLNODE_OK)
-            return st;
-        cln_struct_copy(full, sizeof *full, in, in->struct_size);
-        full->struct_size = sizeof *full;
-    }
+    const clnode_status cst =
+        cln_struct_import(ctx, "clnode_certify_options", in, CLN_CERT_OPTS_MIN, full, sizeof *full);
+    if (cst != CLNODE_OK)
+        return cst;
     const clnode_status st = import_sopts(ctx, full->sensitivity, 1, sfull);
     full->sensitivity = sfull;
     return st;

@@ -1,7 +1,7 @@
 /* context.c - a context is one opened backend: its options and defaults, its creation through a
  * backend factory and its destruction, what it says about its device, and the device check of a
  * precision and GEMM mode. The public constructors, which also read the device's stored probe
- * results, are lib/solver/context.c. */
+ * results, are lib/solver/context_open.c (doc/layering.md says why). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,12 +22,8 @@ static void cln_context_defaults(clnode_context_options *opts)
     opts->num_threads = 0;
 }
 
-void clnode_context_default_options_sized(clnode_context_options *opts, size_t size)
-{
-    clnode_context_options d;
-    cln_context_defaults(&d);
-    cln_struct_fill(opts, size, &d, sizeof d);
-}
+CLN_DEFAULTS_SIZED(clnode_context_default_options_sized, clnode_context_options,
+                   cln_context_defaults)
 
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
                                       void *user, clnode_context **out)
@@ -38,16 +34,15 @@ clnode_status cln_context_create_with(const clnode_context_options *opts, cln_ba
     /* the program's options as this library's struct: the fields it knows, defaults for the rest */
     clnode_context_options full;
     cln_context_defaults(&full);
-    if (opts) {
-        if (opts->struct_size < CLN_CONTEXT_OPTIONS_MIN || opts->struct_size > sizeof full) {
-            if (opts->struct_size >= CLN_CONTEXT_OPTIONS_MIN && opts->log)
-                opts->log(opts->log_user, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL,
-                          "clnode_context_options is larger than this clnode knows: the program "
-                          "was built against a newer clnode");
-            return CLNODE_ERR_INVALID_ARGUMENT;
-        }
-        cln_struct_copy(&full, sizeof full, opts, opts->struct_size);
-        full.struct_size = sizeof full;
+    /* no context to hold the error yet: a logger the program's struct has is told */
+    const clnode_status import_st = cln_struct_import(NULL, "clnode_context_options", opts,
+                                                      CLN_CONTEXT_OPTIONS_MIN, &full, sizeof full);
+    if (import_st != CLNODE_OK) {
+        if (opts->struct_size >= CLN_CONTEXT_OPTIONS_MIN && opts->log)
+            opts->log(opts->log_user, CLNODE_LOG_ERROR, CLNODE_LOG_GENERAL,
+                      "clnode_context_options is larger than this clnode knows: the program "
+                      "was built against a newer clnode");
+        return import_st;
     }
     opts = &full;
     clnode_context *ctx = calloc(1, sizeof *ctx);

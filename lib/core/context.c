@@ -179,6 +179,21 @@ clnode_status cln_check_struct_size(clnode_context *ctx, const char *what, size_
     return CLNODE_OK;
 }
 
+clnode_status cln_struct_import(clnode_context *ctx, const char *what, const void *in, size_t min,
+                                void *full, size_t full_size)
+{
+    if (!in)
+        return CLNODE_OK;
+    size_t size;
+    memcpy(&size, in, sizeof size);
+    const clnode_status st = cln_check_struct_size(ctx, what, size, min, full_size);
+    if (st != CLNODE_OK)
+        return st;
+    cln_struct_copy(full, full_size, in, size);
+    memcpy(full, &full_size, sizeof full_size);
+    return CLNODE_OK;
+}
+
 void cln_clear_error(clnode_context *ctx)
 {
     if (ctx) {

@@ -134,6 +134,27 @@ static inline void cln_struct_fill(void *dst, size_t size, void *full, size_t fu
     cln_struct_copy(dst, size, full, full_size);
 }
 
+/* Defines the defaults function `void name(type *out, size_t size)` of a struct the program
+ * fills: this library's defaults (defaults(&d)) written to the program's `size` bytes
+ * (cln_struct_fill). */
+#define CLN_DEFAULTS_SIZED(name, type, defaults)                                                   \
+    void name(type *out, size_t size)                                                              \
+    {                                                                                              \
+        if (!out)                                                                                  \
+            return;                                                                                \
+        type d;                                                                                    \
+        defaults(&d);                                                                              \
+        cln_struct_fill(out, size, &d, sizeof d);                                                  \
+    }
+
+/* The one import of a struct the program passes in (`in`, struct_size first; NULL: none) over
+ * `full`, this library's struct of full_size bytes holding its defaults: the fields the program's
+ * struct_size covers, then struct_size = full_size. CLNODE_OK (in NULL too), or
+ * CLNODE_ERR_INVALID_ARGUMENT naming `what` for a size this library does not know (min to
+ * full_size bytes, cln_check_struct_size), `full` then left as it was. */
+clnode_status cln_struct_import(clnode_context *ctx, const char *what, const void *in, size_t min,
+                                void *full, size_t full_size);
+
 /* Every activation's name, in the list's order, separated by ", " (lib/model/model.c). */
 const char *cln_activation_list(void);
 

@@ -145,12 +145,7 @@ static void cln_model_desc_defaults(clnode_model_desc *d)
     d->final_activation = CLNODE_ACT_IDENTITY;
 }
 
-void clnode_model_default_desc_sized(clnode_model_desc *desc, size_t size)
-{
-    clnode_model_desc d;
-    cln_model_desc_defaults(&d);
-    cln_struct_fill(desc, size, &d, sizeof d);
-}
+CLN_DEFAULTS_SIZED(clnode_model_default_desc_sized, clnode_model_desc, cln_model_desc_defaults)
 
 clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *in,
                                   clnode_model **out)
@@ -163,12 +158,10 @@ clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *
      * rest */
     clnode_model_desc full;
     cln_model_desc_defaults(&full);
-    const clnode_status size_st = cln_check_struct_size(ctx, "clnode_model_desc", in->struct_size,
-                                                        CLN_MODEL_DESC_MIN, sizeof full);
+    const clnode_status size_st =
+        cln_struct_import(ctx, "clnode_model_desc", in, CLN_MODEL_DESC_MIN, &full, sizeof full);
     if (size_st != CLNODE_OK)
         return size_st;
-    cln_struct_copy(&full, sizeof full, in, in->struct_size);
-    full.struct_size = sizeof full;
     const clnode_model_desc *d = &full;
     CLN_CHECK(ctx, d->sizes && d->weights, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_model_create: missing sizes or weights");

@@ -22,16 +22,14 @@
 #define CLN_MPI_PIECE 65536 /* bytes per data message (root can drop a chunk piece by piece) */
 #define CLN_MPI_OWNERS ((size_t)1 << 28) /* owners per MPI_Allreduce: counts are ints */
 
-void clnode_mpi_default_options_sized(clnode_mpi_options *opts, size_t struct_size)
+/* The defaults: every field 0 (the default chunk size, no progress, never cancelled). */
+static void mpi_defaults(clnode_mpi_options *o)
 {
-    if (!opts)
-        return;
-    clnode_mpi_options d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    cln_struct_copy(opts, struct_size, &d, sizeof d);
-    opts->struct_size = struct_size < sizeof d ? struct_size : sizeof d;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
 }
+
+CLN_DEFAULTS_SIZED(clnode_mpi_default_options_sized, clnode_mpi_options, mpi_defaults)
 
 size_t clnode_mpi_default_chunk_size(size_t batch)
 {
@@ -308,20 +306,10 @@ static clnode_status mpi_import_options(clnode_context *ctx, const clnode_solve_
                                         const clnode_mpi_options *mopts, clnode_mpi_options *m,
                                         clnode_solve_options *full)
 {
-    clnode_mpi_default_options(m);
-    if (mopts) {
-        const clnode_status st =
-            cln_check_struct_size(ctx, "clnode_mpi_options", mopts->struct_size,
-                                  CLN_END_OF(clnode_mpi_options, chunk_user), sizeof *m);
-        if (st != CLNODE_OK)
-            return st;
-        cln_struct_copy(m, sizeof *m, mopts, mopts->struct_size);
-    }
-    const clnode_status st = cln_solve_options_import(ctx, opts, full);
-    if (st != CLNODE_OK)
-        return st;
-    full->struct_size = sizeof *full;
-    return CLNODE_OK;
+    mpi_defaults(m);
+    const clnode_status st = cln_struct_import(
+        ctx, "clnode_mpi_options", mopts, CLN_END_OF(clnode_mpi_options, chunk_user), m, sizeof *m);
+    return st != CLNODE_OK ? st : cln_solve_options_import(ctx, opts, full);
 }
 
 /* The chunk counter every rank takes chunks from: one int64 on rank 0 (a window in *win), set to
@@ -774,22 +762,6 @@ static clnode_status grad_finish(grad_job *j, MPI_Comm comm, int rank)
     return rc == MPI_SUCCESS ? CLNODE_OK : mpi_fail(j->ctx, rc, "MPI_Bcast of the gradient");
 }
 
-/* The caller's gradient options (NULL: the defaults) into *go. */
-static clnode_status grad_import_options(clnode_context *ctx, const clnode_gradient_options *gopts,
-                                         clnode_gradient_options *go)
-{
-    clnode_gradient_default_options(go);
-    if (!gopts)
-        return CLNODE_OK;
-    CLN_CHECK(ctx, gopts->struct_size >= sizeof(size_t) && gopts->struct_size <= sizeof *go,
-              CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_gradient_options.struct_size %zu is not one this library knows",
-              gopts->struct_size);
-    memcpy(go, gopts, gopts->struct_size);
-    go->struct_size = sizeof *go;
-    return CLNODE_OK;
-}
-
 /* The arguments of clnode_gradient_mpi, alike on every rank. */
 static clnode_status grad_check_args(clnode_context *ctx, const clnode_problem *pb,
                                      const clnode_mpi_options *m, const double *cot,
@@ -871,7 +843,7 @@ clnode_status clnode_gradient_mpi(clnode_context *ctx, clnode_context *rev_ctx,
     if (st == CLNODE_OK)
         st = mpi_import_options(ctx, opts, mopts, &m, &full);
     if (st == CLNODE_OK)
-        st = grad_import_options(ctx, gopts, &go);
+        st = cln_gradient_options_import(ctx, gopts, &go);
     const size_t cs = m.chunk_size ? m.chunk_size : clnode_mpi_gradient_chunk_size(pb.batch);
     if (st == CLNODE_OK)
         st = grad_check_args(ctx, &pb, &m, cot, cs);

@@ -13,14 +13,22 @@
 #include "solver/gradient_tree.h"
 #include "solver/solution.h"
 
-void clnode_gradient_default_options_sized(clnode_gradient_options *opts, size_t struct_size)
+/* The reverse pass's defaults: no progress, never cancelled. */
+static void gradient_defaults(clnode_gradient_options *o)
 {
-    if (!opts || struct_size < sizeof(size_t))
-        return;
-    clnode_gradient_options d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = struct_size < sizeof d ? struct_size : sizeof d;
-    memcpy(opts, &d, d.struct_size);
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
+CLN_DEFAULTS_SIZED(clnode_gradient_default_options_sized, clnode_gradient_options,
+                   gradient_defaults)
+
+clnode_status cln_gradient_options_import(clnode_context *ctx, const clnode_gradient_options *in,
+                                          clnode_gradient_options *full)
+{
+    gradient_defaults(full);
+    return cln_struct_import(ctx, "clnode_gradient_options", in,
+                             CLN_END_OF(clnode_gradient_options, struct_size), full, sizeof *full);
 }
 
 size_t clnode_solution_kept_bytes(const clnode_solution *sol)
@@ -518,16 +526,10 @@ static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *mo
                                      size_t first, cln_rev_tree *runs, clnode_gradient **out)
 {
     clnode_gradient_options o;
-    clnode_gradient_default_options(&o);
-    if (opts) {
-        CLN_CHECK(ctx, opts->struct_size >= sizeof(size_t) && opts->struct_size <= sizeof o,
-                  CLNODE_ERR_INVALID_ARGUMENT,
-                  "clnode_gradient_options.struct_size %zu is not one this library knows",
-                  opts->struct_size);
-        memcpy(&o, opts, opts->struct_size);
-        o.struct_size = sizeof o;
-    }
-    clnode_status st = cln_rev_check_tape(ctx, model, sol);
+    clnode_status st = cln_gradient_options_import(ctx, opts, &o);
+    if (st != CLNODE_OK)
+        return st;
+    st = cln_rev_check_tape(ctx, model, sol);
     if (st == CLNODE_OK)
         st = cln_rev_check_cot(ctx, sol, slots, cot, first);
     if (st != CLNODE_OK)

@@ -25,6 +25,11 @@ struct clnode_gradient {
     size_t scale_n;
 };
 
+/* The program's reverse-pass options (NULL: the defaults) as this library's struct
+ * (cln_struct_import). */
+clnode_status cln_gradient_options_import(clnode_context *ctx, const clnode_gradient_options *in,
+                                          clnode_gradient_options *full);
+
 /* A new gradient of B trajectories of `model`, every value 0 (y0 B x dim, inputs B x n_in, the
  * parameters). CLNODE_ERR_OUT_OF_MEMORY. */
 clnode_status cln_gradient_alloc(clnode_context *ctx, const clnode_model *model, size_t B,

@@ -356,53 +356,30 @@ void cln_solve_seed_defaults(clnode_solve_options *o)
     o->atol = 1e-6;
 }
 
-void clnode_solve_default_options_sized(clnode_solve_options *opts, size_t size)
-{
-    clnode_solve_options d;
-    cln_solve_defaults(&d);
-    cln_struct_fill(opts, size, &d, sizeof d);
-}
-
-void clnode_solve_seed_options_sized(clnode_solve_options *opts, size_t size)
-{
-    clnode_solve_options d;
-    cln_solve_seed_defaults(&d);
-    cln_struct_fill(opts, size, &d, sizeof d);
-}
+CLN_DEFAULTS_SIZED(clnode_solve_default_options_sized, clnode_solve_options, cln_solve_defaults)
+CLN_DEFAULTS_SIZED(clnode_solve_seed_options_sized, clnode_solve_options, cln_solve_seed_defaults)
 
 clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
                                        clnode_solve_options *full)
 {
     cln_solve_defaults(full);
-    if (!in)
-        return CLNODE_OK;
-    const clnode_status st = cln_check_struct_size(ctx, "clnode_solve_options", in->struct_size,
-                                                   CLN_SOLVE_OPTIONS_MIN, sizeof *full);
-    if (st != CLNODE_OK)
-        return st;
-    cln_struct_copy(full, sizeof *full, in, in->struct_size);
-    full->struct_size = sizeof *full;
-    return CLNODE_OK;
+    return cln_struct_import(ctx, "clnode_solve_options", in, CLN_SOLVE_OPTIONS_MIN, full,
+                             sizeof *full);
 }
 
-void clnode_problem_default_sized(clnode_problem *p, size_t size)
+/* A problem's defaults: no trajectories, every array NULL. */
+static void problem_defaults(clnode_problem *p)
 {
-    clnode_problem d;
-    memset(&d, 0, sizeof d); /* no trajectories; every array NULL */
-    cln_struct_fill(p, size, &d, sizeof d);
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
 }
+
+CLN_DEFAULTS_SIZED(clnode_problem_default_sized, clnode_problem, problem_defaults)
 
 clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
                                  clnode_problem *full)
 {
-    memset(full, 0, sizeof *full);
-    full->struct_size = sizeof *full;
+    problem_defaults(full);
     CLN_CHECK(ctx, in, CLNODE_ERR_INVALID_ARGUMENT, "no problem (clnode_problem is NULL)");
-    const clnode_status st = cln_check_struct_size(ctx, "clnode_problem", in->struct_size,
-                                                   CLN_PROBLEM_MIN, sizeof *full);
-    if (st != CLNODE_OK)
-        return st;
-    cln_struct_copy(full, sizeof *full, in, in->struct_size);
-    full->struct_size = sizeof *full;
-    return CLNODE_OK;
+    return cln_struct_import(ctx, "clnode_problem", in, CLN_PROBLEM_MIN, full, sizeof *full);
 }

@@ -598,6 +598,54 @@ static void test_name_lists(void **state)
     assert_int_equal(clnode_activation_from_name("unknown", &a), CLNODE_ERR_INVALID_ARGUMENT);
 }
 
+/* The reverse pass's options follow the policy of every struct a program passes in (one import,
+ * lib/core/internal.h's cln_struct_import): the defaults function records a newer program's size,
+ * which clnode_gradient_compute then refuses as the solve refuses its options; so is a size 0. */
+static void test_gradient_options_sized(void **state)
+{
+    (void)state;
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    const double y0[10] = {0};
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 1.0;
+    o.keep_tape = 1;
+    clnode_solution *sol = NULL;
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    const double cot[10] = {1.0};
+    clnode_gradient *g = NULL;
+
+    old_struct s;
+    memset(&s, 0, sizeof s);
+    clnode_gradient_options *go = (void *)s.bytes;
+    clnode_gradient_default_options_sized(go, sizeof *go + 8);
+    assert_int_equal(go->struct_size, sizeof *go + 8);
+    assert_int_equal(clnode_gradient_compute(ctx, m, go, sol, 1, cot, &g),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_gradient_options: struct_size"));
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    go->struct_size = 0;
+    assert_int_equal(clnode_gradient_compute(ctx, m, go, sol, 1, cot, &g),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(clnode_context_last_error(ctx), "clnode_gradient_options: struct_size 0"));
+    assert_null(g);
+
+    /* the library's own size, and none: the defaults */
+    clnode_gradient_default_options(go);
+    assert_int_equal(go->struct_size, sizeof *go);
+    assert_int_equal(clnode_gradient_compute(ctx, m, go, sol, 1, cot, &g), CLNODE_OK);
+    clnode_gradient_destroy(&g);
+    assert_int_equal(clnode_gradient_compute(ctx, m, NULL, sol, 1, cot, &g), CLNODE_OK);
+    clnode_gradient_destroy(&g);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_old_problem_shares_its_save_times),
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
+        cmocka_unit_test(test_gradient_options_sized),
         cmocka_unit_test(test_filled_structs_sized),
         cmocka_unit_test(test_library_structs_sized),
         cmocka_unit_test(test_name_lists),

@@ -6,10 +6,9 @@
  * functions of cl/ and the same ordered sums as the host's reverse pass
  * (lib/backends/host/host_reverse.inc), so the gradient's bits are the host's. Where the host
  * takes one block of CLNODE_GRADIENT_BLOCK trajectories at a time, a device takes a group of
- * blocks together: its trajectories ordered by their accepted steps (most first), so that the
- * rows still going back at a reverse step are the first ones and every product runs over them
- * alone; each block's parameter sums are taken over its own rows, in its own order, by the sum
- * kernels.
+ * blocks together: its rows sorted so that the rows still going back at a reverse step are the
+ * first ones and every product runs over them alone; each block's parameter sums are taken by the
+ * sum kernels in the order clnode/gradient.h states.
  *
  * Memory: the model's weights (and their transposes) for the whole pass; per group its scratch
  * (per trajectory about stages x (2 x the layers' widths + 3 x dim + the first layer's inputs)
