@@ -1,4 +1,4 @@
-# The types of the extension module clnode._clnode (python/clnode/_clnode.c): every name it
+# The types of the extension module clnode._clnode (python/clnode/_clnode*.c): every name it
 # exports. tests/python/test_typing.py checks that this stub and the compiled module name the same
 # things.
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict
@@ -9,6 +9,15 @@ import numpy.typing as npt
 STATUS: Dict[str, int]
 # the library's log codes (clnode_log_code) by name: "general", "precision_guard", ...
 LOG_CODES: Dict[str, int]
+# the flags of the option table's rows (solve_options()'s "flags"): CLNODE_OPTION_* of
+# clnode/solver.h
+OPTION_MIN_OPEN: int
+OPTION_MAX_OPEN: int
+OPTION_CONTROLLER: int
+OPTION_KERNEL: int
+OPTION_PROBLEM: int
+OPTION_SAVE: int
+OPTION_SAME_BITS: int
 
 class Error(Exception):
     status: Optional[str]

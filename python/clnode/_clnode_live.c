@@ -1,6 +1,15 @@
 /* _clnode_live.c - Python called from inside the library's work (see _clnode_live.h). */
 #include "_clnode_live.h"
 
+int check_progress(PyObject *progress)
+{
+    if (progress == Py_None || PyCallable_Check(progress))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "progress must be None or callable, not %s",
+                 Py_TYPE(progress)->tp_name);
+    return -1;
+}
+
 int py_progress_call(void *user, size_t active, size_t batch, double fraction, long steps)
 {
     py_progress *p = user;

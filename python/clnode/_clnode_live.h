@@ -16,6 +16,9 @@ typedef struct py_progress {
     PyObject *etype, *evalue, *etb; /* its exception (PyErr_Fetch's), etype NULL while none */
 } py_progress;
 
+/* progress: None or a callable (checked before any work). Returns 0, or -1 with TypeError. */
+int check_progress(PyObject *progress);
+
 /* clnode_progress_fn for a py_progress (user): takes the GIL and calls fn; an exception is kept
  * and cancels the work (returns 1). */
 int py_progress_call(void *user, size_t active, size_t batch, double fraction, long steps);

@@ -5,11 +5,9 @@ from typing import Any, Dict, Mapping
 
 import numpy as np
 
-from . import _args, _solve
+from . import _args, _clnode, _solve
 
 PREFIX = "clnode."
-# the table's flag of the options that change no result (how the work is done): not settings
-_SAME_BITS = 64
 
 
 def _text(info: Dict[str, Any], value: Any) -> str:
@@ -30,11 +28,12 @@ def _check_range(info: Dict[str, Any], value: float) -> None:
     """A real or integer option inside its range of the library's table (its flags say which
     ends are open), refused by name as the library would refuse it at the solve."""
     lo, hi, flags = info["min"], info["max"], info["flags"]
-    low_ok = value > lo if flags & 1 else value >= lo
-    high_ok = value < hi if flags & 2 else value <= hi
+    min_open, max_open = flags & _clnode.OPTION_MIN_OPEN, flags & _clnode.OPTION_MAX_OPEN
+    low_ok = value > lo if min_open else value >= lo
+    high_ok = value < hi if max_open else value <= hi
     if not (low_ok and high_ok):
-        raise ValueError(f"settings: {info['name']} must lie in {'(' if flags & 1 else '['}"
-                         f"{lo:g}, {hi:g}{')' if flags & 2 else ']'}, not {value!r}")
+        raise ValueError(f"settings: {info['name']} must lie in {'(' if min_open else '['}"
+                         f"{lo:g}, {hi:g}{')' if max_open else ']'}, not {value!r}")
 
 
 def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
@@ -69,7 +68,8 @@ def metadata(settings: Mapping[str, Any]) -> Dict[str, str]:
         if info is None or info["flags"] & (_solve._PROBLEM | _solve._SAVE):
             raise TypeError(f"settings: {name!r} is no keyword of clnode.solve that a model file "
                             "carries (t0, t1, dt0, saveat and the options of clnode.OPTIONS)")
-        if info["flags"] & _SAME_BITS:
+        # the options that change no result (how the work is done) are not settings
+        if info["flags"] & _clnode.OPTION_SAME_BITS:
             raise ValueError(f"settings: {name} says how the work is done and changes no "
                              "result: it is not a setting of the solve")
     for name, value in _solve._table_options(dict(opts, dt0_auto=True) if auto else opts).items():

@@ -18,8 +18,9 @@ from ._model import MLP
 METHODS: Tuple[str, ...] = _clnode.method_names()
 # the library's solve options (its one table), by name
 OPTIONS: Dict[str, Dict[str, Any]] = {o["name"]: o for o in _clnode.solve_options()}
-# flags of the table's rows (clnode/solver.h)
-_CONTROLLER, _PROBLEM, _SAVE = 4, 16, 32
+# flags of the table's rows (the library's, clnode/solver.h)
+_CONTROLLER, _PROBLEM, _SAVE = (_clnode.OPTION_CONTROLLER, _clnode.OPTION_PROBLEM,
+                                _clnode.OPTION_SAVE)
 _GEMM = dict(OPTIONS["gemm_precision"]["choices"])
 _PRECISIONS = dict(OPTIONS["precision"]["choices"], float32=32, float64=64)
 

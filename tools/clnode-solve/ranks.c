@@ -100,14 +100,6 @@ static int run_cancel(void *user)
     return r->rank == r->fail_rank || tool_temp_cancel(NULL);
 }
 
-/* The same exit status on every rank: the largest. */
-int ranks_agree(int rc)
-{
-    int all = rc;
-    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return all;
-}
-
 /* The chunks gathered into the outputs' temporary files (rank 0's text, the arrays' headers).
  * Collective. Returns 0 or the exit status. */
 static int gather_and_write(run *r, clnode_context *ctx, const int *owner, tool_out *out)

@@ -13,25 +13,6 @@
 #include "ranks_run.h"
 #include "tool_temp.h"
 
-/* The positional writer of the array outputs: MPI_File_write_at on the shared file, in pieces
- * whose counts fit an int. */
-int ranks_pwrite(void *user, const void *buf, size_t len, uint64_t offset)
-{
-    run *r = user;
-    const char *p = buf;
-    for (size_t at = 0; at < len;) {
-        const size_t n = len - at < ((size_t)1 << 30) ? len - at : ((size_t)1 << 30);
-        MPI_Status st;
-        int done = 0;
-        if (MPI_File_write_at(r->fh, (MPI_Offset)(offset + at), p + at, (int)n, MPI_BYTE, &st) !=
-                MPI_SUCCESS ||
-            MPI_Get_count(&st, MPI_BYTE, &done) != MPI_SUCCESS || done <= 0)
-            return -1;
-        at += (size_t)done;
-    }
-    return 0;
-}
-
 /* ---- the shared file of the array outputs ---- */
 
 /* Lays out the arrays (the same on every rank) for `points` (with --save steps the most saved

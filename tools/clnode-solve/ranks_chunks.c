@@ -23,13 +23,6 @@ typedef struct chunk_head {
     uint64_t n_summary, n_csv, n_json, n_part; /* n_part: a solve_out_part (array outputs) */
 } chunk_head;
 
-char *ranks_chunk_path(const run *r, size_t c)
-{
-    char name[40];
-    snprintf(name, sizeof name, "chunk-%zu", c);
-    return ranks_record_path(r, name);
-}
-
 /* A chunk's bytes: its header, summary lines, CSV rows and JSON entries, then its CRCs (array
  * outputs) when part is not NULL. Returns a new buffer of *len bytes, or NULL (out of memory). */
 static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first, size_t count,
@@ -85,13 +78,6 @@ static char *chunk_bytes(const run *r, const clnode_solution *sol, size_t first,
     for (int k = 0; k < 3; ++k)
         free(t[k]);
     return b;
-}
-
-/* Test hook: this rank dies (as a killed job would) after solving that many chunks. */
-void ranks_test_exit_hook(run *r)
-{
-    if (++r->solved == r->exit_after && (r->exit_rank < 0 || r->exit_rank == r->rank))
-        _exit(86);
 }
 
 int ranks_on_chunk(void *user, size_t chunk, size_t first, size_t count, clnode_solution **solp,

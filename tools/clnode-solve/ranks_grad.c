@@ -21,13 +21,6 @@ typedef struct grad_rec {
     uint64_t chunk, tmax, len;
 } grad_rec;
 
-char *ranks_grad_path(const run *r, size_t c)
-{
-    char name[40];
-    snprintf(name, sizeof name, "grad-%zu", c);
-    return ranks_record_path(r, name);
-}
-
 int ranks_on_gradient(void *user, size_t chunk, const void *data, size_t len, char *msg,
                       size_t msgcap)
 {

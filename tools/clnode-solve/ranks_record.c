@@ -12,26 +12,6 @@
 #include "ranks_run.h"
 #include "tool_temp.h"
 
-/* Writes a file of the progress record atomically and durably (atomic_file.h): its bytes on the
- * disk under NAME.tmp, then renamed, and the directory's entry on the disk too (a progress record
- * survives the machine stopping, not only the process); a rerun replaces the NAME.tmp that a
- * killed writer left. */
-int ranks_write_atomic(const char *path, const void *data, size_t len)
-{
-    return cln_atomic_write(path, data, len, cln_atomic_new_mode(),
-                            CLN_ATOMIC_DURABLE | CLN_ATOMIC_FIXED_NAME, &tool_temp_hooks);
-}
-
-/* DIR/name of the progress record (malloc'd; NULL when out of memory). */
-char *ranks_record_path(const run *r, const char *name)
-{
-    const size_t n = strlen(r->dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", r->dir, name);
-    return p;
-}
-
 /* OUT.progress/manifest holds, item by item, everything the chunks' bytes depend on: one line
  * "KEY VALUE" per item after the format line. A resume whose items differ from the record's is
  * refused, naming each item that changed. What is not in it changes no bit by design: the rank

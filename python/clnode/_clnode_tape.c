@@ -1,0 +1,169 @@
+/* _clnode_tape.c - clnode._clnode.Tape: a solution kept for its reverse pass (keep_tape), and
+ * that pass on a host context. */
+#include "_clnode_internal.h"
+
+typedef struct {
+    PyObject_HEAD clnode_solution *sol;
+    PyObject *context; /* the Context it was solved on and its Model, kept alive */
+    PyObject *model;
+    size_t slots, dim; /* the solution's time slots per trajectory and state dimension */
+} TapeObject;
+
+PyObject *tape_wrap(clnode_solution **sol, PyObject *context, PyObject *model, size_t slots,
+                    size_t dim)
+{
+    TapeObject *t = PyObject_New(TapeObject, &TapeType);
+    if (!t)
+        return NULL;
+    t->sol = *sol;
+    *sol = NULL;
+    t->context = Py_NewRef(context);
+    t->model = Py_NewRef(model);
+    t->slots = slots;
+    t->dim = dim;
+    return (PyObject *)t;
+}
+
+static void tape_dealloc(TapeObject *self)
+{
+    clnode_solution_destroy(&self->sol);
+    Py_XDECREF(self->context);
+    Py_XDECREF(self->model);
+    PyObject_Free(self);
+}
+
+/* The cotangent argument: float64 (B, slots, N), C-contiguous. Returns NULL with an exception. */
+static PyArrayObject *cotangent_array(PyObject *o, size_t B, size_t slots, size_t N)
+{
+    PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(o, NPY_DOUBLE, 3, 3, NPY_ARRAY_IN_ARRAY);
+    if (!a)
+        return NULL;
+    if ((size_t)PyArray_DIM(a, 0) != B || (size_t)PyArray_DIM(a, 1) != slots ||
+        (size_t)PyArray_DIM(a, 2) != N) {
+        PyErr_Format(InvalidArgumentError,
+                     "the cotangent of ys must have the shape of ys, (%zu, %zu, %zu), not (%zd, "
+                     "%zd, %zd)",
+                     B, slots, N, (Py_ssize_t)PyArray_DIM(a, 0), (Py_ssize_t)PyArray_DIM(a, 1),
+                     (Py_ssize_t)PyArray_DIM(a, 2));
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* The dict {"y0", "inputs", "weights", "biases", "out_scale"} of a gradient of B trajectories
+ * (copies; None where the model has no such part). Returns NULL with an exception. */
+static PyObject *gradient_dict(const clnode_gradient *g, const clnode_model *m, size_t B)
+{
+    const size_t L = clnode_model_num_layers(m), k = clnode_model_num_inputs(m);
+    PyObject *ws = PyList_New((Py_ssize_t)L), *bs = PyList_New((Py_ssize_t)L);
+    for (size_t l = 0; ws && bs && l < L; ++l) {
+        const npy_intp out = (npy_intp)clnode_model_layer_out(m, l);
+        const npy_intp in = (npy_intp)clnode_model_layer_in(m, l);
+        const double *b = clnode_gradient_bias(g, l);
+        PyObject *wo = copy_doubles(clnode_gradient_weight(g, l), out, in);
+        PyObject *bo = b ? copy_doubles(b, out, 0) : Py_NewRef(Py_None);
+        if (!wo || !bo) {
+            Py_XDECREF(wo);
+            Py_XDECREF(bo);
+            Py_CLEAR(ws);
+            break;
+        }
+        PyList_SET_ITEM(ws, (Py_ssize_t)l, wo);
+        PyList_SET_ITEM(bs, (Py_ssize_t)l, bo);
+    }
+    size_t ns = 0;
+    const double *s = clnode_gradient_out_scale(g, &ns);
+    const double *c = clnode_gradient_inputs(g);
+    PyObject *y0 = copy_doubles(clnode_gradient_y0(g), (npy_intp)B, (npy_intp)clnode_model_dim(m));
+    PyObject *ci = c && k ? copy_doubles(c, (npy_intp)B, (npy_intp)k) : Py_NewRef(Py_None);
+    PyObject *so = s ? copy_doubles(s, (npy_intp)ns, 0) : Py_NewRef(Py_None);
+    if (!ws || !bs || !y0 || !ci || !so) {
+        Py_XDECREF(ws);
+        Py_XDECREF(bs);
+        Py_XDECREF(y0);
+        Py_XDECREF(ci);
+        Py_XDECREF(so);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "y0", y0, "inputs", ci, "weights", ws, "biases",
+                         bs, "out_scale", so);
+}
+
+/* Tape.gradient(context, cot) -> dict: the reverse pass (clnode_gradient_compute) on `context` (a
+ * host Context) of the cotangent cot (B, slots, N) of the solution's ys, without the GIL and
+ * under the SIGINT handler. */
+static PyObject *tape_gradient(TapeObject *self, PyObject *args)
+{
+    PyObject *co, *cot_o, *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O|O", &ContextType, &co, &cot_o, &progress) ||
+        check_progress(progress) < 0)
+        return NULL;
+    ContextObject *ctx = (ContextObject *)co;
+    if (!context_ok(ctx))
+        return NULL;
+    const clnode_model *model = ((ModelObject *)self->model)->model;
+    const size_t B = clnode_solution_batch(self->sol);
+    PyArrayObject *cot = cotangent_array(cot_o, B, self->slots, self->dim);
+    if (!cot)
+        return NULL;
+    clnode_gradient_options go;
+    clnode_gradient_default_options(&go);
+    if (sigint_install())
+        go.cancel = on_cancel;
+    py_progress pp = {progress, NULL, NULL, NULL};
+    if (progress != Py_None) {
+        go.progress = py_progress_call;
+        go.progress_user = &pp;
+    }
+    clnode_gradient *g = NULL;
+    clnode_status st;
+    const double *cp = PyArray_DATA(cot);
+    ctx->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st =
+        clnode_gradient_compute(ctx->ctx, model, &go, self->sol, self->slots, cp, &g);
+    Py_END_ALLOW_THREADS ctx->busy = 0;
+    Py_DECREF(cot);
+    const int interrupted = go.cancel && sigint_restore();
+    const int raised = py_progress_finish(&pp) < 0; /* the callback's exception */
+    const int failed =
+        flush_log(&ctx->log, "gradient") < 0 || raised || (interrupted && PyErr_CheckSignals() < 0);
+    PyObject *ret = NULL;
+    if (!failed && st != CLNODE_OK)
+        raise_status(st, clnode_context_last_error(ctx->ctx));
+    else if (!failed)
+        ret = gradient_dict(g, model, B);
+    clnode_gradient_destroy(&g);
+    return ret;
+}
+
+static PyObject *tape_get_kept_bytes(TapeObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(clnode_solution_kept_bytes(self->sol));
+}
+
+static PyMethodDef tape_methods[] = {
+    {"gradient", (PyCFunction)tape_gradient, METH_VARARGS,
+     "gradient(context, cot, progress=None) -> dict y0, inputs, weights, biases, out_scale: the "
+     "reverse pass of the cotangent cot (B, T, N) of ys on a host context "
+     "(clnode_gradient_compute); progress: None or fn(fraction, active, batch, steps)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tape_getset[] = {
+    {"kept_bytes", (getter)tape_get_kept_bytes, NULL,
+     "the bytes the kept states take (clnode_solution_kept_bytes)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject TapeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "clnode._clnode.Tape",
+    .tp_basicsize = sizeof(TapeObject),
+    .tp_dealloc = (destructor)tape_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A solution kept for its reverse pass (solve with keep_tape). Use "
+              "clnode.Solution.vjp.",
+    .tp_methods = tape_methods,
+    .tp_getset = tape_getset,
+};
