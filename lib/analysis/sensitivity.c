@@ -10,6 +10,7 @@
 
 #include "core/internal.h"
 #include "clnode/precision.h"
+#include "solver/options.h"
 
 struct clnode_sensitivity {
     size_t batch, dim;

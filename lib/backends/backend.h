@@ -28,9 +28,9 @@ typedef struct cln_solve_dev {
     size_t B;     /* rows of every batch buffer: the batch padded to the backend's row_align */
     size_t Breal; /* trajectories actually solved (the padding rows start frozen) */
     /* Rows the passes and products of a step run over: [0, live), a multiple of row_align
-     * (<= B). B until the driver compacts the batch (cln_compact in solver.c): it then moves the
-     * running trajectories' rows to the front with swap_rows and lowers live; every row from
-     * live on is frozen. */
+     * (<= B). B until the driver compacts the batch (cln_compact in solver_compact.c): it then
+     * moves the running trajectories' rows to the front with swap_rows and lowers live; every row
+     * from live on is frozen. */
     size_t live;
     size_t N, ldz, stages;
     /* The first stage a step evaluates: 1 for FSAL methods (f(t, y) is kept from the last
@@ -51,7 +51,7 @@ typedef struct cln_solve_dev {
     cln_buf *Y, *F, *Z, *H[2];
     cln_buf *CR, *CI, *RS, *IS;
     /* STT and STY hold KI.steps_cap points per row. That capacity grows with the steps the solve
-     * takes (cln_grow_steps in solver.c): between two groups of steps the driver may replace
+     * takes (cln_grow_steps in solver_save.c): between two groups of steps the driver may replace
      * both buffers by larger ones (the old rows copied with copy_rows), write the new capacity
      * into CI and call solve_rebind. */
     cln_buf *TS, *TSOUT, *STT, *STY; /* may be 1-element placeholders when unused */
@@ -240,7 +240,7 @@ clnode_status cln_mlp_layers(cln_backend *be, cln_solve_dev *sd, int i, int fuse
 
 /* Creates a context whose backend `make` builds (the device-string constructor and the adopting
  * constructors of backends share it); it reads no stored probe result (the public constructors in
- * lib/solver/context_open.c do). On failure everything is released and *out is NULL. */
+ * backends/context_open.c do). On failure everything is released and *out is NULL. */
 typedef clnode_status (*cln_backend_factory)(clnode_context *ctx, void *user, cln_backend **out);
 clnode_status cln_context_create_with(const clnode_context_options *opts, cln_backend_factory make,
                                       void *user, clnode_context **out);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "backends/bench.h"
 #include "backends/device/device_reverse.h"
 #include "backends/host/host_bench_vjp.h"
 #include "backends/host/host_pool.h"
@@ -41,7 +42,7 @@ static void *bench_values(clnode_precision prec, size_t n, const double *src)
 }
 
 /* Allocates and fills the buffers of the loop on `rows` rows. */
-static clnode_status bench_setup(cln_backend *be, const clnode_model *m, clnode_precision prec,
+static clnode_status bench_setup(cln_backend *be, const cln_model_view *m, clnode_precision prec,
                                  size_t rows, bench_bufs *b)
 {
     clnode_context *ctx = be->ctx;
@@ -62,7 +63,7 @@ static clnode_status bench_setup(cln_backend *be, const clnode_model *m, clnode_
     free(h);
     for (size_t l = 0; st == CLNODE_OK && l < m->num_layers; ++l) {
         const size_t n = m->sizes[l] * m->sizes[l + 1];
-        void *w = bench_values(prec, n, m->weights[l]);
+        void *w = bench_values(prec, n, m->W[l]);
         CLN_CHECK(ctx, w, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's weights");
         st = be->ops->buf_alloc(be, n * es, &b->W[l]);
         if (st == CLNODE_OK)
@@ -72,9 +73,9 @@ static clnode_status bench_setup(cln_backend *be, const clnode_model *m, clnode_
     return st;
 }
 
-clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
-                                     long evals, clnode_precision prec, clnode_gemm_mode mode,
-                                     double *seconds, long *syncs)
+clnode_status cln_bench_gemm_loop(clnode_context *ctx, const cln_model_view *m, size_t batch,
+                                  long evals, clnode_precision prec, clnode_gemm_mode mode,
+                                  double *seconds, long *syncs)
 {
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
@@ -116,7 +117,7 @@ fail:
 }
 
 /* The model's output scale, if any, in sd as a solve puts it there. */
-static clnode_status bench_scale_setup(cln_backend *be, const clnode_model *m,
+static clnode_status bench_scale_setup(cln_backend *be, const cln_model_view *m,
                                        clnode_precision prec, cln_solve_dev *sd)
 {
     if (!m->out_scale)
@@ -133,8 +134,8 @@ static clnode_status bench_scale_setup(cln_backend *be, const clnode_model *m,
 
 /* The per-solve buffers the backend's rhs op reads (backend.h), filled as a solve fills them:
  * the model in the solve's precision, Z from a fixed pattern of small values. */
-static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, clnode_precision prec,
-                                     size_t rows, cln_solve_dev *sd)
+static clnode_status bench_mlp_setup(cln_backend *be, const cln_model_view *m,
+                                     clnode_precision prec, size_t rows, cln_solve_dev *sd)
 {
     clnode_context *ctx = be->ctx;
     const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
@@ -149,7 +150,7 @@ static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, cln
     sd->sizes = m->sizes;
     size_t maxw = 1, zb, fb, hb;
     for (size_t l = 0; l < m->num_layers; ++l) {
-        sd->act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
+        sd->act[l] = m->act[l];
         maxw = m->sizes[l + 1] > maxw ? m->sizes[l + 1] : maxw;
         sd->max_in = m->sizes[l] > sd->max_in ? m->sizes[l] : sd->max_in;
         const size_t w = m->sizes[l] * m->sizes[l + 1];
@@ -184,14 +185,14 @@ static clnode_status bench_mlp_setup(cln_backend *be, const clnode_model *m, cln
     free(z);
     for (size_t l = 0; st == CLNODE_OK && l < m->num_layers; ++l) {
         const size_t n = m->sizes[l] * m->sizes[l + 1];
-        void *w = bench_values(prec, n, m->weights[l]);
+        void *w = bench_values(prec, n, m->W[l]);
         CLN_CHECK(ctx, w, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's weights");
         st = be->ops->buf_alloc(be, n * es, &sd->W[l]);
         if (st == CLNODE_OK)
             st = be->ops->buf_write(be, sd->W[l], 0, n * es, w);
         free(w);
-        if (st == CLNODE_OK && m->biases[l]) {
-            void *b = bench_values(prec, m->sizes[l + 1], m->biases[l]);
+        if (st == CLNODE_OK && m->bias[l]) {
+            void *b = bench_values(prec, m->sizes[l + 1], m->bias[l]);
             CLN_CHECK(ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the benchmark's biases");
             st = be->ops->buf_alloc(be, m->sizes[l + 1] * es, &sd->bias[l]);
             if (st == CLNODE_OK)
@@ -205,8 +206,8 @@ fail:
     return st;
 }
 
-clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
-                                    long evals, clnode_precision prec, double *seconds)
+clnode_status cln_bench_mlp_loop(clnode_context *ctx, const cln_model_view *m, size_t batch,
+                                 long evals, clnode_precision prec, double *seconds)
 {
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
@@ -252,8 +253,8 @@ fail:
     return st;
 }
 
-clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
-                                    long steps, int stages, clnode_precision prec, double *seconds)
+clnode_status cln_bench_vjp_loop(clnode_context *ctx, const cln_model_view *m, size_t batch,
+                                 long steps, int stages, clnode_precision prec, double *seconds)
 {
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
@@ -282,21 +283,11 @@ clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *m, 
               "the bare VJP loop runs on the host with its ordered GEMM (device \"host\"), not on "
               "%s",
               be->device_name);
-    cln_bench_vjp_model vm;
-    memset(&vm, 0, sizeof vm);
-    vm.num_layers = m->num_layers;
-    vm.sizes = m->sizes;
-    for (size_t l = 0; l < m->num_layers; ++l) {
-        vm.act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
-        vm.W[l] = m->weights[l];
-        vm.bias[l] = m->biases[l];
-    }
     const int threads = ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads();
-    const double dt = prec == CLNODE_FP64
-                          ? cln_host_bench_vjp_f64(&vm, batch, CLNODE_GRADIENT_BLOCK, steps,
-                                                   (size_t)stages, threads)
-                          : cln_host_bench_vjp_f32(&vm, batch, CLNODE_GRADIENT_BLOCK, steps,
-                                                   (size_t)stages, threads);
+    const double dt = prec == CLNODE_FP64 ? cln_host_bench_vjp_f64(m, batch, CLNODE_GRADIENT_BLOCK,
+                                                                   steps, (size_t)stages, threads)
+                                          : cln_host_bench_vjp_f32(m, batch, CLNODE_GRADIENT_BLOCK,
+                                                                   steps, (size_t)stages, threads);
     CLN_CHECK(ctx, dt >= 0, CLNODE_ERR_OUT_OF_MEMORY,
               "cannot allocate the bare VJP loop's buffers");
     if (seconds)

@@ -1,7 +1,7 @@
 /* context.c - a context is one opened backend: its options and defaults, its creation through a
  * backend factory and its destruction, what it says about its device, and the device check of a
  * precision and GEMM mode. The public constructors, which also read the device's stored probe
- * results, are lib/solver/context_open.c (doc/layering.md says why). */
+ * results, are backends/context_open.c. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * one, and a failed write leaves the old one untouched and no temporary file behind.
  *
  * The one helper of every file that clnode writes whole: the library's probe cache
- * (precision/probe_cache.c) and, through the static library clnode_atomic_file, the tools' output
+ * (backends/probe_cache.c) and, through the static library clnode_atomic_file, the tools' output
  * files (tools/common/tool_out.c), their .npy files (tools/arrays/npy.c) and clnode-solve's
  * progress record (tools/clnode-solve/ranks_record.c). libc (POSIX) only: it logs and prints
  * nothing; each function returns 0 or -1 with errno set, and the caller says what failed. */

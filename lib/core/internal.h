@@ -10,6 +10,23 @@
 
 typedef struct cln_backend cln_backend;
 
+/* A context's settings for white-box tests (tests/backend), set on the context (ctx->test) before
+ * its solves; 0, the default, in each: none.
+ * - steps_cap_first: the saved steps' first capacity, points per trajectory (else the solver's
+ *   choice; always at most max_steps): 1 makes a solve grow its saved steps through many
+ *   doublings, max_steps gives every trajectory room for every step up front (no growth).
+ * - rev_max_blocks: the most blocks a group of a device's reverse pass takes, so that a test's
+ *   batch runs in several groups.
+ * - rev_memory: the device memory the reverse pass's group size is chosen for, in bytes.
+ * - rev_sums: the device reverse pass's weight sums (1: the one kernel, 2: the GEMM; else the
+ *   backend's, cln_dev_launch.rev_sums_by_gemm, for groups of a few blocks). */
+typedef struct cln_test_settings {
+    size_t steps_cap_first;
+    size_t rev_max_blocks;
+    size_t rev_memory;
+    int rev_sums;
+} cln_test_settings;
+
 struct clnode_context {
     clnode_log_fn log;
     void *log_user;
@@ -25,6 +42,7 @@ struct clnode_context {
     unsigned char probe_file_ok[2][2];
     long last_native;
     char last_error[1024];
+    cln_test_settings test; /* all 0 unless a white-box test sets them */
 };
 
 /* Logs a message about `code` (CLNODE_LOG_GENERAL unless a program is to recognise it) through
@@ -155,82 +173,9 @@ static inline void cln_struct_fill(void *dst, size_t size, void *full, size_t fu
 clnode_status cln_struct_import(clnode_context *ctx, const char *what, const void *in, size_t min,
                                 void *full, size_t full_size);
 
-/* Every activation's name, in the list's order, separated by ", " (lib/model/model.c). */
-const char *cln_activation_list(void);
-
-/* ---- the solver's options (lib/solver/options.c) ---- */
-
-/* The documented defaults (clnode_solve_default_options), and the seed experiment's. */
-void cln_solve_defaults(clnode_solve_options *o);
-void cln_solve_seed_defaults(clnode_solve_options *o);
-
-/* The program's options (NULL: the defaults) as this library's full struct: the fields the
- * program's struct_size covers, the defaults for the rest. Errors: a struct_size this library
- * does not know. */
-clnode_status cln_solve_options_import(clnode_context *ctx, const clnode_solve_options *in,
-                                       clnode_solve_options *full);
-
-/* The options of the table against their type and range: the CLNODE_OPTION_CONTROLLER ones
- * (which adaptive solves read) when `controller`, else the others. Not checked here: the
- * CLNODE_OPTION_PROBLEM ones (with each trajectory's interval) and the method (any descriptor
- * that fits the kernels, cln_validate_method). CLNODE_OK, or CLNODE_ERR_INVALID_ARGUMENT with the
- * message of clnode_solve_option_set. */
-clnode_status cln_validate_options(clnode_context *ctx, const clnode_solve_options *o,
-                                   int controller);
-
-/* The program's problem as this library's full struct, as cln_solve_options_import. Errors: a
- * NULL problem, a struct_size this library does not know. */
-clnode_status cln_problem_import(clnode_context *ctx, const clnode_problem *in,
-                                 clnode_problem *full);
-
-/* ---- the solve (lib/solver/solver.c): hooks for white-box tests ---- */
-
-/* The saved steps' first capacity, points per trajectory (0, the default: the solver's choice;
- * always at most max_steps). Tests set it before their solves, from one thread: 1 makes a solve
- * grow its saved steps through many doublings, max_steps gives every trajectory room for every
- * step up front (no growth). */
-extern size_t cln_steps_cap_first;
-
-/* The points per trajectory a solution has room for, per clnode_save_kind (0 for a kind not
- * saved; for CLNODE_SAVE_STEPS the largest count any trajectory saved). */
-size_t cln_solution_capacity(const clnode_solution *s, clnode_save_kind kind);
-
-/* ---- the model (lib/model/model.c) ---- */
+/* The most layers a model has (the model room's struct, lib/model/model.h, and every backend's
+ * per-layer arrays). */
 #define CLN_MAX_LAYERS 64
-
-struct clnode_model {
-    size_t num_layers;
-    size_t sizes[CLN_MAX_LAYERS + 1];
-    double *weights[CLN_MAX_LAYERS]; /* sizes[i+1] x sizes[i], row-major, owned */
-    double *biases[CLN_MAX_LAYERS];  /* sizes[i+1] or NULL, owned */
-    clnode_activation activation;
-    clnode_activation final_activation;
-    int time_input;
-    size_t num_inputs; /* conditioning inputs: the input is [y, (t,) c], c of this length */
-    /* What a loaded file said beyond the parameters: every string entry of its __metadata__ in
-     * the file's order (meta[2i] the key, meta[2i+1] the value; owned), and whether each weight
-     * and bias was F32 there. None and float64 for a model built from arrays. */
-    size_t num_meta;
-    char **meta;
-    unsigned char weight_f32[CLN_MAX_LAYERS], bias_f32[CLN_MAX_LAYERS];
-    /* The output scale f = s (.) MLP(.): out_scale_n values (0: none, 1: one for every component,
-     * else the state dimension), owned; out_scale_f32: F32 in the file it came from. */
-    double *out_scale;
-    size_t out_scale_n;
-    unsigned char out_scale_f32;
-    /* Unique among the models of the process (from 1; a model never changes after creation): a
-     * backend that keeps a model's packed weights between solves recognises it by this. */
-    unsigned long long serial;
-    /* The first parameter that no float holds (|x| beyond CLN_FP32_LIMIT: an fp32 solve refuses
-     * the model), in layer order, weight before bias; f32_over 0: every parameter fits. */
-    int f32_over;
-    int f32_bias;        /* 1: in the bias of f32_layer, 0: in its weight */
-    int f32_scale;       /* 1: in the output scale (f32_layer and f32_bias not used) */
-    size_t f32_layer;    /* the layer */
-    size_t f32_index;    /* the element, row-major */
-    double f32_value;    /* its value */
-    char f32_where[160]; /* where it came from, e.g. "m.safetensors: tensor 'layers.0.weight'" */
-};
 
 /* The smallest magnitude that rounds to infinity in float: the midpoint between FLT_MAX and
  * 2^128 (round to nearest even takes it up). A double x stays finite in float iff

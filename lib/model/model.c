@@ -8,6 +8,7 @@
 
 #include "backends/host/host_math.h"
 #include "core/internal.h"
+#include "model/model.h"
 
 /* The names, indexed by value (the list's values run 0, 1, ... in order: checked below). */
 static const char *const cln_act_names[] = {
@@ -34,6 +35,23 @@ const char *cln_activation_list(void)
     static const char list[] = CLNODE_ACTIVATION_LIST(CLN_X_STR);
 #undef CLN_X_STR
     return list + 2;
+}
+
+const cln_model_view *cln_model_view_of(const clnode_model *m, cln_model_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->num_layers = m->num_layers;
+    v->sizes = m->sizes;
+    for (size_t l = 0; l < m->num_layers; ++l) {
+        v->act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
+        v->W[l] = m->weights[l];
+        v->bias[l] = m->biases[l];
+    }
+    v->out_scale = m->out_scale;
+    v->out_scale_n = m->out_scale_n;
+    v->time_input = m->time_input;
+    v->num_inputs = m->num_inputs;
+    return v;
 }
 
 const char *clnode_activation_name(clnode_activation act)

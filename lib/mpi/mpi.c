@@ -12,6 +12,7 @@
 #include "clnode/mpi.h"
 #include "core/internal.h"
 #include "solver/gradient_tree.h"
+#include "solver/options.h"
 
 /* Added to the counter by a rank that failed: every later fetch reads at least this, which ends
  * the other ranks' loops at their next chunk (chunk counts stay far below it). */

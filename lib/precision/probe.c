@@ -23,7 +23,7 @@
  * The measurement runs on an injectable GEMM callback (cln_probe_measure), so the tests can feed
  * it emulated bf16, bf16x3, TF32, 3xTF32 and fp16 GEMMs; clnode_probe_gemm runs it on the
  * context's backend and caches the result per (precision, mode) in the context, and across
- * processes in a file per device and library build (probe_cache.c). */
+ * processes in a file per device and library build (backends/probe_cache.c). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -486,15 +486,6 @@ clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnod
     }
     *out = r;
     return CLNODE_OK;
-}
-
-void cln_probe_preload(clnode_context *ctx)
-{
-    for (int pi = 0; pi < 2; ++pi)
-        for (int mi = 0; mi < 2; ++mi)
-            ctx->probe_file_ok[pi][mi] = (unsigned char)cln_probe_cache_load(
-                ctx, pi ? CLNODE_FP64 : CLNODE_FP32, mi ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT,
-                &ctx->probe_file[pi][mi]);
 }
 
 const clnode_probe_result *cln_probe_peek(const clnode_context *ctx, clnode_precision prec,

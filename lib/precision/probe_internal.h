@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "backends/probe_cache.h"
 #include "core/internal.h"
 
 /* One GEMM as the probes need it: C[m x n] = A[m x k] . B[n x k]^T with packed row-major host
@@ -28,21 +29,6 @@ void cln_probe_classify(clnode_probe_result *r);
  * context. Does not clear the context's last error. */
 clnode_status cln_probe_cached(clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
                                const clnode_probe_result **out);
-
-/* The probe cache across processes (lib/precision/probe_cache.c). load returns 1 and fills *out
- * when a stored result for the context's device, (prec, mode) and this library build exists, 0
- * otherwise; store writes one (atomically). Both do nothing when CLNODE_PROBE_CACHE=0 or the
- * backend has no cache_id, and fail silently. */
-int cln_probe_cache_load(const clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
-                         clnode_probe_result *out);
-void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, clnode_gemm_mode mode,
-                           const clnode_probe_result *r);
-
-/* Reads the probe cache's stored results for every (precision, mode) of the context's device into
- * the context, once at its creation (by the public constructors, lib/solver/context_open.c), so
- * that a solve's first use of a probe result reads no file (cln_probe_cached takes them from
- * there; a missing one is still measured on first use). */
-void cln_probe_preload(clnode_context *ctx);
 
 /* The context's probe result for (precision, mode) if it was measured already, else NULL (runs
  * nothing). */

@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "cln_layout.h"
 #include "core/internal.h"
+#include "model/model.h"
 #include "solver/gradient_tree.h"
 #include "solver/solution.h"
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "solver/options.h"
 #include "solver/solution.h"
 
 clnode_status clnode_save_slots(clnode_context *ctx, const clnode_solve_options *opts,

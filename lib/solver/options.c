@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "core/internal.h"
+#include "solver/options.h"
 
 /* ---- the named values of the CHOICE options ---- */
 

@@ -1,5 +1,5 @@
-/* solution.h - the solution object, shared by the driver that fills it (solver.c) and the
- * accessors that lay its points out (layout.c). */
+/* solution.h - the solution object, shared by the driver that fills it (solver.c,
+ * solver_save.c) and the accessors that lay its points out (layout.c). */
 #ifndef CLN_SOLUTION_H
 #define CLN_SOLUTION_H
 
@@ -51,5 +51,9 @@ struct clnode_solution {
 
 /* Frees a tape (accepts NULL). */
 void cln_tape_free(cln_tape *t);
+
+/* The points per trajectory a solution has room for, per clnode_save_kind (0 for a kind not
+ * saved; for CLNODE_SAVE_STEPS the largest count any trajectory saved; solver_save.c). */
+size_t cln_solution_capacity(const clnode_solution *s, clnode_save_kind kind);
 
 #endif /* CLN_SOLUTION_H */

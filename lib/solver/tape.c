@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "model/model.h"
 #include "solver/solution.h"
+#include "solver/solver_internal.h"
 #include "solver/tape.h"
 
 void cln_tape_free(cln_tape *t)
@@ -131,4 +133,42 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const
         cln_tape_put(t->ts, es, i, src->dir * src->round(src->prec, p->save_ts[i]));
     *out = t;
     return CLNODE_OK;
+}
+
+/* keep_tape: the tape from every trajectory's saved steps (cln_tape_build); without save_steps
+ * the solution then lets them go, so that its points are those the options ask for. */
+clnode_status cln_keep_tape(cln_run *r, clnode_solution *s)
+{
+    const size_t B = r->sd.Breal;
+    double *tau0 = malloc(B * sizeof *tau0);
+    CLN_CHECK(r->ctx, tau0, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the kept steps");
+    for (size_t b = 0; b < B; ++b) /* as cln_problem_rows */
+        tau0[b] = r->dir * cln_round(r->sd.prec, cln_t0(r->o, r->p, b));
+    cln_consts_d K;
+    cln_iconsts KI;
+    cln_fill_constants(r, &K, &KI);
+    const cln_tape_src src = {.prec = r->sd.prec,
+                              .gemm_mode = r->sd.gemm_mode,
+                              .method = r->m,
+                              .model = r->model,
+                              .backend = r->be->ops->name,
+                              .dir = r->dir,
+                              .K = (const double *)(const void *)&K,
+                              .KI = &KI,
+                              .every = (size_t)r->o->checkpoint_every,
+                              .p = r->p,
+                              .tau0 = tau0,
+                              .round = cln_round};
+    const clnode_status st = cln_tape_build(r->ctx, &src, s, &s->tape);
+    free(tau0);
+    if (st == CLNODE_OK && !r->o->save_steps) {
+        free(s->count[CLNODE_SAVE_STEPS]);
+        free(s->ts[CLNODE_SAVE_STEPS]);
+        free(s->ys[CLNODE_SAVE_STEPS]);
+        s->count[CLNODE_SAVE_STEPS] = NULL;
+        s->ts[CLNODE_SAVE_STEPS] = NULL;
+        s->ys[CLNODE_SAVE_STEPS] = NULL;
+        s->cap[CLNODE_SAVE_STEPS] = 0;
+    }
+    return st;
 }

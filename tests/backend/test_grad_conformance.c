@@ -16,13 +16,13 @@
  *   - the tf32 mode in fp32 (the host's and OpenCL's TF32 emulation: the same bits; CUDA's tensor
  *     cores compute other bits and are not compared);
  *   - the forward with compaction on and off;
- *   - batches of 150 and 300, in one group and in groups of at most 2 blocks (the hook
- *     cln_dev_rev_max_blocks), so that the device's groups begin and end inside them, with the
- *     weight sums in the one kernel and by the GEMM (the hook cln_dev_rev_sums);
+ *   - batches of 150 and 300, in one group and in groups of at most 2 blocks (the context's
+ *     test setting rev_max_blocks), so that the device's groups begin and end inside them, with
+ *     the weight sums in the one kernel and by the GEMM (the setting rev_sums);
  *   - trajectories stopped at max_steps beside finished ones;
  *   - first steps chosen by the solver (dt0_auto): every adaptive method, forwards and
  *     backwards, batches of 1 and 37, fp32 and fp64;
- * and the errors: a device too small for a block of the batch (the hook cln_dev_rev_memory) is
+ * and the errors: a device too small for a block of the batch (the setting rev_memory) is
  * refused naming checkpoint_every, with nothing in *out.
  *
  * Usage: test_grad_conformance [DEVICE] (default "opencl:pocl"); absent: 77, or a failure where
@@ -42,7 +42,7 @@
 
 #include <cmocka.h>
 
-#include "backends/device/device_reverse.h" /* the test hooks */
+#include "core/internal.h" /* the context's test settings */
 #include "clnode.h"
 #include "test_device.h"
 #include "test_problem.h"
@@ -473,17 +473,17 @@ static void test_groups(void **state)
     clnode_model *mh = mlp_model(g_host, CLNODE_ACT_SOFTPLUS, f);
     clnode_model *md = mlp_model(g_dev, CLNODE_ACT_SOFTPLUS, f);
     for (int way = 1; way <= 2; ++way) { /* the weight sums in the one kernel, by the GEMM */
-        cln_dev_rev_sums = way;
-        cln_dev_rev_max_blocks = 2;
+        g_dev->test.rev_sums = way;
+        g_dev->test.rev_max_blocks = 2;
         run_mlp(mh, md, f, 300, clnode_method_dopri5, CLNODE_FP32, SAVE_TS, 2, CLNODE_GEMM_STRICT,
                 5u);
-        cln_dev_rev_max_blocks = 0;
+        g_dev->test.rev_max_blocks = 0;
         run_mlp(mh, md, f, 300, clnode_method_tsit5, CLNODE_FP64, SAVE_STEPS, 1, CLNODE_GEMM_STRICT,
                 9u);
         if (!g_cuda) /* its tensor cores: not the host's tf32 */
             run_mlp(mh, md, f, 150, clnode_method_bosh3, CLNODE_FP32, SAVE_TS, 1, CLNODE_GEMM_TF32,
                     13u);
-        cln_dev_rev_sums = 0;
+        g_dev->test.rev_sums = 0;
         print_message("  300 trajectories in groups of 2 blocks and in one group, the weight sums "
                       "%s: bit-identical\n",
                       way == 1 ? "in one kernel" : "by the GEMM");
@@ -543,9 +543,9 @@ static void test_too_small(void **state)
     assert_ok(clnode_solve(g_dev, m, &o, TEST_PROBLEM(1, y0), &s));
     double cot[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     clnode_gradient *g = NULL;
-    cln_dev_rev_memory = 4096;
+    g_dev->test.rev_memory = 4096;
     const clnode_status st = clnode_gradient_compute(g_dev, m, NULL, s, 1, cot, &g);
-    cln_dev_rev_memory = 0;
+    g_dev->test.rev_memory = 0;
     const char *msg = clnode_context_last_error(g_dev);
     print_message("  4096 bytes of device memory: %s: %s\n", clnode_status_name(st), msg);
     assert_int_equal(st, CLNODE_ERR_DEVICE_MEMORY);

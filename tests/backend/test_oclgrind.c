@@ -5,7 +5,7 @@
  * part of every work-group idle), saving every step and three interpolated times, so that every
  * kernel of cl/clnode.cl that a strict solve runs is exercised, dense output included (with a list
  * of save times shared by the batch, and with each trajectory its own, fp32 at batch 3). The saved
- * steps start with room for one point (the library's test hook cln_steps_cap_first), so that their
+ * steps start with room for one point (the contexts' test setting steps_cap_first), so that their
  * growth runs too: the rectangular copy to larger buffers and the finish kernel's new arguments.
  * Then the seed model with an output scale of one value per component, fp32 at batch 2: the
  * scale's own pass and the fused last-layer pass with a scale.
@@ -13,7 +13,9 @@
  * Then the first steps chosen by the solver (dt0_auto, cl/cln_dt0.h: its kernel, the probe's
  * bare field), fp64 at batch 3 (forward only: its tape is any solve's, and going back through it
  * on the simulator takes four minutes; test_dt0 and the gradient conformance suite reverse such
- * solves on PoCL). CLNODE_OCLGRIND_ONLY=dt0 runs that case alone.
+ * solves on PoCL). CLNODE_OCLGRIND_ONLY=dt0 runs that case alone; CLNODE_OCLGRIND_ONLY=0, 1 or 2
+ * runs one case of the first three alone (fp32 at batch 2, fp64 at batch 3, the save times per
+ * trajectory), forward and reverse.
  *
  * Every one of those solves keeps its tape and goes back through the reverse pass on the
  * simulator (cl/cln_reverse_kernels.h), against the host's gradient bit for bit: fp64 at batch 3
@@ -34,8 +36,7 @@
 
 #include "clnode.h"
 #include "test_problem.h"
-#include "backends/device/device_reverse.h" /* cln_dev_rev_sums */
-#include "core/internal.h"                  /* cln_steps_cap_first */
+#include "core/internal.h" /* the contexts' test settings */
 #include "test_device.h"
 
 #define N_TS 3
@@ -260,12 +261,16 @@ int main(int argc, char **argv)
         return test_device_absent(device, "no context on it");
     }
     printf("device: %s\n", clnode_context_device(dev));
-    cln_steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */
+    dev->test.steps_cap_first = 1; /* one growth before the first step (max_steps = 2) */
+    if (host)
+        host->test.steps_cap_first = 1;
     clnode_model *md = NULL, *mh = NULL;
     const char *only = getenv("CLNODE_OCLGRIND_ONLY");
     const int dt0_only = only && strcmp(only, "dt0") == 0;
-    if (only && *only && !dt0_only) {
-        printf("CLNODE_OCLGRIND_ONLY=%s: the one case it names is dt0\n", only);
+    const int one_case = only && only[0] >= '0' && only[0] <= '2' && !only[1] ? only[0] - '0' : -1;
+    const int all = !dt0_only && one_case < 0;
+    if (only && *only && !dt0_only && one_case < 0) {
+        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, 0, 1 and 2\n", only);
         clnode_context_destroy(&dev);
         clnode_context_destroy(&host);
         return 1;
@@ -277,12 +282,13 @@ int main(int argc, char **argv)
      * save time list per trajectory (the dense output reading its own row) */
     const clnode_precision precs[3] = {CLNODE_FP32, CLNODE_FP64, CLNODE_FP32};
     const size_t batches[3] = {2, MAX_BATCH, MAX_BATCH};
-    for (int c = dt0_only ? 3 : 0; c < 3 && ok; ++c) {
+    const int first = dt0_only ? 3 : one_case >= 0 ? one_case : 0;
+    for (int c = first; c < (one_case >= 0 ? one_case + 1 : 3) && ok; ++c) {
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
                  c == 2 ? ", save times per trajectory" : "");
-        g_every = c == 1 ? 2 : 1;          /* the states of a group recomputed */
-        cln_dev_rev_sums = c == 2 ? 2 : 1; /* the weight sums by the GEMM, or the one kernel */
+        g_every = c == 1 ? 2 : 1;            /* the states of a group recomputed */
+        dev->test.rev_sums = c == 2 ? 2 : 1; /* the weight sums by the GEMM, or the one kernel */
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, precs[c], batches[c], c == 2);
         const double secs = now() - t0;
@@ -295,7 +301,7 @@ int main(int argc, char **argv)
                    st.num_steps, secs);
         }
         ok = ok && same_gradient(dev, md, sd, host, mh, sh, what);
-        cln_dev_rev_sums = 0;
+        dev->test.rev_sums = 0;
         g_every = 1;
         clnode_solution_destroy(&sd);
         clnode_solution_destroy(&sh);
@@ -305,9 +311,9 @@ int main(int argc, char **argv)
     for (int j = 0; j < 10; ++j)
         scale[j] = 0.5 + 0.1 * j;
     clnode_model *sdm = NULL, *shm = NULL;
-    ok = ok && (dt0_only || (test_model_scaled(dev, md, scale, 10, &sdm) == CLNODE_OK &&
-                             test_model_scaled(host, mh, scale, 10, &shm) == CLNODE_OK));
-    if (ok && !dt0_only) {
+    ok = ok && (!all || (test_model_scaled(dev, md, scale, 10, &sdm) == CLNODE_OK &&
+                         test_model_scaled(host, mh, scale, 10, &shm) == CLNODE_OK));
+    if (ok && all) {
         const double t0 = now();
         clnode_solution *sd = solve(dev, sdm, CLNODE_FP32, 2, 0);
         const double secs = now() - t0;
@@ -323,8 +329,8 @@ int main(int argc, char **argv)
     }
     clnode_model_destroy(&sdm);
     clnode_model_destroy(&shm);
-    ok = ok && (dt0_only || reverse_forms(dev, host));
-    if (ok) { /* the first steps chosen by the solver */
+    ok = ok && (!all || reverse_forms(dev, host));
+    if (ok && one_case < 0) { /* the first steps chosen by the solver */
         g_auto = 1;
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, CLNODE_FP64, MAX_BATCH, 0);

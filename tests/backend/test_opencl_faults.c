@@ -443,7 +443,7 @@ static int find_platform_device(const char *want, cl_platform_id *plat, cl_devic
 int main(void)
 {
     /* The faults are counted from the first OpenCL call of a solve, probes included: a probe
-     * result cached by an earlier process (lib/precision/probe_cache.c) would skip the probe's
+     * result cached by an earlier process (lib/backends/probe_cache.c) would skip the probe's
      * GEMMs and move CLBlast's first build out of the solve under test. */
     setenv("CLNODE_PROBE_CACHE", "0", 1);
     cl_platform_id plat;

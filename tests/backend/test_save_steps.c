@@ -2,9 +2,9 @@
  * with the steps taken, on one device (argv[1], default "host"; 77 when it is absent).
  *
  * The solver gives each trajectory room for a few groups of steps and doubles it on the device
- * between groups of steps (cln_grow_steps in lib/solver/solver.c); the solution keeps as many
+ * between groups of steps (cln_grow_steps in lib/solver/solver_save.c); the solution keeps as many
  * points per trajectory as the longest trajectory saved. White-box: the first capacity is set
- * through the library's test hook cln_steps_cap_first, so that
+ * through the context's test setting steps_cap_first, so that
  *   - the reference is the layout without growth (room for max_steps points per trajectory from
  *     the start, what the solver did before its storage grew), and
  *   - the solves under test start with room for one point and grow through every doubling
@@ -27,7 +27,8 @@
 
 #include <cmocka.h>
 
-#include "core/internal.h" /* cln_steps_cap_first, cln_solution_capacity */
+#include "core/internal.h"   /* the context's test settings */
+#include "solver/solution.h" /* cln_solution_capacity */
 #include "test_device.h"
 #include "test_util.h"
 #include "test_problem.h"
@@ -80,11 +81,11 @@ static clnode_solution *solve_with(const clnode_model *m, const clnode_solve_opt
 {
     clnode_solve_options c = *o;
     c.compact = compact;
-    cln_steps_cap_first = first_cap;
+    g_ctx->test.steps_cap_first = first_cap;
     g_growths = 0;
     clnode_solution *s = NULL;
     assert_ok(clnode_solve(g_ctx, m, &c, p, &s));
-    cln_steps_cap_first = 0;
+    g_ctx->test.steps_cap_first = 0;
     return s;
 }
 
@@ -188,6 +189,59 @@ static void test_rotation_many_doublings(void **state)
         clnode_solution_destroy(&all);
     }
     clnode_model_destroy(&m);
+}
+
+/* The first capacity is the setting of the context that solves: the same solve on a second
+ * context grows its saved steps as the solver chooses while the first context's setting is 1,
+ * and from one point once its own setting is 1 (the setting was a process-wide variable, which
+ * every context's solves read). */
+static void test_setting_per_context(void **state)
+{
+    (void)state;
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = g_device;
+    co.log = count_log;
+    co.log_level = CLNODE_LOG_DEBUG;
+    clnode_context *other = NULL;
+    assert_ok(clnode_context_create(&co, &other));
+    const double W[4] = {-0.01, 1.0, -1.0, -0.01};
+    size_t sizes[2] = {2, 2};
+    const double *ws[1] = {W};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(other, &d, &m));
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.t1 = 60;
+    o.rtol = 1e-5;
+    o.atol = 1e-7;
+    o.save_steps = 1;
+    double y0[2] = {1, 0};
+    clnode_problem pb = test_problem(1, y0);
+    long growths[2];
+    size_t points[2];
+    for (int own = 0; own < 2; ++own) {
+        g_ctx->test.steps_cap_first = 1;
+        other->test.steps_cap_first = own ? 1 : 0;
+        g_growths = 0;
+        clnode_solution *s = NULL;
+        assert_ok(clnode_solve(other, m, &o, &pb, &s));
+        growths[own] = g_growths;
+        points[own] = check_steps(s);
+        clnode_solution_destroy(&s);
+    }
+    g_ctx->test.steps_cap_first = 0;
+    printf("%zu saved steps: %ld growths from the solver's first capacity, %ld from one point\n",
+           points[0], growths[0], growths[1]);
+    assert_int_equal(points[0], points[1]);
+    assert_true(points[0] >= 128); /* from one point: a growth to a group, then 7 doublings */
+    if (growths[1] < 6 || growths[0] > growths[1] - 3)
+        fail_msg("%ld growths with the first context's setting 1, %ld with the solving "
+                 "context's: the setting is not the solving context's",
+                 growths[0], growths[1]);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&other);
 }
 
 /* The seed model (an MLP) with rejected steps: heun at a tight tolerance and tsit5 (FSAL) over
@@ -310,6 +364,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_steps),
         cmocka_unit_test(test_rotation_many_doublings),
         cmocka_unit_test(test_seed_growth),
+        cmocka_unit_test(test_setting_per_context),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

@@ -2,14 +2,11 @@
  * at a time, its trajectories ordered by their steps, every reverse step as the host's
  * (lib/backends/host/host_reverse.inc) through cl/cln_reverse_kernels.h's kernels and the
  * backend's ordered GEMM. */
-#include "backends/device/device_reverse.h"
-
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "clnode/gradient.h"
+#include "backends/device/device_reverse_internal.h"
 
 _Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
 
@@ -18,115 +15,6 @@ const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
     "cln_rev_act",  "cln_rev_y1",     "cln_rev_events", "cln_rev_delta",  "cln_rev_arg",
     "cln_rev_wsum", "cln_rev_bsum",   "cln_rev_ssum",   "cln_rev_finish", "cln_rev_gather",
     "cln_rev_wadd", "cln_rev_nrows"};
-
-/* The most blocks a group takes (also the granularity of cancel and progress). */
-#define DR_MAX_GROUP 1024
-
-/* The fewest blocks in a group for which the weight sums go through the GEMM where the backend
- * prefers it (cln_dev_launch.rev_sums_by_gemm). */
-#define DR_GEMM_BLOCKS 4
-
-size_t cln_dev_rev_max_blocks = 0;
-size_t cln_dev_rev_memory = 0;
-int cln_dev_rev_sums = 0;
-
-/* The scratch of a group (rows: the most trajectories a group has) and the group's slices of the
- * job, uploaded when it begins (grown as a group needs). */
-enum {
-    DR_JOB,
-    DR_RL,
-    DR_RT,
-    DR_BR,
-    DR_Y,
-    DR_SEG,
-    DR_Z,
-    DR_F,
-    DR_KB,
-    DR_P,
-    DR_O,
-    DR_G,
-    DR_YB0,
-    DR_YB1,
-    DR_YBAR,
-    DR_CB,
-    DR_INP,
-    DR_TH,
-    DR_NR, /* per block of the group, its rows still going back at the step */
-    DR_DT, /* the weight sums by GEMM: the gathered deltas, inputs and their products */
-    DR_XT,
-    DR_GS,
-    DR_NBUF
-};
-enum {
-    DS_TAU,
-    DS_YS,
-    DS_EV,
-    DS_COT,
-    DS_TS,
-    DS_N
-};
-
-typedef struct dev_rev {
-    cln_backend *be;
-    const cln_dev_launch *L;
-    const cln_rev_job *job;
-    clnode_precision prec;
-    clnode_gemm_mode mode;
-    size_t es;
-    /* the pass's sizes (cl/cln_reverse_kernels.h) */
-    size_t N, ldz, S, S1, nl, n_in, ns, every, E, sumw, maxw, ntheta, slots, n_ts, ts_stride;
-    int time_input;
-    size_t in[CLN_MAX_LAYERS], out[CLN_MAX_LAYERS], woff[CLN_MAX_LAYERS];
-    size_t gb, rows; /* blocks per group; rows of the scratch */
-    int by_gemm;     /* the weight sums through the GEMM (cln_dev_launch.rev_sums_by_gemm) */
-    size_t kmax;     /* the most terms of a block's step: S1 x CLNODE_GRADIENT_BLOCK */
-    size_t *nr;      /* per block of the group, its rows still going back at the step (the host's
-                        copy of DR_NR: the sizes of the GEMMs) */
-    cln_buf *K, *W[CLN_MAX_LAYERS], *WT[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS], *scale;
-    cln_buf *buf[DR_NBUF];
-    cln_buf *slice[DS_N];
-    size_t slice_cap[DS_N];
-    /* a group's rows on the host: their trajectories (from the group's first) and steps in the
-     * order of the positions, RL and BR as uploaded, and room to convert values to real */
-    size_t *traj, *M;
-    int64_t *hRL, *hBR;
-    unsigned char *host;
-    size_t host_cap;
-    int yb1; /* DR_YB0 or DR_YB1: the buffer holding the cotangent of y_{n+1} */
-} dev_rev;
-
-#define DR_BUF(b)                                                                                  \
-    {                                                                                              \
-        CLN_ARG_BUF, (b), 0                                                                        \
-    }
-#define DR_I32(v)                                                                                  \
-    {                                                                                              \
-        CLN_ARG_I32, NULL, (long long)(v)                                                          \
-    }
-#define DR_I64(v)                                                                                  \
-    {                                                                                              \
-        CLN_ARG_I64, NULL, (long long)(v)                                                          \
-    }
-/* One reverse kernel over nx by ny (by nz) items (nothing when one is 0), with the arguments
- * listed. */
-#define DR_RUN(d, k, act, nx, ny, ...) DR_RUN3(d, k, act, nx, ny, 1, __VA_ARGS__)
-#define DR_RUN3(d, k, act, nx, ny, nz, ...)                                                        \
-    dr_run((d), (k), (act), (nx), (ny), (nz), (const cln_dev_arg[]){__VA_ARGS__},                  \
-           sizeof((const cln_dev_arg[]){__VA_ARGS__}) / sizeof(cln_dev_arg))
-
-static clnode_status dr_run(dev_rev *d, cln_rev_kernel k, int act, size_t nx, size_t ny, size_t nz,
-                            const cln_dev_arg *args, size_t nargs)
-{
-    if (nx == 0 || ny == 0 || nz == 0)
-        return CLNODE_OK;
-    const size_t n[3] = {nx, ny, nz};
-    return d->L->rev_launch(d->be, d->prec, k, act, args, nargs, n);
-}
-
-static cln_buf *B_(const dev_rev *d, int which)
-{
-    return d->buf[which];
-}
 
 /* ---- sizes and memory ---- */
 
@@ -240,13 +128,13 @@ static clnode_status dr_choose_group(dev_rev *d)
 {
     size_t total = 0, max_buffer = 0, need = 0;
     d->L->memory(d->be, &total, &max_buffer);
-    if (cln_dev_rev_memory)
-        total = max_buffer = cln_dev_rev_memory;
+    const cln_test_settings *ts = &d->be->ctx->test;
+    if (ts->rev_memory)
+        total = max_buffer = ts->rev_memory;
     const size_t budget = total ? total / 2 : SIZE_MAX, cap = max_buffer ? max_buffer : SIZE_MAX;
     const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
-    const size_t most = cln_dev_rev_max_blocks && cln_dev_rev_max_blocks < DR_MAX_GROUP
-                            ? cln_dev_rev_max_blocks
-                            : DR_MAX_GROUP;
+    const size_t most =
+        ts->rev_max_blocks && ts->rev_max_blocks < DR_MAX_GROUP ? ts->rev_max_blocks : DR_MAX_GROUP;
     size_t gb = nb < most ? nb : most;
     while (gb > 1 && !dr_fits(d, gb, budget, cap, &need))
         gb /= 2;
@@ -269,13 +157,13 @@ static clnode_status dr_alloc(dev_rev *d, size_t bytes, cln_buf **out)
     return d->be->ops->buf_alloc(d->be, bytes ? bytes : d->es, out);
 }
 
-static clnode_status dr_write(dev_rev *d, cln_buf *b, size_t bytes, const void *src)
+clnode_status dr_write(dev_rev *d, cln_buf *b, size_t bytes, const void *src)
 {
     return bytes ? d->be->ops->buf_write(d->be, b, 0, bytes, src) : CLNODE_OK;
 }
 
 /* Host room for `bytes` (grow-only). */
-static clnode_status dr_host(dev_rev *d, size_t bytes)
+clnode_status dr_host(dev_rev *d, size_t bytes)
 {
     if (bytes <= d->host_cap)
         return CLNODE_OK;
@@ -423,12 +311,12 @@ clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **
     dr_dims(d, job);
     d->kmax = d->S1 * CLN_REV_BLOCK;
     clnode_status st = CLNODE_OK;
-    d->by_gemm = cln_dev_rev_sums ? cln_dev_rev_sums == 2 : d->L->rev_sums_by_gemm; /* at most */
+    const int sums = ctx->test.rev_sums;
+    d->by_gemm = sums ? sums == 2 : d->L->rev_sums_by_gemm; /* at most */
     CLN_TRY(st, dr_choose_group(d));
     /* the GEMM's gathers and per-block products pay off over a few blocks; a group of one to
      * three takes fewer launches through the one kernel */
-    d->by_gemm = cln_dev_rev_sums ? cln_dev_rev_sums == 2
-                                  : d->L->rev_sums_by_gemm && d->gb >= DR_GEMM_BLOCKS;
+    d->by_gemm = sums ? sums == 2 : d->L->rev_sums_by_gemm && d->gb >= DR_GEMM_BLOCKS;
     CLN_TRY(st, dr_model(d));
     CLN_TRY(st, dr_scratch(d));
     cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
@@ -533,20 +421,20 @@ fail:
 /* ---- the kernels of a reverse step ---- */
 
 /* buf[0 .. n) = 0. */
-static clnode_status dr_zero(dev_rev *d, cln_buf *buf, size_t n)
+clnode_status dr_zero(dev_rev *d, cln_buf *buf, size_t n)
 {
     return DR_RUN(d, CLN_RK_ZERO, 0, n, 1, DR_BUF(buf), DR_I64(0), DR_I64(n));
 }
 
 /* Where stage i's layer l's P and O block starts. */
-static size_t dr_poff(const dev_rev *d, size_t i, size_t l)
+size_t dr_poff(const dev_rev *d, size_t i, size_t l)
 {
     return (i * d->sumw + d->woff[l]) * d->rows;
 }
 
 /* Stage i's MLP on rows [0, A): each layer's product into P, then P + bias and O = act(P), and
  * for the last layer f (times the scale) into F block i. */
-static clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
+clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
 {
     const cln_rev_job *job = d->job;
     cln_backend *be = d->be;
@@ -695,7 +583,7 @@ static clnode_status dr_wsum_kernel(dev_rev *d, size_t nk, size_t l)
 
 /* The step's parameter sums of the group's nk blocks (weights, biases, scale): each block's rows
  * still going back counted first (NR, and for the GEMMs' sizes on the host). */
-static clnode_status dr_sums(dev_rev *d, size_t s, size_t nk)
+clnode_status dr_sums(dev_rev *d, size_t s, size_t nk)
 {
     const cln_rev_job *job = d->job;
     clnode_status st = CLNODE_OK;
@@ -820,186 +708,4 @@ clnode_status cln_dev_rev_blocks(cln_backend *be, void *state, size_t block0, si
     CLN_CHECK(be->ctx, d && nblocks <= d->gb, CLNODE_ERR_INTERNAL,
               "reverse blocks %zu of at most %zu at a time", nblocks, d ? d->gb : 0);
     return nblocks ? dr_group(d, block0, nblocks, theta) : CLNODE_OK;
-}
-
-/* ---- the bare VJP loop (clnode_bench_vjp_loop) ---- */
-
-/* A job of `batch` rows of `stages` stages through the model alone: no time, inputs, scale, tape
- * or cotangents; its constants and parameters (in the state precision) owned here. */
-typedef struct dr_bench {
-    cln_rev_job job;
-    cln_iconsts KI;
-    void *K, *params;
-    size_t *off_t;
-} dr_bench;
-
-static void dr_bench_free(dr_bench *bj)
-{
-    free(bj->K);
-    free(bj->params);
-    free(bj->off_t);
-}
-
-static clnode_status dr_bench_job(cln_backend *be, const clnode_model *m, size_t B, size_t stages,
-                                  clnode_precision prec, dr_bench *bj)
-{
-    cln_rev_job *job = &bj->job;
-    const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
-    const size_t nK = sizeof(CLN_CONSTS_STRUCT(double)) / sizeof(double);
-    size_t at = 0;
-    for (size_t l = 0; l < m->num_layers; ++l) {
-        job->w_off[l] = at;
-        at += m->sizes[l] * m->sizes[l + 1];
-        job->b_off[l] = at;
-        at += m->biases[l] ? m->sizes[l + 1] : 0;
-    }
-    job->ntheta = job->s_off = at;
-    bj->K = calloc(nK, es);
-    bj->params = malloc(at * es);
-    bj->off_t = malloc((B + 1) * sizeof *bj->off_t);
-    CLN_CHECK(be->ctx, bj->K && bj->params && bj->off_t, CLNODE_ERR_OUT_OF_MEMORY,
-              "cannot allocate the bare VJP loop's model");
-    for (size_t l = 0; l < m->num_layers; ++l) {
-        const size_t nw = m->sizes[l] * m->sizes[l + 1], nb = m->biases[l] ? m->sizes[l + 1] : 0;
-        for (size_t i = 0; i < nw + nb; ++i) {
-            const double v = i < nw ? m->weights[l][i] : m->biases[l][i - nw];
-            if (es == sizeof(float))
-                ((float *)bj->params)[job->w_off[l] + i] = (float)v;
-            else
-                ((double *)bj->params)[job->w_off[l] + i] = v;
-        }
-        job->W[l] = (unsigned char *)bj->params + job->w_off[l] * es;
-        job->bias[l] = nb ? (unsigned char *)bj->params + job->b_off[l] * es : NULL;
-        job->act[l] = (int)(l + 1 == m->num_layers ? m->final_activation : m->activation);
-    }
-    for (size_t b = 0; b <= B; ++b)
-        bj->off_t[b] = 2 * b; /* one step each: what the sums' rows read */
-    bj->KI.N = (int)m->sizes[m->num_layers];
-    bj->KI.ldz = (int)m->sizes[0];
-    bj->KI.stages = (int)stages;
-    job->prec = prec;
-    job->gemm_mode = CLNODE_GEMM_STRICT;
-    job->K = bj->K;
-    job->KI = &bj->KI;
-    job->num_layers = m->num_layers;
-    job->sizes = m->sizes;
-    job->B = B;
-    job->every = 1;
-    job->off_t = job->off_y = job->off_ev = bj->off_t;
-    return CLNODE_OK;
-}
-
-/* A group's rows for the loop: every row at its one step (hd 1, so f's cotangent is KB's), each
- * block its own rows in order, the stage arguments and cotangents of fixed values. */
-static clnode_status dr_bench_group(dev_rev *d, size_t Bg, size_t nk)
-{
-    const size_t S = d->S, n = S * d->rows * (d->ldz > d->N ? d->ldz : d->N);
-    clnode_status st = dr_host(d, (n > Bg * CLN_RT_W ? n : Bg * CLN_RT_W) * d->es);
-    for (size_t i = 0; st == CLNODE_OK && i < n; ++i) {
-        const double v = 0.01 * (double)(i % 97);
-        if (d->prec == CLNODE_FP32)
-            ((float *)(void *)d->host)[i] = (float)v;
-        else
-            ((double *)(void *)d->host)[i] = v;
-    }
-    for (size_t p = 0; p < Bg; ++p) {
-        d->hRL[p * CLN_RL_W + CLN_RL_M] = 1;
-        d->M[p] = 1; /* as RL says: the GEMMs' sizes */
-        d->hBR[p] = (int64_t)p;
-    }
-    for (size_t p = Bg; p < nk * CLN_REV_BLOCK; ++p)
-        d->hBR[p] = -1;
-    CLN_TRY(st, dr_write(d, B_(d, DR_RL), Bg * CLN_RL_W * sizeof(int64_t), d->hRL));
-    CLN_TRY(st, dr_write(d, B_(d, DR_BR), nk * CLN_REV_BLOCK * sizeof(int64_t), d->hBR));
-    CLN_TRY(st, dr_write(d, B_(d, DR_Z), S * d->rows * d->ldz * d->es, d->host));
-    CLN_TRY(st, dr_write(d, B_(d, DR_KB), S * d->rows * d->N * d->es, d->host));
-    for (size_t p = 0; st == CLNODE_OK && p < Bg * CLN_RT_W; ++p) {
-        const double rt = p % CLN_RT_W == CLN_RT_HD ? 1.0 : 0.0;
-        if (d->prec == CLNODE_FP32)
-            ((float *)(void *)d->host)[p] = (float)rt;
-        else
-            ((double *)(void *)d->host)[p] = rt;
-    }
-    CLN_TRY(st, dr_write(d, B_(d, DR_RT), Bg * CLN_RT_W * d->es, d->host));
-    CLN_TRY(st, dr_zero(d, B_(d, DR_TH), nk * d->ntheta));
-fail:
-    return st;
-}
-
-/* One step of the loop over rows [0, A): every stage's forward recomputation, every stage back
- * through the layers (the deltas, the products but the first layer's, as the host's loop), the
- * step's weight and bias sums per block. */
-static clnode_status dr_bench_step(dev_rev *d, size_t A, size_t nk)
-{
-    cln_backend *be = d->be;
-    clnode_status st = CLNODE_OK;
-    for (size_t i = 0; i < d->S; ++i)
-        CLN_TRY(st, dr_mlp(d, i, A));
-    for (size_t i = d->S; i-- > 0;)
-        for (size_t l = d->nl; l-- > 0;) {
-            const size_t n = d->out[l], k = d->in[l], off = dr_poff(d, i, l);
-            const int act = d->job->act[l];
-            CLN_TRY(st,
-                    DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
-                           DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl), DR_BUF(B_(d, DR_JOB)),
-                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
-                           DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
-            if (l > 0)
-                CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n,
-                                          d->WT[l], 0, n, B_(d, DR_G), 0, k));
-        }
-    CLN_TRY(st, dr_sums(d, 0, nk));
-fail:
-    return st;
-}
-
-static double dr_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* `steps` steps of every group (after one step of each, to build and warm the kernels), timed to
- * the queue's end (a read-back). */
-static clnode_status dr_bench_run(dev_rev *d, long steps, double *seconds)
-{
-    const size_t nb = (d->job->B + CLN_REV_BLOCK - 1) / CLN_REV_BLOCK;
-    clnode_status st = CLNODE_OK;
-    double t0 = 0;
-    for (int timed = 0; timed < 2 && st == CLNODE_OK; ++timed) {
-        for (size_t k0 = 0; k0 < nb && st == CLNODE_OK; k0 += d->gb) {
-            const size_t nk = nb - k0 < d->gb ? nb - k0 : d->gb;
-            const size_t end = (k0 + nk) * CLN_REV_BLOCK;
-            const size_t Bg = (end < d->job->B ? end : d->job->B) - k0 * CLN_REV_BLOCK;
-            st = dr_bench_group(d, Bg, nk);
-            if (st == CLNODE_OK && timed && k0 == 0)
-                st = d->be->ops->buf_read(d->be, B_(d, DR_TH), 0, d->es, d->host);
-            if (timed && k0 == 0)
-                t0 = dr_now();
-            for (long e = 0; st == CLNODE_OK && e < (timed ? steps : 1); ++e)
-                st = dr_bench_step(d, Bg, nk);
-        }
-        if (st == CLNODE_OK)
-            st = d->be->ops->buf_read(d->be, B_(d, DR_TH), 0, d->es, d->host);
-    }
-    *seconds = dr_now() - t0;
-    return st;
-}
-
-clnode_status cln_dev_bench_vjp(cln_backend *be, const clnode_model *model, size_t batch,
-                                long steps, size_t stages, clnode_precision prec, double *seconds)
-{
-    dr_bench bj;
-    memset(&bj, 0, sizeof bj);
-    void *state = NULL;
-    size_t group = 0;
-    clnode_status st = CLNODE_OK;
-    CLN_TRY(st, dr_bench_job(be, model, batch, stages, prec, &bj));
-    CLN_TRY(st, cln_dev_rev_begin(be, &bj.job, &state, &group));
-    CLN_TRY(st, dr_bench_run(state, steps, seconds));
-fail:
-    cln_dev_rev_end(be, state);
-    dr_bench_free(&bj);
-    return st;
 }

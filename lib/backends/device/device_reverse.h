@@ -21,6 +21,7 @@
 #define CLN_DEVICE_REVERSE_H
 
 #include "backends/device/device_proto.h"
+#include "backends/model_view.h"
 
 /* The reverse ops of cln_backend_ops (backend.h) for a device backend. */
 clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **state,
@@ -29,23 +30,15 @@ clnode_status cln_dev_rev_blocks(cln_backend *be, void *state, size_t block0, si
                                  void *theta);
 void cln_dev_rev_end(cln_backend *be, void *state);
 
-/* Test hooks (0, the default: none): the most blocks a group takes, so that a test's batch runs in
- * several groups; the device memory the group's size is chosen for, in bytes; the weight sums'
- * way (1: the one kernel, 2: the GEMM; 0: the backend's, cln_dev_launch.rev_sums_by_gemm, for
- * groups of a few blocks). */
-extern size_t cln_dev_rev_max_blocks;
-extern size_t cln_dev_rev_memory;
-extern int cln_dev_rev_sums;
-
 #define CLN_DEV_REV_OPS                                                                            \
     .rev_begin = cln_dev_rev_begin, .rev_blocks = cln_dev_rev_blocks, .rev_end = cln_dev_rev_end
 
-/* The bare VJP loop on a device (clnode_bench_vjp_loop, clnode/bench.h): `steps` reverse steps of
- * `batch` rows of `stages` stages through the MLP alone, with the kernels and products the
- * reverse pass runs (each stage's forward recomputation, its vector-Jacobian product, the step's
- * weight and bias sums per block), timed from its first enqueue to the queue's end. model: the
- * library's model (clnode_model). */
-clnode_status cln_dev_bench_vjp(cln_backend *be, const clnode_model *model, size_t batch,
+/* The bare VJP loop on a device (device_bench_vjp.c; clnode_bench_vjp_loop, clnode/bench.h):
+ * `steps` reverse steps of `batch` rows of `stages` stages through the MLP alone, with the kernels
+ * and products the reverse pass runs (each stage's forward recomputation, its vector-Jacobian
+ * product, the step's weight and bias sums per block), timed from its first enqueue to the queue's
+ * end. model: the model's view (backends/model_view.h). */
+clnode_status cln_dev_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch,
                                 long steps, size_t stages, clnode_precision prec, double *seconds);
 
 #endif /* CLN_DEVICE_REVERSE_H */

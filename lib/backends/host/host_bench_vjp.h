@@ -5,16 +5,7 @@
 
 #include <stddef.h>
 
-#include "core/internal.h"
-
-/* The MLP as the loop reads it: weights sizes[l + 1] x sizes[l] and biases (NULL: none) in
- * float64, converted to the loop's precision once, before the clock starts. */
-typedef struct cln_bench_vjp_model {
-    size_t num_layers;
-    const size_t *sizes;
-    int act[CLN_MAX_LAYERS];
-    const double *W[CLN_MAX_LAYERS], *bias[CLN_MAX_LAYERS];
-} cln_bench_vjp_model;
+#include "backends/model_view.h"
 
 /* Runs `steps` reverse steps of `stages` stages each, on `batch` rows taken in blocks of `block`
  * rows spread over `threads` threads: per step, every stage's recompute (the MLP forward from a
@@ -23,10 +14,11 @@ typedef struct cln_bench_vjp_model {
  * activation's derivative of cl/cln_activation.h, the bias sums over the rows in order, the input
  * cotangent through the ordered GEMM on the transposed weights), then the step's weight
  * cotangents, per layer one ordered GEMM over its stages and rows. Each thread accumulates its
- * own parameter cotangents. Returns the wall time of the loop (set-up and a warm-up step
- * excluded), or -1 when out of memory. */
+ * own parameter cotangents. The model's weights and biases (float64) are converted to the loop's
+ * precision once, before the clock starts. Returns the wall time of the loop (set-up and a warm-up
+ * step excluded), or -1 when out of memory. */
 #define CLN_BENCH_VJP_DECLARE(sfx)                                                                 \
-    double cln_host_bench_vjp_##sfx(const cln_bench_vjp_model *m, size_t batch, size_t block,      \
+    double cln_host_bench_vjp_##sfx(const cln_model_view *m, size_t batch, size_t block,           \
                                     long steps, size_t stages, int threads);
 CLN_BENCH_VJP_DECLARE(f32)
 CLN_BENCH_VJP_DECLARE(f64)

@@ -1,5 +1,5 @@
 /* opencl_adopt.h - the OpenCL backend's adopting constructor, for the public
- * clnode_context_create_opencl (lib/solver/context_open.c). Not installed. */
+ * clnode_context_create_opencl (lib/backends/context_open.c). Not installed. */
 #ifndef CLN_OPENCL_ADOPT_H
 #define CLN_OPENCL_ADOPT_H
 

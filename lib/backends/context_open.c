@@ -1,8 +1,8 @@
 /* context_open.c - the public constructors of a context: open the backend (backends/context.c),
- * then read the device's stored probe results into the context (precision/probe.c), so that a
- * solve's first probe lookup reads no file. Above precision, which backends may not call. */
+ * then read the device's stored probe results into the context (backends/probe_cache.c), so that
+ * a solve's first probe lookup reads no file. */
+#include "backends/probe_cache.h"
 #include "backends/registry.h"
-#include "precision/probe_internal.h"
 #ifdef CLNODE_HAVE_OPENCL
 #include "backends/opencl/opencl_adopt.h"
 #endif

@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/probe_cache.h"
 #include "core/atomic_file.h"
-#include "precision/probe_internal.h"
 
 #define PC_KEY_MAX 1024
 #define PC_VERSION 1 /* of the file format */
@@ -186,4 +186,13 @@ void cln_probe_cache_store(const clnode_context *ctx, clnode_precision prec, cln
         return;
     }
     cln_log(ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL, "probe cache: stored %s", path);
+}
+
+void cln_probe_preload(clnode_context *ctx)
+{
+    for (int pi = 0; pi < 2; ++pi)
+        for (int mi = 0; mi < 2; ++mi)
+            ctx->probe_file_ok[pi][mi] = (unsigned char)cln_probe_cache_load(
+                ctx, pi ? CLNODE_FP64 : CLNODE_FP32, mi ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT,
+                &ctx->probe_file[pi][mi]);
 }

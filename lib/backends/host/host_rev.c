@@ -1,0 +1,90 @@
+/* host_rev.c - the host backend's reverse ops (backend.h) over the reverse pass of
+ * host_reverse.inc. */
+#include "backends/host/host_internal.h"
+
+/* ---- the reverse pass (host_reverse.inc): blocks claimed one at a time by the pool's threads,
+ * each into its own slot of theta, so that no block's sums depend on the threads ---- */
+
+typedef struct host_rev_state {
+    cln_host_rev *h;
+    int f64;
+    size_t threads, ntheta;
+    size_t block0, nblocks;
+    void *theta;
+    atomic_size_t next;
+} host_rev_state;
+
+/* Blocks handed to the host at a time: cancel and progress are looked at between groups, and a
+ * group's sums wait there for the tree (as many copies of the parameters). */
+#define HOST_REV_GROUP 16
+
+clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state, size_t *group)
+{
+    host_backend *hb = (host_backend *)be;
+    *state = NULL;
+    *group = HOST_REV_GROUP;
+    CLN_CHECK(be->ctx, !hb->openblas, CLNODE_ERR_UNSUPPORTED,
+              "the reverse pass recomputes the forward steps on the ordered GEMM, which %s does "
+              "not use: use the device \"host\"",
+              be->device_name);
+    host_rev_state *st = calloc(1, sizeof *st);
+    CLN_CHECK(be->ctx, st, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the reverse pass");
+    st->f64 = job->prec == CLNODE_FP64;
+    st->threads = (size_t)cln_pool_threads(hb->pool);
+    st->ntheta = job->ntheta;
+    size_t bytes = 0;
+    st->h = st->f64 ? cln_host_rev_begin_f64(job, hb->isa, st->threads, &bytes)
+                    : cln_host_rev_begin_f32(job, hb->isa, st->threads, &bytes);
+    if (!st->h) {
+        free(st);
+        return cln_fail(be->ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "cannot allocate the reverse pass's %zu bytes", bytes);
+    }
+    *state = st;
+    return CLNODE_OK;
+}
+
+static void host_rev_part(void *arg, size_t part, size_t parts)
+{
+    (void)parts;
+    host_rev_state *st = arg;
+    const size_t es = st->f64 ? sizeof(double) : sizeof(float);
+    for (;;) {
+        const size_t k = atomic_fetch_add(&st->next, 1);
+        if (k >= st->nblocks)
+            return;
+        void *theta = (unsigned char *)st->theta + k * st->ntheta * es;
+        if (st->f64)
+            cln_host_rev_block_f64(st->h, part, st->block0 + k, theta);
+        else
+            cln_host_rev_block_f32(st->h, part, st->block0 + k, theta);
+    }
+}
+
+clnode_status host_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                              void *theta)
+{
+    host_backend *hb = (host_backend *)be;
+    host_rev_state *st = state;
+    st->block0 = block0;
+    st->nblocks = nblocks;
+    st->theta = theta;
+    atomic_store(&st->next, 0);
+    const size_t parts = nblocks < st->threads ? nblocks : st->threads;
+    if (parts)
+        cln_pool_run(hb->pool, parts, host_rev_part, st);
+    return CLNODE_OK;
+}
+
+void host_rev_end(cln_backend *be, void *state)
+{
+    (void)be;
+    host_rev_state *st = state;
+    if (!st)
+        return;
+    if (st->f64)
+        cln_host_rev_end_f64(st->h);
+    else
+        cln_host_rev_end_f32(st->h);
+    free(st);
+}
