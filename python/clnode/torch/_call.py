@@ -55,6 +55,23 @@ def refuse_forward_ad(*tensors: Optional[Tensor]) -> None:
                           "use reverse mode (backward, torch.func.vjp, grad, jacrev)")
 
 
+@torch.compiler.assume_constant_result
+def _recognised(func: Any, n_args: int, dim: int, k: int, has_args: bool, method: str,
+                options: Tuple[Tuple[str, Any], ...], grad: bool) -> Tuple[str, ...]:
+    """(the paths of the parameters the library reads, in its order, ..., the op's spec last):
+    the field recognised and the spec made, once per call in eager mode, once per compilation
+    under torch.compile (a constant of the graph: the forward's structure, not its values)."""
+    field = _field.recognise(func, n_args, dim, k)
+    if has_args and not field.inputs:
+        raise Refusal(f"args given but {type(func).__name__}.forward does not concatenate args "
+                      "into its network's input")
+    spec = json.dumps(dict(has_bias=list(field.has_bias(func)), has_scale=field.scale is not None,
+                           activation=field.activation, final_activation=field.final_activation,
+                           time_input=field.time_input, inputs=field.inputs, method=method,
+                           options=dict(options), keep=grad), sort_keys=True)
+    return tuple(name for name, _ in field.parameters(func)) + (spec,)
+
+
 def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: Tensor,
          n_args: int, method: str, options: Dict[str, Any],
          only: Optional[Sequence[Tensor]] = None) -> Tuple[Tensor, Tensor, Tensor]:
@@ -65,23 +82,20 @@ def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: 
         raise Refusal(f"y0 of shape {tuple(y0.shape)}: clnode.torch takes (N,) or (B, N)")
     B, N = y0.shape
     k = 0 if args is None else int(args.shape[-1])
-    field = _field.recognise(func, n_args, N, k)
-    if args is not None and not field.inputs:
-        raise Refusal(f"args given but {type(func).__name__}.forward does not concatenate args "
-                      "into its network's input")
-    named = field.parameters(func)
+    grad = torch.is_grad_enabled() and (y0.requires_grad or (
+        args is not None and args.requires_grad) or any(
+        p.requires_grad for p in (func.parameters() if isinstance(func, torch.nn.Module)
+                                  else ())))
+    *names, spec = _recognised(func, n_args, N, k, args is not None, method,
+                               tuple(sorted(options.items())), bool(grad))
+    named = [(name, _field.attribute(func, name)) for name in names]
     check_dtype(y0, named, args)
     params = [p for _, p in named]
     if only is not None:
         keep = {id(p) for p in only}
         params = [p if id(p) in keep else p.detach() for p in params]
-    refuse_forward_ad(y0, args, *params)
-    grad = torch.is_grad_enabled() and any(
-        x is not None and x.requires_grad for x in [y0, args, *params])
-    spec = json.dumps(dict(has_bias=list(field.has_bias(func)), has_scale=field.scale is not None,
-                           activation=field.activation, final_activation=field.final_activation,
-                           time_input=field.time_input, inputs=field.inputs, method=method,
-                           options=options, keep=bool(grad)), sort_keys=True)
+    if not torch.compiler.is_compiling():
+        refuse_forward_ad(y0, args, *params)
     if args is not None and args.dim() == 1:
         args = args.expand(B, k)
     return _op.solve_op(y0.contiguous(), None if args is None else args.contiguous(), params,

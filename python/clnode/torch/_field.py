@@ -73,7 +73,7 @@ class Field:
             if lin.bias is not None:
                 out.append((_join(path, "bias"), lin.bias))
         if self.scale is not None:
-            out.append((self.scale, _attr(module, self.scale)))
+            out.append((self.scale, attribute(module, self.scale)))
         return out
 
     def has_bias(self, module: nn.Module) -> Tuple[bool, ...]:
@@ -84,7 +84,8 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _attr(module: nn.Module, path: str) -> Any:
+def attribute(module: nn.Module, path: str) -> Any:
+    """The module's attribute at a dotted path ("net.0.weight")."""
     obj: Any = module
     for part in path.split("."):
         obj = getattr(obj, part)
@@ -283,7 +284,7 @@ def _recognise(module: nn.Module, n_args: int, dim: int, k: int) -> Field:
     # every node of the graph must be one of those read
     used = _ancestors(out)
     for n in graph.nodes:
-        if n.op in ("placeholder", "output") or n in used:
+        if n.op in ("placeholder", "output") or n in used or _is_concrete_check(n):
             continue
         raise Refusal(f"{owner}: the field computes {_describe(n)} ({n.name}) besides its "
                       "network")
@@ -326,12 +327,17 @@ def _recognise(module: nn.Module, n_args: int, dim: int, k: int) -> Field:
     scale_path = None
     if scale is not None:
         scale_path = str(scale.target)
-        s = _attr(module, scale_path)
+        s = attribute(module, scale_path)
         if not isinstance(s, torch.Tensor) or tuple(s.shape) not in ((), (1,), (dim,)):
             raise Refusal(f"{owner}: the output scale {scale_path} must be a tensor of shape (), "
                           f"(1,) or ({dim},)")
     return Field(tuple(p for p, _ in layers), acts[0], final, time_input, inputs, scale_path,
                  dim)
+
+
+def _is_concrete_check(n: torch.fx.Node) -> bool:
+    """fx's check that an argument fixed by concrete_args (args=None) is what it was fixed to."""
+    return n.op == "call_function" and getattr(n.target, "__name__", "") == "_assert_is_none"
 
 
 def _ancestors(node: torch.fx.Node) -> set:
