@@ -76,7 +76,8 @@ def solve_ivp(f: Any, y0: Tensor, t_eval: Tensor, *,
     "tsit5", "dopri5", "heun" (torchode's names; euler and method objects refused).
     controller: torchode's IntegralController or PIDController, its atol, rtol, coefficients,
     safety, factor_min, factor_max, dt_min, dt_max mapped as they are (torchode's PID
-    coefficients have diffrax's convention, Söderlind's: the same factors); None is solve_ivp's
+    coefficients have diffrax's convention, Söderlind's: the same factors; atol and rtol as
+    torchode holds them, float32 tensors, whose values it solves with); None is solve_ivp's
     default PIDController(atol=1e-7, rtol=1e-7, pcoeff=0.2, icoeff=0.5, dcoeff=0.0). max_steps
     None: the library's largest (unbounded as torchode's, within 16777216 steps).
 
