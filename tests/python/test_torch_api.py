@@ -90,6 +90,20 @@ def test_solve_ivp_default_controller_and_status():
     assert short.stats["n_steps"].tolist() == [2, 2, 2]
 
 
+def test_dt_min_ends_with_torchodes_status():
+    """A controller's dt_min: a sample whose step would fall below it stops with torchode's
+    status 2 (REACHED_DT_MIN), as torchode stops it, not at a forced step."""
+    f = Field().double()
+    y0 = torch.randn(3, 2, dtype=F64)
+    te = torch.linspace(0, 2, 5, dtype=F64)
+    sol = ct.solve_ivp(f, y0, te, controller=PIDController(1e-12, 1e-12, 0.0, 1.0, 0.0,
+                                                           dt_min=0.05))
+    assert sol.status.tolist() == [2, 2, 2]
+    loose = ct.solve_ivp(f, y0, te, controller=PIDController(1e-3, 1e-3, 0.0, 1.0, 0.0,
+                                                             dt_min=1e-4))
+    assert loose.status.tolist() == [0, 0, 0]
+
+
 def test_torchode_controllers_mapped_when_installed():
     """torchode's own controllers: PIDController's coefficients as they are, IntegralController
     as PID(0, 1, 0); atol and rtol as torchode holds them (float32 tensors)."""

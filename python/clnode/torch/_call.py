@@ -1,5 +1,6 @@
 """A front end's call of the op: the field recognised, its parameters gathered, dtypes checked,
 the spec made, the op called (clnode.torch's shared part)."""
+import functools
 import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -65,11 +66,17 @@ def _recognised(func: Any, n_args: int, dim: int, k: int, has_args: bool, method
     if has_args and not field.inputs:
         raise Refusal(f"args given but {type(func).__name__}.forward does not concatenate args "
                       "into its network's input")
-    spec = json.dumps(dict(has_bias=list(field.has_bias(func)), has_scale=field.scale is not None,
+    return tuple(name for name, _ in field.parameters(func)) + (
+        _spec(field, field.has_bias(func), method, options, grad),)
+
+
+@functools.lru_cache(maxsize=64)
+def _spec(field: _field.Field, has_bias: Tuple[bool, ...], method: str,
+          options: Tuple[Tuple[str, Any], ...], grad: bool) -> str:
+    return json.dumps(dict(has_bias=list(has_bias), has_scale=field.scale is not None,
                            activation=field.activation, final_activation=field.final_activation,
                            time_input=field.time_input, inputs=field.inputs, method=method,
                            options=dict(options), keep=grad), sort_keys=True)
-    return tuple(name for name, _ in field.parameters(func)) + (spec,)
 
 
 def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: Tensor,

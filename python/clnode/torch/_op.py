@@ -18,6 +18,7 @@ solves again with keep_tape first: the library's solve is deterministic, so that
 same bit for bit, and so is the gradient. In a training loop the backward finds the forward's
 tape: one solve per step."""
 import collections
+import functools
 import json
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -35,6 +36,12 @@ _LOCK = threading.Lock()
 
 def _np(x: Tensor) -> np.ndarray:
     return x.detach().cpu().numpy()
+
+
+@functools.lru_cache(maxsize=64)
+def _config(spec: str) -> Dict[str, Any]:
+    """The spec's dict (read once per spec)."""
+    return json.loads(spec)
 
 
 def _model_of(params: Sequence[Tensor], cfg: Dict[str, Any]) -> _model.MLP:
@@ -65,7 +72,7 @@ def _key(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 
 def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
            save_ts: Tensor, spec: str, keep_tape: bool) -> Tuple[Any, _model.MLP]:
-    cfg = json.loads(spec)
+    cfg = _config(spec)
     model = _model_of(params, cfg)
     tm = _np(times)
     dt0 = tm[2]
@@ -83,7 +90,7 @@ def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 @torch.library.custom_op("clnode::solve", mutates_args=())
 def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
              save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor]:
-    keep = bool(json.loads(spec)["keep"])
+    keep = bool(_config(spec)["keep"])
     sol, _ = _run(y0, args, params, times, save_ts, spec, keep)
     if keep:
         key = _key(y0, args, params, times, save_ts, spec)
@@ -120,7 +127,7 @@ def solve_vjp_op(ys_bar: Tensor, y0: Tensor, args: Optional[Tensor], params: Lis
     if sol is None:
         sol, _ = _run(y0, args, params, times, save_ts, spec, True)
     g = sol.vjp(_np(ys_bar).astype(np.float64))
-    cfg = json.loads(spec)
+    cfg = _config(spec)
     out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(y0)]
     out.append(torch.from_numpy(np.ascontiguousarray(g.args)).to(args) if args is not None
                else y0.new_empty((0,)))
