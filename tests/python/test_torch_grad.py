@@ -365,7 +365,7 @@ def test_adjoint_params_subset():
     assert torch.equal(f.out_scale.grad, g)
 
 
-def test_time_gradient_and_forward_mode_refused():
+def test_time_gradient_forward_mode_and_func_transforms_refused():
     f = _field_of("scale")
     y0 = torch.randn(3, 2, dtype=F64)
     t = torch.linspace(0, 1, 4, dtype=F64, requires_grad=True)
@@ -380,3 +380,12 @@ def test_time_gradient_and_forward_mode_refused():
         torch.func.jvp(lambda y: ct.odeint(f, y, t), (y0,), (torch.ones_like(y0),))
     with pytest.raises(Refusal, match="forward-mode AD"):
         torch.func.jacfwd(lambda y: ct.odeint(f, y, t))(y0)
+    for transform in (torch.func.grad, torch.func.jacrev):
+        with pytest.raises(Refusal, match="torch.func.grad, vjp and jacrev"):
+            transform(lambda y: ct.odeint(f, y, t).sum())(y0)
+    with pytest.raises(Refusal, match="torch.func.grad, vjp and jacrev"):
+        torch.func.vjp(lambda y: ct.odeint(f, y, t), y0)
+    # torch.autograd.grad is the reverse mode to use
+    y = y0.clone().requires_grad_()
+    (g,) = torch.autograd.grad(ct.odeint(f, y, t).sum(), y)
+    assert g.shape == y0.shape and torch.isfinite(g).all()

@@ -47,13 +47,21 @@ def check_dtype(y0: Tensor, params: Sequence[Tuple[str, Tensor]],
 
 def refuse_forward_ad(*tensors: Optional[Tensor]) -> None:
     """Forward-mode AD (torch.func.jvp, torch.func.jacfwd, torch.autograd.forward_ad: a dual
-    tensor among the op's inputs) is refused by name."""
+    tensor among the op's inputs) is refused by name, as are torch.func's reverse-mode
+    transforms (a grad-tracking tensor among them), which torch does not run through a
+    custom_op's autograd."""
     import torch.autograd.forward_ad as fwad
     for x in tensors:
         if x is not None and fwad.unpack_dual(x).tangent is not None:
             raise Refusal("forward-mode AD (torch.func.jvp, torch.func.jacfwd, "
                           "torch.autograd.forward_ad) through clnode.torch is not supported: "
-                          "use reverse mode (backward, torch.func.vjp, grad, jacrev)")
+                          "use reverse mode (loss.backward(), torch.autograd.grad)")
+    for x in tensors:
+        if x is not None and torch._C._functorch.is_gradtrackingtensor(x):
+            raise Refusal("torch.func.grad, vjp and jacrev through clnode.torch are not "
+                          "supported (torch's custom_op autograd is an autograd.Function "
+                          "without setup_context, which torch.func refuses): use "
+                          "loss.backward() or torch.autograd.grad")
 
 
 @torch.compiler.assume_constant_result
