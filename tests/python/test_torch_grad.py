@@ -190,6 +190,16 @@ def test_vmap_rule_is_a_loop_bit_for_bit():
     v = torch.func.vmap(run)(Y)
     assert v.shape == (3, 5, 4, 2)
     assert torch.equal(v, torch.stack([run(y) for y in Y]))
+    # mapped save times and intervals, each slice its own rows (solve_ivp's (B, T))
+    TE = torch.stack([torch.stack([torch.linspace(0.1 * v + 0.05 * b, 1.0 + 0.3 * v, 5,
+                                                  dtype=F64) for b in range(4)])
+                      for v in range(3)])
+    ctrl = IntegralController(1e-6)
+
+    def run_ivp(y, te):
+        return ct.solve_ivp(f, y, te, controller=ctrl).ys
+    v = torch.func.vmap(run_ivp)(Y, TE)
+    assert torch.equal(v, torch.stack([run_ivp(y, te) for y, te in zip(Y, TE)]))
     # a mapped parameter: each slice its own solve
     names = [n for n, _ in f.named_parameters()]
     stacked = {n: torch.stack([p.detach() * (1 + 0.1 * i) for i in range(3)])
