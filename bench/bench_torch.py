@@ -58,7 +58,6 @@ def main(argv=None):
     import torch
     torch.set_num_threads(args.threads)
     ex = load_example()
-    import clnode.torch as ct
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     ts = torch.linspace(0.0, 10.0, 100, dtype=torch.float64)

@@ -5,8 +5,6 @@ gradient equal bit for bit to clnode.solve + Solution.vjp's and to clnode.jax's 
 problem; within 1e-5 of torch's autograd through torchode (steps not differentiated) at
 rtol = atol = 1e-8; one solve per training step; the refusals (gradients w.r.t. t, forward
 mode)."""
-import json
-
 import numpy as np
 import pytest
 
@@ -44,10 +42,6 @@ class Field(nn.Module):
 def _field_of(form, seed=0, **kw):
     torch.manual_seed(seed)
     return Field(form, **kw).double()
-
-
-def _params(f):
-    return dict(f.named_parameters())
 
 
 class _Loss(nn.Module):
@@ -132,13 +126,10 @@ def test_gradcheck(form, method, layout):
     _gradcheck(f, run, y0, args)
 
 
-def _spec(f, method="tsit5", keep=True, n_args=2, k=0, **opts):
+def _spec(f, method="tsit5", keep=True, n_args=2, k=0):
     fld = _field.recognise(f, n_args, 2, k)
-    return fld, json.dumps(dict(has_bias=list(fld.has_bias(f)), has_scale=fld.scale is not None,
-                                activation=fld.activation, final_activation=fld.final_activation,
-                                time_input=fld.time_input, inputs=fld.inputs, method=method,
-                                options=dict(rtol=1e-6, atol=1e-8, **opts), keep=keep),
-                           sort_keys=True)
+    return fld, _call._spec(fld, fld.has_bias(f), method,
+                            (("atol", 1e-8), ("rtol", 1e-6)), keep)
 
 
 @pytest.mark.parametrize("form", ["scale", "args"])

@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import operator
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 import torch.fx
