@@ -160,6 +160,41 @@ def test_other_graphs_refused_by_name():
     _refused(r"the state has 2 values", Scaled(n_in=3).double())
 
 
+def test_forward_hooks_refused():
+    """A forward hook changes what the module computes outside its graph: refused, naming the
+    module, rather than solved without it."""
+    f = Scaled().double()
+    ct.odeint(f, torch.zeros(3, 2, dtype=F64), torch.linspace(0, 1, 3, dtype=F64))
+    handle = f.net[2].register_forward_hook(lambda mod, inp, out: 2 * out)
+    _refused(r"the module net\.2 \(Linear\) has forward hooks", f)
+    handle.remove()
+    ct.odeint(f, torch.zeros(3, 2, dtype=F64), torch.linspace(0, 1, 3, dtype=F64))
+
+
+def test_parametrized_linear_is_solved_with_its_weight():
+    """A weight-normed Linear (torch.nn.utils.parametrizations.weight_norm) is solved with the
+    weight it computes, and its gradient reaches the parametrization's parameters: equal to
+    torch's chain rule through that weight of the gradient clnode gives a plain copy."""
+    from torch.nn.utils.parametrizations import weight_norm
+    torch.manual_seed(2)
+    f = Scaled().double()
+    weight_norm(f.net[0])
+    y0 = torch.randn(3, 2, dtype=F64)
+    t = torch.linspace(0, 1, 4, dtype=F64)
+    ys = ct.odeint(f, y0, t, rtol=1e-6, atol=1e-8)
+    ys.square().sum().backward()
+    g, v = f.net[0].parametrizations.weight.original0, f.net[0].parametrizations.weight.original1
+    assert g.grad is not None and v.grad is not None
+    plain = Scaled().double()
+    plain.load_state_dict({k: v for k, v in f.state_dict().items() if "parametrizations" not in k}
+                          | {"net.0.weight": f.net[0].weight.detach()}, strict=False)
+    ys_plain = ct.odeint(plain, y0, t, rtol=1e-6, atol=1e-8)
+    assert torch.equal(ys_plain, ys.detach())
+    ys_plain.square().sum().backward()
+    want = torch.autograd.grad(f.net[0].weight, (g, v), plain.net[0].weight.grad)
+    assert torch.equal(g.grad, want[0]) and torch.equal(v.grad, want[1])
+
+
 def test_arguments_refused_by_name():
     f = Scaled().double()
     _refused(r"method 'rk4' is not one of clnode's", f, method="rk4")

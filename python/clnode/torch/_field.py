@@ -97,10 +97,11 @@ _CACHE: "weakref.WeakKeyDictionary[nn.Module, Tuple[Any, Field]]" = weakref.Weak
 
 def _fingerprint(module: nn.Module, n_args: int) -> Any:
     """What the recognition depends on besides the forward's code: the module tree (which
-    modules where, with the activations' arguments)."""
+    modules where, with the activations' arguments and their forward hooks)."""
     return (n_args, type(module).forward, tuple(
         (name, type(m), getattr(m, "beta", None), getattr(m, "threshold", None),
-         getattr(m, "approximate", None)) for name, m in module.named_modules()))
+         getattr(m, "approximate", None), len(m._forward_hooks) + len(m._forward_pre_hooks))
+        for name, m in module.named_modules()))
 
 
 def recognise(func: Any, n_args: int, dim: int, k: int) -> Field:
@@ -229,6 +230,11 @@ def _cat_parts(node: Any) -> Optional[List[Any]]:
 
 
 def _recognise(module: nn.Module, n_args: int, dim: int, k: int) -> Field:
+    for name, m in module.named_modules():
+        if m._forward_hooks or m._forward_pre_hooks:
+            raise Refusal(f"{type(module).__name__}: the module {name or '(root)'} "
+                          f"({type(m).__name__}) has forward hooks, which torch.fx does not "
+                          "trace: clnode would solve the field without them")
     graph = _trace(module, n_args)
     owner = type(module).__name__
     ph = [n for n in graph.nodes if n.op == "placeholder"]
