@@ -71,7 +71,8 @@ def _key(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 
 
 def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
-           save_ts: Tensor, spec: str, keep_tape: bool) -> Tuple[Any, _model.MLP]:
+         save_ts: Tensor, spec: str, keep_tape: bool) -> Any:
+    """The clnode.Solution of the op's inputs (solved with keep_tape when asked)."""
     cfg = _config(spec)
     model = _model_of(params, cfg)
     tm = _np(times)
@@ -84,14 +85,14 @@ def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
                        args=None if args is None else _np(args),
                        saveat=_solve.SaveAt(ts=_np(save_ts)), method=cfg["method"],
                        precision="fp64" if y0.dtype == torch.float64 else "fp32", **opts)
-    return sol, model
+    return sol
 
 
 @torch.library.custom_op("clnode::solve", mutates_args=())
 def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
              save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor]:
     keep = bool(_config(spec)["keep"])
-    sol, _ = _run(y0, args, params, times, save_ts, spec, keep)
+    sol = _run(y0, args, params, times, save_ts, spec, keep)
     if keep:
         key = _key(y0, args, params, times, save_ts, spec)
         with _LOCK:
@@ -125,7 +126,7 @@ def solve_vjp_op(ys_bar: Tensor, y0: Tensor, args: Optional[Tensor], params: Lis
     with _LOCK:
         sol = _TAPES.get(key)
     if sol is None:
-        sol, _ = _run(y0, args, params, times, save_ts, spec, True)
+        sol = _run(y0, args, params, times, save_ts, spec, True)
     g = sol.vjp(_np(ys_bar).astype(np.float64))
     cfg = _config(spec)
     out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(y0)]
