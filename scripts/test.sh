@@ -45,6 +45,14 @@ wait "$oclgrind_pid" || oclgrind_rc=$?
 trap - EXIT
 cat "$oclgrind_log"
 [ "$oclgrind_rc" -eq 0 ] || { echo "test.sh: the Oclgrind suite failed ($oclgrind_rc)" >&2; exit 1; }
+# The PyTorch stage (scripts/test_torch.sh: torch by the --no-deps route of doc/building.md from
+# its kept wheel folder, then the torch tests, none skipped) runs beside the sanitizer build,
+# whose tests take one core; its log is shown, and its result counted, after that stage (and it
+# is stopped if that stage fails).
+torch_log=build-ci/meson-logs/torch-stage.txt
+scripts/test_torch.sh build-ci >"$torch_log" 2>&1 &
+torch_pid=$!
+trap 'kill "$torch_pid" 2>/dev/null || true' EXIT
 stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # allocator_may_return_null: the out-of-memory tests ask for terabytes and expect a clean error,
 # which ASan would otherwise turn into an abort. The 'slow' suite ran in the release build: the
@@ -62,6 +70,12 @@ stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # 60 runs of test_threads host opencl:pocl, from 5 in 48).
 TEST_ARGS="--no-suite slow" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan 4 -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
+stage "the PyTorch stage (run beside the sanitizer build above)"
+torch_rc=0
+wait "$torch_pid" || torch_rc=$?
+trap - EXIT
+cat "$torch_log"
+[ "$torch_rc" -eq 0 ] || { echo "test.sh: the PyTorch stage failed ($torch_rc)" >&2; exit 1; }
 stage "ThreadSanitizer build: separate contexts in separate threads"
 # Only the thread tests (separate contexts; the host backend's own thread pool; the reverse pass
 # at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the tests. No

@@ -1,0 +1,146 @@
+"""A front end's call of the op: the field recognised, its parameters gathered, dtypes checked,
+the spec made, the op called (clnode.torch's shared part)."""
+import functools
+import json
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _field, _op
+from ._field import Refusal
+
+# the library's methods by the peers' names
+METHODS = {"dopri5": "dopri5", "tsit5": "tsit5", "dopri8": "dopri8", "bosh3": "bosh3",
+           "adaptive_heun": "heun", "heun": "heun"}
+
+
+def method_name(method: Any, peer: str, table: Dict[str, str]) -> str:
+    if not isinstance(method, str):
+        raise Refusal(f"method {type(method).__name__}: clnode.torch takes a method by name ("
+                      + ", ".join(table) + ")")
+    name = table.get(method.lower() if peer == "torchode" else method)
+    if name is None:
+        raise Refusal(f"method {method!r} is not one of clnode's: {peer}'s " + ", ".join(
+            repr(m) for m in table) + " are mapped (fixed-grid, implicit, Adams and scipy "
+            "methods are not)")
+    return name
+
+
+def check_dtype(y0: Tensor, params: Sequence[Tuple[str, Tensor]],
+                args: Optional[Tensor]) -> None:
+    if y0.dtype not in (torch.float32, torch.float64):
+        raise Refusal(f"y0 is {y0.dtype}: clnode solves in float32 or float64 (for float16 or "
+                      "bfloat16, convert: y0.float() and module.float())")
+    if y0.device.type != "cpu":
+        raise Refusal(f"y0 is on {y0.device}: clnode.torch takes CPU tensors (CUDA tensors are "
+                      "not adopted yet)")
+    for name, p in params:
+        if p.dtype != y0.dtype:
+            raise Refusal(f"the parameter {name} is {p.dtype} but y0 is {y0.dtype}: clnode "
+                          "solves in one precision (module.to(y0.dtype))")
+        if p.device != y0.device:
+            raise Refusal(f"the parameter {name} is on {p.device}, y0 on {y0.device}")
+    if args is not None and args.dtype != y0.dtype:
+        raise Refusal(f"args is {args.dtype} but y0 is {y0.dtype}")
+
+
+def refuse_forward_ad(*tensors: Optional[Tensor]) -> None:
+    """Forward-mode AD (torch.func.jvp, torch.func.jacfwd, torch.autograd.forward_ad: a dual
+    tensor among the op's inputs) is refused by name, as are torch.func's reverse-mode
+    transforms (a grad-tracking tensor among them), which torch does not run through a
+    custom_op's autograd."""
+    import torch.autograd.forward_ad as fwad
+    for x in tensors:
+        if x is not None and fwad.unpack_dual(x).tangent is not None:
+            raise Refusal("forward-mode AD (torch.func.jvp, torch.func.jacfwd, "
+                          "torch.autograd.forward_ad) through clnode.torch is not supported: "
+                          "use reverse mode (loss.backward(), torch.autograd.grad)")
+    for x in tensors:
+        if x is not None and torch._C._functorch.is_gradtrackingtensor(x):
+            raise Refusal("torch.func.grad, vjp and jacrev through clnode.torch are not "
+                          "supported (torch's custom_op autograd is an autograd.Function "
+                          "without setup_context, which torch.func refuses): use "
+                          "loss.backward() or torch.autograd.grad")
+
+
+@torch.compiler.assume_constant_result
+def _recognised(func: Any, n_args: int, dim: int, k: int, has_args: bool, method: str,
+                options: Tuple[Tuple[str, Any], ...], grad: bool) -> Tuple[str, ...]:
+    """(the paths of the parameters the library reads, in its order, ..., the op's spec last):
+    the field recognised and the spec made, once per call in eager mode, once per compilation
+    under torch.compile (a constant of the graph: the forward's structure, not its values)."""
+    field = _field.recognise(func, n_args, dim, k)
+    if has_args and not field.inputs:
+        raise Refusal(f"args given but {type(func).__name__}.forward does not concatenate args "
+                      "into its network's input")
+    return tuple(name for name, _ in field.parameters(func)) + (
+        _spec(field, field.has_bias(func), method, options, grad),)
+
+
+@functools.lru_cache(maxsize=64)
+def _spec(field: _field.Field, has_bias: Tuple[bool, ...], method: str,
+          options: Tuple[Tuple[str, Any], ...], grad: bool) -> str:
+    return json.dumps(dict(has_bias=list(has_bias), has_scale=field.scale is not None,
+                           activation=field.activation, final_activation=field.final_activation,
+                           time_input=field.time_input, inputs=field.inputs, method=method,
+                           options=dict(options), keep=grad), sort_keys=True)
+
+
+def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: Tensor,
+         n_args: int, method: str, options: Dict[str, Any],
+         only: Optional[Sequence[Tensor]] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """(ys (B, T, N), stats (B, 5), tinfo (B, 2)) of func's field solved from y0 (B, N).
+    only: the parameters that get gradients (odeint_adjoint's adjoint_params); the others are
+    detached."""
+    if y0.dim() != 2:
+        raise Refusal(f"y0 of shape {tuple(y0.shape)}: clnode.torch takes (N,) or (B, N)")
+    B, N = y0.shape
+    k = 0 if args is None else int(args.shape[-1])
+    grad = torch.is_grad_enabled() and (y0.requires_grad or (
+        args is not None and args.requires_grad) or any(
+        p.requires_grad for p in (func.parameters() if isinstance(func, torch.nn.Module)
+                                  else ())))
+    *names, spec = _recognised(func, n_args, N, k, args is not None, method,
+                               tuple(sorted(options.items())), bool(grad))
+    named = [(name, _field.attribute(func, name)) for name in names]
+    check_dtype(y0, named, args)
+    params = [p for _, p in named]
+    if only is not None:
+        keep = {id(p) for p in only}
+        params = [p if id(p) in keep else p.detach() for p in params]
+    if not torch.compiler.is_compiling():
+        refuse_forward_ad(y0, args, *params)
+    if args is not None and args.dim() == 1:
+        args = args.expand(B, k)
+    return _op.solve_op(y0.contiguous(), None if args is None else args.contiguous(), params,
+                        times.contiguous(), save_ts.contiguous(), spec)
+
+
+def times_tensor(t0: Any, t1: Any, dt0: Any, B: int) -> Tensor:
+    """(3, B) float64: t0, t1, dt0 per trajectory (dt0 NaN: chosen by the solver)."""
+    def row(v):
+        x = torch.as_tensor(v if v is not None else float("nan"), dtype=torch.float64)
+        return x.detach().cpu().reshape(-1).expand(B) if x.numel() == 1 else \
+            x.detach().cpu().reshape(B)
+    return torch.stack([row(t0), row(t1), row(dt0)])
+
+
+def refuse_time_grad(*ts: Any) -> None:
+    for t in ts:
+        if isinstance(t, Tensor) and t.requires_grad and torch.is_grad_enabled():
+            raise Refusal("a gradient with respect to the times (t, t_eval, t_span, dt0) is not "
+                          "computed by clnode: detach them (t.detach())")
+
+
+def stats_dict(stats: Tensor, tinfo: Tensor) -> Dict[str, Tensor]:
+    return {"result": stats[:, 0], "num_steps": stats[:, 1], "num_accepted_steps": stats[:, 2],
+            "num_rejected_steps": stats[:, 3], "num_rhs_evals": stats[:, 4],
+            "first_step": tinfo[:, 0], "t_final": tinfo[:, 1]}
+
+
+def options_of(names: List[str], given: Dict[str, Any], what: str) -> None:
+    bad = sorted(set(given) - set(names))
+    if bad:
+        raise Refusal(f"{what} {bad} not supported by clnode.torch (it takes "
+                      + ", ".join(names) + ")")

@@ -1,0 +1,213 @@
+"""The registered op `clnode::solve` and its reverse pass `clnode::solve_vjp`.
+
+solve(y0, args, params, times, save_ts, spec) -> (ys, stats, tinfo): one clnode.solve of the
+batch y0 (B, N) with the model made of params ([w0, b0, w1, ..., s] in the library's order) and
+the spec (a JSON string: the model's form, the method and options), each trajectory b from
+times[0, b] to times[1, b] with first step times[2, b] (NaN: chosen, dt0="auto"), saving at
+save_ts ((T,) shared or (B, T)). ys (B, T, N) in y0's dtype; stats (B, 5) int64: result,
+num_steps, num_accepted_steps, num_rejected_steps, num_rhs_evals; tinfo (B, 2) float64:
+first_step, t_final.
+
+The tape: the op is functional (its outputs are a function of its inputs alone, as opcheck and
+torch.compile require), so it hands nothing to its backward but its inputs. A forward whose spec
+says "keep" (the front ends set it where a gradient may be asked for: grad mode on and an input
+that requires grad) keeps its solution (solved with keep_tape) in a small table keyed by the exact
+bits of every input; solve_vjp, given the same inputs, finds it there and runs the library's
+reverse pass from it, or, where it is gone (evicted, another process, a fake tensor's trace),
+solves again with keep_tape first: the library's solve is deterministic, so that tape is the
+same bit for bit, and so is the gradient. In a training loop the backward finds the forward's
+tape: one solve per step."""
+import collections
+import functools
+import json
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .. import _model, _solve
+
+_MAX_TAPES = 8
+_TAPES: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _np(x: Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy()
+
+
+@functools.lru_cache(maxsize=64)
+def _config(spec: str) -> Dict[str, Any]:
+    """The spec's dict (read once per spec)."""
+    return json.loads(spec)
+
+
+def _model_of(params: Sequence[Tensor], cfg: Dict[str, Any]) -> _model.MLP:
+    it = iter(params)
+    ws: List[np.ndarray] = []
+    bs: List[Optional[np.ndarray]] = []
+    for has_b in cfg["has_bias"]:
+        ws.append(_np(next(it)).astype(np.float64))
+        bs.append(_np(next(it)).astype(np.float64) if has_b else None)
+    scale = _np(next(it)).astype(np.float64) if cfg["has_scale"] else None
+    return _model.MLP(ws, bs, activation=cfg["activation"],
+                      final_activation=cfg["final_activation"], time_input=cfg["time_input"],
+                      inputs=cfg["inputs"], out_scale=scale)
+
+
+def _key(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
+         save_ts: Tensor, spec: str) -> Any:
+    """The exact bits of every input (with dtypes and shapes): a solve's identity."""
+    parts: List[Any] = [spec]
+    for x in [y0, args, times, save_ts, *params]:
+        if x is None:
+            parts.append(None)
+        else:
+            a = _np(x)
+            parts.append((str(a.dtype), a.shape, a.tobytes()))
+    return tuple(parts)
+
+
+def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
+         save_ts: Tensor, spec: str, keep_tape: bool) -> Any:
+    """The clnode.Solution of the op's inputs (solved with keep_tape when asked)."""
+    cfg = _config(spec)
+    model = _model_of(params, cfg)
+    tm = _np(times)
+    dt0 = tm[2]
+    auto = bool(np.isnan(dt0).any())
+    opts = dict(cfg["options"])
+    if keep_tape:
+        opts["keep_tape"] = True
+    sol = _solve.solve(model, _np(y0), t0=tm[0], t1=tm[1], dt0="auto" if auto else dt0,
+                       args=None if args is None else _np(args),
+                       saveat=_solve.SaveAt(ts=_np(save_ts)), method=cfg["method"],
+                       precision="fp64" if y0.dtype == torch.float64 else "fp32", **opts)
+    return sol
+
+
+@torch.library.custom_op("clnode::solve", mutates_args=())
+def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
+             save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor]:
+    keep = bool(_config(spec)["keep"])
+    sol = _run(y0, args, params, times, save_ts, spec, keep)
+    if keep:
+        key = _key(y0, args, params, times, save_ts, spec)
+        with _LOCK:
+            _TAPES[key] = sol
+            _TAPES.move_to_end(key)
+            while len(_TAPES) > _MAX_TAPES:
+                _TAPES.popitem(last=False)
+    ys = torch.from_numpy(np.ascontiguousarray(sol.ys)).to(y0.device)
+    st = sol.stats
+    res = np.asarray([int(r) for r in np.asarray(sol.result).reshape(-1)], dtype=np.int64)
+    stats = np.stack([res] + [np.asarray(st[k], dtype=np.int64).reshape(-1) for k in (
+        "num_steps", "num_accepted_steps", "num_rejected_steps", "num_rhs_evals")], axis=1)
+    tinfo = np.stack([np.asarray(st["first_step"], dtype=np.float64).reshape(-1),
+                      np.asarray(sol.t_final, dtype=np.float64).reshape(-1)], axis=1)
+    return (ys, torch.from_numpy(np.ascontiguousarray(stats)).to(y0.device),
+            torch.from_numpy(np.ascontiguousarray(tinfo)).to(y0.device))
+
+
+@solve_op.register_fake
+def _solve_fake(y0, args, params, times, save_ts, spec):
+    B, N = y0.shape
+    T = save_ts.shape[-1]
+    return (y0.new_empty((B, T, N)), y0.new_empty((B, 5), dtype=torch.int64),
+            y0.new_empty((B, 2), dtype=torch.float64))
+
+
+@torch.library.custom_op("clnode::solve_vjp", mutates_args=())
+def solve_vjp_op(ys_bar: Tensor, y0: Tensor, args: Optional[Tensor], params: List[Tensor],
+                 times: Tensor, save_ts: Tensor, spec: str) -> List[Tensor]:
+    key = _key(y0, args, params, times, save_ts, spec)
+    with _LOCK:
+        sol = _TAPES.get(key)
+    if sol is None:
+        sol = _run(y0, args, params, times, save_ts, spec, True)
+    g = sol.vjp(_np(ys_bar).astype(np.float64))
+    cfg = _config(spec)
+    out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(y0)]
+    out.append(torch.from_numpy(np.ascontiguousarray(g.args)).to(args) if args is not None
+               else y0.new_empty((0,)))
+    names = []
+    for i, has_b in enumerate(cfg["has_bias"]):
+        names.append(f"layers.{i}.weight")
+        if has_b:
+            names.append(f"layers.{i}.bias")
+    if cfg["has_scale"]:
+        names.append("out_scale")
+    for name, p in zip(names, params):
+        out.append(torch.from_numpy(np.ascontiguousarray(g.params[name])).reshape(p.shape).to(p))
+    return out
+
+
+@solve_vjp_op.register_fake
+def _solve_vjp_fake(ys_bar, y0, args, params, times, save_ts, spec):
+    return ([torch.empty_like(y0), torch.empty_like(args) if args is not None
+             else y0.new_empty((0,))] + [torch.empty_like(p) for p in params])
+
+
+def _setup(ctx, inputs, output):
+    y0, args, params, times, save_ts, spec = inputs
+    ctx.spec = spec
+    ctx.has_args = args is not None
+    ctx.n_params = len(params)
+    ctx.save_for_backward(y0, times, save_ts, *([args] if args is not None else []), *params)
+    ctx.mark_non_differentiable(output[1], output[2])
+
+
+def _backward(ctx, ys_bar, stats_bar, tinfo_bar):
+    y0, times, save_ts, *rest = ctx.saved_tensors
+    args = rest[0] if ctx.has_args else None
+    params = rest[1:] if ctx.has_args else rest
+    if ys_bar is None:
+        ys_bar = torch.zeros((y0.shape[0], save_ts.shape[-1], y0.shape[1]), dtype=y0.dtype,
+                             device=y0.device)
+    g = solve_vjp_op(ys_bar.contiguous(), y0, args, list(params), times, save_ts, ctx.spec)
+    return g[0], (g[1] if ctx.has_args else None), list(g[2:]), None, None, None
+
+
+solve_op.register_autograd(_backward, setup_context=_setup)
+
+
+@solve_op.register_vmap
+def _solve_vmap(info, in_dims, y0, args, params, times, save_ts, spec):
+    """A vmapped solve is one batched solve: the mapped axis joins the trajectories' (each
+    trajectory is solved as alone, so this equals a loop over the mapped axis, bit for bit). A
+    mapped parameter is solved one slice at a time."""
+    y_dim, a_dim, p_dims, t_dim, s_dim, _ = in_dims
+    V = info.batch_size
+    if any(d is not None for d in p_dims):
+        outs = [solve_op(_slice(y0, y_dim, v), _slice(args, a_dim, v),
+                         [_slice(p, d, v) for p, d in zip(params, p_dims)],
+                         _slice(times, t_dim, v), _slice(save_ts, s_dim, v), spec)
+                for v in range(V)]
+        return tuple(torch.stack([o[i] for o in outs]) for i in range(3)), (0, 0, 0)
+    B = y0.shape[-2] if y_dim is None else y0.movedim(y_dim, 0).shape[1]
+    y = _expand(y0, y_dim, V).reshape(V * B, -1)
+    a = None if args is None else _expand(args, a_dim, V).reshape(V * B, -1)
+    tm = _expand(times, t_dim, V).movedim(0, 1).reshape(3, V * B)
+    s = save_ts
+    if s.dim() - (s_dim is not None) == 1:  # (T,) shared: a row per trajectory
+        s = _expand(s, s_dim, V)[:, None, :].expand(V, B, -1)
+    else:
+        s = _expand(s, s_dim, V)
+    s = s.reshape(V * B, -1).contiguous()
+    ys, stats, tinfo = solve_op(y.contiguous(), None if a is None else a.contiguous(), params,
+                                tm.contiguous(), s, spec)
+    return (ys.reshape(V, B, *ys.shape[1:]), stats.reshape(V, B, 5),
+            tinfo.reshape(V, B, 2)), (0, 0, 0)
+
+
+def _slice(x, d, v):
+    return x if x is None or d is None else x.select(d, v)
+
+
+def _expand(x, d, V):
+    """x with the mapped axis first (broadcast to V where it is not mapped)."""
+    if d is None:
+        return x.unsqueeze(0).expand(V, *x.shape)
+    return x.movedim(d, 0)
