@@ -100,9 +100,9 @@ static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model 
               "devices have one)",
               be->device_name);
     /* The reverse pass recomputes the forward's products: in tf32 mode the host and OpenCL
-     * emulate TF32 with the same bits, CUDA runs its tensor cores. */
-    const int tape_native = strcmp(t->backend, "cuda") == 0;
-    const int here_native = strcmp(be->ops->name, "cuda") == 0;
+     * emulate TF32 with the same bits, CUDA runs its tensor cores (the ops' tf32 kind). */
+    const int tape_native = t->tf32_kind == CLN_TF32_TENSOR_CORES;
+    const int here_native = be->ops->tf32 == CLN_TF32_TENSOR_CORES;
     CLN_CHECK(ctx, t->gemm_mode != CLNODE_GEMM_TF32 || tape_native == here_native,
               CLNODE_ERR_UNSUPPORTED,
               "clnode_gradient_compute: a tf32 solve kept on %s, reversed on %s: %s, so the "
