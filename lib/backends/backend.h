@@ -232,6 +232,10 @@ struct cln_backend {
     long group_steps; /* steps enqueued between two active-count read-backs */
     size_t row_align; /* the driver pads the batch to a multiple of this many rows */
     long syncs;       /* host-device synchronisations so far (statistics) */
+    /* Commands enqueued so far on a device (statistics, clnode_context_launches): kernels, device
+     * copies and GEMMs (each GEMM one, whatever its library enqueues for it), and the GEMMs among
+     * them. The device protocol (lib/backends/device/) counts them; the host launches none. */
+    long launches, gemms;
 };
 
 /* Whether `rows` rows of len bytes, `stride` bytes apart from byte `off`, lie inside a buffer of
