@@ -120,6 +120,15 @@ typedef struct cln_istate {
 #define CLN_DENSE_TSIT5 3
 #define CLN_DENSE_POLYNOMIAL 4
 
+/* The step a save time belongs to, the one rule of the forward's dense output (cln_save_dense),
+ * the saved points' count (lib/solver/solver_save.c) and the reverse pass's events
+ * (lib/solver/gradient.c), compared in tau and in the state precision: a save time ts before its
+ * trajectory's start tau0 belongs to no step (it lies outside the trajectory's interval); any
+ * other belongs to the first accepted step whose end tn is not before it (a time on a step's end
+ * belongs to that step, not to the next one). */
+#define CLN_TS_BEFORE_START(ts, tau0) ((ts) < (tau0))
+#define CLN_TS_BY_END(ts, tn) ((ts) <= (tn))
+
 /* ---- the reverse pass on a device (cl/cln_reverse_kernels.h, lib/backends/device/) ---- */
 
 /* Where the cotangent of one saved point of a trajectory's row enters the reverse pass

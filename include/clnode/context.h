@@ -76,6 +76,12 @@ CLNODE_API const char *clnode_context_backend(const clnode_context *ctx);
  * Valid for the life of the context. */
 CLNODE_API const char *clnode_context_device(const clnode_context *ctx);
 
+/* The commands the context's device has enqueued since the context was created: kernel launches,
+ * device-to-device copies and matrix products (each GEMM counts once, whatever its library
+ * enqueues for it); *gemms (may be NULL) receives how many of them were GEMMs. Statistics, for
+ * example clnode-bench --grad's launches per reverse step. 0 on the host, which enqueues none. */
+CLNODE_API long clnode_context_launches(const clnode_context *ctx, long *gemms);
+
 /* Whether the device can solve in the given precision (1) or not (0). */
 CLNODE_API int clnode_context_supports(const clnode_context *ctx, clnode_precision precision);
 

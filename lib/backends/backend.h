@@ -14,10 +14,19 @@
 
 #include <stdint.h>
 
+#include "backends/model_view.h"
 #include "cln_layout.h"
 #include "core/internal.h"
 
 typedef struct cln_buf cln_buf; /* backend-defined */
+
+/* How a backend's GEMM computes in CLNODE_GEMM_TF32 mode: the TF32 emulation with the ordered
+ * sums (the host and OpenCL, the same bits), or the tensor cores (CUDA). A tf32 solve is reversed
+ * only on a backend of its own kind, since the reverse pass recomputes its steps. */
+typedef enum cln_tf32_kind {
+    CLN_TF32_EMULATED = 0,
+    CLN_TF32_TENSOR_CORES = 1
+} cln_tf32_kind;
 
 /* Everything a solve keeps on the device, allocated once per solve by the driver (the saved
  * steps' STT and STY excepted: they grow, see below). */
@@ -97,7 +106,8 @@ typedef struct cln_rev_job {
 } cln_rev_job;
 
 typedef struct cln_backend_ops {
-    const char *name; /* "host", "opencl", "cuda" */
+    const char *name;   /* "host", "opencl", "cuda": for messages and logs, never asked */
+    cln_tf32_kind tf32; /* what its gemm computes in CLNODE_GEMM_TF32 mode */
     void (*destroy)(cln_backend *be);
     int (*supports)(const cln_backend *be, clnode_precision prec);
 
@@ -202,6 +212,13 @@ typedef struct cln_backend_ops {
     clnode_status (*rev_blocks)(cln_backend *be, void *state, size_t block0, size_t nblocks,
                                 void *theta);
     void (*rev_end)(cln_backend *be, void *state);
+    /* Optional (NULL: no bare VJP loop): clnode_bench_vjp_loop (clnode/bench.h) on this backend,
+     * after the caller's checks of the arguments, the precision and the model: `steps` reverse
+     * steps of `batch` rows of `stages` stages through the MLP alone, with the products of the
+     * backend's reverse pass; *seconds is the loop's wall time. A backend whose GEMM is not the
+     * one its reverse pass recomputes with (host:openblas) refuses with CLNODE_ERR_UNSUPPORTED. */
+    clnode_status (*bench_vjp)(cln_backend *be, const cln_model_view *model, size_t batch,
+                               long steps, size_t stages, clnode_precision prec, double *seconds);
 } cln_backend_ops;
 
 struct cln_backend {
@@ -215,6 +232,10 @@ struct cln_backend {
     long group_steps; /* steps enqueued between two active-count read-backs */
     size_t row_align; /* the driver pads the batch to a multiple of this many rows */
     long syncs;       /* host-device synchronisations so far (statistics) */
+    /* Commands enqueued so far on a device (statistics, clnode_context_launches): kernels, device
+     * copies and GEMMs (each GEMM one, whatever its library enqueues for it), and the GEMMs among
+     * them. The device protocol (lib/backends/device/) counts them; the host launches none. */
+    long launches, gemms;
 };
 
 /* Whether `rows` rows of len bytes, `stride` bytes apart from byte `off`, lie inside a buffer of

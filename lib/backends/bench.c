@@ -7,11 +7,7 @@
 
 #include "backends/backend.h"
 #include "backends/bench.h"
-#include "backends/device/device_reverse.h"
-#include "backends/host/host_bench_vjp.h"
-#include "backends/host/host_pool.h"
 #include "clnode/bench.h"
-#include "clnode/gradient.h"
 #include "cln_layout.h"
 
 static double bench_now(void)
@@ -270,27 +266,11 @@ clnode_status cln_bench_vjp_loop(clnode_context *ctx, const cln_model_view *m, s
     CLN_CHECK(ctx, m->time_input == 0 && m->num_inputs == 0 && m->out_scale == NULL,
               CLNODE_ERR_UNSUPPORTED,
               "the bare VJP loop takes models of the state alone, without an output scale");
-    if (strcmp(be->ops->name, "host") != 0) { /* a device's: its reverse pass's kernels */
-        CLN_CHECK(ctx, be->ops->rev_begin, CLNODE_ERR_UNSUPPORTED,
-                  "%s has no reverse pass, so no bare VJP loop", be->device_name);
-        double dt = 0;
-        const clnode_status st = cln_dev_bench_vjp(be, m, batch, steps, (size_t)stages, prec, &dt);
-        if (st == CLNODE_OK && seconds)
-            *seconds = dt;
-        return st;
-    }
-    CLN_CHECK(ctx, strncmp(be->cache_id, "ordered ", 8) == 0, CLNODE_ERR_UNSUPPORTED,
-              "the bare VJP loop runs on the host with its ordered GEMM (device \"host\"), not on "
-              "%s",
-              be->device_name);
-    const int threads = ctx->num_threads > 0 ? ctx->num_threads : cln_pool_default_threads();
-    const double dt = prec == CLNODE_FP64 ? cln_host_bench_vjp_f64(m, batch, CLNODE_GRADIENT_BLOCK,
-                                                                   steps, (size_t)stages, threads)
-                                          : cln_host_bench_vjp_f32(m, batch, CLNODE_GRADIENT_BLOCK,
-                                                                   steps, (size_t)stages, threads);
-    CLN_CHECK(ctx, dt >= 0, CLNODE_ERR_OUT_OF_MEMORY,
-              "cannot allocate the bare VJP loop's buffers");
-    if (seconds)
+    CLN_CHECK(ctx, be->ops->bench_vjp, CLNODE_ERR_UNSUPPORTED,
+              "%s has no reverse pass, so no bare VJP loop", be->device_name);
+    double dt = 0;
+    const clnode_status st = be->ops->bench_vjp(be, m, batch, steps, (size_t)stages, prec, &dt);
+    if (st == CLNODE_OK && seconds)
         *seconds = dt;
-    return CLNODE_OK;
+    return st;
 }

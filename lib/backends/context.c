@@ -83,6 +83,13 @@ const char *clnode_context_backend(const clnode_context *ctx)
     return ctx->backend->ops->name;
 }
 
+long clnode_context_launches(const clnode_context *ctx, long *gemms)
+{
+    if (gemms)
+        *gemms = ctx ? ctx->backend->gemms : 0;
+    return ctx ? ctx->backend->launches : 0;
+}
+
 const char *clnode_context_device(const clnode_context *ctx)
 {
     return ctx->backend->device_name;

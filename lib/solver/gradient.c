@@ -100,9 +100,9 @@ static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model 
               "devices have one)",
               be->device_name);
     /* The reverse pass recomputes the forward's products: in tf32 mode the host and OpenCL
-     * emulate TF32 with the same bits, CUDA runs its tensor cores. */
-    const int tape_native = strcmp(t->backend, "cuda") == 0;
-    const int here_native = strcmp(be->ops->name, "cuda") == 0;
+     * emulate TF32 with the same bits, CUDA runs its tensor cores (the ops' tf32 kind). */
+    const int tape_native = t->tf32_kind == CLN_TF32_TENSOR_CORES;
+    const int here_native = be->ops->tf32 == CLN_TF32_TENSOR_CORES;
     CLN_CHECK(ctx, t->gemm_mode != CLNODE_GEMM_TF32 || tape_native == here_native,
               CLNODE_ERR_UNSUPPORTED,
               "clnode_gradient_compute: a tf32 solve kept on %s, reversed on %s: %s, so the "
@@ -155,8 +155,8 @@ static double cln_rev_real(const cln_tape *t, const void *buf, size_t i)
 }
 
 /* Trajectory b's events from its row's kinds: the state after p steps for t0 (0), the k-th saved
- * step (k + 1) and the stop (M); a save time in the first accepted step that ends at or after it
- * (as cln_save_dense saves it), or y0 itself for a trajectory of no step. */
+ * step (k + 1) and the stop (M); a save time in the step it belongs to (CLN_TS_BY_END, as
+ * cln_save_dense saves it), or y0 itself for a trajectory of no step. */
 static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
                                   const clnode_save_kind *kinds, size_t P, cln_rev_event *ev)
 {
@@ -174,7 +174,7 @@ static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
         } else if (kinds[k] == CLNODE_SAVE_TS && M > 0) {
             const size_t jj = first + j++;
             const double ts = cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
-            while (n + 1 < M && cln_rev_real(t, tau, n + 1) < ts)
+            while (n + 1 < M && !CLN_TS_BY_END(ts, cln_rev_real(t, tau, n + 1)))
                 ++n;
             e.kind = CLN_REV_DENSE;
             e.step = (int32_t)n;

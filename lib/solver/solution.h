@@ -23,6 +23,7 @@ typedef struct cln_tape {
     const void *model;               /* the model solved (identity only) */
     unsigned long long model_serial; /* and its serial */
     char backend[16];                /* the forward's backend (cln_backend_ops.name) */
+    int tf32_kind;                   /* and its GEMM's tf32 kind (cln_tf32_kind, backend.h) */
     size_t B, N, n_in, n_ts, every;
     int ts_per_traj;
     double K[sizeof(CLN_CONSTS_STRUCT(double)) / sizeof(double)]; /* the solve's cln_consts */

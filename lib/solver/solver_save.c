@@ -155,12 +155,12 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
         const size_t nt = p->n_save_ts;
         const double *ts = p->save_ts + (p->save_ts_per_trajectory ? b * nt : 0);
         size_t first = 0;
-        while (first < nt && r->dir * cln_round(prec, ts[first]) < rs->tau0)
+        while (first < nt && CLN_TS_BEFORE_START(r->dir * cln_round(prec, ts[first]), rs->tau0))
             ++first;
         size_t end = (size_t)is->nts;
         if (cln_t0(o, p, b) == cln_t1(o, p, b)) { /* diffrax: every requested time receives y0 */
             end = first;
-            while (end < nt && r->dir * cln_round(prec, ts[end]) <= rs->tau1)
+            while (end < nt && CLN_TS_BY_END(r->dir * cln_round(prec, ts[end]), rs->tau1))
                 ++end;
             for (size_t j = first; j < end; ++j)
                 memcpy(s->ys[CLNODE_SAVE_TS] + (b * nt + j) * N, s->y_final + b * N,

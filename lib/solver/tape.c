@@ -97,6 +97,7 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const
     t->model = src->model;
     t->model_serial = src->model->serial;
     snprintf(t->backend, sizeof t->backend, "%s", src->backend);
+    t->tf32_kind = src->tf32_kind;
     t->B = s->B;
     t->N = s->N;
     t->n_in = src->model->num_inputs;
@@ -152,6 +153,7 @@ clnode_status cln_keep_tape(cln_run *r, clnode_solution *s)
                               .method = r->m,
                               .model = r->model,
                               .backend = r->be->ops->name,
+                              .tf32_kind = (int)r->be->ops->tf32,
                               .dir = r->dir,
                               .K = (const double *)(const void *)&K,
                               .KI = &KI,

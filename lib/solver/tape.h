@@ -11,6 +11,7 @@ typedef struct cln_tape_src {
     const clnode_method *method;
     const clnode_model *model;
     const char *backend;
+    int tf32_kind; /* cln_tf32_kind of the backend's ops */
     double dir;
     const double *K;        /* the solve's cln_consts, as doubles */
     const cln_iconsts *KI;  /* and its cln_iconsts */

@@ -2,7 +2,8 @@
  * argument ("host", "opencl"; absent: 77): it runs, takes longer for more evaluations, waits for
  * the device exactly once (none on the host, where nothing needs waiting for), leaves the
  * context usable, and refuses what a solve refuses. The bare vector-field loop likewise, where
- * the device has it (the host), and is refused as unsupported elsewhere. */
+ * the device has it (the host), and is refused as unsupported elsewhere. The commands a device
+ * enqueued (clnode_context_launches), counted exactly for the GEMM loop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,6 +103,58 @@ static void test_mlp_loop(void **state)
                      CLNODE_ERR_INVALID_ARGUMENT);
 }
 
+/* clnode_context_launches: the bare GEMM loop enqueues exactly evals x layers GEMMs and nothing
+ * else on a device, none on the host; a reverse pass enqueues GEMMs and element-wise kernels on a
+ * device, the same counts for the same gradient again, and nothing on the host. */
+static void reverse_counts(long *launches, long *gemms)
+{
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.keep_tape = 1;
+    const double y0[10] = {0.1, 0.2};
+    double cot[10] = {1, -1, 0.5};
+    clnode_solution *s = NULL;
+    clnode_gradient *g = NULL;
+    assert_int_equal(clnode_solve(g_ctx, g_model, &o, TEST_PROBLEM(1, y0), &s), CLNODE_OK);
+    long g0 = -1;
+    const long l0 = clnode_context_launches(g_ctx, &g0);
+    assert_int_equal(clnode_gradient_compute(g_ctx, g_model, NULL, s, 1, cot, &g), CLNODE_OK);
+    *launches = clnode_context_launches(g_ctx, gemms) - l0;
+    *gemms -= g0;
+    clnode_gradient_destroy(&g);
+    clnode_solution_destroy(&s);
+}
+
+static void test_launches(void **state)
+{
+    (void)state;
+    const int host = strcmp(clnode_context_backend(g_ctx), "host") == 0;
+    const long layers = (long)clnode_model_num_layers(g_model), evals = 5;
+    long g0 = -1, g1 = -1;
+    const long l0 = clnode_context_launches(g_ctx, &g0);
+    assert_true(l0 >= 0 && g0 >= 0 && g0 <= l0);
+    assert_int_equal(clnode_bench_gemm_loop(g_ctx, g_model, 64, evals, CLNODE_FP32,
+                                            CLNODE_GEMM_STRICT, NULL, NULL),
+                     CLNODE_OK);
+    const long l1 = clnode_context_launches(g_ctx, &g1);
+    assert_int_equal(l1 - l0, host ? 0 : evals * layers);
+    assert_int_equal(g1 - g0, host ? 0 : evals * layers);
+    assert_int_equal(clnode_context_launches(g_ctx, NULL), l1);
+    long rl[2], rg[2];
+    reverse_counts(&rl[0], &rg[0]);
+    reverse_counts(&rl[1], &rg[1]);
+    printf("%s: a reverse pass of 1 trajectory: %ld launches, %ld GEMMs\n",
+           clnode_context_backend(g_ctx), rl[0], rg[0]);
+    assert_int_equal(rl[1], rl[0]);
+    assert_int_equal(rg[1], rg[0]);
+    if (host) {
+        assert_int_equal(rl[0], 0);
+        assert_int_equal(rg[0], 0);
+    } else {
+        assert_true(rg[0] > 0 && rl[0] > rg[0]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *device = "host";
@@ -114,6 +167,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_loop_runs),
         cmocka_unit_test(test_loop_refuses),
         cmocka_unit_test(test_mlp_loop),
+        cmocka_unit_test(test_launches),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_model_destroy(&g_model);

@@ -29,8 +29,10 @@
  * recomputed and its VJP through the device's ordered GEMM, the step's weight and bias sums per
  * block of CLNODE_GRADIENT_BLOCK rows: on the host one ordered GEMM per layer over the threads, on
  * a device the reverse pass's own kernels); rev/bare is the reverse pass's time over it. The
- * tape's size is clnode_solution_kept_bytes. host:openblas goes back on "host" (its GEMMs are not
- * the ordered ones the reverse pass recomputes the steps with).
+ * tape's size is clnode_solution_kept_bytes. On an OpenCL or CUDA device, launches and GEMMs are
+ * the reverse pass's enqueued commands and products (clnode_context_launches) over its reverse
+ * steps (the longest trajectory's accepted steps): per reverse step. host:openblas goes back on
+ * "host" (its GEMMs are not the ordered ones the reverse pass recomputes the steps with).
  *
  * --markdown FILE also writes the tables as Markdown into FILE (doc/benchmarks.md), as the
  * section between the lines "<!-- begin NAME -->" and "<!-- end NAME -->", NAME being
@@ -209,7 +211,7 @@ static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_mo
     p.batch = B;
     p.y0 = y0;
     double best[2] = {1e30, 1e30}, bare = 1e30;
-    long steps = 0;
+    long steps = 0, launches = 0, gemms = 0; /* of the last reverse pass */
     size_t kept = 0;
     clnode_status st = CLNODE_OK;
     for (int r = 0; r < repeat + 1 && st == CLNODE_OK; ++r) { /* the first run warms up */
@@ -217,10 +219,13 @@ static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_mo
         clnode_gradient *g = NULL;
         const double t0 = tool_now();
         st = clnode_solve(ctx, m, &o, &p, &s);
+        long g0 = 0, l0 = clnode_context_launches(hctx, &g0);
         const double t1 = tool_now();
         if (st == CLNODE_OK)
             st = clnode_gradient_compute(hctx, m, NULL, s, slots, cot, &g);
         const double t2 = tool_now();
+        launches = clnode_context_launches(hctx, &gemms) - l0;
+        gemms -= g0;
         if (st == CLNODE_OK && r > 0) {
             best[0] = t1 - t0 < best[0] ? t1 - t0 : best[0];
             best[1] = t2 - t1 < best[1] ? t2 - t1 : best[1];
@@ -249,12 +254,18 @@ static int bench_grad(clnode_context *ctx, clnode_context *hctx, const clnode_mo
         bare = t >= 0 && t < bare ? t : bare;
     }
     settle();
-    printf("%7zu %7ld %10.3f %10.3f %8.2f %10.3f %8.2f %10.1f\n", B, steps, 1e3 * best[0],
-           1e3 * best[1], best[1] / best[0], 1e3 * bare, best[1] / bare, (double)kept / 1024.0);
+    char per[2][32] = {"-", "-"}; /* launches and GEMMs per reverse step, on a device */
+    if (launches > 0 && steps > 0) {
+        snprintf(per[0], sizeof per[0], "%.1f", (double)launches / (double)steps);
+        snprintf(per[1], sizeof per[1], "%.1f", (double)gemms / (double)steps);
+    }
+    printf("%7zu %7ld %10.3f %10.3f %8.2f %10.3f %8.2f %10.1f %10s %8s\n", B, steps, 1e3 * best[0],
+           1e3 * best[1], best[1] / best[0], 1e3 * bare, best[1] / bare, (double)kept / 1024.0,
+           per[0], per[1]);
     if (md)
-        fprintf(md, "| %zu | %ld | %.3f | %.3f | %.2f | %.3f | %.2f | %.1f |\n", B, steps,
+        fprintf(md, "| %zu | %ld | %.3f | %.3f | %.2f | %.3f | %.2f | %.1f | %s | %s |\n", B, steps,
                 1e3 * best[0], 1e3 * best[1], best[1] / best[0], 1e3 * bare, best[1] / bare,
-                (double)kept / 1024.0);
+                (double)kept / 1024.0, per[0], per[1]);
     return 0;
 }
 
@@ -279,11 +290,12 @@ static int bench_grad_table(const char *device, clnode_context *ctx, const clnod
             return tool_exit_status(cst);
         hctx = own;
     }
-    printf("%7s %7s %10s %10s %8s %10s %8s %10s\n", "batch", "steps", "fwd ms", "rev ms", "rev/fwd",
-           "bare ms", "rev/bare", "tape KiB");
+    printf("%7s %7s %10s %10s %8s %10s %8s %10s %10s %8s\n", "batch", "steps", "fwd ms", "rev ms",
+           "rev/fwd", "bare ms", "rev/bare", "tape KiB", "launches", "GEMMs");
     if (md)
-        fputs("| batch | steps | fwd ms | rev ms | rev/fwd | bare ms | rev/bare | tape KiB |\n"
-              "|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        fputs("| batch | steps | fwd ms | rev ms | rev/fwd | bare ms | rev/bare | tape KiB | "
+              "launches | GEMMs |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
               md);
     int rc = 0;
     for (size_t k = 0; k < nb && rc == 0; ++k)
@@ -326,8 +338,11 @@ static void usage(FILE *f)
           "                   the same device, cotangents of the saved t1): per batch size\n"
           "                   (default 1,64,1024,4096) the kept forward solve, the reverse pass,\n"
           "                   rev/fwd their ratio, the bare loop of the same stages' recompute\n"
-          "                   and VJPs on that device (clnode_bench_vjp_loop), rev/bare, and the\n"
-          "                   tape's size (host:openblas goes back on host)\n"
+          "                   and VJPs on that device (clnode_bench_vjp_loop), rev/bare, the\n"
+          "                   tape's size, and on an OpenCL or CUDA device the reverse pass's\n"
+          "                   launches (kernels, copies and GEMMs) and GEMMs per reverse step\n"
+          "                   (clnode_context_launches over the longest trajectory's steps)\n"
+          "                   (host:openblas goes back on host)\n"
           "  --precision P    fp32 (default) or fp64: the solve's and the loops' precision\n"
           "  --markdown FILE  also write the tables as Markdown into FILE (doc/benchmarks.md):\n"
           "                   its section \"clnode-bench\" (-compaction, -fp64 as run),\n"

@@ -89,6 +89,7 @@ static void cu_facts(const cln_backend *be, clnode_device_facts *out)
 
 static const cln_backend_ops cuda_ops = {
     .name = "cuda",
+    .tf32 = CLN_TF32_TENSOR_CORES,
     .destroy = cu_destroy,
     .supports = cu_supports,
     .buf_alloc = cu_buf_alloc,

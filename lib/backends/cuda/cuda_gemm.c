@@ -109,6 +109,8 @@ clnode_status cu_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode m
               CLNODE_ERR_INVALID_ARGUMENT,
               "GEMM %zu x %zu x %zu (lda %zu, ldb %zu, ldc %zu) is outside cuBLAS's int range", m,
               n, k, lda, ldb, ldc);
+    be->launches++;
+    be->gemms++;
     const size_t es = prec == CLNODE_FP64 ? sizeof(double) : sizeof(float);
     st = cu_bind(cb);
     if (st != CLNODE_OK)

@@ -108,6 +108,7 @@ clnode_status cln_dev_init(cln_backend *be, cln_solve_dev *sd)
     cln_dev_solve *ds = sd->be_data;
     CLN_CHECK(be->ctx, ds, CLNODE_ERR_INTERNAL, "init outside a solve");
     ds->z_ready = -1;
+    be->launches++;
     return dev_launch(be)->init(be, sd, ds->state);
 }
 
@@ -117,6 +118,7 @@ clnode_status cln_dev_dt0(cln_backend *be, cln_solve_dev *sd, int phase)
     cln_dev_solve *ds = sd->be_data;
     CLN_CHECK(be->ctx, ds, CLNODE_ERR_INTERNAL, "dt0 outside a solve");
     ds->z_ready = -1;
+    be->launches++;
     return dev_launch(be)->dt0(be, sd, ds->state, phase);
 }
 
@@ -126,6 +128,7 @@ clnode_status cln_dev_stage(cln_backend *be, cln_solve_dev *sd, int i)
     cln_dev_solve *ds = sd->be_data;
     CLN_CHECK(be->ctx, ds, CLNODE_ERR_INTERNAL, "stage outside a solve");
     ds->z_ready = -1;
+    be->launches++;
     return dev_launch(be)->stage(be, sd, ds->state, i);
 }
 
@@ -134,6 +137,7 @@ clnode_status cln_dev_finish(cln_backend *be, cln_solve_dev *sd)
     cln_dev_solve *ds = sd->be_data;
     CLN_CHECK(be->ctx, ds, CLNODE_ERR_INTERNAL, "finish outside a solve");
     ds->z_ready = -1;
+    be->launches++;
     const clnode_status st = dev_launch(be)->finish(be, sd, ds->state);
     if (st == CLNODE_OK)
         ds->z_ready = (int)sd->first_stage;
@@ -148,8 +152,10 @@ clnode_status cln_dev_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i)
     cln_dev_solve *ds = sd->be_data;
     CLN_CHECK(be->ctx, ds, CLNODE_ERR_INTERNAL, "stage_rhs outside a solve");
     clnode_status st = CLNODE_OK;
-    if (ds->z_ready != i)
+    if (ds->z_ready != i) {
+        be->launches++;
         st = dev_launch(be)->stage(be, sd, ds->state, i);
+    }
     ds->z_ready = -1;
     if (st == CLNODE_OK)
         st = cln_mlp_layers(be, sd, i, 1);
@@ -173,6 +179,7 @@ clnode_status cln_dev_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, s
     CLN_CHECK(be->ctx, !bias || cln_dev_block_fits(L->buf_size(bias), sd->esize, 0, 1, n, n),
               CLNODE_ERR_INTERNAL, "bias_act's bias is shorter than %zu", n);
     CLN_CHECK(be->ctx, dev_act_known(act), CLNODE_ERR_INTERNAL, "activation code %d", act);
+    be->launches++;
     return L->bias_act(be, cln_dev_state(sd), C, c_off, ldc, m, n, bias, act);
 }
 
@@ -188,6 +195,7 @@ clnode_status cln_dev_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, 
               sd->scale_n <= INT32_MAX && cln_dev_block_fits(L->buf_size(sd->scale), sd->esize, 0,
                                                              1, sd->scale_n, sd->scale_n),
               CLNODE_ERR_INTERNAL, "out_scale's scale is shorter than %zu", sd->scale_n);
+    be->launches++;
     return L->out_scale(be, sd, cln_dev_state(sd), C, c_off, ldc, m, n);
 }
 
@@ -208,6 +216,7 @@ clnode_status cln_dev_last_layer_fused(cln_backend *be, cln_solve_dev *sd, int i
               CLNODE_ERR_INTERNAL, "the last layer's bias is shorter than %zu", sd->N);
     CLN_CHECK(ctx, dev_act_known(act), CLNODE_ERR_INTERNAL, "activation code %d", act);
     const int apply = bias != NULL || act != CLNODE_ACT_IDENTITY;
+    be->launches++;
     const clnode_status st = L->bias_act_stage(be, sd, ds->state, i, bias, act, apply);
     if (st == CLNODE_OK)
         ds->z_ready = i + 1;
@@ -219,6 +228,7 @@ clnode_status cln_dev_count_active(cln_backend *be, cln_solve_dev *sd, size_t *a
     CLN_CHECK(be->ctx, sd->be_data, CLNODE_ERR_INTERNAL, "count_active outside a solve");
     long n = -1;
     be->syncs++;
+    be->launches++;
     const clnode_status st = dev_launch(be)->count(be, sd, cln_dev_state(sd), &n);
     if (st != CLNODE_OK)
         return st;
@@ -241,6 +251,7 @@ clnode_status cln_dev_swap_rows(cln_backend *be, cln_solve_dev *sd, cln_buf *buf
               off % 4 == 0 && stride % 4 == 0 && len % 4 == 0 && len <= stride &&
                   npairs <= INT32_MAX / 2 && 2 * npairs * sizeof(int32_t) <= L->buf_size(sd->PAIRS),
               CLNODE_ERR_INTERNAL, "swap_rows of %zu pairs of %zu bytes at %zu", npairs, len, off);
+    be->launches++;
     return L->swap(be, sd, cln_dev_state(sd), buf, off / 4, stride / 4, len / 4, npairs);
 }
 
@@ -256,6 +267,7 @@ clnode_status cln_dev_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, s
               dst != src && cln_rows_fit(L->buf_size(dst), dst_off, dst_stride, len, rows) &&
                   cln_rows_fit(L->buf_size(src), src_off, src_stride, len, rows),
               CLNODE_ERR_INTERNAL, "copy_rows of %zu rows of %zu bytes out of range", rows, len);
+    be->launches++;
     return L->copy(be, dst, dst_off, dst_stride, src, src_off, src_stride, len, rows);
 }
 

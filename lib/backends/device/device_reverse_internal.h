@@ -109,6 +109,7 @@ static inline clnode_status dr_run(dev_rev *d, cln_rev_kernel k, int act, size_t
     if (nx == 0 || ny == 0 || nz == 0)
         return CLNODE_OK;
     const size_t n[3] = {nx, ny, nz};
+    d->be->launches++;
     return d->L->rev_launch(d->be, d->prec, k, act, args, nargs, n);
 }
 

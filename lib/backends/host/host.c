@@ -43,6 +43,7 @@ static void host_facts(const cln_backend *be, clnode_device_facts *out)
 }
 static const cln_backend_ops host_ops = {
     .name = "host",
+    .tf32 = CLN_TF32_EMULATED,
     .destroy = host_destroy,
     .supports = host_supports,
     .buf_alloc = host_buf_alloc,
@@ -69,6 +70,7 @@ static const cln_backend_ops host_ops = {
     .rev_begin = host_rev_begin,
     .rev_blocks = host_rev_blocks,
     .rev_end = host_rev_end,
+    .bench_vjp = host_bench_vjp,
 };
 
 /* The probe cache's key for the host: the GEMM engine (and OpenBLAS's build and core), the

@@ -190,6 +190,9 @@ clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **sta
 clnode_status host_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
                               void *theta);
 void host_rev_end(cln_backend *be, void *state);
+/* The bench_vjp op: the bare VJP loop of host_bench_vjp.inc on the ordered GEMM. */
+clnode_status host_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch, long steps,
+                             size_t stages, clnode_precision prec, double *seconds);
 
 /* ---- host_devices.c: the ISA of a device-string form; host_cpuinfo_value: the value of the first
  * line of /proc/cpuinfo with that key, or "" ---- */

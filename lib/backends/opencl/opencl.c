@@ -64,6 +64,7 @@ static void ocl_facts(const cln_backend *be, clnode_device_facts *out)
 
 static const cln_backend_ops opencl_ops = {
     .name = "opencl",
+    .tf32 = CLN_TF32_EMULATED,
     .destroy = ocl_destroy,
     .supports = ocl_supports,
     .buf_alloc = ocl_buf_alloc,

@@ -112,6 +112,8 @@ clnode_status ocl_gemm(cln_backend *be, clnode_precision prec, clnode_gemm_mode 
                                                 ldb, C, c_off, ldc, &nothing);
     if (gm != CLNODE_OK || nothing)
         return gm;
+    be->launches++;
+    be->gemms++;
     const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     if (k == 0) { /* an empty sum: C = 0 (CLBlast rejects k == 0) */
         const cl_uchar zero = 0;
