@@ -30,6 +30,7 @@
 
 #include "clnode.h"
 #include "_clnode_live.h"
+#include "_clnode_xla.h"
 
 /* ------------------------------------------------------------------------------------------------
  * Exceptions: clnode.Error and its subclasses (created here, exported by clnode/__init__.py). */
@@ -1592,6 +1593,8 @@ static PyMethodDef module_methods[] = {
      "solve_options() -> the library's solve options (clnode_solve_option_at), a tuple of dicts: "
      "name, type (real, integer, boolean, choice, method), flags, default, min, max, doc, "
      "choices ((name, value) pairs; the method names)"},
+    {"_xla", clnode_xla_functions, METH_NOARGS,
+     "clnode.jax's XLA custom calls: their capsules and functions (_clnode_xla.h)"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
     {NULL, NULL, 0, NULL},
 };

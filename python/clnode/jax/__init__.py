@@ -65,9 +65,11 @@ import jax
 from .. import _solve
 from . import _fallback, _field, _primitives, _problem
 from ._fallback import FallbackWarning, UnsupportedArgument
+from ._ffi import set_tape_limit, tape_stats
 from ._problem import solve_settings
 
-__all__ = ["diffeqsolve", "solve_settings", "FallbackWarning", "UnsupportedArgument"]
+__all__ = ["diffeqsolve", "solve_settings", "FallbackWarning", "UnsupportedArgument",
+           "tape_stats", "set_tape_limit"]
 
 
 def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, args: Any = None,

@@ -36,7 +36,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from .. import _model, _solve
-from . import _callback, _tapes
+from . import _callback, _ffi, _tapes
 from ._problem import Operands, Problem
 
 
@@ -401,6 +401,25 @@ fwd_p.def_abstract_eval(_fwd_abstract)
 batching.primitive_batchers[fwd_p] = _fwd_batch
 ad.primitive_jvps[fwd_p] = _no_forward_mode
 mlir.register_lowering(fwd_p, mlir.lower_fun(_fwd_impl, multiple_results=True))
+
+# On the CPU both primitives are clnode's custom calls (_ffi), but for a call with a progress
+# meter, which keeps the callback (Python runs while the library works)
+_fwd_callback_lowering = mlir.lower_fun(_fwd_impl, multiple_results=True)
+_vjp_callback_lowering = mlir.lower_fun(_vjp_impl, multiple_results=True)
+
+
+def _fwd_cpu_lowering(ctx, *args, problem, keep, lead):
+    rule = _ffi.fwd_lowering if _ffi.takes(problem) else _fwd_callback_lowering
+    return rule(ctx, *args, problem=problem, keep=keep, lead=lead)
+
+
+def _vjp_cpu_lowering(ctx, *args, problem, want, lead, keep):
+    rule = _ffi.vjp_lowering if _ffi.takes(problem) else _vjp_callback_lowering
+    return rule(ctx, *args, problem=problem, want=want, lead=lead, keep=keep)
+
+
+mlir.register_lowering(fwd_p, _fwd_cpu_lowering, platform="cpu")
+mlir.register_lowering(vjp_p, _vjp_cpu_lowering, platform="cpu")
 
 
 __all__: Tuple[str, ...] = ("Outputs", "solve", "out_shapes")
