@@ -22,6 +22,11 @@ import clnode  # noqa: E402
 import clnode.jax  # noqa: E402
 from clnode.jax import diffeqsolve  # noqa: E402
 
+if hasattr(jax, "enable_x64"):
+    enable_x64 = jax.enable_x64
+else:  # jax < 0.8: the oldest supported
+    from jax.experimental import enable_x64
+
 
 class Field(eqx.Module):
     mlp: eqx.nn.MLP
@@ -76,7 +81,7 @@ def test_jitted_gradient_is_the_eager_paths_bits(dtype):
     """The custom calls (jit) against the eager path (clnode.solve and Solution.vjp in Python,
     as the callback ran them), every leaf: the loss, the MLP's, the factor's; and the forward's
     ys, steps and result codes."""
-    with jax.enable_x64(dtype == jnp.float64):
+    with enable_x64(dtype == jnp.float64):
         f, y0s, args, ts, w = problem(dtype)
         before = clnode.jax.tape_stats()
         got = jit_vg(f, y0s, args, ts, w)
@@ -99,7 +104,7 @@ def test_jitted_gradient_is_the_eager_paths_bits(dtype):
 def test_per_example_gradients_are_the_eager_paths_bits():
     """vmap of a gradient (one reverse pass per example, re-solved: the batching rule keeps the
     examples' parameter gradients apart)."""
-    with jax.enable_x64(True):
+    with enable_x64(True):
         f, y0s, args, ts, w = problem(jnp.float64, B=4)
         params, static = eqx.partition(f, eqx.is_inexact_array)
 
@@ -226,7 +231,7 @@ def test_library_errors_keep_their_message_under_jit_and_their_type_eagerly():
 def test_ctrl_c_stops_a_jitted_gradient_and_the_next_call_gives_the_same_bits():
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals reach the main thread")
-    with jax.enable_x64(True):
+    with enable_x64(True):
         f, y0s, args, ts, w = problem(jnp.float64, B=2)
         big = jnp.tile(y0s, (2048, 1))
         bargs = jnp.tile(args, (2048, 1))
@@ -251,3 +256,43 @@ def test_ctrl_c_stops_a_jitted_gradient_and_the_next_call_gives_the_same_bits():
         timer.join()
         assert stopped < 0.75 * took + 0.3, (stopped, took)
         assert_same_bits(run(*small), want)
+
+
+PMAP = """
+import os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+sys.path.insert(0, {here!r})
+from test_jax_ffi import *
+f, y0s, args, ts, w = problem(jnp.float32, B=4)
+one = lambda y, c: solve(f, y, c, ts).ys
+want = jax.vmap(one)(y0s, args)
+got = jax.block_until_ready(jax.pmap(jax.vmap(one))(y0s.reshape(2, 2, 3), args.reshape(2, 2, 2)))
+assert len(jax.devices()) == 2 and clnode.jax.tape_stats()["solves"] == 2
+np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
+mesh = jax.sharding.Mesh(np.array(jax.devices()), ("i",))
+P = jax.sharding.PartitionSpec
+kw = {{}}
+if hasattr(jax, "shard_map"):
+    shard_map = jax.shard_map
+else:  # jax < 0.7: its shard_map has no replication rule for a custom primitive
+    from jax.experimental.shard_map import shard_map
+    kw = dict(check_rep=False)
+sm = shard_map(jax.vmap(one), mesh=mesh, in_specs=(P("i"), P("i")), out_specs=P("i"), **kw)
+np.testing.assert_array_equal(np.asarray(jax.jit(sm)(y0s, args)), want)
+g = jax.grad(lambda y, c, ww: loss(f, y, c, ts, ww))
+gp = jax.pmap(g)(y0s.reshape(2, 2, 3), args.reshape(2, 2, 2), w.reshape(2, 2, 6, 3))
+np.testing.assert_array_equal(np.asarray(gp).reshape(4, 3), np.concatenate(
+    [g(y0s[:2], args[:2], w[:2]), g(y0s[2:], args[2:], w[2:])]))
+print("ok")
+"""
+
+
+def test_pmap_and_shard_map_over_two_cpu_devices():
+    """Each device's shard is one custom call on its own context: the bits of the shards solved
+    alone (in a fresh process: the device count is fixed when JAX starts)."""
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", PMAP.format(here=here)], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

@@ -125,6 +125,6 @@ def test_declarations_match_the_installed_jaxlib(tmp_path):
 
 def test_an_old_jaxlib_is_refused_naming_both_versions():
     from clnode.jax import _ffi
-    with pytest.raises(ImportError, match=r"jaxlib >= 0\.4\.31.*this jaxlib is 0\.4\.30"):
-        _ffi.check_jaxlib("0.4.30")
+    with pytest.raises(ImportError, match=r"jaxlib >= 0\.5\.0.*this jaxlib is 0\.4\.38"):
+        _ffi.check_jaxlib("0.4.38")
     _ffi.check_jaxlib("0.10.2")

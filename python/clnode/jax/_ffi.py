@@ -19,9 +19,10 @@ from jax.interpreters import mlir
 from .. import _clnode, _model, _solve
 from ._problem import Operands, Problem
 
-# the oldest jaxlib with jax.ffi (register_ffi_target, ffi_lowering) and the FFI API 0.1 with
-# its metadata query
-MIN_JAXLIB = (0, 4, 31)
+# the oldest jaxlib with the public jax.ffi module (register_ffi_target, ffi_lowering,
+# include_dir) and the FFI API 0.1 with its metadata query (tests/python/test_jax_ffi*.py pass
+# with 0.5.0 and 0.10.2)
+MIN_JAXLIB = (0, 5, 0)
 FWD_TARGET = "clnode_solve_fwd"
 VJP_TARGET = "clnode_solve_vjp"
 _NAME_BITS = {name: 1 << i for i, name in enumerate(Operands._fields)}
@@ -40,8 +41,8 @@ def check_jaxlib(version: str) -> None:
     if _version(version) < MIN_JAXLIB:
         raise ImportError(
             f"clnode.jax needs jaxlib >= {'.'.join(map(str, MIN_JAXLIB))} (its XLA FFI API "
-            f"0.1, which clnode's custom calls use); this jaxlib is {version}: "
-            "pip install -U 'jax[cpu]'")
+            f"0.1, which clnode's custom calls use, and the jax.ffi module); this jaxlib is "
+            f"{version}: pip install -U 'jax[cpu]>=0.5.0'")
 
 
 import jaxlib  # noqa: E402

@@ -4,12 +4,13 @@ rules, written for jax 0.10.2; see python/requirements-test.txt).
 
 A diffeqsolve call is solve(problem, operands): a jax.custom_jvp function (the call's frozen
 Problem its non-differentiable argument, its Operands by name) around fwd_p, the forward solve:
-one jax.pure_callback (_callback.host) whose operands and results are packed into one flat array
-per dtype. Its outputs (Outputs) are ts, ys, the counts and the tape's token. Its JVP rule
+under jax.jit on the CPU one call of clnode's XLA custom call (_ffi), eagerly _callback.host
+(clnode.solve), and elsewhere (a GPU JAX, a call with a progress meter) one jax.pure_callback
+(_callback.host) whose operands and results are packed into one flat array per dtype. Its outputs (Outputs) are ts, ys, the counts and the tape's token. Its JVP rule
 solves the forward keeping its tape (_tapes, found again by the token) and gives the tangent of
 ys as `lin_p`, a primitive linear in the tangents of y0, args, the field's factor s and the
 MLP's parameters, which is never evaluated: under jax.grad it is transposed into `vjp_p`, whose
-callback takes the forward's tape (or re-solves the batch keeping it: the same steps and bits)
+custom call (or callback) takes the forward's tape (or re-solves the batch keeping it: the same steps and bits)
 and runs the library's reverse pass (clnode.Solution.vjp). JAX moves the rest: the factor's
 cotangent onto the field's leaves that make s, the parameters' onto the equinox module.
 
