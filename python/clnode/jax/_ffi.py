@@ -103,11 +103,12 @@ def takes(problem: Problem) -> bool:
     return problem.progress_meter is None
 
 
-def _constants(ctx: Any, args: Tuple[Any, ...], first: int, problem: Problem) -> Tuple[Any, Any]:
+def _constants(ctx: Any, operands: Tuple[Any, ...], first: int,
+               problem: Problem) -> Tuple[Any, Any]:
     """The operands with the concrete factor and parameters (frozen into the problem) as
     float64 constants in place of their empty operands: the handlers read every number from an
     operand."""
-    args = list(args)
+    args = list(operands)
     avals = list(ctx.avals_in)
     iscale, iparams = first + NAMES.index("scale"), first + NAMES.index("params")
     if problem.scale is not None and not problem.scale_traced:
