@@ -35,17 +35,8 @@ from clnode.jax import diffeqsolve
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class Func(eqx.Module):
-    mlp: eqx.nn.MLP
-
-    def __call__(self, t, y, args):
-        return self.mlp(y)
-
-
-def seed_func():
-    mlp = eqx.nn.MLP(10, 10, 100, 2, activation=jax.nn.softplus, key=jax.random.PRNGKey(42),
-                     dtype=jnp.float32)
-    return Func(mlp)
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+from test_jax import seed_func  # noqa: E402  (the seed model as an equinox module)
 
 
 def solve(solver, f, y0, t1=50.0):
@@ -83,13 +74,12 @@ def per_call(repeat):
     jax.block_until_ready(empty(y0))
     loop = median_us(lambda: jax.block_until_ready(empty(y0)), repeat) / 64
 
-    sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
     import test_jax_ffi_frames as fr
     from clnode import _solve
     opts = _solve._table_options(dict(method="tsit5", max_steps=4096, precision="fp32",
                                       rtol=1e-4, atol=1e-6, constant_step=False))
     opts.update(save_t0=False, save_t1=True, save_steps=False)
-    h = fr.XLA["plan"](opts, "host", (10, 100, 100, 10), (True, True, True), "softplus",
+    h = fr.XLA["plan"](fr._ffi._texts(opts), "host", (10, 100, 100, 10), (True, True, True), "softplus",
                        "identity", False, 0, 0, 1, False, False, False, False, False, True, 1)
     c = fr.Call()
     params = np.concatenate([np.ravel(np.asarray(a, np.float32)) for a in

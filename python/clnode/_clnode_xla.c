@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,7 +255,7 @@ static xla_tape *tape_take(int32_t token, int count)
 /* ------------------------------------------------------------------------------------------------
  * Ctrl-C while handlers run */
 
-static volatile sig_atomic_t g_sigint;
+static atomic_int g_sigint; /* lock-free: set by the signal handler, read by every call */
 static int g_sig_users;
 static struct sigaction g_prev_sigint;
 static int g_sig_installed;
@@ -262,13 +263,13 @@ static int g_sig_installed;
 static void on_sigint(int sig)
 {
     (void)sig;
-    g_sigint = 1;
+    atomic_store(&g_sigint, 1);
 }
 
 static int on_cancel(void *user)
 {
     (void)user;
-    return g_sigint != 0;
+    return atomic_load(&g_sigint) != 0;
 }
 
 static void sig_enter(void)
@@ -284,7 +285,7 @@ static void sig_enter(void)
             sa.sa_handler = on_sigint;
             sa.sa_flags = SA_ONSTACK;
             sigemptyset(&sa.sa_mask);
-            g_sigint = 0;
+            atomic_store(&g_sigint, 0);
             g_sig_installed = sigaction(SIGINT, &sa, &g_prev_sigint) == 0;
         }
     }
@@ -297,8 +298,7 @@ static void sig_leave(void)
     if (--g_sig_users == 0 && g_sig_installed) {
         sigaction(SIGINT, &g_prev_sigint, NULL);
         g_sig_installed = 0;
-        if (g_sigint) {
-            g_sigint = 0;
+        if (atomic_exchange(&g_sigint, 0)) {
             PyErr_SetInterrupt(); /* Python's handler: KeyboardInterrupt by default */
         }
     }
@@ -879,16 +879,23 @@ static int fwd_run(cxf_call_frame *f, xla_fail *e)
     return rc;
 }
 
-static cxf_error *clnode_xla_fwd(cxf_call_frame *f)
+/* A handler: the metadata query answered, else run under the SIGINT flag, its failure XLA's
+ * error. */
+static cxf_error *handle(cxf_call_frame *f, int (*run)(cxf_call_frame *f, xla_fail *e))
 {
     cxf_error *err;
     if (metadata_query(f, &err))
         return err;
     xla_fail e = {CLNODE_OK, ""};
     sig_enter();
-    const int rc = fwd_run(f, &e);
+    const int rc = run(f, &e);
     sig_leave();
     return rc ? error_of(f, &e) : NULL;
+}
+
+static cxf_error *clnode_xla_fwd(cxf_call_frame *f)
+{
+    return handle(f, fwd_run);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -1096,42 +1103,21 @@ static int vjp_run(cxf_call_frame *f, xla_fail *e)
 
 static cxf_error *clnode_xla_vjp(cxf_call_frame *f)
 {
-    cxf_error *err;
-    if (metadata_query(f, &err))
-        return err;
-    xla_fail e = {CLNODE_OK, ""};
-    sig_enter();
-    const int rc = vjp_run(f, &e);
-    sig_leave();
-    return rc ? error_of(f, &e) : NULL;
+    return handle(f, vjp_run);
 }
 
 /* ------------------------------------------------------------------------------------------------
  * Python: plans, capsules, the tape registry's bound and counts */
 
-/* The options dict {name: value} (as Context.solve takes it) applied to o. */
-static int plan_options(clnode_solve_options *o, PyObject *dict)
+/* The options ((name, text), ...: each as clnode-solve's --set takes it) parsed into o. */
+static int plan_options(clnode_solve_options *o, PyObject *pairs)
 {
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(dict, &pos, &key, &value)) {
-        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-        if (!name)
-            return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_TypeError, "option names"), -1);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pairs); i++) {
+        const char *name, *text;
         char msg[320];
-        clnode_status st;
-        if (PyUnicode_Check(value)) {
-            const char *text = PyUnicode_AsUTF8(value);
-            if (!text)
-                return -1;
-            st = clnode_solve_option_parse(o, name, text, msg, sizeof msg);
-        } else {
-            const double v = PyFloat_AsDouble(value);
-            if (v == -1.0 && PyErr_Occurred())
-                return -1;
-            st = clnode_solve_option_set(o, name, v, msg, sizeof msg);
-        }
-        if (st != CLNODE_OK) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(pairs, i), "ss", &name, &text))
+            return -1;
+        if (clnode_solve_option_parse(o, name, text, msg, sizeof msg) != CLNODE_OK) {
             PyErr_SetString(PyExc_ValueError, msg);
             return -1;
         }
@@ -1139,8 +1125,9 @@ static int plan_options(clnode_solve_options *o, PyObject *dict)
     return 0;
 }
 
-/* plan(options, device, sizes, biases, activation, final_activation, time_input, k, n_ts, T,
- *      y_f64, t_f64, has_ts, has_scale, scale_traced, throw, checkpoint_every) -> int */
+/* plan(options ((name, text), ...), device, sizes, biases, activation, final_activation,
+ * time_input, k, n_ts, T, y_f64, t_f64, has_ts, has_scale, scale_traced, throw, checkpoint_every)
+ * -> int */
 static PyObject *xla_plan_new(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1149,9 +1136,10 @@ static PyObject *xla_plan_new(PyObject *self, PyObject *args)
     int time_input, y_f64, t_f64, has_ts, has_scale, scale_traced, throw_;
     Py_ssize_t k, n_ts, T;
     long ckpt;
-    if (!PyArg_ParseTuple(args, "O!sO!O!sspnnnppppppl", &PyDict_Type, &opts, &device, &PyTuple_Type,
-                          &sizes, &PyTuple_Type, &biases, &act, &fin, &time_input, &k, &n_ts, &T,
-                          &y_f64, &t_f64, &has_ts, &has_scale, &scale_traced, &throw_, &ckpt))
+    if (!PyArg_ParseTuple(args, "O!sO!O!sspnnnppppppl", &PyTuple_Type, &opts, &device,
+                          &PyTuple_Type, &sizes, &PyTuple_Type, &biases, &act, &fin, &time_input,
+                          &k, &n_ts, &T, &y_f64, &t_f64, &has_ts, &has_scale, &scale_traced,
+                          &throw_, &ckpt))
         return NULL;
     xla_plan *p = calloc(1, sizeof *p);
     if (!p)

@@ -8,8 +8,11 @@ import ctypes as C
 import numpy as np
 import pytest
 
-import clnode
-from clnode import _clnode, _solve
+pytest.importorskip("jax")
+
+import clnode  # noqa: E402
+from clnode import _clnode, _solve  # noqa: E402
+from clnode.jax import _ffi  # noqa: E402
 
 XLA = _clnode._xla()
 INVALID_ARGUMENT = 3
@@ -147,7 +150,7 @@ def plan(n=2, T=1, f64=True, max_steps=64):
                                       precision="fp64" if f64 else "fp32", rtol=1e-6,
                                       atol=1e-8, constant_step=False))
     opts.update(save_t0=False, save_t1=True, save_steps=False)
-    return XLA["plan"](opts, "host", (n, 8, n), (True, False), "tanh", "identity", False, 0, 0,
+    return XLA["plan"](_ffi._texts(opts), "host", (n, 8, n), (True, False), "tanh", "identity", False, 0, 0,
                        T, f64, f64, False, False, False, True, 1)
 
 

@@ -84,7 +84,7 @@ def plan(problem: Problem) -> int:
                       [int(w[0]) for w, _ in problem.layer_shapes])
         biases = tuple(b is not None for _, b in problem.layer_shapes)
         device = _solve._default_device() if _solve._device_arg(device) is None else device
-        h = _XLA["plan"](opts, device, sizes, biases, problem.activation,
+        h = _XLA["plan"](_texts(opts), device, sizes, biases, problem.activation,
                          problem.final_activation, problem.time_input, problem.k,
                          problem.n_ts, problem.T, problem.y_dtype == np.float64,
                          problem.time_dtype == np.float64, problem.has_ts,
@@ -95,6 +95,13 @@ def plan(problem: Problem) -> int:
 
 
 _plan_key = ("clnode.jax._ffi", "plan")
+
+
+def _texts(opts: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
+    """The table's options (_solve._table_options's values) as the library parses them, each
+    the same double: a choice's name, 1/0 for a boolean, a number's repr (exact)."""
+    return tuple((k, v if isinstance(v, str) else ("1" if v else "0") if isinstance(v, bool)
+                  else repr(float(v))) for k, v in opts.items())
 
 
 def takes(problem: Problem) -> bool:
