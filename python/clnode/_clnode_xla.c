@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "_xla_ffi.h"
 #include "clnode.h"
@@ -141,6 +142,16 @@ static size_t g_tape_bytes, g_tape_limit = XLA_DEFAULT_TAPE_BYTES;
 static int g_tape_limit_read;
 static int32_t g_token_count;
 static unsigned long long g_hits, g_misses, g_kept, g_dropped, g_solves, g_trajectories;
+/* the library's time inside the handlers: its solves (the reverse pass's re-solves too) and
+ * reverse passes */
+static unsigned long long g_solve_ns, g_reverse_ns, g_reverses;
+
+static unsigned long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
 
 static void tape_free(xla_tape *t)
 {
@@ -700,7 +711,12 @@ static int batch_solve(xla_batch *x, const clnode_model *model, xla_ctx *xc, int
         x->o.checkpoint_every = ckpt;
     x->o.cancel = on_cancel;
     x->o.cancel_user = NULL;
+    const unsigned long long t0 = now_ns();
     const clnode_status st = clnode_solve(xc->ctx, model, &x->o, &x->p, sol);
+    const unsigned long long dt = now_ns() - t0;
+    pthread_mutex_lock(&g_lock);
+    g_solve_ns += dt;
+    pthread_mutex_unlock(&g_lock);
     if (st != CLNODE_OK)
         return fail(e, st, "%s", clnode_context_last_error(xc->ctx));
     return 0;
@@ -947,7 +963,13 @@ static int reverse_one(const xla_plan *pl, const xla_op *ops, const xla_op *ct, 
         clnode_gradient_options go;
         clnode_gradient_default_options(&go);
         go.cancel = on_cancel;
+        const unsigned long long t0 = now_ns();
         const clnode_status st = clnode_gradient_compute(xc->ctx, model, &go, sol, pl->T, cot, &g);
+        const unsigned long long dt = now_ns() - t0;
+        pthread_mutex_lock(&g_lock);
+        g_reverse_ns += dt;
+        g_reverses++;
+        pthread_mutex_unlock(&g_lock);
         if (st != CLNODE_OK)
             rc = fail(e, st, "%s", clnode_context_last_error(xc->ctx));
     }
@@ -1208,7 +1230,8 @@ static PyObject *xla_tape_stats(PyObject *self, PyObject *noargs)
     for (xla_tape *t = g_tapes_old; t; t = t->next)
         tapes++;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n}", "solves", g_solves, "trajectories", g_trajectories,
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n}", "solves", g_solves, "trajectories",
+        g_trajectories, "solve_ns", g_solve_ns, "reverses", g_reverses, "reverse_ns", g_reverse_ns,
         "hits", g_hits, "misses", g_misses, "kept", g_kept, "dropped", g_dropped, "tapes",
         (Py_ssize_t)tapes, "bytes", (Py_ssize_t)g_tape_bytes, "limit", (Py_ssize_t)g_tape_limit);
     pthread_mutex_unlock(&g_lock);
