@@ -46,7 +46,9 @@ interpreter) and the floor (the same step with the solve replaced by y0 plus one
 evaluation, so that every parameter still gets a gradient). Each gives the time of its first
 step (tracing and compilation included) and the median step after --warm untimed ones; for
 clnode, where its time goes (the callbacks, of them clnode.solve, Solution.vjp and the field
-check, timed by wrapping them in the worker's process). Every side trains from the same model on
+check, timed by wrapping them in the worker's process; under jax.jit the solve and the reverse
+pass are clnode's custom calls, whose library time the package measures in C:
+clnode.jax.tape_stats). Every side trains from the same model on
 the same batches: the last step's losses show that the same problem was solved. Its Markdown
 section is "bench_peers_train"; diffrax and the floor are needed, clnode's side is dropped (and
 the reason printed) where its step fails.
@@ -270,12 +272,25 @@ class CallbackTimer:
                 setattr(obj, attr, self.wrap(name, getattr(obj, attr)))
 
     def snapshot(self):
-        return {k: tuple(v) for k, v in self.acc.items()}
+        """{part: (seconds, calls)} so far, with the library's time inside clnode's custom
+        calls under jax.jit (measured in C around the solves and the reverse passes,
+        clnode.jax.tape_stats, where the package has them) added to "solve" and "vjp"."""
+        out = {k: tuple(v) for k, v in self.acc.items()}
+        try:
+            import clnode.jax
+            st = clnode.jax.tape_stats()
+        except (ImportError, AttributeError):
+            return out
+        for name, ns, calls in (("solve", "solve_ns", "solves"),
+                                ("vjp", "reverse_ns", "reverses")):
+            sec, n = out.get(name, (0.0, 0))
+            out[name] = (sec + st[ns] * 1e-9, n + st[calls])
+        return out
 
     def since(self, before):
         """{part: (seconds, calls)} since the snapshot `before`."""
         return {k: (v[0] - before.get(k, (0.0, 0))[0], v[1] - before.get(k, (0.0, 0))[1])
-                for k, v in self.acc.items()}
+                for k, v in self.snapshot().items()}
 
 
 # ---------------------------------------------------------------- --train (a training step)

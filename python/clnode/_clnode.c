@@ -10,6 +10,7 @@
  */
 #define CLN_PY_IMPORT_ARRAY /* import_array fills numpy's API table here */
 #include "_clnode_internal.h"
+#include "_clnode_xla.h"
 
 static PyObject *version(PyObject *self, PyObject *noargs)
 {
@@ -55,6 +56,8 @@ static PyMethodDef module_methods[] = {
      "solve_options() -> the library's solve options (clnode_solve_option_at), a tuple of dicts: "
      "name, type (real, integer, boolean, choice, method), flags, default, min, max, doc, "
      "choices ((name, value) pairs; the method names)"},
+    {"_xla", clnode_xla_functions, METH_NOARGS,
+     "clnode.jax's XLA custom calls: their capsules and functions (_clnode_xla.h)"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
     {NULL, NULL, 0, NULL},
 };

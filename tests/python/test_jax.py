@@ -9,6 +9,7 @@ diffrax = pytest.importorskip("diffrax")
 import jax.numpy as jnp  # noqa: E402
 
 import clnode  # noqa: E402
+import clnode.jax  # noqa: E402
 from clnode.jax import diffeqsolve  # noqa: E402
 
 
@@ -101,8 +102,13 @@ def test_jit_vmap_one_batched_solve(monkeypatch):
     from clnode import _solve
     real = _solve.solve
     monkeypatch.setattr(_solve, "solve", lambda m, y, **k: calls.append(y.shape) or real(m, y, **k))
+    before = clnode.jax.tape_stats()
     out = jax.jit(jax.vmap(jax.vmap(solve)))(y0s)
-    assert calls == [(6, 4)]  # nested vmaps: one clnode solve of the whole batch
+    after = clnode.jax.tape_stats()
+    # nested vmaps: one clnode solve of the whole batch, the custom call's (no Python solve)
+    assert calls == []
+    assert (after["solves"] - before["solves"], after["trajectories"] - before["trajectories"]) \
+        == (1, 6)
     assert out.ys.shape == (3, 2, 2, 4)
     ref = jax.vmap(jax.vmap(lambda y: diffrax.diffeqsolve(
         diffrax.ODETerm(func), diffrax.Tsit5(), 0.0, 3.0, 0.05, y, stepsize_controller=ctrl,

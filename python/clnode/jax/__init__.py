@@ -33,7 +33,8 @@ to diffrax.diffeqsolve with a FallbackWarning naming why, or with fallback="erro
 CLNODE_JAX_FALLBACK=error) refused with an UnsupportedArgument; a call clnode takes is
 never solved as something else. It works under jax.jit and jax.vmap over y0, t0, t1, dt0, args
 and SaveAt(ts=...) (a vmapped call is one batched clnode solve with per-trajectory t0s/t1s/dt0s,
-inputs and save times, through one jax.pure_callback with its operands packed), on CPU arrays.
+inputs and save times: under jax.jit one call of clnode's XLA custom call, written in C, with no
+Python per call; eagerly one clnode.solve), on CPU arrays.
 
 It is differentiable in reverse mode, as diffrax's default adjoint (RecursiveCheckpointAdjoint:
 the gradient of the discretised solve, its step sizes taken as constants): jax.grad,
@@ -53,8 +54,10 @@ Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 The package, one concern per file: _problem (diffrax's arguments mapped into a call's frozen
 Problem and its named Operands; solve_settings), _field (the vector field recognised from its
 computation), _fallback (what becomes of a call clnode does not take), _primitives (the JAX
-primitives: the forward, its linearisation and its transpose, through jax.pure_callback),
-_callback (a batch of operands solved by the library), _tapes (the forward's tapes kept for
+primitives: the forward, its linearisation and its transpose), _ffi (their lowering under
+jax.jit to clnode's XLA custom calls, the C tape registry's tape_stats and set_tape_limit),
+_callback (a batch of operands solved by the library eagerly, and under jax.jit for a call
+with a progress meter), _tapes (the eager forward's tapes kept for
 their reverse pass, by token); this file, diffeqsolve itself.
 """
 from typing import Any, Optional
@@ -65,9 +68,11 @@ import jax
 from .. import _solve
 from . import _fallback, _field, _primitives, _problem
 from ._fallback import FallbackWarning, UnsupportedArgument
+from ._ffi import set_tape_limit, tape_stats
 from ._problem import solve_settings
 
-__all__ = ["diffeqsolve", "solve_settings", "FallbackWarning", "UnsupportedArgument"]
+__all__ = ["diffeqsolve", "solve_settings", "FallbackWarning", "UnsupportedArgument",
+           "tape_stats", "set_tape_limit"]
 
 
 def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, args: Any = None,
@@ -116,10 +121,10 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     reverse-mode gradients with respect to y0, args and the vector field's arrays (the module's
     documentation). adjoint: RecursiveCheckpointAdjoint() (every state kept) or
     RecursiveCheckpointAdjoint(checkpoints=k) (about k kept; the same gradient bits).
-    Checks on concrete values run before the callback; under jax.jit, those on traced
-    times run in JAX through eqx.error_if, and the rest inside the callback, raised in
-    eqx.error_if's form: with equinox.filter_jit, equinox.EquinoxRuntimeError carrying the
-    message; with jax.jit, XLA's runtime error with the message inside."""
+    Checks on concrete values run before the solve; under jax.jit, those on traced
+    times run in JAX through eqx.error_if, and the rest inside clnode's custom call, whose
+    failure is XLA's runtime error (jax.errors.JaxRuntimeError) with the library's message
+    first, then the exception clnode.solve would raise."""
     how = _fallback.mode(fallback)
     try:
         taken = _problem.take(terms, solver, t0, t1, dt0, y0, args, saveat,

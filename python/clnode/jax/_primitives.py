@@ -4,12 +4,13 @@ rules, written for jax 0.10.2; see python/requirements-test.txt).
 
 A diffeqsolve call is solve(problem, operands): a jax.custom_jvp function (the call's frozen
 Problem its non-differentiable argument, its Operands by name) around fwd_p, the forward solve:
-one jax.pure_callback (_callback.host) whose operands and results are packed into one flat array
-per dtype. Its outputs (Outputs) are ts, ys, the counts and the tape's token. Its JVP rule
+under jax.jit on the CPU one call of clnode's XLA custom call (_ffi), eagerly _callback.host
+(clnode.solve), and elsewhere (a GPU JAX, a call with a progress meter) one jax.pure_callback
+(_callback.host) whose operands and results are packed into one flat array per dtype. Its outputs (Outputs) are ts, ys, the counts and the tape's token. Its JVP rule
 solves the forward keeping its tape (_tapes, found again by the token) and gives the tangent of
 ys as `lin_p`, a primitive linear in the tangents of y0, args, the field's factor s and the
 MLP's parameters, which is never evaluated: under jax.grad it is transposed into `vjp_p`, whose
-callback takes the forward's tape (or re-solves the batch keeping it: the same steps and bits)
+custom call (or callback) takes the forward's tape (or re-solves the batch keeping it: the same steps and bits)
 and runs the library's reverse pass (clnode.Solution.vjp). JAX moves the rest: the factor's
 cotangent onto the field's leaves that make s, the parameters' onto the equinox module.
 
@@ -36,7 +37,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from .. import _model, _solve
-from . import _callback, _tapes
+from . import _callback, _ffi, _tapes
 from ._problem import Operands, Problem
 
 
@@ -401,6 +402,25 @@ fwd_p.def_abstract_eval(_fwd_abstract)
 batching.primitive_batchers[fwd_p] = _fwd_batch
 ad.primitive_jvps[fwd_p] = _no_forward_mode
 mlir.register_lowering(fwd_p, mlir.lower_fun(_fwd_impl, multiple_results=True))
+
+# On the CPU both primitives are clnode's custom calls (_ffi), but for a call with a progress
+# meter, which keeps the callback (Python runs while the library works)
+_fwd_callback_lowering = mlir.lower_fun(_fwd_impl, multiple_results=True)
+_vjp_callback_lowering = mlir.lower_fun(_vjp_impl, multiple_results=True)
+
+
+def _fwd_cpu_lowering(ctx, *args, problem, keep, lead):
+    rule = _ffi.fwd_lowering if _ffi.takes(problem) else _fwd_callback_lowering
+    return rule(ctx, *args, problem=problem, keep=keep, lead=lead)
+
+
+def _vjp_cpu_lowering(ctx, *args, problem, want, lead, keep):
+    rule = _ffi.vjp_lowering if _ffi.takes(problem) else _vjp_callback_lowering
+    return rule(ctx, *args, problem=problem, want=want, lead=lead, keep=keep)
+
+
+mlir.register_lowering(fwd_p, _fwd_cpu_lowering, platform="cpu")
+mlir.register_lowering(vjp_p, _vjp_cpu_lowering, platform="cpu")
 
 
 __all__: Tuple[str, ...] = ("Outputs", "solve", "out_shapes")
