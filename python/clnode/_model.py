@@ -648,7 +648,12 @@ def _torch_activation(m):
 
 
 def _from_torch_sequential(seq, time_input, inputs=0, out_scale=None):
-    mods = list(seq.children()) if hasattr(seq, "children") else list(seq)
+    # every item in order: an nn.Sequential iterates its items, each occurrence of a module it
+    # reuses included ([Linear, act, Linear, act]), where Module.children() lists a module once
+    if hasattr(seq, "__iter__"):
+        mods = [m for m in seq if m is not None]
+    else:
+        mods = list(seq.children())
     layers: List[Tuple[np.ndarray, Optional[np.ndarray]]] = []
     acts: List[str] = []
     for m in mods:
@@ -748,7 +753,7 @@ def from_torch(model: Any, *, activation: Optional[str] = None,
                inputs: int = 0) -> MLP:
     """An MLP from PyTorch: an `nn.Sequential` of `nn.Linear` layers with one activation module
     between them (Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate="tanh"), Identity) and
-    optionally one after the last, or a state_dict of such a network (torch tensors or numpy
+    optionally one after the last (one module object may stand at several places), or a state_dict of such a network (torch tensors or numpy
     arrays; "<prefix><i>.weight" / "<prefix><i>.bias", any common prefix such as "net." or
     "func.mlp.layers." stripped), which needs `activation` (and `final_activation`, default
     identity) since a state_dict does not record them. `inputs`: the number of conditioning
