@@ -205,6 +205,29 @@ def test_forward_hooks_refused():
     ct.odeint(f, torch.zeros(3, 2, dtype=F64), torch.linspace(0, 1, 3, dtype=F64))
 
 
+def test_a_module_changed_after_a_solve_is_recognised_again():
+    """The recognition is kept per module while its tree is unchanged: an activation's argument
+    changed, or a module replaced, after a solve is seen by the next call (refused here, naming
+    it), and the module solves again once restored."""
+    y0, t = torch.zeros(3, 2, dtype=F64), torch.linspace(0, 1, 3, dtype=F64)
+    f = Scaled().double()
+    g = Scaled(nn.GELU(approximate="tanh")).double()
+    ys, ys_g = ct.odeint(f, y0, t), ct.odeint(g, y0, t)
+    f.net[1].beta = 2.0
+    _refused(r"Softplus\(beta=2\.0, threshold=20", f)
+    f.net[1].beta = 1.0
+    f.net[3].threshold = 10.0
+    _refused(r"Softplus\(beta=1\.0, threshold=10\.0\)", f)
+    f.net[3].threshold = 20.0
+    assert torch.equal(ct.odeint(f, y0, t), ys)
+    g.net[3].approximate = "none"
+    _refused(r"GELU\(approximate='none'\)", g)
+    g.net[3].approximate = "tanh"
+    assert torch.equal(ct.odeint(g, y0, t), ys_g)
+    f.net[3] = nn.ReLU()
+    _refused(r"different activations between layers \(\['relu', 'softplus'\]\)", f)
+
+
 def test_parametrized_linear_is_solved_with_its_weight():
     """A weight-normed Linear (torch.nn.utils.parametrizations.weight_norm) is solved with the
     weight it computes, and its gradient reaches the parametrization's parameters: equal to
