@@ -97,15 +97,20 @@ def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Te
             _TAPES.move_to_end(key)
             while len(_TAPES) > _MAX_TAPES:
                 _TAPES.popitem(last=False)
-    ys = torch.from_numpy(np.ascontiguousarray(sol.ys)).to(y0.device)
+    ys = _tensor(sol.ys, y0.device)
     st = sol.stats
     res = np.asarray(sol.result).reshape(-1).astype(np.int64)  # the Result codes
     stats = np.stack([res] + [np.asarray(st[k], dtype=np.int64).reshape(-1) for k in (
         "num_steps", "num_accepted_steps", "num_rejected_steps", "num_rhs_evals")], axis=1)
     tinfo = np.stack([np.asarray(st["first_step"], dtype=np.float64).reshape(-1),
                       np.asarray(sol.t_final, dtype=np.float64).reshape(-1)], axis=1)
-    return (ys, torch.from_numpy(np.ascontiguousarray(stats)).to(y0.device),
-            torch.from_numpy(np.ascontiguousarray(tinfo)).to(y0.device))
+    return ys, _tensor(stats, y0.device), _tensor(tinfo, y0.device)
+
+
+def _tensor(a: np.ndarray, device: torch.device) -> Tensor:
+    """A numpy result as a tensor on `device` (on the CPU: sharing its memory, no copy)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t if device.type == "cpu" else t.to(device)
 
 
 @solve_op.register_fake
