@@ -753,14 +753,15 @@ def from_torch(model: Any, *, activation: Optional[str] = None,
                inputs: int = 0) -> MLP:
     """An MLP from PyTorch: an `nn.Sequential` of `nn.Linear` layers with one activation module
     between them (Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate="tanh"), Identity) and
-    optionally one after the last (one module object may stand at several places), or a state_dict of such a network (torch tensors or numpy
-    arrays; "<prefix><i>.weight" / "<prefix><i>.bias", any common prefix such as "net." or
-    "func.mlp.layers." stripped), which needs `activation` (and `final_activation`, default
-    identity) since a state_dict does not record them. `inputs`: the number of conditioning
-    inputs k (the first layer takes [y, c] or [y, t, c]), as from_equinox. The output scale of a
-    field `out_scale * net(y)`: a state_dict entry, or a parameter of a module holding one
-    nn.Sequential beside it, whose name ends in a part containing "scale" (e.g. "out_scale",
-    "func.scale"), of shape (), (1,) or (N,). torch is not needed to call this.
+    optionally one after the last (one module object may stand at several places), or a
+    state_dict of such a network (torch tensors or numpy arrays; "<prefix><i>.weight" /
+    "<prefix><i>.bias", any common prefix such as "net." or "func.mlp.layers." stripped), which
+    needs `activation` (and `final_activation`, default identity) since a state_dict does not
+    record them. `inputs`: the number of conditioning inputs k (the first layer takes [y, c] or
+    [y, t, c]), as from_equinox. The output scale of a field `out_scale * net(y)`: a state_dict
+    entry, or a parameter of a module holding one nn.Sequential beside it, whose name ends in a
+    part containing "scale" (e.g. "out_scale", "func.scale"), of shape (), (1,) or (N,). torch
+    is not needed to call this.
     Raises ValueError for anything else, saying what was found and what is supported."""
     if hasattr(model, "items") and not hasattr(model, "children"):
         return _from_state_dict(model, activation, final_activation, time_input,
