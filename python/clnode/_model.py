@@ -648,7 +648,12 @@ def _torch_activation(m):
 
 
 def _from_torch_sequential(seq, time_input, inputs=0, out_scale=None):
-    mods = list(seq.children()) if hasattr(seq, "children") else list(seq)
+    # every item in order: an nn.Sequential iterates its items, each occurrence of a module it
+    # reuses included ([Linear, act, Linear, act]), where Module.children() lists a module once
+    if hasattr(seq, "__iter__"):
+        mods = [m for m in seq if m is not None]
+    else:
+        mods = list(seq.children())
     layers: List[Tuple[np.ndarray, Optional[np.ndarray]]] = []
     acts: List[str] = []
     for m in mods:
@@ -748,14 +753,15 @@ def from_torch(model: Any, *, activation: Optional[str] = None,
                inputs: int = 0) -> MLP:
     """An MLP from PyTorch: an `nn.Sequential` of `nn.Linear` layers with one activation module
     between them (Tanh, Softplus, ReLU, Sigmoid, SiLU, GELU(approximate="tanh"), Identity) and
-    optionally one after the last, or a state_dict of such a network (torch tensors or numpy
-    arrays; "<prefix><i>.weight" / "<prefix><i>.bias", any common prefix such as "net." or
-    "func.mlp.layers." stripped), which needs `activation` (and `final_activation`, default
-    identity) since a state_dict does not record them. `inputs`: the number of conditioning
-    inputs k (the first layer takes [y, c] or [y, t, c]), as from_equinox. The output scale of a
-    field `out_scale * net(y)`: a state_dict entry, or a parameter of a module holding one
-    nn.Sequential beside it, whose name ends in a part containing "scale" (e.g. "out_scale",
-    "func.scale"), of shape (), (1,) or (N,). torch is not needed to call this.
+    optionally one after the last (one module object may stand at several places), or a
+    state_dict of such a network (torch tensors or numpy arrays; "<prefix><i>.weight" /
+    "<prefix><i>.bias", any common prefix such as "net." or "func.mlp.layers." stripped), which
+    needs `activation` (and `final_activation`, default identity) since a state_dict does not
+    record them. `inputs`: the number of conditioning inputs k (the first layer takes [y, c] or
+    [y, t, c]), as from_equinox. The output scale of a field `out_scale * net(y)`: a state_dict
+    entry, or a parameter of a module holding one nn.Sequential beside it, whose name ends in a
+    part containing "scale" (e.g. "out_scale", "func.scale"), of shape (), (1,) or (N,). torch
+    is not needed to call this.
     Raises ValueError for anything else, saying what was found and what is supported."""
     if hasattr(model, "items") and not hasattr(model, "children"):
         return _from_state_dict(model, activation, final_activation, time_input,

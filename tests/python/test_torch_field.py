@@ -93,6 +93,40 @@ def test_the_model_evaluates_as_the_module():
         np.testing.assert_allclose(sol.ys[:, -1], want, rtol=0, atol=1e-13)
 
 
+class Shared(nn.Module):
+    """A network that reuses one activation module: between the layers and after the last."""
+    def __init__(self):
+        super().__init__()
+        act = nn.Tanh()
+        self.net = nn.Sequential(nn.Linear(2, 8), act, nn.Linear(8, 8), act, nn.Linear(8, 2), act)
+
+    def forward(self, t, y):
+        return self.net(y)
+
+
+def test_a_reused_activation_module_is_read_at_each_place():
+    """nn.Sequential(Linear, act, Linear, act, Linear, act) with one `act` object computes act
+    after every layer; nn.Module.children() lists `act` once, and from_torch read it so (it
+    refused the network, or read a final activation as none). from_torch gives the MLP of the
+    same network built with a copy at each place, which evaluates as the module; clnode.torch,
+    reading the graph, solves it as clnode.solve solves that MLP, bit for bit."""
+    torch.manual_seed(3)
+    f = Shared().double()
+    m = clnode.from_torch(f.net)
+    assert m == clnode.from_torch(nn.Sequential(*[copy.deepcopy(x) for x in f.net]))
+    assert (m.sizes, m.activation, m.final_activation) == ((2, 8, 8, 2), "tanh", "tanh")
+    y0 = torch.randn(5, 2, dtype=F64)
+    np.testing.assert_allclose(m(y0.numpy()), f(None, y0).detach().numpy(), rtol=1e-13,
+                               atol=1e-15)
+    inner = clnode.from_torch(f.net[:5])  # reused between the layers only
+    assert (inner.activation, inner.final_activation) == ("tanh", "identity")
+    t = torch.linspace(0.0, 1.0, 4, dtype=F64)
+    ys = ct.odeint(f, y0, t, rtol=1e-6, atol=1e-8, options=dict(first_step=0.05))
+    ref = clnode.solve(m, y0.numpy(), t0=0.0, t1=1.0, dt0=0.05, saveat=clnode.SaveAt(ts=t.numpy()),
+                       rtol=1e-6, atol=1e-8, method="dopri5", precision="fp64")
+    np.testing.assert_array_equal(ys.transpose(0, 1).detach().numpy(), ref.ys)
+
+
 def _refused(match, f, y0=None, t=None, **kw):
     y0 = torch.zeros(3, 2, dtype=F64) if y0 is None else y0
     t = torch.linspace(0.0, 1.0, 3, dtype=F64) if t is None else t
@@ -169,6 +203,29 @@ def test_forward_hooks_refused():
     _refused(r"the module net\.2 \(Linear\) has forward hooks", f)
     handle.remove()
     ct.odeint(f, torch.zeros(3, 2, dtype=F64), torch.linspace(0, 1, 3, dtype=F64))
+
+
+def test_a_module_changed_after_a_solve_is_recognised_again():
+    """The recognition is kept per module while its tree is unchanged: an activation's argument
+    changed, or a module replaced, after a solve is seen by the next call (refused here, naming
+    it), and the module solves again once restored."""
+    y0, t = torch.zeros(3, 2, dtype=F64), torch.linspace(0, 1, 3, dtype=F64)
+    f = Scaled().double()
+    g = Scaled(nn.GELU(approximate="tanh")).double()
+    ys, ys_g = ct.odeint(f, y0, t), ct.odeint(g, y0, t)
+    f.net[1].beta = 2.0
+    _refused(r"Softplus\(beta=2\.0, threshold=20", f)
+    f.net[1].beta = 1.0
+    f.net[3].threshold = 10.0
+    _refused(r"Softplus\(beta=1\.0, threshold=10\.0\)", f)
+    f.net[3].threshold = 20.0
+    assert torch.equal(ct.odeint(f, y0, t), ys)
+    g.net[3].approximate = "none"
+    _refused(r"GELU\(approximate='none'\)", g)
+    g.net[3].approximate = "tanh"
+    assert torch.equal(ct.odeint(g, y0, t), ys_g)
+    f.net[3] = nn.ReLU()
+    _refused(r"different activations between layers \(\['relu', 'softplus'\]\)", f)
 
 
 def test_parametrized_linear_is_solved_with_its_weight():

@@ -33,6 +33,8 @@ class Refusal(ValueError):
 # nn activation modules: their class, the library's name, and the arguments it takes exactly
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu",
                 nn.Identity: "identity", nn.Softplus: "softplus", nn.GELU: "gelu"}
+# the arguments of those the recognition reads (_activation)
+_ARGUMENTS = {nn.Softplus: ("beta", "threshold"), nn.GELU: ("approximate",)}
 SUPPORTED = ("Linear, Tanh, ReLU, Sigmoid, SiLU, Identity, Softplus(beta=1.0, threshold=20.0), "
              "GELU(approximate='tanh')")
 
@@ -97,11 +99,14 @@ _CACHE: "weakref.WeakKeyDictionary[nn.Module, Tuple[Any, Field]]" = weakref.Weak
 
 def _fingerprint(module: nn.Module, n_args: int) -> Any:
     """What the recognition depends on besides the forward's code: the module tree (which
-    modules where, with the activations' arguments and their forward hooks)."""
-    return (n_args, type(module).forward, tuple(
-        (name, type(m), getattr(m, "beta", None), getattr(m, "threshold", None),
-         getattr(m, "approximate", None), len(m._forward_hooks) + len(m._forward_pre_hooks))
-        for name, m in module.named_modules()))
+    modules where, with the activations' arguments and their forward hooks). Only the arguments
+    the recognition reads are read (getattr on nn.Module of a name it lacks raises and catches
+    an AttributeError: more than the rest of the check costs)."""
+    out = []
+    for name, m in module.named_modules():
+        out.append((name, type(m), tuple(getattr(m, a) for a in _ARGUMENTS.get(type(m), ())),
+                    len(m._forward_hooks) + len(m._forward_pre_hooks)))
+    return (n_args, type(module).forward, tuple(out))
 
 
 def recognise(func: Any, n_args: int, dim: int, k: int) -> Field:

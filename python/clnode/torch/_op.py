@@ -48,10 +48,11 @@ def _model_of(params: Sequence[Tensor], cfg: Dict[str, Any]) -> _model.MLP:
     it = iter(params)
     ws: List[np.ndarray] = []
     bs: List[Optional[np.ndarray]] = []
+    # float32 or float64 as they are: MLP keeps them in float64 (exactly), one copy
     for has_b in cfg["has_bias"]:
-        ws.append(_np(next(it)).astype(np.float64))
-        bs.append(_np(next(it)).astype(np.float64) if has_b else None)
-    scale = _np(next(it)).astype(np.float64) if cfg["has_scale"] else None
+        ws.append(_np(next(it)))
+        bs.append(_np(next(it)) if has_b else None)
+    scale = _np(next(it)) if cfg["has_scale"] else None
     return _model.MLP(ws, bs, activation=cfg["activation"],
                       final_activation=cfg["final_activation"], time_input=cfg["time_input"],
                       inputs=cfg["inputs"], out_scale=scale)
@@ -62,11 +63,7 @@ def _key(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
     """The exact bits of every input (with dtypes and shapes): a solve's identity."""
     parts: List[Any] = [spec]
     for x in [y0, args, times, save_ts, *params]:
-        if x is None:
-            parts.append(None)
-        else:
-            a = _np(x)
-            parts.append((str(a.dtype), a.shape, a.tobytes()))
+        parts.append(None if x is None else (x.dtype, tuple(x.shape), _np(x).tobytes()))
     return tuple(parts)
 
 
@@ -100,15 +97,20 @@ def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Te
             _TAPES.move_to_end(key)
             while len(_TAPES) > _MAX_TAPES:
                 _TAPES.popitem(last=False)
-    ys = torch.from_numpy(np.ascontiguousarray(sol.ys)).to(y0.device)
+    ys = _tensor(sol.ys, y0.device)
     st = sol.stats
-    res = np.asarray([int(r) for r in np.asarray(sol.result).reshape(-1)], dtype=np.int64)
+    res = np.asarray(sol.result).reshape(-1).astype(np.int64)  # the Result codes
     stats = np.stack([res] + [np.asarray(st[k], dtype=np.int64).reshape(-1) for k in (
         "num_steps", "num_accepted_steps", "num_rejected_steps", "num_rhs_evals")], axis=1)
     tinfo = np.stack([np.asarray(st["first_step"], dtype=np.float64).reshape(-1),
                       np.asarray(sol.t_final, dtype=np.float64).reshape(-1)], axis=1)
-    return (ys, torch.from_numpy(np.ascontiguousarray(stats)).to(y0.device),
-            torch.from_numpy(np.ascontiguousarray(tinfo)).to(y0.device))
+    return ys, _tensor(stats, y0.device), _tensor(tinfo, y0.device)
+
+
+def _tensor(a: np.ndarray, device: torch.device) -> Tensor:
+    """A numpy result as a tensor on `device` (on the CPU: sharing its memory, no copy)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t if device.type == "cpu" else t.to(device)
 
 
 @solve_op.register_fake
@@ -127,7 +129,7 @@ def solve_vjp_op(ys_bar: Tensor, y0: Tensor, args: Optional[Tensor], params: Lis
         sol = _TAPES.get(key)
     if sol is None:
         sol = _run(y0, args, params, times, save_ts, spec, True)
-    g = sol.vjp(_np(ys_bar).astype(np.float64))
+    g = sol.vjp(_np(ys_bar))  # read as float64 (exactly) by vjp
     cfg = _config(spec)
     out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(y0)]
     out.append(torch.from_numpy(np.ascontiguousarray(g.args)).to(args) if args is not None
