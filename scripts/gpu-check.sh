@@ -274,9 +274,8 @@ if [ -n "$BUILD" ]; then
     # the JAX training example with JAX on the GPU and clnode on "cuda" (one shortened run; its
     # summary lines are the figures: losses, steps, time per step), where this Python has a CUDA
     # jaxlib; clnode's Python package is built into $OUT/py when this Python cannot import it (no
-    # network needed: --no-build-isolation). clnode.jax's custom calls are registered for the CPU
-    # platform only so far: with JAX on the GPU its solves go through jax.pure_callback (device
-    # to host and back around each call).
+    # network needed: --no-build-isolation). With the CUDA plugin, clnode.jax's custom calls are
+    # registered for XLA's CUDA platform: the run checks them on a real GPU and stream.
     if python3 -c 'import jax, diffrax, equinox, optax; jax.devices("gpu")' 2>/dev/null; then
         PYDIR="$OUT/py"
         if ! python3 -c 'import clnode.jax' 2>/dev/null; then
