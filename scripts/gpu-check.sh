@@ -3,8 +3,9 @@
 # OpenCL conformance, forward and reverse (gradient conformance: the GPU's gradients against the
 # host's, bit for bit), seed-problem solves at several batch sizes and precisions, and the
 # benchmarks (the forward, and the gradient at B = 1, 1024 and 10^5 against its bare loop and,
-# where JAX has the GPU, against diffrax's jax.grad), all written to one report. Run from the
-# repository root.
+# where JAX has the GPU, against diffrax's jax.grad) and, where a CUDA jaxlib is installed, a
+# shortened run of the JAX training example (examples/neural_ode.py) with JAX on the GPU, all
+# written to one report (what did not run is said so). Run from the repository root.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]
 #       BUILD_DIR: a build directory made elsewhere and copied here (default: build one in
@@ -269,6 +270,27 @@ if [ -n "$BUILD" ]; then
         say "=== bench_peers --grad against jax.grad on the GPU: not run (no JAX with a GPU"
         say "    device in this Python: pip install 'jax[cuda12]' diffrax equinox where it installs)"
         SUMMARY+=("SKIP  bench_peers --grad: no JAX on the GPU here")
+    fi
+    # the JAX training example with JAX on the GPU and clnode on "cuda" (one shortened run; its
+    # summary lines are the figures: losses, steps, time per step), where this Python has a CUDA
+    # jaxlib; clnode's Python package is built into $OUT/py when this Python cannot import it (no
+    # network needed: --no-build-isolation). With the CUDA plugin, clnode.jax's custom calls are
+    # registered for XLA's CUDA platform: the run checks them on a real GPU and stream.
+    if python3 -c 'import jax, diffrax, equinox, optax; jax.devices("gpu")' 2>/dev/null; then
+        PYDIR="$OUT/py"
+        if ! python3 -c 'import clnode.jax' 2>/dev/null; then
+            step "pip install clnode (for the example)" 300 python3 -m pip install -q \
+                --no-build-isolation --no-deps --target "$PYDIR" "$ROOT"
+        fi
+        step "examples/neural_ode.py, JAX on the GPU, clnode on cuda (2 x 20 steps)" 300 \
+            env PYTHONPATH="$PYDIR${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 python3 \
+            "$ROOT/examples/neural_ode.py" --device cuda --steps 20 --dataset-size 64 --quiet \
+            --out "$OUT/neural_ode_gpu.png" --losses-out "$OUT/neural_ode_gpu.json"
+    else
+        say ""
+        say "=== examples/neural_ode.py with JAX on the GPU: did not run (no CUDA jaxlib with"
+        say "    diffrax, equinox and optax in this Python: pip install 'jax[cuda12]' diffrax optax)"
+        SUMMARY+=("SKIP  examples/neural_ode.py on the GPU: no CUDA jaxlib here")
     fi
 fi
 

@@ -6,6 +6,9 @@
 #ifdef CLNODE_HAVE_OPENCL
 #include "backends/opencl/opencl_adopt.h"
 #endif
+#ifdef CLNODE_HAVE_CUDA
+#include "backends/cuda/cuda_adopt.h"
+#endif
 
 /* A constructor's status, the stored probe results read into the context it made. */
 static clnode_status ctx_opened(clnode_status st, clnode_context **out)
@@ -33,5 +36,13 @@ clnode_status clnode_context_create_opencl(const clnode_context_options *opts, c
                                            clnode_context **out)
 {
     return ctx_opened(cln_opencl_context_adopt(opts, context, device, queue, out), out);
+}
+#endif
+
+#ifdef CLNODE_HAVE_CUDA
+clnode_status clnode_context_create_cuda(const clnode_context_options *opts, int device,
+                                         struct CUstream_st *stream, clnode_context **out)
+{
+    return ctx_opened(cln_cuda_context_adopt(opts, device, stream, out), out);
 }
 #endif

@@ -11,6 +11,7 @@
 #define CLN_PY_IMPORT_ARRAY /* import_array fills numpy's API table here */
 #include "_clnode_internal.h"
 #include "_clnode_xla.h"
+#include "_clnode_xla_cuda.h"
 
 static PyObject *version(PyObject *self, PyObject *noargs)
 {
@@ -58,6 +59,8 @@ static PyMethodDef module_methods[] = {
      "choices ((name, value) pairs; the method names)"},
     {"_xla", clnode_xla_functions, METH_NOARGS,
      "clnode.jax's XLA custom calls: their capsules and functions (_clnode_xla.h)"},
+    {"_xla_cuda", clnode_xla_cuda_functions, METH_NOARGS,
+     "clnode.jax's XLA custom calls on the CUDA platform: their capsules (_clnode_xla_cuda.h)"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
     {NULL, NULL, 0, NULL},
 };

@@ -17,24 +17,10 @@
 #include "test_problem.h"
 #include "clnode/opencl.h"
 #include "test_device.h"
+#include "test_adopt.h"
 
 static cl_platform_id g_plat;
 static cl_device_id g_dev;
-
-static clnode_solution *seed_solve(clnode_context *ctx, size_t batch)
-{
-    clnode_model *m = NULL;
-    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
-    clnode_solve_options o;
-    clnode_solve_seed_options(&o);
-    double y0[20] = {0};
-    clnode_solution *s = NULL;
-    clnode_status st = clnode_solve(ctx, m, &o, TEST_PROBLEM(batch, y0), &s);
-    if (st != CLNODE_OK)
-        fail_msg("solve: %s", clnode_context_last_error(ctx));
-    clnode_model_destroy(&m);
-    return s;
-}
 
 /* The reference counts of the caller's queue and context once the driver has let go of them:
  * a driver may drop the references its finished commands held a little after clFinish returns
@@ -72,16 +58,8 @@ static void test_adopt(void **state)
     clnode_context_default_options(&ho);
     ho.device = "host";
     assert_int_equal(clnode_context_create(&ho, &host), CLNODE_OK);
-    clnode_solution *s = seed_solve(ctx, 2), *sh = seed_solve(host, 2);
-    for (size_t b = 0; b < 2; ++b) {
-        clnode_trajectory_stats a, h;
-        assert_int_equal(clnode_solution_stats(s, b, &a), CLNODE_OK);
-        assert_int_equal(clnode_solution_stats(sh, b, &h), CLNODE_OK);
-        assert_int_equal(a.result, CLNODE_RESULT_SUCCESS);
-        assert_int_equal(a.num_steps, h.num_steps);
-        assert_memory_equal(clnode_solution_y_final(s, b), clnode_solution_y_final(sh, b),
-                            10 * sizeof(double));
-    }
+    clnode_solution *s = test_seed_solve(ctx, 2), *sh = test_seed_solve(host, 2);
+    test_assert_same_seed(s, sh, 2);
     clnode_solution_destroy(&s);
     clnode_solution_destroy(&sh);
     clnode_context_destroy(&ctx);

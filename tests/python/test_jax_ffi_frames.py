@@ -167,7 +167,9 @@ def results(B, T=1, n=2, dtype=np.float64):
             np.zeros((B,), np.int32)]
 
 
-def test_metadata_query_answers_the_version_it_needs():
+def check_metadata_answer(get_handler):
+    """get_handler's fwd and vjp answer the metadata query: API 0.1, no traits. Returns the call,
+    its metadata and the frame's extension."""
     c = Call()
     md = Metadata(struct_size=C.sizeof(Metadata))
     ext = MetadataExt(Ext(C.sizeof(MetadataExt), 1, None), C.pointer(md))
@@ -175,9 +177,14 @@ def test_metadata_query_answers_the_version_it_needs():
         md.api_version.major = md.api_version.minor = -1
         md.traits = 7
         f = c.frame([], [], {}, ext=C.cast(C.pointer(ext), C.c_void_p))
-        assert handler(name)(C.pointer(f)) is None
+        assert get_handler(name)(C.pointer(f)) is None
         assert (md.api_version.major, md.api_version.minor) == tuple(XLA["api"]) == (0, 1)
         assert md.traits == 0 and c.errors == []
+    return c, md, ext
+
+
+def test_metadata_query_answers_the_version_it_needs():
+    c, md, ext = check_metadata_answer(handler)
     md.struct_size = 8  # too small to hold what is answered
     f = c.frame([], [], {}, ext=C.cast(C.pointer(ext), C.c_void_p))
     assert handler("fwd")(C.pointer(f)) is not None

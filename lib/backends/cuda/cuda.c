@@ -53,7 +53,7 @@ static void cu_destroy(cln_backend *be)
         return;
     cuda_backend *cb = cub(be);
     /* best effort: a failure here leaves nothing better to do than to go on freeing */
-    if (CU(cudaSetDevice)(cb->dev) == cudaSuccess && cb->stream)
+    if (CU(cudaSetDevice)(cb->dev) == cudaSuccess && (cb->stream || cb->adopted))
         CU(cudaStreamSynchronize)(cb->stream);
     for (int i = 0; i < 2; ++i)
         cu_program_release(&cb->prog[i]);
@@ -63,7 +63,7 @@ static void cu_destroy(cln_backend *be)
         CU(cudaFree)(cb->count_dev);
     if (cb->count_host)
         CU(cudaFreeHost)(cb->count_host);
-    if (cb->stream)
+    if (cb->stream && !cb->adopted)
         CU(cudaStreamDestroy)(cb->stream);
     (void)CU(cudaGetLastError)();
     free(cb);
@@ -115,11 +115,14 @@ static const cln_device_form cu_forms[] = {
     {"N:cublas", CU_CUBLAS, "NVIDIA GPU N with cuBLAS GEMMs (pedantic: no TF32)"},
 };
 
-static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, cln_backend **out)
+/* The backend on device `index` (checked; `spec` names it in messages), with strict GEMMs in the
+ * ordered kernel or through cuBLAS (`variant`), on a stream of its own (adopted 0) or on the
+ * caller's `stream` (adopted 1: never destroyed; may be NULL, the legacy default stream). */
+clnode_status cu_open(clnode_context *ctx, const char *spec, long index, int variant,
+                      cudaStream_t stream, int adopted, cln_backend **out)
 {
     *out = NULL;
-    const long index = sel->index >= 0 ? sel->index : 0;
-    clnode_status st = cu_check_index(ctx, sel->spec, index);
+    clnode_status st = cu_check_index(ctx, spec, index);
     if (st != CLNODE_OK)
         return st;
     cuda_backend *cb = calloc(1, sizeof *cb);
@@ -130,7 +133,7 @@ static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, c
     cb->proto.base.group_steps = 8;
     cb->proto.base.row_align = 1;
     cb->dev = (int)index;
-    cb->cublas_strict = sel->variant == CU_CUBLAS;
+    cb->cublas_strict = variant == CU_CUBLAS;
     cb->math = CUBLAS_DEFAULT_MATH; /* a new handle's mode; set to pedantic below */
 
     /* before the first cuBLAS handle of this backend */
@@ -138,8 +141,13 @@ static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, c
 
     CLN_TRY(st, CU_STATUS(ctx, "cudaSetDevice", CU(cudaSetDevice)(cb->dev)));
     CLN_TRY(st, cu_describe(cb));
-    CLN_TRY(st, CU_STATUS(ctx, "cudaStreamCreateWithFlags (the context's stream)",
-                          CU(cudaStreamCreateWithFlags)(&cb->stream, cudaStreamNonBlocking)));
+    if (adopted) {
+        cb->stream = stream;
+        cb->adopted = 1;
+    } else {
+        CLN_TRY(st, CU_STATUS(ctx, "cudaStreamCreateWithFlags (the context's stream)",
+                              CU(cudaStreamCreateWithFlags)(&cb->stream, cudaStreamNonBlocking)));
+    }
     CLN_TRY(st, CU_STATUS(ctx, "cudaMalloc (the active count)",
                           CU(cudaMalloc)((void **)&cb->count_dev, sizeof(int))));
     CLN_TRY(st, CU_STATUS(ctx, "cudaMallocHost (the active count's read-back)",
@@ -151,6 +159,11 @@ static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, c
 fail:
     cu_destroy(&cb->proto.base);
     return st;
+}
+
+static clnode_status cu_create(clnode_context *ctx, const cln_device_sel *sel, cln_backend **out)
+{
+    return cu_open(ctx, sel->spec, sel->index >= 0 ? sel->index : 0, sel->variant, NULL, 0, out);
 }
 
 const cln_backend_desc cln_cuda_backend = {

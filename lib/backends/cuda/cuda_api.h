@@ -47,6 +47,7 @@
     X(cudaStreamCreateWithFlags)                                                                   \
     X(cudaStreamDestroy)                                                                           \
     X(cudaStreamSynchronize)                                                                       \
+    X(cudaStreamGetDevice)                                                                         \
     X(cudaLaunchKernel)                                                                            \
     X(cudaFuncGetAttributes)                                                                       \
     X(cudaLibraryLoadData)                                                                         \

@@ -1,6 +1,7 @@
 /* cuda_internal.h - what the files of the CUDA backend share (not installed): its structs, its
  * error macros and the functions one file defines for another. The backend by concern:
  *   cuda.c          the ops table, creation and destruction
+ *   cuda_adopt.c    contexts on the caller's device and stream (clnode/cuda.h)
  *   cuda_errors.c   CUDA runtime and cuBLAS errors and their clnode statuses
  *   cuda_devices.c  the current device, the environment, the device list and description
  *   cuda_buffers.c  buffers
@@ -51,6 +52,7 @@ typedef struct cuda_backend {
     int dev;
     int cc_major, cc_minor;
     cudaStream_t stream;
+    int adopted; /* the stream is the caller's (clnode_context_create_cuda) */
     cublasHandle_t blas;
     cublasMath_t math;  /* the handle's current math mode */
     int tf32_off;       /* NVIDIA_TF32_OVERRIDE=0: cuBLAS computes the tf32 mode in full fp32 */
@@ -120,6 +122,13 @@ static inline clnode_status cu_status_of(clnode_context *ctx, cudaError_t e, con
 
 /* cuda_errors.c: the clnode status a CUDA runtime error maps to. */
 clnode_status cu_status(cudaError_t e);
+
+/* cuda.c: the backend on device `index` (checked against the devices present; `spec` names it
+ * in messages), with strict GEMMs in the ordered kernel (variant 0) or through cuBLAS (1), on a
+ * stream of its own (adopted 0) or on the caller's `stream` (adopted 1: never destroyed; NULL is
+ * the legacy default stream). The libraries must be loaded (cu_available). */
+clnode_status cu_open(clnode_context *ctx, const char *spec, long index, int variant,
+                      cudaStream_t stream, int adopted, cln_backend **out);
 
 /* cuda_devices.c: the backend's device made current for the calling thread (the runtime's
  * current device is per thread); the environment variables that would change cuBLAS's

@@ -1,6 +1,6 @@
 """clnode.jax's custom calls: the forward solve and the reverse pass as XLA FFI handlers in C
 (python/clnode/_clnode_xla.c), which a jitted program calls with no Python: registered with
-XLA for the CPU at import, and the lowerings of the primitives fwd_p and vjp_p (_primitives)
+XLA for the CPU at import (and for CUDA where a CUDA plugin is installed), and the lowerings of the primitives fwd_p and vjp_p (_primitives)
 that name them. A call's structure is a plan, made once per Problem at trace time (its handle an
 int64 attribute; plans live for the process); its numbers are operands. Its forward, solved for
 a gradient, leaves its tape in the C registry (bounded in bytes: tape_stats, set_tape_limit,
@@ -9,6 +9,9 @@ $CLNODE_JAX_TAPE_BYTES) under the token it returns.
 Supported: jaxlib >= MIN_JAXLIB (the FFI API 0.1 and its metadata query, which the handlers
 answer with the lowest version they need); an older jaxlib is refused at import, naming both
 versions."""
+import importlib
+import importlib.util
+import pkgutil
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -51,6 +54,24 @@ check_jaxlib(getattr(jaxlib, "__version__", "0"))
 _XLA: Dict[str, Any] = _clnode._xla()
 jax.ffi.register_ffi_target(FWD_TARGET, _XLA["fwd"], platform="cpu")
 jax.ffi.register_ffi_target(VJP_TARGET, _XLA["vjp"], platform="cpu")
+
+
+def _cuda_plugin() -> bool:
+    """Whether a CUDA jaxlib plugin is installed (a jax_plugins module named for CUDA, as
+    jax-cuda12-plugin's xla_cuda12), found without starting any backend."""
+    if importlib.util.find_spec("jax_plugins") is None:
+        return False
+    plugins = importlib.import_module("jax_plugins")
+    return any("cuda" in m.name for m in pkgutil.iter_modules(getattr(plugins, "__path__", [])))
+
+
+# On XLA's CUDA platform the same handlers run on host copies of the device buffers, staged on
+# XLA's stream (python/clnode/_clnode_xla_cuda.c); registered only where a CUDA plugin is.
+CUDA = _cuda_plugin()
+if CUDA:
+    _XLA_CUDA: Dict[str, Any] = _clnode._xla_cuda()
+    jax.ffi.register_ffi_target(FWD_TARGET, _XLA_CUDA["fwd"], platform="CUDA")
+    jax.ffi.register_ffi_target(VJP_TARGET, _XLA_CUDA["vjp"], platform="CUDA")
 DEFAULT_TAPE_BYTES = 256 << 20
 
 

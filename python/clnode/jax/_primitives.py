@@ -4,8 +4,9 @@ rules, written for jax 0.10.2; see python/requirements-test.txt).
 
 A diffeqsolve call is solve(problem, operands): a jax.custom_jvp function (the call's frozen
 Problem its non-differentiable argument, its Operands by name) around fwd_p, the forward solve:
-under jax.jit on the CPU one call of clnode's XLA custom call (_ffi), eagerly _callback.host
-(clnode.solve), and elsewhere (a GPU JAX, a call with a progress meter) one jax.pure_callback
+under jax.jit on the CPU, and on a CUDA GPU where a CUDA plugin is installed, one call of
+clnode's XLA custom call (_ffi), eagerly _callback.host (clnode.solve), and elsewhere (another
+GPU JAX, a call with a progress meter) one jax.pure_callback
 (_callback.host) whose operands and results are packed into one flat array per dtype. Its outputs (Outputs) are ts, ys, the counts and the tape's token. Its JVP rule
 solves the forward keeping its tape (_tapes, found again by the token) and gives the tangent of
 ys as `lin_p`, a primitive linear in the tangents of y0, args, the field's factor s and the
@@ -421,6 +422,9 @@ def _vjp_cpu_lowering(ctx, *args, problem, want, lead, keep):
 
 mlir.register_lowering(fwd_p, _fwd_cpu_lowering, platform="cpu")
 mlir.register_lowering(vjp_p, _vjp_cpu_lowering, platform="cpu")
+if _ffi.CUDA:  # the same custom calls on XLA's CUDA platform (staged through the host)
+    mlir.register_lowering(fwd_p, _fwd_cpu_lowering, platform="cuda")
+    mlir.register_lowering(vjp_p, _vjp_cpu_lowering, platform="cuda")
 
 
 __all__: Tuple[str, ...] = ("Outputs", "solve", "out_shapes")

@@ -1,0 +1,141 @@
+"""clnode's XLA handlers for the CUDA platform (python/clnode/_clnode_xla_cuda.c) driven without
+XLA and without a GPU, by the synthetic call frames of test_jax_ffi_frames.py: the metadata query
+answered as the CPU handlers answer it (no traits: not command-buffer compatible), the frame's
+buffers checked before CUDA is touched, XLA's stream asked for and its error passed on, and,
+where the CUDA runtime cannot copy (no driver or no library here), a clear message with XLA's
+UNAVAILABLE. In a subprocess with a stand-in CUDA runtime (memcpy for the stream's copies, built
+with the system's C compiler), a forward frame through the CUDA handler gives the CPU handler's
+bits, and its copies go on the stream XLA gave."""
+import ctypes as C
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("jax")
+
+from clnode import _clnode  # noqa: E402
+from test_jax_ffi_frames import (HANDLER, INVALID_ARGUMENT, Buffer, Call,  # noqa: E402
+                                 _get, check_metadata_answer, operands, plan, results)
+
+CUDA_XLA = _clnode._xla_cuda()
+UNAVAILABLE, UNIMPLEMENTED = 14, 12
+STREAM_GET = C.CFUNCTYPE(C.c_void_p, C.c_void_p)
+
+
+def cuda_handler(name):
+    return HANDLER(_get(CUDA_XLA[name], None))
+
+
+def with_stream(call, stream=0x5EED, error=None):
+    """Gives call's API an XLA_FFI_Stream_Get answering `stream` (or returning `error`)."""
+    def get(args):
+        # XLA_FFI_Stream_Get_Args: struct_size, extension_start, ctx, stream (out)
+        fields = C.cast(args, C.POINTER(C.c_void_p))
+        fields[3] = stream
+        call.asked = fields[2]
+        return error
+    call.stream_cb = STREAM_GET(get)
+    call.api.stream_get = C.cast(call.stream_cb, C.c_void_p)
+    return call
+
+
+def test_metadata_query_is_the_cpu_handlers():
+    check_metadata_answer(cuda_handler)  # no traits: not command-buffer compatible
+
+
+def test_buffers_are_checked_before_cuda():
+    c = with_stream(Call())
+    h = plan()
+    args = operands([[0.5, -0.2]])
+    f = c.frame(args, results(1), {"plan": h})
+    f.args.types[2] = 7  # not a buffer
+    c.asked = None
+    assert cuda_handler("fwd")(C.pointer(f)) is not None
+    (code, text), = c.errors
+    assert code == INVALID_ARGUMENT and "operand 2 is not a buffer" in text, text
+    assert c.asked is None  # the stream was not asked for
+    c.errors.clear()
+    f = c.frame(args, results(1), {"plan": h})
+    C.cast(f.args.args[0], C.POINTER(Buffer)).contents.dtype = 10  # F16: not one clnode takes
+    assert cuda_handler("vjp")(C.pointer(f)) is not None
+    (code, text), = c.errors
+    assert code == INVALID_ARGUMENT and "operand 0 is not a buffer of a dtype" in text, text
+
+
+def test_stream_errors_and_missing_stream_get_pass_on():
+    c = with_stream(Call(), error=0xBAD)
+    f = c.frame(operands([[0.5, -0.2]]), results(1), {"plan": plan()})
+    assert cuda_handler("fwd")(C.pointer(f)) == 0xBAD  # XLA's own error, returned as it is
+    c = Call()  # no XLA_FFI_Stream_Get in the table
+    f = c.frame(operands([[0.5, -0.2]]), results(1), {"plan": plan()})
+    assert cuda_handler("fwd")(C.pointer(f)) is not None
+    (code, text), = c.errors
+    assert code == UNIMPLEMENTED and "XLA_FFI_Stream_Get" in text
+
+
+def test_without_a_gpu_the_copy_fails_clearly():
+    c = with_stream(Call(), stream=0)
+    f = c.frame(operands([[0.5, -0.2]]), results(1), {"plan": plan()})
+    assert cuda_handler("fwd")(C.pointer(f)) is not None
+    (code, text), = c.errors
+    # no runtime: "cannot load the CUDA runtime"; a runtime without a driver or GPU: the CUDA
+    # error of the first copy, by name
+    assert code == UNAVAILABLE, text
+    assert ("cannot load the CUDA runtime" in text
+            or "cudaMemcpyAsync (an operand to the host)" in text), text
+    assert text.startswith("clnode's CUDA custom call (forward): ")
+    assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
+
+
+FAKE_CUDART = r"""
+#include <stddef.h>
+#include <string.h>
+void *g_streams[64]; int g_copies;
+int cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, void *stream)
+{ (void)kind; if (g_copies < 64) g_streams[g_copies] = stream; g_copies++; memcpy(d, s, n); return 0; }
+int cudaStreamSynchronize(void *s) { (void)s; return 0; }
+const char *cudaGetErrorName(int e) { (void)e; return "cudaErrorFake"; }
+const char *cudaGetErrorString(int e) { (void)e; return "fake"; }
+"""
+
+CHILD = textwrap.dedent("""
+    import ctypes as C, sys
+    import numpy as np
+    fake = C.CDLL(sys.argv[1], mode=C.RTLD_GLOBAL)  # loaded first: the handler takes it
+    import test_jax_ffi_cuda_frames as t, test_jax_ffi_frames as cpu
+    c = t.with_stream(t.Call(), stream=0x5EED)
+    h = t.plan()
+    y0 = np.array([[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]])
+    args, rets, ref = t.operands(y0), t.results(3), t.results(3)
+    assert t.cuda_handler("fwd")(C.pointer(c.frame(args, rets, {"plan": h}))) is None, c.errors
+    assert cpu.handler("fwd")(C.pointer(c.frame(args, ref, {"plan": h}))) is None
+    for a, b in zip(rets, ref):
+        np.testing.assert_array_equal(a, b)
+    n = C.c_int.in_dll(fake, "g_copies").value
+    streams = (C.c_void_p * 64).in_dll(fake, "g_streams")
+    assert n == sum(a.size > 0 for a in args + rets), n  # every operand in, every result out
+    assert all(streams[i] == 0x5EED for i in range(n))  # all on XLA's stream
+    print("ok", n)
+""")
+
+
+def test_a_forward_through_the_cuda_handler_gives_the_cpu_handlers_bits(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler for the stand-in CUDA runtime")
+    src = tmp_path / "fake_cudart.c"
+    src.write_text(FAKE_CUDART)
+    lib = tmp_path / "libcudart.so.13"
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcudart.so.13", "-o", str(lib),
+                    str(src)], check=True)
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__))] +
+                                          [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(lib)], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("ok 9"), out.stdout  # 5 non-empty operands, 4 results
