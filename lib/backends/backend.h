@@ -105,6 +105,18 @@ typedef struct cln_rev_job {
     size_t w_off[CLN_MAX_LAYERS], b_off[CLN_MAX_LAYERS], s_off;
 } cln_rev_job;
 
+/* The steps of a checkpoint group of a job: checkpoint_every, or its longest trajectory's steps
+ * when fewer (at least 1). */
+static inline size_t cln_rev_seg_len(const cln_rev_job *job)
+{
+    size_t longest = 0;
+    for (size_t b = 0; b < job->B; ++b) {
+        const size_t m = job->off_t[b + 1] - job->off_t[b] - 1;
+        longest = m > longest ? m : longest;
+    }
+    return job->every < longest ? job->every : (longest ? longest : 1);
+}
+
 /* A run of the reverse schedule over blocks [k0, k0 + nk) of a job (rev_each). */
 typedef clnode_status (*cln_rev_run_fn)(const void *arg, void *run, size_t k0, size_t nk);
 

@@ -41,16 +41,10 @@ static int rs_order(const cln_rev_job *job, size_t b0, size_t Bg, size_t *traj, 
 void cln_rev_plan_init(cln_rev_plan *p, clnode_context *ctx, const cln_rev_job *job,
                        const cln_rev_ops *ops)
 {
-    size_t longest = 0;
-    for (size_t b = 0; b < job->B; ++b) {
-        const size_t m = job->off_t[b + 1] - job->off_t[b] - 1;
-        longest = m > longest ? m : longest;
-    }
     p->ctx = ctx;
     p->job = job;
     p->ops = ops;
-    /* the steps of a group: checkpoint_every, or the longest trajectory's when shorter */
-    p->seg_len = job->every < longest ? job->every : (longest ? longest : 1);
+    p->seg_len = cln_rev_seg_len(job);
 }
 
 /* Every stage of the rows' steps (their times and states set by begin), rows [0, A). */

@@ -39,12 +39,7 @@ static void dr_dims(dev_rev *d, const cln_rev_job *job)
     d->time_input = KI->time_input;
     d->ntheta = job->ntheta;
     d->maxw = d->ldz;
-    size_t longest = 0;
-    for (size_t b = 0; b < job->B; ++b) {
-        const size_t m = job->off_t[b + 1] - job->off_t[b] - 1;
-        longest = m > longest ? m : longest;
-    }
-    d->E = d->every < longest ? d->every : (longest ? longest : 1); /* host_reverse.inc's seg_len */
+    d->E = cln_rev_seg_len(job);
     d->sumw = 0;
     for (size_t l = 0; l < d->nl; ++l) {
         d->in[l] = job->sizes[l];
