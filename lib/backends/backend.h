@@ -105,6 +105,56 @@ typedef struct cln_rev_job {
     size_t w_off[CLN_MAX_LAYERS], b_off[CLN_MAX_LAYERS], s_off;
 } cln_rev_job;
 
+/* The steps of a checkpoint group of a job: checkpoint_every, or its longest trajectory's steps
+ * when fewer (at least 1). */
+static inline size_t cln_rev_seg_len(const cln_rev_job *job)
+{
+    size_t longest = 0;
+    for (size_t b = 0; b < job->B; ++b) {
+        const size_t m = job->off_t[b + 1] - job->off_t[b] - 1;
+        longest = m > longest ? m : longest;
+    }
+    return job->every < longest ? job->every : (longest ? longest : 1);
+}
+
+/* A run of the reverse schedule over blocks [k0, k0 + nk) of a job (rev_each). */
+typedef clnode_status (*cln_rev_run_fn)(const void *arg, void *run, size_t k0, size_t nk);
+
+/* The per-step operations of the reverse pass, on a run of consecutive blocks (rev_each). The
+ * schedule (lib/solver/reverse_schedule.c) is the one place that orders the rows, aligns them at
+ * their last step, shrinks the active rows, recomputes the checkpoint groups and goes back
+ * through the steps and their stages; each operation does what its name says for the run's rows
+ * [0, A) in that order (rows: the positions after the order, most steps first):
+ *   rows      the run's Bg trajectories: arrays of Bg for their trajectory (from the run's
+ *             first) and steps, which the schedule fills in the order of the positions;
+ *   setup     the run's tape, events, cotangents and inputs in place; zero cotangents and sums;
+ *   group     group q's kept states into the segment (checkpoint_every > 1);
+ *   begin     each row's times and state at the step's start: CLN_REV_KEPT or CLN_REV_SEG
+ *             for reverse step s, CLN_REV_SUB for sub-step j of group q (cln_layout.h);
+ *   stage     stage i's argument and, where anything reads its f, its MLP, kept for the VJP;
+ *   y1        y1 of sub-step j of group q into the segment;
+ *   events    the step's saved points and dense outputs, and y1's transpose;
+ *   stage_vjp stage i's vector-Jacobian product (its MLP's and its argument's);
+ *   sums      the weight sums of reverse step s (the rows with more than s steps);
+ *   next      the cotangent of y_n becomes that of y_{n+1} for the next step;
+ *   finish    rows [from, to) are back at their start: their points at y0, their results;
+ *   results   the run's block sums (and rows) where rev_each's caller reads them. */
+typedef struct cln_rev_ops {
+    clnode_status (*rows)(void *run, size_t k0, size_t nk, size_t Bg, size_t **traj,
+                          size_t **steps);
+    clnode_status (*setup)(void *run, size_t Bg);
+    clnode_status (*group)(void *run, size_t A, size_t q);
+    clnode_status (*begin)(void *run, size_t A, int mode, size_t s, size_t q, size_t j);
+    clnode_status (*stage)(void *run, size_t i, size_t A);
+    clnode_status (*y1)(void *run, size_t A, size_t q, size_t j);
+    clnode_status (*events)(void *run, size_t A, size_t s);
+    clnode_status (*stage_vjp)(void *run, size_t i, size_t A);
+    clnode_status (*sums)(void *run, size_t A, size_t s);
+    clnode_status (*next)(void *run, size_t A);
+    clnode_status (*finish)(void *run, size_t from, size_t to);
+    clnode_status (*results)(void *run);
+} cln_rev_ops;
+
 typedef struct cln_backend_ops {
     const char *name;   /* "host", "opencl", "cuda": for messages and logs, never asked */
     cln_tf32_kind tf32; /* what its gemm computes in CLNODE_GEMM_TF32 mode */
@@ -199,18 +249,22 @@ typedef struct cln_backend_ops {
      * N, ldz) of sd and writes F and H; Y, CR, RS and IS must exist but are not read. */
     clnode_status (*rhs)(cln_backend *be, cln_solve_dev *sd);
 
-    /* Optional (NULL: the backend has no reverse pass): the reverse pass of a job. rev_begin
-     * prepares what every block reads (the packed weights, the threads' scratch) into *state,
-     * and says in *group how many blocks rev_blocks takes at a time (at least 1); rev_blocks
-     * runs blocks [block0, block0 + nblocks), nblocks <= *group, of CLNODE_GRADIENT_BLOCK
-     * trajectories each: writes their trajectories' rows of job->ybar and cbar and block k's
-     * parameter cotangent at theta + (k - block0) * ntheta (state precision), each block summed
-     * in the order clnode/gradient.h states, whatever the threads or the device; rev_end
-     * releases *state (accepts NULL). */
-    clnode_status (*rev_begin)(cln_backend *be, const cln_rev_job *job, void **state,
-                               size_t *group);
-    clnode_status (*rev_blocks)(cln_backend *be, void *state, size_t block0, size_t nblocks,
-                                void *theta);
+    /* Optional (NULL: the backend has no reverse pass): the reverse pass of a job, whose
+     * schedule (lib/solver/reverse_schedule.c) runs over the backend's per-step operations.
+     * rev_begin prepares what every block reads (the packed weights, the threads' scratch) into
+     * *state, says in *group how many blocks rev_each takes at a time (at least 1) and in *rev
+     * the per-step operations for the job's precision;
+     * rev_each hands blocks [block0, block0 + nblocks), nblocks <= *group, of
+     * CLNODE_GRADIENT_BLOCK trajectories each, to fn in runs of consecutive blocks (the host:
+     * a block per run on its threads; a device: one run): fn(arg, run, k0, nk) goes through
+     * them with rev's operations on `run`, which write their trajectories' rows of job->ybar and
+     * cbar and block k's parameter cotangent at theta + (k - block0) * ntheta (state precision),
+     * each block summed in the order clnode/gradient.h states, whatever the threads or the
+     * device; rev_end releases *state (accepts NULL). */
+    clnode_status (*rev_begin)(cln_backend *be, const cln_rev_job *job, void **state, size_t *group,
+                               const cln_rev_ops **rev);
+    clnode_status (*rev_each)(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                              void *theta, cln_rev_run_fn fn, const void *arg);
     void (*rev_end)(cln_backend *be, void *state);
     /* Optional (NULL: no bare VJP loop): clnode_bench_vjp_loop (clnode/bench.h) on this backend,
      * after the caller's checks of the arguments, the precision and the model: `steps` reverse

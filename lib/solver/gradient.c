@@ -12,6 +12,7 @@
 #include "core/internal.h"
 #include "model/model.h"
 #include "solver/gradient_tree.h"
+#include "solver/reverse_schedule.h"
 #include "solver/solution.h"
 
 /* The reverse pass's defaults: no progress, never cancelled. */
@@ -428,9 +429,11 @@ static clnode_status cln_rev_between(clnode_context *ctx, const clnode_gradient_
  * groups), their sums into the tree. */
 static clnode_status cln_rev_blocks(clnode_context *ctx, const clnode_gradient_options *o,
                                     const cln_rev_job *job, void *state, size_t group,
-                                    cln_rev_tree *tr)
+                                    const cln_rev_ops *rev, cln_rev_tree *tr)
 {
     cln_backend *be = ctx->backend;
+    cln_rev_plan plan;
+    cln_rev_plan_init(&plan, ctx, job, rev);
     const size_t nb = (job->B + CLNODE_GRADIENT_BLOCK - 1) / CLNODE_GRADIENT_BLOCK;
     const size_t es = tr->esize, n = job->ntheta ? job->ntheta : 1;
     group = group < 1 ? 1 : group < nb ? group : nb ? nb : 1;
@@ -442,7 +445,7 @@ static clnode_status cln_rev_blocks(clnode_context *ctx, const clnode_gradient_o
     double last = cln_rev_now();
     for (size_t b0 = 0; b0 < nb && st == CLNODE_OK; b0 += group) {
         const size_t cnt = nb - b0 < group ? nb - b0 : group;
-        st = be->ops->rev_blocks(be, state, b0, cnt, sums);
+        st = be->ops->rev_each(be, state, b0, cnt, sums, cln_rev_schedule, &plan);
         for (size_t k = 0; st == CLNODE_OK && k < cnt; ++k)
             cln_rev_tree_push(tr, (unsigned char *)sums + k * n * es, 1);
         if (st == CLNODE_OK)
@@ -506,9 +509,10 @@ static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_
         return st;
     void *state = NULL;
     size_t group = 1;
-    st = be->ops->rev_begin(be, job, &state, &group);
+    const cln_rev_ops *rev = NULL;
+    st = be->ops->rev_begin(be, job, &state, &group, &rev);
     if (st == CLNODE_OK)
-        st = cln_rev_blocks(ctx, o, job, state, group, tr);
+        st = cln_rev_blocks(ctx, o, job, state, group, rev, tr);
     be->ops->rev_end(be, state);
     if (!runs) {
         cln_rev_tree_fold(tr);

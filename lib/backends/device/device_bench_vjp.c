@@ -182,7 +182,7 @@ clnode_status cln_dev_bench_vjp(cln_backend *be, const cln_model_view *model, si
     size_t group = 0;
     clnode_status st = CLNODE_OK;
     CLN_TRY(st, dr_bench_job(be, model, batch, stages, prec, &bj));
-    CLN_TRY(st, cln_dev_rev_begin(be, &bj.job, &state, &group));
+    CLN_TRY(st, cln_dev_rev_begin(be, &bj.job, &state, &group, NULL));
     CLN_TRY(st, dr_bench_run(state, steps, seconds));
 fail:
     cln_dev_rev_end(be, state);

@@ -1,5 +1,6 @@
-/* device_reverse.c - the reverse pass of the device backends (device_reverse.h): a group of blocks
- * at a time, its trajectories ordered by their steps, every reverse step as the host's
+/* device_reverse.c - the per-step reverse operations of the device backends (device_reverse.h),
+ * which lib/solver/reverse_schedule.c runs: a group of blocks at a time, its trajectories ordered
+ * by their steps, every reverse step as the host's
  * (lib/backends/host/host_reverse.inc) through cl/cln_reverse_kernels.h's kernels and the
  * backend's ordered GEMM. */
 #include <stdint.h>
@@ -15,6 +16,8 @@ const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
     "cln_rev_act",  "cln_rev_y1",     "cln_rev_events", "cln_rev_delta",  "cln_rev_arg",
     "cln_rev_wsum", "cln_rev_bsum",   "cln_rev_ssum",   "cln_rev_finish", "cln_rev_gather",
     "cln_rev_wadd", "cln_rev_nrows"};
+
+static const cln_rev_ops dr_ops;
 
 /* ---- sizes and memory ---- */
 
@@ -36,12 +39,7 @@ static void dr_dims(dev_rev *d, const cln_rev_job *job)
     d->time_input = KI->time_input;
     d->ntheta = job->ntheta;
     d->maxw = d->ldz;
-    size_t longest = 0;
-    for (size_t b = 0; b < job->B; ++b) {
-        const size_t m = job->off_t[b + 1] - job->off_t[b] - 1;
-        longest = m > longest ? m : longest;
-    }
-    d->E = d->every < longest ? d->every : (longest ? longest : 1); /* host_reverse.inc's seg_len */
+    d->E = cln_rev_seg_len(job);
     d->sumw = 0;
     for (size_t l = 0; l < d->nl; ++l) {
         d->in[l] = job->sizes[l];
@@ -286,7 +284,7 @@ void cln_dev_rev_end(cln_backend *be, void *state)
 }
 
 clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **state,
-                                size_t *group)
+                                size_t *group, const cln_rev_ops **rev)
 {
     clnode_context *ctx = be->ctx;
     *state = NULL;
@@ -324,6 +322,8 @@ clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **
             be->device_name, job->B, d->gb, d->rows);
     *state = d;
     *group = d->gb;
+    if (rev)
+        *rev = &dr_ops;
     return CLNODE_OK;
 fail:
     cln_dev_rev_end(be, d);
@@ -332,40 +332,18 @@ fail:
 
 /* ---- a group's rows and uploads ---- */
 
-typedef struct dr_key {
-    size_t M, r;
-} dr_key;
-
-/* Most steps first, equal steps by index (clnode/gradient.h's order of a block). */
-static int dr_key_cmp(const void *a, const void *b)
-{
-    const dr_key *x = a, *y = b;
-    if (x->M != y->M)
-        return x->M > y->M ? -1 : 1;
-    return x->r < y->r ? -1 : x->r > y->r;
-}
-
-/* The rows of trajectories [b0, b0 + Bg) in their order, RL and BR of nk blocks. */
-static clnode_status dr_order(dev_rev *d, size_t b0, size_t Bg, size_t nk)
+/* The run's rows in their order (traj, M, filled by the schedule): RL and BR of its nk blocks. */
+static void dr_tables(dev_rev *d, size_t b0, size_t Bg, size_t nk)
 {
     const cln_rev_job *job = d->job;
-    dr_key *keys = malloc((Bg ? Bg : 1) * sizeof *keys);
-    CLN_CHECK(d->be->ctx, keys, CLNODE_ERR_OUT_OF_MEMORY, "cannot order %zu trajectories", Bg);
-    for (size_t r = 0; r < Bg; ++r) {
-        keys[r].M = job->off_t[b0 + r + 1] - job->off_t[b0 + r] - 1;
-        keys[r].r = r;
-    }
-    qsort(keys, Bg, sizeof *keys, dr_key_cmp);
     size_t fill[DR_MAX_GROUP] = {0};
     for (size_t i = 0; i < nk * CLN_REV_BLOCK; ++i)
         d->hBR[i] = -1;
     for (size_t p = 0; p < Bg; ++p) {
-        const size_t r = keys[p].r, b = b0 + r, k = r / CLN_REV_BLOCK;
+        const size_t r = d->traj[p], b = b0 + r, k = r / CLN_REV_BLOCK;
         int64_t *rl = d->hRL + p * CLN_RL_W;
-        d->traj[p] = r;
-        d->M[p] = keys[p].M;
         rl[CLN_RL_B] = (int64_t)r;
-        rl[CLN_RL_M] = (int64_t)keys[p].M;
+        rl[CLN_RL_M] = (int64_t)d->M[p];
         rl[CLN_RL_TAU] = (int64_t)(job->off_t[b] - job->off_t[b0]);
         rl[CLN_RL_YS] = (int64_t)(job->off_y[b] - job->off_y[b0]);
         rl[CLN_RL_EV] = (int64_t)(job->off_ev[b] - job->off_ev[b0]);
@@ -373,8 +351,6 @@ static clnode_status dr_order(dev_rev *d, size_t b0, size_t Bg, size_t nk)
         rl[CLN_RL_NLO] = 0;
         d->hBR[k * CLN_REV_BLOCK + fill[k]++] = (int64_t)p;
     }
-    free(keys);
-    return CLNODE_OK;
 }
 
 /* Slice `which` of the job: `bytes` from src into the device (its buffer grown when short). */
@@ -459,54 +435,54 @@ fail:
     return st;
 }
 
-/* Every stage of the rows' steps (their times and states set by CLN_RK_BEGIN), rows [0, A). */
-static clnode_status dr_stages(dev_rev *d, size_t A)
+/* Stage i of the rows' steps (their times and states set by CLN_RK_BEGIN), rows [0, A): its
+ * argument, and its MLP where anything reads its f (the stage op). */
+static clnode_status dr_stage(void *run, size_t i, size_t A)
 {
+    dev_rev *d = run;
     clnode_status st = CLNODE_OK;
-    for (size_t i = 0; i < d->S; ++i) {
-        CLN_TRY(st, DR_RUN(d, CLN_RK_STAGE, 0, d->N + (d->time_input ? 1 : 0), A, DR_I32(A),
-                           DR_I32(i), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
-                           DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
-        if (!(i + 1 == d->S && d->S1 < d->S)) /* f of that stage is read by nothing */
-            CLN_TRY(st, dr_mlp(d, i, A));
-    }
+    CLN_TRY(st, DR_RUN(d, CLN_RK_STAGE, 0, d->N + (d->time_input ? 1 : 0), A, DR_I32(A), DR_I32(i),
+                       DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
+                       DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
+    if (!(i + 1 == d->S && d->S1 < d->S)) /* f of that stage is read by nothing */
+        CLN_TRY(st, dr_mlp(d, i, A));
 fail:
     return st;
 }
 
-/* CLN_RK_BEGIN in `mode` for reverse step s, or sub-step j of group q. */
-static clnode_status dr_begin(dev_rev *d, size_t A, int mode, size_t s, size_t q, size_t j)
+/* CLN_RK_BEGIN in `mode` for reverse step s, or sub-step j of group q (the begin op). */
+static clnode_status dr_begin(void *run, size_t A, int mode, size_t s, size_t q, size_t j)
 {
+    dev_rev *d = run;
     return DR_RUN(d, CLN_RK_BEGIN, 0, d->N, A, DR_I32(A), DR_I32(mode), DR_I64(s), DR_I64(q),
                   DR_I64(j), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RL)),
                   DR_BUF(d->slice[DS_TAU]), DR_BUF(d->slice[DS_YS]), DR_BUF(B_(d, DR_SEG)),
                   DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)));
 }
 
-/* Group q of the steps begins at reverse step q every: the states of the group recomputed
- * forwards from its kept one into SEG (host_reverse.inc's rev_group). */
-static clnode_status dr_recompute(dev_rev *d, size_t A, size_t q)
+/* Group q's kept states into SEG (the group op). */
+static clnode_status dr_group_load(void *run, size_t A, size_t q)
 {
-    clnode_status st = CLNODE_OK;
-    CLN_TRY(st, DR_RUN(d, CLN_RK_GROUP, 0, d->N, A, DR_I32(A), DR_I64(q), DR_BUF(B_(d, DR_JOB)),
-                       DR_BUF(B_(d, DR_RL)), DR_BUF(d->slice[DS_YS]), DR_BUF(B_(d, DR_SEG))));
-    for (size_t j = 0; j + 1 < d->E; ++j) {
-        CLN_TRY(st, dr_begin(d, A, CLN_REV_SUB, 0, q, j));
-        CLN_TRY(st, dr_stages(d, A));
-        CLN_TRY(st, DR_RUN(d, CLN_RK_Y1, 0, d->N, A, DR_I32(A), DR_I64(q), DR_I64(j),
-                           DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RL)),
-                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_F)),
-                           DR_BUF(B_(d, DR_Z)), DR_BUF(B_(d, DR_SEG))));
-    }
-fail:
-    return st;
+    dev_rev *d = run;
+    return DR_RUN(d, CLN_RK_GROUP, 0, d->N, A, DR_I32(A), DR_I64(q), DR_BUF(B_(d, DR_JOB)),
+                  DR_BUF(B_(d, DR_RL)), DR_BUF(d->slice[DS_YS]), DR_BUF(B_(d, DR_SEG)));
+}
+
+/* y1 of sub-step j of group q into SEG (the y1 op). */
+static clnode_status dr_y1(void *run, size_t A, size_t q, size_t j)
+{
+    dev_rev *d = run;
+    return DR_RUN(d, CLN_RK_Y1, 0, d->N, A, DR_I32(A), DR_I64(q), DR_I64(j), DR_BUF(B_(d, DR_JOB)),
+                  DR_BUF(d->K), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)),
+                  DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z)), DR_BUF(B_(d, DR_SEG)));
 }
 
 /* Stage i's cotangents for rows [0, A): the MLP's vector-Jacobian product layer by layer from the
  * last (deltas into P, the input cotangent through the transposed product into G), then the
  * stage argument's transpose (host_reverse.inc's rev_stage_vjp). */
-static clnode_status dr_stage_vjp(dev_rev *d, size_t i, size_t A)
+static clnode_status dr_stage_vjp(void *run, size_t i, size_t A)
 {
+    dev_rev *d = run;
     cln_backend *be = d->be;
     const int skip = i + 1 == d->S && d->S1 < d->S;
     clnode_status st = CLNODE_OK;
@@ -614,40 +590,52 @@ fail:
     return st;
 }
 
-/* Reverse step s of the rows [0, A) (host_reverse.inc's rev_step): from the cotangent of each
- * row's y_{n+1} (buffer d->yb1) to that of its y_n, which becomes d->yb1. */
-static clnode_status dr_step(dev_rev *d, size_t A, size_t s, size_t nk)
+/* The saved points at each row's step end, its dense outputs and y1's transpose (the events
+ * op): from the cotangent of y_{n+1} (buffer d->yb1) into the other and KB. */
+static clnode_status dr_events(void *run, size_t A, size_t s)
 {
-    clnode_status st = CLNODE_OK;
-    if (d->every > 1 && s % d->every == 0)
-        CLN_TRY(st, dr_recompute(d, A, s / d->every));
-    CLN_TRY(st, dr_begin(d, A, d->every > 1 ? CLN_REV_SEG : CLN_REV_KEPT, s, 0, 0));
-    CLN_TRY(st, dr_stages(d, A));
+    dev_rev *d = run;
     const int yb0 = DR_YB0 + DR_YB1 - d->yb1;
-    CLN_TRY(st, DR_RUN(d, CLN_RK_EVENTS, 0, A, 1, DR_I32(A), DR_I64(s), DR_BUF(B_(d, DR_JOB)),
-                       DR_BUF(d->K), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_RT)),
-                       DR_BUF(d->slice[DS_EV]), DR_BUF(d->slice[DS_COT]), DR_BUF(d->slice[DS_TS]),
-                       DR_BUF(B_(d, yb0)), DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_KB))));
-    for (size_t i = d->S; i-- > 0;)
-        CLN_TRY(st, dr_stage_vjp(d, i, A));
-    CLN_TRY(st, dr_sums(d, s, nk));
-    d->yb1 = yb0;
-fail:
-    return st;
+    return DR_RUN(d, CLN_RK_EVENTS, 0, A, 1, DR_I32(A), DR_I64(s), DR_BUF(B_(d, DR_JOB)),
+                  DR_BUF(d->K), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_RT)), DR_BUF(d->slice[DS_EV]),
+                  DR_BUF(d->slice[DS_COT]), DR_BUF(d->slice[DS_TS]), DR_BUF(B_(d, yb0)),
+                  DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_KB)));
 }
 
-/* Rows [from, to) are back at their start: their points at y0, their cotangents of y0. */
-static clnode_status dr_finish(dev_rev *d, size_t from, size_t to)
+/* The step's parameter sums of the run's blocks (the sums op). */
+static clnode_status dr_step_sums(void *run, size_t A, size_t s)
 {
+    (void)A;
+    dev_rev *d = run;
+    return dr_sums(d, s, d->nk);
+}
+
+/* The cotangent of y_n becomes that of y_{n+1} (the next op): the buffers swap. */
+static clnode_status dr_next(void *run, size_t A)
+{
+    (void)A;
+    dev_rev *d = run;
+    d->yb1 = DR_YB0 + DR_YB1 - d->yb1;
+    return CLNODE_OK;
+}
+
+/* Rows [from, to) are back at their start: their points at y0, their cotangents of y0 (the
+ * finish op). */
+static clnode_status dr_finish(void *run, size_t from, size_t to)
+{
+    dev_rev *d = run;
     return DR_RUN(d, CLN_RK_FINISH, 0, to - from, 1, DR_I64(from), DR_I64(to),
                   DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_RL)), DR_BUF(d->slice[DS_EV]),
                   DR_BUF(d->slice[DS_COT]), DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YBAR)));
 }
 
 /* The group's results read back: its blocks' sums into theta, its rows of ybar and cbar. */
-static clnode_status dr_results(dev_rev *d, size_t b0, size_t Bg, size_t nk, void *theta)
+static clnode_status dr_results(void *run)
 {
+    dev_rev *d = run;
     const cln_rev_job *job = d->job;
+    const size_t b0 = d->k0 * CLN_REV_BLOCK, Bg = d->Bg, nk = d->nk;
+    void *theta = d->theta;
     cln_backend *be = d->be;
     const size_t N = d->N, n_in = d->n_in, es = d->es;
     clnode_status st = CLNODE_OK;
@@ -671,41 +659,60 @@ fail:
     return st;
 }
 
-/* One group: blocks [k0, k0 + nk), their sums into theta (nk x ntheta). */
-static clnode_status dr_group(dev_rev *d, size_t k0, size_t nk, void *theta)
+/* The run's rows (the rows op): blocks [k0, k0 + nk), Bg trajectories, ordered by the
+ * schedule into traj and M. */
+static clnode_status dr_rows(void *run, size_t k0, size_t nk, size_t Bg, size_t **traj,
+                             size_t **steps)
 {
-    const size_t b0 = k0 * CLN_REV_BLOCK;
-    const size_t end = (k0 + nk) * CLN_REV_BLOCK, Bg = (end < d->job->B ? end : d->job->B) - b0;
+    dev_rev *d = run;
+    d->k0 = k0;
+    d->nk = nk;
+    d->Bg = Bg;
+    *traj = d->traj;
+    *steps = d->M;
+    return CLNODE_OK;
+}
+
+/* The run's tables, its part of the job uploaded, zero sums and cotangents, the inputs' columns
+ * of the stage arguments (the setup op). */
+static clnode_status dr_setup(void *run, size_t Bg)
+{
+    dev_rev *d = run;
+    const size_t b0 = d->k0 * CLN_REV_BLOCK, nk = d->nk;
     clnode_status st = CLNODE_OK;
-    CLN_TRY(st, dr_order(d, b0, Bg, nk));
-    CLN_TRY(st, dr_upload(d, b0, Bg, k0, nk));
+    dr_tables(d, b0, Bg, nk);
+    CLN_TRY(st, dr_upload(d, b0, Bg, d->k0, nk));
     d->yb1 = DR_YB1;
     CLN_TRY(st, dr_zero(d, B_(d, DR_TH), nk * d->ntheta));
     CLN_TRY(st, dr_zero(d, B_(d, DR_YB1), Bg * d->N));
     CLN_TRY(st, dr_zero(d, B_(d, DR_CB), Bg * d->n_in));
     CLN_TRY(st, DR_RUN(d, CLN_RK_INPUTS, 0, d->n_in, Bg, DR_BUF(B_(d, DR_JOB)),
                        DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_INP)), DR_BUF(B_(d, DR_Z))));
-    size_t A = Bg;
-    while (A > 0 && d->M[A - 1] == 0) /* no step: the saved points of y0 alone */
-        --A;
-    CLN_TRY(st, dr_finish(d, A, Bg));
-    for (size_t s = 0; A > 0; ++s) {
-        CLN_TRY(st, dr_step(d, A, s, nk));
-        const size_t A0 = A;
-        while (A > 0 && d->M[A - 1] == s + 1)
-            --A;
-        CLN_TRY(st, dr_finish(d, A, A0));
-    }
-    CLN_TRY(st, dr_results(d, b0, Bg, nk, theta));
 fail:
     return st;
 }
 
-clnode_status cln_dev_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
-                                 void *theta)
+static const cln_rev_ops dr_ops = {
+    .rows = dr_rows,
+    .setup = dr_setup,
+    .group = dr_group_load,
+    .begin = dr_begin,
+    .stage = dr_stage,
+    .y1 = dr_y1,
+    .events = dr_events,
+    .stage_vjp = dr_stage_vjp,
+    .sums = dr_step_sums,
+    .next = dr_next,
+    .finish = dr_finish,
+    .results = dr_results,
+};
+
+clnode_status cln_dev_rev_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                               void *theta, cln_rev_run_fn fn, const void *arg)
 {
     dev_rev *d = state;
     CLN_CHECK(be->ctx, d && nblocks <= d->gb, CLNODE_ERR_INTERNAL,
               "reverse blocks %zu of at most %zu at a time", nblocks, d ? d->gb : 0);
-    return nblocks ? dr_group(d, block0, nblocks, theta) : CLNODE_OK;
+    d->theta = theta;
+    return nblocks ? fn(arg, d, block0, nblocks) : CLNODE_OK;
 }

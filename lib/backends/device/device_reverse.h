@@ -25,13 +25,13 @@
 
 /* The reverse ops of cln_backend_ops (backend.h) for a device backend. */
 clnode_status cln_dev_rev_begin(cln_backend *be, const cln_rev_job *job, void **state,
-                                size_t *group);
-clnode_status cln_dev_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
-                                 void *theta);
+                                size_t *group, const cln_rev_ops **rev);
+clnode_status cln_dev_rev_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                               void *theta, cln_rev_run_fn fn, const void *arg);
 void cln_dev_rev_end(cln_backend *be, void *state);
 
 #define CLN_DEV_REV_OPS                                                                            \
-    .rev_begin = cln_dev_rev_begin, .rev_blocks = cln_dev_rev_blocks, .rev_end = cln_dev_rev_end,  \
+    .rev_begin = cln_dev_rev_begin, .rev_each = cln_dev_rev_each, .rev_end = cln_dev_rev_end,      \
     .bench_vjp = cln_dev_bench_vjp
 
 /* The bare VJP loop on a device, its bench_vjp op (device_bench_vjp.c; clnode_bench_vjp_loop):

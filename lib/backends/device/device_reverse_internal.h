@@ -1,8 +1,9 @@
 /* device_reverse_internal.h - what the files of the device backends' reverse pass share (not
  * installed): the pass's state, its scratch buffers and kernel arguments, and the steps that the
  * bare VJP loop runs too. By concern:
- *   device_reverse.c    the reverse pass (cln_dev_rev_begin, cln_dev_rev_blocks, cln_dev_rev_end)
- *   device_bench_vjp.c  the bare VJP loop (cln_dev_bench_vjp) on the pass's kernels
+ *   device_reverse.c    the reverse pass's per-step operations (cln_dev_rev_begin,
+ * cln_dev_rev_each, cln_dev_rev_end) device_bench_vjp.c  the bare VJP loop (cln_dev_bench_vjp) on
+ * the pass's kernels
  */
 #ifndef CLN_DEVICE_REVERSE_INTERNAL_H
 #define CLN_DEVICE_REVERSE_INTERNAL_H
@@ -81,7 +82,9 @@ typedef struct dev_rev {
     int64_t *hRL, *hBR;
     unsigned char *host;
     size_t host_cap;
-    int yb1; /* DR_YB0 or DR_YB1: the buffer holding the cotangent of y_{n+1} */
+    int yb1;           /* DR_YB0 or DR_YB1: the buffer holding the cotangent of y_{n+1} */
+    size_t k0, nk, Bg; /* the run: its first block, its blocks and trajectories */
+    void *theta;       /* where the run's block sums go (rev_each's) */
 } dev_rev;
 
 #define DR_BUF(b)                                                                                  \

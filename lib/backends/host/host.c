@@ -68,7 +68,7 @@ static const cln_backend_ops host_ops = {
     .facts = host_facts,
     .model_kept = host_model_kept,
     .rev_begin = host_rev_begin,
-    .rev_blocks = host_rev_blocks,
+    .rev_each = host_rev_each,
     .rev_end = host_rev_end,
     .bench_vjp = host_bench_vjp,
 };

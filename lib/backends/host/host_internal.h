@@ -186,9 +186,10 @@ clnode_status host_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, size
                              size_t rows);
 
 /* ---- host_rev.c: the reverse ops ---- */
-clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state, size_t *group);
-clnode_status host_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
-                              void *theta);
+clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state, size_t *group,
+                             const cln_rev_ops **rev);
+clnode_status host_rev_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                            void *theta, cln_rev_run_fn fn, const void *arg);
 void host_rev_end(cln_backend *be, void *state);
 /* The bench_vjp op: the bare VJP loop of host_bench_vjp.inc on the ordered GEMM. */
 clnode_status host_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch, long steps,

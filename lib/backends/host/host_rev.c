@@ -4,8 +4,9 @@
 #include "backends/host/host_internal.h"
 #include "clnode/gradient.h"
 
-/* ---- the reverse pass (host_reverse.inc): blocks claimed one at a time by the pool's threads,
- * each into its own slot of theta, so that no block's sums depend on the threads ---- */
+/* ---- the reverse pass (host_reverse.inc's per-step operations, lib/solver's schedule): blocks
+ * claimed one at a time by the pool's threads, each run into its own slot of theta, so that no
+ * block's sums depend on the threads ---- */
 
 typedef struct host_rev_state {
     cln_host_rev *h;
@@ -13,14 +14,18 @@ typedef struct host_rev_state {
     size_t threads, ntheta;
     size_t block0, nblocks;
     void *theta;
+    cln_rev_run_fn fn;
+    const void *arg;
     atomic_size_t next;
+    atomic_int status; /* the first failure of a run, else CLNODE_OK */
 } host_rev_state;
 
 /* Blocks handed to the host at a time: cancel and progress are looked at between groups, and a
  * group's sums wait there for the tree (as many copies of the parameters). */
 #define HOST_REV_GROUP 16
 
-clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state, size_t *group)
+clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **state, size_t *group,
+                             const cln_rev_ops **rev)
 {
     host_backend *hb = (host_backend *)be;
     *state = NULL;
@@ -42,6 +47,7 @@ clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **sta
         return cln_fail(be->ctx, CLNODE_ERR_OUT_OF_MEMORY,
                         "cannot allocate the reverse pass's %zu bytes", bytes);
     }
+    *rev = st->f64 ? &cln_host_rev_ops_f64 : &cln_host_rev_ops_f32;
     *state = st;
     return CLNODE_OK;
 }
@@ -55,27 +61,30 @@ static void host_rev_part(void *arg, size_t part, size_t parts)
         const size_t k = atomic_fetch_add(&st->next, 1);
         if (k >= st->nblocks)
             return;
-        void *theta = (unsigned char *)st->theta + k * st->ntheta * es;
-        if (st->f64)
-            cln_host_rev_block_f64(st->h, part, st->block0 + k, theta);
-        else
-            cln_host_rev_block_f32(st->h, part, st->block0 + k, theta);
+        cln_host_rev_run run = {st->h, part, (unsigned char *)st->theta + k * st->ntheta * es};
+        const clnode_status s = st->fn(st->arg, &run, st->block0 + k, 1);
+        int ok = CLNODE_OK;
+        if (s != CLNODE_OK)
+            atomic_compare_exchange_strong(&st->status, &ok, (int)s);
     }
 }
 
-clnode_status host_rev_blocks(cln_backend *be, void *state, size_t block0, size_t nblocks,
-                              void *theta)
+clnode_status host_rev_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                            void *theta, cln_rev_run_fn fn, const void *arg)
 {
     host_backend *hb = (host_backend *)be;
     host_rev_state *st = state;
     st->block0 = block0;
     st->nblocks = nblocks;
     st->theta = theta;
+    st->fn = fn;
+    st->arg = arg;
     atomic_store(&st->next, 0);
+    atomic_store(&st->status, CLNODE_OK);
     const size_t parts = nblocks < st->threads ? nblocks : st->threads;
     if (parts)
         cln_pool_run(hb->pool, parts, host_rev_part, st);
-    return CLNODE_OK;
+    return (clnode_status)atomic_load(&st->status);
 }
 
 void host_rev_end(cln_backend *be, void *state)
