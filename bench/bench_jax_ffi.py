@@ -86,7 +86,7 @@ def per_call(repeat):
                              jax.tree_util.tree_leaves(f) if eqx.is_array(a)])
     z = np.zeros(0, np.float32)
     ops = [np.zeros((1, 10), np.float32), np.float32(0.0), np.float32(0.0), np.float32(0.02), z,
-           z, z, params]
+           z, z, params, z]
     rets = fr.results(1, n=10, dtype=np.float32)
     frame = c.frame(ops, rets, {"plan": h, "keep": 0})
     fwd = fr.handler("fwd")

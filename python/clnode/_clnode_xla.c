@@ -5,18 +5,19 @@
  * dtypes, the device) is a plan, made once at trace time (clnode/jax/_ffi.py) and named by an
  * int64 attribute; plans are never freed, so a plan lives as long as any executable that names
  * it. The numbers are operands, with the leading (vmap) axes the primitives give them: y0, t0,
- * t1, dt0, the save times, args, the field's factor s and the flat parameters. A handler runs on
- * whatever thread XLA calls it on, without the GIL: it takes a context of the plan's device from
- * a pool (one per concurrent call, created on demand, kept for the process), so two calls never
- * share one. A forward solved for a gradient leaves its solution in the tape registry under a
- * token (a negative int32, its output; clnode.jax's eager path uses positive ones), bounded in
- * bytes (oldest dropped first); the reverse pass takes it, or re-solves on a miss (the same steps
- * and bits). Errors return XLA's error with the library's message first. Ctrl-C: while a handler
- * runs (on any thread) a SIGINT handler of ours sets a flag that the library's cancel callback
- * polls; the call ends CANCELLED and the interrupt is handed to Python (PyErr_SetInterrupt, which
- * needs no GIL) once the last running handler restores Python's handler. The handlers and their
- * state are in the files _clnode_xla_internal.h lists; this one is their Python side: plans made,
- * the capsules, the tape registry's bound and counts. */
+ * t1, dt0, the save times, args, the field's factor s, the flat parameters and the step size
+ * controller's traced numbers (ctrl: rtol, atol, coefficients; the plan names them), so that a new
+ * value does not recompile. A handler runs on whatever thread XLA calls it on, without the GIL: it
+ * takes a context of the plan's device from a pool (one per concurrent call, created on demand,
+ * kept for the process), so two calls never share one. A forward solved for a gradient leaves its
+ * solution in the tape registry under a token (a negative int32, its output; clnode.jax's eager
+ * path uses positive ones), bounded in bytes (oldest dropped first); the reverse pass takes it, or
+ * re-solves on a miss (the same steps and bits). Errors return XLA's error with the library's
+ * message first. Ctrl-C: while a handler runs (on any thread) a SIGINT handler of ours sets a flag
+ * that the library's cancel callback polls; the call ends CANCELLED and the interrupt is handed to
+ * Python (PyErr_SetInterrupt, which needs no GIL) once the last running handler restores Python's
+ * handler. The handlers and their state are in the files _clnode_xla_internal.h lists; this one is
+ * their Python side: plans made, the capsules, the tape registry's bound and counts. */
 #include "_clnode_xla_internal.h"
 
 #include <stdio.h>
@@ -43,20 +44,21 @@ static int plan_options(clnode_solve_options *o, PyObject *pairs)
 }
 
 /* plan(options ((name, text), ...), device, sizes, biases, activation, final_activation,
- * time_input, k, n_ts, T, y_f64, t_f64, has_ts, has_scale, scale_traced, throw, checkpoint_every)
- * -> int */
+ * time_input, k, n_ts, T, y_f64, t_f64, has_ts, has_scale, scale_traced, throw, checkpoint_every
+ * [, ctrl_names: the options the operand ctrl gives per call, in its order]) -> int */
 static PyObject *xla_plan_new(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *opts, *sizes, *biases;
+    PyObject *opts, *sizes, *biases, *ctrl;
     const char *device, *act, *fin;
     int time_input, y_f64, t_f64, has_ts, has_scale, scale_traced, throw_;
     Py_ssize_t k, n_ts, T;
+    ctrl = NULL;
     long ckpt;
-    if (!PyArg_ParseTuple(args, "O!sO!O!sspnnnppppppl", &PyTuple_Type, &opts, &device,
+    if (!PyArg_ParseTuple(args, "O!sO!O!sspnnnppppppl|O!", &PyTuple_Type, &opts, &device,
                           &PyTuple_Type, &sizes, &PyTuple_Type, &biases, &act, &fin, &time_input,
                           &k, &n_ts, &T, &y_f64, &t_f64, &has_ts, &has_scale, &scale_traced,
-                          &throw_, &ckpt))
+                          &throw_, &ckpt, &PyTuple_Type, &ctrl))
         return NULL;
     xla_plan *p = calloc(1, sizeof *p);
     if (!p)
@@ -89,6 +91,16 @@ static PyObject *xla_plan_new(PyObject *self, PyObject *args)
     p->scale_traced = scale_traced;
     p->throw_ = throw_;
     p->checkpoint_every = ckpt;
+    for (Py_ssize_t i = 0; ctrl && i < PyTuple_GET_SIZE(ctrl); i++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(ctrl, i));
+        if (!name || p->n_ctrl == XLA_MAX_CTRL || strlen(name) >= sizeof p->ctrl_names[0]) {
+            free(p);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "plan: controller options out of range");
+            return NULL;
+        }
+        snprintf(p->ctrl_names[p->n_ctrl++], sizeof p->ctrl_names[0], "%s", name);
+    }
     if (PyErr_Occurred() || plan_options(&p->opts, opts) < 0 ||
         clnode_activation_from_name(act, &p->act) != CLNODE_OK ||
         clnode_activation_from_name(fin, &p->fin) != CLNODE_OK) {

@@ -4,6 +4,7 @@
 #include "_clnode_xla_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,23 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
     memset(x, 0, sizeof *x);
     x->B = m;
     x->o = pl->opts;
+    if (pl->n_ctrl) { /* this call's controller numbers (the operand ctrl) */
+        if (op_varies(&ops[8], lead, nl, sel, m))
+            return fail(e, CLNODE_ERR_INVALID_ARGUMENT,
+                        "clnode.jax.diffeqsolve: the step size controller's %s changes from "
+                        "trajectory to trajectory (clnode solves a batch with one controller)",
+                        pl->ctrl_names[0]);
+        const size_t row = op_row(&ops[8], lead, nl, sel[0]);
+        for (size_t j = 0; j < pl->n_ctrl; j++) {
+            char text[40], msg[320];
+            snprintf(text, sizeof text, "%.17g", op_at(&ops[8], row, j));
+            if (clnode_solve_option_parse(&x->o, pl->ctrl_names[j], text, msg, sizeof msg) !=
+                CLNODE_OK)
+                return fail(e, CLNODE_ERR_INVALID_ARGUMENT,
+                            "clnode.jax.diffeqsolve: PIDController(%s=%s): %s", pl->ctrl_names[j],
+                            text, msg);
+        }
+    }
     clnode_problem_default(&x->p);
     x->p.batch = m;
     const size_t N = pl->n;

@@ -138,8 +138,9 @@ int attr_int(const cxf_call_frame *f, const char *name, int64_t *out)
     return 0;
 }
 
-const char *const NAMES[8] = {"y0", "t0", "t1", "dt0", "ts", "args", "scale", "params"};
-const int CORE_RANK[8] = {1, 0, 0, 0, 1, 1, 1, 1};
+const char *const NAMES[XLA_NOPS] = {"y0",   "t0",    "t1",     "dt0", "ts",
+                                     "args", "scale", "params", "ctrl"};
+const int CORE_RANK[XLA_NOPS] = {1, 0, 0, 0, 1, 1, 1, 1, 1};
 
 const char *dtype_name(int d)
 {
@@ -280,16 +281,17 @@ int read_operands(const cxf_call_frame *f, int64_t first, const xla_plan *pl, co
 {
     const int ydt = pl->y_f64 ? CXF_F64 : CXF_F32, tdt = pl->t_f64 ? CXF_F64 : CXF_F32;
     const int64_t n = (int64_t)pl->n;
-    const int64_t cores[8] = {n,
-                              -1,
-                              -1,
-                              -1,
-                              (int64_t)pl->n_ts,
-                              (int64_t)pl->k,
-                              pl->has_scale ? n : 0,
-                              (int64_t)pl->n_params};
-    const int dts[8] = {ydt, tdt, tdt, tdt, tdt, pl->k ? ydt : 0, 0, 0};
-    for (int i = 0; i < 8; i++)
+    const int64_t cores[XLA_NOPS] = {n,
+                                     -1,
+                                     -1,
+                                     -1,
+                                     (int64_t)pl->n_ts,
+                                     (int64_t)pl->k,
+                                     pl->has_scale ? n : 0,
+                                     (int64_t)pl->n_params,
+                                     (int64_t)pl->n_ctrl};
+    const int dts[XLA_NOPS] = {ydt, tdt, tdt, tdt, tdt, pl->k ? ydt : 0, 0, 0, 0};
+    for (int i = 0; i < XLA_NOPS; i++)
         if (op_read(&ops[i], f->args.args[first + i], NAMES[i], CORE_RANK[i], &cores[i], lead, nl,
                     dts[i], e))
             return -1;

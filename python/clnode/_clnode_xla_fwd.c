@@ -5,14 +5,14 @@
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------------------------------------
- * The forward handler: operands y0, t0, t1, dt0, ts, args, scale, params (each with none or the
- * batch's leading axes); results ts (lead, T), ys (lead, T, N), counts (lead, 4) int32 (steps,
+ * The forward handler: operands y0, t0, t1, dt0, ts, args, scale, params, ctrl (each with none or
+ * the batch's leading axes); results ts (lead, T), ys (lead, T, N), counts (lead, 4) int32 (steps,
  * accepted, rejected, diffrax's result code), token (lead) int32; attributes plan, keep. */
 
 static const int32_t DIFFRAX_CODE[] = {0, 1, 2, 1, 2}; /* by clnode_result */
 int fwd_run(cxf_call_frame *f, xla_fail *e)
 {
-    if (read_frame(f, 8, 4, "the forward solve", e))
+    if (read_frame(f, XLA_NOPS, 4, "the forward solve", e))
         return -1;
     const xla_plan *pl = frame_plan(f, "the forward solve", e);
     if (!pl)
@@ -31,7 +31,7 @@ int fwd_run(cxf_call_frame *f, xla_fail *e)
                     "clnode: the forward solve's results have other shapes or dtypes than its "
                     "plan's (%zu slots of %zu)",
                     pl->T, pl->n);
-    xla_op ops[8];
+    xla_op ops[XLA_NOPS];
     if (read_operands(f, 0, pl, lead, nl, ops, e))
         return -1;
     if (B == 0)

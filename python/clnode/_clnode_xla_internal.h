@@ -22,6 +22,9 @@
 
 #define XLA_MAX_LAYERS 64
 #define XLA_MAX_LEAD 16
+#define XLA_MAX_CTRL 16
+/* the operands of a solve: y0, t0, t1, dt0, ts, args, scale, params, ctrl */
+#define XLA_NOPS 9
 #define XLA_DEFAULT_TAPE_BYTES ((size_t)256 << 20)
 
 /* A call's structure, made once at trace time and named by the int64 attribute plan */
@@ -34,6 +37,9 @@ typedef struct xla_plan {
     clnode_activation act, fin;
     int time_input, y_f64, t_f64, has_ts, has_scale, scale_traced, throw_;
     long checkpoint_every;
+    /* the options the operand ctrl gives per call, in its order (traced at trace time) */
+    size_t n_ctrl;
+    char ctrl_names[XLA_MAX_CTRL][32];
 } xla_plan;
 
 /* A context of the pool: one per concurrent call */
@@ -106,8 +112,8 @@ int fail(xla_fail *e, clnode_status st, const char *fmt, ...);
 cxf_error *error_of(const cxf_call_frame *f, const xla_fail *e);
 int metadata_query(cxf_call_frame *f, cxf_error **err);
 int attr_int(const cxf_call_frame *f, const char *name, int64_t *out);
-extern const char *const NAMES[8];
-extern const int CORE_RANK[8];
+extern const char *const NAMES[XLA_NOPS];
+extern const int CORE_RANK[XLA_NOPS];
 const char *dtype_name(int d);
 int op_read(xla_op *o, const cxf_buffer *b, const char *name, int core_rank, const int64_t *core,
             const int64_t *lead, size_t nl, int want_dtype, xla_fail *e);

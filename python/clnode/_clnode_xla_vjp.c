@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------------
- * The reverse handler: operands ct (lead, T, N), token (lead), the forward's 8 operands; one
+ * The reverse handler: operands ct (lead, T, N), token (lead), the forward's 9 operands; one
  * result per wanted operand (attribute want: bits of y0 1, args 32, scale 64, params 128, in
  * the operands' order); attribute keep: bit a for leading axis a along which the batch-wide
  * cotangents are one per index (vmap of a gradient). */
@@ -98,7 +98,7 @@ static int reverse_one(const xla_plan *pl, const xla_op *ops, const xla_op *ct, 
 
 int vjp_run(cxf_call_frame *f, xla_fail *e)
 {
-    if (read_frame(f, 10, -1, "the reverse pass", e))
+    if (read_frame(f, 2 + XLA_NOPS, -1, "the reverse pass", e))
         return -1;
     const xla_plan *pl = frame_plan(f, "the reverse pass", e);
     if (!pl)
@@ -110,7 +110,7 @@ int vjp_run(cxf_call_frame *f, xla_fail *e)
     size_t nl, B;
     if (!CXF_COVERS(ctb, cxf_buffer, dims) || lead_of(ctb, 2, lead, &nl, &B, e))
         return -1;
-    xla_op ct, tok, ops[8];
+    xla_op ct, tok, ops[XLA_NOPS];
     const int64_t ct_core[2] = {(int64_t)pl->T, (int64_t)pl->n};
     if (op_read(&ct, ctb, "the cotangent of ys", 2, ct_core, lead, nl,
                 pl->y_f64 ? CXF_F64 : CXF_F32, e) ||

@@ -2,7 +2,8 @@
 frames built with ctypes from the FFI's documented layout: the metadata query (the API version
 they need, no traits), a metadata struct too small, the checks of the frame, the plan attribute
 and the operands (count, dtype, shape) with their messages and XLA's codes, a library error
-with the library's message first, and a whole forward solve against clnode.solve's bits."""
+with the library's message first, and a whole forward solve against clnode.solve's bits, with
+the controller's numbers from the operand ctrl."""
 import ctypes as C
 
 import numpy as np
@@ -145,13 +146,13 @@ class Call:
         return f
 
 
-def plan(n=2, T=1, f64=True, max_steps=64):
+def plan(n=2, T=1, f64=True, max_steps=64, ctrl=()):
     opts = _solve._table_options(dict(method="tsit5", max_steps=max_steps,
                                       precision="fp64" if f64 else "fp32", rtol=1e-6,
                                       atol=1e-8, constant_step=False))
     opts.update(save_t0=False, save_t1=True, save_steps=False)
     return XLA["plan"](_ffi._texts(opts), "host", (n, 8, n), (True, False), "tanh", "identity", False, 0, 0,
-                       T, f64, f64, False, False, False, True, 1)
+                       T, f64, f64, False, False, False, True, 1, ctrl)
 
 
 def operands(y0, t1=1.0, n_params=None, dtype=np.float64):
@@ -159,7 +160,7 @@ def operands(y0, t1=1.0, n_params=None, dtype=np.float64):
     params = rng.standard_normal(n_params or (8 * 2 + 8 + 2 * 8)).astype(dtype)
     z = np.zeros(0, dtype)
     return [np.asarray(y0, dtype), np.asarray(0.0, dtype), np.asarray(t1, dtype),
-            np.asarray(0.1, dtype), z, z, z, params]
+            np.asarray(0.1, dtype), z, z, z, params, np.zeros(0)]
 
 
 def results(B, T=1, n=2, dtype=np.float64):
@@ -189,7 +190,7 @@ def test_frame_attributes_and_operands_are_checked_by_name():
     h = plan()
     fwd = handler("fwd")
     cases = [
-        (operands([[0.5, -0.2]])[:3], results(1), {"plan": h}, "takes 8 operands"),
+        (operands([[0.5, -0.2]])[:3], results(1), {"plan": h}, "takes 9 operands"),
         (operands([[0.5, -0.2]]), results(1), {}, "no plan 0"),
         (operands([[0.5, -0.2]]), results(1), {"plan": 10 ** 9}, "no plan 1000000000"),
         (operands([[0.5, -0.2]], dtype=np.float32), results(1), {"plan": h},
@@ -233,3 +234,34 @@ def test_a_forward_frame_gives_clnode_solves_bits():
     h2 = plan(max_steps=2)
     assert handler("fwd")(C.pointer(c.frame(args, short, {"plan": h2}))) is None
     assert np.all(short[2][:, 3] == 1) and c.errors == []
+
+
+def model_of(p):
+    return clnode.MLP([p[:16].reshape(8, 2), p[24:].reshape(2, 8)], [p[16:24], None],
+                      activation="tanh")
+
+
+def test_a_forward_frame_takes_the_controllers_numbers_from_its_operand():
+    c = Call()
+    h = plan(ctrl=("rtol", "pcoeff"))
+    y0 = np.array([[0.5, -0.2], [0.1, 0.3]])
+    for rtol, pcoeff in ((1e-3, 0.0), (1e-9, 0.3)):
+        args = operands(y0)
+        args[8] = np.array([rtol, pcoeff])
+        rets = results(2)
+        assert handler("fwd")(C.pointer(c.frame(args, rets, {"plan": h}))) is None, c.errors
+        sol = clnode.solve(model_of(args[7]), y0, t0=0.0, t1=1.0, dt0=0.1, method="tsit5",
+                           max_steps=64, precision="fp64", rtol=rtol, atol=1e-8, pcoeff=pcoeff)
+        np.testing.assert_array_equal(rets[1], sol.ys)
+        np.testing.assert_array_equal(rets[2][:, 0], sol.stats["num_steps"])
+    for bad, msg in ((np.array([1e-6]), "operand ctrl has 1 values along its axis 0, not 2"),
+                     (np.array([-1.0, 0.0]), "PIDController(rtol=-1)"),
+                     (np.array([[1e-6, 0.0], [1e-3, 0.0]]),
+                      "the step size controller's rtol changes from trajectory to trajectory")):
+        args = operands(y0)
+        args[8] = bad
+        c.errors.clear()
+        assert handler("fwd")(C.pointer(c.frame(args, results(2), {"plan": h}))) is not None
+        (code, text), = c.errors
+        assert code == INVALID_ARGUMENT and msg in text, (msg, text)
+

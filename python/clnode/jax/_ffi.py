@@ -92,7 +92,8 @@ def plan(problem: Problem) -> int:
                          problem.n_ts, problem.T, problem.y_dtype == np.float64,
                          problem.time_dtype == np.float64, problem.has_ts,
                          problem.scale_traced or problem.scale is not None,
-                         problem.scale_traced, problem.throw, problem.checkpoint_every)
+                         problem.scale_traced, problem.throw, problem.checkpoint_every,
+                         problem.ctrl_names)
         problem.models[_plan_key] = h
     return int(h)
 
