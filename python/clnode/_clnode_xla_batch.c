@@ -28,10 +28,16 @@ void batch_free(xla_batch *x)
 double *gather(const xla_op *o, const int64_t *lead, size_t nl, const size_t *sel, size_t m)
 {
     double *out = malloc((m ? m : 1) * (o->core ? o->core : 1) * sizeof *out);
-    for (size_t i = 0; out && i < m; i++) {
-        const size_t r = op_row(o, lead, nl, sel[i]);
-        for (size_t j = 0; j < o->core; j++)
-            out[i * o->core + j] = op_at(o, r, j);
+    for (size_t i = 0; out && i < m; i++) { /* a row at a time, converted as op_at does */
+        const size_t r = op_row(o, lead, nl, sel[i]), c = o->core;
+        double *dst = out + i * c;
+        if (o->b->dtype == CXF_F32) {
+            const float *src = (const float *)o->b->data + r * c;
+            for (size_t j = 0; j < c; j++)
+                dst[j] = (double)src[j];
+        } else {
+            memcpy(dst, (const double *)o->b->data + r * c, c * sizeof *dst);
+        }
     }
     return out;
 }

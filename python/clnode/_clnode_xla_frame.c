@@ -206,13 +206,6 @@ size_t op_row(const xla_op *o, const int64_t *lead, size_t nl, size_t f)
     return row;
 }
 
-double op_at(const xla_op *o, size_t row, size_t j)
-{
-    const size_t i = row * o->core + j;
-    return o->b->dtype == CXF_F32 ? (double)((const float *)o->b->data)[i]
-                                  : ((const double *)o->b->data)[i];
-}
-
 /* 1 when operand o reads more than one row among trajectories sel[0..m) */
 int op_varies(const xla_op *o, const int64_t *lead, size_t nl, const size_t *sel, size_t m)
 {
@@ -310,4 +303,19 @@ cxf_error *handle(cxf_call_frame *f, int (*run)(cxf_call_frame *f, xla_fail *e))
     const int rc = run(f, &e);
     sig_leave();
     return rc ? error_of(f, &e) : NULL;
+}
+
+/* handle(), its whole time added to *ns (and 1 to *calls when given) */
+cxf_error *handle_timed(cxf_call_frame *f, int (*run)(cxf_call_frame *f, xla_fail *e),
+                        unsigned long long *ns, unsigned long long *calls)
+{
+    const unsigned long long t0 = now_ns();
+    cxf_error *err = handle(f, run);
+    const unsigned long long dt = now_ns() - t0;
+    pthread_mutex_lock(&g_lock);
+    *ns += dt;
+    if (calls)
+        (*calls)++;
+    pthread_mutex_unlock(&g_lock);
+    return err;
 }

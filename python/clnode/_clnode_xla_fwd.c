@@ -105,5 +105,5 @@ int fwd_run(cxf_call_frame *f, xla_fail *e)
 
 cxf_error *clnode_xla_fwd(cxf_call_frame *f)
 {
-    return handle(f, fwd_run);
+    return handle_timed(f, fwd_run, &g_fwd_ns, NULL);
 }

@@ -96,6 +96,8 @@ extern int g_tape_limit_read;
 extern int32_t g_token_count;
 extern unsigned long long g_hits, g_misses, g_kept, g_dropped, g_solves, g_trajectories;
 extern unsigned long long g_solve_ns, g_reverse_ns, g_reverses;
+/* the handlers' whole time (the library's in it too) and the reverse handler's calls */
+extern unsigned long long g_fwd_ns, g_vjp_ns, g_vjps;
 unsigned long long now_ns(void);
 void tape_free(xla_tape *t);
 xla_tape *tapes_trim(size_t limit);
@@ -118,7 +120,13 @@ const char *dtype_name(int d);
 int op_read(xla_op *o, const cxf_buffer *b, const char *name, int core_rank, const int64_t *core,
             const int64_t *lead, size_t nl, int want_dtype, xla_fail *e);
 size_t op_row(const xla_op *o, const int64_t *lead, size_t nl, size_t f);
-double op_at(const xla_op *o, size_t row, size_t j);
+/* Element j of row `row` of operand o, as a double (inline: the gathers call it per element) */
+static inline double op_at(const xla_op *o, size_t row, size_t j)
+{
+    const size_t i = row * o->core + j;
+    return o->b->dtype == CXF_F32 ? (double)((const float *)o->b->data)[i]
+                                  : ((const double *)o->b->data)[i];
+}
 int op_varies(const xla_op *o, const int64_t *lead, size_t nl, const size_t *sel, size_t m);
 int read_frame(const cxf_call_frame *f, int64_t nargs, int64_t nrets, const char *what,
                xla_fail *e);
@@ -127,6 +135,8 @@ int lead_of(const cxf_buffer *b, int core_rank, int64_t *lead, size_t *nl, size_
 int read_operands(const cxf_call_frame *f, int64_t first, const xla_plan *pl, const int64_t *lead,
                   size_t nl, xla_op *ops, xla_fail *e);
 cxf_error *handle(cxf_call_frame *f, int (*run)(cxf_call_frame *f, xla_fail *e));
+cxf_error *handle_timed(cxf_call_frame *f, int (*run)(cxf_call_frame *f, xla_fail *e),
+                        unsigned long long *ns, unsigned long long *calls);
 
 /* _clnode_xla_batch.c */
 void batch_free(xla_batch *x);

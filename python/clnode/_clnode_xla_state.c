@@ -94,6 +94,7 @@ unsigned long long g_hits, g_misses, g_kept, g_dropped, g_solves, g_trajectories
 /* the library's time inside the handlers: its solves (the reverse pass's re-solves too) and
  * reverse passes */
 unsigned long long g_solve_ns, g_reverse_ns, g_reverses;
+unsigned long long g_fwd_ns, g_vjp_ns, g_vjps;
 
 unsigned long long now_ns(void)
 {

@@ -216,5 +216,5 @@ int vjp_run(cxf_call_frame *f, xla_fail *e)
 
 cxf_error *clnode_xla_vjp(cxf_call_frame *f)
 {
-    return handle(f, vjp_run);
+    return handle_timed(f, vjp_run, &g_vjp_ns, &g_vjps);
 }

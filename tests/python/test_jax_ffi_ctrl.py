@@ -14,11 +14,7 @@ import jax.numpy as jnp  # noqa: E402
 import clnode  # noqa: E402
 import clnode.jax  # noqa: E402
 from clnode.jax import diffeqsolve  # noqa: E402
-
-if hasattr(jax, "enable_x64"):
-    enable_x64 = jax.enable_x64
-else:  # jax < 0.8: the oldest supported
-    from jax.experimental import enable_x64
+from test_jax_ffi import enable_x64  # noqa: E402  (jax.enable_x64 where jax has it)
 
 
 TS = np.linspace(0.2, 2.0, 7)  # concrete: the same save times under jit and eagerly
