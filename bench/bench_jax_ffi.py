@@ -2,6 +2,7 @@
 library's own work for it, and a jitted value_and_grad of the seed problem against diffrax's.
 
     python3 bench/bench_jax_ffi.py [--batches 1,64,1024] [--repeat 200]
+    python3 bench/bench_jax_ffi.py --grid [--widths 64,256] [--batches 32,256,1024] [--rounds 3]
 
 1. Per call: a B = 1 solve of zero length (t0 == t1: no step) of the seed model, 64 of them
    chained inside one jitted program (lax.scan, each call's y0 the last one's y(t1)), per call;
@@ -12,6 +13,12 @@ library's own work for it, and a jitted value_and_grad of the seed problem again
    dt0 0.02, PIDController(rtol 1e-4, atol 1e-6), float32): jax.jit(jax.value_and_grad) of
    sum(y(t1)) over jax.vmap of B initial states, clnode.jax.diffeqsolve against
    diffrax.diffeqsolve, medians of --repeat calls taking turns (compilation excluded).
+3. --grid: one eqx.filter_value_and_grad of a neural ODE's loss (diffrax's neural_ode field:
+   out_scale * MLP(y), y of 2 values, depth 2, softplus then tanh; Tsit5, PIDController(rtol
+   1e-3, atol 1e-6), t in [0, 10] saved at 100 points, float32), jitted, for each width x batch,
+   clnode.jax.diffeqsolve against diffrax.diffeqsolve taking turns (--rounds calls each, the
+   median; compilation excluded), then again with one CPU-bound process (a Python busy loop)
+   running beside both: a table of diffrax / clnode per cell for each.
 Timings on a shared machine are noisy: with a load average above the CPU count, the per-call
 figures are the medians of the fastest tenth of the runs."""
 import argparse
@@ -86,7 +93,7 @@ def per_call(repeat):
                              jax.tree_util.tree_leaves(f) if eqx.is_array(a)])
     z = np.zeros(0, np.float32)
     ops = [np.zeros((1, 10), np.float32), np.float32(0.0), np.float32(0.0), np.float32(0.02), z,
-           z, z, params]
+           z, z, params, z]
     rets = fr.results(1, n=10, dtype=np.float32)
     frame = c.frame(ops, rets, {"plan": h, "keep": 0})
     fwd = fr.handler("fwd")
@@ -133,18 +140,90 @@ def gradients(batches, repeat):
     return rows
 
 
+GRID_POINTS, GRID_T1 = 100, 10.0
+
+
+def grid_cell(width, B, rounds):
+    """One cell of --grid: the median seconds of clnode's and diffrax's jitted
+    filter_value_and_grad (taking turns, `rounds` calls each after one untimed)."""
+    class Field(eqx.Module):
+        out_scale: jax.Array
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return self.out_scale * self.mlp(y)
+
+    mlp = eqx.nn.MLP(2, 2, width, 2, activation=jax.nn.softplus, final_activation=jnp.tanh,
+                     key=jax.random.PRNGKey(1), dtype=jnp.float32)
+    field = Field(jnp.asarray(1.0, jnp.float32), mlp)
+    ts = jnp.asarray(np.linspace(0.0, GRID_T1, GRID_POINTS), jnp.float32)
+    rng = np.random.default_rng(B + width)
+    y0s = jnp.asarray(rng.uniform(-0.6, 1.0, (B, 2)), jnp.float32)
+    target = jnp.asarray(rng.uniform(-1.0, 1.0, (B, GRID_POINTS, 2)), jnp.float32)
+    fns = {}
+    for name, solver in (("clnode", diffeqsolve), ("diffrax", diffrax.diffeqsolve)):
+        def loss(field, y0s, target, solver=solver):
+            def one(y0):
+                return solver(diffrax.ODETerm(field), diffrax.Tsit5(), ts[0], ts[-1],
+                              ts[1] - ts[0], y0, saveat=diffrax.SaveAt(ts=ts),
+                              stepsize_controller=diffrax.PIDController(rtol=1e-3,
+                                                                        atol=1e-6)).ys
+            return jnp.mean((jax.vmap(one)(y0s) - target) ** 2)
+        fns[name] = eqx.filter_jit(eqx.filter_value_and_grad(loss))
+        jax.block_until_ready(fns[name](field, y0s, target))
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            jax.block_until_ready(fn(field, y0s, target))
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def grid(widths, batches, rounds, compete):
+    """--grid's table (markdown) of width x batch: clnode ms, diffrax ms, diffrax / clnode;
+    compete: with a CPU-bound process running beside both."""
+    import subprocess
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if compete else None
+    try:
+        lines = [f"{'with one CPU-bound process beside' if compete else 'alone'} "
+                 f"(load {os.getloadavg()[0]:.1f})",
+                 "| width | B | clnode ms | diffrax ms | diffrax / clnode |",
+                 "|---|---|---|---|---|"]
+        for width in widths:
+            for B in batches:
+                m = grid_cell(width, B, rounds)
+                lines.append(f"| {width} | {B} | {1e3 * m['clnode']:.1f} | "
+                             f"{1e3 * m['diffrax']:.1f} | {m['diffrax'] / m['clnode']:.2f} |")
+                print(lines[-1], file=sys.stderr, flush=True)
+        return "\n".join(lines)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batches", default="1,64,1024")
+    ap.add_argument("--batches", help="default 1,64,1024 (--grid: 32,256,1024)")
     ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--grid", action="store_true", help="the width x batch grid (see 3.)")
+    ap.add_argument("--widths", default="64,256")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     print(f"clnode {clnode.__version__}, jax {jax.__version__}, CPUs {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f}")
+    if args.grid:
+        widths = [int(w) for w in args.widths.split(",")]
+        batches = [int(b) for b in (args.batches or "32,256,1024").split(",")]
+        for compete in (False, True):
+            print(grid(widths, batches, args.rounds, compete), flush=True)
+        return
     pc = per_call(args.repeat)
     print("per call (us): " + ", ".join(f"{k} {v:.2f}" for k, v in pc.items()))
     print("| B | clnode ms | diffrax ms | diffrax / clnode |")
     print("|---|---|---|---|")
-    for B, c, d, r in gradients([int(b) for b in args.batches.split(",")],
+    for B, c, d, r in gradients([int(b) for b in (args.batches or "1,64,1024").split(",")],
                                 max(5, args.repeat // 10)):
         print(f"| {B} | {c:.3f} | {d:.3f} | {r:.2f} |")
 

@@ -149,6 +149,11 @@ def test_training_steady_state_hits_every_tape_and_the_bound_holds():
     outs = [jit_vg(f, y0s, args, ts, w) for _ in range(3)]
     after = clnode.jax.tape_stats()
     assert after["hits"] - before["hits"] == 3 and after["misses"] == before["misses"]
+    # the handlers' whole time holds the library's: their own work is the difference
+    d = {k: after[k] - before[k] for k in ("solves", "vjps", "reverses", "fwd_ns", "vjp_ns",
+                                            "solve_ns", "reverse_ns")}
+    assert d["solves"] == d["vjps"] == d["reverses"] == 3
+    assert d["fwd_ns"] >= d["solve_ns"] > 0 and d["vjp_ns"] >= d["reverse_ns"] > 0
     assert after["tapes"] == before["tapes"]  # each taken by its reverse pass
     # a bound below one tape: nothing kept, every reverse pass re-solves, the same bits
     old = clnode.jax.set_tape_limit(1000)

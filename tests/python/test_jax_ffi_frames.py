@@ -2,7 +2,10 @@
 frames built with ctypes from the FFI's documented layout: the metadata query (the API version
 they need, no traits), a metadata struct too small, the checks of the frame, the plan attribute
 and the operands (count, dtype, shape) with their messages and XLA's codes, a library error
-with the library's message first, and a whole forward solve against clnode.solve's bits."""
+with the library's message first, a whole forward solve against clnode.solve's bits, with the
+controller's numbers from the operand ctrl, and a whole reverse pass (from the forward's tape,
+and re-solved on a miss) against Solution.vjp's bits, with its own errors: a token, a cotangent
+of another shape or dtype, a non-finite cotangent."""
 import ctypes as C
 
 import numpy as np
@@ -145,13 +148,13 @@ class Call:
         return f
 
 
-def plan(n=2, T=1, f64=True, max_steps=64):
+def plan(n=2, T=1, f64=True, max_steps=64, ctrl=()):
     opts = _solve._table_options(dict(method="tsit5", max_steps=max_steps,
                                       precision="fp64" if f64 else "fp32", rtol=1e-6,
                                       atol=1e-8, constant_step=False))
     opts.update(save_t0=False, save_t1=True, save_steps=False)
     return XLA["plan"](_ffi._texts(opts), "host", (n, 8, n), (True, False), "tanh", "identity", False, 0, 0,
-                       T, f64, f64, False, False, False, True, 1)
+                       T, f64, f64, False, False, False, True, 1, ctrl)
 
 
 def operands(y0, t1=1.0, n_params=None, dtype=np.float64):
@@ -159,7 +162,7 @@ def operands(y0, t1=1.0, n_params=None, dtype=np.float64):
     params = rng.standard_normal(n_params or (8 * 2 + 8 + 2 * 8)).astype(dtype)
     z = np.zeros(0, dtype)
     return [np.asarray(y0, dtype), np.asarray(0.0, dtype), np.asarray(t1, dtype),
-            np.asarray(0.1, dtype), z, z, z, params]
+            np.asarray(0.1, dtype), z, z, z, params, np.zeros(0)]
 
 
 def results(B, T=1, n=2, dtype=np.float64):
@@ -196,7 +199,7 @@ def test_frame_attributes_and_operands_are_checked_by_name():
     h = plan()
     fwd = handler("fwd")
     cases = [
-        (operands([[0.5, -0.2]])[:3], results(1), {"plan": h}, "takes 8 operands"),
+        (operands([[0.5, -0.2]])[:3], results(1), {"plan": h}, "takes 9 operands"),
         (operands([[0.5, -0.2]]), results(1), {}, "no plan 0"),
         (operands([[0.5, -0.2]]), results(1), {"plan": 10 ** 9}, "no plan 1000000000"),
         (operands([[0.5, -0.2]], dtype=np.float32), results(1), {"plan": h},
@@ -240,3 +243,108 @@ def test_a_forward_frame_gives_clnode_solves_bits():
     h2 = plan(max_steps=2)
     assert handler("fwd")(C.pointer(c.frame(args, short, {"plan": h2}))) is None
     assert np.all(short[2][:, 3] == 1) and c.errors == []
+
+
+def model_of(p):
+    return clnode.MLP([p[:16].reshape(8, 2), p[24:].reshape(2, 8)], [p[16:24], None],
+                      activation="tanh")
+
+
+def test_a_forward_frame_takes_the_controllers_numbers_from_its_operand():
+    c = Call()
+    h = plan(ctrl=("rtol", "pcoeff"))
+    y0 = np.array([[0.5, -0.2], [0.1, 0.3]])
+    for rtol, pcoeff in ((1e-3, 0.0), (1e-9, 0.3)):
+        args = operands(y0)
+        args[8] = np.array([rtol, pcoeff])
+        rets = results(2)
+        assert handler("fwd")(C.pointer(c.frame(args, rets, {"plan": h}))) is None, c.errors
+        sol = clnode.solve(model_of(args[7]), y0, t0=0.0, t1=1.0, dt0=0.1, method="tsit5",
+                           max_steps=64, precision="fp64", rtol=rtol, atol=1e-8, pcoeff=pcoeff)
+        np.testing.assert_array_equal(rets[1], sol.ys)
+        np.testing.assert_array_equal(rets[2][:, 0], sol.stats["num_steps"])
+    for bad, msg in ((np.array([1e-6]), "operand ctrl has 1 values along its axis 0, not 2"),
+                     (np.array([-1.0, 0.0]), "PIDController(rtol=-1)"),
+                     (np.array([[1e-6, 0.0], [1e-3, 0.0]]),
+                      "the step size controller's rtol changes from trajectory to trajectory")):
+        args = operands(y0)
+        args[8] = bad
+        c.errors.clear()
+        assert handler("fwd")(C.pointer(c.frame(args, results(2), {"plan": h}))) is not None
+        (code, text), = c.errors
+        assert code == INVALID_ARGUMENT and msg in text, (msg, text)
+
+
+def reverse_frame(c, ct, token, args, want=1 | 128, n_params=40, f64=True):
+    dt = np.float64 if f64 else np.float32
+    rets = [np.full(np.shape(args[0]), -7.0, dt), np.full(n_params, -7.0, dt)]
+    rets = [r for bit, r in zip((1, 128), rets) if want & bit]
+    return c.frame([ct, token] + list(args), rets, {"plan": c.h, "want": want}), rets
+
+
+def test_a_reverse_frame_gives_solution_vjps_bits_from_the_tape_and_on_a_miss():
+    c = Call()
+    c.h = plan()
+    y0 = np.array([[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]])
+    args = operands(y0)
+    sol = clnode.solve(model_of(args[7]), y0, t0=0.0, t1=1.0, dt0=0.1, method="tsit5",
+                       max_steps=64, precision="fp64", rtol=1e-6, atol=1e-8, keep_tape=True)
+    ct = np.random.default_rng(11).standard_normal((3, 1, 2))
+    g = sol.vjp(ct)
+    want_params = np.concatenate([np.ravel(g.params["layers.0.weight"]),
+                                  g.params["layers.0.bias"],
+                                  np.ravel(g.params["layers.1.weight"])])
+    fwd = results(3)
+    assert handler("fwd")(C.pointer(c.frame(args, fwd, {"plan": c.h, "keep": 1}))) is None
+    token = fwd[3]
+    assert np.all(token == token[0]) and token[0] < 0  # one negative token for the batch
+    for tok, hit in ((token, True), (token, False), (np.zeros(3, np.int32), False),
+                     (np.full(3, -2 ** 31, np.int32), False)):
+        before = XLA["tape_stats"]()
+        f, rets = reverse_frame(c, ct, tok, args)
+        assert handler("vjp")(C.pointer(f)) is None, c.errors
+        after = XLA["tape_stats"]()
+        assert after["hits"] - before["hits"] == hit  # the tape is taken once: then a miss
+        assert after["misses"] - before["misses"] == (not hit)
+        np.testing.assert_array_equal(rets[0], g.y0)
+        np.testing.assert_array_equal(rets[1], want_params)
+    # y0's cotangent alone
+    f, rets = reverse_frame(c, ct, token, args, want=1)
+    assert handler("vjp")(C.pointer(f)) is None and c.errors == []
+    np.testing.assert_array_equal(rets[0], g.y0)
+
+
+def test_a_reverse_frames_errors_name_what_is_wrong():
+    c = Call()
+    c.h = plan()
+    y0 = np.array([[0.5, -0.2], [0.1, 0.3]])
+    args = operands(y0)
+    ct = np.ones((2, 1, 2))
+    nan_ct = ct.copy()
+    nan_ct[1, 0, 1] = np.inf
+    token = np.zeros(2, np.int32)
+    cases = [
+        (ct, token.astype(np.float64), 1 | 128, "operand token has dtype float64, not int32"),
+        (ct, np.zeros(3, np.int32), 1 | 128,
+         "operand token has 3 along leading axis 0, where the batch has 2"),
+        (np.ones((2, 2, 2)), token, 1 | 128,
+         "operand the cotangent of ys has 2 values along its axis 1, not 1"),
+        (np.ones((2, 1, 3)), token, 1 | 128,
+         "operand the cotangent of ys has 3 values along its axis 2, not 2"),
+        (ct.astype(np.float32), token, 1 | 128,
+         "operand the cotangent of ys has dtype float32, not float64"),
+        (ct, token, 2, "attribute want 2"),  # t0: no gradient
+        (nan_ct, token, 1 | 128, "the cotangent of trajectory 1, slot 0, component 1 is inf"),
+    ]
+    for ct_, tok, want, msg in cases:
+        c.errors.clear()
+        f, _ = reverse_frame(c, ct_, tok, args, want=want)
+        assert handler("vjp")(C.pointer(f)) is not None, msg
+        (code, text), = c.errors
+        assert code == INVALID_ARGUMENT and msg in text, (msg, text)
+        assert text.endswith("in clnode.jax.diffeqsolve)"), text
+    # a result of another shape than its operand's
+    c.errors.clear()
+    f, _ = reverse_frame(c, ct, token, args, n_params=39)
+    assert handler("vjp")(C.pointer(f)) is not None
+    assert "operand params has 39 values along its axis 0, not 40" in c.errors[0][1]

@@ -92,7 +92,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     args: None, or for a network conditioned on it one array of k values.
     solver: Tsit5(), Dopri5(), Dopri8(), Bosh3(), Heun() or Euler(). stepsize_controller:
     PIDController(rtol, atol, pcoeff, icoeff, dcoeff, dtmin, dtmax, force_dtmin, factormin,
-    factormax, safety) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
+    factormax, safety; its numbers may be traced scalars: under jax.jit a new value runs without
+    recompiling) or ConstantStepSize(). saveat: SaveAt(t0=, t1=, ts=, steps=True).
     max_steps, throw: as diffrax (max_steps in [1, 2147483647]; with SaveAt(steps=True) in
     [1, 16777216]). y0: one array (not a pytree), promoted as diffrax promotes it
     (jnp.result_type(y0, time dtype), the time dtype jnp.result_type(t0, t1, dt0, SaveAt ts));

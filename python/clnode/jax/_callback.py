@@ -187,6 +187,10 @@ def setup(p: Problem, ops: Any, scale_vector: bool = False) -> Tuple[Any, Any, A
     sa = _solve.SaveAt(t0=p.save_t0, t1=p.save_t1, ts=tsv, steps=p.save_steps) \
         if (p.save_t0 or p.save_t1 or p.save_steps or tsv is not None) else None
     o = dict(p.opts)
+    if p.ctrl_names:  # this call's traced controller numbers
+        ctrl = _squeeze_unbatched(np.asarray(ops.ctrl, np.float64), 1,
+                                  "the step size controller's " + ", ".join(p.ctrl_names))
+        o.update((name, float(v)) for name, v in zip(p.ctrl_names, ctrl))
     o["saveat"] = sa
     o["dt0"] = None if (np.ndim(dt0v) == 0 and dt0v == 0.0) else dt0v
     return lead, m, yb, dict(o, t0=t0v, t1=t1v, args=cv)

@@ -78,7 +78,9 @@ DEFAULT_TAPE_BYTES = 256 << 20
 def tape_stats() -> Dict[str, int]:
     """The counts of clnode's custom calls (jitted solves) since the process started: solves
     (forward calls) and their trajectories, reverses (reverse passes), the library's time in
-    them (solve_ns: every solve, the re-solves of reverse passes included; reverse_ns), and the
+    them (solve_ns: every solve, the re-solves of reverse passes included; reverse_ns), the
+    handlers' whole time (fwd_ns: the forward handler's, over its solves calls; vjp_ns: the
+    reverse handler's, over its vjps calls; the library's time in them included), and the
     tape registry: hits and misses of the reverse passes (a miss re-solves the forward: the same
     bits), tapes kept and dropped (oldest first beyond the bound, or larger than it), the tapes
     and bytes held now, and the bound (limit, bytes)."""
@@ -113,7 +115,8 @@ def plan(problem: Problem) -> int:
                          problem.n_ts, problem.T, problem.y_dtype == np.float64,
                          problem.time_dtype == np.float64, problem.has_ts,
                          problem.scale_traced or problem.scale is not None,
-                         problem.scale_traced, problem.throw, problem.checkpoint_every)
+                         problem.scale_traced, problem.throw, problem.checkpoint_every,
+                         problem.ctrl_names)
         problem.models[_plan_key] = h
     return int(h)
 

@@ -54,7 +54,8 @@ class Outputs(NamedTuple):
 
 
 NAMES = Operands._fields
-_TIME_NAMES = {"t0": "t0", "t1": "t1", "dt0": "dt0", "ts": "SaveAt(ts=...)"}
+_TIME_NAMES = {"t0": "t0", "t1": "t1", "dt0": "dt0", "ts": "SaveAt(ts=...)",
+               "ctrl": "the step size controller's rtol, atol and coefficients"}
 # the operands whose cotangent is one per trajectory (y0, args), and those with one for the
 # batch (the factor and the parameters: "theta")
 _PER_TRAJECTORY = ("y0", "args")

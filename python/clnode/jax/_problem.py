@@ -65,7 +65,9 @@ def _static_float(x, name):
     return _args.real(np.asarray(x), name)
 
 
-def _controller_options(ctrl, dt0):
+def _controller_options(ctrl, dt0, traced=False):
+    """The table's options of the step size controller; traced: a traced number (rtol, atol, a
+    coefficient) kept as it is, for the custom calls' operand ctrl (else refused)."""
     if type(ctrl) is diffrax.ConstantStepSize:
         if dt0 is None:
             raise ValueError("ConstantStepSize needs dt0")
@@ -89,7 +91,14 @@ def _controller_options(ctrl, dt0):
     for name in PID_OPTIONS:  # the table's controller options, as PIDController holds them
         info, v = _solve.OPTIONS[name], getattr(ctrl, name)
         what = f"PIDController({name}=...)"
-        o[name] = _args.boolean(v, what) if info["type"] == "boolean" else _static_float(v, what)
+        if info["type"] == "boolean":
+            o[name] = _args.boolean(v, what)
+        elif traced and _is_tracer(v):
+            if jnp.ndim(v) != 0:
+                raise ValueError(f"{what} must be a scalar, not of shape {jnp.shape(v)}")
+            o[name] = v
+        else:
+            o[name] = _static_float(v, what)
     return o
 
 
@@ -322,7 +331,7 @@ def take(terms, solver, t0, t1, dt0, y0, args, saveat, stepsize_controller, adjo
     method, max_steps, kw, checkpoint_every = _check_arguments(
         terms, solver, adjoint, event, progress_meter, solver_state, controller_state,
         made_jump, max_steps, throw, options, device)
-    ctrl = _controller_options(stepsize_controller, dt0)
+    ctrl = _controller_options(stepsize_controller, dt0, traced=True)
     save_t0, save_t1, save_steps, save_ts = _saveat_options(saveat)
     y0, time_dtype = _promote(y0, t0, t1, dt0, save_ts)
     _check_save_ts_now(save_ts, t0, t1)
@@ -397,6 +406,7 @@ class Problem:
     throw: bool
     progress_meter: Any
     jitting: bool
+    ctrl_names: Tuple[str, ...] = ()
     failures: List[BaseException] = dataclasses.field(default_factory=list, repr=False)
     models: Dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False)
     scaled: Dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False)
@@ -407,7 +417,10 @@ class Operands(NamedTuple):
     dt0, the save times (empty without), args (empty for a network without inputs), the
     field's factor s as one value per component when it is traced (empty otherwise), and the
     network's parameters when they are traced, raveled into one flat array in the library's
-    flat order (_model.flat_params; empty when they are concrete)."""
+    flat order (_model.flat_params; empty when they are concrete), and the step size
+    controller's traced numbers (rtol, atol, the coefficients: Problem.ctrl_names, in its
+    order; empty when all are concrete, which the Problem's options hold), so that a new value
+    runs the same compiled program."""
 
     y0: Any
     t0: Any
@@ -417,6 +430,7 @@ class Operands(NamedTuple):
     args: Any
     scale: Any
     params: Any
+    ctrl: Any
 
 
 def frozen(c: Taken, t0: Any, t1: Any, dt0: Any, throw: bool,
@@ -446,10 +460,15 @@ def frozen(c: Taken, t0: Any, t1: Any, dt0: Any, throw: bool,
     T = _clnode.save_slots(save_t0=c.save_t0, save_t1=c.save_t1, n_ts=n_ts,
                            save_steps=c.save_steps, max_steps=c.max_steps)
     jit = jitting()
+    # the controller's traced numbers: an operand (ctrl), None among the options
+    ctrl_names = tuple(name for name, v in c.ctrl.items() if _is_tracer(v))
+    ctrl_opts = {name: None if name in ctrl_names else v for name, v in c.ctrl.items()}
+    ctrl_op = jnp.zeros((0,), jnp.result_type(float)) if not ctrl_names else jnp.stack(
+        [jnp.asarray(c.ctrl[name], jnp.result_type(float)) for name in ctrl_names])
     problem = Problem(
         n=n, k=k, T=T, time_dtype=time_dtype, y_dtype=y0.dtype,
         opts=dict(method=c.method, max_steps=c.max_steps, precision=precision, device=device,
-                  saveat=None, **c.ctrl, **c.kw),
+                  saveat=None, **ctrl_opts, **c.kw),
         mlp=mlp, layer_shapes=tuple((tuple(np.shape(w)), None if b is None else
                                       tuple(np.shape(b))) for w, b in layers),
         activation=net.activation, final_activation=net.final_activation,
@@ -460,7 +479,7 @@ def frozen(c: Taken, t0: Any, t1: Any, dt0: Any, throw: bool,
         # under jax.jit (_check_traced, in JAX); else (eager jax.vmap or jax.grad) in it
         ts_checked=c.save_ts is None or jit or _leaves_concrete((c.save_ts, t0, t1)),
         checkpoint_every=c.checkpoint_every, max_steps=c.max_steps, throw=throw,
-        progress_meter=c.progress_meter, jitting=jit)
+        progress_meter=c.progress_meter, jitting=jit, ctrl_names=ctrl_names)
     args_op = jnp.zeros((0,), y0.dtype)
     if k:
         args_op = jnp.asarray(c.args)
@@ -484,7 +503,7 @@ def frozen(c: Taken, t0: Any, t1: Any, dt0: Any, throw: bool,
                                          dt0a)
         if c.save_ts is not None:  # without save times the operand stays the empty array
             ts_op = checked_ts
-    return problem, Operands(y0, t0a, t1a, dt0a, ts_op, args_op, sv_op, params_op)
+    return problem, Operands(y0, t0a, t1a, dt0a, ts_op, args_op, sv_op, params_op, ctrl_op)
 
 
 def checkpoint_every(adjoint: Any, max_steps: int) -> int:
