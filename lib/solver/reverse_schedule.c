@@ -120,3 +120,28 @@ clnode_status cln_rev_schedule(const void *arg, void *run, size_t k0, size_t nk)
 fail:
     return st;
 }
+
+clnode_status cln_rev_bare(const void *arg, void *run, size_t k0, size_t nk)
+{
+    const cln_rev_bare_plan *bp = arg;
+    const cln_rev_plan *p = &bp->plan;
+    const cln_rev_ops *ops = p->ops;
+    const size_t b0 = k0 * CLN_REV_BLOCK, end = (k0 + nk) * CLN_REV_BLOCK;
+    const size_t A = (end < p->job->B ? end : p->job->B) - b0;
+    size_t *traj = NULL, *M = NULL;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, ops->rows(run, k0, nk, A, &traj, &M));
+    CLN_CHECK(p->ctx, rs_order(p->job, b0, A, traj, M), CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot order %zu trajectories", A);
+    CLN_TRY(st, ops->setup(run, A));
+    for (long e = 0; e < bp->steps; ++e) { /* the last step of every row, again and again */
+        CLN_TRY(st, ops->begin(run, A, CLN_REV_KEPT, 0, 0, 0));
+        CLN_TRY(st, rs_stages(p, run, A));
+        for (size_t i = (size_t)p->job->KI->stages; i-- > 0;)
+            CLN_TRY(st, ops->stage_vjp(run, i, A));
+        CLN_TRY(st, ops->sums(run, A, 0));
+    }
+    CLN_TRY(st, ops->results(run));
+fail:
+    return st;
+}
