@@ -49,22 +49,20 @@ CLNODE_API clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode
                                                double *seconds);
 
 /* Runs the bare loop of `steps` steps of a reverse pass (clnode/gradient.h) through `stages`
- * stages each, of `model` on `batch` rows in `precision` (strict GEMM mode), on the host with its
- * ordered GEMM. Per step: every stage's recompute of the whole MLP from a fixed input, keeping
- * each layer's pre-activation and output; then from the last stage back, its vector-Jacobian
- * product from a fixed cotangent of its output (per layer from the last the activation's
- * derivative of cl/cln_activation.h, the bias cotangents summed over the rows in order, the input
- * cotangent as the ordered GEMM with the weights, transposed and packed once); then the step's
- * weight cotangents, per layer one ordered GEMM over its stages and rows, as the reverse pass
- * sums them. The rows go in blocks of CLNODE_GRADIENT_BLOCK, as the reverse pass takes them, the
- * blocks spread over the context's threads, each thread summing its own parameter cotangents. No
- * stage combination, no tape, no saved point: the reverse pass's vector-field work alone. Set-up
- * (the packed weights, the buffers) and one warm-up step come before the clock starts.
- * Stores the loop's wall time in *seconds (may be NULL). Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL
- * context or model, batch 0, steps < 1, stages outside [1, CLNODE_MAX_STAGES]),
- * CLNODE_ERR_NO_FP64, CLNODE_ERR_UNSUPPORTED (a context other than "host" with its ordered GEMM; a
- * model with a time or conditioning input or an output scale), CLNODE_ERR_OUT_OF_MEMORY.
- * Blocking. */
+ * stages each, of `model` on `batch` rows in `precision` (strict GEMM mode), on the context's
+ * device: the reverse pass's own schedule and per-step operations, on a job of one step per row
+ * (fixed states, a zero tableau) without a tape to walk. Per step, as the reverse pass takes a
+ * step: each row's state, every stage's argument and MLP recomputed, then from the last stage
+ * back each stage's vector-Jacobian product (its MLP's and its argument's), then the step's
+ * weight and bias sums; the rows in blocks of CLNODE_GRADIENT_BLOCK, as many at a time and on as
+ * many threads as the reverse pass takes them. No saved point, no row finished, no shrinking of
+ * the active rows: the reverse pass's per-step work alone. Set-up (the packed weights, the
+ * buffers) and one warm-up step come before the clock starts; the blocks' set-up and read-back are
+ * timed (once per run, not per step). Stores the loop's wall time in *seconds (may be NULL).
+ * Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL context or model, batch 0, steps < 1, stages outside
+ * [1, CLNODE_MAX_STAGES]), CLNODE_ERR_NO_FP64, CLNODE_ERR_UNSUPPORTED (a context without a
+ * reverse pass, as host:openblas; a model with a time or conditioning input or an output scale),
+ * CLNODE_ERR_OUT_OF_MEMORY. Blocking. */
 CLNODE_API clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *model,
                                                size_t batch, long steps, int stages,
                                                clnode_precision precision, double *seconds);

@@ -266,13 +266,6 @@ typedef struct cln_backend_ops {
     clnode_status (*rev_each)(cln_backend *be, void *state, size_t block0, size_t nblocks,
                               void *theta, cln_rev_run_fn fn, const void *arg);
     void (*rev_end)(cln_backend *be, void *state);
-    /* Optional (NULL: no bare VJP loop): clnode_bench_vjp_loop (clnode/bench.h) on this backend,
-     * after the caller's checks of the arguments, the precision and the model: `steps` reverse
-     * steps of `batch` rows of `stages` stages through the MLP alone, with the products of the
-     * backend's reverse pass; *seconds is the loop's wall time. A backend whose GEMM is not the
-     * one its reverse pass recomputes with (host:openblas) refuses with CLNODE_ERR_UNSUPPORTED. */
-    clnode_status (*bench_vjp)(cln_backend *be, const cln_model_view *model, size_t batch,
-                               long steps, size_t stages, clnode_precision prec, double *seconds);
 } cln_backend_ops;
 
 struct cln_backend {

@@ -248,29 +248,3 @@ fail:
         be->ops->buf_free(be, all[i]);
     return st;
 }
-
-clnode_status cln_bench_vjp_loop(clnode_context *ctx, const cln_model_view *m, size_t batch,
-                                 long steps, int stages, clnode_precision prec, double *seconds)
-{
-    if (!ctx)
-        return CLNODE_ERR_INVALID_ARGUMENT;
-    cln_clear_error(ctx);
-    CLN_CHECK(ctx, m && batch >= 1 && steps >= 1 && stages >= 1 && stages <= CLNODE_MAX_STAGES,
-              CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_bench_vjp_loop: needs a model, batch >= 1, steps >= 1 and 1 <= stages <= %d",
-              CLNODE_MAX_STAGES);
-    const clnode_status pst = cln_check_device_precision(ctx, prec, CLNODE_GEMM_STRICT, "compute");
-    if (pst != CLNODE_OK)
-        return pst;
-    cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, m->time_input == 0 && m->num_inputs == 0 && m->out_scale == NULL,
-              CLNODE_ERR_UNSUPPORTED,
-              "the bare VJP loop takes models of the state alone, without an output scale");
-    CLN_CHECK(ctx, be->ops->bench_vjp, CLNODE_ERR_UNSUPPORTED,
-              "%s has no reverse pass, so no bare VJP loop", be->device_name);
-    double dt = 0;
-    const clnode_status st = be->ops->bench_vjp(be, m, batch, steps, (size_t)stages, prec, &dt);
-    if (st == CLNODE_OK && seconds)
-        *seconds = dt;
-    return st;
-}

@@ -93,18 +93,29 @@ fail:
     return st;
 }
 
+/* The run's Bg trajectories of blocks [k0, k0 + nk) in their order (*M: their steps), set up. */
+static clnode_status rs_open(const cln_rev_plan *p, void *run, size_t k0, size_t nk, size_t *Bg,
+                             size_t **M)
+{
+    const size_t b0 = k0 * CLN_REV_BLOCK, end = (k0 + nk) * CLN_REV_BLOCK;
+    size_t *traj = NULL;
+    clnode_status st = CLNODE_OK;
+    *Bg = (end < p->job->B ? end : p->job->B) - b0;
+    CLN_TRY(st, p->ops->rows(run, k0, nk, *Bg, &traj, M));
+    CLN_CHECK(p->ctx, rs_order(p->job, b0, *Bg, traj, *M), CLNODE_ERR_OUT_OF_MEMORY,
+              "cannot order %zu trajectories", *Bg);
+    CLN_TRY(st, p->ops->setup(run, *Bg));
+fail:
+    return st;
+}
+
 clnode_status cln_rev_schedule(const void *arg, void *run, size_t k0, size_t nk)
 {
     const cln_rev_plan *p = arg;
     const cln_rev_ops *ops = p->ops;
-    const size_t b0 = k0 * CLN_REV_BLOCK, end = (k0 + nk) * CLN_REV_BLOCK;
-    const size_t Bg = (end < p->job->B ? end : p->job->B) - b0;
-    size_t *traj = NULL, *M = NULL;
+    size_t Bg = 0, *M = NULL;
     clnode_status st = CLNODE_OK;
-    CLN_TRY(st, ops->rows(run, k0, nk, Bg, &traj, &M));
-    CLN_CHECK(p->ctx, rs_order(p->job, b0, Bg, traj, M), CLNODE_ERR_OUT_OF_MEMORY,
-              "cannot order %zu trajectories", Bg);
-    CLN_TRY(st, ops->setup(run, Bg));
+    CLN_TRY(st, rs_open(p, run, k0, nk, &Bg, &M));
     size_t A = Bg;
     while (A > 0 && M[A - 1] == 0) /* no step: the saved points of y0 alone */
         --A;
@@ -115,6 +126,26 @@ clnode_status cln_rev_schedule(const void *arg, void *run, size_t k0, size_t nk)
         while (A > 0 && M[A - 1] == s + 1)
             --A;
         CLN_TRY(st, ops->finish(run, A, A0));
+    }
+    CLN_TRY(st, ops->results(run));
+fail:
+    return st;
+}
+
+clnode_status cln_rev_bare(const void *arg, void *run, size_t k0, size_t nk)
+{
+    const cln_rev_bare_plan *bp = arg;
+    const cln_rev_plan *p = &bp->plan;
+    const cln_rev_ops *ops = p->ops;
+    size_t A = 0, *M = NULL;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, rs_open(p, run, k0, nk, &A, &M));
+    for (long e = 0; e < bp->steps; ++e) { /* the last step of every row, again and again */
+        CLN_TRY(st, ops->begin(run, A, CLN_REV_KEPT, 0, 0, 0));
+        CLN_TRY(st, rs_stages(p, run, A));
+        for (size_t i = (size_t)p->job->KI->stages; i-- > 0;)
+            CLN_TRY(st, ops->stage_vjp(run, i, A));
+        CLN_TRY(st, ops->sums(run, A, 0));
     }
     CLN_TRY(st, ops->results(run));
 fail:

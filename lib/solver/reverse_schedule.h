@@ -26,4 +26,17 @@ void cln_rev_plan_init(cln_rev_plan *p, clnode_context *ctx, const cln_rev_job *
  * start is finished. */
 clnode_status cln_rev_schedule(const void *arg, void *run, size_t k0, size_t nk);
 
+/* The bare run of the schedule (clnode_bench_vjp_loop): a plan whose job has one step per
+ * trajectory, and the times that step is repeated. */
+typedef struct cln_rev_bare_plan {
+    cln_rev_plan plan;
+    long steps;
+} cln_rev_bare_plan;
+
+/* The schedule's reverse step without its tape's walk (a cln_rev_run_fn; arg: a
+ * cln_rev_bare_plan): blocks [k0, k0 + nk) ordered and set up as cln_rev_schedule does, then
+ * `steps` times the step of every row (its state, its stages, their vector-Jacobian products
+ * from the last, the weight sums), then the blocks' sums; no saved point, no row finished. */
+clnode_status cln_rev_bare(const void *arg, void *run, size_t k0, size_t nk);
+
 #endif /* CLN_REVERSE_SCHEDULE_H */

@@ -4,7 +4,7 @@ backends (the tf32 kind of the GEMM, the bare VJP loop and its ordered GEMM) com
 table (lib/backends/backend.h), not from a backend's name.
 
 Scans the driver (lib/solver/*.c, *.h) and the benchmarks' library code (lib/backends/bench.c,
-lib/model/model_bench.c), comments left out, for a string comparison (strcmp, strncmp,
+lib/solver/bench.c), comments left out, for a string comparison (strcmp, strncmp,
 strcasecmp, strncasecmp, memcmp) whose arguments name a backend: a literal "host", "opencl",
 "cuda", "openblas" or "ordered" (alone or as the start of a device string), or the fields that
 carry a backend's identity (ops->name, the tape's backend, cache_id, device_name). Fails on any
@@ -16,7 +16,7 @@ import pathlib
 import re
 import sys
 
-GLOBS = ["lib/solver/*.c", "lib/solver/*.h", "lib/backends/bench.c", "lib/model/model_bench.c"]
+GLOBS = ["lib/solver/*.c", "lib/solver/*.h", "lib/backends/bench.c"]
 COMPARE = re.compile(r"\b(strn?cmp|strn?casecmp|memcmp)\s*\(")
 NAME = re.compile(r'"(host|opencl|cuda|openblas|ordered)\b|ops\s*->\s*name\b|->\s*backend\b'
                   r"|\bcache_id\b|\bdevice_name\b")

@@ -13,7 +13,11 @@ Checks, comments left out:
      no recomputation loop over a checkpoint group's steps;
   3. the ops table (struct cln_backend_ops) has no whole-pass operation: every member that
      writes block sums (a `theta` parameter) takes the schedule as a cln_rev_run_fn, and the
-     per-step table cln_rev_ops has the operations the schedule calls.
+     per-step table cln_rev_ops has the operations the schedule calls;
+  4. no loop over reverse steps outside lib/solver/: no source of lib/ outside it walks a
+     reverse step's stages from the last or repeats steps up to a count of steps (the bare VJP
+     loop of clnode/bench.h is the schedule's step, cln_rev_bare, not a backend's loop), and the
+     ops table has no bare VJP operation of its own.
 Fails on any hit, printing it; also fails when a file it scans is missing.
 
 usage: test_reverse_schedule.py SOURCE_ROOT
@@ -35,6 +39,12 @@ STEP_LOOPS = {
         r"\bfor\s*\(\s*size_t\s+i\s*=\s*(?:\w+\s*->\s*)?S\s*;\s*i\s*--\s*>\s*0"),
     "a checkpoint group's steps recomputed": re.compile(r"\bj\s*\+\s*1\s*<\s*(?:\w+->)?(?:E|seg_len)\b"),
     "the trajectories ordered": re.compile(r"\bqsort\s*\(|\bM\s*\[\s*at\s*-\s*1\s*\]"),
+}
+ANYWHERE_LOOPS = {
+    "the stages walked from the last": re.compile(
+        r"\bfor\s*\(\s*size_t\s+\w+\s*=\s*(?:\w+\s*->\s*)?(?:S|stages)\s*;\s*\w+\s*--\s*>\s*0"),
+    "steps repeated up to a count of steps": re.compile(
+        r"\bfor\s*\(\s*long\s+\w+\s*=\s*0\s*;[^;]*<[^;]*\bsteps\b[^;]*;"),
 }
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 
@@ -91,6 +101,18 @@ def check_backend_files(root, hits):
                             f"{' '.join(m.group(0).split())}")
 
 
+def check_no_step_loops(root, hits):
+    for path in sorted((root / "lib").rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.suffix not in (".c", ".h", ".inc") or rel.startswith("lib/solver/"):
+            continue
+        code = code_of(path)
+        for what, pattern in ANYWHERE_LOOPS.items():
+            for m in pattern.finditer(code):
+                hits.append(f"{rel}:{line_of(code, m.start())}: {what} outside lib/solver/: "
+                            f"{' '.join(m.group(0).split())}")
+
+
 def check_ops_table(root, hits):
     path = root / "lib/backends/backend.h"
     if not path.is_file():
@@ -109,6 +131,9 @@ def check_ops_table(root, hits):
     if rev is None:
         hits.append("lib/backends/backend.h: no per-step table cln_rev_ops")
         return
+    for m in re.finditer(r"\(\s*\*\s*(\w*vjp\w*)\s*\)\s*\(", ops):
+        hits.append(f"lib/backends/backend.h: cln_backend_ops.{m.group(1)}: a bare VJP loop of "
+                    "a backend's own (the bare loop is the schedule's step, in lib/solver/)")
     members = set(re.findall(r"\(\s*\*\s*(\w+)\s*\)\s*\(", rev))
     for op in OPS:
         if op not in members:
@@ -120,6 +145,7 @@ def main():
     hits = []
     check_schedule_room(root, hits)
     check_backend_files(root, hits)
+    check_no_step_loops(root, hits)
     check_ops_table(root, hits)
     for h in hits:
         print(h)

@@ -24,11 +24,11 @@
  * --grad times the gradient instead (clnode/gradient.h): per batch size (default 1, 64, 1024,
  * 4096) the seed solve with keep_tape, then clnode_gradient_compute on the same device with
  * cotangents of the saved y(t1), best of N each in the same run; rev/fwd is the reverse pass's
- * time over the kept solve's. Then the bare loop of the same work without the solver
- * (clnode_bench_vjp_loop on that device: per accepted step, every stage gone back through
- * recomputed and its VJP through the device's ordered GEMM, the step's weight and bias sums per
- * block of CLNODE_GRADIENT_BLOCK rows: on the host one ordered GEMM per layer over the threads, on
- * a device the reverse pass's own kernels); rev/bare is the reverse pass's time over it. The
+ * time over the kept solve's. Then the bare loop of the same steps without a tape
+ * (clnode_bench_vjp_loop on that device: the reverse pass's own schedule and per-step operations
+ * repeating one reverse step per accepted step: the state, every stage recomputed, their VJPs
+ * from the last, the step's weight and bias sums per block of CLNODE_GRADIENT_BLOCK rows);
+ * rev/bare is the reverse pass's time over it. The
  * tape's size is clnode_solution_kept_bytes. On an OpenCL or CUDA device, launches and GEMMs are
  * the reverse pass's enqueued commands and products (clnode_context_launches) over its reverse
  * steps (the longest trajectory's accepted steps): per reverse step. host:openblas goes back on
@@ -337,8 +337,11 @@ static void usage(FILE *f)
           "  --grad           time the gradient instead (keep_tape, clnode_gradient_compute on\n"
           "                   the same device, cotangents of the saved t1): per batch size\n"
           "                   (default 1,64,1024,4096) the kept forward solve, the reverse pass,\n"
-          "                   rev/fwd their ratio, the bare loop of the same stages' recompute\n"
-          "                   and VJPs on that device (clnode_bench_vjp_loop), rev/bare, the\n"
+          "                   rev/fwd their ratio, bare: the reverse pass's own schedule and\n"
+          "                   per-step operations on that device repeating one reverse step\n"
+          "                   (state, stages, their VJPs, weight sums) per accepted step without\n"
+          "                   a tape (clnode_bench_vjp_loop), rev/bare their ratio (the tape's\n"
+          "                   walk, the saved points, the shrinking active rows), the\n"
           "                   tape's size, and on an OpenCL or CUDA device the reverse pass's\n"
           "                   launches (kernels, copies and GEMMs) and GEMMs per reverse step\n"
           "                   (clnode_context_launches over the longest trajectory's steps)\n"

@@ -31,15 +31,6 @@ clnode_status cln_dev_rev_each(cln_backend *be, void *state, size_t block0, size
 void cln_dev_rev_end(cln_backend *be, void *state);
 
 #define CLN_DEV_REV_OPS                                                                            \
-    .rev_begin = cln_dev_rev_begin, .rev_each = cln_dev_rev_each, .rev_end = cln_dev_rev_end,      \
-    .bench_vjp = cln_dev_bench_vjp
-
-/* The bare VJP loop on a device, its bench_vjp op (device_bench_vjp.c; clnode_bench_vjp_loop):
- * `steps` reverse steps of `batch` rows of `stages` stages through the MLP alone, with the kernels
- * and products the reverse pass runs (each stage's forward recomputation, its vector-Jacobian
- * product, the step's weight and bias sums per block), timed from its first enqueue to the queue's
- * end. model: the model's view (backends/model_view.h). */
-clnode_status cln_dev_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch,
-                                long steps, size_t stages, clnode_precision prec, double *seconds);
+    .rev_begin = cln_dev_rev_begin, .rev_each = cln_dev_rev_each, .rev_end = cln_dev_rev_end
 
 #endif /* CLN_DEVICE_REVERSE_H */

@@ -1,9 +1,6 @@
 /* device_reverse_internal.h - what the files of the device backends' reverse pass share (not
- * installed): the pass's state, its scratch buffers and kernel arguments, and the steps that the
- * bare VJP loop runs too. By concern:
- *   device_reverse.c    the reverse pass's per-step operations (cln_dev_rev_begin,
- * cln_dev_rev_each, cln_dev_rev_end) device_bench_vjp.c  the bare VJP loop (cln_dev_bench_vjp) on
- * the pass's kernels
+ * installed): the pass's state, its scratch buffers and kernel arguments. device_reverse.c holds
+ * the reverse pass's per-step operations (cln_dev_rev_begin, cln_dev_rev_each, cln_dev_rev_end).
  */
 #ifndef CLN_DEVICE_REVERSE_INTERNAL_H
 #define CLN_DEVICE_REVERSE_INTERNAL_H

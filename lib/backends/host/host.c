@@ -70,7 +70,6 @@ static const cln_backend_ops host_ops = {
     .rev_begin = host_rev_begin,
     .rev_each = host_rev_each,
     .rev_end = host_rev_end,
-    .bench_vjp = host_bench_vjp,
 };
 
 /* The probe cache's key for the host: the GEMM engine (and OpenBLAS's build and core), the

@@ -8,8 +8,8 @@
  *   host_rows.c     the active count, compaction's swaps, the saved steps' copies
  *   host_rev.c      the reverse ops over host_reverse.inc
  *   host_devices.c  the device-string forms and the device list
- * The arithmetic itself is in the -O3 libraries of lib/meson.build (host_math, host_act,
- * host_bench): host_math.inc, host_mlp.inc, host_reverse.inc, host_gemm.c, host_gemv.c.
+ * The arithmetic itself is in the -O3 libraries of lib/meson.build (host_math and
+ * host_act): host_math.inc, host_mlp.inc, host_reverse.inc, host_gemm.c, host_gemv.c.
  *
  * With the ordered GEMM in strict mode a stage and the vector field on it run as one fused pass
  * (host_mlp.inc) on weights packed once per model (kept between solves of the same model), the
@@ -191,9 +191,6 @@ clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **sta
 clnode_status host_rev_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
                             void *theta, cln_rev_run_fn fn, const void *arg);
 void host_rev_end(cln_backend *be, void *state);
-/* The bench_vjp op: the bare VJP loop of host_bench_vjp.inc on the ordered GEMM. */
-clnode_status host_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch, long steps,
-                             size_t stages, clnode_precision prec, double *seconds);
 
 /* ---- host_devices.c: the ISA of a device-string form; host_cpuinfo_value: the value of the first
  * line of /proc/cpuinfo with that key, or "" ---- */

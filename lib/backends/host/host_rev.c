@@ -1,6 +1,5 @@
 /* host_rev.c - the host backend's reverse ops (backend.h) over the reverse pass of
  * host_reverse.inc. */
-#include "backends/host/host_bench_vjp.h"
 #include "backends/host/host_internal.h"
 #include "clnode/gradient.h"
 
@@ -98,27 +97,4 @@ void host_rev_end(cln_backend *be, void *state)
     else
         cln_host_rev_end_f32(st->h);
     free(st);
-}
-
-/* ---- the bare VJP loop (host_bench_vjp.inc) ---- */
-
-clnode_status host_bench_vjp(cln_backend *be, const cln_model_view *model, size_t batch, long steps,
-                             size_t stages, clnode_precision prec, double *seconds)
-{
-    const host_backend *hb = (const host_backend *)be;
-    CLN_CHECK(be->ctx, !hb->openblas, CLNODE_ERR_UNSUPPORTED,
-              "the bare VJP loop runs on the host with its ordered GEMM (device \"host\"), not on "
-              "%s",
-              be->device_name);
-    const int threads =
-        be->ctx->num_threads > 0 ? be->ctx->num_threads : cln_pool_default_threads();
-    const double dt =
-        prec == CLNODE_FP64
-            ? cln_host_bench_vjp_f64(model, batch, CLNODE_GRADIENT_BLOCK, steps, stages, threads)
-            : cln_host_bench_vjp_f32(model, batch, CLNODE_GRADIENT_BLOCK, steps, stages, threads);
-    CLN_CHECK(be->ctx, dt >= 0, CLNODE_ERR_OUT_OF_MEMORY,
-              "cannot allocate the bare VJP loop's buffers");
-    if (seconds)
-        *seconds = dt;
-    return CLNODE_OK;
 }
