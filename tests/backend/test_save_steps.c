@@ -129,15 +129,22 @@ static size_t compare_growth(const clnode_model *m, const clnode_solve_options *
 
 /* y' = W y, a slowly decaying rotation: every trajectory takes steps in proportion to its
  * interval, from none (t1 = t0) to the budget (max_steps_reached), hundreds to thousands. */
-static void test_rotation_many_doublings(void **state)
+/* A slowly decaying rotation in the plane: dy/dt = W y, one linear layer. */
+static clnode_model *rotation_model(void)
 {
-    (void)state;
     const double W[4] = {-0.01, 1.0, -1.0, -0.01};
     size_t sizes[2] = {2, 2};
     const double *ws[1] = {W};
     clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
+    return m;
+}
+
+static void test_rotation_many_doublings(void **state)
+{
+    (void)state;
+    clnode_model *m = rotation_model();
     enum {
         B = 67
     };
@@ -365,12 +372,7 @@ static void test_huge_max_steps(void **state)
 static void test_kept_tape_thinned(void **state)
 {
     (void)state;
-    const double W[4] = {-0.01, 1.0, -1.0, -0.01};
-    size_t sizes[2] = {2, 2};
-    const double *ws[1] = {W};
-    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
-    clnode_model *m = NULL;
-    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    clnode_model *m = rotation_model();
     enum {
         B = 37
     };
