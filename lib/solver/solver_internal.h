@@ -3,7 +3,7 @@
  * another. The solve by concern:
  *   solver.c          the driver: the phases of a solve, the steps, the loop, clnode_solve
  *   solver_check.c    the problem checked (Phase 0), the values in the state precision
- *   solver_setup.c    the solve's buffers, its state rows and constants
+ *   solver_setup.c    the solve's buffers, its state rows and constants, the saved rows read back
  *   solver_save.c     the solution and its accessors, the saved steps' growth, the read-back
  *   solver_compact.c  active-set compaction, and the solution's rows put back in order
  *   tape.c            the tape of a kept solve (keep_tape)
@@ -116,6 +116,9 @@ void cln_release(cln_run *r);
 /* Each trajectory's problem into its state row, and the per-solve constants. */
 void cln_problem_rows(const cln_run *r, cln_rstate_d *rows);
 void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *KI);
+/* The first `cap` points of every row of a saved-steps buffer (STT: width 1, STY: width N) into
+ * dst (Breal x cap x width doubles, device row order), packed on the device first. */
+clnode_status cln_download_rows(cln_run *r, cln_buf *src, size_t width, size_t cap, double *dst);
 
 /* ---- solver_save.c ---- */
 
@@ -133,7 +136,8 @@ clnode_status cln_compact(cln_run *r, size_t active);
 
 /* ---- tape.c ---- */
 
-/* keep_tape: the tape from every trajectory's saved steps. */
-clnode_status cln_keep_tape(cln_run *r, clnode_solution *s);
+/* keep_tape: the tape from every trajectory's saved steps, thinned on the device before they are
+ * read back (is: the integer state rows in device row order; steps: the most steps a row saved). */
+clnode_status cln_keep_tape(cln_run *r, clnode_solution *s, const cln_istate *is, size_t steps);
 
 #endif /* CLN_SOLVER_INTERNAL_H */

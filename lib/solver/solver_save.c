@@ -181,33 +181,13 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
 }
 
 /* The saved steps into the solution, rows packed to its capacity (the most points any
- * trajectory saved, <= r->steps_cap): where the device rows are longer, they are packed first on
- * the device into a buffer of that size (copy_rows), so that what is read back and kept grows
- * with the longest trajectory's points, not with the capacity the solve grew to. */
+ * trajectory saved, <= r->steps_cap). */
 static clnode_status cln_collect_steps(cln_run *r, clnode_solution *s)
 {
-    cln_backend *be = r->be;
-    cln_solve_dev *sd = &r->sd;
-    const size_t B = sd->Breal, N = sd->N, es = sd->esize, cap = s->cap[CLNODE_SAVE_STEPS];
-    if (!cap)
-        return CLNODE_OK;
-    if (cap == r->steps_cap) {
-        clnode_status st = cln_download(be, sd, sd->STT, 0, s->ts[CLNODE_SAVE_STEPS], B * cap);
-        if (st == CLNODE_OK)
-            st = cln_download(be, sd, sd->STY, 0, s->ys[CLNODE_SAVE_STEPS], B * cap * N);
-        return st;
-    }
-    cln_buf *packed = NULL; /* holds the times, then the states */
-    clnode_status st = CLNODE_OK;
-    CLN_TRY(st, cln_alloc(r, &packed, B * cap * N, es));
-    CLN_TRY(st, be->ops->copy_rows(be, packed, 0, cap * es, sd->STT, 0, r->steps_cap * es, cap * es,
-                                   B));
-    CLN_TRY(st, cln_download(be, sd, packed, 0, s->ts[CLNODE_SAVE_STEPS], B * cap));
-    CLN_TRY(st, be->ops->copy_rows(be, packed, 0, cap * N * es, sd->STY, 0, r->steps_cap * N * es,
-                                   cap * N * es, B));
-    CLN_TRY(st, cln_download(be, sd, packed, 0, s->ys[CLNODE_SAVE_STEPS], B * cap * N));
-fail:
-    be->ops->buf_free(be, packed);
+    const size_t cap = s->cap[CLNODE_SAVE_STEPS];
+    clnode_status st = cln_download_rows(r, r->sd.STT, 1, cap, s->ts[CLNODE_SAVE_STEPS]);
+    if (st == CLNODE_OK)
+        st = cln_download_rows(r, r->sd.STY, r->sd.N, cap, s->ys[CLNODE_SAVE_STEPS]);
     return st;
 }
 
@@ -239,9 +219,7 @@ clnode_status cln_collect(cln_run *r, clnode_solution **out)
                       r->steps_cap);
         goto fail;
     }
-    clnode_solve_options held = *o; /* a kept solve reads every step back, for its tape */
-    held.save_steps = r->dev_steps;
-    CLN_TRY(st, cln_solution_alloc(r->ctx, &held, r->p->n_save_ts, B, N, steps, &s));
+    CLN_TRY(st, cln_solution_alloc(r->ctx, o, r->p->n_save_ts, B, N, steps, &s));
     s->dir = r->dir;
     CLN_TRY(st, cln_download(be, sd, sd->Y, 0, s->y_final, B * N));
     if (s->cap[CLNODE_SAVE_TS])
@@ -253,7 +231,7 @@ clnode_status cln_collect(cln_run *r, clnode_solution **out)
     for (size_t row = 0; row < B; ++row) /* trajectory perm[row]'s state rows */
         cln_fill_trajectory(r, s, r->compactions ? r->perm[row] : row, &rs[row], &is[row]);
     if (o->keep_tape)
-        CLN_TRY(st, cln_keep_tape(r, s));
+        CLN_TRY(st, cln_keep_tape(r, s, is, steps));
     free(rs);
     free(is);
     *out = s;

@@ -1,5 +1,6 @@
 /* solver_setup.c - a solve's buffers (allocated once, released at the end) and what it uploads
- * before its first step: each trajectory's state row and the per-solve constants. */
+ * before its first step: each trajectory's state row and the per-solve constants; and the saved
+ * steps' rows read back, packed on the device first. */
 #include "solver/solver_internal.h"
 
 clnode_status cln_alloc(cln_run *r, cln_buf **out, size_t n_elems, size_t esize)
@@ -132,4 +133,29 @@ void cln_fill_constants(const cln_run *r, cln_consts_d *K, cln_iconsts *KI)
     KI->time_input = r->model->time_input;
     KI->floor_detect = !o->constant_step && o->precision_guard != CLNODE_GUARD_OFF &&
                        o->rtol < cln_guard_bound(r->ctx, o);
+}
+
+/* The first `cap` points of every row of a saved-steps buffer (rows of r->steps_cap points of
+ * `width` elements) into dst (B x cap x width doubles), in device row order: where the device rows
+ * are longer, they are packed first on the device into a buffer of that size (copy_rows), so that
+ * what is read back grows with the longest trajectory's points, not with the capacity the solve
+ * grew to. */
+clnode_status cln_download_rows(cln_run *r, cln_buf *src, size_t width, size_t cap, double *dst)
+{
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->Breal, es = sd->esize;
+    if (!cap)
+        return CLNODE_OK;
+    if (cap == r->steps_cap)
+        return cln_download(be, sd, src, 0, dst, B * cap * width);
+    cln_buf *packed = NULL;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, cln_alloc(r, &packed, B * cap * width, es));
+    CLN_TRY(st, be->ops->copy_rows(be, packed, 0, cap * width * es, src, 0,
+                                   r->steps_cap * width * es, cap * width * es, B));
+    CLN_TRY(st, cln_download(be, sd, packed, 0, dst, B * cap * width));
+fail:
+    be->ops->buf_free(be, packed);
+    return st;
 }

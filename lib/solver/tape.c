@@ -66,10 +66,11 @@ static int cln_tape_size(cln_tape *t, const size_t *steps, size_t *ntau, size_t 
     return 1;
 }
 
-/* Trajectory b's times and kept states from its saved steps (m-th at ts[m], ys[m * N]) and its
- * start (tau0, y0). */
+/* Trajectory b's times and kept states from its saved times (m-th at ts[m]), its kept states
+ * (cln_tape_kept: the states after steps n - 1 for the group starts n > 0, in increasing n, at
+ * kept[0], kept[N] ...) and its start (tau0, y0). */
 static void cln_tape_fill(cln_tape *t, size_t b, double dir, double tau0, const double *y0,
-                          const double *ts, const double *ys)
+                          const double *ts, const double *kept)
 {
     const size_t M = t->off_t[b + 1] - t->off_t[b] - 1, N = t->N, es = t->esize;
     cln_tape_put(t->tau, es, t->off_t[b], tau0);
@@ -78,14 +79,27 @@ static void cln_tape_fill(cln_tape *t, size_t b, double dir, double tau0, const 
     const size_t groups = cln_tape_groups(M, t->every);
     for (size_t q = 0; q < groups; ++q) {
         const size_t n = M > (q + 1) * t->every ? M - (q + 1) * t->every : 0;
-        const double *y = n == 0 ? y0 : ys + (n - 1) * N; /* the state after step n - 1 */
+        const double *y = n == 0 ? y0 : kept + (groups - 2 - q) * N; /* the state after n - 1 */
         for (size_t c = 0; c < N; ++c)
             cln_tape_put(t->ys, es, (t->off_y[b] + q) * N + c, y[c]);
     }
 }
 
-clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const clnode_solution *s,
-                             cln_tape **out)
+/* The kept states of a trajectory of M steps: one per group but the first (whose start is y0),
+ * ceil(M / every) - 1; the first of them is the state after step
+ * M - (ceil(M / every) - 1) every - 1, and each next one `every` steps later. */
+static size_t cln_tape_kept(size_t M, size_t every, size_t *first)
+{
+    const size_t g = cln_tape_groups(M, every);
+    if (g < 2)
+        return 0;
+    *first = M - (g - 1) * every - 1;
+    return g - 1;
+}
+
+clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_t B, size_t N,
+                             const size_t *steps, const double *ts, size_t ts_cap,
+                             const double *kept, const size_t *kept_off, cln_tape **out)
 {
     const clnode_problem *p = src->p;
     cln_tape *t = calloc(1, sizeof *t);
@@ -98,20 +112,20 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const
     t->model_serial = src->model->serial;
     snprintf(t->backend, sizeof t->backend, "%s", src->backend);
     t->tf32_kind = src->tf32_kind;
-    t->B = s->B;
-    t->N = s->N;
+    t->B = B;
+    t->N = N;
     t->n_in = src->model->num_inputs;
     t->n_ts = p->n_save_ts;
     t->ts_per_traj = p->save_ts_per_trajectory != 0;
     t->every = src->every;
     memcpy(t->K, src->K, sizeof t->K);
     t->KI = *src->KI;
-    const size_t B = t->B, N = t->N, es = t->esize, cap = s->cap[CLNODE_SAVE_STEPS];
+    const size_t es = t->esize;
     const size_t ts_rows = t->ts_per_traj ? B : 1;
     size_t ntau = 0, nys = 0;
     t->off_t = malloc((B + 1) * sizeof *t->off_t);
     t->off_y = malloc((B + 1) * sizeof *t->off_y);
-    int ok = t->off_t && t->off_y && cln_tape_size(t, s->count[CLNODE_SAVE_STEPS], &ntau, &nys);
+    int ok = t->off_t && t->off_y && cln_tape_size(t, steps, &ntau, &nys);
     if (ok) {
         t->tau = malloc(ntau * es);
         t->ys = malloc((nys ? nys : 1) * es);
@@ -121,13 +135,14 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const
     }
     if (!ok) {
         cln_tape_free(t);
-        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the kept steps of %zu "
-                        "trajectories", B);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "cannot allocate the kept steps of %zu "
+                        "trajectories",
+                        B);
     }
     for (size_t b = 0; b < B; ++b)
-        cln_tape_fill(t, b, src->dir, src->tau0[b], p->y0 + b * N,
-                      cap ? s->ts[CLNODE_SAVE_STEPS] + b * cap : NULL,
-                      cap ? s->ys[CLNODE_SAVE_STEPS] + b * cap * N : NULL);
+        cln_tape_fill(t, b, src->dir, src->tau0[b], p->y0 + b * N, ts ? ts + b * ts_cap : NULL,
+                      kept ? kept + kept_off[b] * N : NULL);
     for (size_t i = 0; i < B * t->n_in; ++i)
         cln_tape_put(t->inputs, es, i, p->inputs[i]);
     for (size_t i = 0; i < ts_rows * t->n_ts; ++i) /* as the solve uploaded them (tau, rounded) */
@@ -136,13 +151,74 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const
     return CLNODE_OK;
 }
 
-/* keep_tape: the tape from every trajectory's saved steps (cln_tape_build); without save_steps
- * the solution then lets them go, so that its points are those the options ask for. */
-clnode_status cln_keep_tape(cln_run *r, clnode_solution *s)
+/* Every row's kept states (cln_tape_kept), gathered on the device from the saved steps into one
+ * buffer of `total` states (row after row, one copy_rows each) and read back into kept. */
+static clnode_status cln_tape_gather(cln_run *r, const cln_istate *is, size_t total, double *kept)
 {
-    const size_t B = r->sd.Breal;
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t N = sd->N, es = sd->esize, every = (size_t)r->o->checkpoint_every;
+    cln_buf *packed = NULL;
+    clnode_status st = CLNODE_OK;
+    CLN_TRY(st, cln_alloc(r, &packed, total * N, es));
+    size_t at = 0;
+    for (size_t row = 0; row < sd->Breal; ++row) {
+        size_t first = 0;
+        const size_t n = cln_tape_kept((size_t)is[row].nsteps_saved, every, &first);
+        if (n)
+            CLN_TRY(st, be->ops->copy_rows(be, packed, at * N * es, N * es, sd->STY,
+                                           (row * r->steps_cap + first) * N * es, every * N * es,
+                                           N * es, n));
+        at += n;
+    }
+    CLN_TRY(st, cln_download(be, sd, packed, 0, kept, total * N));
+    cln_log(r->ctx, CLNODE_LOG_DEBUG, CLNODE_LOG_GENERAL,
+            "kept tape: %zu states of %zu trajectories read back (checkpoint_every %zu)", total,
+            sd->Breal, every);
+fail:
+    be->ops->buf_free(be, packed);
+    return st;
+}
+
+/* keep_tape: the tape (cln_tape_build) from the step times and, of the saved steps' states, only
+ * those at the starts of the checkpoint groups, thinned on the device before they are read back:
+ * what is read back and kept follows checkpoint_every. is: the integer state rows in device row
+ * order; steps: the most steps a row saved. */
+clnode_status cln_keep_tape(cln_run *r, clnode_solution *s, const cln_istate *is, size_t steps)
+{
+    const size_t B = r->sd.Breal, N = r->sd.N, every = (size_t)r->o->checkpoint_every;
+    const int own_ts = s->cap[CLNODE_SAVE_STEPS] == 0; /* no save_steps: the times read here */
+    size_t total = 0, nts;
     double *tau0 = malloc(B * sizeof *tau0);
-    CLN_CHECK(r->ctx, tau0, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the kept steps");
+    size_t *count = malloc(B * sizeof *count), *koff = malloc(B * sizeof *koff);
+    double *ts_rows = NULL, *ts = NULL, *kept = NULL;
+    clnode_status st = CLNODE_OK;
+    if (!tau0 || !count || !koff || !cln_mul_size(B, steps, &nts))
+        goto oom;
+    for (size_t row = 0; row < B; ++row) { /* device row order: trajectory perm[row] */
+        const size_t b = r->compactions ? r->perm[row] : row, M = (size_t)is[row].nsteps_saved;
+        size_t first = 0;
+        count[b] = M;
+        koff[b] = total;
+        total += cln_tape_kept(M, every, &first);
+    }
+    if (own_ts && nts) {
+        ts_rows = malloc(nts * sizeof *ts_rows);
+        ts = malloc(nts * sizeof *ts);
+        if (!ts_rows || !ts)
+            goto oom;
+        CLN_TRY(st, cln_download_rows(r, r->sd.STT, 1, steps, ts_rows));
+        for (size_t row = 0; row < B; ++row)
+            memcpy(ts + (r->compactions ? r->perm[row] : row) * steps, ts_rows + row * steps,
+                   steps * sizeof *ts);
+    }
+    if (total) {
+        size_t kn;
+        kept = cln_mul_size(total, N, &kn) ? malloc(kn * sizeof *kept) : NULL;
+        if (!kept)
+            goto oom;
+        CLN_TRY(st, cln_tape_gather(r, is, total, kept));
+    }
     for (size_t b = 0; b < B; ++b) /* as cln_problem_rows */
         tau0[b] = r->dir * cln_round(r->sd.prec, cln_t0(r->o, r->p, b));
     cln_consts_d K;
@@ -157,20 +233,21 @@ clnode_status cln_keep_tape(cln_run *r, clnode_solution *s)
                               .dir = r->dir,
                               .K = (const double *)(const void *)&K,
                               .KI = &KI,
-                              .every = (size_t)r->o->checkpoint_every,
+                              .every = every,
                               .p = r->p,
                               .tau0 = tau0,
                               .round = cln_round};
-    const clnode_status st = cln_tape_build(r->ctx, &src, s, &s->tape);
+    st = cln_tape_build(r->ctx, &src, B, N, count, own_ts ? ts : s->ts[CLNODE_SAVE_STEPS],
+                        own_ts ? steps : s->cap[CLNODE_SAVE_STEPS], kept, koff, &s->tape);
+    goto fail;
+oom:
+    st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the kept steps");
+fail:
     free(tau0);
-    if (st == CLNODE_OK && !r->o->save_steps) {
-        free(s->count[CLNODE_SAVE_STEPS]);
-        free(s->ts[CLNODE_SAVE_STEPS]);
-        free(s->ys[CLNODE_SAVE_STEPS]);
-        s->count[CLNODE_SAVE_STEPS] = NULL;
-        s->ts[CLNODE_SAVE_STEPS] = NULL;
-        s->ys[CLNODE_SAVE_STEPS] = NULL;
-        s->cap[CLNODE_SAVE_STEPS] = 0;
-    }
+    free(count);
+    free(koff);
+    free(ts_rows);
+    free(ts);
+    free(kept);
     return st;
 }

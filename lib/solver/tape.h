@@ -13,17 +13,20 @@ typedef struct cln_tape_src {
     const char *backend;
     int tf32_kind; /* cln_tf32_kind of the backend's ops */
     double dir;
-    const double *K;        /* the solve's cln_consts, as doubles */
-    const cln_iconsts *KI;  /* and its cln_iconsts */
-    size_t every;           /* checkpoint_every */
+    const double *K;       /* the solve's cln_consts, as doubles */
+    const cln_iconsts *KI; /* and its cln_iconsts */
+    size_t every;          /* checkpoint_every */
     const clnode_problem *p;
-    const double *tau0;     /* B: each trajectory's start as tau, in the state precision */
+    const double *tau0; /* B: each trajectory's start as tau, in the state precision */
     double (*round)(clnode_precision, double); /* a value rounded to the state precision */
 } cln_tape_src;
 
-/* The tape of solution s, whose saved steps (s->count, ts, ys of CLNODE_SAVE_STEPS) hold every
- * accepted step of every trajectory, in the caller's order. */
-clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, const clnode_solution *s,
-                             cln_tape **out);
+/* The tape of a solve of B trajectories of dimension N, in the caller's order: trajectory b took
+ * steps[b] accepted steps, ending at ts[b * ts_cap + m] (t), and its kept states (one per
+ * checkpoint group but the first, whose start is y0: the states after steps
+ * M - (ceil(M / every) - 1 - j) every - 1, j = 0, 1 ...) are at kept[(kept_off[b] + j) N ...]. */
+clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_t B, size_t N,
+                             const size_t *steps, const double *ts, size_t ts_cap,
+                             const double *kept, const size_t *kept_off, cln_tape **out);
 
 #endif /* CLN_TAPE_H */

@@ -14,7 +14,8 @@
  * steps: one point per accepted step, times increasing, the last point the final state; a few
  * trajectories solved alone save the same points. Then max_steps = 10^8 at a batch of 4096: the
  * solve completes, the solution has room for exactly the most points a trajectory saved, and the
- * process's peak resident memory grows by a few MB, not by max_steps points per trajectory. */
+ * process's peak resident memory grows by a few MB, not by max_steps points per trajectory. And a
+ * kept solve (keep_tape) reads back only its checkpoint groups' states, counted in the debug log. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,7 +37,8 @@
 
 static const char *g_device = "host";
 static clnode_context *g_ctx;
-static long g_growths; /* "saved steps:" debug messages since the last reset */
+static long g_growths;   /* "saved steps:" debug messages since the last reset */
+static long g_kept = -1; /* the states the last kept solve read back ("kept tape:"); -1: none */
 
 static void count_log(void *user, clnode_log_level level, clnode_log_code code, const char *message)
 {
@@ -44,6 +46,8 @@ static void count_log(void *user, clnode_log_level level, clnode_log_code code, 
     (void)user;
     if (level == CLNODE_LOG_DEBUG && strncmp(message, "saved steps:", 12) == 0)
         ++g_growths;
+    if (level == CLNODE_LOG_DEBUG && strncmp(message, "kept tape:", 10) == 0)
+        g_kept = strtol(message + 10, NULL, 10);
 }
 
 /* The saved steps of s against what the solve says independently of them: one point per
@@ -125,15 +129,22 @@ static size_t compare_growth(const clnode_model *m, const clnode_solve_options *
 
 /* y' = W y, a slowly decaying rotation: every trajectory takes steps in proportion to its
  * interval, from none (t1 = t0) to the budget (max_steps_reached), hundreds to thousands. */
-static void test_rotation_many_doublings(void **state)
+/* A slowly decaying rotation in the plane: dy/dt = W y, one linear layer. */
+static clnode_model *rotation_model(void)
 {
-    (void)state;
     const double W[4] = {-0.01, 1.0, -1.0, -0.01};
     size_t sizes[2] = {2, 2};
     const double *ws[1] = {W};
     clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
     clnode_model *m = NULL;
     assert_ok(clnode_model_create(g_ctx, &d, &m));
+    return m;
+}
+
+static void test_rotation_many_doublings(void **state)
+{
+    (void)state;
+    clnode_model *m = rotation_model();
     enum {
         B = 67
     };
@@ -353,6 +364,59 @@ static void test_huge_max_steps(void **state)
     clnode_model_destroy(&m);
 }
 
+/* A kept solve (keep_tape, without save_steps) thins its states on the device before reading
+ * them back: it reads back one state per checkpoint group but the first (whose start is y0),
+ * sum over b of ceil(M_b / k) - 1 for M_b accepted steps, not every step's; the solution holds no
+ * saved steps, and the tape's bytes are those clnode/gradient.h gives. Compaction on, trajectories
+ * of many lengths, k = 1, 3 and 8. */
+static void test_kept_tape_thinned(void **state)
+{
+    (void)state;
+    clnode_model *m = rotation_model();
+    enum {
+        B = 37
+    };
+    double y0[B * 2], t1s[B];
+    uint32_t x = 11u;
+    for (size_t b = 0; b < B; ++b) {
+        y0[2 * b] = test_lcg(&x);
+        y0[2 * b + 1] = test_lcg(&x);
+        t1s[b] = 0.5 + 0.7 * (double)b;
+    }
+    static const long every[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof every / sizeof every[0]; ++i) {
+        clnode_solve_options o;
+        clnode_problem pb = test_problem(0, NULL);
+        clnode_solve_default_options(&o);
+        pb.t1s = t1s;
+        o.rtol = 1e-5;
+        o.atol = 1e-7;
+        o.keep_tape = 1;
+        o.checkpoint_every = every[i];
+        g_kept = -1;
+        clnode_solution *s = solve_with(m, &o, test_batch(&pb, B, y0), 0, 1);
+        long want = 0, steps = 0;
+        for (size_t b = 0; b < B; ++b) {
+            clnode_trajectory_stats st;
+            assert_ok(clnode_solution_stats(s, b, &st));
+            const long M = st.num_accepted;
+            want += M / every[i] + (M % every[i] != 0) - (M > 0);
+            steps += M;
+            size_t n = 1;
+            assert_ok(clnode_solution_saved(s, b, CLNODE_SAVE_STEPS, &n, NULL, NULL));
+            assert_int_equal(n, 0); /* no save_steps: the solution keeps no steps */
+        }
+        printf("keep_tape, checkpoint_every %ld: %ld states read back for %ld steps\n", every[i],
+               g_kept, steps);
+        if (g_kept != want)
+            fail_msg("checkpoint_every %ld: %ld states read back, want %ld (%ld steps)", every[i],
+                     g_kept, want, steps);
+        assert_true(every[i] == 1 || want * every[i] <= steps);
+        clnode_solution_destroy(&s);
+    }
+    clnode_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     const int dev_rc = test_device_open_at(argc, argv, &g_device, count_log, CLNODE_LOG_DEBUG,
@@ -361,6 +425,7 @@ int main(int argc, char **argv)
         return dev_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_huge_max_steps),
+        cmocka_unit_test(test_kept_tape_thinned),
         cmocka_unit_test(test_no_steps),
         cmocka_unit_test(test_rotation_many_doublings),
         cmocka_unit_test(test_seed_growth),
