@@ -168,7 +168,8 @@ static PyMethodDef xla_methods[] = {
     {"set_tape_limit", xla_set_tape_limit, METH_O, "the registry's bound in bytes; the old one"},
     {NULL, NULL, 0, NULL}};
 
-static PyObject *capsule(cxf_handler *h)
+/* A capsule of handler h, as jax.ffi.register_ffi_target takes it. */
+PyObject *xla_capsule(cxf_handler *h)
 {
     union {
         cxf_handler *f;
@@ -184,7 +185,7 @@ PyObject *clnode_xla_functions(PyObject *self, PyObject *noargs)
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
-    PyObject *fwd = capsule(clnode_xla_fwd), *vjp = capsule(clnode_xla_vjp);
+    PyObject *fwd = xla_capsule(clnode_xla_fwd), *vjp = xla_capsule(clnode_xla_vjp);
     PyObject *api = Py_BuildValue("(ii)", CXF_API_MAJOR, CXF_API_MINOR);
     int bad = !fwd || !vjp || !api || PyDict_SetItemString(d, "fwd", fwd) < 0 ||
               PyDict_SetItemString(d, "vjp", vjp) < 0 || PyDict_SetItemString(d, "api", api) < 0;

@@ -19,13 +19,12 @@
  * saying why. */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "_clnode_xla.h"
+#include "_clnode_xla_internal.h"
 #include "_clnode_xla_cuda.h"
 #include "_xla_ffi.h"
 
@@ -81,30 +80,14 @@ static void rt_load(void)
 
 /* ---- errors ---- */
 
-static cxf_error *cuda_error(const cxf_call_frame *f, cxf_error_code code, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    cxf_error_create_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.message = msg;
-    a.errc = code;
-    return f->api->error_create(&a);
-}
-
 /* A failed CUDA call: XLA's code for it and a message naming what failed. */
 static cxf_error *rt_error(const cxf_call_frame *f, const char *what, int e, const char *call)
 {
     const cxf_error_code code = e == CUDA_NO_DRIVER || e == CUDA_NO_DEVICE ? CXF_UNAVAILABLE
                                 : e == CUDA_NO_MEMORY                      ? CXF_RESOURCE_EXHAUSTED
                                                                            : CXF_INTERNAL;
-    return cuda_error(f, code,
-                      "%s: %s: %s (%s, %d) (clnode.DeviceError, in clnode.jax.diffeqsolve)", what,
-                      call, g_rt.text(e), g_rt.name(e), e);
+    return xla_error(f, code, "%s: %s: %s (%s, %d) (clnode.DeviceError, in clnode.jax.diffeqsolve)",
+                     what, call, g_rt.text(e), g_rt.name(e), e);
 }
 
 /* ---- staging ---- */
@@ -166,13 +149,13 @@ static cxf_error *stage_plan(const cxf_call_frame *f, const char *what, stage *s
     if (f->args.struct_size < sizeof f->args || f->rets.struct_size < sizeof f->rets || na < 0 ||
         nr < 0 || (na && (!f->args.args || !f->args.types)) ||
         (nr && (!f->rets.rets || !f->rets.types)))
-        return cuda_error(f, CXF_INVALID_ARGUMENT, "%s: a malformed call frame", what);
+        return xla_error(f, CXF_INVALID_ARGUMENT, "%s: a malformed call frame", what);
     const size_t n = (size_t)(na + nr);
     s->bufs = calloc(n ? n : 1, sizeof *s->bufs);
     s->ptrs = calloc(n ? n : 1, sizeof *s->ptrs);
     s->bytes = calloc(n ? n : 1, sizeof *s->bytes);
     if (!s->bufs || !s->ptrs || !s->bytes)
-        return cuda_error(f, CXF_RESOURCE_EXHAUSTED, "%s: out of host memory", what);
+        return xla_error(f, CXF_RESOURCE_EXHAUSTED, "%s: out of host memory", what);
     *total = 0;
     for (size_t i = 0; i < n; ++i) {
         const int ret = i >= (size_t)na;
@@ -181,12 +164,12 @@ static cxf_error *stage_plan(const cxf_call_frame *f, const char *what, stage *s
         const cxf_buffer *b = ret ? f->rets.rets[k] : f->args.args[k];
         const size_t bytes = type == CXF_ARG_BUFFER ? buffer_bytes(b) : (size_t)-1;
         if (bytes == (size_t)-1)
-            return cuda_error(f, CXF_INVALID_ARGUMENT,
-                              "%s: %s %zu is not a buffer of a dtype clnode takes (f32, f64, "
-                              "s32, s64, pred)",
-                              what, ret ? "result" : "operand", k);
+            return xla_error(f, CXF_INVALID_ARGUMENT,
+                             "%s: %s %zu is not a buffer of a dtype clnode takes (f32, f64, "
+                             "s32, s64, pred)",
+                             what, ret ? "result" : "operand", k);
         if (bytes > SIZE_MAX - *total - 64)
-            return cuda_error(f, CXF_RESOURCE_EXHAUSTED, "%s: the operands are too large", what);
+            return xla_error(f, CXF_RESOURCE_EXHAUSTED, "%s: the operands are too large", what);
         s->bufs[i] = *b;
         s->bytes[i] = bytes;
         *total += (bytes + 63) / 64 * 64;
@@ -212,7 +195,7 @@ static cxf_error *staged(cxf_call_frame *f, cxf_handler *inner, const char *what
     }
     if (!CXF_COVERS(f->api, struct cxf_api, stream_get) || !f->api->stream_get) {
         stage_free(&s);
-        return cuda_error(f, CXF_UNIMPLEMENTED, "%s: this XLA has no XLA_FFI_Stream_Get", what);
+        return xla_error(f, CXF_UNIMPLEMENTED, "%s: this XLA has no XLA_FFI_Stream_Get", what);
     }
     cxf_stream_get_args sg;
     memset(&sg, 0, sizeof sg);
@@ -222,13 +205,13 @@ static cxf_error *staged(cxf_call_frame *f, cxf_handler *inner, const char *what
     if (!err) {
         pthread_once(&g_rt_once, rt_load);
         if (g_rt.why[0])
-            err = cuda_error(f, CXF_UNAVAILABLE,
-                             "%s: %s (clnode.DeviceError, in clnode.jax.diffeqsolve)", what,
-                             g_rt.why);
+            err =
+                xla_error(f, CXF_UNAVAILABLE,
+                          "%s: %s (clnode.DeviceError, in clnode.jax.diffeqsolve)", what, g_rt.why);
     }
     if (!err && !(s.data = malloc(total ? total : 1)))
-        err = cuda_error(f, CXF_RESOURCE_EXHAUSTED, "%s: cannot allocate %zu bytes of host copies",
-                         what, total);
+        err = xla_error(f, CXF_RESOURCE_EXHAUSTED, "%s: cannot allocate %zu bytes of host copies",
+                        what, total);
     const size_t na = (size_t)f->args.size, n = na + (size_t)f->rets.size;
     size_t off = 0;
     for (size_t i = 0; !err && i < n; ++i) {
@@ -296,13 +279,6 @@ static cxf_handler *handler_of(PyObject *d, const char *name)
     return u.p ? u.f : NULL;
 }
 
-static PyObject *capsule(cxf_handler *h)
-{
-    handler_ptr u;
-    u.f = h;
-    return PyCapsule_New(u.p, NULL, NULL);
-}
-
 PyObject *clnode_xla_cuda_functions(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
@@ -316,7 +292,7 @@ PyObject *clnode_xla_cuda_functions(PyObject *self, PyObject *noargs)
     g_fwd = fwd; /* under the GIL, before XLA can call a CUDA handler */
     g_vjp = vjp;
     PyObject *d = PyDict_New();
-    PyObject *cf = capsule(clnode_xla_cuda_fwd), *cv = capsule(clnode_xla_cuda_vjp);
+    PyObject *cf = xla_capsule(clnode_xla_cuda_fwd), *cv = xla_capsule(clnode_xla_cuda_vjp);
     int bad = !d || !cf || !cv || PyDict_SetItemString(d, "fwd", cf) < 0 ||
               PyDict_SetItemString(d, "vjp", cv) < 0;
     Py_XDECREF(cf);

@@ -10,7 +10,7 @@
 /* ------------------------------------------------------------------------------------------------
  * Errors */
 
-static cxf_error *ffi_error(const cxf_call_frame *f, cxf_error_code code, const char *fmt, ...)
+cxf_error *xla_error(const cxf_call_frame *f, cxf_error_code code, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -80,7 +80,7 @@ cxf_error *error_of(const cxf_call_frame *f, const xla_fail *e)
 {
     const char *cls;
     const cxf_error_code code = code_of(e->st, &cls);
-    return ffi_error(f, code, "%s (%s, in clnode.jax.diffeqsolve)", e->msg, cls);
+    return xla_error(f, code, "%s (%s, in clnode.jax.diffeqsolve)", e->msg, cls);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ int metadata_query(cxf_call_frame *f, cxf_error **err)
         if (e->struct_size < sizeof *m || !m->metadata ||
             !CXF_COVERS(m->metadata, cxf_metadata, traits)) {
             if (f->api && CXF_COVERS(f->api, cxf_api, error_create))
-                *err = ffi_error(f, CXF_INVALID_ARGUMENT,
+                *err = xla_error(f, CXF_INVALID_ARGUMENT,
                                  "clnode: XLA's metadata query is smaller than API %d.%d's",
                                  CXF_API_MAJOR, CXF_API_MINOR);
             return 1;

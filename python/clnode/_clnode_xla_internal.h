@@ -131,6 +131,8 @@ int op_varies(const xla_op *o, const int64_t *lead, size_t nl, const size_t *sel
 int read_frame(const cxf_call_frame *f, int64_t nargs, int64_t nrets, const char *what,
                xla_fail *e);
 const xla_plan *frame_plan(const cxf_call_frame *f, const char *what, xla_fail *e);
+/* An XLA error of `code` whose message is printf's of fmt (XLA owns and frees it). */
+cxf_error *xla_error(const cxf_call_frame *f, cxf_error_code code, const char *fmt, ...);
 int lead_of(const cxf_buffer *b, int core_rank, int64_t *lead, size_t *nl, size_t *B, xla_fail *e);
 int read_operands(const cxf_call_frame *f, int64_t first, const xla_plan *pl, const int64_t *lead,
                   size_t nl, xla_op *ops, xla_fail *e);
@@ -148,6 +150,9 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
                 xla_batch *x, clnode_model **model, xla_fail *e);
 int batch_solve(xla_batch *x, const clnode_model *model, xla_ctx *xc, int keep, long ckpt,
                 clnode_solution **sol, xla_fail *e);
+
+/* _clnode_xla.c */
+PyObject *xla_capsule(cxf_handler *h);
 
 /* _clnode_xla_fwd.c, _clnode_xla_vjp.c */
 int fwd_run(cxf_call_frame *f, xla_fail *e);
