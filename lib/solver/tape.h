@@ -29,4 +29,8 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_
                              const size_t *steps, const double *ts, size_t ts_cap,
                              const double *kept, const size_t *kept_off, cln_tape **out);
 
+/* The bytes of tape t (clnode_solution_kept_bytes), from its offsets and sizes, in *out; 0 on
+ * overflow. */
+int cln_tape_bytes(const cln_tape *t, size_t *out);
+
 #endif /* CLN_TAPE_H */
