@@ -219,8 +219,9 @@ static uint64_t cln_tio_model_hash(const clnode_model *m)
     return m->out_scale ? cln_tio_hash(h, m->out_scale, m->out_scale_n * sizeof(double)) : h;
 }
 
-/* The header of a kept solution's tape, its total and checksum left for later. */
-static void cln_tio_head_of(const clnode_model *model, const clnode_solution *s, cln_tio_head *h)
+/* The header of a kept solution's tape, its total, model fingerprint and checksum left for
+ * later. */
+static void cln_tio_head_of(const clnode_solution *s, cln_tio_head *h)
 {
     const cln_tape *t = s->tape;
     memset(h, 0, sizeof *h);
@@ -240,7 +241,6 @@ static void cln_tio_head_of(const clnode_model *model, const clnode_solution *s,
     h->ts_per_traj = (uint64_t)t->ts_per_traj;
     h->ntau = t->off_t[t->B];
     h->nys = t->off_y[t->B];
-    h->model_hash = cln_tio_model_hash(model);
     h->dir = s->dir;
     h->syncs = s->syncs;
     for (int k = 0; k < 4; ++k) {
@@ -279,7 +279,7 @@ clnode_status clnode_solution_tape_export(clnode_context *ctx, const clnode_mode
               "clnode_solution_tape_export: the model is not the one the solution was solved "
               "with");
     cln_tio_head h;
-    cln_tio_head_of(model, sol, &h);
+    cln_tio_head_of(sol, &h);
     const size_t total = cln_tio_total(&h);
     CLN_CHECK(ctx, total, CLNODE_ERR_OUT_OF_MEMORY,
               "clnode_solution_tape_export: the tape of %zu trajectories overflows size_t", t->B);
@@ -291,6 +291,7 @@ clnode_status clnode_solution_tape_export(clnode_context *ctx, const clnode_mode
               "%zu bytes",
               size, total);
     h.total = total;
+    h.model_hash = cln_tio_model_hash(model);
     cln_tio io = {buf, NULL, 0, 0};
     cln_tio_header(&io, &h);
     cln_tio_body(&io, &h, (clnode_solution *)sol); /* read only: the walk writes into buf */
