@@ -184,20 +184,27 @@ static void cln_tio_body(cln_tio *io, const cln_tio_head *h, clnode_solution *s)
     cln_tio_array(io, t ? t->ts : NULL, es, h->ts_per_traj ? B : 1, h->n_ts, 1);
 }
 
-/* A 64-bit hash of n bytes, 8 at a time (an FNV-1a step on each word, then a shift that
- * spreads its high bits down; the bytes past the last whole word one by one). */
+/* A 64-bit hash of n bytes (doc/gradient.md): four lanes, word i of 8 bytes into lane i mod 4 by
+ * an FNV-1a step and a shift that spreads its high bits down (independent lanes: four words in
+ * flight), then the lanes and the bytes past the last group of four words folded in order. */
 static uint64_t cln_tio_hash(uint64_t h, const void *p, size_t n)
 {
+    const uint64_t prime = 1099511628211ull;
     const unsigned char *c = p;
+    uint64_t lane[4] = {h, h ^ 1, h ^ 2, h ^ 3};
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, c + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-        h ^= h >> 29;
-    }
+    for (; i + 32 <= n; i += 32)
+        for (int l = 0; l < 4; ++l) {
+            uint64_t w;
+            memcpy(&w, c + i + 8 * (size_t)l, 8);
+            lane[l] = (lane[l] ^ w) * prime;
+            lane[l] ^= lane[l] >> 29;
+        }
+    h = lane[0];
+    for (int l = 1; l < 4; ++l)
+        h = (h ^ lane[l]) * prime;
     for (; i < n; ++i)
-        h = (h ^ c[i]) * 1099511628211ull;
+        h = (h ^ c[i]) * prime;
     return h;
 }
 
