@@ -39,6 +39,20 @@ static size_t cln_tape_groups(size_t M, size_t every)
     return M / every + (M % every != 0);
 }
 
+clnode_status cln_tape_check(clnode_context *ctx, const char *fn, const clnode_model *model,
+                             const clnode_solution *sol)
+{
+    const cln_tape *t = sol->tape;
+    CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: the solution kept nothing for the reverse pass (solve with the option "
+              "keep_tape = 1)",
+              fn);
+    CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: the model is not the one the solution was solved with", fn);
+    return CLNODE_OK;
+}
+
 int cln_tape_bytes(const cln_tape *t, size_t *out)
 {
     const size_t a = t->off_t[t->B], y = t->off_y[t->B];

@@ -277,19 +277,14 @@ clnode_status clnode_solution_tape_export(clnode_context *ctx, const clnode_mode
     CLN_CHECK(ctx, model && sol && needed, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_solution_tape_export: model, sol and needed must not be NULL");
     *needed = 0;
-    const cln_tape *t = sol->tape;
-    CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_solution_tape_export: the solution kept nothing for the reverse pass (solve "
-              "with the option keep_tape = 1)");
-    CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
-              CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_solution_tape_export: the model is not the one the solution was solved "
-              "with");
+    const clnode_status st = cln_tape_check(ctx, "clnode_solution_tape_export", model, sol);
+    if (st != CLNODE_OK)
+        return st;
     cln_tio_head h;
     cln_tio_head_of(sol, &h);
     const size_t total = cln_tio_total(&h);
     CLN_CHECK(ctx, total, CLNODE_ERR_OUT_OF_MEMORY,
-              "clnode_solution_tape_export: the tape of %zu trajectories overflows size_t", t->B);
+              "clnode_solution_tape_export: the tape of %zu trajectories overflows size_t", sol->B);
     *needed = total;
     if (!buf)
         return CLNODE_OK;

@@ -57,14 +57,15 @@ static void params_init(void)
         g_b1[i] = 0.1 * test_lcg(&x);
 }
 
-/* The model: [y, t, c] -> tanh -> linear, times a scale per component; `w00` its first weight. */
-static clnode_model *model_of(double w00)
+/* The model: [y, t, c] -> tanh -> linear, times a scale per component; `w00` its first weight,
+ * `last_bias` whether its last layer has a bias. */
+static clnode_model *model_form(double w00, int last_bias)
 {
     double w0[sizeof g_w0 / sizeof g_w0[0]];
     memcpy(w0, g_w0, sizeof w0);
     w0[0] = w00;
     size_t sizes[3] = {TN + 1 + TK, TH, TN};
-    const double *ws[2] = {w0, g_w1}, *bs[2] = {g_b0, g_b1};
+    const double *ws[2] = {w0, g_w1}, *bs[2] = {g_b0, last_bias ? g_b1 : NULL};
     clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
     d.activation = CLNODE_ACT_TANH;
     d.time_input = 1;
@@ -75,6 +76,11 @@ static clnode_model *model_of(double w00)
     if (clnode_model_create(g_ctx, &d, &m) != CLNODE_OK)
         fail_msg("model: %s", clnode_context_last_error(g_ctx));
     return m;
+}
+
+static clnode_model *model_of(double w00)
+{
+    return model_form(w00, 1);
 }
 
 static const double g_y0[TB * TN] = {1.0, -0.5, 0.3, 0.8, -1.2, 0.1, 0.6, 0.6, -0.4, -0.9};
@@ -157,6 +163,32 @@ static unsigned char *export_of(const clnode_model *m, const clnode_solution *s,
     return buf;
 }
 
+/* A solve of case `which` and its tape's bytes. */
+typedef struct {
+    clnode_model *m;
+    tcase c;
+    clnode_solution *s;
+    unsigned char *buf;
+    size_t n;
+} tfix;
+
+static tfix fix_open(int which, clnode_precision prec)
+{
+    tfix f;
+    f.m = model_of(g_w0[0]);
+    f.c = case_of(which, prec);
+    f.s = solve_case(f.m, &f.c);
+    f.buf = export_of(f.m, f.s, &f.n);
+    return f;
+}
+
+static void fix_close(tfix *f)
+{
+    free(f->buf);
+    clnode_solution_destroy(&f->s);
+    clnode_model_destroy(&f->m);
+}
+
 static void same_bits(const void *a, const void *b, size_t n, const char *what)
 {
     if (n && memcmp(a, b, n) != 0)
@@ -231,42 +263,39 @@ static clnode_gradient *grad_of(const clnode_model *m, const clnode_solution *s,
 
 static void round_trip(int which, clnode_precision prec)
 {
-    clnode_model *m = model_of(g_w0[0]);
-    const tcase c = case_of(which, prec);
-    clnode_solution *s = solve_case(m, &c);
-    size_t n = 0;
-    unsigned char *buf = export_of(m, s, &n);
+    tfix f = fix_open(which, prec);
+    const clnode_model *m = f.m;
+    const tcase c = f.c;
+    const size_t n = f.n;
     /* at an odd address, with bytes after it */
     unsigned char *odd = malloc(n + 9);
     assert_non_null(odd);
-    memcpy(odd + 1, buf, n);
+    memcpy(odd + 1, f.buf, n);
     memset(odd + 1 + n, 0xA5, 8);
     /* a model object of the same form and parameters: the fingerprint, not the object */
     clnode_model *m2 = model_of(g_w0[0]);
     clnode_solution *back = NULL;
     if (clnode_solution_tape_import(g_ctx, m2, odd + 1, n + 8, &back) != CLNODE_OK)
         fail_msg("import: %s", clnode_context_last_error(g_ctx));
-    same_solution(s, back, c.slots);
+    same_solution(f.s, back, c.slots);
     double *cot = cot_of(c.slots);
-    clnode_gradient *ga = grad_of(m, s, c.slots, cot), *gb = grad_of(m2, back, c.slots, cot);
+    clnode_gradient *ga = grad_of(m, f.s, c.slots, cot), *gb = grad_of(m2, back, c.slots, cot);
     same_gradient(ga, gb);
     /* and again: the imported solution's export is the same bytes */
     size_t n2 = 0;
     unsigned char *buf2 = export_of(m2, back, &n2);
     assert_int_equal(n, n2);
-    same_bits(buf, buf2, n, "the bytes of the imported solution's export");
+    same_bits(f.buf, buf2, n, "the bytes of the imported solution's export");
     printf("case %d %s: %zu bytes (kept_bytes %zu)\n", which, clnode_precision_name(prec), n,
-           clnode_solution_kept_bytes(s));
+           clnode_solution_kept_bytes(f.s));
     clnode_gradient_destroy(&ga);
     clnode_gradient_destroy(&gb);
     free(cot);
-    free(buf);
     free(buf2);
     free(odd);
     clnode_solution_destroy(&back);
-    clnode_solution_destroy(&s);
     clnode_model_destroy(&m2);
-    clnode_model_destroy(&m);
+    fix_close(&f);
 }
 
 static void test_round_trip(void **state)
@@ -331,11 +360,10 @@ static void expect_refused(const clnode_model *m, const unsigned char *buf, size
 static void test_bytes_and_refusals(void **state)
 {
     (void)state;
-    clnode_model *m = model_of(g_w0[0]);
-    const tcase c = case_of(0, CLNODE_FP32);
-    clnode_solution *s = solve_case(m, &c);
-    size_t n = 0;
-    unsigned char *buf = export_of(m, s, &n);
+    tfix f = fix_open(0, CLNODE_FP32);
+    const clnode_model *m = f.m;
+    const size_t n = f.n;
+    const unsigned char *buf = f.buf;
     unsigned char *bad = malloc(n);
     assert_non_null(bad);
     assert_memory_equal(buf, "CLNTAPE", 8);
@@ -361,20 +389,10 @@ static void test_bytes_and_refusals(void **state)
     memcpy(bad, buf, n);
     bad[n - 3] ^= 0x10;
     expect_refused(m, bad, n, "checksum", "a changed byte");
-    /* the first trajectory's step offsets: after the header, the constants, ... find them as the
-     * first u64 0 followed by the off_t of trajectory 1 (the body is walked from its start) */
     clnode_model *other = model_of(g_w0[0] + 1e-12);
     expect_refused(other, buf, n, "not the one the tape was solved with", "another parameter");
     clnode_model_destroy(&other);
-    size_t sizes[3] = {TN + 1 + TK, TH, TN};
-    const double *ws[2] = {g_w0, g_w1}, *bs[2] = {g_b0, NULL};
-    clnode_model_desc d = test_mlp_desc(2, sizes, ws, bs);
-    d.activation = CLNODE_ACT_TANH;
-    d.time_input = 1;
-    d.num_inputs = TK;
-    d.out_scale = g_scale;
-    d.out_scale_size = TN;
-    assert_ok(clnode_model_create(g_ctx, &d, &other));
+    other = model_form(g_w0[0], 0);
     expect_refused(other, buf, n, "not the one the tape was solved with", "another form");
     clnode_model_destroy(&other);
     /* the header's sizes changed, checksum made again: B (offset 64) */
@@ -395,28 +413,26 @@ static void test_bytes_and_refusals(void **state)
     /* export's own refusals */
     size_t need = 0;
     expect_refused(m, NULL, 0, "less than the tape's header", "no buffer");
-    assert_int_equal(clnode_solution_tape_export(g_ctx, m, s, bad, n - 1, &need),
+    assert_int_equal(clnode_solution_tape_export(g_ctx, m, f.s, bad, n - 1, &need),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "smaller than the tape's"));
     assert_int_equal(need, n);
     clnode_model *m2 = model_of(g_w0[0]);
-    assert_int_equal(clnode_solution_tape_export(g_ctx, m2, s, NULL, 0, &need),
+    assert_int_equal(clnode_solution_tape_export(g_ctx, m2, f.s, NULL, 0, &need),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "not the one the solution"));
-    clnode_solve_options plain = c.o;
+    clnode_solve_options plain = f.c.o;
     plain.keep_tape = 0;
     plain.checkpoint_every = 1;
     clnode_solution *bare = NULL;
-    assert_ok(clnode_solve(g_ctx, m, &plain, &c.p, &bare));
+    assert_ok(clnode_solve(g_ctx, m, &plain, &f.c.p, &bare));
     assert_int_equal(clnode_solution_tape_export(g_ctx, m, bare, NULL, 0, &need),
                      CLNODE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(clnode_context_last_error(g_ctx), "keep_tape"));
     clnode_solution_destroy(&bare);
     clnode_model_destroy(&m2);
     free(bad);
-    free(buf);
-    clnode_solution_destroy(&s);
-    clnode_model_destroy(&m);
+    fix_close(&f);
 }
 
 /* ------------------------------------------------------------------------ no crash */
@@ -424,13 +440,12 @@ static void test_bytes_and_refusals(void **state)
 static void test_every_byte_and_prefix(void **state)
 {
     (void)state;
-    clnode_model *m = model_of(g_w0[0]);
-    const tcase c = case_of(0, CLNODE_FP64);
-    clnode_solution *s = solve_case(m, &c);
-    size_t n = 0;
-    unsigned char *buf = export_of(m, s, &n);
+    tfix f = fix_open(0, CLNODE_FP64);
+    const clnode_model *m = f.m;
+    const size_t n = f.n, slots = f.c.slots;
+    const unsigned char *buf = f.buf;
     unsigned char *bad = malloc(n);
-    double *cot = cot_of(c.slots);
+    double *cot = cot_of(slots);
     assert_non_null(bad);
     size_t accepted = 0, refused = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -452,7 +467,7 @@ static void test_every_byte_and_prefix(void **state)
             }
             ++accepted;
             clnode_gradient *g = NULL; /* whatever its values, the reverse pass runs */
-            (void)clnode_gradient_compute(g_ctx, m, NULL, back, c.slots, cot, &g);
+            (void)clnode_gradient_compute(g_ctx, m, NULL, back, slots, cot, &g);
             clnode_gradient_destroy(&g);
             clnode_solution_destroy(&back);
         }
@@ -468,9 +483,7 @@ static void test_every_byte_and_prefix(void **state)
     assert_true(refused > 0 && accepted > 0);
     free(cot);
     free(bad);
-    free(buf);
-    clnode_solution_destroy(&s);
-    clnode_model_destroy(&m);
+    fix_close(&f);
 }
 
 int main(int argc, char **argv)
