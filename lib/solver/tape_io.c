@@ -90,6 +90,10 @@ static void cln_tio_array(cln_tio *io, void *p, size_t size, size_t a, size_t b,
  * checks refuse). */
 static void cln_tio_sizes(cln_tio *io, size_t *p, size_t n)
 {
+    if (!io->in && !io->out) { /* counting: n words, without a loop over them */
+        cln_tio_array(io, NULL, sizeof(uint64_t), n, 1, 1);
+        return;
+    }
     for (size_t i = 0; i < n && !io->bad; ++i) {
         uint64_t v = p ? (uint64_t)p[i] : 0;
         cln_tio_copy(io, &v, sizeof v);
