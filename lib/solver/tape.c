@@ -39,6 +39,34 @@ static size_t cln_tape_groups(size_t M, size_t every)
     return M / every + (M % every != 0);
 }
 
+clnode_status cln_tape_check(clnode_context *ctx, const char *fn, const clnode_model *model,
+                             const clnode_solution *sol)
+{
+    const cln_tape *t = sol->tape;
+    CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: the solution kept nothing for the reverse pass (solve with the option "
+              "keep_tape = 1)",
+              fn);
+    CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: the model is not the one the solution was solved with", fn);
+    return CLNODE_OK;
+}
+
+int cln_tape_bytes(const cln_tape *t, size_t *out)
+{
+    const size_t a = t->off_t[t->B], y = t->off_y[t->B];
+    size_t yn, bytes, extra;
+    const size_t ts_rows = t->ts_per_traj ? t->B : 1;
+    if (!cln_mul_size(y, t->N, &yn) || !cln_add_size(a, yn, &bytes) ||
+        !cln_mul_size(bytes, t->esize, &bytes) ||
+        !cln_add_size(t->B * t->n_in, ts_rows * t->n_ts, &extra) ||
+        !cln_add_size(bytes, extra * t->esize + 2 * (t->B + 1) * sizeof(size_t), &bytes))
+        return 0;
+    *out = bytes;
+    return 1;
+}
+
 /* The offsets of every trajectory's times and kept states, and the bytes of the whole tape;
  * 0 on overflow. */
 static int cln_tape_size(cln_tape *t, const size_t *steps, size_t *ntau, size_t *nys)
@@ -53,16 +81,9 @@ static int cln_tape_size(cln_tape *t, const size_t *steps, size_t *ntau, size_t 
     }
     t->off_t[t->B] = a;
     t->off_y[t->B] = y;
-    size_t yn, bytes, extra;
-    const size_t ts_rows = t->ts_per_traj ? t->B : 1;
-    if (!cln_mul_size(y, t->N, &yn) || !cln_add_size(a, yn, &bytes) ||
-        !cln_mul_size(bytes, t->esize, &bytes) ||
-        !cln_add_size(t->B * t->n_in, ts_rows * t->n_ts, &extra) ||
-        !cln_add_size(bytes, extra * t->esize + 2 * (t->B + 1) * sizeof(size_t), &bytes))
+    if (!cln_mul_size(y, t->N, nys) || !cln_tape_bytes(t, &t->bytes))
         return 0;
     *ntau = a;
-    *nys = yn;
-    t->bytes = bytes;
     return 1;
 }
 

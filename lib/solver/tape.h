@@ -29,4 +29,13 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_
                              const size_t *steps, const double *ts, size_t ts_cap,
                              const double *kept, const size_t *kept_off, cln_tape **out);
 
+/* Whether sol kept a tape, of `model` (the same object): else CLNODE_ERR_INVALID_ARGUMENT with a
+ * message that begins with fn. */
+clnode_status cln_tape_check(clnode_context *ctx, const char *fn, const clnode_model *model,
+                             const clnode_solution *sol);
+
+/* The bytes of tape t (clnode_solution_kept_bytes), from its offsets and sizes, in *out; 0 on
+ * overflow. */
+int cln_tape_bytes(const cln_tape *t, size_t *out);
+
 #endif /* CLN_TAPE_H */

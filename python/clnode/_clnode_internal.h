@@ -168,5 +168,6 @@ extern PyTypeObject TapeType;
  * of dimension `dim`. Returns NULL with an exception (*sol left to the caller). */
 PyObject *tape_wrap(clnode_solution **sol, PyObject *context, PyObject *model, size_t slots,
                     size_t dim);
+PyObject *tape_import(PyObject *self, PyObject *args);
 
 #endif /* CLNODE_PY_INTERNAL_H */
