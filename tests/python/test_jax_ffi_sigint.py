@@ -83,6 +83,20 @@ def kill_after(wait):
     return threading.Thread(target=fire)
 
 
+def eager_until_ctrl_c(killer):
+    # the eager solve, interrupted by the thread killer (started inside the try: a signal may
+    # come at once); its start and the time KeyboardInterrupt came
+    start = time.perf_counter()
+    try:
+        killer.start()
+        eager()
+    except KeyboardInterrupt:
+        stopped = time.perf_counter()
+        killer.join()
+        return start, stopped
+    raise AssertionError("the eager solve was not interrupted")
+
+
 def later_ctrl_c_is_keyboard_interrupt():
     assert os_handler() == PYTHON, "clnode's SIGINT handler was left installed"
     try:
@@ -98,15 +112,7 @@ def later_ctrl_c_is_keyboard_interrupt():
 # 1. the custom call (about {seconds_x} s) ends while the eager solve runs, then Ctrl-C
 out = {{}}
 th = start_jitted({t1_x}, out)
-killer = kill_after(lambda: (th.join(), time.sleep(0.2)))
-start = time.perf_counter()
-try:
-    killer.start()
-    eager()
-    raise AssertionError("the eager solve was not interrupted")
-except KeyboardInterrupt:
-    stopped = time.perf_counter()
-killer.join()
+start, stopped = eager_until_ctrl_c(kill_after(lambda: (th.join(), time.sleep(0.2))))
 assert out["error"] is None, out["error"]
 assert start < out["end"], "the custom call ended before the eager solve started"
 late = stopped - out["end"]
@@ -118,17 +124,9 @@ later_ctrl_c_is_keyboard_interrupt()
 # 2. both running, one Ctrl-C stops both; one KeyboardInterrupt
 out = {{}}
 th = start_jitted({t1_long}, out)
-killer = kill_after(lambda: time.sleep(0.5))
-start = time.perf_counter()
-try:
-    killer.start()
-    eager()
-    raise AssertionError("the eager solve was not interrupted")
-except KeyboardInterrupt:
-    stopped = time.perf_counter()
+start, stopped = eager_until_ctrl_c(kill_after(lambda: time.sleep(0.5)))
 try:
     th.join()
-    killer.join()
     time.sleep(1.0)  # a second KeyboardInterrupt would come here
 except KeyboardInterrupt:
     raise AssertionError("one Ctrl-C gave two KeyboardInterrupts")
