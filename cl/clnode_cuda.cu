@@ -290,31 +290,27 @@ extern "C" __global__ void cln_rev_group(int A, long long q, const long long *JO
     cln_rev_group_body(x, y, (size_t)A, q, JOB, RL, YS, SEG);
 }
 
-extern "C" __global__ void cln_rev_begin(int A, int mode, long long s, long long q, long long j,
-                                         const long long *JOB, const cln_consts *K,
-                                         const long long *RL, const real *TAU, const real *YS,
-                                         const real *SEG, real *RT, real *Y, cln_u64 nx,
-                                         cln_u64 ny, cln_u64 nz)
+extern "C" __global__ void cln_rev_begin(int A, int nblocks, int mode, long long s, long long q,
+                                         long long j, const long long *JOB, const cln_consts *K,
+                                         const long long *RL, const long long *BR, const real *TAU,
+                                         const real *YS, const real *SEG, real *RT, real *Y,
+                                         real *Z, long long *NR, cln_u64 nx, cln_u64 ny,
+                                         cln_u64 nz)
 {
     CLN_XY
-    cln_rev_begin_body(x, y, (size_t)A, mode, s, q, j, JOB, K, RL, TAU, YS, SEG, RT, Y);
-}
-
-extern "C" __global__ void cln_rev_stage(int A, int i, const long long *JOB, const cln_consts *K,
-                                         const real *RT, const real *Y, const real *F, real *Z,
-                                         cln_u64 nx, cln_u64 ny, cln_u64 nz)
-{
-    CLN_XY
-    cln_rev_stage_body(x, y, (size_t)A, i, JOB, K, RT, Y, F, Z);
+    cln_rev_begin_body(x, y, (size_t)A, (size_t)nblocks, mode, s, q, j, JOB, K, RL, BR, TAU, YS,
+                       SEG, RT, Y, Z, NR);
 }
 
 extern "C" __global__ void cln_rev_act(int A, int act, long long off, long long n, long long f_off,
-                                       const long long *JOB, const real *bias, int has_bias,
-                                       const real *scale, real *P, real *O, real *F, cln_u64 nx,
-                                       cln_u64 ny, cln_u64 nz)
+                                       long long next, const long long *JOB, const cln_consts *K,
+                                       const real *bias, int has_bias, const real *scale,
+                                       const real *RT, const real *Y, real *P, real *O, real *F,
+                                       real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_act_body(x, y, (size_t)A, act, off, n, f_off, JOB, bias, has_bias, scale, P, O, F);
+    cln_rev_act_body(x, y, (size_t)A, act, off, n, f_off, next, JOB, K, bias, has_bias, scale, RT,
+                     Y, P, O, F, Z);
 }
 
 extern "C" __global__ void cln_rev_y1(int A, long long q, long long j, const long long *JOB,
@@ -337,12 +333,15 @@ extern "C" __global__ void cln_rev_events(int A, long long s, const long long *J
 }
 
 extern "C" __global__ void cln_rev_delta(int A, int act, int i, long long off, long long n,
-                                         int last, const long long *JOB, const real *RT,
-                                         const real *KB, const real *G, const real *scale, real *P,
-                                         const real *O, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+                                         int last, int arg, int askip, const long long *JOB,
+                                         const cln_consts *K, const real *RT, real *KB,
+                                         const real *G, const real *scale, const real *YB1,
+                                         real *YB0, real *CB, real *P, const real *O, cln_u64 nx,
+                                         cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_delta_body(x, y, (size_t)A, act, i, off, n, last, JOB, RT, KB, G, scale, P, O);
+    cln_rev_delta_body(x, y, (size_t)A, act, i, off, n, last, arg, askip, JOB, K, RT, KB, G, scale,
+                       YB1, YB0, CB, P, O);
 }
 
 extern "C" __global__ void cln_rev_arg(int A, int i, int skip, const long long *JOB,
@@ -362,24 +361,17 @@ extern "C" __global__ void cln_rev_finish(long long from, long long to, const lo
     cln_rev_finish_body(x, from, to, JOB, RL, EV, COT, YB1, YBAR);
 }
 
-extern "C" __global__ void cln_rev_nrows(int nblocks, long long s, const long long *RL,
-                                         const long long *BR, long long *NR, cln_u64 nx,
-                                         cln_u64 ny, cln_u64 nz)
-{
-    CLN_XY
-    (void)y;
-    cln_rev_nrows_body(x, (size_t)nblocks, s, RL, BR, NR);
-}
-
 extern "C" __global__ void cln_rev_wsum(int nblocks, long long in, long long out, long long p_off,
                                         long long x_off, long long x_stage, long long ldx,
-                                        long long wth, const long long *JOB, const long long *NR,
-                                        const long long *BR, const real *P, const real *X,
-                                        real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+                                        long long wth, long long bth, long long sth,
+                                        const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *RT, const real *KB,
+                                        const real *P, const real *O, const real *X, real *TH,
+                                        cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_wsum_body(x, y, z, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, JOB, NR, BR,
-                      P, X, TH);
+    cln_rev_wsum_body(x, y, z, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, bth, sth,
+                      JOB, NR, BR, RT, KB, P, O, X, TH);
 }
 
 extern "C" __global__ void cln_rev_gather(int nblocks, long long cols, long long src_off,
@@ -394,27 +386,13 @@ extern "C" __global__ void cln_rev_gather(int nblocks, long long cols, long long
 }
 
 extern "C" __global__ void cln_rev_wadd(int nblocks, long long in, long long out, long long wth,
-                                        const long long *JOB, const long long *NR, const real *GS,
-                                        real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
-{
-    CLN_XY
-    cln_rev_wadd_body(x, y, z, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
-}
-
-extern "C" __global__ void cln_rev_bsum(int nblocks, long long out, long long p_off,
-                                        long long bth, const long long *JOB, const long long *NR,
-                                        const long long *BR, const real *P, real *TH, cln_u64 nx,
-                                        cln_u64 ny, cln_u64 nz)
-{
-    CLN_XY
-    cln_rev_bsum_body(x, y, (size_t)nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
-}
-
-extern "C" __global__ void cln_rev_ssum(int nblocks, long long o_off, long long sth,
+                                        long long p_off, long long bth, long long sth,
                                         const long long *JOB, const long long *NR,
                                         const long long *BR, const real *RT, const real *KB,
-                                        const real *O, real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+                                        const real *P, const real *O, const real *GS, real *TH,
+                                        cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_ssum_body(x, y, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
+    cln_rev_wadd_body(x, y, z, (size_t)nblocks, in, out, wth, p_off, bth, sth, JOB, NR, BR, RT, KB,
+                      P, O, GS, TH);
 }
