@@ -384,17 +384,20 @@ CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long o
 /* The launch of a layer's weight sums takes its bias and output-scale sums too, past its input
  * columns (x = c >= in): c = in the bias sum of output j (bth >= 0: the layer has a bias), c =
  * in + 1 the output scale's value j (sth >= 0: the last layer of a model with a scale), each with
- * the deltas (P) and outputs (O) of the layer's blocks at p_off. */
-CLN_INLINE void cln_rev_side_sums(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
-                                  cln_long out, cln_long p_off, cln_long bth, cln_long sth,
-                                  CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
-                                  CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
-                                  CLN_CONST real *P, CLN_CONST real *O, CLN_GLOBAL real *TH)
+ * the deltas (P) and outputs (O) of the layer's blocks at p_off. Returns whether item (c, j, k)
+ * has no weight term to take: past the inputs, the outputs or the blocks, or of a block back at
+ * its start. */
+CLN_INLINE int cln_rev_side_sums(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
+                                 cln_long out, cln_long p_off, cln_long bth, cln_long sth,
+                                 CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                 CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
+                                 CLN_CONST real *P, CLN_CONST real *O, CLN_GLOBAL real *TH)
 {
     if ((cln_long)c == in && bth >= 0)
         cln_rev_bsum_body(j, k, nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
     else if ((cln_long)c == in + 1 && sth >= 0)
         cln_rev_ssum_body(j, k, nblocks, p_off, sth, JOB, NR, BR, RT, KB, O, TH);
+    return (cln_long)c >= in || (cln_long)j >= out || k >= nblocks || NR[k] == 0;
 }
 
 /* A step's weight sum of one layer in one kernel (x = input column c < in, y = output j < out,
@@ -412,12 +415,8 @@ CLN_INLINE void cln_rev_wsum_body(size_t c, size_t j, size_t k, size_t nblocks, 
                                   CLN_CONST real *P, CLN_CONST real *O, CLN_CONST real *X,
                                   CLN_GLOBAL real *TH)
 {
-    if ((cln_long)c >= in) {
-        cln_rev_side_sums(c, j, k, nblocks, in, out, p_off, bth, sth, JOB, NR, BR, RT, KB, P, O,
-                          TH);
-        return;
-    }
-    if ((cln_long)j >= out || k >= nblocks || NR[k] == 0)
+    if (cln_rev_side_sums(c, j, k, nblocks, in, out, p_off, bth, sth, JOB, NR, BR, RT, KB, P, O,
+                          TH))
         return;
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
     const size_t nr = (size_t)NR[k];
@@ -473,12 +472,8 @@ CLN_INLINE void cln_rev_wadd_body(size_t c, size_t j, size_t k, size_t nblocks, 
                                   CLN_CONST real *P, CLN_CONST real *O, CLN_CONST real *GS,
                                   CLN_GLOBAL real *TH)
 {
-    if ((cln_long)c >= in) {
-        cln_rev_side_sums(c, j, k, nblocks, in, out, p_off, bth, sth, JOB, NR, BR, RT, KB, P, O,
-                          TH);
-        return;
-    }
-    if ((cln_long)j >= out || k >= nblocks || NR[k] == 0)
+    if (cln_rev_side_sums(c, j, k, nblocks, in, out, p_off, bth, sth, JOB, NR, BR, RT, KB, P, O,
+                          TH))
         return;
     TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] +=
         GS[(k * (size_t)out + j) * (size_t)in + c];

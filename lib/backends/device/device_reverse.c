@@ -527,7 +527,7 @@ static clnode_status dr_stage_vjp(void *run, size_t i, size_t A)
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n, d->WT[l], 0,
                                   n, B_(d, DR_G), 0, k));
     }
-    CLN_TRY(st, dr_arg(d, A)); /* the stage after this one's, where this one has no MLP */
+    CLN_TRY(st, dr_arg(d, A)); /* one the loop did not take (none where this stage has an MLP) */
     d->arg = (int)i;
     d->arg_skip = skip;
     if (i == 0)
