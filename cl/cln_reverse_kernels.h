@@ -147,33 +147,42 @@ CLN_INLINE void cln_rev_stage_arg(size_t n, size_t p, cln_long i, CLN_CONST cln_
 /* A recomputed layer (x = column j < n, y = row p < A): the pre-activation P = C + bias (C the
  * layer's product, in P) and the output O = act(P) of the block at `off` (leading dimension n);
  * for the last layer (f_off >= 0) also f into F at f_off, times the output scale where the model
- * has one (JOB's NS values of `scale`), and then, where `next` >= 0, stage `next`'s argument
- * (column j, and x = n its time column for models that take t) into Z from the f just written and
- * those before it. */
+ * has one (JOB's NS values of `scale`). */
 CLN_INLINE void cln_rev_act_body(size_t j, size_t p, size_t A, cln_int act, cln_long off,
-                                 cln_long n, cln_long f_off, cln_long next, CLN_CONST cln_long *JOB,
-                                 CLN_CONST cln_consts *K, CLN_CONST real *bias, cln_int has_bias,
-                                 CLN_CONST real *scale, CLN_CONST real *RT, CLN_CONST real *Y,
-                                 CLN_GLOBAL real *P, CLN_GLOBAL real *O, CLN_GLOBAL real *F,
-                                 CLN_GLOBAL real *Z)
+                                 cln_long n, cln_long f_off, CLN_CONST cln_long *JOB,
+                                 CLN_CONST real *bias, cln_int has_bias, CLN_CONST real *scale,
+                                 CLN_GLOBAL real *P, CLN_GLOBAL real *O, CLN_GLOBAL real *F)
 {
-    const int arg = f_off >= 0 && next >= 0;
-    if (p >= A || (cln_long)j > n || ((cln_long)j == n && !(arg && JOB[CLN_RJ_TIME])))
+    if ((cln_long)j >= n || p >= A)
         return;
-    if ((cln_long)j < n) {
-        const size_t e = (size_t)off + p * (size_t)n + j;
-        const real x = P[e] + (has_bias ? bias[j] : CLN_R(0.0));
-        const real y = cln_activate(act, x);
-        P[e] = x;
-        O[e] = y;
-        if (f_off >= 0) {
-            const cln_long ns = JOB[CLN_RJ_NS];
-            F[(size_t)f_off + p * (size_t)n + j] =
-                ns ? cln_out_scale(y, CLN_OUT_SCALE_AT(scale, ns, j)) : y;
-        }
+    const size_t e = (size_t)off + p * (size_t)n + j;
+    const real x = P[e] + (has_bias ? bias[j] : CLN_R(0.0));
+    const real y = cln_activate(act, x);
+    P[e] = x;
+    O[e] = y;
+    if (f_off >= 0) {
+        const cln_long ns = JOB[CLN_RJ_NS];
+        F[(size_t)f_off + p * (size_t)n + j] =
+            ns ? cln_out_scale(y, CLN_OUT_SCALE_AT(scale, ns, j)) : y;
     }
-    if (arg) /* n is N: column j of f was written above, by this item */
-        cln_rev_stage_arg(j, p, next, JOB, K, RT, Y, F, Z);
+}
+
+/* The last layer of stage i - 1 recomputed, then stage i's argument (x = column j <= N, y = row
+ * p < A): cln_rev_act_body's column j of that layer (f into F block i - 1), then column j of stage
+ * i's argument (and x = N its time column for models that take t) from the f just written by this
+ * item and those before it. */
+CLN_INLINE void cln_rev_act_next_body(size_t j, size_t p, size_t A, cln_int act, cln_long off,
+                                      cln_long i, CLN_CONST cln_long *JOB, CLN_CONST cln_consts *K,
+                                      CLN_CONST real *bias, cln_int has_bias, CLN_CONST real *scale,
+                                      CLN_CONST real *RT, CLN_CONST real *Y, CLN_GLOBAL real *P,
+                                      CLN_GLOBAL real *O, CLN_GLOBAL real *F, CLN_GLOBAL real *Z)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    if (p >= A || j > N || (j == N && !JOB[CLN_RJ_TIME]))
+        return;
+    cln_rev_act_body(j, p, A, act, off, (cln_long)N, (cln_long)((size_t)(i - 1) * Bg * N), JOB,
+                     bias, has_bias, scale, P, O, F);
+    cln_rev_stage_arg(j, p, i, JOB, K, RT, Y, F, Z);
 }
 
 /* y1 of a recomputed step into SEG (x = component n < N, y = row p < A): sub-step j of group q,
@@ -299,18 +308,12 @@ CLN_INLINE void cln_rev_arg_body(size_t c, size_t p, size_t A, cln_int i, cln_in
 /* One layer of stage i's vector-Jacobian product (x = column j < n, y = row p < A): the incoming
  * cotangent (the last layer: cln_f_bar of k_i's, times the output scale; the others: G, the
  * product of the layer above) times the activation's derivative at P and O, the delta, into P
- * (the block at `off`, leading dimension n), where the weight and bias sums read it. With `arg`
- * (the last layer alone), first stage i + 1's argument's cotangent (cln_rev_arg_body of stage
- * i + 1, `askip` its skip, x = column c < ldz), which completes k_i's. */
+ * (the block at `off`, leading dimension n), where the weight and bias sums read it. */
 CLN_INLINE void cln_rev_delta_body(size_t j, size_t p, size_t A, cln_int act, cln_int i,
-                                   cln_long off, cln_long n, cln_int last, cln_int arg,
-                                   cln_int askip, CLN_CONST cln_long *JOB, CLN_CONST cln_consts *K,
-                                   CLN_CONST real *RT, CLN_GLOBAL real *KB, CLN_CONST real *G,
-                                   CLN_CONST real *scale, CLN_CONST real *YB1, CLN_GLOBAL real *YB0,
-                                   CLN_GLOBAL real *CB, CLN_GLOBAL real *P, CLN_CONST real *O)
+                                   cln_long off, cln_long n, cln_int last, CLN_CONST cln_long *JOB,
+                                   CLN_CONST real *RT, CLN_CONST real *KB, CLN_CONST real *G,
+                                   CLN_CONST real *scale, CLN_GLOBAL real *P, CLN_CONST real *O)
 {
-    if (arg) /* its column j of k_i's cotangent is this item's own */
-        cln_rev_arg_body(j, p, A, i + 1, askip, JOB, K, G, YB1, YB0, KB, CB);
     if ((cln_long)j >= n || p >= A)
         return;
     const size_t e = (size_t)off + p * (size_t)n + j;
@@ -327,9 +330,25 @@ CLN_INLINE void cln_rev_delta_body(size_t j, size_t p, size_t A, cln_int act, cl
     P[e] = act == CLN_ACT_IDENTITY ? g : g * cln_activate_grad(act, P[e], O[e]);
 }
 
-/* A step's bias sum of one layer, for output j < out of block k (cln_rev_side_sums): the deltas
- * of its stages from the last and its NR[k] rows still going back in order, added one by one to
- * TH[k ntheta + bth + j]. */
+/* Stage i + 1's argument's cotangent, then stage i's last layer's delta (x = column c < ldz, or
+ * < N where stage i + 1's MLP did not go back (askip); y = row p < A): cln_rev_arg_body of stage
+ * i + 1, which completes column c of k_i's cotangent, then cln_rev_delta_body of column c of the
+ * last layer of stage i (at `off`), which reads it. */
+CLN_INLINE void cln_rev_delta_arg_body(size_t c, size_t p, size_t A, cln_int act, cln_int i,
+                                       cln_long off, cln_int askip, CLN_CONST cln_long *JOB,
+                                       CLN_CONST cln_consts *K, CLN_CONST real *RT,
+                                       CLN_GLOBAL real *KB, CLN_CONST real *G,
+                                       CLN_CONST real *scale, CLN_CONST real *YB1,
+                                       CLN_GLOBAL real *YB0, CLN_GLOBAL real *CB,
+                                       CLN_GLOBAL real *P, CLN_CONST real *O)
+{
+    cln_rev_arg_body(c, p, A, i + 1, askip, JOB, K, G, YB1, YB0, KB, CB);
+    cln_rev_delta_body(c, p, A, act, i, off, JOB[CLN_RJ_N], 1, JOB, RT, KB, G, scale, P, O);
+}
+
+/* A step's bias sum of one layer (x = output j < out, y = block k; or cln_rev_side_sums): the
+ * deltas of its stages from the last and its NR[k] rows still going back in order, added one by one
+ * to TH[k ntheta + bth + j]. */
 CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long out, cln_long p_off,
                                   cln_long bth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
                                   CLN_CONST cln_long *BR, CLN_CONST real *P, CLN_GLOBAL real *TH)
@@ -349,7 +368,8 @@ CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long o
     *acc = a;
 }
 
-/* A step's output-scale sum, for the scale's value j < NS of block k (cln_rev_side_sums): the terms
+/* A step's output-scale sum (x = the scale's value j < NS, y = block k; or cln_rev_side_sums): the
+ * terms
  * cln_out_scale_term(f's cotangent, the last layer's output) of its stages from the last and its
  * NR[k] rows still going back in order (a single value takes every component of a row in order),
  * added one by one to TH[k ntheta + sth + j]; O's last layer at o_off + i sumw Bg (leading
@@ -381,7 +401,7 @@ CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long o
     *acc = a;
 }
 
-/* The launch of a layer's weight sums takes its bias and output-scale sums too, past its input
+/* The one kernel of a layer's weight sums takes its bias and output-scale sums too, past its input
  * columns (x = c >= in): c = in the bias sum of output j (bth >= 0: the layer has a bias), c =
  * in + 1 the output scale's value j (sth >= 0: the last layer of a model with a scale), each with
  * the deltas (P) and outputs (O) of the layer's blocks at p_off. Returns whether item (c, j, k)
@@ -463,17 +483,12 @@ CLN_INLINE void cln_rev_gather_body(size_t j, size_t r, size_t k, size_t nblocks
 
 /* Then the step's product of block k (GS, out x in per block, from the GEMM of its gathered
  * factors) added to its weight's sum (x = input column c < in, y = output j < out, z = block k);
- * nothing for a block back at its start. Past the inputs, the layer's bias and output-scale sums
- * (cln_rev_side_sums). */
+ * nothing for a block back at its start. */
 CLN_INLINE void cln_rev_wadd_body(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
-                                  cln_long out, cln_long wth, cln_long p_off, cln_long bth,
-                                  cln_long sth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
-                                  CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
-                                  CLN_CONST real *P, CLN_CONST real *O, CLN_CONST real *GS,
-                                  CLN_GLOBAL real *TH)
+                                  cln_long out, cln_long wth, CLN_CONST cln_long *JOB,
+                                  CLN_CONST cln_long *NR, CLN_CONST real *GS, CLN_GLOBAL real *TH)
 {
-    if (cln_rev_side_sums(c, j, k, nblocks, in, out, p_off, bth, sth, JOB, NR, BR, RT, KB, P, O,
-                          TH))
+    if ((cln_long)c >= in || (cln_long)j >= out || k >= nblocks || NR[k] == 0)
         return;
     TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] +=
         GS[(k * (size_t)out + j) * (size_t)in + c];

@@ -278,28 +278,24 @@ __kernel void cln_rev_begin(int A, int nblocks, int mode, long s, long q, long j
 }
 
 #define CLN_REV_ACT_KERNEL(name, code)                                                             \
-    __kernel void name(int A, int act, long off, long n, long f_off, long next,                    \
-                       __global const long *JOB, __global const cln_consts *K,                     \
+    __kernel void name(int A, int act, long off, long n, long f_off, __global const long *JOB,     \
                        __global const real *bias, int has_bias, __global const real *scale,        \
-                       __global const real *RT, __global const real *Y, __global real *P,          \
-                       __global real *O, __global real *F, __global real *Z)                       \
+                       __global real *P, __global real *O, __global real *F)                       \
     {                                                                                              \
         (void)act;                                                                                 \
-        cln_rev_act_body(CLN_GX, CLN_GY, (size_t)A, code, off, n, f_off, next, JOB, K, bias,       \
-                         has_bias, scale, RT, Y, P, O, F, Z);                                      \
+        cln_rev_act_body(CLN_GX, CLN_GY, (size_t)A, code, off, n, f_off, JOB, bias, has_bias,      \
+                         scale, P, O, F);                                                          \
     }
 
 #define CLN_REV_DELTA_KERNEL(name, code)                                                           \
-    __kernel void name(int A, int act, int i, long off, long n, int last, int arg, int askip,      \
-                       __global const long *JOB, __global const cln_consts *K,                     \
-                       __global const real *RT, __global real *KB, __global const real *G,         \
-                       __global const real *scale, __global const real *YB1,                      \
-                       __global real *YB0, __global real *CB, __global real *P,                    \
-                       __global const real *O)                                                     \
+    __kernel void name(int A, int act, int i, long off, long n, int last,                          \
+                       __global const long *JOB, __global const real *RT,                         \
+                       __global const real *KB, __global const real *G,                            \
+                       __global const real *scale, __global real *P, __global const real *O)       \
     {                                                                                              \
         (void)act;                                                                                 \
-        cln_rev_delta_body(CLN_GX, CLN_GY, (size_t)A, code, i, off, n, last, arg, askip, JOB, K,   \
-                           RT, KB, G, scale, YB1, YB0, CB, P, O);                                  \
+        cln_rev_delta_body(CLN_GX, CLN_GY, (size_t)A, code, i, off, n, last, JOB, RT, KB, G,       \
+                           scale, P, O);                                                           \
     }
 
 /* In CLN_ACT_* order: lib/backends/opencl/opencl_program.c creates them by these names. */
@@ -317,6 +313,29 @@ CLN_REV_DELTA_KERNEL(cln_rev_delta_sigmoid, CLN_ACT_SIGMOID)
 CLN_REV_DELTA_KERNEL(cln_rev_delta_softplus, CLN_ACT_SOFTPLUS)
 CLN_REV_DELTA_KERNEL(cln_rev_delta_silu, CLN_ACT_SILU)
 CLN_REV_DELTA_KERNEL(cln_rev_delta_gelu, CLN_ACT_GELU)
+
+/* The fused last layer's kernels take the activation's code (a switch, as CUDA's kernels): they
+ * run over the last layer's N columns alone. */
+__kernel void cln_rev_act_next(int A, int act, long off, long i, __global const long *JOB,
+                               __global const cln_consts *K, __global const real *bias,
+                               int has_bias, __global const real *scale, __global const real *RT,
+                               __global const real *Y, __global real *P, __global real *O,
+                               __global real *F, __global real *Z)
+{
+    cln_rev_act_next_body(CLN_GX, CLN_GY, (size_t)A, act, off, i, JOB, K, bias, has_bias, scale, RT,
+                          Y, P, O, F, Z);
+}
+
+__kernel void cln_rev_delta_arg(int A, int act, int i, long off, int askip,
+                                __global const long *JOB, __global const cln_consts *K,
+                                __global const real *RT, __global real *KB,
+                                __global const real *G, __global const real *scale,
+                                __global const real *YB1, __global real *YB0, __global real *CB,
+                                __global real *P, __global const real *O)
+{
+    cln_rev_delta_arg_body(CLN_GX, CLN_GY, (size_t)A, act, i, off, askip, JOB, K, RT, KB, G, scale,
+                           YB1, YB0, CB, P, O);
+}
 
 __kernel void cln_rev_y1(int A, long q, long j, __global const long *JOB,
                          __global const cln_consts *K, __global const long *RL,
@@ -370,12 +389,23 @@ __kernel void cln_rev_gather(int nblocks, long cols, long src_off, long src_stag
                         NR, BR, SRC, DST);
 }
 
-__kernel void cln_rev_wadd(int nblocks, long in, long out, long wth, long p_off, long bth,
-                           long sth, __global const long *JOB, __global const long *NR,
-                           __global const long *BR, __global const real *RT,
-                           __global const real *KB, __global const real *P,
-                           __global const real *O, __global const real *GS, __global real *TH)
+__kernel void cln_rev_wadd(int nblocks, long in, long out, long wth, __global const long *JOB,
+                           __global const long *NR, __global const real *GS, __global real *TH)
 {
-    cln_rev_wadd_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, in, out, wth, p_off, bth, sth, JOB,
-                      NR, BR, RT, KB, P, O, GS, TH);
+    cln_rev_wadd_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
+}
+
+__kernel void cln_rev_bsum(int nblocks, long out, long p_off, long bth, __global const long *JOB,
+                           __global const long *NR, __global const long *BR,
+                           __global const real *P, __global real *TH)
+{
+    cln_rev_bsum_body(CLN_GX, CLN_GY, (size_t)nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
+}
+
+__kernel void cln_rev_ssum(int nblocks, long o_off, long sth, __global const long *JOB,
+                           __global const long *NR, __global const long *BR,
+                           __global const real *RT, __global const real *KB,
+                           __global const real *O, __global real *TH)
+{
+    cln_rev_ssum_body(CLN_GX, CLN_GY, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
 }

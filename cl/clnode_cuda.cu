@@ -303,14 +303,23 @@ extern "C" __global__ void cln_rev_begin(int A, int nblocks, int mode, long long
 }
 
 extern "C" __global__ void cln_rev_act(int A, int act, long long off, long long n, long long f_off,
-                                       long long next, const long long *JOB, const cln_consts *K,
-                                       const real *bias, int has_bias, const real *scale,
-                                       const real *RT, const real *Y, real *P, real *O, real *F,
-                                       real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+                                       const long long *JOB, const real *bias, int has_bias,
+                                       const real *scale, real *P, real *O, real *F, cln_u64 nx,
+                                       cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_act_body(x, y, (size_t)A, act, off, n, f_off, next, JOB, K, bias, has_bias, scale, RT,
-                     Y, P, O, F, Z);
+    cln_rev_act_body(x, y, (size_t)A, act, off, n, f_off, JOB, bias, has_bias, scale, P, O, F);
+}
+
+extern "C" __global__ void cln_rev_act_next(int A, int act, long long off, long long i,
+                                            const long long *JOB, const cln_consts *K,
+                                            const real *bias, int has_bias, const real *scale,
+                                            const real *RT, const real *Y, real *P, real *O,
+                                            real *F, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_act_next_body(x, y, (size_t)A, act, off, i, JOB, K, bias, has_bias, scale, RT, Y, P, O,
+                          F, Z);
 }
 
 extern "C" __global__ void cln_rev_y1(int A, long long q, long long j, const long long *JOB,
@@ -333,15 +342,24 @@ extern "C" __global__ void cln_rev_events(int A, long long s, const long long *J
 }
 
 extern "C" __global__ void cln_rev_delta(int A, int act, int i, long long off, long long n,
-                                         int last, int arg, int askip, const long long *JOB,
-                                         const cln_consts *K, const real *RT, real *KB,
-                                         const real *G, const real *scale, const real *YB1,
-                                         real *YB0, real *CB, real *P, const real *O, cln_u64 nx,
-                                         cln_u64 ny, cln_u64 nz)
+                                         int last, const long long *JOB, const real *RT,
+                                         const real *KB, const real *G, const real *scale, real *P,
+                                         const real *O, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_delta_body(x, y, (size_t)A, act, i, off, n, last, arg, askip, JOB, K, RT, KB, G, scale,
-                       YB1, YB0, CB, P, O);
+    cln_rev_delta_body(x, y, (size_t)A, act, i, off, n, last, JOB, RT, KB, G, scale, P, O);
+}
+
+extern "C" __global__ void cln_rev_delta_arg(int A, int act, int i, long long off, int askip,
+                                             const long long *JOB, const cln_consts *K,
+                                             const real *RT, real *KB, const real *G,
+                                             const real *scale, const real *YB1, real *YB0,
+                                             real *CB, real *P, const real *O, cln_u64 nx,
+                                             cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_delta_arg_body(x, y, (size_t)A, act, i, off, askip, JOB, K, RT, KB, G, scale, YB1, YB0,
+                           CB, P, O);
 }
 
 extern "C" __global__ void cln_rev_arg(int A, int i, int skip, const long long *JOB,
@@ -386,13 +404,27 @@ extern "C" __global__ void cln_rev_gather(int nblocks, long long cols, long long
 }
 
 extern "C" __global__ void cln_rev_wadd(int nblocks, long long in, long long out, long long wth,
-                                        long long p_off, long long bth, long long sth,
-                                        const long long *JOB, const long long *NR,
-                                        const long long *BR, const real *RT, const real *KB,
-                                        const real *P, const real *O, const real *GS, real *TH,
-                                        cln_u64 nx, cln_u64 ny, cln_u64 nz)
+                                        const long long *JOB, const long long *NR, const real *GS,
+                                        real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_wadd_body(x, y, z, (size_t)nblocks, in, out, wth, p_off, bth, sth, JOB, NR, BR, RT, KB,
-                      P, O, GS, TH);
+    cln_rev_wadd_body(x, y, z, (size_t)nblocks, in, out, wth, JOB, NR, GS, TH);
+}
+
+extern "C" __global__ void cln_rev_bsum(int nblocks, long long out, long long p_off,
+                                        long long bth, const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *P, real *TH, cln_u64 nx,
+                                        cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_bsum_body(x, y, (size_t)nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
+}
+
+extern "C" __global__ void cln_rev_ssum(int nblocks, long long o_off, long long sth,
+                                        const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *RT, const real *KB,
+                                        const real *O, real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_ssum_body(x, y, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
 }

@@ -12,9 +12,10 @@
 _Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
 
 const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
-    "cln_rev_zero",   "cln_rev_inputs", "cln_rev_group", "cln_rev_begin", "cln_rev_act",
-    "cln_rev_y1",     "cln_rev_events", "cln_rev_delta", "cln_rev_arg",   "cln_rev_wsum",
-    "cln_rev_finish", "cln_rev_gather", "cln_rev_wadd"};
+    "cln_rev_zero",     "cln_rev_inputs",   "cln_rev_group", "cln_rev_begin", "cln_rev_act",
+    "cln_rev_y1",       "cln_rev_events",   "cln_rev_delta", "cln_rev_arg",   "cln_rev_wsum",
+    "cln_rev_finish",   "cln_rev_gather",   "cln_rev_wadd",  "cln_rev_bsum",  "cln_rev_ssum",
+    "cln_rev_act_next", "cln_rev_delta_arg"};
 
 static const cln_rev_ops dr_ops;
 
@@ -419,17 +420,23 @@ clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
     clnode_status st = CLNODE_OK;
     for (size_t l = 0; l < d->nl; ++l) {
         const size_t n = d->out[l], off = dr_poff(d, i, l);
-        const int last = l + 1 == d->nl, next = last && i + 1 < d->S;
+        const int last = l + 1 == d->nl, act = job->act[l];
         const long long f_off = last ? (long long)(i * d->rows * d->N) : -1;
+        cln_buf *bias = d->bias[l] ? d->bias[l] : any;
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, n, d->in[l], X, x_off, ldx, d->W[l], 0,
                                   d->in[l], B_(d, DR_P), off, n));
-        CLN_TRY(st, DR_RUN(d, CLN_RK_ACT, job->act[l], n + (next && d->time_input ? 1 : 0), A,
-                           DR_I32(A), DR_I32(job->act[l]), DR_I64(off), DR_I64(n), DR_I64(f_off),
-                           DR_I64(next ? (long long)i + 1 : -1), DR_BUF(B_(d, DR_JOB)),
-                           DR_BUF(d->K), DR_BUF(d->bias[l] ? d->bias[l] : any),
-                           DR_I32(d->bias[l] != NULL), DR_BUF(d->scale ? d->scale : any),
-                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_P)),
-                           DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
+        if (last && i + 1 < d->S) /* n is N */
+            CLN_TRY(st, DR_RUN(d, CLN_RK_ACT_NEXT, 0, n + (d->time_input ? 1 : 0), A, DR_I32(A),
+                               DR_I32(act), DR_I64(off), DR_I64(i + 1), DR_BUF(B_(d, DR_JOB)),
+                               DR_BUF(d->K), DR_BUF(bias), DR_I32(d->bias[l] != NULL),
+                               DR_BUF(d->scale ? d->scale : any), DR_BUF(B_(d, DR_RT)),
+                               DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O)),
+                               DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
+        else
+            CLN_TRY(st, DR_RUN(d, CLN_RK_ACT, act, n, A, DR_I32(A), DR_I32(act), DR_I64(off),
+                               DR_I64(n), DR_I64(f_off), DR_BUF(B_(d, DR_JOB)), DR_BUF(bias),
+                               DR_I32(d->bias[l] != NULL), DR_BUF(d->scale ? d->scale : any),
+                               DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F))));
         X = B_(d, DR_O);
         x_off = off;
         ldx = n;
@@ -512,18 +519,24 @@ static clnode_status dr_stage_vjp(void *run, size_t i, size_t A)
         CLN_TRY(st, dr_arg(d, A));
     for (size_t l = d->nl; !skip && l-- > 0;) {
         const size_t n = d->out[l], k = d->in[l], off = dr_poff(d, i, l);
-        const int act = d->job->act[l], arg = l + 1 == d->nl && d->arg >= 0;
-        const int askip = arg && d->arg_skip;
-        const size_t nx = !arg ? n : askip ? d->N : d->ldz; /* n <= N <= ldz */
-        CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA, act, nx, A, DR_I32(A), DR_I32(act), DR_I32(i),
-                           DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl), DR_I32(arg),
-                           DR_I32(askip), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
-                           DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
-                           DR_BUF(d->scale ? d->scale : B_(d, DR_JOB)), DR_BUF(B_(d, d->yb1)),
-                           DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)), DR_BUF(B_(d, DR_CB)),
-                           DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
-        if (arg)
+        const int act = d->job->act[l];
+        cln_buf *scale = d->scale ? d->scale : B_(d, DR_JOB);
+        if (l + 1 == d->nl && d->arg >= 0) { /* n is N (<= ldz) */
+            const int askip = d->arg_skip;
             d->arg = -1;
+            CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA_ARG, 0, askip ? d->N : d->ldz, A, DR_I32(A),
+                               DR_I32(act), DR_I32(i), DR_I64(off), DR_I32(askip),
+                               DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
+                               DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)), DR_BUF(scale),
+                               DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)),
+                               DR_BUF(B_(d, DR_CB)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+        } else {
+            CLN_TRY(st,
+                    DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
+                           DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl), DR_BUF(B_(d, DR_JOB)),
+                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
+                           DR_BUF(scale), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+        }
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n, d->WT[l], 0,
                                   n, B_(d, DR_G), 0, k));
     }
@@ -553,7 +566,7 @@ static clnode_status dr_gather(dev_rev *d, size_t nk, size_t l, int deltas, int 
                    DR_BUF(B_(d, dst)));
 }
 
-/* Layer l's bias and output-scale sums (cln_rev_side_sums) ride on its weight sums' launch: the
+/* Layer l's bias and output-scale sums (cln_rev_side_sums) ride on the one kernel's launch: the
  * extra input columns (x) that launch takes, and their offsets in a block's sum (-1: none). */
 static size_t dr_side(const dev_rev *d, size_t l, long long *bth, long long *sth)
 {
@@ -564,13 +577,13 @@ static size_t dr_side(const dev_rev *d, size_t l, long long *bth, long long *sth
 
 /* Layer l's weight sums of the step through the GEMM: both factors gathered, one ordered product
  * per block still going back (its terms summed from zero in their order), each added to its
- * block's sum, with the layer's bias and scale sums. */
+ * block's sum; then the layer's bias sums and (the last layer) the scale's, each a launch of its
+ * own (the addition's kernel stays a plain one). */
 static clnode_status dr_wsum_gemm(dev_rev *d, size_t nk, size_t l)
 {
+    const cln_rev_job *job = d->job;
     cln_backend *be = d->be;
-    const size_t n = d->out[l], k = d->in[l];
-    long long bth = -1, sth = -1;
-    const size_t side = dr_side(d, l, &bth, &sth);
+    const size_t n = d->out[l], k = d->in[l], p_off = d->woff[l] * d->rows;
     clnode_status st = CLNODE_OK;
     CLN_TRY(st, dr_gather(d, nk, l, 1, DR_DT));
     CLN_TRY(st, dr_gather(d, nk, l, 0, DR_XT));
@@ -579,12 +592,18 @@ static clnode_status dr_wsum_gemm(dev_rev *d, size_t nk, size_t l)
             CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, n, k, d->S1 * d->nr[b], B_(d, DR_DT),
                                       b * n * d->kmax, d->kmax, B_(d, DR_XT), b * k * d->kmax,
                                       d->kmax, B_(d, DR_GS), b * n * k, k));
-    CLN_TRY(st,
-            DR_RUN3(d, CLN_RK_WADD, 0, k + side, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n),
-                    DR_I64(d->job->w_off[l]), DR_I64(d->woff[l] * d->rows), DR_I64(bth),
-                    DR_I64(sth), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)), DR_BUF(B_(d, DR_BR)),
-                    DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_P)),
-                    DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_GS)), DR_BUF(B_(d, DR_TH))));
+    CLN_TRY(st, DR_RUN3(d, CLN_RK_WADD, 0, k, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n),
+                        DR_I64(job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                        DR_BUF(B_(d, DR_GS)), DR_BUF(B_(d, DR_TH))));
+    if (job->bias[l])
+        CLN_TRY(st, DR_RUN(d, CLN_RK_BSUM, 0, n, nk, DR_I32(nk), DR_I64(n), DR_I64(p_off),
+                           DR_I64(job->b_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                           DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_TH))));
+    if (d->ns && l + 1 == d->nl)
+        CLN_TRY(st, DR_RUN(d, CLN_RK_SSUM, 0, d->ns, nk, DR_I32(nk), DR_I64(p_off),
+                           DR_I64(job->s_off), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                           DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)),
+                           DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_TH))));
 fail:
     return st;
 }
