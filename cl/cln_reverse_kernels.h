@@ -278,6 +278,31 @@ CLN_INLINE void cln_rev_events_body(size_t p, size_t A, cln_long s, CLN_CONST cl
             yb0[c] = cln_y1_vjp(K, (cln_int)S, yb1[c], kb + c, Bg * N, yb0[c]);
 }
 
+/* One layer of stage i's vector-Jacobian product (x = column j < n, y = row p < A): the incoming
+ * cotangent (the last layer: cln_f_bar of k_i's, times the output scale; the others: G, the
+ * product of the layer above) times the activation's derivative at P and O, the delta, into P
+ * (the block at `off`, leading dimension n), where the weight and bias sums read it. */
+CLN_INLINE void cln_rev_delta_body(size_t j, size_t p, size_t A, cln_int act, cln_int i,
+                                   cln_long off, cln_long n, cln_int last, CLN_CONST cln_long *JOB,
+                                   CLN_CONST real *RT, CLN_CONST real *KB, CLN_CONST real *G,
+                                   CLN_CONST real *scale, CLN_GLOBAL real *P, CLN_CONST real *O)
+{
+    if ((cln_long)j >= n || p >= A)
+        return;
+    const size_t e = (size_t)off + p * (size_t)n + j;
+    real g;
+    if (last) { /* n is N */
+        const size_t Bg = (size_t)JOB[CLN_RJ_BG];
+        const cln_long ns = JOB[CLN_RJ_NS];
+        g = cln_f_bar(RT[p * CLN_RT_W + CLN_RT_HD], KB[((size_t)i * Bg + p) * (size_t)n + j]);
+        if (ns)
+            g = cln_out_scale_vjp(g, CLN_OUT_SCALE_AT(scale, ns, j));
+    } else {
+        g = G[p * (size_t)n + j];
+    }
+    P[e] = act == CLN_ACT_IDENTITY ? g : g * cln_activate_grad(act, P[e], O[e]);
+}
+
 /* Stage i's argument's cotangent (x = column c < ldz, y = row p < A): G (the first layer's input
  * cotangent; with `skip`, where the stage's MLP did not go back, YB1 alone), plus y1's for the
  * last stage of an SSAL tableau; its inputs' columns into CB; its state columns through the
@@ -303,31 +328,6 @@ CLN_INLINE void cln_rev_arg_body(size_t c, size_t p, size_t A, cln_int i, cln_in
     }
     if (c < N)
         YB0[p * N + c] = cln_stage_value_vjp(i, K, zb, KB + p * N + c, Bg * N, YB0[p * N + c]);
-}
-
-/* One layer of stage i's vector-Jacobian product (x = column j < n, y = row p < A): the incoming
- * cotangent (the last layer: cln_f_bar of k_i's, times the output scale; the others: G, the
- * product of the layer above) times the activation's derivative at P and O, the delta, into P
- * (the block at `off`, leading dimension n), where the weight and bias sums read it. */
-CLN_INLINE void cln_rev_delta_body(size_t j, size_t p, size_t A, cln_int act, cln_int i,
-                                   cln_long off, cln_long n, cln_int last, CLN_CONST cln_long *JOB,
-                                   CLN_CONST real *RT, CLN_CONST real *KB, CLN_CONST real *G,
-                                   CLN_CONST real *scale, CLN_GLOBAL real *P, CLN_CONST real *O)
-{
-    if ((cln_long)j >= n || p >= A)
-        return;
-    const size_t e = (size_t)off + p * (size_t)n + j;
-    real g;
-    if (last) { /* n is N */
-        const size_t Bg = (size_t)JOB[CLN_RJ_BG];
-        const cln_long ns = JOB[CLN_RJ_NS];
-        g = cln_f_bar(RT[p * CLN_RT_W + CLN_RT_HD], KB[((size_t)i * Bg + p) * (size_t)n + j]);
-        if (ns)
-            g = cln_out_scale_vjp(g, CLN_OUT_SCALE_AT(scale, ns, j));
-    } else {
-        g = G[p * (size_t)n + j];
-    }
-    P[e] = act == CLN_ACT_IDENTITY ? g : g * cln_activate_grad(act, P[e], O[e]);
 }
 
 /* Stage i + 1's argument's cotangent, then stage i's last layer's delta (x = column c < ldz, or
