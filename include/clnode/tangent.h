@@ -26,10 +26,17 @@
  * around it, the other directions, their chunking (max_bytes), the threads, checkpoint_every and
  * the ISA of the host.
  *
- * Memory: besides the result (ndir x batch x slots x dim doubles), per thread O(32 x (stages x
- * (dim + the layers' widths))) for the recomputed steps, and for a chunk of c directions about
- * c x 32 x stages x (3 x the layers' widths + 2 x ldz + dim) values of tangents and c packed
- * copies of the weights' directions; c is the most directions whose scratch fits max_bytes.
+ * Memory: besides the result (ndir x batch x slots x dim doubles) and the directions in the
+ * state precision, the reverse pass's scratch for the recomputed steps (clnode/gradient.h: per
+ * thread, a block of CLNODE_GRADIENT_BLOCK trajectories), and for a chunk of c directions, per
+ * thread, c x esize x (32 x (2 dim + stages x (ldz + dim) + 3 maxw) + sum over the layers of
+ * in x (out + 16)) bytes (ldz: the first layer's inputs, maxw: the widest layer, esize: 4 or 8):
+ * each direction's tangent rows of a block and its packed weights. c is the most directions for
+ * which that is at most max_bytes; one direction beyond it is refused, naming the bytes.
+ *
+ * Devices: the tangent pass runs on the host (device "host", its ordered GEMM). OpenCL and CUDA
+ * contexts refuse it (CLNODE_ERR_UNSUPPORTED, naming the device and "host"); a solve of any
+ * device in strict GEMM mode (whose bits are the host's) can be differentiated on a host context.
  */
 #ifndef CLNODE_TANGENT_H
 #define CLNODE_TANGENT_H
@@ -51,12 +58,13 @@ typedef struct clnode_tangent_options {
                            are taken in chunks whose scratch fits it (the same bits whatever the
                            chunks); CLNODE_ERR_OUT_OF_MEMORY naming the bytes needed when one
                            direction does not fit */
-    clnode_progress_fn progress; /* default NULL; between chunks of trajectories: `active` the
-                                    trajectories not yet done in this chunk of directions,
+    clnode_progress_fn progress; /* default NULL; as the forward solve's, between groups of
+                                    blocks, at most once a second: `active` the trajectories
+                                    not yet done in the current chunk of directions,
                                     `fraction` the fraction of the whole pass done,
-                                    `steps_taken` the steps gone through */
+                                    `steps_taken` the steps of the chunk gone through */
     void *progress_user;
-    clnode_cancel_fn cancel; /* default NULL: never cancelled; polled between groups of blocks */
+    clnode_cancel_fn cancel; /* default NULL: never cancelled; polled before each group of blocks */
     void *cancel_user;
 } clnode_tangent_options;
 

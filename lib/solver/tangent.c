@@ -73,10 +73,12 @@ static clnode_status cln_tan_dir(clnode_context *ctx, const double *src, size_t 
                                  void **out)
 {
     *out = NULL;
-    const size_t n = ndir * rows * per;
+    size_t n = 0, bytes = 0;
+    const int fits =
+        cln_mul_size(ndir, rows, &n) && cln_mul_size(n, per, &n) && cln_mul_size(n, esize, &bytes);
     if (!src || n == 0)
         return CLNODE_OK;
-    *out = malloc(n * esize);
+    *out = fits ? malloc(bytes) : NULL;
     CLN_CHECK(ctx, *out, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu directions of %s", ndir,
               what);
     for (size_t i = 0; i < n; ++i) {

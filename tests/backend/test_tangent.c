@@ -11,7 +11,7 @@
  *     activation but relu;
  *   - the bits: a trajectory's tangents alone and in a batch of 300 (adaptive, fp32 and fp64),
  *     every direction alone against all together and against chunks of two (max_bytes), 1, 2 and
- *     4 threads, checkpoint_every 1 and 8;
+ *     4 threads, checkpoint_every 1 and 8; a solution kept on opencl:pocl against a host solve's;
  *   - the solve's own results: the same bits after the tangent pass, and the same as a solve that
  *     kept no tape;
  *   - the errors: no tape, another model, too few slots, NaN and infinite directions named, an
@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "test_device.h"
+#include "test_expect.h"
 #include "test_problem.h"
 #include "test_util.h"
 
@@ -140,16 +141,6 @@ static clnode_problem case_problem(const tan_case *c, size_t first, size_t B)
     return p;
 }
 
-static clnode_solution *solve_or_fail(clnode_context *ctx, const clnode_model *m,
-                                      const clnode_solve_options *o, const clnode_problem *p)
-{
-    clnode_solution *s = NULL;
-    clnode_status st = clnode_solve(ctx, m, o, p, &s);
-    if (st != CLNODE_OK)
-        fail_msg("clnode_solve: %s: %s", clnode_status_name(st), clnode_context_last_error(ctx));
-    return s;
-}
-
 static clnode_tangent *tan_or_fail(clnode_context *ctx, const clnode_model *m,
                                    const clnode_tangent_options *o, const clnode_solution *s,
                                    size_t slots, size_t ndir, const double *dy0,
@@ -185,7 +176,7 @@ static clnode_tangent *case_tangent(clnode_context *ctx, const tan_case *c,
     clnode_model *m = tan_model(ctx, g_data.theta, c->act);
     clnode_solve_options o = case_opts(c);
     clnode_problem p = case_problem(c, first, B);
-    clnode_solution *s = solve_or_fail(ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(ctx, m, &o, &p);
     assert_ok(clnode_save_slots(ctx, &o, &p, slots));
     double *dy0 = malloc(ndir * B * TN * sizeof *dy0);
     double *dc = malloc(ndir * B * TK * sizeof *dc);
@@ -216,7 +207,7 @@ static double adjoint_case(const tan_case *c)
     clnode_model *m = tan_model(g_ctx, g_data.theta, c->act);
     clnode_solve_options o = case_opts(c);
     clnode_problem p = case_problem(c, 0, AB);
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     size_t slots = 0;
     assert_ok(clnode_save_slots(g_ctx, &o, &p, &slots));
     if (c->steps) /* the steps' capacity: what the solution holds */
@@ -315,7 +306,7 @@ static void fd_values(const tan_case *c, double e, size_t slots, double *out)
     clnode_problem p = case_problem(c, 0, AB);
     p.y0 = y0;
     p.inputs = in;
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     assert_ok(clnode_solution_rows_f64(s, 0, AB, slots, NULL, out));
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
@@ -439,7 +430,7 @@ static void test_bits_directions(void **state)
         clnode_solution_destroy(&s); /* another model object: solve again with this one */
         clnode_solve_options o = case_opts(&c);
         clnode_problem p = case_problem(&c, 0, B);
-        s = solve_or_fail(g_ctx, m, &o, &p);
+        s = test_solve_or_fail(g_ctx, m, &o, &p);
         double dy0[TD * B * TN], dc[TD * B * TK];
         case_dirs(0, B, TD, dy0, dc);
         clnode_tangent_options to;
@@ -499,6 +490,49 @@ static void test_bits_threads_checkpoints(void **state)
     }
 }
 
+/* A solution kept on opencl:pocl (strict GEMM: the host's bits), its tangents on the host: the
+ * bits of the host solve's, fp32 and fp64. */
+static void test_pocl_solution(void **state)
+{
+    (void)state;
+    clnode_context_options co;
+    clnode_context_default_options(&co);
+    co.device = "opencl:pocl";
+    clnode_context *cl = NULL;
+    if (clnode_context_create(&co, &cl) != CLNODE_OK) {
+        printf("opencl:pocl: not here, not tried\n");
+        return;
+    }
+    for (int f = 0; f < 2; ++f) {
+        const tan_case c = {
+            "dopri5", CLNODE_ACT_TANH, 0, 0, 1, 1, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64};
+        enum {
+            B = 37
+        };
+        size_t slots = 0, s2 = 0;
+        clnode_tangent *ref = case_tangent(g_ctx, &c, NULL, 0, B, TD, &slots, NULL);
+        clnode_model *m = tan_model(g_ctx, g_data.theta, c.act);
+        clnode_solve_options o = case_opts(&c);
+        clnode_problem p = case_problem(&c, 0, B);
+        clnode_solution *s = test_solve_or_fail(cl, m, &o, &p);
+        for (size_t b = 0; b < B; ++b)
+            s2 = clnode_solution_points(s, b) > s2 ? clnode_solution_points(s, b) : s2;
+        assert_true(s2 <= slots);
+        double dy0[TD * B * TN], dc[TD * B * TK];
+        case_dirs(0, B, TD, dy0, dc);
+        clnode_tangent *t = tan_or_fail(g_ctx, m, NULL, s, slots, TD, dy0, dc, g_data.dparams);
+        bits_same(ref, B, 0, 0, t, B, 0, 0, B * TD, slots, "kept on opencl:pocl");
+        printf("fp%d: a solve kept on opencl:pocl, its tangents on the host: the host solve's "
+               "bits\n",
+               (int)c.prec);
+        clnode_tangent_destroy(&t);
+        clnode_tangent_destroy(&ref);
+        clnode_solution_destroy(&s);
+        clnode_model_destroy(&m);
+    }
+    clnode_context_destroy(&cl);
+}
+
 /* ------------------------------------------------------------------------ the solve's results */
 
 /* The saved values of a kept solve: the same bits after the tangent pass as before it, and the
@@ -513,9 +547,9 @@ static void test_solve_unchanged(void **state)
     clnode_model *m = tan_model(g_ctx, g_data.theta, c.act);
     clnode_solve_options o = case_opts(&c);
     clnode_problem p = case_problem(&c, 0, B);
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     o.keep_tape = 0;
-    clnode_solution *bare = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *bare = test_solve_or_fail(g_ctx, m, &o, &p);
     size_t slots = 0;
     for (size_t b = 0; b < B; ++b)
         slots = clnode_solution_points(s, b) > slots ? clnode_solution_points(s, b) : slots;
@@ -546,18 +580,6 @@ static void test_solve_unchanged(void **state)
 
 /* ------------------------------------------------------------------------ the errors */
 
-static void expect_error(clnode_context *ctx, clnode_status got, clnode_status want,
-                         const char *text, const char *what)
-{
-    const char *msg = clnode_context_last_error(ctx);
-    printf("%s: %s: %s\n", what, clnode_status_name(got), msg);
-    if (got != want)
-        fail_msg("%s: %s, expected %s (%s)", what, clnode_status_name(got),
-                 clnode_status_name(want), msg);
-    if (!strstr(msg, text))
-        fail_msg("%s: the message \"%s\" does not say \"%s\"", what, msg, text);
-}
-
 static int cancel_now(void *user)
 {
     (void)user;
@@ -572,40 +594,47 @@ static void test_errors_shape(void **state)
     clnode_model *m = tan_model(g_ctx, g_data.theta, c.act);
     clnode_solve_options o = case_opts(&c);
     clnode_problem p = case_problem(&c, 0, AB);
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     const size_t slots = TTS + 1;
     const double *dy = g_data.dy0;
     clnode_tangent *t = NULL;
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots - 1, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_INVALID_ARGUMENT, "slots", "slots too small");
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots, 0, dy, NULL, NULL, &t),
-                 CLNODE_ERR_INVALID_ARGUMENT, "ndir", "ndir 0");
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, NULL, NULL, s, slots, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_INVALID_ARGUMENT, "NULL", "NULL model");
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, NULL, slots, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_INVALID_ARGUMENT, "NULL", "NULL solution");
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots, 1, dy, NULL, NULL, NULL),
-                 CLNODE_ERR_INVALID_ARGUMENT, "NULL", "NULL out");
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, m, NULL, s, slots - 1, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_INVALID_ARGUMENT, "slots", "slots too small");
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, m, NULL, s, slots, 0, dy, NULL, NULL, &t),
+                      CLNODE_ERR_INVALID_ARGUMENT, "ndir", "ndir 0");
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, NULL, NULL, s, slots, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_INVALID_ARGUMENT, "NULL", "NULL model");
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, m, NULL, NULL, slots, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_INVALID_ARGUMENT, "NULL", "NULL solution");
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, m, NULL, s, slots, 1, dy, NULL, NULL, NULL),
+                      CLNODE_ERR_INVALID_ARGUMENT, "NULL", "NULL out");
     assert_int_equal(clnode_tangent_compute(NULL, m, NULL, s, slots, 1, dy, NULL, NULL, &t),
                      CLNODE_ERR_INVALID_ARGUMENT);
     clnode_model *other = tan_model(g_ctx, g_data.theta, c.act); /* equal, another object */
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, other, NULL, s, slots, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_INVALID_ARGUMENT, "model", "another model");
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, other, NULL, s, slots, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_INVALID_ARGUMENT, "model", "another model");
     clnode_model_destroy(&other);
     o.keep_tape = 0;
-    clnode_solution *bare = solve_or_fail(g_ctx, m, &o, &p);
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, bare, slots, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_INVALID_ARGUMENT, "keep_tape", "no tape");
+    clnode_solution *bare = test_solve_or_fail(g_ctx, m, &o, &p);
+    test_expect_error(g_ctx,
+                      clnode_tangent_compute(g_ctx, m, NULL, bare, slots, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_INVALID_ARGUMENT, "keep_tape", "no tape");
     clnode_solution_destroy(&bare);
     clnode_tangent_options to;
     clnode_tangent_default_options(&to);
     to.max_bytes = 1000;
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, &to, s, slots, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_OUT_OF_MEMORY, "bytes", "max_bytes below one direction");
+    test_expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, &to, s, slots, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_OUT_OF_MEMORY, "bytes", "max_bytes below one direction");
     to.max_bytes = 0;
     to.cancel = cancel_now;
-    expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, &to, s, slots, 1, dy, NULL, NULL, &t),
-                 CLNODE_ERR_CANCELLED, "cancelled", "a cancel");
+    test_expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, &to, s, slots, 1, dy, NULL, NULL, &t),
+                      CLNODE_ERR_CANCELLED, "cancelled", "a cancel");
     assert_null(t);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
@@ -622,26 +651,28 @@ static void test_errors_values(void **state)
         clnode_model *m = tan_model(g_ctx, g_data.theta, c.act);
         clnode_solve_options o = case_opts(&c);
         clnode_problem p = case_problem(&c, 0, AB);
-        clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+        clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
         const size_t slots = TTS + 1;
         double dy0[2 * AB * TN], dc[2 * AB * TK], dp[2 * TP];
         case_dirs(0, AB, 2, dy0, dc);
         memcpy(dp, g_data.dparams, sizeof dp);
         clnode_tangent *t = NULL;
         dy0[(AB + 2) * TN + 1] = NAN;
-        expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots, 2, dy0, dc, dp, &t),
-                     CLNODE_ERR_NONFINITE_INPUT, "dy0 of direction 1, trajectory 2, component 1",
-                     "NaN dy0");
+        test_expect_error(
+            g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots, 2, dy0, dc, dp, &t),
+            CLNODE_ERR_NONFINITE_INPUT, "dy0 of direction 1, trajectory 2, component 1", "NaN dy0");
         dy0[(AB + 2) * TN + 1] = 0;
         dc[1] = -INFINITY;
-        expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots, 2, dy0, dc, dp, &t),
-                     CLNODE_ERR_NONFINITE_INPUT,
-                     "dinputs of direction 0, trajectory 0, component 1", "infinite dinputs");
+        test_expect_error(g_ctx,
+                          clnode_tangent_compute(g_ctx, m, NULL, s, slots, 2, dy0, dc, dp, &t),
+                          CLNODE_ERR_NONFINITE_INPUT,
+                          "dinputs of direction 0, trajectory 0, component 1", "infinite dinputs");
         dc[1] = 0;
         dp[TP + 5] = f ? 1e39 : NAN;
-        expect_error(g_ctx, clnode_tangent_compute(g_ctx, m, NULL, s, slots, 2, dy0, dc, dp, &t),
-                     CLNODE_ERR_NONFINITE_INPUT, "dparams of direction 1, parameter 5",
-                     f ? "fp32 overflow of dparams" : "NaN dparams");
+        test_expect_error(g_ctx,
+                          clnode_tangent_compute(g_ctx, m, NULL, s, slots, 2, dy0, dc, dp, &t),
+                          CLNODE_ERR_NONFINITE_INPUT, "dparams of direction 1, parameter 5",
+                          f ? "fp32 overflow of dparams" : "NaN dparams");
         assert_null(t);
         clnode_solution_destroy(&s);
         clnode_model_destroy(&m);
@@ -660,9 +691,9 @@ static void test_errors_values(void **state)
         clnode_model *m = tan_model(ctx, g_data.theta, c.act);
         clnode_solve_options o = case_opts(&c);
         clnode_problem p = case_problem(&c, 0, AB);
-        clnode_solution *s = solve_or_fail(ctx, m, &o, &p);
+        clnode_solution *s = test_solve_or_fail(ctx, m, &o, &p);
         clnode_tangent *t = NULL;
-        expect_error(
+        test_expect_error(
             ctx, clnode_tangent_compute(ctx, m, NULL, s, TTS + 1, 1, g_data.dy0, NULL, NULL, &t),
             CLNODE_ERR_UNSUPPORTED, k ? "\"host\"" : "ordered GEMM", devices[k]);
         assert_null(t);
@@ -684,6 +715,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bits_batch),
         cmocka_unit_test(test_bits_directions),
         cmocka_unit_test(test_bits_threads_checkpoints),
+        cmocka_unit_test(test_pocl_solution),
         cmocka_unit_test(test_solve_unchanged),
         cmocka_unit_test(test_errors_shape),
         cmocka_unit_test(test_errors_values),
