@@ -78,8 +78,8 @@ cat "$torch_log"
 [ "$torch_rc" -eq 0 ] || { echo "test.sh: the PyTorch stage failed ($torch_rc)" >&2; exit 1; }
 stage "ThreadSanitizer build: separate contexts in separate threads"
 # Only the thread tests (separate contexts; the host backend's own thread pool; the reverse and
-# tangent passes at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the tests. No
-# suppressions are needed (CLBlast's process-wide caches are used under clnode's lock,
+# tangent passes at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the
+# tests. No suppressions are needed (CLBlast's process-wide caches are used under clnode's lock,
 # lib/backends/opencl).
 if [ ! -d build-tsan ]; then
   meson setup build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false --buildtype=debug

@@ -4,11 +4,12 @@
  *     (clnode_gradient_compute) on random directions of y0, the conditioning inputs and every
  *     parameter (the output scale included), for every method, with the values saved at t0, at
  *     SaveAt ts (the dense output), at the steps and at t1, adaptive and constant steps, forwards
- *     and backwards in time, checkpoint_every 1 and 3: to 1e-13 relative in fp64 (relative to the
- *     sum of the magnitudes of the inner product's terms), 1e-6 in fp32;
+ *     and backwards in time, checkpoint_every 1 and 3, each trajectory its own t1 (one of no
+ *     step), stopped at max_steps: to 1e-13 relative in fp64 (relative to the sum of the
+ *     magnitudes of the inner product's terms), 1e-6 in fp32;
  *   - central finite differences of whole constant-step solves (their steps do not move with the
- *     parameters), along random directions, for five methods' dense outputs and every hidden
- *     activation but relu;
+ *     parameters) along a random direction, for six methods (every dense-output form), every
+ *     hidden activation but relu, forwards and backwards in time;
  *   - the bits: a trajectory's tangents alone and in a batch of 300 (adaptive, fp32 and fp64),
  *     every direction alone against all together and against chunks of two (max_bytes), 1, 2 and
  *     4 threads, checkpoint_every 1 and 8; a solution kept on opencl:pocl against a host solve's;
@@ -105,7 +106,11 @@ typedef struct {
     clnode_activation act;
     int constant, backward, ts, steps, t0, every;
     clnode_precision prec;
+    int odd; /* 1: each trajectory its own t1, one of them t0 (no step); 2: max_steps 2 */
 } tan_case;
+
+/* The end times of the odd case 1: a trajectory of no step between two others. */
+static const double odd_t1s[3] = {1.0, 0.0, 0.6};
 
 static const double ts_fwd[TTS] = {0.21, 0.5, 0.93};
 static const double ts_bwd[TTS] = {0.93, 0.5, 0.21};
@@ -127,6 +132,8 @@ static clnode_solve_options case_opts(const tan_case *c)
     o.save_t1 = 1;
     o.keep_tape = 1;
     o.checkpoint_every = c->every ? c->every : 1;
+    if (c->odd == 2)
+        o.max_steps = 2;
     return o;
 }
 
@@ -134,6 +141,8 @@ static clnode_problem case_problem(const tan_case *c, size_t first, size_t B)
 {
     clnode_problem p = test_problem(B, g_data.y0 + first * TN);
     p.inputs = g_data.inputs + first * TK;
+    if (c->odd == 1 && first == 0 && B == 3)
+        p.t1s = odd_t1s;
     if (c->ts) {
         p.save_ts = c->backward ? ts_bwd : ts_fwd;
         p.n_save_ts = TTS;
@@ -210,6 +219,12 @@ static double adjoint_case(const tan_case *c)
     clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     size_t slots = 0;
     assert_ok(clnode_save_slots(g_ctx, &o, &p, &slots));
+    clnode_trajectory_stats st;
+    assert_ok(clnode_solution_stats(s, 1, &st));
+    if (c->odd == 1 && st.num_accepted != 0)
+        fail_msg("trajectory 1 took %ld steps from t0 to t1 = t0", st.num_accepted);
+    if (c->odd == 2 && st.result != CLNODE_RESULT_MAX_STEPS_REACHED)
+        fail_msg("trajectory 1 did not stop at max_steps: %s", clnode_result_name(st.result));
     if (c->steps) /* the steps' capacity: what the solution holds */
         for (size_t b = 0; b < AB; ++b)
             slots = clnode_solution_points(s, b) > slots ? clnode_solution_points(s, b) : slots;
@@ -275,9 +290,16 @@ static void test_adjoint(void **state)
             for (int f = 0; f < 2; ++f) {
                 if (!adaptive && !shapes[q][0])
                     continue;
-                tan_case c = {meth->name,   acts[k++ % 6], shapes[q][0],
-                              shapes[q][1], shapes[q][2],  shapes[q][3],
-                              shapes[q][4], shapes[q][5],  f ? CLNODE_FP32 : CLNODE_FP64};
+                tan_case c = {meth->name,
+                              acts[k++ % 6],
+                              shapes[q][0],
+                              shapes[q][1],
+                              shapes[q][2],
+                              shapes[q][3],
+                              shapes[q][4],
+                              shapes[q][5],
+                              f ? CLNODE_FP32 : CLNODE_FP64,
+                              0};
                 const double w = adjoint_case(&c);
                 printf("adjoint %-6s %-8s fp%d %s%s%s%s%s every %d: relative %.2e\n", c.method,
                        clnode_activation_name(c.act), (int)c.prec,
@@ -285,6 +307,24 @@ static void test_adjoint(void **state)
                        c.ts ? " ts" : "", c.steps ? " steps" : "", c.t0 ? " t0" : "", c.every, w);
             }
     }
+    /* Each trajectory its own t1, one of no step (saved at t0, the steps and t1); stopped at
+     * max_steps (saved at ts and t1: the points it reached). */
+    for (int odd = 1; odd <= 2; ++odd)
+        for (int f = 0; f < 2; ++f) {
+            const tan_case c = {"tsit5",
+                                CLNODE_ACT_TANH,
+                                0,
+                                0,
+                                odd == 2,
+                                odd == 1,
+                                odd == 1,
+                                1,
+                                f ? CLNODE_FP32 : CLNODE_FP64,
+                                odd};
+            printf("adjoint tsit5 fp%d %s: relative %.2e\n", (int)c.prec,
+                   odd == 1 ? "own t1 each, one of no step" : "stopped at max_steps 2",
+                   adjoint_case(&c));
+        }
 }
 
 /* ------------------------------------------------------------------------ finite differences */
@@ -322,7 +362,7 @@ static void test_finite_differences(void **state)
                  {"bosh3", CLNODE_ACT_SIGMOID}, {"heun", CLNODE_ACT_SILU},
                  {"dopri8", CLNODE_ACT_GELU},   {"euler", CLNODE_ACT_TANH}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
-        const tan_case c = {cases[k].method, cases[k].act, 1, k % 2, 1, 0, 1, 1, CLNODE_FP64};
+        const tan_case c = {cases[k].method, cases[k].act, 1, k % 2, 1, 0, 1, 1, CLNODE_FP64, 0};
         size_t slots = 0;
         clnode_tangent *t = case_tangent(g_ctx, &c, NULL, 0, AB, 1, &slots, NULL);
         const size_t nv = AB * slots * TN;
@@ -375,7 +415,7 @@ static void test_bits_batch(void **state)
     (void)state;
     for (int f = 0; f < 2; ++f) {
         const tan_case c = {
-            "tsit5", CLNODE_ACT_TANH, 0, 0, 1, 0, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64};
+            "tsit5", CLNODE_ACT_TANH, 0, 0, 1, 0, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64, 0};
         size_t slots = 0, s1 = 0;
         clnode_tangent *all = case_tangent(g_ctx, &c, NULL, 0, TB, TD, &slots, NULL);
         static const size_t picks[] = {0, 31, 32, 157, 299};
@@ -419,7 +459,7 @@ static void test_bits_directions(void **state)
     (void)state;
     for (int f = 0; f < 2; ++f) {
         const tan_case c = {
-            "dopri5", CLNODE_ACT_GELU, 0, 0, 1, 1, 0, 1, f ? CLNODE_FP32 : CLNODE_FP64};
+            "dopri5", CLNODE_ACT_GELU, 0, 0, 1, 1, 0, 1, f ? CLNODE_FP32 : CLNODE_FP64, 0};
         enum {
             B = 40
         };
@@ -459,7 +499,7 @@ static void test_bits_threads_checkpoints(void **state)
 {
     (void)state;
     for (int f = 0; f < 2; ++f) {
-        tan_case c = {"tsit5", CLNODE_ACT_SILU, 0, 0, 1, 1, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64};
+        tan_case c = {"tsit5", CLNODE_ACT_SILU, 0, 0, 1, 1, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64, 0};
         enum {
             B = 70
         };
@@ -505,7 +545,7 @@ static void test_pocl_solution(void **state)
     }
     for (int f = 0; f < 2; ++f) {
         const tan_case c = {
-            "dopri5", CLNODE_ACT_TANH, 0, 0, 1, 1, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64};
+            "dopri5", CLNODE_ACT_TANH, 0, 0, 1, 1, 1, 1, f ? CLNODE_FP32 : CLNODE_FP64, 0};
         enum {
             B = 37
         };
@@ -540,7 +580,7 @@ static void test_pocl_solution(void **state)
 static void test_solve_unchanged(void **state)
 {
     (void)state;
-    const tan_case c = {"tsit5", CLNODE_ACT_TANH, 0, 0, 1, 1, 1, 1, CLNODE_FP64};
+    const tan_case c = {"tsit5", CLNODE_ACT_TANH, 0, 0, 1, 1, 1, 1, CLNODE_FP64, 0};
     enum {
         B = 40
     };
@@ -590,7 +630,7 @@ static int cancel_now(void *user)
 static void test_errors_shape(void **state)
 {
     (void)state;
-    const tan_case c = {"tsit5", CLNODE_ACT_TANH, 1, 0, 1, 0, 0, 1, CLNODE_FP64};
+    const tan_case c = {"tsit5", CLNODE_ACT_TANH, 1, 0, 1, 0, 0, 1, CLNODE_FP64, 0};
     clnode_model *m = tan_model(g_ctx, g_data.theta, c.act);
     clnode_solve_options o = case_opts(&c);
     clnode_problem p = case_problem(&c, 0, AB);
@@ -647,7 +687,7 @@ static void test_errors_values(void **state)
     (void)state;
     for (int f = 0; f < 2; ++f) {
         const tan_case c = {
-            "tsit5", CLNODE_ACT_TANH, 1, 0, 1, 0, 0, 1, f ? CLNODE_FP32 : CLNODE_FP64};
+            "tsit5", CLNODE_ACT_TANH, 1, 0, 1, 0, 0, 1, f ? CLNODE_FP32 : CLNODE_FP64, 0};
         clnode_model *m = tan_model(g_ctx, g_data.theta, c.act);
         clnode_solve_options o = case_opts(&c);
         clnode_problem p = case_problem(&c, 0, AB);
@@ -687,7 +727,7 @@ static void test_errors_values(void **state)
             printf("%s: not here, not tried\n", devices[k]);
             continue;
         }
-        const tan_case c = {"tsit5", CLNODE_ACT_TANH, 1, 0, 1, 0, 0, 1, CLNODE_FP64};
+        const tan_case c = {"tsit5", CLNODE_ACT_TANH, 1, 0, 1, 0, 0, 1, CLNODE_FP64, 0};
         clnode_model *m = tan_model(ctx, g_data.theta, c.act);
         clnode_solve_options o = case_opts(&c);
         clnode_problem p = case_problem(&c, 0, AB);
