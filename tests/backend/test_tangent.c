@@ -6,7 +6,8 @@
  *     SaveAt ts (the dense output), at the steps and at t1, adaptive and constant steps, forwards
  *     and backwards in time, checkpoint_every 1 and 3, each trajectory its own t1 (one of no
  *     step), stopped at max_steps: to 1e-13 relative in fp64 (relative to the sum of the
- *     magnitudes of the inner product's terms), 1e-6 in fp32;
+ *     magnitudes of the inner product's terms), 1e-6 in fp32; and for a one-layer model without
+ *     bias, inputs or scale along parameter directions alone, in fp64 and in tf32 (1e-2);
  *   - central finite differences of whole constant-step solves (their steps do not move with the
  *     parameters) along a random direction, for six methods (every dense-output form), every
  *     hidden activation but relu, forwards and backwards in time;
@@ -325,6 +326,63 @@ static void test_adjoint(void **state)
                    odd == 1 ? "own t1 each, one of no step" : "stopped at max_steps 2",
                    adjoint_case(&c));
         }
+}
+
+/* A model of one layer without bias, time input, conditioning inputs or scale (the stage argument
+ * is the state alone), directions of the parameters alone (dy0 and dinputs NULL), and the same
+ * model's tf32 solve (fp32, the products' inputs rounded to TF32): the adjoint identity, within
+ * 1e-13 in fp64 and, in tf32, within 1e-2 (both passes round their products' inputs to TF32, each
+ * its own). */
+static void test_adjoint_plain(void **state)
+{
+    (void)state;
+    size_t sizes[2] = {TN, TN};
+    const double *ws[1] = {g_data.theta};
+    clnode_model_desc d = test_mlp_desc(1, sizes, ws, NULL);
+    d.activation = CLNODE_ACT_TANH;
+    d.final_activation = CLNODE_ACT_TANH;
+    clnode_model *m = NULL;
+    assert_ok(clnode_model_create(g_ctx, &d, &m));
+    for (int tf32 = 0; tf32 < 2; ++tf32) {
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = tf32 ? CLNODE_FP32 : CLNODE_FP64;
+        o.gemm_precision = tf32 ? CLNODE_GEMM_TF32 : CLNODE_GEMM_STRICT;
+        o.rtol = tf32 ? 1e-3 : 1e-7;
+        o.atol = tf32 ? 1e-5 : 1e-9;
+        o.keep_tape = 1;
+        clnode_problem p = test_problem(AB, g_data.y0);
+        clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
+        double cot[AB * TN];
+        uint32_t x = 5u;
+        for (size_t i = 0; i < AB * TN; ++i)
+            cot[i] = test_lcg(&x);
+        clnode_tangent *t = tan_or_fail(g_ctx, m, NULL, s, 1, 2, NULL, NULL, g_data.dparams);
+        clnode_gradient *g = NULL;
+        assert_ok(clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g));
+        size_t np = 0;
+        const double *gp = clnode_gradient_params(g, &np);
+        assert_int_equal(np, TN * TN);
+        for (size_t dir = 0; dir < 2; ++dir) {
+            long double lhs = 0, mag = 0, rhs = 0;
+            for (size_t i = 0; i < AB * TN; ++i) {
+                lhs += (long double)cot[i] * clnode_tangent_values(t)[dir * AB * TN + i];
+                mag += fabsl((long double)cot[i] * clnode_tangent_values(t)[dir * AB * TN + i]);
+            }
+            for (size_t i = 0; i < np; ++i)
+                rhs += (long double)gp[i] * g_data.dparams[dir * np + i];
+            const double rel = (double)(fabsl(lhs - rhs) / mag), bound = tf32 ? 1e-2 : 1e-13;
+            printf("adjoint, one layer, no bias, %s, direction %zu: relative %.2e\n",
+                   tf32 ? "tf32" : "fp64", dir, rel);
+            if (!(rel <= bound))
+                fail_msg("%s: <cot, J v> = %.17Lg, <J^T cot, v> = %.17Lg: relative %.3g > %.0e",
+                         tf32 ? "tf32" : "fp64", lhs, rhs, rel, bound);
+        }
+        clnode_gradient_destroy(&g);
+        clnode_tangent_destroy(&t);
+        clnode_solution_destroy(&s);
+    }
+    clnode_model_destroy(&m);
 }
 
 /* ------------------------------------------------------------------------ finite differences */
@@ -751,6 +809,7 @@ int main(int argc, char **argv)
     data_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adjoint),
+        cmocka_unit_test(test_adjoint_plain),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_bits_batch),
         cmocka_unit_test(test_bits_directions),
