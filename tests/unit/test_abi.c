@@ -646,6 +646,50 @@ static void test_gradient_options_sized(void **state)
     clnode_context_destroy(&ctx);
 }
 
+/* The tangent pass's options, the same policy: a newer program's size and a size 0 are refused by
+ * clnode_tangent_compute, naming the struct; the library's own size and none run. */
+static void test_tangent_options_sized(void **state)
+{
+    (void)state;
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    const double y0[10] = {0}, dy0[10] = {1.0};
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 1.0;
+    o.keep_tape = 1;
+    clnode_solution *sol = NULL;
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    clnode_tangent *t = NULL;
+    old_struct s;
+    memset(&s, 0, sizeof s);
+    clnode_tangent_options *to = (void *)s.bytes;
+    clnode_tangent_default_options_sized(to, sizeof *to + 8);
+    assert_int_equal(to->struct_size, sizeof *to + 8);
+    assert_int_equal(clnode_tangent_compute(ctx, m, to, sol, 1, 1, dy0, NULL, NULL, &t),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_tangent_options: struct_size"));
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    to->struct_size = 0;
+    assert_int_equal(clnode_tangent_compute(ctx, m, to, sol, 1, 1, dy0, NULL, NULL, &t),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(clnode_context_last_error(ctx), "clnode_tangent_options: struct_size 0"));
+    assert_null(t);
+    clnode_tangent_default_options(to);
+    assert_int_equal(to->struct_size, sizeof *to);
+    assert_int_equal(clnode_tangent_compute(ctx, m, to, sol, 1, 1, dy0, NULL, NULL, &t), CLNODE_OK);
+    clnode_tangent_destroy(&t);
+    assert_int_equal(clnode_tangent_compute(ctx, m, NULL, sol, 1, 1, dy0, NULL, NULL, &t),
+                     CLNODE_OK);
+    clnode_tangent_destroy(&t);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
         cmocka_unit_test(test_gradient_options_sized),
+        cmocka_unit_test(test_tangent_options_sized),
         cmocka_unit_test(test_filled_structs_sized),
         cmocka_unit_test(test_library_structs_sized),
         cmocka_unit_test(test_name_lists),
