@@ -34,9 +34,14 @@
  * each direction's tangent rows of a block and its packed weights. c is the most directions for
  * which that is at most max_bytes; one direction beyond it is refused, naming the bytes.
  *
- * Devices: the tangent pass runs on the host (device "host", its ordered GEMM). OpenCL and CUDA
- * contexts refuse it (CLNODE_ERR_UNSUPPORTED, naming the device and "host"); a solve of any
- * device in strict GEMM mode (whose bits are the host's) can be differentiated on a host context.
+ * Devices: the tangent pass runs on the host (device "host", its ordered GEMM) and on OpenCL and
+ * CUDA devices, with the host's bits (the same functions of cl/, the same ordered GEMM and order
+ * of every sum; in tf32 mode the host and OpenCL emulate TF32 alike, CUDA's tensor cores compute
+ * other bits). A device takes a group of blocks at a time, as its reverse pass does
+ * (clnode/gradient.h), holding its tangent rows besides: per trajectory and direction about
+ * stages x (ldz + dim) + 2 maxw + (2 + slots) x dim values. "host:openblas" refuses it. A solve
+ * of any device in strict GEMM mode (whose bits are the host's) can be differentiated on any
+ * other context.
  */
 #ifndef CLNODE_TANGENT_H
 #define CLNODE_TANGENT_H
@@ -85,15 +90,18 @@ typedef struct clnode_tangent clnode_tangent;
  * Each direction is rounded to the state precision. slots as clnode_solution_rows_f64 and
  * clnode_gradient_compute take it (>= clnode_solution_points of every trajectory).
  * ctx: the context of the tangent pass, which recomputes the solve's steps from its tape: the host
- * on its ordered GEMM (device "host"). model: the model solved, the same object. opts: NULL for
+ * on its ordered GEMM (device "host"), an OpenCL or a CUDA device. model: the model solved, the same object. opts: NULL for
  * the defaults. On success *out holds the result (clnode_tangent_values). Errors (nothing in
  * *out): CLNODE_ERR_INVALID_ARGUMENT (NULL ctx, model, sol or out; ndir 0; a solution that kept
  * nothing (solve with keep_tape = 1), another model, slots below a trajectory's points),
  * CLNODE_ERR_NONFINITE_INPUT (a direction's value that is NaN or infinite, or beyond the float
  * range in an fp32 solve: named by direction, trajectory and component, or direction and
  * parameter), CLNODE_ERR_UNSUPPORTED (a device without the tangent pass, named, with the remedy:
- * the device "host"; "host:openblas"; a tf32 solution from a CUDA device), CLNODE_ERR_OUT_OF_MEMORY
- * (one direction's scratch beyond max_bytes, named in bytes), CLNODE_ERR_CANCELLED. */
+ * the device "host"; "host:openblas"; a tf32 solution kept where the other kind of TF32 runs),
+ * CLNODE_ERR_NO_FP64 (an fp64 solution on a device without fp64), CLNODE_ERR_OUT_OF_MEMORY (one
+ * direction's scratch beyond max_bytes, named in bytes), CLNODE_ERR_DEVICE_MEMORY (a device's
+ * group of one block whose tangent rows or recomputation do not fit its memory, named in bytes),
+ * CLNODE_ERR_CANCELLED. */
 CLNODE_API clnode_status clnode_tangent_compute(clnode_context *ctx, const clnode_model *model,
                                                 const clnode_tangent_options *opts,
                                                 const clnode_solution *sol, size_t slots,

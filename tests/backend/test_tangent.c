@@ -117,6 +117,42 @@ typedef struct {
     int odd; /* 1: each trajectory its own t1, one of them t0 (no step); 2: max_steps 2 */
 } tan_case;
 
+/* The shapes of the matrices of cases: {constant, backward, ts, steps, t0, every}. */
+enum {
+    NSHAPES = 5
+};
+static const int g_shapes[NSHAPES][6] = {{0, 0, 1, 0, 1, 1},
+                                         {0, 0, 0, 1, 0, 3},
+                                         {1, 0, 1, 1, 1, 1},
+                                         {0, 1, 1, 0, 0, 1},
+                                         {1, 1, 1, 1, 1, 3}};
+
+/* The case of shape q (g_shapes) of method and act, in fp32 where fp32. */
+static tan_case shape_case(const char *method, clnode_activation act, size_t q, int fp32)
+{
+    const int *h = g_shapes[q];
+    const tan_case c = {
+        method, act, h[0], h[1], h[2], h[3], h[4], h[5], fp32 ? CLNODE_FP32 : CLNODE_FP64, 0};
+    return c;
+}
+
+/* tsit5's odd case: each trajectory its own t1, one of no step (odd 1: saved at t0, the steps and
+ * t1), or stopped at max_steps 2 (odd 2: saved at ts and t1). */
+static tan_case odd_case(int odd, int fp32)
+{
+    const tan_case c = {"tsit5",
+                        CLNODE_ACT_TANH,
+                        0,
+                        0,
+                        odd == 2,
+                        odd == 1,
+                        odd == 1,
+                        1,
+                        fp32 ? CLNODE_FP32 : CLNODE_FP64,
+                        odd};
+    return c;
+}
+
 /* The end times of the odd case 1: a trajectory of no step between two others. */
 static const double odd_t1s[3] = {1.0, 0.0, 0.6};
 
@@ -289,26 +325,11 @@ static void test_adjoint(void **state)
     for (size_t i = 0; clnode_method_at(i); ++i) {
         const clnode_method *meth = clnode_method_at(i);
         const int adaptive = strcmp(meth->name, "euler") != 0;
-        /* {constant, backward, ts, steps, t0, every} */
-        static const int shapes[][6] = {{0, 0, 1, 0, 1, 1},
-                                        {0, 0, 0, 1, 0, 3},
-                                        {1, 0, 1, 1, 1, 1},
-                                        {0, 1, 1, 0, 0, 1},
-                                        {1, 1, 1, 1, 1, 3}};
-        for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; ++q)
+        for (size_t q = 0; q < NSHAPES; ++q)
             for (int f = 0; f < 2; ++f) {
-                if (!adaptive && !shapes[q][0])
+                if (!adaptive && !g_shapes[q][0])
                     continue;
-                tan_case c = {meth->name,
-                              acts[k++ % 6],
-                              shapes[q][0],
-                              shapes[q][1],
-                              shapes[q][2],
-                              shapes[q][3],
-                              shapes[q][4],
-                              shapes[q][5],
-                              f ? CLNODE_FP32 : CLNODE_FP64,
-                              0};
+                const tan_case c = shape_case(meth->name, acts[k++ % 6], q, f);
                 const double w = adjoint_case(&c);
                 printf("adjoint %-6s %-8s fp%d %s%s%s%s%s every %d: relative %.2e\n", c.method,
                        clnode_activation_name(c.act), (int)c.prec,
@@ -320,16 +341,7 @@ static void test_adjoint(void **state)
      * max_steps (saved at ts and t1: the points it reached). */
     for (int odd = 1; odd <= 2; ++odd)
         for (int f = 0; f < 2; ++f) {
-            const tan_case c = {"tsit5",
-                                CLNODE_ACT_TANH,
-                                0,
-                                0,
-                                odd == 2,
-                                odd == 1,
-                                odd == 1,
-                                1,
-                                f ? CLNODE_FP32 : CLNODE_FP64,
-                                odd};
+            const tan_case c = odd_case(odd, f);
             printf("adjoint tsit5 fp%d %s: relative %.2e\n", (int)c.prec,
                    odd == 1 ? "own t1 each, one of no step" : "stopped at max_steps 2",
                    adjoint_case(&c));
@@ -659,35 +671,23 @@ static void device_case(const tan_case *c, const clnode_tangent_options *to, siz
     clnode_tangent_destroy(&ref);
 }
 
-/* Every method and activation, saved at t0, ts, the steps and t1, adaptive and constant steps,
- * forwards and backwards, checkpoint_every 1 and 3, fp32 and fp64, 37 trajectories (two blocks);
- * each trajectory its own t1 (one of no step), stopped at max_steps. */
+/* Every method and activation, every shape (saved at t0, ts, the steps and t1, adaptive and
+ * constant steps, forwards and backwards, checkpoint_every 1 and 3), fp32 and fp64, 37
+ * trajectories (two blocks); each trajectory its own t1 (one of no step), stopped at max_steps. */
 static void test_device_matrix(void **state)
 {
     (void)state;
     static const clnode_activation acts[] = {
         CLNODE_ACT_TANH,    CLNODE_ACT_SOFTPLUS, CLNODE_ACT_SILU,    CLNODE_ACT_GELU,
         CLNODE_ACT_SIGMOID, CLNODE_ACT_RELU,     CLNODE_ACT_IDENTITY};
-    /* {constant, backward, ts, steps, t0, every} */
-    static const int shapes[][6] = {
-        {0, 0, 1, 0, 1, 1}, {0, 0, 0, 1, 0, 3}, {1, 0, 1, 1, 1, 1}, {0, 1, 1, 0, 0, 1}};
     size_t k = 0, n = 0;
     for (size_t i = 0; clnode_method_at(i); ++i) {
         const char *name = clnode_method_at(i)->name;
-        for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; ++q)
+        for (size_t q = 0; q < NSHAPES; ++q)
             for (int f = 0; f < 2; ++f) {
-                if (!strcmp(name, "euler") && !shapes[q][0])
+                if (!strcmp(name, "euler") && !g_shapes[q][0])
                     continue;
-                const tan_case c = {name,
-                                    acts[k++ % 7],
-                                    shapes[q][0],
-                                    shapes[q][1],
-                                    shapes[q][2],
-                                    shapes[q][3],
-                                    shapes[q][4],
-                                    shapes[q][5],
-                                    f ? CLNODE_FP32 : CLNODE_FP64,
-                                    0};
+                const tan_case c = shape_case(name, acts[k++ % 7], q, f);
                 char what[96];
                 snprintf(what, sizeof what, "%s %s fp%d shape %zu", name,
                          clnode_activation_name(c.act), (int)c.prec, q);
@@ -697,16 +697,7 @@ static void test_device_matrix(void **state)
     }
     for (int odd = 1; odd <= 2; ++odd)
         for (int f = 0; f < 2; ++f) {
-            const tan_case c = {"tsit5",
-                                CLNODE_ACT_TANH,
-                                0,
-                                0,
-                                odd == 2,
-                                odd == 1,
-                                odd == 1,
-                                1,
-                                f ? CLNODE_FP32 : CLNODE_FP64,
-                                odd};
+            const tan_case c = odd_case(odd, f);
             device_case(&c, NULL, 0, 3, odd == 1 ? "own t1 each" : "max_steps 2");
             n += 1;
         }

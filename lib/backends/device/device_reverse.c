@@ -82,7 +82,7 @@ static size_t dr_bytes(const dev_rev *d, int which, size_t n)
 }
 
 /* The bytes of blocks [k0, k0 + nk)'s slices of the job, each into sl (DS_*). */
-static void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N])
+void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N])
 {
     const cln_rev_job *job = d->job;
     const size_t b0 = k0 * CLN_REV_BLOCK;

@@ -124,6 +124,8 @@ static inline cln_buf *B_(const dev_rev *d, int which)
 clnode_status dr_alloc(dev_rev *d, size_t bytes, cln_buf **out);
 /* The run's rows in their order (d->traj, d->M): RL and BR of its nk blocks, on the host. */
 void dr_tables(dev_rev *d, size_t b0, size_t Bg, size_t nk);
+/* The bytes of blocks [k0, k0 + nk)'s slices of the job, each into sl (DS_*). */
+void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N]);
 /* Slice `which` (DS_*) of the job: `bytes` from src into the device (its buffer grown when
  * short). */
 clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *src);

@@ -174,20 +174,17 @@ static clnode_status dt_setup(void *run, size_t Bg)
     dev_rev *d = t->d;
     const cln_rev_job *job = d->job;
     const size_t b0 = d->k0 * CLN_REV_BLOCK, nk = d->nk, es = d->es, N = d->N;
-    size_t sl[4];
-    const size_t b1 = b0 + Bg;
-    sl[0] = (job->off_t[b1] - job->off_t[b0]) * es;
-    sl[1] = (job->off_y[b1] - job->off_y[b0]) * N * es;
-    sl[2] = (job->off_ev[b1] - job->off_ev[b0]) * sizeof(cln_rev_event);
-    sl[3] = (d->ts_stride ? Bg : 1) * d->n_ts * es;
+    size_t sl[DS_N];
+    dr_slice_bytes(d, d->k0, nk, sl);
     const unsigned char *tau = job->tau, *ys = job->ys, *ts = job->ts;
     clnode_status st = CLNODE_OK;
     dr_tables(d, b0, Bg, nk);
     CLN_TRY(st, dr_write(d, d->buf[DR_RL], Bg * CLN_RL_W * sizeof(int64_t), d->hRL));
-    CLN_TRY(st, dr_slice(d, DS_TAU, sl[0], tau + job->off_t[b0] * es));
-    CLN_TRY(st, dr_slice(d, DS_YS, sl[1], ys + job->off_y[b0] * N * es));
-    CLN_TRY(st, dr_slice(d, DS_EV, sl[2], job->ev + job->off_ev[b0]));
-    CLN_TRY(st, dr_slice(d, DS_TS, sl[3], ts ? ts + (d->ts_stride ? b0 * d->n_ts * es : 0) : NULL));
+    CLN_TRY(st, dr_slice(d, DS_TAU, sl[DS_TAU], tau + job->off_t[b0] * es));
+    CLN_TRY(st, dr_slice(d, DS_YS, sl[DS_YS], ys + job->off_y[b0] * N * es));
+    CLN_TRY(st, dr_slice(d, DS_EV, sl[DS_EV], job->ev + job->off_ev[b0]));
+    CLN_TRY(st,
+            dr_slice(d, DS_TS, sl[DS_TS], ts ? ts + (d->ts_stride ? b0 * d->n_ts * es : 0) : NULL));
     if (d->n_in) {
         CLN_TRY(st, dr_write(d, d->buf[DR_INP], Bg * d->n_in * es,
                              (const unsigned char *)job->inputs + b0 * d->n_in * es));
