@@ -409,3 +409,67 @@ __kernel void cln_rev_ssum(int nblocks, long o_off, long sth, __global const lon
 {
     cln_rev_ssum_body(CLN_GX, CLN_GY, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
 }
+
+/* ---- the tangent pass (clnode/tangent.h): cl/cln_tangent_kernels.h's bodies, as the reverse
+ * pass's kernels are, beside which lib/backends/device/device_tangent.c runs them ---- */
+#include "cln_tangent_kernels.h"
+
+__kernel void cln_tan_begin(int A, long n, __global const long *JOB, __global const cln_consts *K,
+                            __global const long *RL, __global const real *TAU,
+                            __global const real *Y, __global real *RT, __global real *Z)
+{
+    cln_tan_begin_body(CLN_GX, CLN_GY, (size_t)A, n, JOB, K, RL, TAU, Y, RT, Z);
+}
+
+__kernel void cln_tan_stage(int A, int i, long nd, long Rd, __global const long *JOB,
+                            __global const cln_consts *K, __global const real *RT,
+                            __global const real *YD, __global const real *FD, __global real *ZD)
+{
+    cln_tan_stage_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)A, i, nd, Rd, JOB, K, RT, YD, FD, ZD);
+}
+
+__kernel void cln_tan_terms(int A, long n, long nd, long d, __global const real *T,
+                             __global const real *DP, long db_off, int has_db, __global real *G)
+{
+    cln_tan_terms_body(CLN_GX, CLN_GY, (size_t)A, n, nd, d, T, DP, db_off, has_db, G);
+}
+
+__kernel void cln_tan_layer(int A, int act, long n, long nd, long off, __global const real *P,
+                          __global const real *O, __global real *G)
+{
+    cln_tan_layer_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)A, act, n, nd, off, P, O, G);
+}
+
+__kernel void cln_tan_out(int A, int i, long nd, long Rd, long o_off, long ntheta, long s_off,
+                            int has_ds, __global const long *JOB, __global const real *X,
+                            __global const real *O, __global const real *scale,
+                            __global const real *DP, __global real *FD)
+{
+    cln_tan_out_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)A, i, nd, Rd, o_off, ntheta, s_off, has_ds,
+                       JOB, X, O, scale, DP, FD);
+}
+
+__kernel void cln_tan_y1(int A, long nd, long Rd, long nk, __global const long *JOB,
+                         __global const cln_consts *K, __global const real *RT,
+                         __global const real *YI, __global const real *F, __global const real *Z,
+                         __global real *YO)
+{
+    cln_tan_y1_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)A, nd, Rd, nk, JOB, K, RT, YI, F, Z, YO);
+}
+
+__kernel void cln_tan_points(int A, long step, long nd, __global const long *JOB,
+                             __global const long *RL, __global const cln_rev_event *EV,
+                             __global long *EVI, __global const real *YD, __global real *OUT)
+{
+    cln_tan_points_body(CLN_GX, (size_t)A, step, nd, JOB, RL, EV, EVI, YD, OUT);
+}
+
+__kernel void cln_tan_dense(int A, long n, long nd, long nk, __global const long *JOB,
+                            __global const cln_consts *K, __global const long *RL,
+                            __global const real *RT, __global const cln_rev_event *EV,
+                            __global const real *TS, __global long *EVI, __global const real *YD,
+                            __global const real *YD1, __global const real *FD, __global real *OUT)
+{
+    cln_tan_dense_body(CLN_GX, (size_t)A, n, nd, nk, JOB, K, RL, RT, EV, TS, EVI, YD, YD1, FD,
+                       OUT);
+}

@@ -428,3 +428,83 @@ extern "C" __global__ void cln_rev_ssum(int nblocks, long long o_off, long long 
     CLN_XY
     cln_rev_ssum_body(x, y, (size_t)nblocks, o_off, sth, JOB, NR, BR, RT, KB, O, TH);
 }
+
+/* ---- the tangent pass (clnode/tangent.h): cl/cln_tangent_kernels.h's bodies, in step with
+ * cl/clnode.cl's cln_tan_* kernels ---- */
+#include "cln_tangent_kernels.h"
+
+extern "C" __global__ void cln_tan_begin(int A, long long n, const long long *JOB,
+                                         const cln_consts *K, const long long *RL, const real *TAU,
+                                         const real *Y, real *RT, real *Z, cln_u64 nx, cln_u64 ny,
+                                         cln_u64 nz)
+{
+    CLN_XY
+    cln_tan_begin_body(x, y, (size_t)A, n, JOB, K, RL, TAU, Y, RT, Z);
+}
+
+extern "C" __global__ void cln_tan_stage(int A, int i, long long nd, long long Rd,
+                                         const long long *JOB, const cln_consts *K, const real *RT,
+                                         const real *YD, const real *FD, real *ZD, cln_u64 nx,
+                                         cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_tan_stage_body(x, y, z, (size_t)A, i, nd, Rd, JOB, K, RT, YD, FD, ZD);
+}
+
+extern "C" __global__ void cln_tan_terms(int A, long long n, long long nd, long long d,
+                                          const real *T, const real *DP, long long db_off,
+                                          int has_db, real *G, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_tan_terms_body(x, y, (size_t)A, n, nd, d, T, DP, db_off, has_db, G);
+}
+
+extern "C" __global__ void cln_tan_layer(int A, int act, long long n, long long nd, long long off,
+                                       const real *P, const real *O, real *G, cln_u64 nx,
+                                       cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_tan_layer_body(x, y, z, (size_t)A, act, n, nd, off, P, O, G);
+}
+
+extern "C" __global__ void cln_tan_out(int A, int i, long long nd, long long Rd, long long o_off,
+                                         long long ntheta, long long s_off, int has_ds,
+                                         const long long *JOB, const real *X, const real *O,
+                                         const real *scale, const real *DP, real *FD, cln_u64 nx,
+                                         cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_tan_out_body(x, y, z, (size_t)A, i, nd, Rd, o_off, ntheta, s_off, has_ds, JOB, X, O,
+                       scale, DP, FD);
+}
+
+extern "C" __global__ void cln_tan_y1(int A, long long nd, long long Rd, long long nk,
+                                      const long long *JOB, const cln_consts *K, const real *RT,
+                                      const real *YI, const real *F, const real *Z, real *YO,
+                                      cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_tan_y1_body(x, y, z, (size_t)A, nd, Rd, nk, JOB, K, RT, YI, F, Z, YO);
+}
+
+extern "C" __global__ void cln_tan_points(int A, long long step, long long nd,
+                                          const long long *JOB, const long long *RL,
+                                          const cln_rev_event *EV, long long *EVI, const real *YD,
+                                          real *OUT, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    (void)y;
+    cln_tan_points_body(x, (size_t)A, step, nd, JOB, RL, EV, EVI, YD, OUT);
+}
+
+extern "C" __global__ void cln_tan_dense(int A, long long n, long long nd, long long nk,
+                                         const long long *JOB, const cln_consts *K,
+                                         const long long *RL, const real *RT,
+                                         const cln_rev_event *EV, const real *TS, long long *EVI,
+                                         const real *YD, const real *YD1, const real *FD,
+                                         real *OUT, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    (void)y;
+    cln_tan_dense_body(x, (size_t)A, n, nd, nk, JOB, K, RL, RT, EV, TS, EVI, YD, YD1, FD, OUT);
+}

@@ -15,14 +15,17 @@
  * on the simulator takes four minutes; test_dt0 and the gradient conformance suite reverse such
  * solves on PoCL). CLNODE_OCLGRIND_ONLY=dt0 runs that case alone; CLNODE_OCLGRIND_ONLY=0, 1 or 2
  * runs one case of the first three alone (fp32 at batch 2, fp64 at batch 3, the save times per
- * trajectory), forward and reverse; CLNODE_OCLGRIND_ONLY=forms the small model below alone.
+ * trajectory), forward and reverse.
  *
  * Every one of those solves keeps its tape and goes back through the reverse pass on the
  * simulator (cl/cln_reverse_kernels.h), against the host's gradient bit for bit: fp64 at batch 3
  * recomputing its steps from every second state (checkpoint_every 2: the group kernels), the save
  * times per trajectory with the weight sums by the GEMM (the gathers, CLBlast, the additions), the
  * others in the one kernel, the scale's sums; and a small model taking t and two conditioning
- * inputs with an output scale of one value (the inputs' and the time column's kernels).
+ * inputs with an output scale of one value (the inputs' and the time column's kernels), whose solve
+ * goes forwards through the tangent pass too (cl/cln_tangent_kernels.h: two directions of y0, the
+ * inputs and every parameter, the scale's included; the dense output's and t1's points), against
+ * the host's tangents bit for bit. CLNODE_OCLGRIND_ONLY=forms runs that model's case alone.
  *
  * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
  * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
@@ -132,6 +135,15 @@ static int same(const clnode_solution *a, const clnode_solution *b, const char *
     return 1;
 }
 
+/* The most points a trajectory of s saved: the slots of its rows. */
+static size_t max_points(const clnode_solution *s)
+{
+    size_t slots = 0;
+    for (size_t b = 0; b < clnode_solution_batch(s); ++b)
+        slots = clnode_solution_points(s, b) > slots ? clnode_solution_points(s, b) : slots;
+    return slots;
+}
+
 /* The reverse pass of sd (solved on dev) on dev against that of sh (the same problem solved on the
  * host) on the host, cotangents of a fixed pattern: every value of the gradient bit-identical. */
 static int same_gradient(clnode_context *dev, const clnode_model *md, const clnode_solution *sd,
@@ -139,9 +151,7 @@ static int same_gradient(clnode_context *dev, const clnode_model *md, const clno
                          const char *what)
 {
     const size_t B = clnode_solution_batch(sd), N = clnode_solution_dim(sd);
-    size_t slots = 0;
-    for (size_t b = 0; b < B; ++b)
-        slots = clnode_solution_points(sd, b) > slots ? clnode_solution_points(sd, b) : slots;
+    const size_t slots = max_points(sd);
     double cot[MAX_BATCH * 16 * 10];
     if (B * slots * N > sizeof cot / sizeof cot[0])
         return printf("FAIL: %s: %zu cotangents\n", what, B * slots * N), 0;
@@ -170,6 +180,54 @@ static int same_gradient(clnode_context *dev, const clnode_model *md, const clno
                secs);
     clnode_gradient_destroy(&gd);
     clnode_gradient_destroy(&gh);
+    return ok;
+}
+
+/* The tangent pass of sd on dev against that of sh on the host (cl/cln_tangent_kernels.h), two
+ * directions of y0, the inputs and every parameter (np of them) of a fixed pattern: every tangent
+ * bit-identical. */
+static int same_tangent(clnode_context *dev, const clnode_model *md, const clnode_solution *sd,
+                        clnode_context *host, const clnode_model *mh, const clnode_solution *sh,
+                        size_t np, const char *what)
+{
+    enum {
+        ND = 2
+    };
+    const size_t B = clnode_solution_batch(sd), N = clnode_solution_dim(sd);
+    const size_t slots = max_points(sd), nin = clnode_model_num_inputs(md);
+    double *dy0 = malloc(ND * B * N * sizeof *dy0), *dp = malloc(ND * np * sizeof *dp);
+    double *dc = malloc(ND * B * (nin ? nin : 1) * sizeof *dc);
+    int ok = dy0 && dp && dc;
+    for (size_t i = 0; ok && i < ND * B * N; ++i)
+        dy0[i] = 0.125 * (double)(i % 5) - 0.25;
+    for (size_t i = 0; ok && i < ND * B * nin; ++i)
+        dc[i] = 0.25 * (double)(i % 3) - 0.125;
+    for (size_t i = 0; ok && i < ND * np; ++i)
+        dp[i] = 0.0625 * (double)(i % 9) - 0.25;
+    clnode_tangent *td = NULL, *th = NULL;
+    const double t0 = now();
+    const clnode_status st =
+        ok ? clnode_tangent_compute(dev, md, NULL, sd, slots, ND, dy0, dc, dp, &td)
+           : CLNODE_ERR_OUT_OF_MEMORY;
+    const double secs = now() - t0;
+    ok = st == CLNODE_OK &&
+         clnode_tangent_compute(host, mh, NULL, sh, slots, ND, dy0, dc, dp, &th) == CLNODE_OK;
+    if (!ok)
+        printf("FAIL: %s: the tangent pass: %s\n", what,
+               clnode_context_last_error(st == CLNODE_OK ? host : dev));
+    if (ok && memcmp(clnode_tangent_values(td), clnode_tangent_values(th),
+                     ND * B * slots * N * sizeof(double)) != 0) {
+        printf("FAIL: %s: the tangents differ from the host's\n", what);
+        ok = 0;
+    }
+    if (ok)
+        printf("%s: its tangents (%d directions) bit-identical to the host's (%.0f s)\n", what, ND,
+               secs);
+    clnode_tangent_destroy(&td);
+    clnode_tangent_destroy(&th);
+    free(dy0);
+    free(dp);
+    free(dc);
     return ok;
 }
 
@@ -231,6 +289,9 @@ static int reverse_forms(clnode_context *dev, clnode_context *host)
     clnode_solution *sd = md ? solve_forms(dev, md) : NULL, *sh = mh ? solve_forms(host, mh) : NULL;
     int ok = sd && sh && same(sd, sh, "time, inputs and a scale");
     ok = ok && same_gradient(dev, md, sd, host, mh, sh, "time, inputs and a scale");
+    /* its parameters: W0 8 x 6, b0 8, W1 3 x 8, b1 3, the scale */
+    ok = ok && same_tangent(dev, md, sd, host, mh, sh, 8 * 6 + 8 + 3 * 8 + 3 + 1,
+                            "time, inputs and a scale");
     clnode_solution_destroy(&sd);
     clnode_solution_destroy(&sh);
     clnode_model_destroy(&md);

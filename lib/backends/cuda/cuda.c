@@ -99,6 +99,7 @@ static const cln_backend_ops cuda_ops = {
     .gemm = cu_gemm,
     CLN_DEV_PROTO_OPS, /* the device protocol's ops (device_proto.h) */
     CLN_DEV_REV_OPS,   /* and its reverse pass (device_reverse.h) */
+    CLN_DEV_TAN_OPS,   /* and its tangent pass (device_tangent.h) */
     .facts = cu_facts,
 };
 

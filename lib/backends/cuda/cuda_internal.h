@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_api.h"
 #include "backends/device/device_proto.h"
 #include "backends/device/device_reverse.h"
+#include "backends/device/device_tangent.h"
 #include "backends/registry.h"
 #include "cln_layout.h"
 

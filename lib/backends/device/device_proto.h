@@ -46,6 +46,15 @@ typedef enum cln_rev_kernel {
     CLN_RK_SSUM,
     CLN_RK_ACT_NEXT,  /* the last layer's activation and the next stage's argument */
     CLN_RK_DELTA_ARG, /* a stage argument's transpose and the last layer's delta below it */
+    /* the tangent pass's (cl/cln_tangent_kernels.h) */
+    CLN_RK_TAN_BEGIN,
+    CLN_RK_TAN_STAGE,
+    CLN_RK_TAN_TERMS,
+    CLN_RK_TAN_LAYER,
+    CLN_RK_TAN_OUT,
+    CLN_RK_TAN_Y1,
+    CLN_RK_TAN_POINTS,
+    CLN_RK_TAN_DENSE,
     CLN_RK_COUNT
 } cln_rev_kernel;
 
@@ -118,8 +127,7 @@ typedef struct cln_dev_launch {
      * (fastest) by n[1] by n[2] range, each at least 1, with `nargs` arguments in the kernel's
      * order. */
     clnode_status (*rev_launch)(cln_backend *be, clnode_precision prec, cln_rev_kernel kernel,
-                                int act, const cln_dev_arg *args, size_t nargs,
-                                const size_t n[3]);
+                                int act, const cln_dev_arg *args, size_t nargs, const size_t n[3]);
     /* The device's global memory and the largest buffer it allocates, in bytes (0: unknown). */
     void (*memory)(cln_backend *be, size_t *total, size_t *max_buffer);
 } cln_dev_launch;

@@ -12,10 +12,11 @@
 _Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
 
 const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
-    "cln_rev_zero",     "cln_rev_inputs",   "cln_rev_group", "cln_rev_begin", "cln_rev_act",
-    "cln_rev_y1",       "cln_rev_events",   "cln_rev_delta", "cln_rev_arg",   "cln_rev_wsum",
-    "cln_rev_finish",   "cln_rev_gather",   "cln_rev_wadd",  "cln_rev_bsum",  "cln_rev_ssum",
-    "cln_rev_act_next", "cln_rev_delta_arg"};
+    "cln_rev_zero",     "cln_rev_inputs",    "cln_rev_group", "cln_rev_begin",  "cln_rev_act",
+    "cln_rev_y1",       "cln_rev_events",    "cln_rev_delta", "cln_rev_arg",    "cln_rev_wsum",
+    "cln_rev_finish",   "cln_rev_gather",    "cln_rev_wadd",  "cln_rev_bsum",   "cln_rev_ssum",
+    "cln_rev_act_next", "cln_rev_delta_arg", "cln_tan_begin", "cln_tan_stage",  "cln_tan_terms",
+    "cln_tan_layer",    "cln_tan_out",       "cln_tan_y1",    "cln_tan_points", "cln_tan_dense"};
 
 static const cln_rev_ops dr_ops;
 
@@ -81,7 +82,7 @@ static size_t dr_bytes(const dev_rev *d, int which, size_t n)
 }
 
 /* The bytes of blocks [k0, k0 + nk)'s slices of the job, each into sl (DS_*). */
-static void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N])
+void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N])
 {
     const cln_rev_job *job = d->job;
     const size_t b0 = k0 * CLN_REV_BLOCK;
@@ -150,7 +151,7 @@ static clnode_status dr_choose_group(dev_rev *d)
 
 /* ---- buffers ---- */
 
-static clnode_status dr_alloc(dev_rev *d, size_t bytes, cln_buf **out)
+clnode_status dr_alloc(dev_rev *d, size_t bytes, cln_buf **out)
 {
     return d->be->ops->buf_alloc(d->be, bytes ? bytes : d->es, out);
 }
@@ -333,7 +334,7 @@ fail:
 /* ---- a group's rows and uploads ---- */
 
 /* The run's rows in their order (traj, M, filled by the schedule): RL and BR of its nk blocks. */
-static void dr_tables(dev_rev *d, size_t b0, size_t Bg, size_t nk)
+void dr_tables(dev_rev *d, size_t b0, size_t Bg, size_t nk)
 {
     const cln_rev_job *job = d->job;
     size_t fill[DR_MAX_GROUP] = {0};
@@ -354,7 +355,7 @@ static void dr_tables(dev_rev *d, size_t b0, size_t Bg, size_t nk)
 }
 
 /* Slice `which` of the job: `bytes` from src into the device (its buffer grown when short). */
-static clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *src)
+clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *src)
 {
     if (bytes > d->slice_cap[which] || !d->slice[which]) {
         d->be->ops->buf_free(d->be, d->slice[which]);

@@ -123,6 +123,15 @@ static inline cln_buf *B_(const dev_rev *d, int which)
 
 /* ---- device_reverse.c: the steps of a reverse pass that the bare loop runs too ---- */
 
+/* A device buffer of `bytes` (at least one value). */
+clnode_status dr_alloc(dev_rev *d, size_t bytes, cln_buf **out);
+/* The run's rows in their order (d->traj, d->M): RL and BR of its nk blocks, on the host. */
+void dr_tables(dev_rev *d, size_t b0, size_t Bg, size_t nk);
+/* The bytes of blocks [k0, k0 + nk)'s slices of the job, each into sl (DS_*). */
+void dr_slice_bytes(const dev_rev *d, size_t k0, size_t nk, size_t sl[DS_N]);
+/* Slice `which` (DS_*) of the job: `bytes` from src into the device (its buffer grown when
+ * short). */
+clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *src);
 /* bytes from src into the device buffer b. */
 clnode_status dr_write(dev_rev *d, cln_buf *b, size_t bytes, const void *src);
 /* Host room for `bytes` in d->host (grow-only). */

@@ -26,6 +26,7 @@
 
 #include "backends/device/device_proto.h"
 #include "backends/device/device_reverse.h"
+#include "backends/device/device_tangent.h"
 #include "backends/opencl/opencl_adopt.h"
 #include "backends/registry.h"
 #include "clnode/opencl.h"
