@@ -132,7 +132,10 @@ CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
  * layers' widths) + checkpoint_every x dim)), and O(log2(blocks) + threads) copies of the
  * parameters; on a device per trajectory of a group about stages x (2 x the layers' widths + 3 x
  * dim + the first layer's inputs) values and its part of the tape and the cotangents, per block of
- * a group a copy of the parameters, the groups sized for half the device's memory. */
+ * a group a copy of the parameters, the groups sized for half the device's memory. The host keeps
+ * a pass's packed weights and per-thread scratch (up to 64 MiB) in its context for the next pass,
+ * which takes them over when its weights, GEMM mode and sizes are the same (a series of small
+ * passes of one model packs it once); the context frees them. */
 CLNODE_API clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *model,
                                                  const clnode_gradient_options *opts,
                                                  const clnode_solution *sol, size_t slots,
