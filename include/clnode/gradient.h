@@ -97,13 +97,14 @@ typedef struct clnode_gradient clnode_gradient;
 
 /* The bytes a solution keeps for the reverse pass (0 when it was solved without keep_tape):
  *   esize sum over trajectories b of (M_b + 1 + ceil(M_b / k) N)  + 2 (B + 1) sizeof(size_t)
- *   + esize B n_in  + esize n_ts (B n_ts with per-trajectory save times)
+ *   + esize B n_in  + esize n_ts (B n_ts with per-trajectory save times)  + 4 B n_ts
  * M_b the accepted steps of trajectory b, k = checkpoint_every, N the state dimension, n_in the
  * model's conditioning inputs, n_ts the save times, esize the bytes of the state precision (4 for
  * fp32, 8 for fp64): each step's end time, the state at every k-th step's start (counted from
- * the last step), the inputs and save times in the state precision. It follows the steps taken,
- * never max_steps. While a kept solve runs, the steps' states are held on its device as with
- * save_steps (clnode_solve). */
+ * the last step), the inputs and save times in the state precision, and for each trajectory and
+ * save time the step whose dense output saved it (a 32-bit index, recorded with the tape: the
+ * reverse pass reads it). It follows the steps taken, never max_steps. While a kept solve runs,
+ * the steps' states are held on its device as with save_steps (clnode_solve). */
 CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
 
 /* The gradient of a scalar loss L of the saved values: cot holds dL/d(saved values) in the
