@@ -507,8 +507,10 @@ static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_
     be->ops->rev_end(be, state);
     if (!runs) {
         cln_rev_tree_fold(tr);
+        const float *f32 = t->esize == sizeof(float) ? tr->level : NULL;
+        const double *f64 = tr->level;
         for (size_t i = 0; st == CLNODE_OK && i < job->ntheta; ++i)
-            g->params[i] = cln_tape_real(t, tr->level, i);
+            g->params[i] = f32 ? (double)f32[i] : f64[i];
     }
     if (!runs || st != CLNODE_OK)
         cln_rev_tree_free(tr);
