@@ -62,6 +62,16 @@ CLN_INLINE void cln_rev_inputs_body(size_t q, size_t p, CLN_CONST cln_long *JOB,
         Z[(i * Bg + p) * ldz + (ldz - n_in) + q] = c;
 }
 
+/* How many of a block's rows (its positions `rows`, in its order, -1 past its end) still go back at
+ * reverse step s: they come first. */
+CLN_INLINE size_t cln_rev_block_rows(CLN_CONST cln_long *rows, CLN_CONST cln_long *RL, cln_long s)
+{
+    size_t n = 0;
+    while (n < CLN_REV_BLOCK && rows[n] >= 0 && RL[(size_t)rows[n] * CLN_RL_W + CLN_RL_M] > s)
+        ++n;
+    return n;
+}
+
 /* Group q of the steps begins (x = component n < N, y = row p < A): the row's first step of it,
  * and its kept state there into SEG. */
 CLN_INLINE void cln_rev_group_body(size_t n, size_t p, size_t A, cln_long q,
@@ -78,17 +88,22 @@ CLN_INLINE void cln_rev_group_body(size_t n, size_t p, size_t A, cln_long q,
     SEG[p * (size_t)JOB[CLN_RJ_SEG] * N + n] = YS[(size_t)(rl[CLN_RL_YS] + q) * N + n];
 }
 
-/* The step a row is at (x = component n < N, y = row p < A): its times into RT (component 0) and
- * the state at its start into Y, from where `mode` says (CLN_REV_*): reverse step s, or sub-step
- * j of group q. */
-CLN_INLINE void cln_rev_begin_body(size_t n, size_t p, size_t A, cln_int mode, cln_long s,
-                                   cln_long q, cln_long j, CLN_CONST cln_long *JOB,
+/* The step a row is at (x = column n < N, or N for models that take t; y = row p < A): its times
+ * into RT (column 0), the state at its start into Y and stage 0's argument (the state itself, and
+ * column N the stage time) into Z, from where `mode` says (CLN_REV_*): reverse step s, or sub-step
+ * j of group q. For reverse step s also each block's rows still going back (x = 0, y = block
+ * k < nblocks) into NR[k], which the step's sums read. */
+CLN_INLINE void cln_rev_begin_body(size_t n, size_t p, size_t A, size_t nblocks, cln_int mode,
+                                   cln_long s, cln_long q, cln_long j, CLN_CONST cln_long *JOB,
                                    CLN_CONST cln_consts *K, CLN_CONST cln_long *RL,
-                                   CLN_CONST real *TAU, CLN_CONST real *YS, CLN_CONST real *SEG,
-                                   CLN_GLOBAL real *RT, CLN_GLOBAL real *Y)
+                                   CLN_CONST cln_long *BR, CLN_CONST real *TAU, CLN_CONST real *YS,
+                                   CLN_CONST real *SEG, CLN_GLOBAL real *RT, CLN_GLOBAL real *Y,
+                                   CLN_GLOBAL real *Z, CLN_GLOBAL cln_long *NR)
 {
-    const size_t N = (size_t)JOB[CLN_RJ_N];
-    if (n >= N || p >= A)
+    const size_t N = (size_t)JOB[CLN_RJ_N], ldz = (size_t)JOB[CLN_RJ_LDZ];
+    if (n == 0 && p < nblocks && mode != CLN_REV_SUB)
+        NR[p] = (cln_long)cln_rev_block_rows(BR + p * CLN_REV_BLOCK, RL, s);
+    if (n > N || p >= A || (n == N && !JOB[CLN_RJ_TIME]))
         return;
     CLN_CONST cln_long *rl = RL + p * CLN_RL_W;
     const cln_long M = rl[CLN_RL_M], nlo = rl[CLN_RL_NLO];
@@ -97,31 +112,34 @@ CLN_INLINE void cln_rev_begin_body(size_t n, size_t p, size_t A, cln_int mode, c
         const cln_long nhi = M - 1 - q * JOB[CLN_RJ_EVERY];
         step = nlo + j < nhi ? nlo + j : nhi;
     }
+    const real t = TAU[rl[CLN_RL_TAU] + step], tn = TAU[rl[CLN_RL_TAU] + step + 1];
+    if (n == N) { /* a time column is the first after the state's (cln_iconsts.time_input) */
+        Z[p * ldz + N] = K->dir * cln_stage_time(K->c[0], t, tn);
+        return;
+    }
     const size_t seg = p * (size_t)JOB[CLN_RJ_SEG] + (size_t)(step - nlo);
-    Y[p * N + n] =
+    const real y =
         mode == CLN_REV_KEPT ? YS[(size_t)(rl[CLN_RL_YS] + s) * N + n] : SEG[seg * N + n];
+    Y[p * N + n] = y;
+    Z[p * ldz + n] = y; /* cln_stage_value of stage 0: the state */
     if (n == 0) {
-        const real t = TAU[rl[CLN_RL_TAU] + step], tn = TAU[rl[CLN_RL_TAU] + step + 1];
         RT[p * CLN_RT_W + CLN_RT_T] = t;
         RT[p * CLN_RT_W + CLN_RT_TN] = tn;
         RT[p * CLN_RT_W + CLN_RT_HD] = cln_stage_hd(K, t, tn);
     }
 }
 
-/* Stage i's argument (x = column n <= N, y = row p < A): cln_stage_value of the row's step, and
- * column N the stage time for models that take t (the inputs' columns stay as written). */
-CLN_INLINE void cln_rev_stage_body(size_t n, size_t p, size_t A, cln_int i, CLN_CONST cln_long *JOB,
-                                   CLN_CONST cln_consts *K, CLN_CONST real *RT, CLN_CONST real *Y,
-                                   CLN_CONST real *F, CLN_GLOBAL real *Z)
+/* Stage i's argument for column n <= N of row p (cln_stage_value of the row's step, column N
+ * the stage time), f of the stages before it in F. */
+CLN_INLINE void cln_rev_stage_arg(size_t n, size_t p, cln_long i, CLN_CONST cln_long *JOB,
+                                  CLN_CONST cln_consts *K, CLN_CONST real *RT, CLN_CONST real *Y,
+                                  CLN_CONST real *F, CLN_GLOBAL real *Z)
 {
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
-    const size_t ldz = (size_t)JOB[CLN_RJ_LDZ];
-    if (n > N || p >= A || (n == N && !JOB[CLN_RJ_TIME]))
-        return;
-    CLN_GLOBAL real *z = Z + ((size_t)i * Bg + p) * ldz;
+    CLN_GLOBAL real *z = Z + ((size_t)i * Bg + p) * (size_t)JOB[CLN_RJ_LDZ];
     CLN_CONST real *rt = RT + p * CLN_RT_W;
     if (n < N)
-        z[n] = cln_stage_value(i, K, rt[CLN_RT_HD], F + p * N + n, Bg * N, Y[p * N + n]);
+        z[n] = cln_stage_value((cln_int)i, K, rt[CLN_RT_HD], F + p * N + n, Bg * N, Y[p * N + n]);
     else /* a time column is the first after the state's (cln_iconsts.time_input) */
         z[N] = K->dir * cln_stage_time(K->c[i], rt[CLN_RT_T], rt[CLN_RT_TN]);
 }
@@ -147,6 +165,24 @@ CLN_INLINE void cln_rev_act_body(size_t j, size_t p, size_t A, cln_int act, cln_
         F[(size_t)f_off + p * (size_t)n + j] =
             ns ? cln_out_scale(y, CLN_OUT_SCALE_AT(scale, ns, j)) : y;
     }
+}
+
+/* The last layer of stage i - 1 recomputed, then stage i's argument (x = column j <= N, y = row
+ * p < A): cln_rev_act_body's column j of that layer (f into F block i - 1), then column j of stage
+ * i's argument (and x = N its time column for models that take t) from the f just written by this
+ * item and those before it. */
+CLN_INLINE void cln_rev_act_next_body(size_t j, size_t p, size_t A, cln_int act, cln_long off,
+                                      cln_long i, CLN_CONST cln_long *JOB, CLN_CONST cln_consts *K,
+                                      CLN_CONST real *bias, cln_int has_bias, CLN_CONST real *scale,
+                                      CLN_CONST real *RT, CLN_CONST real *Y, CLN_GLOBAL real *P,
+                                      CLN_GLOBAL real *O, CLN_GLOBAL real *F, CLN_GLOBAL real *Z)
+{
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    if (p >= A || j > N || (j == N && !JOB[CLN_RJ_TIME]))
+        return;
+    cln_rev_act_body(j, p, A, act, off, (cln_long)N, (cln_long)((size_t)(i - 1) * Bg * N), JOB,
+                     bias, has_bias, scale, P, O, F);
+    cln_rev_stage_arg(j, p, i, JOB, K, RT, Y, F, Z);
 }
 
 /* y1 of a recomputed step into SEG (x = component n < N, y = row p < A): sub-step j of group q,
@@ -294,23 +330,94 @@ CLN_INLINE void cln_rev_arg_body(size_t c, size_t p, size_t A, cln_int i, cln_in
         YB0[p * N + c] = cln_stage_value_vjp(i, K, zb, KB + p * N + c, Bg * N, YB0[p * N + c]);
 }
 
-/* How many of a block's rows (its positions `rows`, in its order, -1 past its end) still go back at
- * reverse step s: they come first. */
-CLN_INLINE size_t cln_rev_block_rows(CLN_CONST cln_long *rows, CLN_CONST cln_long *RL, cln_long s)
+/* Stage i + 1's argument's cotangent, then stage i's last layer's delta (x = column c < ldz, or
+ * < N where stage i + 1's MLP did not go back (askip); y = row p < A): cln_rev_arg_body of stage
+ * i + 1, which completes column c of k_i's cotangent, then cln_rev_delta_body of column c of the
+ * last layer of stage i (at `off`), which reads it. */
+CLN_INLINE void cln_rev_delta_arg_body(size_t c, size_t p, size_t A, cln_int act, cln_int i,
+                                       cln_long off, cln_int askip, CLN_CONST cln_long *JOB,
+                                       CLN_CONST cln_consts *K, CLN_CONST real *RT,
+                                       CLN_GLOBAL real *KB, CLN_CONST real *G,
+                                       CLN_CONST real *scale, CLN_CONST real *YB1,
+                                       CLN_GLOBAL real *YB0, CLN_GLOBAL real *CB,
+                                       CLN_GLOBAL real *P, CLN_CONST real *O)
 {
-    size_t n = 0;
-    while (n < CLN_REV_BLOCK && rows[n] >= 0 && RL[(size_t)rows[n] * CLN_RL_W + CLN_RL_M] > s)
-        ++n;
-    return n;
+    cln_rev_arg_body(c, p, A, i + 1, askip, JOB, K, G, YB1, YB0, KB, CB);
+    cln_rev_delta_body(c, p, A, act, i, off, JOB[CLN_RJ_N], 1, JOB, RT, KB, G, scale, P, O);
 }
 
-/* Each block's rows still going back at reverse step s (x = block k < nblocks) into NR[k], which
- * the step's sums read. */
-CLN_INLINE void cln_rev_nrows_body(size_t k, size_t nblocks, cln_long s, CLN_CONST cln_long *RL,
-                                   CLN_CONST cln_long *BR, CLN_GLOBAL cln_long *NR)
+/* A step's bias sum of one layer (x = output j < out, y = block k; or cln_rev_side_sums): the
+ * deltas of its stages from the last and its NR[k] rows still going back in order, added one by one
+ * to TH[k ntheta + bth + j]. */
+CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long out, cln_long p_off,
+                                  cln_long bth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                  CLN_CONST cln_long *BR, CLN_CONST real *P, CLN_GLOBAL real *TH)
 {
-    if (k < nblocks)
-        NR[k] = (cln_long)cln_rev_block_rows(BR + k * CLN_REV_BLOCK, RL, s);
+    if ((cln_long)j >= out || k >= nblocks)
+        return;
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
+    const size_t nr = (size_t)NR[k];
+    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
+    CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)bth + j;
+    real a = *acc;
+    for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
+        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg + j;
+        for (size_t r = 0; r < nr; ++r)
+            a += D[(size_t)rows[r] * (size_t)out];
+    }
+    *acc = a;
+}
+
+/* A step's output-scale sum (x = the scale's value j < NS, y = block k; or cln_rev_side_sums): the
+ * terms
+ * cln_out_scale_term(f's cotangent, the last layer's output) of its stages from the last and its
+ * NR[k] rows still going back in order (a single value takes every component of a row in order),
+ * added one by one to TH[k ntheta + sth + j]; O's last layer at o_off + i sumw Bg (leading
+ * dimension N). */
+CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long o_off, cln_long sth,
+                                  CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                  CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
+                                  CLN_CONST real *O, CLN_GLOBAL real *TH)
+{
+    const cln_long ns = JOB[CLN_RJ_NS];
+    if ((cln_long)j >= ns || k >= nblocks)
+        return;
+    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
+    const size_t sumw = (size_t)JOB[CLN_RJ_SUMW], nr = (size_t)NR[k];
+    const size_t c0 = ns == 1 ? 0 : j, c1 = ns == 1 ? N : j + 1;
+    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
+    CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)sth + j;
+    real a = *acc;
+    for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
+        CLN_CONST real *X = O + (size_t)o_off + (size_t)i * sumw * Bg;
+        for (size_t r = 0; r < nr; ++r) {
+            const size_t pos = (size_t)rows[r];
+            const real hd = RT[pos * CLN_RT_W + CLN_RT_HD];
+            CLN_CONST real *kb = KB + ((size_t)i * Bg + pos) * N;
+            for (size_t c = c0; c < c1; ++c)
+                a += cln_out_scale_term(cln_f_bar(hd, kb[c]), X[pos * N + c]);
+        }
+    }
+    *acc = a;
+}
+
+/* The one kernel of a layer's weight sums takes its bias and output-scale sums too, past its input
+ * columns (x = c >= in): c = in the bias sum of output j (bth >= 0: the layer has a bias), c =
+ * in + 1 the output scale's value j (sth >= 0: the last layer of a model with a scale), each with
+ * the deltas (P) and outputs (O) of the layer's blocks at p_off. Returns whether item (c, j, k)
+ * has no weight term to take: past the inputs, the outputs or the blocks, or of a block back at
+ * its start. */
+CLN_INLINE int cln_rev_side_sums(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
+                                 cln_long out, cln_long p_off, cln_long bth, cln_long sth,
+                                 CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                 CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
+                                 CLN_CONST real *P, CLN_CONST real *O, CLN_GLOBAL real *TH)
+{
+    if ((cln_long)c == in && bth >= 0)
+        cln_rev_bsum_body(j, k, nblocks, out, p_off, bth, JOB, NR, BR, P, TH);
+    else if ((cln_long)c == in + 1 && sth >= 0)
+        cln_rev_ssum_body(j, k, nblocks, p_off, sth, JOB, NR, BR, RT, KB, O, TH);
+    return (cln_long)c >= in || (cln_long)j >= out || k >= nblocks || NR[k] == 0;
 }
 
 /* A step's weight sum of one layer in one kernel (x = input column c < in, y = output j < out,
@@ -318,14 +425,18 @@ CLN_INLINE void cln_rev_nrows_body(size_t k, size_t nblocks, cln_long s, CLN_CON
  * still going back in order, summed from zero with one fma each (factors rounded to TF32 in tf32
  * mode), then added to the block's sum at TH[k ntheta + wth + j in + c]; nothing for a block back
  * at its start. The deltas are P's blocks at p_off + i sumw Bg (leading dimension out), the inputs
- * X's at x_off + i x_stage (leading dimension ldx). */
+ * X's at x_off + i x_stage (leading dimension ldx). Past the inputs, its bias and output-scale sums
+ * (cln_rev_side_sums). */
 CLN_INLINE void cln_rev_wsum_body(size_t c, size_t j, size_t k, size_t nblocks, cln_long in,
                                   cln_long out, cln_long p_off, cln_long x_off, cln_long x_stage,
-                                  cln_long ldx, cln_long wth, CLN_CONST cln_long *JOB,
-                                  CLN_CONST cln_long *NR, CLN_CONST cln_long *BR, CLN_CONST real *P,
-                                  CLN_CONST real *X, CLN_GLOBAL real *TH)
+                                  cln_long ldx, cln_long wth, cln_long bth, cln_long sth,
+                                  CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
+                                  CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
+                                  CLN_CONST real *P, CLN_CONST real *O, CLN_CONST real *X,
+                                  CLN_GLOBAL real *TH)
 {
-    if ((cln_long)c >= in || (cln_long)j >= out || k >= nblocks || NR[k] == 0)
+    if (cln_rev_side_sums(c, j, k, nblocks, in, out, p_off, bth, sth, JOB, NR, BR, RT, KB, P, O,
+                          TH))
         return;
     const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
     const size_t nr = (size_t)NR[k];
@@ -381,60 +492,6 @@ CLN_INLINE void cln_rev_wadd_body(size_t c, size_t j, size_t k, size_t nblocks, 
         return;
     TH[k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)wth + j * (size_t)in + c] +=
         GS[(k * (size_t)out + j) * (size_t)in + c];
-}
-
-/* A step's bias sum of one layer (x = output j < out, y = block k): the deltas of its stages from
- * the last and its NR[k] rows still going back in order, added one by one to
- * TH[k ntheta + bth + j]. */
-CLN_INLINE void cln_rev_bsum_body(size_t j, size_t k, size_t nblocks, cln_long out, cln_long p_off,
-                                  cln_long bth, CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
-                                  CLN_CONST cln_long *BR, CLN_CONST real *P, CLN_GLOBAL real *TH)
-{
-    if ((cln_long)j >= out || k >= nblocks)
-        return;
-    const size_t Bg = (size_t)JOB[CLN_RJ_BG], sumw = (size_t)JOB[CLN_RJ_SUMW];
-    const size_t nr = (size_t)NR[k];
-    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
-    CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)bth + j;
-    real a = *acc;
-    for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
-        CLN_CONST real *D = P + (size_t)p_off + (size_t)i * sumw * Bg + j;
-        for (size_t r = 0; r < nr; ++r)
-            a += D[(size_t)rows[r] * (size_t)out];
-    }
-    *acc = a;
-}
-
-/* A step's output-scale sum (x = the scale's value j < NS, y = block k): the terms
- * cln_out_scale_term(f's cotangent, the last layer's output) of its stages from the last and its
- * NR[k] rows still going back in order (a single value takes every component of a row in order),
- * added one by one to TH[k ntheta + sth + j]; O's last layer at o_off + i sumw Bg (leading
- * dimension N). */
-CLN_INLINE void cln_rev_ssum_body(size_t j, size_t k, size_t nblocks, cln_long o_off, cln_long sth,
-                                  CLN_CONST cln_long *JOB, CLN_CONST cln_long *NR,
-                                  CLN_CONST cln_long *BR, CLN_CONST real *RT, CLN_CONST real *KB,
-                                  CLN_CONST real *O, CLN_GLOBAL real *TH)
-{
-    const cln_long ns = JOB[CLN_RJ_NS];
-    if ((cln_long)j >= ns || k >= nblocks)
-        return;
-    const size_t Bg = (size_t)JOB[CLN_RJ_BG], N = (size_t)JOB[CLN_RJ_N];
-    const size_t sumw = (size_t)JOB[CLN_RJ_SUMW], nr = (size_t)NR[k];
-    const size_t c0 = ns == 1 ? 0 : j, c1 = ns == 1 ? N : j + 1;
-    CLN_CONST cln_long *rows = BR + k * CLN_REV_BLOCK;
-    CLN_GLOBAL real *acc = TH + k * (size_t)JOB[CLN_RJ_NTHETA] + (size_t)sth + j;
-    real a = *acc;
-    for (cln_long i = JOB[CLN_RJ_S1]; i-- > 0;) {
-        CLN_CONST real *X = O + (size_t)o_off + (size_t)i * sumw * Bg;
-        for (size_t r = 0; r < nr; ++r) {
-            const size_t pos = (size_t)rows[r];
-            const real hd = RT[pos * CLN_RT_W + CLN_RT_HD];
-            CLN_CONST real *kb = KB + ((size_t)i * Bg + pos) * N;
-            for (size_t c = c0; c < c1; ++c)
-                a += cln_out_scale_term(cln_f_bar(hd, kb[c]), X[pos * N + c]);
-        }
-    }
-    *acc = a;
 }
 
 /* A row back at its start (x = row p - from, p < to): the points saved at y0 into YB1, then its

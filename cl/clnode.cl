@@ -266,19 +266,15 @@ __kernel void cln_rev_group(int A, long q, __global const long *JOB, __global lo
     cln_rev_group_body(CLN_GX, CLN_GY, (size_t)A, q, JOB, RL, YS, SEG);
 }
 
-__kernel void cln_rev_begin(int A, int mode, long s, long q, long j, __global const long *JOB,
-                            __global const cln_consts *K, __global const long *RL,
+__kernel void cln_rev_begin(int A, int nblocks, int mode, long s, long q, long j,
+                            __global const long *JOB, __global const cln_consts *K,
+                            __global const long *RL, __global const long *BR,
                             __global const real *TAU, __global const real *YS,
-                            __global const real *SEG, __global real *RT, __global real *Y)
+                            __global const real *SEG, __global real *RT, __global real *Y,
+                            __global real *Z, __global long *NR)
 {
-    cln_rev_begin_body(CLN_GX, CLN_GY, (size_t)A, mode, s, q, j, JOB, K, RL, TAU, YS, SEG, RT, Y);
-}
-
-__kernel void cln_rev_stage(int A, int i, __global const long *JOB, __global const cln_consts *K,
-                            __global const real *RT, __global const real *Y,
-                            __global const real *F, __global real *Z)
-{
-    cln_rev_stage_body(CLN_GX, CLN_GY, (size_t)A, i, JOB, K, RT, Y, F, Z);
+    cln_rev_begin_body(CLN_GX, CLN_GY, (size_t)A, (size_t)nblocks, mode, s, q, j, JOB, K, RL, BR,
+                       TAU, YS, SEG, RT, Y, Z, NR);
 }
 
 #define CLN_REV_ACT_KERNEL(name, code)                                                             \
@@ -318,6 +314,29 @@ CLN_REV_DELTA_KERNEL(cln_rev_delta_softplus, CLN_ACT_SOFTPLUS)
 CLN_REV_DELTA_KERNEL(cln_rev_delta_silu, CLN_ACT_SILU)
 CLN_REV_DELTA_KERNEL(cln_rev_delta_gelu, CLN_ACT_GELU)
 
+/* The fused last layer's kernels take the activation's code (a switch, as CUDA's kernels): they
+ * run over the last layer's N columns alone. */
+__kernel void cln_rev_act_next(int A, int act, long off, long i, __global const long *JOB,
+                               __global const cln_consts *K, __global const real *bias,
+                               int has_bias, __global const real *scale, __global const real *RT,
+                               __global const real *Y, __global real *P, __global real *O,
+                               __global real *F, __global real *Z)
+{
+    cln_rev_act_next_body(CLN_GX, CLN_GY, (size_t)A, act, off, i, JOB, K, bias, has_bias, scale, RT,
+                          Y, P, O, F, Z);
+}
+
+__kernel void cln_rev_delta_arg(int A, int act, int i, long off, int askip,
+                                __global const long *JOB, __global const cln_consts *K,
+                                __global const real *RT, __global real *KB,
+                                __global const real *G, __global const real *scale,
+                                __global const real *YB1, __global real *YB0, __global real *CB,
+                                __global real *P, __global const real *O)
+{
+    cln_rev_delta_arg_body(CLN_GX, CLN_GY, (size_t)A, act, i, off, askip, JOB, K, RT, KB, G, scale,
+                           YB1, YB0, CB, P, O);
+}
+
 __kernel void cln_rev_y1(int A, long q, long j, __global const long *JOB,
                          __global const cln_consts *K, __global const long *RL,
                          __global const real *RT, __global const real *Y, __global const real *F,
@@ -350,19 +369,15 @@ __kernel void cln_rev_finish(long from, long to, __global const long *JOB, __glo
     cln_rev_finish_body(CLN_GX, from, to, JOB, RL, EV, COT, YB1, YBAR);
 }
 
-__kernel void cln_rev_nrows(int nblocks, long s, __global const long *RL, __global const long *BR,
-                            __global long *NR)
-{
-    cln_rev_nrows_body(CLN_GX, (size_t)nblocks, s, RL, BR, NR);
-}
-
 __kernel void cln_rev_wsum(int nblocks, long in, long out, long p_off, long x_off, long x_stage,
-                           long ldx, long wth, __global const long *JOB, __global const long *NR,
-                           __global const long *BR, __global const real *P,
+                           long ldx, long wth, long bth, long sth, __global const long *JOB,
+                           __global const long *NR, __global const long *BR,
+                           __global const real *RT, __global const real *KB,
+                           __global const real *P, __global const real *O,
                            __global const real *X, __global real *TH)
 {
-    cln_rev_wsum_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth,
-                      JOB, NR, BR, P, X, TH);
+    cln_rev_wsum_body(CLN_GX, CLN_GY, CLN_GZ, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx,
+                      wth, bth, sth, JOB, NR, BR, RT, KB, P, O, X, TH);
 }
 
 __kernel void cln_rev_gather(int nblocks, long cols, long src_off, long src_stage, long ld,

@@ -290,22 +290,16 @@ extern "C" __global__ void cln_rev_group(int A, long long q, const long long *JO
     cln_rev_group_body(x, y, (size_t)A, q, JOB, RL, YS, SEG);
 }
 
-extern "C" __global__ void cln_rev_begin(int A, int mode, long long s, long long q, long long j,
-                                         const long long *JOB, const cln_consts *K,
-                                         const long long *RL, const real *TAU, const real *YS,
-                                         const real *SEG, real *RT, real *Y, cln_u64 nx,
-                                         cln_u64 ny, cln_u64 nz)
+extern "C" __global__ void cln_rev_begin(int A, int nblocks, int mode, long long s, long long q,
+                                         long long j, const long long *JOB, const cln_consts *K,
+                                         const long long *RL, const long long *BR, const real *TAU,
+                                         const real *YS, const real *SEG, real *RT, real *Y,
+                                         real *Z, long long *NR, cln_u64 nx, cln_u64 ny,
+                                         cln_u64 nz)
 {
     CLN_XY
-    cln_rev_begin_body(x, y, (size_t)A, mode, s, q, j, JOB, K, RL, TAU, YS, SEG, RT, Y);
-}
-
-extern "C" __global__ void cln_rev_stage(int A, int i, const long long *JOB, const cln_consts *K,
-                                         const real *RT, const real *Y, const real *F, real *Z,
-                                         cln_u64 nx, cln_u64 ny, cln_u64 nz)
-{
-    CLN_XY
-    cln_rev_stage_body(x, y, (size_t)A, i, JOB, K, RT, Y, F, Z);
+    cln_rev_begin_body(x, y, (size_t)A, (size_t)nblocks, mode, s, q, j, JOB, K, RL, BR, TAU, YS,
+                       SEG, RT, Y, Z, NR);
 }
 
 extern "C" __global__ void cln_rev_act(int A, int act, long long off, long long n, long long f_off,
@@ -315,6 +309,17 @@ extern "C" __global__ void cln_rev_act(int A, int act, long long off, long long 
 {
     CLN_XY
     cln_rev_act_body(x, y, (size_t)A, act, off, n, f_off, JOB, bias, has_bias, scale, P, O, F);
+}
+
+extern "C" __global__ void cln_rev_act_next(int A, int act, long long off, long long i,
+                                            const long long *JOB, const cln_consts *K,
+                                            const real *bias, int has_bias, const real *scale,
+                                            const real *RT, const real *Y, real *P, real *O,
+                                            real *F, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_act_next_body(x, y, (size_t)A, act, off, i, JOB, K, bias, has_bias, scale, RT, Y, P, O,
+                          F, Z);
 }
 
 extern "C" __global__ void cln_rev_y1(int A, long long q, long long j, const long long *JOB,
@@ -345,6 +350,18 @@ extern "C" __global__ void cln_rev_delta(int A, int act, int i, long long off, l
     cln_rev_delta_body(x, y, (size_t)A, act, i, off, n, last, JOB, RT, KB, G, scale, P, O);
 }
 
+extern "C" __global__ void cln_rev_delta_arg(int A, int act, int i, long long off, int askip,
+                                             const long long *JOB, const cln_consts *K,
+                                             const real *RT, real *KB, const real *G,
+                                             const real *scale, const real *YB1, real *YB0,
+                                             real *CB, real *P, const real *O, cln_u64 nx,
+                                             cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_delta_arg_body(x, y, (size_t)A, act, i, off, askip, JOB, K, RT, KB, G, scale, YB1, YB0,
+                           CB, P, O);
+}
+
 extern "C" __global__ void cln_rev_arg(int A, int i, int skip, const long long *JOB,
                                        const cln_consts *K, const real *G, const real *YB1,
                                        real *YB0, real *KB, real *CB, cln_u64 nx, cln_u64 ny, cln_u64 nz)
@@ -362,24 +379,17 @@ extern "C" __global__ void cln_rev_finish(long long from, long long to, const lo
     cln_rev_finish_body(x, from, to, JOB, RL, EV, COT, YB1, YBAR);
 }
 
-extern "C" __global__ void cln_rev_nrows(int nblocks, long long s, const long long *RL,
-                                         const long long *BR, long long *NR, cln_u64 nx,
-                                         cln_u64 ny, cln_u64 nz)
-{
-    CLN_XY
-    (void)y;
-    cln_rev_nrows_body(x, (size_t)nblocks, s, RL, BR, NR);
-}
-
 extern "C" __global__ void cln_rev_wsum(int nblocks, long long in, long long out, long long p_off,
                                         long long x_off, long long x_stage, long long ldx,
-                                        long long wth, const long long *JOB, const long long *NR,
-                                        const long long *BR, const real *P, const real *X,
-                                        real *TH, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+                                        long long wth, long long bth, long long sth,
+                                        const long long *JOB, const long long *NR,
+                                        const long long *BR, const real *RT, const real *KB,
+                                        const real *P, const real *O, const real *X, real *TH,
+                                        cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {
     CLN_XY
-    cln_rev_wsum_body(x, y, z, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, JOB, NR, BR,
-                      P, X, TH);
+    cln_rev_wsum_body(x, y, z, (size_t)nblocks, in, out, p_off, x_off, x_stage, ldx, wth, bth, sth,
+                      JOB, NR, BR, RT, KB, P, O, X, TH);
 }
 
 extern "C" __global__ void cln_rev_gather(int nblocks, long long cols, long long src_off,

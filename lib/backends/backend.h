@@ -138,7 +138,11 @@ typedef clnode_status (*cln_rev_run_fn)(const void *arg, void *run, size_t k0, s
  *   sums      the weight sums of reverse step s (the rows with more than s steps);
  *   next      the cotangent of y_n becomes that of y_{n+1} for the next step;
  *   finish    rows [from, to) are back at their start: their points at y0, their results;
- *   results   the run's block sums (and rows) where rev_each's caller reads them. */
+ *   results   the run's block sums (and rows) where rev_each's caller reads them.
+ * A backend may do part of an operation in the launches of the one before or after it in the
+ * schedule's order where nothing between reads or writes what it touches (a device: stage 0's
+ * argument in begin's, stage i + 1's in stage i's last activation, stage i's argument transpose
+ * in stage i - 1's first delta, the rows still going back in begin's: lib/backends/device/). */
 typedef struct cln_rev_ops {
     clnode_status (*rows)(void *run, size_t k0, size_t nk, size_t Bg, size_t **traj,
                           size_t **steps);

@@ -14,6 +14,7 @@
 #include "solver/gradient_tree.h"
 #include "solver/reverse_schedule.h"
 #include "solver/solution.h"
+#include "solver/tape.h"
 
 /* The reverse pass's defaults: no progress, never cancelled. */
 static void gradient_defaults(clnode_gradient_options *o)
@@ -88,13 +89,10 @@ const double *clnode_gradient_params(const clnode_gradient *g, size_t *n)
 static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model *model,
                                         const clnode_solution *sol)
 {
+    const clnode_status st = cln_tape_check(ctx, "clnode_gradient_compute", model, sol);
+    if (st != CLNODE_OK)
+        return st;
     const cln_tape *t = sol->tape;
-    CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_gradient_compute: the solution kept nothing for the reverse pass (solve with "
-              "the option keep_tape = 1)");
-    CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
-              CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_gradient_compute: the model is not the one the solution was solved with");
     const cln_backend *be = ctx->backend;
     CLN_CHECK(ctx, be->ops->rev_begin, CLNODE_ERR_UNSUPPORTED,
               "clnode_gradient_compute: %s has no reverse pass (the host, OpenCL and CUDA "

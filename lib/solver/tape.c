@@ -40,6 +40,35 @@ static size_t cln_tape_groups(size_t M, size_t every)
     return M / every + (M % every != 0);
 }
 
+clnode_status cln_tape_check(clnode_context *ctx, const char *fn, const clnode_model *model,
+                             const clnode_solution *sol)
+{
+    const cln_tape *t = sol->tape;
+    CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: the solution kept nothing for the reverse pass (solve with the option "
+              "keep_tape = 1)",
+              fn);
+    CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
+              CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: the model is not the one the solution was solved with", fn);
+    return CLNODE_OK;
+}
+
+int cln_tape_bytes(const cln_tape *t, size_t *out)
+{
+    const size_t a = t->off_t[t->B], y = t->off_y[t->B];
+    size_t yn, bytes, extra;
+    const size_t ts_rows = t->ts_per_traj ? t->B : 1;
+    if (!cln_mul_size(y, t->N, &yn) || !cln_add_size(a, yn, &bytes) ||
+        !cln_mul_size(bytes, t->esize, &bytes) ||
+        !cln_add_size(t->B * t->n_in, ts_rows * t->n_ts, &extra) ||
+        !cln_add_size(bytes, extra * t->esize + 2 * (t->B + 1) * sizeof(size_t), &bytes) ||
+        !cln_add_size(bytes, t->B * t->n_ts * sizeof(int32_t), &bytes))
+        return 0;
+    *out = bytes;
+    return 1;
+}
+
 /* The offsets of every trajectory's times and kept states, and the bytes of the whole tape;
  * 0 on overflow. */
 static int cln_tape_size(cln_tape *t, const size_t *steps, size_t *ntau, size_t *nys)
@@ -54,17 +83,9 @@ static int cln_tape_size(cln_tape *t, const size_t *steps, size_t *ntau, size_t 
     }
     t->off_t[t->B] = a;
     t->off_y[t->B] = y;
-    size_t yn, bytes, extra;
-    const size_t ts_rows = t->ts_per_traj ? t->B : 1;
-    if (!cln_mul_size(y, t->N, &yn) || !cln_add_size(a, yn, &bytes) ||
-        !cln_mul_size(bytes, t->esize, &bytes) ||
-        !cln_add_size(t->B * t->n_in, ts_rows * t->n_ts, &extra) ||
-        !cln_add_size(bytes, extra * t->esize + 2 * (t->B + 1) * sizeof(size_t), &bytes) ||
-        !cln_add_size(bytes, t->B * t->n_ts * sizeof *t->ts_step, &bytes))
+    if (!cln_mul_size(y, t->N, nys) || !cln_tape_bytes(t, &t->bytes))
         return 0;
     *ntau = a;
-    *nys = yn;
-    t->bytes = bytes;
     return 1;
 }
 
@@ -96,7 +117,7 @@ double cln_tape_real(const cln_tape *t, const void *buf, size_t i)
  * saved times [first, first + count) and its steps' ends, in tau and the state precision as the
  * solve compared them: each step in turn takes the times by its end (CLN_TS_STEP_LOOP), the last
  * step those that remain, as the solve saved them in it. */
-static void cln_tape_ts_steps(cln_tape *t, size_t b, size_t first, size_t count)
+static void cln_tape_ts_row(cln_tape *t, size_t b, size_t first, size_t count)
 {
     const size_t M = t->off_t[b + 1] - t->off_t[b] - 1;
     const size_t row = t->ts_per_traj ? b * t->n_ts : 0, end = first + count;
@@ -113,6 +134,18 @@ static void cln_tape_ts_steps(cln_tape *t, size_t b, size_t first, size_t count)
     }
     for (; j < end; ++j)
         step[j] = (int32_t)(M - 1);
+}
+
+int cln_tape_ts_steps(cln_tape *t, const size_t *first, const size_t *count)
+{
+    if (!t->n_ts)
+        return 1;
+    t->ts_step = malloc(t->B * t->n_ts * sizeof *t->ts_step);
+    if (!t->ts_step)
+        return 0;
+    for (size_t b = 0; b < t->B; ++b)
+        cln_tape_ts_row(t, b, first ? first[b] : 0, count[b]);
+    return 1;
 }
 
 /* The kept states of a trajectory of M steps: one per group but the first (whose start is y0),
@@ -161,8 +194,7 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_
         t->ys = malloc((nys ? nys : 1) * es);
         t->inputs = t->n_in ? malloc(B * t->n_in * es) : NULL;
         t->ts = t->n_ts ? malloc(ts_rows * t->n_ts * es) : NULL;
-        t->ts_step = t->n_ts ? malloc(B * t->n_ts * sizeof *t->ts_step) : NULL;
-        ok = t->tau && t->ys && (!t->n_in || t->inputs) && (!t->n_ts || (t->ts && t->ts_step));
+        ok = t->tau && t->ys && (!t->n_in || t->inputs) && (!t->n_ts || t->ts);
     }
     if (!ok) {
         cln_tape_free(t);
@@ -178,8 +210,11 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_
         cln_tape_put(t->inputs, es, i, p->inputs[i]);
     for (size_t i = 0; i < ts_rows * t->n_ts; ++i) /* as the solve uploaded them (tau, rounded) */
         cln_tape_put(t->ts, es, i, src->dir * src->round(src->prec, p->save_ts[i]));
-    for (size_t b = 0; t->n_ts && b < B; ++b)
-        cln_tape_ts_steps(t, b, src->ts_first[b], src->ts_count[b]);
+    if (!cln_tape_ts_steps(t, src->ts_first, src->ts_count)) {
+        cln_tape_free(t);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "cannot allocate the saved times' steps of %zu trajectories", B);
+    }
     *out = t;
     return CLNODE_OK;
 }

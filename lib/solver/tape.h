@@ -32,4 +32,20 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_
                              const size_t *steps, const double *ts, size_t ts_cap,
                              const double *kept, const size_t *kept_off, cln_tape **out);
 
+/* Whether sol kept a tape, of `model` (the same object): else CLNODE_ERR_INVALID_ARGUMENT with a
+ * message that begins with fn. */
+clnode_status cln_tape_check(clnode_context *ctx, const char *fn, const clnode_model *model,
+                             const clnode_solution *sol);
+
+/* The bytes of tape t (clnode_solution_kept_bytes), from its offsets and sizes, in *out; 0 on
+ * overflow. */
+int cln_tape_bytes(const cln_tape *t, size_t *out);
+
+/* The step each trajectory's saved times belong to (cln_tape.ts_step, allocated here), from the
+ * tape's step ends and save times and each trajectory's run of saved times [first[b], first[b] +
+ * count[b]) (first NULL: from 0), by the rule the solve saved them with (CLN_TS_STEP_LOOP): a
+ * kept solve records them when it ends, an imported tape when it is read. 0 when out of memory;
+ * nothing to do without save times. */
+int cln_tape_ts_steps(cln_tape *t, const size_t *first, const size_t *count);
+
 #endif /* CLN_TAPE_H */

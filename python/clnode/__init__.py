@@ -35,11 +35,12 @@ from ._clnode import (CancelledError, ContextBusyError, DeviceError, Error, File
                       InvalidArgumentError, ModelError, PrecisionError, UnsupportedError)
 from ._model import MLP, from_equinox, from_torch, seed_model
 from . import _solve
-from ._solve import OPTIONS, Context, Gradient, Result, SaveAt, Solution, devices, probe, solve
+from ._solve import (OPTIONS, Context, Gradient, Result, SaveAt, Solution, devices, probe, solve,
+                     vjp_from_tape)
 from ._version import version as __version__
 
 __all__ = ["MLP", "seed_model", "from_equinox", "from_torch", "Context", "SaveAt", "Solution", "Gradient",
-           "Result", "OPTIONS", "solve", "devices", "probe", "library_version", "Error",
+           "Result", "OPTIONS", "solve", "vjp_from_tape", "devices", "probe", "library_version", "Error",
            "InvalidArgumentError",
            "ModelError", "FileError", "DeviceError", "UnsupportedError", "PrecisionError",
            "CancelledError", "ContextBusyError", "PrecisionWarning"]

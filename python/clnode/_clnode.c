@@ -45,6 +45,9 @@ static PyMethodDef module_methods[] = {
     {"save_slots", (PyCFunction)(void (*)(void))save_slots, METH_VARARGS | METH_KEYWORDS,
      "save_slots(*, save_t0, save_t1, n_ts, save_steps, max_steps) -> the time slots T of "
      "every trajectory of a solve (clnode_save_slots)"},
+    {"tape_import", tape_import, METH_VARARGS,
+     "tape_import(context, model, buffer, slots) -> Tape: a solution from the library's tape "
+     "bytes (clnode_solution_tape_import)"},
     {"devices", devices, METH_NOARGS, "devices() -> (device dicts, backend dicts)"},
     {"version", version, METH_NOARGS, "the C library's version"},
     {"result_names", result_names, METH_NOARGS,

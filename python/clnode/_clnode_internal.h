@@ -84,16 +84,7 @@ int log_codes_add(PyObject *m);
 /* ------------------------------------------------------------------------------------------------
  * Ctrl-C (_clnode_sigint.c) */
 
-/* The cancel callback of a solve or a reverse pass under sigint_install's handler. */
-int on_cancel(void *user);
-
-/* Installs the handler when called on the main thread and Python's handler is in place.
- * Returns 1 if installed (restore with sigint_restore). */
-int sigint_install(void);
-
-/* Puts the previous handler back; returns 1 if a Ctrl-C came meanwhile (then handed to Python:
- * PyErr_CheckSignals raises what its handler raises). */
-int sigint_restore(void);
+#include "_clnode_sigint.h"
 
 /* ------------------------------------------------------------------------------------------------
  * The library's names (_clnode_names.c) */
@@ -168,5 +159,6 @@ extern PyTypeObject TapeType;
  * of dimension `dim`. Returns NULL with an exception (*sol left to the caller). */
 PyObject *tape_wrap(clnode_solution **sol, PyObject *context, PyObject *model, size_t slots,
                     size_t dim);
+PyObject *tape_import(PyObject *self, PyObject *args);
 
 #endif /* CLNODE_PY_INTERNAL_H */

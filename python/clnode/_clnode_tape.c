@@ -143,7 +143,97 @@ static PyObject *tape_get_kept_bytes(TapeObject *self, void *c)
     return PyLong_FromSize_t(clnode_solution_kept_bytes(self->sol));
 }
 
+/* The bytes of the solution's tape (clnode_solution_tape_export), or (size_t)-1 with an
+ * exception. */
+static size_t tape_export_size(TapeObject *self)
+{
+    const clnode_model *model = ((ModelObject *)self->model)->model;
+    size_t n = 0;
+    const clnode_status st = clnode_solution_tape_export(NULL, model, self->sol, NULL, 0, &n);
+    if (st != CLNODE_OK) {
+        raise_status(st, "the solution's tape cannot be exported (clnode_solution_tape_export)");
+        return (size_t)-1;
+    }
+    return n;
+}
+
+static PyObject *tape_get_nbytes(TapeObject *self, void *c)
+{
+    (void)c;
+    const size_t n = tape_export_size(self);
+    return n == (size_t)-1 ? NULL : PyLong_FromSize_t(n);
+}
+
+/* Tape.export_into(buffer) -> int: the solution as the library's tape bytes into a writable,
+ * C-contiguous buffer of exactly nbytes bytes (without the GIL: nothing else is allocated). */
+static PyObject *tape_export_into(TapeObject *self, PyObject *arg)
+{
+    const size_t n = tape_export_size(self);
+    if (n == (size_t)-1)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if ((size_t)view.len != n) {
+        PyErr_Format(InvalidArgumentError, "the tape takes %zu bytes, the buffer has %zd", n,
+                     view.len);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const clnode_model *model = ((ModelObject *)self->model)->model;
+    clnode_status st;
+    size_t got = 0;
+    Py_BEGIN_ALLOW_THREADS st =
+        clnode_solution_tape_export(NULL, model, self->sol, view.buf, n, &got);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    if (st != CLNODE_OK)
+        return raise_status(st, "the solution's tape cannot be exported");
+    return PyLong_FromSize_t(got);
+}
+
+/* tape_import(context, model, buffer, slots) -> Tape: the solution of the library's tape bytes
+ * (clnode_solution_tape_import, every part checked; a refusal raises the library's message)
+ * with `slots` time slots per trajectory, for Tape.gradient with `model`. */
+PyObject *tape_import(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *co, *mo, *bo;
+    Py_ssize_t slots;
+    if (!PyArg_ParseTuple(args, "O!O!On", &ContextType, &co, &ModelType, &mo, &bo, &slots))
+        return NULL;
+    ContextObject *ctx = (ContextObject *)co;
+    if (!context_ok(ctx))
+        return NULL;
+    if (slots < 0) {
+        PyErr_SetString(InvalidArgumentError, "slots must not be negative");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bo, &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    const clnode_model *model = ((ModelObject *)mo)->model;
+    clnode_solution *sol = NULL;
+    clnode_status st;
+    ctx->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st =
+        clnode_solution_tape_import(ctx->ctx, model, view.buf, (size_t)view.len, &sol);
+    Py_END_ALLOW_THREADS ctx->busy = 0;
+    PyBuffer_Release(&view);
+    if (flush_log(&ctx->log, "tape import") < 0) {
+        clnode_solution_destroy(&sol);
+        return NULL;
+    }
+    if (st != CLNODE_OK)
+        return raise_status(st, clnode_context_last_error(ctx->ctx));
+    PyObject *t = tape_wrap(&sol, Py_None, mo, (size_t)slots, clnode_model_dim(model));
+    clnode_solution_destroy(&sol); /* NULL unless tape_wrap failed */
+    return t;
+}
+
 static PyMethodDef tape_methods[] = {
+    {"export_into", (PyCFunction)tape_export_into, METH_O,
+     "export_into(buffer) -> int: the solution as the library's tape bytes "
+     "(clnode_solution_tape_export) into a writable buffer of exactly nbytes bytes."},
     {"gradient", (PyCFunction)tape_gradient, METH_VARARGS,
      "gradient(context, cot, progress=None) -> dict y0, inputs, weights, biases, out_scale: the "
      "reverse pass of the cotangent cot (B, T, N) of ys on a host context "
@@ -152,6 +242,8 @@ static PyMethodDef tape_methods[] = {
 };
 
 static PyGetSetDef tape_getset[] = {
+    {"nbytes", (getter)tape_get_nbytes, NULL,
+     "the bytes of the solution as the library's tape bytes (clnode_solution_tape_export)", NULL},
     {"kept_bytes", (getter)tape_get_kept_bytes, NULL,
      "the bytes the kept states take (clnode_solution_kept_bytes)", NULL},
     {NULL, NULL, NULL, NULL, NULL},

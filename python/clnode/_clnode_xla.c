@@ -15,8 +15,9 @@
  * re-solves on a miss (the same steps and bits). Errors return XLA's error with the library's
  * message first. Ctrl-C: while a handler runs (on any thread) a SIGINT handler of ours sets a flag
  * that the library's cancel callback polls; the call ends CANCELLED and the interrupt is handed to
- * Python (PyErr_SetInterrupt, which needs no GIL) once the last running handler restores Python's
- * handler. The handlers and their state are in the files _clnode_xla_internal.h lists; this one is
+ * Python (PyErr_SetInterrupt, which needs no GIL). That handler is the one eager solves use
+ * (_clnode_sigint.c): installed by the first of all those running to start, put back by the last
+ * to end. The handlers and their state are in the files _clnode_xla_internal.h lists; this one is
  * their Python side: plans made, the capsules, the tape registry's bound and counts. */
 #include "_clnode_xla_internal.h"
 

@@ -2,9 +2,8 @@
  * context pool, the tape registry and its counts, Ctrl-C
  * (_clnode_xla_internal.h). */
 #include "_clnode_xla_internal.h"
+#include "_clnode_sigint.h"
 
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,54 +213,20 @@ xla_tape *tape_take(int32_t token, int count)
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Ctrl-C while handlers run */
-
-static atomic_int g_sigint; /* lock-free: set by the signal handler, read by every call */
-static int g_sig_users;
-static struct sigaction g_prev_sigint;
-static int g_sig_installed;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    atomic_store(&g_sigint, 1);
-}
+ * Ctrl-C while handlers run: the handler an eager solve on the main thread uses too
+ * (_clnode_sigint.c), so that either order of start and end leaves Python's in place */
 
 int xla_on_cancel(void *user)
 {
-    (void)user;
-    return atomic_load(&g_sigint) != 0;
+    return on_cancel(user);
 }
 
 void sig_enter(void)
 {
-    pthread_mutex_lock(&g_lock);
-    if (g_sig_users++ == 0) {
-        struct sigaction prev, sa;
-        g_sig_installed = 0;
-        if (sigaction(SIGINT, NULL, &prev) == 0 &&
-            ((prev.sa_flags & SA_SIGINFO) ||
-             (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN))) {
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_sigint;
-            sa.sa_flags = SA_ONSTACK;
-            sigemptyset(&sa.sa_mask);
-            atomic_store(&g_sigint, 0);
-            g_sig_installed = sigaction(SIGINT, &sa, &g_prev_sigint) == 0;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
+    sigint_enter();
 }
 
 void sig_leave(void)
 {
-    pthread_mutex_lock(&g_lock);
-    if (--g_sig_users == 0 && g_sig_installed) {
-        sigaction(SIGINT, &g_prev_sigint, NULL);
-        g_sig_installed = 0;
-        if (atomic_exchange(&g_sigint, 0)) {
-            PyErr_SetInterrupt(); /* Python's handler: KeyboardInterrupt by default */
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
+    sigint_leave();
 }

@@ -211,15 +211,21 @@ class Solution:
         where = self._where if device is None else _reverse_device(None, device)
         fn, close = _progress.callback(progress, "reverse pass, of the batch")
         try:
-            if isinstance(where, _clnode.Context):  # the caller's context, as its solve used it
-                return _gradient(self._tape.gradient(where, cot, fn), self._model, self._single)
-            try:
-                g = self._tape.gradient(_context_for(where), cot, fn)
-            except _clnode.ContextBusyError:  # another thread uses the process's: its own
-                g = self._tape.gradient(_thread_context_for(where), cot, fn)
+            g = _on_context(where, lambda ctx: self._tape.gradient(ctx, cot, fn))
         finally:
             close()
         return _gradient(g, self._model, self._single)
+
+    def tape_bytes(self) -> np.ndarray:
+        """The solution of a solve with keep_tape=True as the library's tape bytes (a uint8
+        array; clnode_solution_tape_export, the layout of doc/gradient.md: its statistics, saved
+        points and tape): clnode.vjp_from_tape gives the gradient Solution.vjp gives from them,
+        bit for bit, in this process or another with the same model."""
+        if self._tape is None:
+            raise ValueError("Solution.tape_bytes needs a solve with keep_tape=True")
+        out = np.empty(self._tape.nbytes, dtype=np.uint8)
+        self._tape.export_into(out)
+        return out
 
     @property
     def ok(self) -> bool:
@@ -229,6 +235,44 @@ class Solution:
     def __repr__(self) -> str:
         return (f"clnode.Solution(ts{tuple(self.ts.shape)}, ys{tuple(self.ys.shape)}, "
                 f"stats={self.stats}, result={_result_text(self.result)})")
+
+
+def _on_context(where: Any, call: Any) -> Any:
+    """call(context) on `where`: the caller's Context as it is, else the process's context of
+    that device string, or this thread's own where another thread uses the process's."""
+    if isinstance(where, _clnode.Context):
+        return call(where)
+    try:
+        return call(_context_for(where))
+    except _clnode.ContextBusyError:
+        return call(_thread_context_for(where))
+
+
+def vjp_from_tape(model: MLP, tape: Any, ys_bar: npt.ArrayLike, device: Optional[str] = None,
+                  progress: Any = None) -> "Gradient":
+    """The gradient Solution.vjp gives, from the solution's tape bytes (Solution.tape_bytes,
+    any C-contiguous buffer of them: numpy, bytes, a torch uint8 tensor's numpy view) and the
+    model it was solved with (the same form and parameters, bit for bit: the library checks the
+    model's fingerprint). ys_bar: dloss/dys, (B, T, N), or (T, N) for a solve of one y0, T the
+    slots of the solution's ys. Computed on `device` (None: the default device). Raises
+    clnode.InvalidArgumentError (a ValueError) naming what is wrong with bytes that are not
+    such a tape: short, another version, a checksum that does not match (changed), another
+    model, ..."""
+    cot = _args.real_array(ys_bar, "ys_bar", finite=False)
+    single = cot.ndim == 2
+    if single:
+        cot = cot.reshape((1,) + cot.shape)
+    if cot.ndim != 3:
+        raise ValueError(f"ys_bar must be (B, T, N) or (T, N), not of shape {cot.shape}")
+    cot = np.ascontiguousarray(cot)
+    where = _reverse_device(None, device)
+    fn, close = _progress.callback(progress, "reverse pass, of the batch")
+    try:
+        g = _on_context(where, lambda ctx: _clnode.tape_import(
+            ctx, model._m, tape, cot.shape[1]).gradient(ctx, cot, fn))
+    finally:
+        close()
+    return _gradient(g, model, single)
 
 
 class Gradient(NamedTuple):

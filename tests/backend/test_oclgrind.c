@@ -15,7 +15,7 @@
  * on the simulator takes four minutes; test_dt0 and the gradient conformance suite reverse such
  * solves on PoCL). CLNODE_OCLGRIND_ONLY=dt0 runs that case alone; CLNODE_OCLGRIND_ONLY=0, 1 or 2
  * runs one case of the first three alone (fp32 at batch 2, fp64 at batch 3, the save times per
- * trajectory), forward and reverse.
+ * trajectory), forward and reverse; CLNODE_OCLGRIND_ONLY=forms the small model below alone.
  *
  * Every one of those solves keeps its tape and goes back through the reverse pass on the
  * simulator (cl/cln_reverse_kernels.h), against the host's gradient bit for bit: fp64 at batch 3
@@ -267,10 +267,11 @@ int main(int argc, char **argv)
     clnode_model *md = NULL, *mh = NULL;
     const char *only = getenv("CLNODE_OCLGRIND_ONLY");
     const int dt0_only = only && strcmp(only, "dt0") == 0;
+    const int forms_only = only && strcmp(only, "forms") == 0;
     const int one_case = only && only[0] >= '0' && only[0] <= '2' && !only[1] ? only[0] - '0' : -1;
-    const int all = !dt0_only && one_case < 0;
-    if (only && *only && !dt0_only && one_case < 0) {
-        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, 0, 1 and 2\n", only);
+    const int all = !dt0_only && !forms_only && one_case < 0;
+    if (only && *only && !dt0_only && !forms_only && one_case < 0) {
+        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, forms, 0, 1 and 2\n", only);
         clnode_context_destroy(&dev);
         clnode_context_destroy(&host);
         return 1;
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
      * save time list per trajectory (the dense output reading its own row) */
     const clnode_precision precs[3] = {CLNODE_FP32, CLNODE_FP64, CLNODE_FP32};
     const size_t batches[3] = {2, MAX_BATCH, MAX_BATCH};
-    const int first = dt0_only ? 3 : one_case >= 0 ? one_case : 0;
+    const int first = dt0_only || forms_only ? 3 : one_case >= 0 ? one_case : 0;
     for (int c = first; c < (one_case >= 0 ? one_case + 1 : 3) && ok; ++c) {
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
@@ -329,8 +330,8 @@ int main(int argc, char **argv)
     }
     clnode_model_destroy(&sdm);
     clnode_model_destroy(&shm);
-    ok = ok && (!all || reverse_forms(dev, host));
-    if (ok && one_case < 0) { /* the first steps chosen by the solver */
+    ok = ok && (!(all || forms_only) || reverse_forms(dev, host));
+    if (ok && one_case < 0 && !forms_only) { /* the first steps chosen by the solver */
         g_auto = 1;
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, CLNODE_FP64, MAX_BATCH, 0);

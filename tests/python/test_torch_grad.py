@@ -144,6 +144,40 @@ def test_opcheck(form):
     for save in (torch.linspace(0, 1, 5, dtype=F64),
                  torch.linspace(0, 1, 5, dtype=F64).expand(4, 5).contiguous()):
         torch.library.opcheck(_op.solve_op, (y0, args, params, times, save, spec))
+        # the backward op, from the forward's tape (a uint8 tensor of data-dependent size)
+        ys, _, _, tape = _op.solve_op(y0, args, params, times, save, spec)
+        w = torch.randn(ys.shape, dtype=F64)
+        torch.library.opcheck(_op.solve_vjp_op, (w, tape, [p.detach() for p in params], spec))
+
+
+def test_the_tape_is_an_output_and_its_bytes_are_checked():
+    """The forward's tape is its fourth output (the library's tape bytes, uint8, of a size known
+    once solved; empty when no gradient is wanted); the backward op takes it, and refuses bytes
+    changed since by name."""
+    f = _field_of("scale")
+    fld, spec = _spec(f)
+    params = [p.detach().clone().requires_grad_() for _, p in fld.parameters(f)]
+    y0 = torch.randn(4, 2, dtype=F64, requires_grad=True)
+    times = _call.times_tensor(0.0, 1.0, None, 4)
+    save = torch.linspace(0, 1, 5, dtype=F64)
+    ys, stats, tinfo, tape = _op.solve_op(y0, None, params, times, save, spec)
+    assert tape.dtype == torch.uint8 and tape.dim() == 1 and not tape.requires_grad
+    assert bytes(tape[:8].tolist()) == b"CLNTAPE\0"
+    _, spec_no = _spec(f, keep=False)
+    assert _op.solve_op(y0, None, params, times, save, spec_no)[3].numel() == 0
+    w = torch.randn(ys.shape, dtype=F64)
+    g = torch.autograd.grad((ys * w).sum(), [y0, *params])
+    direct = _op.solve_vjp_op(w, tape, [p.detach() for p in params], spec)
+    assert torch.equal(direct[0], g[0])
+    for a, b in zip(direct[2:], g[1:]):
+        assert torch.equal(a, b)
+    bad = tape.clone()
+    bad[-3] ^= 1
+    with pytest.raises(ValueError, match="checksum"):
+        _op.solve_vjp_op(w, bad, [p.detach() for p in params], spec)
+    moved = [p.detach() + 1e-9 for p in params]
+    with pytest.raises(ValueError, match="not the one the tape was solved with"):
+        _op.solve_vjp_op(w, tape, moved, spec)
 
 
 def _loss(f, y0, t, w):
@@ -344,6 +378,14 @@ def test_one_solve_per_training_step(monkeypatch):
         loss.backward()
         opt.step()
     assert calls == [True, True, True]
+    # the tape travels with the graph: ten losses made before any backward, their backwards in
+    # another order, still one solve each (a table of the last tapes would solve again)
+    calls.clear()
+    losses = [ct.odeint(f, y0 * (1 + 0.1 * i), t, rtol=1e-5, atol=1e-7).square().sum()
+              for i in range(10)]
+    for loss in reversed(losses):
+        loss.backward()
+    assert calls == [True] * 10
     # no gradient wanted: no tape kept
     calls.clear()
     with torch.no_grad():

@@ -33,19 +33,19 @@ typedef enum cln_rev_kernel {
     CLN_RK_INPUTS,
     CLN_RK_GROUP,
     CLN_RK_BEGIN,
-    CLN_RK_STAGE,
     CLN_RK_ACT, /* one kernel per activation in OpenCL */
     CLN_RK_Y1,
     CLN_RK_EVENTS,
     CLN_RK_DELTA, /* one kernel per activation in OpenCL */
     CLN_RK_ARG,
     CLN_RK_WSUM,
-    CLN_RK_BSUM,
-    CLN_RK_SSUM,
     CLN_RK_FINISH,
     CLN_RK_GATHER,
     CLN_RK_WADD,
-    CLN_RK_NROWS,
+    CLN_RK_BSUM,
+    CLN_RK_SSUM,
+    CLN_RK_ACT_NEXT,  /* the last layer's activation and the next stage's argument */
+    CLN_RK_DELTA_ARG, /* a stage argument's transpose and the last layer's delta below it */
     CLN_RK_COUNT
 } cln_rev_kernel;
 

@@ -12,10 +12,10 @@
 _Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
 
 const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
-    "cln_rev_zero", "cln_rev_inputs", "cln_rev_group",  "cln_rev_begin",  "cln_rev_stage",
-    "cln_rev_act",  "cln_rev_y1",     "cln_rev_events", "cln_rev_delta",  "cln_rev_arg",
-    "cln_rev_wsum", "cln_rev_bsum",   "cln_rev_ssum",   "cln_rev_finish", "cln_rev_gather",
-    "cln_rev_wadd", "cln_rev_nrows"};
+    "cln_rev_zero",     "cln_rev_inputs",   "cln_rev_group", "cln_rev_begin", "cln_rev_act",
+    "cln_rev_y1",       "cln_rev_events",   "cln_rev_delta", "cln_rev_arg",   "cln_rev_wsum",
+    "cln_rev_finish",   "cln_rev_gather",   "cln_rev_wadd",  "cln_rev_bsum",  "cln_rev_ssum",
+    "cln_rev_act_next", "cln_rev_delta_arg"};
 
 static const cln_rev_ops dr_ops;
 
@@ -409,7 +409,8 @@ size_t dr_poff(const dev_rev *d, size_t i, size_t l)
 }
 
 /* Stage i's MLP on rows [0, A): each layer's product into P, then P + bias and O = act(P), and
- * for the last layer f (times the scale) into F block i. */
+ * for the last layer f (times the scale) into F block i and, in the same launch, stage i + 1's
+ * argument into Z where that stage exists. */
 clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
 {
     const cln_rev_job *job = d->job;
@@ -419,14 +420,23 @@ clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
     clnode_status st = CLNODE_OK;
     for (size_t l = 0; l < d->nl; ++l) {
         const size_t n = d->out[l], off = dr_poff(d, i, l);
-        const long long f_off = l + 1 == d->nl ? (long long)(i * d->rows * d->N) : -1;
+        const int last = l + 1 == d->nl, act = job->act[l];
+        const long long f_off = last ? (long long)(i * d->rows * d->N) : -1;
+        cln_buf *bias = d->bias[l] ? d->bias[l] : any;
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, n, d->in[l], X, x_off, ldx, d->W[l], 0,
                                   d->in[l], B_(d, DR_P), off, n));
-        CLN_TRY(st, DR_RUN(d, CLN_RK_ACT, job->act[l], n, A, DR_I32(A), DR_I32(job->act[l]),
-                           DR_I64(off), DR_I64(n), DR_I64(f_off), DR_BUF(B_(d, DR_JOB)),
-                           DR_BUF(d->bias[l] ? d->bias[l] : any), DR_I32(d->bias[l] != NULL),
-                           DR_BUF(d->scale ? d->scale : any), DR_BUF(B_(d, DR_P)),
-                           DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F))));
+        if (last && i + 1 < d->S) /* n is N */
+            CLN_TRY(st, DR_RUN(d, CLN_RK_ACT_NEXT, 0, n + (d->time_input ? 1 : 0), A, DR_I32(A),
+                               DR_I32(act), DR_I64(off), DR_I64(i + 1), DR_BUF(B_(d, DR_JOB)),
+                               DR_BUF(d->K), DR_BUF(bias), DR_I32(d->bias[l] != NULL),
+                               DR_BUF(d->scale ? d->scale : any), DR_BUF(B_(d, DR_RT)),
+                               DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O)),
+                               DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
+        else
+            CLN_TRY(st, DR_RUN(d, CLN_RK_ACT, act, n, A, DR_I32(A), DR_I32(act), DR_I64(off),
+                               DR_I64(n), DR_I64(f_off), DR_BUF(B_(d, DR_JOB)), DR_BUF(bias),
+                               DR_I32(d->bias[l] != NULL), DR_BUF(d->scale ? d->scale : any),
+                               DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F))));
         X = B_(d, DR_O);
         x_off = off;
         ldx = n;
@@ -435,29 +445,31 @@ fail:
     return st;
 }
 
-/* Stage i of the rows' steps (their times and states set by CLN_RK_BEGIN), rows [0, A): its
- * argument, and its MLP where anything reads its f (the stage op). */
+/* Stage i of the rows' steps, rows [0, A): its MLP where anything reads its f (the stage op). Its
+ * argument is in Z already: stage 0's from the begin op's launch, each later one's from the
+ * launch of the last layer of the stage before it (dr_mlp), the schedule taking the stages in
+ * order after begin. */
 static clnode_status dr_stage(void *run, size_t i, size_t A)
 {
     dev_rev *d = run;
-    clnode_status st = CLNODE_OK;
-    CLN_TRY(st, DR_RUN(d, CLN_RK_STAGE, 0, d->N + (d->time_input ? 1 : 0), A, DR_I32(A), DR_I32(i),
-                       DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
-                       DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
-    if (!(i + 1 == d->S && d->S1 < d->S)) /* f of that stage is read by nothing */
-        CLN_TRY(st, dr_mlp(d, i, A));
-fail:
-    return st;
+    if (i + 1 == d->S && d->S1 < d->S) /* f of that stage is read by nothing */
+        return CLNODE_OK;
+    return dr_mlp(d, i, A);
 }
 
-/* CLN_RK_BEGIN in `mode` for reverse step s, or sub-step j of group q (the begin op). */
+/* CLN_RK_BEGIN in `mode` for reverse step s, or sub-step j of group q (the begin op): the rows'
+ * times and states, stage 0's argument and, for a reverse step, the run's blocks' rows still
+ * going back (NR). */
 static clnode_status dr_begin(void *run, size_t A, int mode, size_t s, size_t q, size_t j)
 {
     dev_rev *d = run;
-    return DR_RUN(d, CLN_RK_BEGIN, 0, d->N, A, DR_I32(A), DR_I32(mode), DR_I64(s), DR_I64(q),
-                  DR_I64(j), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RL)),
+    const size_t nk = mode == CLN_REV_SUB ? 0 : d->nk;
+    return DR_RUN(d, CLN_RK_BEGIN, 0, d->N + (d->time_input ? 1 : 0), A > nk ? A : nk, DR_I32(A),
+                  DR_I32(nk), DR_I32(mode), DR_I64(s), DR_I64(q), DR_I64(j), DR_BUF(B_(d, DR_JOB)),
+                  DR_BUF(d->K), DR_BUF(B_(d, DR_RL)), DR_BUF(B_(d, DR_BR)),
                   DR_BUF(d->slice[DS_TAU]), DR_BUF(d->slice[DS_YS]), DR_BUF(B_(d, DR_SEG)),
-                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)));
+                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_Z)),
+                  DR_BUF(B_(d, DR_NR)));
 }
 
 /* Group q's kept states into SEG (the group op). */
@@ -477,30 +489,62 @@ static clnode_status dr_y1(void *run, size_t A, size_t q, size_t j)
                   DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z)), DR_BUF(B_(d, DR_SEG)));
 }
 
+/* The pending stage argument's transpose (d->arg >= 0) on its own launch, rows [0, A). */
+static clnode_status dr_arg(dev_rev *d, size_t A)
+{
+    if (d->arg < 0)
+        return CLNODE_OK;
+    const size_t i = (size_t)d->arg;
+    const int skip = d->arg_skip;
+    d->arg = -1;
+    return DR_RUN(d, CLN_RK_ARG, 0, skip ? d->N : d->ldz, A, DR_I32(A), DR_I32(i), DR_I32(skip),
+                  DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_G)), DR_BUF(B_(d, d->yb1)),
+                  DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)), DR_BUF(B_(d, DR_KB)),
+                  DR_BUF(B_(d, DR_CB)));
+}
+
 /* Stage i's cotangents for rows [0, A): the MLP's vector-Jacobian product layer by layer from the
  * last (deltas into P, the input cotangent through the transposed product into G), then the
- * stage argument's transpose (host_reverse.inc's rev_stage_vjp). */
+ * stage argument's transpose (host_reverse.inc's rev_stage_vjp). The schedule takes the stages
+ * from the last down to 0, so that the argument's transpose of stage i is left pending (d->arg)
+ * and made by the launch of stage i - 1's last delta, which reads the k_{i-1} cotangent it
+ * completes; stage 0's has a launch of its own. */
 static clnode_status dr_stage_vjp(void *run, size_t i, size_t A)
 {
     dev_rev *d = run;
     cln_backend *be = d->be;
     const int skip = i + 1 == d->S && d->S1 < d->S;
     clnode_status st = CLNODE_OK;
+    if (d->arg >= 0 && (size_t)d->arg != i + 1) /* not the stage after this one: on its own */
+        CLN_TRY(st, dr_arg(d, A));
     for (size_t l = d->nl; !skip && l-- > 0;) {
         const size_t n = d->out[l], k = d->in[l], off = dr_poff(d, i, l);
         const int act = d->job->act[l];
-        CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
+        cln_buf *scale = d->scale ? d->scale : B_(d, DR_JOB);
+        if (l + 1 == d->nl && d->arg >= 0) { /* n is N (<= ldz) */
+            const int askip = d->arg_skip;
+            d->arg = -1;
+            CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA_ARG, 0, askip ? d->N : d->ldz, A, DR_I32(A),
+                               DR_I32(act), DR_I32(i), DR_I64(off), DR_I32(askip),
+                               DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
+                               DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)), DR_BUF(scale),
+                               DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)),
+                               DR_BUF(B_(d, DR_CB)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+        } else {
+            CLN_TRY(st,
+                    DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
                            DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl), DR_BUF(B_(d, DR_JOB)),
                            DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
-                           DR_BUF(d->scale ? d->scale : B_(d, DR_JOB)), DR_BUF(B_(d, DR_P)),
-                           DR_BUF(B_(d, DR_O))));
+                           DR_BUF(scale), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+        }
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n, d->WT[l], 0,
                                   n, B_(d, DR_G), 0, k));
     }
-    CLN_TRY(st, DR_RUN(d, CLN_RK_ARG, 0, skip ? d->N : d->ldz, A, DR_I32(A), DR_I32(i),
-                       DR_I32(skip), DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_G)),
-                       DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)),
-                       DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_CB))));
+    CLN_TRY(st, dr_arg(d, A)); /* one the loop did not take (none where this stage has an MLP) */
+    d->arg = (int)i;
+    d->arg_skip = skip;
+    if (i == 0)
+        CLN_TRY(st, dr_arg(d, A));
 fail:
     return st;
 }
@@ -522,13 +566,24 @@ static clnode_status dr_gather(dev_rev *d, size_t nk, size_t l, int deltas, int 
                    DR_BUF(B_(d, dst)));
 }
 
+/* Layer l's bias and output-scale sums (cln_rev_side_sums) ride on the one kernel's launch: the
+ * extra input columns (x) that launch takes, and their offsets in a block's sum (-1: none). */
+static size_t dr_side(const dev_rev *d, size_t l, long long *bth, long long *sth)
+{
+    *bth = d->job->bias[l] ? (long long)d->job->b_off[l] : -1;
+    *sth = d->ns && l + 1 == d->nl ? (long long)d->job->s_off : -1;
+    return *sth >= 0 ? 2 : *bth >= 0 ? 1 : 0;
+}
+
 /* Layer l's weight sums of the step through the GEMM: both factors gathered, one ordered product
  * per block still going back (its terms summed from zero in their order), each added to its
- * block's sum. */
+ * block's sum; then the layer's bias sums and (the last layer) the scale's, each a launch of its
+ * own (the addition's kernel stays a plain one). */
 static clnode_status dr_wsum_gemm(dev_rev *d, size_t nk, size_t l)
 {
+    const cln_rev_job *job = d->job;
     cln_backend *be = d->be;
-    const size_t n = d->out[l], k = d->in[l];
+    const size_t n = d->out[l], k = d->in[l], p_off = d->woff[l] * d->rows;
     clnode_status st = CLNODE_OK;
     CLN_TRY(st, dr_gather(d, nk, l, 1, DR_DT));
     CLN_TRY(st, dr_gather(d, nk, l, 0, DR_XT));
@@ -538,33 +593,44 @@ static clnode_status dr_wsum_gemm(dev_rev *d, size_t nk, size_t l)
                                       b * n * d->kmax, d->kmax, B_(d, DR_XT), b * k * d->kmax,
                                       d->kmax, B_(d, DR_GS), b * n * k, k));
     CLN_TRY(st, DR_RUN3(d, CLN_RK_WADD, 0, k, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n),
-                        DR_I64(d->job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                        DR_I64(job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
                         DR_BUF(B_(d, DR_GS)), DR_BUF(B_(d, DR_TH))));
+    if (job->bias[l])
+        CLN_TRY(st, DR_RUN(d, CLN_RK_BSUM, 0, n, nk, DR_I32(nk), DR_I64(n), DR_I64(p_off),
+                           DR_I64(job->b_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                           DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_TH))));
+    if (d->ns && l + 1 == d->nl)
+        CLN_TRY(st, DR_RUN(d, CLN_RK_SSUM, 0, d->ns, nk, DR_I32(nk), DR_I64(p_off),
+                           DR_I64(job->s_off), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
+                           DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)),
+                           DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_TH))));
 fail:
     return st;
 }
 
-/* Layer l's weight sums of the step in one kernel (cln_rev_wsum_body). */
+/* Layer l's weight sums of the step in one kernel (cln_rev_wsum_body), with its bias and scale
+ * sums. */
 static clnode_status dr_wsum_kernel(dev_rev *d, size_t nk, size_t l)
 {
     const size_t n = d->out[l], k = d->in[l], p_off = d->woff[l] * d->rows;
     const size_t x_off = l ? d->woff[l - 1] * d->rows : 0;
     const size_t x_stage = l ? d->sumw * d->rows : d->rows * d->ldz;
-    return DR_RUN3(d, CLN_RK_WSUM, 0, k, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n), DR_I64(p_off),
-                   DR_I64(x_off), DR_I64(x_stage), DR_I64(l ? d->out[l - 1] : d->ldz),
-                   DR_I64(d->job->w_off[l]), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)),
-                   DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, l ? DR_O : DR_Z)),
-                   DR_BUF(B_(d, DR_TH)));
+    long long bth = -1, sth = -1;
+    const size_t side = dr_side(d, l, &bth, &sth);
+    return DR_RUN3(d, CLN_RK_WSUM, 0, k + side, n, nk, DR_I32(nk), DR_I64(k), DR_I64(n),
+                   DR_I64(p_off), DR_I64(x_off), DR_I64(x_stage),
+                   DR_I64(l ? d->out[l - 1] : d->ldz), DR_I64(d->job->w_off[l]), DR_I64(bth),
+                   DR_I64(sth), DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)), DR_BUF(B_(d, DR_BR)),
+                   DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_P)),
+                   DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, l ? DR_O : DR_Z)), DR_BUF(B_(d, DR_TH)));
 }
 
-/* The step's parameter sums of the group's nk blocks (weights, biases, scale): each block's rows
- * still going back counted first (NR, and for the GEMMs' sizes on the host). */
+/* The step's parameter sums of the group's nk blocks (weights, biases, scale), a launch per layer
+ * (and the GEMMs): each block's rows still going back counted by the step's begin (NR), and here
+ * for the GEMMs' sizes. */
 clnode_status dr_sums(dev_rev *d, size_t s, size_t nk)
 {
-    const cln_rev_job *job = d->job;
     clnode_status st = CLNODE_OK;
-    CLN_TRY(st, DR_RUN(d, CLN_RK_NROWS, 0, nk, 1, DR_I32(nk), DR_I64(s), DR_BUF(B_(d, DR_RL)),
-                       DR_BUF(B_(d, DR_BR)), DR_BUF(B_(d, DR_NR))));
     for (size_t b = 0; d->by_gemm && b < nk; ++b) {
         size_t r = 0;
         while (r < CLN_REV_BLOCK && d->hBR[b * CLN_REV_BLOCK + r] >= 0 &&
@@ -572,20 +638,8 @@ clnode_status dr_sums(dev_rev *d, size_t s, size_t nk)
             ++r;
         d->nr[b] = r;
     }
-    for (size_t l = 0; l < d->nl; ++l) {
+    for (size_t l = 0; l < d->nl; ++l)
         CLN_TRY(st, d->by_gemm ? dr_wsum_gemm(d, nk, l) : dr_wsum_kernel(d, nk, l));
-        if (job->bias[l])
-            CLN_TRY(st, DR_RUN(d, CLN_RK_BSUM, 0, d->out[l], nk, DR_I32(nk), DR_I64(d->out[l]),
-                               DR_I64(d->woff[l] * d->rows), DR_I64(job->b_off[l]),
-                               DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)), DR_BUF(B_(d, DR_BR)),
-                               DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_TH))));
-    }
-    if (d->ns)
-        CLN_TRY(st, DR_RUN(d, CLN_RK_SSUM, 0, d->ns, nk, DR_I32(nk),
-                           DR_I64(d->woff[d->nl - 1] * d->rows), DR_I64(job->s_off),
-                           DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_NR)), DR_BUF(B_(d, DR_BR)),
-                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_O)),
-                           DR_BUF(B_(d, DR_TH))));
 fail:
     return st;
 }
@@ -683,6 +737,7 @@ static clnode_status dr_setup(void *run, size_t Bg)
     dr_tables(d, b0, Bg, nk);
     CLN_TRY(st, dr_upload(d, b0, Bg, d->k0, nk));
     d->yb1 = DR_YB1;
+    d->arg = -1;
     CLN_TRY(st, dr_zero(d, B_(d, DR_TH), nk * d->ntheta));
     CLN_TRY(st, dr_zero(d, B_(d, DR_YB1), Bg * d->N));
     CLN_TRY(st, dr_zero(d, B_(d, DR_CB), Bg * d->n_in));

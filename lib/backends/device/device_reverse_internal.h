@@ -79,7 +79,10 @@ typedef struct dev_rev {
     int64_t *hRL, *hBR;
     unsigned char *host;
     size_t host_cap;
-    int yb1;           /* DR_YB0 or DR_YB1: the buffer holding the cotangent of y_{n+1} */
+    int yb1; /* DR_YB0 or DR_YB1: the buffer holding the cotangent of y_{n+1} */
+    /* the stage whose argument's transpose is pending (-1: none), made by the launch of the next
+     * stage down's last delta (dr_stage_vjp), and whether that stage's MLP went back (skip) */
+    int arg, arg_skip;
     size_t k0, nk, Bg; /* the run: its first block, its blocks and trajectories */
     void *theta;       /* where the run's block sums go (rev_each's) */
 } dev_rev;

@@ -113,8 +113,10 @@ def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: 
         refuse_forward_ad(y0, args, *params)
     if args is not None and args.dim() == 1:
         args = args.expand(B, k)
-    return _op.solve_op(y0.contiguous(), None if args is None else args.contiguous(), params,
-                        times.contiguous(), save_ts.contiguous(), spec)
+    ys, stats, tinfo, _ = _op.solve_op(y0.contiguous(), None if args is None else
+                                       args.contiguous(), params, times.contiguous(),
+                                       save_ts.contiguous(), spec)
+    return ys, stats, tinfo
 
 
 def times_tensor(t0: Any, t1: Any, dt0: Any, B: int) -> Tensor:

@@ -1,26 +1,24 @@
 """The registered op `clnode::solve` and its reverse pass `clnode::solve_vjp`.
 
-solve(y0, args, params, times, save_ts, spec) -> (ys, stats, tinfo): one clnode.solve of the
-batch y0 (B, N) with the model made of params ([w0, b0, w1, ..., s] in the library's order) and
-the spec (a JSON string: the model's form, the method and options), each trajectory b from
+solve(y0, args, params, times, save_ts, spec) -> (ys, stats, tinfo, tape): one clnode.solve of
+the batch y0 (B, N) with the model made of params ([w0, b0, w1, ..., s] in the library's order)
+and the spec (a JSON string: the model's form, the method and options), each trajectory b from
 times[0, b] to times[1, b] with first step times[2, b] (NaN: chosen, dt0="auto"), saving at
 save_ts ((T,) shared or (B, T)). ys (B, T, N) in y0's dtype; stats (B, 5) int64: result,
 num_steps, num_accepted_steps, num_rejected_steps, num_rhs_evals; tinfo (B, 2) float64:
 first_step, t_final.
 
-The tape: the op is functional (its outputs are a function of its inputs alone, as opcheck and
-torch.compile require), so it hands nothing to its backward but its inputs. A forward whose spec
-says "keep" (the front ends set it where a gradient may be asked for: grad mode on and an input
-that requires grad) keeps its solution (solved with keep_tape) in a small table keyed by the exact
-bits of every input; solve_vjp, given the same inputs, finds it there and runs the library's
-reverse pass from it, or, where it is gone (evicted, another process, a fake tensor's trace),
-solves again with keep_tape first: the library's solve is deterministic, so that tape is the
-same bit for bit, and so is the gradient. In a training loop the backward finds the forward's
-tape: one solve per step."""
-import collections
+The tape is an output: a forward whose spec says "keep" (the front ends set it where a gradient
+may be asked for: grad mode on and an input that requires grad) solves with keep_tape and returns
+the library's tape bytes (clnode_solution_tape_export: the solution, its saved points and its
+tape, doc/gradient.md) as a uint8 tensor, of a size known only once solved (its fake is a
+data-dependent size); otherwise the tape is empty. solve_vjp(ys_bar, tape, params, spec) imports
+them (clnode_solution_tape_import, which checks every part and the model's fingerprint) and runs
+the library's reverse pass from them. The op is functional: its outputs are a function of its
+inputs alone, and its backward needs nothing but its saved tensors, so opcheck and torch.compile
+take it as it is, and a training step solves once."""
 import functools
 import json
-import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -28,11 +26,6 @@ import torch
 from torch import Tensor
 
 from .. import _model, _solve
-
-_MAX_TAPES = 8
-_TAPES: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
-_LOCK = threading.Lock()
-
 
 def _np(x: Tensor) -> np.ndarray:
     return x.detach().cpu().numpy()
@@ -58,15 +51,6 @@ def _model_of(params: Sequence[Tensor], cfg: Dict[str, Any]) -> _model.MLP:
                       inputs=cfg["inputs"], out_scale=scale)
 
 
-def _key(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
-         save_ts: Tensor, spec: str) -> Any:
-    """The exact bits of every input (with dtypes and shapes): a solve's identity."""
-    parts: List[Any] = [spec]
-    for x in [y0, args, times, save_ts, *params]:
-        parts.append(None if x is None else (x.dtype, tuple(x.shape), _np(x).tobytes()))
-    return tuple(parts)
-
-
 def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
          save_ts: Tensor, spec: str, keep_tape: bool) -> Any:
     """The clnode.Solution of the op's inputs (solved with keep_tape when asked)."""
@@ -87,16 +71,12 @@ def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 
 @torch.library.custom_op("clnode::solve", mutates_args=())
 def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
-             save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor]:
+             save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     keep = bool(_config(spec)["keep"])
     sol = _run(y0, args, params, times, save_ts, spec, keep)
+    tape = torch.empty((sol._tape.nbytes if keep else 0,), dtype=torch.uint8)
     if keep:
-        key = _key(y0, args, params, times, save_ts, spec)
-        with _LOCK:
-            _TAPES[key] = sol
-            _TAPES.move_to_end(key)
-            while len(_TAPES) > _MAX_TAPES:
-                _TAPES.popitem(last=False)
+        sol._tape.export_into(tape.numpy())  # written in place: no copy
     ys = _tensor(sol.ys, y0.device)
     st = sol.stats
     res = np.asarray(sol.result).reshape(-1).astype(np.int64)  # the Result codes
@@ -104,7 +84,7 @@ def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Te
         "num_steps", "num_accepted_steps", "num_rejected_steps", "num_rhs_evals")], axis=1)
     tinfo = np.stack([np.asarray(st["first_step"], dtype=np.float64).reshape(-1),
                       np.asarray(sol.t_final, dtype=np.float64).reshape(-1)], axis=1)
-    return ys, _tensor(stats, y0.device), _tensor(tinfo, y0.device)
+    return ys, _tensor(stats, y0.device), _tensor(tinfo, y0.device), tape.to(y0.device)
 
 
 def _tensor(a: np.ndarray, device: torch.device) -> Tensor:
@@ -117,23 +97,26 @@ def _tensor(a: np.ndarray, device: torch.device) -> Tensor:
 def _solve_fake(y0, args, params, times, save_ts, spec):
     B, N = y0.shape
     T = save_ts.shape[-1]
+    # the tape's bytes follow the steps taken: a size known once solved
+    n = torch.library.get_ctx().new_dynamic_size() if _config(spec)["keep"] else 0
     return (y0.new_empty((B, T, N)), y0.new_empty((B, 5), dtype=torch.int64),
-            y0.new_empty((B, 2), dtype=torch.float64))
+            y0.new_empty((B, 2), dtype=torch.float64), y0.new_empty((n,), dtype=torch.uint8))
 
 
 @torch.library.custom_op("clnode::solve_vjp", mutates_args=())
-def solve_vjp_op(ys_bar: Tensor, y0: Tensor, args: Optional[Tensor], params: List[Tensor],
-                 times: Tensor, save_ts: Tensor, spec: str) -> List[Tensor]:
-    key = _key(y0, args, params, times, save_ts, spec)
-    with _LOCK:
-        sol = _TAPES.get(key)
-    if sol is None:
-        sol = _run(y0, args, params, times, save_ts, spec, True)
-    g = sol.vjp(_np(ys_bar))  # read as float64 (exactly) by vjp
+def solve_vjp_op(ys_bar: Tensor, tape: Tensor, params: List[Tensor], spec: str) -> List[Tensor]:
+    """The gradients of y0 (B, N), args ((B, k); (0,) without) and each parameter, from the
+    cotangent ys_bar (B, T, N) of ys and the forward's tape."""
     cfg = _config(spec)
-    out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(y0)]
-    out.append(torch.from_numpy(np.ascontiguousarray(g.args)).to(args) if args is not None
-               else y0.new_empty((0,)))
+    if tape.numel() == 0:
+        raise RuntimeError("clnode::solve_vjp: the forward kept no tape (it ran without a "
+                           "gradient wanted: grad mode off or no input requiring grad)")
+    model = _model_of(params, cfg)
+    # the cotangent read as float64 (exactly) by the reverse pass
+    g = _solve.vjp_from_tape(model, tape.detach().cpu().numpy(), _np(ys_bar))
+    out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(ys_bar)]
+    out.append(torch.from_numpy(np.ascontiguousarray(g.args)).to(ys_bar) if cfg["inputs"]
+               else ys_bar.new_empty((0,)))
     names = []
     for i, has_b in enumerate(cfg["has_bias"]):
         names.append(f"layers.{i}.weight")
@@ -147,28 +130,27 @@ def solve_vjp_op(ys_bar: Tensor, y0: Tensor, args: Optional[Tensor], params: Lis
 
 
 @solve_vjp_op.register_fake
-def _solve_vjp_fake(ys_bar, y0, args, params, times, save_ts, spec):
-    return ([torch.empty_like(y0), torch.empty_like(args) if args is not None
-             else y0.new_empty((0,))] + [torch.empty_like(p) for p in params])
+def _solve_vjp_fake(ys_bar, tape, params, spec):
+    B, _, N = ys_bar.shape
+    k = _config(spec)["inputs"]
+    return ([ys_bar.new_empty((B, N)), ys_bar.new_empty((B, k) if k else (0,))]
+            + [torch.empty_like(p) for p in params])
 
 
 def _setup(ctx, inputs, output):
     y0, args, params, times, save_ts, spec = inputs
     ctx.spec = spec
     ctx.has_args = args is not None
-    ctx.n_params = len(params)
-    ctx.save_for_backward(y0, times, save_ts, *([args] if args is not None else []), *params)
-    ctx.mark_non_differentiable(output[1], output[2])
+    ctx.ys_shape = output[0].shape
+    ctx.save_for_backward(output[3], *params)
+    ctx.mark_non_differentiable(output[1], output[2], output[3])
 
 
-def _backward(ctx, ys_bar, stats_bar, tinfo_bar):
-    y0, times, save_ts, *rest = ctx.saved_tensors
-    args = rest[0] if ctx.has_args else None
-    params = rest[1:] if ctx.has_args else rest
+def _backward(ctx, ys_bar, stats_bar, tinfo_bar, tape_bar):
+    tape, *params = ctx.saved_tensors
     if ys_bar is None:
-        ys_bar = torch.zeros((y0.shape[0], save_ts.shape[-1], y0.shape[1]), dtype=y0.dtype,
-                             device=y0.device)
-    g = solve_vjp_op(ys_bar.contiguous(), y0, args, list(params), times, save_ts, ctx.spec)
+        ys_bar = tape.new_zeros(ctx.ys_shape, dtype=params[0].dtype)
+    g = solve_vjp_op(ys_bar.contiguous(), tape, list(params), ctx.spec)
     return g[0], (g[1] if ctx.has_args else None), list(g[2:]), None, None, None
 
 
@@ -187,7 +169,12 @@ def _solve_vmap(info, in_dims, y0, args, params, times, save_ts, spec):
                          [_slice(p, d, v) for p, d in zip(params, p_dims)],
                          _slice(times, t_dim, v), _slice(save_ts, s_dim, v), spec)
                 for v in range(V)]
-        return tuple(torch.stack([o[i] for o in outs]) for i in range(3)), (0, 0, 0)
+        # each slice's tape (its autograd node keeps its own): padded to the longest, which the
+        # import allows (the bytes after a tape are not read)
+        n = max(int(o[3].shape[0]) for o in outs)
+        tapes = torch.stack([torch.nn.functional.pad(o[3], (0, n - int(o[3].shape[0])))
+                             for o in outs])
+        return tuple(torch.stack([o[i] for o in outs]) for i in range(3)) + (tapes,), (0, 0, 0, 0)
     B = y0.shape[-2] if y_dim is None else y0.movedim(y_dim, 0).shape[1]
     y = _expand(y0, y_dim, V).reshape(V * B, -1)
     a = None if args is None else _expand(args, a_dim, V).reshape(V * B, -1)
@@ -198,10 +185,11 @@ def _solve_vmap(info, in_dims, y0, args, params, times, save_ts, spec):
     else:
         s = _expand(s, s_dim, V)
     s = s.reshape(V * B, -1).contiguous()
-    ys, stats, tinfo = solve_op(y.contiguous(), None if a is None else a.contiguous(), params,
-                                tm.contiguous(), s, spec)
+    ys, stats, tinfo, tape = solve_op(y.contiguous(), None if a is None else a.contiguous(),
+                                      params, tm.contiguous(), s, spec)
+    # one solve of the V x B trajectories: one tape, shared by the slices
     return (ys.reshape(V, B, *ys.shape[1:]), stats.reshape(V, B, 5),
-            tinfo.reshape(V, B, 2)), (0, 0, 0)
+            tinfo.reshape(V, B, 2), tape), (0, 0, 0, None)
 
 
 def _slice(x, d, v):
