@@ -120,14 +120,18 @@ typedef struct cln_istate {
 #define CLN_DENSE_TSIT5 3
 #define CLN_DENSE_POLYNOMIAL 4
 
-/* The step a save time belongs to, the one rule of the forward's dense output (cln_save_dense),
- * the saved points' count (lib/solver/solver_save.c) and the reverse pass's events
- * (lib/solver/gradient.c), compared in tau and in the state precision: a save time ts before its
- * trajectory's start tau0 belongs to no step (it lies outside the trajectory's interval); any
- * other belongs to the first accepted step whose end tn is not before it (a time on a step's end
- * belongs to that step, not to the next one). */
+/* The step a save time belongs to, compared in tau and in the state precision: a save time ts
+ * before its trajectory's start tau0 belongs to no step (it lies outside the trajectory's
+ * interval); any other belongs to the first accepted step whose end tn is not before it (a time
+ * on a step's end belongs to that step, not to the next one). CLN_TS_STEP_LOOP is the rule's one
+ * statement, a loop header: it runs its body for each save time j, j + 1 ... below nts that
+ * belongs to a step ending at tn (or before it), TS_J being save time j (an expression of j), and
+ * leaves j at the first that does not. The forward's dense output (cln_save_dense) runs it over
+ * each accepted step; a kept solve's tape records the step of each saved time with it
+ * (lib/solver/tape.c), which the reverse pass reads; a trajectory of no step counts with it the
+ * times that receive y0 (lib/solver/solver_save.c). */
 #define CLN_TS_BEFORE_START(ts, tau0) ((ts) < (tau0))
-#define CLN_TS_BY_END(ts, tn) ((ts) <= (tn))
+#define CLN_TS_STEP_LOOP(j, nts, TS_J, tn) for (; (j) < (nts) && (TS_J) <= (tn); ++(j))
 
 /* ---- the reverse pass on a device (cl/cln_reverse_kernels.h, lib/backends/device/) ---- */
 

@@ -519,7 +519,8 @@ CLN_INLINE void cln_save_dense(CLN_CONST cln_consts *K, CLN_CONST cln_iconsts *K
     CLN_CONST real *ts = TS + b * (size_t)KI->ts_stride;
     real k[CLN_MAX_STAGES];
     cln_int j = is->nts;
-    for (; j < nts && CLN_TS_BY_END(ts[j], tn); ++j) {
+    CLN_TS_STEP_LOOP(j, nts, ts[j], tn)
+    {
         if (CLN_TS_BEFORE_START(ts[j], tau0))
             continue;
         const real th = cln_dense_theta(ts[j], t, tn);

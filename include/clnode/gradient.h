@@ -97,13 +97,14 @@ typedef struct clnode_gradient clnode_gradient;
 
 /* The bytes a solution keeps for the reverse pass (0 when it was solved without keep_tape):
  *   esize sum over trajectories b of (M_b + 1 + ceil(M_b / k) N)  + 2 (B + 1) sizeof(size_t)
- *   + esize B n_in  + esize n_ts (B n_ts with per-trajectory save times)
+ *   + esize B n_in  + esize n_ts (B n_ts with per-trajectory save times)  + 4 B n_ts
  * M_b the accepted steps of trajectory b, k = checkpoint_every, N the state dimension, n_in the
  * model's conditioning inputs, n_ts the save times, esize the bytes of the state precision (4 for
  * fp32, 8 for fp64): each step's end time, the state at every k-th step's start (counted from
- * the last step), the inputs and save times in the state precision. It follows the steps taken,
- * never max_steps. While a kept solve runs, the steps' states are held on its device as with
- * save_steps (clnode_solve). */
+ * the last step), the inputs and save times in the state precision, and for each trajectory and
+ * save time the step whose dense output saved it (a 32-bit index, recorded with the tape: the
+ * reverse pass reads it). It follows the steps taken, never max_steps. While a kept solve runs,
+ * the steps' states are held on its device as with save_steps (clnode_solve). */
 CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
 
 /* The version of the layout clnode_solution_tape_export writes and clnode_solution_tape_import
@@ -167,7 +168,10 @@ CLNODE_API clnode_status clnode_solution_tape_import(clnode_context *ctx, const 
  * layers' widths) + checkpoint_every x dim)), and O(log2(blocks) + threads) copies of the
  * parameters; on a device per trajectory of a group about stages x (2 x the layers' widths + 3 x
  * dim + the first layer's inputs) values and its part of the tape and the cotangents, per block of
- * a group a copy of the parameters, the groups sized for half the device's memory. */
+ * a group a copy of the parameters, the groups sized for half the device's memory. The host keeps
+ * a pass's packed weights and per-thread scratch (up to 64 MiB) in its context for the next pass,
+ * which takes them over when its weights, GEMM mode and sizes are the same (a series of small
+ * passes of one model packs it once); the context frees them. */
 CLNODE_API clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *model,
                                                  const clnode_gradient_options *opts,
                                                  const clnode_solution *sol, size_t slots,

@@ -144,22 +144,16 @@ static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solutio
 
 /* ---- where the cotangents enter ---- */
 
-static double cln_rev_real(const cln_tape *t, const void *buf, size_t i)
-{
-    return t->esize == sizeof(float) ? (double)((const float *)buf)[i] : ((const double *)buf)[i];
-}
-
 /* Trajectory b's events from its row's kinds: the state after p steps for t0 (0), the k-th saved
- * step (k + 1) and the stop (M); a save time in the step it belongs to (CLN_TS_BY_END, as
- * cln_save_dense saves it), or y0 itself for a trajectory of no step. */
+ * step (k + 1) and the stop (M); a save time in the step the tape recorded for it (ts_step), or
+ * y0 itself for a trajectory of no step. */
 static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
                                   const clnode_save_kind *kinds, size_t P, cln_rev_event *ev)
 {
     const cln_tape *t = sol->tape;
     const size_t M = t->off_t[b + 1] - t->off_t[b] - 1;
-    size_t first = 0, steps = 0, j = 0, n = 0;
+    size_t first = 0, steps = 0, j = 0;
     clnode_solution_ts_index(sol, b, &first);
-    const void *tau = (const unsigned char *)t->tau + t->off_t[b] * t->esize;
     for (size_t k = 0; k < P; ++k) {
         cln_rev_event e = {CLN_REV_POINT, 0, 0, (int32_t)k};
         if (kinds[k] == CLNODE_SAVE_STEPS) {
@@ -168,11 +162,8 @@ static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
             e.step = (int32_t)M;
         } else if (kinds[k] == CLNODE_SAVE_TS && M > 0) {
             const size_t jj = first + j++;
-            const double ts = cln_rev_real(t, t->ts, (t->ts_per_traj ? b * t->n_ts : 0) + jj);
-            while (n + 1 < M && !CLN_TS_BY_END(ts, cln_rev_real(t, tau, n + 1)))
-                ++n;
             e.kind = CLN_REV_DENSE;
-            e.step = (int32_t)n;
+            e.step = t->ts_step[b * t->n_ts + jj];
             e.j = (int32_t)jj;
         } else if (kinds[k] == CLNODE_SAVE_TS) {
             ++j;
@@ -501,8 +492,10 @@ static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_
     be->ops->rev_end(be, state);
     if (!runs) {
         cln_rev_tree_fold(tr);
+        const float *f32 = t->esize == sizeof(float) ? tr->level : NULL;
+        const double *f64 = tr->level;
         for (size_t i = 0; st == CLNODE_OK && i < job->ntheta; ++i)
-            g->params[i] = cln_rev_real(t, tr->level, i);
+            g->params[i] = f32 ? (double)f32[i] : f64[i];
     }
     if (!runs || st != CLNODE_OK)
         cln_rev_tree_free(tr);

@@ -4,6 +4,7 @@
 #define CLN_SOLUTION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "clnode/solver.h"
 #include "cln_layout.h"
@@ -32,6 +33,10 @@ typedef struct cln_tape {
     void *tau, *ys;
     void *inputs; /* B x n_in: each trajectory's conditioning inputs; NULL without */
     void *ts;     /* the save times as tau: n_ts, or B x n_ts with ts_per_traj; NULL without */
+    /* B x n_ts: the step (0 .. M_b - 1) whose dense output saved trajectory b's point at save
+     * time j, recorded with the tape (the rule of CLN_TS_STEP_LOOP), -1 for a time it did not
+     * save or a trajectory of no step; NULL without save times. The reverse pass reads it. */
+    int32_t *ts_step;
     size_t bytes; /* clnode_solution_kept_bytes */
 } cln_tape;
 
@@ -52,6 +57,9 @@ struct clnode_solution {
 
 /* Frees a tape (accepts NULL). */
 void cln_tape_free(cln_tape *t);
+
+/* Element i of a buffer of the tape's state precision (tau, ys, ts ...), as a double. */
+double cln_tape_real(const cln_tape *t, const void *buf, size_t i);
 
 /* The points per trajectory a solution has room for, per clnode_save_kind (0 for a kind not
  * saved; for CLNODE_SAVE_STEPS the largest count any trajectory saved; solver_save.c). */

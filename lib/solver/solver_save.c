@@ -160,8 +160,9 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
         size_t end = (size_t)is->nts;
         if (cln_t0(o, p, b) == cln_t1(o, p, b)) { /* diffrax: every requested time receives y0 */
             end = first;
-            while (end < nt && CLN_TS_BY_END(r->dir * cln_round(prec, ts[end]), rs->tau1))
-                ++end;
+            CLN_TS_STEP_LOOP(end, nt, r->dir * cln_round(prec, ts[end]), rs->tau1)
+            {
+            }
             for (size_t j = first; j < end; ++j)
                 memcpy(s->ys[CLNODE_SAVE_TS] + (b * nt + j) * N, s->y_final + b * N,
                        N * sizeof(double));

@@ -21,6 +21,7 @@ void cln_tape_free(cln_tape *t)
     free(t->ys);
     free(t->inputs);
     free(t->ts);
+    free(t->ts_step);
     free(t);
 }
 
@@ -61,7 +62,8 @@ int cln_tape_bytes(const cln_tape *t, size_t *out)
     if (!cln_mul_size(y, t->N, &yn) || !cln_add_size(a, yn, &bytes) ||
         !cln_mul_size(bytes, t->esize, &bytes) ||
         !cln_add_size(t->B * t->n_in, ts_rows * t->n_ts, &extra) ||
-        !cln_add_size(bytes, extra * t->esize + 2 * (t->B + 1) * sizeof(size_t), &bytes))
+        !cln_add_size(bytes, extra * t->esize + 2 * (t->B + 1) * sizeof(size_t), &bytes) ||
+        !cln_add_size(bytes, t->B * t->n_ts * sizeof(int32_t), &bytes))
         return 0;
     *out = bytes;
     return 1;
@@ -104,6 +106,46 @@ static void cln_tape_fill(cln_tape *t, size_t b, double dir, double tau0, const 
         for (size_t c = 0; c < N; ++c)
             cln_tape_put(t->ys, es, (t->off_y[b] + q) * N + c, y[c]);
     }
+}
+
+double cln_tape_real(const cln_tape *t, const void *buf, size_t i)
+{
+    return t->esize == sizeof(float) ? (double)((const float *)buf)[i] : ((const double *)buf)[i];
+}
+
+/* The step each of trajectory b's saved times belongs to (ts_step's row b), from its run of
+ * saved times [first, first + count) and its steps' ends, in tau and the state precision as the
+ * solve compared them: each step in turn takes the times by its end (CLN_TS_STEP_LOOP), the last
+ * step those that remain, as the solve saved them in it. */
+static void cln_tape_ts_row(cln_tape *t, size_t b, size_t first, size_t count)
+{
+    const size_t M = t->off_t[b + 1] - t->off_t[b] - 1;
+    const size_t row = t->ts_per_traj ? b * t->n_ts : 0, end = first + count;
+    int32_t *step = t->ts_step + b * t->n_ts;
+    for (size_t j = 0; j < t->n_ts; ++j)
+        step[j] = -1;
+    if (M == 0)
+        return; /* its saved times hold y0 and belong to no step */
+    size_t j = first;
+    for (size_t n = 0; n + 1 < M; ++n) {
+        const double tn = cln_tape_real(t, t->tau, t->off_t[b] + n + 1);
+        CLN_TS_STEP_LOOP(j, end, cln_tape_real(t, t->ts, row + j), tn)
+        step[j] = (int32_t)n;
+    }
+    for (; j < end; ++j)
+        step[j] = (int32_t)(M - 1);
+}
+
+int cln_tape_ts_steps(cln_tape *t, const size_t *first, const size_t *count)
+{
+    if (!t->n_ts)
+        return 1;
+    t->ts_step = malloc(t->B * t->n_ts * sizeof *t->ts_step);
+    if (!t->ts_step)
+        return 0;
+    for (size_t b = 0; b < t->B; ++b)
+        cln_tape_ts_row(t, b, first ? first[b] : 0, count[b]);
+    return 1;
 }
 
 /* The kept states of a trajectory of M steps: one per group but the first (whose start is y0),
@@ -168,6 +210,11 @@ clnode_status cln_tape_build(clnode_context *ctx, const cln_tape_src *src, size_
         cln_tape_put(t->inputs, es, i, p->inputs[i]);
     for (size_t i = 0; i < ts_rows * t->n_ts; ++i) /* as the solve uploaded them (tau, rounded) */
         cln_tape_put(t->ts, es, i, src->dir * src->round(src->prec, p->save_ts[i]));
+    if (!cln_tape_ts_steps(t, src->ts_first, src->ts_count)) {
+        cln_tape_free(t);
+        return cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "cannot allocate the saved times' steps of %zu trajectories", B);
+    }
     *out = t;
     return CLNODE_OK;
 }
@@ -257,6 +304,8 @@ clnode_status cln_keep_tape(cln_run *r, clnode_solution *s, const cln_istate *is
                               .every = every,
                               .p = r->p,
                               .tau0 = tau0,
+                              .ts_first = s->first_ts,
+                              .ts_count = s->count[CLNODE_SAVE_TS],
                               .round = cln_round};
     st = cln_tape_build(r->ctx, &src, B, N, count, own_ts ? ts : s->ts[CLNODE_SAVE_STEPS],
                         own_ts ? steps : s->cap[CLNODE_SAVE_STEPS], kept, koff, &s->tape);

@@ -544,6 +544,9 @@ clnode_status clnode_solution_tape_import(clnode_context *ctx, const clnode_mode
         st = cln_tio_check_rows(ctx, &h, s);
     if (st == CLNODE_OK && !cln_tape_bytes(t, &t->bytes))
         st = CLN_TIO_BAD(ctx, "the tape's size overflows");
+    if (st == CLNODE_OK && !cln_tape_ts_steps(t, s->first_ts, s->count[CLNODE_SAVE_TS]))
+        st = cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                      "clnode_solution_tape_import: cannot allocate the saved times' steps");
     if (st != CLNODE_OK) {
         clnode_solution_destroy(&s);
         return st;

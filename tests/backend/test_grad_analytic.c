@@ -814,10 +814,11 @@ static void test_pocl_solution(void **state)
 /* ------------------------------------------------------------------------ memory */
 
 /* The header's formula of clnode_solution_kept_bytes: esize times the sum over trajectories b of
- * (M_b + 1 + ceil(M_b / k) N), plus 2 (B + 1) sizeof(size_t), esize B n_in and esize n_ts (n_ts
- * the save times: B times the row's with per-trajectory save times). */
+ * (M_b + 1 + ceil(M_b / k) N), plus 2 (B + 1) sizeof(size_t), esize B n_in, esize n_ts (n_ts
+ * the save times: B times the row's with per-trajectory save times) and 4 B n_row (n_row the
+ * save times of a row: the step of each saved time). */
 static size_t kept_formula(const clnode_solution *s, size_t esize, size_t k, size_t n_in,
-                           size_t n_ts, size_t *steps_min, size_t *steps_max)
+                           size_t n_ts, size_t n_row, size_t *steps_min, size_t *steps_max)
 {
     const size_t B = clnode_solution_batch(s), N = clnode_solution_dim(s);
     size_t bytes = 0;
@@ -831,7 +832,7 @@ static size_t kept_formula(const clnode_solution *s, size_t esize, size_t k, siz
         *steps_max = M > *steps_max ? M : *steps_max;
         bytes += esize * (M + 1 + (M + k - 1) / k * N);
     }
-    return bytes + 2 * (B + 1) * sizeof(size_t) + esize * B * n_in + esize * n_ts;
+    return bytes + 2 * (B + 1) * sizeof(size_t) + esize * B * n_in + esize * n_ts + 4 * B * n_row;
 }
 
 /* B = 4096 trajectories of the seed model over [0, 20] from spread initial states, two save times
@@ -878,7 +879,7 @@ static void test_kept_bytes(void **state)
             kept[i] = clnode_solution_kept_bytes(s);
             size_t lo, hi;
             const size_t want = kept_formula(s, c & 1 ? 8 : 4, (size_t)o.checkpoint_every, n_in,
-                                             c & 4 ? 2 * MB : 2, &lo, &hi);
+                                             c & 4 ? 2 * MB : 2, 2, &lo, &hi);
             printf("kept bytes, fp%d, checkpoint_every %ld, %s save times, max_steps %ld: %zu, "
                    "the header's formula %zu (difference %lld; %zu to %zu steps)\n",
                    (int)o.precision, o.checkpoint_every, c & 4 ? "per-trajectory" : "shared",

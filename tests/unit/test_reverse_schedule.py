@@ -17,7 +17,13 @@ Checks, comments left out:
   4. no loop over reverse steps outside lib/solver/: no source of lib/ outside it walks a
      reverse step's stages from the last or repeats steps up to a count of steps (the bare VJP
      loop of clnode/bench.h is the schedule's step, cln_rev_bare, not a backend's loop), and the
-     ops table has no bare VJP operation of its own.
+     ops table has no bare VJP operation of its own;
+  5. the step a save time belongs to is stated once: CLN_TS_STEP_LOOP, defined in cl/cln_layout.h
+     alone, is the only comparison of save times with step ends (no CLN_TS_BY_END, no other
+     definition), run by the forward's dense output (cl/cln_step.h), the tape that records each
+     saved time's step (lib/solver/tape.c) and the count of a trajectory of no step
+     (lib/solver/solver_save.c); the reverse pass (lib/solver/gradient.c, the backends) reads
+     the recorded step and runs the rule nowhere.
 Fails on any hit, printing it; also fails when a file it scans is missing.
 
 usage: test_reverse_schedule.py SOURCE_ROOT
@@ -140,6 +146,41 @@ def check_ops_table(root, hits):
             hits.append(f"lib/backends/backend.h: cln_rev_ops has no {op}")
 
 
+TS_RULE_USERS = {"cl/cln_step.h", "lib/solver/tape.c", "lib/solver/solver_save.c"}
+TS_RULE_HOME = "cl/cln_layout.h"
+
+
+def check_ts_rule(root, hits):
+    used = set()
+    for path in sorted(list((root / "lib").rglob("*")) + list((root / "cl").rglob("*"))):
+        if path.suffix not in (".c", ".h", ".inc", ".cl", ".cu"):
+            continue
+        rel = path.relative_to(root).as_posix()
+        code = code_of(path)
+        for m in re.finditer(r"\bCLN_TS_BY_END\b", code):
+            hits.append(f"{rel}:{line_of(code, m.start())}: CLN_TS_BY_END: the rule's comparison "
+                        "outside CLN_TS_STEP_LOOP")
+        for m in re.finditer(r"#\s*define\s+CLN_TS_STEP_LOOP\b", code):
+            if rel != TS_RULE_HOME:
+                hits.append(f"{rel}:{line_of(code, m.start())}: CLN_TS_STEP_LOOP defined again")
+        uses = [m for m in re.finditer(r"\bCLN_TS_STEP_LOOP\s*\(", code)
+                if not code[:m.start()].rstrip().endswith("define")]
+        if uses:
+            used.add(rel)
+            if rel not in TS_RULE_USERS:
+                hits.append(f"{rel}:{line_of(code, uses[0].start())}: the step of a save time "
+                            "found again (CLN_TS_STEP_LOOP outside the forward, the tape and the "
+                            "count of a trajectory of no step)")
+    home = root / TS_RULE_HOME
+    if not home.is_file() or not re.search(r"#\s*define\s+CLN_TS_STEP_LOOP\b", code_of(home)):
+        hits.append(f"{TS_RULE_HOME}: no CLN_TS_STEP_LOOP (the rule's one statement)")
+    for rel in sorted(TS_RULE_USERS - used):
+        hits.append(f"{rel}: does not run CLN_TS_STEP_LOOP")
+    grad = root / "lib/solver/gradient.c"
+    if grad.is_file() and "ts_step" not in code_of(grad):
+        hits.append("lib/solver/gradient.c: does not read the tape's recorded steps (ts_step)")
+
+
 def main():
     root = pathlib.Path(sys.argv[1])
     hits = []
@@ -147,6 +188,7 @@ def main():
     check_backend_files(root, hits)
     check_no_step_loops(root, hits)
     check_ops_table(root, hits)
+    check_ts_rule(root, hits)
     for h in hits:
         print(h)
     print(f"{len(hits)} finding(s)")

@@ -12,6 +12,7 @@ static void host_destroy(cln_backend *be)
 {
     host_backend *hb = (host_backend *)be;
     host_solve_free(hb->kept);
+    host_rev_free(hb->rev_kept, hb->rev_kept_f64);
     cln_pool_destroy(hb->pool);
     free(hb->claims);
     free(hb->scratch);

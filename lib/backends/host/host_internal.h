@@ -81,6 +81,9 @@ typedef struct host_backend {
     cln_pool *pool;            /* the threads of every pass (1: all inline) */
     struct host_claim *claims; /* whole steps: one counter of claimed blocks per part */
     struct host_solve *kept;   /* the last solve's packed model, for the next solve of that model */
+    cln_host_rev *rev_kept;    /* the last reverse pass's packed weights and scratch, for the next
+                                  (host_rev_end keeps them up to CLN_HOST_KEEP_BYTES) */
+    int rev_kept_f64;          /* and its precision */
 } host_backend;
 
 /* The next unclaimed row block of one part's rows (host_steps), on a cache line of its own. */
@@ -196,6 +199,8 @@ clnode_status host_tan_begin(cln_backend *be, const cln_tan_job *job, void **sta
                              const cln_tan_ops **tan);
 clnode_status host_tan_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
                             cln_rev_run_fn fn, const void *arg);
+/* Frees a reverse pass's state of that precision (accepts NULL). */
+void host_rev_free(cln_host_rev *h, int f64);
 
 /* ---- host_devices.c: the ISA of a device-string form; host_cpuinfo_value: the value of the first
  * line of /proc/cpuinfo with that key, or "" ---- */

@@ -14,6 +14,7 @@ typedef struct host_rev_state {
     double none;       /* the tangent pass's theta: it has no sums */
     int f64;
     size_t threads, ntheta;
+    size_t bytes; /* of the packed weights and scratch */
     size_t block0, nblocks;
     void *theta;
     cln_rev_run_fn fn;
@@ -42,8 +43,16 @@ clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **sta
     st->threads = (size_t)cln_pool_threads(hb->pool);
     st->ntheta = job->ntheta;
     size_t bytes = 0;
-    st->h = st->f64 ? cln_host_rev_begin_f64(job, hb->isa, st->threads, &bytes)
-                    : cln_host_rev_begin_f32(job, hb->isa, st->threads, &bytes);
+    cln_host_rev *kept = hb->rev_kept; /* the last reverse pass's, taken over where it fits */
+    const int kept_f64 = hb->rev_kept_f64;
+    hb->rev_kept = NULL;
+    if (kept && kept_f64 != st->f64) {
+        host_rev_free(kept, kept_f64);
+        kept = NULL;
+    }
+    st->h = st->f64 ? cln_host_rev_begin_f64(job, hb->isa, st->threads, &bytes, kept)
+                    : cln_host_rev_begin_f32(job, hb->isa, st->threads, &bytes, kept);
+    st->bytes = bytes;
     if (!st->h) {
         free(st);
         return cln_fail(be->ctx, CLNODE_ERR_OUT_OF_MEMORY,
@@ -90,9 +99,19 @@ clnode_status host_rev_each(cln_backend *be, void *state, size_t block0, size_t 
     return (clnode_status)atomic_load(&st->status);
 }
 
+void host_rev_free(cln_host_rev *h, int f64)
+{
+    if (f64)
+        cln_host_rev_end_f64(h);
+    else
+        cln_host_rev_end_f32(h);
+}
+
+/* The pass's packed weights and scratch are kept for the next reverse pass (host_rev_begin), up
+ * to CLN_HOST_KEEP_BYTES: a series of small passes of one model allocates and packs once. */
 void host_rev_end(cln_backend *be, void *state)
 {
-    (void)be;
+    host_backend *hb = (host_backend *)be;
     host_rev_state *st = state;
     if (!st)
         return;
@@ -100,10 +119,14 @@ void host_rev_end(cln_backend *be, void *state)
         cln_host_tan_end_f64(st->tan);
     else
         cln_host_tan_end_f32(st->tan);
-    if (st->f64)
-        cln_host_rev_end_f64(st->h);
-    else
-        cln_host_rev_end_f32(st->h);
+    host_rev_free(hb->rev_kept, hb->rev_kept_f64);
+    hb->rev_kept = NULL;
+    if (st->bytes <= CLN_HOST_KEEP_BYTES) {
+        hb->rev_kept = st->h;
+        hb->rev_kept_f64 = st->f64;
+    } else {
+        host_rev_free(st->h, st->f64);
+    }
     free(st);
 }
 

@@ -23,12 +23,16 @@ typedef struct cln_host_rev_run {
 
 /* begin: what every block reads (the packed weights for the recomputed products and for their
  * transposes) and the scratch of `threads` threads, for a job that lives until end; NULL when
- * out of memory (*bytes: what it asked for). ops: the per-step reverse operations (cln_rev_ops,
- * backend.h) on a cln_host_rev_run (thread < threads). The bits do not depend on the thread nor
- * on the ISA. */
+ * out of memory (*bytes: what it asked for). kept: NULL, or the state of an earlier job of this
+ * precision that has ended, whose packed weights (when they were packed from the same weights
+ * on the same ISA and GEMM mode) and scratch (when it has the same sizes) this job takes over
+ * instead of packing and allocating them again; begin frees it, whatever it returns. A series
+ * of small reverse passes of one model then packs it once and keeps its scratch. ops: the
+ * per-step reverse operations (cln_rev_ops, backend.h) on a cln_host_rev_run (thread <
+ * threads). The bits do not depend on the thread nor on the ISA. */
 #define CLN_HOST_REV_DECLARE(sfx)                                                                  \
     cln_host_rev *cln_host_rev_begin_##sfx(const cln_rev_job *job, cln_gemm_isa isa,               \
-                                           size_t threads, size_t *bytes);                         \
+                                           size_t threads, size_t *bytes, cln_host_rev *kept);     \
     extern const cln_rev_ops cln_host_rev_ops_##sfx;                                               \
     void cln_host_rev_end_##sfx(cln_host_rev *h);
 CLN_HOST_REV_DECLARE(f32)
