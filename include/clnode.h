@@ -14,5 +14,6 @@
 #include "clnode/precision.h"
 #include "clnode/probe.h"
 #include "clnode/solver.h"
+#include "clnode/tangent.h"
 
 #endif /* CLNODE_H */

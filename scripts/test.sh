@@ -77,16 +77,16 @@ trap - EXIT
 cat "$torch_log"
 [ "$torch_rc" -eq 0 ] || { echo "test.sh: the PyTorch stage failed ($torch_rc)" >&2; exit 1; }
 stage "ThreadSanitizer build: separate contexts in separate threads"
-# Only the thread tests (separate contexts; the host backend's own thread pool; the reverse pass
-# at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the tests. No
-# suppressions are needed (CLBlast's process-wide caches are used under clnode's lock,
+# Only the thread tests (separate contexts; the host backend's own thread pool; the reverse and
+# tangent passes at 1, 2 and 4 threads) and a few unit tests: the build takes the time, not the
+# tests. No suppressions are needed (CLBlast's process-wide caches are used under clnode's lock,
 # lib/backends/opencl).
 if [ ! -d build-tsan ]; then
   meson setup build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false --buildtype=debug
 fi
-tsan_tests=(threads host-threads grad-analytic method controller safetensors host-gemm)
+tsan_tests=(threads host-threads grad-analytic tangent method controller safetensors host-gemm)
 ninja -C build-tsan tests/backend/test_threads tests/backend/test_host_threads \
-  tests/backend/test_grad_analytic tests/unit/test_method \
+  tests/backend/test_grad_analytic tests/backend/test_tangent tests/unit/test_method \
   tests/unit/test_controller tests/unit/test_safetensors tests/unit/test_host_gemm
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 \

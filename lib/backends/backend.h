@@ -155,6 +155,50 @@ typedef struct cln_rev_ops {
     clnode_status (*results)(void *run);
 } cln_rev_ops;
 
+/* ---- the tangent pass (clnode/tangent.h), driven by lib/solver/tangent.c ---- */
+
+/* One chunk of directions of a tangent pass over a kept solve: the reverse pass's job for the
+ * model, the tape and the saved points' events (its cotangents and results unused), and the
+ * chunk's directions in the state precision. */
+typedef struct cln_tan_job {
+    const cln_rev_job *rev;
+    size_t ndir;         /* directions of the chunk */
+    const void *dy0;     /* ndir x B x N; NULL: zero */
+    const void *dinputs; /* ndir x B x n_in; NULL: zero */
+    const void *dparams; /* ndir x rev->ntheta (clnode_gradient_params' layout); NULL: zero */
+    double *out;         /* ndir x B x slots x N: the chunk's tangents of the saved points */
+} cln_tan_job;
+
+/* The per-step operations of the tangent pass, on a run of consecutive blocks (tan_each). The
+ * schedule (lib/solver/tangent_schedule.c) orders the rows (most steps first, as the reverse
+ * pass's), walks the steps forwards from y0 and shrinks the active rows [0, A); each operation
+ * does what its name says for those rows, every direction of the chunk at once:
+ *   rows      the run's Bg trajectories: arrays for their trajectory (from the run's first) and
+ *             steps, which the schedule fills in the order of the positions;
+ *   setup     the rows' state at step 0 (their tape's first kept state) and its tangents (dy0),
+ *             the inputs' columns of the stage arguments and of their tangents, the events;
+ *   points    the saved points of the state after p steps (the tangents of y_p);
+ *   begin     each row's times of its step n;
+ *   stage     stage i's argument and MLP (the reverse pass's op: what the JVP reads is kept);
+ *   stage_jvp stage i's tangents: its argument's, then the MLP's Jacobian-vector product;
+ *   y1        y_{n+1} and its tangents;
+ *   dense     the dense outputs inside step n (their tangents, from y_n's, y_{n+1}'s and k's);
+ *   next      y_{n+1} and its tangents become the state of the next step;
+ *   results   the run's tangents where tan_each's caller reads them. */
+typedef struct cln_tan_ops {
+    clnode_status (*rows)(void *run, size_t k0, size_t nk, size_t Bg, size_t **traj,
+                          size_t **steps);
+    clnode_status (*setup)(void *run, size_t Bg);
+    clnode_status (*points)(void *run, size_t A, size_t p);
+    clnode_status (*begin)(void *run, size_t A, size_t n);
+    clnode_status (*stage)(void *run, size_t i, size_t A);
+    clnode_status (*stage_jvp)(void *run, size_t i, size_t A);
+    clnode_status (*y1)(void *run, size_t A);
+    clnode_status (*dense)(void *run, size_t A, size_t n);
+    clnode_status (*next)(void *run, size_t A);
+    clnode_status (*results)(void *run);
+} cln_tan_ops;
+
 typedef struct cln_backend_ops {
     const char *name;   /* "host", "opencl", "cuda": for messages and logs, never asked */
     cln_tf32_kind tf32; /* what its gemm computes in CLNODE_GEMM_TF32 mode */
@@ -266,6 +310,16 @@ typedef struct cln_backend_ops {
     clnode_status (*rev_each)(cln_backend *be, void *state, size_t block0, size_t nblocks,
                               void *theta, cln_rev_run_fn fn, const void *arg);
     void (*rev_end)(cln_backend *be, void *state);
+
+    /* Optional (NULL: the backend has no tangent pass): a chunk of directions of the tangent
+     * pass, whose schedule (lib/solver/tangent_schedule.c) runs over the backend's per-step
+     * operations: as rev_begin, rev_each and rev_end, tan_each handing blocks [block0, block0 +
+     * nblocks) to fn in runs, which write their trajectories' rows of job->out. */
+    clnode_status (*tan_begin)(cln_backend *be, const cln_tan_job *job, void **state, size_t *group,
+                               const cln_tan_ops **tan);
+    clnode_status (*tan_each)(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                              cln_rev_run_fn fn, const void *arg);
+    void (*tan_end)(cln_backend *be, void *state);
 } cln_backend_ops;
 
 struct cln_backend {

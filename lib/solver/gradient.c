@@ -11,6 +11,7 @@
 #include "cln_layout.h"
 #include "core/internal.h"
 #include "model/model.h"
+#include "solver/gradient_job.h"
 #include "solver/gradient_tree.h"
 #include "solver/reverse_schedule.h"
 #include "solver/solution.h"
@@ -85,31 +86,27 @@ const double *clnode_gradient_params(const clnode_gradient *g, size_t *n)
 
 /* ---- the checks ---- */
 
-static clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model *model,
-                                        const clnode_solution *sol)
+clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model *model,
+                                 const clnode_solution *sol, const char *fn)
 {
     const cln_tape *t = sol->tape;
     CLN_CHECK(ctx, t, CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_gradient_compute: the solution kept nothing for the reverse pass (solve with "
-              "the option keep_tape = 1)");
+              "%s: the solution kept nothing for the reverse pass (solve with the option "
+              "keep_tape = 1)",
+              fn);
     CLN_CHECK(ctx, t->model == model && t->model_serial == model->serial,
               CLNODE_ERR_INVALID_ARGUMENT,
-              "clnode_gradient_compute: the model is not the one the solution was solved with");
+              "%s: the model is not the one the solution was solved with", fn);
     const cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, be->ops->rev_begin, CLNODE_ERR_UNSUPPORTED,
-              "clnode_gradient_compute: %s has no reverse pass (the host, OpenCL and CUDA "
-              "devices have one)",
-              be->device_name);
     /* The reverse pass recomputes the forward's products: in tf32 mode the host and OpenCL
      * emulate TF32 with the same bits, CUDA runs its tensor cores (the ops' tf32 kind). */
     const int tape_native = t->tf32_kind == CLN_TF32_TENSOR_CORES;
     const int here_native = be->ops->tf32 == CLN_TF32_TENSOR_CORES;
     CLN_CHECK(ctx, t->gemm_mode != CLNODE_GEMM_TF32 || tape_native == here_native,
               CLNODE_ERR_UNSUPPORTED,
-              "clnode_gradient_compute: a tf32 solve kept on %s, reversed on %s: %s, so the "
-              "reverse pass would not recompute the steps the solve took (reverse a tf32 solve "
-              "on the kind of device that solved it)",
-              t->backend, be->device_name,
+              "%s: a tf32 solve kept on %s, recomputed on %s: %s, so this pass would not "
+              "recompute the steps the solve took (use the kind of device that solved it)",
+              fn, t->backend, be->device_name,
               tape_native ? "CUDA's TF32 tensor cores are not the TF32 emulation of the host and "
                             "OpenCL"
                           : "the TF32 emulation of the host and OpenCL is not CUDA's tensor cores");
@@ -188,8 +185,8 @@ static size_t cln_rev_traj_events(const clnode_solution *sol, size_t b,
     return P;
 }
 
-static clnode_status cln_rev_events(clnode_context *ctx, const clnode_solution *sol, size_t slots,
-                                    size_t **off_ev, cln_rev_event **ev)
+clnode_status cln_rev_events(clnode_context *ctx, const clnode_solution *sol, size_t slots,
+                             size_t **off_ev, cln_rev_event **ev)
 {
     const size_t B = sol->B;
     size_t total = 0;
@@ -218,16 +215,7 @@ static clnode_status cln_rev_events(clnode_context *ctx, const clnode_solution *
 
 /* ---- the job: the model and the solve's constants in the state precision ---- */
 
-/* What the job points to that the driver allocates. */
-typedef struct cln_rev_run {
-    cln_rev_job job;
-    void *K;
-    void *params; /* every weight, bias and the scale in the state precision, one block */
-    size_t *off_ev;
-    cln_rev_event *ev;
-} cln_rev_run;
-
-static void cln_rev_run_free(cln_rev_run *r)
+void cln_rev_run_free(cln_rev_run *r)
 {
     free(r->K);
     free(r->params);
@@ -244,7 +232,7 @@ static void cln_rev_put(void *buf, size_t esize, size_t i, double v)
 }
 
 /* The parameters' layout (clnode_gradient_params) into the job and the result. */
-static size_t cln_rev_layout(const clnode_model *m, cln_rev_job *job, clnode_gradient *g)
+size_t cln_rev_layout(const clnode_model *m, cln_rev_job *job, clnode_gradient *g)
 {
     size_t at = 0;
     for (size_t l = 0; l < m->num_layers; ++l) {
@@ -261,8 +249,8 @@ static size_t cln_rev_layout(const clnode_model *m, cln_rev_job *job, clnode_gra
 
 /* The job's constants and parameters, rounded to the state precision as the solve rounded
  * them (cln_upload: a C cast). */
-static clnode_status cln_rev_fill(clnode_context *ctx, const clnode_model *m,
-                                  const clnode_solution *sol, cln_rev_run *r)
+clnode_status cln_rev_fill(clnode_context *ctx, const clnode_model *m, const clnode_solution *sol,
+                           cln_rev_run *r)
 {
     const cln_tape *t = sol->tape;
     cln_rev_job *job = &r->job;
@@ -291,8 +279,8 @@ static clnode_status cln_rev_fill(clnode_context *ctx, const clnode_model *m,
     return CLNODE_OK;
 }
 
-static void cln_rev_job_tape(const clnode_model *m, const clnode_solution *sol, size_t slots,
-                             const double *cot, cln_rev_job *job)
+void cln_rev_job_tape(const clnode_model *m, const clnode_solution *sol, size_t slots,
+                      const double *cot, cln_rev_job *job)
 {
     const cln_tape *t = sol->tape;
     job->prec = t->prec;
@@ -534,7 +522,12 @@ static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *mo
     clnode_status st = cln_gradient_options_import(ctx, opts, &o);
     if (st != CLNODE_OK)
         return st;
-    st = cln_rev_check_tape(ctx, model, sol);
+    st = cln_rev_check_tape(ctx, model, sol, "clnode_gradient_compute");
+    if (st == CLNODE_OK && !ctx->backend->ops->rev_begin)
+        st = cln_fail(ctx, CLNODE_ERR_UNSUPPORTED,
+                      "clnode_gradient_compute: %s has no reverse pass (the host, OpenCL and CUDA "
+                      "devices have one)",
+                      ctx->backend->device_name);
     if (st == CLNODE_OK)
         st = cln_rev_check_cot(ctx, sol, slots, cot, first);
     if (st != CLNODE_OK)

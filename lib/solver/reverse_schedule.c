@@ -17,8 +17,7 @@ static int rs_key_cmp(const void *a, const void *b)
     return x->r < y->r ? -1 : x->r > y->r;
 }
 
-/* Trajectories [b0, b0 + Bg) in their order: traj[p] (from b0) and its steps M[p]. */
-static int rs_order(const cln_rev_job *job, size_t b0, size_t Bg, size_t *traj, size_t *M)
+int cln_rev_order(const cln_rev_job *job, size_t b0, size_t Bg, size_t *traj, size_t *M)
 {
     rs_key one[CLN_REV_BLOCK];
     rs_key *keys = Bg <= CLN_REV_BLOCK ? one : malloc(Bg * sizeof *keys);
@@ -102,7 +101,7 @@ static clnode_status rs_open(const cln_rev_plan *p, void *run, size_t k0, size_t
     clnode_status st = CLNODE_OK;
     *Bg = (end < p->job->B ? end : p->job->B) - b0;
     CLN_TRY(st, p->ops->rows(run, k0, nk, *Bg, &traj, M));
-    CLN_CHECK(p->ctx, rs_order(p->job, b0, *Bg, traj, *M), CLNODE_ERR_OUT_OF_MEMORY,
+    CLN_CHECK(p->ctx, cln_rev_order(p->job, b0, *Bg, traj, *M), CLNODE_ERR_OUT_OF_MEMORY,
               "cannot order %zu trajectories", *Bg);
     CLN_TRY(st, p->ops->setup(run, *Bg));
 fail:

@@ -13,6 +13,10 @@ typedef struct cln_rev_plan {
     size_t seg_len; /* the steps of a checkpoint group: cln_rev_seg_len */
 } cln_rev_plan;
 
+/* Trajectories [b0, b0 + Bg) of a job in the order of clnode/gradient.h's blocks (most steps
+ * first, equal steps by index): traj[p] (from b0) and its steps M[p]; 0 when out of memory. */
+int cln_rev_order(const cln_rev_job *job, size_t b0, size_t Bg, size_t *traj, size_t *M);
+
 /* The plan of a job on the per-step operations `ops` (rev_begin's). */
 void cln_rev_plan_init(cln_rev_plan *p, clnode_context *ctx, const cln_rev_job *job,
                        const cln_rev_ops *ops);

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "test_device.h"
+#include "test_expect.h"
 #include "test_problem.h"
 #include "test_util.h"
 
@@ -42,16 +43,6 @@ static clnode_context *g_ctx;
 typedef long double ld;
 
 /* ------------------------------------------------------------------------ shared helpers */
-
-static clnode_solution *solve_or_fail(clnode_context *ctx, const clnode_model *m,
-                                      const clnode_solve_options *o, const clnode_problem *p)
-{
-    clnode_solution *s = NULL;
-    clnode_status st = clnode_solve(ctx, m, o, p, &s);
-    if (st != CLNODE_OK)
-        fail_msg("clnode_solve: %s: %s", clnode_status_name(st), clnode_context_last_error(ctx));
-    return s;
-}
 
 static clnode_gradient *grad_or_fail(clnode_context *ctx, const clnode_model *m,
                                      const clnode_solution *s, size_t slots, const double *cot)
@@ -262,7 +253,7 @@ static size_t linear_ends(const clnode_model *m, clnode_solve_options o, double 
 {
     o.save_steps = 1;
     o.keep_tape = 0;
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, TEST_PROBLEM(LB, lin_y0));
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, TEST_PROBLEM(LB, lin_y0));
     size_t n;
     const double *t, *y;
     assert_ok(clnode_solution_saved(s, 0, CLNODE_SAVE_STEPS, &n, &t, &y));
@@ -275,7 +266,7 @@ static size_t linear_ends(const clnode_model *m, clnode_solve_options o, double 
 static clnode_gradient *linear_grad(const clnode_model *m, const clnode_solve_options *o)
 {
     const clnode_problem *p = TEST_PROBLEM(LB, lin_y0);
-    clnode_solution *s = solve_or_fail(g_ctx, m, o, p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, o, p);
     assert_int_equal(slots_of(o, p), 1);
     clnode_gradient *g = grad_or_fail(g_ctx, m, s, 1, lin_c);
     clnode_solution_destroy(&s);
@@ -466,7 +457,7 @@ static double fd_loss(const fd_case *c, const double *theta, const double *y0, c
     clnode_model *m = fd_model(c, theta);
     clnode_solve_options o = fd_opts(c, 0);
     clnode_problem p = fd_problem(y0, inputs);
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     double ys[FB * (FTS + 1) * FN];
     assert_ok(clnode_solution_rows_f64(s, 0, FB, FTS + 1, NULL, ys));
     double L = 0;
@@ -523,7 +514,7 @@ static void fd_run(const fd_case *c)
     clnode_solve_options o = fd_opts(c, 1);
     clnode_problem p = fd_problem(c->y0, c->inputs);
     assert_int_equal(slots_of(&o, &p), FTS + 1);
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
     clnode_gradient *g = grad_or_fail(g_ctx, m, s, FTS + 1, cot);
     size_t np = 0;
     const double *gp = clnode_gradient_params(g, &np);
@@ -648,7 +639,7 @@ static clnode_gradient *bits_grad(clnode_context *ctx, const clnode_model *m,
     p.save_ts = bits_ts;
     p.n_save_ts = 1;
     assert_int_equal(slots_of(o, &p), BSLOTS);
-    clnode_solution *s = solve_or_fail(ctx, m, o, &p);
+    clnode_solution *s = test_solve_or_fail(ctx, m, o, &p);
     if (kept)
         *kept = clnode_solution_kept_bytes(s);
     clnode_gradient *g = grad_or_fail(ctx, m, s, BSLOTS, g_bits.cot + first * BSLOTS * BN);
@@ -805,7 +796,7 @@ static void test_pocl_solution(void **state)
         p.inputs = g_bits.inputs;
         p.save_ts = bits_ts;
         p.n_save_ts = 1;
-        clnode_solution *s = solve_or_fail(ocl, mo, &o, &p);
+        clnode_solution *s = test_solve_or_fail(ocl, mo, &o, &p);
         clnode_gradient *go = grad_or_fail(g_ctx, mo, s, BSLOTS, g_bits.cot);
         char what[64];
         snprintf(what, sizeof what, "fp%d, kept on opencl:pocl", (int)prec);
@@ -883,7 +874,7 @@ static void test_kept_bytes(void **state)
         static const long max_steps[2] = {4096, 100000};
         for (int i = 0; i < 2; ++i) {
             o.max_steps = max_steps[i];
-            clnode_solution *s = solve_or_fail(g_ctx, m, &o, &p);
+            clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, &p);
             kept[i] = clnode_solution_kept_bytes(s);
             size_t lo, hi;
             const size_t want = kept_formula(s, c & 1 ? 8 : 4, (size_t)o.checkpoint_every, n_in,
@@ -913,47 +904,37 @@ static void test_kept_bytes(void **state)
 /* ------------------------------------------------------------------------ errors */
 
 /* Fails unless the last call's status is `want` and the context's message holds `text`. */
-static void expect_error(clnode_context *ctx, clnode_status got, clnode_status want,
-                         const char *text, const char *what)
-{
-    const char *msg = clnode_context_last_error(ctx);
-    printf("%s: %s: %s\n", what, clnode_status_name(got), msg);
-    if (got != want)
-        fail_msg("%s: %s, expected %s (%s)", what, clnode_status_name(got),
-                 clnode_status_name(want), msg);
-    if (!strstr(msg, text))
-        fail_msg("%s: the message \"%s\" does not say \"%s\"", what, msg, text);
-}
-
 static void test_errors(void **state)
 {
     (void)state;
     clnode_model *m = linear_model(g_ctx, LN, lin_W, lin_b);
     clnode_solve_options o = constant_opts(clnode_method_tsit5, 0.1, 1.0);
     const clnode_problem *p = TEST_PROBLEM(LB, lin_y0);
-    clnode_solution *s = solve_or_fail(g_ctx, m, &o, p);
+    clnode_solution *s = test_solve_or_fail(g_ctx, m, &o, p);
     clnode_gradient *g = NULL;
     double cot[LB * LN];
     memcpy(cot, lin_c, sizeof cot);
     cot[LN + 2] = NAN;
-    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g),
-                 CLNODE_ERR_NONFINITE_INPUT, "trajectory 1, slot 0, component 2", "NaN cotangent");
+    test_expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g),
+                      CLNODE_ERR_NONFINITE_INPUT, "trajectory 1, slot 0, component 2",
+                      "NaN cotangent");
     assert_null(g);
     cot[LN + 2] = INFINITY;
-    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g),
-                 CLNODE_ERR_NONFINITE_INPUT, "trajectory 1, slot 0, component 2", "inf cotangent");
-    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 0, lin_c, &g),
-                 CLNODE_ERR_INVALID_ARGUMENT, "slots", "slots too small");
+    test_expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 1, cot, &g),
+                      CLNODE_ERR_NONFINITE_INPUT, "trajectory 1, slot 0, component 2",
+                      "inf cotangent");
+    test_expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, s, 0, lin_c, &g),
+                      CLNODE_ERR_INVALID_ARGUMENT, "slots", "slots too small");
     clnode_model *other = linear_model(g_ctx, LN, lin_W, lin_b); /* equal, but another object */
-    expect_error(g_ctx, clnode_gradient_compute(g_ctx, other, NULL, s, 1, lin_c, &g),
-                 CLNODE_ERR_INVALID_ARGUMENT, "model", "another model");
+    test_expect_error(g_ctx, clnode_gradient_compute(g_ctx, other, NULL, s, 1, lin_c, &g),
+                      CLNODE_ERR_INVALID_ARGUMENT, "model", "another model");
     clnode_model_destroy(&other);
     clnode_solve_options plain = o;
     plain.keep_tape = 0;
-    clnode_solution *bare = solve_or_fail(g_ctx, m, &plain, p);
+    clnode_solution *bare = test_solve_or_fail(g_ctx, m, &plain, p);
     assert_int_equal(clnode_solution_kept_bytes(bare), 0);
-    expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, bare, 1, lin_c, &g),
-                 CLNODE_ERR_INVALID_ARGUMENT, "keep_tape", "no tape");
+    test_expect_error(g_ctx, clnode_gradient_compute(g_ctx, m, NULL, bare, 1, lin_c, &g),
+                      CLNODE_ERR_INVALID_ARGUMENT, "keep_tape", "no tape");
     clnode_solution_destroy(&bare);
     assert_null(g);
     clnode_context_options co;
@@ -961,8 +942,8 @@ static void test_errors(void **state)
     co.device = "host:openblas"; /* OpenBLAS's GEMMs are not the ordered ones */
     clnode_context *ob = NULL;
     assert_int_equal(clnode_context_create(&co, &ob), CLNODE_OK);
-    expect_error(ob, clnode_gradient_compute(ob, m, NULL, s, 1, lin_c, &g), CLNODE_ERR_UNSUPPORTED,
-                 "ordered GEMM", "a host:openblas context");
+    test_expect_error(ob, clnode_gradient_compute(ob, m, NULL, s, 1, lin_c, &g),
+                      CLNODE_ERR_UNSUPPORTED, "ordered GEMM", "a host:openblas context");
     assert_null(g);
     clnode_context_destroy(&ob);
     clnode_solution_destroy(&s);

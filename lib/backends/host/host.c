@@ -70,6 +70,9 @@ static const cln_backend_ops host_ops = {
     .rev_begin = host_rev_begin,
     .rev_each = host_rev_each,
     .rev_end = host_rev_end,
+    .tan_begin = host_tan_begin,
+    .tan_each = host_tan_each,
+    .tan_end = host_rev_end,
 };
 
 /* The probe cache's key for the host: the GEMM engine (and OpenBLAS's build and core), the

@@ -191,6 +191,11 @@ clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **sta
 clnode_status host_rev_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
                             void *theta, cln_rev_run_fn fn, const void *arg);
 void host_rev_end(cln_backend *be, void *state);
+/* The tangent pass on the reverse pass's state (host_rev_end ends it too). */
+clnode_status host_tan_begin(cln_backend *be, const cln_tan_job *job, void **state, size_t *group,
+                             const cln_tan_ops **tan);
+clnode_status host_tan_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                            cln_rev_run_fn fn, const void *arg);
 
 /* ---- host_devices.c: the ISA of a device-string form; host_cpuinfo_value: the value of the first
  * line of /proc/cpuinfo with that key, or "" ---- */

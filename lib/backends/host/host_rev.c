@@ -1,6 +1,7 @@
 /* host_rev.c - the host backend's reverse ops (backend.h) over the reverse pass of
  * host_reverse.inc. */
 #include "backends/host/host_internal.h"
+#include "backends/host/host_tangent.h"
 #include "clnode/gradient.h"
 
 /* ---- the reverse pass (host_reverse.inc's per-step operations, lib/solver's schedule): blocks
@@ -9,6 +10,8 @@
 
 typedef struct host_rev_state {
     cln_host_rev *h;
+    cln_host_tan *tan; /* the tangent pass's chunk (host_tan_begin), else NULL */
+    double none;       /* the tangent pass's theta: it has no sums */
     int f64;
     size_t threads, ntheta;
     size_t block0, nblocks;
@@ -60,7 +63,8 @@ static void host_rev_part(void *arg, size_t part, size_t parts)
         const size_t k = atomic_fetch_add(&st->next, 1);
         if (k >= st->nblocks)
             return;
-        cln_host_rev_run run = {st->h, part, (unsigned char *)st->theta + k * st->ntheta * es};
+        cln_host_rev_run run = {st->h, part, (unsigned char *)st->theta + k * st->ntheta * es,
+                                st->tan};
         const clnode_status s = st->fn(st->arg, &run, st->block0 + k, 1);
         int ok = CLNODE_OK;
         if (s != CLNODE_OK)
@@ -93,8 +97,44 @@ void host_rev_end(cln_backend *be, void *state)
     if (!st)
         return;
     if (st->f64)
+        cln_host_tan_end_f64(st->tan);
+    else
+        cln_host_tan_end_f32(st->tan);
+    if (st->f64)
         cln_host_rev_end_f64(st->h);
     else
         cln_host_rev_end_f32(st->h);
     free(st);
+}
+
+/* ---- the tangent pass (host_tangent.inc's per-step operations, lib/solver's schedule): the
+ * reverse pass's recomputation of the steps and its threads, a block at a time ---- */
+
+clnode_status host_tan_begin(cln_backend *be, const cln_tan_job *job, void **state, size_t *group,
+                             const cln_tan_ops **tan)
+{
+    const cln_rev_ops *rev = NULL;
+    clnode_status st = host_rev_begin(be, job->rev, state, group, &rev);
+    if (st != CLNODE_OK)
+        return st;
+    host_rev_state *s = *state;
+    size_t bytes = 0;
+    s->tan = s->f64 ? cln_host_tan_begin_f64(job, s->h, s->threads, &bytes)
+                    : cln_host_tan_begin_f32(job, s->h, s->threads, &bytes);
+    if (!s->tan) {
+        host_rev_end(be, s);
+        *state = NULL;
+        return cln_fail(be->ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                        "cannot allocate the tangent pass's %zu bytes", bytes);
+    }
+    *tan = s->f64 ? &cln_host_tan_ops_f64 : &cln_host_tan_ops_f32;
+    return CLNODE_OK;
+}
+
+clnode_status host_tan_each(cln_backend *be, void *state, size_t block0, size_t nblocks,
+                            cln_rev_run_fn fn, const void *arg)
+{
+    host_rev_state *st = state;
+    st->ntheta = 0;
+    return host_rev_each(be, state, block0, nblocks, &st->none, fn, arg);
 }

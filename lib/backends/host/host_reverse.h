@@ -9,13 +9,16 @@
 #include "backends/host/host_gemm.h"
 
 typedef struct cln_host_rev cln_host_rev;
+struct cln_host_tan;
 
 /* A run of the schedule on the host: a block on thread `thread`, its parameter cotangent into
- * theta (ntheta values, overwritten). */
+ * theta (ntheta values, overwritten); for the tangent pass (host_tangent.h), its chunk's tangent
+ * scratch (else NULL). */
 typedef struct cln_host_rev_run {
     cln_host_rev *h;
     size_t thread;
     void *theta;
+    struct cln_host_tan *tan;
 } cln_host_rev_run;
 
 /* begin: what every block reads (the packed weights for the recomputed products and for their
