@@ -22,10 +22,11 @@ results:
   ends, trajectory by trajectory: the same steps, so clnode's JVP agrees to rounding;
 * ``ys_own``, ``jvp_own``: diffrax ForwardMode with the case's own controller, under jax.vmap as
   the case says; ``counts_own`` (B, 2) its num_steps and num_accepted_steps, ``ends_own`` its
-  accepted step ends. With ConstantStepSize its steps are clnode's, bit for bit; with a
-  PIDController equal counts do not make equal step ends (diffrax's lie 1e-8 - 1e-6 in time
-  from clnode's, tests/backend/test_grad_diffrax.c), so the tests hold ``jvp_own`` to a bound
-  set by that distance and ``jvp_stepto`` to 1e-12.
+  accepted step ends (SaveAt(steps) only). With ConstantStepSize its step ends are clnode's to
+  an ulp (diffrax sums t0 + k dt in its own order); with a PIDController equal counts do not
+  make equal step ends (diffrax's lie up to ~1e-7 in time from clnode's here: rounding of the
+  controller's arithmetic), which moves the values saved at the step ends (SaveAt(steps)) by as
+  much; the tests hold ``jvp_stepto`` to 1e-12, and ``jvp_own`` to 1e-12 but there.
 
 For SaveAt(steps=True) the rows are the accepted steps' (the padding of diffrax's max_steps
 slots removed; NaN beyond a trajectory's last)."""
