@@ -336,3 +336,26 @@ def test_jitted_jacfwd_is_one_custom_call_without_python():
     after = clnode.jax.tape_stats()
     assert after["jvps"] == before["jvps"] + 1 and after["tangents"] == before["tangents"] + 1
     assert after["hits"] == before["hits"] + 1 and after["misses"] == before["misses"]
+
+
+def test_same_bits_on_pocl(pocl):
+    """A forward solved on PoCL, its tangent pass where the library has one (the host's: the
+    same bits), eagerly, jitted and from numpy."""
+    field, y0, c = small_problem(B=3)
+
+    def jac(device, jit):
+        fn = jax.vmap(jax.jacfwd(lambda y, cc: diffeqsolve(
+            diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, 2.0, 0.05, y, args=cc,
+            stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9),
+            device=device).ys[0]))
+        return np.asarray((jax.jit(fn) if jit else fn)(y0, c))
+
+    host = jac("host", True)
+    np.testing.assert_array_equal(jac(pocl, True), host)
+    np.testing.assert_array_equal(jac(pocl, False), host)
+    m = clnode.MLP.load(REPO / "tests" / "data" / "models" / "grad-g_gelu_c.safetensors")
+    kw = dict(t0=0.0, t1=1.5, dt0=0.05, args=np.asarray(c), rtol=1e-6, atol=1e-9,
+              keep_tape=True, precision="fp64")
+    d = np.random.default_rng(2).normal(size=(2,) + np.shape(y0))
+    np.testing.assert_array_equal(clnode.solve(m, np.asarray(y0), device=pocl, **kw).jvp(dy0=d),
+                                  clnode.solve(m, np.asarray(y0), **kw).jvp(dy0=d))
