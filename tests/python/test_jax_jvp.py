@@ -359,3 +359,22 @@ def test_same_bits_on_pocl(pocl):
     d = np.random.default_rng(2).normal(size=(2,) + np.shape(y0))
     np.testing.assert_array_equal(clnode.solve(m, np.asarray(y0), device=pocl, **kw).jvp(dy0=d),
                                   clnode.solve(m, np.asarray(y0), **kw).jvp(dy0=d))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_vmap_over_parameter_directions_per_trajectory(jit):
+    """jax.vmap over (y0, a direction of the parameters): each trajectory its own direction of the
+    parameters, one pass per index (as per-example gradients), the bits of each alone."""
+    field, y0, c = small_problem(B=3)
+    arrays, static = eqx.partition(field, eqx.is_array)
+    rng = np.random.default_rng(11)
+    dps = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=(3,) + x.shape)), arrays)
+
+    def one(y, cc, dp):
+        return jax.jvp(lambda a: solve_ys(eqx.combine(a, static), y, cc), (arrays,), (dp,))[1]
+
+    fn = jax.vmap(one)
+    got = np.asarray((jax.jit(fn) if jit else fn)(y0, c, dps))
+    for b in range(3):
+        dp = jax.tree_util.tree_map(lambda x: x[b], dps)
+        np.testing.assert_array_equal(got[b], np.asarray(one(y0[b], c[b], dp)))
