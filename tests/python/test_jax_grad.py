@@ -22,7 +22,9 @@ scale and with a scalar scale are solved by diffrax as the same field with one v
 component (ones, or s repeated: the same products, bit for bit), their scale's gradient the sum
 of the components'."""
 import dataclasses
-from typing import Any, Optional
+import importlib.util
+import pathlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,28 +43,22 @@ TOL_A, TOL_B = 1e-11, 1e-7
 WORST = {"a": 0.0, "b": 0.0}  # the largest relative difference met per tolerance class
 
 
-class Field(eqx.Module):
-    """y' = [s *] mlp(x), x = y, [y, t], [y, args] or [y, t, args] (form "y", "yt", "yc",
-    "ytc"); scale None (no factor), a scalar, one value per component, or with exp=True the
-    factor exp(scale)."""
-    mlp: eqx.nn.MLP
-    scale: Optional[jax.Array]
-    form: str = eqx.field(static=True)
-    exp: bool = eqx.field(static=True, default=False)
-
-    def __call__(self, t, y, args):
-        x = [y]
-        if "t" in self.form:
-            x.append(jnp.reshape(t, (1,)).astype(y.dtype))
-        if "c" in self.form:
-            x.append(args)
-        out = self.mlp(jnp.concatenate(x))
-        if self.scale is None:
-            return out
-        return (jnp.exp(self.scale) if self.exp else self.scale) * out
+def _reference_jvp():
+    """scripts/reference_jvp.py: the vector field's forms, shared with the forward mode's data."""
+    spec = importlib.util.spec_from_file_location(
+        "reference_jvp", pathlib.Path(__file__).resolve().parents[2] / "scripts" /
+        "reference_jvp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-SCALES = {"none": None, "scalar": 0.8, "vector": [0.8, -1.3], "exp": [-0.2, 0.3]}
+_REF = _reference_jvp()
+# y' = [s *] mlp(x), x = y, [y, t], [y, args] or [y, t, args] (form "y", "yt", "yc", "ytc");
+# scale None (no factor), a scalar, one value per component, or with exp=True the factor
+# exp(scale)
+Field = _REF.field_class()
+SCALES = _REF.SCALES
 
 
 def make_field(form, scale, key, depth=2):
