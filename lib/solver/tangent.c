@@ -66,8 +66,8 @@ static clnode_status cln_tan_value(clnode_context *ctx, double v, int fp32, cons
 }
 
 /* A direction array of ndir x rows x per doubles (NULL: none, *out NULL) into *out in the state
- * precision, every value checked: named by direction, trajectory (rows > 1 or per_traj) and
- * component, or by direction and parameter. */
+ * precision, every value checked: named by direction, trajectory and component (per_traj), or
+ * by direction and parameter. */
 static clnode_status cln_tan_dir(clnode_context *ctx, const double *src, size_t ndir, size_t rows,
                                  size_t per, int per_traj, size_t esize, const char *what,
                                  void **out)

@@ -265,6 +265,7 @@ static double adjoint_case(const tan_case *c)
                      (int)c->prec, d, lhs, rhs, rel, bound);
         worst = fmax(worst, rel);
     }
+    free(cot);
     clnode_gradient_destroy(&g);
     clnode_tangent_destroy(&t);
     clnode_solution_destroy(&s);

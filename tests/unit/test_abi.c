@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -598,12 +599,53 @@ static void test_name_lists(void **state)
     assert_int_equal(clnode_activation_from_name("unknown", &a), CLNODE_ERR_INVALID_ARGUMENT);
 }
 
-/* The reverse pass's options follow the policy of every struct a program passes in (one import,
- * lib/core/internal.h's cln_struct_import): the defaults function records a newer program's size,
- * which clnode_gradient_compute then refuses as the solve refuses its options; so is a size 0. */
-static void test_gradient_options_sized(void **state)
+/* A pass over a kept solve whose options follow the policy of every struct a program passes in
+ * (one import, lib/core/internal.h's cln_struct_import): its struct's name and size, its sized
+ * defaults function, and the pass run on the seed model's solve with options o (NULL: none). */
+typedef struct sized_pass {
+    const char *name;
+    size_t size;
+    void (*defaults)(void *o, size_t size);
+    clnode_status (*run)(clnode_context *ctx, const clnode_model *m, const clnode_solution *sol,
+                         const void *o);
+} sized_pass;
+
+static void gradient_defaults(void *o, size_t size)
 {
-    (void)state;
+    clnode_gradient_default_options_sized(o, size);
+}
+
+static clnode_status gradient_run(clnode_context *ctx, const clnode_model *m,
+                                  const clnode_solution *sol, const void *o)
+{
+    const double cot[10] = {1.0};
+    clnode_gradient *g = NULL;
+    const clnode_status st = clnode_gradient_compute(ctx, m, o, sol, 1, cot, &g);
+    assert_true(st == CLNODE_OK || g == NULL);
+    clnode_gradient_destroy(&g);
+    return st;
+}
+
+static void tangent_defaults(void *o, size_t size)
+{
+    clnode_tangent_default_options_sized(o, size);
+}
+
+static clnode_status tangent_run(clnode_context *ctx, const clnode_model *m,
+                                 const clnode_solution *sol, const void *o)
+{
+    const double dy0[10] = {1.0};
+    clnode_tangent *t = NULL;
+    const clnode_status st = clnode_tangent_compute(ctx, m, o, sol, 1, 1, dy0, NULL, NULL, &t);
+    assert_true(st == CLNODE_OK || t == NULL);
+    clnode_tangent_destroy(&t);
+    return st;
+}
+
+/* The defaults function records a newer program's size, which the pass then refuses as the solve
+ * refuses its options, naming the struct; so is a size 0; the library's own size and none run. */
+static void check_sized_pass(const sized_pass *p)
+{
     clnode_context *ctx = NULL;
     clnode_model *m = NULL;
     assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
@@ -615,35 +657,45 @@ static void test_gradient_options_sized(void **state)
     o.keep_tape = 1;
     clnode_solution *sol = NULL;
     assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
-    const double cot[10] = {1.0};
-    clnode_gradient *g = NULL;
-
     old_struct s;
     memset(&s, 0, sizeof s);
-    clnode_gradient_options *go = (void *)s.bytes;
-    clnode_gradient_default_options_sized(go, sizeof *go + 8);
-    assert_int_equal(go->struct_size, sizeof *go + 8);
-    assert_int_equal(clnode_gradient_compute(ctx, m, go, sol, 1, cot, &g),
-                     CLNODE_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_gradient_options: struct_size"));
+    size_t *struct_size = (void *)s.bytes; /* every such struct's first field */
+    char want[96];
+    p->defaults(s.bytes, p->size + 8);
+    assert_int_equal(*struct_size, p->size + 8);
+    assert_int_equal(p->run(ctx, m, sol, s.bytes), CLNODE_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "%s: struct_size", p->name);
+    assert_non_null(strstr(clnode_context_last_error(ctx), want));
     assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
-    go->struct_size = 0;
-    assert_int_equal(clnode_gradient_compute(ctx, m, go, sol, 1, cot, &g),
-                     CLNODE_ERR_INVALID_ARGUMENT);
-    assert_non_null(
-        strstr(clnode_context_last_error(ctx), "clnode_gradient_options: struct_size 0"));
-    assert_null(g);
-
-    /* the library's own size, and none: the defaults */
-    clnode_gradient_default_options(go);
-    assert_int_equal(go->struct_size, sizeof *go);
-    assert_int_equal(clnode_gradient_compute(ctx, m, go, sol, 1, cot, &g), CLNODE_OK);
-    clnode_gradient_destroy(&g);
-    assert_int_equal(clnode_gradient_compute(ctx, m, NULL, sol, 1, cot, &g), CLNODE_OK);
-    clnode_gradient_destroy(&g);
+    *struct_size = 0;
+    assert_int_equal(p->run(ctx, m, sol, s.bytes), CLNODE_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "%s: struct_size 0", p->name);
+    assert_non_null(strstr(clnode_context_last_error(ctx), want));
+    p->defaults(s.bytes, p->size);
+    assert_int_equal(*struct_size, p->size);
+    assert_int_equal(p->run(ctx, m, sol, s.bytes), CLNODE_OK);
+    assert_int_equal(p->run(ctx, m, sol, NULL), CLNODE_OK);
     clnode_solution_destroy(&sol);
     clnode_model_destroy(&m);
     clnode_context_destroy(&ctx);
+}
+
+/* The reverse pass's options (clnode_gradient_options). */
+static void test_gradient_options_sized(void **state)
+{
+    (void)state;
+    const sized_pass p = {"clnode_gradient_options", sizeof(clnode_gradient_options),
+                          gradient_defaults, gradient_run};
+    check_sized_pass(&p);
+}
+
+/* The tangent pass's options (clnode_tangent_options). */
+static void test_tangent_options_sized(void **state)
+{
+    (void)state;
+    const sized_pass p = {"clnode_tangent_options", sizeof(clnode_tangent_options),
+                          tangent_defaults, tangent_run};
+    check_sized_pass(&p);
 }
 
 int main(void)
@@ -655,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_old_model_desc),
         cmocka_unit_test(test_unknown_sizes_refused),
         cmocka_unit_test(test_gradient_options_sized),
+        cmocka_unit_test(test_tangent_options_sized),
         cmocka_unit_test(test_filled_structs_sized),
         cmocka_unit_test(test_library_structs_sized),
         cmocka_unit_test(test_name_lists),
