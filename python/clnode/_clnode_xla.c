@@ -137,12 +137,14 @@ static PyObject *xla_tape_stats(PyObject *self, PyObject *noargs)
     for (xla_tape *t = g_tapes_old; t; t = t->next)
         tapes++;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n}", "solves",
-        g_solves, "trajectories", g_trajectories, "solve_ns", g_solve_ns, "reverses", g_reverses,
-        "reverse_ns", g_reverse_ns, "fwd_ns", g_fwd_ns, "vjps", g_vjps, "vjp_ns", g_vjp_ns, "jvps",
-        g_jvps, "jvp_ns", g_jvp_ns, "tangents", g_tangents, "tangent_ns", g_tangent_ns, "hits",
-        g_hits, "misses", g_misses, "kept", g_kept, "dropped", g_dropped, "tapes",
-        (Py_ssize_t)tapes, "bytes", (Py_ssize_t)g_tape_bytes, "limit", (Py_ssize_t)g_tape_limit);
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n}",
+        "solves", g_solves, "trajectories", g_trajectories, "solve_ns", g_solve_ns, "reverses",
+        g_reverses, "reverse_ns", g_reverse_ns, "fwd_ns", g_fwd_ns, "vjps", g_vjps, "vjp_ns",
+        g_vjp_ns, "jvps", g_jvps, "jvp_ns", g_jvp_ns, "tangents", g_tangents, "tangent_ns",
+        g_tangent_ns, "tangent_dirs", g_tangent_dirs, "tangent_trajectories",
+        g_tangent_trajectories, "hits", g_hits, "misses", g_misses, "kept", g_kept, "dropped",
+        g_dropped, "tapes", (Py_ssize_t)tapes, "bytes", (Py_ssize_t)g_tape_bytes, "limit",
+        (Py_ssize_t)g_tape_limit);
     pthread_mutex_unlock(&g_lock);
     return d;
 }

@@ -100,7 +100,8 @@ extern unsigned long long g_solve_ns, g_reverse_ns, g_reverses;
 /* the handlers' whole time (the library's in it too) and the reverse handler's calls */
 extern unsigned long long g_fwd_ns, g_vjp_ns, g_vjps;
 /* the tangent handler's whole time and calls, the library's tangent passes and their time */
-extern unsigned long long g_jvp_ns, g_jvps, g_tangent_ns, g_tangents;
+extern unsigned long long g_jvp_ns, g_jvps, g_tangent_ns, g_tangents, g_tangent_dirs,
+    g_tangent_trajectories;
 unsigned long long now_ns(void);
 void tape_free(xla_tape *t);
 xla_tape *tapes_trim(size_t limit);

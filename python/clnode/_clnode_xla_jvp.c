@@ -98,6 +98,8 @@ static clnode_status tangent_pass(xla_ctx *xc, const clnode_model *model,
     pthread_mutex_lock(&g_lock);
     g_tangent_ns += dt;
     g_tangents++;
+    g_tangent_dirs += c->ndir;
+    g_tangent_trajectories += clnode_solution_batch(sol);
     pthread_mutex_unlock(&g_lock);
     if (st != CLNODE_OK)
         snprintf(e->msg, sizeof e->msg, "%s", clnode_context_last_error(xc->ctx));

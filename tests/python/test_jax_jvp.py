@@ -378,3 +378,29 @@ def test_vmap_over_parameter_directions_per_trajectory(jit):
     for b in range(3):
         dp = jax.tree_util.tree_map(lambda x: x[b], dps)
         np.testing.assert_array_equal(got[b], np.asarray(one(y0[b], c[b], dp)))
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)], ids=["y0", "args", "y0-and-args"])
+def test_jitted_vmap_of_jacfwd_is_one_tangent_pass_of_every_direction(argnums):
+    """jax.jit(jax.vmap(jax.jacfwd)) with respect to y0, args or both, the field's arrays a jitted
+    argument that is not differentiated: one tangent pass of the library for the whole batch with
+    every column of the Jacobian a direction of it (ndir = the differentiated sizes), not one pass
+    per trajectory or per direction; its Jacobian is the eager one, bit for bit."""
+    B = 3
+    field, y0, c = small_problem(B=B)
+    arrays, static = eqx.partition(field, eqx.is_array)
+
+    def one(a, y, cc):
+        return solve_ys(eqx.combine(a, static), y, cc)[0]
+
+    jac = jax.vmap(jax.jacfwd(one, argnums=tuple(np.add(argnums, 1).reshape(-1))),
+                   in_axes=(None, 0, 0))
+    before = clnode.jax.tape_stats()
+    got = jax.jit(jac)(arrays, y0, c)
+    after = clnode.jax.tape_stats()
+    ndir = sum({0: ref.N, 1: ref.K}[a] for a in np.reshape(argnums, -1))
+    assert {k: after[k] - before[k] for k in ("tangents", "tangent_dirs", "tangent_trajectories")} \
+        == {"tangents": 1, "tangent_dirs": ndir, "tangent_trajectories": B}
+    want = jac(arrays, y0, c)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

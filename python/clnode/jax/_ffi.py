@@ -82,7 +82,8 @@ DEFAULT_TAPE_BYTES = 256 << 20
 def tape_stats() -> Dict[str, int]:
     """The counts of clnode's custom calls (jitted solves) since the process started: solves
     (forward calls) and their trajectories, reverses (reverse passes) and tangents (tangent
-    passes of forward mode), the library's time in them (solve_ns: every solve, the re-solves
+    passes of forward mode, with tangent_dirs and tangent_trajectories: the sums of their
+    directions, ndir, and of their trajectories), the library's time in them (solve_ns: every solve, the re-solves
     of reverse and tangent passes included; reverse_ns; tangent_ns), the handlers' whole time
     (fwd_ns: the forward handler's, over its solves calls; vjp_ns: the reverse handler's, over
     its vjps calls; jvp_ns: the tangent handler's, over its jvps calls; the library's time in
