@@ -8,6 +8,7 @@ How to run (from anywhere; paths are taken relative to the repository root):
     python3 scripts/make_reference.py --only-ensemble # only the per-trajectory (ensemble) files
     python3 scripts/make_reference.py --only-forms    # only the scaled models and forms files
     BUILD/python-venv/bin/python scripts/make_reference.py --only-grad --no-venv  # gradients
+    BUILD/python-venv/bin/python scripts/make_reference.py --only-jvp --no-venv   # forward mode
     CLNODE_TORCH_PYTHON=/path/to/venv/bin/python scripts/make_reference.py --only-dt0  # peers
 
 The first run creates a virtual environment at ``.venv-reference`` in the repository root
@@ -117,6 +118,13 @@ reference gradients are taken at clnode's own step ends:
   are arguments that are not differentiated.  Every input is a float32 number.  The layout of
   the members (all float64; integers exact; strings as rows of character codes in ``names``):
   GRAD_MEMBERS, GRAD_CASE_COLS (member ``cases``) and GRAD_TRAJ_COLS (``traj_counts``).
+
+``--only-jvp`` writes only ``tests/data/diffrax/jvp-fp64.npz``: diffrax's forward-mode JVPs
+(``adjoint=diffrax.ForwardMode()``, float64) over a matrix of the field forms clnode.jax takes,
+methods, saves, jax.vmap, constant steps and backward time, at clnode's own step ends (StepTo)
+and with diffrax's own controller (its step counts and step ends recorded), by
+``scripts/reference_jvp.py`` (its docstring lists the cases and members).  Like ``--only-grad``
+it needs the clnode Python package (run it with ``--no-venv`` in the test venv).
 
 Only this script needs JAX: the C build, its tests and CI read the committed files and never
 run Python.  Each precision is solved in its own subprocess because ``jax_enable_x64`` is a
@@ -1799,6 +1807,9 @@ def main() -> int:
     parser.add_argument("--only-grad", action="store_true",
                         help="write only the gradient models and grad-*.npz files (needs the "
                              "clnode Python package)")
+    parser.add_argument("--only-jvp", action="store_true",
+                        help="write only tests/data/diffrax/jvp-fp64.npz (forward mode; needs "
+                             "the clnode Python package)")
     parser.add_argument("--grad-worker", choices=PRECISIONS, help=argparse.SUPPRESS)
     parser.add_argument("--grad-tmp", help=argparse.SUPPRESS)
     parser.add_argument("--only-dt0", action="store_true",
@@ -1851,6 +1862,15 @@ def main() -> int:
     started = time.time()
     import jax
     jax.config.update("jax_default_matmul_precision", "highest")
+    if args.only_jvp:
+        jax.config.update("jax_enable_x64", True)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import reference_jvp
+        path = REPO / "tests" / "data" / "diffrax" / "jvp-fp64.npz"
+        reference_jvp.write(path)
+        print(f"[fp64] wrote {path.relative_to(REPO)} ({path.stat().st_size} bytes)\n"
+              f"wall time: {time.time() - started:.1f} s")
+        return 0
     if args.only_grad:
         import tempfile
         export_grad_models()

@@ -94,6 +94,12 @@ class Tape:
     def gradient(self, context: "Context", cot: np.ndarray,
                  progress: Optional[Callable[[float, int, int, int], object]] = None, /
                  ) -> Dict[str, Any]: ...
+    # the tangent pass of ndir directions (each None or float64: dy0 (ndir, B, N), dinputs
+    # (ndir, B, k), dparams (ndir, P) in the library's flat order): (ndir, B, T, N)
+    def tangent(self, context: "Context", ndir: int, dy0: Optional[np.ndarray],
+                dinputs: Optional[np.ndarray], dparams: Optional[np.ndarray],
+                progress: Optional[Callable[[float, int, int, int], object]] = None, /
+                ) -> np.ndarray: ...
     @property
     def kept_bytes(self) -> int: ...
     # the solution as the library's tape bytes (clnode_solution_tape_export)

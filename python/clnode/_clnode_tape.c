@@ -1,6 +1,10 @@
 /* _clnode_tape.c - clnode._clnode.Tape: a solution kept for its reverse pass (keep_tape), and
- * that pass on a host context. */
+ * that pass and the tangent pass (forward mode) on a context. */
 #include "_clnode_internal.h"
+
+#include <string.h>
+
+#include "clnode/tangent.h"
 
 typedef struct {
     PyObject_HEAD clnode_solution *sol;
@@ -137,6 +141,103 @@ static PyObject *tape_gradient(TapeObject *self, PyObject *args)
     return ret;
 }
 
+/* A direction argument: None (NULL, *a NULL) or float64 (ndir, n1[, n2]) C-contiguous. Returns -1
+ * with an exception. */
+static int direction_array(PyObject *o, const char *name, size_t ndir, size_t n1, size_t n2,
+                           PyArrayObject **a)
+{
+    *a = NULL;
+    if (o == Py_None)
+        return 0;
+    const int nd = n2 ? 3 : 2;
+    *a = (PyArrayObject *)PyArray_FROMANY(o, NPY_DOUBLE, nd, nd, NPY_ARRAY_IN_ARRAY);
+    if (!*a)
+        return -1;
+    if ((size_t)PyArray_DIM(*a, 0) != ndir || (size_t)PyArray_DIM(*a, 1) != n1 ||
+        (n2 && (size_t)PyArray_DIM(*a, 2) != n2)) {
+        PyErr_Format(InvalidArgumentError,
+                     "the directions of %s must have the shape (%zu, %zu%s%zu)", name, ndir, n1,
+                     n2 ? ", " : ")", n2);
+        Py_CLEAR(*a);
+        return -1;
+    }
+    return 0;
+}
+
+/* Tape.tangent(context, ndir, dy0, dinputs, dparams, progress=None) -> ndarray (ndir, B, slots,
+ * N): the tangent pass (clnode_tangent_compute) on `context` of ndir directions (each None or
+ * float64: dy0 (ndir, B, N), dinputs (ndir, B, k), dparams (ndir, P) laid out as
+ * clnode_gradient_params), without the GIL and under the SIGINT handler. */
+static PyObject *tape_tangent(TapeObject *self, PyObject *args)
+{
+    PyObject *co, *dy0_o, *din_o, *dp_o, *progress = Py_None;
+    Py_ssize_t nd;
+    if (!PyArg_ParseTuple(args, "O!nOOO|O", &ContextType, &co, &nd, &dy0_o, &din_o, &dp_o,
+                          &progress) ||
+        check_progress(progress) < 0)
+        return NULL;
+    ContextObject *ctx = (ContextObject *)co;
+    if (!context_ok(ctx))
+        return NULL;
+    if (nd < 0) {
+        PyErr_SetString(InvalidArgumentError, "the number of directions must be >= 0");
+        return NULL;
+    }
+    const size_t ndir = (size_t)nd;
+    const clnode_model *model = ((ModelObject *)self->model)->model;
+    const size_t B = clnode_solution_batch(self->sol), k = clnode_model_num_inputs(model);
+    size_t np = 0, ns = 0;
+    for (size_t l = 0; l < clnode_model_num_layers(model); ++l)
+        np += clnode_model_layer_out(model, l) *
+              (clnode_model_layer_in(model, l) + (clnode_model_bias(model, l) != NULL));
+    clnode_model_out_scale(model, &ns);
+    PyArrayObject *dy0 = NULL, *din = NULL, *dp = NULL;
+    if (direction_array(dy0_o, "y0", ndir, B, self->dim, &dy0) < 0 ||
+        direction_array(din_o, "the inputs", ndir, B, k, &din) < 0 ||
+        direction_array(dp_o, "the parameters", ndir, np + ns, 0, &dp) < 0) {
+        Py_XDECREF(dy0);
+        Py_XDECREF(din);
+        return NULL;
+    }
+    clnode_tangent_options to;
+    clnode_tangent_default_options(&to);
+    if (sigint_install())
+        to.cancel = on_cancel;
+    py_progress pp = {progress, NULL, NULL, NULL};
+    if (progress != Py_None) {
+        to.progress = py_progress_call;
+        to.progress_user = &pp;
+    }
+    clnode_tangent *t = NULL;
+    clnode_status st;
+    const double *y0p = dy0 ? PyArray_DATA(dy0) : NULL, *inp = din ? PyArray_DATA(din) : NULL;
+    const double *pp_ = dp ? PyArray_DATA(dp) : NULL;
+    ctx->busy = 1;
+    Py_BEGIN_ALLOW_THREADS st = clnode_tangent_compute(ctx->ctx, model, &to, self->sol, self->slots,
+                                                       ndir, y0p, inp, pp_, &t);
+    Py_END_ALLOW_THREADS ctx->busy = 0;
+    Py_XDECREF(dy0);
+    Py_XDECREF(din);
+    Py_XDECREF(dp);
+    const int interrupted = to.cancel && sigint_restore();
+    const int raised = py_progress_finish(&pp) < 0;
+    const int failed =
+        flush_log(&ctx->log, "tangent") < 0 || raised || (interrupted && PyErr_CheckSignals() < 0);
+    PyObject *ret = NULL;
+    if (!failed && st != CLNODE_OK) {
+        raise_status(st, clnode_context_last_error(ctx->ctx));
+    } else if (!failed) {
+        npy_intp dims[4] = {(npy_intp)ndir, (npy_intp)B, (npy_intp)self->slots,
+                            (npy_intp)self->dim};
+        ret = PyArray_SimpleNew(4, dims, NPY_DOUBLE);
+        if (ret)
+            memcpy(PyArray_DATA((PyArrayObject *)ret), clnode_tangent_values(t),
+                   ndir * B * self->slots * self->dim * sizeof(double));
+    }
+    clnode_tangent_destroy(&t);
+    return ret;
+}
+
 static PyObject *tape_get_kept_bytes(TapeObject *self, void *c)
 {
     (void)c;
@@ -238,6 +339,11 @@ static PyMethodDef tape_methods[] = {
      "gradient(context, cot, progress=None) -> dict y0, inputs, weights, biases, out_scale: the "
      "reverse pass of the cotangent cot (B, T, N) of ys on a host context "
      "(clnode_gradient_compute); progress: None or fn(fraction, active, batch, steps)."},
+    {"tangent", (PyCFunction)tape_tangent, METH_VARARGS,
+     "tangent(context, ndir, dy0, dinputs, dparams, progress=None) -> ndarray (ndir, B, T, N): "
+     "the tangent pass (forward mode, clnode_tangent_compute) of ndir directions, each None or "
+     "float64: dy0 (ndir, B, N), dinputs (ndir, B, k), dparams (ndir, P) laid out as "
+     "clnode_gradient_params."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -255,7 +361,7 @@ PyTypeObject TapeType = {
     .tp_dealloc = (destructor)tape_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A solution kept for its reverse pass (solve with keep_tape). Use "
-              "clnode.Solution.vjp.",
+              "clnode.Solution.vjp and clnode.Solution.jvp.",
     .tp_methods = tape_methods,
     .tp_getset = tape_getset,
 };

@@ -138,11 +138,14 @@ static PyObject *xla_tape_stats(PyObject *self, PyObject *noargs)
     for (xla_tape *t = g_tapes_old; t; t = t->next)
         tapes++;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n}", "solves", g_solves,
-        "trajectories", g_trajectories, "solve_ns", g_solve_ns, "reverses", g_reverses,
-        "reverse_ns", g_reverse_ns, "fwd_ns", g_fwd_ns, "vjps", g_vjps, "vjp_ns", g_vjp_ns, "hits",
-        g_hits, "misses", g_misses, "kept", g_kept, "dropped", g_dropped, "tapes",
-        (Py_ssize_t)tapes, "bytes", (Py_ssize_t)g_tape_bytes, "limit", (Py_ssize_t)g_tape_limit);
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n}",
+        "solves", g_solves, "trajectories", g_trajectories, "solve_ns", g_solve_ns, "reverses",
+        g_reverses, "reverse_ns", g_reverse_ns, "fwd_ns", g_fwd_ns, "vjps", g_vjps, "vjp_ns",
+        g_vjp_ns, "jvps", g_jvps, "jvp_ns", g_jvp_ns, "tangents", g_tangents, "tangent_ns",
+        g_tangent_ns, "tangent_dirs", g_tangent_dirs, "tangent_trajectories",
+        g_tangent_trajectories, "hits", g_hits, "misses", g_misses, "kept", g_kept, "dropped",
+        g_dropped, "tapes", (Py_ssize_t)tapes, "bytes", (Py_ssize_t)g_tape_bytes, "limit",
+        (Py_ssize_t)g_tape_limit);
     pthread_mutex_unlock(&g_lock);
     return d;
 }
@@ -187,11 +190,14 @@ PyObject *clnode_xla_functions(PyObject *self, PyObject *noargs)
     if (!d)
         return NULL;
     PyObject *fwd = xla_capsule(clnode_xla_fwd), *vjp = xla_capsule(clnode_xla_vjp);
+    PyObject *jvp = xla_capsule(clnode_xla_jvp);
     PyObject *api = Py_BuildValue("(ii)", CXF_API_MAJOR, CXF_API_MINOR);
-    int bad = !fwd || !vjp || !api || PyDict_SetItemString(d, "fwd", fwd) < 0 ||
-              PyDict_SetItemString(d, "vjp", vjp) < 0 || PyDict_SetItemString(d, "api", api) < 0;
+    int bad = !fwd || !vjp || !jvp || !api || PyDict_SetItemString(d, "fwd", fwd) < 0 ||
+              PyDict_SetItemString(d, "vjp", vjp) < 0 || PyDict_SetItemString(d, "jvp", jvp) < 0 ||
+              PyDict_SetItemString(d, "api", api) < 0;
     Py_XDECREF(fwd);
     Py_XDECREF(vjp);
+    Py_XDECREF(jvp);
     Py_XDECREF(api);
     for (PyMethodDef *m = xla_methods; !bad && m->ml_name; m++) {
         PyObject *fn = PyCFunction_New(m, self);

@@ -197,3 +197,107 @@ int batch_solve(xla_batch *x, const clnode_model *model, xla_ctx *xc, int keep, 
         return fail(e, st, "%s", clnode_context_last_error(xc->ctx));
     return 0;
 }
+
+/* The forward's tape of a batch of B trajectories whose token operand is tok (one token for the
+ * whole batch; NULL, counted as a miss, when there is none or the trajectories' tokens differ). */
+xla_tape *batch_tape(const xla_op *tok, const int64_t *lead, size_t nl, size_t B)
+{
+    int32_t token = 0;
+    int same = B > 0;
+    for (size_t b = 0; b < B; b++) {
+        const int32_t v = ((const int32_t *)tok->b->data)[op_row(tok, lead, nl, b)];
+        if (b == 0)
+            token = v;
+        same &= v == token;
+    }
+    xla_tape *tape = same && token < 0 ? tape_take(token, 1) : NULL;
+    if (!same || token >= 0) {
+        pthread_mutex_lock(&g_lock);
+        g_misses += B > 0;
+        pthread_mutex_unlock(&g_lock);
+    }
+    return tape;
+}
+
+/* The trajectories of group gi (those whose coordinates along the kept axes are gi's, in C
+ * order) into sel; returns how many. */
+size_t group_members(const int64_t *lead, size_t nl, size_t B, const int *kept, size_t gi,
+                     size_t *sel)
+{
+    size_t m = 0;
+    for (size_t b = 0; b < B; b++) {
+        size_t rest = b, gidx = 0, gstride = 1;
+        for (size_t a = nl; a-- > 0;) {
+            const size_t i = rest % (size_t)lead[a];
+            rest /= (size_t)lead[a];
+            if (kept[a]) {
+                gidx += i * gstride;
+                gstride *= (size_t)lead[a];
+            }
+        }
+        if (gidx == gi)
+            sel[m++] = b;
+    }
+    return m;
+}
+
+/* Runs fn once per group of the batch (the trajectories that share their coordinates along the
+ * kept axes; one group covering the batch when no axis is kept, which gets the forward's tape,
+ * read from the token operand tok) on a context of the plan's device. Returns 0, or -1 with e
+ * set. */
+int batch_groups(const xla_plan *pl, const xla_op *tok, const int64_t *lead, size_t nl, size_t B,
+                 const int *kept, xla_group_fn fn, void *user, xla_fail *e)
+{
+    int any = 0;
+    size_t groups = 1;
+    for (size_t a = 0; a < nl; a++) {
+        any |= kept[a];
+        groups *= kept[a] ? (size_t)lead[a] : 1;
+    }
+    xla_tape *tape = batch_tape(tok, lead, nl, B);
+    if (any && tape) {
+        tape_free(tape);
+        tape = NULL;
+    }
+    if (B == 0)
+        return 0;
+    size_t *sel = malloc(B * sizeof *sel);
+    clnode_status st = CLNODE_ERR_OUT_OF_MEMORY;
+    xla_ctx *xc = sel ? ctx_take(pl->device, e->msg, sizeof e->msg, &st) : NULL;
+    int rc = 0;
+    if (!sel)
+        rc = fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory");
+    else if (!xc) {
+        e->st = st;
+        rc = -1;
+    }
+    for (size_t gi = 0; !rc && gi < groups; gi++) {
+        const size_t m = group_members(lead, nl, B, kept, gi, sel);
+        rc = fn(user, sel, m, any ? kept : NULL, tape, xc, e);
+    }
+    if (tape)
+        tape_free(tape);
+    if (xc)
+        ctx_give(xc);
+    free(sel);
+    return rc;
+}
+
+/* The model and kept solution of trajectories sel[0..m): the forward's tape's (moved out of it)
+ * when given, else solved keeping the tape (the same steps and bits) into x. Returns 0, or -1 with
+ * e set. */
+int batch_kept(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
+               const size_t *sel, size_t m, const int *kept_axis, int scale_vector, xla_tape *tape,
+               xla_ctx *xc, xla_batch *x, clnode_model **model, clnode_solution **sol, xla_fail *e)
+{
+    if (tape) {
+        *model = tape->model;
+        *sol = tape->sol;
+        tape->model = NULL;
+        tape->sol = NULL;
+        return 0;
+    }
+    if (batch_setup(pl, ops, lead, nl, sel, m, kept_axis, scale_vector, xc, x, model, e))
+        return -1;
+    return batch_solve(x, *model, xc, 1, pl->checkpoint_every, sol, e);
+}

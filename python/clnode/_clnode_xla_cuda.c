@@ -251,7 +251,7 @@ static cxf_error *staged(cxf_call_frame *f, cxf_handler *inner, const char *what
 
 /* ---- the handlers and their capsules ---- */
 
-static cxf_handler *g_fwd, *g_vjp; /* _clnode_xla.c's, set by clnode_xla_cuda_functions */
+static cxf_handler *g_fwd, *g_vjp, *g_jvp; /* _clnode_xla.c's, set by clnode_xla_cuda_functions */
 
 static cxf_error *clnode_xla_cuda_fwd(cxf_call_frame *f)
 {
@@ -261,6 +261,11 @@ static cxf_error *clnode_xla_cuda_fwd(cxf_call_frame *f)
 static cxf_error *clnode_xla_cuda_vjp(cxf_call_frame *f)
 {
     return staged(f, g_vjp, "clnode's CUDA custom call (reverse)");
+}
+
+static cxf_error *clnode_xla_cuda_jvp(cxf_call_frame *f)
+{
+    return staged(f, g_jvp, "clnode's CUDA custom call (tangent)");
 }
 
 typedef union {
@@ -286,17 +291,21 @@ PyObject *clnode_xla_cuda_functions(PyObject *self, PyObject *noargs)
     if (!cpu)
         return NULL;
     cxf_handler *fwd = handler_of(cpu, "fwd"), *vjp = fwd ? handler_of(cpu, "vjp") : NULL;
+    cxf_handler *jvp = vjp ? handler_of(cpu, "jvp") : NULL;
     Py_DECREF(cpu);
-    if (!fwd || !vjp)
+    if (!fwd || !vjp || !jvp)
         return NULL;
     g_fwd = fwd; /* under the GIL, before XLA can call a CUDA handler */
     g_vjp = vjp;
+    g_jvp = jvp;
     PyObject *d = PyDict_New();
     PyObject *cf = xla_capsule(clnode_xla_cuda_fwd), *cv = xla_capsule(clnode_xla_cuda_vjp);
-    int bad = !d || !cf || !cv || PyDict_SetItemString(d, "fwd", cf) < 0 ||
-              PyDict_SetItemString(d, "vjp", cv) < 0;
+    PyObject *cj = xla_capsule(clnode_xla_cuda_jvp);
+    int bad = !d || !cf || !cv || !cj || PyDict_SetItemString(d, "fwd", cf) < 0 ||
+              PyDict_SetItemString(d, "vjp", cv) < 0 || PyDict_SetItemString(d, "jvp", cj) < 0;
     Py_XDECREF(cf);
     Py_XDECREF(cv);
+    Py_XDECREF(cj);
     if (bad)
         Py_CLEAR(d);
     return d;

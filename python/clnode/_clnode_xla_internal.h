@@ -7,6 +7,7 @@
  *   _clnode_xla_batch.c  one batch: the solve of some trajectories of a call's operands
  *   _clnode_xla_fwd.c    the forward handler
  *   _clnode_xla_vjp.c    the reverse handler
+ *   _clnode_xla_jvp.c    the tangent handler (forward mode)
  * Every name here is the extension's own (the version script keeps them private). */
 #ifndef CLNODE_PY_XLA_INTERNAL_H
 #define CLNODE_PY_XLA_INTERNAL_H
@@ -98,6 +99,9 @@ extern unsigned long long g_hits, g_misses, g_kept, g_dropped, g_solves, g_traje
 extern unsigned long long g_solve_ns, g_reverse_ns, g_reverses;
 /* the handlers' whole time (the library's in it too) and the reverse handler's calls */
 extern unsigned long long g_fwd_ns, g_vjp_ns, g_vjps;
+/* the tangent handler's whole time and calls, the library's tangent passes and their time */
+extern unsigned long long g_jvp_ns, g_jvps, g_tangent_ns, g_tangents, g_tangent_dirs,
+    g_tangent_trajectories;
 unsigned long long now_ns(void);
 void tape_free(xla_tape *t);
 xla_tape *tapes_trim(size_t limit);
@@ -150,14 +154,27 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
                 xla_batch *x, clnode_model **model, xla_fail *e);
 int batch_solve(xla_batch *x, const clnode_model *model, xla_ctx *xc, int keep, long ckpt,
                 clnode_solution **sol, xla_fail *e);
+xla_tape *batch_tape(const xla_op *tok, const int64_t *lead, size_t nl, size_t B);
+size_t group_members(const int64_t *lead, size_t nl, size_t B, const int *kept, size_t gi,
+                     size_t *sel);
+int batch_kept(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
+               const size_t *sel, size_t m, const int *kept_axis, int scale_vector, xla_tape *tape,
+               xla_ctx *xc, xla_batch *x, clnode_model **model, clnode_solution **sol, xla_fail *e);
+/* One pass (reverse or tangent) of trajectories sel[0..m), with the forward's tape when given */
+typedef int (*xla_group_fn)(void *user, const size_t *sel, size_t m, const int *kept_axis,
+                            xla_tape *tape, xla_ctx *xc, xla_fail *e);
+int batch_groups(const xla_plan *pl, const xla_op *tok, const int64_t *lead, size_t nl, size_t B,
+                 const int *kept, xla_group_fn fn, void *user, xla_fail *e);
 
 /* _clnode_xla.c */
 PyObject *xla_capsule(cxf_handler *h);
 
-/* _clnode_xla_fwd.c, _clnode_xla_vjp.c */
+/* _clnode_xla_fwd.c, _clnode_xla_vjp.c, _clnode_xla_jvp.c */
 int fwd_run(cxf_call_frame *f, xla_fail *e);
 cxf_error *clnode_xla_fwd(cxf_call_frame *f);
 int vjp_run(cxf_call_frame *f, xla_fail *e);
 cxf_error *clnode_xla_vjp(cxf_call_frame *f);
+int jvp_run(cxf_call_frame *f, xla_fail *e);
+cxf_error *clnode_xla_jvp(cxf_call_frame *f);
 
 #endif /* CLNODE_PY_XLA_INTERNAL_H */

@@ -94,6 +94,8 @@ unsigned long long g_hits, g_misses, g_kept, g_dropped, g_solves, g_trajectories
  * reverse passes */
 unsigned long long g_solve_ns, g_reverse_ns, g_reverses;
 unsigned long long g_fwd_ns, g_vjp_ns, g_vjps;
+unsigned long long g_jvp_ns, g_jvps, g_tangent_ns, g_tangents, g_tangent_dirs,
+    g_tangent_trajectories;
 
 unsigned long long now_ns(void)
 {

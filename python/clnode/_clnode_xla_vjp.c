@@ -37,17 +37,8 @@ static int reverse_one(const xla_plan *pl, const xla_op *ops, const xla_op *ct, 
     clnode_solution *sol = NULL;
     clnode_gradient *g = NULL;
     double *cot = NULL;
-    int rc = 0;
-    if (tape) {
-        model = tape->model;
-        sol = tape->sol;
-        tape->model = NULL;
-        tape->sol = NULL;
-    } else {
-        rc = batch_setup(pl, ops, lead, nl, sel, m, kept_axis, want_scale, xc, &x, &model, e);
-        if (!rc)
-            rc = batch_solve(&x, model, xc, 1, pl->checkpoint_every, &sol, e);
-    }
+    int rc =
+        batch_kept(pl, ops, lead, nl, sel, m, kept_axis, want_scale, tape, xc, &x, &model, &sol, e);
     if (!rc && !(cot = gather(ct, lead, nl, sel, m)))
         rc = fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory for the cotangent");
     if (!rc) {
@@ -96,6 +87,24 @@ static int reverse_one(const xla_plan *pl, const xla_op *ops, const xla_op *ct, 
     return rc;
 }
 
+/* A call's reverse pass, for reverse_one per group (batch_groups) */
+typedef struct vjp_call {
+    const xla_plan *pl;
+    const xla_op *ops, *ct;
+    const int64_t *lead;
+    size_t nl;
+    xla_grad_out *outs;
+    int nouts, want_scale;
+} vjp_call;
+
+static int reverse_group(void *user, const size_t *sel, size_t m, const int *kept_axis,
+                         xla_tape *tape, xla_ctx *xc, xla_fail *e)
+{
+    const vjp_call *c = user;
+    return reverse_one(c->pl, c->ops, c->ct, c->lead, c->nl, sel, m, kept_axis, tape, c->outs,
+                       c->nouts, c->want_scale, xc, e);
+}
+
 int vjp_run(cxf_call_frame *f, xla_fail *e)
 {
     if (read_frame(f, 2 + XLA_NOPS, -1, "the reverse pass", e))
@@ -138,33 +147,11 @@ int vjp_run(cxf_call_frame *f, xla_fail *e)
                     "clnode: the reverse pass gives %d results, not %lld", nouts,
                     (long long)f->rets.size);
     /* the axes along which the batch-wide cotangents are one per index */
-    int kept[XLA_MAX_LEAD] = {0}, any = 0;
-    size_t groups = 1;
+    int kept[XLA_MAX_LEAD] = {0};
     for (size_t a = 0; a < nl; a++) {
         kept[a] = (keep >> a) & 1;
         for (int i = 6; i < 8; i++)
             kept[a] |= ops[i].nl && ops[i].dims[a] > 1;
-        any |= kept[a];
-        groups *= kept[a] ? (size_t)lead[a] : 1;
-    }
-    /* the forward's tape: one token for the whole batch */
-    int32_t token = 0;
-    int same = B > 0;
-    for (size_t b = 0; b < B; b++) {
-        const int32_t v = ((const int32_t *)tok.b->data)[op_row(&tok, lead, nl, b)];
-        if (b == 0)
-            token = v;
-        same &= v == token;
-    }
-    xla_tape *tape = same && token < 0 ? tape_take(token, 1) : NULL;
-    if (!same || token >= 0) {
-        pthread_mutex_lock(&g_lock);
-        g_misses += B > 0;
-        pthread_mutex_unlock(&g_lock);
-    }
-    if (any && tape) {
-        tape_free(tape);
-        tape = NULL;
     }
     for (int i = 0; i < nouts; i++) { /* zeros where no trajectory writes (an empty batch) */
         size_t elems = 1;
@@ -172,46 +159,8 @@ int vjp_run(cxf_call_frame *f, xla_fail *e)
             elems *= (size_t)outs[i].b->dims[a];
         memset(outs[i].b->data, 0, elems * (outs[i].b->dtype == CXF_F32 ? 4 : 8));
     }
-    if (B == 0)
-        return 0;
-    size_t *sel = malloc(B * sizeof *sel);
-    if (!sel)
-        return fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory");
-    clnode_status st;
-    xla_ctx *xc = ctx_take(pl->device, e->msg, sizeof e->msg, &st);
-    if (!xc) {
-        free(sel);
-        if (tape)
-            tape_free(tape);
-        e->st = st;
-        return -1;
-    }
-    const int want_scale = (int)((want >> 6) & 1);
-    int rc = 0;
-    for (size_t gi = 0; !rc && gi < groups; gi++) {
-        /* the trajectories of group gi: those whose kept coordinates are gi's, in C order */
-        size_t m = 0;
-        for (size_t b = 0; b < B; b++) {
-            size_t rest = b, gidx = 0, gstride = 1;
-            for (size_t a = nl; a-- > 0;) {
-                const size_t i = rest % (size_t)lead[a];
-                rest /= (size_t)lead[a];
-                if (kept[a]) {
-                    gidx += i * gstride;
-                    gstride *= (size_t)lead[a];
-                }
-            }
-            if (gidx == gi)
-                sel[m++] = b;
-        }
-        rc = reverse_one(pl, ops, &ct, lead, nl, sel, m, any ? kept : NULL, tape, outs, nouts,
-                         want_scale, xc, e);
-    }
-    if (tape)
-        tape_free(tape);
-    ctx_give(xc);
-    free(sel);
-    return rc;
+    vjp_call c = {pl, ops, &ct, lead, nl, outs, nouts, (int)((want >> 6) & 1)};
+    return batch_groups(pl, &tok, lead, nl, B, kept, reverse_group, &c, e);
 }
 
 cxf_error *clnode_xla_vjp(cxf_call_frame *f)

@@ -3,7 +3,8 @@ import enum
 import math
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple,
+                    Union)
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -208,13 +209,67 @@ class Solution:
         if self._single:
             cot = cot.reshape((1,) + cot.shape)
         cot = np.ascontiguousarray(cot)
-        where = self._where if device is None else _reverse_device(None, device)
-        fn, close = _progress.callback(progress, "reverse pass, of the batch")
+        g = self._run_on_context(device, progress, "reverse pass, of the batch",
+                             lambda ctx, fn: self._tape.gradient(ctx, cot, fn))
+        return _gradient(g, self._model, self._single)
+
+    def jvp(self, dy0: Optional[npt.ArrayLike] = None, dargs: Optional[npt.ArrayLike] = None,
+            dparams: Optional[Dict[str, npt.ArrayLike]] = None, device: Optional[str] = None,
+            progress: Any = None) -> np.ndarray:
+        """The tangent pass (forward mode) of a solve with keep_tape=True: the Jacobian-vector
+        products d ys = (d ys / d y0) dy0 + (d ys / d args) dargs + (d ys / d params) dparams,
+        with the solve's own accepted steps held (as the reverse pass, and as diffrax, whose
+        step size controller stops gradients). Directions (each None for zero, float64 or
+        exactly convertible): dy0 of the shape of y0, dargs of the conditioning inputs' ((B, k)
+        or (k,)), dparams a dict named as Gradient.params ("layers.<i>.weight",
+        "layers.<i>.bias", "out_scale"; a missing name is zero), one direction of the
+        parameters for the whole batch. Several directions at once (jax.jacfwd's columns): each
+        given direction with one more leading axis of the same size D; they go through one
+        pass, the ordered GEMMs batched over the directions, and give the same bits as D
+        passes of one. Returns ys's tangent, of the shape of ys ((B, T, N), or (T, N) for one
+        y0), with the leading axis D when the directions have it; zero at the padding slots.
+        Computed by the library on the device the solve ran on (its context), or on `device`,
+        and on the host where that device has no tangent pass (the library's tangent pass
+        recomputes the steps from the tape on the host's ordered GEMM), in the solve's
+        precision: the same bits on every device, at any batch composition.
+        The time arguments get no tangent. Raises ValueError for a non-finite direction
+        (naming it); may be called more than once. progress: as clnode.solve's."""
+        if self._tape is None:
+            raise ValueError("Solution.jvp needs a solve with keep_tape=True (it keeps what the "
+                             "tangent pass needs)")
+        ndir, dirs = _directions(self, dy0, dargs, dparams)
+        out = self._tangent(max(ndir, 1), *dirs, device=device, progress=progress)
+        if self._single:
+            out = out[:, 0]
+        return out if ndir else out[0]
+
+    def _tangent(self, ndir: int, dy0: Optional[np.ndarray], dinputs: Optional[np.ndarray],
+                 dparams: Optional[np.ndarray], device: Optional[str] = None,
+                 progress: Any = None) -> np.ndarray:
+        """The tangent pass of ndir directions in the library's layout (also clnode.jax's): dy0
+        (ndir, B, N), dinputs (ndir, B, k), dparams (ndir, P) in the library's flat order, each
+        None for zero; (ndir, B, T, N). On the solve's context (or `device`'s), and on the host
+        where that device has no tangent pass (the library's UnsupportedError: the same bits)."""
+        def run(ctx, fn):
+            return self._tape.tangent(ctx, ndir, dy0, dinputs, dparams, fn)
+
         try:
-            g = _on_context(where, lambda ctx: self._tape.gradient(ctx, cot, fn))
+            return self._run_on_context(device, progress, "tangent pass, of the batch", run)
+        except _clnode.UnsupportedError:
+            if device == "host" or getattr(self._where, "device", self._where) == "host":
+                raise
+            return self._run_on_context("host", progress, "tangent pass, of the batch", run)
+
+    def _run_on_context(self, device: Optional[str], progress: Any, what: str, run: Any) -> Any:
+        """run(context, progress callback) on the context of the solve (or of `device`): the
+        caller's context as its solve used it, else the process's for that device (this
+        thread's own while another thread uses it: _on_context)."""
+        where = self._where if device is None else _reverse_device(None, device)
+        fn, close = _progress.callback(progress, what)
+        try:
+            return _on_context(where, lambda ctx: run(ctx, fn))
         finally:
             close()
-        return _gradient(g, self._model, self._single)
 
     def tape_bytes(self) -> np.ndarray:
         """The solution of a solve with keep_tape=True as the library's tape bytes (a uint8
@@ -302,6 +357,74 @@ def _gradient(g: Dict[str, Any], model: Any, single: bool) -> Gradient:
         y0 = y0[0]
         c = None if c is None else c[0]
     return Gradient(y0, c, params)
+
+
+_Dirs = Tuple[Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]
+
+
+def _directions(sol: Solution, dy0: Any, dargs: Any, dparams: Any) -> Tuple[int, _Dirs]:
+    """Solution.jvp's directions in the library's layout: (D, (dy0 (D, B, N), dinputs (D, B, k),
+    dparams (D, P))), each None for zero; D = 0 when the directions have no leading axis of
+    their own (one direction)."""
+    m = sol._model
+    assert m is not None
+    ys = sol.ys if not sol._single else sol.ys[None]
+    B, N = ys.shape[0], ys.shape[2]
+    k = m.num_inputs
+    layers = [(f"layers.{i}.weight", np.shape(w)) for i, w in enumerate(m.weights)]
+    layers += [(f"layers.{i}.bias", np.shape(b)) for i, b in enumerate(m.biases) if b is not None]
+    s = m.out_scale
+    known = dict(layers + ([("out_scale", () if s.size == 1 else (s.size,))] if s is not None
+                          else []))
+    if dparams is not None and not isinstance(dparams, dict):
+        raise TypeError("dparams must be a dict named as Gradient.params, not "
+                        f"{type(dparams).__name__}")
+    for name in (dparams or {}):
+        if name not in known:
+            raise ValueError(f"dparams: the model has no parameter {name!r} (it has "
+                             f"{', '.join(known)})")
+    single = (N,) if sol._single else (B, N)
+    given = [("dy0", dy0, single), ("dargs", dargs, (k,) if sol._single else (B, k))]
+    given += [(f"dparams[{n!r}]", (dparams or {}).get(n), known[n]) for n in known]
+    ndir = None
+    arrays = {}
+    for name, x, shape in given:
+        if x is None:
+            continue
+        a = _args.real_array(x, name, finite=False)
+        if a.shape == shape:
+            d = 0
+        elif a.ndim == len(shape) + 1 and a.shape[1:] == shape:
+            d = a.shape[0]
+        else:
+            raise ValueError(f"{name} must have the shape {shape} (one direction) or (D,) + "
+                             f"{shape} (D directions), not {a.shape}")
+        if ndir is not None and d != ndir:
+            raise ValueError(f"{name} has {d or 'no'} direction axis, the other directions "
+                             f"{ndir or 'none'}")
+        ndir = d
+        arrays[name] = a.reshape((max(d, 1),) + shape)
+    if ndir is None:
+        raise ValueError("Solution.jvp needs a direction: dy0, dargs or dparams")
+    D = max(ndir, 1)
+    dy = arrays.get("dy0")
+    dy = None if dy is None else np.ascontiguousarray(dy.reshape(D, B, N), np.float64)
+    dc = arrays.get("dargs")
+    if dc is not None and k == 0:
+        raise ValueError("dargs: the model has no conditioning inputs")
+    dc = None if dc is None else np.ascontiguousarray(dc.reshape(D, B, k), np.float64)
+    dp = None
+    if any(f"dparams[{n!r}]" in arrays for n in known):
+        dp = np.concatenate([arrays.get(f"dparams[{n!r}]", np.zeros((D,) + known[n])).reshape(
+            D, -1) for n in _flat_names(m)], axis=1)
+    return ndir, (dy, dc, None if dp is None else np.ascontiguousarray(dp, np.float64))
+
+
+def _flat_names(m: Any) -> List[str]:
+    """The parameters' names in the library's flat order (clnode_gradient_params)."""
+    names = [n for i, b in enumerate(m.biases) for n in
+             ([f"layers.{i}.weight"] + ([f"layers.{i}.bias"] if b is not None else []))]
+    return names + (["out_scale"] if m.out_scale is not None else [])
 
 
 def _result_text(result: Any) -> str:

@@ -171,12 +171,12 @@ def results(B, T=1, n=2, dtype=np.float64):
 
 
 def check_metadata_answer(get_handler):
-    """get_handler's fwd and vjp answer the metadata query: API 0.1, no traits. Returns the call,
-    its metadata and the frame's extension."""
+    """get_handler's fwd, vjp and jvp answer the metadata query: API 0.1, no traits. Returns the
+    call, its metadata and the frame's extension."""
     c = Call()
     md = Metadata(struct_size=C.sizeof(Metadata))
     ext = MetadataExt(Ext(C.sizeof(MetadataExt), 1, None), C.pointer(md))
-    for name in ("fwd", "vjp"):
+    for name in ("fwd", "vjp", "jvp"):
         md.api_version.major = md.api_version.minor = -1
         md.traits = 7
         f = c.frame([], [], {}, ext=C.cast(C.pointer(ext), C.c_void_p))

@@ -13,8 +13,8 @@ each without a scale and with `s * mlp(...)` (s a scalar, one value per componen
 exp(log_s)); Tsit5, Dopri5, Bosh3, Dopri8 adaptive, Euler and Heun with constant steps;
 SaveAt(t0, t1), SaveAt(ts), SaveAt(t1); backward time; eager, jax.jit and eqx.filter_jit; vmap
 over y0, over args (nested) and over save times; per-example gradients (vmap of grad). Then the
-refusals: gradients w.r.t. t0/t1/SaveAt ts, forward-mode, other adjoints; and the gradient's
-structure, which an SGD step applies to.
+refusals: gradients w.r.t. t0/t1/SaveAt ts, second-order derivatives, other adjoints; and the
+gradient's structure, which an SGD step applies to.
 
 diffrax's compilation dominates the time, so the reference is one eqx.filter_jit function per
 solver and save layout, and the constant-step cases of one form share it: the field without a
@@ -22,7 +22,9 @@ scale and with a scalar scale are solved by diffrax as the same field with one v
 component (ones, or s repeated: the same products, bit for bit), their scale's gradient the sum
 of the components'."""
 import dataclasses
-from typing import Any, Optional
+import importlib.util
+import pathlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,28 +43,22 @@ TOL_A, TOL_B = 1e-11, 1e-7
 WORST = {"a": 0.0, "b": 0.0}  # the largest relative difference met per tolerance class
 
 
-class Field(eqx.Module):
-    """y' = [s *] mlp(x), x = y, [y, t], [y, args] or [y, t, args] (form "y", "yt", "yc",
-    "ytc"); scale None (no factor), a scalar, one value per component, or with exp=True the
-    factor exp(scale)."""
-    mlp: eqx.nn.MLP
-    scale: Optional[jax.Array]
-    form: str = eqx.field(static=True)
-    exp: bool = eqx.field(static=True, default=False)
-
-    def __call__(self, t, y, args):
-        x = [y]
-        if "t" in self.form:
-            x.append(jnp.reshape(t, (1,)).astype(y.dtype))
-        if "c" in self.form:
-            x.append(args)
-        out = self.mlp(jnp.concatenate(x))
-        if self.scale is None:
-            return out
-        return (jnp.exp(self.scale) if self.exp else self.scale) * out
+def _reference_jvp():
+    """scripts/reference_jvp.py: the vector field's forms, shared with the forward mode's data."""
+    spec = importlib.util.spec_from_file_location(
+        "reference_jvp", pathlib.Path(__file__).resolve().parents[2] / "scripts" /
+        "reference_jvp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-SCALES = {"none": None, "scalar": 0.8, "vector": [0.8, -1.3], "exp": [-0.2, 0.3]}
+_REF = _reference_jvp()
+# y' = [s *] mlp(x), x = y, [y, t], [y, args] or [y, t, args] (form "y", "yt", "yc", "ytc");
+# scale None (no factor), a scalar, one value per component, or with exp=True the factor
+# exp(scale)
+Field = _REF.field_class()
+SCALES = _REF.SCALES
 
 
 def make_field(form, scale, key, depth=2):
@@ -447,12 +443,12 @@ def test_gradient_wrt_times_refused(name, f, x):
 
 
 @pytest.mark.parametrize("transform", [
-    lambda f: jax.jvp(f, (Y0,), (jnp.ones_like(Y0),)),
-    lambda f: jax.jacfwd(f)(Y0),
     lambda f: jax.hessian(f)(Y0),
-], ids=["jvp", "jacfwd", "hessian"])
-def test_forward_mode_refused(transform):
-    with pytest.raises(TypeError, match="reverse-mode"):
+    lambda f: jax.jacfwd(jax.grad(f))(Y0),
+    lambda f: jax.grad(lambda y: jnp.sum(jax.grad(f)(y)))(Y0),
+], ids=["hessian", "jacfwd-of-grad", "grad-of-grad"])
+def test_second_order_refused(transform):
+    with pytest.raises(TypeError, match="second-order"):
         transform(lambda y: simple_loss(small_field(), y))
 
 

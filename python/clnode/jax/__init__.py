@@ -45,16 +45,24 @@ every inexact array of the vector field (the MLP's weights and biases, and whate
 factor s). The backward takes the forward's tape (or re-solves the batch with it: the same
 steps and bits) and runs the library's reverse pass (clnode.Solution.vjp) on the forward's
 device, with the same bits on every device; RecursiveCheckpointAdjoint(checkpoints=k) keeps about
-k states per trajectory (the same bits). The time arguments (t0, t1, dt0, SaveAt ts) get no
-gradient: one asked for is refused with a TypeError, as is forward mode (jax.jvp, jax.jacfwd,
-jax.hessian).
+k states per trajectory (the same bits). It is differentiable in forward mode too, as diffrax
+with adjoint=diffrax.ForwardMode() (which it also takes, with the same results as the default
+adjoint, forward and reverse): jax.jvp, jax.jacfwd and jax.linearize, under jax.jit and
+jax.vmap, by the library's tangent pass (clnode.Solution.jvp) on the forward's tape, the steps
+held; jax.jacfwd's directions are one tangent pass (the tangent pass runs on the host where the
+forward's device has none: the same bits). jax.linearize keeps the forward's outputs and its
+tape's token: the first call of the linear function uses the tape, later calls re-solve the
+forward (the same bits). The time arguments (t0, t1, dt0, SaveAt ts) get no derivative: one
+asked for is refused with a TypeError naming it, as are second-order derivatives (jax.hessian,
+jax.jacfwd of jax.grad, ...).
 
 Needs jax, equinox and diffrax (0.7.2 is what clnode follows step for step).
 
 The package, one concern per file: _problem (diffrax's arguments mapped into a call's frozen
 Problem and its named Operands; solve_settings), _field (the vector field recognised from its
 computation), _fallback (what becomes of a call clnode does not take), _primitives (the JAX
-primitives: the forward, its linearisation and its transpose), _ffi (their lowering under
+primitives: the forward, its linearisation, evaluated in forward mode, and its transpose), _ffi
+(their lowering under
 jax.jit to clnode's XLA custom calls, the C tape registry's tape_stats and set_tape_limit),
 _callback (a batch of operands solved by the library eagerly, and under jax.jit for a call
 with a progress meter), _tapes (the eager forward's tapes kept for
@@ -110,7 +118,8 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     jax.vmap over any of y0, t0, t1, dt0, args and SaveAt(ts=...) the whole batch is one clnode
     solve, every trajectory with its own values (all of one direction of integration; vmapped
     save times: each trajectory its own list). A call it does not take (a vector field of
-    another form, an adjoint other than RecursiveCheckpointAdjoint, an event, SubSaveAt fn,
+    another form, an adjoint other than RecursiveCheckpointAdjoint or ForwardMode, an event,
+    SubSaveAt fn,
     other solvers, controllers or terms, a pytree state) is diffrax.diffeqsolve's, with a
     FallbackWarning naming why; fallback="error" (default: $CLNODE_JAX_FALLBACK, else "warn")
     raises UnsupportedArgument (a ValueError) instead. Raises ValueError when save times are
@@ -118,10 +127,12 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     the model, TypeError for an argument
     of the wrong kind (a bool that is not bool, a float max_steps), the library's exception when
     it refuses the problem, and a TypeError for a gradient with respect to t0, t1, dt0 or
-    SaveAt(ts=...) and for forward mode (jax.jvp, jax.jacfwd, jax.hessian): clnode computes
-    reverse-mode gradients with respect to y0, args and the vector field's arrays (the module's
-    documentation). adjoint: RecursiveCheckpointAdjoint() (every state kept) or
-    RecursiveCheckpointAdjoint(checkpoints=k) (about k kept; the same gradient bits).
+    SaveAt(ts=...) and for a second-order derivative (jax.hessian, ...): clnode computes
+    first-order derivatives, reverse mode and forward mode, with respect to y0, args and the
+    vector field's arrays (the module's documentation). adjoint: RecursiveCheckpointAdjoint()
+    (every state kept), RecursiveCheckpointAdjoint(checkpoints=k) (about k kept; the same
+    gradient bits) or ForwardMode() (diffrax's forward mode: the same derivatives, every state
+    kept).
     Checks on concrete values run before the solve; under jax.jit, those on traced
     times run in JAX through eqx.error_if, and the rest inside clnode's custom call, whose
     failure is XLA's runtime error (jax.errors.JaxRuntimeError) with the library's message

@@ -1,6 +1,7 @@
-"""clnode.jax's custom calls: the forward solve and the reverse pass as XLA FFI handlers in C
-(python/clnode/_clnode_xla.c), which a jitted program calls with no Python: registered with
-XLA for the CPU at import (and for CUDA where a CUDA plugin is installed), and the lowerings of the primitives fwd_p and vjp_p (_primitives)
+"""clnode.jax's custom calls: the forward solve, the reverse pass and the tangent pass (forward
+mode) as XLA FFI handlers in C (python/clnode/_clnode_xla.c, _clnode_xla_jvp.c), which a jitted
+program calls with no Python: registered with XLA for the CPU at import (and for CUDA where a
+CUDA plugin is installed), and the lowerings of the primitives fwd_p, vjp_p and lin_p (_primitives)
 that name them. A call's structure is a plan, made once per Problem at trace time (its handle an
 int64 attribute; plans live for the process); its numbers are operands. Its forward, solved for
 a gradient, leaves its tape in the C registry (bounded in bytes: tape_stats, set_tape_limit,
@@ -28,6 +29,7 @@ from ._problem import Operands, Problem
 MIN_JAXLIB = (0, 5, 0)
 FWD_TARGET = "clnode_solve_fwd"
 VJP_TARGET = "clnode_solve_vjp"
+JVP_TARGET = "clnode_solve_jvp"
 _NAME_BITS = {name: 1 << i for i, name in enumerate(Operands._fields)}
 
 
@@ -54,6 +56,7 @@ check_jaxlib(getattr(jaxlib, "__version__", "0"))
 _XLA: Dict[str, Any] = _clnode._xla()
 jax.ffi.register_ffi_target(FWD_TARGET, _XLA["fwd"], platform="cpu")
 jax.ffi.register_ffi_target(VJP_TARGET, _XLA["vjp"], platform="cpu")
+jax.ffi.register_ffi_target(JVP_TARGET, _XLA["jvp"], platform="cpu")
 
 
 def _cuda_plugin() -> bool:
@@ -72,17 +75,20 @@ if CUDA:
     _XLA_CUDA: Dict[str, Any] = _clnode._xla_cuda()
     jax.ffi.register_ffi_target(FWD_TARGET, _XLA_CUDA["fwd"], platform="CUDA")
     jax.ffi.register_ffi_target(VJP_TARGET, _XLA_CUDA["vjp"], platform="CUDA")
+    jax.ffi.register_ffi_target(JVP_TARGET, _XLA_CUDA["jvp"], platform="CUDA")
 DEFAULT_TAPE_BYTES = 256 << 20
 
 
 def tape_stats() -> Dict[str, int]:
     """The counts of clnode's custom calls (jitted solves) since the process started: solves
-    (forward calls) and their trajectories, reverses (reverse passes), the library's time in
-    them (solve_ns: every solve, the re-solves of reverse passes included; reverse_ns), the
-    handlers' whole time (fwd_ns: the forward handler's, over its solves calls; vjp_ns: the
-    reverse handler's, over its vjps calls; the library's time in them included), and the
-    tape registry: hits and misses of the reverse passes (a miss re-solves the forward: the same
-    bits), tapes kept and dropped (oldest first beyond the bound, or larger than it), the tapes
+    (forward calls) and their trajectories, reverses (reverse passes) and tangents (tangent
+    passes of forward mode, with tangent_dirs and tangent_trajectories: the sums of their
+    directions, ndir, and of their trajectories), the library's time in them (solve_ns: every solve, the re-solves
+    of reverse and tangent passes included; reverse_ns; tangent_ns), the handlers' whole time
+    (fwd_ns: the forward handler's, over its solves calls; vjp_ns: the reverse handler's, over
+    its vjps calls; jvp_ns: the tangent handler's, over its jvps calls; the library's time in
+    them included), and the tape registry: hits and misses of the reverse and tangent passes
+    (a miss re-solves the forward: the same bits), tapes kept and dropped (oldest first beyond the bound, or larger than it), the tapes
     and bytes held now, and the bound (limit, bytes)."""
     return dict(_XLA["tape_stats"]())
 
@@ -165,6 +171,7 @@ def _flat(m: Any) -> Any:
 NAMES = Operands._fields
 _fwd_rule = jax.ffi.ffi_lowering(FWD_TARGET)
 _vjp_rule = jax.ffi.ffi_lowering(VJP_TARGET)
+_jvp_rule = jax.ffi.ffi_lowering(JVP_TARGET)
 
 
 def fwd_lowering(ctx: Any, *args: Any, problem: Problem, keep: bool, lead: Any) -> Any:
@@ -181,3 +188,14 @@ def vjp_lowering(ctx: Any, ct: Any, token: Any, *args: Any, problem: Problem, wa
     kept = sum(1 << a for a, k in enumerate(keep) if k)
     return _vjp_rule(ctx, *all_args, plan=np.int64(plan(problem)), want=np.int64(bits),
                      keep=np.int64(kept))
+
+
+def jvp_lowering(ctx: Any, *args: Any, problem: Problem, want: Any, lead: Any,
+                 dirs: Any) -> Any:
+    """lin_p's lowering on the CPU (forward mode): one call of the tangent handler for every
+    direction (dirs: the direction axes, in front of the batch's)."""
+    nw = len(want)
+    ctx, all_args = _constants(ctx, args, nw + 1, problem)
+    bits = sum(_NAME_BITS[name] for name in want)
+    return _jvp_rule(ctx, *all_args, plan=np.int64(plan(problem)), want=np.int64(bits),
+                     keep=np.int64(0), dirs=np.int64(len(dirs)))

@@ -22,9 +22,19 @@ order: no intermediate of the batch times the parameters exists. vmap applied to
 (per-example gradients, `keep` axes) re-solves each kept index's trajectories on their own
 (the same bits as in the batch) and returns one gradient per index.
 
-The time arguments (t0, t1, dt0, SaveAt ts) have no gradient in the library: their tangents
-are refused by name when they are non-zero (only when someone differentiates them). Forward mode
-(jax.jvp, jax.jacfwd, jax.hessian) is refused with a TypeError."""
+Forward mode. Under jax.jvp, jax.jacfwd and jax.linearize, lin_p is evaluated: its custom
+call (_ffi, or eagerly/elsewhere a callback) takes the forward's tape (or re-solves the batch
+keeping it: the same steps and bits) and runs the library's tangent pass (clnode.Solution.jvp's),
+the solve's own steps held. jax.vmap over the tangents alone (jax.jacfwd's columns) gives lin_p
+direction axes (`dirs`) in front of the batch's: D directions are one call, one pass of the
+library with ndir = D. jax.linearize keeps the forward's outputs and its token: the first call
+of the linear function uses the forward's tape and frees it, later calls re-solve the forward
+(the same bits) for their tangent pass. Derivatives of derivatives (jax.hessian, jax.jacfwd of
+jax.grad, jax.grad of jax.jvp) are refused with a TypeError naming them.
+
+The time arguments (t0, t1, dt0, SaveAt ts) have no derivative in the library: their tangents
+are refused by name when they are non-zero (only when someone differentiates them), in both
+modes."""
 import functools
 import math
 from typing import Any, List, NamedTuple, Tuple
@@ -70,11 +80,10 @@ def out_shapes(problem: Problem) -> Outputs:
                    jax.ShapeDtypeStruct((4,), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32))
 
 
-_FORWARD_MODE = ("clnode computes first-order reverse-mode gradients only (jax.grad, "
-                 "jax.value_and_grad, "
-                 "jax.vjp, eqx.filter_grad, eqx.filter_value_and_grad, jax.jacrev), not {what}: "
-                 "forward mode (jax.jvp, jax.jacfwd, jax.hessian, jax.linearize) is not "
-                 "computed by clnode.jax.diffeqsolve")
+_SECOND_ORDER = ("clnode computes first-order derivatives only: reverse mode (jax.grad, "
+                 "jax.value_and_grad, jax.vjp, eqx.filter_grad, jax.jacrev) and forward mode "
+                 "(jax.jvp, jax.jacfwd, jax.linearize), not {what}: second-order derivatives "
+                 "are not computed by clnode.jax.diffeqsolve")
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,13 +159,15 @@ def _jvp_rule(problem, primals, tangents):
     if not want:
         return tuple(out), tuple(zeros)
     ys_dot = lin_p.bind(*[getattr(tangents, name) for name in want], out.token, *primals,
-                        problem=problem, want=want, lead=tuple(np.shape(primals.y0)[:-1]))
+                        problem=problem, want=want, lead=tuple(np.shape(primals.y0)[:-1]),
+                        dirs=())
     return tuple(out), tuple(zeros._replace(ys=ys_dot))
 
 
 def _no_higher_order(problem, primals, tangents):
-    """The JVP rule of the forward that keeps its tape, differentiated again."""
-    _no_forward_mode(primals, tangents)
+    """The JVP rule of the forward that keeps its tape, differentiated again (a second-order
+    derivative)."""
+    _no_second_order(primals, tangents)
 
 
 _solve_fn.defjvp(_jvp_rule, symbolic_zeros=True)
@@ -164,51 +175,152 @@ _solve_keeping_tape.defjvp(_no_higher_order)
 
 
 # --------------------------------------------------------------------------------------------
-# lin_p: the tangent of ys, linear in the wanted operands' tangents; transposed, never evaluated
-# (its operands: the wanted operands' tangents, the forward's tape token, the forward's operands)
+# lin_p: the tangent of ys, linear in the wanted operands' tangents: transposed under reverse mode,
+# evaluated (the library's tangent pass) under forward mode. Its operands: the wanted operands'
+# tangents (each with the direction axes `dirs` first, then the batch's leading axes `lead`, size
+# 1 where one for the batch, then the operand's own), the forward's tape token, the forward's
+# operands; its result (dirs, lead, T, N).
 
 lin_p = Primitive("clnode_solve_linear")
 
 
-def _lin_abstract(*args, problem, want, lead):
+def _lin_abstract(*args, problem, want, lead, dirs):
     y0 = args[len(want) + 1]  # the forward's first operand
-    return jax.core.ShapedArray(tuple(lead) + (problem.T, problem.n), y0.dtype)
+    return jax.core.ShapedArray(tuple(dirs) + tuple(lead) + (problem.T, problem.n), y0.dtype)
 
 
-def _lin_impl(*args, **params):
-    raise TypeError(_FORWARD_MODE.format(what="a forward-mode derivative"))
+def _lin_impl(*args, problem, want, lead, dirs):
+    nw = len(want)
+    shape = tuple(dirs) + tuple(lead) + (problem.T, problem.n)
+    dtype = np.dtype(args[nw + 1].dtype)
+    if _concrete(*args):  # eager: errors raised as they are
+        out = _jvp_compute(problem, want, lead, dirs, [np.asarray(a) for a in args[:nw]],
+                           np.asarray(args[nw]), Operands(*[np.asarray(x) for x in args[nw + 1:]]))
+        return jnp.asarray(out)
+    return _packed_callback(lambda *xs: [_jvp_compute(
+        problem, want, lead, dirs, list(xs[:nw]), xs[nw], Operands(*xs[nw + 1:]))],
+        args, [shape], [dtype], _callback.raise_in_callback)[0]
 
 
-def _lin_batch(args, dims, *, problem, want, lead):
+def _lin_batch(args, dims, *, problem, want, lead, dirs):
+    """vmap of lin_p: over the forward's operands (then its token too), one more leading axis of
+    the batch; over the tangents alone (jax.jacfwd's columns, jax.vmap of a linearized
+    function), one more direction axis, first."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    nw, nd = len(want), len(dirs)
     names = list(want) + ["token"] + list(NAMES)
+    if all(d is None for d in dims[nw:]):  # the tangents alone: directions
+        out = [jnp.moveaxis(a, d, 0) if d is not None else
+               jnp.broadcast_to(a, (size,) + np.shape(a)) for a, d in zip(args[:nw], dims[:nw])]
+        return lin_p.bind(*out, *args[nw:], problem=problem, want=want, lead=lead,
+                          dirs=(size,) + tuple(dirs)), 0
     theta_batched = any(d is not None and n in _THETA for n, d in zip(names, dims))
-    out = [_lead_axis(a, d, size, n in _PER_TRAJECTORY or (theta_batched and n in _THETA))
-           for n, a, d in zip(names, args, dims)]
-    return lin_p.bind(*out, problem=problem, want=want, lead=(size,) + tuple(lead)), 0
+    out = []
+    for i, (n, a, d) in enumerate(zip(names, args, dims)):
+        at = nd if i < nw else 0  # a tangent's leading axes come after its direction axes
+        bcast = n in _PER_TRAJECTORY or (theta_batched and n in _THETA)
+        if d is not None:
+            out.append(jnp.moveaxis(a, d, at))
+        elif bcast:
+            shape = np.shape(a)
+            out.append(jnp.broadcast_to(jnp.expand_dims(a, at), shape[:at] + (size,) +
+                                        shape[at:]))
+        else:
+            out.append(jnp.expand_dims(a, at))
+    return lin_p.bind(*out, problem=problem, want=want, lead=(size,) + tuple(lead),
+                      dirs=dirs), nd
 
 
-def _lin_transpose(ct, *args, problem, want, lead):
+def _lin_transpose(ct, *args, problem, want, lead, dirs):
     nw = len(want)
     if type(ct) is ad.Zero:
         return [None] * len(args)
+    if dirs:
+        raise TypeError(_SECOND_ORDER.format(what="the transpose of a batch of forward-mode "
+                                                  "directions"))
     grads = vjp_p.bind(ct, *args[nw:], problem=problem, want=want, lead=tuple(lead),
                        keep=(False,) * len(lead))
     return [g if ad.is_undefined_primal(a) else None for a, g in zip(args[:nw], grads)] + \
         [None] * (len(args) - nw)
 
 
-def _no_forward_mode(primals, tangents, **params):
-    raise TypeError(_FORWARD_MODE.format(what="a derivative of a gradient (jax.hessian, "
-                                          "jax.jacfwd or jax.grad of jax.grad)"))
+def _no_second_order(primals, tangents, **params):
+    raise TypeError(_SECOND_ORDER.format(what="a derivative of a derivative (jax.hessian, "
+                                          "jax.jacfwd of jax.grad or of jax.jacfwd, jax.grad "
+                                          "of jax.grad or of jax.jvp)"))
 
 
 lin_p.def_impl(_lin_impl)
 lin_p.def_abstract_eval(_lin_abstract)
 batching.primitive_batchers[lin_p] = _lin_batch
 ad.primitive_transposes[lin_p] = _lin_transpose
-ad.primitive_jvps[lin_p] = _no_forward_mode
+ad.primitive_jvps[lin_p] = _no_second_order
 mlir.register_lowering(lin_p, mlir.lower_fun(_lin_impl, multiple_results=False))
+
+
+def _jvp_compute(problem, want, lead, dirs, tans, token, operands):
+    """The tangent of ys (numpy, (dirs, lead, T, N)) of the wanted operands' tangents `tans`
+    (dirs, lead, core): from the forward's kept tape when the batch is one tangent pass and the
+    tape is there, else re-solved, per index of the axes along which a batch-wide operand or its
+    tangent is batched."""
+    nl, nd = len(lead), len(dirs)
+    D = math.prod(dirs)
+    tans = [np.reshape(t, (D,) + np.shape(t)[nd:]) for t in tans]
+    kept = sorted(set(_kept_axes(operands, lead, (False,) * nl)) | {
+        a for t, name in zip(tans, want) if name in _THETA for a in range(nl)
+        if np.shape(t)[1 + a] > 1})
+    tape = _tapes.take(token)
+    out = np.zeros((D,) + tuple(lead) + (problem.T, problem.n), problem.y_dtype)
+    if not kept:
+        out[...] = _tangent(problem, want, tans, operands, tape, lead)
+        return out.reshape(tuple(dirs) + out.shape[1:])
+    for idx in np.ndindex(*[lead[a] for a in kept]):
+        sub = Operands(*[_take(x, kept, idx, nl) for x in operands])
+        sub_t = [np.stack([_take(t[d], kept, idx, nl) for d in range(D)]) for t in tans]
+        sel: List[Any] = [slice(None)] + [slice(None)] * nl
+        for a, k in zip(kept, idx):
+            sel[1 + a] = k
+        sub_lead = tuple(lead[a] for a in range(nl) if a not in kept)
+        out[tuple(sel)] = _tangent(problem, want, sub_t, sub, None, sub_lead)
+    return out.reshape(tuple(dirs) + out.shape[1:])
+
+
+def _tangent(problem, want, tans, operands, tape, lead):
+    """One tangent pass of the batch of `operands` (lead), with the forward's tape (solution,
+    model) or, without it, re-solved keeping the tape (the same steps and bits): the tangent of
+    ys, (D, lead, T, N), of the D directions `tans` of the wanted operands ((D, lead, core), one
+    row for the batch for the factor and the parameters)."""
+    if tape is not None:
+        sol, m = tape
+    else:
+        _, m, yb, kw = _callback.setup(problem, operands, scale_vector=problem.scale_traced)
+        sol = _solve.solve(m, yb, keep_tape=True, checkpoint_every=problem.checkpoint_every,
+                           **kw)
+    B = math.prod(lead)
+    t = dict(zip(want, tans))
+    D = np.shape(tans[0])[0]
+    dy0 = None if "y0" not in t else np.reshape(
+        np.broadcast_to(t["y0"], (D,) + tuple(lead) + (problem.n,)), (D, B, problem.n))
+    dargs = None if "args" not in t or not problem.k else np.reshape(
+        np.broadcast_to(t["args"], (D,) + tuple(lead) + (problem.k,)), (D, B, problem.k))
+    dparams = None
+    if "params" in t or "scale" in t:
+        scale = m.out_scale
+        ns = 0 if scale is None else scale.size
+        if "scale" in t and ns != problem.n:
+            raise ValueError("clnode.jax.diffeqsolve: the factor's tangent needs the model's "
+                             f"output scale per component ({problem.n} values, not {ns})")
+        n_params = sum(math.prod(w) + (0 if b is None else math.prod(b))
+                       for w, b in problem.layer_shapes)
+        rows = [np.reshape(t["params"], (D, -1, n_params))[:, 0] if "params" in t
+                else np.zeros((D, n_params))]
+        if ns:
+            rows.append(np.reshape(t["scale"], (D, -1, ns))[:, 0] if "scale" in t
+                        else np.zeros((D, ns)))
+        dparams = np.concatenate(rows, axis=1)
+    f = [None if x is None else np.ascontiguousarray(x, np.float64) for x in (dy0, dargs, dparams)]
+    out = sol._tangent(D, *f)
+    return np.reshape(out, (D,) + tuple(lead) + (problem.T, problem.n))
 
 
 def _lead_axis(a, d, size, broadcast):
@@ -396,13 +508,13 @@ def _vjp_batch(args, dims, *, problem, want, lead, keep):
 vjp_p.def_impl(_vjp_impl)
 vjp_p.def_abstract_eval(_vjp_abstract)
 batching.primitive_batchers[vjp_p] = _vjp_batch
-ad.primitive_jvps[vjp_p] = _no_forward_mode
+ad.primitive_jvps[vjp_p] = _no_second_order
 mlir.register_lowering(vjp_p, mlir.lower_fun(_vjp_impl, multiple_results=True))
 
 fwd_p.def_impl(_fwd_impl)
 fwd_p.def_abstract_eval(_fwd_abstract)
 batching.primitive_batchers[fwd_p] = _fwd_batch
-ad.primitive_jvps[fwd_p] = _no_forward_mode
+ad.primitive_jvps[fwd_p] = _no_second_order
 mlir.register_lowering(fwd_p, mlir.lower_fun(_fwd_impl, multiple_results=True))
 
 # On the CPU both primitives are clnode's custom calls (_ffi), but for a call with a progress
@@ -421,11 +533,21 @@ def _vjp_cpu_lowering(ctx, *args, problem, want, lead, keep):
     return rule(ctx, *args, problem=problem, want=want, lead=lead, keep=keep)
 
 
+_lin_callback_lowering = mlir.lower_fun(_lin_impl, multiple_results=False)
+
+
+def _lin_cpu_lowering(ctx, *args, problem, want, lead, dirs):
+    rule = _ffi.jvp_lowering if _ffi.takes(problem) else _lin_callback_lowering
+    return rule(ctx, *args, problem=problem, want=want, lead=lead, dirs=dirs)
+
+
 mlir.register_lowering(fwd_p, _fwd_cpu_lowering, platform="cpu")
 mlir.register_lowering(vjp_p, _vjp_cpu_lowering, platform="cpu")
+mlir.register_lowering(lin_p, _lin_cpu_lowering, platform="cpu")
 if _ffi.CUDA:  # the same custom calls on XLA's CUDA platform (staged through the host)
     mlir.register_lowering(fwd_p, _fwd_cpu_lowering, platform="cuda")
     mlir.register_lowering(vjp_p, _vjp_cpu_lowering, platform="cuda")
+    mlir.register_lowering(lin_p, _lin_cpu_lowering, platform="cuda")
 
 
 __all__: Tuple[str, ...] = ("Outputs", "solve", "out_shapes")

@@ -278,10 +278,11 @@ def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state
     if method is None:
         raise _unsupported("solver", f"{type(solver).__name__} (clnode has "
                            + ", ".join(c.__name__ + "()" for c in _SOLVERS) + ")")
-    if type(adjoint) is not diffrax.RecursiveCheckpointAdjoint:
+    if type(adjoint) not in (diffrax.RecursiveCheckpointAdjoint, diffrax.ForwardMode):
         raise _unsupported("adjoint", f"{type(adjoint).__name__} (clnode's reverse pass is "
                            "diffrax's default, RecursiveCheckpointAdjoint: discretise then "
-                           "differentiate, with checkpoints=k or None)")
+                           "differentiate, with checkpoints=k or None; its forward mode "
+                           "diffrax's ForwardMode, which clnode also takes)")
     if event is not None:
         raise _unsupported("event", "clnode has no events")
     if type(progress_meter) not in PROGRESS_METERS:
@@ -509,8 +510,10 @@ def frozen(c: Taken, t0: Any, t1: Any, dt0: Any, throw: bool,
 def checkpoint_every(adjoint: Any, max_steps: int) -> int:
     """The tape's checkpoint_every of diffrax.RecursiveCheckpointAdjoint(checkpoints=k): every
     state kept (1) for checkpoints=None, else about max_steps / k steps between kept states (the
-    same gradient bits at any value; only the memory and the recomputation change)."""
-    k = adjoint.checkpoints
+    same gradient bits at any value; only the memory and the recomputation change);
+    diffrax.ForwardMode() keeps every state (1), as RecursiveCheckpointAdjoint() does: its
+    derivatives are those of the default adjoint, forward and reverse."""
+    k = getattr(adjoint, "checkpoints", None)
     if k is None:
         return 1
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
