@@ -21,11 +21,18 @@ CLN_INLINE real cln_tan_affine(real wdh, real dwh, real db)
     return (wdh + dwh) + db;
 }
 
+/* The tangent of an activation's output from its input's tangent dx and the derivative g =
+ * act'(x) (cln_activate_grad), for a derivative computed once for every direction. */
+CLN_INLINE real cln_tan_act_by(real g, real dx)
+{
+    return g * dx;
+}
+
 /* The tangent of an activation's output y = act(x) from its input's tangent dx: act'(x) dx
  * (cln_activate_grad), dx itself for the identity. */
 CLN_INLINE real cln_tan_act(cln_int act, real x, real y, real dx)
 {
-    return act == CLN_ACT_IDENTITY ? dx : cln_activate_grad(act, x, y) * dx;
+    return act == CLN_ACT_IDENTITY ? dx : cln_tan_act_by(cln_activate_grad(act, x, y), dx);
 }
 
 /* The tangent of the output scale's product x s (cln_out_scale): dx s + x ds. */
