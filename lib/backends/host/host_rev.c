@@ -34,8 +34,8 @@ clnode_status host_rev_begin(cln_backend *be, const cln_rev_job *job, void **sta
     *state = NULL;
     *group = HOST_REV_GROUP;
     CLN_CHECK(be->ctx, !hb->openblas, CLNODE_ERR_UNSUPPORTED,
-              "the reverse pass recomputes the forward steps on the ordered GEMM, which %s does "
-              "not use: use the device \"host\"",
+              "the reverse and tangent passes recompute the forward steps on the ordered GEMM, "
+              "which %s does not use: use the device \"host\"",
               be->device_name);
     host_rev_state *st = calloc(1, sizeof *st);
     CLN_CHECK(be->ctx, st, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the reverse pass");
