@@ -12,11 +12,12 @@
 _Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
 
 const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
-    "cln_rev_zero",     "cln_rev_inputs",    "cln_rev_group", "cln_rev_begin",  "cln_rev_act",
-    "cln_rev_y1",       "cln_rev_events",    "cln_rev_delta", "cln_rev_arg",    "cln_rev_wsum",
-    "cln_rev_finish",   "cln_rev_gather",    "cln_rev_wadd",  "cln_rev_bsum",   "cln_rev_ssum",
-    "cln_rev_act_next", "cln_rev_delta_arg", "cln_tan_begin", "cln_tan_stage",  "cln_tan_terms",
-    "cln_tan_layer",    "cln_tan_out",       "cln_tan_y1",    "cln_tan_points", "cln_tan_dense"};
+    "cln_rev_zero",      "cln_rev_inputs",    "cln_rev_group", "cln_rev_begin",  "cln_rev_act",
+    "cln_rev_y1",        "cln_rev_events",    "cln_rev_delta", "cln_rev_arg",    "cln_rev_wsum",
+    "cln_rev_finish",    "cln_rev_gather",    "cln_rev_wadd",  "cln_rev_bsum",   "cln_rev_ssum",
+    "cln_rev_act_next",  "cln_rev_delta_arg", "cln_tan_begin", "cln_tan_stage",  "cln_tan_terms",
+    "cln_tan_layer",     "cln_tan_out",       "cln_tan_y1",    "cln_tan_points", "cln_tan_dense",
+    "cln_nonfinite_rows"};
 
 static const cln_rev_ops dr_ops;
 
