@@ -6,7 +6,6 @@
  * shared list, per-trajectory lists and t1, the seed model and a model with time input,
  * conditioning inputs and an output scale; the same on the host backend with host pointers; and
  * every refusal with its message. Skipped (77) without PoCL. */
-#include <ctype.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +20,7 @@
 #include "clnode.h"
 #include "clnode/opencl.h"
 #include "test_device.h"
+#include "test_opencl_find.h"
 
 static cl_device_id g_dev;
 static cl_context g_cctx;
@@ -492,33 +492,10 @@ static void test_refusals(void **state)
     clnode_model_destroy(&forms);
 }
 
-/* The first device of the PoCL platform (by name or vendor, any case). */
-static int find_pocl(cl_device_id *dev)
-{
-    cl_platform_id ps[16];
-    cl_uint np = 0;
-    if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS)
-        return 0;
-    for (cl_uint p = 0; p < np && p < 16; ++p) {
-        char text[2][256];
-        const cl_platform_info what[2] = {CL_PLATFORM_NAME, CL_PLATFORM_VENDOR};
-        for (int t = 0; t < 2; ++t) {
-            if (clGetPlatformInfo(ps[p], what[t], sizeof text[t], text[t], NULL) != CL_SUCCESS)
-                text[t][0] = '\0';
-            text[t][sizeof text[t] - 1] = '\0';
-            for (char *c = text[t]; *c; ++c)
-                *c = (char)tolower((unsigned char)*c);
-        }
-        if ((strstr(text[0], "pocl") || strstr(text[1], "pocl")) &&
-            clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 1, dev, NULL) == CL_SUCCESS)
-            return 1;
-    }
-    return 0;
-}
-
 int main(void)
 {
-    if (!find_pocl(&g_dev))
+    cl_platform_id plat;
+    if (!test_opencl_find("pocl", &plat, &g_dev))
         return test_device_absent("opencl:pocl", "no PoCL platform with a device");
     cl_int e;
     g_cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
