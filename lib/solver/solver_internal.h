@@ -6,6 +6,7 @@
  *   solver_setup.c    the solve's buffers, its state rows and constants, the saved rows read back
  *   solver_save.c     the solution and its accessors, the saved steps' growth, the read-back
  *   solver_compact.c  active-set compaction, and the solution's rows put back in order
+ *   solver_device.c   a solve from and into the caller's device arrays (clnode_solve_device)
  *   tape.c            the tape of a kept solve (keep_tape)
  */
 #ifndef CLN_SOLVER_INTERNAL_H
