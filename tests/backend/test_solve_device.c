@@ -20,6 +20,7 @@
 #include "clnode.h"
 #include "clnode/opencl.h"
 #include "test_device.h"
+#include "test_problem.h"
 #include "test_opencl_find.h"
 
 static cl_device_id g_dev;
@@ -34,31 +35,8 @@ static clnode_context *g_host; /* "host" */
 /* The model with time input, two conditioning inputs and an output scale (N = 3). */
 static clnode_model *forms_model(clnode_context *ctx)
 {
-    static double w0[8 * 6], w1[3 * 8], b0[8], b1[3];
-    static const double scale = 0.7;
-    for (size_t i = 0; i < 8 * 6; ++i)
-        w0[i] = 0.1 * (double)((i * 7) % 11) - 0.5;
-    for (size_t i = 0; i < 3 * 8; ++i)
-        w1[i] = 0.1 * (double)((i * 5) % 9) - 0.4;
-    for (size_t i = 0; i < 8; ++i)
-        b0[i] = 0.05 * (double)i - 0.2;
-    for (size_t i = 0; i < 3; ++i)
-        b1[i] = 0.1 * (double)i;
-    static const size_t sizes[3] = {6, 8, 3};
-    const double *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 2;
-    d.sizes = sizes;
-    d.weights = ws;
-    d.biases = bs;
-    d.activation = CLNODE_ACT_TANH;
-    d.time_input = 1;
-    d.num_inputs = 2;
-    d.out_scale = &scale;
-    d.out_scale_size = 1;
-    clnode_model *m = NULL;
-    assert_int_equal(clnode_model_create(ctx, &d, &m), CLNODE_OK);
+    clnode_model *m = test_forms_model(ctx, CLNODE_ACT_TANH, 0.7);
+    assert_non_null(m);
     return m;
 }
 
