@@ -61,6 +61,10 @@ typedef struct clnode_device_problem {
      * n_save_ts > 0; y1 (batch x dim) the state where each trajectory stopped (t1 on success),
      * required with clnode_solve_options.save_t1 */
     clnode_device_array ys, y1;
+    /* with keep_tape (clnode_solve_options.keep_tape): receives
+     * the solve's solution in host memory with its tape, for clnode_gradient_compute and
+     * clnode_tangent_compute (required then; NULL otherwise, and untouched) */
+    clnode_solution **kept;
 } clnode_device_problem;
 
 #define clnode_device_problem_default(p) clnode_device_problem_default_sized((p), sizeof *(p))
@@ -75,10 +79,16 @@ CLNODE_API void clnode_device_problem_default_sized(clnode_device_problem *p, si
  * not reach (every value ys[b][j], j < saved[b], at a time inside its interval is written; the
  * rest of its row of ys is 0). Blocking: returns when the results are in the caller's arrays.
  *
- * Saved points: the save times (ys) and t1 (y1); save_t0 (y0 is the caller's array already),
- * save_steps and keep_tape are refused (CLNODE_ERR_UNSUPPORTED): the saved steps and the tape
- * live in host memory; a gradient is taken from a host solve (clnode_solve with keep_tape, or
- * one after this solve from the same values: the same steps and bits).
+ * Saved points: the save times (ys) and t1 (y1); save_t0 (y0 is the caller's array already) and
+ * save_steps (they live in host memory) are refused (CLNODE_ERR_UNSUPPORTED).
+ *
+ * keep_tape: the reverse and tangent passes run from a tape in host memory. With keep_tape the
+ * solve also gives *problem->kept, the solution clnode_solve would give with its tape: the kept
+ * states are thinned on the device and read back as clnode_solve's are, and so are y0, the
+ * inputs and the save times (the tape holds them), which is a read of those arrays to the host
+ * that a solve without keep_tape does not make. Its tape and saved points are clnode_solve's,
+ * byte for byte (clnode_solution_tape_export; only clnode_solution_syncs, the waits for the
+ * device, differs); the caller destroys it.
  *
  * Not checked, because the values are on the device and never reach the host: that the save
  * times are finite, monotone and inside [t0, t1] (clnode_solve refuses such lists; here the

@@ -52,9 +52,13 @@ static clnode_status cln_device_refusals(clnode_context *ctx, const clnode_model
               "clnode_device_problem.y1 is NULL: no array for the states at t1 (save_t1)");
     CLN_CHECK(ctx, !o->save_t0, CLNODE_ERR_UNSUPPORTED,
               "clnode_solve_device: save_t0 is not saved (y0 is the caller's array already)");
-    CLN_CHECK(ctx, !o->save_steps && !o->keep_tape, CLNODE_ERR_UNSUPPORTED,
-              "clnode_solve_device: %s lives in host memory: use clnode_solve",
-              o->save_steps ? "save_steps (the saved steps)" : "keep_tape (the tape)");
+    CLN_CHECK(ctx, !o->save_steps, CLNODE_ERR_UNSUPPORTED,
+              "clnode_solve_device: save_steps (the saved steps) live in host memory: use "
+              "clnode_solve");
+    CLN_CHECK(ctx, !o->keep_tape == !dp->kept, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_device_problem.kept is %s with keep_tape = %d: the tape's solution goes "
+              "there with keep_tape, and only then",
+              dp->kept ? "given" : "NULL", o->keep_tape);
     if (nt == 0)
         return CLNODE_OK;
     CLN_CHECK(ctx, cln_direction(o, p) > 0, CLNODE_ERR_UNSUPPORTED,
@@ -184,6 +188,58 @@ done:
     return st;
 }
 
+/* n values of the caller's array a (its handle buf) into doubles (keep_tape: the tape holds
+ * them); *out NULL when n is 0. */
+static clnode_status cln_read_back(cln_run *r, cln_buf *buf, const clnode_device_array *a, size_t n,
+                                   double **out)
+{
+    *out = NULL;
+    if (!n)
+        return CLNODE_OK;
+    const size_t es = r->sd.esize;
+    unsigned char *raw = malloc(n * es);
+    *out = malloc(n * sizeof **out);
+    clnode_status st = raw && *out ? r->be->ops->buf_read(r->be, buf, a->offset, n * es, raw)
+                                   : cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY,
+                                              "cannot allocate the tape's %zu values", n);
+    for (size_t i = 0; st == CLNODE_OK && i < n; ++i) {
+        if (es == sizeof(float)) {
+            float f;
+            memcpy(&f, raw + i * es, es);
+            (*out)[i] = (double)f;
+        } else {
+            memcpy(&(*out)[i], raw + i * es, es);
+        }
+    }
+    free(raw);
+    return st;
+}
+
+/* keep_tape: the solution with its tape, as clnode_solve collects it, from host copies of y0,
+ * the inputs and the save times (read back from the caller's arrays). */
+static clnode_status cln_device_kept(cln_run *r, const clnode_device_problem *dp, cln_dev_arrays *a,
+                                     clnode_problem *p)
+{
+    const size_t B = r->sd.Breal, k = r->model->num_inputs;
+    double *y0 = NULL, *in = NULL, *ts = NULL;
+    clnode_status st = cln_read_back(r, a->y0, &dp->y0, B * r->sd.N, &y0);
+    if (st == CLNODE_OK)
+        st = cln_read_back(r, a->inputs, &dp->inputs, B * k, &in);
+    if (st == CLNODE_OK)
+        st = cln_read_back(r, a->save_ts, &dp->save_ts,
+                           dp->n_save_ts * (dp->save_ts_per_trajectory ? B : 1), &ts);
+    p->y0 = y0;
+    p->inputs = in;
+    p->save_ts = ts;
+    if (st == CLNODE_OK)
+        st = cln_collect(r, dp->kept);
+    p->y0 = p->inputs = p->save_ts = NULL;
+    free(y0);
+    free(in);
+    free(ts);
+    return st;
+}
+
 /* The results into the caller's arrays, and the statistics to the host. */
 static clnode_status cln_device_results(cln_run *r, const clnode_device_problem *dp,
                                         cln_dev_arrays *a, clnode_trajectory_stats *stats,
@@ -250,6 +306,8 @@ clnode_status clnode_solve_device_sized(clnode_context *ctx, const clnode_model 
               "no problem (clnode_device_problem is NULL)");
     CLN_TRY(st, cln_struct_import(ctx, "clnode_device_problem", problem, CLN_DEVICE_PROBLEM_MIN,
                                   &dp, sizeof dp));
+    if (dp.kept)
+        *dp.kept = NULL;
     /* the host's part of the problem: the batch, the intervals, the save times' count */
     clnode_problem p;
     clnode_problem_default(&p);
@@ -278,9 +336,14 @@ clnode_status clnode_solve_device_sized(clnode_context *ctx, const clnode_model 
     CLN_TRY(st, cln_device_inputs(&r, &dp, &a));
     CLN_TRY(st, cln_device_finite(&r, &dp, &a));
     CLN_TRY(st, cln_upload_rows(&r));
+    const long syncs0 = r.be->syncs;
     CLN_TRY(st, cln_begin(&r));
     CLN_TRY(st, cln_loop(&r));
     CLN_TRY(st, cln_device_results(&r, &dp, &a, stats, saved, stats_size));
+    if (opts->keep_tape) {
+        CLN_TRY(st, cln_device_kept(&r, &dp, &a, &p));
+        (*dp.kept)->syncs = r.be->syncs - syncs0;
+    }
 fail:
     if (r.be) {
         cln_buf *all[] = {a.y0, a.inputs, a.save_ts, a.ys, a.y1, a.flag};

@@ -258,6 +258,31 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
             }
         }
     }
+    /* keep_tape: the solution given back is clnode_solve's with its tape, byte for byte */
+    clnode_solution *kept = NULL, *hk = NULL;
+    o.keep_tape = 1;
+    dp.kept = &kept;
+    assert_ok(clnode_solve(ctx, m, &o, &p, &hk));
+    assert_ok(clnode_solve_device(ctx, m, &o, &dp, NULL, NULL));
+    assert_non_null(kept);
+    size_t n1 = 0, n2 = 0;
+    assert_ok(clnode_solution_tape_export(ctx, m, hk, NULL, 0, &n1));
+    assert_ok(clnode_solution_tape_export(ctx, m, kept, NULL, 0, &n2));
+    assert_int_equal(n1, n2);
+    unsigned char *e1 = malloc(n1), *e2 = malloc(n2);
+    assert_true(e1 && e2);
+    assert_ok(clnode_solution_tape_export(ctx, m, hk, e1, n1, &n1));
+    assert_ok(clnode_solution_tape_export(ctx, m, kept, e2, n2, &n2));
+    /* every byte but the checksum (24..32) and the count of waits for the device (144..152,
+     * clnode_solution_syncs: the device solve also reads its flags and its statistics) */
+    assert_memory_equal(e1, e2, 24);
+    assert_memory_equal(e1 + 32, e2 + 32, 144 - 32);
+    assert_memory_equal(e1 + 152, e2 + 152, n1 - 152);
+    assert_true(clnode_solution_syncs(kept) > 0 || on_host);
+    free(e1);
+    free(e2);
+    clnode_solution_destroy(&kept);
+    clnode_solution_destroy(&hk);
     free(out);
     free(st);
     free(saved);
@@ -410,8 +435,14 @@ static void test_refusals(void **state)
            "save_t0");
     ob = o;
     ob.keep_tape = 1;
-    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
-           "keep_tape (the tape) lives in host memory");
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem.kept is NULL with keep_tape = 1");
+    clnode_solution *kept = (clnode_solution *)&kept; /* not NULL: a refusal leaves it NULL */
+    p = good;
+    p.kept = &kept;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem.kept is given with keep_tape = 0");
+    assert_null(kept);
     ob = o;
     ob.save_steps = 1;
     expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
