@@ -188,15 +188,15 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
 }
 
 int batch_setup_scalars(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
-                        size_t m, clnode_context *ctx, xla_batch *x, clnode_model **model,
-                        xla_fail *e)
+                        size_t m, int scale_vector, clnode_context *ctx, xla_batch *x,
+                        clnode_model **model, xla_fail *e)
 {
     size_t *sel = malloc((m ? m : 1) * sizeof *sel);
     if (!sel)
         return fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; i < m; i++)
         sel[i] = i;
-    const int rc = setup(pl, ops, lead, nl, sel, m, NULL, 0, ctx, x, model, e, 0);
+    const int rc = setup(pl, ops, lead, nl, sel, m, NULL, scale_vector, ctx, x, model, e, 0);
     free(sel);
     return rc;
 }

@@ -3,13 +3,15 @@
  * times or at t1 written, by the library on XLA's stream (clnode_solve_device on a context
  * adopting XLA's stream, clnode_context_create_cuda), with no copy of them through the host.
  *
- * Taken when the call's plan names a CUDA device ("cuda" or "cuda:N"), no tape is kept (keep = 0:
- * a tape lives in host memory; a call whose gradient is taken keeps one and is staged), the
- * states and times are of one precision, the saved points are the save times alone or t1 alone
+ * Taken when the call's plan names a CUDA device ("cuda" or "cuda:N"), the states and times are
+ * of one precision, the saved points are the save times alone or t1 alone
  * (their values are then XLA's ys result as it is laid out), y0 and args hold a row per
  * trajectory, and the save times are one list (with one start time) or a list per trajectory.
  * Every other call is staged through the host (_clnode_xla_cuda.c), as are the reverse and
- * tangent passes. What still crosses to the host: t0, t1, dt0, the parameters, the factor and
+ * tangent passes. A forward whose gradient is taken (keep = 1) keeps its tape as the CPU
+ * handler does, under the token of its result (clnode_solve_device's kept solution: its kept
+ * states, y0, args and the save times read back to the host for it). What still crosses to the
+ * host: t0, t1, dt0, the parameters, the factor and
  * the controller's numbers (the model and the solve's checks are made there), the save times
  * (for the times result: a few values per trajectory), and the results' counts, tokens and
  * times, written back on the stream. */
@@ -61,14 +63,11 @@ static int cuda_ordinal(const char *device)
 }
 
 /* Why the call is staged through the host, or NULL when it runs on XLA's buffers. */
-static const char *staged_why(const xla_plan *pl, int64_t keep, const xla_op *ops,
-                              const int64_t *lead, size_t nl)
+static const char *staged_why(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl)
 {
     const clnode_solve_options *o = &pl->opts;
     if (cuda_ordinal(pl->device) < 0)
         return "the plan's device is not CUDA";
-    if (keep)
-        return "the gradient's tape is kept in host memory";
     if (pl->y_f64 != pl->t_f64)
         return "the times and the states differ in precision";
     if (o->save_t0 || o->save_steps ||
@@ -86,8 +85,9 @@ static const char *staged_why(const xla_plan *pl, int64_t keep, const xla_op *op
 #ifndef CLNODE_HAVE_CUDA
 
 static cxf_error *run_on_device(cxf_call_frame *f, const xla_plan *pl, const int64_t *lead,
-                                size_t nl, size_t B)
+                                size_t nl, size_t B, int keep)
 {
+    (void)keep;
     (void)pl;
     (void)lead;
     (void)nl;
@@ -219,13 +219,14 @@ static void host_rets_free(host_rets *h)
 
 /* The solve on XLA's buffers, then the results' host parts written on the stream. */
 static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const xla_op *ops,
-                                  const int64_t *lead, size_t nl, size_t B, adopted *a,
+                                  const int64_t *lead, size_t nl, size_t B, int keep, adopted *a,
                                   void *stream, xla_fail *e, int *failed)
 {
     cxf_buffer *const *r = (cxf_buffer *const *)f->rets.rets;
     const size_t es = pl->y_f64 ? sizeof(double) : sizeof(float), T = pl->T, N = pl->n;
     xla_batch x;
     clnode_model *model = NULL;
+    clnode_solution *sol = NULL; /* keep: the tape's solution */
     clnode_trajectory_stats *stats = calloc(B, sizeof *stats);
     size_t *saved = calloc(B, sizeof *saved);
     host_rets h = {calloc(4 * B, sizeof(int32_t)), calloc(B, sizeof(int32_t)), calloc(B * T, es),
@@ -243,7 +244,7 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
         else
             ((float *)h.inf)[i] = INFINITY;
     }
-    if (batch_setup_scalars(pl, ops, lead, nl, B, a->ctx, &x, &model, e))
+    if (batch_setup_scalars(pl, ops, lead, nl, B, keep && pl->scale_traced, a->ctx, &x, &model, e))
         goto done;
     const int rows = pl->has_ts && !op_shared(&ops[4]);
     clnode_device_problem dp;
@@ -263,7 +264,11 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
     } else {
         dp.y1.handle = r[1]->data;
     }
-    x.o.keep_tape = 0;
+    x.o.keep_tape = keep;
+    if (keep) {
+        x.o.checkpoint_every = pl->checkpoint_every;
+        dp.kept = &sol;
+    }
     x.o.cancel = xla_on_cancel;
     x.o.cancel_user = NULL;
     const unsigned long long t0 = now_ns();
@@ -320,6 +325,9 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
                 memcpy(dst, h.inf, es);
             }
         }
+    const int32_t token = keep ? tape_keep(&sol, &model) : 0;
+    for (size_t b = 0; b < B; b++)
+        h.token[b] = token;
     int ce = xla_cuda_copy(r[0]->data, h.ts, B * T * es, XLA_CUDA_H2D, stream);
     if (!ce)
         ce = xla_cuda_copy(r[2]->data, h.counts, 4 * B * sizeof(int32_t), XLA_CUDA_H2D, stream);
@@ -337,6 +345,7 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
     }
     *failed = 0;
 done:
+    clnode_solution_destroy(&sol);
     clnode_model_destroy(&model);
     batch_free(&x);
     host_rets_free(&h);
@@ -346,7 +355,7 @@ done:
 }
 
 static cxf_error *run_on_device(cxf_call_frame *f, const xla_plan *pl, const int64_t *lead,
-                                size_t nl, size_t B)
+                                size_t nl, size_t B, int keep)
 {
     cxf_stream_get_args sg;
     cxf_error *err = xla_stream(f, WHAT, &sg);
@@ -376,7 +385,7 @@ static cxf_error *run_on_device(cxf_call_frame *f, const xla_plan *pl, const int
         if (read_operands(&hf, 0, pl, lead, nl, ops, &e))
             failed = 1;
         else
-            err = solve_on_device(f, pl, ops, lead, nl, B, a, sg.stream, &e, &failed);
+            err = solve_on_device(f, pl, ops, lead, nl, B, keep, a, sg.stream, &e, &failed);
         sig_leave();
     }
     cuda_adopt_give(a);
@@ -416,10 +425,10 @@ int xla_cuda_fwd_on_device(cxf_call_frame *f, cxf_error **err)
         B == 0 || r[1]->dims[nl] != (int64_t)pl->T || r[1]->dims[nl + 1] != (int64_t)pl->n ||
         r[1]->dtype != (pl->y_f64 ? CXF_F64 : CXF_F32) ||
         r[0]->dtype != (pl->t_f64 ? CXF_F64 : CXF_F32) || r[2]->dtype != CXF_S32 ||
-        r[3]->dtype != CXF_S32 || staged_why(pl, keep, ops, lead, nl))
+        r[3]->dtype != CXF_S32 || staged_why(pl, ops, lead, nl))
         return 0;
     const unsigned long long t0 = now_ns();
-    *err = run_on_device(f, pl, lead, nl, B);
+    *err = run_on_device(f, pl, lead, nl, B, keep != 0);
     pthread_mutex_lock(&g_lock);
     g_fwd_ns += now_ns() - t0;
     pthread_mutex_unlock(&g_lock);

@@ -157,8 +157,8 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
 /* batch_setup's options, per-trajectory times and model of a whole call's m trajectories, without
  * y0, args and the save times (not read: they may be device memory), the model made on ctx */
 int batch_setup_scalars(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
-                        size_t m, clnode_context *ctx, xla_batch *x, clnode_model **model,
-                        xla_fail *e);
+                        size_t m, int scale_vector, clnode_context *ctx, xla_batch *x,
+                        clnode_model **model, xla_fail *e);
 int batch_solve(xla_batch *x, const clnode_model *model, xla_ctx *xc, int keep, long ckpt,
                 clnode_solution **sol, xla_fail *e);
 xla_tape *batch_tape(const xla_op *tok, const int64_t *lead, size_t nl, size_t B);

@@ -98,10 +98,10 @@ ON_DEVICE = "clnode's CUDA custom call (forward, on XLA's buffers): "
 STAGED = "clnode's CUDA custom call (forward): "
 
 
-def cuda_forward_error(h, y0, B, attrs=None, stream=0x5EED):
+def cuda_forward_error(h, y0, B, attrs=None, stream=0x5EED, T=1):
     """The CUDA forward handler's error on a frame of plan h: (code, text, stream asked for)."""
     c = with_stream(Call(), stream=stream)
-    f = c.frame(operands(y0), results(B), dict({"plan": h}, **(attrs or {})))
+    f = c.frame(operands(y0), results(B, T), dict({"plan": h}, **(attrs or {})))
     c.asked = "not asked"
     assert cuda_handler("fwd")(C.pointer(f)) is not None
     (code, text), = c.errors
@@ -109,12 +109,12 @@ def cuda_forward_error(h, y0, B, attrs=None, stream=0x5EED):
 
 
 def test_a_cuda_plans_forward_runs_on_xlas_buffers():
-    """A forward whose plan names a CUDA device, keeps no tape and whose y0 has a row per
-    trajectory takes the path on XLA's buffers: its context adopts XLA's stream, which without a
-    GPU fails by name (no copy through the host is tried)."""
+    """A forward whose plan names a CUDA device and whose y0 has a row per trajectory takes the
+    path on XLA's buffers, keeping its tape or not: its context adopts XLA's stream, which
+    without a GPU fails by name (no copy through the host is tried)."""
     y0 = [[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]]
-    for device, ordinal in (("cuda", 0), ("cuda:1", 1)):
-        code, text, asked = cuda_forward_error(plan(device=device), y0, 3)
+    for device, ordinal, keep in (("cuda", 0, 0), ("cuda:1", 1, 0), ("cuda", 0, 1)):
+        code, text, asked = cuda_forward_error(plan(device=device), y0, 3, {"keep": keep})
         assert asked, text  # XLA's stream was asked for
         assert text.startswith(ON_DEVICE), text
         assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
@@ -129,14 +129,15 @@ def test_a_cuda_plans_forward_runs_on_xlas_buffers():
 
 
 def test_what_a_cuda_plans_forward_still_stages():
-    """A kept tape (a gradient's forward), y0 shared by the batch, a plan on another device:
-    staged through the host, as before (the copy's error, not the adoption's)."""
-    cases = [(plan(device="cuda"), [[0.5, -0.2], [0.1, 0.3]], 2, {"keep": 1}),
-             (plan(device="cuda"), [0.5, -0.2], 2, None),  # y0 shared by the 2 trajectories
+    """y0 shared by the batch, saved points other than the save times or t1 alone, a plan on
+    another device: staged through the host, as before (the copy's error, not the adoption's)."""
+    cases = [(plan(device="cuda"), [0.5, -0.2], 2, None),  # y0 shared by the 2 trajectories
+             (plan(device="cuda", T=2), [[0.5, -0.2]], 1, {"T": 2}),  # 2 slots: not t1 alone
              (plan(device="host"), [[0.5, -0.2]], 1, None),
              (plan(device="cuda:x"), [[0.5, -0.2]], 1, None)]
     for h, y0, B, attrs in cases:
-        code, text, _ = cuda_forward_error(h, y0, B, attrs, stream=0)
+        T = (attrs or {}).pop("T", 1)
+        code, text, _ = cuda_forward_error(h, y0, B, attrs, stream=0, T=T)
         assert code == UNAVAILABLE, text
         assert text.startswith(STAGED), text
         assert ("cannot load the CUDA runtime" in text
