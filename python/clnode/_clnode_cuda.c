@@ -9,9 +9,11 @@
 
 /* solve_cuda(model, options, *, device, stream, batch, y0, ys, save_ts, n_ts, ts_rows, inputs,
  * t0s, t1s, dt0s) -> (stats (B, 5) int64: result, num_steps, accepted, rejected, rhs_evals;
- * tinfo (B, 2) float64: first_step, t_final; saved (B,) int64: the save times reached). y0, ys,
- * save_ts and inputs are device pointers (ints; 0: none) in the solve's precision; t0s, t1s,
- * dt0s host float64 arrays of B values or None (the options' t0, t1, dt0). */
+ * tinfo (B, 2) float64: first_step, t_final; saved (B,) int64: the save times reached; tape: the
+ * kept solution's tape bytes (clnode_solution_tape_export) as a uint8 array with the options'
+ * keep_tape, else None). y0, ys, save_ts and inputs are device pointers (ints; 0: none) in the
+ * solve's precision; t0s, t1s, dt0s host float64 arrays of B values or None (the options' t0,
+ * t1, dt0). */
 PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
@@ -45,7 +47,8 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
     PyArrayObject *tarr[3] = {NULL, NULL, NULL};
     PyObject *const tin[3] = {t0so, t1so, dt0so};
     const double *tptr[3] = {NULL, NULL, NULL};
-    PyObject *ret = NULL;
+    PyObject *ret = NULL, *tape = NULL;
+    clnode_solution *kept = NULL;
     clnode_trajectory_stats *stats = NULL;
     size_t *saved = NULL;
     for (int i = 0; i < 3; i++) {
@@ -75,6 +78,8 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
     p.n_save_ts = (size_t)n_ts;
     p.save_ts_per_trajectory = ts_rows;
     p.ys.handle = (void *)(uintptr_t)ys;
+    if (o.keep_tape)
+        p.kept = &kept;
     stats = calloc(B, sizeof *stats);
     saved = calloc(B, sizeof *saved);
     if (!stats || !saved) {
@@ -84,12 +89,16 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
     xla_fail e = {CLNODE_OK, ""};
     clnode_status st = CLNODE_OK;
     const clnode_model *model = ((ModelObject *)mo)->model;
+    size_t tape_bytes = 0;
     Py_BEGIN_ALLOW_THREADS;
     cuda_adopted *a = cuda_adopt_take(device, (void *)(uintptr_t)stream, "clnode.torch", &e);
     if (a) {
-        st = clnode_solve_device(cuda_adopt_context(a), model, &o, &p, stats, saved);
+        clnode_context *ctx = cuda_adopt_context(a);
+        st = clnode_solve_device(ctx, model, &o, &p, stats, saved);
+        if (st == CLNODE_OK && kept)
+            st = clnode_solution_tape_export(ctx, model, kept, NULL, 0, &tape_bytes);
         if (st != CLNODE_OK)
-            snprintf(e.msg, sizeof e.msg, "%s", clnode_context_last_error(cuda_adopt_context(a)));
+            snprintf(e.msg, sizeof e.msg, "%s", clnode_context_last_error(ctx));
         cuda_adopt_give(a);
     } else {
         st = e.st;
@@ -98,6 +107,18 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
     if (st != CLNODE_OK) {
         raise_status(st, e.msg);
         goto done;
+    }
+    if (kept) { /* the tape's bytes, written where numpy keeps them */
+        const npy_intp dn[1] = {(npy_intp)tape_bytes};
+        tape = PyArray_SimpleNew(1, dn, NPY_UINT8);
+        if (!tape)
+            goto done;
+        st = clnode_solution_tape_export(NULL, model, kept, PyArray_DATA((PyArrayObject *)tape),
+                                         tape_bytes, &tape_bytes);
+        if (st != CLNODE_OK) {
+            raise_status(st, "clnode.torch: the tape's export failed");
+            goto done;
+        }
     }
     const npy_intp d5[2] = {(npy_intp)B, 5}, d2[2] = {(npy_intp)B, 2}, d1[1] = {(npy_intp)B};
     PyArrayObject *so = (PyArrayObject *)PyArray_SimpleNew(2, d5, NPY_INT64);
@@ -116,12 +137,14 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
             t[2 * b + 1] = stats[b].t_final;
             n[b] = (int64_t)saved[b];
         }
-        ret = PyTuple_Pack(3, so, ti, sv);
+        ret = PyTuple_Pack(4, so, ti, sv, tape ? tape : Py_None);
     }
     Py_XDECREF(so);
     Py_XDECREF(ti);
     Py_XDECREF(sv);
 done:
+    Py_XDECREF(tape);
+    clnode_solution_destroy(&kept);
     for (int i = 0; i < 3; i++)
         Py_XDECREF(tarr[i]);
     free(stats);

@@ -33,34 +33,34 @@ def times(t0, t1, B=3):
 def test_which_solves_run_on_the_device():
     ts = torch.linspace(0.0, 1.0, 5, dtype=F64)
     y = cuda_like()
-    assert _cuda.on_device(y, times(0.0, 1.0), ts, keep=False)
-    assert _cuda.on_device(y, times(0.0, 1.0), ts.expand(3, -1), keep=False)
-    # a gradient's tape lives in host memory; the device's save times go forwards only
-    assert not _cuda.on_device(y, times(0.0, 1.0), ts, keep=True)
-    assert not _cuda.on_device(y, times(1.0, 0.0), ts.flip(0), keep=False)
+    assert _cuda.on_device(y, times(0.0, 1.0), ts)
+    assert _cuda.on_device(y, times(0.0, 1.0), ts.expand(3, -1))
+    # the device's save times go forwards only
+    assert not _cuda.on_device(y, times(1.0, 0.0), ts.flip(0))
     # one shared list with a start time per trajectory: its runs start at different slots
-    assert not _cuda.on_device(y, times([0.0, 0.1, 0.2], 1.0), ts, keep=False)
-    assert _cuda.on_device(y, times([0.0, 0.1, 0.2], 1.0), ts.expand(3, -1), keep=False)
+    assert not _cuda.on_device(y, times([0.0, 0.1, 0.2], 1.0), ts)
+    assert _cuda.on_device(y, times([0.0, 0.1, 0.2], 1.0), ts.expand(3, -1))
     # CPU tensors: the host path
-    assert not _cuda.on_device(torch.zeros(3, 2), times(0.0, 1.0), ts, keep=False)
+    assert not _cuda.on_device(torch.zeros(3, 2), times(0.0, 1.0), ts)
 
 
 def test_the_cuda_solve_without_a_gpu_says_why():
     m = clnode.seed_model()
-    opts = dict(method="tsit5", precision="fp32", save_t0=False, save_t1=False,
-                save_steps=False)
-    with pytest.raises(clnode.Error) as e:
-        # the pointers are never read: the adoption of the stream fails first
-        _clnode.solve_cuda(m._m, opts, device=0, stream=0, batch=2, y0=0x1000, ys=0x2000,
-                           save_ts=0x3000, n_ts=3, ts_rows=False, inputs=0,
-                           t0s=np.zeros(2), t1s=np.ones(2))
-    text = str(e.value)
-    if "no CUDA backend" in text:  # a build without the CUDA backend
+    for keep in (False, True):  # without a tape, and with one (a gradient's solve)
+        opts = dict(method="tsit5", precision="fp32", save_t0=False, save_t1=False,
+                    save_steps=False, keep_tape=keep)
+        with pytest.raises(clnode.Error) as e:
+            # the pointers are never read: the adoption of the stream fails first
+            _clnode.solve_cuda(m._m, opts, device=0, stream=0, batch=2, y0=0x1000, ys=0x2000,
+                               save_ts=0x3000, n_ts=3, ts_rows=False, inputs=0,
+                               t0s=np.zeros(2), t1s=np.ones(2))
+        text = str(e.value)
         assert isinstance(e.value, clnode.DeviceError), type(e.value)
-        return
-    assert "clnode.torch: clnode_context_create_cuda(device 0, the caller's stream): " in text, \
-        text
-    assert "cuda not available: " in text or "no CUDA device" in text, text
+        if "no CUDA backend" in text:  # a build without the CUDA backend
+            continue
+        assert ("clnode.torch: clnode_context_create_cuda(device 0, the caller's stream): "
+                in text), text
+        assert "cuda not available: " in text or "no CUDA device" in text, text
 
 
 class Field(nn.Module):

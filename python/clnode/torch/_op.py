@@ -74,9 +74,9 @@ def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
              save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     keep = bool(_config(spec)["keep"])
-    if _cuda.on_device(y0, times, save_ts, keep):  # CUDA tensors on their device, no copy
+    if _cuda.on_device(y0, times, save_ts):  # CUDA tensors on their device, no copy
         cfg = _config(spec)
-        return _cuda.solve(y0, args, _model_of(params, cfg), times, save_ts, cfg)
+        return _cuda.solve(y0, args, _model_of(params, cfg), times, save_ts, cfg, keep)
     sol = _run(y0, args, params, times, save_ts, spec, keep)
     tape = torch.empty((sol._tape.nbytes if keep else 0,), dtype=torch.uint8)
     if keep:
