@@ -1,10 +1,11 @@
 """gpu_device_arrays.py - run by scripts/gpu-check.sh on a GPU machine: the solves that read and
 write device memory (clnode_solve_device) from the front ends, against the same solves from host
 arrays, bit for bit:
-  jax    a jitted forward without a gradient on device="cuda" with its operands on the GPU
-         (clnode.jax's CUDA custom call on XLA's buffers and stream), against the CPU's;
-  torch  clnode.torch.odeint of CUDA tensors under torch.no_grad() (the library on the tensors'
-         memory and torch's current stream), against the CPU tensors' solve.
+  jax    a jitted forward on device="cuda" with its operands on the GPU (clnode.jax's CUDA
+         custom call on XLA's buffers and stream), and a jitted gradient through it (the
+         forward keeping its tape), against the CPU's;
+  torch  clnode.torch.odeint of CUDA tensors under torch.no_grad() and with a gradient (the
+         library on the tensors' memory and torch's current stream), against CPU tensors'.
 Each part says whether it ran; exit 1 when a part that ran differs, 77 when neither could run."""
 import sys
 
@@ -43,7 +44,16 @@ def check_jax() -> str:
     on_gpu = run(jax.device_put(y0s, gpu), jax.device_put(args, gpu))
     ref = jax.jit(jax.vmap(lambda y, c: solve(y, c, "host")), backend="cpu")(y0s, args)
     np.testing.assert_array_equal(np.asarray(on_gpu), np.asarray(ref))
-    return f"ok: {on_gpu.shape} the same bits on XLA's CUDA buffers as on the CPU"
+
+    def loss(y, c, device):
+        return jnp.sum(jax.vmap(lambda a, b: solve(a, b, device))(y, c) ** 2)
+
+    g_gpu = jax.jit(jax.grad(lambda y, c: loss(y, c, "cuda")))(jax.device_put(y0s, gpu),
+                                                               jax.device_put(args, gpu))
+    g_ref = jax.jit(jax.grad(lambda y, c: loss(y, c, "host")), backend="cpu")(y0s, args)
+    np.testing.assert_array_equal(np.asarray(g_gpu), np.asarray(g_ref))
+    return (f"ok: {on_gpu.shape} the same bits on XLA's CUDA buffers as on the CPU, and the "
+            "gradient through it")
 
 
 def check_torch() -> str:
@@ -74,7 +84,16 @@ def check_torch() -> str:
         out = ct.odeint(f.cuda(), y0.cuda(), t, rtol=1e-5, atol=1e-7)
     assert out.is_cuda
     assert torch.equal(out.cpu(), ref), (out.cpu() - ref).abs().max()
-    return f"ok: {tuple(out.shape)} the same bits on CUDA tensors as on CPU tensors"
+    # with a gradient: the tape kept, the backward from it
+    fc, fg = Field(), Field().cuda()
+    yc, yg = y0.clone().requires_grad_(), y0.cuda().requires_grad_()
+    ct.odeint(fc, yc, t, rtol=1e-5, atol=1e-7).square().sum().backward()
+    ct.odeint(fg, yg, t, rtol=1e-5, atol=1e-7).square().sum().backward()
+    assert torch.equal(yg.grad.cpu(), yc.grad), "the gradients of y0 differ"
+    for (name, pc), (_, pg) in zip(fc.named_parameters(), fg.named_parameters()):
+        assert torch.equal(pg.grad.cpu(), pc.grad), f"the gradients of {name} differ"
+    return (f"ok: {tuple(out.shape)} the same bits on CUDA tensors as on CPU tensors, and the "
+            "gradients")
 
 
 def main() -> int:
