@@ -423,9 +423,46 @@ size_t dr_poff(const dev_rev *d, size_t i, size_t l)
     return (i * d->sumw + d->woff[l]) * d->rows;
 }
 
+/* Stage i's layer l recomputed on rows [0, A) in one launch (cln_rev_gemm_act_body): its product
+ * of X (at x_off, leading dimension ldx) and W, its bias and activation into P and O, and for the
+ * last layer f into F block i and, where stage i + 1 exists, that stage's argument (its N columns
+ * and the time's). */
+static clnode_status dr_gemm_act(dev_rev *d, size_t i, size_t l, size_t A, cln_buf *X, size_t x_off,
+                                 size_t ldx)
+{
+    cln_buf *any = B_(d, DR_JOB);
+    const size_t n = d->out[l];
+    const int last = l + 1 == d->nl;
+    const size_t nx = last && i + 1 < d->S ? n + (d->time_input ? 1 : 0) : n;
+    d->be->gemms++;
+    return DR_RUN(d, CLN_RK_GEMM_ACT, 0, nx, A, DR_I32(A), DR_I32(d->job->act[l]),
+                  DR_I64(dr_poff(d, i, l)), DR_I64(n), DR_I64(last ? (long long)i : -1), DR_BUF(X),
+                  DR_I64(x_off), DR_I64(ldx), DR_BUF(d->W[l]), DR_I64(d->in[l]),
+                  DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(d->bias[l] ? d->bias[l] : any),
+                  DR_I32(d->bias[l] != NULL), DR_BUF(d->scale ? d->scale : any),
+                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_P)),
+                  DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z)));
+}
+
+/* Stage i's layer l's transposed product on rows [0, A) in one launch (cln_rev_gemm_delta_body):
+ * the cotangent of its input into G and, above the first layer, the delta of layer l - 1 into its
+ * P. */
+static clnode_status dr_gemm_delta(dev_rev *d, size_t i, size_t l, size_t A)
+{
+    const size_t n = d->out[l], k = d->in[l];
+    d->be->gemms++;
+    return DR_RUN(d, CLN_RK_GEMM_DELTA, 0, k, A, DR_I32(A), DR_I32(l ? d->job->act[l - 1] : 0),
+                  DR_I32(i), DR_I64(dr_poff(d, i, l)), DR_I64(n), DR_I64(k), DR_BUF(d->WT[l]),
+                  DR_I64(l ? (long long)dr_poff(d, i, l - 1) : -1), DR_BUF(B_(d, DR_JOB)),
+                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
+                  DR_BUF(d->scale ? d->scale : B_(d, DR_JOB)), DR_BUF(B_(d, DR_P)),
+                  DR_BUF(B_(d, DR_O)));
+}
+
 /* Stage i's MLP on rows [0, A): each layer's product into P, then P + bias and O = act(P), and
  * for the last layer f (times the scale) into F block i and, in the same launch, stage i + 1's
- * argument into Z where that stage exists. */
+ * argument into Z where that stage exists. Where the pass takes its products (dr_fused), each
+ * layer is one launch (dr_gemm_act). */
 clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
 {
     const cln_rev_job *job = d->job;
@@ -439,16 +476,8 @@ clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
         const int last = l + 1 == d->nl, act = job->act[l];
         const long long f_off = last ? (long long)(i * d->rows * d->N) : -1;
         cln_buf *bias = d->bias[l] ? d->bias[l] : any;
-        if (fused) { /* the last layer of a stage before the last: N columns and the time's */
-            const size_t nx = last && i + 1 < d->S ? n + (d->time_input ? 1 : 0) : n;
-            be->gemms++;
-            CLN_TRY(st, DR_RUN(d, CLN_RK_GEMM_ACT, 0, nx, A, DR_I32(A), DR_I32(act), DR_I64(off),
-                               DR_I64(n), DR_I64(last ? (long long)i : -1), DR_BUF(X),
-                               DR_I64(x_off), DR_I64(ldx), DR_BUF(d->W[l]), DR_I64(d->in[l]),
-                               DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(bias),
-                               DR_I32(d->bias[l] != NULL), DR_BUF(d->scale ? d->scale : any),
-                               DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_P)),
-                               DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z))));
+        if (fused) {
+            CLN_TRY(st, dr_gemm_act(d, i, l, A, X, x_off, ldx));
             X = B_(d, DR_O);
             x_off = off;
             ldx = n;
@@ -535,7 +564,9 @@ static clnode_status dr_arg(dev_rev *d, size_t A)
 }
 
 /* Stage i's cotangents for rows [0, A): the MLP's vector-Jacobian product layer by layer from the
- * last (deltas into P, the input cotangent through the transposed product into G), then the
+ * last (deltas into P, the input cotangent through the transposed product into G; where the pass
+ * takes its products, dr_fused, each product launch makes the delta of the layer below it,
+ * dr_gemm_delta, so only the last layer's delta has a launch of its own), then the
  * stage argument's transpose (host_reverse.inc's rev_stage_vjp). The schedule takes the stages
  * from the last down to 0, so that the argument's transpose of stage i is left pending (d->arg)
  * and made by the launch of stage i - 1's last delta, which reads the k_{i-1} cotangent it
@@ -571,15 +602,8 @@ static clnode_status dr_stage_vjp(void *run, size_t i, size_t A)
                                    DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
             }
         }
-        if (fused) { /* the product, and the delta of the layer below (at its P) where any */
-            be->gemms++;
-            CLN_TRY(st,
-                    DR_RUN(d, CLN_RK_GEMM_DELTA, 0, k, A, DR_I32(A),
-                           DR_I32(l ? d->job->act[l - 1] : 0), DR_I32(i), DR_I64(off), DR_I64(n),
-                           DR_I64(k), DR_BUF(d->WT[l]),
-                           DR_I64(l ? (long long)dr_poff(d, i, l - 1) : -1), DR_BUF(B_(d, DR_JOB)),
-                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
-                           DR_BUF(scale), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+        if (fused) {
+            CLN_TRY(st, dr_gemm_delta(d, i, l, A));
             continue;
         }
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n, d->WT[l], 0,
