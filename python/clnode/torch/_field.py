@@ -247,6 +247,9 @@ def _cat_parts(node: Any) -> Optional[List[Any]]:
 
 
 def _recognise(module: nn.Module, n_args: int, dim: int, k: int) -> Field:
+    if "forward" in module.__dict__:
+        raise Refusal(f"{type(module).__name__}: a forward set on the module itself (torch.fx "
+                      "traces its class's forward, which calling the module would not run)")
     for name, m in module.named_modules():
         if m._forward_hooks or m._forward_pre_hooks:
             raise Refusal(f"{type(module).__name__}: the module {name or '(root)'} "
