@@ -165,6 +165,11 @@ def test_the_tape_is_an_output_and_its_bytes_are_checked():
     assert bytes(tape[:8].tolist()) == b"CLNTAPE\0"
     _, spec_no = _spec(f, keep=False)
     assert _op.solve_op(y0, None, params, times, save, spec_no)[3].numel() == 0
+    # it holds what the reverse pass reads, not the saved values (ys, the first output): 45 more
+    # save times shared by the batch add those times (8 bytes each in float64), not a point
+    # (1 + 2 float64) per trajectory and time as the layout before
+    many = torch.linspace(0, 1, 50, dtype=F64)
+    assert _op.solve_op(y0, None, params, times, many, spec)[3].numel() <= tape.numel() + 46 * 8
     w = torch.randn(ys.shape, dtype=F64)
     g = torch.autograd.grad((ys * w).sum(), [y0, *params])
     direct = _op.solve_vjp_op(w, tape, [p.detach() for p in params], spec)
