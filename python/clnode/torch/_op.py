@@ -10,8 +10,9 @@ first_step, t_final.
 
 The tape is an output: a forward whose spec says "keep" (the front ends set it where a gradient
 may be asked for: grad mode on and an input that requires grad) solves with keep_tape and returns
-the library's tape bytes (clnode_solution_tape_export: the solution, its saved points and its
-tape, doc/gradient.md) as a uint8 tensor, of a size known only once solved (its fake is a
+the library's tape bytes (clnode_solution_tape_export: what the reverse pass reads, the
+solution's statistics, its saved points' counts and times and its tape, not the saved values,
+which are ys; doc/gradient.md) as a uint8 tensor, of a size known only once solved (its fake is a
 data-dependent size); otherwise the tape is empty. solve_vjp(ys_bar, tape, params, spec) imports
 them (clnode_solution_tape_import, which checks every part and the model's fingerprint) and runs
 the library's reverse pass from them. The op is functional: its outputs are a function of its
@@ -49,14 +50,6 @@ def _config(spec: str) -> Dict[str, Any]:
                 {"dt0_auto": True} if auto else {})))
             o.update(save_t0=False, save_t1=False, save_steps=False)
             cfg["opts"][prec, auto] = o
-    names = []
-    for i, has_b in enumerate(cfg["has_bias"]):
-        names.append(f"layers.{i}.weight")
-        if has_b:
-            names.append(f"layers.{i}.bias")
-    if cfg["has_scale"]:
-        names.append("out_scale")
-    cfg["names"] = names
     return cfg
 
 
