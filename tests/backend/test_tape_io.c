@@ -5,8 +5,8 @@
  *     time other than 0), every step and t1, kept at checkpoint_every 3, fp32 and fp64, and one
  *     with per-trajectory save times backwards in time: the imported solution answers every
  *     accessor as the exported one but for the saved values and final states, which the tape does
- *     not hold (NULL, rows of states refused), and its gradient is the exported one's bit for
- *     bit, from a buffer at an odd address with bytes after the tape;
+ *     not hold (NULL, rows of states refused), and its gradient and tangents are the exported
+ *     one's bit for bit, from a buffer at an odd address with bytes after the tape;
  *   - the bytes: the size the header states, the checksum as doc/gradient.md defines it;
  *   - the refusals, each by name: a buffer shorter than the header or than the tape, no magic,
  *     the other byte order, another version (1, which held the saved values, and a later one), a
@@ -290,6 +290,17 @@ static void round_trip(int which, clnode_precision prec)
     double *cot = cot_of(c.slots);
     clnode_gradient *ga = grad_of(m, f.s, c.slots, cot), *gb = grad_of(m2, back, c.slots, cot);
     same_gradient(ga, gb);
+    /* its tangent pass too: the exported solution's, bit for bit */
+    double dy0[TB * TN];
+    for (size_t i = 0; i < TB * TN; ++i)
+        dy0[i] = 0.1 * (double)i - 0.4;
+    clnode_tangent *ta = NULL, *tb = NULL;
+    assert_ok(clnode_tangent_compute(g_ctx, m, NULL, f.s, c.slots, 1, dy0, NULL, NULL, &ta));
+    assert_ok(clnode_tangent_compute(g_ctx, m2, NULL, back, c.slots, 1, dy0, NULL, NULL, &tb));
+    same_bits(clnode_tangent_values(ta), clnode_tangent_values(tb), TB * c.slots * TN * 8,
+              "the tangents");
+    clnode_tangent_destroy(&ta);
+    clnode_tangent_destroy(&tb);
     /* and again: the imported solution's export is the same bytes */
     size_t n2 = 0;
     unsigned char *buf2 = export_of(m2, back, &n2);
