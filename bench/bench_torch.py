@@ -13,10 +13,14 @@ save times (the first P of 100 points on [0, 10]). They take turns: --rounds rou
 which every solver runs its share of --repeat steps; the figures are the medians. Below them,
 each solver's first step in the process (batch 32, 10 points, before the training: its set-up
 included, torch.library's for clnode's op). --threads sets
-torch.set_num_threads and CLNODE_NUM_THREADS (default 1: one thread each).
+torch.set_num_threads and CLNODE_NUM_THREADS (default 1: one thread each). --clock cpu times
+each step in the calling thread's CPU time (time.thread_time) instead of wall time: with one
+thread each, what a step computes, without the waits for the cores that other processes on a
+shared machine add to wall time (it leaves out work on other threads: use it with --threads 1).
 
     python3 bench/bench_torch.py [--batches 32,256] [--points 10,100] [--repeat 9]
-                                 [--rounds 3] [--threads 1] [--train 300] [--markdown FILE]
+                                 [--rounds 3] [--threads 1] [--train 300] [--clock wall|cpu]
+                                 [--markdown FILE]
 """
 import argparse
 import importlib.util
@@ -47,6 +51,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--train", type=int, default=300, help="Adam steps before timing")
     p.add_argument("--solvers", default="clnode,torchdiffeq,odeint_adjoint,torchode")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall time, or the calling thread's CPU time (with --threads 1)")
     p.add_argument("--markdown", default=None)
     p.add_argument("--json", default=None)
     return p.parse_args(argv)
@@ -96,6 +102,7 @@ def main(argv=None):
         loss.backward()
         return float(loss.detach())
 
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     rows = []
     for B in map(int, args.batches.split(",")):
         for P in map(int, args.points.split(",")):
@@ -111,9 +118,9 @@ def main(argv=None):
                     order.reverse()
                 for name, solve in order:
                     for _ in range(per):
-                        start = time.perf_counter()
+                        start = clock()
                         step(solve, yi, t)
-                        times[name].append(time.perf_counter() - start)
+                        times[name].append(clock() - start)
             med = {n: 1e3 * statistics.median(v) for n, v in times.items()}
             rows.append(dict(batch=B, points=P, ms=med, loss=losses))
             print(f"B={B:4d} P={P:3d} " + "  ".join(
@@ -132,11 +139,13 @@ def main(argv=None):
     if args.markdown:
         pathlib.Path(args.markdown).write_text(
             f"Training step, float32, {args.threads} thread(s), --train {args.train}, "
+            f"{'CPU' if args.clock == 'cpu' else 'wall'} time, "
             f"median of {args.repeat} in {args.rounds} rounds (ratio: peer / clnode)\n\n"
             + text + "\n")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(dict(rows=rows, first=first,
-                                                           threads=args.threads)))
+                                                           threads=args.threads,
+                                                           clock=args.clock)))
 
 
 if __name__ == "__main__":

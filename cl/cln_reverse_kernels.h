@@ -38,6 +38,7 @@
 #define CLN_REVERSE_KERNELS_H
 
 #include "cln_activation.h"
+#include "cln_gemm.h"
 #include "cln_reverse.h"
 #include "cln_step.h"
 #include "cln_tf32.h"
@@ -344,6 +345,56 @@ CLN_INLINE void cln_rev_delta_arg_body(size_t c, size_t p, size_t A, cln_int act
 {
     cln_rev_arg_body(c, p, A, i + 1, askip, JOB, K, G, YB1, YB0, KB, CB);
     cln_rev_delta_body(c, p, A, act, i, off, JOB[CLN_RJ_N], 1, JOB, RT, KB, G, scale, P, O);
+}
+
+/* The products of a reverse step with the element-wise work beside them inside them, for the
+ * backends and batches where the pass takes its products itself (device_proto.h:
+ * cln_dev_launch.rev_fused_rows): each element the ordered sum of cln_gemm.h, which is what the
+ * backend's strict GEMM computes, then in the same work item what the separate kernel does with
+ * it, through the same body.
+ *
+ * A recomputed layer (x = column j < n, or <= N for the last layer of a stage that writes the
+ * next stage's argument; y = row p < A): element (p, j) of X . W^T (X: rows of ldx at x_off; W:
+ * n rows of k) into P at `off` (leading dimension n), then cln_rev_act_body of that element: a
+ * hidden layer (fi < 0) without f, the last layer of stage fi with f into F block fi, and where
+ * stage fi + 1 exists cln_rev_act_next_body instead, which also writes that stage's argument. */
+CLN_INLINE void cln_rev_gemm_act_body(size_t j, size_t p, size_t A, cln_int act, cln_long off,
+                                      cln_long n, cln_long fi, CLN_CONST real *X, cln_long x_off,
+                                      cln_long ldx, CLN_CONST real *W, cln_long k,
+                                      CLN_CONST cln_long *JOB, CLN_CONST cln_consts *K,
+                                      CLN_CONST real *bias, cln_int has_bias, CLN_CONST real *scale,
+                                      CLN_CONST real *RT, CLN_CONST real *Y, CLN_GLOBAL real *P,
+                                      CLN_GLOBAL real *O, CLN_GLOBAL real *F, CLN_GLOBAL real *Z)
+{
+    if (p >= A)
+        return;
+    if ((cln_long)j < n)
+        P[(size_t)off + p * (size_t)n + j] =
+            cln_gemm_dot(X + (size_t)x_off + p * (size_t)ldx, W + j * (size_t)k, k);
+    if (fi >= 0 && fi + 1 < JOB[CLN_RJ_S])
+        cln_rev_act_next_body(j, p, A, act, off, fi + 1, JOB, K, bias, has_bias, scale, RT, Y, P, O,
+                              F, Z);
+    else
+        cln_rev_act_body(j, p, A, act, off, n, fi >= 0 ? fi * JOB[CLN_RJ_BG] * n : -1, JOB, bias,
+                         has_bias, scale, P, O, F);
+}
+
+/* A layer's transposed product of stage i (x = column c < k, y = row p < A): element (p, c) of
+ * the layer's deltas (P at `off`, n columns) times its weights (WT: k rows of n), the cotangent
+ * of its input, into G (leading dimension k); then, where the layer below's deltas are at d_off
+ * (>= 0), cln_rev_delta_body of that element, which reads it there. */
+CLN_INLINE void cln_rev_gemm_delta_body(size_t c, size_t p, size_t A, cln_int act, cln_int i,
+                                        cln_long off, cln_long n, cln_long k, CLN_CONST real *WT,
+                                        cln_long d_off, CLN_CONST cln_long *JOB, CLN_CONST real *RT,
+                                        CLN_CONST real *KB, CLN_GLOBAL real *G,
+                                        CLN_CONST real *scale, CLN_GLOBAL real *P,
+                                        CLN_CONST real *O)
+{
+    if ((cln_long)c >= k || p >= A)
+        return;
+    G[p * (size_t)k + c] = cln_gemm_dot(P + (size_t)off + p * (size_t)n, WT + c * (size_t)n, n);
+    if (d_off >= 0)
+        cln_rev_delta_body(c, p, A, act, i, d_off, k, 0, JOB, RT, KB, G, scale, P, O);
 }
 
 /* A step's bias sum of one layer (x = output j < out, y = block k; or cln_rev_side_sums): the

@@ -344,6 +344,29 @@ __kernel void cln_rev_delta_arg(int A, int act, int i, long off, int askip,
                            YB1, YB0, CB, P, O);
 }
 
+/* The products with their element-wise work inside them (cln_rev_gemm_act_body,
+ * cln_rev_gemm_delta_body) take the activation's code too. */
+__kernel void cln_rev_gemm_act(int A, int act, long off, long n, long fi, __global const real *X,
+                               long x_off, long ldx, __global const real *W, long k,
+                               __global const long *JOB, __global const cln_consts *K,
+                               __global const real *bias, int has_bias, __global const real *scale,
+                               __global const real *RT, __global const real *Y, __global real *P,
+                               __global real *O, __global real *F, __global real *Z)
+{
+    cln_rev_gemm_act_body(CLN_GX, CLN_GY, (size_t)A, act, off, n, fi, X, x_off, ldx, W, k, JOB, K,
+                          bias, has_bias, scale, RT, Y, P, O, F, Z);
+}
+
+__kernel void cln_rev_gemm_delta(int A, int act, int i, long off, long n, long k,
+                                 __global const real *WT, long d_off, __global const long *JOB,
+                                 __global const real *RT, __global const real *KB, __global real *G,
+                                 __global const real *scale, __global real *P,
+                                 __global const real *O)
+{
+    cln_rev_gemm_delta_body(CLN_GX, CLN_GY, (size_t)A, act, i, off, n, k, WT, d_off, JOB, RT, KB, G,
+                            scale, P, O);
+}
+
 __kernel void cln_rev_y1(int A, long q, long j, __global const long *JOB,
                          __global const cln_consts *K, __global const long *RL,
                          __global const real *RT, __global const real *Y, __global const real *F,

@@ -18,6 +18,7 @@
 
 #include "cln_activation.h"
 #include "cln_dt0.h"
+#include "cln_gemm.h"
 
 /* Threads of cln_count_active's single block (a power of two). */
 #define CLN_COUNT_THREADS 256
@@ -170,10 +171,10 @@ extern "C" __global__ void cln_bias_act_stage(int i, const cln_consts *K, const 
     cln_stage_elem(i + 1, b, n, K, KI, RS, Y, F, Z);
 }
 
-/* cln_gemm_ordered: C[i][j] = sum_k A[i][k] B[j][k] for an m x n block, each element summed in
- * order k = 0, 1, ... with fma from 0: the host's ordered GEMM (lib/backends/host/host_gemm.c) and
- * CLBlast's per-work-item sum, so strict GEMMs round alike on every backend. g = i * n + j: i row
- * of C (0 <= i < m), j column (0 <= j < n). Offsets and leading dimensions in elements; k may be 0
+/* cln_gemm_ordered: C[i][j] = sum_k A[i][k] B[j][k] for an m x n block, each element cln_gemm.h's
+ * ordered sum (in order k = 0, 1, ... with fma from 0: the host's ordered GEMM and CLBlast's
+ * per-work-item sum), so strict GEMMs round alike on every backend. g = i * n + j: i row of C
+ * (0 <= i < m), j column (0 <= j < n). Offsets and leading dimensions in elements; k may be 0
  * (C = 0). */
 extern "C" __global__ void cln_gemm_ordered(const real *A, unsigned long long a_off,
                                             unsigned long long lda, const real *B,
@@ -186,16 +187,7 @@ extern "C" __global__ void cln_gemm_ordered(const real *A, unsigned long long a_
         return;
     const unsigned long long i = g / (unsigned long long)n;
     const unsigned long long j = g % (unsigned long long)n;
-    const real *a = A + a_off + i * lda;
-    const real *b = B + b_off + j * ldb;
-    real acc = CLN_R(0.0);
-    for (int kk = 0; kk < k; ++kk)
-#if CLN_PRECISION == 64
-        acc = fma(a[kk], b[kk], acc);
-#else
-        acc = fmaf(a[kk], b[kk], acc);
-#endif
-    C[c_off + i * ldc + j] = acc;
+    C[c_off + i * ldc + j] = cln_gemm_dot(A + a_off + i * lda, B + b_off + j * ldb, k);
 }
 
 /* cln_count_active: out[0] = number of trajectories b < B with IS[b].done == 0.
@@ -330,6 +322,30 @@ extern "C" __global__ void cln_rev_act_next(int A, int act, long long off, long 
     CLN_XY
     cln_rev_act_next_body(x, y, (size_t)A, act, off, i, JOB, K, bias, has_bias, scale, RT, Y, P, O,
                           F, Z);
+}
+
+extern "C" __global__ void cln_rev_gemm_act(int A, int act, long long off, long long n,
+                                            long long fi, const real *X, long long x_off,
+                                            long long ldx, const real *W, long long k,
+                                            const long long *JOB, const cln_consts *K,
+                                            const real *bias, int has_bias, const real *scale,
+                                            const real *RT, const real *Y, real *P, real *O,
+                                            real *F, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_gemm_act_body(x, y, (size_t)A, act, off, n, fi, X, x_off, ldx, W, k, JOB, K, bias,
+                          has_bias, scale, RT, Y, P, O, F, Z);
+}
+
+extern "C" __global__ void cln_rev_gemm_delta(int A, int act, int i, long long off, long long n,
+                                              long long k, const real *WT, long long d_off,
+                                              const long long *JOB, const real *RT, const real *KB,
+                                              real *G, const real *scale, real *P, const real *O,
+                                              cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_gemm_delta_body(x, y, (size_t)A, act, i, off, n, k, WT, d_off, JOB, RT, KB, G, scale, P,
+                            O);
 }
 
 extern "C" __global__ void cln_rev_y1(int A, long long q, long long j, const long long *JOB,

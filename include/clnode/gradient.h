@@ -109,34 +109,40 @@ CLNODE_API size_t clnode_solution_kept_bytes(const clnode_solution *sol);
 
 /* The version of the layout clnode_solution_tape_export writes and clnode_solution_tape_import
  * reads (doc/gradient.md, "The tape as bytes"): raised whenever the layout changes. */
-#define CLNODE_TAPE_VERSION 1
+#define CLNODE_TAPE_VERSION 2
 
 /* A kept solution (solved with keep_tape = 1) as bytes: a header (magic "CLNTAPE", the layout's
  * version, the total size, a checksum, the precision, the sizes, a fingerprint of the model) and
- * everything the solution holds (its statistics, final states and saved points, and its tape: the
- * steps' times, the kept states, the conditioning inputs and save times), in the byte order of
- * the machine, each array at a multiple of 8 bytes. *needed receives the bytes it takes (sum
- * over the arrays, about clnode_solution_kept_bytes plus the saved points). buf NULL: only
- * *needed is set; else buf must hold size >= *needed bytes, of which the first *needed are
- * written. model: the model solved, the same object. Nothing is allocated. Errors:
- * CLNODE_ERR_INVALID_ARGUMENT (NULL model, sol or needed, a solution that kept nothing, another
- * model, a buffer smaller than *needed: nothing written), CLNODE_ERR_OUT_OF_MEMORY (a size
- * beyond size_t). ctx may be NULL (no message then). */
+ * what the reverse and tangent passes read: the solution's statistics, the counts of its saved
+ * points and their times, and its tape (the steps' times, the kept states, the conditioning
+ * inputs and save times), in the byte order of the machine, each array at a multiple of 8 bytes.
+ * Not the saved values nor the final states (the caller has them from the solve): about
+ * clnode_solution_kept_bytes plus the statistics and the saved points' times. *needed receives
+ * the bytes it takes. buf NULL: only *needed is set; else buf must hold size >= *needed bytes,
+ * of which the first *needed are written. model: the model solved, the same object. Nothing is
+ * allocated. Errors: CLNODE_ERR_INVALID_ARGUMENT (NULL model, sol or needed, a solution that
+ * kept nothing, another model, a buffer smaller than *needed: nothing written),
+ * CLNODE_ERR_OUT_OF_MEMORY (a size beyond size_t). ctx may be NULL (no message then). */
 CLNODE_API clnode_status clnode_solution_tape_export(clnode_context *ctx, const clnode_model *model,
                                                      const clnode_solution *sol, void *buf,
                                                      size_t size, size_t *needed);
 
-/* The solution that clnode_solution_tape_export wrote into buf, for clnode_gradient_compute with
- * `model` (whose form and parameters must be the exported solution's, bit for bit: the model's
- * fingerprint is checked) and for every accessor of clnode/solver.h, which answer as the
- * exported solution's did; its gradient is the exported solution's, bit for bit. buf needs no
+/* The solution that clnode_solution_tape_export wrote into buf, for clnode_gradient_compute and
+ * clnode_tangent_compute with `model` (whose form and parameters must be the exported
+ * solution's, bit for bit: the model's fingerprint is checked): its gradient and tangents are
+ * the exported solution's, bit for bit. The accessors of clnode/solver.h answer as the exported
+ * solution's did (statistics, counts, times, kinds, layout), but for the saved values and final
+ * states, which the tape does not hold: clnode_solution_y_final gives NULL,
+ * clnode_solution_saved sets *ys to NULL, and clnode_solution_rows_f64/_f32 with ys not NULL
+ * return CLNODE_ERR_INVALID_ARGUMENT (their times alone, ys NULL, are given). buf needs no
  * alignment; size may exceed the tape's (the bytes after it are not read). Every part is
  * checked before it is used, and a buffer that is not such a tape is refused with
  * CLNODE_ERR_INVALID_ARGUMENT and a message naming what is wrong: shorter than its header or
  * than the size its header states (truncated), no magic, the other byte order, another version
- * of the layout, a checksum that does not match its bytes (changed after the export), sizes or
- * offsets that contradict each other, solver constants of another build, another model (form or
- * parameters). CLNODE_ERR_OUT_OF_MEMORY. On success *out holds a solution to destroy with
+ * of the layout (named: "version 1, this library reads version 2"), a checksum that does not
+ * match its bytes (changed after the export), sizes or offsets that contradict each other,
+ * solver constants of another build, another model (form or parameters).
+ * CLNODE_ERR_OUT_OF_MEMORY. On success *out holds a solution to destroy with
  * clnode_solution_destroy; on failure NULL. ctx may be NULL (no message then). */
 CLNODE_API clnode_status clnode_solution_tape_import(clnode_context *ctx, const clnode_model *model,
                                                      const void *buf, size_t size,

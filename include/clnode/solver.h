@@ -411,7 +411,8 @@ CLNODE_API clnode_status clnode_solution_stats_sized(const clnode_solution *sol,
                                                      size_t struct_size);
 
 /* The final state of trajectory `traj` (dim values, valid for the life of the solution), or NULL
- * if traj is out of range. */
+ * if traj is out of range or the solution was imported from a tape, which holds no states
+ * (clnode_solution_tape_import). */
 CLNODE_API const double *clnode_solution_y_final(const clnode_solution *sol, size_t traj);
 
 /* Saved points of one kind for trajectory `traj`: *n points, times in *ts and states (n x dim,
@@ -420,8 +421,9 @@ CLNODE_API const double *clnode_solution_y_final(const clnode_solution *sol, siz
  * the points written.
  * CLNODE_SAVE_TS with per-trajectory intervals (t0s, t1s): the save times inside the
  * trajectory's own interval, a contiguous run of save_ts (*ts points at its first). With
- * save_ts_per_trajectory: the trajectory's own row (the times it reached, from its first). Returns
- * CLNODE_ERR_INVALID_ARGUMENT if traj is out of range. */
+ * save_ts_per_trajectory: the trajectory's own row (the times it reached, from its first). A
+ * solution imported from a tape (clnode_solution_tape_import) gives the times and *ys NULL.
+ * Returns CLNODE_ERR_INVALID_ARGUMENT if traj is out of range. */
 CLNODE_API clnode_status clnode_solution_saved(const clnode_solution *sol, size_t traj,
                                                clnode_save_kind kind, size_t *n, const double **ts,
                                                const double **ys);
@@ -461,8 +463,9 @@ CLNODE_API size_t clnode_solution_points(const clnode_solution *sol, size_t traj
 /* Rows [first, first + count) of the layout, `slots` slots each: ts (count x slots) and ys
  * (count x slots x dim), row-major; either may be NULL to skip it. The f32 variant converts each
  * stored double to float as a C cast does. Returns CLNODE_ERR_INVALID_ARGUMENT (nothing written)
- * if sol is NULL, the range is outside the batch, or a trajectory of the range has more points
- * than `slots` (clnode_solution_points); rows are never truncated. */
+ * if sol is NULL, the range is outside the batch, a trajectory of the range has more points
+ * than `slots` (clnode_solution_points; rows are never truncated), or ys is not NULL for a
+ * solution imported from a tape, which holds no states (clnode_solution_tape_import). */
 CLNODE_API clnode_status clnode_solution_rows_f64(const clnode_solution *sol, size_t first,
                                                   size_t count, size_t slots, double *ts,
                                                   double *ys);

@@ -19,12 +19,16 @@ typedef struct cln_backend cln_backend;
  *   batch runs in several groups.
  * - rev_memory: the device memory the reverse pass's group size is chosen for, in bytes.
  * - rev_sums: the device reverse pass's weight sums (1: the one kernel, 2: the GEMM; else the
- *   backend's, cln_dev_launch.rev_sums_by_gemm, for groups of a few blocks). */
+ *   backend's, cln_dev_launch.rev_sums_by_gemm, for groups of a few blocks).
+ * - rev_fused: the device reverse pass's products of strict GEMM mode (1: its own kernels with
+ *   the element-wise work inside them, whatever the rows; 2: the backend's GEMM and element-wise
+ *   launches; else the backend's rule, cln_dev_launch.rev_fused_rows). */
 typedef struct cln_test_settings {
     size_t steps_cap_first;
     size_t rev_max_blocks;
     size_t rev_memory;
     int rev_sums;
+    int rev_fused;
 } cln_test_settings;
 
 struct clnode_context {

@@ -108,10 +108,10 @@ static void cln_layout_row(const clnode_solution *s, size_t b, size_t slots, siz
     /* merged in the direction of integration; at equal times the save time first */
     for (size_t ia = 0, ib = 0; ia < na || ib < nb; ++k) {
         if (ib >= nb || (ia < na && s->dir * ta[ia] <= s->dir * tb[ib])) {
-            cln_put_point(out, at + k, N, CLNODE_SAVE_TS, ta[ia], ya + ia * N);
+            cln_put_point(out, at + k, N, CLNODE_SAVE_TS, ta[ia], ya ? ya + ia * N : NULL);
             ++ia;
         } else {
-            cln_put_point(out, at + k, N, CLNODE_SAVE_STEPS, tb[ib], yb + ib * N);
+            cln_put_point(out, at + k, N, CLNODE_SAVE_STEPS, tb[ib], yb ? yb + ib * N : NULL);
             ++ib;
         }
     }
@@ -136,6 +136,8 @@ static clnode_status cln_solution_rows(const clnode_solution *s, size_t first, s
     for (size_t b = first; b < first + count; ++b)
         if (clnode_solution_points(s, b) > slots)
             return CLNODE_ERR_INVALID_ARGUMENT;
+    if (out->ys && !s->y_final) /* an imported tape: no saved values (clnode/gradient.h) */
+        return CLNODE_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < count; ++i)
         cln_layout_row(s, first + i, slots, i * slots, out);
     return CLNODE_OK;

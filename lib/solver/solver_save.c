@@ -48,7 +48,8 @@ clnode_status clnode_solution_stats_sized(const clnode_solution *s, size_t traj,
 
 const double *clnode_solution_y_final(const clnode_solution *s, size_t traj)
 {
-    return s && traj < s->B ? s->y_final + traj * s->N : NULL;
+    /* an imported tape holds no final states (y_final NULL) */
+    return s && traj < s->B && s->y_final ? s->y_final + traj * s->N : NULL;
 }
 
 clnode_status clnode_solution_saved(const clnode_solution *s, size_t traj, clnode_save_kind kind,
@@ -63,7 +64,7 @@ clnode_status clnode_solution_saved(const clnode_solution *s, size_t traj, clnod
     if (ts)
         *ts = cap ? s->ts[kind] + traj * cap + first : NULL;
     if (ys)
-        *ys = cap ? s->ys[kind] + (traj * cap + first) * s->N : NULL;
+        *ys = cap && s->ys[kind] ? s->ys[kind] + (traj * cap + first) * s->N : NULL;
     return CLNODE_OK;
 }
 

@@ -157,8 +157,11 @@ static void cln_tio_stats(cln_tio *io, clnode_trajectory_stats *s, size_t B)
     }
 }
 
-/* Everything after the header: the solve's constants, the solution's statistics, final states
- * and saved points, then the tape's arrays. */
+/* Everything after the header: the solve's constants, the solution's statistics, counts of saved
+ * points and the times of those the tape does not hold, then the tape's arrays. Not in the bytes
+ * (layout version 2): the saved values and final states, which the reverse and tangent passes
+ * never read (an imported solution has none: clnode/gradient.h), and the save times' row
+ * (cln_tio_ts_rows makes it again from the tape's own save times, bit for bit). */
 static void cln_tio_body(cln_tio *io, const cln_tio_head *h, clnode_solution *s)
 {
     cln_tape *t = s ? s->tape : NULL;
@@ -169,14 +172,12 @@ static void cln_tio_body(cln_tio *io, const cln_tio_head *h, clnode_solution *s)
         cln_tio_stats(io, s->stats, B);
     else
         cln_tio_array(io, NULL, 7 * 8, B, 1, 1);
-    cln_tio_array(io, s ? s->y_final : NULL, sizeof(double), B, N, 1);
     for (int k = 0; k < 4; ++k) {
         if (!(h->saved >> k & 1))
             continue;
         cln_tio_sizes(io, s ? s->count[k] : NULL, B);
-        const size_t cap = (size_t)h->cap[k];
-        cln_tio_array(io, s ? s->ts[k] : NULL, sizeof(double), B, cap, 1);
-        cln_tio_array(io, s ? s->ys[k] : NULL, sizeof(double), B, cap, N);
+        if (k != CLNODE_SAVE_TS)
+            cln_tio_array(io, s ? s->ts[k] : NULL, sizeof(double), B, (size_t)h->cap[k], 1);
     }
     if (h->saved >> CLN_TIO_FIRST_TS & 1)
         cln_tio_sizes(io, s ? s->first_ts : NULL, B);
@@ -186,6 +187,28 @@ static void cln_tio_body(cln_tio *io, const cln_tio_head *h, clnode_solution *s)
     cln_tio_array(io, t ? t->ys : NULL, es, h->nys, N, 1);
     cln_tio_array(io, t ? t->inputs : NULL, es, B, h->n_in, 1);
     cln_tio_array(io, t ? t->ts : NULL, es, h->ts_per_traj ? B : 1, h->n_ts, 1);
+}
+
+/* An imported solution's save times, trajectory by trajectory (B x n_ts doubles), from the tape's
+ * own (the direction times each time rounded to the state precision, esize bytes: exact in it):
+ * the solve's row, each time rounded to the state precision (solver_save.c), bit for bit. */
+static void cln_tio_ts_rows(clnode_solution *s)
+{
+    const cln_tape *t = s->tape;
+    const size_t nt = t->n_ts;
+    for (size_t b = 0; b < s->B && s->ts[CLNODE_SAVE_TS]; ++b)
+        for (size_t j = 0; j < nt; ++j) {
+            const size_t i = (t->ts_per_traj ? b * nt : 0) + j;
+            double v;
+            if (t->esize == sizeof(float)) {
+                float f;
+                memcpy(&f, (const unsigned char *)t->ts + i * sizeof f, sizeof f);
+                v = (double)f;
+            } else {
+                memcpy(&v, (const unsigned char *)t->ts + i * sizeof v, sizeof v);
+            }
+            s->ts[CLNODE_SAVE_TS][b * nt + j] = s->dir * v;
+        }
 }
 
 /* A 64-bit hash of n bytes (doc/gradient.md): four lanes, word i of 8 bytes into lane i mod 4 by
@@ -403,19 +426,16 @@ static clnode_solution *cln_tio_alloc(const cln_tio_head *h)
     s->N = N;
     /* the sizes were checked against the total, which fits in the buffer: no product overflows */
     s->stats = calloc(B, sizeof *s->stats);
-    s->y_final = calloc(B * N, sizeof(double));
-    int ok = s->stats && s->y_final;
+    int ok = s->stats != NULL;
+    /* no saved values or final states (y_final and ys stay NULL: not in the tape) */
     for (int k = 0; k < 4 && ok; ++k) {
         s->cap[k] = (size_t)h->cap[k];
         if (!(h->saved >> k & 1))
             continue;
         s->count[k] = calloc(B, sizeof(size_t));
         ok = s->count[k] != NULL;
-        if (ok && s->cap[k]) {
-            s->ts[k] = calloc(B * s->cap[k], sizeof(double));
-            s->ys[k] = calloc(B * s->cap[k] * N, sizeof(double));
-            ok = s->ts[k] && s->ys[k];
-        }
+        if (ok && s->cap[k])
+            ok = (s->ts[k] = calloc(B * s->cap[k], sizeof(double))) != NULL;
     }
     if (ok && h->saved >> CLN_TIO_FIRST_TS & 1)
         ok = (s->first_ts = calloc(B, sizeof(size_t))) != NULL;
@@ -542,6 +562,8 @@ clnode_status clnode_solution_tape_import(clnode_context *ctx, const clnode_mode
     st = cln_tio_check_ki(ctx, &h, &t->KI, model);
     if (st == CLNODE_OK)
         st = cln_tio_check_rows(ctx, &h, s);
+    if (st == CLNODE_OK)
+        cln_tio_ts_rows(s);
     if (st == CLNODE_OK && !cln_tape_bytes(t, &t->bytes))
         st = CLN_TIO_BAD(ctx, "the tape's size overflows");
     if (st == CLNODE_OK && !cln_tape_ts_steps(t, s->first_ts, s->count[CLNODE_SAVE_TS]))

@@ -272,10 +272,11 @@ class Solution:
             close()
 
     def tape_bytes(self) -> np.ndarray:
-        """The solution of a solve with keep_tape=True as the library's tape bytes (a uint8
-        array; clnode_solution_tape_export, the layout of doc/gradient.md: its statistics, saved
-        points and tape): clnode.vjp_from_tape gives the gradient Solution.vjp gives from them,
-        bit for bit, in this process or another with the same model."""
+        """What the reverse pass reads of a solve with keep_tape=True, as the library's tape
+        bytes (a uint8 array; clnode_solution_tape_export, the layout of doc/gradient.md: its
+        statistics, saved points' counts and times, and tape; not the saved values, which are
+        ys): clnode.vjp_from_tape gives the gradient Solution.vjp gives from them, bit for bit,
+        in this process or another with the same model."""
         if self._tape is None:
             raise ValueError("Solution.tape_bytes needs a solve with keep_tape=True")
         out = np.empty(self._tape.nbytes, dtype=np.uint8)

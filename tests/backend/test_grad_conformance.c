@@ -20,6 +20,8 @@
  *     test setting rev_max_blocks), so that the device's groups begin and end inside them, with
  *     the weight sums in the one kernel and by the GEMM (the setting rev_sums);
  *   - trajectories stopped at max_steps beside finished ones;
+ *   - the products in the device's own kernels with the element-wise work inside them at every
+ *     batch, and in its GEMM beside them at small ones (the setting rev_fused);
  *   - first steps chosen by the solver (dt0_auto): every adaptive method, forwards and
  *     backwards, batches of 1 and 37, fp32 and fp64;
  * and the errors: a device too small for a block of the batch (the setting rev_memory) is
@@ -492,6 +494,38 @@ static void test_groups(void **state)
     clnode_model_destroy(&md);
 }
 
+/* The reverse pass's products in the device's own kernels with the element-wise work inside them
+ * (the setting rev_fused 1) at batches where the backend takes its GEMM (several blocks, rows
+ * leaving one by one), and in the backend's GEMM with launches beside them (2) at batches where
+ * it takes its own kernels: every activation, the forms, fp32 and fp64, checkpoint_every 1 and 3,
+ * each save. */
+static void test_fused(void **state)
+{
+    (void)state;
+    static const form forms[3] = {{1, 2, 3}, {0, 1, 1}, {0, 0, 0}};
+    const size_t before = g_cases;
+    for (int way = 1; way <= 2; ++way) {
+        g_dev->test.rev_fused = way;
+        for (size_t a = 0; a < clnode_activation_count(); ++a) {
+            const form f = forms[a % 3];
+            const clnode_precision prec = a % 2 ? CLNODE_FP64 : CLNODE_FP32;
+            if (prec == CLNODE_FP64 && !clnode_context_supports(g_dev, CLNODE_FP64))
+                continue;
+            clnode_model *mh = mlp_model(g_host, (clnode_activation)a, f);
+            clnode_model *md = mlp_model(g_dev, (clnode_activation)a, f);
+            run_mlp(mh, md, f, way == 1 ? (a % 2 ? 70 : 37) : (a % 2 ? 5 : 1),
+                    clnode_method_at(a % g_methods), prec, (int)(a % NSAVE), a % 3 == 2 ? 3 : 1,
+                    CLNODE_GEMM_STRICT, 601u + 3u * (uint32_t)a);
+            clnode_model_destroy(&mh);
+            clnode_model_destroy(&md);
+        }
+        g_dev->test.rev_fused = 0;
+    }
+    print_message("  products with their element-wise work inside them, at every batch, and "
+                  "beside them: %zu cases bit-identical\n",
+                  g_cases - before);
+}
+
 /* Trajectories that stop early (max_steps_reached) beside ones that succeed, in one batch: the
  * gradient of what was computed, as the host's. */
 static void test_stopped_early(void **state)
@@ -584,10 +618,15 @@ int main(int argc, char **argv)
         return 1;
     }
     const struct CMUnitTest all[] = {
-        cmocka_unit_test(test_reference_matrix), cmocka_unit_test(test_mlps),
-        cmocka_unit_test(test_backward),         cmocka_unit_test(test_tf32),
-        cmocka_unit_test(test_groups),           cmocka_unit_test(test_stopped_early),
-        cmocka_unit_test(test_too_small),        cmocka_unit_test(test_dt0_auto),
+        cmocka_unit_test(test_reference_matrix),
+        cmocka_unit_test(test_mlps),
+        cmocka_unit_test(test_backward),
+        cmocka_unit_test(test_tf32),
+        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_stopped_early),
+        cmocka_unit_test(test_too_small),
+        cmocka_unit_test(test_dt0_auto),
+        cmocka_unit_test(test_fused),
     };
     /* CLNODE_GRAD_TESTS: the tests to run, by name without "test_", separated by commas (a slow
      * device, Oclgrind, runs a part); unset: all */

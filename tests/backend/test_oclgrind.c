@@ -21,11 +21,14 @@
  * simulator (cl/cln_reverse_kernels.h), against the host's gradient bit for bit: fp64 at batch 3
  * recomputing its steps from every second state (checkpoint_every 2: the group kernels), the save
  * times per trajectory with the weight sums by the GEMM (the gathers, CLBlast, the additions), the
- * others in the one kernel, the scale's sums; and a small model taking t and two conditioning
- * inputs with an output scale of one value (the inputs' and the time column's kernels), whose solve
- * goes forwards through the tangent pass too (cl/cln_tangent_kernels.h: two directions of y0, the
- * inputs and every parameter, the scale's included; the dense output's and t1's points), against
- * the host's tangents bit for bit. CLNODE_OCLGRIND_ONLY=forms runs that model's case alone.
+ * others in the one kernel, the scale's sums; the products of the fp64 case by the backend's GEMM
+ * with the element-wise kernels beside them, the others' in the pass's own kernels with that work
+ * inside them (cln_rev_gemm_act, cln_rev_gemm_delta); and a small model taking t and two
+ * conditioning inputs with an output scale of one value (the inputs' and the time column's
+ * kernels), whose solve goes forwards through the tangent pass too (cl/cln_tangent_kernels.h: two
+ * directions of y0, the inputs and every parameter, the scale's included; the dense output's and
+ * t1's points), against the host's tangents bit for bit. CLNODE_OCLGRIND_ONLY=forms runs that
+ * model's case alone.
  * A solve from and into buffers of the device's cl_context (clnode_solve_device, fp32 batch 2,
  * at an offset) against clnode_solve's bits; CLNODE_OCLGRIND_ONLY=device runs it alone.
  *
@@ -422,8 +425,9 @@ int main(int argc, char **argv)
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
                  c == 2 ? ", save times per trajectory" : "");
-        g_every = c == 1 ? 2 : 1;            /* the states of a group recomputed */
-        dev->test.rev_sums = c == 2 ? 2 : 1; /* the weight sums by the GEMM, or the one kernel */
+        g_every = c == 1 ? 2 : 1;             /* the states of a group recomputed */
+        dev->test.rev_sums = c == 2 ? 2 : 1;  /* the weight sums by the GEMM, or the one kernel */
+        dev->test.rev_fused = c == 1 ? 2 : 0; /* the products by the GEMM, or the pass's own */
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, precs[c], batches[c], c == 2);
         const double secs = now() - t0;
@@ -437,6 +441,7 @@ int main(int argc, char **argv)
         }
         ok = ok && same_gradient(dev, md, sd, host, mh, sh, what);
         dev->test.rev_sums = 0;
+        dev->test.rev_fused = 0;
         g_every = 1;
         clnode_solution_destroy(&sd);
         clnode_solution_destroy(&sh);

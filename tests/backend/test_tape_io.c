@@ -4,11 +4,13 @@
  *     output scale, saving t0, shared save times inside per-trajectory intervals (a first save
  *     time other than 0), every step and t1, kept at checkpoint_every 3, fp32 and fp64, and one
  *     with per-trajectory save times backwards in time: the imported solution answers every
- *     accessor as the exported one, and its gradient is the exported one's bit for bit, from a
- *     buffer at an odd address with bytes after the tape;
+ *     accessor as the exported one but for the saved values and final states, which the tape does
+ *     not hold (NULL, rows of states refused), and its gradient and tangents are the exported
+ *     one's bit for bit, from a buffer at an odd address with bytes after the tape;
  *   - the bytes: the size the header states, the checksum as doc/gradient.md defines it;
  *   - the refusals, each by name: a buffer shorter than the header or than the tape, no magic,
- *     the other byte order, another version, a changed byte (checksum), the offsets or the solver
+ *     the other byte order, another version (1, which held the saved values, and a later one), a
+ *     changed byte (checksum), the offsets or the solver
  *     constants changed with the checksum made again, another model's parameters or form, a
  *     solution without a tape, a buffer too small for the export;
  *   - no crash: every byte of a tape changed in turn (the checksum made again, so that the
@@ -195,7 +197,8 @@ static void same_bits(const void *a, const void *b, size_t n, const char *what)
         fail_msg("%s differs after the round trip", what);
 }
 
-/* Every accessor of a and b answers the same. */
+/* Every accessor of a (solved) and b (imported) answers the same, but for the saved values and
+ * final states, which b does not hold (NULL, and rows with states refused). */
 static void same_solution(const clnode_solution *a, const clnode_solution *b, size_t slots)
 {
     assert_int_equal(clnode_solution_batch(a), clnode_solution_batch(b));
@@ -207,15 +210,20 @@ static void same_solution(const clnode_solution *a, const clnode_solution *b, si
     double *ra = malloc(B * slots * (N + 1) * sizeof *ra), *rb = malloc(B * slots * (N + 1) * 8);
     clnode_save_kind *ka = malloc(slots * sizeof *ka), *kb = malloc(slots * sizeof *kb);
     assert_true(ra && rb && ka && kb);
-    assert_ok(clnode_solution_rows_f64(a, 0, B, slots, ra, ra + B * slots));
-    assert_ok(clnode_solution_rows_f64(b, 0, B, slots, rb, rb + B * slots));
-    same_bits(ra, rb, B * slots * (N + 1) * sizeof *ra, "the rows");
+    assert_ok(clnode_solution_rows_f64(a, 0, B, slots, ra, NULL));
+    assert_ok(clnode_solution_rows_f64(b, 0, B, slots, rb, NULL));
+    same_bits(ra, rb, B * slots * sizeof *ra, "the rows' times");
+    assert_int_equal(clnode_solution_rows_f64(b, 0, B, slots, rb, rb + B * slots),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(clnode_solution_rows_f32(b, 0, B, slots, NULL, (float *)rb),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(clnode_solution_y_final(a, 0));
     for (size_t t = 0; t < B; ++t) {
         clnode_trajectory_stats sa, sb;
         assert_ok(clnode_solution_stats(a, t, &sa));
         assert_ok(clnode_solution_stats(b, t, &sb));
         same_bits(&sa, &sb, sizeof sa, "the statistics");
-        same_bits(clnode_solution_y_final(a, t), clnode_solution_y_final(b, t), N * 8, "y_final");
+        assert_null(clnode_solution_y_final(b, t));
         const size_t P = clnode_solution_points(a, t);
         assert_int_equal(P, clnode_solution_points(b, t));
         assert_ok(clnode_solution_kinds(a, t, slots, ka));
@@ -232,7 +240,8 @@ static void same_solution(const clnode_solution *a, const clnode_solution *b, si
             assert_ok(clnode_solution_saved(b, t, (clnode_save_kind)k, &nb, &tb, &yb));
             assert_int_equal(na, nb);
             same_bits(ta, tb, na * 8, "the saved times");
-            same_bits(ya, yb, na * N * 8, "the saved states");
+            assert_true(!na || ya);
+            assert_null(yb);
         }
     }
     free(ra);
@@ -281,6 +290,17 @@ static void round_trip(int which, clnode_precision prec)
     double *cot = cot_of(c.slots);
     clnode_gradient *ga = grad_of(m, f.s, c.slots, cot), *gb = grad_of(m2, back, c.slots, cot);
     same_gradient(ga, gb);
+    /* its tangent pass too: the exported solution's, bit for bit */
+    double dy0[TB * TN];
+    for (size_t i = 0; i < TB * TN; ++i)
+        dy0[i] = 0.1 * (double)i - 0.4;
+    clnode_tangent *ta = NULL, *tb = NULL;
+    assert_ok(clnode_tangent_compute(g_ctx, m, NULL, f.s, c.slots, 1, dy0, NULL, NULL, &ta));
+    assert_ok(clnode_tangent_compute(g_ctx, m2, NULL, back, c.slots, 1, dy0, NULL, NULL, &tb));
+    same_bits(clnode_tangent_values(ta), clnode_tangent_values(tb), TB * c.slots * TN * 8,
+              "the tangents");
+    clnode_tangent_destroy(&ta);
+    clnode_tangent_destroy(&tb);
     /* and again: the imported solution's export is the same bytes */
     size_t n2 = 0;
     unsigned char *buf2 = export_of(m2, back, &n2);
@@ -385,7 +405,12 @@ static void test_bytes_and_refusals(void **state)
     expect_refused(m, bad, n, "other byte order", "the other byte order");
     memcpy(bad, buf, n);
     memcpy(bad + 8, &v2, 4);
-    expect_refused(m, bad, n, "version 2, this library reads version 1", "another version");
+    expect_refused(m, bad, n, "version 3, this library reads version 2", "a later version");
+    /* layout 1 held the saved values and final states: its tapes are refused by their version */
+    const uint32_t v1 = 1;
+    memcpy(bad, buf, n);
+    memcpy(bad + 8, &v1, 4);
+    expect_refused(m, bad, n, "version 1, this library reads version 2", "the version before");
     memcpy(bad, buf, n);
     bad[n - 3] ^= 0x10;
     expect_refused(m, bad, n, "checksum", "a changed byte");

@@ -62,10 +62,33 @@ def test_tape_bytes_refusals_name_the_problem():
         clnode.vjp_from_tape(m, bad, w)
     bad = tape.copy()
     bad[8] += 1  # the layout's version
-    with pytest.raises(clnode.InvalidArgumentError, match="version 2, this library reads "
-                                                          "version 1"):
+    with pytest.raises(clnode.InvalidArgumentError, match="version 3, this library reads "
+                                                          "version 2"):
+        clnode.vjp_from_tape(m, bad, w)
+    bad[8] -= 2  # layout 1, which held the saved values
+    with pytest.raises(clnode.InvalidArgumentError, match="version 1, this library reads "
+                                                          "version 2"):
         clnode.vjp_from_tape(m, bad, w)
     with pytest.raises(clnode.InvalidArgumentError, match="not the one the tape was solved"):
         clnode.vjp_from_tape(model(seed=5), tape, w)
     with pytest.raises(ValueError, match="keep_tape"):
         clnode.solve(m, np.zeros((1, 2)), t0=0.0, t1=1.0, args=np.zeros((1, 1))).tape_bytes()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+def test_tape_bytes_hold_no_saved_values(precision):
+    """The tape holds what the reverse pass reads, not the saved values (the solve's ys): one
+    more save time shared by the batch adds that time alone (one value in the state precision,
+    padded to 8 bytes), not a point per trajectory (5 x (1 + 2) float64 before); the gradient
+    from the bytes is still Solution.vjp's, bit for bit."""
+    m = model()
+    rng = np.random.default_rng(1)
+    y0, args = rng.standard_normal((5, 2)), rng.standard_normal((5, 1))
+    sols = [clnode.solve(m, y0, t0=0.0, t1=2.0, dt0="auto", args=args, precision=precision,
+                         rtol=1e-5, atol=1e-7, keep_tape=True,
+                         saveat=clnode.SaveAt(ts=np.linspace(0.1, 1.9, n))) for n in (3, 4)]
+    assert sols[0].stats["num_steps"].tolist() == sols[1].stats["num_steps"].tolist()
+    sizes = [s.tape_bytes().size for s in sols]
+    assert 0 <= sizes[1] - sizes[0] <= 8, sizes
+    w = np.random.default_rng(2).standard_normal(sols[1].ys.shape)
+    same(clnode.vjp_from_tape(m, sols[1].tape_bytes(), w), sols[1].vjp(w))

@@ -228,6 +228,25 @@ def test_a_module_changed_after_a_solve_is_recognised_again():
     _refused(r"different activations between layers \(\['relu', 'softplus'\]\)", f)
 
 
+def test_a_bias_removed_or_a_forward_set_after_a_solve_is_seen():
+    """What the parameters' list and the graph depend on is part of the kept recognition: a
+    Linear's bias set to None after a solve gives the solve of a module built without it (not
+    a lookup of the bias that is gone), and a forward set on the module itself after a solve is
+    refused (calling the module runs it, torch.fx would trace the class's), not the class's
+    forward kept."""
+    y0 = torch.randn(3, 2, dtype=F64, generator=torch.Generator().manual_seed(3))
+    t = torch.linspace(0, 1, 3, dtype=F64)
+    f = Scaled().double()
+    ct.odeint(f, y0, t)
+    f.net[2].bias = None
+    g = Scaled().double()
+    g.load_state_dict(f.state_dict(), strict=False)
+    g.net[2].bias = None
+    assert torch.equal(ct.odeint(f, y0, t), ct.odeint(g, y0, t))
+    f.forward = lambda t, y: -0.5 * y
+    _refused(r"a forward set on the module itself", f)
+
+
 def test_parametrized_linear_is_solved_with_its_weight():
     """A weight-normed Linear (torch.nn.utils.parametrizations.weight_norm) is solved with the
     weight it computes, and its gradient reaches the parametrization's parameters: equal to

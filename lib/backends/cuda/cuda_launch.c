@@ -298,6 +298,8 @@ static void cu_memory(cln_backend *be, size_t *total, size_t *max_buffer)
 const cln_dev_launch cu_launches = {
     .api = "CUDA",
     .rev_sums_by_gemm = 0, /* the one kernel: the ordered GEMM's thread per element, one launch */
+    .rev_fused_rows =
+        0, /* not yet run on a GPU: the ordered GEMM's launch and the kernel beside it */
     .buf_size = cu_buf_size,
     .solve_begin = cu_launch_begin,
     .state_free = cu_state_free,

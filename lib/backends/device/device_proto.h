@@ -44,8 +44,10 @@ typedef enum cln_rev_kernel {
     CLN_RK_WADD,
     CLN_RK_BSUM,
     CLN_RK_SSUM,
-    CLN_RK_ACT_NEXT,  /* the last layer's activation and the next stage's argument */
-    CLN_RK_DELTA_ARG, /* a stage argument's transpose and the last layer's delta below it */
+    CLN_RK_ACT_NEXT,   /* the last layer's activation and the next stage's argument */
+    CLN_RK_DELTA_ARG,  /* a stage argument's transpose and the last layer's delta below it */
+    CLN_RK_GEMM_ACT,   /* a recomputed layer's product with its bias and activation */
+    CLN_RK_GEMM_DELTA, /* a layer's transposed product with the delta of the layer below */
     /* the tangent pass's (cl/cln_tangent_kernels.h) */
     CLN_RK_TAN_BEGIN,
     CLN_RK_TAN_STAGE,
@@ -88,6 +90,12 @@ typedef struct cln_dev_launch {
      * kernel (cln_rev_wsum: a thread per weight and block, as the ordered GEMM kernel of CUDA
      * computes its elements). */
     int rev_sums_by_gemm;
+    /* The most rows (trajectories still going back) for which the reverse pass takes a step's
+     * products of strict GEMM mode itself, each with the element-wise work beside it inside it
+     * (CLN_RK_GEMM_ACT, CLN_RK_GEMM_DELTA: cl/cln_gemm.h's ordered sum, the bits of the backend's
+     * strict GEMM), instead of the backend's GEMM and an element-wise launch: fewer launches
+     * where a launch costs more than the product, a library's tuned GEMM above. 0: never. */
+    size_t rev_fused_rows;
     /* The size in bytes of a buffer of the backend. */
     size_t (*buf_size)(const cln_buf *b);
     /* Per-solve set-up after the B x ldz guard: the program of sd's precision, the launch sizes,

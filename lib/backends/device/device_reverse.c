@@ -12,12 +12,13 @@
 _Static_assert(CLN_REV_BLOCK == CLNODE_GRADIENT_BLOCK, "one block size on every backend");
 
 const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
-    "cln_rev_zero",      "cln_rev_inputs",    "cln_rev_group", "cln_rev_begin",  "cln_rev_act",
-    "cln_rev_y1",        "cln_rev_events",    "cln_rev_delta", "cln_rev_arg",    "cln_rev_wsum",
-    "cln_rev_finish",    "cln_rev_gather",    "cln_rev_wadd",  "cln_rev_bsum",   "cln_rev_ssum",
-    "cln_rev_act_next",  "cln_rev_delta_arg", "cln_tan_begin", "cln_tan_stage",  "cln_tan_terms",
-    "cln_tan_layer",     "cln_tan_out",       "cln_tan_y1",    "cln_tan_points", "cln_tan_dense",
-    "cln_nonfinite_rows"};
+    "cln_rev_zero",      "cln_rev_inputs",   "cln_rev_group",      "cln_rev_begin",
+    "cln_rev_act",       "cln_rev_y1",       "cln_rev_events",     "cln_rev_delta",
+    "cln_rev_arg",       "cln_rev_wsum",     "cln_rev_finish",     "cln_rev_gather",
+    "cln_rev_wadd",      "cln_rev_bsum",     "cln_rev_ssum",       "cln_rev_act_next",
+    "cln_rev_delta_arg", "cln_rev_gemm_act", "cln_rev_gemm_delta", "cln_tan_begin",
+    "cln_tan_stage",     "cln_tan_terms",    "cln_tan_layer",      "cln_tan_out",
+    "cln_tan_y1",        "cln_tan_points",   "cln_tan_dense",      "cln_nonfinite_rows"};
 
 static const cln_rev_ops dr_ops;
 
@@ -404,27 +405,84 @@ clnode_status dr_zero(dev_rev *d, cln_buf *buf, size_t n)
     return DR_RUN(d, CLN_RK_ZERO, 0, n, 1, DR_BUF(buf), DR_I64(0), DR_I64(n));
 }
 
+/* Whether the products of rows [0, A) are the pass's own kernels with the element-wise work
+ * beside them inside them (cln_dev_launch.rev_fused_rows; the test setting rev_fused): strict
+ * GEMM mode only, whose products they compute with the same bits (tf32's go to the backend's
+ * GEMM, which rounds its operands first). */
+static int dr_fused(const dev_rev *d, size_t A)
+{
+    const int forced = d->be->ctx->test.rev_fused;
+    if (d->mode != CLNODE_GEMM_STRICT || forced == 2)
+        return 0;
+    return forced == 1 || A <= d->L->rev_fused_rows;
+}
+
 /* Where stage i's layer l's P and O block starts. */
 size_t dr_poff(const dev_rev *d, size_t i, size_t l)
 {
     return (i * d->sumw + d->woff[l]) * d->rows;
 }
 
+/* Stage i's layer l recomputed on rows [0, A) in one launch (cln_rev_gemm_act_body): its product
+ * of X (at x_off, leading dimension ldx) and W, its bias and activation into P and O, and for the
+ * last layer f into F block i and, where stage i + 1 exists, that stage's argument (its N columns
+ * and the time's). */
+static clnode_status dr_gemm_act(dev_rev *d, size_t i, size_t l, size_t A, cln_buf *X, size_t x_off,
+                                 size_t ldx)
+{
+    cln_buf *any = B_(d, DR_JOB);
+    const size_t n = d->out[l];
+    const int last = l + 1 == d->nl;
+    const size_t nx = last && i + 1 < d->S ? n + (d->time_input ? 1 : 0) : n;
+    d->be->gemms++;
+    return DR_RUN(d, CLN_RK_GEMM_ACT, 0, nx, A, DR_I32(A), DR_I32(d->job->act[l]),
+                  DR_I64(dr_poff(d, i, l)), DR_I64(n), DR_I64(last ? (long long)i : -1), DR_BUF(X),
+                  DR_I64(x_off), DR_I64(ldx), DR_BUF(d->W[l]), DR_I64(d->in[l]),
+                  DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(d->bias[l] ? d->bias[l] : any),
+                  DR_I32(d->bias[l] != NULL), DR_BUF(d->scale ? d->scale : any),
+                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_Y)), DR_BUF(B_(d, DR_P)),
+                  DR_BUF(B_(d, DR_O)), DR_BUF(B_(d, DR_F)), DR_BUF(B_(d, DR_Z)));
+}
+
+/* Stage i's layer l's transposed product on rows [0, A) in one launch (cln_rev_gemm_delta_body):
+ * the cotangent of its input into G and, above the first layer, the delta of layer l - 1 into its
+ * P. */
+static clnode_status dr_gemm_delta(dev_rev *d, size_t i, size_t l, size_t A)
+{
+    const size_t n = d->out[l], k = d->in[l];
+    d->be->gemms++;
+    return DR_RUN(d, CLN_RK_GEMM_DELTA, 0, k, A, DR_I32(A), DR_I32(l ? d->job->act[l - 1] : 0),
+                  DR_I32(i), DR_I64(dr_poff(d, i, l)), DR_I64(n), DR_I64(k), DR_BUF(d->WT[l]),
+                  DR_I64(l ? (long long)dr_poff(d, i, l - 1) : -1), DR_BUF(B_(d, DR_JOB)),
+                  DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
+                  DR_BUF(d->scale ? d->scale : B_(d, DR_JOB)), DR_BUF(B_(d, DR_P)),
+                  DR_BUF(B_(d, DR_O)));
+}
+
 /* Stage i's MLP on rows [0, A): each layer's product into P, then P + bias and O = act(P), and
  * for the last layer f (times the scale) into F block i and, in the same launch, stage i + 1's
- * argument into Z where that stage exists. */
+ * argument into Z where that stage exists. Where the pass takes its products (dr_fused), each
+ * layer is one launch (dr_gemm_act). */
 clnode_status dr_mlp(dev_rev *d, size_t i, size_t A)
 {
     const cln_rev_job *job = d->job;
     cln_backend *be = d->be;
     cln_buf *X = B_(d, DR_Z), *any = B_(d, DR_JOB);
     size_t x_off = i * d->rows * d->ldz, ldx = d->ldz;
+    const int fused = dr_fused(d, A);
     clnode_status st = CLNODE_OK;
     for (size_t l = 0; l < d->nl; ++l) {
         const size_t n = d->out[l], off = dr_poff(d, i, l);
         const int last = l + 1 == d->nl, act = job->act[l];
         const long long f_off = last ? (long long)(i * d->rows * d->N) : -1;
         cln_buf *bias = d->bias[l] ? d->bias[l] : any;
+        if (fused) {
+            CLN_TRY(st, dr_gemm_act(d, i, l, A, X, x_off, ldx));
+            X = B_(d, DR_O);
+            x_off = off;
+            ldx = n;
+            continue;
+        }
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, n, d->in[l], X, x_off, ldx, d->W[l], 0,
                                   d->in[l], B_(d, DR_P), off, n));
         if (last && i + 1 < d->S) /* n is N */
@@ -506,7 +564,9 @@ static clnode_status dr_arg(dev_rev *d, size_t A)
 }
 
 /* Stage i's cotangents for rows [0, A): the MLP's vector-Jacobian product layer by layer from the
- * last (deltas into P, the input cotangent through the transposed product into G), then the
+ * last (deltas into P, the input cotangent through the transposed product into G; where the pass
+ * takes its products, dr_fused, each product launch makes the delta of the layer below it,
+ * dr_gemm_delta, so only the last layer's delta has a launch of its own), then the
  * stage argument's transpose (host_reverse.inc's rev_stage_vjp). The schedule takes the stages
  * from the last down to 0, so that the argument's transpose of stage i is left pending (d->arg)
  * and made by the launch of stage i - 1's last delta, which reads the k_{i-1} cotangent it
@@ -519,25 +579,32 @@ static clnode_status dr_stage_vjp(void *run, size_t i, size_t A)
     clnode_status st = CLNODE_OK;
     if (d->arg >= 0 && (size_t)d->arg != i + 1) /* not the stage after this one: on its own */
         CLN_TRY(st, dr_arg(d, A));
+    const int fused = dr_fused(d, A);
     for (size_t l = d->nl; !skip && l-- > 0;) {
         const size_t n = d->out[l], k = d->in[l], off = dr_poff(d, i, l);
         const int act = d->job->act[l];
         cln_buf *scale = d->scale ? d->scale : B_(d, DR_JOB);
-        if (l + 1 == d->nl && d->arg >= 0) { /* n is N (<= ldz) */
-            const int askip = d->arg_skip;
-            d->arg = -1;
-            CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA_ARG, 0, askip ? d->N : d->ldz, A, DR_I32(A),
-                               DR_I32(act), DR_I32(i), DR_I64(off), DR_I32(askip),
-                               DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
-                               DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)), DR_BUF(scale),
-                               DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)),
-                               DR_BUF(B_(d, DR_CB)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
-        } else {
-            CLN_TRY(st,
-                    DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
-                           DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl), DR_BUF(B_(d, DR_JOB)),
-                           DR_BUF(B_(d, DR_RT)), DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)),
-                           DR_BUF(scale), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+        if (!fused || l + 1 == d->nl) {          /* else its delta is in the product above it */
+            if (l + 1 == d->nl && d->arg >= 0) { /* n is N (<= ldz) */
+                const int askip = d->arg_skip;
+                d->arg = -1;
+                CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA_ARG, 0, askip ? d->N : d->ldz, A, DR_I32(A),
+                                   DR_I32(act), DR_I32(i), DR_I64(off), DR_I32(askip),
+                                   DR_BUF(B_(d, DR_JOB)), DR_BUF(d->K), DR_BUF(B_(d, DR_RT)),
+                                   DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)), DR_BUF(scale),
+                                   DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YB0 + DR_YB1 - d->yb1)),
+                                   DR_BUF(B_(d, DR_CB)), DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+            } else {
+                CLN_TRY(st, DR_RUN(d, CLN_RK_DELTA, act, n, A, DR_I32(A), DR_I32(act), DR_I32(i),
+                                   DR_I64(off), DR_I64(n), DR_I32(l + 1 == d->nl),
+                                   DR_BUF(B_(d, DR_JOB)), DR_BUF(B_(d, DR_RT)),
+                                   DR_BUF(B_(d, DR_KB)), DR_BUF(B_(d, DR_G)), DR_BUF(scale),
+                                   DR_BUF(B_(d, DR_P)), DR_BUF(B_(d, DR_O))));
+            }
+        }
+        if (fused) {
+            CLN_TRY(st, dr_gemm_delta(d, i, l, A));
+            continue;
         }
         CLN_TRY(st, be->ops->gemm(be, d->prec, d->mode, A, k, n, B_(d, DR_P), off, n, d->WT[l], 0,
                                   n, B_(d, DR_G), 0, k));

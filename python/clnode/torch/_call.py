@@ -65,19 +65,27 @@ def refuse_forward_ad(*tensors: Optional[Tensor]) -> None:
 
 @torch.compiler.assume_constant_result
 def _recognised(func: Any, n_args: int, dim: int, k: int, has_args: bool, method: str,
-                options: Tuple[Tuple[str, Any], ...], grad: bool) -> Tuple[str, ...]:
-    """(the paths of the parameters the library reads, in its order, ..., the op's spec last):
-    the field recognised and the spec made, once per call in eager mode, once per compilation
-    under torch.compile (a constant of the graph: the forward's structure, not its values)."""
-    field = _field.recognise(func, n_args, dim, k)
+                options: Tuple[Tuple[str, Any], ...]) -> Tuple[str, ...]:
+    """(the paths of the parameters the library reads, in its order, ..., then the op's spec
+    without a gradient wanted and with one): the field recognised and the specs made, kept with
+    the module's recognition (made again when its tree changes: _field.recognise_memo) in eager
+    mode, once per compilation under torch.compile (a constant of the graph: the forward's
+    structure, not its values)."""
+    field, memo = _field.recognise_memo(func, n_args, dim, k)
+    key = (has_args, method, options)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
     if has_args and not field.inputs:
         raise Refusal(f"args given but {type(func).__name__}.forward does not concatenate args "
                       "into its network's input")
-    return tuple(name for name, _ in field.parameters(func)) + (
-        _spec(field, field.has_bias(func), method, options, grad),)
+    has_bias = field.has_bias(func)
+    out = tuple(name for name, _ in field.parameters(func)) + tuple(
+        _spec(field, has_bias, method, options, grad) for grad in (False, True))
+    memo[key] = out
+    return out
 
 
-@functools.lru_cache(maxsize=64)
 def _spec(field: _field.Field, has_bias: Tuple[bool, ...], method: str,
           options: Tuple[Tuple[str, Any], ...], grad: bool) -> str:
     return json.dumps(dict(has_bias=list(has_bias), has_scale=field.scale is not None,
@@ -91,40 +99,54 @@ def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: 
          only: Optional[Sequence[Tensor]] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """(ys (B, T, N), stats (B, 5), tinfo (B, 2)) of func's field solved from y0 (B, N).
     only: the parameters that get gradients (odeint_adjoint's adjoint_params); the others are
-    detached."""
+    detached. The forward keeps its tape (the spec's "keep") where a gradient may be asked for:
+    grad mode on and y0, args or a parameter the library reads requiring grad."""
     if y0.dim() != 2:
         raise Refusal(f"y0 of shape {tuple(y0.shape)}: clnode.torch takes (N,) or (B, N)")
     B, N = y0.shape
     k = 0 if args is None else int(args.shape[-1])
-    grad = torch.is_grad_enabled() and (y0.requires_grad or (
-        args is not None and args.requires_grad) or any(
-        p.requires_grad for p in (func.parameters() if isinstance(func, torch.nn.Module)
-                                  else ())))
-    *names, spec = _recognised(func, n_args, N, k, args is not None, method,
-                               tuple(sorted(options.items())), bool(grad))
+    *names, spec_nograd, spec_grad = _recognised(func, n_args, N, k, args is not None, method,
+                                                 tuple(sorted(options.items())))
     named = [(name, _field.attribute(func, name)) for name in names]
     check_dtype(y0, named, args)
     params = [p for _, p in named]
     if only is not None:
         keep = {id(p) for p in only}
         params = [p if id(p) in keep else p.detach() for p in params]
+    grad = torch.is_grad_enabled() and (y0.requires_grad or (
+        args is not None and args.requires_grad) or any(p.requires_grad for p in params))
     if not torch.compiler.is_compiling():
         refuse_forward_ad(y0, args, *params)
     if args is not None and args.dim() == 1:
         args = args.expand(B, k)
     ys, stats, tinfo, _ = _op.solve_op(y0.contiguous(), None if args is None else
                                        args.contiguous(), params, times.contiguous(),
-                                       save_ts.contiguous(), spec)
+                                       save_ts.contiguous(), spec_grad if grad else spec_nograd)
     return ys, stats, tinfo
 
 
 def times_tensor(t0: Any, t1: Any, dt0: Any, B: int) -> Tensor:
     """(3, B) float64: t0, t1, dt0 per trajectory (dt0 NaN: chosen by the solver)."""
+    one = [None] if torch.compiler.is_compiling() else [_scalar(v) for v in (t0, t1, dt0)]
+    if all(v is not None for v in one):  # eager, one value each: a row of B
+        return torch.tensor(one, dtype=torch.float64)[:, None].expand(3, B).contiguous()
+
     def row(v):
         x = torch.as_tensor(v if v is not None else float("nan"), dtype=torch.float64)
         return x.detach().cpu().reshape(-1).expand(B) if x.numel() == 1 else \
             x.detach().cpu().reshape(B)
     return torch.stack([row(t0), row(t1), row(dt0)])
+
+
+def _scalar(v: Any) -> Optional[float]:
+    """A time given as one number (None: NaN) as a float, else None."""
+    if v is None:
+        return float("nan")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, Tensor) and v.numel() == 1:
+        return float(v)  # exact: float64 holds every float32 and float64
+    return None
 
 
 def refuse_time_grad(*ts: Any) -> None:

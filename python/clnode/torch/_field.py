@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import operator
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.fx
@@ -94,24 +94,35 @@ def attribute(module: nn.Module, path: str) -> Any:
     return obj
 
 
-_CACHE: "weakref.WeakKeyDictionary[nn.Module, Tuple[Any, Field]]" = weakref.WeakKeyDictionary()
+_CACHE: "weakref.WeakKeyDictionary[nn.Module, Tuple[Any, Field, Dict[Any, Any]]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def _fingerprint(module: nn.Module, n_args: int) -> Any:
-    """What the recognition depends on besides the forward's code: the module tree (which
-    modules where, with the activations' arguments and their forward hooks). Only the arguments
+    """What the recognition and the parameters' list depend on besides the forward's code: the
+    module tree (which modules where, with the activations' arguments, whether each Linear has
+    a bias, and their forward hooks) and a forward set on the module itself. Only the arguments
     the recognition reads are read (getattr on nn.Module of a name it lacks raises and catches
     an AttributeError: more than the rest of the check costs)."""
     out = []
     for name, m in module.named_modules():
-        out.append((name, type(m), tuple(getattr(m, a) for a in _ARGUMENTS.get(type(m), ())),
-                    len(m._forward_hooks) + len(m._forward_pre_hooks)))
-    return (n_args, type(module).forward, tuple(out))
+        kind = type(m)
+        args = tuple(getattr(m, a) for a in _ARGUMENTS.get(kind, ()))
+        if isinstance(m, nn.Linear):
+            args = (m.bias is None,)
+        out.append((name, kind, args, len(m._forward_hooks) + len(m._forward_pre_hooks)))
+    return (n_args, type(module).forward, module.__dict__.get("forward"), tuple(out))
 
 
 def recognise(func: Any, n_args: int, dim: int, k: int) -> Field:
     """The Field of `func` called with n_args arguments (2: (t, y), 3: (t, y, args)) on states of
     `dim` values with `k` conditioning inputs; a Refusal naming what is not supported."""
+    return recognise_memo(func, n_args, dim, k)[0]
+
+
+def recognise_memo(func: Any, n_args: int, dim: int, k: int) -> Tuple[Field, Dict[Any, Any]]:
+    """recognise's Field, and a dict kept with it for the caller's own results of it (emptied
+    whenever the module is recognised again: its tree changed)."""
     if not isinstance(func, nn.Module):
         name = getattr(func, "__qualname__", type(func).__name__)
         # a plain function is traced too, to name what it computes; then refused
@@ -127,13 +138,14 @@ def recognise(func: Any, n_args: int, dim: int, k: int) -> Field:
                       "nn.Module whose forward is net(y), net(cat([y, t...])) or "
                       f"net(cat([y, args])), optionally times a learnt scale, net a chain of "
                       f"{SUPPORTED}")
-    key = _fingerprint(func, n_args)
+    key = (_fingerprint(func, n_args), dim, k)
     hit = _CACHE.get(func)
-    if hit is not None and hit[0] == (key, dim, k):
-        return hit[1]
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
     field = _recognise(func, n_args, dim, k)
-    _CACHE[func] = ((key, dim, k), field)
-    return field
+    memo: Dict[Any, Any] = {}
+    _CACHE[func] = (key, field, memo)
+    return field, memo
 
 
 def _trace(module: nn.Module, n_args: int) -> torch.fx.Graph:
@@ -235,6 +247,9 @@ def _cat_parts(node: Any) -> Optional[List[Any]]:
 
 
 def _recognise(module: nn.Module, n_args: int, dim: int, k: int) -> Field:
+    if "forward" in module.__dict__:
+        raise Refusal(f"{type(module).__name__}: a forward set on the module itself (torch.fx "
+                      "traces its class's forward, which calling the module would not run)")
     for name, m in module.named_modules():
         if m._forward_hooks or m._forward_pre_hooks:
             raise Refusal(f"{type(module).__name__}: the module {name or '(root)'} "

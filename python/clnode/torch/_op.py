@@ -10,8 +10,9 @@ first_step, t_final.
 
 The tape is an output: a forward whose spec says "keep" (the front ends set it where a gradient
 may be asked for: grad mode on and an input that requires grad) solves with keep_tape and returns
-the library's tape bytes (clnode_solution_tape_export: the solution, its saved points and its
-tape, doc/gradient.md) as a uint8 tensor, of a size known only once solved (its fake is a
+the library's tape bytes (clnode_solution_tape_export: what the reverse pass reads, the
+solution's statistics, its saved points' counts and times and its tape, not the saved values,
+which are ys; doc/gradient.md) as a uint8 tensor, of a size known only once solved (its fake is a
 data-dependent size); otherwise the tape is empty. solve_vjp(ys_bar, tape, params, spec) imports
 them (clnode_solution_tape_import, which checks every part and the model's fingerprint) and runs
 the library's reverse pass from them. The op is functional: its outputs are a function of its
@@ -25,49 +26,67 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .. import _model, _solve
+from .. import _clnode, _model, _solve
 from . import _cuda
 
 def _np(x: Tensor) -> np.ndarray:
+    """A CPU tensor's values as numpy: a view of its memory (no copy) for a contiguous CPU
+    tensor, which the extension reads as it is (float32 converted to float64 exactly where the
+    library takes float64)."""
     return x.detach().cpu().numpy()
 
 
 @functools.lru_cache(maxsize=64)
 def _config(spec: str) -> Dict[str, Any]:
-    """The spec's dict (read once per spec)."""
-    return json.loads(spec)
+    """The spec's dict (read once per spec), with the extension's solve options of each
+    precision already checked and converted (clnode.solve's own checks, once per spec)."""
+    cfg = json.loads(spec)
+    base = dict(cfg["options"], method=cfg["method"])
+    if cfg["keep"]:
+        base["keep_tape"] = True
+    cfg["opts"] = {}
+    for prec in ("fp32", "fp64"):
+        for auto in (False, True):
+            o = _solve._table_options(dict(base, precision=prec, **(
+                {"dt0_auto": True} if auto else {})))
+            o.update(save_t0=False, save_t1=False, save_steps=False)
+            cfg["opts"][prec, auto] = o
+    return cfg
 
 
 def _model_of(params: Sequence[Tensor], cfg: Dict[str, Any]) -> _model.MLP:
+    """The library's model of the parameters: made by the extension from views of the tensors'
+    memory (float32 or float64 as they are: the model keeps them in float64, exactly, one copy;
+    clnode.MLP's argument checks are the field recognition's here, and the library checks the
+    values)."""
     it = iter(params)
     ws: List[np.ndarray] = []
     bs: List[Optional[np.ndarray]] = []
-    # float32 or float64 as they are: MLP keeps them in float64 (exactly), one copy
     for has_b in cfg["has_bias"]:
         ws.append(_np(next(it)))
         bs.append(_np(next(it)) if has_b else None)
-    scale = _np(next(it)) if cfg["has_scale"] else None
-    return _model.MLP(ws, bs, activation=cfg["activation"],
-                      final_activation=cfg["final_activation"], time_input=cfg["time_input"],
-                      inputs=cfg["inputs"], out_scale=scale)
+    scale = _np(next(it)).reshape(-1) if cfg["has_scale"] else None
+    return _model.MLP._wrap(_clnode.Model.from_arrays(
+        ws, bs, cfg["activation"], cfg["final_activation"], bool(cfg["time_input"]),
+        int(cfg["inputs"]), scale))
 
 
 def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Tensor,
-         save_ts: Tensor, spec: str, keep_tape: bool) -> Any:
-    """The clnode.Solution of the op's inputs (solved with keep_tape when asked)."""
+         save_ts: Tensor, spec: str) -> Tuple[Any, ...]:
+    """The extension's solve of the op's inputs (solved with keep_tape where the spec says
+    "keep"): (ts, ys, stats, t_final, certificate, tape, first_step), as clnode.solve's; the
+    arguments are clnode.solve's, made once per spec (_config) and from the tensors' memory."""
     cfg = _config(spec)
     model = _model_of(params, cfg)
     tm = _np(times)
-    dt0 = tm[2]
-    auto = bool(np.isnan(dt0).any())
-    opts = dict(cfg["options"])
-    if keep_tape:
-        opts["keep_tape"] = True
-    sol = _solve.solve(model, _np(y0), t0=tm[0], t1=tm[1], dt0="auto" if auto else dt0,
-                       args=None if args is None else _np(args),
-                       saveat=_solve.SaveAt(ts=_np(save_ts)), method=cfg["method"],
-                       precision="fp64" if y0.dtype == torch.float64 else "fp32", **opts)
-    return sol
+    auto = bool(np.isnan(tm[2]).any())
+    opts = cfg["opts"]["fp64" if y0.dtype == torch.float64 else "fp32", auto]
+    extra: Dict[str, Any] = dict(save_ts=_np(save_ts), t0s=tm[0], t1s=tm[1])
+    if not auto:
+        extra["dt0s"] = tm[2]
+    if args is not None:
+        extra["inputs"] = _np(args)
+    return _solve._run(None, None, model, _np(y0), opts, extra)
 
 
 @torch.library.custom_op("clnode::solve", mutates_args=())
@@ -77,24 +96,17 @@ def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Te
     if _cuda.on_device(y0, times, save_ts):  # CUDA tensors on their device, no copy
         cfg = _config(spec)
         return _cuda.solve(y0, args, _model_of(params, cfg), times, save_ts, cfg, keep)
-    sol = _run(y0, args, params, times, save_ts, spec, keep)
-    tape = torch.empty((sol._tape.nbytes if keep else 0,), dtype=torch.uint8)
+    out = _run(y0, args, params, times, save_ts, spec)
+    tape = torch.empty((out[5].nbytes if keep else 0,), dtype=torch.uint8)
     if keep:
-        sol._tape.export_into(tape.numpy())  # written in place: no copy
-    ys = _tensor(sol.ys, y0.device)
-    st = sol.stats
-    res = np.asarray(sol.result).reshape(-1).astype(np.int64)  # the Result codes
-    stats = np.stack([res] + [np.asarray(st[k], dtype=np.int64).reshape(-1) for k in (
-        "num_steps", "num_accepted_steps", "num_rejected_steps", "num_rhs_evals")], axis=1)
-    tinfo = np.stack([np.asarray(st["first_step"], dtype=np.float64).reshape(-1),
-                      np.asarray(sol.t_final, dtype=np.float64).reshape(-1)], axis=1)
-    return ys, _tensor(stats, y0.device), _tensor(tinfo, y0.device), tape.to(y0.device)
-
-
-def _tensor(a: np.ndarray, device: torch.device) -> Tensor:
-    """A numpy result as a tensor on `device` (on the CPU: sharing its memory, no copy)."""
-    t = torch.from_numpy(np.ascontiguousarray(a))
-    return t if device.type == "cpu" else t.to(device)
+        out[5].export_into(tape.numpy())  # written in place: no copy
+    # the extension's arrays, new and contiguous: the tensors share their memory
+    stats = torch.from_numpy(out[2])  # result, num_steps, accepted, rejected, rhs_evals
+    tinfo = torch.from_numpy(np.stack([out[6], out[3]], axis=1))  # first_step, t_final
+    ys = torch.from_numpy(out[1])
+    if y0.device.type != "cpu":
+        return ys.to(y0.device), stats.to(y0.device), tinfo.to(y0.device), tape.to(y0.device)
+    return ys, stats, tinfo, tape
 
 
 @solve_op.register_fake
@@ -116,21 +128,29 @@ def solve_vjp_op(ys_bar: Tensor, tape: Tensor, params: List[Tensor], spec: str) 
         raise RuntimeError("clnode::solve_vjp: the forward kept no tape (it ran without a "
                            "gradient wanted: grad mode off or no input requiring grad)")
     model = _model_of(params, cfg)
-    # the cotangent read as float64 (exactly) by the reverse pass
-    g = _solve.vjp_from_tape(model, tape.detach().cpu().numpy(), _np(ys_bar))
-    out = [torch.from_numpy(np.ascontiguousarray(g.y0)).to(ys_bar)]
-    out.append(torch.from_numpy(np.ascontiguousarray(g.args)).to(ys_bar) if cfg["inputs"]
-               else ys_bar.new_empty((0,)))
-    names = []
-    for i, has_b in enumerate(cfg["has_bias"]):
-        names.append(f"layers.{i}.weight")
-        if has_b:
-            names.append(f"layers.{i}.bias")
+    # the cotangent read as float64 (exactly) by the reverse pass; the tape's bytes read in place
+    cot = ys_bar.detach().cpu().to(torch.float64).contiguous().numpy()
+    buf = tape.detach().cpu().contiguous().numpy()
+    g = _solve._on_context(_solve._reverse_device(None, None), lambda ctx: _clnode.tape_import(
+        ctx, model._m, buf, cot.shape[1]).gradient(ctx, cot))
+    out = [_like(g["y0"], ys_bar)]
+    out.append(_like(g["inputs"], ys_bar) if cfg["inputs"] else ys_bar.new_empty((0,)))
+    flat = []
+    for w, b in zip(g["weights"], g["biases"]):
+        flat.append(w)
+        if b is not None:
+            flat.append(b)
     if cfg["has_scale"]:
-        names.append("out_scale")
-    for name, p in zip(names, params):
-        out.append(torch.from_numpy(np.ascontiguousarray(g.params[name])).reshape(p.shape).to(p))
+        flat.append(g["out_scale"])
+    for a, p in zip(flat, params):
+        out.append(_like(a, p).reshape(p.shape))
     return out
+
+
+def _like(a: np.ndarray, like: Tensor) -> Tensor:
+    """The extension's float64 array as a tensor of like's dtype and device (float64 on the
+    CPU: its memory, no copy)."""
+    return torch.from_numpy(a).to(dtype=like.dtype, device=like.device)
 
 
 @solve_vjp_op.register_fake
