@@ -69,6 +69,21 @@ CLN_INLINE void cln_init_traj(size_t b, CLN_CONST cln_consts *K, CLN_CONST cln_i
     is->done = !(tau0 < tau1) || b >= (size_t)KI->Breal;
 }
 
+/* The check of a solve from device arrays (clnode/device_solve.h) on the device: FLAG[b] = the
+ * first of row b's `cols` values X[off + b ld + n] that is not finite, counted from 1, or 0 when
+ * all are (b < rows; the host path checks y0 and the inputs on the host instead). */
+CLN_INLINE void cln_nonfinite_row(size_t b, cln_long rows, cln_long cols, cln_long ld, cln_long off,
+                                  CLN_CONST real *X, CLN_GLOBAL cln_long *FLAG)
+{
+    if ((cln_long)b >= rows)
+        return;
+    cln_long first = 0;
+    for (cln_long n = cols; n-- > 0;)
+        if (!isfinite(X[(size_t)off + b * (size_t)ld + (size_t)n]))
+            first = n + 1;
+    FLAG[b] = first;
+}
+
 /* Time of stage i: tau_next exactly when c_i == 1 ("no floating point error"), else
  * tau_prev + c_i h. */
 CLN_INLINE real cln_stage_time(real c, real t, real tn)

@@ -254,6 +254,13 @@ __kernel void cln_rev_zero(__global real *buf, long off, long n)
     cln_rev_zero_body(CLN_GX, buf, off, n);
 }
 
+/* cln_nonfinite_rows (cln_step.h: cln_nonfinite_row): x = row. */
+__kernel void cln_nonfinite_rows(long rows, long cols, long ld, long off, __global const real *X,
+                                 __global long *FLAG)
+{
+    cln_nonfinite_row(CLN_GX, rows, cols, ld, off, X, FLAG);
+}
+
 __kernel void cln_rev_inputs(__global const long *JOB, __global const long *RL,
                              __global const real *INP, __global real *Z)
 {

@@ -268,6 +268,16 @@ extern "C" __global__ void cln_rev_zero(real *buf, long long off, long long n, c
     cln_rev_zero_body(x, buf, off, n);
 }
 
+/* cln_nonfinite_rows (cln_step.h: cln_nonfinite_row): x = row. */
+extern "C" __global__ void cln_nonfinite_rows(long long rows, long long cols, long long ld,
+                                              long long off, const real *X, long long *FLAG,
+                                              cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    (void)y;
+    cln_nonfinite_row(x, rows, cols, ld, off, X, FLAG);
+}
+
 extern "C" __global__ void cln_rev_inputs(const long long *JOB, const long long *RL,
                                           const real *INP, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {

@@ -4,8 +4,10 @@
 # host's, bit for bit), seed-problem solves at several batch sizes and precisions, and the
 # benchmarks (the forward, and the gradient at B = 1, 1024 and 10^5 against its bare loop and,
 # where JAX has the GPU, against diffrax's jax.grad) and, where a CUDA jaxlib is installed, a
-# shortened run of the JAX training example (examples/neural_ode.py) with JAX on the GPU, all
-# written to one report (what did not run is said so). Run from the repository root.
+# shortened run of the JAX training example (examples/neural_ode.py) with JAX on the GPU, the
+# solves on device memory (clnode_solve_device: test_cuda_adopt, and scripts/gpu_device_arrays.py
+# for clnode.jax's forward on XLA's buffers and clnode.torch's CUDA tensors), all written to one
+# report (what did not run is said so). Run from the repository root.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]
 #       BUILD_DIR: a build directory made elsewhere and copied here (default: build one in
@@ -233,6 +235,9 @@ if [ -n "$BUILD" ]; then
             env PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/diffrax_seed.py" --json "$OUT/diffrax_seed.json"
     fi
     step "conformance cuda" 300 "$T" cuda
+    # the caller's stream adopted, and a solve from and into the caller's device arrays
+    # (clnode_solve_device) against clnode_solve's bits
+    step "cuda-adopt (stream, device arrays)" 120 "$BUILD/tests/backend/test_cuda_adopt"
     # the reverse pass on the GPU against the host's, bit for bit (strict; tf32 is the tensor
     # cores' there and is not compared)
     GC="$BUILD/tests/backend/test_grad_conformance"
@@ -292,6 +297,12 @@ if [ -n "$BUILD" ]; then
         say "    diffrax, equinox and optax in this Python: pip install 'jax[cuda12]' diffrax optax)"
         SUMMARY+=("SKIP  examples/neural_ode.py on the GPU: no CUDA jaxlib here")
     fi
+    # the front ends' solves on device memory (clnode_solve_device): clnode.jax's forward on
+    # XLA's CUDA buffers, clnode.torch's CUDA tensors without a gradient, each against the same
+    # solve from host arrays, bit for bit (a part without JAX on the GPU or CUDA torch says so)
+    step "front ends on device memory (scripts/gpu_device_arrays.py)" 240 \
+        env PYTHONPATH="$OUT/py${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 python3 \
+        "$ROOT/scripts/gpu_device_arrays.py"
 fi
 
 say ""

@@ -283,6 +283,21 @@ typedef struct cln_backend_ops {
      * most a few times per solve (the capacity doubles); allocates nothing. */
     clnode_status (*solve_rebind)(cln_backend *be, cln_solve_dev *sd);
 
+    /* Optional (NULL: the backend solves from no caller's arrays, clnode/device_solve.h): a
+     * buffer handle for a caller's array of the backend's kind (OpenCL: a cl_mem of the
+     * context's cl_context; CUDA: a device pointer; the host: a host pointer) that holds at least
+     * `bytes` bytes from byte `offset`, refused (CLNODE_ERR_INVALID_ARGUMENT, naming `what`)
+     * where the backend can tell it does not. The handle covers the array from its start (the
+     * caller passes `offset` to copy_rows and buf_read); buf_free releases the handle and never
+     * the caller's memory. */
+    clnode_status (*buf_adopt)(cln_backend *be, void *handle, size_t offset, size_t bytes,
+                               const char *what, cln_buf **out);
+    /* Optional (NULL with buf_adopt): cln_nonfinite_row (cl/cln_step.h) in precision prec for
+     * rows [0, rows) of X (values at element off + row * ld, cols of them) into the int64 array
+     * FLAG, enqueued like a kernel. */
+    clnode_status (*nonfinite_rows)(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
+                                    size_t ld, size_t cols, size_t rows, cln_buf *FLAG);
+
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */
     void (*facts)(const cln_backend *be, clnode_device_facts *out);

@@ -152,10 +152,11 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
 
 /* Phase 0: the problem is valid and the device can solve it (precision; the tolerance against
  * the measured precision of its GEMM). */
-static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
-                               const clnode_solve_options *o, const clnode_problem *p)
+clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
+                        const clnode_solve_options *o, const clnode_problem *p, int device)
 {
-    const clnode_status st = cln_validate(ctx, model, o, p);
+    const clnode_status st =
+        device ? cln_validate_device(ctx, model, o, p) : cln_validate(ctx, model, o, p);
     if (st != CLNODE_OK)
         return st;
     const clnode_status pst = cln_check_device_precision(ctx, o->precision, o->gemm_precision, "solve");
@@ -165,7 +166,7 @@ static clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
 }
 
 /* Phase 1: the sizes of every buffer and the interval in tau (nothing allocated). */
-static clnode_status cln_size(cln_run *r)
+clnode_status cln_size(cln_run *r)
 {
     const size_t batch = r->p->batch;
     const clnode_solve_options *o = r->o;
@@ -221,7 +222,7 @@ static clnode_status cln_size(cln_run *r)
 /* Phase 2: every buffer of the solve, once; nothing is allocated after this phase until the
  * results are read back, except the saved steps' longer rows (cln_grow_steps, O(log steps) times
  * between groups of steps). */
-static clnode_status cln_allocate(cln_run *r)
+clnode_status cln_allocate(cln_run *r)
 {
     const clnode_solve_options *o = r->o;
     const clnode_model *model = r->model;
@@ -286,17 +287,13 @@ fail:
     return st;
 }
 
-/* Phase 3: the model, the constants, the save times and y0 to the device (padding rows of Y
- * stay zero). */
-static clnode_status cln_upload_problem(cln_run *r)
+/* Phase 3, the part every solve uploads from the host: the model and the constants. */
+clnode_status cln_upload_model(cln_run *r)
 {
-    const clnode_problem *p = r->p;
     const clnode_model *model = r->model;
     cln_backend *be = r->be;
     cln_solve_dev *sd = &r->sd;
     clnode_status st = CLNODE_OK;
-    double *tsbuf = NULL, *zrows = NULL;
-    cln_rstate_d *rows = NULL;
     /* a backend that still holds this model's packed weights does not read W and bias */
     const int kept = be->ops->model_kept && be->ops->model_kept(be, sd);
     for (size_t l = 0; l < model->num_layers && !kept; ++l) {
@@ -316,6 +313,35 @@ static clnode_status cln_upload_problem(cln_run *r)
         CLN_TRY(st, cln_upload(be, sd, sd->CR, 0, flat, CLN_CONSTS_REALS));
         CLN_TRY(st, be->ops->buf_write(be, sd->CI, 0, sizeof r->KI, &r->KI));
     }
+fail:
+    return st;
+}
+
+/* Phase 3, each trajectory's state row (its interval and first step). */
+clnode_status cln_upload_rows(cln_run *r)
+{
+    cln_solve_dev *sd = &r->sd;
+    cln_rstate_d *rows = malloc(sd->B * sizeof *rows);
+    CLN_CHECK(r->ctx, rows, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the trajectories' rows");
+    cln_problem_rows(r, rows);
+    const clnode_status st = cln_upload(r->be, sd, sd->RS, 0, (const double *)(const void *)rows,
+                                        sd->B * CLN_RSTATE_REALS);
+    free(rows);
+    return st;
+}
+
+/* Phase 3: the model, the constants, the save times and y0 to the device (padding rows of Y
+ * stay zero). */
+static clnode_status cln_upload_problem(cln_run *r)
+{
+    const clnode_problem *p = r->p;
+    const clnode_model *model = r->model;
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    double *tsbuf = NULL, *zrows = NULL;
+    clnode_status st = cln_upload_model(r);
+    if (st != CLNODE_OK)
+        return st;
     if (p->n_save_ts) {
         /* one list, or a row per trajectory; the padding rows (never stepped) repeat the last */
         const size_t nt = p->n_save_ts, rows = p->save_ts_per_trajectory ? sd->B : 1;
@@ -332,14 +358,7 @@ static clnode_status cln_upload_problem(cln_run *r)
         CLN_TRY(st, cln_upload(be, sd, sd->TS, 0, tsbuf, rows * nt));
     }
     CLN_TRY(st, cln_upload(be, sd, sd->Y, 0, p->y0, sd->Breal * sd->N));
-    rows = malloc(sd->B * sizeof *rows);
-    if (!rows) {
-        st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the trajectories' rows");
-        goto fail;
-    }
-    cln_problem_rows(r, rows);
-    CLN_TRY(st, cln_upload(be, sd, sd->RS, 0, (const double *)(const void *)rows,
-                           sd->B * CLN_RSTATE_REALS));
+    CLN_TRY(st, cln_upload_rows(r));
     if (model
             ->num_inputs) { /* the inputs' columns of Z, written once (cln_stage_elem skips them) */
         const size_t k = model->num_inputs, c0 = sd->ldz - k;
@@ -354,7 +373,6 @@ static clnode_status cln_upload_problem(cln_run *r)
     }
 fail:
     free(tsbuf);
-    free(rows);
     free(zrows);
     return st;
 }
@@ -382,7 +400,7 @@ static clnode_status cln_select_dt0(cln_run *r)
 /* Phase 4: the backend's per-solve set-up, the initial state of every trajectory (with dt0_auto,
  * its first step chosen) and, for FSAL methods, f(t0, y0) (reused as the first stage of the first
  * step; dt0_auto computed it already). */
-static clnode_status cln_begin(cln_run *r)
+clnode_status cln_begin(cln_run *r)
 {
     cln_backend *be = r->be;
     clnode_status st = be->ops->solve_begin(be, &r->sd);
@@ -433,7 +451,7 @@ static clnode_status cln_progress(cln_run *r, size_t active, long steps)
  * trajectory is frozen (or max_steps attempts were enqueued), compacting the live rows as
  * trajectories freeze; a progress report at most once a second. Allocates nothing, except when
  * the saved steps need longer rows (cln_grow_steps, between groups, O(log steps) times). */
-static clnode_status cln_loop(cln_run *r)
+clnode_status cln_loop(cln_run *r)
 {
     cln_backend *be = r->be;
     const clnode_solve_options *o = r->o;
@@ -487,7 +505,7 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
     if (st != CLNODE_OK)
         return st;
     problem = &pfull;
-    st = cln_check(ctx, model, opts, problem);
+    st = cln_check(ctx, model, opts, problem, 0);
     if (st != CLNODE_OK)
         return st;
     cln_backend *be = ctx->backend;

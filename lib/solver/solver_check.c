@@ -77,12 +77,12 @@ static void cln_traj_who(char *who, size_t n, int per_traj, size_t b)
 }
 /* Precision, GEMM mode, guard, the interval and the step budget. */
 static clnode_status cln_validate_problem(clnode_context *ctx, const clnode_solve_options *o,
-                                          const clnode_problem *p)
+                                          const clnode_problem *p, int device)
 {
     const size_t batch = p->batch;
     CLN_CHECK(ctx, batch >= 1 && batch <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_problem.batch = %zu is out of range (1 to %d)", batch, INT32_MAX);
-    CLN_CHECK(ctx, p->y0, CLNODE_ERR_INVALID_ARGUMENT,
+    CLN_CHECK(ctx, device || p->y0, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_problem.y0 is NULL: no initial states for %zu trajectories", batch);
     clnode_status st = cln_validate_options(ctx, o, 0);
     if (st != CLNODE_OK)
@@ -136,7 +136,7 @@ static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_s
 /* The save times: one list shared by the batch (inside the one shared interval; per-trajectory
  * intervals clip it), or a row per trajectory, each inside its own trajectory's interval. */
 static clnode_status cln_validate_save_ts(clnode_context *ctx, const clnode_solve_options *o,
-                                          const clnode_problem *p)
+                                          const clnode_problem *p, int device)
 {
     const size_t nt = p->n_save_ts;
     CLN_CHECK(ctx, p->save_ts_per_trajectory == 0 || p->save_ts_per_trajectory == 1,
@@ -144,7 +144,7 @@ static clnode_status cln_validate_save_ts(clnode_context *ctx, const clnode_solv
               "clnode_problem.save_ts_per_trajectory = %d: 0 (one list shared by the batch) or 1 "
               "(a list per trajectory)",
               p->save_ts_per_trajectory);
-    CLN_CHECK(ctx, nt == 0 || p->save_ts, CLNODE_ERR_INVALID_ARGUMENT,
+    CLN_CHECK(ctx, nt == 0 || p->save_ts || device, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_problem.n_save_ts = %zu save times but clnode_problem.save_ts is NULL", nt);
     CLN_CHECK(ctx, nt <= INT32_MAX, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_problem.n_save_ts = %zu: too many save times", nt);
@@ -153,6 +153,8 @@ static clnode_status cln_validate_save_ts(clnode_context *ctx, const clnode_solv
               CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_problem: %zu trajectories x n_save_ts = %zu save times overflow", p->batch,
               nt);
+    if (device)
+        return CLNODE_OK; /* the times are the caller's device array */
     const double dir = cln_direction(o, p);
     const int rows = p->save_ts_per_trajectory;
     const int shared = !rows && !p->t0s && !p->t1s; /* one list in one interval */
@@ -185,7 +187,7 @@ static clnode_status cln_validate_inputs(clnode_context *ctx, const clnode_model
 {
     const size_t batch = p->batch;
     const double *y0 = p->y0;
-    const clnode_status st = cln_validate_save_ts(ctx, o, p);
+    const clnode_status st = cln_validate_save_ts(ctx, o, p, 0);
     if (st != CLNODE_OK)
         return st;
     const size_t N = clnode_model_dim(model);
@@ -285,7 +287,8 @@ static clnode_status cln_validate_range(clnode_context *ctx, const clnode_model 
          model->num_inputs},
     };
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; ++k) {
-        const size_t i = cln_first_beyond_fp32(arr[k].v, arr[k].n);
+        /* a solve from device arrays: those are in the state precision already */
+        const size_t i = arr[k].v ? cln_first_beyond_fp32(arr[k].v, arr[k].n) : arr[k].n;
         if (i == arr[k].n)
             continue;
         if (arr[k].v == p->save_ts && p->save_ts_per_trajectory)
@@ -393,11 +396,29 @@ clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
     CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
     clnode_status st = cln_validate_method(ctx, o->method);
     if (st == CLNODE_OK)
-        st = cln_validate_problem(ctx, o, p);
+        st = cln_validate_problem(ctx, o, p, 0);
     if (st == CLNODE_OK)
         st = cln_validate_controller(ctx, o);
     if (st == CLNODE_OK)
         st = cln_validate_inputs(ctx, model, o, p);
+    if (st == CLNODE_OK)
+        st = cln_validate_range(ctx, model, o, p);
+    if (st == CLNODE_OK)
+        st = cln_validate_collapse(ctx, o, p);
+    return st;
+}
+
+clnode_status cln_validate_device(clnode_context *ctx, const clnode_model *model,
+                                  const clnode_solve_options *o, const clnode_problem *p)
+{
+    CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
+    clnode_status st = cln_validate_method(ctx, o->method);
+    if (st == CLNODE_OK)
+        st = cln_validate_problem(ctx, o, p, 1);
+    if (st == CLNODE_OK)
+        st = cln_validate_controller(ctx, o);
+    if (st == CLNODE_OK)
+        st = cln_validate_save_ts(ctx, o, p, 1);
     if (st == CLNODE_OK)
         st = cln_validate_range(ctx, model, o, p);
     if (st == CLNODE_OK)

@@ -6,6 +6,7 @@
  *   solver_setup.c    the solve's buffers, its state rows and constants, the saved rows read back
  *   solver_save.c     the solution and its accessors, the saved steps' growth, the read-back
  *   solver_compact.c  active-set compaction, and the solution's rows put back in order
+ *   solver_device.c   a solve from and into the caller's device arrays (clnode_solve_device)
  *   tape.c            the tape of a kept solve (keep_tape)
  */
 #ifndef CLN_SOLVER_INTERNAL_H
@@ -99,6 +100,10 @@ double cln_first_step(const clnode_solve_options *o, clnode_precision p, double 
 /* Every check of the problem before anything is allocated (Phase 0 with the guard). */
 clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
                            const clnode_solve_options *o, const clnode_problem *p);
+/* The same for a solve from device arrays (solver_device.c): p holds no arrays but the host's
+ * per-trajectory times; the values of y0, the inputs and the save times are not read. */
+clnode_status cln_validate_device(clnode_context *ctx, const clnode_model *model,
+                                  const clnode_solve_options *o, const clnode_problem *p);
 /* `n` doubles rounded to the solve's precision to element `off` of buf; `n` elements from element
  * `off` of buf into doubles. */
 clnode_status cln_upload(cln_backend *be, const cln_solve_dev *sd, cln_buf *buf, size_t off,
@@ -107,6 +112,19 @@ clnode_status cln_download(cln_backend *be, const cln_solve_dev *sd, cln_buf *bu
                            double *dst, size_t n);
 /* diffrax's t1_clip_floor: t1 stepped 100 times towards -inf. */
 double cln_clip_floor(clnode_precision p, double tau1);
+
+/* ---- solver.c: the phases, which solver_device.c runs too ---- */
+
+/* Phase 0 (device: the problem's arrays are the caller's device arrays, not read), 1 (sizes),
+ * 2 (buffers), 3 (the model and constants; the state rows), 4 (begin) and 5 (the loop). */
+clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
+                        const clnode_solve_options *o, const clnode_problem *p, int device);
+clnode_status cln_size(cln_run *r);
+clnode_status cln_allocate(cln_run *r);
+clnode_status cln_upload_model(cln_run *r);
+clnode_status cln_upload_rows(cln_run *r);
+clnode_status cln_begin(cln_run *r);
+clnode_status cln_loop(cln_run *r);
 
 /* ---- solver_setup.c ---- */
 
@@ -125,6 +143,9 @@ clnode_status cln_download_rows(cln_run *r, cln_buf *src, size_t width, size_t c
 /* Phase 6: the solution, every result read back; the saved steps' growth between two groups of
  * steps. */
 clnode_status cln_collect(cln_run *r, clnode_solution **out);
+/* A trajectory's statistics from its final state rows. */
+void cln_fill_stats(const cln_run *r, clnode_trajectory_stats *t, const cln_rstate_d *rs,
+                    const cln_istate *is);
 clnode_status cln_grow_steps(cln_run *r, long it, long group);
 
 /* ---- solver_compact.c ---- */

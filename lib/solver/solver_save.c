@@ -119,18 +119,11 @@ static clnode_status cln_solution_alloc(clnode_context *ctx, const clnode_solve_
     return CLNODE_OK;
 }
 
-/* Trajectory b's statistics and saved points from its final state rows (the y_final, dense
- * output and saved steps are already read back). */
-static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
-                                const cln_rstate_d *rs, const cln_istate *is)
+void cln_fill_stats(const cln_run *r, clnode_trajectory_stats *t, const cln_rstate_d *rs,
+                    const cln_istate *is)
 {
     const clnode_solve_options *o = r->o;
-    const clnode_problem *p = r->p;
-    const double *y0 = p->y0;
     const clnode_method *m = r->m;
-    const clnode_precision prec = r->sd.prec;
-    const size_t N = s->N;
-    clnode_trajectory_stats *t = &s->stats[b];
     t->struct_size = sizeof *t;
     t->result = (clnode_result)is->result;
     t->num_steps = is->nsteps;
@@ -143,6 +136,20 @@ static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
                                : sel + (long)m->stages * t->num_steps;
     t->first_step = steps ? r->dir * rs->dt0 : 0.0;
     t->t_final = r->dir * rs->t;
+}
+
+/* Trajectory b's statistics and saved points from its final state rows (the y_final, dense
+ * output and saved steps are already read back). */
+static void cln_fill_trajectory(const cln_run *r, clnode_solution *s, size_t b,
+                                const cln_rstate_d *rs, const cln_istate *is)
+{
+    const clnode_solve_options *o = r->o;
+    const clnode_problem *p = r->p;
+    const double *y0 = p->y0;
+    const clnode_precision prec = r->sd.prec;
+    const size_t N = s->N;
+    clnode_trajectory_stats *t = &s->stats[b];
+    cln_fill_stats(r, t, rs, is);
     if (s->cap[CLNODE_SAVE_T0]) {
         s->count[CLNODE_SAVE_T0][b] = 1;
         s->ts[CLNODE_SAVE_T0][b] = cln_round(prec, cln_t0(o, p, b));

@@ -64,6 +64,10 @@ static PyMethodDef module_methods[] = {
      "clnode.jax's XLA custom calls: their capsules and functions (_clnode_xla.h)"},
     {"_xla_cuda", clnode_xla_cuda_functions, METH_NOARGS,
      "clnode.jax's XLA custom calls on the CUDA platform: their capsules (_clnode_xla_cuda.h)"},
+    {"solve_cuda", (PyCFunction)(void (*)(void))solve_cuda, METH_VARARGS | METH_KEYWORDS,
+     "solve_cuda(model, options, *, device, stream, batch, y0, ys, save_ts, n_ts, ts_rows, "
+     "inputs, t0s=None, t1s=None, dt0s=None) -> (stats, tinfo, saved): a solve of CUDA device "
+     "arrays (pointers) on the caller's stream (clnode_solve_device)"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
     {NULL, NULL, 0, NULL},
 };

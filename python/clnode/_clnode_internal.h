@@ -13,6 +13,7 @@
  *   _clnode_options.c  the solve option table, its flags and a solve's options from a dict
  *   _clnode_solve.c    Context.solve: its arrays, certificate and solution; save_slots
  *   _clnode_tape.c     Tape: a solution kept for its reverse pass
+ *   _clnode_cuda.c     solve_cuda: clnode.torch's CUDA tensors solved on their device
  * Every name here is the extension's own: the version script (_clnode.map) keeps all but
  * PyInit__clnode private. Each file includes this header before any standard header, as Python.h
  * must be. */
@@ -128,6 +129,9 @@ int context_ok(ContextObject *self);
 
 /* Context.solve (_clnode_solve.c) */
 PyObject *context_solve(ContextObject *self, PyObject *args, PyObject *kw);
+
+/* solve_cuda(...): a solve of CUDA device arrays on the caller's stream (_clnode_cuda.c) */
+PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw);
 
 /* ------------------------------------------------------------------------------------------------
  * The solve options (_clnode_options.c) and the module functions of solves and devices */

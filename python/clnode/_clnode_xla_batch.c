@@ -55,12 +55,11 @@ int per_traj(const xla_op *o, const int64_t *lead, size_t nl, const size_t *sel,
     return *arr ? 0 : -1;
 }
 
-/* The solve's options, problem and model of trajectories sel[0..m) (m >= 1); scale_vector: the
- * model's output scale one value per component (for the factor's gradient). Returns 0, or -1
- * with e set. */
-int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
-                const size_t *sel, size_t m, const int *kept_axis, int scale_vector, xla_ctx *xc,
-                xla_batch *x, clnode_model **model, xla_fail *e)
+/* batch_setup, and with arrays 0 its part without y0, args and the save times (which the
+ * CUDA forward leaves on the device). */
+static int setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
+                 const size_t *sel, size_t m, const int *kept_axis, int scale_vector,
+                 clnode_context *ctx, xla_batch *x, clnode_model **model, xla_fail *e, int arrays)
 {
     memset(x, 0, sizeof *x);
     x->B = m;
@@ -86,8 +85,8 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
     x->p.batch = m;
     const size_t N = pl->n;
     double t0, t1, dt0;
-    x->y0 = gather(&ops[0], lead, nl, sel, m);
-    if (!x->y0 || per_traj(&ops[1], lead, nl, sel, m, &t0, &x->t0s) ||
+    x->y0 = arrays ? gather(&ops[0], lead, nl, sel, m) : NULL;
+    if ((arrays && !x->y0) || per_traj(&ops[1], lead, nl, sel, m, &t0, &x->t0s) ||
         per_traj(&ops[2], lead, nl, sel, m, &t1, &x->t1s) ||
         per_traj(&ops[3], lead, nl, sel, m, &dt0, &x->dt0s))
         return fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory for the batch's operands");
@@ -101,12 +100,12 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
         x->o.t1 = t1;
     if (!x->dt0s && dt0 != 0.0)
         x->o.dt0 = dt0;
-    if (pl->k) {
+    if (pl->k && arrays) {
         if (!(x->inputs = gather(&ops[5], lead, nl, sel, m)))
             return fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory for args");
         x->p.inputs = x->inputs;
     }
-    if (pl->has_ts) {
+    if (pl->has_ts && arrays) {
         /* one list for the batch unless the save times vary along an axis solved together */
         int rows = 0;
         for (size_t a = 0; a < ops[4].nl; a++)
@@ -172,10 +171,34 @@ int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size
     d.num_inputs = pl->k;
     d.out_scale = x->n_scale ? x->scale : NULL;
     d.out_scale_size = x->n_scale;
-    const clnode_status st = clnode_model_create(xc->ctx, &d, model);
+    const clnode_status st = clnode_model_create(ctx, &d, model);
     if (st != CLNODE_OK)
-        return fail(e, st, "%s", clnode_context_last_error(xc->ctx));
+        return fail(e, st, "%s", clnode_context_last_error(ctx));
     return 0;
+}
+
+/* The solve's options, problem and model of trajectories sel[0..m) (m >= 1); scale_vector: the
+ * model's output scale one value per component (for the factor's gradient). Returns 0, or -1
+ * with e set. */
+int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
+                const size_t *sel, size_t m, const int *kept_axis, int scale_vector, xla_ctx *xc,
+                xla_batch *x, clnode_model **model, xla_fail *e)
+{
+    return setup(pl, ops, lead, nl, sel, m, kept_axis, scale_vector, xc->ctx, x, model, e, 1);
+}
+
+int batch_setup_scalars(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
+                        size_t m, int scale_vector, clnode_context *ctx, xla_batch *x,
+                        clnode_model **model, xla_fail *e)
+{
+    size_t *sel = malloc((m ? m : 1) * sizeof *sel);
+    if (!sel)
+        return fail(e, CLNODE_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < m; i++)
+        sel[i] = i;
+    const int rc = setup(pl, ops, lead, nl, sel, m, NULL, scale_vector, ctx, x, model, e, 0);
+    free(sel);
+    return rc;
 }
 
 /* Solves the batch on xc (cancellable by Ctrl-C). */

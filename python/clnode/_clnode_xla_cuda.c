@@ -1,6 +1,8 @@
 /* _clnode_xla_cuda.c - clnode.jax's forward solve and reverse pass as XLA FFI handlers on XLA's
  * CUDA platform: the handlers of _clnode_xla.c (the same metadata answer, attributes, operand
- * checks, plans, tapes and tokens) run on host copies of the device buffers XLA passes.
+ * checks, plans, tapes and tokens) run on host copies of the device buffers XLA passes, except
+ * a forward solve that can run on XLA's buffers themselves (_clnode_xla_cuda_fwd.c: the plan's
+ * device is CUDA, no tape is kept, ...).
  *
  * A call: the frame's operands and results are checked to be buffers of the dtypes the handlers
  * use; XLA's stream comes from XLA_FFI_Stream_Get; every operand is copied to host memory on that
@@ -34,6 +36,7 @@ enum {
     CUDA_H2D = 1,
     CUDA_D2H = 2
 }; /* cudaMemcpyKind */
+_Static_assert(CUDA_H2D == XLA_CUDA_H2D && CUDA_D2H == XLA_CUDA_D2H, "one cudaMemcpyKind");
 enum {
     CUDA_NO_MEMORY = 2,
     CUDA_NO_DRIVER = 35,
@@ -78,10 +81,27 @@ static void rt_load(void)
         snprintf(g_rt.why, sizeof g_rt.why, "the CUDA runtime lacks an entry point: %s", dlerror());
 }
 
+/* The runtime loaded (once), or the reason it is not: NULL when it is. */
+const char *xla_cuda_runtime(void)
+{
+    pthread_once(&g_rt_once, rt_load);
+    return g_rt.why[0] ? g_rt.why : NULL;
+}
+
+int xla_cuda_copy(void *dst, const void *src, size_t n, int kind, void *stream)
+{
+    return n ? g_rt.memcpy_async(dst, src, n, kind, stream) : 0;
+}
+
+int xla_cuda_sync(void *stream)
+{
+    return g_rt.sync(stream);
+}
+
 /* ---- errors ---- */
 
 /* A failed CUDA call: XLA's code for it and a message naming what failed. */
-static cxf_error *rt_error(const cxf_call_frame *f, const char *what, int e, const char *call)
+cxf_error *xla_cuda_error(const cxf_call_frame *f, const char *what, int e, const char *call)
 {
     const cxf_error_code code = e == CUDA_NO_DRIVER || e == CUDA_NO_DEVICE ? CXF_UNAVAILABLE
                                 : e == CUDA_NO_MEMORY                      ? CXF_RESOURCE_EXHAUSTED
@@ -110,7 +130,7 @@ static size_t dtype_bytes(int d)
 }
 
 /* The bytes of buffer b (a checked operand or result); (size_t)-1 when it is not one. */
-static size_t buffer_bytes(const cxf_buffer *b)
+size_t xla_buffer_bytes(const cxf_buffer *b)
 {
     if (!b || b->struct_size < sizeof *b || b->rank < 0 || (b->rank > 0 && !b->dims))
         return (size_t)-1;
@@ -162,7 +182,7 @@ static cxf_error *stage_plan(const cxf_call_frame *f, const char *what, stage *s
         const size_t k = ret ? i - (size_t)na : i;
         const int type = ret ? (int)f->rets.types[k] : (int)f->args.types[k];
         const cxf_buffer *b = ret ? f->rets.rets[k] : f->args.args[k];
-        const size_t bytes = type == CXF_ARG_BUFFER ? buffer_bytes(b) : (size_t)-1;
+        const size_t bytes = type == CXF_ARG_BUFFER ? xla_buffer_bytes(b) : (size_t)-1;
         if (bytes == (size_t)-1)
             return xla_error(f, CXF_INVALID_ARGUMENT,
                              "%s: %s %zu is not a buffer of a dtype clnode takes (f32, f64, "
@@ -175,6 +195,16 @@ static cxf_error *stage_plan(const cxf_call_frame *f, const char *what, stage *s
         *total += (bytes + 63) / 64 * 64;
     }
     return NULL;
+}
+
+cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *sg)
+{
+    memset(sg, 0, sizeof *sg);
+    if (!CXF_COVERS(f->api, struct cxf_api, stream_get) || !f->api->stream_get)
+        return xla_error(f, CXF_UNIMPLEMENTED, "%s: this XLA has no XLA_FFI_Stream_Get", what);
+    sg->struct_size = sizeof *sg;
+    sg->ctx = f->ctx;
+    return f->api->stream_get(sg);
 }
 
 /* Runs `inner` on host copies of f's device buffers, staged on XLA's stream. */
@@ -193,15 +223,8 @@ static cxf_error *staged(cxf_call_frame *f, cxf_handler *inner, const char *what
         stage_free(&s);
         return err;
     }
-    if (!CXF_COVERS(f->api, struct cxf_api, stream_get) || !f->api->stream_get) {
-        stage_free(&s);
-        return xla_error(f, CXF_UNIMPLEMENTED, "%s: this XLA has no XLA_FFI_Stream_Get", what);
-    }
     cxf_stream_get_args sg;
-    memset(&sg, 0, sizeof sg);
-    sg.struct_size = sizeof sg;
-    sg.ctx = f->ctx;
-    err = f->api->stream_get(&sg);
+    err = xla_stream(f, what, &sg);
     if (!err) {
         pthread_once(&g_rt_once, rt_load);
         if (g_rt.why[0])
@@ -223,11 +246,11 @@ static cxf_error *staged(cxf_call_frame *f, cxf_handler *inner, const char *what
                     ? g_rt.memcpy_async(s.bufs[i].data, dev, s.bytes[i], CUDA_D2H, sg.stream)
                     : 0;
         if (e)
-            err = rt_error(f, what, e, "cudaMemcpyAsync (an operand to the host)");
+            err = xla_cuda_error(f, what, e, "cudaMemcpyAsync (an operand to the host)");
     }
     int e = err ? 0 : g_rt.sync(sg.stream);
     if (e)
-        err = rt_error(f, what, e, "cudaStreamSynchronize (the operands' copies)");
+        err = xla_cuda_error(f, what, e, "cudaStreamSynchronize (the operands' copies)");
     if (!err) {
         cxf_call_frame hf = *f; /* the same call on the host copies */
         hf.args.args = s.ptrs;
@@ -240,11 +263,11 @@ static cxf_error *staged(cxf_call_frame *f, cxf_handler *inner, const char *what
                 ? g_rt.memcpy_async(dev->data, s.bufs[i].data, s.bytes[i], CUDA_H2D, sg.stream)
                 : 0;
         if (e)
-            err = rt_error(f, what, e, "cudaMemcpyAsync (a result to the device)");
+            err = xla_cuda_error(f, what, e, "cudaMemcpyAsync (a result to the device)");
     }
     /* no copy may still read or write the host copies when they are freed below */
     if (s.data && !g_rt.why[0] && (e = g_rt.sync(sg.stream)) != 0 && !err)
-        err = rt_error(f, what, e, "cudaStreamSynchronize (the results' copies)");
+        err = xla_cuda_error(f, what, e, "cudaStreamSynchronize (the results' copies)");
     stage_free(&s);
     return err;
 }
@@ -255,6 +278,9 @@ static cxf_handler *g_fwd, *g_vjp, *g_jvp; /* _clnode_xla.c's, set by clnode_xla
 
 static cxf_error *clnode_xla_cuda_fwd(cxf_call_frame *f)
 {
+    cxf_error *err = NULL;
+    if (xla_cuda_fwd_on_device(f, &err))
+        return err;
     return staged(f, g_fwd, "clnode's CUDA custom call (forward)");
 }
 

@@ -8,6 +8,8 @@
  *   _clnode_xla_fwd.c    the forward handler
  *   _clnode_xla_vjp.c    the reverse handler
  *   _clnode_xla_jvp.c    the tangent handler (forward mode)
+ *   _clnode_xla_cuda.c   the handlers on XLA's CUDA platform: host copies of XLA's buffers
+ *   _clnode_xla_cuda_fwd.c  the CUDA forward on XLA's buffers themselves (clnode_solve_device)
  * Every name here is the extension's own (the version script keeps them private). */
 #ifndef CLNODE_PY_XLA_INTERNAL_H
 #define CLNODE_PY_XLA_INTERNAL_H
@@ -152,6 +154,11 @@ int per_traj(const xla_op *o, const int64_t *lead, size_t nl, const size_t *sel,
 int batch_setup(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
                 const size_t *sel, size_t m, const int *kept_axis, int scale_vector, xla_ctx *xc,
                 xla_batch *x, clnode_model **model, xla_fail *e);
+/* batch_setup's options, per-trajectory times and model of a whole call's m trajectories, without
+ * y0, args and the save times (not read: they may be device memory), the model made on ctx */
+int batch_setup_scalars(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl,
+                        size_t m, int scale_vector, clnode_context *ctx, xla_batch *x,
+                        clnode_model **model, xla_fail *e);
 int batch_solve(xla_batch *x, const clnode_model *model, xla_ctx *xc, int keep, long ckpt,
                 clnode_solution **sol, xla_fail *e);
 xla_tape *batch_tape(const xla_op *tok, const int64_t *lead, size_t nl, size_t B);
@@ -176,5 +183,30 @@ int vjp_run(cxf_call_frame *f, xla_fail *e);
 cxf_error *clnode_xla_vjp(cxf_call_frame *f);
 int jvp_run(cxf_call_frame *f, xla_fail *e);
 cxf_error *clnode_xla_jvp(cxf_call_frame *f);
+
+/* _clnode_xla_cuda.c: the CUDA runtime, loaded on first use (cudaMemcpyKind's values) */
+#define XLA_CUDA_H2D 1
+#define XLA_CUDA_D2H 2
+/* NULL once the runtime is loaded, else why it is not */
+const char *xla_cuda_runtime(void);
+int xla_cuda_copy(void *dst, const void *src, size_t n, int kind, void *stream);
+int xla_cuda_sync(void *stream);
+/* A failed CUDA call e of `call`: XLA's error, its code mapped, the message naming what failed */
+cxf_error *xla_cuda_error(const cxf_call_frame *f, const char *what, int e, const char *call);
+/* The bytes of a buffer of a dtype the handlers take; (size_t)-1 otherwise */
+size_t xla_buffer_bytes(const cxf_buffer *b);
+/* XLA's stream of the call into sg->stream, or XLA's error */
+cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *sg);
+
+/* _clnode_xla_cuda_fwd.c: 1 when the CUDA forward call f ran on XLA's buffers (*err: NULL or its
+ * error), 0 when it is to be staged through the host (nothing done) */
+int xla_cuda_fwd_on_device(cxf_call_frame *f, cxf_error **err);
+/* A context adopting `stream` of CUDA device `device` (clnode_context_create_cuda), free for this
+ * call (created when none is; NULL with e set, its message after `what`); given back after the
+ * call. Only in builds with the CUDA backend (CLNODE_HAVE_CUDA). */
+typedef struct cuda_adopted cuda_adopted;
+cuda_adopted *cuda_adopt_take(int device, void *stream, const char *what, xla_fail *e);
+clnode_context *cuda_adopt_context(const cuda_adopted *a);
+void cuda_adopt_give(cuda_adopted *a);
 
 #endif /* CLNODE_PY_XLA_INTERNAL_H */

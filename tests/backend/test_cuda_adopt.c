@@ -3,7 +3,8 @@
  * is touched, and where "cuda" cannot be opened (no library, no driver, no GPU) the adoption is
  * refused with the same status and a message that says why. With a GPU: a solve on the caller's
  * stream (the legacy default one, and a stream of the test's own) takes the host's steps and
- * gives its bits, and the caller's stream outlives the clnode context. */
+ * gives its bits, and the caller's stream outlives the clnode context; a solve from and into the
+ * caller's device arrays (clnode_solve_device) gives clnode_solve's bits on the same context. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,6 +129,129 @@ static void test_solve_on_stream(void **state)
     clnode_context_destroy(&ref_ctx);
 }
 
+typedef int (*malloc_fn)(void **, size_t);
+typedef int (*free_fn)(void *);
+typedef int (*memcpy_fn)(void *, const void *, size_t, int);
+
+/* With a GPU: y0 and the save times in cudaMalloc'ed memory, the values at the save times and
+ * at t1 written there, on a context adopting the default stream: the same bits and statistics
+ * as clnode_solve of the same values from host arrays on that context (fp32 and fp64, B = 3). */
+static void test_solve_device_arrays(void **state)
+{
+    (void)state;
+    if (g_cuda_st != CLNODE_OK)
+        skip();
+    void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+    if (!rt)
+        rt = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(rt);
+    malloc_fn dmalloc = NULL;
+    free_fn dfree = NULL;
+    memcpy_fn dcopy = NULL;
+    void *sym[3] = {dlsym(rt, "cudaMalloc"), dlsym(rt, "cudaFree"), dlsym(rt, "cudaMemcpy")};
+    assert_true(sym[0] && sym[1] && sym[2]);
+    memcpy(&dmalloc, &sym[0], sizeof dmalloc);
+    memcpy(&dfree, &sym[1], sizeof dfree);
+    memcpy(&dcopy, &sym[2], sizeof dcopy);
+    char msg[TEST_LOG_MSG];
+    clnode_context *ctx = NULL;
+    if (adopt_logged(0, NULL, msg, &ctx) != CLNODE_OK)
+        fail_msg("adopting the default stream: %s", msg);
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    const size_t B = 3, N = clnode_model_dim(m), T = 4;
+    for (int prec = 0; prec < 2; ++prec) {
+        const size_t es = prec ? sizeof(double) : sizeof(float);
+        double y0[3 * 16], ts[4] = {0.1, 0.3, 0.6, 0.9};
+        assert_true(N <= 16);
+        for (size_t i = 0; i < B * N; ++i)
+            y0[i] = prec ? 0.1 * (double)i - 0.4 : (double)(float)(0.1 * (double)i - 0.4);
+        for (size_t j = 0; j < T && !prec; ++j)
+            ts[j] = (double)(float)ts[j];
+        clnode_solve_options o;
+        clnode_solve_default_options(&o);
+        o.precision = prec ? CLNODE_FP64 : CLNODE_FP32;
+        o.save_t1 = 1;
+        clnode_problem p = test_problem(B, y0);
+        p.save_ts = ts;
+        p.n_save_ts = T;
+        clnode_solution *s = NULL;
+        assert_int_equal(clnode_solve(ctx, m, &o, &p, &s), CLNODE_OK);
+        unsigned char hy[3 * 16 * 8], hts[4 * 8], out[3 * 4 * 16 * 8];
+        for (size_t i = 0; i < B * N; ++i) {
+            const float f = (float)y0[i];
+            memcpy(hy + i * es, prec ? (const void *)&y0[i] : (const void *)&f, es);
+        }
+        for (size_t j = 0; j < T; ++j) {
+            const float f = (float)ts[j];
+            memcpy(hts + j * es, prec ? (const void *)&ts[j] : (const void *)&f, es);
+        }
+        void *dy = NULL, *dts = NULL, *dys = NULL, *dy1 = NULL;
+        assert_int_equal(dmalloc(&dy, B * N * es), 0);
+        assert_int_equal(dmalloc(&dts, T * es), 0);
+        assert_int_equal(dmalloc(&dys, B * T * N * es), 0);
+        assert_int_equal(dmalloc(&dy1, B * N * es), 0);
+        assert_int_equal(dcopy(dy, hy, B * N * es, 1), 0);
+        assert_int_equal(dcopy(dts, hts, T * es, 1), 0);
+        clnode_device_problem dp;
+        clnode_device_problem_default(&dp);
+        dp.batch = B;
+        dp.y0.handle = dy;
+        dp.save_ts.handle = dts;
+        dp.n_save_ts = T;
+        dp.ys.handle = dys;
+        dp.y1.handle = dy1;
+        clnode_trajectory_stats st[3];
+        size_t saved[3];
+        if (clnode_solve_device(ctx, m, &o, &dp, st, saved) != CLNODE_OK)
+            fail_msg("clnode_solve_device: %s", clnode_context_last_error(ctx));
+        assert_int_equal(dcopy(out, dys, B * T * N * es, 2), 0);
+        for (size_t b = 0; b < B; ++b) {
+            clnode_trajectory_stats h;
+            assert_int_equal(clnode_solution_stats(s, b, &h), CLNODE_OK);
+            assert_int_equal(st[b].num_steps, h.num_steps);
+            assert_int_equal(st[b].num_accepted, h.num_accepted);
+            assert_int_equal(saved[b], T);
+            size_t n = 0;
+            const double *hys = NULL;
+            assert_int_equal(clnode_solution_saved(s, b, CLNODE_SAVE_TS, &n, NULL, &hys),
+                             CLNODE_OK);
+            for (size_t i = 0; i < n * N; ++i) {
+                double v = 0.0;
+                float f = 0.0f;
+                if (prec)
+                    memcpy(&v, out + (b * T * N + i) * es, es);
+                else {
+                    memcpy(&f, out + (b * T * N + i) * es, es);
+                    v = (double)f;
+                }
+                assert_memory_equal(&v, &hys[i], sizeof v);
+            }
+        }
+        assert_int_equal(dcopy(out, dy1, B * N * es, 2), 0);
+        for (size_t b = 0; b < B; ++b)
+            for (size_t n = 0; n < N; ++n) {
+                double v = 0.0;
+                float f = 0.0f;
+                if (prec)
+                    memcpy(&v, out + (b * N + n) * es, es);
+                else {
+                    memcpy(&f, out + (b * N + n) * es, es);
+                    v = (double)f;
+                }
+                assert_memory_equal(&v, &clnode_solution_y_final(s, b)[n], sizeof v);
+            }
+        dfree(dy);
+        dfree(dts);
+        dfree(dys);
+        dfree(dy1);
+        clnode_solution_destroy(&s);
+    }
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+    dlclose(rt);
+}
+
 int main(void)
 {
     clnode_context *ctx = NULL;
@@ -139,10 +263,9 @@ int main(void)
             return test_device_absent("cuda", g_why);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_arguments),
-        cmocka_unit_test(test_no_cuda),
-        cmocka_unit_test(test_absent_device),
-        cmocka_unit_test(test_solve_on_stream),
+        cmocka_unit_test(test_arguments),           cmocka_unit_test(test_no_cuda),
+        cmocka_unit_test(test_absent_device),       cmocka_unit_test(test_solve_on_stream),
+        cmocka_unit_test(test_solve_device_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,8 @@
  * directions of y0, the inputs and every parameter, the scale's included; the dense output's and
  * t1's points), against the host's tangents bit for bit. CLNODE_OCLGRIND_ONLY=forms runs that
  * model's case alone.
+ * A solve from and into buffers of the device's cl_context (clnode_solve_device, fp32 batch 2,
+ * at an offset) against clnode_solve's bits; CLNODE_OCLGRIND_ONLY=device runs it alone.
  *
  * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
  * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
@@ -42,7 +44,8 @@
 
 #include "clnode.h"
 #include "test_problem.h"
-#include "core/internal.h" /* the contexts' test settings */
+#include "backends/opencl/opencl_internal.h" /* the device's cl_context and queue */
+#include "core/internal.h"                   /* the contexts' test settings */
 #include "test_device.h"
 
 #define N_TS 3
@@ -238,31 +241,7 @@ static int same_tangent(clnode_context *dev, const clnode_model *md, const clnod
  * (the reverse pass's kernels of the inputs, the time column and the scale's one sum), on ctx. */
 static clnode_model *forms_model(clnode_context *ctx)
 {
-    static double w0[8 * 6], w1[3 * 8], b0[8], b1[3];
-    static const double scale = 0.75;
-    for (size_t i = 0; i < 8 * 6; ++i)
-        w0[i] = 0.1 * (double)((i * 7) % 11) - 0.5;
-    for (size_t i = 0; i < 3 * 8; ++i)
-        w1[i] = 0.1 * (double)((i * 5) % 9) - 0.4;
-    for (size_t i = 0; i < 8; ++i)
-        b0[i] = 0.05 * (double)i - 0.2;
-    for (size_t i = 0; i < 3; ++i)
-        b1[i] = 0.1 * (double)i;
-    const size_t sizes[3] = {6, 8, 3};
-    const double *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
-    clnode_model_desc d;
-    clnode_model_default_desc(&d);
-    d.num_layers = 2;
-    d.sizes = sizes;
-    d.weights = ws;
-    d.biases = bs;
-    d.activation = CLNODE_ACT_GELU;
-    d.time_input = 1;
-    d.num_inputs = 2;
-    d.out_scale = &scale;
-    d.out_scale_size = 1;
-    clnode_model *m = NULL;
-    return clnode_model_create(ctx, &d, &m) == CLNODE_OK ? m : NULL;
+    return test_forms_model(ctx, CLNODE_ACT_GELU, 0.75);
 }
 
 /* The forms model's solve of two trajectories with their inputs, saved at ts and t1, kept. */
@@ -304,6 +283,97 @@ static int reverse_forms(clnode_context *dev, clnode_context *host)
 
 /* A simulator is never the device a user gets without naming it: "opencl" and "opencl:cpu" take
  * another device, or none. */
+/* clnode_solve_device on the simulator: y0 and the save times in buffers of the device's own
+ * cl_context, the values at the save times and at t1 written into buffers there (fp32, batch 2,
+ * the copies at an offset), and y0's finiteness kernel, under the checkers: the same bits as
+ * clnode_solve of the same values. */
+static int device_arrays(clnode_context *dev, const clnode_model *md)
+{
+    enum {
+        B = 2,
+        N = 10,
+        PAD = 4
+    };
+    opencl_backend *ob = ocl(dev->backend);
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 0.1;
+    o.max_steps = 2;
+    o.save_t1 = 1;
+    o.precision_guard = CLNODE_GUARD_OFF;
+    float y0f[PAD + B * N], tsf[PAD + N_TS], out[B * N_TS * N + B * N];
+    double y0[B * N];
+    for (size_t i = 0; i < B * N; ++i) {
+        y0f[PAD + i] = (float)(0.1 * (double)(i % 10) - 0.05 * (double)(i / 10));
+        y0[i] = (double)y0f[PAD + i];
+    }
+    for (size_t j = 0; j < N_TS; ++j)
+        tsf[PAD + j] = (float)g_ts[j];
+    double ts[N_TS];
+    for (size_t j = 0; j < N_TS; ++j)
+        ts[j] = (double)tsf[PAD + j];
+    clnode_problem pb = test_problem(B, y0);
+    pb.save_ts = ts;
+    pb.n_save_ts = N_TS;
+    clnode_solution *s = NULL;
+    if (clnode_solve(dev, md, &o, &pb, &s) != CLNODE_OK) {
+        printf("FAIL: solve: %s\n", clnode_context_last_error(dev));
+        return 0;
+    }
+    cl_int e[4];
+    cl_mem my0 = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof y0f,
+                                y0f, &e[0]);
+    cl_mem mts = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof tsf,
+                                tsf, &e[1]);
+    memset(out, 0, sizeof out); /* written whole, so the checker sees them initialised */
+    cl_mem mys = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                B * N_TS * N * sizeof(float), out, &e[2]);
+    cl_mem my1 = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                B * N * sizeof(float), out, &e[3]);
+    int ok = e[0] == CL_SUCCESS && e[1] == CL_SUCCESS && e[2] == CL_SUCCESS && e[3] == CL_SUCCESS;
+    clnode_device_problem dp;
+    clnode_device_problem_default(&dp);
+    dp.batch = B;
+    dp.y0 = (clnode_device_array){my0, PAD * sizeof(float)};
+    dp.save_ts = (clnode_device_array){mts, PAD * sizeof(float)};
+    dp.n_save_ts = N_TS;
+    dp.ys = (clnode_device_array){mys, 0};
+    dp.y1 = (clnode_device_array){my1, 0};
+    clnode_trajectory_stats st[B];
+    size_t saved[B];
+    if (ok && clnode_solve_device(dev, md, &o, &dp, st, saved) != CLNODE_OK) {
+        printf("FAIL: clnode_solve_device: %s\n", clnode_context_last_error(dev));
+        ok = 0;
+    }
+    ok = ok &&
+         clEnqueueReadBuffer(ob->queue, mys, CL_TRUE, 0, B * N_TS * N * sizeof(float), out, 0, NULL,
+                             NULL) == CL_SUCCESS &&
+         clEnqueueReadBuffer(ob->queue, my1, CL_TRUE, 0, B * N * sizeof(float), out + B * N_TS * N,
+                             0, NULL, NULL) == CL_SUCCESS;
+    for (size_t b = 0; ok && b < B; ++b) {
+        size_t n = 0;
+        const double *hys = NULL;
+        clnode_trajectory_stats h;
+        clnode_solution_stats(s, b, &h);
+        clnode_solution_saved(s, b, CLNODE_SAVE_TS, &n, NULL, &hys);
+        ok = h.num_steps == st[b].num_steps && n == saved[b];
+        for (size_t i = 0; ok && i < n * N; ++i)
+            ok = (double)out[b * N_TS * N + i] == hys[i];
+        for (size_t i = 0; ok && i < N; ++i)
+            ok = (double)out[B * N_TS * N + b * N + i] == clnode_solution_y_final(s, b)[i];
+        if (!ok)
+            printf("FAIL: clnode_solve_device: trajectory %zu differs from clnode_solve's\n", b);
+    }
+    if (ok)
+        printf("clnode_solve_device fp32 batch 2: every value bit-identical to clnode_solve's\n");
+    cl_mem all[4] = {my0, mts, mys, my1};
+    for (int i = 0; i < 4; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+    clnode_solution_destroy(&s);
+    return ok;
+}
+
 static int not_simulator(const char *spec)
 {
     clnode_context *c = context_on(spec);
@@ -332,10 +402,13 @@ int main(int argc, char **argv)
     const char *only = getenv("CLNODE_OCLGRIND_ONLY");
     const int dt0_only = only && strcmp(only, "dt0") == 0;
     const int forms_only = only && strcmp(only, "forms") == 0;
+    const int device_only = only && strcmp(only, "device") == 0;
     const int one_case = only && only[0] >= '0' && only[0] <= '2' && !only[1] ? only[0] - '0' : -1;
-    const int all = !dt0_only && !forms_only && one_case < 0;
-    if (only && *only && !dt0_only && !forms_only && one_case < 0) {
-        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, forms, 0, 1 and 2\n", only);
+    const int all = !dt0_only && !forms_only && !device_only && one_case < 0;
+    if (only && *only && !dt0_only && !forms_only && !device_only && one_case < 0) {
+        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, forms, device, 0, 1 and "
+               "2\n",
+               only);
         clnode_context_destroy(&dev);
         clnode_context_destroy(&host);
         return 1;
@@ -347,7 +420,7 @@ int main(int argc, char **argv)
      * save time list per trajectory (the dense output reading its own row) */
     const clnode_precision precs[3] = {CLNODE_FP32, CLNODE_FP64, CLNODE_FP32};
     const size_t batches[3] = {2, MAX_BATCH, MAX_BATCH};
-    const int first = dt0_only || forms_only ? 3 : one_case >= 0 ? one_case : 0;
+    const int first = dt0_only || forms_only || device_only ? 3 : one_case >= 0 ? one_case : 0;
     for (int c = first; c < (one_case >= 0 ? one_case + 1 : 3) && ok; ++c) {
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
@@ -397,7 +470,9 @@ int main(int argc, char **argv)
     clnode_model_destroy(&sdm);
     clnode_model_destroy(&shm);
     ok = ok && (!(all || forms_only) || reverse_forms(dev, host));
-    if (ok && one_case < 0 && !forms_only) { /* the first steps chosen by the solver */
+    ok = ok && (!(all || device_only) || device_arrays(dev, md));
+    if (ok && one_case < 0 && !forms_only &&
+        !device_only) { /* the first steps chosen by the solver */
         g_auto = 1;
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, CLNODE_FP64, MAX_BATCH, 0);

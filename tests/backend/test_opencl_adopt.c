@@ -17,6 +17,7 @@
 #include "test_problem.h"
 #include "clnode/opencl.h"
 #include "test_device.h"
+#include "test_opencl_find.h"
 #include "test_adopt.h"
 
 static cl_platform_id g_plat;
@@ -105,36 +106,9 @@ static void test_refusals(void **state)
     clReleaseContext(cctx);
 }
 
-/* The first device of the OpenCL platform whose name or vendor contains `want` (any case): the
- * test names the device it means (a simulator registered ahead of it is never taken). */
-static int find_platform_device(const char *want, cl_platform_id *plat, cl_device_id *dev)
-{
-    cl_platform_id ps[16];
-    cl_uint np = 0;
-    if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS)
-        return 0;
-    for (cl_uint p = 0; p < np && p < 16; ++p) {
-        char text[2][256];
-        const cl_platform_info what[2] = {CL_PLATFORM_NAME, CL_PLATFORM_VENDOR};
-        for (int t = 0; t < 2; ++t) {
-            if (clGetPlatformInfo(ps[p], what[t], sizeof text[t], text[t], NULL) != CL_SUCCESS)
-                text[t][0] = '\0';
-            text[t][sizeof text[t] - 1] = '\0';
-            for (char *c = text[t]; *c; ++c)
-                *c = (char)tolower((unsigned char)*c);
-        }
-        if ((strstr(text[0], want) || strstr(text[1], want)) &&
-            clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 1, dev, NULL) == CL_SUCCESS) {
-            *plat = ps[p];
-            return 1;
-        }
-    }
-    return 0;
-}
-
 int main(void)
 {
-    if (!find_platform_device("pocl", &g_plat, &g_dev)) {
+    if (!test_opencl_find("pocl", &g_plat, &g_dev)) {
         return test_device_absent("opencl:pocl", "no PoCL platform with a device");
     }
     const struct CMUnitTest tests[] = {

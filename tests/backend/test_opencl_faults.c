@@ -29,6 +29,7 @@
 #include "clnode.h"
 #include "test_problem.h"
 #include "test_device.h"
+#include "test_opencl_find.h"
 
 /* ---- the injected faults ---- */
 
@@ -413,33 +414,6 @@ static void test_no_fp64(void **state)
     arm(FAULT_NONE, 0, CL_SUCCESS);
 }
 
-/* The first device of the OpenCL platform whose name or vendor contains `want` (any case): the
- * test names the device it means (a simulator registered ahead of it is never taken). */
-static int find_platform_device(const char *want, cl_platform_id *plat, cl_device_id *dev)
-{
-    cl_platform_id ps[16];
-    cl_uint np = 0;
-    if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS)
-        return 0;
-    for (cl_uint p = 0; p < np && p < 16; ++p) {
-        char text[2][256];
-        const cl_platform_info what[2] = {CL_PLATFORM_NAME, CL_PLATFORM_VENDOR};
-        for (int t = 0; t < 2; ++t) {
-            if (clGetPlatformInfo(ps[p], what[t], sizeof text[t], text[t], NULL) != CL_SUCCESS)
-                text[t][0] = '\0';
-            text[t][sizeof text[t] - 1] = '\0';
-            for (char *c = text[t]; *c; ++c)
-                *c = (char)tolower((unsigned char)*c);
-        }
-        if ((strstr(text[0], want) || strstr(text[1], want)) &&
-            clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 1, dev, NULL) == CL_SUCCESS) {
-            *plat = ps[p];
-            return 1;
-        }
-    }
-    return 0;
-}
-
 int main(void)
 {
     /* The faults are counted from the first OpenCL call of a solve, probes included: a probe
@@ -448,7 +422,7 @@ int main(void)
     setenv("CLNODE_PROBE_CACHE", "0", 1);
     cl_platform_id plat;
     cl_device_id dev;
-    if (!find_platform_device("pocl", &plat, &dev)) {
+    if (!test_opencl_find("pocl", &plat, &dev)) {
         return test_device_absent("opencl:pocl", "no PoCL platform with a device");
     }
     const struct CMUnitTest tests[] = {

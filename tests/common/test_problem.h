@@ -66,4 +66,36 @@ static inline clnode_status test_model_scaled(clnode_context *ctx, const clnode_
     return clnode_model_create(ctx, &d, out);
 }
 
+/* A small model of the forms the front ends solve: time input, two conditioning inputs and a scalar
+ * output scale `scale`, layers 6 -> 8 -> 3 with activation `act` between them and fixed weights
+ * and biases (N = 3). NULL when the library refuses it. */
+static inline clnode_model *test_forms_model(clnode_context *ctx, clnode_activation act,
+                                             double scale)
+{
+    double w0[8 * 6], w1[3 * 8], b0[8], b1[3];
+    for (size_t i = 0; i < 8 * 6; ++i)
+        w0[i] = 0.1 * (double)((i * 7) % 11) - 0.5;
+    for (size_t i = 0; i < 3 * 8; ++i)
+        w1[i] = 0.1 * (double)((i * 5) % 9) - 0.4;
+    for (size_t i = 0; i < 8; ++i)
+        b0[i] = 0.05 * (double)i - 0.2;
+    for (size_t i = 0; i < 3; ++i)
+        b1[i] = 0.1 * (double)i;
+    const size_t sizes[3] = {6, 8, 3};
+    const double *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
+    clnode_model_desc d;
+    clnode_model_default_desc(&d);
+    d.num_layers = 2;
+    d.sizes = sizes;
+    d.weights = ws;
+    d.biases = bs;
+    d.activation = act;
+    d.time_input = 1;
+    d.num_inputs = 2;
+    d.out_scale = &scale;
+    d.out_scale_size = 1;
+    clnode_model *m = NULL;
+    return clnode_model_create(ctx, &d, &m) == CLNODE_OK ? m : NULL;
+}
+
 #endif /* CLNODE_TEST_PROBLEM_H */

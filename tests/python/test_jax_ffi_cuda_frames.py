@@ -3,7 +3,9 @@ XLA and without a GPU, by the synthetic call frames of test_jax_ffi_frames.py: t
 answered as the CPU handlers answer it (no traits: not command-buffer compatible), the frame's
 buffers checked before CUDA is touched, XLA's stream asked for and its error passed on, and,
 where the CUDA runtime cannot copy (no driver or no library here), a clear message with XLA's
-UNAVAILABLE. In a subprocess with a stand-in CUDA runtime (memcpy for the stream's copies, built
+UNAVAILABLE. A forward whose plan names a CUDA device and keeps no tape goes to the path on
+XLA's buffers (clnode_solve_device on a context adopting XLA's stream), which here fails naming
+why; the rest stays staged. In a subprocess with a stand-in CUDA runtime (memcpy for the stream's copies, built
 with the system's C compiler), a forward frame through the CUDA handler gives the CPU handler's
 bits, and its copies go on the stream XLA gave."""
 import ctypes as C
@@ -89,6 +91,57 @@ def test_without_a_gpu_the_copy_fails_clearly():
             or "cudaMemcpyAsync (an operand to the host)" in text), text
     assert text.startswith("clnode's CUDA custom call (forward): ")
     assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
+
+
+NOT_FOUND = 5
+ON_DEVICE = "clnode's CUDA custom call (forward, on XLA's buffers): "
+STAGED = "clnode's CUDA custom call (forward): "
+
+
+def cuda_forward_error(h, y0, B, attrs=None, stream=0x5EED, T=1):
+    """The CUDA forward handler's error on a frame of plan h: (code, text, stream asked for)."""
+    c = with_stream(Call(), stream=stream)
+    f = c.frame(operands(y0), results(B, T), dict({"plan": h}, **(attrs or {})))
+    c.asked = "not asked"
+    assert cuda_handler("fwd")(C.pointer(f)) is not None
+    (code, text), = c.errors
+    return code, text, c.asked != "not asked"
+
+
+def test_a_cuda_plans_forward_runs_on_xlas_buffers():
+    """A forward whose plan names a CUDA device and whose y0 has a row per trajectory takes the
+    path on XLA's buffers, keeping its tape or not: its context adopts XLA's stream, which
+    without a GPU fails by name (no copy through the host is tried)."""
+    y0 = [[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]]
+    for device, ordinal, keep in (("cuda", 0, 0), ("cuda:1", 1, 0), ("cuda", 0, 1)):
+        code, text, asked = cuda_forward_error(plan(device=device), y0, 3, {"keep": keep})
+        assert asked, text  # XLA's stream was asked for
+        assert text.startswith(ON_DEVICE), text
+        assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
+        if "no CUDA backend" in text:  # a build without the CUDA backend
+            assert code == UNAVAILABLE, text
+            continue
+        # the library's reason: no CUDA library, driver or device
+        assert code == NOT_FOUND, text
+        assert f"clnode_context_create_cuda(device {ordinal}, the caller's stream): " in text, text
+        assert "cuda not available: " in text or "no CUDA device" in text, text
+        assert "cudaMemcpyAsync" not in text, text
+
+
+def test_what_a_cuda_plans_forward_still_stages():
+    """y0 shared by the batch, saved points other than the save times or t1 alone, a plan on
+    another device: staged through the host, as before (the copy's error, not the adoption's)."""
+    cases = [(plan(device="cuda"), [0.5, -0.2], 2, None),  # y0 shared by the 2 trajectories
+             (plan(device="cuda", T=2), [[0.5, -0.2]], 1, {"T": 2}),  # 2 slots: not t1 alone
+             (plan(device="host"), [[0.5, -0.2]], 1, None),
+             (plan(device="cuda:x"), [[0.5, -0.2]], 1, None)]
+    for h, y0, B, attrs in cases:
+        T = (attrs or {}).pop("T", 1)
+        code, text, _ = cuda_forward_error(h, y0, B, attrs, stream=0, T=T)
+        assert code == UNAVAILABLE, text
+        assert text.startswith(STAGED), text
+        assert ("cannot load the CUDA runtime" in text
+                or "cudaMemcpyAsync (an operand to the host)" in text), text
 
 
 FAKE_CUDART = r"""

@@ -148,12 +148,12 @@ class Call:
         return f
 
 
-def plan(n=2, T=1, f64=True, max_steps=64, ctrl=()):
+def plan(n=2, T=1, f64=True, max_steps=64, ctrl=(), device="host"):
     opts = _solve._table_options(dict(method="tsit5", max_steps=max_steps,
                                       precision="fp64" if f64 else "fp32", rtol=1e-6,
                                       atol=1e-8, constant_step=False))
     opts.update(save_t0=False, save_t1=True, save_steps=False)
-    return XLA["plan"](_ffi._texts(opts), "host", (n, 8, n), (True, False), "tanh", "identity", False, 0, 0,
+    return XLA["plan"](_ffi._texts(opts), device, (n, 8, n), (True, False), "tanh", "identity", False, 0, 0,
                        T, f64, f64, False, False, False, True, 1, ctrl)
 
 

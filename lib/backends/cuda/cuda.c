@@ -94,6 +94,7 @@ static const cln_backend_ops cuda_ops = {
     .supports = cu_supports,
     .buf_alloc = cu_buf_alloc,
     .buf_free = cu_buf_free,
+    .buf_adopt = cu_buf_adopt,
     .buf_write = cu_buf_write,
     .buf_read = cu_buf_read,
     .gemm = cu_gemm,

@@ -29,8 +29,9 @@
 extern const char cln_cuda_kernel_source[];
 
 struct cln_buf {
-    void *p; /* device memory (cudaMalloc) */
+    void *p; /* device memory (cudaMalloc; a caller's where `borrowed`) */
     size_t size;
+    int borrowed; /* a caller's array (buf_adopt): never freed here */
 };
 
 /* The kernels of one (device, precision) program and their block sizes. */
@@ -155,6 +156,8 @@ clnode_status cu_program_get(cuda_backend *cb, clnode_precision prec, cu_program
 /* cuda_buffers.c: the buffer ops of backend.h. */
 clnode_status cu_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out);
 void cu_buf_free(cln_backend *be, cln_buf *b);
+clnode_status cu_buf_adopt(cln_backend *be, void *handle, size_t offset, size_t bytes,
+                           const char *what, cln_buf **out);
 clnode_status cu_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes, const void *src);
 clnode_status cu_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes, void *dst);
 

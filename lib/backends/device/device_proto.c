@@ -271,6 +271,32 @@ clnode_status cln_dev_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, s
     return L->copy(be, dst, dst_off, dst_stride, src, src_off, src_stride, len, rows);
 }
 
+/* A solve from device arrays (backend.h: nonfinite_rows): cln_nonfinite_rows over the rows,
+ * through the launch of the reverse pass's kernels (built once per precision as they are). */
+clnode_status cln_dev_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
+                                     size_t ld, size_t cols, size_t rows, cln_buf *FLAG)
+{
+    if (rows == 0 || cols == 0)
+        return CLNODE_OK;
+    const cln_dev_launch *L = dev_launch(be);
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    CLN_CHECK(be->ctx,
+              rows <= INT32_MAX && cols <= ld &&
+                  cln_dev_block_fits(L->buf_size(X), es, off, rows, cols, ld) &&
+                  rows <= L->buf_size(FLAG) / sizeof(int64_t),
+              CLNODE_ERR_INTERNAL, "nonfinite_rows of %zu rows of %zu values out of range", rows,
+              cols);
+    const cln_dev_arg args[6] = {{CLN_ARG_I64, NULL, (long long)rows},
+                                 {CLN_ARG_I64, NULL, (long long)cols},
+                                 {CLN_ARG_I64, NULL, (long long)ld},
+                                 {CLN_ARG_I64, NULL, (long long)off},
+                                 {CLN_ARG_BUF, X, 0},
+                                 {CLN_ARG_BUF, FLAG, 0}};
+    const size_t n[3] = {rows, 1, 1};
+    be->launches++;
+    return L->rev_launch(be, prec, CLN_RK_NONFINITE, 0, args, 6, n);
+}
+
 /* The saved steps grew (backend.h): cln_finish's two last arguments again. */
 clnode_status cln_dev_solve_rebind(cln_backend *be, cln_solve_dev *sd)
 {

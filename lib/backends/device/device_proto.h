@@ -57,6 +57,8 @@ typedef enum cln_rev_kernel {
     CLN_RK_TAN_Y1,
     CLN_RK_TAN_POINTS,
     CLN_RK_TAN_DENSE,
+    /* a solve from device arrays: y0's and the inputs' finiteness (cl/cln_step.h) */
+    CLN_RK_NONFINITE,
     CLN_RK_COUNT
 } cln_rev_kernel;
 
@@ -166,6 +168,8 @@ clnode_status cln_dev_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, s
                                 cln_buf *src, size_t src_off, size_t src_stride, size_t len,
                                 size_t rows);
 clnode_status cln_dev_solve_rebind(cln_backend *be, cln_solve_dev *sd);
+clnode_status cln_dev_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
+                                     size_t ld, size_t cols, size_t rows, cln_buf *FLAG);
 clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
 
 /* The designated initializers of the ops above, for a device backend's cln_backend_ops. */
@@ -175,7 +179,8 @@ clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
     .dt0 = cln_dev_dt0, .stage = cln_dev_stage, .stage_rhs = cln_dev_stage_rhs,                    \
     .last_layer_fused = cln_dev_last_layer_fused, .finish = cln_dev_finish,                        \
     .count_active = cln_dev_count_active, .swap_rows = cln_dev_swap_rows,                          \
-    .copy_rows = cln_dev_copy_rows, .solve_rebind = cln_dev_solve_rebind
+    .copy_rows = cln_dev_copy_rows, .solve_rebind = cln_dev_solve_rebind,                          \
+    .nonfinite_rows = cln_dev_nonfinite_rows
 
 /* Whether elements [off, off + (rows - 1) ld + cols) of esize bytes each lie inside a buffer of
  * `size` bytes (without overflow). */

@@ -60,6 +60,7 @@ _Static_assert(CLN_HOST_MLP_MAX_LAYERS == CLN_MAX_LAYERS, "host_mlp.h sizes its 
 struct cln_buf {
     size_t size;
     unsigned char *p;
+    int borrowed; /* a caller's array (buf_adopt): never freed here */
 };
 
 /* Rows of every OpenBLAS call (see host_gemm). */
@@ -150,6 +151,8 @@ clnode_status host_scratch(host_backend *hb, size_t bytes);
 clnode_status host_scratch_a(host_backend *hb, size_t bytes);
 clnode_status host_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out);
 void host_buf_free(cln_backend *be, cln_buf *b);
+clnode_status host_buf_adopt(cln_backend *be, void *handle, size_t offset, size_t bytes,
+                             const char *what, cln_buf **out);
 clnode_status host_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes,
                              const void *src);
 clnode_status host_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes, void *dst);
@@ -173,6 +176,8 @@ clnode_status host_bias_act(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size
 clnode_status host_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, size_t c_off,
                              size_t ldc, size_t m, size_t n);
 clnode_status host_init(cln_backend *be, cln_solve_dev *sd);
+clnode_status host_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
+                                  size_t ld, size_t cols, size_t rows, cln_buf *FLAG);
 clnode_status host_dt0(cln_backend *be, cln_solve_dev *sd, int phase);
 clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i);
 clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i);

@@ -71,6 +71,23 @@ clnode_status host_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, siz
     return CLNODE_OK;
 }
 
+clnode_status host_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
+                                  size_t ld, size_t cols, size_t rows, cln_buf *FLAG)
+{
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    CLN_CHECK(be->ctx,
+              cols <= ld && (rows == 0 || (off + (rows - 1) * ld + cols) * es <= X->size) &&
+                  rows * sizeof(int64_t) <= FLAG->size,
+              CLNODE_ERR_INTERNAL, "nonfinite_rows of %zu rows of %zu values out of range", rows,
+              cols);
+    int64_t *flag = (int64_t *)(void *)FLAG->p;
+    if (prec == CLNODE_FP32)
+        cln_host_nonfinite_f32(rows, cols, ld, off, (const float *)(const void *)X->p, flag);
+    else
+        cln_host_nonfinite_f64(rows, cols, ld, off, (const double *)(const void *)X->p, flag);
+    return CLNODE_OK;
+}
+
 clnode_status host_init(cln_backend *be, cln_solve_dev *sd)
 {
     (void)be;

@@ -69,6 +69,7 @@ static const cln_backend_ops opencl_ops = {
     .supports = ocl_supports,
     .buf_alloc = ocl_buf_alloc,
     .buf_free = ocl_buf_free,
+    .buf_adopt = ocl_buf_adopt,
     .buf_write = ocl_buf_write,
     .buf_read = ocl_buf_read,
     .gemm = ocl_gemm,

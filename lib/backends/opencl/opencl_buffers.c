@@ -58,6 +58,41 @@ clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
     return CLNODE_OK;
 }
 
+/* A caller's cl_mem (backend.h: buf_adopt): of this context's cl_context, large enough; retained
+ * for the handle's life (ocl_buf_free releases it). */
+clnode_status ocl_buf_adopt(cln_backend *be, void *handle, size_t offset, size_t bytes,
+                            const char *what, cln_buf **out)
+{
+    clnode_context *ctx = be->ctx;
+    *out = NULL;
+    const cl_mem mem = (cl_mem)handle;
+    cl_context owner = NULL;
+    size_t size = 0;
+    cl_int e = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (e == CL_SUCCESS)
+        e = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (e != CL_SUCCESS)
+        return cln_fail_native(ctx, (long)e, CLNODE_ERR_INVALID_ARGUMENT,
+                               "%s is not an OpenCL buffer (clGetMemObjectInfo: %s, %d)", what,
+                               ocl_err_name(e), (int)e);
+    CLN_CHECK(ctx, owner == ocl(be)->context, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s is a buffer of another OpenCL context than %s's", what, be->device_name);
+    CLN_CHECK(ctx, offset <= size && bytes <= size - offset, CLNODE_ERR_INVALID_ARGUMENT,
+              "%s: %zu bytes from byte %zu do not fit its buffer of %zu bytes", what, bytes, offset,
+              size);
+    cln_buf *b = calloc(1, sizeof *b);
+    CLN_CHECK(ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a buffer handle");
+    e = clRetainMemObject(mem);
+    if (e != CL_SUCCESS) {
+        free(b);
+        return OCL_FAIL(ctx, e, "clRetainMemObject (a caller's buffer)");
+    }
+    b->mem = mem;
+    b->size = size;
+    *out = b;
+    return CLNODE_OK;
+}
+
 void ocl_buf_free(cln_backend *be, cln_buf *b)
 {
     (void)be;

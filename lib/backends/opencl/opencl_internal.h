@@ -198,6 +198,8 @@ clnode_status ocl_setup(clnode_context *ctx, const ocl_dev_info *chosen, cl_cont
  * hold `bytes` (grown only when a larger product is first seen, so that steps never allocate). */
 clnode_status ocl_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out);
 void ocl_buf_free(cln_backend *be, cln_buf *b);
+clnode_status ocl_buf_adopt(cln_backend *be, void *handle, size_t offset, size_t bytes,
+                            const char *what, cln_buf **out);
 clnode_status ocl_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes, const void *src);
 clnode_status ocl_buf_read(cln_backend *be, cln_buf *b, size_t off, size_t bytes, void *dst);
 clnode_status ocl_tf32_scratch(opencl_backend *ob, int which, size_t bytes);

@@ -69,7 +69,9 @@ def _cuda_plugin() -> bool:
 
 
 # On XLA's CUDA platform the same handlers run on host copies of the device buffers, staged on
-# XLA's stream (python/clnode/_clnode_xla_cuda.c); registered only where a CUDA plugin is.
+# XLA's stream (python/clnode/_clnode_xla_cuda.c), except a forward without a tape on a CUDA
+# device=, which runs on XLA's buffers (_clnode_xla_cuda_fwd.c); registered only where a CUDA
+# plugin is.
 CUDA = _cuda_plugin()
 if CUDA:
     _XLA_CUDA: Dict[str, Any] = _clnode._xla_cuda()

@@ -32,9 +32,8 @@ def check_dtype(y0: Tensor, params: Sequence[Tuple[str, Tensor]],
     if y0.dtype not in (torch.float32, torch.float64):
         raise Refusal(f"y0 is {y0.dtype}: clnode solves in float32 or float64 (for float16 or "
                       "bfloat16, convert: y0.float() and module.float())")
-    if y0.device.type != "cpu":
-        raise Refusal(f"y0 is on {y0.device}: clnode.torch takes CPU tensors (CUDA tensors are "
-                      "not adopted yet)")
+    if y0.device.type not in ("cpu", "cuda"):
+        raise Refusal(f"y0 is on {y0.device}: clnode.torch takes CPU and CUDA tensors")
     for name, p in params:
         if p.dtype != y0.dtype:
             raise Refusal(f"the parameter {name} is {p.dtype} but y0 is {y0.dtype}: clnode "

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .. import _clnode, _model, _solve
+from . import _cuda
 
 def _np(x: Tensor) -> np.ndarray:
     """A CPU tensor's values as numpy: a view of its memory (no copy) for a contiguous CPU
@@ -92,6 +93,9 @@ def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
              save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     keep = bool(_config(spec)["keep"])
+    if _cuda.on_device(y0, times, save_ts):  # CUDA tensors on their device, no copy
+        cfg = _config(spec)
+        return _cuda.solve(y0, args, _model_of(params, cfg), times, save_ts, cfg, keep)
     out = _run(y0, args, params, times, save_ts, spec)
     tape = torch.empty((out[5].nbytes if keep else 0,), dtype=torch.uint8)
     if keep:

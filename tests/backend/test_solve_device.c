@@ -1,0 +1,535 @@
+/* test_solve_device.c - clnode_solve_device (clnode/device_solve.h) on PoCL: y0, the inputs and
+ * the save times in the caller's cl_mem buffers (at an offset), the results written into the
+ * caller's buffers, on a context adopting the caller's queue (clnode_context_create_opencl).
+ * Oracle: clnode_solve of the same problem from host arrays on the same context, bit for bit
+ * (saved values, states at t1, every statistic), fp32 and fp64, B = 1, 3 and 37, saves at a
+ * shared list, per-trajectory lists and t1, the seed model and a model with time input,
+ * conditioning inputs and an output scale; the same on the host backend with host pointers; and
+ * every refusal with its message. Skipped (77) without PoCL. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "clnode.h"
+#include "clnode/opencl.h"
+#include "test_device.h"
+#include "test_problem.h"
+#include "test_opencl_find.h"
+
+static cl_device_id g_dev;
+static cl_context g_cctx;
+static cl_command_queue g_q;
+static clnode_context *g_ctx;  /* adopting g_cctx and g_q */
+static clnode_context *g_host; /* "host" */
+
+/* Leading bytes before each array in its buffer: the arrays are at an offset. */
+#define PAD 24
+
+/* The model with time input, two conditioning inputs and an output scale (N = 3). */
+static clnode_model *forms_model(clnode_context *ctx)
+{
+    clnode_model *m = test_forms_model(ctx, CLNODE_ACT_TANH, 0.7);
+    assert_non_null(m);
+    return m;
+}
+
+static clnode_model *seed_model(clnode_context *ctx)
+{
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    return m;
+}
+
+/* Values in the solve's precision, as doubles (what a host solve sees) and as their bytes (what
+ * a device array holds). */
+static double in_prec(clnode_precision p, double x)
+{
+    return p == CLNODE_FP32 ? (double)(float)x : x;
+}
+
+static void to_bytes(clnode_precision p, const double *v, size_t n, unsigned char *out)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (p == CLNODE_FP32) {
+            const float f = (float)v[i];
+            memcpy(out + i * sizeof f, &f, sizeof f);
+        } else {
+            memcpy(out + i * sizeof(double), &v[i], sizeof(double));
+        }
+    }
+}
+
+static double from_bytes(clnode_precision p, const unsigned char *in, size_t i)
+{
+    if (p == CLNODE_FP32) {
+        float f;
+        memcpy(&f, in + i * sizeof f, sizeof f);
+        return (double)f;
+    }
+    double d;
+    memcpy(&d, in + i * sizeof d, sizeof d);
+    return d;
+}
+
+/* A caller's array: on OpenCL a cl_mem holding `bytes` after PAD bytes of 0xAB, on the host a
+ * malloc'ed block with the same layout. */
+typedef struct arr {
+    cl_mem mem;
+    unsigned char *host;
+    size_t bytes;
+} arr;
+
+static arr arr_make(int on_host, const unsigned char *init, size_t bytes)
+{
+    arr a = {NULL, NULL, bytes};
+    unsigned char *tmp = malloc(PAD + bytes + 1);
+    assert_non_null(tmp);
+    memset(tmp, 0xAB, PAD + bytes + 1);
+    if (init)
+        memcpy(tmp + PAD, init, bytes);
+    if (on_host) {
+        a.host = tmp;
+        return a;
+    }
+    cl_int e;
+    a.mem =
+        clCreateBuffer(g_cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, PAD + bytes + 1, tmp, &e);
+    assert_int_equal(e, CL_SUCCESS);
+    free(tmp);
+    return a;
+}
+
+static clnode_device_array arr_at(const arr *a)
+{
+    clnode_device_array d = {a->host ? (void *)a->host : (void *)a->mem, PAD};
+    return d;
+}
+
+/* The array's bytes (after PAD) into out; the bytes around it still 0xAB. */
+static void arr_read(const arr *a, unsigned char *out)
+{
+    unsigned char *all = a->host;
+    if (!all) {
+        all = malloc(PAD + a->bytes + 1);
+        assert_non_null(all);
+        assert_int_equal(
+            clEnqueueReadBuffer(g_q, a->mem, CL_TRUE, 0, PAD + a->bytes + 1, all, 0, NULL, NULL),
+            CL_SUCCESS);
+    }
+    for (size_t i = 0; i < PAD; ++i)
+        assert_int_equal(all[i], 0xAB);
+    assert_int_equal(all[PAD + a->bytes], 0xAB);
+    memcpy(out, all + PAD, a->bytes);
+    if (!a->host)
+        free(all);
+}
+
+static void arr_free(arr *a)
+{
+    if (a->mem)
+        clReleaseMemObject(a->mem);
+    free(a->host);
+    a->mem = NULL;
+    a->host = NULL;
+}
+
+typedef struct scase {
+    clnode_precision prec;
+    size_t B;
+    int forms;    /* the forms model (time input, inputs, scale), else the seed model */
+    size_t nt;    /* save times (0: none) */
+    int per_traj; /* a list per trajectory */
+    int save_t1;
+} scase;
+
+/* The case's solve on ctx from host arrays and from the caller's arrays: the same bits. */
+static void run_case(clnode_context *ctx, int on_host, const scase *c)
+{
+    clnode_model *m = c->forms ? forms_model(ctx) : seed_model(ctx);
+    const size_t B = c->B, N = clnode_model_dim(m), k = clnode_model_num_inputs(m);
+    const size_t es = c->prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    const size_t ts_n = c->nt * (c->per_traj ? B : 1);
+    double *y0 = malloc(B * N * sizeof *y0), *in = malloc((B * k + 1) * sizeof *in);
+    double *ts = malloc((ts_n + 1) * sizeof *ts);
+    assert_true(y0 && in && ts);
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = in_prec(c->prec, 0.3 * sin(0.7 * (double)i + 0.1) + 0.05 * (double)(i % 5));
+    for (size_t i = 0; i < B * k; ++i)
+        in[i] = in_prec(c->prec, 0.4 * cos(1.3 * (double)i));
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.precision = c->prec;
+    o.t1 = c->forms ? 0.5 : 1.0;
+    o.save_t1 = c->save_t1;
+    o.rtol = c->prec == CLNODE_FP32 ? 1e-4 : 1e-7;
+    o.atol = c->prec == CLNODE_FP32 ? 1e-6 : 1e-9;
+    for (size_t r = 0; r < (c->per_traj ? B : 1); ++r)
+        for (size_t j = 0; j < c->nt; ++j) /* inside [0, t1], increasing, row r its own */
+            ts[r * c->nt + j] =
+                in_prec(c->prec, o.t1 *
+                                     ((double)(j + 1) / (double)(c->nt + 1) +
+                                      (c->per_traj ? 0.01 * (double)(r % 7) : 0.0)) *
+                                     0.9);
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.batch = B;
+    p.y0 = y0;
+    p.inputs = k ? in : NULL;
+    p.save_ts = c->nt ? ts : NULL;
+    p.n_save_ts = c->nt;
+    p.save_ts_per_trajectory = c->per_traj;
+    clnode_solution *s = NULL;
+    assert_ok(clnode_solve(ctx, m, &o, &p, &s));
+
+    unsigned char *bytes = malloc((B * N + B * k + ts_n + 1) * es);
+    assert_non_null(bytes);
+    to_bytes(c->prec, y0, B * N, bytes);
+    arr ay0 = arr_make(on_host, bytes, B * N * es);
+    to_bytes(c->prec, in, B * k, bytes);
+    arr ain = arr_make(on_host, bytes, B * k * es);
+    to_bytes(c->prec, ts, ts_n, bytes);
+    arr ats = arr_make(on_host, bytes, ts_n * es);
+    arr ays = arr_make(on_host, NULL, B * c->nt * N * es),
+        ay1 = arr_make(on_host, NULL, B * N * es);
+    clnode_device_problem dp;
+    clnode_device_problem_default(&dp);
+    dp.batch = B;
+    dp.y0 = arr_at(&ay0);
+    if (k)
+        dp.inputs = arr_at(&ain);
+    if (c->nt) {
+        dp.save_ts = arr_at(&ats);
+        dp.ys = arr_at(&ays);
+    }
+    dp.n_save_ts = c->nt;
+    dp.save_ts_per_trajectory = c->per_traj;
+    if (c->save_t1)
+        dp.y1 = arr_at(&ay1);
+    clnode_trajectory_stats *st = calloc(B, sizeof *st);
+    size_t *saved = calloc(B, sizeof *saved);
+    assert_true(st && saved);
+    assert_ok(clnode_solve_device(ctx, m, &o, &dp, st, saved));
+
+    unsigned char *out = malloc((B * c->nt * N + B * N + 1) * es);
+    assert_non_null(out);
+    long steps = 0;
+    for (size_t b = 0; b < B; ++b) {
+        clnode_trajectory_stats h;
+        assert_ok(clnode_solution_stats(s, b, &h));
+        assert_int_equal(st[b].result, h.result);
+        assert_int_equal(st[b].num_steps, h.num_steps);
+        assert_int_equal(st[b].num_accepted, h.num_accepted);
+        assert_int_equal(st[b].num_rejected, h.num_rejected);
+        assert_int_equal(st[b].num_rhs_evals, h.num_rhs_evals);
+        assert_memory_equal(&st[b].t_final, &h.t_final, sizeof h.t_final);
+        assert_memory_equal(&st[b].first_step, &h.first_step, sizeof h.first_step);
+        steps += h.num_steps;
+    }
+    assert_true(steps >= (long)B); /* every trajectory stepped */
+    if (c->nt) {
+        arr_read(&ays, out);
+        for (size_t b = 0; b < B; ++b) {
+            size_t n = 0;
+            const double *hys = NULL;
+            assert_ok(clnode_solution_saved(s, b, CLNODE_SAVE_TS, &n, NULL, &hys));
+            assert_int_equal(n, c->nt);
+            assert_int_equal(saved[b], n);
+            for (size_t i = 0; i < n * N; ++i) {
+                const double v = from_bytes(c->prec, out, b * c->nt * N + i);
+                assert_memory_equal(&v, &hys[i], sizeof v);
+            }
+        }
+    }
+    if (c->save_t1) {
+        arr_read(&ay1, out);
+        for (size_t b = 0; b < B; ++b) {
+            const double *yf = clnode_solution_y_final(s, b);
+            for (size_t n = 0; n < N; ++n) {
+                const double v = from_bytes(c->prec, out, b * N + n);
+                assert_memory_equal(&v, &yf[n], sizeof v);
+                assert_true(v != y0[b * N + n]); /* it moved */
+            }
+        }
+    }
+    /* keep_tape: the solution given back is clnode_solve's with its tape, byte for byte */
+    clnode_solution *kept = NULL, *hk = NULL;
+    o.keep_tape = 1;
+    dp.kept = &kept;
+    assert_ok(clnode_solve(ctx, m, &o, &p, &hk));
+    assert_ok(clnode_solve_device(ctx, m, &o, &dp, NULL, NULL));
+    assert_non_null(kept);
+    size_t n1 = 0, n2 = 0;
+    assert_ok(clnode_solution_tape_export(ctx, m, hk, NULL, 0, &n1));
+    assert_ok(clnode_solution_tape_export(ctx, m, kept, NULL, 0, &n2));
+    assert_int_equal(n1, n2);
+    unsigned char *e1 = malloc(n1), *e2 = malloc(n2);
+    assert_true(e1 && e2);
+    assert_ok(clnode_solution_tape_export(ctx, m, hk, e1, n1, &n1));
+    assert_ok(clnode_solution_tape_export(ctx, m, kept, e2, n2, &n2));
+    /* every byte but the checksum (24..32) and the count of waits for the device (144..152,
+     * clnode_solution_syncs: the device solve also reads its flags and its statistics) */
+    assert_memory_equal(e1, e2, 24);
+    assert_memory_equal(e1 + 32, e2 + 32, 144 - 32);
+    assert_memory_equal(e1 + 152, e2 + 152, n1 - 152);
+    assert_true(clnode_solution_syncs(kept) > 0 || on_host);
+    free(e1);
+    free(e2);
+    clnode_solution_destroy(&kept);
+    clnode_solution_destroy(&hk);
+    free(out);
+    free(st);
+    free(saved);
+    free(bytes);
+    arr *all[] = {&ay0, &ain, &ats, &ays, &ay1};
+    for (size_t i = 0; i < 5; ++i)
+        arr_free(all[i]);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+    free(y0);
+    free(in);
+    free(ts);
+}
+
+static const scase g_cases[] = {
+    {CLNODE_FP32, 1, 0, 0, 0, 1},  {CLNODE_FP32, 3, 0, 5, 0, 1},  {CLNODE_FP32, 37, 1, 4, 1, 1},
+    {CLNODE_FP32, 37, 0, 6, 0, 0}, {CLNODE_FP64, 1, 1, 3, 0, 1},  {CLNODE_FP64, 3, 1, 4, 1, 0},
+    {CLNODE_FP64, 37, 0, 5, 0, 1}, {CLNODE_FP64, 37, 1, 0, 0, 1},
+};
+
+static void test_opencl_same_bits(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; ++i)
+        run_case(g_ctx, 0, &g_cases[i]);
+}
+
+static void test_host_same_bits(void **state)
+{
+    (void)state;
+    clnode_context *keep = g_ctx;
+    g_ctx = g_host; /* assert_ok names its error */
+    for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; ++i)
+        run_case(g_host, 1, &g_cases[i]);
+    g_ctx = keep;
+}
+
+/* clnode_solve_device's status, and its message containing `want`. */
+static void expect(clnode_status got, clnode_status status, const char *want)
+{
+    if (got != status || !strstr(clnode_context_last_error(g_ctx), want))
+        fail_msg("got %s (%s), want %s containing \"%s\"", clnode_status_name(got),
+                 clnode_context_last_error(g_ctx), clnode_status_name(status), want);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    clnode_model *seed = seed_model(g_ctx), *forms = forms_model(g_ctx);
+    const size_t B = 4, N = clnode_model_dim(seed), NF = clnode_model_dim(forms);
+    assert_int_equal(NF, 3);
+    float *y0 = malloc(B * N * sizeof *y0), in[4 * 2], ts[3] = {0.2f, 0.4f, 0.6f};
+    assert_non_null(y0);
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = 0.01f * (float)i;
+    for (size_t i = 0; i < 8; ++i)
+        in[i] = 0.2f - 0.1f * (float)i;
+    const size_t wide = N > NF ? N : NF;
+    arr ay0 = arr_make(0, (const unsigned char *)y0, B * N * sizeof *y0);
+    arr ain = arr_make(0, (const unsigned char *)in, sizeof in);
+    arr ats = arr_make(0, (const unsigned char *)ts, sizeof ts);
+    arr ays = arr_make(0, NULL, B * 3 * wide * sizeof(float));
+    arr ay1 = arr_make(0, NULL, B * wide * sizeof(float));
+    char msg[160];
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.save_t1 = 1;
+    clnode_device_problem good;
+    clnode_device_problem_default(&good);
+    good.batch = B;
+    good.y0 = arr_at(&ay0);
+    good.save_ts = arr_at(&ats);
+    good.n_save_ts = 3;
+    good.ys = arr_at(&ays);
+    good.y1 = arr_at(&ay1);
+    assert_ok(clnode_solve_device(g_ctx, seed, &o, &good, NULL, NULL));
+
+    clnode_device_problem p = good;
+    expect(clnode_solve_device(g_ctx, seed, &o, NULL, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem is NULL");
+    p.struct_size = 3;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem");
+    p = good;
+    p.y0.handle = NULL;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "y0 is NULL");
+    p = good;
+    p.batch = 0;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "batch = 0");
+    p = good;
+    p.inputs = arr_at(&ain);
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "but the model takes none");
+    expect(clnode_solve_device(g_ctx, forms, &o, &good, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "takes 2 conditioning inputs");
+    p = good;
+    p.save_ts.handle = NULL;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "n_save_ts = 3 but save_ts is NULL");
+    p = good;
+    p.n_save_ts = 0;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "n_save_ts = 0 but save_ts is given");
+    p = good;
+    p.ys.handle = NULL;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "ys is NULL");
+    p = good;
+    p.y1.handle = NULL;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "y1 is NULL");
+    /* sizes: a batch larger than the buffers hold; an offset past the end */
+    p = good;
+    p.batch = 5;
+    snprintf(msg, sizeof msg,
+             "clnode_device_problem.y0: %zu bytes from byte 24 do not fit its buffer of %zu bytes",
+             5 * N * sizeof(float), PAD + B * N * sizeof(float) + 1);
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT, msg);
+    p = good;
+    p.ys.offset = 1000;
+    snprintf(msg, sizeof msg, "clnode_device_problem.ys: %zu bytes from byte 1000 do not fit",
+             B * 3 * N * sizeof(float));
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT, msg);
+    /* the wrong kind of array: a buffer of another OpenCL context (a handle that is no cl_mem at
+     * all cannot be told: the ICD loader reads its dispatch table) */
+    cl_int e;
+    cl_context other = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
+    assert_int_equal(e, CL_SUCCESS);
+    cl_mem foreign = clCreateBuffer(other, CL_MEM_READ_WRITE, 4096, NULL, &e);
+    assert_int_equal(e, CL_SUCCESS);
+    p = good;
+    p.y1.handle = foreign;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem.y1 is a buffer of another OpenCL context");
+    clReleaseMemObject(foreign);
+    clReleaseContext(other);
+    /* precision: the arrays are the solve's; an fp64 solve reads 8 bytes a value */
+    clnode_solve_options o64 = o;
+    o64.precision = CLNODE_FP64;
+    snprintf(msg, sizeof msg, "clnode_device_problem.y0: %zu bytes from byte 24 do not fit",
+             B * N * sizeof(double));
+    expect(clnode_solve_device(g_ctx, seed, &o64, &good, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           msg);
+    /* what lives in host memory, and what the device's values cannot be checked for */
+    clnode_solve_options ob = o;
+    ob.save_t0 = 1;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
+           "save_t0");
+    ob = o;
+    ob.keep_tape = 1;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem.kept is NULL with keep_tape = 1");
+    clnode_solution *kept = (clnode_solution *)&kept; /* not NULL: a refusal leaves it NULL */
+    p = good;
+    p.kept = &kept;
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem.kept is given with keep_tape = 0");
+    assert_null(kept);
+    ob = o;
+    ob.save_steps = 1;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
+           "save_steps");
+    ob = o;
+    ob.t0 = 1.0;
+    ob.t1 = 0.0;
+    ob.dt0 = -0.02;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
+           "backward integration");
+    ob = o;
+    ob.t1 = 0.0;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
+           "t0 = t1 = 0");
+    /* the options' own checks, as clnode_solve's */
+    ob = o;
+    ob.rtol = -1.0;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "rtol");
+
+    /* non-finite y0 and inputs, found on the device and named */
+    float *bad = malloc(B * N * sizeof *bad);
+    assert_non_null(bad);
+    memcpy(bad, y0, B * N * sizeof *bad);
+    bad[2 * N + 1] = NAN;
+    bad[2 * N + 3] = INFINITY;
+    bad[3 * N + 0] = INFINITY;
+    arr abad = arr_make(0, (const unsigned char *)bad, B * N * sizeof *bad);
+    p = good;
+    p.y0 = arr_at(&abad);
+    expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_NONFINITE_INPUT,
+           "y0 of trajectory 2, component 1 is nan (initial states must be finite)");
+    float fy0[4 * 3], badin[4 * 2];
+    for (size_t i = 0; i < 12; ++i)
+        fy0[i] = 0.05f * (float)i;
+    memcpy(badin, in, sizeof badin);
+    badin[1 * 2 + 1] = -INFINITY;
+    arr afy0 = arr_make(0, (const unsigned char *)fy0, sizeof fy0);
+    arr abin = arr_make(0, (const unsigned char *)badin, sizeof badin);
+    p = good;
+    p.y0 = arr_at(&afy0);
+    p.inputs = arr_at(&abin);
+    expect(clnode_solve_device(g_ctx, forms, &o, &p, NULL, NULL), CLNODE_ERR_NONFINITE_INPUT,
+           "conditioning input 1 of trajectory 1 is -inf (inputs must be finite)");
+    p.inputs = arr_at(&ain); /* the same problem with finite inputs solves */
+    assert_ok(clnode_solve_device(g_ctx, forms, &o, &p, NULL, NULL));
+    /* after every refusal the context still solves, with the same bits as before */
+    assert_ok(clnode_solve_device(g_ctx, seed, &o, &good, NULL, NULL));
+
+    arr *all[] = {&ay0, &ain, &ats, &ays, &ay1, &abad, &afy0, &abin};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        arr_free(all[i]);
+    free(y0);
+    free(bad);
+    clnode_model_destroy(&seed);
+    clnode_model_destroy(&forms);
+}
+
+int main(void)
+{
+    cl_platform_id plat;
+    if (!test_opencl_find("pocl", &plat, &g_dev))
+        return test_device_absent("opencl:pocl", "no PoCL platform with a device");
+    cl_int e;
+    g_cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
+    if (e != CL_SUCCESS)
+        return 1;
+    g_q = clCreateCommandQueue(g_cctx, g_dev, 0, &e);
+    if (e != CL_SUCCESS)
+        return 1;
+    clnode_context_options ho;
+    clnode_context_default_options(&ho);
+    ho.device = "host";
+    if (clnode_context_create_opencl(NULL, g_cctx, g_dev, g_q, &g_ctx) != CLNODE_OK ||
+        clnode_context_create(&ho, &g_host) != CLNODE_OK) {
+        fprintf(stderr, "cannot create the contexts\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_opencl_same_bits),
+        cmocka_unit_test(test_host_same_bits),
+        cmocka_unit_test(test_refusals),
+    };
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clnode_context_destroy(&g_ctx);
+    clnode_context_destroy(&g_host);
+    clReleaseCommandQueue(g_q);
+    clReleaseContext(g_cctx);
+    return rc;
+}
