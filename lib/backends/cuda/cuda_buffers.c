@@ -1,5 +1,6 @@
 /* cuda_buffers.c - the CUDA backend's buffers: allocation (zeroed), writes and reads. */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/ptr_adopt.h"
 
 clnode_status cu_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
 {
@@ -32,22 +33,8 @@ clnode_status cu_buf_alloc(cln_backend *be, size_t bytes, cln_buf **out)
     return CLNODE_OK;
 }
 
-/* A caller's device pointer (backend.h: buf_adopt): the runtime cannot tell its size, so the
- * handle covers what the caller says it holds; borrowed, never freed. */
-clnode_status cu_buf_adopt(cln_backend *be, void *handle, size_t offset, size_t bytes,
-                           const char *what, cln_buf **out)
-{
-    *out = NULL;
-    CLN_CHECK(be->ctx, offset <= SIZE_MAX - bytes, CLNODE_ERR_INVALID_ARGUMENT,
-              "%s: %zu bytes from byte %zu overflow", what, bytes, offset);
-    cln_buf *b = calloc(1, sizeof *b);
-    CLN_CHECK(be->ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a buffer handle");
-    b->p = handle;
-    b->size = offset + bytes;
-    b->borrowed = 1;
-    *out = b;
-    return CLNODE_OK;
-}
+/* A caller's device pointer (backend.h: buf_adopt): borrowed, never freed. */
+CLN_PTR_BUF_ADOPT(cu_buf_adopt)
 
 void cu_buf_free(cln_backend *be, cln_buf *b)
 {

@@ -1,6 +1,7 @@
 /* host_buffers.c - the host backend's buffers (plain host memory) and its grow-only GEMM
  * scratch. */
 #include "backends/host/host_internal.h"
+#include "backends/ptr_adopt.h"
 
 /* bytes (> 0) of zeros aligned to `align` (a power of two, at least a cache line); NULL when out
  * of memory (or asked for none). */
@@ -64,20 +65,7 @@ void host_buf_free(cln_backend *be, cln_buf *b)
 }
 
 /* A caller's host array (backend.h: buf_adopt): borrowed, never freed. */
-clnode_status host_buf_adopt(cln_backend *be, void *handle, size_t offset, size_t bytes,
-                             const char *what, cln_buf **out)
-{
-    *out = NULL;
-    CLN_CHECK(be->ctx, offset <= SIZE_MAX - bytes, CLNODE_ERR_INVALID_ARGUMENT,
-              "%s: %zu bytes from byte %zu overflow", what, bytes, offset);
-    cln_buf *b = calloc(1, sizeof *b);
-    CLN_CHECK(be->ctx, b, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a buffer handle");
-    b->p = handle;
-    b->size = offset + bytes;
-    b->borrowed = 1;
-    *out = b;
-    return CLNODE_OK;
-}
+CLN_PTR_BUF_ADOPT(host_buf_adopt)
 
 clnode_status host_buf_write(cln_backend *be, cln_buf *b, size_t off, size_t bytes, const void *src)
 {
