@@ -155,11 +155,12 @@ def test_times_kept_per_exact_bits():
     keyed by their exact bits: -0.0 and 0.0, a chosen dt0 (NaN) and a given one are kept apart;
     a tensor kept from a call under inference_mode serves a later call with a gradient."""
     from clnode.torch import _call
-    neg, pos = (_call.times_tensor(z, 1.0, None, 3) for z in (-0.0, 0.0))
+    neg, pos = (_call.times_tensor(z, 1.0, 0.25, 3) for z in (-0.0, 0.0))
     assert torch.signbit(neg[0]).all() and not torch.signbit(pos[0]).any()
-    assert torch.isnan(pos[2]).all()
-    given = _call.times_tensor(torch.tensor(0.0, dtype=F64), 1.0, 0.25, 3)
-    assert given is not pos and given.tolist() == [[0.0] * 3, [1.0] * 3, [0.25] * 3]
+    assert pos.tolist() == [[0.0] * 3, [1.0] * 3, [0.25] * 3]
+    assert _call.times_tensor(torch.tensor(0.0, dtype=F64), 1.0, 0.25, 3) is pos
+    auto = _call.times_tensor(0.0, 1.0, None, 3)
+    assert torch.isnan(auto[2]).all() and torch.equal(auto[:2], pos[:2])
     f = Field()
     y0 = torch.randn(3, 2)
     t = torch.linspace(0.0, 1.5, 4)
