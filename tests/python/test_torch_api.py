@@ -148,3 +148,25 @@ def test_odeint_defaults_in_float32_get_the_precision_guard():
     assert ys.dtype == torch.float32
     with pytest.warns(clnode.PrecisionWarning):
         ct.solve_ivp(f, y0, torch.linspace(0, 1, 3))
+
+
+def test_times_kept_per_exact_bits():
+    """The (3, B) times of one t0, t1 and dt0 are kept between calls (the op only reads them),
+    keyed by their exact bits: -0.0 and 0.0, a chosen dt0 (NaN) and a given one are kept apart;
+    a tensor kept from a call under inference_mode serves a later call with a gradient."""
+    from clnode.torch import _call
+    neg, pos = (_call.times_tensor(z, 1.0, 0.25, 3) for z in (-0.0, 0.0))
+    assert torch.signbit(neg[0]).all() and not torch.signbit(pos[0]).any()
+    assert pos.tolist() == [[0.0] * 3, [1.0] * 3, [0.25] * 3]
+    assert _call.times_tensor(torch.tensor(0.0, dtype=F64), 1.0, 0.25, 3) is pos
+    auto = _call.times_tensor(0.0, 1.0, None, 3)
+    assert torch.isnan(auto[2]).all() and torch.equal(auto[:2], pos[:2])
+    f = Field()
+    y0 = torch.randn(3, 2)
+    t = torch.linspace(0.0, 1.5, 4)
+    with torch.inference_mode():
+        a = ct.odeint(f, y0, t, rtol=1e-4, atol=1e-6)
+    y0.requires_grad_()
+    b = ct.odeint(f, y0, t, rtol=1e-4, atol=1e-6)
+    b.square().sum().backward()
+    assert torch.equal(a, b.detach()) and y0.grad is not None
