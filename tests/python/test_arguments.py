@@ -304,6 +304,39 @@ def test_jax_traced_checks_under_jit_come_first():
             jax.block_until_ready(jax.jit(fn)(jnp.asarray(arg)))
 
 
+def test_jax_traced_checks_are_one_conditional():
+    """Under jit, the three checks of traced times (dt0's sign, save times inside [t0, t1],
+    save times monotone) are one conditional of the program, not one each: each costs tracing
+    and compile time and a step of the compiled program before the solve."""
+    def fn(t1, dt0, ts):
+        return jsolve(t1=t1, dt0=dt0, saveat=diffrax.SaveAt(ts=ts)).ys
+
+    def conditionals(f, *args):
+        return len(re.findall(r"stablehlo\.(?:case|if)\b", jax.jit(f).lower(*args).as_text()))
+
+    # with concrete times and no save times: the solution's own check alone
+    alone = conditionals(lambda y0: jsolve(y0=y0).ys, jnp.asarray(Y0, jnp.float32))
+    assert conditionals(fn, 1.0, 0.1, jnp.array([0.2, 0.5])) == alone + 1
+
+
+def test_jax_traced_checks_name_the_first_failing():
+    """Under jit and vmap, where trajectories fail different checks the first check in order
+    (dt0's sign, then the interval, then monotone) is named, as before they were one."""
+    def fn(t1, dt0, ts):
+        return jsolve(t1=t1, dt0=dt0, saveat=diffrax.SaveAt(ts=ts)).ys
+
+    run = eqx.filter_jit(jax.vmap(fn))
+    t1 = jnp.array([1.0, 1.0, 1.0])
+    good = jnp.array([0.2, 0.5])
+    cases = (([0.1, 0.1, -0.1], [good, [0.5, 2.0], [0.5, 0.2]], "wrong sign"),
+             ([0.1, 0.1, 0.1], [good, [0.5, 0.2], [0.5, 2.0]], "outside the interval"),
+             ([0.1, 0.1, 0.1], [good, [0.5, 0.2], good], "not monotone"))
+    for dt0, ts, what in cases:
+        with pytest.raises(eqx.EquinoxRuntimeError, match=what):
+            jax.block_until_ready(run(t1, jnp.array(dt0), jnp.array(ts)))
+    assert np.all(np.isfinite(run(t1, jnp.array([0.1] * 3), jnp.array([good] * 3))))
+
+
 def test_jax_library_errors_under_filter_jit_are_the_message():
     """A refusal only the callback can make (one solve, two directions of integration, under
     jit and vmap): under equinox.filter_jit its message is the error (EquinoxRuntimeError), not

@@ -134,7 +134,9 @@ def diffeqsolve(terms: Any, solver: Any, t0: Any, t1: Any, dt0: Any, y0: Any, ar
     gradient bits) or ForwardMode() (diffrax's forward mode: the same derivatives, every state
     kept).
     Checks on concrete values run before the solve; under jax.jit, those on traced
-    times run in JAX through eqx.error_if, and the rest inside clnode's custom call, whose
+    times run in JAX through one eqx.branched_error_if (where several fail, the first of dt0's
+    sign, save times inside [t0, t1] and monotone save times is named), and the rest inside
+    clnode's custom call, whose
     failure is XLA's runtime error (jax.errors.JaxRuntimeError) with the library's message
     first, then the exception clnode.solve would raise."""
     how = _fallback.mode(fallback)

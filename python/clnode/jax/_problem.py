@@ -4,6 +4,7 @@ then the call's frozen Problem (its structural settings: the sizes, the dtypes, 
 layout, the save options, clnode.solve's options) and its named Operands (the arrays the
 primitives carry); and solve_settings, the same mapping as clnode.solve's keywords."""
 import dataclasses
+import functools
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -242,25 +243,37 @@ def _check_save_ts_now(save_ts, t0, t1):
 
 def _check_traced(ts_op, t0a, t1a, dt0a):
     """Under jax.jit, the checks that traced t0, t1, dt0 and save times allow in JAX, as
-    diffrax makes them: eqx.error_if raises their messages before the callback runs (under
-    equinox.filter_jit as equinox.EquinoxRuntimeError). Returns (ts_op, dt0a)."""
+    diffrax makes them: one eqx.branched_error_if raises their messages before the custom call
+    runs (under equinox.filter_jit as equinox.EquinoxRuntimeError). Where several fail (under
+    jax.vmap, in any trajectory), the first in _TRACED_CHECKS's order is named. One check, not
+    one per message: each costs tracing time on the first call and a conditional in the
+    compiled program. Returns (ts_op, dt0a)."""
     import equinox as eqx
-    dt0a = eqx.error_if(dt0a, (t1a - t0a) * dt0a < 0, "clnode.jax.diffeqsolve: dt0 has the "
-                        "wrong sign for integrating from t0 to t1 (diffrax.diffeqsolve: \"Must "
-                        "have (t1 - t0) * dt0 >= 0\")")
+    bad = [(t1a - t0a) * dt0a < 0]
     if ts_op is not None:
         lo, hi = jnp.minimum(t0a, t1a), jnp.maximum(t0a, t1a)
-        bad = jnp.any(ts_op < lo) | jnp.any(ts_op > hi)
-        ts_op = eqx.error_if(ts_op, bad, "clnode.jax.diffeqsolve: SaveAt(ts=...) has times "
-                             "outside the interval [t0, t1] (of a trajectory, under jax.vmap); "
-                             "diffrax.diffeqsolve refuses this too (\"saveat.ts must lie "
-                             "between t0 and t1\")")
-        back = jnp.any(jnp.where(t1a >= t0a, 1, -1) * (ts_op[1:] - ts_op[:-1]) < 0)
-        ts_op = eqx.error_if(ts_op, back, "clnode.jax.diffeqsolve: SaveAt(ts=...) is not "
-                             "monotone in the direction of integration (of a trajectory, under "
-                             "jax.vmap); diffrax.diffeqsolve refuses this too (\"saveat.ts must "
-                             "be increasing or decreasing.\")")
-    return ts_op, dt0a
+        bad.append(jnp.any(ts_op < lo) | jnp.any(ts_op > hi))
+        bad.append(jnp.any(jnp.where(t1a >= t0a, 1, -1) * (ts_op[1:] - ts_op[:-1]) < 0))
+    # branched_error_if names the largest index over a vmapped batch: the first check's is the
+    # largest
+    index = jnp.int32(0)
+    for i, b in enumerate(reversed(bad)):
+        index = jnp.where(b, jnp.int32(i), index)
+    msgs = [_TRACED_CHECKS[i] for i in reversed(range(len(bad)))]
+    return eqx.branched_error_if((ts_op, dt0a), functools.reduce(jnp.logical_or, bad), index,
+                                 msgs)
+
+
+# the messages of _check_traced's checks, in the order in which they are named
+_TRACED_CHECKS = (
+    "clnode.jax.diffeqsolve: dt0 has the wrong sign for integrating from t0 to t1 "
+    "(diffrax.diffeqsolve: \"Must have (t1 - t0) * dt0 >= 0\")",
+    "clnode.jax.diffeqsolve: SaveAt(ts=...) has times outside the interval [t0, t1] (of a "
+    "trajectory, under jax.vmap); diffrax.diffeqsolve refuses this too (\"saveat.ts must lie "
+    "between t0 and t1\")",
+    "clnode.jax.diffeqsolve: SaveAt(ts=...) is not monotone in the direction of integration "
+    "(of a trajectory, under jax.vmap); diffrax.diffeqsolve refuses this too (\"saveat.ts "
+    "must be increasing or decreasing.\")")
 
 
 def _check_arguments(terms, solver, adjoint, event, progress_meter, solver_state,
