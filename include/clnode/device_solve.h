@@ -65,6 +65,12 @@ typedef struct clnode_device_problem {
      * the solve's solution in host memory with its tape, for clnode_gradient_compute and
      * clnode_tangent_compute (required then; NULL otherwise, and untouched) */
     clnode_solution **kept;
+    /* optional (handle NULL: none): the saved points' times, batch x n_save_ts: trajectory b's
+     * row holds the save times it reached (save_ts[j], j < saved[b] of clnode_solve_device),
+     * then +inf; without save times but with save_t1, batch x 1: the time where each
+     * trajectory stopped (clnode_trajectory_stats.t_final, t1 on success). The times
+     * clnode_solution_rows gives for the same slots, in the solve's precision. */
+    clnode_device_array ts;
 } clnode_device_problem;
 
 #define clnode_device_problem_default(p) clnode_device_problem_default_sized((p), sizeof *(p))
@@ -77,7 +83,9 @@ CLNODE_API void clnode_device_problem_default_sized(clnode_device_problem *p, si
  * that receive each trajectory's statistics (clnode_solution_stats' fields); saved: NULL, or
  * `problem->batch` host counts: saved[b] is the index of the first save time trajectory b did
  * not reach (every value ys[b][j], j < saved[b], at a time inside its interval is written; the
- * rest of its row of ys is 0). Blocking: returns when the results are in the caller's arrays.
+ * rest of its row of ys is +inf, as clnode_solution_rows pads a row: the values at save times
+ * a trajectory did not reach, because it stopped before them, are infinities). Blocking: returns
+ * when the results are in the caller's arrays.
  *
  * Saved points: the save times (ys) and t1 (y1); save_t0 (y0 is the caller's array already) and
  * save_steps (they live in host memory) are refused (CLNODE_ERR_UNSUPPORTED).
@@ -99,7 +107,8 @@ CLNODE_API void clnode_device_problem_default_sized(clnode_device_problem *p, si
  * every error of clnode_solve about the options, the batch, the intervals, the first steps and
  * the device, and CLNODE_ERR_INVALID_ARGUMENT: NULL problem or model, a struct_size this library
  * does not know, a NULL y0, inputs missing or not expected, save times counted without an
- * array or an array without a count, a missing result array (ys, y1), an array that is not the
+ * array or an array without a count, a missing result array (ys, y1), a times array (ts) with
+ * neither save times nor save_t1, an array that is not the
  * backend's kind or is too small (OpenCL: a cl_mem of another context, an offset + size past its
  * end); CLNODE_ERR_UNSUPPORTED: a context whose backend takes no device arrays, the refusals
  * above; CLNODE_ERR_NONFINITE_INPUT: a NaN or infinity in y0 or the inputs, detected on the

@@ -18,7 +18,8 @@ CLN_DEFAULTS_SIZED(clnode_device_problem_default_sized, clnode_device_problem,
 
 /* The caller's arrays adopted by the backend for one solve (released with it). */
 typedef struct cln_dev_arrays {
-    cln_buf *y0, *inputs, *save_ts, *ys, *y1, *flag;
+    cln_buf *y0, *inputs, *save_ts, *ys, *y1, *ts, *flag;
+    cln_buf *pad; /* a row of +inf: the unreached save times' values and times */
 } cln_dev_arrays;
 
 /* What a solve from device arrays refuses besides clnode_solve's checks (Phase 0). */
@@ -50,6 +51,9 @@ static clnode_status cln_device_refusals(clnode_context *ctx, const clnode_model
               nt);
     CLN_CHECK(ctx, !o->save_t1 || dp->y1.handle, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_device_problem.y1 is NULL: no array for the states at t1 (save_t1)");
+    CLN_CHECK(ctx, !dp->ts.handle || nt > 0 || o->save_t1, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_device_problem.ts is given, but there are neither save times nor "
+              "save_t1: no saved points have times");
     CLN_CHECK(ctx, !o->save_t0, CLNODE_ERR_UNSUPPORTED,
               "clnode_solve_device: save_t0 is not saved (y0 is the caller's array already)");
     CLN_CHECK(ctx, !o->save_steps, CLNODE_ERR_UNSUPPORTED,
@@ -104,6 +108,7 @@ static clnode_status cln_device_inputs(cln_run *r, const clnode_device_problem *
     CLN_TRY(st, cln_adopt(r, &dp->ys, B * nt * N, es, "clnode_device_problem.ys", &a->ys));
     if (r->o->save_t1)
         CLN_TRY(st, cln_adopt(r, &dp->y1, B * N, es, "clnode_device_problem.y1", &a->y1));
+    CLN_TRY(st, cln_adopt(r, &dp->ts, B * (nt ? nt : 1), es, "clnode_device_problem.ts", &a->ts));
     CLN_TRY(st, be->ops->copy_rows(be, sd->Y, 0, B * N * es, a->y0, dp->y0.offset, B * N * es,
                                    B * N * es, 1));
     if (k)
@@ -240,6 +245,65 @@ static clnode_status cln_device_kept(cln_run *r, const clnode_device_problem *dp
     return st;
 }
 
+/* The layout of the saved points (lib/solver/layout.c's, clnode_solution_rows'): the values at
+ * the save times trajectory b did not reach (j >= nts[b]) +inf in its row of ys; the times (ts,
+ * when given) the save times reached then +inf, or without save times each trajectory's
+ * t_final. Written on the device: copies from the save times and from one row of +inf. */
+static clnode_status cln_device_layout(cln_run *r, const clnode_device_problem *dp,
+                                       cln_dev_arrays *a, const cln_istate *is,
+                                       const double *t_final)
+{
+    cln_backend *be = r->be;
+    const cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->Breal, N = sd->N, es = sd->esize, nt = dp->n_save_ts;
+    const size_t row = nt * es, ts_row = dp->save_ts_per_trajectory ? row : 0;
+    clnode_status st = CLNODE_OK;
+    if (!nt) {
+        /* save_t1 alone: one time per trajectory, in the solve's precision */
+        unsigned char *t = a->ts ? malloc(B * es) : NULL;
+        if (a->ts && !t)
+            return cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the times");
+        for (size_t b = 0; t && b < B; ++b) {
+            const float f = (float)t_final[b];
+            memcpy(t + b * es, es == sizeof f ? (const void *)&f : (const void *)&t_final[b], es);
+        }
+        if (t)
+            st = be->ops->buf_write(be, a->ts, dp->ts.offset, B * es, t);
+        free(t);
+        return st;
+    }
+    size_t unreached = 0;
+    for (size_t b = 0; b < B; ++b)
+        unreached += (size_t)is[b].nts < nt;
+    if (unreached) {
+        double *inf = malloc(nt * N * sizeof *inf);
+        st = inf ? cln_alloc(r, &a->pad, nt * N, es)
+                 : cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate a row of +inf");
+        for (size_t i = 0; st == CLNODE_OK && i < nt * N; ++i)
+            inf[i] = INFINITY;
+        if (st == CLNODE_OK)
+            st = cln_upload(be, sd, a->pad, 0, inf, nt * N);
+        free(inf);
+    }
+    if (st == CLNODE_OK && a->ts && ts_row)
+        st = be->ops->copy_rows(be, a->ts, dp->ts.offset, row, a->save_ts, dp->save_ts.offset, row,
+                                row, B);
+    for (size_t b = 0; st == CLNODE_OK && b < B; ++b) {
+        const size_t n = (size_t)is[b].nts < nt ? (size_t)is[b].nts : nt;
+        if (a->ts && !ts_row && n)
+            st = be->ops->copy_rows(be, a->ts, dp->ts.offset + b * row, n * es, a->save_ts,
+                                    dp->save_ts.offset, n * es, n * es, 1);
+        if (n == nt || st != CLNODE_OK)
+            continue;
+        st = be->ops->copy_rows(be, a->ys, dp->ys.offset + (b * nt + n) * N * es, (nt - n) * N * es,
+                                a->pad, 0, (nt - n) * N * es, (nt - n) * N * es, 1);
+        if (st == CLNODE_OK && a->ts)
+            st = be->ops->copy_rows(be, a->ts, dp->ts.offset + b * row + n * es, (nt - n) * es,
+                                    a->pad, 0, (nt - n) * es, (nt - n) * es, 1);
+    }
+    return st;
+}
+
 /* The results into the caller's arrays, and the statistics to the host. */
 static clnode_status cln_device_results(cln_run *r, const clnode_device_problem *dp,
                                         cln_dev_arrays *a, clnode_trajectory_stats *stats,
@@ -251,6 +315,7 @@ static clnode_status cln_device_results(cln_run *r, const clnode_device_problem 
     clnode_status st = CLNODE_OK;
     cln_rstate_d *rs = NULL;
     cln_istate *is = NULL;
+    double *t_final = NULL;
     if (nt)
         CLN_TRY(st, be->ops->copy_rows(be, a->ys, dp->ys.offset, B * nt * N * es, sd->TSOUT, 0,
                                        B * nt * N * es, B * nt * N * es, 1));
@@ -259,7 +324,8 @@ static clnode_status cln_device_results(cln_run *r, const clnode_device_problem 
                                        B * N * es, 1));
     rs = calloc(B, sizeof *rs);
     is = calloc(B, sizeof *is);
-    if (!rs || !is) {
+    t_final = calloc(B, sizeof *t_final);
+    if (!rs || !is || !t_final) {
         st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the final states");
         goto fail;
     }
@@ -267,17 +333,19 @@ static clnode_status cln_device_results(cln_run *r, const clnode_device_problem 
     CLN_TRY(st, cln_download(be, sd, sd->RS, 0, (double *)(void *)rs, B * CLN_RSTATE_REALS));
     CLN_TRY(st, be->ops->buf_read(be, sd->IS, 0, B * sizeof *is, is));
     for (size_t b = 0; b < B; ++b) {
-        if (stats) {
-            clnode_trajectory_stats t;
-            cln_fill_stats(r, &t, &rs[b], &is[b]);
+        clnode_trajectory_stats t;
+        cln_fill_stats(r, &t, &rs[b], &is[b]);
+        t_final[b] = t.t_final;
+        if (stats)
             cln_struct_fill((unsigned char *)stats + b * stats_size, stats_size, &t, sizeof t);
-        }
         if (saved)
             saved[b] = (size_t)is[b].nts;
     }
+    CLN_TRY(st, cln_device_layout(r, dp, a, is, t_final));
 fail:
     free(rs);
     free(is);
+    free(t_final);
     return st;
 }
 
@@ -346,7 +414,7 @@ clnode_status clnode_solve_device_sized(clnode_context *ctx, const clnode_model 
     }
 fail:
     if (r.be) {
-        cln_buf *all[] = {a.y0, a.inputs, a.save_ts, a.ys, a.y1, a.flag};
+        cln_buf *all[] = {a.y0, a.inputs, a.save_ts, a.ys, a.y1, a.ts, a.flag, a.pad};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
             r.be->ops->buf_free(r.be, all[i]);
         cln_release(&r);

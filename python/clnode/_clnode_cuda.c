@@ -7,6 +7,81 @@
 
 #include <stdint.h>
 
+#ifdef CLNODE_HAVE_CUDA
+/* t0s, t1s and dt0s (Python objects, None: the options') as host float64 arrays of B values:
+ * tarr[i] holds a reference (the caller releases it), tptr[i] its data. -1 with an exception. */
+static int time_arrays(PyObject *const tin[3], size_t B, PyArrayObject *tarr[3],
+                       const double *tptr[3])
+{
+    for (int i = 0; i < 3; i++) {
+        if (tin[i] == Py_None)
+            continue;
+        tarr[i] = (PyArrayObject *)PyArray_FROMANY(tin[i], NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
+        if (!tarr[i])
+            return -1;
+        if ((size_t)PyArray_DIM(tarr[i], 0) != B) {
+            PyErr_Format(InvalidArgumentError,
+                         "solve_cuda: a time array of %zd values for %zu "
+                         "trajectories",
+                         (Py_ssize_t)PyArray_DIM(tarr[i], 0), B);
+            return -1;
+        }
+        tptr[i] = PyArray_DATA(tarr[i]);
+    }
+    return 0;
+}
+
+/* The kept solution's tape bytes (clnode_solution_tape_export, tape_bytes of them) as a new
+ * uint8 array, or NULL with an exception. */
+static PyObject *tape_array(const clnode_model *model, const clnode_solution *kept,
+                            size_t tape_bytes)
+{
+    const npy_intp dn[1] = {(npy_intp)tape_bytes};
+    PyObject *tape = PyArray_SimpleNew(1, dn, NPY_UINT8);
+    if (!tape)
+        return NULL;
+    const clnode_status st = clnode_solution_tape_export(
+        NULL, model, kept, PyArray_DATA((PyArrayObject *)tape), tape_bytes, &tape_bytes);
+    if (st != CLNODE_OK) {
+        Py_DECREF(tape);
+        raise_status(st, "clnode.torch: the tape's export failed");
+        return NULL;
+    }
+    return tape;
+}
+
+/* solve_cuda's result tuple (stats, tinfo, saved, tape) from the host results of B
+ * trajectories; tape NULL: None. NULL with an exception. */
+static PyObject *solve_cuda_result(const clnode_trajectory_stats *stats, const size_t *saved,
+                                   size_t B, PyObject *tape)
+{
+    PyObject *ret = NULL;
+    const npy_intp d5[2] = {(npy_intp)B, 5}, d2[2] = {(npy_intp)B, 2}, d1[1] = {(npy_intp)B};
+    PyArrayObject *so = (PyArrayObject *)PyArray_SimpleNew(2, d5, NPY_INT64);
+    PyArrayObject *ti = (PyArrayObject *)PyArray_SimpleNew(2, d2, NPY_DOUBLE);
+    PyArrayObject *sv = (PyArrayObject *)PyArray_SimpleNew(1, d1, NPY_INT64);
+    if (so && ti && sv) {
+        int64_t *s = PyArray_DATA(so), *n = PyArray_DATA(sv);
+        double *t = PyArray_DATA(ti);
+        for (size_t b = 0; b < B; b++) {
+            s[5 * b + 0] = (int64_t)stats[b].result;
+            s[5 * b + 1] = stats[b].num_steps;
+            s[5 * b + 2] = stats[b].num_accepted;
+            s[5 * b + 3] = stats[b].num_rejected;
+            s[5 * b + 4] = stats[b].num_rhs_evals;
+            t[2 * b + 0] = stats[b].first_step;
+            t[2 * b + 1] = stats[b].t_final;
+            n[b] = (int64_t)saved[b];
+        }
+        ret = PyTuple_Pack(4, so, ti, sv, tape ? tape : Py_None);
+    }
+    Py_XDECREF(so);
+    Py_XDECREF(ti);
+    Py_XDECREF(sv);
+    return ret;
+}
+#endif
+
 /* solve_cuda(model, options, *, device, stream, batch, y0, ys, save_ts, n_ts, ts_rows, inputs,
  * t0s, t1s, dt0s) -> (stats (B, 5) int64: result, num_steps, accepted, rejected, rhs_evals;
  * tinfo (B, 2) float64: first_step, t_final; saved (B,) int64: the save times reached; tape: the
@@ -51,21 +126,8 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
     clnode_solution *kept = NULL;
     clnode_trajectory_stats *stats = NULL;
     size_t *saved = NULL;
-    for (int i = 0; i < 3; i++) {
-        if (tin[i] == Py_None)
-            continue;
-        tarr[i] = (PyArrayObject *)PyArray_FROMANY(tin[i], NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
-        if (!tarr[i])
-            goto done;
-        if ((size_t)PyArray_DIM(tarr[i], 0) != B) {
-            PyErr_Format(InvalidArgumentError,
-                         "solve_cuda: a time array of %zd values for %zu "
-                         "trajectories",
-                         (Py_ssize_t)PyArray_DIM(tarr[i], 0), B);
-            goto done;
-        }
-        tptr[i] = PyArray_DATA(tarr[i]);
-    }
+    if (time_arrays(tin, B, tarr, tptr) < 0)
+        goto done;
     clnode_device_problem p;
     clnode_device_problem_default(&p);
     p.batch = B;
@@ -108,40 +170,9 @@ PyObject *solve_cuda(PyObject *self, PyObject *args, PyObject *kw)
         raise_status(st, e.msg);
         goto done;
     }
-    if (kept) { /* the tape's bytes, written where numpy keeps them */
-        const npy_intp dn[1] = {(npy_intp)tape_bytes};
-        tape = PyArray_SimpleNew(1, dn, NPY_UINT8);
-        if (!tape)
-            goto done;
-        st = clnode_solution_tape_export(NULL, model, kept, PyArray_DATA((PyArrayObject *)tape),
-                                         tape_bytes, &tape_bytes);
-        if (st != CLNODE_OK) {
-            raise_status(st, "clnode.torch: the tape's export failed");
-            goto done;
-        }
-    }
-    const npy_intp d5[2] = {(npy_intp)B, 5}, d2[2] = {(npy_intp)B, 2}, d1[1] = {(npy_intp)B};
-    PyArrayObject *so = (PyArrayObject *)PyArray_SimpleNew(2, d5, NPY_INT64);
-    PyArrayObject *ti = (PyArrayObject *)PyArray_SimpleNew(2, d2, NPY_DOUBLE);
-    PyArrayObject *sv = (PyArrayObject *)PyArray_SimpleNew(1, d1, NPY_INT64);
-    if (so && ti && sv) {
-        int64_t *s = PyArray_DATA(so), *n = PyArray_DATA(sv);
-        double *t = PyArray_DATA(ti);
-        for (size_t b = 0; b < B; b++) {
-            s[5 * b + 0] = (int64_t)stats[b].result;
-            s[5 * b + 1] = stats[b].num_steps;
-            s[5 * b + 2] = stats[b].num_accepted;
-            s[5 * b + 3] = stats[b].num_rejected;
-            s[5 * b + 4] = stats[b].num_rhs_evals;
-            t[2 * b + 0] = stats[b].first_step;
-            t[2 * b + 1] = stats[b].t_final;
-            n[b] = (int64_t)saved[b];
-        }
-        ret = PyTuple_Pack(4, so, ti, sv, tape ? tape : Py_None);
-    }
-    Py_XDECREF(so);
-    Py_XDECREF(ti);
-    Py_XDECREF(sv);
+    if (kept && !(tape = tape_array(model, kept, tape_bytes)))
+        goto done;
+    ret = solve_cuda_result(stats, saved, B, tape);
 done:
     Py_XDECREF(tape);
     clnode_solution_destroy(&kept);

@@ -12,12 +12,12 @@
  * handler does, under the token of its result (clnode_solve_device's kept solution: its kept
  * states, y0, args and the save times read back to the host for it). What still crosses to the
  * host: t0, t1, dt0, the parameters, the factor and
- * the controller's numbers (the model and the solve's checks are made there), the save times
- * (for the times result: a few values per trajectory), and the results' counts, tokens and
- * times, written back on the stream. */
+ * the controller's numbers (the model and the solve's checks are made there), and the results'
+ * counts and tokens, written back on the stream. The layout of the saved points (the save times'
+ * values and times, +inf where a trajectory stopped before them) is the library's:
+ * clnode_solve_device writes ys and the times result on the device. */
 #include "_clnode_xla_internal.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,20 +202,11 @@ static cxf_error *host_operands(cxf_call_frame *f, void *stream, cxf_buffer *hb,
     return e ? xla_cuda_error(f, WHAT, e, "cudaStreamSynchronize (the operands' copies)") : NULL;
 }
 
-/* The results' host parts: counts, tokens, times; the padding of unreached save times. */
+/* The results' host parts: the counts and the tokens (the library writes the states and the
+ * times on the device, clnode_device_problem.ys, .y1 and .ts). */
 typedef struct host_rets {
     int32_t *counts, *token;
-    unsigned char *ts, *tsop, *inf; /* the times result, the save times operand, a row of +inf */
 } host_rets;
-
-static void host_rets_free(host_rets *h)
-{
-    free(h->counts);
-    free(h->token);
-    free(h->ts);
-    free(h->tsop);
-    free(h->inf);
-}
 
 /* The solve on XLA's buffers, then the results' host parts written on the stream. */
 static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const xla_op *ops,
@@ -223,26 +214,17 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
                                   void *stream, xla_fail *e, int *failed)
 {
     cxf_buffer *const *r = (cxf_buffer *const *)f->rets.rets;
-    const size_t es = pl->y_f64 ? sizeof(double) : sizeof(float), T = pl->T, N = pl->n;
     xla_batch x;
     clnode_model *model = NULL;
     clnode_solution *sol = NULL; /* keep: the tape's solution */
     clnode_trajectory_stats *stats = calloc(B, sizeof *stats);
-    size_t *saved = calloc(B, sizeof *saved);
-    host_rets h = {calloc(4 * B, sizeof(int32_t)), calloc(B, sizeof(int32_t)), calloc(B * T, es),
-                   NULL, malloc((N * T ? N * T : 1) * es)};
+    host_rets h = {calloc(4 * B, sizeof(int32_t)), calloc(B, sizeof(int32_t))};
     cxf_error *err = NULL;
     *failed = 1;
     memset(&x, 0, sizeof x);
-    if (!stats || !saved || !h.counts || !h.token || !h.ts || !h.inf) {
+    if (!stats || !h.counts || !h.token) {
         fail(e, CLNODE_ERR_OUT_OF_MEMORY, "%s: out of host memory", WHAT);
         goto done;
-    }
-    for (size_t i = 0; i < N * T; i++) {
-        if (pl->y_f64)
-            ((double *)h.inf)[i] = INFINITY;
-        else
-            ((float *)h.inf)[i] = INFINITY;
     }
     if (batch_setup_scalars(pl, ops, lead, nl, B, keep && pl->scale_traced, a->ctx, &x, &model, e))
         goto done;
@@ -264,6 +246,7 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
     } else {
         dp.y1.handle = r[1]->data;
     }
+    dp.ts.handle = r[0]->data; /* the saved points' times, laid out by the library */
     x.o.keep_tape = keep;
     if (keep) {
         x.o.checkpoint_every = pl->checkpoint_every;
@@ -272,7 +255,7 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
     x.o.cancel = xla_on_cancel;
     x.o.cancel_user = NULL;
     const unsigned long long t0 = now_ns();
-    const clnode_status st = clnode_solve_device(a->ctx, model, &x.o, &dp, stats, saved);
+    const clnode_status st = clnode_solve_device(a->ctx, model, &x.o, &dp, stats, NULL);
     const unsigned long long dt = now_ns() - t0;
     pthread_mutex_lock(&g_lock);
     g_solve_ns += dt;
@@ -298,45 +281,12 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
                            "rtol is below what this arithmetic resolves");
         goto done;
     }
-    /* the times result: the save times reached (+inf after), or where each trajectory stopped */
-    const size_t ts_n = pl->has_ts ? pl->n_ts * (rows ? B : 1) : 0;
-    if (ts_n) {
-        int ce;
-        if (!(h.tsop = malloc(ts_n * es))) {
-            fail(e, CLNODE_ERR_OUT_OF_MEMORY, "%s: out of host memory", WHAT);
-            goto done;
-        }
-        if ((ce = xla_cuda_copy(h.tsop, ops[4].b->data, ts_n * es, XLA_CUDA_D2H, stream)) ||
-            (ce = xla_cuda_sync(stream))) {
-            err = xla_cuda_error(f, WHAT, ce, "cudaMemcpyAsync (the save times to the host)");
-            goto done;
-        }
-    }
-    for (size_t b = 0; b < B; b++)
-        for (size_t j = 0; j < T; j++) {
-            unsigned char *dst = h.ts + (b * T + j) * es;
-            if (!pl->has_ts) {
-                const double tf = stats[b].t_final;
-                const float ff = (float)tf;
-                memcpy(dst, es == sizeof tf ? (const void *)&tf : (const void *)&ff, es);
-            } else if (j < saved[b]) {
-                memcpy(dst, h.tsop + ((rows ? b * pl->n_ts : 0) + j) * es, es);
-            } else {
-                memcpy(dst, h.inf, es);
-            }
-        }
     const int32_t token = keep ? tape_keep(&sol, &model) : 0;
     for (size_t b = 0; b < B; b++)
         h.token[b] = token;
-    int ce = xla_cuda_copy(r[0]->data, h.ts, B * T * es, XLA_CUDA_H2D, stream);
-    if (!ce)
-        ce = xla_cuda_copy(r[2]->data, h.counts, 4 * B * sizeof(int32_t), XLA_CUDA_H2D, stream);
+    int ce = xla_cuda_copy(r[2]->data, h.counts, 4 * B * sizeof(int32_t), XLA_CUDA_H2D, stream);
     if (!ce)
         ce = xla_cuda_copy(r[3]->data, h.token, B * sizeof(int32_t), XLA_CUDA_H2D, stream);
-    for (size_t b = 0; !ce && pl->has_ts && b < B; b++) /* unreached save times: +inf */
-        if (saved[b] < T)
-            ce = xla_cuda_copy((unsigned char *)r[1]->data + (b * T + saved[b]) * N * es, h.inf,
-                               (T - saved[b]) * N * es, XLA_CUDA_H2D, stream);
     if (!ce)
         ce = xla_cuda_sync(stream); /* the host parts are freed below */
     if (ce) {
@@ -348,9 +298,9 @@ done:
     clnode_solution_destroy(&sol);
     clnode_model_destroy(&model);
     batch_free(&x);
-    host_rets_free(&h);
+    free(h.counts);
+    free(h.token);
     free(stats);
-    free(saved);
     return err;
 }
 

@@ -4,8 +4,10 @@
  * Oracle: clnode_solve of the same problem from host arrays on the same context, bit for bit
  * (saved values, states at t1, every statistic), fp32 and fp64, B = 1, 3 and 37, saves at a
  * shared list, per-trajectory lists and t1, the seed model and a model with time input,
- * conditioning inputs and an output scale; the same on the host backend with host pointers; and
- * every refusal with its message. Skipped (77) without PoCL. */
+ * conditioning inputs and an output scale; the same on the host backend with host pointers; the
+ * layout of the saved points (ys's unreached slots and the times array) against
+ * clnode_solution_rows with trajectories that stop before the last save times; and every refusal
+ * with its message. Skipped (77) without PoCL. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -320,6 +322,108 @@ static void test_host_same_bits(void **state)
     g_ctx = keep;
 }
 
+/* The layout of the saved points when trajectories stop before the last save times (a shared
+ * list, a short t1 per trajectory): ys's unreached slots +inf and the times array (ts) the save
+ * times reached then +inf; without save times, ts the times where each trajectory stopped. Oracle:
+ * clnode_solution_rows of clnode_solve's solution, bit for bit, in the solve's precision. */
+static void run_layout(clnode_context *ctx, int on_host, clnode_precision prec, size_t nt)
+{
+    clnode_model *m = seed_model(ctx);
+    const size_t B = 7, N = clnode_model_dim(m);
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    const size_t slots = nt ? nt : 1;
+    double *y0 = malloc(B * N * sizeof *y0), t1s[7], ts[6];
+    assert_true(y0 && nt <= 6);
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = in_prec(prec, 0.25 * cos(0.9 * (double)i) + 0.1);
+    for (size_t b = 0; b < B; ++b) /* 0.2 .. 1.0: the short ones stop before the last times */
+        t1s[b] = 0.2 + 0.8 * (double)((3 * b) % B) / (double)(B - 1);
+    for (size_t j = 0; j < nt; ++j)
+        ts[j] = in_prec(prec, 0.15 + 0.8 * (double)j / (double)nt);
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.precision = prec;
+    o.save_t1 = nt == 0;
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.batch = B;
+    p.y0 = y0;
+    p.t1s = t1s;
+    p.save_ts = nt ? ts : NULL;
+    p.n_save_ts = nt;
+    clnode_solution *s = NULL;
+    assert_ok(clnode_solve(ctx, m, &o, &p, &s));
+    unsigned char *wt = malloc(B * slots * es), *wy = malloc(B * slots * N * es);
+    unsigned char *gt = malloc(B * slots * es), *gy = malloc(B * slots * N * es);
+    assert_true(wt && wy && gt && gy);
+    if (prec == CLNODE_FP32)
+        assert_ok(
+            clnode_solution_rows_f32(s, 0, B, slots, (float *)(void *)wt, (float *)(void *)wy));
+    else
+        assert_ok(
+            clnode_solution_rows_f64(s, 0, B, slots, (double *)(void *)wt, (double *)(void *)wy));
+
+    unsigned char *bytes = malloc(B * N * sizeof(double));
+    assert_non_null(bytes);
+    to_bytes(prec, y0, B * N, bytes);
+    arr ay0 = arr_make(on_host, bytes, B * N * es);
+    to_bytes(prec, ts, nt, bytes);
+    arr ats = arr_make(on_host, bytes, nt * es);
+    arr ays = arr_make(on_host, NULL, B * slots * N * es),
+        aout = arr_make(on_host, NULL, B * slots * es);
+    clnode_device_problem dp;
+    clnode_device_problem_default(&dp);
+    dp.batch = B;
+    dp.y0 = arr_at(&ay0);
+    dp.t1s = t1s;
+    if (nt) {
+        dp.save_ts = arr_at(&ats);
+        dp.n_save_ts = nt;
+        dp.ys = arr_at(&ays);
+    } else {
+        dp.y1 = arr_at(&ays);
+    }
+    dp.ts = arr_at(&aout);
+    size_t saved[7];
+    assert_ok(clnode_solve_device(ctx, m, &o, &dp, NULL, saved));
+    size_t short_ones = 0;
+    for (size_t b = 0; b < B; ++b)
+        short_ones += nt && saved[b] < nt;
+    assert_true(!nt || (short_ones >= 2 && short_ones < B)); /* the case is what it claims */
+    arr_read(&aout, gt);
+    arr_read(&ays, gy);
+    assert_memory_equal(gt, wt, B * slots * es);
+    assert_memory_equal(gy, wy, B * slots * N * es);
+    for (size_t b = 0; nt && b < B; ++b) /* and the padding is there: +inf after saved[b] */
+        assert_true(saved[b] == nt || isinf(from_bytes(prec, gt, b * nt + saved[b])));
+    free(wt);
+    free(wy);
+    free(gt);
+    free(gy);
+    free(bytes);
+    free(y0);
+    arr *all[] = {&ay0, &ats, &ays, &aout};
+    for (size_t i = 0; i < 4; ++i)
+        arr_free(all[i]);
+    clnode_solution_destroy(&s);
+    clnode_model_destroy(&m);
+}
+
+static void test_layout(void **state)
+{
+    (void)state;
+    const clnode_precision precs[] = {CLNODE_FP32, CLNODE_FP64};
+    clnode_context *keep = g_ctx;
+    for (int on_host = 0; on_host < 2; ++on_host) {
+        g_ctx = on_host ? g_host : keep; /* assert_ok names its error */
+        for (size_t i = 0; i < 2; ++i) {
+            run_layout(g_ctx, on_host, precs[i], 5);
+            run_layout(g_ctx, on_host, precs[i], 0);
+        }
+    }
+    g_ctx = keep;
+}
+
 /* clnode_solve_device's status, and its message containing `want`. */
 static void expect(clnode_status got, clnode_status status, const char *want)
 {
@@ -350,6 +454,7 @@ static void test_refusals(void **state)
     clnode_solve_options o;
     clnode_solve_default_options(&o);
     o.save_t1 = 1;
+    clnode_solve_options ob = o;
     clnode_device_problem good;
     clnode_device_problem_default(&good);
     good.batch = B;
@@ -396,6 +501,14 @@ static void test_refusals(void **state)
     p.y1.handle = NULL;
     expect(clnode_solve_device(g_ctx, seed, &o, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
            "y1 is NULL");
+    p = good;
+    p.save_ts.handle = NULL;
+    p.n_save_ts = 0;
+    p.ts = arr_at(&ats);
+    ob = o;
+    ob.save_t1 = 0;
+    expect(clnode_solve_device(g_ctx, seed, &ob, &p, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
+           "clnode_device_problem.ts is given, but there are neither save times nor save_t1");
     /* sizes: a batch larger than the buffers hold; an offset past the end */
     p = good;
     p.batch = 5;
@@ -429,7 +542,7 @@ static void test_refusals(void **state)
     expect(clnode_solve_device(g_ctx, seed, &o64, &good, NULL, NULL), CLNODE_ERR_INVALID_ARGUMENT,
            msg);
     /* what lives in host memory, and what the device's values cannot be checked for */
-    clnode_solve_options ob = o;
+    ob = o;
     ob.save_t0 = 1;
     expect(clnode_solve_device(g_ctx, seed, &ob, &good, NULL, NULL), CLNODE_ERR_UNSUPPORTED,
            "save_t0");
@@ -524,6 +637,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opencl_same_bits),
         cmocka_unit_test(test_host_same_bits),
+        cmocka_unit_test(test_layout),
         cmocka_unit_test(test_refusals),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,6 @@ list per trajectory (others go through the host: a copy each way). A solve whose
 wanted keeps its tape, which the library's reverse pass reads in host memory: the solve's kept
 states, y0, args and the save times are read back for it (clnode_solve_device's kept solution),
 and its bytes are the op's tape output, as on the CPU."""
-import math
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -47,16 +46,14 @@ def solve(y0: Tensor, args: Optional[Tensor], model: _model.MLP, times: Tensor, 
     opts.update(save_t0=False, save_t1=False, save_steps=False)
     y = y0.detach().contiguous()
     a = None if args is None else args.detach().to(dev).contiguous()
-    stats, tinfo, saved, tape = _clnode.solve_cuda(
+    # the slots after the last save time a trajectory reached are +inf in ys: the library's
+    # layout (clnode_solve_device), as the host path's
+    stats, tinfo, _saved, tape = _clnode.solve_cuda(
         model._m, opts, device=dev.index if dev.index is not None else torch.cuda.current_device(),
         stream=torch.cuda.current_stream(dev).cuda_stream, batch=B, y0=y.data_ptr(),
         ys=ys.data_ptr(), save_ts=ts.data_ptr(), n_ts=T, ts_rows=ts.dim() == 2,
         inputs=0 if a is None else a.data_ptr(), t0s=np.ascontiguousarray(tm[0]),
         t1s=np.ascontiguousarray(tm[1]), dt0s=None if auto else np.ascontiguousarray(tm[2]))
-    # the slots after the last save time a trajectory reached: +inf, as the host path's
-    reached = torch.from_numpy(saved).to(dev)
-    ys.masked_fill_(torch.arange(T, device=dev)[None, :, None] >= reached[:, None, None],
-                    math.inf)
     return (ys, torch.from_numpy(stats).to(dev), torch.from_numpy(tinfo).to(dev),
             torch.empty((0,), dtype=torch.uint8, device=dev) if tape is None
             else torch.from_numpy(tape).to(dev))
