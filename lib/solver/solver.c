@@ -98,8 +98,9 @@ static clnode_status cln_guard_tolerance(clnode_context *ctx, const clnode_solve
                         "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, "
                         "unit roundoff %.3g; rtol must be at least %g u = %.3g)",
                         o->rtol, ctx->backend->device_name, clnode_precision_name(o->precision),
-                        clnode_gemm_mode_name(o->gemm_precision), clnode_gemm_class_name(pr->gemm_class),
-                        pr->unit_roundoff, CLNODE_GUARD_FACTOR, floor);
+                        clnode_gemm_mode_name(o->gemm_precision),
+                        clnode_gemm_class_name(pr->gemm_class), pr->unit_roundoff,
+                        CLNODE_GUARD_FACTOR, floor);
     cln_log(ctx, CLNODE_LOG_WARN, CLNODE_LOG_PRECISION_GUARD,
             "rtol %g is below what %s resolves in %s with GEMM mode %s (measured %s, unit "
             "roundoff %.3g; rtol should be at least %g u = %.3g): expect many more steps, or "
@@ -155,11 +156,11 @@ static void cln_report_floor(clnode_context *ctx, const clnode_solve_options *o,
 clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
                         const clnode_solve_options *o, const clnode_problem *p, int device)
 {
-    const clnode_status st =
-        device ? cln_validate_device(ctx, model, o, p) : cln_validate(ctx, model, o, p);
+    const clnode_status st = cln_validate(ctx, model, o, p, device);
     if (st != CLNODE_OK)
         return st;
-    const clnode_status pst = cln_check_device_precision(ctx, o->precision, o->gemm_precision, "solve");
+    const clnode_status pst =
+        cln_check_device_precision(ctx, o->precision, o->gemm_precision, "solve");
     if (pst != CLNODE_OK)
         return pst;
     return cln_guard_tolerance(ctx, o);

@@ -391,34 +391,16 @@ static clnode_status cln_validate_collapse(clnode_context *ctx, const clnode_sol
 }
 
 clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
-                           const clnode_solve_options *o, const clnode_problem *p)
+                           const clnode_solve_options *o, const clnode_problem *p, int device)
 {
     CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
     clnode_status st = cln_validate_method(ctx, o->method);
     if (st == CLNODE_OK)
-        st = cln_validate_problem(ctx, o, p, 0);
+        st = cln_validate_problem(ctx, o, p, device);
     if (st == CLNODE_OK)
         st = cln_validate_controller(ctx, o);
-    if (st == CLNODE_OK)
-        st = cln_validate_inputs(ctx, model, o, p);
-    if (st == CLNODE_OK)
-        st = cln_validate_range(ctx, model, o, p);
-    if (st == CLNODE_OK)
-        st = cln_validate_collapse(ctx, o, p);
-    return st;
-}
-
-clnode_status cln_validate_device(clnode_context *ctx, const clnode_model *model,
-                                  const clnode_solve_options *o, const clnode_problem *p)
-{
-    CLN_CHECK(ctx, model, CLNODE_ERR_INVALID_ARGUMENT, "no model");
-    clnode_status st = cln_validate_method(ctx, o->method);
-    if (st == CLNODE_OK)
-        st = cln_validate_problem(ctx, o, p, 1);
-    if (st == CLNODE_OK)
-        st = cln_validate_controller(ctx, o);
-    if (st == CLNODE_OK)
-        st = cln_validate_save_ts(ctx, o, p, 1);
+    if (st == CLNODE_OK) /* the device arrays' values are not read: the save times' counts alone */
+        st = device ? cln_validate_save_ts(ctx, o, p, 1) : cln_validate_inputs(ctx, model, o, p);
     if (st == CLNODE_OK)
         st = cln_validate_range(ctx, model, o, p);
     if (st == CLNODE_OK)

@@ -97,13 +97,11 @@ double cln_direction(const clnode_solve_options *o, const clnode_problem *p);
  * after dtmin/dtmax clipping. */
 double cln_round(clnode_precision p, double x);
 double cln_first_step(const clnode_solve_options *o, clnode_precision p, double dt0_in);
-/* Every check of the problem before anything is allocated (Phase 0 with the guard). */
+/* Every check of the problem before anything is allocated (Phase 0 with the guard). device: a
+ * solve from device arrays (solver_device.c), whose p holds no arrays but the host's
+ * per-trajectory times: the values of y0, the inputs and the save times are not read. */
 clnode_status cln_validate(clnode_context *ctx, const clnode_model *model,
-                           const clnode_solve_options *o, const clnode_problem *p);
-/* The same for a solve from device arrays (solver_device.c): p holds no arrays but the host's
- * per-trajectory times; the values of y0, the inputs and the save times are not read. */
-clnode_status cln_validate_device(clnode_context *ctx, const clnode_model *model,
-                                  const clnode_solve_options *o, const clnode_problem *p);
+                           const clnode_solve_options *o, const clnode_problem *p, int device);
 /* `n` doubles rounded to the solve's precision to element `off` of buf; `n` elements from element
  * `off` of buf into doubles. */
 clnode_status cln_upload(cln_backend *be, const cln_solve_dev *sd, cln_buf *buf, size_t off,
