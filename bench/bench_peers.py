@@ -872,10 +872,12 @@ def train_note(clnode_why, parts):
     if clnode_why:
         note += f". clnode not run: {clnode_why}"
     elif parts:
-        note += (". Parts of clnode's step: the time inside the jax.pure_callback callbacks, of "
-                 "it clnode.solve (the forward solve), Solution.vjp (the reverse pass) and the "
-                 "drop-in's field check, with their calls per step; rest: the step less the "
-                 "callbacks (JAX's dispatch, the loss, the optimiser)")
+        note += (". Parts of clnode's step: the time inside jax.pure_callback callbacks (none "
+                 "where clnode.jax runs as XLA custom calls); solve and vjp: the library's "
+                 "forward solves and reverse passes (inside the custom calls, by "
+                 "clnode.jax.tape_stats' clocks; inside callbacks, clnode.solve and "
+                 "Solution.vjp), with their calls per step; the drop-in's field check; rest: the "
+                 "step less the callbacks (with custom calls, the whole step)")
     return note
 
 
