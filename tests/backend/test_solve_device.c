@@ -741,6 +741,17 @@ static void test_bad_save_ts(void **state)
     assert_ok(clnode_solve_device(g_ctx, m, &o, &dp, NULL, saved));
     assert_int_equal(saved[0], 4);
     assert_int_equal(saved[1], 2);
+    /* the interval in the solve's precision: t1 = 0.1 is 0.1f in fp32, and a last save time of
+     * 0.1f (above the double 0.1, which clnode_solve's host list would hold instead) is t1 */
+    const float at_t1[4] = {0.025f, 0.05f, 0.075f, 0.1f};
+    arr at1 = arr_make(0, (const unsigned char *)at_t1, sizeof at_t1);
+    dp.save_ts = arr_at(&at1);
+    dp.t1s = NULL;
+    o.t1 = 0.1;
+    assert_ok(clnode_solve_device(g_ctx, m, &o, &dp, NULL, saved));
+    for (size_t b = 0; b < 3; ++b)
+        assert_int_equal(saved[b], 4);
+    arr_free(&at1);
     arr_free(&ay0);
     arr_free(&ats);
     arr_free(&ays);
