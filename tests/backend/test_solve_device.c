@@ -6,8 +6,11 @@
  * shared list, per-trajectory lists and t1, the seed model and a model with time input,
  * conditioning inputs and an output scale; the same on the host backend with host pointers; the
  * layout of the saved points (ys's unreached slots and the times array) against
- * clnode_solution_rows with trajectories that stop before the last save times; and every refusal
- * with its message. Skipped (77) without PoCL. */
+ * clnode_solution_rows with trajectories that stop before the last save times; every refusal
+ * with its message; and every list of save times clnode_solve refuses (not finite, out of order,
+ * outside the interval; shared and per trajectory; fp32 and fp64), refused from the caller's
+ * arrays on PoCL and on the host backend with clnode_solve's message for the same host arrays.
+ * Skipped (77) without PoCL. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
