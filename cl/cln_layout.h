@@ -107,6 +107,13 @@ typedef struct cln_istate {
 #define CLN_RESULT_NONFINITE 3
 #define CLN_RESULT_PRECISION_FLOOR 4
 
+/* Why a save time is refused (lib/solver/solver_check.c; on the device, cln_step.h's
+ * cln_bad_save_row: its flag % 4), in the order clnode_solve checks each time: not finite,
+ * outside the interval, before the time before it. */
+#define CLN_TS_NONFINITE 1
+#define CLN_TS_OUTSIDE 2
+#define CLN_TS_DECREASING 3
+
 /* the rounding-floor detector (cln_floor_detect): each rejection whose E did not fall although
  * dt shrank adds CLN_FLOOR_EVENT, each accepted step takes 1 away; the trajectory ends at
  * CLN_FLOOR_LIMIT (three such rejections close together) */

@@ -84,6 +84,33 @@ CLN_INLINE void cln_nonfinite_row(size_t b, cln_long rows, cln_long cols, cln_lo
     FLAG[b] = first;
 }
 
+/* The check of the save times of a solve from device arrays (clnode/device_solve.h), forward
+ * (tau = t) on the device: FLAG[b] = 4 j + why (CLN_TS_*) for the first save time j of row b
+ * (TS[b ld + j], j < cols) that is not finite, lies outside [RS[b].tau0, RS[b].tau1] (only with
+ * `within`) or is smaller than TS[b ld + j - 1] (cln_layout.h: CLN_TS_*), or 0 when none is (b <
+ * rows; a shared list is the one row of ld 0). The host path checks the host's save times on the
+ * host instead. */
+CLN_INLINE void cln_bad_save_row(size_t b, cln_long rows, cln_long cols, cln_long ld,
+                                 cln_long within, CLN_CONST real *TS, CLN_CONST cln_rstate *RS,
+                                 CLN_GLOBAL cln_long *FLAG)
+{
+    if ((cln_long)b >= rows)
+        return;
+    const real tau0 = RS[b].tau0, tau1 = RS[b].tau1;
+    CLN_CONST real *ts = TS + b * (size_t)ld;
+    cln_long bad = 0;
+    for (cln_long j = 0; j < cols && !bad; ++j) {
+        const real t = ts[j];
+        if (!isfinite(t))
+            bad = 4 * j + CLN_TS_NONFINITE;
+        else if (within && !(t >= tau0 && t <= tau1))
+            bad = 4 * j + CLN_TS_OUTSIDE;
+        else if (j > 0 && t < ts[j - 1])
+            bad = 4 * j + CLN_TS_DECREASING;
+    }
+    FLAG[b] = bad;
+}
+
 /* Time of stage i: tau_next exactly when c_i == 1 ("no floating point error"), else
  * tau_prev + c_i h. */
 CLN_INLINE real cln_stage_time(real c, real t, real tn)

@@ -261,6 +261,13 @@ __kernel void cln_nonfinite_rows(long rows, long cols, long ld, long off, __glob
     cln_nonfinite_row(CLN_GX, rows, cols, ld, off, X, FLAG);
 }
 
+/* cln_bad_save_ts (cln_step.h: cln_bad_save_row): x = row. */
+__kernel void cln_bad_save_ts(long rows, long cols, long ld, long within, __global const real *TS,
+                              __global const cln_rstate *RS, __global long *FLAG)
+{
+    cln_bad_save_row(CLN_GX, rows, cols, ld, within, TS, RS, FLAG);
+}
+
 __kernel void cln_rev_inputs(__global const long *JOB, __global const long *RL,
                              __global const real *INP, __global real *Z)
 {

@@ -278,6 +278,16 @@ extern "C" __global__ void cln_nonfinite_rows(long long rows, long long cols, lo
     cln_nonfinite_row(x, rows, cols, ld, off, X, FLAG);
 }
 
+/* cln_bad_save_ts (cln_step.h: cln_bad_save_row): x = row. */
+extern "C" __global__ void cln_bad_save_ts(long long rows, long long cols, long long ld,
+                                           long long within, const real *TS, const cln_rstate *RS,
+                                           long long *FLAG, cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    (void)y;
+    cln_bad_save_row(x, rows, cols, ld, within, TS, RS, FLAG);
+}
+
 extern "C" __global__ void cln_rev_inputs(const long long *JOB, const long long *RL,
                                           const real *INP, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {

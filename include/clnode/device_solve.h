@@ -8,8 +8,9 @@
  * into the caller's arrays, through copies on the context's queue (in order with the caller's
  * work there). What the host still sends or reads: the model and the constants (as every solve),
  * the per-trajectory intervals and first steps (host arrays, as clnode_problem's), one read of a
- * flag per trajectory (y0's and the inputs' finiteness, checked by a kernel), the active count
- * between groups of steps, and the per-trajectory statistics at the end.
+ * read of the flags of the checks made on the device (y0's and the inputs' finiteness, the save
+ * times' values), the active count between groups of steps, and the per-trajectory statistics
+ * at the end.
  *
  * An array is the backend's native handle plus a byte offset:
  *   - OpenCL: a cl_mem of the context's cl_context (checked, as is that offset + the array's
@@ -98,10 +99,12 @@ CLNODE_API void clnode_device_problem_default_sized(clnode_device_problem *p, si
  * byte for byte (clnode_solution_tape_export; only clnode_solution_syncs, the waits for the
  * device, differs); the caller destroys it.
  *
- * Not checked, because the values are on the device and never reach the host: that the save
- * times are finite, monotone and inside [t0, t1] (clnode_solve refuses such lists; here the
- * values saved are what the dense output gives at them and saved[] counts those written). Refused
- * besides: save times with a backward integration (t1 < t0) and with a trajectory of t0 == t1.
+ * The save times are checked on the device as clnode_solve checks a host list: each finite, not
+ * smaller than the one before it, and inside [t0, t1] (the options' interval for a shared list
+ * without per-trajectory intervals, trajectory b's for row b of a list per trajectory; a shared
+ * list with per-trajectory intervals is clipped to each), the interval compared in the solve's
+ * precision (t0 and t1 rounded to it, as the solve steps). Refused besides: save times with a
+ * backward integration (t1 < t0) and with a trajectory of t0 == t1.
  *
  * Errors (nothing is written to stats and saved; the result arrays may hold partial values):
  * every error of clnode_solve about the options, the batch, the intervals, the first steps and
@@ -111,7 +114,10 @@ CLNODE_API void clnode_device_problem_default_sized(clnode_device_problem *p, si
  * neither save times nor save_t1, an array that is not the
  * backend's kind or is too small (OpenCL: a cl_mem of another context, an offset + size past its
  * end); CLNODE_ERR_UNSUPPORTED: a context whose backend takes no device arrays, the refusals
- * above; CLNODE_ERR_NONFINITE_INPUT: a NaN or infinity in y0 or the inputs, detected on the
+ * above; CLNODE_ERR_INVALID_ARGUMENT also: a save time that is not finite, out of order or
+ * outside its interval, detected on the device and refused with clnode_solve's message (its
+ * index, its trajectory for a list per trajectory, its value), before any check of y0 as in
+ * clnode_solve; CLNODE_ERR_NONFINITE_INPUT: a NaN or infinity in y0 or the inputs, detected on the
  * device and named by trajectory and component as clnode_solve names them. */
 #define clnode_solve_device(ctx, model, opts, problem, stats, saved)                               \
     clnode_solve_device_sized((ctx), (model), (opts), (problem), (stats), (saved),                 \

@@ -297,6 +297,12 @@ typedef struct cln_backend_ops {
      * FLAG, enqueued like a kernel. */
     clnode_status (*nonfinite_rows)(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
                                     size_t ld, size_t cols, size_t rows, cln_buf *FLAG);
+    /* Optional (NULL with buf_adopt): cln_bad_save_row (cl/cln_step.h) in precision prec for
+     * rows [0, rows) of the save times TS (cols of them from element row * ld) against the
+     * intervals of the rows of RS (cln_rstate's tau0 and tau1; only with `within`) into the
+     * int64 array FLAG, enqueued like a kernel. */
+    clnode_status (*bad_save_ts)(cln_backend *be, clnode_precision prec, cln_buf *TS, size_t ld,
+                                 size_t cols, size_t rows, cln_buf *RS, int within, cln_buf *FLAG);
 
     /* Optional (may be NULL): the device's floating-point facts as its driver reports them;
      * fields it cannot tell are left at -1. */

@@ -133,6 +133,26 @@ static clnode_status cln_validate_controller(clnode_context *ctx, const clnode_s
     return CLNODE_OK;
 }
 
+clnode_status cln_save_time_fail(clnode_context *ctx, const clnode_solve_options *o,
+                                 const clnode_problem *p, size_t b, size_t j, int why, double t,
+                                 double before)
+{
+    const int rows = p->save_ts_per_trajectory;
+    char who[48] = "";
+    if (rows)
+        snprintf(who, sizeof who, " of trajectory %zu", b);
+    if (why == CLN_TS_NONFINITE)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT, "save time %zu%s is %g", j, who, t);
+    if (why == CLN_TS_OUTSIDE)
+        return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                        "save time %zu%s (%g) lies outside %s[t0, t1] = [%g, %g]", j, who, t,
+                        rows ? "its trajectory's interval " : "", cln_t0(o, p, b), cln_t1(o, p, b));
+    return cln_fail(ctx, CLNODE_ERR_INVALID_ARGUMENT,
+                    "save times must be monotone in the direction of integration (time %zu%s "
+                    "= %g after %g)",
+                    j, who, t, before);
+}
+
 /* The save times: one list shared by the batch (inside the one shared interval; per-trajectory
  * intervals clip it), or a row per trajectory, each inside its own trajectory's interval. */
 static clnode_status cln_validate_save_ts(clnode_context *ctx, const clnode_solve_options *o,
@@ -161,21 +181,15 @@ static clnode_status cln_validate_save_ts(clnode_context *ctx, const clnode_solv
     for (size_t b = 0; b < (rows ? p->batch : 1); ++b) {
         const double *ts = p->save_ts + b * (rows ? nt : 0);
         const double t0 = cln_t0(o, p, b), t1 = cln_t1(o, p, b);
-        char who[48] = "";
-        if (rows)
-            snprintf(who, sizeof who, " of trajectory %zu", b);
         for (size_t j = 0; j < nt; ++j) {
             const double t = ts[j];
-            CLN_CHECK(ctx, isfinite(t), CLNODE_ERR_INVALID_ARGUMENT, "save time %zu%s is %g", j,
-                      who, t);
-            CLN_CHECK(ctx, !(shared || rows) || (dir * t >= dir * t0 && dir * t <= dir * t1),
-                      CLNODE_ERR_INVALID_ARGUMENT,
-                      "save time %zu%s (%g) lies outside %s[t0, t1] = [%g, %g]", j, who, t,
-                      rows ? "its trajectory's interval " : "", t0, t1);
-            CLN_CHECK(ctx, j == 0 || dir * t >= dir * ts[j - 1], CLNODE_ERR_INVALID_ARGUMENT,
-                      "save times must be monotone in the direction of integration (time %zu%s "
-                      "= %g after %g)",
-                      j, who, t, ts[j - 1]);
+            const int why = !isfinite(t) ? CLN_TS_NONFINITE
+                            : (shared || rows) && !(dir * t >= dir * t0 && dir * t <= dir * t1)
+                                ? CLN_TS_OUTSIDE
+                            : j > 0 && dir * t < dir * ts[j - 1] ? CLN_TS_DECREASING
+                                                                 : 0;
+            if (why)
+                return cln_save_time_fail(ctx, o, p, b, j, why, t, j > 0 ? ts[j - 1] : 0.0);
         }
     }
     return CLNODE_OK;

@@ -1,6 +1,7 @@
 /* solver_device.c - a solve from and into the caller's device arrays (clnode/device_solve.h):
- * the driver's phases (solver.c) with the batch-sized arrays copied on the device, y0's and the
- * inputs' finiteness checked by a kernel, and the results copied into the caller's arrays. */
+ * the driver's phases (solver.c) with the batch-sized arrays copied on the device, the save times
+ * and y0's and the inputs' finiteness checked by kernels, and the results copied into the caller's
+ * arrays. */
 #include "clnode/device_solve.h"
 
 #include "solver/solver_internal.h"
@@ -28,9 +29,9 @@ static clnode_status cln_device_refusals(clnode_context *ctx, const clnode_model
                                          const clnode_device_problem *dp, const clnode_problem *p)
 {
     const cln_backend *be = ctx->backend;
-    CLN_CHECK(ctx, be->ops->buf_adopt && be->ops->nonfinite_rows, CLNODE_ERR_UNSUPPORTED,
-              "clnode_solve_device: %s (backend %s) takes no device arrays", be->device_name,
-              be->ops->name);
+    CLN_CHECK(ctx, be->ops->buf_adopt && be->ops->nonfinite_rows && be->ops->bad_save_ts,
+              CLNODE_ERR_UNSUPPORTED, "clnode_solve_device: %s (backend %s) takes no device arrays",
+              be->device_name, be->ops->name);
     CLN_CHECK(ctx, dp->y0.handle, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_device_problem.y0 is NULL: no initial states for %zu trajectories",
               dp->batch);
@@ -126,73 +127,6 @@ fail:
     return st;
 }
 
-/* y0 and the inputs finite, checked on the device (a flag per trajectory, one read): the first
- * trajectory with a NaN or an infinity is named as clnode_solve names it, with its value. */
-static clnode_status cln_device_finite(cln_run *r, const clnode_device_problem *dp,
-                                       cln_dev_arrays *a)
-{
-    cln_backend *be = r->be;
-    cln_solve_dev *sd = &r->sd;
-    const size_t B = sd->Breal, N = sd->N, k = r->model->num_inputs, es = sd->esize;
-    clnode_status st = cln_alloc(r, &a->flag, 2 * B, sizeof(int64_t));
-    int64_t *flag = malloc(2 * B * sizeof *flag);
-    if (st == CLNODE_OK && !flag)
-        st = cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the finiteness flags");
-    if (st != CLNODE_OK)
-        goto done;
-    /* the second half of the flags stays 0 without inputs (the buffer starts zeroed) */
-    CLN_TRY(st, be->ops->nonfinite_rows(be, sd->prec, sd->Y, 0, N, N, B, a->flag));
-    if (k) {
-        /* the inputs' rows of Z, as a block of their own flags */
-        cln_buf *tmp = NULL;
-        CLN_TRY(st, cln_alloc(r, &tmp, B, sizeof(int64_t)));
-        st = be->ops->nonfinite_rows(be, sd->prec, sd->Z, sd->ldz - k, sd->ldz, k, B, tmp);
-        if (st == CLNODE_OK)
-            st = be->ops->copy_rows(be, a->flag, B * sizeof(int64_t), B * sizeof(int64_t), tmp, 0,
-                                    B * sizeof(int64_t), B * sizeof(int64_t), 1);
-        if (st == CLNODE_OK)
-            st = be->ops->buf_read(be, a->flag, 0, 2 * B * sizeof *flag, flag);
-        be->ops->buf_free(be, tmp);
-    } else {
-        st = be->ops->buf_read(be, a->flag, 0, B * sizeof *flag, flag);
-    }
-    if (st != CLNODE_OK)
-        goto done;
-    for (size_t half = 0; half < (k ? 2 : 1); ++half)
-        for (size_t b = 0; b < B; ++b) {
-            if (!flag[half * B + b])
-                continue;
-            const size_t n = (size_t)flag[half * B + b] - 1;
-            const size_t width = half ? k : N;
-            const clnode_device_array *arr = half ? &dp->inputs : &dp->y0;
-            cln_buf *src = half ? a->inputs : a->y0;
-            double v = NAN;
-            unsigned char raw[sizeof(double)];
-            if (be->ops->buf_read(be, src, arr->offset + (b * width + n) * es, es, raw) ==
-                CLNODE_OK) {
-                float f;
-                memcpy(&f, raw, sizeof f);
-                if (es == sizeof(float))
-                    v = (double)f;
-                else
-                    memcpy(&v, raw, sizeof v);
-            }
-            st = half ? cln_fail(r->ctx, CLNODE_ERR_NONFINITE_INPUT,
-                                 "conditioning input %zu of trajectory %zu is %g (inputs must be "
-                                 "finite)",
-                                 n, b, v)
-                      : cln_fail(r->ctx, CLNODE_ERR_NONFINITE_INPUT,
-                                 "y0 of trajectory %zu, component %zu is %g (initial states must "
-                                 "be finite)",
-                                 b, n, v);
-            goto done;
-        }
-fail:
-done:
-    free(flag);
-    return st;
-}
-
 /* n values of the caller's array a (its handle buf) into doubles (keep_tape: the tape holds
  * them); *out NULL when n is 0. */
 static clnode_status cln_read_back(cln_run *r, cln_buf *buf, const clnode_device_array *a, size_t n,
@@ -217,6 +151,114 @@ static clnode_status cln_read_back(cln_run *r, cln_buf *buf, const clnode_device
         }
     }
     free(raw);
+    return st;
+}
+
+/* Flags written by a kernel into tmp (n of them) copied into block `at` of the flags. */
+static clnode_status cln_flags_into(cln_run *r, cln_buf *flag, size_t at, cln_buf *tmp, size_t n)
+{
+    const size_t bytes = n * sizeof(int64_t);
+    return r->be->ops->copy_rows(r->be, flag, at * sizeof(int64_t), bytes, tmp, 0, bytes, bytes, 1);
+}
+
+/* The checks on the device, their flags in blocks of a->flag: y0's finiteness (B), the inputs'
+ * (B) and the save times' (a row per list: cln_bad_save_row), read back at once. */
+static clnode_status cln_device_flags(cln_run *r, const clnode_device_problem *dp,
+                                      cln_dev_arrays *a, size_t n_flags, int64_t *flag)
+{
+    cln_backend *be = r->be;
+    cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->Breal, N = sd->N, k = r->model->num_inputs, nt = dp->n_save_ts;
+    const size_t ts_rows = dp->save_ts_per_trajectory ? B : 1;
+    /* only a list in one interval or a list per trajectory lies inside one (as clnode_solve) */
+    const int within = dp->save_ts_per_trajectory || (!dp->t0s && !dp->t1s);
+    cln_buf *tmp = NULL;
+    clnode_status st = cln_alloc(r, &a->flag, n_flags, sizeof(int64_t));
+    if (st == CLNODE_OK && (k || nt))
+        st = cln_alloc(r, &tmp, B, sizeof(int64_t));
+    /* a block stays 0 where there is nothing to check (the buffer starts zeroed) */
+    if (st == CLNODE_OK)
+        st = be->ops->nonfinite_rows(be, sd->prec, sd->Y, 0, N, N, B, a->flag);
+    if (st == CLNODE_OK && k)
+        st = be->ops->nonfinite_rows(be, sd->prec, sd->Z, sd->ldz - k, sd->ldz, k, B, tmp);
+    if (st == CLNODE_OK && k)
+        st = cln_flags_into(r, a->flag, B, tmp, B);
+    if (st == CLNODE_OK && nt)
+        st = be->ops->bad_save_ts(be, sd->prec, sd->TS, dp->save_ts_per_trajectory ? nt : 0, nt,
+                                  ts_rows, sd->RS, within, tmp);
+    if (st == CLNODE_OK && nt)
+        st = cln_flags_into(r, a->flag, 2 * B, tmp, ts_rows);
+    if (st == CLNODE_OK)
+        st = be->ops->buf_read(be, a->flag, 0, n_flags * sizeof *flag, flag);
+    be->ops->buf_free(be, tmp);
+    return st;
+}
+
+/* The first refused save time (flag: 4 j + why of each row, cln_bad_save_row), named as
+ * clnode_solve names it, with its value and the one before it read back. */
+static clnode_status cln_device_bad_save(cln_run *r, const clnode_device_problem *dp,
+                                         cln_dev_arrays *a, const int64_t *flag, size_t rows)
+{
+    for (size_t b = 0; b < rows; ++b) {
+        if (!flag[b])
+            continue;
+        const size_t j = (size_t)flag[b] / 4, first = j > 0 ? j - 1 : 0;
+        clnode_device_array at = dp->save_ts;
+        at.offset += (b * (dp->save_ts_per_trajectory ? dp->n_save_ts : 0) + first) * r->sd.esize;
+        double *v = NULL;
+        clnode_status st = cln_read_back(r, a->save_ts, &at, j + 1 - first, &v);
+        if (st == CLNODE_OK)
+            st = cln_save_time_fail(r->ctx, r->o, r->p, b, j, (int)(flag[b] % 4), v[j - first],
+                                    v[0]);
+        free(v);
+        return st;
+    }
+    return CLNODE_OK;
+}
+
+/* The checks of the caller's arrays on the device (one read of their flags): the save times
+ * first, as clnode_solve checks them, then y0 and the inputs finite; the first refused is named
+ * as clnode_solve names it, with its value. */
+static clnode_status cln_device_checks(cln_run *r, const clnode_device_problem *dp,
+                                       cln_dev_arrays *a)
+{
+    cln_solve_dev *sd = &r->sd;
+    const size_t B = sd->Breal, N = sd->N, k = r->model->num_inputs, es = sd->esize;
+    const size_t n_flags = 2 * B + (dp->n_save_ts ? (dp->save_ts_per_trajectory ? B : 1) : 0);
+    int64_t *flag = malloc(n_flags * sizeof *flag);
+    clnode_status st =
+        flag ? cln_device_flags(r, dp, a, n_flags, flag)
+             : cln_fail(r->ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate the checks' flags");
+    if (st == CLNODE_OK)
+        st = cln_device_bad_save(r, dp, a, flag + 2 * B, n_flags - 2 * B);
+    if (st != CLNODE_OK)
+        goto done;
+    for (size_t half = 0; half < (k ? 2 : 1); ++half)
+        for (size_t b = 0; b < B; ++b) {
+            if (!flag[half * B + b])
+                continue;
+            const size_t n = (size_t)flag[half * B + b] - 1;
+            const size_t width = half ? k : N;
+            const clnode_device_array *arr = half ? &dp->inputs : &dp->y0;
+            cln_buf *src = half ? a->inputs : a->y0;
+            clnode_device_array at = *arr;
+            at.offset += (b * width + n) * es;
+            double *pv = NULL, v = NAN;
+            if (cln_read_back(r, src, &at, 1, &pv) == CLNODE_OK)
+                v = pv[0];
+            free(pv);
+            st = half ? cln_fail(r->ctx, CLNODE_ERR_NONFINITE_INPUT,
+                                 "conditioning input %zu of trajectory %zu is %g (inputs must be "
+                                 "finite)",
+                                 n, b, v)
+                      : cln_fail(r->ctx, CLNODE_ERR_NONFINITE_INPUT,
+                                 "y0 of trajectory %zu, component %zu is %g (initial states must "
+                                 "be finite)",
+                                 b, n, v);
+            goto done;
+        }
+done:
+    free(flag);
     return st;
 }
 
@@ -402,8 +444,8 @@ clnode_status clnode_solve_device_sized(clnode_context *ctx, const clnode_model 
     CLN_TRY(st, cln_allocate(&r));
     CLN_TRY(st, cln_upload_model(&r));
     CLN_TRY(st, cln_device_inputs(&r, &dp, &a));
-    CLN_TRY(st, cln_device_finite(&r, &dp, &a));
-    CLN_TRY(st, cln_upload_rows(&r));
+    CLN_TRY(st, cln_upload_rows(&r)); /* the intervals the save times are checked against */
+    CLN_TRY(st, cln_device_checks(&r, &dp, &a));
     const long syncs0 = r.be->syncs;
     CLN_TRY(st, cln_begin(&r));
     CLN_TRY(st, cln_loop(&r));

@@ -117,6 +117,12 @@ double cln_clip_floor(clnode_precision p, double tau1);
  * 2 (buffers), 3 (the model and constants; the state rows), 4 (begin) and 5 (the loop). */
 clnode_status cln_check(clnode_context *ctx, const clnode_model *model,
                         const clnode_solve_options *o, const clnode_problem *p, int device);
+/* The refusal of save time j (of trajectory b's row with save_ts_per_trajectory; b 0 for a
+ * shared list), t, for `why` (cl/cln_layout.h: CLN_TS_*; `before` the time before it), as
+ * clnode_solve words it. */
+clnode_status cln_save_time_fail(clnode_context *ctx, const clnode_solve_options *o,
+                                 const clnode_problem *p, size_t b, size_t j, int why, double t,
+                                 double before);
 clnode_status cln_size(cln_run *r);
 clnode_status cln_allocate(cln_run *r);
 clnode_status cln_upload_model(cln_run *r);

@@ -6,8 +6,11 @@
  * shared list, per-trajectory lists and t1, the seed model and a model with time input,
  * conditioning inputs and an output scale; the same on the host backend with host pointers; the
  * layout of the saved points (ys's unreached slots and the times array) against
- * clnode_solution_rows with trajectories that stop before the last save times; and every refusal
- * with its message. Skipped (77) without PoCL. */
+ * clnode_solution_rows with trajectories that stop before the last save times; every refusal
+ * with its message; and every list of save times clnode_solve refuses (not finite, out of order,
+ * outside the interval; shared and per trajectory; fp32 and fp64), refused from the caller's
+ * arrays on PoCL and on the host backend with clnode_solve's message for the same host arrays.
+ * Skipped (77) without PoCL. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -614,6 +617,150 @@ static void test_refusals(void **state)
     clnode_model_destroy(&forms);
 }
 
+/* A list of save times clnode_solve refuses, B = 3 trajectories of the seed model on [0, 1]. */
+typedef struct bad_ts {
+    double ts[3 * 4]; /* 4 times: one shared list, or a row per trajectory */
+    int per_traj;
+    int t1s;    /* per-trajectory intervals: t1 = 1, 0.6, 1 */
+    int bad_y0; /* y0 not finite as well: the save times are named first, as clnode_solve does */
+} bad_ts;
+
+/* c's refusal by clnode_solve from host arrays and by clnode_solve_device from the caller's
+ * arrays on ctx: the same status and the same message. */
+static void run_bad_ts(clnode_context *ctx, int on_host, clnode_precision prec, const bad_ts *c)
+{
+    clnode_model *m = seed_model(ctx);
+    const size_t B = 3, N = clnode_model_dim(m), nt = 4, ts_n = nt * (c->per_traj ? B : 1);
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    double y0[3 * 16], ts[3 * 4], t1s[3] = {1.0, 0.6, 1.0};
+    assert_true(N <= 16);
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = in_prec(prec, 0.1 * (double)(i % 7) - 0.2);
+    if (c->bad_y0)
+        y0[N + 1] = NAN;
+    for (size_t i = 0; i < ts_n; ++i)
+        ts[i] = in_prec(prec, c->ts[i]);
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.precision = prec;
+    o.save_t1 = 0;
+    clnode_problem p;
+    clnode_problem_default(&p);
+    p.batch = B;
+    p.y0 = y0;
+    p.save_ts = ts;
+    p.n_save_ts = nt;
+    p.save_ts_per_trajectory = c->per_traj;
+    p.t1s = c->t1s ? t1s : NULL;
+    clnode_solution *s = NULL;
+    const clnode_status hs = clnode_solve(ctx, m, &o, &p, &s);
+    char want[512];
+    snprintf(want, sizeof want, "%s", clnode_context_last_error(ctx));
+
+    unsigned char bytes[3 * 16 * sizeof(double)];
+    to_bytes(prec, y0, B * N, bytes);
+    arr ay0 = arr_make(on_host, bytes, B * N * es);
+    to_bytes(prec, ts, ts_n, bytes);
+    arr ats = arr_make(on_host, bytes, ts_n * es);
+    arr ays = arr_make(on_host, NULL, B * nt * N * es);
+    clnode_device_problem dp;
+    clnode_device_problem_default(&dp);
+    dp.batch = B;
+    dp.y0 = arr_at(&ay0);
+    dp.save_ts = arr_at(&ats);
+    dp.n_save_ts = nt;
+    dp.save_ts_per_trajectory = c->per_traj;
+    dp.t1s = p.t1s;
+    dp.ys = arr_at(&ays);
+    const clnode_status ds = clnode_solve_device(ctx, m, &o, &dp, NULL, NULL);
+    if (hs != CLNODE_ERR_INVALID_ARGUMENT || ds != hs ||
+        strcmp(clnode_context_last_error(ctx), want) != 0)
+        fail_msg("clnode_solve: %s (%s); clnode_solve_device: %s (%s)", clnode_status_name(hs),
+                 want, clnode_status_name(ds), clnode_context_last_error(ctx));
+    assert_null(s);
+    arr_free(&ay0);
+    arr_free(&ats);
+    arr_free(&ays);
+    clnode_model_destroy(&m);
+}
+
+/* Every list clnode_solve refuses is refused from the caller's arrays with its message, found
+ * on the device (PoCL) and by the same check on the host backend, fp32 and fp64: a NaN, +inf
+ * and -inf, a decreasing list, a time outside the interval (the shared list's, a trajectory's
+ * own), the first bad time of the first bad row named with its value. */
+static void test_bad_save_ts(void **state)
+{
+    (void)state;
+    const double nan = NAN, inf = INFINITY;
+    const bad_ts cases[] = {
+        {{0.1, 0.3, nan, 0.8}, 0, 0, 0},
+        {{0.1, inf, 0.5, 0.8}, 0, 0, 0},
+        {{-inf, 0.3, 0.5, 0.8}, 0, 0, 0},
+        {{0.1, 0.5, 0.4, 0.8}, 0, 0, 0},
+        {{0.1, 0.5, 0.9, 1.25}, 0, 0, 0},
+        {{0.1, 0.5, 0.9, 0.85}, 0, 0, 1},
+        {{0.1, 0.2, 0.3, 0.4, 0.1, 0.3, 0.5, 0.7, 0.1, 0.2, 0.3, 0.4}, 1, 1, 0},
+        {{0.1, 0.2, 0.3, 0.4, 0.1, 0.2, 0.3, 0.4, nan, 0.2, 0.3, 0.4}, 1, 0, 0},
+        {{0.1, 0.2, 0.3, 0.4, 0.1, 0.2, 0.3, 0.4, 0.1, 0.2, 0.5, 0.4}, 1, 0, 0},
+        {{0.1, 0.2, 0.3, 0.4, 0.1, 0.2, 0.3, 1.5, 0.1, 0.2, 0.5, 0.4}, 1, 0, 1},
+    };
+    const clnode_precision precs[] = {CLNODE_FP32, CLNODE_FP64};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        for (size_t q = 0; q < 2; ++q) {
+            run_bad_ts(g_ctx, 0, precs[q], &cases[i]);
+            run_bad_ts(g_host, 1, precs[q], &cases[i]);
+        }
+    /* the messages themselves (clnode_solve's wording) */
+    run_bad_ts(g_ctx, 0, CLNODE_FP32, &cases[6]);
+    assert_string_equal(clnode_context_last_error(g_ctx),
+                        "save time 3 of trajectory 1 (0.7) lies outside its trajectory's "
+                        "interval [t0, t1] = [0, 0.6]");
+    run_bad_ts(g_ctx, 0, CLNODE_FP64, &cases[3]);
+    assert_string_equal(clnode_context_last_error(g_ctx),
+                        "save times must be monotone in the direction of integration (time 2 "
+                        "= 0.4 after 0.5)");
+    /* a shared list with per-trajectory intervals is clipped to each, not refused */
+    clnode_model *m = seed_model(g_ctx);
+    const size_t N = clnode_model_dim(m);
+    float y0[3 * 16], ts[4] = {0.1f, 0.5f, 0.7f, 0.9f};
+    const double t1s[3] = {1.0, 0.6, 1.0};
+    for (size_t i = 0; i < 3 * N; ++i)
+        y0[i] = 0.01f * (float)i;
+    arr ay0 = arr_make(0, (const unsigned char *)y0, 3 * N * sizeof(float));
+    arr ats = arr_make(0, (const unsigned char *)ts, sizeof ts);
+    arr ays = arr_make(0, NULL, 3 * 4 * N * sizeof(float));
+    clnode_device_problem dp;
+    clnode_device_problem_default(&dp);
+    dp.batch = 3;
+    dp.y0 = arr_at(&ay0);
+    dp.save_ts = arr_at(&ats);
+    dp.n_save_ts = 4;
+    dp.t1s = t1s;
+    dp.ys = arr_at(&ays);
+    clnode_solve_options o;
+    clnode_solve_default_options(&o);
+    o.save_t1 = 0;
+    size_t saved[3];
+    assert_ok(clnode_solve_device(g_ctx, m, &o, &dp, NULL, saved));
+    assert_int_equal(saved[0], 4);
+    assert_int_equal(saved[1], 2);
+    /* the interval in the solve's precision: t1 = 0.1 is 0.1f in fp32, and a last save time of
+     * 0.1f (above the double 0.1, which clnode_solve's host list would hold instead) is t1 */
+    const float at_t1[4] = {0.025f, 0.05f, 0.075f, 0.1f};
+    arr at1 = arr_make(0, (const unsigned char *)at_t1, sizeof at_t1);
+    dp.save_ts = arr_at(&at1);
+    dp.t1s = NULL;
+    o.t1 = 0.1;
+    assert_ok(clnode_solve_device(g_ctx, m, &o, &dp, NULL, saved));
+    for (size_t b = 0; b < 3; ++b)
+        assert_int_equal(saved[b], 4);
+    arr_free(&at1);
+    arr_free(&ay0);
+    arr_free(&ats);
+    arr_free(&ays);
+    clnode_model_destroy(&m);
+}
+
 int main(void)
 {
     cl_platform_id plat;
@@ -635,10 +782,9 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_opencl_same_bits),
-        cmocka_unit_test(test_host_same_bits),
-        cmocka_unit_test(test_layout),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_opencl_same_bits), cmocka_unit_test(test_host_same_bits),
+        cmocka_unit_test(test_layout),           cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_bad_save_ts),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clnode_context_destroy(&g_ctx);

@@ -1,6 +1,7 @@
 /* device_proto.c - the kernel protocol of the device backends over their launch tables
  * (device_proto.h): the guards, the per-solve state and its z_ready protocol. */
 #include "backends/device/device_proto.h"
+#include "cln_layout.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -295,6 +296,34 @@ clnode_status cln_dev_nonfinite_rows(cln_backend *be, clnode_precision prec, cln
     const size_t n[3] = {rows, 1, 1};
     be->launches++;
     return L->rev_launch(be, prec, CLN_RK_NONFINITE, 0, args, 6, n);
+}
+
+/* A solve from device arrays (backend.h: bad_save_ts): cln_bad_save_ts over the rows of save
+ * times, through the launch of the reverse pass's kernels. */
+clnode_status cln_dev_bad_save_ts(cln_backend *be, clnode_precision prec, cln_buf *TS, size_t ld,
+                                  size_t cols, size_t rows, cln_buf *RS, int within, cln_buf *FLAG)
+{
+    if (rows == 0 || cols == 0)
+        return CLNODE_OK;
+    const cln_dev_launch *L = dev_launch(be);
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    const size_t rs_row = sizeof(CLN_RSTATE_STRUCT(double)) / sizeof(double) * es;
+    CLN_CHECK(be->ctx,
+              rows <= INT32_MAX && (ld == 0 || cols <= ld) &&
+                  cln_dev_block_fits(L->buf_size(TS), es, 0, rows, cols, ld) &&
+                  rows <= L->buf_size(RS) / rs_row && rows <= L->buf_size(FLAG) / sizeof(int64_t),
+              CLNODE_ERR_INTERNAL, "bad_save_ts of %zu rows of %zu save times out of range", rows,
+              cols);
+    const cln_dev_arg args[7] = {{CLN_ARG_I64, NULL, (long long)rows},
+                                 {CLN_ARG_I64, NULL, (long long)cols},
+                                 {CLN_ARG_I64, NULL, (long long)ld},
+                                 {CLN_ARG_I64, NULL, within ? 1 : 0},
+                                 {CLN_ARG_BUF, TS, 0},
+                                 {CLN_ARG_BUF, RS, 0},
+                                 {CLN_ARG_BUF, FLAG, 0}};
+    const size_t n[3] = {rows, 1, 1};
+    be->launches++;
+    return L->rev_launch(be, prec, CLN_RK_BAD_SAVE_TS, 0, args, 7, n);
 }
 
 /* The saved steps grew (backend.h): cln_finish's two last arguments again. */

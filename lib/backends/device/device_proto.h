@@ -59,6 +59,7 @@ typedef enum cln_rev_kernel {
     CLN_RK_TAN_DENSE,
     /* a solve from device arrays: y0's and the inputs' finiteness (cl/cln_step.h) */
     CLN_RK_NONFINITE,
+    CLN_RK_BAD_SAVE_TS, /* and its save times' (cl/cln_step.h) */
     CLN_RK_COUNT
 } cln_rev_kernel;
 
@@ -170,6 +171,8 @@ clnode_status cln_dev_copy_rows(cln_backend *be, cln_buf *dst, size_t dst_off, s
 clnode_status cln_dev_solve_rebind(cln_backend *be, cln_solve_dev *sd);
 clnode_status cln_dev_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
                                      size_t ld, size_t cols, size_t rows, cln_buf *FLAG);
+clnode_status cln_dev_bad_save_ts(cln_backend *be, clnode_precision prec, cln_buf *TS, size_t ld,
+                                  size_t cols, size_t rows, cln_buf *RS, int within, cln_buf *FLAG);
 clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
 
 /* The designated initializers of the ops above, for a device backend's cln_backend_ops. */
@@ -180,7 +183,7 @@ clnode_status cln_dev_rhs(cln_backend *be, cln_solve_dev *sd);
     .last_layer_fused = cln_dev_last_layer_fused, .finish = cln_dev_finish,                        \
     .count_active = cln_dev_count_active, .swap_rows = cln_dev_swap_rows,                          \
     .copy_rows = cln_dev_copy_rows, .solve_rebind = cln_dev_solve_rebind,                          \
-    .nonfinite_rows = cln_dev_nonfinite_rows
+    .nonfinite_rows = cln_dev_nonfinite_rows, .bad_save_ts = cln_dev_bad_save_ts
 
 /* Whether elements [off, off + (rows - 1) ld + cols) of esize bytes each lie inside a buffer of
  * `size` bytes (without overflow). */

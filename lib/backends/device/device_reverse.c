@@ -18,7 +18,8 @@ const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
     "cln_rev_wadd",      "cln_rev_bsum",     "cln_rev_ssum",       "cln_rev_act_next",
     "cln_rev_delta_arg", "cln_rev_gemm_act", "cln_rev_gemm_delta", "cln_tan_begin",
     "cln_tan_stage",     "cln_tan_terms",    "cln_tan_layer",      "cln_tan_out",
-    "cln_tan_y1",        "cln_tan_points",   "cln_tan_dense",      "cln_nonfinite_rows"};
+    "cln_tan_y1",        "cln_tan_points",   "cln_tan_dense",      "cln_nonfinite_rows",
+    "cln_bad_save_ts"};
 
 static const cln_rev_ops dr_ops;
 

@@ -51,6 +51,7 @@ static const cln_backend_ops host_ops = {
     .buf_free = host_buf_free,
     .buf_adopt = host_buf_adopt,
     .nonfinite_rows = host_nonfinite_rows,
+    .bad_save_ts = host_bad_save_ts,
     .buf_write = host_buf_write,
     .buf_read = host_buf_read,
     .gemm = host_gemm,

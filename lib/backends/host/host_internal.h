@@ -178,6 +178,8 @@ clnode_status host_out_scale(cln_backend *be, cln_solve_dev *sd, cln_buf *C, siz
 clnode_status host_init(cln_backend *be, cln_solve_dev *sd);
 clnode_status host_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_buf *X, size_t off,
                                   size_t ld, size_t cols, size_t rows, cln_buf *FLAG);
+clnode_status host_bad_save_ts(cln_backend *be, clnode_precision prec, cln_buf *TS, size_t ld,
+                               size_t cols, size_t rows, cln_buf *RS, int within, cln_buf *FLAG);
 clnode_status host_dt0(cln_backend *be, cln_solve_dev *sd, int phase);
 clnode_status host_stage(cln_backend *be, cln_solve_dev *sd, int i);
 clnode_status host_stage_rhs(cln_backend *be, cln_solve_dev *sd, int i);

@@ -76,6 +76,8 @@
                                   const real *s, size_t ns);                                       \
     void cln_host_nonfinite_##sfx(size_t rows, size_t cols, size_t ld, size_t off, const real *X,  \
                                   int64_t *FLAG);                                                  \
+    void cln_host_bad_save_ts_##sfx(size_t rows, size_t cols, size_t ld, int within,               \
+                                    const real *TS, const real *RS, int64_t *FLAG);                \
     void cln_host_init_##sfx(size_t B, const real *CR, const int32_t *CI, real *RS, int32_t *IS);  \
     void cln_host_dt0_##sfx(int phase, size_t rows, const real *CR, const int32_t *CI, real *RS,   \
                             const int32_t *IS, const real *Y, real *F, real *Z);                   \

@@ -88,6 +88,26 @@ clnode_status host_nonfinite_rows(cln_backend *be, clnode_precision prec, cln_bu
     return CLNODE_OK;
 }
 
+clnode_status host_bad_save_ts(cln_backend *be, clnode_precision prec, cln_buf *TS, size_t ld,
+                               size_t cols, size_t rows, cln_buf *RS, int within, cln_buf *FLAG)
+{
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    const size_t rs_row = sizeof(CLN_RSTATE_STRUCT(double)) / sizeof(double) * es;
+    CLN_CHECK(be->ctx,
+              (ld == 0 || cols <= ld) && (rows == 0 || ((rows - 1) * ld + cols) * es <= TS->size) &&
+                  rows * rs_row <= RS->size && rows * sizeof(int64_t) <= FLAG->size,
+              CLNODE_ERR_INTERNAL, "bad_save_ts of %zu rows of %zu save times out of range", rows,
+              cols);
+    int64_t *flag = (int64_t *)(void *)FLAG->p;
+    if (prec == CLNODE_FP32)
+        cln_host_bad_save_ts_f32(rows, cols, ld, within, (const float *)(const void *)TS->p,
+                                 (const float *)(const void *)RS->p, flag);
+    else
+        cln_host_bad_save_ts_f64(rows, cols, ld, within, (const double *)(const void *)TS->p,
+                                 (const double *)(const void *)RS->p, flag);
+    return CLNODE_OK;
+}
+
 clnode_status host_init(cln_backend *be, cln_solve_dev *sd)
 {
     (void)be;
