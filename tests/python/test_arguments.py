@@ -319,6 +319,21 @@ def test_jax_traced_checks_are_one_conditional():
     assert conditionals(fn, 1.0, 0.1, jnp.array([0.2, 0.5])) == alone + 1
 
 
+def test_jax_traced_save_time_checks_are_one_reduction():
+    """Under jit, the two checks of traced save times (inside [t0, t1], monotone) are one
+    element-wise code and one reduction of the program, not a reduction each: each reduction
+    is a few steps of the compiled program before the solve, on every training step."""
+    def fn(t1, dt0, ts):
+        return jsolve(t1=t1, dt0=dt0, saveat=diffrax.SaveAt(ts=ts)).ys
+
+    def reductions(f, *args):
+        return len(re.findall(r"stablehlo\.reduce\b", jax.jit(f).lower(*args).as_text()))
+
+    # the same traced t1 and dt0 (dt0's sign checked) without save times: one reduction more
+    without = reductions(lambda t1, dt0: jsolve(t1=t1, dt0=dt0).ys, 1.0, 0.1)
+    assert reductions(fn, 1.0, 0.1, jnp.array([0.2, 0.5])) == without + 1
+
+
 def test_jax_traced_checks_name_the_first_failing():
     """Under jit and vmap, where trajectories fail different checks the first check in order
     (dt0's sign, then the interval, then monotone) is named, as before they were one."""
