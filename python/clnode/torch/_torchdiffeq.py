@@ -87,7 +87,7 @@ def _odeint(func: Any, y0: Any, t: Any, rtol: Any, atol: Any, method: Optional[s
                       "tuple states)")
     if not isinstance(t, Tensor) or t.dim() != 1 or t.numel() < 2:
         raise Refusal("t must be a 1-d tensor of at least two times")
-    _call.refuse_time_grad(t)
+    _call.refuse_time_grad(t, (options or {}).get("first_step"))
     name = _call.method_name("dopri5" if method is None else method, "torchdiffeq",
                              {m: _call.METHODS[m] for m in ("dopri5", "tsit5", "dopri8", "bosh3",
                                                             "adaptive_heun")})
