@@ -322,6 +322,13 @@ def test_one_solve_and_one_tangent_pass(monkeypatch):
     J = torch.func.jacfwd(run)(y0)
     assert solves == [True] and passes == [8]
     assert J.shape == (4, 7, 2, 4, 2)
+    # per-trajectory Jacobians: vmap of jacfwd of one trajectory, one solve of the batch and one
+    # pass of N directions, jacfwd's diagonal blocks bit for bit
+    solves.clear()
+    passes.clear()
+    one = torch.func.vmap(torch.func.jacfwd(lambda y: run(y[None])[0]))(y0)  # (B, T, N, N)
+    assert solves == [True] and passes == [2]
+    assert torch.equal(one, torch.stack([J[b, :, :, b] for b in range(4)]))
 
 
 def test_vmap_of_jvp_is_a_loop_bit_for_bit():

@@ -39,11 +39,13 @@ def check(*tensors: Optional[Tensor]) -> bool:
     (the inputs inside a grad level) and nested forward-mode ones (inside two jvp levels)
     refused by name."""
     F = torch._C._functorch
-    its = {i.level(): i.key() for i in
-           torch._functorch.pyfunctorch.retrieve_all_functorch_interpreters()}
     grad, jvps = False, set()
+    its = None  # the transforms by level, read where an input is inside one
     for x in tensors:
         while x is not None and F.is_functorch_wrapped_tensor(x):
+            if its is None:
+                its = {i.level(): i.key() for i in
+                       torch._functorch.pyfunctorch.retrieve_all_functorch_interpreters()}
             level = F.maybe_get_level(x)
             grad |= its.get(level) == F.TransformType.Grad
             if its.get(level) == F.TransformType.Jvp:

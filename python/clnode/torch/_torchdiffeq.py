@@ -53,7 +53,8 @@ def odeint(func: Any, y0: Tensor, t: Tensor, *, rtol: Any = 1e-7, atol: Any = 1e
     rtol and atol are passed as given (float32 solves with rtol below float32's resolution get
     the library's precision guard: clnode.PrecisionWarning, or precision_floor). Gradients:
     through torch's autograd (y0, the module's parameters); one asked for with respect to t is
-    refused, as is forward mode."""
+    refused. Forward mode (torch.func.jvp, jacfwd, torch.autograd.forward_ad): one solve and the
+    library's tangent pass (doc/torch.md); a tangent of t is refused."""
     return _odeint(func, y0, t, rtol, atol, method, options, event_fn, None)
 
 
