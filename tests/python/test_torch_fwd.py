@@ -349,6 +349,15 @@ def test_vmap_of_jvp_is_a_loop_bit_for_bit():
     got = torch.func.vmap(one)(Y, DY, DP)
     assert torch.equal(got, torch.stack([one(Y[i], DY[i], {n: v[i] for n, v in DP.items()})
                                          for i in range(3)]))
+    # mapped parameters (a solve per slice, their tapes stacked): a tangent pass per slice
+    PS = {n: torch.stack([p * (1 + 0.1 * i) for i in range(3)]) for n, p in P.items()}
+
+    def per(ps, y, dy, dp):
+        return torch.func.jvp(lambda q, yy: run(q, yy), (ps, y), (dp, dy))[1]
+    got = torch.func.vmap(per)(PS, Y, DY, DP)
+    assert torch.equal(got, torch.stack([per({n: v[i] for n, v in PS.items()}, Y[i], DY[i],
+                                             {n: v[i] for n, v in DP.items()})
+                                         for i in range(3)]))
 
 
 def test_opcheck_of_solve_jvp():
