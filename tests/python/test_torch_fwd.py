@@ -170,6 +170,7 @@ def _jax_jvp(f, y0, args, times, dirs, which, tol, dt0):
     ("shared", F64, "scale"),
     ("shared", torch.float32, "scale"),
     ("per_sample", F64, "args"),
+    ("per_sample", torch.float32, "args"),
 ])
 def test_tangents_are_clnode_jax_bit_for_bit(layout, dtype, form):
     f = _make(form, dtype)
@@ -181,16 +182,16 @@ def test_tangents_are_clnode_jax_bit_for_bit(layout, dtype, form):
     run = _with_params(f, _run(layout, f, tol=tol))
     P = _params(f)
     dy, da, dp = _directions(f, y0, args)
-    times = torch.linspace(0.0, 1.5, 7, dtype=F64).expand(B, 7) if layout == "shared" \
-        else _times(B)
+    # the save times as the run makes them (in y0's dtype)
+    times = torch.linspace(0.0, 1.5, 7, dtype=dtype).expand(B, 7) if layout == "shared" \
+        else _times(B, dtype=dtype)
     kinds = [("y0",), ("params",), ("y0", "params")] + ([("args",)] if args is not None else [])
     for which in kinds:
         tans = ({n: v if "params" in which else torch.zeros_like(v) for n, v in dp.items()},
                 dy if "y0" in which else torch.zeros_like(y0),
                 None if args is None else da if "args" in which else torch.zeros_like(args))
         ys, ys_dot = _jvp(run, P, y0, args, tans)
-        want_ys, want = _jax_jvp(f, y0, args, times.to(dtype).double(), (dy, da, dp), which,
-                                 tol, 0.01)
+        want_ys, want = _jax_jvp(f, y0, args, times, (dy, da, dp), which, tol, 0.01)
         assert ys_dot.dtype == dtype
         np.testing.assert_array_equal(ys.numpy(), want_ys)
         np.testing.assert_array_equal(ys_dot.numpy(), want, err_msg=str(which))
