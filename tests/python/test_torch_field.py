@@ -228,6 +228,38 @@ def test_a_module_changed_after_a_solve_is_recognised_again():
     _refused(r"different activations between layers \(\['relu', 'softplus'\]\)", f)
 
 
+def test_first_recognised_under_functional_call_reads_each_calls_parameters():
+    """A module first solved under torch.func.functional_call (its parameters the caller's plain
+    tensors while traced): the scale is read as the parameter out_scale, not frozen as a
+    constant of that first call (torch.fx's _tensor_constant0, set on the module), so later
+    calls, with the module's own parameters or other tensors, solve with those."""
+    y0, t = torch.randn(3, 2, dtype=F64), torch.linspace(0, 1, 4, dtype=F64)
+    f = Scaled().double()
+    ps = {n: p.detach().clone() for n, p in f.named_parameters()}
+    first = {n: (v * 1.5 if n == "out_scale" else v) for n, v in ps.items()}
+
+    def solve(params):
+        return torch.func.functional_call(_Odeint(f, t), params, (y0,))
+    solve({f"f.{n}": v for n, v in first.items()})
+    assert not any(n.startswith("_tensor_constant") for n in vars(f))
+    with torch.no_grad():
+        want = ct.odeint(copy.deepcopy(f), y0, t)
+    assert torch.equal(ct.odeint(f, y0, t).detach(), want)
+    assert torch.equal(solve({f"f.{n}": v for n, v in ps.items()}), want)
+    # the scale's gradient reaches the module's parameter
+    ct.odeint(f, y0, t).sum().backward()
+    assert f.out_scale.grad is not None and float(f.out_scale.grad) != 0.0
+
+
+class _Odeint(nn.Module):
+    def __init__(self, f, t):
+        super().__init__()
+        self.f, self.t = f, t
+
+    def forward(self, y0):
+        return ct.odeint(self.f, y0, self.t)
+
+
 def test_a_bias_removed_or_a_forward_set_after_a_solve_is_seen():
     """What the parameters' list and the graph depend on is part of the kept recognition: a
     Linear's bias set to None after a solve gives the solve of a module built without it (not

@@ -21,8 +21,11 @@ for the batch): the results never depend on the batch. The solve is one register
 torch.ops.clnode.solve (torch.library.custom_op, with a fake, an autograd rule and a vmap rule),
 so it works under torch.compile(fullgraph=True) and torch.func.vmap; the gradient (module
 parameters, y0, args) is the library's discrete reverse pass (clnode.Solution.vjp) from the
-forward's tape, through loss.backward() or torch.autograd.grad (torch.func's grad, vjp, jacrev and
-forward mode are refused). doc/torch.md says what each argument becomes.
+forward's tape, through loss.backward() or torch.autograd.grad (torch.func's grad, vjp and jacrev
+are refused). Forward mode (torch.func.jvp, torch.func.jacfwd, torch.autograd.forward_ad) is
+one solve keeping its tape and the library's tangent pass from it (clnode.Solution.jvp's), a
+second op torch.ops.clnode.solve_jvp whose vmap rule makes jacfwd's columns the directions of one
+pass; derivatives of derivatives are refused. doc/torch.md says what each argument becomes.
 
 Needs torch (pip install "clnode[torch]"); torchdiffeq and torchode are not needed.
 """

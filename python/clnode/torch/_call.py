@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from . import _field, _op
+from . import _field, _forward, _op
 from ._field import Refusal
 
 # the library's methods by the peers' names
@@ -45,33 +45,14 @@ def check_dtype(y0: Tensor, params: Sequence[Tuple[str, Tensor]],
         raise Refusal(f"args is {args.dtype} but y0 is {y0.dtype}")
 
 
-def refuse_forward_ad(*tensors: Optional[Tensor]) -> None:
-    """Forward-mode AD (torch.func.jvp, torch.func.jacfwd, torch.autograd.forward_ad: a dual
-    tensor among the op's inputs) is refused by name, as are torch.func's reverse-mode
-    transforms (a grad-tracking tensor among them), which torch does not run through a
-    custom_op's autograd."""
-    import torch.autograd.forward_ad as fwad
-    for x in tensors:
-        if x is not None and fwad.unpack_dual(x).tangent is not None:
-            raise Refusal("forward-mode AD (torch.func.jvp, torch.func.jacfwd, "
-                          "torch.autograd.forward_ad) through clnode.torch is not supported: "
-                          "use reverse mode (loss.backward(), torch.autograd.grad)")
-    for x in tensors:
-        if x is not None and torch._C._functorch.is_gradtrackingtensor(x):
-            raise Refusal("torch.func.grad, vjp and jacrev through clnode.torch are not "
-                          "supported (torch's custom_op autograd is an autograd.Function "
-                          "without setup_context, which torch.func refuses): use "
-                          "loss.backward() or torch.autograd.grad")
-
-
 @torch.compiler.assume_constant_result
 def _recognised(func: Any, n_args: int, dim: int, k: int, has_args: bool, method: str,
                 options: Tuple[Tuple[str, Any], ...]) -> Tuple[str, ...]:
     """(the paths of the parameters the library reads, in its order, ..., then the op's spec
-    without a gradient wanted and with one): the field recognised and the specs made, kept with
-    the module's recognition (made again when its tree changes: _field.recognise_memo) in eager
-    mode, once per compilation under torch.compile (a constant of the graph: the forward's
-    structure, not its values)."""
+    without a gradient wanted, with one, and with a forward tangent): the field recognised and
+    the specs made, kept with the module's recognition (made again when its tree changes:
+    _field.recognise_memo) in eager mode, once per compilation under torch.compile (a constant
+    of the graph: the forward's structure, not its values)."""
     field, memo = _field.recognise_memo(func, n_args, dim, k)
     key = (has_args, method, options)
     hit = memo.get(key)
@@ -82,17 +63,21 @@ def _recognised(func: Any, n_args: int, dim: int, k: int, has_args: bool, method
                       "into its network's input")
     has_bias = field.has_bias(func)
     out = tuple(name for name, _ in field.parameters(func)) + tuple(
-        _spec(field, has_bias, method, options, grad) for grad in (False, True))
+        _spec(field, has_bias, method, options, grad) for grad in (False, True)) + (
+        _spec(field, has_bias, method, options, True, tangent=True),)
     memo[key] = out
     return out
 
 
 def _spec(field: _field.Field, has_bias: Tuple[bool, ...], method: str,
-          options: Tuple[Tuple[str, Any], ...], grad: bool) -> str:
+          options: Tuple[Tuple[str, Any], ...], grad: bool, tangent: bool = False) -> str:
+    """The op's spec; "tangent": the forward of a forward-mode call (its tape kept for the
+    tangent pass), whose backward refuses to differentiate the gradient (_op._backward)."""
+    extra = {"tangent": True} if tangent else {}
     return json.dumps(dict(has_bias=list(has_bias), has_scale=field.scale is not None,
                            activation=field.activation, final_activation=field.final_activation,
                            time_input=field.time_input, inputs=field.inputs, method=method,
-                           options=dict(options), keep=grad), sort_keys=True)
+                           options=dict(options), keep=grad, **extra), sort_keys=True)
 
 
 def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: Tensor,
@@ -101,28 +86,38 @@ def call(func: Any, y0: Tensor, args: Optional[Tensor], times: Tensor, save_ts: 
     """(ys (B, T, N), stats (B, 5), tinfo (B, 2)) of func's field solved from y0 (B, N).
     only: the parameters that get gradients (odeint_adjoint's adjoint_params); the others are
     detached. The forward keeps its tape (the spec's "keep") where a gradient may be asked for:
-    grad mode on and y0, args or a parameter the library reads requiring grad."""
+    grad mode on and y0, args or a parameter the library reads requiring grad, or where y0, args
+    or a parameter the library reads carries a forward tangent (forward mode, _forward: ys is
+    then a dual tensor, its tangent the library's tangent pass from that tape; the parameters'
+    tangents are read whatever `only` says)."""
     if y0.dim() != 2:
         raise Refusal(f"y0 of shape {tuple(y0.shape)}: clnode.torch takes (N,) or (B, N)")
     B, N = y0.shape
     k = 0 if args is None else int(args.shape[-1])
-    *names, spec_nograd, spec_grad = _recognised(func, n_args, N, k, args is not None, method,
-                                                 tuple(sorted(options.items())))
+    *names, spec_nograd, spec_grad, spec_fwd = _recognised(
+        func, n_args, N, k, args is not None, method, tuple(sorted(options.items())))
     named = [(name, _field.attribute(func, name)) for name in names]
     check_dtype(y0, named, args)
     params = [p for _, p in named]
-    if only is not None:
-        keep = {id(p) for p in only}
-        params = [p if id(p) in keep else p.detach() for p in params]
+    held = [False] * len(params) if only is None else [
+        all(p is not q for q in only) for p in params]
+    fwd = not torch.compiler.is_compiling() and _forward.check(y0, args, *params)
+    if fwd:  # solved on the primals, the tangents kept for the tangent pass
+        y0, dy0 = _forward.split(y0)
+        args, dargs = (None, None) if args is None else _forward.split(args)
+        params, dparams = map(list, zip(*[_forward.split(p) for p in params]))
+    params = [p.detach() if h else p for p, h in zip(params, held)]
     grad = torch.is_grad_enabled() and (y0.requires_grad or (
         args is not None and args.requires_grad) or any(p.requires_grad for p in params))
-    if not torch.compiler.is_compiling():
-        refuse_forward_ad(y0, args, *params)
     if args is not None and args.dim() == 1:
         args = args.expand(B, k)
-    ys, stats, tinfo, _ = _op.solve_op(y0.contiguous(), None if args is None else
-                                       args.contiguous(), params, times.contiguous(),
-                                       save_ts.contiguous(), spec_grad if grad else spec_nograd)
+        dargs = None if not fwd or dargs is None else dargs.expand(B, k)
+    spec = spec_fwd if fwd else spec_grad if grad else spec_nograd
+    ys, stats, tinfo, tape = _op.solve_op(y0.contiguous(), None if args is None else
+                                          args.contiguous(), params, times.contiguous(),
+                                          save_ts.contiguous(), spec)
+    if fwd:
+        ys = _forward.tangent(ys, tape, params, dy0, dargs, dparams, spec)
     return ys, stats, tinfo
 
 
@@ -161,10 +156,15 @@ def _scalar(v: Any) -> Optional[float]:
 
 
 def refuse_time_grad(*ts: Any) -> None:
+    """A gradient asked for with respect to the times, or a forward tangent of the times, is
+    refused by name (the library differentiates y0, args and the parameters)."""
     for t in ts:
         if isinstance(t, Tensor) and t.requires_grad and torch.is_grad_enabled():
             raise Refusal("a gradient with respect to the times (t, t_eval, t_span, dt0) is not "
                           "computed by clnode: detach them (t.detach())")
+        if isinstance(t, Tensor) and _forward.split(t)[1] is not None:
+            raise Refusal("a forward-mode tangent of the times (t, t_eval, t_span, dt0) is not "
+                          "computed by clnode: give the times without one")
 
 
 def stats_dict(stats: Tensor, tinfo: Tensor) -> Dict[str, Tensor]:

@@ -148,6 +148,21 @@ def recognise_memo(func: Any, n_args: int, dim: int, k: int) -> Tuple[Field, Dic
     return field, memo
 
 
+class _Tracer(torch.fx.Tracer):
+    """torch.fx's tracer, a parameter of the module read as that parameter (a get_attr of its
+    path) also where it is a plain tensor: under torch.func.functional_call (a
+    reparametrization) the module's parameters are the caller's tensors, which fx would take as
+    constants (an attribute _tensor_constant<i> set on the module, holding that call's value,
+    read by every later solve)."""
+
+    def create_arg(self, a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and not isinstance(a, nn.Parameter):
+            for name, p in self.root.named_parameters():
+                if a is p:
+                    return self.create_node("get_attr", name, (), {})
+        return super().create_arg(a)
+
+
 def _trace(module: nn.Module, n_args: int) -> torch.fx.Graph:
     params = list(inspect.signature(module.forward).parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -160,7 +175,9 @@ def _trace(module: nn.Module, n_args: int) -> torch.fx.Graph:
         raise Refusal(f"{type(module).__name__}.forward has arguments {missing} the solver does "
                       "not pass")
     try:
-        return torch.fx.symbolic_trace(module, concrete_args=concrete or None).graph
+        tracer = _Tracer()
+        graph = tracer.trace(module, concrete_args=concrete or None)
+        return torch.fx.GraphModule(tracer.root, graph).graph
     except Exception as e:  # noqa: BLE001 - a forward fx cannot trace (control flow on values)
         raise Refusal(f"{type(module).__name__}.forward cannot be traced by torch.fx ({e}); "
                       "clnode.torch reads the field from its graph") from None

@@ -24,10 +24,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as fwad
 from torch import Tensor
 
 from .. import _clnode, _model, _solve
 from . import _cuda
+from ._field import Refusal
 
 def _np(x: Tensor) -> np.ndarray:
     """A CPU tensor's values as numpy: a view of its memory (no copy) for a contiguous CPU
@@ -173,6 +175,14 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, ys_bar, stats_bar, tinfo_bar, tape_bar):
+    if (ys_bar is not None and fwad.unpack_dual(ys_bar).tangent is not None) or (
+            _config(ctx.spec).get("tangent") and torch.is_grad_enabled()
+            and fwad._current_level >= 0):
+        # forward-over-reverse: the gradient's own tangent, which the reverse pass has not
+        raise Refusal("a forward-mode tangent of a gradient through clnode.torch is not "
+                      "supported (forward-over-reverse: a backward with create_graph=True "
+                      "under torch.autograd.forward_ad.dual_level, or of a cotangent carrying "
+                      "a tangent): clnode computes first derivatives, forward or reverse")
     tape, *params = ctx.saved_tensors
     if ys_bar is None:
         ys_bar = tape.new_zeros(ctx.ys_shape, dtype=params[0].dtype)

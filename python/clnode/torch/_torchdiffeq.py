@@ -53,7 +53,8 @@ def odeint(func: Any, y0: Tensor, t: Tensor, *, rtol: Any = 1e-7, atol: Any = 1e
     rtol and atol are passed as given (float32 solves with rtol below float32's resolution get
     the library's precision guard: clnode.PrecisionWarning, or precision_floor). Gradients:
     through torch's autograd (y0, the module's parameters); one asked for with respect to t is
-    refused, as is forward mode."""
+    refused. Forward mode (torch.func.jvp, jacfwd, torch.autograd.forward_ad): one solve and the
+    library's tangent pass (doc/torch.md); a tangent of t is refused."""
     return _odeint(func, y0, t, rtol, atol, method, options, event_fn, None)
 
 
@@ -87,7 +88,7 @@ def _odeint(func: Any, y0: Any, t: Any, rtol: Any, atol: Any, method: Optional[s
                       "tuple states)")
     if not isinstance(t, Tensor) or t.dim() != 1 or t.numel() < 2:
         raise Refusal("t must be a 1-d tensor of at least two times")
-    _call.refuse_time_grad(t)
+    _call.refuse_time_grad(t, (options or {}).get("first_step"))
     name = _call.method_name("dopri5" if method is None else method, "torchdiffeq",
                              {m: _call.METHODS[m] for m in ("dopri5", "tsit5", "dopri8", "bosh3",
                                                             "adaptive_heun")})

@@ -83,7 +83,10 @@ def solve_ivp(f: Any, y0: Tensor, t_eval: Tensor, *,
 
     The gradient is torchode's AutoDiffAdjoint(backprop_through_step_size_control=False)'s:
     the step sizes are held (diffrax's semantics), where torchode's default also differentiates
-    its controller (a difference of the order of the tolerances)."""
+    its controller (a difference of the order of the tolerances). Forward mode (torch.func.jvp,
+    jacfwd, torch.autograd.forward_ad) in y0, args and the parameters: one solve and the
+    library's tangent pass, the same steps held; tangents of t_eval, t_span and dt0 are
+    refused."""
     if not isinstance(y0, Tensor) or y0.dim() != 2:
         raise Refusal(f"y0 must be a (B, N) tensor (torchode's layout), not "
                       f"{getattr(y0, 'shape', type(y0).__name__)}")
