@@ -14,7 +14,8 @@
  * What the host still sends or reads: the tape (in host memory, uploaded as clnode_gradient_compute
  * uploads it), one read of the flags of the cotangents' check made on the device, and each group
  * of blocks' parameter sums (read back as clnode_gradient_compute reads them: the blocks' fixed
- * tree is summed on the host), whose total is written into the parameters' array at the end.
+ * tree is summed on the host), whose total is written into the parameters' and the scale's arrays
+ * at the end.
  * On an OpenCL device or a CUDA GPU the cotangents are copied on the device and the rows of the
  * gradients of y0 and of the inputs are written there by a kernel (cl/cln_reverse_kernels.h:
  * cln_rev_scatter_body); on the host ("host" contexts, host pointers) the pass runs as
@@ -49,9 +50,11 @@ typedef struct clnode_device_gradient {
     size_t slots;
     clnode_device_array cot;
     /* the results (handle NULL: not written): dL/dy0, batch x dim; dL/d(conditioning inputs),
-     * batch x clnode_model_num_inputs (refused for a model without inputs); every parameter's
-     * gradient, laid out as clnode_gradient_params (its count: that function's *n) */
-    clnode_device_array y0, inputs, params;
+     * batch x clnode_model_num_inputs (refused for a model without inputs); the layers' weights'
+     * and biases' gradient, laid out as clnode_gradient_params without the output scale (its
+     * values before the scale's: all of them for a model without one); the output scale's
+     * gradient, clnode_gradient_out_scale's n values (refused for a model without a scale) */
+    clnode_device_array y0, inputs, params, scale;
 } clnode_device_gradient;
 
 #define clnode_device_gradient_default(g) clnode_device_gradient_default_sized((g), sizeof *(g))
@@ -60,8 +63,8 @@ CLNODE_API void clnode_device_gradient_default_sized(clnode_device_gradient *g, 
 /* The gradient of a scalar loss L of the saved values of `sol` (solved with keep_tape = 1, from
  * host arrays or by clnode_solve_device), as clnode_gradient_compute computes it (same model,
  * options, contexts and devices), from the cotangents in the caller's array g->cot, into the
- * caller's arrays g->y0, g->inputs and g->params. Blocking: returns when the results are in the
- * caller's arrays.
+ * caller's arrays g->y0, g->inputs, g->params and g->scale. Blocking: returns when the results are
+ * in the caller's arrays.
  *
  * The cotangents of the saved points are checked on the device, as clnode_gradient_compute
  * checks them: a NaN or infinity is refused with CLNODE_ERR_NONFINITE_INPUT and its message
@@ -70,7 +73,8 @@ CLNODE_API void clnode_device_gradient_default_sized(clnode_device_gradient *g, 
  * Errors (nothing written on an error found before the pass starts; the result arrays may hold
  * partial values after a device's failure or a cancel): those of clnode_gradient_compute, and
  * CLNODE_ERR_INVALID_ARGUMENT: NULL context, model, solution or g, a struct_size this library
- * does not know, a NULL cotangents' array, an inputs' array for a model without inputs, an
+ * does not know, a NULL cotangents' array, an inputs' array for a model without inputs, a
+ * scale's array for a model without an output scale, an
  * offset that is not a multiple of the precision's size, an array that is not the backend's kind
  * or is too small (OpenCL); CLNODE_ERR_UNSUPPORTED: a context whose backend takes no device
  * arrays. */

@@ -2,7 +2,7 @@
  * (clnode/device_gradient.h): the cotangents checked by a kernel, then gradient.c's pass with
  * the cotangents copied and the rows of the gradients scattered on the device (a backend whose
  * reverse pass takes device arrays: rev_device_arrays), or on the host's values converted to and
- * from double (the host backend); the parameters' gradient written at the end. */
+ * from double (the host backend); the parameters' and the scale's gradients written at the end. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 #include "solver/solution.h"
 #include "solver/tape.h"
 
-#define CLN_DEVICE_GRADIENT_MIN CLN_END_OF(clnode_device_gradient, params)
+#define CLN_DEVICE_GRADIENT_MIN CLN_END_OF(clnode_device_gradient, scale)
 
 static const char FN[] = "clnode_gradient_compute_device";
 
@@ -30,7 +30,7 @@ CLN_DEFAULTS_SIZED(clnode_device_gradient_default_sized, clnode_device_gradient,
 
 /* The caller's arrays adopted by the backend for one pass (released with it), and the flags. */
 typedef struct dg_arrays {
-    cln_buf *cot, *y0, *inputs, *params, *flag;
+    cln_buf *cot, *y0, *inputs, *params, *scale, *flag;
 } dg_arrays;
 
 /* One caller's array of n values of es bytes, adopted (NULL handle: none). */
@@ -151,7 +151,7 @@ static clnode_status dg_host(clnode_context *ctx, const clnode_model *model,
 }
 
 /* A device: the pass on the caller's arrays, and a read that waits for its last writes when no
- * write of the parameters (which waits) follows. */
+ * write of the parameters or the scale (which waits) follows. */
 static clnode_status dg_device(clnode_context *ctx, const clnode_model *model,
                                const clnode_gradient_options *opts, const clnode_solution *sol,
                                const clnode_device_gradient *g, dg_arrays *a, clnode_gradient **res)
@@ -160,7 +160,7 @@ static clnode_status dg_device(clnode_context *ctx, const clnode_model *model,
     const cln_rev_dev dev = {
         a->cot, a->y0, a->inputs, g->cot.offset / es, g->y0.offset / es, g->inputs.offset / es};
     clnode_status st = cln_rev_compute(ctx, model, opts, sol, g->slots, NULL, 0, NULL, &dev, res);
-    if (st != CLNODE_OK || a->params || (!a->y0 && !a->inputs))
+    if (st != CLNODE_OK || a->params || a->scale || (!a->y0 && !a->inputs))
         return st;
     double v;
     return a->y0 ? dg_value(ctx, a->y0, &g->y0, 0, es, &v)
@@ -183,6 +183,8 @@ static clnode_status dg_refusals(clnode_context *ctx, const clnode_model *model,
     CLN_CHECK(ctx, model->num_inputs > 0 || !g->inputs.handle, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_device_gradient.inputs is given, but the model takes no conditioning "
               "inputs");
+    CLN_CHECK(ctx, model->out_scale || !g->scale.handle, CLNODE_ERR_INVALID_ARGUMENT,
+              "clnode_device_gradient.scale is given, but the model has no output scale");
     return cln_rev_check_slots(ctx, sol, g->slots, 0, FN);
 }
 
@@ -211,9 +213,9 @@ clnode_status clnode_gradient_compute_device(clnode_context *ctx, const clnode_m
     dg_arrays a;
     memset(&a, 0, sizeof a);
     clnode_gradient *res = NULL;
-    clnode_gradient shape; /* the parameters' layout, for their count */
+    clnode_gradient shape; /* the parameters' layout: the weights and biases, then the scale */
     cln_rev_job layout;
-    const size_t n_params = cln_rev_layout(model, &layout, &shape);
+    const size_t n_all = cln_rev_layout(model, &layout, &shape), n_params = shape.s_off;
     size_t cells = 0;
     CLN_CHECK(ctx, cln_mul_size(B, dg.slots, &cells) && cln_mul_size(cells, N, &cells),
               CLNODE_ERR_INVALID_ARGUMENT, "%s: %zu x %zu x %zu cotangents overflow", FN, B,
@@ -224,14 +226,18 @@ clnode_status clnode_gradient_compute_device(clnode_context *ctx, const clnode_m
                          "clnode_device_gradient.inputs", &a.inputs));
     CLN_TRY(st,
             dg_adopt(ctx, &dg.params, n_params, es, "clnode_device_gradient.params", &a.params));
+    CLN_TRY(st, dg_adopt(ctx, &dg.scale, n_all - n_params, es, "clnode_device_gradient.scale",
+                         &a.scale));
     CLN_TRY(st, dg_check_cot(ctx, sol, &dg, &a));
     CLN_TRY(st, be->ops->rev_device_arrays ? dg_device(ctx, model, &o, sol, &dg, &a, &res)
                                            : dg_host(ctx, model, &o, sol, &dg, &a, &res));
     CLN_TRY(st,
             dg_write(ctx, a.params, &dg.params, clnode_gradient_params(res, NULL), n_params, es));
+    CLN_TRY(st, dg_write(ctx, a.scale, &dg.scale, clnode_gradient_params(res, NULL) + n_params,
+                         n_all - n_params, es));
 fail:
     clnode_gradient_destroy(&res);
-    cln_buf *all[] = {a.cot, a.y0, a.inputs, a.params, a.flag};
+    cln_buf *all[] = {a.cot, a.y0, a.inputs, a.params, a.scale, a.flag};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         be->ops->buf_free(be, all[i]);
     return st;

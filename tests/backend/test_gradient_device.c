@@ -4,10 +4,10 @@
  * and on the host backend with host pointers. Oracle: clnode_gradient_compute of the same kept
  * solve with the same cotangents as host doubles on the same context, bit for bit, fp32 and fp64,
  * B = 1, 3 and 37 (two blocks), the seed model and a model with time input, conditioning inputs
- * and an output scale, saves at a shared list, per-trajectory lists and t1, the cotangents' rows
- * with a padding slot of NaN (not read); a solve kept by clnode_solve_device; results not wanted
- * left untouched; every refusal with its message, a NaN and an infinite cotangent refused with
- * clnode_gradient_compute's words. Skipped (77) without PoCL. */
+ * and an output scale (its gradient in an array of its own), saves at a shared list, per-trajectory
+ * lists and t1, the cotangents' rows with a padding slot of NaN (not read); a solve kept by
+ * clnode_solve_device; results not wanted left untouched; every refusal with its message, a NaN and
+ * an infinite cotangent refused with clnode_gradient_compute's words. Skipped (77) without PoCL. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,7 +47,7 @@ typedef struct gcase {
 typedef struct kept {
     clnode_model *m;
     clnode_solution *s;
-    size_t B, N, k, slots, es, np;
+    size_t B, N, k, slots, es, np, ns; /* np: the weights and biases, ns: the scale */
     double *cot;
 } kept;
 
@@ -148,6 +148,8 @@ static kept kept_make(clnode_context *ctx, const gcase *c, int by_device, int on
     clnode_gradient *g = NULL;
     assert_ok(clnode_gradient_compute(ctx, r.m, NULL, r.s, r.slots, r.cot, &g));
     clnode_gradient_params(g, &r.np);
+    clnode_gradient_out_scale(g, &r.ns);
+    r.np -= r.ns;
     clnode_gradient_destroy(&g);
     free(y0);
     free(in);
@@ -191,6 +193,7 @@ static void run_case(clnode_context *ctx, int on_host, const gcase *c, int by_de
     arr ay0 = arr_make(on_host, NULL, r.B * r.N * r.es);
     arr ain = arr_make(on_host, NULL, r.B * r.k * r.es);
     arr apar = arr_make(on_host, NULL, r.np * r.es);
+    arr asc = arr_make(on_host, NULL, r.ns * r.es);
     clnode_device_gradient dg;
     clnode_device_gradient_default(&dg);
     dg.slots = r.slots;
@@ -199,11 +202,14 @@ static void run_case(clnode_context *ctx, int on_host, const gcase *c, int by_de
     if (r.k)
         dg.inputs = arr_at(&ain);
     dg.params = arr_at(&apar);
+    if (r.ns)
+        dg.scale = arr_at(&asc);
     assert_ok(clnode_gradient_compute_device(ctx, r.m, NULL, r.s, &dg));
     same_bits(c->prec, &ay0, clnode_gradient_y0(g), r.B * r.N);
     if (r.k)
         same_bits(c->prec, &ain, clnode_gradient_inputs(g), r.B * r.k);
     same_bits(c->prec, &apar, clnode_gradient_params(g, NULL), r.np);
+    same_bits(c->prec, &asc, clnode_gradient_out_scale(g, NULL), r.ns);
     /* the parameters alone: the other arrays untouched (filled with 0xAB before) */
     arr_free(&ay0);
     ay0 = arr_make(on_host, NULL, r.B * r.N * r.es);
@@ -220,8 +226,8 @@ static void run_case(clnode_context *ctx, int on_host, const gcase *c, int by_de
     for (size_t i = 0; i < r.B * r.N * r.es; ++i)
         assert_int_equal(raw[i], 0xAB);
     free(raw);
-    arr *all[] = {&acot, &ay0, &ain, &apar};
-    for (size_t i = 0; i < 4; ++i)
+    arr *all[] = {&acot, &ay0, &ain, &apar, &asc};
+    for (size_t i = 0; i < 5; ++i)
         arr_free(all[i]);
     free(bytes);
     clnode_gradient_destroy(&g);
@@ -334,6 +340,10 @@ static void refusals_on(clnode_context *ctx, int on_host, clnode_precision prec)
     bad.inputs = dg.y0; /* the seed model takes no inputs */
     refused(ctx, clnode_gradient_compute_device(ctx, r.m, NULL, r.s, &bad),
             CLNODE_ERR_INVALID_ARGUMENT, "the model takes no conditioning inputs");
+    bad = dg;
+    bad.scale = dg.y0; /* nor an output scale */
+    refused(ctx, clnode_gradient_compute_device(ctx, r.m, NULL, r.s, &bad),
+            CLNODE_ERR_INVALID_ARGUMENT, "the model has no output scale");
     bad = dg;
     bad.slots = r.slots - 2;
     refused(ctx, clnode_gradient_compute_device(ctx, r.m, NULL, r.s, &bad),
