@@ -1,8 +1,8 @@
 /* _clnode_xla_cuda.c - clnode.jax's forward solve and reverse pass as XLA FFI handlers on XLA's
  * CUDA platform: the handlers of _clnode_xla.c (the same metadata answer, attributes, operand
  * checks, plans, tapes and tokens) run on host copies of the device buffers XLA passes, except
- * a forward solve that can run on XLA's buffers themselves (_clnode_xla_cuda_fwd.c: the plan's
- * device is CUDA, no tape is kept, ...).
+ * a forward solve and a reverse pass that can run on XLA's buffers themselves
+ * (_clnode_xla_cuda_fwd.c, _clnode_xla_cuda_vjp.c: the plan's device is CUDA, ...).
  *
  * A call: the frame's operands and results are checked to be buffers of the dtypes the handlers
  * use; XLA's stream comes from XLA_FFI_Stream_Get; every operand is copied to host memory on that
@@ -286,6 +286,9 @@ static cxf_error *clnode_xla_cuda_fwd(cxf_call_frame *f)
 
 static cxf_error *clnode_xla_cuda_vjp(cxf_call_frame *f)
 {
+    cxf_error *err = NULL;
+    if (xla_cuda_vjp_on_device(f, &err))
+        return err;
     return staged(f, g_vjp, "clnode's CUDA custom call (reverse)");
 }
 

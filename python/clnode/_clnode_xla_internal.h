@@ -10,6 +10,8 @@
  *   _clnode_xla_jvp.c    the tangent handler (forward mode)
  *   _clnode_xla_cuda.c   the handlers on XLA's CUDA platform: host copies of XLA's buffers
  *   _clnode_xla_cuda_fwd.c  the CUDA forward on XLA's buffers themselves (clnode_solve_device)
+ *   _clnode_xla_cuda_vjp.c  the CUDA reverse pass on XLA's buffers themselves
+ *                        (clnode_gradient_compute_device)
  * Every name here is the extension's own (the version script keeps them private). */
 #ifndef CLNODE_PY_XLA_INTERNAL_H
 #define CLNODE_PY_XLA_INTERNAL_H
@@ -201,6 +203,15 @@ cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *
 /* _clnode_xla_cuda_fwd.c: 1 when the CUDA forward call f ran on XLA's buffers (*err: NULL or its
  * error), 0 when it is to be staged through the host (nothing done) */
 int xla_cuda_fwd_on_device(cxf_call_frame *f, cxf_error **err);
+/* Whether operand o has a row per trajectory (every leading axis the batch's), or one row for
+ * all (no leading axis of more than 1); whether it has one row for all (no leading axis of more
+ * than 1); the CUDA ordinal of a plan's device string ("cuda": 0, "cuda:N": N), or -1. */
+int xla_op_full(const xla_op *o, const int64_t *lead, size_t nl);
+int xla_op_shared(const xla_op *o);
+int xla_cuda_ordinal(const char *device);
+/* _clnode_xla_cuda_vjp.c: 1 when the CUDA reverse call f ran on XLA's buffers (*err: NULL or
+ * its error), 0 when it is to be staged through the host (nothing written) */
+int xla_cuda_vjp_on_device(cxf_call_frame *f, cxf_error **err);
 /* A context adopting `stream` of CUDA device `device` (clnode_context_create_cuda), free for this
  * call (created when none is; NULL with e set, its message after `what`); given back after the
  * call. Only in builds with the CUDA backend (CLNODE_HAVE_CUDA). */
