@@ -197,6 +197,25 @@ static cxf_error *stage_plan(const cxf_call_frame *f, const char *what, stage *s
     return NULL;
 }
 
+int xla_cuda_executes(const cxf_call_frame *f, int64_t nargs, int64_t nrets, const char *what)
+{
+    for (const cxf_extension *x = f->extension_start; x; x = x->next)
+        if (x->type == CXF_EXTENSION_METADATA)
+            return 0;
+    if (f->stage != CXF_STAGE_EXECUTE)
+        return 0;
+    xla_fail e = {CLNODE_OK, ""};
+    if (read_frame(f, nargs, nrets, what, &e))
+        return 0;
+    for (int64_t i = 0; i < f->args.size; i++)
+        if (xla_buffer_bytes(f->args.args[i]) == (size_t)-1)
+            return 0;
+    for (int64_t i = 0; i < f->rets.size; i++)
+        if (xla_buffer_bytes(f->rets.rets[i]) == (size_t)-1)
+            return 0;
+    return 1;
+}
+
 cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *sg)
 {
     memset(sg, 0, sizeof *sg);

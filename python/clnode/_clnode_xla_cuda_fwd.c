@@ -349,22 +349,10 @@ static cxf_error *run_on_device(cxf_call_frame *f, const xla_plan *pl, const int
 int xla_cuda_fwd_on_device(cxf_call_frame *f, cxf_error **err)
 {
     *err = NULL;
-    for (const cxf_extension *x = f->extension_start; x; x = x->next)
-        if (x->type == CXF_EXTENSION_METADATA)
-            return 0;
-    if (f->stage != CXF_STAGE_EXECUTE)
+    /* the frame's shapes, dtypes and plan (no data read) */
+    if (!xla_cuda_executes(f, XLA_NOPS, 4, "the forward solve"))
         return 0;
-    /* the frame's shapes, dtypes and plan (no data read); any doubt: the staged path, which
-     * checks and reports everything */
     xla_fail e = {CLNODE_OK, ""};
-    if (read_frame(f, XLA_NOPS, 4, "the forward solve", &e))
-        return 0;
-    for (int64_t i = 0; i < f->args.size; i++)
-        if (xla_buffer_bytes(f->args.args[i]) == (size_t)-1)
-            return 0;
-    for (int64_t i = 0; i < f->rets.size; i++)
-        if (xla_buffer_bytes(f->rets.rets[i]) == (size_t)-1)
-            return 0;
     const xla_plan *pl = frame_plan(f, "the forward solve", &e);
     int64_t keep = 0, lead[XLA_MAX_LEAD];
     size_t nl, B;

@@ -197,6 +197,11 @@ int xla_cuda_sync(void *stream);
 cxf_error *xla_cuda_error(const cxf_call_frame *f, const char *what, int e, const char *call);
 /* The bytes of a buffer of a dtype the handlers take; (size_t)-1 otherwise */
 size_t xla_buffer_bytes(const cxf_buffer *b);
+/* Whether f is a call to execute (not the metadata query nor another stage) whose frame holds
+ * nargs operands and nrets results (-1: any) that are buffers of dtypes the handlers take: what
+ * the paths on XLA's buffers check before they look at the plan (any doubt: the staged path,
+ * which checks and reports everything) */
+int xla_cuda_executes(const cxf_call_frame *f, int64_t nargs, int64_t nrets, const char *what);
 /* XLA's stream of the call into sg->stream, or XLA's error */
 cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *sg);
 

@@ -28,13 +28,7 @@
 #include "test_problem.h"
 #include "test_opencl_find.h"
 
-static cl_device_id g_dev;
-static cl_context g_cctx;
-static cl_command_queue g_q;
-static clnode_context *g_ctx;  /* adopting g_cctx and g_q */
-static clnode_context *g_host; /* "host" */
-
-#include "test_device_arrays.h" /* after g_cctx and g_q, which it uses */
+#include "test_device_arrays.h" /* g_ctx (PoCL), g_host and the caller's arrays */
 
 /* The model with time input, two conditioning inputs and an output scale (N = 3). */
 static clnode_model *forms_model(clnode_context *ctx)
@@ -67,20 +61,10 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     const size_t B = c->B, N = clnode_model_dim(m), k = clnode_model_num_inputs(m);
     const size_t es = c->prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     const size_t ts_n = c->nt * (c->per_traj ? B : 1);
-    double *y0 = malloc(B * N * sizeof *y0), *in = malloc((B * k + 1) * sizeof *in);
-    double *ts = malloc((ts_n + 1) * sizeof *ts);
-    assert_true(y0 && in && ts);
-    for (size_t i = 0; i < B * N; ++i)
-        y0[i] = in_prec(c->prec, 0.3 * sin(0.7 * (double)i + 0.1) + 0.05 * (double)(i % 5));
-    for (size_t i = 0; i < B * k; ++i)
-        in[i] = in_prec(c->prec, 0.4 * cos(1.3 * (double)i));
+    double *y0 = NULL, *in = NULL, *ts = malloc((ts_n + 1) * sizeof *ts);
     clnode_solve_options o;
-    clnode_solve_default_options(&o);
-    o.precision = c->prec;
-    o.t1 = c->forms ? 0.5 : 1.0;
-    o.save_t1 = c->save_t1;
-    o.rtol = c->prec == CLNODE_FP32 ? 1e-4 : 1e-7;
-    o.atol = c->prec == CLNODE_FP32 ? 1e-6 : 1e-9;
+    case_values(c->prec, c->forms, c->save_t1, B, N, k, &y0, &in, &o);
+    assert_non_null(ts);
     for (size_t r = 0; r < (c->per_traj ? B : 1); ++r)
         for (size_t j = 0; j < c->nt; ++j) /* inside [0, t1], increasing, row r its own */
             ts[r * c->nt + j] =
@@ -669,33 +653,10 @@ static void test_bad_save_ts(void **state)
 
 int main(void)
 {
-    cl_platform_id plat;
-    if (!test_opencl_find("pocl", &plat, &g_dev))
-        return test_device_absent("opencl:pocl", "no PoCL platform with a device");
-    cl_int e;
-    g_cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
-    if (e != CL_SUCCESS)
-        return 1;
-    g_q = clCreateCommandQueue(g_cctx, g_dev, 0, &e);
-    if (e != CL_SUCCESS)
-        return 1;
-    clnode_context_options ho;
-    clnode_context_default_options(&ho);
-    ho.device = "host";
-    if (clnode_context_create_opencl(NULL, g_cctx, g_dev, g_q, &g_ctx) != CLNODE_OK ||
-        clnode_context_create(&ho, &g_host) != CLNODE_OK) {
-        fprintf(stderr, "cannot create the contexts\n");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opencl_same_bits), cmocka_unit_test(test_host_same_bits),
         cmocka_unit_test(test_layout),           cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bad_save_ts),
     };
-    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    clnode_context_destroy(&g_ctx);
-    clnode_context_destroy(&g_host);
-    clReleaseCommandQueue(g_q);
-    clReleaseContext(g_cctx);
-    return rc;
+    return run_device_array_tests(tests, sizeof tests / sizeof tests[0]);
 }

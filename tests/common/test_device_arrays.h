@@ -1,14 +1,16 @@
-/* test_device_arrays.h - the caller's arrays of the tests of the device-array entry points
- * (clnode/device_solve.h, clnode/device_gradient.h): values in a solve's precision as bytes, and
- * an array that is a cl_mem of the test's OpenCL context (g_cctx, its queue g_q: the including
- * file defines both before it includes this) or a host block, PAD bytes of 0xAB before it and
- * one after it. */
+/* test_device_arrays.h - what the tests of the device-array entry points (clnode/device_solve.h,
+ * clnode/device_gradient.h) share: their contexts (on PoCL, an OpenCL context and queue of the
+ * test's own, adopted; the host), values in a solve's precision as bytes, and the caller's
+ * arrays: a cl_mem of the test's OpenCL context or a host block, PAD bytes of 0xAB before it
+ * and one after it. */
 #ifndef TEST_DEVICE_ARRAYS_H
 #define TEST_DEVICE_ARRAYS_H
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,14 @@
 
 #include "clnode.h"
 #include "clnode/opencl.h"
+#include "test_device.h"
+#include "test_opencl_find.h"
+
+static cl_device_id g_dev;
+static cl_context g_cctx;
+static cl_command_queue g_q;
+static clnode_context *g_ctx;  /* adopting g_cctx and g_q */
+static clnode_context *g_host; /* "host" */
 
 /* Leading bytes before each array in its buffer: the arrays are at an offset. */
 #define PAD 24
@@ -111,6 +121,57 @@ static void arr_free(arr *a)
     free(a->host);
     a->mem = NULL;
     a->host = NULL;
+}
+
+/* A case's initial states and conditioning inputs (B x N and B x k values of its precision,
+ * malloc'ed: *in has room for one value at least) and its options (the forms model's interval
+ * [0, 0.5], the seed model's [0, 1]; the tolerances of its precision). */
+static void case_values(clnode_precision prec, int forms, int save_t1, size_t B, size_t N, size_t k,
+                        double **y0, double **in, clnode_solve_options *o)
+{
+    *y0 = malloc(B * N * sizeof **y0);
+    *in = malloc((B * k + 1) * sizeof **in);
+    assert_true(*y0 && *in);
+    for (size_t i = 0; i < B * N; ++i)
+        (*y0)[i] = in_prec(prec, 0.3 * sin(0.7 * (double)i + 0.1) + 0.05 * (double)(i % 5));
+    for (size_t i = 0; i < B * k; ++i)
+        (*in)[i] = in_prec(prec, 0.4 * cos(1.3 * (double)i));
+    clnode_solve_default_options(o);
+    o->precision = prec;
+    o->t1 = forms ? 0.5 : 1.0;
+    o->save_t1 = save_t1;
+    o->rtol = prec == CLNODE_FP32 ? 1e-4 : 1e-7;
+    o->atol = prec == CLNODE_FP32 ? 1e-6 : 1e-9;
+}
+
+/* The tests on PoCL's device through the caller's context and queue and on the host: 77 without
+ * PoCL (cmocka's status otherwise). */
+static int run_device_array_tests(const struct CMUnitTest *tests, size_t n)
+{
+    cl_platform_id plat;
+    if (!test_opencl_find("pocl", &plat, &g_dev))
+        return test_device_absent("opencl:pocl", "no PoCL platform with a device");
+    cl_int e;
+    g_cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
+    if (e != CL_SUCCESS)
+        return 1;
+    g_q = clCreateCommandQueue(g_cctx, g_dev, 0, &e);
+    if (e != CL_SUCCESS)
+        return 1;
+    clnode_context_options ho;
+    clnode_context_default_options(&ho);
+    ho.device = "host";
+    if (clnode_context_create_opencl(NULL, g_cctx, g_dev, g_q, &g_ctx) != CLNODE_OK ||
+        clnode_context_create(&ho, &g_host) != CLNODE_OK) {
+        fprintf(stderr, "cannot create the contexts\n");
+        return 1;
+    }
+    const int rc = _cmocka_run_group_tests("tests", tests, n, NULL, NULL);
+    clnode_context_destroy(&g_ctx);
+    clnode_context_destroy(&g_host);
+    clReleaseCommandQueue(g_q);
+    clReleaseContext(g_cctx);
+    return rc;
 }
 
 #endif /* TEST_DEVICE_ARRAYS_H */

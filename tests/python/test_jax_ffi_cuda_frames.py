@@ -116,17 +116,23 @@ def test_a_cuda_plans_forward_runs_on_xlas_buffers():
     y0 = [[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]]
     for device, ordinal, keep in (("cuda", 0, 0), ("cuda:1", 1, 0), ("cuda", 0, 1)):
         code, text, asked = cuda_forward_error(plan(device=device), y0, 3, {"keep": keep})
-        assert asked, text  # XLA's stream was asked for
-        assert text.startswith(ON_DEVICE), text
-        assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
-        if "no CUDA backend" in text:  # a build without the CUDA backend
-            assert code == UNAVAILABLE, text
-            continue
-        # the library's reason: no CUDA library, driver or device
-        assert code == NOT_FOUND, text
-        assert f"clnode_context_create_cuda(device {ordinal}, the caller's stream): " in text, text
-        assert "cuda not available: " in text or "no CUDA device" in text, text
-        assert "cudaMemcpyAsync" not in text, text
+        check_adoption_failed(code, text, asked, ON_DEVICE, ordinal)
+
+
+def check_adoption_failed(code, text, asked, prefix, ordinal):
+    """The error of a call on XLA's buffers without a GPU: XLA's stream asked for, then the
+    context adopting it refused by the library (no CUDA library, driver or device), before any
+    copy through the host."""
+    assert asked, text  # XLA's stream was asked for
+    assert text.startswith(prefix), text
+    assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
+    if "no CUDA backend" in text:  # a build without the CUDA backend
+        assert code == UNAVAILABLE, text
+        return
+    assert code == NOT_FOUND, text
+    assert f"clnode_context_create_cuda(device {ordinal}, the caller's stream): " in text, text
+    assert "cuda not available: " in text or "no CUDA device" in text, text
+    assert "cudaMemcpyAsync" not in text, text
 
 
 def test_what_a_cuda_plans_forward_still_stages():
@@ -178,16 +184,7 @@ def test_a_cuda_plans_reverse_runs_on_xlas_buffers():
                                        ("cuda", 0, 1, False)):
         code, text, asked = cuda_reverse_error(plan(device=device, f64=f64), y0, 3, want,
                                                f64=f64)
-        assert asked, text  # XLA's stream was asked for
-        assert text.startswith(ON_DEVICE_REV), text
-        assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
-        if "no CUDA backend" in text:  # a build without the CUDA backend
-            assert code == UNAVAILABLE, text
-            continue
-        assert code == NOT_FOUND, text
-        assert f"clnode_context_create_cuda(device {ordinal}, the caller's stream): " in text, text
-        assert "cuda not available: " in text or "no CUDA device" in text, text
-        assert "cudaMemcpyAsync" not in text, text
+        check_adoption_failed(code, text, asked, ON_DEVICE_REV, ordinal)
 
 
 def test_what_a_cuda_plans_reverse_still_stages():
