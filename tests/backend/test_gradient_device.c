@@ -86,37 +86,13 @@ static kept kept_make(clnode_context *ctx, const gcase *c, int by_device, int on
     if (!by_device) {
         assert_ok(clnode_solve(ctx, r.m, &o, &p, &r.s));
     } else { /* kept by clnode_solve_device from the caller's arrays */
-        unsigned char *bytes = malloc((B * N + B * k + ts_n + 1) * r.es);
-        assert_non_null(bytes);
-        to_bytes(c->prec, y0, B * N, bytes);
-        arr ay0 = arr_make(on_host, bytes, B * N * r.es);
-        to_bytes(c->prec, in, B * k, bytes);
-        arr ain = arr_make(on_host, bytes, B * k * r.es);
-        to_bytes(c->prec, ts, ts_n, bytes);
-        arr ats = arr_make(on_host, bytes, ts_n * r.es);
-        arr ays = arr_make(on_host, NULL, B * c->nt * N * r.es);
-        arr ay1 = arr_make(on_host, NULL, B * N * r.es);
+        case_arrays ca;
         clnode_device_problem dp;
-        clnode_device_problem_default(&dp);
-        dp.batch = B;
-        dp.y0 = arr_at(&ay0);
-        if (k)
-            dp.inputs = arr_at(&ain);
-        if (c->nt) {
-            dp.save_ts = arr_at(&ats);
-            dp.ys = arr_at(&ays);
-        }
-        dp.n_save_ts = c->nt;
-        dp.save_ts_per_trajectory = c->per_traj;
-        if (c->save_t1)
-            dp.y1 = arr_at(&ay1);
+        case_arrays_make(on_host, c->prec, &p, N, k, c->save_t1, &ca, &dp);
         dp.t1s = p.t1s;
         dp.kept = &r.s;
         assert_ok(clnode_solve_device(ctx, r.m, &o, &dp, NULL, NULL));
-        arr *all[] = {&ay0, &ain, &ats, &ays, &ay1};
-        for (size_t i = 0; i < 5; ++i)
-            arr_free(all[i]);
-        free(bytes);
+        case_arrays_free(&ca);
     }
     assert_non_null(r.s);
     r.slots = c->nt + (c->save_t1 ? 1 : 0) + 1;

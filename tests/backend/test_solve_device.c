@@ -83,30 +83,9 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     clnode_solution *s = NULL;
     assert_ok(clnode_solve(ctx, m, &o, &p, &s));
 
-    unsigned char *bytes = malloc((B * N + B * k + ts_n + 1) * es);
-    assert_non_null(bytes);
-    to_bytes(c->prec, y0, B * N, bytes);
-    arr ay0 = arr_make(on_host, bytes, B * N * es);
-    to_bytes(c->prec, in, B * k, bytes);
-    arr ain = arr_make(on_host, bytes, B * k * es);
-    to_bytes(c->prec, ts, ts_n, bytes);
-    arr ats = arr_make(on_host, bytes, ts_n * es);
-    arr ays = arr_make(on_host, NULL, B * c->nt * N * es),
-        ay1 = arr_make(on_host, NULL, B * N * es);
+    case_arrays ca;
     clnode_device_problem dp;
-    clnode_device_problem_default(&dp);
-    dp.batch = B;
-    dp.y0 = arr_at(&ay0);
-    if (k)
-        dp.inputs = arr_at(&ain);
-    if (c->nt) {
-        dp.save_ts = arr_at(&ats);
-        dp.ys = arr_at(&ays);
-    }
-    dp.n_save_ts = c->nt;
-    dp.save_ts_per_trajectory = c->per_traj;
-    if (c->save_t1)
-        dp.y1 = arr_at(&ay1);
+    case_arrays_make(on_host, c->prec, &p, N, k, c->save_t1, &ca, &dp);
     clnode_trajectory_stats *st = calloc(B, sizeof *st);
     size_t *saved = calloc(B, sizeof *saved);
     assert_true(st && saved);
@@ -129,7 +108,7 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     }
     assert_true(steps >= (long)B); /* every trajectory stepped */
     if (c->nt) {
-        arr_read(&ays, out);
+        arr_read(&ca.ys, out);
         for (size_t b = 0; b < B; ++b) {
             size_t n = 0;
             const double *hys = NULL;
@@ -143,7 +122,7 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
         }
     }
     if (c->save_t1) {
-        arr_read(&ay1, out);
+        arr_read(&ca.y1, out);
         for (size_t b = 0; b < B; ++b) {
             const double *yf = clnode_solution_y_final(s, b);
             for (size_t n = 0; n < N; ++n) {
@@ -181,10 +160,7 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     free(out);
     free(st);
     free(saved);
-    free(bytes);
-    arr *all[] = {&ay0, &ain, &ats, &ays, &ay1};
-    for (size_t i = 0; i < 5; ++i)
-        arr_free(all[i]);
+    case_arrays_free(&ca);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
     free(y0);

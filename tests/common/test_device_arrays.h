@@ -144,6 +144,51 @@ static void case_values(clnode_precision prec, int forms, int save_t1, size_t B,
     o->atol = prec == CLNODE_FP32 ? 1e-6 : 1e-9;
 }
 
+/* A host problem's arrays as the caller's device arrays (on_host: host blocks, else cl_mem):
+ * y0, the inputs and the save times with its values in precision prec, ys (with save times) and
+ * y1 (with save_t1) to receive the results; *dp set to them and to p's batch and save times. */
+typedef struct case_arrays {
+    arr y0, in, ts, ys, y1;
+} case_arrays;
+
+static void case_arrays_make(int on_host, clnode_precision prec, const clnode_problem *p, size_t N,
+                             size_t k, int save_t1, case_arrays *a, clnode_device_problem *dp)
+{
+    const size_t B = p->batch, nt = p->n_save_ts, ts_n = nt * (p->save_ts_per_trajectory ? B : 1);
+    const size_t es = prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
+    unsigned char *bytes = malloc((B * N + B * k + ts_n + 1) * es);
+    assert_non_null(bytes);
+    to_bytes(prec, p->y0, B * N, bytes);
+    a->y0 = arr_make(on_host, bytes, B * N * es);
+    to_bytes(prec, p->inputs, k ? B * k : 0, bytes);
+    a->in = arr_make(on_host, bytes, B * k * es);
+    to_bytes(prec, p->save_ts, ts_n, bytes);
+    a->ts = arr_make(on_host, bytes, ts_n * es);
+    a->ys = arr_make(on_host, NULL, B * nt * N * es);
+    a->y1 = arr_make(on_host, NULL, B * N * es);
+    free(bytes);
+    clnode_device_problem_default(dp);
+    dp->batch = B;
+    dp->y0 = arr_at(&a->y0);
+    if (k)
+        dp->inputs = arr_at(&a->in);
+    if (nt) {
+        dp->save_ts = arr_at(&a->ts);
+        dp->ys = arr_at(&a->ys);
+    }
+    dp->n_save_ts = nt;
+    dp->save_ts_per_trajectory = p->save_ts_per_trajectory;
+    if (save_t1)
+        dp->y1 = arr_at(&a->y1);
+}
+
+static void case_arrays_free(case_arrays *a)
+{
+    arr *all[] = {&a->y0, &a->in, &a->ts, &a->ys, &a->y1};
+    for (size_t i = 0; i < 5; ++i)
+        arr_free(all[i]);
+}
+
 /* The tests on PoCL's device through the caller's context and queue and on the host: 77 without
  * PoCL (cmocka's status otherwise). */
 static int run_device_array_tests(const struct CMUnitTest *tests, size_t n)
