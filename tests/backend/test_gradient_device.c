@@ -274,6 +274,7 @@ static void refusals_on(clnode_context *ctx, int on_host, clnode_precision prec)
     bad_cot(ctx, on_host, &r, prec, 0, 0, 0, NAN);
     bad_cot(ctx, on_host, &r, prec, 36, 3, 2, -INFINITY);
     bad_cot(ctx, on_host, &r, prec, 5, 1, r.N - 1, NAN);
+    bad_cot(ctx, on_host, &r, prec, 2, r.slots - 2, r.N - 1, INFINITY); /* its last point's last */
     unsigned char *bytes = malloc(r.B * r.slots * r.N * r.es);
     assert_non_null(bytes);
     to_bytes(prec, r.cot, r.B * r.slots * r.N, bytes);
