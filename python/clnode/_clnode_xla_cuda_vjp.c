@@ -51,7 +51,7 @@ static int outs_fit(const cxf_call_frame *f, const xla_op *ops, int64_t want, vj
         cxf_buffer *b = f->rets.rets[v->nouts];
         const int64_t core = (int64_t)ops[i].core;
         xla_op shape;
-        if (b->dtype != dt || op_read(&shape, b, NAMES[i], 1, &core, v->lead, v->nl, dt, &e) ||
+        if (op_read(&shape, b, NAMES[i], 1, &core, v->lead, v->nl, dt, &e) ||
             (i == 0 || i == 5 ? !xla_op_full(&shape, v->lead, v->nl) : !xla_op_shared(&shape)) ||
             ((i == 6 || i == 7) && !xla_op_shared(&ops[i])))
             return 0;
@@ -60,6 +60,20 @@ static int outs_fit(const cxf_call_frame *f, const xla_op *ops, int64_t want, vj
     }
     return v->nouts == f->rets.size;
 }
+
+#ifndef CLNODE_HAVE_CUDA
+
+static cxf_error *run_on_device(cxf_call_frame *f, const vjp_dev *v, int *staged)
+{
+    (void)v;
+    *staged = 0;
+    return xla_error(f, CXF_UNAVAILABLE,
+                     "%s: this build of clnode has no CUDA backend (clnode.DeviceError, in "
+                     "clnode.jax.diffeqsolve)",
+                     WHAT);
+}
+
+#else
 
 /* The forward's tape of the call (its token read from XLA's buffer), or NULL: a miss (counted by
  * the staged handler, which re-solves) or a failed copy (*err). */
@@ -88,20 +102,6 @@ static xla_tape *device_tape(const cxf_call_frame *f, const vjp_dev *v, void *st
     }
     return t;
 }
-
-#ifndef CLNODE_HAVE_CUDA
-
-static cxf_error *run_on_device(cxf_call_frame *f, const vjp_dev *v, int *staged)
-{
-    (void)v;
-    *staged = 0;
-    return xla_error(f, CXF_UNAVAILABLE,
-                     "%s: this build of clnode has no CUDA backend (clnode.DeviceError, in "
-                     "clnode.jax.diffeqsolve)",
-                     WHAT);
-}
-
-#else
 
 /* The reverse pass of the tape on XLA's buffers, on the adopted context ctx. */
 static int reverse_on_device(const vjp_dev *v, xla_tape *t, clnode_context *ctx, xla_fail *e)
