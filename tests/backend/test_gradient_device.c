@@ -27,15 +27,6 @@
 
 #include "test_device_arrays.h" /* g_ctx (PoCL), g_host and the caller's arrays */
 
-typedef struct gcase {
-    clnode_precision prec;
-    size_t B;
-    int forms;    /* the forms model (time input, inputs, scale), else the seed model */
-    size_t nt;    /* save times (0: none) */
-    int per_traj; /* a list per trajectory */
-    int save_t1;
-} gcase;
-
 /* A kept solve of the case and its cotangents: slots = its points + 1 (a padding slot of NaN,
  * which is not read), the rest values in the solve's precision. */
 typedef struct kept {
@@ -45,7 +36,7 @@ typedef struct kept {
     double *cot;
 } kept;
 
-static kept kept_make(clnode_context *ctx, const gcase *c, int by_device, int on_host)
+static kept kept_make(clnode_context *ctx, const device_case *c, int by_device, int on_host)
 {
     kept r;
     memset(&r, 0, sizeof r);
@@ -141,7 +132,7 @@ static void same_bits(clnode_precision prec, const arr *a, const double *v, size
 }
 
 /* The case's gradient from the caller's arrays against clnode_gradient_compute's. */
-static void run_case(clnode_context *ctx, int on_host, const gcase *c, int by_device)
+static void run_case(clnode_context *ctx, int on_host, const device_case *c, int by_device)
 {
     kept r = kept_make(ctx, c, by_device, on_host);
     clnode_gradient *g = NULL;
@@ -193,12 +184,6 @@ static void run_case(clnode_context *ctx, int on_host, const gcase *c, int by_de
     clnode_gradient_destroy(&g);
     kept_free(&r);
 }
-
-static const gcase g_cases[] = {
-    {CLNODE_FP32, 1, 0, 0, 0, 1},  {CLNODE_FP32, 3, 0, 5, 0, 1},  {CLNODE_FP32, 37, 1, 4, 1, 1},
-    {CLNODE_FP32, 37, 0, 6, 0, 0}, {CLNODE_FP64, 1, 1, 3, 0, 1},  {CLNODE_FP64, 3, 1, 4, 1, 0},
-    {CLNODE_FP64, 37, 0, 5, 0, 1}, {CLNODE_FP64, 37, 1, 0, 0, 1},
-};
 
 static void test_opencl_same_bits(void **state)
 {
@@ -269,7 +254,7 @@ static void bad_cot(clnode_context *ctx, int on_host, kept *r, clnode_precision 
 
 static void refusals_on(clnode_context *ctx, int on_host, clnode_precision prec)
 {
-    const gcase c = {prec, 37, 0, 3, 0, 1};
+    const device_case c = {prec, 37, 0, 3, 0, 1};
     kept r = kept_make(ctx, &c, 0, on_host);
     bad_cot(ctx, on_host, &r, prec, 0, 0, 0, NAN);
     bad_cot(ctx, on_host, &r, prec, 36, 3, 2, -INFINITY);

@@ -45,17 +45,8 @@ static clnode_model *seed_model(clnode_context *ctx)
     return m;
 }
 
-typedef struct scase {
-    clnode_precision prec;
-    size_t B;
-    int forms;    /* the forms model (time input, inputs, scale), else the seed model */
-    size_t nt;    /* save times (0: none) */
-    int per_traj; /* a list per trajectory */
-    int save_t1;
-} scase;
-
 /* The case's solve on ctx from host arrays and from the caller's arrays: the same bits. */
-static void run_case(clnode_context *ctx, int on_host, const scase *c)
+static void run_case(clnode_context *ctx, int on_host, const device_case *c)
 {
     clnode_model *m = c->forms ? forms_model(ctx) : seed_model(ctx);
     const size_t B = c->B, N = clnode_model_dim(m), k = clnode_model_num_inputs(m);
@@ -167,12 +158,6 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     free(in);
     free(ts);
 }
-
-static const scase g_cases[] = {
-    {CLNODE_FP32, 1, 0, 0, 0, 1},  {CLNODE_FP32, 3, 0, 5, 0, 1},  {CLNODE_FP32, 37, 1, 4, 1, 1},
-    {CLNODE_FP32, 37, 0, 6, 0, 0}, {CLNODE_FP64, 1, 1, 3, 0, 1},  {CLNODE_FP64, 3, 1, 4, 1, 0},
-    {CLNODE_FP64, 37, 0, 5, 0, 1}, {CLNODE_FP64, 37, 1, 0, 0, 1},
-};
 
 static void test_opencl_same_bits(void **state)
 {

@@ -123,6 +123,23 @@ static void arr_free(arr *a)
     a->host = NULL;
 }
 
+/* A case of the device-array tests, and the cases each runs: fp32 and fp64, B = 1, 3 and 37,
+ * saves at a shared list, per-trajectory lists and t1, the seed model and the forms model. */
+typedef struct device_case {
+    clnode_precision prec;
+    size_t B;
+    int forms;    /* the forms model (time input, inputs, scale), else the seed model */
+    size_t nt;    /* save times (0: none) */
+    int per_traj; /* a list per trajectory */
+    int save_t1;
+} device_case;
+
+static const device_case g_cases[] = {
+    {CLNODE_FP32, 1, 0, 0, 0, 1},  {CLNODE_FP32, 3, 0, 5, 0, 1},  {CLNODE_FP32, 37, 1, 4, 1, 1},
+    {CLNODE_FP32, 37, 0, 6, 0, 0}, {CLNODE_FP64, 1, 1, 3, 0, 1},  {CLNODE_FP64, 3, 1, 4, 1, 0},
+    {CLNODE_FP64, 37, 0, 5, 0, 1}, {CLNODE_FP64, 37, 1, 0, 0, 1},
+};
+
 /* A case's initial states and conditioning inputs (B x N and B x k values of its precision,
  * malloc'ed: *in has room for one value at least) and its options (the forms model's interval
  * [0, 0.5], the seed model's [0, 1]; the tolerances of its precision). */
