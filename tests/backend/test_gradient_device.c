@@ -4,10 +4,11 @@
  * and on the host backend with host pointers. Oracle: clnode_gradient_compute of the same kept
  * solve with the same cotangents as host doubles on the same context, bit for bit, fp32 and fp64,
  * B = 1, 3 and 37 (two blocks), the seed model and a model with time input, conditioning inputs
- * and an output scale (its gradient in an array of its own), saves at a shared list, per-trajectory
- * lists and t1, the cotangents' rows with a padding slot of NaN (not read); a solve kept by
- * clnode_solve_device; results not wanted left untouched; every refusal with its message, a NaN and
- * an infinite cotangent refused with clnode_gradient_compute's words. Skipped (77) without PoCL. */
+ * and an output scale (its gradient in an array of its own), B = 37 also in groups of one block,
+ * saves at a shared list, per-trajectory lists and t1, the cotangents' rows with a padding slot of
+ * NaN (not read); a solve kept by clnode_solve_device; results not wanted left untouched; every
+ * refusal with its message, a NaN and an infinite cotangent refused with clnode_gradient_compute's
+ * words. Skipped (77) without PoCL. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 
 #include "clnode.h"
 #include "clnode/opencl.h"
+#include "core/internal.h" /* the context's test settings: groups of one block */
 #include "test_device.h"
 #include "test_opencl_find.h"
 #include "test_problem.h"
@@ -190,6 +192,13 @@ static void test_opencl_same_bits(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; ++i)
         run_case(g_ctx, 0, &g_cases[i], i % 2);
+    /* a group of one block at a time: B = 37 in two groups, the second's cotangents and rows
+     * from trajectory 32 of the caller's arrays */
+    g_ctx->test.rev_max_blocks = 1;
+    for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; ++i)
+        if (g_cases[i].B > CLNODE_GRADIENT_BLOCK)
+            run_case(g_ctx, 0, &g_cases[i], i % 2);
+    g_ctx->test.rev_max_blocks = 0;
 }
 
 static void test_host_same_bits(void **state)
