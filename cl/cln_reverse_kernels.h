@@ -50,6 +50,18 @@ CLN_INLINE void cln_rev_zero_body(size_t x, CLN_GLOBAL real *buf, cln_long off, 
         buf[(size_t)off + x] = CLN_R(0.0);
 }
 
+/* The reverse pass into the caller's device arrays (clnode/device_gradient.h): row p's w values
+ * of SRC (rows in the order of the positions) into DST at element off + w x its trajectory
+ * (RL's CLN_RL_B, from the group's first), x < w, p = y < rows. A copy: no arithmetic. */
+CLN_INLINE void cln_rev_scatter_body(size_t x, size_t p, cln_long w, cln_long rows, cln_long off,
+                                     CLN_CONST cln_long *RL, CLN_CONST real *SRC,
+                                     CLN_GLOBAL real *DST)
+{
+    if ((cln_long)x >= w || (cln_long)p >= rows)
+        return;
+    DST[(size_t)off + (size_t)RL[p * CLN_RL_W + CLN_RL_B] * (size_t)w + x] = SRC[p * (size_t)w + x];
+}
+
 /* Row p's conditioning input q into its columns of every stage argument (x = q, y = p < Bg). */
 CLN_INLINE void cln_rev_inputs_body(size_t q, size_t p, CLN_CONST cln_long *JOB,
                                     CLN_CONST cln_long *RL, CLN_CONST real *INP, CLN_GLOBAL real *Z)

@@ -268,6 +268,13 @@ __kernel void cln_bad_save_ts(long rows, long cols, long ld, long within, __glob
     cln_bad_save_row(CLN_GX, rows, cols, ld, within, TS, RS, FLAG);
 }
 
+/* cln_rev_scatter (cln_reverse_kernels.h: cln_rev_scatter_body): x = value, y = row. */
+__kernel void cln_rev_scatter(long w, long rows, long off, __global const long *RL,
+                              __global const real *SRC, __global real *DST)
+{
+    cln_rev_scatter_body(CLN_GX, CLN_GY, w, rows, off, RL, SRC, DST);
+}
+
 __kernel void cln_rev_inputs(__global const long *JOB, __global const long *RL,
                              __global const real *INP, __global real *Z)
 {

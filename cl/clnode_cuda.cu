@@ -288,6 +288,15 @@ extern "C" __global__ void cln_bad_save_ts(long long rows, long long cols, long 
     cln_bad_save_row(x, rows, cols, ld, within, TS, RS, FLAG);
 }
 
+/* cln_rev_scatter (cln_reverse_kernels.h: cln_rev_scatter_body): x = value, y = row. */
+extern "C" __global__ void cln_rev_scatter(long long w, long long rows, long long off,
+                                           const long long *RL, const real *SRC, real *DST,
+                                           cln_u64 nx, cln_u64 ny, cln_u64 nz)
+{
+    CLN_XY
+    cln_rev_scatter_body(x, y, w, rows, off, RL, SRC, DST);
+}
+
 extern "C" __global__ void cln_rev_inputs(const long long *JOB, const long long *RL,
                                           const real *INP, real *Z, cln_u64 nx, cln_u64 ny, cln_u64 nz)
 {

@@ -7,6 +7,7 @@
 #include "clnode/bench.h"
 #include "clnode/common.h"
 #include "clnode/context.h"
+#include "clnode/device_gradient.h"
 #include "clnode/device_solve.h"
 #include "clnode/devices.h"
 #include "clnode/gradient.h"

@@ -2,8 +2,9 @@
 write device memory (clnode_solve_device) from the front ends, against the same solves from host
 arrays, bit for bit:
   jax    a jitted forward on device="cuda" with its operands on the GPU (clnode.jax's CUDA
-         custom call on XLA's buffers and stream), and a jitted gradient through it (the
-         forward keeping its tape), against the CPU's;
+         custom call on XLA's buffers and stream), and jitted gradients through it of the
+         network's parameters, y0 and args (the forward keeping its tape, the reverse pass on
+         XLA's buffers), against the CPU's;
   torch  clnode.torch.odeint of CUDA tensors under torch.no_grad() and with a gradient (the
          library on the tensors' memory and torch's current stream), against CPU tensors'.
 Each part says whether it ran; exit 1 when a part that ran differs, 77 when neither could run."""
@@ -35,8 +36,8 @@ def check_jax() -> str:
     args = rng.standard_normal((5, 2)).astype(np.float32)
     ts = np.linspace(0.1, 1.0, 6).astype(np.float32)
 
-    def solve(y, c, device):
-        return diffeqsolve(diffrax.ODETerm(f), diffrax.Tsit5(), 0.0, 1.0, 0.05, y, c,
+    def solve(y, c, device, field=f):
+        return diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, 1.0, 0.05, y, c,
                            saveat=diffrax.SaveAt(ts=ts), device=device,
                            stepsize_controller=diffrax.PIDController(rtol=1e-5, atol=1e-7)).ys
 
@@ -45,15 +46,26 @@ def check_jax() -> str:
     ref = jax.jit(jax.vmap(lambda y, c: solve(y, c, "host")), backend="cpu")(y0s, args)
     np.testing.assert_array_equal(np.asarray(on_gpu), np.asarray(ref))
 
-    def loss(y, c, device):
-        return jnp.sum(jax.vmap(lambda a, b: solve(a, b, device))(y, c) ** 2)
+    def loss(field, y, c, device):
+        return jnp.sum(jax.vmap(lambda a, b: solve(a, b, device, field))(y, c) ** 2)
 
-    g_gpu = jax.jit(jax.grad(lambda y, c: loss(y, c, "cuda")))(jax.device_put(y0s, gpu),
-                                                               jax.device_put(args, gpu))
-    g_ref = jax.jit(jax.grad(lambda y, c: loss(y, c, "host")), backend="cpu")(y0s, args)
-    np.testing.assert_array_equal(np.asarray(g_gpu), np.asarray(g_ref))
+    # the gradients of y0, args and the network's parameters (the reverse pass on XLA's buffers
+    # on the GPU: clnode_gradient_compute_device)
+    grad = eqx.filter_grad(loss)
+    f_gpu = jax.tree_util.tree_map(lambda x: jax.device_put(x, gpu) if eqx.is_array(x) else x, f)
+    g_gpu = eqx.filter_jit(lambda fld, y, c: grad(fld, y, c, "cuda"))(
+        f_gpu, jax.device_put(y0s, gpu), jax.device_put(args, gpu))
+    g_ref = jax.jit(lambda y, c: grad(f, y, c, "host"), backend="cpu")(y0s, args)
+    for a, b in zip(jax.tree_util.tree_leaves(g_gpu), jax.tree_util.tree_leaves(g_ref)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    gy_gpu = jax.jit(jax.grad(lambda y, c: loss(f, y, c, "cuda"), argnums=(0, 1)))(
+        jax.device_put(y0s, gpu), jax.device_put(args, gpu))
+    gy_ref = jax.jit(jax.grad(lambda y, c: loss(f, y, c, "host"), argnums=(0, 1)),
+                     backend="cpu")(y0s, args)
+    for a, b in zip(gy_gpu, gy_ref):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     return (f"ok: {on_gpu.shape} the same bits on XLA's CUDA buffers as on the CPU, and the "
-            "gradient through it")
+            "gradients of the parameters, y0 and args through it")
 
 
 def check_torch() -> str:

@@ -101,6 +101,13 @@ typedef struct cln_rev_job {
     /* the results: each trajectory's rows of ybar (B x N) and cbar (B x n_in), and each block's
      * parameter cotangent, ntheta values laid out as clnode_gradient_params */
     double *ybar, *cbar;
+    /* From the caller's device arrays (clnode/device_gradient.h; a device backend's pass only):
+     * with cot NULL, the cotangents in the state precision in the buffer cot_dev from element
+     * cot_off (cot's layout); with ybar and cbar NULL, trajectory b's rows of them into ybar_dev
+     * at element ybar_off + b N and cbar_dev at cbar_off + b n_in, in the state precision (a
+     * NULL buffer: not wanted). */
+    cln_buf *cot_dev, *ybar_dev, *cbar_dev;
+    size_t cot_off, ybar_off, cbar_off;
     size_t ntheta;
     size_t w_off[CLN_MAX_LAYERS], b_off[CLN_MAX_LAYERS], s_off;
 } cln_rev_job;
@@ -335,6 +342,10 @@ typedef struct cln_backend_ops {
     clnode_status (*rev_each)(cln_backend *be, void *state, size_t block0, size_t nblocks,
                               void *theta, cln_rev_run_fn fn, const void *arg);
     void (*rev_end)(cln_backend *be, void *state);
+    /* Whether the reverse pass reads the cotangents from and writes the rows of ybar and cbar
+     * into buffers of the device (cln_rev_job's cot_dev, ybar_dev, cbar_dev) when the job's host
+     * arrays are NULL (0: it reads and writes the host arrays alone). */
+    int rev_device_arrays;
 
     /* Optional (NULL: the backend has no tangent pass): a chunk of directions of the tangent
      * pass, whose schedule (lib/solver/tangent_schedule.c) runs over the backend's per-step

@@ -110,27 +110,46 @@ clnode_status cln_rev_check_tape(clnode_context *ctx, const clnode_model *model,
     return CLNODE_OK;
 }
 
+clnode_status cln_rev_check_slots(clnode_context *ctx, const clnode_solution *sol, size_t slots,
+                                  size_t first, const char *fn)
+{
+    for (size_t b = 0; b < sol->B; ++b) {
+        const size_t P = clnode_solution_points(sol, b);
+        CLN_CHECK(ctx, P <= slots, CLNODE_ERR_INVALID_ARGUMENT,
+                  "%s: trajectory %zu saved %zu points, more than the %zu slots of the "
+                  "cotangents' rows",
+                  fn, first + b, P, slots);
+    }
+    return CLNODE_OK;
+}
+
+clnode_status cln_rev_cot_fail(clnode_context *ctx, const char *fn, size_t b, size_t k, size_t n,
+                               double v)
+{
+    return cln_fail(ctx, CLNODE_ERR_NONFINITE_INPUT,
+                    "%s: the cotangent of trajectory %zu, slot %zu, component %zu is %g", fn, b, k,
+                    n, v);
+}
+
 /* slots holds every trajectory's points, and the cotangents of the points are finite, also once
  * rounded to the state precision (an fp32 tape rounds each one to float: a finite double beyond
  * +-3.4e38 would enter the reverse pass as an infinity). */
 static clnode_status cln_rev_check_cot(clnode_context *ctx, const clnode_solution *sol,
                                        size_t slots, const double *cot, size_t first)
 {
+    static const char fn[] = "clnode_gradient_compute";
     const size_t N = sol->N;
     const int fp32 = sol->tape->esize == sizeof(float);
+    const clnode_status st = cln_rev_check_slots(ctx, sol, slots, first, fn);
+    if (st != CLNODE_OK)
+        return st;
     for (size_t b = 0; b < sol->B; ++b) {
         const size_t P = clnode_solution_points(sol, b);
-        CLN_CHECK(ctx, P <= slots, CLNODE_ERR_INVALID_ARGUMENT,
-                  "clnode_gradient_compute: trajectory %zu saved %zu points, more than the %zu "
-                  "slots of the cotangents' rows",
-                  first + b, P, slots);
         for (size_t k = 0; k < P; ++k)
             for (size_t n = 0; n < N; ++n) {
                 const double v = cot[(b * slots + k) * N + n];
-                CLN_CHECK(ctx, isfinite(v), CLNODE_ERR_NONFINITE_INPUT,
-                          "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
-                          "component %zu is %g",
-                          first + b, k, n, v);
+                if (!isfinite(v))
+                    return cln_rev_cot_fail(ctx, fn, first + b, k, n, v);
                 CLN_CHECK(ctx, !fp32 || fabs(v) < CLN_FP32_LIMIT, CLNODE_ERR_NONFINITE_INPUT,
                           "clnode_gradient_compute: the cotangent of trajectory %zu, slot %zu, "
                           "component %zu is %.9g: it rounds to an fp32 infinity (from |x| >= "
@@ -502,11 +521,12 @@ static clnode_status cln_rev_run_job(clnode_context *ctx, const clnode_gradient_
     return st;
 }
 
-/* clnode_gradient_compute (runs NULL, first 0) and cln_gradient_chunk. */
-static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *model,
-                                     const clnode_gradient_options *opts,
-                                     const clnode_solution *sol, size_t slots, const double *cot,
-                                     size_t first, cln_rev_tree *runs, clnode_gradient **out)
+/* clnode_gradient_compute (runs NULL, first 0), cln_gradient_chunk and, with dev (cot NULL: the
+ * caller checked the cotangents), clnode_gradient_compute_device. */
+clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *model,
+                              const clnode_gradient_options *opts, const clnode_solution *sol,
+                              size_t slots, const double *cot, size_t first, cln_rev_tree *runs,
+                              const cln_rev_dev *dev, clnode_gradient **out)
 {
     clnode_gradient_options o;
     clnode_status st = cln_gradient_options_import(ctx, opts, &o);
@@ -518,7 +538,7 @@ static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *mo
                       "clnode_gradient_compute: %s has no reverse pass (the host, OpenCL and CUDA "
                       "devices have one)",
                       ctx->backend->device_name);
-    if (st == CLNODE_OK)
+    if (st == CLNODE_OK && cot)
         st = cln_rev_check_cot(ctx, sol, slots, cot, first);
     if (st != CLNODE_OK)
         return st;
@@ -527,6 +547,15 @@ static clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *mo
     clnode_gradient *g = NULL;
     cln_rev_job_tape(model, sol, slots, cot, &r.job);
     CLN_TRY(st, cln_rev_result(ctx, model, sol, &r, &g));
+    if (dev) { /* the caller's device arrays instead of the host's */
+        r.job.cot_dev = dev->cot;
+        r.job.cot_off = dev->cot_off;
+        r.job.ybar_dev = dev->ybar;
+        r.job.ybar_off = dev->ybar_off;
+        r.job.cbar_dev = dev->cbar;
+        r.job.cbar_off = dev->cbar_off;
+        r.job.ybar = r.job.cbar = NULL;
+    }
     CLN_TRY(st, cln_rev_fill(ctx, model, sol, &r));
     CLN_TRY(st, cln_rev_events(ctx, sol, slots, &r.off_ev, &r.ev));
     r.job.off_ev = r.off_ev;
@@ -553,7 +582,7 @@ clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *m
     *out = NULL;
     CLN_CHECK(ctx, model && sol && cot, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_gradient_compute: NULL model, solution or cotangents");
-    return cln_rev_compute(ctx, model, opts, sol, slots, cot, 0, NULL, out);
+    return cln_rev_compute(ctx, model, opts, sol, slots, cot, 0, NULL, NULL, out);
 }
 
 clnode_status cln_gradient_chunk(clnode_context *ctx, const clnode_model *model,
@@ -566,5 +595,5 @@ clnode_status cln_gradient_chunk(clnode_context *ctx, const clnode_model *model,
               "the reverse pass of a chunk from trajectory %zu: a chunk starts at a whole block "
               "(a multiple of CLNODE_GRADIENT_BLOCK, %d)",
               first, CLNODE_GRADIENT_BLOCK);
-    return cln_rev_compute(ctx, model, opts, sol, slots, cot, first, runs, out);
+    return cln_rev_compute(ctx, model, opts, sol, slots, cot, first, runs, NULL, out);
 }

@@ -38,4 +38,30 @@ clnode_status cln_rev_fill(clnode_context *ctx, const clnode_model *m, const cln
 clnode_status cln_rev_events(clnode_context *ctx, const clnode_solution *sol, size_t slots,
                              size_t **off_ev, cln_rev_event **ev);
 
+/* Every trajectory's points fit in slots (errors name fn and count from trajectory first). */
+clnode_status cln_rev_check_slots(clnode_context *ctx, const clnode_solution *sol, size_t slots,
+                                  size_t first, const char *fn);
+
+/* The refusal of a cotangent that is not finite (trajectory b, slot k, component n, value v),
+ * named as clnode_gradient_compute names it, under the entry point fn. */
+clnode_status cln_rev_cot_fail(clnode_context *ctx, const char *fn, size_t b, size_t k, size_t n,
+                               double v);
+
+/* The caller's device arrays of clnode_gradient_compute_device (lib/solver/gradient_device.c),
+ * for a backend whose reverse pass takes them (rev_device_arrays): buffers and element
+ * offsets (cln_rev_job's cot_dev ...). */
+typedef struct cln_rev_dev {
+    cln_buf *cot, *ybar, *cbar;
+    size_t cot_off, ybar_off, cbar_off;
+} cln_rev_dev;
+
+/* The reverse pass of clnode_gradient_compute from trajectory `first` (a whole block), its tree
+ * of block sums left in *runs (NULL: folded into the result's parameters); with dev, the
+ * cotangents read from and the rows of y0's and the inputs' gradients written into the caller's
+ * device arrays (cot NULL then: the caller checked them; the result's y0 and inputs unwritten). */
+clnode_status cln_rev_compute(clnode_context *ctx, const clnode_model *model,
+                              const clnode_gradient_options *opts, const clnode_solution *sol,
+                              size_t slots, const double *cot, size_t first, cln_rev_tree *runs,
+                              const cln_rev_dev *dev, clnode_gradient **out);
+
 #endif /* CLN_GRADIENT_JOB_H */

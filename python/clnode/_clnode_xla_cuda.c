@@ -1,8 +1,8 @@
 /* _clnode_xla_cuda.c - clnode.jax's forward solve and reverse pass as XLA FFI handlers on XLA's
  * CUDA platform: the handlers of _clnode_xla.c (the same metadata answer, attributes, operand
  * checks, plans, tapes and tokens) run on host copies of the device buffers XLA passes, except
- * a forward solve that can run on XLA's buffers themselves (_clnode_xla_cuda_fwd.c: the plan's
- * device is CUDA, no tape is kept, ...).
+ * a forward solve and a reverse pass that can run on XLA's buffers themselves
+ * (_clnode_xla_cuda_fwd.c, _clnode_xla_cuda_vjp.c: the plan's device is CUDA, ...).
  *
  * A call: the frame's operands and results are checked to be buffers of the dtypes the handlers
  * use; XLA's stream comes from XLA_FFI_Stream_Get; every operand is copied to host memory on that
@@ -197,6 +197,25 @@ static cxf_error *stage_plan(const cxf_call_frame *f, const char *what, stage *s
     return NULL;
 }
 
+int xla_cuda_executes(const cxf_call_frame *f, int64_t nargs, int64_t nrets, const char *what)
+{
+    for (const cxf_extension *x = f->extension_start; x; x = x->next)
+        if (x->type == CXF_EXTENSION_METADATA)
+            return 0;
+    if (f->stage != CXF_STAGE_EXECUTE)
+        return 0;
+    xla_fail e = {CLNODE_OK, ""};
+    if (read_frame(f, nargs, nrets, what, &e))
+        return 0;
+    for (int64_t i = 0; i < f->args.size; i++)
+        if (xla_buffer_bytes(f->args.args[i]) == (size_t)-1)
+            return 0;
+    for (int64_t i = 0; i < f->rets.size; i++)
+        if (xla_buffer_bytes(f->rets.rets[i]) == (size_t)-1)
+            return 0;
+    return 1;
+}
+
 cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *sg)
 {
     memset(sg, 0, sizeof *sg);
@@ -286,6 +305,9 @@ static cxf_error *clnode_xla_cuda_fwd(cxf_call_frame *f)
 
 static cxf_error *clnode_xla_cuda_vjp(cxf_call_frame *f)
 {
+    cxf_error *err = NULL;
+    if (xla_cuda_vjp_on_device(f, &err))
+        return err;
     return staged(f, g_vjp, "clnode's CUDA custom call (reverse)");
 }
 

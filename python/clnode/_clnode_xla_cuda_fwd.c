@@ -7,12 +7,12 @@
  * of one precision, the saved points are the save times alone or t1 alone
  * (their values are then XLA's ys result as it is laid out), y0 and args hold a row per
  * trajectory, and the save times are one list (with one start time) or a list per trajectory.
- * Every other call is staged through the host (_clnode_xla_cuda.c), as are the reverse and
- * tangent passes. A forward whose gradient is taken (keep = 1) keeps its tape as the CPU
- * handler does, under the token of its result (clnode_solve_device's kept solution: its kept
- * states, y0, args and the save times read back to the host for it). What still crosses to the
- * host: t0, t1, dt0, the parameters, the factor and
- * the controller's numbers (the model and the solve's checks are made there), and the results'
+ * Every other call is staged through the host (_clnode_xla_cuda.c), as is the tangent pass (the
+ * reverse pass has a path of its own on XLA's buffers, _clnode_xla_cuda_vjp.c). A forward whose
+ * gradient is taken (keep = 1) keeps its tape as the CPU handler does, under the token of its
+ * result (clnode_solve_device's kept solution: its kept states, y0, args and the save times read
+ * back to the host for it). What still crosses to the host: t0, t1, dt0, the parameters, the factor
+ * and the controller's numbers (the model and the solve's checks are made there), and the results'
  * counts and tokens, written back on the stream. The layout of the saved points (the save times'
  * values and times, +inf where a trajectory stopped before them) is the library's:
  * clnode_solve_device writes ys and the times result on the device. */
@@ -30,7 +30,7 @@ static const char WHAT[] = "clnode's CUDA custom call (forward, on XLA's buffers
 
 /* Whether operand o has a row per trajectory (every leading axis the batch's), or one row for
  * all (no leading axis of more than 1). */
-static int op_full(const xla_op *o, const int64_t *lead, size_t nl)
+int xla_op_full(const xla_op *o, const int64_t *lead, size_t nl)
 {
     if (o->nl != nl)
         return nl == 0;
@@ -40,7 +40,7 @@ static int op_full(const xla_op *o, const int64_t *lead, size_t nl)
     return 1;
 }
 
-static int op_shared(const xla_op *o)
+int xla_op_shared(const xla_op *o)
 {
     for (size_t a = 0; a < o->nl; a++)
         if (o->dims[a] != 1)
@@ -49,7 +49,7 @@ static int op_shared(const xla_op *o)
 }
 
 /* The CUDA ordinal of a plan's device string ("cuda": 0, "cuda:N": N), or -1. */
-static int cuda_ordinal(const char *device)
+int xla_cuda_ordinal(const char *device)
 {
     if (strncmp(device, "cuda", 4) != 0)
         return -1;
@@ -66,18 +66,18 @@ static int cuda_ordinal(const char *device)
 static const char *staged_why(const xla_plan *pl, const xla_op *ops, const int64_t *lead, size_t nl)
 {
     const clnode_solve_options *o = &pl->opts;
-    if (cuda_ordinal(pl->device) < 0)
+    if (xla_cuda_ordinal(pl->device) < 0)
         return "the plan's device is not CUDA";
     if (pl->y_f64 != pl->t_f64)
         return "the times and the states differ in precision";
     if (o->save_t0 || o->save_steps ||
         (pl->has_ts ? o->save_t1 || pl->T != pl->n_ts : !o->save_t1 || pl->T != 1))
         return "the saved points are not the save times alone or t1 alone";
-    if (!op_full(&ops[0], lead, nl) || (pl->k && !op_full(&ops[5], lead, nl)))
+    if (!xla_op_full(&ops[0], lead, nl) || (pl->k && !xla_op_full(&ops[5], lead, nl)))
         return "y0 or args are shared by trajectories";
-    if (pl->has_ts && !op_full(&ops[4], lead, nl) && !op_shared(&ops[4]))
+    if (pl->has_ts && !xla_op_full(&ops[4], lead, nl) && !xla_op_shared(&ops[4]))
         return "the save times vary along some of the batch's axes only";
-    if (pl->has_ts && op_shared(&ops[4]) && !op_shared(&ops[1]))
+    if (pl->has_ts && xla_op_shared(&ops[4]) && !xla_op_shared(&ops[1]))
         return "a shared list of save times with a start time per trajectory";
     return NULL;
 }
@@ -228,7 +228,7 @@ static cxf_error *solve_on_device(cxf_call_frame *f, const xla_plan *pl, const x
     }
     if (batch_setup_scalars(pl, ops, lead, nl, B, keep && pl->scale_traced, a->ctx, &x, &model, e))
         goto done;
-    const int rows = pl->has_ts && !op_shared(&ops[4]);
+    const int rows = pl->has_ts && !xla_op_shared(&ops[4]);
     clnode_device_problem dp;
     clnode_device_problem_default(&dp);
     dp.batch = B;
@@ -312,7 +312,7 @@ static cxf_error *run_on_device(cxf_call_frame *f, const xla_plan *pl, const int
     if (err)
         return err;
     xla_fail e = {CLNODE_OK, ""};
-    adopted *a = cuda_adopt_take(cuda_ordinal(pl->device), sg.stream, WHAT, &e);
+    adopted *a = cuda_adopt_take(xla_cuda_ordinal(pl->device), sg.stream, WHAT, &e);
     if (!a)
         return error_of(f, &e);
     const char *why = xla_cuda_runtime();
@@ -349,22 +349,10 @@ static cxf_error *run_on_device(cxf_call_frame *f, const xla_plan *pl, const int
 int xla_cuda_fwd_on_device(cxf_call_frame *f, cxf_error **err)
 {
     *err = NULL;
-    for (const cxf_extension *x = f->extension_start; x; x = x->next)
-        if (x->type == CXF_EXTENSION_METADATA)
-            return 0;
-    if (f->stage != CXF_STAGE_EXECUTE)
+    /* the frame's shapes, dtypes and plan (no data read) */
+    if (!xla_cuda_executes(f, XLA_NOPS, 4, "the forward solve"))
         return 0;
-    /* the frame's shapes, dtypes and plan (no data read); any doubt: the staged path, which
-     * checks and reports everything */
     xla_fail e = {CLNODE_OK, ""};
-    if (read_frame(f, XLA_NOPS, 4, "the forward solve", &e))
-        return 0;
-    for (int64_t i = 0; i < f->args.size; i++)
-        if (xla_buffer_bytes(f->args.args[i]) == (size_t)-1)
-            return 0;
-    for (int64_t i = 0; i < f->rets.size; i++)
-        if (xla_buffer_bytes(f->rets.rets[i]) == (size_t)-1)
-            return 0;
     const xla_plan *pl = frame_plan(f, "the forward solve", &e);
     int64_t keep = 0, lead[XLA_MAX_LEAD];
     size_t nl, B;

@@ -10,6 +10,8 @@
  *   _clnode_xla_jvp.c    the tangent handler (forward mode)
  *   _clnode_xla_cuda.c   the handlers on XLA's CUDA platform: host copies of XLA's buffers
  *   _clnode_xla_cuda_fwd.c  the CUDA forward on XLA's buffers themselves (clnode_solve_device)
+ *   _clnode_xla_cuda_vjp.c  the CUDA reverse pass on XLA's buffers themselves
+ *                        (clnode_gradient_compute_device)
  * Every name here is the extension's own (the version script keeps them private). */
 #ifndef CLNODE_PY_XLA_INTERNAL_H
 #define CLNODE_PY_XLA_INTERNAL_H
@@ -195,12 +197,26 @@ int xla_cuda_sync(void *stream);
 cxf_error *xla_cuda_error(const cxf_call_frame *f, const char *what, int e, const char *call);
 /* The bytes of a buffer of a dtype the handlers take; (size_t)-1 otherwise */
 size_t xla_buffer_bytes(const cxf_buffer *b);
+/* Whether f is a call to execute (not the metadata query nor another stage) whose frame holds
+ * nargs operands and nrets results (-1: any) that are buffers of dtypes the handlers take: what
+ * the paths on XLA's buffers check before they look at the plan (any doubt: the staged path,
+ * which checks and reports everything) */
+int xla_cuda_executes(const cxf_call_frame *f, int64_t nargs, int64_t nrets, const char *what);
 /* XLA's stream of the call into sg->stream, or XLA's error */
 cxf_error *xla_stream(cxf_call_frame *f, const char *what, cxf_stream_get_args *sg);
 
 /* _clnode_xla_cuda_fwd.c: 1 when the CUDA forward call f ran on XLA's buffers (*err: NULL or its
  * error), 0 when it is to be staged through the host (nothing done) */
 int xla_cuda_fwd_on_device(cxf_call_frame *f, cxf_error **err);
+/* Whether operand o has a row per trajectory (every leading axis the batch's), or one row for
+ * all (no leading axis of more than 1); whether it has one row for all (no leading axis of more
+ * than 1); the CUDA ordinal of a plan's device string ("cuda": 0, "cuda:N": N), or -1. */
+int xla_op_full(const xla_op *o, const int64_t *lead, size_t nl);
+int xla_op_shared(const xla_op *o);
+int xla_cuda_ordinal(const char *device);
+/* _clnode_xla_cuda_vjp.c: 1 when the CUDA reverse call f ran on XLA's buffers (*err: NULL or
+ * its error), 0 when it is to be staged through the host (nothing written) */
+int xla_cuda_vjp_on_device(cxf_call_frame *f, cxf_error **err);
 /* A context adopting `stream` of CUDA device `device` (clnode_context_create_cuda), free for this
  * call (created when none is; NULL with e set, its message after `what`); given back after the
  * call. Only in builds with the CUDA backend (CLNODE_HAVE_CUDA). */

@@ -30,13 +30,17 @@
  * t1's points), against the host's tangents bit for bit. CLNODE_OCLGRIND_ONLY=forms runs that
  * model's case alone.
  * A solve from and into buffers of the device's cl_context (clnode_solve_device, fp32 batch 2,
- * at an offset) against clnode_solve's bits; CLNODE_OCLGRIND_ONLY=device runs it alone.
+ * at an offset) against clnode_solve's bits; CLNODE_OCLGRIND_ONLY=device runs it alone. The
+ * reverse pass from and into such buffers (clnode_gradient_compute_device, fp32 batch 2, the
+ * cotangents at an offset) against clnode_gradient_compute's bits;
+ * CLNODE_OCLGRIND_ONLY=device-gradient runs it alone.
  *
  * The checks themselves (--check-api --data-races --uninitialized, as the environment variables
  * OCLGRIND_CHECK_API, OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED) and the count of reports are
  * done by tests/backend/oclgrind_check.py, which runs this program.
  *
  * Usage: test_oclgrind [DEVICE] (default "opencl:oclgrind"); absent: 77. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +285,93 @@ static int reverse_forms(clnode_context *dev, clnode_context *host)
     return ok;
 }
 
+/* clnode_gradient_compute_device on the simulator (fp32, batch 2, a kept solve with save times
+ * and t1): the cotangents in a buffer of the device's cl_context at an offset (checked there by
+ * cln_nonfinite_rows, copied per group), the gradients of y0 and the parameters written into
+ * buffers there (cln_rev_scatter), under the checkers: the same bits as clnode_gradient_compute
+ * of the same cotangents. */
+static int device_gradient(clnode_context *dev, const clnode_model *md)
+{
+    enum {
+        B = 2,
+        N = 10,
+        PAD = 4,
+        SLOTS = N_TS + 1,
+        NP = 16384 /* at least the seed model's parameters */
+    };
+    opencl_backend *ob = ocl(dev->backend);
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 0.1;
+    o.max_steps = 2;
+    o.save_t1 = 1;
+    o.keep_tape = 1;
+    o.precision_guard = CLNODE_GUARD_OFF;
+    double y0[B * N], cot[B * SLOTS * N];
+    float cotf[PAD + B * SLOTS * N];
+    static float out[B * N + NP];
+    for (size_t i = 0; i < B * N; ++i)
+        y0[i] = (double)(float)(0.1 * (double)(i % 10) - 0.05 * (double)(i / 10));
+    for (size_t i = 0; i < B * SLOTS * N; ++i) {
+        cotf[PAD + i] = (float)(0.5 * cos(0.3 * (double)i));
+        cot[i] = (double)cotf[PAD + i];
+    }
+    clnode_problem pb = test_problem(B, y0);
+    pb.save_ts = g_ts;
+    pb.n_save_ts = N_TS;
+    clnode_solution *s = NULL;
+    clnode_gradient *g = NULL;
+    size_t np = 0;
+    if (clnode_solve(dev, md, &o, &pb, &s) != CLNODE_OK ||
+        clnode_gradient_compute(dev, md, NULL, s, SLOTS, cot, &g) != CLNODE_OK) {
+        printf("FAIL: kept solve or its gradient: %s\n", clnode_context_last_error(dev));
+        clnode_solution_destroy(&s);
+        return 0;
+    }
+    clnode_gradient_params(g, &np);
+    cl_int e[3];
+    cl_mem mc = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof cotf,
+                               cotf, &e[0]);
+    memset(out, 0, sizeof out); /* written whole, so the checker sees them initialised */
+    cl_mem my = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                               B * N * sizeof(float), out, &e[1]);
+    cl_mem mp = clCreateBuffer(ob->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                               NP * sizeof(float), out, &e[2]);
+    int ok = np <= NP && e[0] == CL_SUCCESS && e[1] == CL_SUCCESS && e[2] == CL_SUCCESS;
+    clnode_device_gradient dg;
+    clnode_device_gradient_default(&dg);
+    dg.slots = SLOTS;
+    dg.cot = (clnode_device_array){mc, PAD * sizeof(float)};
+    dg.y0 = (clnode_device_array){my, 0};
+    dg.params = (clnode_device_array){mp, 0};
+    const double t0 = now();
+    if (ok && clnode_gradient_compute_device(dev, md, NULL, s, &dg) != CLNODE_OK) {
+        printf("FAIL: clnode_gradient_compute_device: %s\n", clnode_context_last_error(dev));
+        ok = 0;
+    }
+    ok = ok &&
+         clEnqueueReadBuffer(ob->queue, my, CL_TRUE, 0, B * N * sizeof(float), out, 0, NULL,
+                             NULL) == CL_SUCCESS &&
+         clEnqueueReadBuffer(ob->queue, mp, CL_TRUE, 0, np * sizeof(float), out + B * N, 0, NULL,
+                             NULL) == CL_SUCCESS;
+    for (size_t i = 0; ok && i < B * N; ++i)
+        ok = (double)out[i] == clnode_gradient_y0(g)[i];
+    for (size_t i = 0; ok && i < np; ++i)
+        ok = (double)out[B * N + i] == clnode_gradient_params(g, NULL)[i];
+    printf(ok ? "clnode_gradient_compute_device fp32 batch 2: every value bit-identical to "
+                "clnode_gradient_compute's (%.0f s)\n"
+              : "FAIL: clnode_gradient_compute_device differs from clnode_gradient_compute "
+                "(%.0f s)\n",
+           now() - t0);
+    cl_mem all[3] = {mc, my, mp};
+    for (int i = 0; i < 3; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+    clnode_gradient_destroy(&g);
+    clnode_solution_destroy(&s);
+    return ok;
+}
+
 /* A simulator is never the device a user gets without naming it: "opencl" and "opencl:cpu" take
  * another device, or none. */
 /* clnode_solve_device on the simulator: y0 and the save times in buffers of the device's own
@@ -403,11 +494,12 @@ int main(int argc, char **argv)
     const int dt0_only = only && strcmp(only, "dt0") == 0;
     const int forms_only = only && strcmp(only, "forms") == 0;
     const int device_only = only && strcmp(only, "device") == 0;
+    const int grad_only = only && strcmp(only, "device-gradient") == 0;
     const int one_case = only && only[0] >= '0' && only[0] <= '2' && !only[1] ? only[0] - '0' : -1;
-    const int all = !dt0_only && !forms_only && !device_only && one_case < 0;
-    if (only && *only && !dt0_only && !forms_only && !device_only && one_case < 0) {
-        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, forms, device, 0, 1 and "
-               "2\n",
+    const int all = !dt0_only && !forms_only && !device_only && !grad_only && one_case < 0;
+    if (only && *only && !dt0_only && !forms_only && !device_only && !grad_only && one_case < 0) {
+        printf("CLNODE_OCLGRIND_ONLY=%s: the cases it names are dt0, forms, device, "
+               "device-gradient, 0, 1 and 2\n",
                only);
         clnode_context_destroy(&dev);
         clnode_context_destroy(&host);
@@ -420,7 +512,9 @@ int main(int argc, char **argv)
      * save time list per trajectory (the dense output reading its own row) */
     const clnode_precision precs[3] = {CLNODE_FP32, CLNODE_FP64, CLNODE_FP32};
     const size_t batches[3] = {2, MAX_BATCH, MAX_BATCH};
-    const int first = dt0_only || forms_only || device_only ? 3 : one_case >= 0 ? one_case : 0;
+    const int first = dt0_only || forms_only || device_only || grad_only ? 3
+                      : one_case >= 0                                    ? one_case
+                                                                         : 0;
     for (int c = first; c < (one_case >= 0 ? one_case + 1 : 3) && ok; ++c) {
         char what[64];
         snprintf(what, sizeof what, "%s batch %zu%s", clnode_precision_name(precs[c]), batches[c],
@@ -471,8 +565,9 @@ int main(int argc, char **argv)
     clnode_model_destroy(&shm);
     ok = ok && (!(all || forms_only) || reverse_forms(dev, host));
     ok = ok && (!(all || device_only) || device_arrays(dev, md));
-    if (ok && one_case < 0 && !forms_only &&
-        !device_only) { /* the first steps chosen by the solver */
+    ok = ok && (!(all || grad_only) || device_gradient(dev, md));
+    if (ok && one_case < 0 && !forms_only && !device_only &&
+        !grad_only) { /* the first steps chosen by the solver */
         g_auto = 1;
         const double t0 = now();
         clnode_solution *sd = solve(dev, md, CLNODE_FP64, MAX_BATCH, 0);

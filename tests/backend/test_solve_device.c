@@ -28,14 +28,7 @@
 #include "test_problem.h"
 #include "test_opencl_find.h"
 
-static cl_device_id g_dev;
-static cl_context g_cctx;
-static cl_command_queue g_q;
-static clnode_context *g_ctx;  /* adopting g_cctx and g_q */
-static clnode_context *g_host; /* "host" */
-
-/* Leading bytes before each array in its buffer: the arrays are at an offset. */
-#define PAD 24
+#include "test_device_arrays.h" /* g_ctx (PoCL), g_host and the caller's arrays */
 
 /* The model with time input, two conditioning inputs and an output scale (N = 3). */
 static clnode_model *forms_model(clnode_context *ctx)
@@ -52,129 +45,17 @@ static clnode_model *seed_model(clnode_context *ctx)
     return m;
 }
 
-/* Values in the solve's precision, as doubles (what a host solve sees) and as their bytes (what
- * a device array holds). */
-static double in_prec(clnode_precision p, double x)
-{
-    return p == CLNODE_FP32 ? (double)(float)x : x;
-}
-
-static void to_bytes(clnode_precision p, const double *v, size_t n, unsigned char *out)
-{
-    for (size_t i = 0; i < n; ++i) {
-        if (p == CLNODE_FP32) {
-            const float f = (float)v[i];
-            memcpy(out + i * sizeof f, &f, sizeof f);
-        } else {
-            memcpy(out + i * sizeof(double), &v[i], sizeof(double));
-        }
-    }
-}
-
-static double from_bytes(clnode_precision p, const unsigned char *in, size_t i)
-{
-    if (p == CLNODE_FP32) {
-        float f;
-        memcpy(&f, in + i * sizeof f, sizeof f);
-        return (double)f;
-    }
-    double d;
-    memcpy(&d, in + i * sizeof d, sizeof d);
-    return d;
-}
-
-/* A caller's array: on OpenCL a cl_mem holding `bytes` after PAD bytes of 0xAB, on the host a
- * malloc'ed block with the same layout. */
-typedef struct arr {
-    cl_mem mem;
-    unsigned char *host;
-    size_t bytes;
-} arr;
-
-static arr arr_make(int on_host, const unsigned char *init, size_t bytes)
-{
-    arr a = {NULL, NULL, bytes};
-    unsigned char *tmp = malloc(PAD + bytes + 1);
-    assert_non_null(tmp);
-    memset(tmp, 0xAB, PAD + bytes + 1);
-    if (init)
-        memcpy(tmp + PAD, init, bytes);
-    if (on_host) {
-        a.host = tmp;
-        return a;
-    }
-    cl_int e;
-    a.mem =
-        clCreateBuffer(g_cctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, PAD + bytes + 1, tmp, &e);
-    assert_int_equal(e, CL_SUCCESS);
-    free(tmp);
-    return a;
-}
-
-static clnode_device_array arr_at(const arr *a)
-{
-    clnode_device_array d = {a->host ? (void *)a->host : (void *)a->mem, PAD};
-    return d;
-}
-
-/* The array's bytes (after PAD) into out; the bytes around it still 0xAB. */
-static void arr_read(const arr *a, unsigned char *out)
-{
-    unsigned char *all = a->host;
-    if (!all) {
-        all = malloc(PAD + a->bytes + 1);
-        assert_non_null(all);
-        assert_int_equal(
-            clEnqueueReadBuffer(g_q, a->mem, CL_TRUE, 0, PAD + a->bytes + 1, all, 0, NULL, NULL),
-            CL_SUCCESS);
-    }
-    for (size_t i = 0; i < PAD; ++i)
-        assert_int_equal(all[i], 0xAB);
-    assert_int_equal(all[PAD + a->bytes], 0xAB);
-    memcpy(out, all + PAD, a->bytes);
-    if (!a->host)
-        free(all);
-}
-
-static void arr_free(arr *a)
-{
-    if (a->mem)
-        clReleaseMemObject(a->mem);
-    free(a->host);
-    a->mem = NULL;
-    a->host = NULL;
-}
-
-typedef struct scase {
-    clnode_precision prec;
-    size_t B;
-    int forms;    /* the forms model (time input, inputs, scale), else the seed model */
-    size_t nt;    /* save times (0: none) */
-    int per_traj; /* a list per trajectory */
-    int save_t1;
-} scase;
-
 /* The case's solve on ctx from host arrays and from the caller's arrays: the same bits. */
-static void run_case(clnode_context *ctx, int on_host, const scase *c)
+static void run_case(clnode_context *ctx, int on_host, const device_case *c)
 {
     clnode_model *m = c->forms ? forms_model(ctx) : seed_model(ctx);
     const size_t B = c->B, N = clnode_model_dim(m), k = clnode_model_num_inputs(m);
     const size_t es = c->prec == CLNODE_FP32 ? sizeof(float) : sizeof(double);
     const size_t ts_n = c->nt * (c->per_traj ? B : 1);
-    double *y0 = malloc(B * N * sizeof *y0), *in = malloc((B * k + 1) * sizeof *in);
-    double *ts = malloc((ts_n + 1) * sizeof *ts);
-    assert_true(y0 && in && ts);
-    for (size_t i = 0; i < B * N; ++i)
-        y0[i] = in_prec(c->prec, 0.3 * sin(0.7 * (double)i + 0.1) + 0.05 * (double)(i % 5));
-    for (size_t i = 0; i < B * k; ++i)
-        in[i] = in_prec(c->prec, 0.4 * cos(1.3 * (double)i));
+    double *y0 = NULL, *in = NULL, *ts = malloc((ts_n + 1) * sizeof *ts);
     clnode_solve_options o;
-    clnode_solve_default_options(&o);
-    o.precision = c->prec;
-    o.t1 = c->forms ? 0.5 : 1.0;
-    o.save_t1 = c->save_t1;
-    o.rtol = c->prec == CLNODE_FP32 ? 1e-4 : 1e-7;
-    o.atol = c->prec == CLNODE_FP32 ? 1e-6 : 1e-9;
+    case_values(c->prec, c->forms, c->save_t1, B, N, k, &y0, &in, &o);
+    assert_non_null(ts);
     for (size_t r = 0; r < (c->per_traj ? B : 1); ++r)
         for (size_t j = 0; j < c->nt; ++j) /* inside [0, t1], increasing, row r its own */
             ts[r * c->nt + j] =
@@ -193,30 +74,9 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     clnode_solution *s = NULL;
     assert_ok(clnode_solve(ctx, m, &o, &p, &s));
 
-    unsigned char *bytes = malloc((B * N + B * k + ts_n + 1) * es);
-    assert_non_null(bytes);
-    to_bytes(c->prec, y0, B * N, bytes);
-    arr ay0 = arr_make(on_host, bytes, B * N * es);
-    to_bytes(c->prec, in, B * k, bytes);
-    arr ain = arr_make(on_host, bytes, B * k * es);
-    to_bytes(c->prec, ts, ts_n, bytes);
-    arr ats = arr_make(on_host, bytes, ts_n * es);
-    arr ays = arr_make(on_host, NULL, B * c->nt * N * es),
-        ay1 = arr_make(on_host, NULL, B * N * es);
+    case_arrays ca;
     clnode_device_problem dp;
-    clnode_device_problem_default(&dp);
-    dp.batch = B;
-    dp.y0 = arr_at(&ay0);
-    if (k)
-        dp.inputs = arr_at(&ain);
-    if (c->nt) {
-        dp.save_ts = arr_at(&ats);
-        dp.ys = arr_at(&ays);
-    }
-    dp.n_save_ts = c->nt;
-    dp.save_ts_per_trajectory = c->per_traj;
-    if (c->save_t1)
-        dp.y1 = arr_at(&ay1);
+    case_arrays_make(on_host, c->prec, &p, N, k, c->save_t1, &ca, &dp);
     clnode_trajectory_stats *st = calloc(B, sizeof *st);
     size_t *saved = calloc(B, sizeof *saved);
     assert_true(st && saved);
@@ -239,7 +99,7 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     }
     assert_true(steps >= (long)B); /* every trajectory stepped */
     if (c->nt) {
-        arr_read(&ays, out);
+        arr_read(&ca.ys, out);
         for (size_t b = 0; b < B; ++b) {
             size_t n = 0;
             const double *hys = NULL;
@@ -253,7 +113,7 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
         }
     }
     if (c->save_t1) {
-        arr_read(&ay1, out);
+        arr_read(&ca.y1, out);
         for (size_t b = 0; b < B; ++b) {
             const double *yf = clnode_solution_y_final(s, b);
             for (size_t n = 0; n < N; ++n) {
@@ -291,22 +151,13 @@ static void run_case(clnode_context *ctx, int on_host, const scase *c)
     free(out);
     free(st);
     free(saved);
-    free(bytes);
-    arr *all[] = {&ay0, &ain, &ats, &ays, &ay1};
-    for (size_t i = 0; i < 5; ++i)
-        arr_free(all[i]);
+    case_arrays_free(&ca);
     clnode_solution_destroy(&s);
     clnode_model_destroy(&m);
     free(y0);
     free(in);
     free(ts);
 }
-
-static const scase g_cases[] = {
-    {CLNODE_FP32, 1, 0, 0, 0, 1},  {CLNODE_FP32, 3, 0, 5, 0, 1},  {CLNODE_FP32, 37, 1, 4, 1, 1},
-    {CLNODE_FP32, 37, 0, 6, 0, 0}, {CLNODE_FP64, 1, 1, 3, 0, 1},  {CLNODE_FP64, 3, 1, 4, 1, 0},
-    {CLNODE_FP64, 37, 0, 5, 0, 1}, {CLNODE_FP64, 37, 1, 0, 0, 1},
-};
 
 static void test_opencl_same_bits(void **state)
 {
@@ -763,33 +614,10 @@ static void test_bad_save_ts(void **state)
 
 int main(void)
 {
-    cl_platform_id plat;
-    if (!test_opencl_find("pocl", &plat, &g_dev))
-        return test_device_absent("opencl:pocl", "no PoCL platform with a device");
-    cl_int e;
-    g_cctx = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &e);
-    if (e != CL_SUCCESS)
-        return 1;
-    g_q = clCreateCommandQueue(g_cctx, g_dev, 0, &e);
-    if (e != CL_SUCCESS)
-        return 1;
-    clnode_context_options ho;
-    clnode_context_default_options(&ho);
-    ho.device = "host";
-    if (clnode_context_create_opencl(NULL, g_cctx, g_dev, g_q, &g_ctx) != CLNODE_OK ||
-        clnode_context_create(&ho, &g_host) != CLNODE_OK) {
-        fprintf(stderr, "cannot create the contexts\n");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opencl_same_bits), cmocka_unit_test(test_host_same_bits),
         cmocka_unit_test(test_layout),           cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bad_save_ts),
     };
-    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    clnode_context_destroy(&g_ctx);
-    clnode_context_destroy(&g_host);
-    clReleaseCommandQueue(g_q);
-    clReleaseContext(g_cctx);
-    return rc;
+    return run_device_array_tests(tests, sizeof tests / sizeof tests[0]);
 }

@@ -3,9 +3,9 @@ XLA and without a GPU, by the synthetic call frames of test_jax_ffi_frames.py: t
 answered as the CPU handlers answer it (no traits: not command-buffer compatible), the frame's
 buffers checked before CUDA is touched, XLA's stream asked for and its error passed on, and,
 where the CUDA runtime cannot copy (no driver or no library here), a clear message with XLA's
-UNAVAILABLE. A forward whose plan names a CUDA device and keeps no tape goes to the path on
-XLA's buffers (clnode_solve_device on a context adopting XLA's stream), which here fails naming
-why; the rest stays staged. In a subprocess with a stand-in CUDA runtime (memcpy for the stream's copies, built
+UNAVAILABLE. A forward whose plan names a CUDA device goes to the path on XLA's buffers
+(clnode_solve_device on a context adopting XLA's stream), and so does a reverse pass
+(clnode_gradient_compute_device), which here fail naming why; the rest stays staged. In a subprocess with a stand-in CUDA runtime (memcpy for the stream's copies, built
 with the system's C compiler), a forward frame through the CUDA handler gives the CPU handler's
 bits, and its copies go on the stream XLA gave."""
 import ctypes as C
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 pytest.importorskip("jax")
@@ -115,17 +116,23 @@ def test_a_cuda_plans_forward_runs_on_xlas_buffers():
     y0 = [[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]]
     for device, ordinal, keep in (("cuda", 0, 0), ("cuda:1", 1, 0), ("cuda", 0, 1)):
         code, text, asked = cuda_forward_error(plan(device=device), y0, 3, {"keep": keep})
-        assert asked, text  # XLA's stream was asked for
-        assert text.startswith(ON_DEVICE), text
-        assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
-        if "no CUDA backend" in text:  # a build without the CUDA backend
-            assert code == UNAVAILABLE, text
-            continue
-        # the library's reason: no CUDA library, driver or device
-        assert code == NOT_FOUND, text
-        assert f"clnode_context_create_cuda(device {ordinal}, the caller's stream): " in text, text
-        assert "cuda not available: " in text or "no CUDA device" in text, text
-        assert "cudaMemcpyAsync" not in text, text
+        check_adoption_failed(code, text, asked, ON_DEVICE, ordinal)
+
+
+def check_adoption_failed(code, text, asked, prefix, ordinal):
+    """The error of a call on XLA's buffers without a GPU: XLA's stream asked for, then the
+    context adopting it refused by the library (no CUDA library, driver or device), before any
+    copy through the host."""
+    assert asked, text  # XLA's stream was asked for
+    assert text.startswith(prefix), text
+    assert text.endswith("(clnode.DeviceError, in clnode.jax.diffeqsolve)"), text
+    if "no CUDA backend" in text:  # a build without the CUDA backend
+        assert code == UNAVAILABLE, text
+        return
+    assert code == NOT_FOUND, text
+    assert f"clnode_context_create_cuda(device {ordinal}, the caller's stream): " in text, text
+    assert "cuda not available: " in text or "no CUDA device" in text, text
+    assert "cudaMemcpyAsync" not in text, text
 
 
 def test_what_a_cuda_plans_forward_still_stages():
@@ -142,6 +149,60 @@ def test_what_a_cuda_plans_forward_still_stages():
         assert text.startswith(STAGED), text
         assert ("cannot load the CUDA runtime" in text
                 or "cudaMemcpyAsync (an operand to the host)" in text), text
+
+
+ON_DEVICE_REV = "clnode's CUDA custom call (reverse, on XLA's buffers): "
+STAGED_REV = "clnode's CUDA custom call (reverse): "
+
+
+def cuda_reverse_error(h, y0, B, want=1 | 128, attrs=None, stream=0x5EED, f64=True,
+                       ret_dtypes=None):
+    """The CUDA reverse handler's error on a frame of plan h (the forward's operands from y0, a
+    cotangent and a token per trajectory): (code, text, stream asked for)."""
+    dt = np.float64 if f64 else np.float32
+    c = with_stream(Call(), stream=stream)
+    args = operands(y0, dtype=dt)
+    ct = np.ones((B, 1, 2), dt)
+    token = np.full(B, -5, np.int32)
+    shapes = {1: np.shape(args[0]), 128: (40,)}
+    rets = [np.zeros(shapes[bit], (ret_dtypes or {}).get(bit, dt)) for bit in (1, 128)
+            if want & bit]
+    f = c.frame([ct, token] + args, rets, dict({"plan": h, "want": want}, **(attrs or {})))
+    c.asked = "not asked"
+    assert cuda_handler("vjp")(C.pointer(f)) is not None
+    (code, text), = c.errors
+    return code, text, c.asked != "not asked"
+
+
+def test_a_cuda_plans_reverse_runs_on_xlas_buffers():
+    """A reverse pass whose plan names a CUDA device, with a row per trajectory of y0, the
+    cotangent and the token, takes the path on XLA's buffers (clnode_gradient_compute_device):
+    its context adopts XLA's stream, which without a GPU fails by name before any copy through
+    the host (the token's included)."""
+    y0 = [[0.5, -0.2], [0.1, 0.3], [-1.0, 0.7]]
+    for device, ordinal, want, f64 in (("cuda", 0, 1 | 128, True), ("cuda:1", 1, 128, True),
+                                       ("cuda", 0, 1, False)):
+        code, text, asked = cuda_reverse_error(plan(device=device, f64=f64), y0, 3, want,
+                                               f64=f64)
+        check_adoption_failed(code, text, asked, ON_DEVICE_REV, ordinal)
+
+
+def test_what_a_cuda_plans_reverse_still_stages():
+    """A plan on another device, gradients kept per index of a vmapped axis (keep), y0 shared by
+    the batch (its gradient a sum), a result of another dtype than the solve's: staged through
+    the host, as before (the copy's error, not the adoption's)."""
+    y0 = [[0.5, -0.2], [0.1, 0.3]]
+    cases = [(plan(device="host"), y0, 2, {}, None),
+             (plan(device="cuda"), y0, 2, {"keep": 1}, None),
+             (plan(device="cuda"), [0.5, -0.2], 2, {}, None),
+             (plan(device="cuda"), y0, 2, {}, {128: np.float32})]
+    for h, y, B, attrs, ret_dtypes in cases:
+        code, text, _ = cuda_reverse_error(h, y, B, attrs=attrs, stream=0, ret_dtypes=ret_dtypes)
+        assert text.startswith(STAGED_REV), text
+        # the copies' error, or (a float32 result for float64 params) the operands' check
+        assert (code == UNAVAILABLE and ("cannot load the CUDA runtime" in text
+                                         or "cudaMemcpyAsync (an operand to the host)" in text)
+                or (ret_dtypes and code == INVALID_ARGUMENT)), text
 
 
 FAKE_CUDART = r"""

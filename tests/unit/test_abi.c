@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -42,6 +43,7 @@ _Static_assert(offsetof(clnode_device_facts, struct_size) == 0, "struct_size fir
 _Static_assert(offsetof(clnode_option_info, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(clnode_device_info, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(clnode_backend_info, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(clnode_device_gradient, struct_size) == 0, "struct_size first");
 /* The first release's trajectory stats, field for field: a field added since goes after them
  * (first_step once sat between num_steps and num_accepted, which moved every later field of an
  * older program's struct) */
@@ -698,6 +700,61 @@ static void test_tangent_options_sized(void **state)
     check_sized_pass(&p);
 }
 
+/* clnode_gradient_compute_device's arrays (clnode_device_gradient) on the host backend: a
+ * struct_size larger than the library's or 0 refused by name, its own size taken. */
+static void test_device_gradient_sized(void **state)
+{
+    (void)state;
+    clnode_context *ctx = NULL;
+    clnode_model *m = NULL;
+    assert_int_equal(clnode_context_create(NULL, &ctx), CLNODE_OK);
+    assert_int_equal(clnode_model_create_seed(ctx, &m), CLNODE_OK);
+    const double y0[10] = {0.5};
+    clnode_solve_options o;
+    clnode_solve_seed_options(&o);
+    o.t1 = 1.0;
+    o.keep_tape = 1;
+    o.precision = CLNODE_FP64; /* the arrays hold doubles */
+    clnode_solution *sol = NULL;
+    assert_int_equal(clnode_solve(ctx, m, &o, TEST_PROBLEM(1, y0), &sol), CLNODE_OK);
+    const size_t N = clnode_model_dim(m), P = clnode_solution_points(sol, 0);
+    size_t np = 0;
+    clnode_gradient *ref = NULL;
+    double *cot = calloc(P * N + 1, sizeof *cot), *params = NULL;
+    assert_non_null(cot);
+    cot[0] = 1.0;
+    assert_int_equal(clnode_gradient_compute(ctx, m, NULL, sol, P, cot, &ref), CLNODE_OK);
+    clnode_gradient_params(ref, &np);
+    params = calloc(np + 1, sizeof *params);
+    assert_non_null(params);
+    old_struct s;
+    memset(&s, 0, sizeof s);
+    clnode_device_gradient *g = (void *)s.bytes;
+    clnode_device_gradient_default_sized(g, sizeof *g + 8);
+    assert_int_equal(g->struct_size, sizeof *g + 8);
+    g->slots = P;
+    g->cot.handle = cot;
+    g->params.handle = params;
+    assert_int_equal(clnode_gradient_compute_device(ctx, m, NULL, sol, g),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(clnode_context_last_error(ctx), "clnode_device_gradient: struct_size"));
+    assert_non_null(strstr(clnode_context_last_error(ctx), "newer clnode"));
+    g->struct_size = 0;
+    assert_int_equal(clnode_gradient_compute_device(ctx, m, NULL, sol, g),
+                     CLNODE_ERR_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(clnode_context_last_error(ctx), "clnode_device_gradient: struct_size 0"));
+    g->struct_size = sizeof *g;
+    assert_int_equal(clnode_gradient_compute_device(ctx, m, NULL, sol, g), CLNODE_OK);
+    assert_memory_equal(params, clnode_gradient_params(ref, NULL), np * sizeof *params);
+    clnode_gradient_destroy(&ref);
+    free(cot);
+    free(params);
+    clnode_solution_destroy(&sol);
+    clnode_model_destroy(&m);
+    clnode_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_unknown_sizes_refused),
         cmocka_unit_test(test_gradient_options_sized),
         cmocka_unit_test(test_tangent_options_sized),
+        cmocka_unit_test(test_device_gradient_sized),
         cmocka_unit_test(test_filled_structs_sized),
         cmocka_unit_test(test_library_structs_sized),
         cmocka_unit_test(test_name_lists),

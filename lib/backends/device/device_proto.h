@@ -60,6 +60,7 @@ typedef enum cln_rev_kernel {
     /* a solve from device arrays: y0's and the inputs' finiteness (cl/cln_step.h) */
     CLN_RK_NONFINITE,
     CLN_RK_BAD_SAVE_TS, /* and its save times' (cl/cln_step.h) */
+    CLN_RK_SCATTER,     /* the reverse pass's rows into the caller's arrays */
     CLN_RK_COUNT
 } cln_rev_kernel;
 

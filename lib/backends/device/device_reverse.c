@@ -19,7 +19,7 @@ const char *const cln_rev_kernel_names[CLN_RK_COUNT] = {
     "cln_rev_delta_arg", "cln_rev_gemm_act", "cln_rev_gemm_delta", "cln_tan_begin",
     "cln_tan_stage",     "cln_tan_terms",    "cln_tan_layer",      "cln_tan_out",
     "cln_tan_y1",        "cln_tan_points",   "cln_tan_dense",      "cln_nonfinite_rows",
-    "cln_bad_save_ts"};
+    "cln_bad_save_ts",   "cln_rev_scatter"};
 
 static const cln_rev_ops dr_ops;
 
@@ -369,7 +369,7 @@ clnode_status dr_slice(dev_rev *d, int which, size_t bytes, const void *src)
             return st;
         d->slice_cap[which] = bytes;
     }
-    return dr_write(d, d->slice[which], bytes, src);
+    return src ? dr_write(d, d->slice[which], bytes, src) : CLNODE_OK;
 }
 
 /* The group's tables and its trajectories' part of the tape, events, cotangents, save times and
@@ -387,8 +387,17 @@ static clnode_status dr_upload(dev_rev *d, size_t b0, size_t Bg, size_t k0, size
     CLN_TRY(st, dr_slice(d, DS_TAU, sl[DS_TAU], tau + job->off_t[b0] * es));
     CLN_TRY(st, dr_slice(d, DS_YS, sl[DS_YS], ys + job->off_y[b0] * d->N * es));
     CLN_TRY(st, dr_slice(d, DS_EV, sl[DS_EV], job->ev + job->off_ev[b0]));
-    CLN_TRY(st, dr_reals(d, job->cot + b0 * d->slots * d->N, Bg * d->slots * d->N));
-    CLN_TRY(st, dr_slice(d, DS_COT, sl[DS_COT], d->host));
+    if (job->cot) {
+        CLN_TRY(st, dr_reals(d, job->cot + b0 * d->slots * d->N, Bg * d->slots * d->N));
+        CLN_TRY(st, dr_slice(d, DS_COT, sl[DS_COT], d->host));
+    } else { /* the caller's device array: a copy on the device */
+        const size_t bytes = Bg * d->slots * d->N * es;
+        CLN_TRY(st, dr_slice(d, DS_COT, sl[DS_COT], NULL));
+        if (bytes)
+            CLN_TRY(st, d->be->ops->copy_rows(d->be, d->slice[DS_COT], 0, bytes, job->cot_dev,
+                                              (job->cot_off + b0 * d->slots * d->N) * es, bytes,
+                                              bytes, 1));
+    }
     CLN_TRY(st,
             dr_slice(d, DS_TS, sl[DS_TS], ts ? ts + (d->ts_stride ? b0 * d->n_ts * es : 0) : NULL));
     if (d->n_in)
@@ -753,7 +762,18 @@ static clnode_status dr_finish(void *run, size_t from, size_t to)
                   DR_BUF(d->slice[DS_COT]), DR_BUF(B_(d, d->yb1)), DR_BUF(B_(d, DR_YBAR)));
 }
 
-/* The group's results read back: its blocks' sums into theta, its rows of ybar and cbar. */
+/* The group's rows of w values in src (in the order of the positions) into the caller's array
+ * dst from element off (NULL: not wanted). */
+static clnode_status dr_scatter(dev_rev *d, cln_buf *dst, size_t off, size_t w, cln_buf *src)
+{
+    if (!dst || !w)
+        return CLNODE_OK;
+    return DR_RUN(d, CLN_RK_SCATTER, 0, w, d->Bg, DR_I64(w), DR_I64(d->Bg), DR_I64(off),
+                  DR_BUF(B_(d, DR_RL)), DR_BUF(src), DR_BUF(dst));
+}
+
+/* The group's results: its blocks' sums read back into theta, its rows of ybar and cbar read
+ * back (or scattered into the caller's device arrays). */
 static clnode_status dr_results(void *run)
 {
     dev_rev *d = run;
@@ -764,6 +784,11 @@ static clnode_status dr_results(void *run)
     const size_t N = d->N, n_in = d->n_in, es = d->es;
     clnode_status st = CLNODE_OK;
     CLN_TRY(st, be->ops->buf_read(be, B_(d, DR_TH), 0, nk * d->ntheta * es, theta));
+    if (!job->ybar) { /* the caller's device arrays: the rows scattered on the device */
+        CLN_TRY(st, dr_scatter(d, job->ybar_dev, job->ybar_off + b0 * N, N, B_(d, DR_YBAR)));
+        CLN_TRY(st, dr_scatter(d, job->cbar_dev, job->cbar_off + b0 * n_in, n_in, B_(d, DR_CB)));
+        return CLNODE_OK;
+    }
     CLN_TRY(st, dr_host(d, Bg * (N > n_in ? N : n_in) * es));
     CLN_TRY(st, be->ops->buf_read(be, B_(d, DR_YBAR), 0, Bg * N * es, d->host));
     for (size_t p = 0; p < Bg; ++p)

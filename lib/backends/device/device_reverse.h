@@ -31,6 +31,7 @@ clnode_status cln_dev_rev_each(cln_backend *be, void *state, size_t block0, size
 void cln_dev_rev_end(cln_backend *be, void *state);
 
 #define CLN_DEV_REV_OPS                                                                            \
-    .rev_begin = cln_dev_rev_begin, .rev_each = cln_dev_rev_each, .rev_end = cln_dev_rev_end
+    .rev_begin = cln_dev_rev_begin, .rev_each = cln_dev_rev_each, .rev_end = cln_dev_rev_end,      \
+    .rev_device_arrays = 1
 
 #endif /* CLN_DEVICE_REVERSE_H */
