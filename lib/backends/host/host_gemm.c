@@ -57,36 +57,23 @@ CLN_GEMM_PACK(float, tf32, cln_tf32_round)
 
 /* ---------------------------------------------------------------- portable reference */
 
+/* Element (i, j) = sum_kk a(i, kk) B[kk][j], a(i, kk) = A[i sai + kk sak]: A as it is (sai = lda,
+ * sak = 1, cln_gemm_packed_*) or as its transpose (sai = 1, sak = lda, cln_gemm_tn_*), each sum
+ * from C (acc) or 0. */
 #define CLN_GEMM_REF(T, FMA)                                                                       \
-    static void gemm_ref_##T(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *Wt,    \
-                             size_t ldw, T *C, size_t ldc)                                         \
-    {                                                                                              \
-        for (size_t i = 0; i < m; ++i)                                                             \
-            for (size_t j = 0; j < n; ++j) {                                                       \
-                T acc = 0;                                                                         \
-                for (size_t kk = 0; kk < k; ++kk)                                                  \
-                    acc = FMA(A[i * lda + kk], Wt[kk * ldw + j], acc);                             \
-                C[i * ldc + j] = acc;                                                              \
-            }                                                                                      \
-    }
-CLN_GEMM_REF(float, fmaf)
-CLN_GEMM_REF(double, fma)
-
-/* The product on A as its transpose (cln_gemm_tn_*): element (i, j) from C (acc) or 0. */
-#define CLN_GEMM_TN_REF(T, FMA)                                                                    \
-    static void gemm_tn_ref_##T(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *B,  \
-                                size_t ldb, T *C, size_t ldc, int acc)                             \
+    static void gemm_ref_##T(size_t m, size_t n, size_t k, const T *A, size_t sai, size_t sak,     \
+                             const T *B, size_t ldb, T *C, size_t ldc, int acc)                    \
     {                                                                                              \
         for (size_t i = 0; i < m; ++i)                                                             \
             for (size_t j = 0; j < n; ++j) {                                                       \
                 T s = acc ? C[i * ldc + j] : 0;                                                    \
                 for (size_t kk = 0; kk < k; ++kk)                                                  \
-                    s = FMA(A[kk * lda + i], B[kk * ldb + j], s);                                  \
+                    s = FMA(A[i * sai + kk * sak], B[kk * ldb + j], s);                            \
                 C[i * ldc + j] = s;                                                                \
             }                                                                                      \
     }
-CLN_GEMM_TN_REF(float, fmaf)
-CLN_GEMM_TN_REF(double, fma)
+CLN_GEMM_REF(float, fmaf)
+CLN_GEMM_REF(double, fma)
 
 #ifdef CLN_X86
 /* ---------------------------------------------------------------- register tiles
@@ -95,7 +82,20 @@ CLN_GEMM_TN_REF(double, fma)
  * element of C with its own sum over k in order (a broadcast of a[r][kk] times one row of Wt,
  * fused into the accumulator). `nc` (<= CV * lanes) columns of the tile are stored; a partial
  * tile goes through a buffer so that nothing past column n of C is written. The tile sizes are
- * constants, so the compiler keeps the accumulators in registers. */
+ * constants, so the compiler keeps the accumulators in registers. CLN_TILE_SUMS is the pass over
+ * k, with a[r][kk] at a[AT]. */
+#define CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, AT)                                          \
+    _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                      \
+    {                                                                                              \
+        V b[CV];                                                                                   \
+        for (int v = 0; v < CV; ++v)                                                               \
+            b[v] = LOAD(w + kk * ldw + (size_t)v * W);                                             \
+        for (int r = 0; r < RT; ++r) {                                                             \
+            const V x = BCAST(a[AT]);                                                              \
+            for (int v = 0; v < CV; ++v)                                                           \
+                acc[r][v] = FMA(x, b[v], acc[r][v]);                                               \
+        }                                                                                          \
+    }
 #define CLN_TILE(NAME, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, RT, CV)                        \
     TGT static inline void NAME(size_t k, const T *a, size_t lda, const T *w, size_t ldw, T *c,    \
                                 size_t ldc, size_t nc)                                             \
@@ -104,17 +104,7 @@ CLN_GEMM_TN_REF(double, fma)
         for (int r = 0; r < RT; ++r)                                                               \
             for (int v = 0; v < CV; ++v)                                                           \
                 acc[r][v] = ZERO();                                                                \
-        _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                  \
-        {                                                                                          \
-            V b[CV];                                                                               \
-            for (int v = 0; v < CV; ++v)                                                           \
-                b[v] = LOAD(w + kk * ldw + (size_t)v * W);                                         \
-            for (int r = 0; r < RT; ++r) {                                                         \
-                const V x = BCAST(a[(size_t)r * lda + kk]);                                        \
-                for (int v = 0; v < CV; ++v)                                                       \
-                    acc[r][v] = FMA(x, b[v], acc[r][v]);                                           \
-            }                                                                                      \
-        }                                                                                          \
+        CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, kk + lda * (size_t)r)                        \
         if (nc == (size_t)(CV * W)) {                                                              \
             for (int r = 0; r < RT; ++r)                                                           \
                 for (int v = 0; v < CV; ++v)                                                       \
@@ -199,17 +189,7 @@ CLN_GEMM_TN_REF(double, fma)
             for (int v = 0; v < CV; ++v)                                                           \
                 acc[r][v] = LOAD(src + v * W);                                                     \
         }                                                                                          \
-        _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                  \
-        {                                                                                          \
-            V b[CV];                                                                               \
-            for (int v = 0; v < CV; ++v)                                                           \
-                b[v] = LOAD(w + kk * ldw + (size_t)v * W);                                         \
-            for (int r = 0; r < RT; ++r) {                                                         \
-                const V x = BCAST(a[kk * lda + (size_t)r]);                                        \
-                for (int v = 0; v < CV; ++v)                                                       \
-                    acc[r][v] = FMA(x, b[v], acc[r][v]);                                           \
-            }                                                                                      \
-        }                                                                                          \
+        CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, (size_t)r + lda * kk)                        \
         for (int r = 0; r < RT; ++r) {                                                             \
             T out[CV * W];                                                                         \
             T *dst = whole ? c + (size_t)r * ldc : out;                                            \
@@ -363,11 +343,11 @@ const char *cln_gemm_isa_name(cln_gemm_isa isa)
     else if (isa == CLN_GEMM_AVX2)                                                                 \
         packed_avx2_##SFX(m, n, k, A, lda, Wt, ldw, C, ldc);                                       \
     else                                                                                           \
-        gemm_ref_##T(m, n, k, A, lda, Wt, ldw, C, ldc);
+        gemm_ref_##T(m, n, k, A, lda, 1, Wt, ldw, C, ldc, 0);
 #else
 #define CLN_GEMM_DISPATCH(SFX, T)                                                                  \
     (void)isa;                                                                                     \
-    gemm_ref_##T(m, n, k, A, lda, Wt, ldw, C, ldc);
+    gemm_ref_##T(m, n, k, A, lda, 1, Wt, ldw, C, ldc, 0);
 #endif
 
 void cln_gemm_packed_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
@@ -393,11 +373,11 @@ void cln_gemm_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const d
     else if (isa == CLN_GEMM_AVX2)                                                                 \
         tn_avx2_##SFX(m, n, k, A, lda, B, ldb, C, ldc, acc);                                       \
     else                                                                                           \
-        gemm_tn_ref_##T(m, n, k, A, lda, B, ldb, C, ldc, acc);
+        gemm_ref_##T(m, n, k, A, 1, lda, B, ldb, C, ldc, acc);
 #else
 #define CLN_GEMM_TN_DISPATCH(SFX, T)                                                               \
     (void)isa;                                                                                     \
-    gemm_tn_ref_##T(m, n, k, A, lda, B, ldb, C, ldc, acc);
+    gemm_ref_##T(m, n, k, A, 1, lda, B, ldb, C, ldc, acc);
 #endif
 
 void cln_gemm_tn_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
