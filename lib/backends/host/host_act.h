@@ -10,8 +10,7 @@
 /* C[r][j] = act(C[r][j] + bias[j]) (C[r][j] + 0 when bias is NULL) for r < rows, j < n (leading
  * dimension ldc), act a CLN_ACT_* code of cl/cln_activation.h: the expressions of
  * cln_host_bias_act_* (host_math.inc), so the same bits, computed for a group of rows at once so
- * that the CPU overlaps the long dependency chains of several rows' activations (a block narrower
- * than a vector without gaps between its rows, ldc = n, as one row of rows x n values). The AVX2 and
+ * that the CPU overlaps the long dependency chains of several rows' activations. The AVX2 and
  * AVX-512 kernels run for those ISAs, cln_host_bias_act_* for the portable one. */
 void cln_act_rows_f32(cln_gemm_isa isa, float *C, size_t ldc, size_t rows, size_t n,
                       const float *bias, int act);
