@@ -4,7 +4,10 @@
  * batches (host_gemv.c) give the same bits as the GEMM, for every width up to several passes of
  * registers, on the GEMM's packing and on their own panels, and write nothing past a row's last
  * column. Bias + activation on several rows at once (host_act.inc) gives the bits of the one-row
- * pass (cln_host_bias_act) for every activation, row count and width, special values included. */
+ * pass (cln_host_bias_act) for every activation, row count and width, special values included;
+ * with the derivative (the reverse pass's recomputation), the bits of the formulas one value at a
+ * time. The product on A transposed (the reverse pass's weight sums) gives the sequential-fma sums,
+ * in one call or continued over ranges of k. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +23,12 @@
 #include "backends/host/host_gemv.h"
 #include "backends/host/host_math.h"
 #include "test_util.h"
+
+/* cl/cln_activation.h one value at a time (cl/activation_inst.inc) */
+float act_f32(int act, float x);
+float act_grad_f32(int act, float x, float y);
+double act_f64(int act, double x);
+double act_grad_f64(int act, double x, double y);
 
 static uint32_t rng = 2024u;
 /* Deterministic values in [-0.5, 0.5). */
@@ -255,6 +264,119 @@ CHECK_PANELS(double, f64, fma)
 CHECK_ACT(float, f32, 1e-40f, 1e30f)
 CHECK_ACT(double, f64, 1e-310, 1e300)
 
+/* The product on A as its transpose (cln_gemm_tn, the reverse pass's weight sums) for row counts
+ * of every tile mix (6, 4, 2, 1), widths with every tail of a strip, k = 0, 1 and 37 taken in one
+ * call or in three ranges continued from C: the sequential fma sums from 0; the padding of B's
+ * rows (NaN, read but not used) and C's columns past n (NaN) change and receive nothing. */
+#define CHECK_TN(T, SFX, FMA)                                                                      \
+    static void check_tn_##SFX(cln_gemm_isa isa)                                                   \
+    {                                                                                              \
+        const size_t ms[] = {1, 2, 3, 5, 6, 7, 11, 13, 64},                                        \
+                     ns[] = {1, 2, 9, 16, 17, 32, 33, 64, 100};                                    \
+        const size_t ks[] = {0, 1, 37}, mmax = 64, nmax = 100, kmax = 37, lda = mmax + 3;          \
+        const size_t ldb = cln_gemm_packed_ld(nmax, sizeof(T)), ldc = nmax + 5;                    \
+        T *A = calloc(kmax * lda, sizeof(T)), *B = calloc(kmax * ldb, sizeof(T));                  \
+        T *C = calloc(mmax * ldc, sizeof(T));                                                      \
+        assert_true(A &&B &&C);                                                                    \
+        for (size_t i = 0; i < kmax * lda; ++i)                                                    \
+            A[i] = (T)(4 * urand());                                                               \
+        for (size_t q = 0; q < sizeof ms / sizeof ms[0] * 9 * 3 * 2; ++q) {                        \
+            const size_t m = ms[q / 54], n = ns[q / 6 % 9], k = ks[q / 2 % 3], split = q % 2;      \
+            const size_t ldbn = cln_gemm_packed_ld(n, sizeof(T));                                  \
+            for (size_t kk = 0; kk < kmax; ++kk)                                                   \
+                for (size_t j = 0; j < ldbn; ++j)                                                  \
+                    B[kk * ldbn + j] = j < n ? (T)(0.5 * urand()) : (T)NAN;                        \
+            for (size_t i = 0; i < mmax * ldc; ++i)                                                \
+                C[i] = (T)NAN;                                                                     \
+            if (split && k > 2) {                                                                  \
+                const size_t k1 = k / 3, k2 = 2 * k / 3;                                           \
+                cln_gemm_tn_##SFX(isa, m, n, k1, A, lda, B, ldbn, C, ldc, 0);                      \
+                cln_gemm_tn_##SFX(isa, m, n, k2 - k1, A + k1 * lda, lda, B + k1 * ldbn, ldbn, C,   \
+                                  ldc, 1);                                                         \
+                cln_gemm_tn_##SFX(isa, m, n, k - k2, A + k2 * lda, lda, B + k2 * ldbn, ldbn, C,    \
+                                  ldc, 1);                                                         \
+            } else {                                                                               \
+                cln_gemm_tn_##SFX(isa, m, n, k, A, lda, B, ldbn, C, ldc, 0);                       \
+            }                                                                                      \
+            for (size_t i = 0; i < m; ++i)                                                         \
+                for (size_t j = 0; j < ldc; ++j) {                                                 \
+                    T acc = 0;                                                                     \
+                    for (size_t kk = 0; kk < k; ++kk)                                              \
+                        acc = FMA(A[kk * lda + i], B[kk * ldbn + j], acc);                         \
+                    if (j >= n ? !isnan(C[i * ldc + j])                                            \
+                               : memcmp(&acc, &C[i * ldc + j], sizeof acc) != 0)                   \
+                        fail_msg("tn %s %s m=%zu n=%zu k=%zu split %zu: C[%zu][%zu] = %.17g, "     \
+                                 "sequential fma gives %.17g",                                     \
+                                 #SFX, cln_gemm_isa_name(isa), m, n, k, split, i, j,               \
+                                 (double)C[i * ldc + j], (double)acc);                             \
+                }                                                                                  \
+        }                                                                                          \
+        free(A);                                                                                   \
+        free(B);                                                                                   \
+        free(C);                                                                                   \
+    }
+CHECK_TN(float, f32, fmaf)
+CHECK_TN(double, f64, fma)
+
+/* The same bits, or both NaN (whose sign the order of an operation's operands may set). */
+static int same_f32(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b));
+}
+
+static int same_f64(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b));
+}
+
+/* The reverse pass's activation with its derivative (cln_act_grad_rows) on 1 to 13 rows and 24,
+ * every width of CHECK_ACT (the narrow ones as one row of values), with and without a bias, for
+ * every activation code: O = act(x) and P = act'(x, O) (x = P + bias, or + 0) with the bits of
+ * cl/cln_activation.h's functions one value at a time (act_*, act_grad_*: baseline builds), a NaN
+ * where they give a NaN. */
+#define CHECK_ACT_GRAD(T, SFX, TINY, HUGE)                                                         \
+    static void check_act_grad_##SFX(cln_gemm_isa isa)                                             \
+    {                                                                                              \
+        const size_t widths[] = {1, 2, 3, 7, 8, 13, 16, 33, 100, 200}, nmax = 200, rmax = 24;      \
+        const T special[] = {                                                                      \
+            (T)0.0, (T)-0.0, (T)INFINITY, (T)-INFINITY, (T)NAN,   TINY,     -TINY,                 \
+            HUGE,   -HUGE,   (T)0.5,      (T)-0.5,      (T)-90.0, (T)-750.0};                      \
+        T *X = calloc(rmax * nmax, sizeof(T)), *P = calloc(rmax * nmax, sizeof(T));                \
+        T *O = calloc(rmax * nmax, sizeof(T)), *bias = calloc(nmax, sizeof(T));                    \
+        assert_true(X &&P &&O &&bias);                                                             \
+        for (size_t i = 0; i < rmax * nmax; ++i)                                                   \
+            X[i] = i % 7 == 3 ? special[(i / 7) % (sizeof special / sizeof special[0])]            \
+                              : (T)(60 * urand());                                                 \
+        for (size_t j = 0; j < nmax; ++j)                                                          \
+            bias[j] = j % 5 == 1 ? (T)-0.0 : (T)(2 * urand());                                     \
+        for (int act = 0; act <= 6; ++act)                                                         \
+            for (size_t rows = 1; rows <= rmax; rows = rows < 13 ? rows + 1 : rmax + 1)            \
+                for (size_t w = 0; w < sizeof widths / sizeof widths[0]; ++w)                      \
+                    for (int with_bias = 0; with_bias < 2; ++with_bias) {                          \
+                        const size_t n = widths[w];                                                \
+                        const T *b = with_bias ? bias : NULL;                                      \
+                        memcpy(P, X, sizeof(T) * rows * n);                                        \
+                        cln_act_grad_rows_##SFX(isa, P, O, rows, n, b, act);                       \
+                        for (size_t i = 0; i < rows * n; ++i) {                                    \
+                            const T x = X[i] + (b ? b[i % n] : (T)0.0);                            \
+                            const T y = act_##SFX(act, x), d = act_grad_##SFX(act, x, y);          \
+                            if (!same_##SFX(O[i], y) || !same_##SFX(P[i], d))                      \
+                                fail_msg("act_grad_rows %s %s act %d rows=%zu n=%zu bias %d: "     \
+                                         "[%zu][%zu] of %.17g: %.17g, %.17g; one at a time "       \
+                                         "%.17g, %.17g",                                           \
+                                         #SFX, cln_gemm_isa_name(isa), act, rows, n, with_bias,    \
+                                         i / n, i % n, (double)x, (double)O[i], (double)P[i],      \
+                                         (double)y, (double)d);                                    \
+                        }                                                                          \
+                    }                                                                              \
+        free(X);                                                                                   \
+        free(P);                                                                                   \
+        free(O);                                                                                   \
+        free(bias);                                                                                \
+    }
+CHECK_ACT_GRAD(float, f32, 1e-40f, 1e30f)
+CHECK_ACT_GRAD(double, f64, 1e-310, 1e300)
+
 static void test_kernels(void **state)
 {
     (void)state;
@@ -272,8 +394,13 @@ static void test_kernels(void **state)
         check_panels_f64(all[i]);
         check_act_f32(all[i]);
         check_act_f64(all[i]);
-        print_message("  %s: GEMM, row kernels and their panels bit-identical to sequential fma, "
-                      "bias + activation on row groups to the one-row pass\n",
+        check_tn_f32(all[i]);
+        check_tn_f64(all[i]);
+        check_act_grad_f32(all[i]);
+        check_act_grad_f64(all[i]);
+        print_message("  %s: GEMM, row kernels and their panels and the product on A transposed "
+                      "bit-identical to sequential fma, bias + activation on row groups to the "
+                      "one-row pass, with the derivative to one value at a time\n",
                       cln_gemm_isa_name(all[i]));
     }
 }

@@ -17,4 +17,13 @@ void cln_act_rows_f32(cln_gemm_isa isa, float *C, size_t ldc, size_t rows, size_
 void cln_act_rows_f64(cln_gemm_isa isa, double *C, size_t ldc, size_t rows, size_t n,
                       const double *bias, int act);
 
+/* The reverse pass's recomputation of a layer's activation (rows x n values, leading dimension
+ * n): x = P[r][j] + bias[j] (+ 0 when bias is NULL), O[r][j] = act(x) and P[r][j] = act'(x)
+ * (cln_activate_grad from x and O; 1 for the identity): the expressions of cl/cln_activation.h,
+ * so the same bits as each computed on its own, a group of rows at once as cln_act_rows_*. */
+void cln_act_grad_rows_f32(cln_gemm_isa isa, float *P, float *O, size_t rows, size_t n,
+                           const float *bias, int act);
+void cln_act_grad_rows_f64(cln_gemm_isa isa, double *P, double *O, size_t rows, size_t n,
+                           const double *bias, int act);
+
 #endif /* CLN_HOST_ACT_H */

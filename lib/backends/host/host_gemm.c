@@ -57,16 +57,19 @@ CLN_GEMM_PACK(float, tf32, cln_tf32_round)
 
 /* ---------------------------------------------------------------- portable reference */
 
+/* Element (i, j) = sum_kk a(i, kk) B[kk][j], a(i, kk) = A[i sai + kk sak]: A as it is (sai = lda,
+ * sak = 1, cln_gemm_packed_*) or as its transpose (sai = 1, sak = lda, cln_gemm_tn_*), each sum
+ * from C (acc) or 0. */
 #define CLN_GEMM_REF(T, FMA)                                                                       \
-    static void gemm_ref_##T(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *Wt,    \
-                             size_t ldw, T *C, size_t ldc)                                         \
+    static void gemm_ref_##T(size_t m, size_t n, size_t k, const T *A, size_t sai, size_t sak,     \
+                             const T *B, size_t ldb, T *C, size_t ldc, int acc)                    \
     {                                                                                              \
         for (size_t i = 0; i < m; ++i)                                                             \
             for (size_t j = 0; j < n; ++j) {                                                       \
-                T acc = 0;                                                                         \
+                T s = acc ? C[i * ldc + j] : 0;                                                    \
                 for (size_t kk = 0; kk < k; ++kk)                                                  \
-                    acc = FMA(A[i * lda + kk], Wt[kk * ldw + j], acc);                             \
-                C[i * ldc + j] = acc;                                                              \
+                    s = FMA(A[i * sai + kk * sak], B[kk * ldb + j], s);                            \
+                C[i * ldc + j] = s;                                                                \
             }                                                                                      \
     }
 CLN_GEMM_REF(float, fmaf)
@@ -79,7 +82,20 @@ CLN_GEMM_REF(double, fma)
  * element of C with its own sum over k in order (a broadcast of a[r][kk] times one row of Wt,
  * fused into the accumulator). `nc` (<= CV * lanes) columns of the tile are stored; a partial
  * tile goes through a buffer so that nothing past column n of C is written. The tile sizes are
- * constants, so the compiler keeps the accumulators in registers. */
+ * constants, so the compiler keeps the accumulators in registers. CLN_TILE_SUMS is the pass over
+ * k, with a[r][kk] at a[AT]. */
+#define CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, AT)                                          \
+    _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                      \
+    {                                                                                              \
+        V b[CV];                                                                                   \
+        for (int v = 0; v < CV; ++v)                                                               \
+            b[v] = LOAD(w + kk * ldw + (size_t)v * W);                                             \
+        for (int r = 0; r < RT; ++r) {                                                             \
+            const V x = BCAST(a[AT]);                                                              \
+            for (int v = 0; v < CV; ++v)                                                           \
+                acc[r][v] = FMA(x, b[v], acc[r][v]);                                               \
+        }                                                                                          \
+    }
 #define CLN_TILE(NAME, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, RT, CV)                        \
     TGT static inline void NAME(size_t k, const T *a, size_t lda, const T *w, size_t ldw, T *c,    \
                                 size_t ldc, size_t nc)                                             \
@@ -88,17 +104,7 @@ CLN_GEMM_REF(double, fma)
         for (int r = 0; r < RT; ++r)                                                               \
             for (int v = 0; v < CV; ++v)                                                           \
                 acc[r][v] = ZERO();                                                                \
-        _Pragma("GCC unroll 2") for (size_t kk = 0; kk < k; ++kk)                                  \
-        {                                                                                          \
-            V b[CV];                                                                               \
-            for (int v = 0; v < CV; ++v)                                                           \
-                b[v] = LOAD(w + kk * ldw + (size_t)v * W);                                         \
-            for (int r = 0; r < RT; ++r) {                                                         \
-                const V x = BCAST(a[(size_t)r * lda + kk]);                                        \
-                for (int v = 0; v < CV; ++v)                                                       \
-                    acc[r][v] = FMA(x, b[v], acc[r][v]);                                           \
-            }                                                                                      \
-        }                                                                                          \
+        CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, kk + lda * (size_t)r)                        \
         if (nc == (size_t)(CV * W)) {                                                              \
             for (int r = 0; r < RT; ++r)                                                           \
                 for (int v = 0; v < CV; ++v)                                                       \
@@ -161,6 +167,70 @@ CLN_GEMM_REF(double, fma)
         }                                                                                          \
     }
 
+/* A tile of the product on A as its transpose (cln_gemm_tn_*): as CLN_TILE, with a[kk][r]
+ * broadcast from row kk of A, and the accumulators loaded from C (acc) or zero. */
+#define CLN_TILE_TN(NAME, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, RT, CV)                     \
+    TGT static inline void NAME(size_t k, const T *a, size_t lda, const T *w, size_t ldw, T *c,    \
+                                size_t ldc, size_t nc, int add)                                    \
+    {                                                                                              \
+        V acc[RT][CV];                                                                             \
+        const int whole = nc == (size_t)(CV * W);                                                  \
+        for (int r = 0; r < RT; ++r)                                                               \
+            for (int v = 0; v < CV; ++v)                                                           \
+                acc[r][v] = ZERO();                                                                \
+        for (int r = 0; r < RT && add; ++r) {                                                      \
+            T in[CV * W];                                                                          \
+            const T *src = c + (size_t)r * ldc;                                                    \
+            if (!whole) {                                                                          \
+                for (size_t j = 0; j < (size_t)(CV * W); ++j)                                      \
+                    in[j] = j < nc ? src[j] : 0;                                                   \
+                src = in;                                                                          \
+            }                                                                                      \
+            for (int v = 0; v < CV; ++v)                                                           \
+                acc[r][v] = LOAD(src + v * W);                                                     \
+        }                                                                                          \
+        CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, (size_t)r + lda * kk)                        \
+        for (int r = 0; r < RT; ++r) {                                                             \
+            T out[CV * W];                                                                         \
+            T *dst = whole ? c + (size_t)r * ldc : out;                                            \
+            for (int v = 0; v < CV; ++v)                                                           \
+                STORE(dst + v * W, acc[r][v]);                                                     \
+            for (size_t j = 0; j < nc && !whole; ++j)                                              \
+                c[(size_t)r * ldc + j] = out[j];                                                   \
+        }                                                                                          \
+    }
+
+/* The product on A as its transpose with one ISA's tiles: strips of 2 vectors of columns, the
+ * rows by 6, then 4, 2 and 1. */
+#define CLN_TN(NAME, TGT, T, W, T6, T4, T2, T1)                                                    \
+    TGT static void NAME(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *B,         \
+                         size_t ldb, T *C, size_t ldc, int add)                                    \
+    {                                                                                              \
+        for (size_t j = 0; j < n; j += 2 * W) {                                                    \
+            const size_t nc = n - j < 2 * W ? n - j : 2 * W;                                       \
+            size_t i = 0;                                                                          \
+            for (; i + 6 <= m; i += 6)                                                             \
+                T6(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
+            if (i + 4 <= m) {                                                                      \
+                T4(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
+                i += 4;                                                                            \
+            }                                                                                      \
+            if (i + 2 <= m) {                                                                      \
+                T2(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
+                i += 2;                                                                            \
+            }                                                                                      \
+            if (i < m)                                                                             \
+                T1(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
+        }                                                                                          \
+    }
+#define CLN_TILES_TN(ISA, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, SFX)                        \
+    CLN_TILE_TN(tn6_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 2)              \
+    CLN_TILE_TN(tn4_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 2)              \
+    CLN_TILE_TN(tn2_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 2, 2)              \
+    CLN_TILE_TN(tn1_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 2)              \
+    CLN_TN(tn_##ISA##_##SFX, TGT, T, W, tn6_##ISA##_##SFX, tn4_##ISA##_##SFX, tn2_##ISA##_##SFX,   \
+           tn1_##ISA##_##SFX)
+
 /* ---------------------------------------------------------------- AVX2 + FMA */
 #define CLN_AVX2 __attribute__((target("avx2,fma")))
 #define CLN_TILES_AVX2(T, V, W, ZERO, LOAD, BCAST, FMA, STORE, SFX)                                \
@@ -179,6 +249,10 @@ CLN_TILES_AVX2(float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1
                _mm256_fmadd_ps, _mm256_storeu_ps, f32)
 CLN_TILES_AVX2(double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_set1_pd,
                _mm256_fmadd_pd, _mm256_storeu_pd, f64)
+CLN_TILES_TN(avx2, CLN_AVX2, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
+             _mm256_fmadd_ps, _mm256_storeu_ps, f32)
+CLN_TILES_TN(avx2, CLN_AVX2, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_set1_pd,
+             _mm256_fmadd_pd, _mm256_storeu_pd, f64)
 
 /* ---------------------------------------------------------------- AVX-512F */
 #define CLN_AVX512 __attribute__((target("avx512f")))
@@ -198,6 +272,10 @@ CLN_TILES_AVX512(float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_s
                  _mm512_fmadd_ps, _mm512_storeu_ps, f32)
 CLN_TILES_AVX512(double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd,
                  _mm512_fmadd_pd, _mm512_storeu_pd, f64)
+CLN_TILES_TN(avx512, CLN_AVX512, float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps,
+             _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps, f32)
+CLN_TILES_TN(avx512, CLN_AVX512, double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd,
+             _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd, f64)
 #endif /* CLN_X86 */
 
 /* ---------------------------------------------------------------- dispatch */
@@ -265,11 +343,11 @@ const char *cln_gemm_isa_name(cln_gemm_isa isa)
     else if (isa == CLN_GEMM_AVX2)                                                                 \
         packed_avx2_##SFX(m, n, k, A, lda, Wt, ldw, C, ldc);                                       \
     else                                                                                           \
-        gemm_ref_##T(m, n, k, A, lda, Wt, ldw, C, ldc);
+        gemm_ref_##T(m, n, k, A, lda, 1, Wt, ldw, C, ldc, 0);
 #else
 #define CLN_GEMM_DISPATCH(SFX, T)                                                                  \
     (void)isa;                                                                                     \
-    gemm_ref_##T(m, n, k, A, lda, Wt, ldw, C, ldc);
+    gemm_ref_##T(m, n, k, A, lda, 1, Wt, ldw, C, ldc, 0);
 #endif
 
 void cln_gemm_packed_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
@@ -286,6 +364,36 @@ void cln_gemm_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const d
     if (m == 0 || n == 0)
         return;
     CLN_GEMM_DISPATCH(f64, double)
+}
+
+#ifdef CLN_X86
+#define CLN_GEMM_TN_DISPATCH(SFX, T)                                                               \
+    if (isa == CLN_GEMM_AVX512)                                                                    \
+        tn_avx512_##SFX(m, n, k, A, lda, B, ldb, C, ldc, acc);                                     \
+    else if (isa == CLN_GEMM_AVX2)                                                                 \
+        tn_avx2_##SFX(m, n, k, A, lda, B, ldb, C, ldc, acc);                                       \
+    else                                                                                           \
+        gemm_ref_##T(m, n, k, A, 1, lda, B, ldb, C, ldc, acc);
+#else
+#define CLN_GEMM_TN_DISPATCH(SFX, T)                                                               \
+    (void)isa;                                                                                     \
+    gemm_ref_##T(m, n, k, A, 1, lda, B, ldb, C, ldc, acc);
+#endif
+
+void cln_gemm_tn_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
+                     const float *B, size_t ldb, float *C, size_t ldc, int acc)
+{
+    if (m == 0 || n == 0)
+        return;
+    CLN_GEMM_TN_DISPATCH(f32, float)
+}
+
+void cln_gemm_tn_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A, size_t lda,
+                     const double *B, size_t ldb, double *C, size_t ldc, int acc)
+{
+    if (m == 0 || n == 0)
+        return;
+    CLN_GEMM_TN_DISPATCH(f64, double)
 }
 
 void cln_gemm_ordered_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A,
