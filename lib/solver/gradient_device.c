@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "solver/gradient_job.h"
 #include "solver/solution.h"
+#include "solver/solver_internal.h"
 #include "solver/tape.h"
 
 #define CLN_DEVICE_GRADIENT_MIN CLN_END_OF(clnode_device_gradient, scale)
@@ -100,23 +101,23 @@ static clnode_status dg_check_cot(clnode_context *ctx, const clnode_solution *so
     return st;
 }
 
+/* The element size es's precision, for the solver's conversions (cln_upload, cln_download). */
+static cln_solve_dev dg_prec(size_t es)
+{
+    cln_solve_dev sd;
+    memset(&sd, 0, sizeof sd);
+    sd.prec = es == sizeof(float) ? CLNODE_FP32 : CLNODE_FP64;
+    sd.esize = es;
+    return sd;
+}
+
 /* n doubles v, rounded to the state precision (exactly: the reverse pass computed them in it),
  * into the caller's array a (buffer buf; NULL: not wanted). */
 static clnode_status dg_write(clnode_context *ctx, cln_buf *buf, const clnode_device_array *a,
                               const double *v, size_t n, size_t es)
 {
-    if (!buf || !n)
-        return CLNODE_OK;
-    unsigned char *raw = malloc(n * es);
-    CLN_CHECK(ctx, raw, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu gradient values", n);
-    for (size_t i = 0; i < n; ++i) {
-        const float f = (float)v[i];
-        memcpy(raw + i * es, es == sizeof f ? (const void *)&f : (const void *)&v[i], es);
-    }
-    const clnode_status st =
-        ctx->backend->ops->buf_write(ctx->backend, buf, a->offset, n * es, raw);
-    free(raw);
-    return st;
+    const cln_solve_dev sd = dg_prec(es);
+    return buf ? cln_upload(ctx->backend, &sd, buf, a->offset / es, v, n) : CLNODE_OK;
 }
 
 /* The host backend: the cotangents read into doubles (exactly), clnode_gradient_compute's pass,
@@ -125,20 +126,12 @@ static clnode_status dg_host(clnode_context *ctx, const clnode_model *model,
                              const clnode_gradient_options *opts, const clnode_solution *sol,
                              const clnode_device_gradient *g, dg_arrays *a, clnode_gradient **res)
 {
-    cln_backend *be = ctx->backend;
     const size_t n = sol->B * g->slots * sol->N, es = sol->tape->esize;
-    unsigned char *raw = malloc(n ? n * es : 1);
+    const cln_solve_dev sd = dg_prec(es);
     double *cot = malloc((n ? n : 1) * sizeof *cot);
     clnode_status st =
-        raw && cot ? be->ops->buf_read(be, a->cot, g->cot.offset, n * es, raw)
-                   : cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu cotangents", n);
-    for (size_t i = 0; st == CLNODE_OK && i < n; ++i) {
-        float f;
-        memcpy(es == sizeof f ? (void *)&f : (void *)&cot[i], raw + i * es, es);
-        if (es == sizeof f)
-            cot[i] = (double)f;
-    }
-    free(raw);
+        cot ? cln_download(ctx->backend, &sd, a->cot, g->cot.offset / es, cot, n)
+            : cln_fail(ctx, CLNODE_ERR_OUT_OF_MEMORY, "cannot allocate %zu cotangents", n);
     if (st == CLNODE_OK)
         st = cln_rev_compute(ctx, model, opts, sol, g->slots, cot, 0, NULL, NULL, res);
     free(cot);
