@@ -3,6 +3,7 @@
 /* model.c - MLP vector fields built from arrays and their accessors. The safetensors loader and the
  * embedded seed model (safetensors.c) build on it; nothing here calls them. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,31 @@ void clnode_model_destroy(clnode_model **pm)
 /* Marks the layer index of the output scale for cln_copy_finite. */
 #define CLN_SCALE_LAYER ((size_t)-1)
 
+/* Whether src[0..n) are all below the float range in magnitude (so finite too: a NaN compares
+ * false): their magnitudes (the sign bit cleared) compared two at a time in the compiler's vector
+ * types (SSE2's width), so that a model's usual parameters cost one vector pass; the
+ * element-wise checks of cln_copy_finite name the first that is not. */
+typedef double cln_f64x2 __attribute__((vector_size(16)));
+typedef int64_t cln_i64x2 __attribute__((vector_size(16)));
+static int cln_all_f32(const double *src, size_t n)
+{
+    const double lim = CLN_FP32_LIMIT;
+    const int64_t mag = INT64_MAX;
+    const cln_i64x2 mags = {mag, mag};
+    const cln_f64x2 lims = {lim, lim};
+    cln_i64x2 in = {-1, -1};
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        cln_i64x2 v;
+        memcpy(&v, src + i, sizeof v);
+        in &= (cln_f64x2)(v & mags) < lims;
+    }
+    int all = (in[0] & in[1]) != 0;
+    for (; i < n; ++i)
+        all &= fabs(src[i]) < lim;
+    return all;
+}
+
 /* Copies n doubles after checking they are finite; `what` names them in the error (layer
  * CLN_SCALE_LAYER: the output scale). The first parameter of the model beyond the float range is
  * recorded in m (f32_*): an fp32 solve refuses the model, an fp64 solve takes it. */
@@ -106,7 +132,7 @@ static clnode_status cln_copy_finite(clnode_context *ctx, clnode_model *m, const
                                      size_t n, const char *what, size_t layer, double **dst)
 {
     const int scale = layer == CLN_SCALE_LAYER;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = cln_all_f32(src, n) ? n : 0; i < n; ++i) {
         CLN_CHECK(ctx, isfinite(src[i]) || !scale, CLNODE_ERR_NONFINITE_INPUT,
                   "model out_scale: element %zu is %g (the output scale must be finite)", i,
                   src[i]);
