@@ -265,9 +265,11 @@ CHECK_ACT(float, f32, 1e-40f, 1e30f)
 CHECK_ACT(double, f64, 1e-310, 1e300)
 
 /* The product on A as its transpose (cln_gemm_tn, the reverse pass's weight sums) for row counts
- * of every tile mix (6, 4, 2, 1), widths with every tail of a strip, k = 0, 1 and 37 taken in one
- * call or in three ranges continued from C: the sequential fma sums from 0; the padding of B's
- * rows (NaN, read but not used) and C's columns past n (NaN) change and receive nothing. */
+ * of every tile mix (6, 4, 2, 1), widths with every tail of a strip (one vector or two), k = 0, 1
+ * and 37 taken in one call, in three ranges continued from C, or added to C (CLN_GEMM_TN_ADD:
+ * C's values plus the sums, one addition each): the sequential fma sums from 0; the padding of
+ * B's rows (NaN, read but not used) and C's columns past n (NaN) change and receive nothing. */
+#define TN_BASE(T, e) ((T)((double)((e) % 61) * 0.375 - 7.0))
 #define CHECK_TN(T, SFX, FMA)                                                                      \
     static void check_tn_##SFX(cln_gemm_isa isa)                                                   \
     {                                                                                              \
@@ -280,15 +282,17 @@ CHECK_ACT(double, f64, 1e-310, 1e300)
         assert_true(A &&B &&C);                                                                    \
         for (size_t i = 0; i < kmax * lda; ++i)                                                    \
             A[i] = (T)(4 * urand());                                                               \
-        for (size_t q = 0; q < sizeof ms / sizeof ms[0] * 9 * 3 * 2; ++q) {                        \
-            const size_t m = ms[q / 54], n = ns[q / 6 % 9], k = ks[q / 2 % 3], split = q % 2;      \
+        for (size_t q = 0; q < sizeof ms / sizeof ms[0] * 9 * 3 * 3; ++q) {                        \
+            const size_t m = ms[q / 81], n = ns[q / 9 % 9], k = ks[q / 3 % 3], split = q % 3;      \
             const size_t ldbn = cln_gemm_packed_ld(n, sizeof(T));                                  \
             for (size_t kk = 0; kk < kmax; ++kk)                                                   \
                 for (size_t j = 0; j < ldbn; ++j)                                                  \
                     B[kk * ldbn + j] = j < n ? (T)(0.5 * urand()) : (T)NAN;                        \
             for (size_t i = 0; i < mmax * ldc; ++i)                                                \
-                C[i] = (T)NAN;                                                                     \
-            if (split && k > 2) {                                                                  \
+                C[i] = i % ldc < n && split == 2 ? TN_BASE(T, i) : (T)NAN;                         \
+            if (split == 2) {                                                                      \
+                cln_gemm_tn_##SFX(isa, m, n, k, A, lda, B, ldbn, C, ldc, CLN_GEMM_TN_ADD);         \
+            } else if (split && k > 2) {                                                           \
                 const size_t k1 = k / 3, k2 = 2 * k / 3;                                           \
                 cln_gemm_tn_##SFX(isa, m, n, k1, A, lda, B, ldbn, C, ldc, 0);                      \
                 cln_gemm_tn_##SFX(isa, m, n, k2 - k1, A + k1 * lda, lda, B + k1 * ldbn, ldbn, C,   \
@@ -303,6 +307,8 @@ CHECK_ACT(double, f64, 1e-310, 1e300)
                     T acc = 0;                                                                     \
                     for (size_t kk = 0; kk < k; ++kk)                                              \
                         acc = FMA(A[kk * lda + i], B[kk * ldbn + j], acc);                         \
+                    if (split == 2)                                                                \
+                        acc = TN_BASE(T, i * ldc + j) + acc;                                       \
                     if (j >= n ? !isnan(C[i * ldc + j])                                            \
                                : memcmp(&acc, &C[i * ldc + j], sizeof acc) != 0)                   \
                         fail_msg("tn %s %s m=%zu n=%zu k=%zu split %zu: C[%zu][%zu] = %.17g, "     \

@@ -59,17 +59,17 @@ CLN_GEMM_PACK(float, tf32, cln_tf32_round)
 
 /* Element (i, j) = sum_kk a(i, kk) B[kk][j], a(i, kk) = A[i sai + kk sak]: A as it is (sai = lda,
  * sak = 1, cln_gemm_packed_*) or as its transpose (sai = 1, sak = lda, cln_gemm_tn_*), each sum
- * from C (acc) or 0. */
+ * from C (acc 1) or 0, and with acc CLN_GEMM_TN_ADD from 0 then added to C. */
 #define CLN_GEMM_REF(T, FMA)                                                                       \
     static void gemm_ref_##T(size_t m, size_t n, size_t k, const T *A, size_t sai, size_t sak,     \
                              const T *B, size_t ldb, T *C, size_t ldc, int acc)                    \
     {                                                                                              \
         for (size_t i = 0; i < m; ++i)                                                             \
             for (size_t j = 0; j < n; ++j) {                                                       \
-                T s = acc ? C[i * ldc + j] : 0;                                                    \
+                T s = acc == 1 ? C[i * ldc + j] : 0;                                               \
                 for (size_t kk = 0; kk < k; ++kk)                                                  \
                     s = FMA(A[i * sai + kk * sak], B[kk * ldb + j], s);                            \
-                C[i * ldc + j] = s;                                                                \
+                C[i * ldc + j] = acc == CLN_GEMM_TN_ADD ? C[i * ldc + j] + s : s;                  \
             }                                                                                      \
     }
 CLN_GEMM_REF(float, fmaf)
@@ -168,7 +168,9 @@ CLN_GEMM_REF(double, fma)
     }
 
 /* A tile of the product on A as its transpose (cln_gemm_tn_*): as CLN_TILE, with a[kk][r]
- * broadcast from row kk of A, and the accumulators loaded from C (acc) or zero. */
+ * broadcast from row kk of A, and the accumulators loaded from C (add 1) or zero; with add
+ * CLN_GEMM_TN_ADD, each sum from zero is added to C's element as it is stored (fma(1, c, sum):
+ * the one rounding of c + sum). */
 #define CLN_TILE_TN(NAME, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, RT, CV)                     \
     TGT static inline void NAME(size_t k, const T *a, size_t lda, const T *w, size_t ldw, T *c,    \
                                 size_t ldc, size_t nc, int add)                                    \
@@ -178,7 +180,7 @@ CLN_GEMM_REF(double, fma)
         for (int r = 0; r < RT; ++r)                                                               \
             for (int v = 0; v < CV; ++v)                                                           \
                 acc[r][v] = ZERO();                                                                \
-        for (int r = 0; r < RT && add; ++r) {                                                      \
+        for (int r = 0; r < RT && add == 1; ++r) {                                                 \
             T in[CV * W];                                                                          \
             const T *src = c + (size_t)r * ldc;                                                    \
             if (!whole) {                                                                          \
@@ -190,46 +192,62 @@ CLN_GEMM_REF(double, fma)
                 acc[r][v] = LOAD(src + v * W);                                                     \
         }                                                                                          \
         CLN_TILE_SUMS(V, W, LOAD, BCAST, FMA, RT, CV, (size_t)r + lda * kk)                        \
+        const V one = BCAST((T)1);                                                                 \
         for (int r = 0; r < RT; ++r) {                                                             \
             T out[CV * W];                                                                         \
             T *dst = whole ? c + (size_t)r * ldc : out;                                            \
+            for (int v = 0; v < CV && whole && add == CLN_GEMM_TN_ADD; ++v)                        \
+                acc[r][v] = FMA(one, LOAD(dst + v * W), acc[r][v]);                                \
             for (int v = 0; v < CV; ++v)                                                           \
                 STORE(dst + v * W, acc[r][v]);                                                     \
             for (size_t j = 0; j < nc && !whole; ++j)                                              \
-                c[(size_t)r * ldc + j] = out[j];                                                   \
+                c[(size_t)r * ldc + j] =                                                           \
+                    add == CLN_GEMM_TN_ADD ? c[(size_t)r * ldc + j] + out[j] : out[j];             \
         }                                                                                          \
     }
 
-/* The product on A as its transpose with one ISA's tiles: strips of 2 vectors of columns, the
- * rows by 6, then 4, 2 and 1. */
-#define CLN_TN(NAME, TGT, T, W, T6, T4, T2, T1)                                                    \
+/* The rows of one strip of the product on A as its transpose: by 6, then 4, 2 and 1. */
+#define CLN_TN_STRIP(T6, T4, T2, T1)                                                               \
+    {                                                                                              \
+        size_t i = 0;                                                                              \
+        for (; i + 6 <= m; i += 6)                                                                 \
+            T6(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                          \
+        if (i + 4 <= m) {                                                                          \
+            T4(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                          \
+            i += 4;                                                                                \
+        }                                                                                          \
+        if (i + 2 <= m) {                                                                          \
+            T2(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                          \
+            i += 2;                                                                                \
+        }                                                                                          \
+        if (i < m)                                                                                 \
+            T1(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                          \
+    }
+
+/* The product on A as its transpose with one ISA's tiles: strips of 2 vectors of columns, and
+ * of 1 for a last strip that one vector holds (100 columns: 3 strips of 32 and one of 4). */
+#define CLN_TN(NAME, TGT, T, W, P)                                                                 \
     TGT static void NAME(size_t m, size_t n, size_t k, const T *A, size_t lda, const T *B,         \
                          size_t ldb, T *C, size_t ldc, int add)                                    \
     {                                                                                              \
         for (size_t j = 0; j < n; j += 2 * W) {                                                    \
             const size_t nc = n - j < 2 * W ? n - j : 2 * W;                                       \
-            size_t i = 0;                                                                          \
-            for (; i + 6 <= m; i += 6)                                                             \
-                T6(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
-            if (i + 4 <= m) {                                                                      \
-                T4(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
-                i += 4;                                                                            \
-            }                                                                                      \
-            if (i + 2 <= m) {                                                                      \
-                T2(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
-                i += 2;                                                                            \
-            }                                                                                      \
-            if (i < m)                                                                             \
-                T1(k, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, nc, add);                      \
+            if (nc > W)                                                                            \
+                CLN_TN_STRIP(P##6x2, P##4x2, P##2x2, P##1x2)                                       \
+            else                                                                                   \
+                CLN_TN_STRIP(P##6x1, P##4x1, P##2x1, P##1x1)                                       \
         }                                                                                          \
     }
 #define CLN_TILES_TN(ISA, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, SFX)                        \
-    CLN_TILE_TN(tn6_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 2)              \
-    CLN_TILE_TN(tn4_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 2)              \
-    CLN_TILE_TN(tn2_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 2, 2)              \
-    CLN_TILE_TN(tn1_##ISA##_##SFX, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 2)              \
-    CLN_TN(tn_##ISA##_##SFX, TGT, T, W, tn6_##ISA##_##SFX, tn4_##ISA##_##SFX, tn2_##ISA##_##SFX,   \
-           tn1_##ISA##_##SFX)
+    CLN_TILE_TN(tn_##ISA##_##SFX##_6x2, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 2)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_4x2, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 2)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_2x2, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 2, 2)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_1x2, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 2)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_6x1, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 6, 1)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_4x1, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 4, 1)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_2x1, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 2, 1)         \
+    CLN_TILE_TN(tn_##ISA##_##SFX##_1x1, TGT, T, V, W, ZERO, LOAD, BCAST, FMA, STORE, 1, 1)         \
+    CLN_TN(tn_##ISA##_##SFX, TGT, T, W, tn_##ISA##_##SFX##_)
 
 /* ---------------------------------------------------------------- AVX2 + FMA */
 #define CLN_AVX2 __attribute__((target("avx2,fma")))

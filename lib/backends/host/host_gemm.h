@@ -36,10 +36,13 @@ void cln_gemm_packed_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const d
 
 /* C[m x n] = A^T . B with A given as its k x m transpose (lda) and B as k x n rows (ldb), both
  * read in place: element (i, j) is sum_kk A[kk][i] B[kk][j] in order with fma, continued from
- * C[i][j] when acc is not 0 (from 0 when it is). A row of B must be readable up to
- * cln_gemm_packed_ld(n) values (the columns past n are read, not used). C's other columns are not
- * written. A sum taken over consecutive ranges of k, one call each (acc from the second), has
- * the bits of one call over all of them, and every ISA gives the same bits. */
+ * C[i][j] when acc is 1 (from 0 when it is 0); with acc CLN_GEMM_TN_ADD the sum from 0 is added
+ * to C[i][j] (C += A^T . B, one rounding of c + sum: the bits of the sum into scratch, then
+ * added). A row of B must be readable up to cln_gemm_packed_ld(n) values (the columns past n are
+ * read, not used). C's other columns are not written. A sum taken over consecutive ranges of k,
+ * one call each (acc 1 from the second), has the bits of one call over all of them, and every
+ * ISA gives the same bits. */
+#define CLN_GEMM_TN_ADD 2
 void cln_gemm_tn_f32(cln_gemm_isa isa, size_t m, size_t n, size_t k, const float *A, size_t lda,
                      const float *B, size_t ldb, float *C, size_t ldc, int acc);
 void cln_gemm_tn_f64(cln_gemm_isa isa, size_t m, size_t n, size_t k, const double *A, size_t lda,
