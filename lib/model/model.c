@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/host/host_math.h"
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "model/model.h"
 
@@ -194,6 +195,7 @@ CLN_DEFAULTS_SIZED(clnode_model_default_desc_sized, clnode_model_desc, cln_model
 clnode_status clnode_model_create(clnode_context *ctx, const clnode_model_desc *in,
                                   clnode_model **out)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_model_create: out is NULL");
     *out = NULL;
@@ -336,6 +338,7 @@ clnode_status clnode_model_eval_inputs(clnode_context *ctx, const clnode_model *
                                        const double *y, const double *t, const double *c,
                                        double *dydt)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, m && (y || !n) && (dydt || !n), CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_model_eval: NULL model or array");
@@ -367,6 +370,7 @@ clnode_status clnode_model_eval_inputs(clnode_context *ctx, const clnode_model *
 clnode_status clnode_model_eval(clnode_context *ctx, const clnode_model *m, size_t n,
                                 const double *y, const double *t, double *dydt)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, !m || m->num_inputs == 0, CLNODE_ERR_UNSUPPORTED,
               "clnode_model_eval: the model takes %zu conditioning inputs, which this function "

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "core/fpenv.h"
 #include "precision/probe_internal.h"
 
 /* Shapes of the probes. */
@@ -498,6 +499,7 @@ const clnode_probe_result *cln_probe_peek(const clnode_context *ctx, clnode_prec
 clnode_status clnode_probe_gemm_sized(clnode_context *ctx, clnode_precision precision,
                                       clnode_gemm_mode mode, clnode_probe_result *out, size_t size)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);
@@ -518,6 +520,7 @@ clnode_status clnode_probe_gemm_sized(clnode_context *ctx, clnode_precision prec
 clnode_status clnode_device_facts_get_sized(clnode_context *ctx, clnode_device_facts *out,
                                             size_t size)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "backends/bench.h"
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "model/model.h"
 #include "solver/reverse_schedule.h"
@@ -15,6 +16,7 @@ clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnode_model *m,
                                      long evals, clnode_precision prec, clnode_gemm_mode mode,
                                      double *seconds, long *syncs)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_model_view v;
     return cln_bench_gemm_loop(ctx, m ? cln_model_view_of(m, &v) : NULL, batch, evals, prec, mode,
                                seconds, syncs);
@@ -23,6 +25,7 @@ clnode_status clnode_bench_gemm_loop(clnode_context *ctx, const clnode_model *m,
 clnode_status clnode_bench_mlp_loop(clnode_context *ctx, const clnode_model *m, size_t batch,
                                     long evals, clnode_precision prec, double *seconds)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_model_view v;
     return cln_bench_mlp_loop(ctx, m ? cln_model_view_of(m, &v) : NULL, batch, evals, prec,
                               seconds);
@@ -175,6 +178,7 @@ fail:
 clnode_status clnode_bench_vjp_loop(clnode_context *ctx, const clnode_model *model, size_t batch,
                                     long steps, int stages, clnode_precision prec, double *seconds)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     if (!ctx)
         return CLNODE_ERR_INVALID_ARGUMENT;
     cln_clear_error(ctx);

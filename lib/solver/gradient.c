@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "cln_layout.h"
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "model/model.h"
 #include "solver/gradient_job.h"
@@ -576,6 +577,7 @@ clnode_status clnode_gradient_compute(clnode_context *ctx, const clnode_model *m
                                       const clnode_solution *sol, size_t slots, const double *cot,
                                       clnode_gradient **out)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, ctx && out, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_gradient_compute: NULL context or out");

@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "clnode/device_gradient.h"
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "model/model.h"
 #include "solver/gradient_job.h"
@@ -186,6 +187,7 @@ clnode_status clnode_gradient_compute_device(clnode_context *ctx, const clnode_m
                                              const clnode_solution *sol,
                                              const clnode_device_gradient *g)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, ctx, CLNODE_ERR_INVALID_ARGUMENT, "%s: NULL context", FN);
     CLN_CHECK(ctx, model && sol && g, CLNODE_ERR_INVALID_ARGUMENT,

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "solver/options.h"
 #include "solver/solution.h"
@@ -146,6 +147,7 @@ static clnode_status cln_solution_rows(const clnode_solution *s, size_t first, s
 clnode_status clnode_solution_rows_f64(const clnode_solution *sol, size_t first, size_t count,
                                        size_t slots, double *ts, double *ys)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     const cln_rows_out out = {ts, ys, NULL, 0};
     return cln_solution_rows(sol, first, count, slots, &out);
 }
@@ -153,6 +155,7 @@ clnode_status clnode_solution_rows_f64(const clnode_solution *sol, size_t first,
 clnode_status clnode_solution_rows_f32(const clnode_solution *sol, size_t first, size_t count,
                                        size_t slots, float *ts, float *ys)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     const cln_rows_out out = {ts, ys, NULL, 1};
     return cln_solution_rows(sol, first, count, slots, &out);
 }

@@ -7,6 +7,7 @@
  * per group, and the progress report), collect. Nothing is allocated while steps run; the saved
  * steps' rows grow between groups of steps, by doubling (cln_grow_steps). The other files of the
  * solve by concern: solver_internal.h. */
+#include "core/fpenv.h"
 #include "solver/solver_internal.h"
 
 /* The kernels' result codes (cl/cln_layout.h) are the public ones, and there are as many. */
@@ -493,6 +494,7 @@ clnode_status clnode_solve(clnode_context *ctx, const clnode_model *model,
                            const clnode_solve_options *opts, const clnode_problem *problem,
                            clnode_solution **out)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, ctx && out, CLNODE_ERR_INVALID_ARGUMENT, "clnode_solve: NULL context or out");
     *out = NULL;

@@ -3,6 +3,7 @@
  * and y0's and the inputs' finiteness checked by kernels, and the results copied into the caller's
  * arrays. */
 #include "clnode/device_solve.h"
+#include "core/fpenv.h"
 
 #include "solver/solver_internal.h"
 
@@ -397,6 +398,7 @@ clnode_status clnode_solve_device_sized(clnode_context *ctx, const clnode_model 
                                         clnode_trajectory_stats *stats, size_t *saved,
                                         size_t stats_size)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, ctx, CLNODE_ERR_INVALID_ARGUMENT, "clnode_solve_device: NULL context");
     clnode_status st = CLNODE_OK;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "model/model.h"
 #include "solver/gradient_job.h"
@@ -246,6 +247,7 @@ clnode_status clnode_tangent_compute(clnode_context *ctx, const clnode_model *mo
                                      const double *dinputs, const double *dparams,
                                      clnode_tangent **out)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, ctx && out, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_tangent_compute: NULL context or out");

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "cln_layout.h"
+#include "core/fpenv.h"
 #include "core/internal.h"
 #include "model/model.h"
 #include "solver/solution.h"
@@ -300,6 +301,7 @@ clnode_status clnode_solution_tape_export(clnode_context *ctx, const clnode_mode
                                           const clnode_solution *sol, void *buf, size_t size,
                                           size_t *needed)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, model && sol && needed, CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_solution_tape_export: model, sol and needed must not be NULL");
@@ -512,6 +514,7 @@ static clnode_status cln_tio_check_rows(clnode_context *ctx, const cln_tio_head 
 clnode_status clnode_solution_tape_import(clnode_context *ctx, const clnode_model *model,
                                           const void *buf, size_t size, clnode_solution **out)
 {
+    CLN_FPENV_SCOPE; /* IEEE arithmetic whatever the caller set (core/fpenv.h) */
     cln_clear_error(ctx);
     CLN_CHECK(ctx, model && out && (buf || !size), CLNODE_ERR_INVALID_ARGUMENT,
               "clnode_solution_tape_import: model and out must not be NULL, nor buf with a size");

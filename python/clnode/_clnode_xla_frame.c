@@ -2,6 +2,7 @@
  * attributes, operands, a handler's frame
  * (_clnode_xla_internal.h). */
 #include "_clnode_xla_internal.h"
+#include "core/fpenv.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -299,6 +300,10 @@ cxf_error *handle(cxf_call_frame *f, int (*run)(cxf_call_frame *f, xla_fail *e))
     if (metadata_query(f, &err))
         return err;
     xla_fail e = {CLNODE_OK, ""};
+    /* XLA runs a jitted program with subnormals flushed (FTZ and DAZ): the handler's own
+     * conversions of operands and results compute in IEEE's default, as the library does
+     * (lib/core/fpenv.h), so that a jitted call gives the bits of an eager one */
+    CLN_FPENV_SCOPE;
     sig_enter();
     const int rc = run(f, &e);
     sig_leave();

@@ -101,6 +101,28 @@ def test_jitted_gradient_is_the_eager_paths_bits(dtype):
             assert s_jit.result == s_eager.result == diffrax.RESULTS.successful
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_values_in_the_subnormal_range_keep_their_bits_under_jit(dtype):
+    """XLA runs a jitted program with subnormals flushed (x86's FTZ and DAZ): the custom calls
+    compute in IEEE's default environment all the same, as the eager path does (lib/core/fpenv.h).
+    A field whose output layer has zero weights and a subnormal bias grows y from 0 through the
+    subnormal range: ys and the gradient under jit are the eager path's bits (flushed, ys would be
+    zeros)."""
+    with enable_x64(dtype == jnp.float64):
+        tiny = 3e-39 if dtype == jnp.float32 else 3e-310
+        f, y0s, args, ts, w = problem(dtype)
+        last = f.mlp.layers[-1]
+        f = eqx.tree_at(lambda g: (g.mlp.layers[-1].weight, g.mlp.layers[-1].bias), f,
+                        (jnp.zeros_like(last.weight), jnp.full(last.bias.shape, tiny, dtype)))
+        y0s = jnp.zeros_like(y0s)
+        one = jax.jit(lambda y, c: solve(f, y, c, ts).ys)
+        ys_jit = np.asarray(one(y0s[0], args[0]))
+        ys_eager = np.asarray(solve(f, y0s[0], args[0], ts).ys)
+        assert np.any((ys_eager != 0) & (np.abs(ys_eager) < np.finfo(ys_eager.dtype).tiny))
+        np.testing.assert_array_equal(ys_jit, ys_eager)
+        assert_same_bits(jit_vg(f, y0s, args, ts, w)[1], vg(f, y0s, args, ts, w)[1])
+
+
 def test_per_example_gradients_are_the_eager_paths_bits():
     """vmap of a gradient (one reverse pass per example, re-solved: the batching rule keeps the
     examples' parameter gradients apart)."""
