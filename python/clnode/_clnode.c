@@ -12,6 +12,7 @@
 #include "_clnode_internal.h"
 #include "_clnode_xla.h"
 #include "_clnode_xla_cuda.h"
+#include "core/fpenv.h"
 
 static PyObject *version(PyObject *self, PyObject *noargs)
 {
@@ -39,6 +40,29 @@ static PyObject *method_names(PyObject *self, PyObject *noargs)
     (void)self;
     (void)noargs;
     return names_tuple(method_at);
+}
+
+/* IEEE's default environment on the calling thread (core/fpenv.h) while a front end converts
+ * and solves, whatever the caller set (torch.set_flush_denormal): the saved control word to give
+ * to ieee_end. */
+static PyObject *ieee_begin(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    const cln_fpenv e = cln_fpenv_ieee();
+    return Py_BuildValue("(KO)", e.saved, e.changed ? Py_True : Py_False);
+}
+
+static PyObject *ieee_end(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    cln_fpenv e = {0, 0};
+    int changed = 0;
+    if (!PyArg_ParseTuple(arg, "Kp", &e.saved, &changed))
+        return NULL;
+    e.changed = changed;
+    cln_fpenv_restore(&e);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
@@ -69,6 +93,9 @@ static PyMethodDef module_methods[] = {
      "inputs, t0s=None, t1s=None, dt0s=None) -> (stats, tinfo, saved): a solve of CUDA device "
      "arrays (pointers) on the caller's stream (clnode_solve_device)"},
     {"_set_log_sink", set_log_sink, METH_O, "set the callable that receives the library's log"},
+    {"_ieee_begin", ieee_begin, METH_NOARGS,
+     "IEEE's default floating-point environment on this thread: the caller's, for _ieee_end"},
+    {"_ieee_end", ieee_end, METH_O, "gives back the environment _ieee_begin returned"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,10 +1,11 @@
 """Contexts, solves and devices."""
 import enum
+import functools
 import math
 import os
 import threading
-from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple,
-                    Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional,
+                    Tuple, TypeVar, Union, cast)
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -14,6 +15,24 @@ import numpy.typing as npt
 
 from . import _args, _clnode, _progress
 from ._model import MLP
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def ieee(fn: _F) -> _F:
+    """fn called in IEEE 754's default floating-point environment (round to nearest, subnormals
+    kept) on this thread, and the caller's given back: a front end's conversions and solves give
+    the same bits whatever the caller set (torch.set_flush_denormal(True), a callback on a thread
+    of XLA's, which flushes subnormals); the library sets it too (lib/core/fpenv.h)."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        saved = _clnode._ieee_begin()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _clnode._ieee_end(saved)
+    return cast(_F, call)
+
 
 # the library's built-in methods, in its order
 METHODS: Tuple[str, ...] = _clnode.method_names()
@@ -183,6 +202,7 @@ class Solution:
         # the library's precision_floor warning of this solve (None without one)
         self._floor_message: Optional[str] = None
 
+    @ieee
     def vjp(self, ys_bar: npt.ArrayLike, device: Optional[str] = None,
             progress: Any = None) -> "Gradient":
         """The reverse pass of a solve with keep_tape=True: the gradient of a loss of ys given
@@ -213,6 +233,7 @@ class Solution:
                              lambda ctx, fn: self._tape.gradient(ctx, cot, fn))
         return _gradient(g, self._model, self._single)
 
+    @ieee
     def jvp(self, dy0: Optional[npt.ArrayLike] = None, dargs: Optional[npt.ArrayLike] = None,
             dparams: Optional[Dict[str, npt.ArrayLike]] = None, device: Optional[str] = None,
             progress: Any = None) -> np.ndarray:
@@ -304,6 +325,7 @@ def _on_context(where: Any, call: Any) -> Any:
         return call(_thread_context_for(where))
 
 
+@ieee
 def vjp_from_tape(model: MLP, tape: Any, ys_bar: npt.ArrayLike, device: Optional[str] = None,
                   progress: Any = None) -> "Gradient":
     """The gradient Solution.vjp gives, from the solution's tape bytes (Solution.tape_bytes,
@@ -566,6 +588,7 @@ def _inputs(args, model, B, single):
     return np.ascontiguousarray(a)
 
 
+@ieee
 def solve(model: MLP, y0: npt.ArrayLike, *, t0: PerTrajectory, t1: PerTrajectory,
           dt0: Union[PerTrajectory, str, None] = None, args: Optional[npt.ArrayLike] = None,
           saveat: Optional["SaveAt"] = None, device: Optional[str] = None,

@@ -269,6 +269,43 @@ def test_gradient_is_clnode_solve_and_vjp_bit_for_bit(dtype, precision):
                                                                 .dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_flushed_subnormals_in_torch_give_the_same_bits(dtype):
+    """torch.set_flush_denormal(True) (x86's FTZ and DAZ on the caller's thread): the ops convert
+    and solve in IEEE's default environment all the same (clnode._solve.ieee, lib/core/fpenv.h)
+    and give torch's setting back. A field whose last layer has zero weights and a subnormal bias
+    grows y from 0 through the subnormal range: ys and every gradient the bits of the unflushed
+    call (flushed, the bias read as zero gave ys of zeros)."""
+    tiny = 3e-39 if dtype == torch.float32 else 3e-310
+    f = _field_of("scale").to(dtype)
+    with torch.no_grad():
+        f.net[4].weight.zero_()
+        f.net[4].bias.fill_(tiny)
+    f.net[5] = nn.Identity()
+    t = torch.linspace(0, 2, 5, dtype=dtype)
+
+    def run():
+        f.zero_grad()
+        y0 = torch.zeros(3, 2, dtype=dtype, requires_grad=True)
+        ys = ct.odeint(f, y0, t, rtol=1e-4, atol=1e-6, method="tsit5")
+        (ys * torch.linspace(1, 2, ys.numel(), dtype=dtype).reshape(ys.shape)).sum().backward()
+        return [ys.detach().clone(), y0.grad.clone()] + [p.grad.clone() for p in f.parameters()]
+
+    want = run()
+    sub = want[0][(want[0] != 0) & (want[0].abs() < torch.finfo(dtype).tiny)]
+    assert sub.numel() > 0
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU has no flush-to-zero mode torch can set")
+    try:
+        got = run()
+        flushed = float(torch.tensor([tiny], dtype=dtype) * 1.5) == 0.0  # torch's setting back
+    finally:
+        torch.set_flush_denormal(False)
+    assert flushed
+    for a, b in zip(got, want):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
 @pytest.mark.parametrize("scale_shape", [(), (2,)])
 def test_gradient_is_clnode_jax_bit_for_bit(scale_shape):
     """The same problem through clnode.jax.diffeqsolve (jax.grad, vmap over y0): ys and every

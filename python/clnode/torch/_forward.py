@@ -82,6 +82,7 @@ def tangent(ys: Tensor, tape: Tensor, params: Sequence[Tensor], dy0: Optional[Te
 
 
 @torch.library.custom_op("clnode::solve_jvp", mutates_args=())
+@_solve.ieee
 def solve_jvp_op(tape: Tensor, ys: Tensor, params: List[Tensor], dy0: Optional[Tensor],
                  dargs: Optional[Tensor], dparams: Optional[Tensor], spec: str) -> Tensor:
     """The tangent of ys (D, B, T, N) in ys's dtype from the forward's tape (its ys (B, T, N))

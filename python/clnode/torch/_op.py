@@ -92,6 +92,7 @@ def _run(y0: Tensor, args: Optional[Tensor], params: Sequence[Tensor], times: Te
 
 
 @torch.library.custom_op("clnode::solve", mutates_args=())
+@_solve.ieee
 def solve_op(y0: Tensor, args: Optional[Tensor], params: List[Tensor], times: Tensor,
              save_ts: Tensor, spec: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     keep = bool(_config(spec)["keep"])
@@ -122,6 +123,7 @@ def _solve_fake(y0, args, params, times, save_ts, spec):
 
 
 @torch.library.custom_op("clnode::solve_vjp", mutates_args=())
+@_solve.ieee
 def solve_vjp_op(ys_bar: Tensor, tape: Tensor, params: List[Tensor], spec: str) -> List[Tensor]:
     """The gradients of y0 (B, N), args ((B, k); (0,) without) and each parameter, from the
     cotangent ys_bar (B, T, N) of ys and the forward's tape."""
