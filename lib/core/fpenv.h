@@ -79,6 +79,7 @@ static inline void cln_fpenv_restore(const cln_fpenv *e)
 /* The default environment for the rest of the enclosing block, the caller's given back when it
  * is left (by any return). */
 #define CLN_FPENV_SCOPE                                                                            \
-    const cln_fpenv cln_fpenv_scope_ __attribute__((cleanup(cln_fpenv_restore))) = cln_fpenv_ieee()
+    const cln_fpenv cln_fpenv_scope_ __attribute__((cleanup(cln_fpenv_restore), unused)) =         \
+        cln_fpenv_ieee()
 
 #endif /* CLN_FPENV_H */
