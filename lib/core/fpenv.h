@@ -8,8 +8,8 @@
  * so, a solve of a model whose values pass through the subnormal range would give other bits (a
  * subnormal bias read as zero) than the same solve called from numpy; clnode's promise is the same
  * bits from every front end. So every entry point that computes on the host sets the default for
- * its duration and gives the caller's back (CLN_FPENV_SCOPE), and the pool's workers set it for
- * every job (their environment is inherited from the thread that started them).
+ * its duration and gives the caller's back (CLN_FPENV_SCOPE). The pool's workers are started
+ * inside such a call and inherit its environment (POSIX threads inherit their creator's).
  * Only the rounding mode and the flushing bits are touched: the exception masks stay as they are,
  * and the exception flags the computation raises stay raised.
  * x86-64 (SSE's MXCSR: FTZ, DAZ, RC) and AArch64 (FPCR: FZ, RMode); elsewhere the rounding mode

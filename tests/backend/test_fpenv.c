@@ -1,12 +1,12 @@
 /* test_fpenv.c - the library computes in IEEE 754's default environment whatever the caller's
- * thread was set to (lib/core/fpenv.h): a solve, its reverse pass and its tangent pass called
- * with subnormals flushed (x86's MXCSR FTZ and DAZ, AArch64's FPCR FZ: what XLA sets while a
- * jitted program runs, and torch.set_flush_denormal) give the bits of the same calls in the
- * default environment, on one thread and on two (the pool's workers set it for their parts), in
- * fp32 and fp64; and the caller's environment is given back after each call. The model's values
- * pass through the subnormal range: an output layer of zero weights and a subnormal bias, so that
- * y grows from 0 through subnormal values, which a flushed solve reads as zero.
- * argv[1] is the device (meson passes "host"). */
+ * thread was set to (lib/core/fpenv.h): a solve, its reverse pass and its tangent pass called with
+ * subnormals flushed (x86's MXCSR FTZ and DAZ, AArch64's FPCR FZ: what XLA sets while a jitted
+ * program runs, and torch.set_flush_denormal) give the bits of the same calls in the default
+ * environment, on one thread and on two (the pool's workers inherit it from the call that starts
+ * them), in fp32 and fp64; and the caller's environment is given back after each call. The model's
+ * values pass through the subnormal range: an output layer of zero weights and a subnormal bias,
+ * so that y grows from 0 through subnormal values, which a flushed solve reads as zero. argv[1] is
+ * the device (meson passes "host"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

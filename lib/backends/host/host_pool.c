@@ -14,8 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fpenv.h"
-
 /* How long a worker that finished its part watches for the next job, and the caller for the
  * workers' parts to finish, before sleeping on the condition variable. A solve hands the pool a
  * job per step, a few microseconds after the last one (the driver counts the active rows in
@@ -130,9 +128,7 @@ static void *cln_worker_main(void *p)
         if (w->index > seen % CLN_POOL_JOB_HELPERS)
             continue; /* not needed for this job: nothing else of it is read */
         /* the job's fields were written before it was published (release), and are not written
-         * again before this part of it is done; computed in the IEEE environment, whatever the
-         * thread that started this one had set (core/fpenv.h) */
-        (void)cln_fpenv_ieee();
+         * again before this part of it is done */
         pool->fn(pool->arg, w->index, pool->parts);
         if (atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_acq_rel) == 1) {
             /* the last part: the caller may be asleep on `done` (it checks pending under the
